@@ -1,0 +1,398 @@
+//! The `untether` command: `host`, `client`, `demo`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use untether::client::{run_client, ClientOptions, Display};
+use untether::config::{ConfigToml, DEFAULT_PORT};
+use untether::{report, DemoOptions, Host, HostOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "untether",
+    version,
+    about = "Low-latency streaming for untethered VR and interactive games",
+    long_about = "Low-latency streaming for untethered VR and interactive games.\n\n\
+        A host renders (or captures) frames, encodes them with x264 and sends them over UDP with \
+        untether's own protocol; a client reassembles, decodes and shows them, and sends the \
+        user's input back.\n\n\
+        Quick start on one machine:  untether demo\n\
+        Two machines:                untether host            (on the PC)\n\
+        \x20                            untether client PC-ADDRESS (on the headset / Pi)\n\n\
+        Settings come from defaults, then --config FILE (TOML, see docs/CONFIG.md), then flags.\n\
+        Set RUST_LOG=info (or debug) for more detail."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the built-in test scene to one client at a time.
+    Host(HostArgs),
+    /// Connect to a host, decode and show its stream, send keyboard and mouse back.
+    Client(ClientArgs),
+    /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct Common {
+    /// TOML config file (every key documented in docs/CONFIG.md); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Write the JSON latency report (the contract in docs/REPORT.md) to FILE.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct VideoArgs {
+    /// Frame size: WIDTHxHEIGHT, 720p or 1080p [config: video.resolution, default 1280x720].
+    #[arg(long, value_name = "WxH")]
+    resolution: Option<String>,
+    /// Frames per second [config: video.fps, default 60].
+    #[arg(long)]
+    fps: Option<u32>,
+    /// Encoder bitrate: kbit/s as a number, or with a unit: 8000k, 10M, 10mbit [config: video.bitrate_kbps, default 10000].
+    #[arg(long, value_name = "RATE")]
+    bitrate: Option<String>,
+    /// Video encoder [config: video.encoder, default libx264].
+    #[arg(long, value_parser = ["libx264", "libx264rgb"])]
+    encoder: Option<String>,
+    /// x264 preset [config: video.preset, default ultrafast].
+    #[arg(long, value_parser = untether::config::PRESETS)]
+    preset: Option<String>,
+    /// BGRA→YUV conversion: simd, swscale, or rgb (none; implies --encoder libx264rgb) [config: video.conversion, default simd].
+    #[arg(long, value_parser = ["simd", "swscale", "rgb"])]
+    conversion: Option<String>,
+    /// Test scene: camera spin in degrees/second, counter-clockwise [config: scene.spin_deg_per_s, default 30].
+    #[arg(long, value_name = "DEG_PER_S", allow_negative_numbers = true)]
+    spin: Option<f32>,
+    /// Test scene: walking speed in m/s, 0 = stand still [config: scene.walk_speed, default 0.6].
+    #[arg(long, value_name = "M_PER_S")]
+    walk: Option<f32>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct HostArgs {
+    /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
+    #[arg(long, value_name = "ADDR:PORT")]
+    bind: Option<String>,
+    #[command(flatten)]
+    video: VideoArgs,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct ClientSide {
+    /// No window: decode and measure only [config: client.headless]. Also the default when there is no display.
+    #[arg(long)]
+    headless: bool,
+    /// Name shown to the host [config: client.name, default: this machine's hostname].
+    #[arg(long)]
+    name: Option<String>,
+    /// Write the last shown frame to FILE as a PPM picture when the client stops.
+    #[arg(long, value_name = "FILE")]
+    save_frame: Option<PathBuf>,
+    /// Send a small synthetic look-around input every MS milliseconds and measure how long until a decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
+    #[arg(long, value_name = "MS")]
+    input_probe: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ClientArgs {
+    /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT.
+    host: String,
+    #[command(flatten)]
+    side: ClientSide,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug, Clone)]
+struct DemoArgs {
+    #[command(flatten)]
+    video: VideoArgs,
+    #[command(flatten)]
+    side: ClientSide,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn parse_bitrate(s: &str) -> Result<u32> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("mbit").or_else(|| t.strip_suffix('m')) {
+        (n, 1000.0)
+    } else if let Some(n) = t.strip_suffix("kbit").or_else(|| t.strip_suffix('k')) {
+        (n, 1.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("--bitrate {s:?}: expected kbit/s (e.g. 8000) or a value with a unit: 8000k, 10M, 10mbit"))?;
+    Ok((v * mult).round() as u32)
+}
+
+fn load_config(common: &Common) -> Result<ConfigToml> {
+    Ok(match &common.config {
+        Some(path) => ConfigToml::load(path)?,
+        None => ConfigToml::default(),
+    })
+}
+
+fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) -> Result<()> {
+    if let Some(r) = &v.resolution {
+        cfg.video.resolution = r.clone();
+    }
+    if let Some(f) = v.fps {
+        cfg.video.fps = f;
+    }
+    if let Some(b) = &v.bitrate {
+        cfg.video.bitrate_kbps = parse_bitrate(b)?;
+    }
+    if let Some(e) = &v.encoder {
+        cfg.video.encoder = e.clone();
+    }
+    if let Some(p) = &v.preset {
+        cfg.video.preset = p.clone();
+    }
+    if let Some(c) = &v.conversion {
+        cfg.video.conversion = c.clone();
+        if c == "rgb" && v.encoder.is_none() {
+            cfg.video.encoder = "libx264rgb".into();
+        }
+    }
+    if let Some(s) = v.spin {
+        cfg.scene.spin_deg_per_s = s;
+    }
+    if let Some(w) = v.walk {
+        cfg.scene.walk_speed = w;
+    }
+    Ok(())
+}
+
+fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
+    if c.headless {
+        cfg.client.headless = true;
+    }
+    if let Some(n) = &c.name {
+        cfg.client.name = n.clone();
+    }
+    if let Some(p) = c.input_probe {
+        cfg.client.input_probe_interval_ms = p;
+    }
+}
+
+fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
+    let video = cfg.video.validate()?;
+    cfg.network.validate()?;
+    Ok(HostOptions {
+        video,
+        scene: cfg.scene.clone(),
+        host: cfg.host.clone(),
+        network: cfg.network.clone(),
+    })
+}
+
+fn display_for(cfg: &ConfigToml) -> Display {
+    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if cfg.client.headless {
+        Display::Headless
+    } else if !has_display {
+        log::warn!("no DISPLAY or WAYLAND_DISPLAY: running headless (no window)");
+        eprintln!("untether: no display found; running headless (decode and measure, no window)");
+        Display::Headless
+    } else {
+        Display::Window
+    }
+}
+
+fn duration_of(common: &Common) -> Result<Option<Duration>> {
+    match common.duration {
+        None => Ok(None),
+        Some(d) if d.is_finite() && d > 0.0 && d <= 86_400.0 => Ok(Some(Duration::from_secs_f64(d))),
+        Some(d) => bail!("--duration {d}: must be a number of seconds in (0, 86400]"),
+    }
+}
+
+fn client_options(cfg: &ConfigToml, host: std::net::SocketAddr, side: &ClientSide, common: &Common) -> Result<ClientOptions> {
+    cfg.client.validate()?;
+    cfg.network.validate()?;
+    Ok(ClientOptions {
+        host,
+        client: cfg.client.clone(),
+        network: cfg.network.clone(),
+        display: display_for(cfg),
+        duration: duration_of(common)?,
+        save_frame: side.save_frame.clone(),
+    })
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write report {}", path.display()))?;
+    eprintln!("untether: report written to {}", path.display());
+    Ok(())
+}
+
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst)) {
+        log::warn!("cannot install the Ctrl-C handler: {e}");
+    }
+    stop
+}
+
+fn run_host(args: HostArgs) -> Result<()> {
+    let mut cfg = load_config(&args.common)?;
+    apply_video(&mut cfg, &args.video)?;
+    if let Some(b) = &args.bind {
+        cfg.host.bind = b.clone();
+    }
+    let options = host_options(&cfg)?;
+    let duration = duration_of(&args.common)?;
+    let stop = stop_on_ctrl_c();
+    let host = Host::start(options.clone())?;
+    let v = &options.video;
+    eprintln!(
+        "untether host: listening on udp {} — {} @ {} fps, {} {} ({} conversion), {} kbit/s. Ctrl-C to stop.",
+        host.local_addr(),
+        v.resolution,
+        v.fps,
+        v.encoder.name(),
+        v.preset,
+        v.conversion.name(),
+        v.bitrate_kbps
+    );
+    let started = std::time::Instant::now();
+    while !stop.load(Ordering::SeqCst) && !host.is_stopped() && duration.is_none_or(|d| started.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let summary = host.stop();
+    if let Some(f) = &summary.fatal {
+        bail!("host stopped: {f}");
+    }
+    eprintln!(
+        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes) · dropped {} · {:.1} MB sent",
+        summary.captured,
+        summary.encoded,
+        summary.sent,
+        summary.keyframes,
+        summary.dropped,
+        summary.bytes_sent as f64 / 1e6
+    );
+    if let Some(path) = &args.common.report {
+        let config = untether::report_config(&options, Display::Headless, "udp");
+        write_json(path, &report::build_host(config, &summary))?;
+    }
+    Ok(())
+}
+
+fn run_client_cmd(args: ClientArgs) -> Result<()> {
+    let mut cfg = load_config(&args.common)?;
+    apply_client(&mut cfg, &args.side);
+    let host = untether_net_resolve(&args.host)?;
+    let options = client_options(&cfg, host, &args.side, &args.common)?;
+    let stop = stop_on_ctrl_c();
+    eprintln!("untether client: connecting to {host} …");
+    let run = run_client(&options, stop)?;
+    let params = run.params.clone();
+    let mut host_opts = host_options(&cfg)?;
+    if let Some(p) = &params {
+        host_opts.video.resolution.width = p.width as u32;
+        host_opts.video.resolution.height = p.height as u32;
+        host_opts.video.fps = p.fps as u32;
+        host_opts.video.bitrate_kbps = p.bitrate_kbps;
+        if p.codec == untether_proto_codec_rgb() {
+            host_opts.video.encoder = untether_media::codec::EncoderKind::X264Rgb;
+            host_opts.video.conversion = untether_media::convert::Conversion::Rgb;
+        }
+    }
+    let mut config = untether::report_config(&host_opts, options.display, "udp");
+    // The client does not know the host's preset or conversion path.
+    config.preset = "unknown".into();
+    if params.as_ref().is_some_and(|p| p.codec != untether_proto_codec_rgb()) {
+        config.conversion = "unknown".into();
+    }
+    let report = report::build(config, &run, None);
+    print!("{}", report.to_text());
+    if let Some(path) = &args.common.report {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+fn untether_proto_codec_rgb() -> untether::host::Codec {
+    untether::host::Codec::H264Rgb
+}
+
+fn untether_net_resolve(name: &str) -> Result<std::net::SocketAddr> {
+    untether::resolve_host(name, DEFAULT_PORT).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn run_demo(args: DemoArgs) -> Result<()> {
+    let mut cfg = load_config(&args.common)?;
+    apply_video(&mut cfg, &args.video)?;
+    apply_client(&mut cfg, &args.side);
+    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() {
+        // The demo measures input response by default.
+        cfg.client.input_probe_interval_ms = 500;
+    }
+    let host = host_options(&cfg)?;
+    let mut common = args.common.clone();
+    common.duration = Some(common.duration.unwrap_or(10.0));
+    let client = client_options(&cfg, ([127, 0, 0, 1], 0).into(), &args.side, &common)?;
+    let stop = stop_on_ctrl_c();
+    let v = &host.video;
+    eprintln!(
+        "untether demo: streaming the test scene {} @ {} fps with {} ({}, {} conversion) at {} kbit/s over loopback UDP for {:.0} s ({})…",
+        v.resolution,
+        v.fps,
+        v.encoder.name(),
+        v.preset,
+        v.conversion.name(),
+        v.bitrate_kbps,
+        common.duration.unwrap_or(10.0),
+        if client.display == Display::Window { "window" } else { "headless" }
+    );
+    let report = untether::run_demo(DemoOptions { host, client }, stop)?;
+    print!("{}", report.to_text());
+    if let Some(path) = &args.common.report {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Host(a) => run_host(a),
+        Command::Client(a) => run_client_cmd(a),
+        Command::Demo(a) => run_demo(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("untether: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The `untether` binary as a user runs it: help, errors, host and client as two processes,
+//! and the SDL window under Xvfb checked by a screenshot.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn untether() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    untether().args(args).output().expect("untether runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("untether-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn help_explains_every_command() {
+    let o = run(&["--help"]);
+    assert!(o.status.success());
+    let t = text(&o);
+    for cmd in ["host", "client", "demo"] {
+        assert!(t.contains(cmd), "--help lacks {cmd}: {t}");
+    }
+    for cmd in ["host", "client", "demo"] {
+        let o = run(&[cmd, "--help"]);
+        assert!(o.status.success(), "{cmd} --help failed");
+        let t = text(&o);
+        assert!(t.contains("--report") && t.contains("--config"), "{cmd} --help: {t}");
+    }
+    let t = text(&run(&["demo", "--help"]));
+    for flag in ["--resolution", "--fps", "--bitrate", "--encoder", "--headless"] {
+        assert!(t.contains(flag), "demo --help lacks {flag}");
+    }
+}
+
+#[test]
+fn a_wrong_flag_names_the_allowed_values() {
+    let o = run(&["demo", "--encoder", "x265"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("libx264") && t.contains("libx264rgb"), "{t}");
+    let o = run(&["demo", "--resolution", "huge"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("video.resolution"), "{}", text(&o));
+    let o = run(&["demo", "--bitrate", "fast"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--bitrate"), "{}", text(&o));
+}
+
+#[test]
+fn a_bad_config_key_is_named() {
+    let path = tmp("bad.toml");
+    std::fs::write(&path, "[video]\nframerate = 60\n").unwrap();
+    let o = run(&["demo", "--config", path.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("framerate") && t.contains("fps"), "{t}");
+}
+
+#[test]
+fn a_client_pointed_at_no_host_says_so_within_3_seconds() {
+    // Nobody listens on this port: the kernel answers "port unreachable".
+    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let t = Instant::now();
+    let o = run(&["client", &format!("127.0.0.1:{port}"), "--headless"]);
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+    assert!(!o.status.success());
+    assert!(text(&o).contains("nothing is listening"), "{}", text(&o));
+
+    // Something receives but never answers: the connect timeout (3 s) fires.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let t = Instant::now();
+    let o = run(&["client", &addr.to_string(), "--headless"]);
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(3600), "took {took:?}");
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no answer from host"), "{}", text(&o));
+    // The client did ask.
+    silent.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut buf = [0u8; 2048];
+    assert!(silent.recv_from(&mut buf).is_ok());
+}
+
+#[test]
+fn host_and_client_as_two_processes() {
+    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let host_report = tmp("host.json");
+    let client_report = tmp("client.json");
+    let mut host = untether()
+        .args(["host", "--bind", &format!("127.0.0.1:{port}"), "--duration", "6", "--report"])
+        .arg(&host_report)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = untether()
+        .args(["client", &format!("127.0.0.1:{port}"), "--headless", "--duration", "3", "--input-probe", "400", "--report"])
+        .arg(&client_report)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "client failed: {}", text(&o));
+    assert!(text(&o).contains("glass-to-glass"));
+    let host_out = host.wait_with_output().unwrap();
+    assert!(host_out.status.success(), "host failed: {}", String::from_utf8_lossy(&host_out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&client_report).unwrap()).unwrap();
+    assert!(c["frames"]["decoded"].as_u64().unwrap() > 100, "{c}");
+    assert!(c["latency_ms"]["glass_to_glass"]["p50"].as_f64().unwrap() > 0.0);
+    assert!(c["input"]["events_sent"].as_u64().unwrap() >= 3);
+    let h: serde_json::Value = serde_json::from_slice(&std::fs::read(&host_report).unwrap()).unwrap();
+    assert!(h["frames"]["sent"].as_u64().unwrap() > 100, "{h}");
+    assert!(h["input"]["events_applied"].as_u64().unwrap() >= 3, "{h}");
+}
+
+/// Reads a binary PPM (P6, maxval 255) as (width, height, rgb).
+fn read_ppm(path: &Path) -> (usize, usize, Vec<u8>) {
+    let data = std::fs::read(path).unwrap();
+    let mut fields = Vec::new();
+    let mut i = 0;
+    while fields.len() < 4 {
+        while data[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if data[i] == b'#' {
+            while data[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        let start = i;
+        while !data[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        fields.push(String::from_utf8_lossy(&data[start..i]).to_string());
+    }
+    assert_eq!(fields[0], "P6");
+    let (w, h): (usize, usize) = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
+    let pixels = data[i + 1..].to_vec();
+    assert_eq!(pixels.len(), w * h * 3);
+    (w, h, pixels)
+}
+
+#[test]
+fn sdl_window_shows_the_decoded_frame() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    let frame = tmp("last-frame.ppm");
+    let shot = tmp("screen.ppm");
+    // A still scene, so the screenshot and the last decoded frame show the same picture.
+    let mut demo = untether()
+        .args(["demo", "--duration", "5", "--spin", "0", "--walk", "0", "--input-probe", "0", "--save-frame"])
+        .arg(&frame)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3000));
+    let grab = Command::new("import").args(["-window", "root"]).arg(&shot).status();
+    let out = demo.wait_with_output().unwrap();
+    assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(grab.expect("imagemagick's import is installed").success());
+    let (fw, fh, fpx) = read_ppm(&frame);
+    let (sw, sh, spx) = read_ppm(&shot);
+    assert_eq!((fw, fh), (1280, 720));
+    // The window is centred on the screen; compare a 256×256 block at the centre of both.
+    let (n, mut diff) = (256usize, 0f64);
+    for y in 0..n {
+        for x in 0..n {
+            for c in 0..3 {
+                let f = fpx[((fh / 2 - n / 2 + y) * fw + fw / 2 - n / 2 + x) * 3 + c] as f64;
+                let s = spx[((sh / 2 - n / 2 + y) * sw + sw / 2 - n / 2 + x) * 3 + c] as f64;
+                diff += (f - s).abs();
+            }
+        }
+    }
+    let mean = diff / (n * n * 3) as f64;
+    assert!(mean < 6.0, "screen centre differs from the decoded frame by {mean:.1} on average");
+}

@@ -1,0 +1,50 @@
+//! untether's media stages: the built-in test scene and its pixel stamp, colour conversion,
+//! FFmpeg encoders and decoders, and presenters (SDL2 window or headless sink).
+//!
+//! Nothing here knows about the network.
+
+pub mod codec;
+pub mod convert;
+pub mod frame;
+pub mod present;
+pub mod quality;
+pub mod scene;
+pub mod stamp;
+
+pub use frame::BgraFrame;
+
+/// Errors from the media stages. Every variant says what failed and, where it helps, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("invalid frame size {width}x{height}: {reason}")]
+    InvalidSize {
+        width: u32,
+        height: u32,
+        reason: String,
+    },
+    #[error("FFmpeg {context}: {source}")]
+    Ffmpeg {
+        context: String,
+        #[source]
+        source: ffmpeg_next::Error,
+    },
+    #[error("encoder {name:?} is not available in this FFmpeg build (install libavcodec with libx264)")]
+    EncoderMissing { name: String },
+    #[error("colour conversion failed: {0}")]
+    Conversion(String),
+    #[error("display: {0}")]
+    Display(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl MediaError {
+    pub fn ffmpeg(context: impl Into<String>, source: ffmpeg_next::Error) -> Self {
+        MediaError::Ffmpeg {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = MediaError> = std::result::Result<T, E>;

@@ -1,0 +1,84 @@
+//! untether: low-latency streaming for untethered VR and interactive games.
+//!
+//! This crate wires the stages together: [`host::Host`] (test scene → conversion → encoder →
+//! protocol session → UDP) and [`client::run_client`] (UDP → reassembly → decoder →
+//! presenter), plus configuration, statistics and the latency [`report`].
+
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod host;
+pub mod report;
+pub mod slot;
+pub mod stats;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use client::{ClientError, ClientOptions, ClientRun, Display};
+pub use host::{Host, HostError, HostOptions, HostSummary};
+pub use report::Report;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("host: {0}")]
+    Host(#[from] HostError),
+    #[error("client: {0}")]
+    Client(#[from] ClientError),
+    #[error("host failed: {0}")]
+    HostFailed(String),
+}
+
+/// Options of a demo run: a host and a client in this process, over loopback UDP.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    pub host: HostOptions,
+    pub client: ClientOptions,
+}
+
+/// Describes a run for the report's `config` section.
+pub fn report_config(host: &HostOptions, display: Display, transport: &str) -> report::ReportConfig {
+    let v = &host.video;
+    report::ReportConfig {
+        width: v.resolution.width,
+        height: v.resolution.height,
+        fps: v.fps,
+        codec: "h264".into(),
+        encoder: v.encoder.name().into(),
+        preset: v.preset.clone(),
+        conversion: v.conversion.name().into(),
+        bitrate_kbps: v.bitrate_kbps,
+        transport: transport.into(),
+        paths: 1,
+        impairment: None,
+        display: match display {
+            Display::Window => "sdl-window".into(),
+            Display::Headless => "headless".into(),
+        },
+        machine: report::machine_description(),
+    }
+}
+
+/// Streams the test scene from a host to a client on this machine, both in this process,
+/// over real UDP on the loopback interface, and returns the report.
+pub fn run_demo(mut options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, DemoError> {
+    options.host.host.bind = "127.0.0.1:0".into();
+    let host = Host::start(options.host.clone())?;
+    options.client.host = host.local_addr();
+    let run = client::run_client(&options.client, stop);
+    // Let the host account for the Bye before stopping it.
+    std::thread::sleep(Duration::from_millis(20));
+    let summary = host.stop();
+    let run = match (run, &summary.fatal) {
+        (_, Some(f)) => return Err(DemoError::HostFailed(f.clone())),
+        (r, None) => r?,
+    };
+    let config = report_config(&options.host, options.client.display, "udp-loopback");
+    Ok(report::build(config, &run, Some(&summary)))
+}
+
+/// Resolves "HOST[:PORT]" for the client.
+pub fn resolve_host(name: &str, default_port: u16) -> Result<std::net::SocketAddr, untether_net::NetError> {
+    untether_net::resolve(name, default_port)
+}

@@ -1,0 +1,370 @@
+//! The latency report: the JSON contract of shared/DESIGN.md (fields may be added, never
+//! renamed) and its text rendering.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::client::ClientRun;
+use crate::host::HostSummary;
+use crate::stats::{Samples, Summary};
+
+/// Percentiles in milliseconds; null when nothing was measured.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Pcts {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+    pub count: u64,
+}
+
+impl From<Option<Summary>> for Pcts {
+    fn from(s: Option<Summary>) -> Self {
+        match s {
+            None => Pcts::default(),
+            Some(s) => Pcts {
+                p50: Some(s.p50),
+                p95: Some(s.p95),
+                p99: Some(s.p99),
+                max: Some(s.max),
+                mean: Some(s.mean),
+                count: s.count,
+            },
+        }
+    }
+}
+
+impl From<&Samples> for Pcts {
+    fn from(s: &Samples) -> Self {
+        s.summary().into()
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportConfig {
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub codec: String,
+    pub encoder: String,
+    pub preset: String,
+    pub conversion: String,
+    pub bitrate_kbps: u32,
+    pub transport: String,
+    pub paths: u32,
+    pub impairment: Option<String>,
+    pub display: String,
+    pub machine: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FrameCounts {
+    pub captured: u64,
+    pub encoded: u64,
+    pub sent: u64,
+    pub complete: u64,
+    pub decoded: u64,
+    pub shown: u64,
+    pub late: u64,
+    pub lost: u64,
+    pub corrupted: u64,
+    pub dropped_host: u64,
+    pub dropped_client: u64,
+    pub keyframes: u64,
+    pub stamp_unreadable: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub glass_to_glass: Pcts,
+    pub glass_to_glass_pixels: Pcts,
+    /// Per-frame |glass_to_glass − glass_to_glass_pixels|: how well metadata and pixels agree.
+    pub timestamp_pixel_disagreement: Pcts,
+    /// capture, convert, encode, send, network, reassemble, decode, present, and host_queue
+    /// (capture instant → encoder start: the time a frame waits for the encoder).
+    pub stages: BTreeMap<&'static str, Pcts>,
+    /// glass-to-glass minus convert, encode and decode, per frame.
+    pub pipeline_overhead: Pcts,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RttMs {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub min: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NetworkReport {
+    pub bytes_sent: u64,
+    pub packets_sent: u64,
+    pub bytes_received: u64,
+    pub packets_received: u64,
+    pub packets_lost: u64,
+    pub packets_recovered: u64,
+    pub malformed: u64,
+    pub keyframe_requests_sent: u64,
+    pub rtt_ms: RttMs,
+    /// Host clock minus client clock, as estimated by ping/pong (≈ 0 on one machine).
+    pub clock_offset_ms: Option<f64>,
+    pub clock_uncertainty_ms: Option<f64>,
+    pub goodput_mbps: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InputReport {
+    pub events_sent: u64,
+    pub events_applied: Option<u64>,
+    /// Input event sent by the client → first decoded frame whose pixel stamp shows the
+    /// scene had applied it.
+    pub response_ms: Pcts,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub config: ReportConfig,
+    pub duration_s: f64,
+    pub frames: FrameCounts,
+    pub latency_ms: Latency,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quality: Option<serde_json::Value>,
+    pub network: NetworkReport,
+    pub input: InputReport,
+    pub host_events: Vec<String>,
+}
+
+/// Builds the report from what the client measured and, when the host ran in this process,
+/// what the host measured.
+pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) -> Report {
+    let offset = run.clock.map_or(0, |c| c.offset_us);
+    let to_client = |host_us: u64| host_us as i64 - offset;
+    let mut g2g = Samples::default();
+    let mut g2g_px = Samples::default();
+    let mut disagree = Samples::default();
+    let mut overhead = Samples::default();
+    let mut st: BTreeMap<&'static str, Samples> = BTreeMap::new();
+    for r in run.records.iter().filter(|r| r.shown_us != 0) {
+        let shown = r.shown_us as i64;
+        let g = shown - to_client(r.capture_us);
+        g2g.push_us(g);
+        if let Some(stamp) = r.stamp {
+            let reference = (r.shown_us as i64 + offset).max(0) as u64;
+            let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
+            let gp = shown - to_client(captured);
+            g2g_px.push_us(gp);
+            disagree.push_us((g - gp).abs());
+        }
+        let decode = r.decode_end_us as i64 - r.decode_start_us as i64;
+        st.entry("reassemble")
+            .or_default()
+            .push_us(r.decode_start_us as i64 - r.last_shard_us as i64);
+        st.entry("decode").or_default().push_us(decode);
+        st.entry("present")
+            .or_default()
+            .push_us(r.shown_us as i64 - r.decode_end_us as i64);
+        if let Some(t) = run.timings.get(&r.frame_number) {
+            let send_start = t.send_done_us as i64 - t.send_us as i64;
+            st.entry("capture").or_default().push_us(t.capture_dur_us as i64);
+            st.entry("host_queue").or_default().push_us(
+                send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
+            );
+            st.entry("convert").or_default().push_us(t.convert_us as i64);
+            st.entry("encode").or_default().push_us(t.encode_us as i64);
+            st.entry("send").or_default().push_us(t.send_us as i64);
+            // Clock-offset error can make this slightly negative on one machine: clamp.
+            st.entry("network")
+                .or_default()
+                .push_us((r.last_shard_us as i64 - to_client(t.send_done_us)).max(0));
+            overhead.push_us(g - t.convert_us as i64 - t.encode_us as i64 - decode);
+        }
+    }
+    let mut stages = BTreeMap::new();
+    for name in [
+        "capture", "host_queue", "convert", "encode", "send", "network", "reassemble", "decode", "present",
+    ] {
+        stages.insert(name, st.get(name).map(Pcts::from).unwrap_or_default());
+    }
+    let last_timing = run.timings.values().max_by_key(|t| t.frame_number);
+    let s = &run.stats;
+    let frames = FrameCounts {
+        captured: host.map_or(last_timing.map_or(0, |t| t.captured as u64), |h| h.captured),
+        encoded: host.map_or(last_timing.map_or(0, |t| t.encoded as u64), |h| h.encoded),
+        sent: host.map_or(run.timings.len() as u64, |h| h.sent),
+        complete: s.frames_complete,
+        decoded: run.decoded,
+        shown: run.shown,
+        late: s.frames_late,
+        lost: s.frames_lost,
+        corrupted: run.decode_errors,
+        dropped_host: host.map_or(last_timing.map_or(0, |t| t.dropped as u64), |h| h.dropped),
+        dropped_client: run.dropped_presenter,
+        keyframes: run.records.iter().filter(|r| r.keyframe).count() as u64,
+        stamp_unreadable: run.stamp_unreadable,
+    };
+    let duration_s = run.ended_us.saturating_sub(run.connected_us.unwrap_or(run.started_us)) as f64 / 1e6;
+    let mut rtt = Samples::default();
+    for &r in &run.pings {
+        rtt.push_us(r as i64);
+    }
+    let rtt_sum = rtt.summary();
+    let mut response = Samples::default();
+    for &(_, sent, seen) in &run.input_responses {
+        response.push_us(seen as i64 - sent as i64);
+    }
+    let network = NetworkReport {
+        bytes_sent: host.map_or(0, |h| h.bytes_sent),
+        packets_sent: host.map_or(0, |h| h.packets_sent),
+        bytes_received: s.bytes_received,
+        packets_received: s.datagrams_received,
+        packets_lost: s.packets_lost,
+        packets_recovered: 0,
+        malformed: s.malformed_datagrams + host.map_or(0, |h| h.malformed_datagrams),
+        keyframe_requests_sent: s.keyframe_requests_sent,
+        rtt_ms: RttMs {
+            p50: rtt_sum.map(|x| x.p50),
+            p99: rtt_sum.map(|x| x.p99),
+            min: run.clock.map(|c| c.rtt_us as f64 / 1000.0),
+        },
+        clock_offset_ms: run.clock.map(|c| c.offset_us as f64 / 1000.0),
+        clock_uncertainty_ms: run.clock.map(|c| c.uncertainty_us as f64 / 1000.0),
+        goodput_mbps: if duration_s > 0.0 {
+            s.bytes_received as f64 * 8.0 / duration_s / 1e6
+        } else {
+            0.0
+        },
+    };
+    Report {
+        config,
+        duration_s: (duration_s * 1000.0).round() / 1000.0,
+        frames,
+        latency_ms: Latency {
+            glass_to_glass: (&g2g).into(),
+            glass_to_glass_pixels: (&g2g_px).into(),
+            timestamp_pixel_disagreement: (&disagree).into(),
+            stages,
+            pipeline_overhead: (&overhead).into(),
+        },
+        quality: None,
+        network,
+        input: InputReport {
+            events_sent: run.inputs_sent,
+            events_applied: host.map(|h| h.inputs_applied),
+            response_ms: (&response).into(),
+        },
+        host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_string(), |v| format!("{v:.2}"))
+}
+
+impl Report {
+    /// A human-readable summary for the terminal.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let c = &self.config;
+        let f = &self.frames;
+        let l = &self.latency_ms;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "untether latency report — {}x{} @ {} fps, {} ({} preset, {} conversion), {} kbit/s, {} ({}), {:.1} s",
+            c.width, c.height, c.fps, c.encoder, c.preset, c.conversion, c.bitrate_kbps, c.transport, c.display, self.duration_s
+        );
+        let _ = writeln!(o, "machine: {}", c.machine);
+        let _ = writeln!(
+            o,
+            "frames: captured {} · encoded {} · sent {} · complete {} · decoded {} · shown {} · late {} · lost {} · corrupted {} · dropped host {} / client {} · keyframes {}",
+            f.captured, f.encoded, f.sent, f.complete, f.decoded, f.shown, f.late, f.lost, f.corrupted, f.dropped_host, f.dropped_client, f.keyframes
+        );
+        let _ = writeln!(o, "{:<28} {:>8} {:>8} {:>8} {:>8}", "latency (ms)", "p50", "p95", "p99", "max");
+        let mut row = |name: &str, p: &Pcts| {
+            let _ = writeln!(
+                o,
+                "{:<28} {:>8} {:>8} {:>8} {:>8}",
+                name,
+                ms(p.p50),
+                ms(p.p95),
+                ms(p.p99),
+                ms(p.max)
+            );
+        };
+        row("glass-to-glass (timestamps)", &l.glass_to_glass);
+        row("glass-to-glass (pixels)", &l.glass_to_glass_pixels);
+        for name in [
+            "capture", "host_queue", "convert", "encode", "send", "network", "reassemble", "decode", "present",
+        ] {
+            if let Some(p) = l.stages.get(name) {
+                row(&format!("  {name}"), p);
+            }
+        }
+        row("pipeline overhead", &l.pipeline_overhead);
+        row("input response", &self.input.response_ms);
+        let n = &self.network;
+        let _ = writeln!(
+            o,
+            "network: {:.2} Mbit/s goodput · {} datagrams received · {} lost · {} malformed · rtt p50 {} ms · clock offset {} ms (±{})",
+            n.goodput_mbps,
+            n.packets_received,
+            n.packets_lost,
+            n.malformed,
+            ms(n.rtt_ms.p50),
+            ms(n.clock_offset_ms),
+            ms(n.clock_uncertainty_ms)
+        );
+        let _ = writeln!(
+            o,
+            "input: {} events sent, {} applied by the host",
+            self.input.events_sent,
+            self.input.events_applied.map_or("?".to_string(), |v| v.to_string())
+        );
+        o
+    }
+}
+
+/// A one-line description of this machine for reports: cores, CPU model, GPU (none used).
+pub fn machine_description() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    format!("{cores} cores ({model}), CPU only (no GPU used)")
+}
+
+/// The report a standalone host writes: only what the host can measure.
+pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
+    let stages: BTreeMap<&str, Pcts> = ["capture", "host_queue", "convert", "encode", "send"]
+        .into_iter()
+        .map(|name| {
+            let key = if name == "host_queue" { "queue" } else { name };
+            (name, h.stages.get(key).map(Pcts::from).unwrap_or_default())
+        })
+        .collect();
+    serde_json::json!({
+        "side": "host",
+        "config": config,
+        "duration_s": h.duration_s,
+        "frames": {
+            "captured": h.captured, "encoded": h.encoded, "sent": h.sent,
+            "dropped_host": h.dropped, "keyframes": h.keyframes,
+        },
+        "latency_ms": { "stages": stages },
+        "network": {
+            "bytes_sent": h.bytes_sent, "packets_sent": h.packets_sent,
+            "malformed": h.malformed_datagrams,
+            "keyframe_requests_received": h.keyframe_requests_received,
+            "keyframe_requests_ignored": h.keyframe_requests_ignored,
+        },
+        "input": { "events_applied": h.inputs_applied },
+        "host_events": h.events,
+    })
+}

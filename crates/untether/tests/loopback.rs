@@ -1,0 +1,137 @@
+//! Loopback integration: a real host and client in this process, real UDP sockets on
+//! 127.0.0.1, real x264 encoder and FFmpeg decoder, the real test scene. A few seconds each.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use untether::client::{ClientOptions, ClientRun, Display, FrameRecord};
+use untether::config::ConfigToml;
+use untether::{report, DemoOptions, HostOptions};
+
+fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptions {
+    let mut cfg = ConfigToml::default();
+    cfg.video.encoder = encoder.into();
+    if encoder == "libx264rgb" {
+        cfg.video.conversion = "rgb".into();
+    }
+    if still {
+        cfg.scene.spin_deg_per_s = 0.0;
+        cfg.scene.walk_speed = 0.0;
+    }
+    cfg.client.input_probe_interval_ms = probe_ms;
+    DemoOptions {
+        host: HostOptions {
+            video: cfg.video.validate().unwrap(),
+            scene: cfg.scene.clone(),
+            host: cfg.host.clone(),
+            network: cfg.network.clone(),
+        },
+        client: ClientOptions {
+            host: ([127, 0, 0, 1], 0).into(),
+            client: cfg.client.clone(),
+            network: cfg.network.clone(),
+            display: Display::Headless,
+            duration: Some(Duration::from_secs_f64(seconds)),
+            save_frame: None,
+        },
+    }
+}
+
+/// Runs host and client in-process and returns both sides' measurements.
+fn stream(opts: DemoOptions) -> (ClientRun, untether::HostSummary) {
+    let mut opts = opts;
+    opts.host.host.bind = "127.0.0.1:0".into();
+    let host = untether::Host::start(opts.host.clone()).expect("host starts");
+    opts.client.host = host.local_addr();
+    let run = untether::client::run_client(&opts.client, Arc::new(AtomicBool::new(false)))
+        .expect("client runs");
+    std::thread::sleep(Duration::from_millis(20));
+    let summary = host.stop();
+    assert!(summary.fatal.is_none(), "host failed: {:?}", summary.fatal);
+    (run, summary)
+}
+
+fn mean_abs_diff(a: &[u8], b: &[u8]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).abs()).sum::<f64>() / a.len() as f64
+}
+
+#[test]
+fn loopback_stream_decodes_frames_in_order_and_timestamps_agree_with_pixels() {
+    let (run, host) = stream(options(4.0, false, 0, "libx264"));
+    assert!(host.captured >= 150, "captured only {} frames in 4 s", host.captured);
+    let decoded_ratio = run.decoded as f64 / host.captured as f64;
+    assert!(
+        decoded_ratio >= 0.95,
+        "decoded {} of {} captured frames ({:.1} %)",
+        run.decoded,
+        host.captured,
+        decoded_ratio * 100.0
+    );
+    assert_eq!(run.decode_errors, 0);
+    assert_eq!(run.stamp_unreadable, 0, "every decoded frame's stamp must be readable");
+    // Frame numbers read from the pixels strictly increase, in the order frames were shown.
+    let shown: Vec<&FrameRecord> = run.records.iter().filter(|r| r.shown_us != 0).collect();
+    assert!(shown.len() >= 100);
+    let numbers: Vec<u32> = shown.iter().map(|r| r.stamp.unwrap().frame_number).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "pixel frame numbers not increasing: {numbers:?}");
+    // Glass-to-glass read from pixels and from protocol timestamps agree.
+    let config = untether::report_config(&untether::HostOptions { ..options(1.0, false, 0, "libx264").host }, Display::Headless, "udp-loopback");
+    let rep = report::build(config, &run, Some(&host));
+    let g = rep.latency_ms.glass_to_glass.p50.unwrap();
+    let gp = rep.latency_ms.glass_to_glass_pixels.p50.unwrap();
+    assert!((g - gp).abs() <= 1.0, "timestamp g2g {g} ms vs pixel g2g {gp} ms");
+    assert!(rep.latency_ms.timestamp_pixel_disagreement.p50.unwrap() <= 1.0);
+    // Same machine, same clock: the estimated offset is ≈ 0.
+    let offset = run.clock.expect("clock estimate").offset_us;
+    assert!(offset.abs() <= 500, "clock offset on one machine: {offset} µs");
+    // The JSON has the contract's keys.
+    let json = serde_json::to_value(&rep).unwrap();
+    for key in ["config", "duration_s", "frames", "latency_ms", "network", "input"] {
+        assert!(json.get(key).is_some(), "report lacks {key}");
+    }
+    for stage in ["capture", "convert", "encode", "send", "network", "reassemble", "decode", "present"] {
+        assert!(json["latency_ms"]["stages"][stage]["p50"].is_number(), "stage {stage} not measured");
+    }
+}
+
+#[test]
+fn injected_input_visibly_changes_the_decoded_frames() {
+    // A still scene: only input can change the picture. The first probe input goes out after 1 s.
+    let (run, host) = stream(options(3.5, true, 1500, "libx264"));
+    assert!(host.inputs_applied >= 1, "the host applied no input");
+    let shown: Vec<&FrameRecord> = run.records.iter().filter(|r| r.stamp.is_some()).collect();
+    let before: Vec<&&FrameRecord> = shown.iter().filter(|r| r.stamp.unwrap().input_seq == 0).collect();
+    let after: Vec<&&FrameRecord> = shown.iter().filter(|r| r.stamp.unwrap().input_seq >= 1).collect();
+    assert!(before.len() >= 10 && after.len() >= 10, "before {} after {}", before.len(), after.len());
+    // Before the input the picture is still…
+    let a = &before[before.len() - 2].thumbnail;
+    let b = &before[before.len() - 1].thumbnail;
+    let still = mean_abs_diff(a, b);
+    assert!(still < 3.0, "still scene changed by {still}");
+    // …and the input turned the camera: the picture differs a lot.
+    let c = &after[after.len() - 1].thumbnail;
+    let moved = mean_abs_diff(b, c);
+    assert!(moved > 8.0, "input changed the picture by only {moved}");
+    // The response was measured from the pixels.
+    assert!(!run.input_responses.is_empty());
+    for (_, sent, seen) in &run.input_responses {
+        assert!(seen > sent);
+    }
+}
+
+#[test]
+fn rgb_path_streams_end_to_end() {
+    let (run, host) = stream(options(2.0, false, 0, "libx264rgb"));
+    assert!(run.decoded as f64 >= 0.9 * host.captured as f64, "{} of {}", run.decoded, host.captured);
+    assert_eq!(run.stamp_unreadable, 0);
+}
+
+#[test]
+fn demo_api_produces_a_report() {
+    let rep = untether::run_demo(options(1.5, false, 300, "libx264"), Arc::new(AtomicBool::new(false))).unwrap();
+    assert!(rep.frames.shown > 30);
+    assert!(rep.input.events_sent >= 1);
+    assert!(rep.to_text().contains("glass-to-glass"));
+}
