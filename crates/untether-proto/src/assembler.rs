@@ -1,0 +1,580 @@
+//! Video frames ↔ shards: the host's packetizer and the client's frame assembler.
+//!
+//! The assembler hands frames to the decoder **in order and only when decodable**: a frame is
+//! delivered when all its data shards arrived and every earlier frame was delivered; once a frame
+//! is lost (its deadline passed, or a newer frame completed while it was still missing shards),
+//! nothing but a keyframe is delivered until one arrives, so the decoder never sees a frame whose
+//! reference is missing and the client never shows a corrupted picture.
+
+use std::collections::BTreeMap;
+
+use crate::wire::{shard_flags, ShardHeader, MAX_FRAME_BYTES};
+use crate::Micros;
+
+/// Cuts a frame into shards of at most `max_payload` bytes each: the header of every shard and
+/// the byte range of the frame it carries.
+pub fn shard_frame(
+    frame_number: u32,
+    capture_us: Micros,
+    keyframe: bool,
+    frame_bytes: usize,
+    max_payload: usize,
+) -> impl Iterator<Item = (ShardHeader, std::ops::Range<usize>)> {
+    let shard_len = max_payload.clamp(1, u16::MAX as usize);
+    let data_count = frame_bytes.div_ceil(shard_len).max(1);
+    (0..data_count).map(move |i| {
+        let start = i * shard_len;
+        let end = (start + shard_len).min(frame_bytes);
+        (
+            ShardHeader {
+                frame_number,
+                flags: if keyframe { shard_flags::KEYFRAME } else { 0 },
+                slice_index: 0,
+                shard_index: i as u16,
+                data_count: data_count as u16,
+                parity_count: 0,
+                shard_len: shard_len as u16,
+                frame_bytes: frame_bytes as u32,
+                capture_us,
+            },
+            start..end,
+        )
+    })
+}
+
+/// The largest number of data shards a frame may have (the wire's u16).
+pub fn max_frame_bytes(max_payload: usize) -> usize {
+    (max_payload * u16::MAX as usize).min(MAX_FRAME_BYTES as usize)
+}
+
+/// A frame whose shards all arrived, ready for the decoder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteFrame {
+    pub frame_number: u32,
+    pub keyframe: bool,
+    /// Host clock.
+    pub capture_us: Micros,
+    /// Client clock: first and last shard received.
+    pub first_shard_us: Micros,
+    pub last_shard_us: Micros,
+    /// Datagrams that made up the frame.
+    pub shards: u16,
+    pub data: Vec<u8>,
+}
+
+/// Why a frame will never reach the decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LossCause {
+    /// Still incomplete when its deadline passed.
+    Deadline,
+    /// Still incomplete when a newer frame completed.
+    Overtaken,
+    /// Complete, but an earlier frame was lost and this is not a keyframe: its reference is gone.
+    NoReference,
+    /// Dropped to bound memory (too many frames in flight).
+    Overflow,
+}
+
+/// What the assembler produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assembled {
+    Frame(CompleteFrame),
+    /// A frame lost to the network (or to its deadline): a keyframe is needed.
+    Lost {
+        frame_number: u32,
+        cause: LossCause,
+    },
+    /// A complete frame that cannot be decoded because an earlier one was lost.
+    Skipped {
+        frame_number: u32,
+    },
+}
+
+/// Assembler settings.
+#[derive(Clone, Copy, Debug)]
+pub struct AssemblerConfig {
+    /// A frame still incomplete this long after its first shard is lost.
+    pub deadline_us: Micros,
+    /// When a newer frame completes, declare older incomplete frames lost at once (true), or
+    /// keep waiting for them until their deadline (false; useful with retransmission).
+    pub lost_when_overtaken: bool,
+    /// Most frames held at once (memory bound).
+    pub max_frames_in_flight: usize,
+}
+
+impl Default for AssemblerConfig {
+    fn default() -> Self {
+        AssemblerConfig {
+            deadline_us: 50_000,
+            lost_when_overtaken: true,
+            max_frames_in_flight: 16,
+        }
+    }
+}
+
+/// Counters of the assembler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AssemblerStats {
+    pub shards_received: u64,
+    pub shards_duplicate: u64,
+    /// Shards for a frame already delivered or given up.
+    pub shards_late: u64,
+    /// Shards whose header disagrees with earlier shards of the same frame.
+    pub shards_inconsistent: u64,
+    pub frames_complete: u64,
+    pub frames_lost: u64,
+    pub frames_skipped: u64,
+    /// Frames that had at least one shard arrive after they were delivered or given up.
+    pub frames_late: u64,
+}
+
+struct Partial {
+    header: ShardHeader,
+    first_us: Micros,
+    last_us: Micros,
+    data: Vec<u8>,
+    received: Vec<bool>,
+    data_received: u16,
+    shards: u16,
+}
+
+impl Partial {
+    fn new(h: &ShardHeader, now: Micros) -> Partial {
+        Partial {
+            header: *h,
+            first_us: now,
+            last_us: now,
+            data: vec![0; h.frame_bytes as usize],
+            received: vec![false; h.data_count as usize + h.parity_count as usize],
+            data_received: 0,
+            shards: 0,
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.data_received == self.header.data_count
+    }
+
+    fn consistent(&self, h: &ShardHeader) -> bool {
+        let a = &self.header;
+        a.data_count == h.data_count
+            && a.parity_count == h.parity_count
+            && a.shard_len == h.shard_len
+            && a.frame_bytes == h.frame_bytes
+            && a.capture_us == h.capture_us
+            && a.keyframe() == h.keyframe()
+    }
+}
+
+/// Reassembles frames from shards; see the module documentation for the delivery rules.
+pub struct Assembler {
+    cfg: AssemblerConfig,
+    partial: BTreeMap<u32, Partial>,
+    /// Frames below this were delivered or given up.
+    next: Option<u32>,
+    /// A frame was lost: only a keyframe can be delivered next.
+    need_keyframe: bool,
+    /// The newest frame given up or delivered, for counting late shards once per frame.
+    late_frames: BTreeMap<u32, ()>,
+    out: Vec<Assembled>,
+    stats: AssemblerStats,
+}
+
+impl Assembler {
+    pub fn new(cfg: AssemblerConfig) -> Self {
+        Assembler {
+            cfg,
+            partial: BTreeMap::new(),
+            next: None,
+            // The stream starts with a keyframe.
+            need_keyframe: true,
+            late_frames: BTreeMap::new(),
+            out: Vec::new(),
+            stats: AssemblerStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> AssemblerStats {
+        self.stats
+    }
+
+    /// True while only a keyframe can be delivered (a frame was lost, or nothing arrived yet).
+    pub fn needs_keyframe(&self) -> bool {
+        self.need_keyframe
+    }
+
+    /// Deliver nothing but a keyframe from now on (the decoder rejected a frame).
+    pub fn require_keyframe(&mut self) {
+        self.need_keyframe = true;
+    }
+
+    /// The first frame number that has not been delivered or given up.
+    pub fn next_frame(&self) -> Option<u32> {
+        self.next
+    }
+
+    /// Frames currently being assembled.
+    pub fn in_flight(&self) -> usize {
+        self.partial.len()
+    }
+
+    /// Adds one shard (already parsed and validated by [`ShardHeader::parse`]).
+    pub fn insert(&mut self, now: Micros, h: &ShardHeader, payload: &[u8]) {
+        self.stats.shards_received += 1;
+        let f = h.frame_number;
+        if self.next.is_some_and(|n| f < n) {
+            self.stats.shards_late += 1;
+            if self.late_frames.insert(f, ()).is_none() {
+                self.stats.frames_late += 1;
+                while self.late_frames.len() > 64 {
+                    self.late_frames.pop_first();
+                }
+            }
+            return;
+        }
+        if !self.partial.contains_key(&f) {
+            // Bound memory: give up the oldest frames.
+            while self.partial.len() >= self.cfg.max_frames_in_flight {
+                let Some((&old, _)) = self.partial.iter().next() else {
+                    break;
+                };
+                if old > f {
+                    // The new shard is for an even older frame: drop it instead.
+                    self.stats.shards_late += 1;
+                    return;
+                }
+                self.partial.remove(&old);
+                self.give_up(old, LossCause::Overflow);
+            }
+            self.partial.insert(f, Partial::new(h, now));
+        }
+        let Some(p) = self.partial.get_mut(&f) else {
+            return;
+        };
+        if !p.consistent(h) {
+            self.stats.shards_inconsistent += 1;
+            return;
+        }
+        let i = h.shard_index as usize;
+        if p.received[i] {
+            self.stats.shards_duplicate += 1;
+            return;
+        }
+        p.received[i] = true;
+        p.shards += 1;
+        p.last_us = now;
+        if !h.is_parity() {
+            let start = i * h.shard_len as usize;
+            p.data[start..start + payload.len()].copy_from_slice(payload);
+            p.data_received += 1;
+        }
+        if p.complete() {
+            self.on_complete(f);
+        }
+    }
+
+    fn give_up(&mut self, f: u32, cause: LossCause) {
+        self.stats.frames_lost += 1;
+        self.need_keyframe = true;
+        self.out.push(Assembled::Lost {
+            frame_number: f,
+            cause,
+        });
+        self.advance_past(f);
+    }
+
+    fn advance_past(&mut self, f: u32) {
+        let n = f.saturating_add(1);
+        if self.next.is_none_or(|x| x < n) {
+            self.next = Some(n);
+        }
+        self.late_frames.insert(f, ());
+        while self.late_frames.len() > 64 {
+            self.late_frames.pop_first();
+        }
+    }
+
+    fn on_complete(&mut self, f: u32) {
+        let keyframe = self.partial.get(&f).is_some_and(|p| p.header.keyframe());
+        if keyframe {
+            // A keyframe resets the decoder: anything older no longer matters.
+            let older: Vec<u32> = self.partial.range(..f).map(|(k, _)| *k).collect();
+            for k in older {
+                self.partial.remove(&k);
+                self.give_up(k, LossCause::Overtaken);
+            }
+            self.need_keyframe = false;
+            self.deliver(f);
+        } else if self.next == Some(f) && !self.need_keyframe {
+            self.deliver(f);
+        } else if self.need_keyframe {
+            self.partial.remove(&f);
+            self.stats.frames_skipped += 1;
+            self.out.push(Assembled::Skipped { frame_number: f });
+            self.advance_past(f);
+        } else if self.cfg.lost_when_overtaken {
+            // Frames between `next` and `f` are missing shards, or were never seen at all
+            // (every shard lost): they are lost. Report each (a bounded number of them).
+            let first_missing = self.next.unwrap_or(f);
+            let older: Vec<u32> = self.partial.range(..f).map(|(k, _)| *k).collect();
+            for k in &older {
+                self.partial.remove(k);
+            }
+            if f - first_missing <= 64 {
+                for k in first_missing..f {
+                    self.give_up(k, LossCause::Overtaken);
+                }
+            } else {
+                for k in older.into_iter().chain(std::iter::once(first_missing)) {
+                    self.give_up(k, LossCause::Overtaken);
+                }
+            }
+            self.partial.remove(&f);
+            self.stats.frames_skipped += 1;
+            self.out.push(Assembled::Skipped { frame_number: f });
+            self.advance_past(f);
+        }
+        // else: wait for the older frames (or their deadline).
+    }
+
+    fn deliver(&mut self, f: u32) {
+        let Some(p) = self.partial.remove(&f) else {
+            return;
+        };
+        self.stats.frames_complete += 1;
+        self.out.push(Assembled::Frame(CompleteFrame {
+            frame_number: f,
+            keyframe: p.header.keyframe(),
+            capture_us: p.header.capture_us,
+            first_shard_us: p.first_us,
+            last_shard_us: p.last_us,
+            shards: p.shards,
+            data: p.data,
+        }));
+        self.advance_past(f);
+        // Frames that completed while waiting for this one.
+        if let Some(n) = self.next {
+            if self.partial.get(&n).is_some_and(|p| p.complete()) {
+                self.deliver(n);
+            }
+        }
+    }
+
+    /// Gives up frames whose deadline passed.
+    pub fn handle_timeout(&mut self, now: Micros) {
+        let expired: Vec<u32> = self
+            .partial
+            .iter()
+            .filter(|(_, p)| p.first_us + self.cfg.deadline_us <= now)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in expired {
+            if self.partial.remove(&k).is_some() {
+                self.give_up(k, LossCause::Deadline);
+            }
+        }
+        // Complete frames that were waiting behind the expired ones.
+        let waiting: Vec<u32> = self
+            .partial
+            .iter()
+            .filter(|(_, p)| p.complete())
+            .map(|(k, _)| *k)
+            .collect();
+        for k in waiting {
+            if self.partial.contains_key(&k) {
+                self.on_complete(k);
+            }
+        }
+    }
+
+    /// When the next deadline passes.
+    pub fn poll_timeout(&self) -> Option<Micros> {
+        self.partial
+            .values()
+            .map(|p| p.first_us + self.cfg.deadline_us)
+            .min()
+    }
+
+    /// What the assembler produced since the last call, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Assembled> {
+        self.out.drain(..)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shards(f: u32, key: bool, len: usize, max: usize) -> Vec<(ShardHeader, Vec<u8>)> {
+        let data: Vec<u8> = (0..len).map(|i| (i as u32 ^ f) as u8).collect();
+        shard_frame(f, 1000 + f as u64, key, len, max)
+            .map(|(h, r)| (h, data[r].to_vec()))
+            .collect()
+    }
+
+    fn frames(out: &mut Assembler) -> Vec<Assembled> {
+        out.drain().collect()
+    }
+
+    #[test]
+    fn shards_cover_the_frame_and_parse() {
+        for len in [1, 999, 1000, 1001, 5000, 123_457] {
+            let s = shards(1, false, len, 1000);
+            assert_eq!(s.len(), len.div_ceil(1000));
+            assert_eq!(s.iter().map(|(_, p)| p.len()).sum::<usize>(), len);
+            for (h, p) in &s {
+                let mut b = Vec::new();
+                h.write(&mut b);
+                b.extend_from_slice(p);
+                let (h2, p2) = ShardHeader::parse(&b).unwrap();
+                assert_eq!((&h2, p2), (h, &p[..]));
+            }
+        }
+    }
+
+    #[test]
+    fn in_order_delivery_and_reorder_within_frame() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        let mut s0 = shards(0, true, 3500, 1000);
+        s0.reverse();
+        for (h, p) in &s0 {
+            a.insert(10, h, p);
+        }
+        let out = frames(&mut a);
+        assert_eq!(out.len(), 1);
+        let Assembled::Frame(f) = &out[0] else {
+            panic!()
+        };
+        assert_eq!(f.data, (0..3500).map(|i| i as u8).collect::<Vec<_>>());
+        assert!(f.keyframe);
+        // Frame 2 completes before frame 1 (frame 1's last shard is late but within the
+        // deadline): with lost_when_overtaken = false both are delivered in order.
+        let mut a2 = Assembler::new(AssemblerConfig {
+            lost_when_overtaken: false,
+            ..Default::default()
+        });
+        for (h, p) in &shards(0, true, 100, 1000) {
+            a2.insert(0, h, p);
+        }
+        let s1 = shards(1, false, 2500, 1000);
+        a2.insert(1, &s1[0].0, &s1[0].1);
+        for (h, p) in &shards(2, false, 800, 1000) {
+            a2.insert(2, h, p);
+        }
+        a2.insert(3, &s1[1].0, &s1[1].1);
+        a2.insert(3, &s1[2].0, &s1[2].1);
+        let nums: Vec<u32> = frames(&mut a2)
+            .iter()
+            .map(|o| match o {
+                Assembled::Frame(f) => f.frame_number,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(nums, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn loss_means_no_delivery_until_keyframe() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        for (h, p) in &shards(0, true, 100, 1000) {
+            a.insert(0, h, p);
+        }
+        // Frame 1 loses a shard; frame 2 arrives whole: 1 is lost, 2 is skipped.
+        let s1 = shards(1, false, 2500, 1000);
+        a.insert(1, &s1[0].0, &s1[0].1);
+        for (h, p) in &shards(2, false, 500, 1000) {
+            a.insert(2, h, p);
+        }
+        let out = frames(&mut a);
+        assert!(matches!(out[0], Assembled::Frame(ref f) if f.frame_number == 0));
+        assert!(out.contains(&Assembled::Lost {
+            frame_number: 1,
+            cause: LossCause::Overtaken
+        }));
+        assert!(out.contains(&Assembled::Skipped { frame_number: 2 }));
+        assert!(a.needs_keyframe());
+        // The late shard of frame 1 is counted, not delivered.
+        a.insert(3, &s1[1].0, &s1[1].1);
+        assert_eq!(a.stats().shards_late, 1);
+        // Frame 3 (not key) skipped; frame 4 (key) delivered.
+        for (h, p) in &shards(3, false, 500, 1000) {
+            a.insert(4, h, p);
+        }
+        for (h, p) in &shards(4, true, 500, 1000) {
+            a.insert(5, h, p);
+        }
+        let out = frames(&mut a);
+        assert_eq!(out[0], Assembled::Skipped { frame_number: 3 });
+        assert!(matches!(out[1], Assembled::Frame(ref f) if f.frame_number == 4 && f.keyframe));
+        assert!(!a.needs_keyframe());
+    }
+
+    #[test]
+    fn a_wholly_lost_frame_is_detected_when_the_next_completes() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        for (h, p) in &shards(0, true, 100, 1000) {
+            a.insert(0, h, p);
+        }
+        // Frame 1 never arrives at all.
+        for (h, p) in &shards(2, false, 100, 1000) {
+            a.insert(2, h, p);
+        }
+        let out = frames(&mut a);
+        assert!(out.contains(&Assembled::Lost {
+            frame_number: 1,
+            cause: LossCause::Overtaken
+        }));
+        assert!(out.contains(&Assembled::Skipped { frame_number: 2 }));
+    }
+
+    #[test]
+    fn deadline_gives_up_and_releases_waiting_frames() {
+        let mut a = Assembler::new(AssemblerConfig {
+            deadline_us: 1000,
+            lost_when_overtaken: false,
+            ..Default::default()
+        });
+        for (h, p) in &shards(0, true, 100, 1000) {
+            a.insert(0, h, p);
+        }
+        let s1 = shards(1, false, 2000, 1000);
+        a.insert(100, &s1[0].0, &s1[0].1);
+        assert_eq!(a.poll_timeout(), Some(1100));
+        a.handle_timeout(1099);
+        assert_eq!(frames(&mut a).len(), 1);
+        a.handle_timeout(1100);
+        assert_eq!(
+            frames(&mut a),
+            vec![Assembled::Lost {
+                frame_number: 1,
+                cause: LossCause::Deadline
+            }]
+        );
+    }
+
+    #[test]
+    fn duplicates_and_inconsistent_shards_are_counted() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        let s = shards(0, true, 2500, 1000);
+        a.insert(0, &s[0].0, &s[0].1);
+        a.insert(0, &s[0].0, &s[0].1);
+        let mut bad = s[1].0;
+        bad.capture_us += 1;
+        a.insert(0, &bad, &s[1].1);
+        assert_eq!(a.stats().shards_duplicate, 1);
+        assert_eq!(a.stats().shards_inconsistent, 1);
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut a = Assembler::new(AssemblerConfig {
+            max_frames_in_flight: 4,
+            ..Default::default()
+        });
+        for f in 0..100 {
+            let s = shards(f, f == 0, 3000, 1000);
+            a.insert(f as u64, &s[0].0, &s[0].1);
+            assert!(a.in_flight() <= 4);
+        }
+    }
+}

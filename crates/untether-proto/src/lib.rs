@@ -1,0 +1,56 @@
+//! untether's wire formats and protocol state machines, **sans-IO**: no sockets, no threads,
+//! no clocks. Every entry point takes `now` (microseconds of the caller's monotonic clock), so a
+//! whole session — lossy network included — runs in tests on a virtual clock, faster than real
+//! time and repeatably (see [`sim`]).
+//!
+//! - [`wire`]: the datagram header and every message (docs/PROTOCOL.md is the spec).
+//! - [`host::HostSession`] / [`client::ClientSession`]: the two endpoints, driven by
+//!   `handle_datagram` / `handle_timeout`, queried with `poll_transmit` / `poll_event` /
+//!   `poll_timeout` (the shape of quinn-proto and str0m).
+//! - Units: [`assembler`] (shards ↔ frames, loss detection), [`keyframe`] (requests and the
+//!   host's cooldown), [`reliable`] (the ordered input channel), [`clock`] (offset and RTT),
+//!   [`window`] (duplicate detection and packet loss counting).
+
+pub mod assembler;
+pub mod client;
+pub mod clock;
+pub mod host;
+pub mod keyframe;
+pub mod reliable;
+pub mod sim;
+pub mod window;
+pub mod wire;
+
+use std::net::SocketAddr;
+
+/// Microseconds of a monotonic clock (the caller's).
+pub type Micros = u64;
+
+pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
+pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
+pub use host::{ClientInfo, HostConfig, HostEvent, HostSession, HostStats, NoClient};
+pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
+pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
+pub use wire::{
+    ByeReason, Codec, ControlFrame, Feedback, FrameTiming, InputEvent, RejectReason, SessionParams,
+    WireError,
+};
+
+/// A datagram to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub dst: SocketAddr,
+    pub payload: Vec<u8>,
+}
+
+/// Why a peer's session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GoneReason {
+    /// Nothing heard for the idle timeout.
+    Timeout,
+    /// The peer said goodbye.
+    Bye,
+    /// A new run of the client at the same address took the session over.
+    Replaced,
+}

@@ -1,0 +1,1242 @@
+//! The bytes on the wire: the datagram header, every message, and their encoders and parsers.
+//!
+//! Every integer is big-endian (network order). docs/PROTOCOL.md is the normative description;
+//! the test vectors there are checked by `tests` below.
+//!
+//! ```text
+//! datagram = header (18 bytes) ‖ body
+//! header   = version u8 ‖ type u8 ‖ connection_id u64 ‖ packet_number u64
+//! ```
+//! Parsers never panic and never allocate before the header has been validated; they return a
+//! [`WireError`] that names what was wrong.
+
+use std::fmt;
+
+/// The protocol version this implementation speaks.
+pub const VERSION: u8 = 1;
+/// Bytes in the datagram header.
+pub const HEADER_LEN: usize = 18;
+/// Bytes in a video shard's header (after the datagram header).
+pub const SHARD_HEADER_LEN: usize = 26;
+/// A Hello is padded to at least this many bytes, so that the host's answer to an address that
+/// has not proven it can receive is never larger than what that address sent.
+pub const HELLO_MIN_LEN: usize = 1200;
+/// The longest client name a Hello may carry.
+pub const MAX_NAME_LEN: usize = 64;
+/// The longest reason text a Reject may carry.
+pub const MAX_MESSAGE_LEN: usize = 512;
+/// The largest frame (access unit) the protocol carries.
+pub const MAX_FRAME_BYTES: u32 = 16 << 20;
+
+/// Why a datagram could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("datagram too short: {len} bytes, need at least {need}")]
+    TooShort { len: usize, need: usize },
+    #[error("unsupported protocol version {0} (this implementation speaks {VERSION})")]
+    Version(u8),
+    #[error("unknown datagram type 0x{0:02x}")]
+    UnknownType(u8),
+    #[error("bad {field}: {reason}")]
+    Field {
+        field: &'static str,
+        reason: &'static str,
+    },
+    #[error("truncated {0}")]
+    Truncated(&'static str),
+}
+
+fn bad(field: &'static str, reason: &'static str) -> WireError {
+    WireError::Field { field, reason }
+}
+
+/// Datagram types (header byte 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PacketType {
+    /// Client → host: asks for a session.
+    Hello = 0x01,
+    /// Host → client: the session is open; carries its parameters.
+    Accept = 0x02,
+    /// Host → client: no session, and why.
+    Reject = 0x03,
+    /// Host → client: one shard of a video frame.
+    Shard = 0x10,
+    /// Either way: a sequence of control frames (may be empty: a keep-alive).
+    Control = 0x20,
+}
+
+impl PacketType {
+    pub fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            0x01 => PacketType::Hello,
+            0x02 => PacketType::Accept,
+            0x03 => PacketType::Reject,
+            0x10 => PacketType::Shard,
+            0x20 => PacketType::Control,
+            other => return Err(WireError::UnknownType(other)),
+        })
+    }
+}
+
+/// The datagram header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub version: u8,
+    pub packet_type: PacketType,
+    /// 0 in a Hello; afterwards the id the host assigned in its Accept.
+    pub connection_id: u64,
+    /// Per sender and session, starting at 0 and increasing by one per datagram.
+    pub packet_number: u64,
+}
+
+impl Header {
+    pub fn new(packet_type: PacketType, connection_id: u64, packet_number: u64) -> Self {
+        Header {
+            version: VERSION,
+            packet_type,
+            connection_id,
+            packet_number,
+        }
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.version);
+        out.push(self.packet_type as u8);
+        out.extend_from_slice(&self.connection_id.to_be_bytes());
+        out.extend_from_slice(&self.packet_number.to_be_bytes());
+    }
+
+    /// Parses the header; the version must be [`VERSION`].
+    pub fn parse(data: &[u8]) -> Result<(Header, &[u8]), WireError> {
+        if data.len() < HEADER_LEN {
+            return Err(WireError::TooShort {
+                len: data.len(),
+                need: HEADER_LEN,
+            });
+        }
+        if data[0] != VERSION {
+            return Err(WireError::Version(data[0]));
+        }
+        let packet_type = PacketType::from_u8(data[1])?;
+        let connection_id = u64::from_be_bytes(arr(&data[2..10]));
+        let packet_number = u64::from_be_bytes(arr(&data[10..18]));
+        Ok((
+            Header {
+                version: data[0],
+                packet_type,
+                connection_id,
+                packet_number,
+            },
+            &data[HEADER_LEN..],
+        ))
+    }
+}
+
+fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&s[..N]);
+    a
+}
+
+/// A bounds-checked reader over a body.
+pub struct Reader<'a> {
+    data: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(data: &'a [u8], what: &'static str) -> Self {
+        Reader { data, what }
+    }
+    pub fn remaining(&self) -> usize {
+        self.data.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.data.len() < n {
+            return Err(WireError::Truncated(self.what));
+        }
+        let (a, b) = self.data.split_at(n);
+        self.data = b;
+        Ok(a)
+    }
+    pub fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.data)
+    }
+    pub fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.bytes(1)?[0])
+    }
+    pub fn u16(&mut self) -> Result<u16, WireError> {
+        Ok(u16::from_be_bytes(arr(self.bytes(2)?)))
+    }
+    pub fn u32(&mut self) -> Result<u32, WireError> {
+        Ok(u32::from_be_bytes(arr(self.bytes(4)?)))
+    }
+    pub fn u64(&mut self) -> Result<u64, WireError> {
+        Ok(u64::from_be_bytes(arr(self.bytes(8)?)))
+    }
+    pub fn i32(&mut self) -> Result<i32, WireError> {
+        Ok(self.u32()? as i32)
+    }
+    pub fn f32(&mut self) -> Result<f32, WireError> {
+        Ok(f32::from_bits(self.u32()?))
+    }
+    pub fn bool(&mut self, field: &'static str) -> Result<bool, WireError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(bad(field, "must be 0 or 1")),
+        }
+    }
+    /// A u8 length followed by that many UTF-8 bytes.
+    pub fn string(&mut self, field: &'static str, max: usize) -> Result<String, WireError> {
+        let n = self.u16()? as usize;
+        if n > max {
+            return Err(bad(field, "too long"));
+        }
+        let b = self.bytes(n)?;
+        std::str::from_utf8(b)
+            .map(str::to_string)
+            .map_err(|_| bad(field, "not UTF-8"))
+    }
+}
+
+/// Little writer helpers.
+pub trait Put {
+    fn put_u8(&mut self, v: u8);
+    fn put_u16(&mut self, v: u16);
+    fn put_u32(&mut self, v: u32);
+    fn put_u64(&mut self, v: u64);
+    fn put_i32(&mut self, v: i32);
+    fn put_f32(&mut self, v: f32);
+    fn put_str(&mut self, s: &str, max: usize);
+}
+
+impl Put for Vec<u8> {
+    fn put_u8(&mut self, v: u8) {
+        self.push(v)
+    }
+    fn put_u16(&mut self, v: u16) {
+        self.extend_from_slice(&v.to_be_bytes())
+    }
+    fn put_u32(&mut self, v: u32) {
+        self.extend_from_slice(&v.to_be_bytes())
+    }
+    fn put_u64(&mut self, v: u64) {
+        self.extend_from_slice(&v.to_be_bytes())
+    }
+    fn put_i32(&mut self, v: i32) {
+        self.put_u32(v as u32)
+    }
+    fn put_f32(&mut self, v: f32) {
+        self.put_u32(v.to_bits())
+    }
+    /// Truncates to `max` bytes at a character boundary.
+    fn put_str(&mut self, s: &str, max: usize) {
+        let mut end = s.len().min(max);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.put_u16(end as u16);
+        self.extend_from_slice(&s.as_bytes()[..end]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handshake messages
+
+/// Client → host: "I would like a session".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Random per client run: tells a restarted client (same address, new nonce) from a
+    /// retransmitted Hello.
+    pub client_nonce: u64,
+    /// The largest datagram the client can receive.
+    pub max_datagram: u16,
+    /// Capability bits ([`caps`]).
+    pub capabilities: u32,
+    /// Shown to the host's user (≤ 64 bytes of UTF-8).
+    pub name: String,
+}
+
+/// Capability bits of a Hello.
+pub mod caps {
+    /// The client decodes H.264 4:2:0.
+    pub const H264: u32 = 1 << 0;
+    /// The client decodes the RGB (4:4:4 GBR) stream of libx264rgb.
+    pub const H264_RGB: u32 = 1 << 1;
+}
+
+impl Hello {
+    pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
+        header.write(out);
+        out.put_u64(self.client_nonce);
+        out.put_u16(self.max_datagram);
+        out.put_u32(self.capabilities);
+        out.put_str(&self.name, MAX_NAME_LEN);
+        if out.len() < HELLO_MIN_LEN {
+            out.resize(HELLO_MIN_LEN, 0);
+        }
+    }
+
+    pub fn parse(body: &[u8]) -> Result<Hello, WireError> {
+        let mut r = Reader::new(body, "hello");
+        let client_nonce = r.u64()?;
+        let max_datagram = r.u16()?;
+        let capabilities = r.u32()?;
+        let name = r.string("hello.name", MAX_NAME_LEN)?;
+        // The rest is padding and is ignored (future versions may put fields there).
+        Ok(Hello {
+            client_nonce,
+            max_datagram,
+            capabilities,
+            name,
+        })
+    }
+}
+
+/// The codec of a session's video stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Codec {
+    /// H.264, 4:2:0 (libx264).
+    H264 = 1,
+    /// H.264 High 4:4:4 of planar GBR (libx264rgb).
+    H264Rgb = 2,
+}
+
+impl Codec {
+    pub fn from_u8(v: u8) -> Result<Self, WireError> {
+        match v {
+            1 => Ok(Codec::H264),
+            2 => Ok(Codec::H264Rgb),
+            _ => Err(bad("accept.codec", "unknown codec")),
+        }
+    }
+}
+
+/// What the host tells the client about the session in its Accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionParams {
+    pub width: u16,
+    pub height: u16,
+    pub fps: u16,
+    pub codec: Codec,
+    pub bitrate_kbps: u32,
+    /// The largest datagram either side sends.
+    pub max_datagram: u16,
+    pub keepalive_ms: u32,
+    pub idle_timeout_ms: u32,
+}
+
+impl SessionParams {
+    pub const LEN: usize = 21;
+
+    /// One frame interval in microseconds.
+    pub fn frame_interval_us(&self) -> u64 {
+        1_000_000 / self.fps.max(1) as u64
+    }
+
+    pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
+        header.write(out);
+        out.put_u16(self.width);
+        out.put_u16(self.height);
+        out.put_u16(self.fps);
+        out.put_u8(self.codec as u8);
+        out.put_u32(self.bitrate_kbps);
+        out.put_u16(self.max_datagram);
+        out.put_u32(self.keepalive_ms);
+        out.put_u32(self.idle_timeout_ms);
+    }
+
+    pub fn parse(body: &[u8]) -> Result<SessionParams, WireError> {
+        let mut r = Reader::new(body, "accept");
+        let p = SessionParams {
+            width: r.u16()?,
+            height: r.u16()?,
+            fps: r.u16()?,
+            codec: Codec::from_u8(r.u8()?)?,
+            bitrate_kbps: r.u32()?,
+            max_datagram: r.u16()?,
+            keepalive_ms: r.u32()?,
+            idle_timeout_ms: r.u32()?,
+        };
+        if p.width == 0 || p.height == 0 {
+            return Err(bad("accept.size", "zero width or height"));
+        }
+        if p.fps == 0 {
+            return Err(bad("accept.fps", "zero"));
+        }
+        if (p.max_datagram as usize) < HEADER_LEN + SHARD_HEADER_LEN + 64 {
+            return Err(bad("accept.max_datagram", "too small"));
+        }
+        if p.keepalive_ms == 0 || p.idle_timeout_ms <= p.keepalive_ms {
+            return Err(bad(
+                "accept.timers",
+                "keep-alive must be non-zero and below the idle timeout",
+            ));
+        }
+        Ok(p)
+    }
+}
+
+/// Why the host refused a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RejectReason {
+    /// The host serves another client.
+    Busy = 1,
+    /// The client speaks a protocol version the host does not.
+    Version = 2,
+    /// The client cannot decode the host's codec.
+    Codec = 3,
+    /// The client is not allowed (not paired, or revoked).
+    NotAllowed = 4,
+    /// The host is shutting down.
+    ShuttingDown = 5,
+    /// Any other reason; the message says which.
+    Other = 255,
+}
+
+impl RejectReason {
+    pub fn from_u8(v: u8) -> RejectReason {
+        match v {
+            1 => RejectReason::Busy,
+            2 => RejectReason::Version,
+            3 => RejectReason::Codec,
+            4 => RejectReason::NotAllowed,
+            5 => RejectReason::ShuttingDown,
+            _ => RejectReason::Other,
+        }
+    }
+}
+
+/// Host → client: no session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reject {
+    pub reason: RejectReason,
+    pub message: String,
+}
+
+impl Reject {
+    pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
+        header.write(out);
+        out.put_u8(self.reason as u8);
+        out.put_str(&self.message, MAX_MESSAGE_LEN);
+    }
+
+    pub fn parse(body: &[u8]) -> Result<Reject, WireError> {
+        let mut r = Reader::new(body, "reject");
+        let reason = RejectReason::from_u8(r.u8()?);
+        let message = r.string("reject.message", MAX_MESSAGE_LEN)?;
+        Ok(Reject { reason, message })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Video shards
+
+/// Shard flag bits.
+pub mod shard_flags {
+    /// The frame is a keyframe (IDR): decodable without any earlier frame.
+    pub const KEYFRAME: u8 = 1 << 0;
+    /// This shard carries Reed–Solomon parity, not frame bytes.
+    pub const PARITY: u8 = 1 << 1;
+    /// This is a retransmission.
+    pub const RETRANSMIT: u8 = 1 << 2;
+}
+
+/// The header of one video shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardHeader {
+    /// Counts encoded frames of this session from 0.
+    pub frame_number: u32,
+    pub flags: u8,
+    /// The slice this shard belongs to (0 while frames are sent whole).
+    pub slice_index: u8,
+    /// 0..data_count are data shards, data_count..data_count+parity_count parity shards.
+    pub shard_index: u16,
+    pub data_count: u16,
+    pub parity_count: u16,
+    /// Length of every shard but the last data shard (which may be shorter on the wire).
+    pub shard_len: u16,
+    /// Exact length of the frame's bytes.
+    pub frame_bytes: u32,
+    /// When the frame was captured, host clock, microseconds.
+    pub capture_us: u64,
+}
+
+impl ShardHeader {
+    pub fn keyframe(&self) -> bool {
+        self.flags & shard_flags::KEYFRAME != 0
+    }
+    pub fn is_parity(&self) -> bool {
+        self.shard_index >= self.data_count
+    }
+
+    /// The payload length this shard must have.
+    pub fn expected_len(&self) -> usize {
+        let l = self.shard_len as usize;
+        if self.shard_index + 1 == self.data_count {
+            self.frame_bytes as usize - (self.data_count as usize - 1) * l
+        } else {
+            l
+        }
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.put_u32(self.frame_number);
+        out.put_u8(self.flags);
+        out.put_u8(self.slice_index);
+        out.put_u16(self.shard_index);
+        out.put_u16(self.data_count);
+        out.put_u16(self.parity_count);
+        out.put_u16(self.shard_len);
+        out.put_u32(self.frame_bytes);
+        out.put_u64(self.capture_us);
+    }
+
+    /// Parses and validates a shard: the header's fields agree with each other and with the
+    /// payload's length.
+    pub fn parse(body: &[u8]) -> Result<(ShardHeader, &[u8]), WireError> {
+        let mut r = Reader::new(body, "shard header");
+        let h = ShardHeader {
+            frame_number: r.u32()?,
+            flags: r.u8()?,
+            slice_index: r.u8()?,
+            shard_index: r.u16()?,
+            data_count: r.u16()?,
+            parity_count: r.u16()?,
+            shard_len: r.u16()?,
+            frame_bytes: r.u32()?,
+            capture_us: r.u64()?,
+        };
+        let payload = r.rest();
+        if h.data_count == 0 || h.shard_len == 0 {
+            return Err(bad(
+                "shard.data_count",
+                "a frame has at least one data shard of non-zero length",
+            ));
+        }
+        if h.shard_index as u32 >= h.data_count as u32 + h.parity_count as u32 {
+            return Err(bad("shard.shard_index", "beyond data_count + parity_count"));
+        }
+        if h.frame_bytes == 0 || h.frame_bytes > MAX_FRAME_BYTES {
+            return Err(bad("shard.frame_bytes", "zero or above the 16 MiB limit"));
+        }
+        let full = (h.data_count as u64 - 1) * h.shard_len as u64;
+        if (h.frame_bytes as u64) <= full || (h.frame_bytes as u64) > full + h.shard_len as u64 {
+            return Err(bad(
+                "shard.frame_bytes",
+                "does not match data_count × shard_len",
+            ));
+        }
+        if (h.flags & shard_flags::PARITY != 0) != h.is_parity() {
+            return Err(bad("shard.flags", "parity flag disagrees with shard_index"));
+        }
+        if payload.len() != h.expected_len() {
+            return Err(bad("shard.payload", "length disagrees with the header"));
+        }
+        Ok((h, payload))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input events
+
+/// A user input event, client → host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InputEvent {
+    /// A key went down or up. `code` is an SDL keycode.
+    Key { code: u32, down: bool },
+    /// The pointer moved: absolute position in the client's window and relative motion.
+    PointerMotion { x: i32, y: i32, dx: i32, dy: i32 },
+    /// A mouse button (1 left, 2 middle, 3 right, …) went down or up.
+    MouseButton { button: u8, down: bool },
+    /// Wheel motion in notches.
+    Wheel { dx: i32, dy: i32 },
+    /// Absolute head orientation in degrees.
+    HeadPose { yaw: f32, pitch: f32, roll: f32 },
+}
+
+impl InputEvent {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            InputEvent::Key { code, down } => {
+                out.put_u8(1);
+                out.put_u32(code);
+                out.put_u8(down as u8);
+            }
+            InputEvent::PointerMotion { x, y, dx, dy } => {
+                out.put_u8(2);
+                out.put_i32(x);
+                out.put_i32(y);
+                out.put_i32(dx);
+                out.put_i32(dy);
+            }
+            InputEvent::MouseButton { button, down } => {
+                out.put_u8(3);
+                out.put_u8(button);
+                out.put_u8(down as u8);
+            }
+            InputEvent::Wheel { dx, dy } => {
+                out.put_u8(4);
+                out.put_i32(dx);
+                out.put_i32(dy);
+            }
+            InputEvent::HeadPose { yaw, pitch, roll } => {
+                out.put_u8(5);
+                out.put_f32(yaw);
+                out.put_f32(pitch);
+                out.put_f32(roll);
+            }
+        }
+    }
+
+    /// The encoded length.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            InputEvent::Key { .. } => 6,
+            InputEvent::PointerMotion { .. } => 17,
+            InputEvent::MouseButton { .. } => 3,
+            InputEvent::Wheel { .. } => 9,
+            InputEvent::HeadPose { .. } => 13,
+        }
+    }
+
+    pub fn parse(r: &mut Reader<'_>) -> Result<InputEvent, WireError> {
+        Ok(match r.u8()? {
+            1 => InputEvent::Key {
+                code: r.u32()?,
+                down: r.bool("input.key.down")?,
+            },
+            2 => InputEvent::PointerMotion {
+                x: r.i32()?,
+                y: r.i32()?,
+                dx: r.i32()?,
+                dy: r.i32()?,
+            },
+            3 => InputEvent::MouseButton {
+                button: r.u8()?,
+                down: r.bool("input.button.down")?,
+            },
+            4 => InputEvent::Wheel {
+                dx: r.i32()?,
+                dy: r.i32()?,
+            },
+            5 => {
+                let (yaw, pitch, roll) = (r.f32()?, r.f32()?, r.f32()?);
+                if !(yaw.is_finite() && pitch.is_finite() && roll.is_finite()) {
+                    return Err(bad("input.head_pose", "not a finite number"));
+                }
+                InputEvent::HeadPose { yaw, pitch, roll }
+            }
+            _ => return Err(bad("input.kind", "unknown input event kind")),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control frames
+
+/// Per-frame timing the host reports to the client after sending a frame, so the client can
+/// account for every stage. Durations in microseconds; `send_done_us` is host clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameTiming {
+    pub frame_number: u32,
+    pub capture_dur_us: u32,
+    pub convert_us: u32,
+    pub encode_us: u32,
+    /// First shard handed to the socket → last shard handed to the socket.
+    pub send_us: u32,
+    /// When the last shard was handed to the socket (host clock).
+    pub send_done_us: u64,
+    pub frame_bytes: u32,
+    /// Host counters at this frame (for reports of a client without the host's own report).
+    pub captured: u32,
+    pub encoded: u32,
+    pub dropped: u32,
+}
+
+/// Client → host: how the stream is doing. Counters are cumulative since the session start, so a
+/// lost Feedback loses nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Feedback {
+    pub frames_complete: u32,
+    pub frames_lost: u32,
+    pub frames_late: u32,
+    pub datagrams_received: u32,
+    pub packets_lost: u32,
+    /// Interarrival jitter estimate, microseconds (RFC 3550 style).
+    pub jitter_us: u32,
+    /// The client's smoothed RTT, microseconds (0: unknown).
+    pub srtt_us: u32,
+    /// The client's recent decode time, microseconds.
+    pub decode_us: u32,
+}
+
+/// Control frame type codes.
+pub mod frame_type {
+    pub const KEYFRAME_REQUEST: u8 = 0x01;
+    pub const FEEDBACK: u8 = 0x02;
+    pub const PING: u8 = 0x03;
+    pub const PONG: u8 = 0x04;
+    pub const INPUT: u8 = 0x05;
+    pub const INPUT_ACK: u8 = 0x06;
+    pub const FRAME_TIMING: u8 = 0x07;
+    pub const BYE: u8 = 0x08;
+}
+
+/// Why a side ends a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ByeReason {
+    /// The user or the application closed it.
+    Closed = 0,
+    /// The host is shutting down.
+    ShuttingDown = 1,
+    /// Another client took over (same address, new client run).
+    Replaced = 2,
+    Other = 255,
+}
+
+impl ByeReason {
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            0 => ByeReason::Closed,
+            1 => ByeReason::ShuttingDown,
+            2 => ByeReason::Replaced,
+            _ => ByeReason::Other,
+        }
+    }
+}
+
+/// One control frame inside a Control datagram: `type u8 ‖ length u16 ‖ body`. Unknown types
+/// are skipped by their length, so a newer peer can add frames.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlFrame {
+    /// Client → host: a frame was lost; send a keyframe. Repeated every frame interval until
+    /// one arrives. `lost_frame` is the first frame the client could not use.
+    KeyframeRequest {
+        lost_frame: u32,
+    },
+    Feedback(Feedback),
+    /// `sent_us` is the sender's clock.
+    Ping {
+        id: u32,
+        sent_us: u64,
+    },
+    /// Echoes the ping's id and time, and adds the receiver's clock when it received the ping
+    /// and when it sent the pong.
+    Pong {
+        id: u32,
+        ping_sent_us: u64,
+        received_us: u64,
+        sent_us: u64,
+    },
+    /// Reliable, ordered input events: `events[i]` has sequence number `first_seq + i`.
+    Input {
+        first_seq: u32,
+        events: Vec<InputEvent>,
+    },
+    /// Every input event below `next_expected` has been delivered.
+    InputAck {
+        next_expected: u32,
+    },
+    FrameTiming(FrameTiming),
+    Bye {
+        reason: ByeReason,
+    },
+}
+
+/// The longest control frame body.
+pub const MAX_FRAME_BODY: usize = u16::MAX as usize;
+
+impl ControlFrame {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let (ty, start) = (self.type_code(), out.len());
+        out.put_u8(ty);
+        out.put_u16(0);
+        match self {
+            ControlFrame::KeyframeRequest { lost_frame } => out.put_u32(*lost_frame),
+            ControlFrame::Feedback(f) => {
+                for v in [
+                    f.frames_complete,
+                    f.frames_lost,
+                    f.frames_late,
+                    f.datagrams_received,
+                    f.packets_lost,
+                    f.jitter_us,
+                    f.srtt_us,
+                    f.decode_us,
+                ] {
+                    out.put_u32(v);
+                }
+            }
+            ControlFrame::Ping { id, sent_us } => {
+                out.put_u32(*id);
+                out.put_u64(*sent_us);
+            }
+            ControlFrame::Pong {
+                id,
+                ping_sent_us,
+                received_us,
+                sent_us,
+            } => {
+                out.put_u32(*id);
+                out.put_u64(*ping_sent_us);
+                out.put_u64(*received_us);
+                out.put_u64(*sent_us);
+            }
+            ControlFrame::Input { first_seq, events } => {
+                out.put_u32(*first_seq);
+                out.put_u16(events.len() as u16);
+                for e in events {
+                    e.encode(out);
+                }
+            }
+            ControlFrame::InputAck { next_expected } => out.put_u32(*next_expected),
+            ControlFrame::FrameTiming(t) => {
+                out.put_u32(t.frame_number);
+                out.put_u32(t.capture_dur_us);
+                out.put_u32(t.convert_us);
+                out.put_u32(t.encode_us);
+                out.put_u32(t.send_us);
+                out.put_u64(t.send_done_us);
+                out.put_u32(t.frame_bytes);
+                out.put_u32(t.captured);
+                out.put_u32(t.encoded);
+                out.put_u32(t.dropped);
+            }
+            ControlFrame::Bye { reason } => out.put_u8(*reason as u8),
+        }
+        let len = (out.len() - start - 3) as u16;
+        out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
+    }
+
+    pub fn type_code(&self) -> u8 {
+        use frame_type::*;
+        match self {
+            ControlFrame::KeyframeRequest { .. } => KEYFRAME_REQUEST,
+            ControlFrame::Feedback(_) => FEEDBACK,
+            ControlFrame::Ping { .. } => PING,
+            ControlFrame::Pong { .. } => PONG,
+            ControlFrame::Input { .. } => INPUT,
+            ControlFrame::InputAck { .. } => INPUT_ACK,
+            ControlFrame::FrameTiming(_) => FRAME_TIMING,
+            ControlFrame::Bye { .. } => BYE,
+        }
+    }
+
+    /// The encoded length including the 3-byte frame header.
+    pub fn encoded_len(&self) -> usize {
+        3 + match self {
+            ControlFrame::KeyframeRequest { .. } => 4,
+            ControlFrame::Feedback(_) => 32,
+            ControlFrame::Ping { .. } => 12,
+            ControlFrame::Pong { .. } => 28,
+            ControlFrame::Input { events, .. } => {
+                6 + events.iter().map(|e| e.encoded_len()).sum::<usize>()
+            }
+            ControlFrame::InputAck { .. } => 4,
+            ControlFrame::FrameTiming(_) => 44,
+            ControlFrame::Bye { .. } => 1,
+        }
+    }
+
+    /// Parses one frame body of a known type; None for an unknown type (skipped).
+    fn parse_body(ty: u8, body: &[u8]) -> Result<Option<ControlFrame>, WireError> {
+        use frame_type::*;
+        let mut r = Reader::new(body, "control frame");
+        let f = match ty {
+            KEYFRAME_REQUEST => ControlFrame::KeyframeRequest {
+                lost_frame: r.u32()?,
+            },
+            FEEDBACK => ControlFrame::Feedback(Feedback {
+                frames_complete: r.u32()?,
+                frames_lost: r.u32()?,
+                frames_late: r.u32()?,
+                datagrams_received: r.u32()?,
+                packets_lost: r.u32()?,
+                jitter_us: r.u32()?,
+                srtt_us: r.u32()?,
+                decode_us: r.u32()?,
+            }),
+            PING => ControlFrame::Ping {
+                id: r.u32()?,
+                sent_us: r.u64()?,
+            },
+            PONG => ControlFrame::Pong {
+                id: r.u32()?,
+                ping_sent_us: r.u64()?,
+                received_us: r.u64()?,
+                sent_us: r.u64()?,
+            },
+            INPUT => {
+                let first_seq = r.u32()?;
+                let n = r.u16()? as usize;
+                // Each event is at least 3 bytes: bound the allocation by what is there.
+                if n > r.remaining() / 3 {
+                    return Err(bad("input.count", "more events than bytes"));
+                }
+                let mut events = Vec::with_capacity(n);
+                for _ in 0..n {
+                    events.push(InputEvent::parse(&mut r)?);
+                }
+                ControlFrame::Input { first_seq, events }
+            }
+            INPUT_ACK => ControlFrame::InputAck {
+                next_expected: r.u32()?,
+            },
+            FRAME_TIMING => ControlFrame::FrameTiming(FrameTiming {
+                frame_number: r.u32()?,
+                capture_dur_us: r.u32()?,
+                convert_us: r.u32()?,
+                encode_us: r.u32()?,
+                send_us: r.u32()?,
+                send_done_us: r.u64()?,
+                frame_bytes: r.u32()?,
+                captured: r.u32()?,
+                encoded: r.u32()?,
+                dropped: r.u32()?,
+            }),
+            BYE => ControlFrame::Bye {
+                reason: ByeReason::from_u8(r.u8()?),
+            },
+            _ => return Ok(None),
+        };
+        if !r.is_empty() {
+            return Err(bad("control frame", "longer than its type's fields"));
+        }
+        Ok(Some(f))
+    }
+}
+
+/// Parses the body of a Control datagram into its frames (unknown frame types are skipped).
+pub fn parse_control(body: &[u8]) -> Result<Vec<ControlFrame>, WireError> {
+    let mut r = Reader::new(body, "control datagram");
+    let mut frames = Vec::new();
+    while !r.is_empty() {
+        let ty = r.u8()?;
+        let len = r.u16()? as usize;
+        let b = r.bytes(len)?;
+        if let Some(f) = ControlFrame::parse_body(ty, b)? {
+            frames.push(f);
+        }
+    }
+    Ok(frames)
+}
+
+/// Writes a Control datagram: header then frames.
+pub fn encode_control(header: &Header, frames: &[ControlFrame], out: &mut Vec<u8>) {
+    header.write(out);
+    for f in frames {
+        f.encode(out);
+    }
+}
+
+/// A whole parsed datagram.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Datagram<'a> {
+    Hello(Hello),
+    Accept(SessionParams),
+    Reject(Reject),
+    Shard(ShardHeader, &'a [u8]),
+    Control(Vec<ControlFrame>),
+}
+
+/// Parses a whole datagram.
+pub fn parse(data: &[u8]) -> Result<(Header, Datagram<'_>), WireError> {
+    let (h, body) = Header::parse(data)?;
+    let d = match h.packet_type {
+        PacketType::Hello => Datagram::Hello(Hello::parse(body)?),
+        PacketType::Accept => Datagram::Accept(SessionParams::parse(body)?),
+        PacketType::Reject => Datagram::Reject(Reject::parse(body)?),
+        PacketType::Shard => {
+            let (sh, payload) = ShardHeader::parse(body)?;
+            Datagram::Shard(sh, payload)
+        }
+        PacketType::Control => Datagram::Control(parse_control(body)?),
+    };
+    Ok((h, d))
+}
+
+/// Hex for test vectors and logs.
+pub struct Hex<'a>(pub &'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// The test vectors of docs/PROTOCOL.md.
+    #[test]
+    fn test_vectors() {
+        // A keep-alive: an empty Control datagram.
+        let mut out = Vec::new();
+        encode_control(
+            &Header::new(PacketType::Control, 0x0102030405060708, 9),
+            &[],
+            &mut out,
+        );
+        assert_eq!(out, hex("01 20 0102030405060708 0000000000000009"));
+
+        // A keyframe request for frame 300 plus an input ack.
+        let mut out = Vec::new();
+        encode_control(
+            &Header::new(PacketType::Control, 0xAABBCCDDEEFF0011, 0x2A),
+            &[
+                ControlFrame::KeyframeRequest { lost_frame: 300 },
+                ControlFrame::InputAck { next_expected: 7 },
+            ],
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            hex("01 20 aabbccddeeff0011 000000000000002a  01 0004 0000012c  06 0004 00000007")
+        );
+
+        // A shard: frame 5, keyframe, data shard 1 of 2, no parity, 1000-byte shards,
+        // 1500-byte frame, captured at 1 000 000 µs; payload 500 bytes of 0xEE.
+        let sh = ShardHeader {
+            frame_number: 5,
+            flags: shard_flags::KEYFRAME,
+            slice_index: 0,
+            shard_index: 1,
+            data_count: 2,
+            parity_count: 0,
+            shard_len: 1000,
+            frame_bytes: 1500,
+            capture_us: 1_000_000,
+        };
+        let mut out = Vec::new();
+        Header::new(PacketType::Shard, 7, 3).write(&mut out);
+        sh.write(&mut out);
+        assert_eq!(
+            out,
+            hex("01 10 0000000000000007 0000000000000003
+                 00000005 01 00 0001 0002 0000 03e8 000005dc 00000000000f4240")
+        );
+        out.extend(std::iter::repeat_n(0xEE, 500));
+        let (h, d) = parse(&out).unwrap();
+        assert_eq!(h.packet_number, 3);
+        assert_eq!(d, Datagram::Shard(sh, &[0xEE; 500][..]));
+
+        // An Accept: 1280x720 @ 60, H.264, 10 000 kbit/s, 1200-byte datagrams, 2 s / 30 s.
+        let p = SessionParams {
+            width: 1280,
+            height: 720,
+            fps: 60,
+            codec: Codec::H264,
+            bitrate_kbps: 10_000,
+            max_datagram: 1200,
+            keepalive_ms: 2000,
+            idle_timeout_ms: 30_000,
+        };
+        let mut out = Vec::new();
+        p.encode(
+            &Header::new(PacketType::Accept, 0x1122334455667788, 0),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            hex("01 02 1122334455667788 0000000000000000
+                 0500 02d0 003c 01 00002710 04b0 000007d0 00007530")
+        );
+
+        // A Hello is padded to 1200 bytes.
+        let mut out = Vec::new();
+        Hello {
+            client_nonce: 0x0102030405060708,
+            max_datagram: 1200,
+            capabilities: caps::H264 | caps::H264_RGB,
+            name: "pi".into(),
+        }
+        .encode(&Header::new(PacketType::Hello, 0, 0), &mut out);
+        assert_eq!(out.len(), HELLO_MIN_LEN);
+        assert_eq!(
+            out[..36],
+            hex("01 01 0000000000000000 0000000000000000 0102030405060708 04b0 00000003 0002 7069")
+                [..]
+        );
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        assert!(matches!(parse(&[1, 0x20]), Err(WireError::TooShort { .. })));
+        let mut d = vec![2u8, 0x20];
+        d.extend([0; 16]);
+        assert_eq!(parse(&d).unwrap_err(), WireError::Version(2));
+        d[0] = 1;
+        d[1] = 0x77;
+        assert_eq!(parse(&d).unwrap_err(), WireError::UnknownType(0x77));
+        // A control frame whose length runs past the end.
+        d[1] = 0x20;
+        d.extend([1, 0, 9, 0]);
+        assert!(parse(&d).is_err());
+    }
+
+    #[test]
+    fn unknown_control_frames_are_skipped() {
+        let mut out = Vec::new();
+        Header::new(PacketType::Control, 1, 1).write(&mut out);
+        out.extend([0x7f, 0, 2, 0xaa, 0xbb]);
+        ControlFrame::InputAck { next_expected: 3 }.encode(&mut out);
+        let (_, d) = parse(&out).unwrap();
+        assert_eq!(
+            d,
+            Datagram::Control(vec![ControlFrame::InputAck { next_expected: 3 }])
+        );
+    }
+
+    fn arb_event() -> impl Strategy<Value = InputEvent> {
+        prop_oneof![
+            (any::<u32>(), any::<bool>()).prop_map(|(code, down)| InputEvent::Key { code, down }),
+            (any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>())
+                .prop_map(|(x, y, dx, dy)| InputEvent::PointerMotion { x, y, dx, dy }),
+            (any::<u8>(), any::<bool>())
+                .prop_map(|(button, down)| InputEvent::MouseButton { button, down }),
+            (any::<i32>(), any::<i32>()).prop_map(|(dx, dy)| InputEvent::Wheel { dx, dy }),
+            (-360f32..360.0, -90f32..90.0, -180f32..180.0)
+                .prop_map(|(yaw, pitch, roll)| InputEvent::HeadPose { yaw, pitch, roll }),
+        ]
+    }
+
+    fn arb_frame() -> impl Strategy<Value = ControlFrame> {
+        prop_oneof![
+            any::<u32>().prop_map(|lost_frame| ControlFrame::KeyframeRequest { lost_frame }),
+            any::<[u32; 8]>().prop_map(|v| ControlFrame::Feedback(Feedback {
+                frames_complete: v[0],
+                frames_lost: v[1],
+                frames_late: v[2],
+                datagrams_received: v[3],
+                packets_lost: v[4],
+                jitter_us: v[5],
+                srtt_us: v[6],
+                decode_us: v[7],
+            })),
+            (any::<u32>(), any::<u64>())
+                .prop_map(|(id, sent_us)| ControlFrame::Ping { id, sent_us }),
+            (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(id, a, b, c)| {
+                ControlFrame::Pong {
+                    id,
+                    ping_sent_us: a,
+                    received_us: b,
+                    sent_us: c,
+                }
+            }),
+            (any::<u32>(), proptest::collection::vec(arb_event(), 0..20))
+                .prop_map(|(first_seq, events)| ControlFrame::Input { first_seq, events }),
+            any::<u32>().prop_map(|next_expected| ControlFrame::InputAck { next_expected }),
+            (any::<[u32; 9]>(), any::<u64>()).prop_map(|(v, t)| ControlFrame::FrameTiming(
+                FrameTiming {
+                    frame_number: v[0],
+                    capture_dur_us: v[1],
+                    convert_us: v[2],
+                    encode_us: v[3],
+                    send_us: v[4],
+                    send_done_us: t,
+                    frame_bytes: v[5],
+                    captured: v[6],
+                    encoded: v[7],
+                    dropped: v[8],
+                }
+            )),
+            any::<u8>().prop_map(|r| ControlFrame::Bye {
+                reason: ByeReason::from_u8(r)
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn control_round_trips(cid in any::<u64>(), pn in any::<u64>(), frames in proptest::collection::vec(arb_frame(), 0..8)) {
+            let mut out = Vec::new();
+            encode_control(&Header::new(PacketType::Control, cid, pn), &frames, &mut out);
+            prop_assert_eq!(out.len(), HEADER_LEN + frames.iter().map(|f| f.encoded_len()).sum::<usize>());
+            let (h, d) = parse(&out).unwrap();
+            prop_assert_eq!(h.connection_id, cid);
+            prop_assert_eq!(h.packet_number, pn);
+            prop_assert_eq!(d, Datagram::Control(frames));
+        }
+
+        #[test]
+        fn shard_round_trips(frame_number in any::<u32>(), key in any::<bool>(), data_count in 1u16..300, parity_count in 0u16..60,
+                             shard_len in 1u16..1400, last_fill in 1u16..1400, idx in any::<u16>(), capture_us in any::<u64>()) {
+            let last = last_fill.min(shard_len);
+            let frame_bytes = (data_count as u32 - 1) * shard_len as u32 + last as u32;
+            let shard_index = idx % (data_count + parity_count);
+            let parity = shard_index >= data_count;
+            let h = ShardHeader {
+                frame_number,
+                flags: (key as u8) | if parity { shard_flags::PARITY } else { 0 },
+                slice_index: 0,
+                shard_index,
+                data_count,
+                parity_count,
+                shard_len,
+                frame_bytes,
+                capture_us,
+            };
+            let payload = vec![7u8; h.expected_len()];
+            let mut out = Vec::new();
+            Header::new(PacketType::Shard, 1, 2).write(&mut out);
+            h.write(&mut out);
+            out.extend_from_slice(&payload);
+            let (_, d) = parse(&out).unwrap();
+            prop_assert_eq!(d, Datagram::Shard(h, &payload[..]));
+        }
+
+        #[test]
+        fn hello_reject_accept_round_trip(nonce in any::<u64>(), name in "[a-zA-Z0-9 é-]{0,64}", msg in ".{0,100}", reason in any::<u8>()) {
+            let hello = Hello { client_nonce: nonce, max_datagram: 1200, capabilities: 3, name: name.clone() };
+            let mut out = Vec::new();
+            hello.encode(&Header::new(PacketType::Hello, 0, 0), &mut out);
+            let (_, d) = parse(&out).unwrap();
+            let mut expect = hello.clone();
+            let mut end = name.len().min(MAX_NAME_LEN);
+            while !name.is_char_boundary(end) { end -= 1; }
+            expect.name = name[..end].to_string();
+            prop_assert_eq!(d, Datagram::Hello(expect));
+            let rej = Reject { reason: RejectReason::from_u8(reason), message: msg.clone() };
+            let mut out = Vec::new();
+            rej.encode(&Header::new(PacketType::Reject, 0, 1), &mut out);
+            let (_, d) = parse(&out).unwrap();
+            prop_assert_eq!(d, Datagram::Reject(rej));
+        }
+
+        #[test]
+        fn parser_never_panics(data in proptest::collection::vec(any::<u8>(), 0..2000)) {
+            let _ = parse(&data);
+        }
+
+        #[test]
+        fn parser_never_panics_on_valid_header(ty in prop_oneof![Just(1u8), Just(2), Just(3), Just(0x10), Just(0x20)],
+                                               body in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut d = vec![VERSION, ty];
+            d.extend([0u8; 16]);
+            d.extend(body);
+            let _ = parse(&d);
+        }
+    }
+}
