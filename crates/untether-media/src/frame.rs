@@ -49,7 +49,7 @@ pub fn check_size(width: u32, height: u32) -> Result<(), MediaError> {
     if width == 0 || height == 0 {
         return Err(bad("width and height must be non-zero"));
     }
-    if width % 2 != 0 || height % 2 != 0 {
+    if !width.is_multiple_of(2) || !height.is_multiple_of(2) {
         return Err(bad("width and height must be even (4:2:0 chroma)"));
     }
     if width > 4096 || height > 2304 {

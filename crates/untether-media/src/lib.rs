@@ -28,7 +28,9 @@ pub enum MediaError {
         #[source]
         source: ffmpeg_next::Error,
     },
-    #[error("encoder {name:?} is not available in this FFmpeg build (install libavcodec with libx264)")]
+    #[error(
+        "encoder {name:?} is not available in this FFmpeg build (install libavcodec with libx264)"
+    )]
     EncoderMissing { name: String },
     #[error("colour conversion failed: {0}")]
     Conversion(String),

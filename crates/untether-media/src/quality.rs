@@ -40,7 +40,9 @@ impl Picture<'_> {
     fn size(&self) -> (u32, u32) {
         match *self {
             Picture::Bgra(f) => (f.width, f.height),
-            Picture::I420 { width, height, .. } | Picture::Gbrp { width, height, .. } => (width, height),
+            Picture::I420 { width, height, .. } | Picture::Gbrp { width, height, .. } => {
+                (width, height)
+            }
         }
     }
 
@@ -53,27 +55,33 @@ impl Picture<'_> {
     }
 
     /// Copies into a fresh AVFrame (the buffer source takes ownership of what it is given).
-    fn to_av(&self) -> Result<frame::Video> {
+    fn to_av_frame(self) -> Result<frame::Video> {
         let (w, h) = self.size();
         let mut out = frame::Video::new(self.pixel(), w, h);
-        let copy_plane = |out: &mut frame::Video, i: usize, src: &[u8], stride: usize, row_bytes: usize, rows: usize| -> Result<()> {
+        let copy_plane = |out: &mut frame::Video,
+                          i: usize,
+                          src: &[u8],
+                          stride: usize,
+                          row_bytes: usize,
+                          rows: usize|
+         -> Result<()> {
             let dst_stride = out.stride(i);
             let dst = out.data_mut(i);
             for y in 0..rows {
-                let s = src
-                    .get(y * stride..y * stride + row_bytes)
-                    .ok_or_else(|| MediaError::Other(format!("picture plane {i} is shorter than {w}x{h} needs")))?;
+                let s = src.get(y * stride..y * stride + row_bytes).ok_or_else(|| {
+                    MediaError::Other(format!("picture plane {i} is shorter than {w}x{h} needs"))
+                })?;
                 dst[y * dst_stride..y * dst_stride + row_bytes].copy_from_slice(s);
             }
             Ok(())
         };
         let (wu, hu) = (w as usize, h as usize);
-        match *self {
+        match self {
             Picture::Bgra(f) => copy_plane(&mut out, 0, &f.data, f.stride, wu * 4, hu)?,
             Picture::I420 { planes, .. } => {
                 copy_plane(&mut out, 0, planes[0].0, planes[0].1, wu, hu)?;
-                for i in 1..3 {
-                    copy_plane(&mut out, i, planes[i].0, planes[i].1, wu.div_ceil(2), hu.div_ceil(2))?;
+                for (i, p) in planes.iter().enumerate().skip(1) {
+                    copy_plane(&mut out, i, p.0, p.1, wu.div_ceil(2), hu.div_ceil(2))?;
                 }
             }
             Picture::Gbrp { planes, .. } => {
@@ -127,8 +135,10 @@ impl QualityMeter {
             move |e| MediaError::ffmpeg(format!("quality filter graph: {what}"), e)
         };
         let mut graph = filter::Graph::new();
-        let buffer = filter::find("buffer").ok_or_else(|| MediaError::Other("libavfilter lacks the buffer filter".into()))?;
-        let sink = filter::find("buffersink").ok_or_else(|| MediaError::Other("libavfilter lacks buffersink".into()))?;
+        let buffer = filter::find("buffer")
+            .ok_or_else(|| MediaError::Other("libavfilter lacks the buffer filter".into()))?;
+        let sink = filter::find("buffersink")
+            .ok_or_else(|| MediaError::Other("libavfilter lacks buffersink".into()))?;
         let args = |p: Pixel| {
             let id: ffmpeg_next::ffi::AVPixelFormat = p.into();
             format!(
@@ -136,8 +146,12 @@ impl QualityMeter {
                 self.width, self.height, id as i32
             )
         };
-        graph.add(&buffer, "ref", &args(reference)).map_err(fferr("ref source"))?;
-        graph.add(&buffer, "dist", &args(distorted)).map_err(fferr("dist source"))?;
+        graph
+            .add(&buffer, "ref", &args(reference))
+            .map_err(fferr("ref source"))?;
+        graph
+            .add(&buffer, "dist", &args(distorted))
+            .map_err(fferr("dist source"))?;
         graph.add(&sink, "out", "").map_err(fferr("sink"))?;
         let fmt = match self.space {
             CompareSpace::Yuv420 => "yuv420p",
@@ -165,7 +179,10 @@ impl QualityMeter {
                 return Err(MediaError::InvalidSize {
                     width: w,
                     height: h,
-                    reason: format!("the quality meter compares {}x{} pictures", self.width, self.height),
+                    reason: format!(
+                        "the quality meter compares {}x{} pictures",
+                        self.width, self.height
+                    ),
                 });
             }
         }
@@ -177,16 +194,22 @@ impl QualityMeter {
             return Err(MediaError::Other("quality filter graph missing".into()));
         };
         let fferr = |what: &'static str| move |e| MediaError::ffmpeg(format!("quality: {what}"), e);
-        let mut r = reference.to_av()?;
-        let mut d = distorted.to_av()?;
+        let mut r = reference.to_av_frame()?;
+        let mut d = distorted.to_av_frame()?;
         r.set_pts(Some(0));
         d.set_pts(Some(0));
-        let mut src = graph.get("ref").ok_or_else(|| MediaError::Other("no ref source".into()))?;
+        let mut src = graph
+            .get("ref")
+            .ok_or_else(|| MediaError::Other("no ref source".into()))?;
         src.source().add(&r).map_err(fferr("feed reference"))?;
-        let mut src = graph.get("dist").ok_or_else(|| MediaError::Other("no dist source".into()))?;
+        let mut src = graph
+            .get("dist")
+            .ok_or_else(|| MediaError::Other("no dist source".into()))?;
         src.source().add(&d).map_err(fferr("feed distorted"))?;
         let mut out = frame::Video::empty();
-        let mut sink = graph.get("out").ok_or_else(|| MediaError::Other("no sink".into()))?;
+        let mut sink = graph
+            .get("out")
+            .ok_or_else(|| MediaError::Other("no sink".into()))?;
         let got = sink.sink().frame(&mut out);
         // The filters keep per-stream state (frame sync); a fresh graph per pair keeps pairs
         // independent at a cost far below the comparison itself.

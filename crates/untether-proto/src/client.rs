@@ -163,6 +163,8 @@ pub struct ClientSession {
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
     decode_us: u32,
+    /// The assembler's and requester's counters when the session left the Connected state.
+    final_counters: Option<(AssemblerStats, u64)>,
 }
 
 /// Pings sent at short intervals right after connecting, to get a clock estimate quickly.
@@ -188,6 +190,7 @@ impl ClientSession {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             decode_us: 0,
+            final_counters: None,
         };
         s.handle_timeout(now);
         s
@@ -213,16 +216,27 @@ impl ClientSession {
         s.packets_lost = self.window.lost();
         s.inputs_retransmitted = self.input.retransmissions;
         s.inputs_refused = self.input.refused;
-        if let State::Connected(c) = &self.state {
-            let a = c.assembler.stats();
+        let counters = match &self.state {
+            State::Connected(c) => Some((c.assembler.stats(), c.requester.requests_sent)),
+            _ => self.final_counters,
+        };
+        if let Some((a, requests)) = counters {
             s.assembler = a;
             s.frames_complete = a.frames_complete;
             s.frames_lost = a.frames_lost;
             s.frames_skipped = a.frames_skipped;
             s.frames_late = a.frames_late;
-            s.keyframe_requests_sent = c.requester.requests_sent;
+            s.keyframe_requests_sent = requests;
         }
         s
+    }
+
+    /// Leaves the Connected state (keeping its counters for [`stats`](Self::stats)).
+    fn close_state(&mut self) {
+        if let State::Connected(c) = &self.state {
+            self.final_counters = Some((c.assembler.stats(), c.requester.requests_sent));
+        }
+        self.state = State::Closed;
     }
 
     /// The clock-offset estimate (host − client), once a ping has been answered.
@@ -285,7 +299,7 @@ impl ClientSession {
             });
             self.build_control(now);
         }
-        self.state = State::Closed;
+        self.close_state();
     }
 
     fn build_control(&mut self, now: Micros) {
@@ -373,6 +387,8 @@ impl ClientSession {
                     jitter_us: 0.0,
                     last_arrival: None,
                 }));
+                // The Accept is the host's first numbered datagram of the session.
+                self.window.record(header.packet_number);
                 self.events.push_back(ClientEvent::Connected(params));
                 self.flush_input(now);
                 self.handle_timeout(now);
@@ -441,7 +457,7 @@ impl ClientSession {
             }
             ControlFrame::FrameTiming(t) => self.events.push_back(ClientEvent::FrameTiming(t)),
             ControlFrame::Bye { .. } => {
-                self.state = State::Closed;
+                self.close_state();
                 self.pending.clear();
                 self.events
                     .push_back(ClientEvent::HostGone(GoneReason::Bye));
@@ -563,7 +579,7 @@ impl ClientSession {
             }
             State::Connected(c) => {
                 if now >= c.last_recv_us + c.params.idle_timeout_ms as u64 * 1000 {
-                    self.state = State::Closed;
+                    self.close_state();
                     self.pending.clear();
                     self.events
                         .push_back(ClientEvent::HostGone(GoneReason::Timeout));

@@ -299,6 +299,7 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                     match decoder.decode(&frame.data) {
                         Ok(Some(picture)) => {
                             let decode_end_us = now_us();
+                            lock(&s.session).note_decode_time(decode_end_us - decode_start_us);
                             let (plane, stride) = picture.luma();
                             let stamp =
                                 stamp::read_plane(plane, stride, picture.width(), picture.height());

@@ -185,6 +185,8 @@ impl Host {
             preset: v.preset.clone(),
             threads: v.encoder_threads,
             conversion: v.conversion,
+            intra_refresh: false,
+            x264_params: String::new(),
         })?;
         let params = SessionParams {
             width: v.resolution.width as u16,

@@ -1,0 +1,707 @@
+//! H.264 through FFmpeg (ffmpeg-next): the x264 encoder (libx264 for 4:2:0, libx264rgb for BGR
+//! as is) with low-latency settings, and the h264 decoder in low-delay, slice-threaded mode.
+//!
+//! Encoder settings: `tune=zerolatency` (no lookahead, no frame threads, no B-frames),
+//! sliced threads, a one-frame VBV (max rate = bitrate, buffer = bitrate / fps) so no frame
+//! waits behind a big one, an infinite GOP without scene cuts, and IDR keyframes only when asked
+//! (`forced-idr`), each with its SPS/PPS (Annex B, no global header), BT.601 limited range in the
+//! VUI. One frame in gives one access unit out at once. The bitrate can change between frames
+//! without a keyframe (FFmpeg's libx264 wrapper calls `x264_encoder_reconfig` when
+//! `bit_rate`/`rc_max_rate`/`rc_buffer_size` change).
+//!
+//! The 4:2:0 path converts straight into the planes of the AVFrame the encoder reads, so the
+//! only pass over the pixels before x264 is the colour conversion itself.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Once;
+use std::time::Instant;
+
+use ff::format::Pixel;
+use ff::{codec, frame, picture, Dictionary, Packet};
+use ffmpeg_next as ff;
+
+use crate::convert::{Conversion, Converter, I420Mut};
+use crate::quality::Picture;
+use crate::{BgraFrame, MediaError, Result};
+
+/// Initialises FFmpeg once and quiets its log (errors it reports reach us as return codes).
+pub fn init_ffmpeg() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = ff::init();
+        let level = if std::env::var("UNTETHER_FFMPEG_LOG").is_ok() {
+            ff::util::log::Level::Info
+        } else {
+            ff::util::log::Level::Fatal
+        };
+        ff::util::log::set_level(level);
+    });
+}
+
+/// Which x264 encoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EncoderKind {
+    /// libx264: YUV 4:2:0 after colour conversion.
+    X264,
+    /// libx264rgb: BGR as is (H.264 High 4:4:4 of GBR), no conversion.
+    X264Rgb,
+}
+
+impl EncoderKind {
+    pub const ALL: [EncoderKind; 2] = [EncoderKind::X264, EncoderKind::X264Rgb];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            EncoderKind::X264 => "libx264",
+            EncoderKind::X264Rgb => "libx264rgb",
+        }
+    }
+}
+
+impl fmt::Display for EncoderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown encoder name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown encoder {0:?}; allowed: libx264, libx264rgb")]
+pub struct UnknownEncoder(pub String);
+
+impl FromStr for EncoderKind {
+    type Err = UnknownEncoder;
+    fn from_str(s: &str) -> Result<Self, UnknownEncoder> {
+        EncoderKind::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| UnknownEncoder(s.to_string()))
+    }
+}
+
+/// Encoder settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncoderConfig {
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub bitrate_kbps: u32,
+    /// x264 preset (ultrafast … placebo).
+    pub preset: String,
+    /// x264 slice threads.
+    pub threads: usize,
+    /// `Rgb` selects libx264rgb; `Simd`/`Swscale` libx264 with that converter.
+    pub conversion: Conversion,
+    /// Periodic intra refresh (a moving column of intra blocks) instead of keyframes: forced
+    /// keyframes are still IDRs.
+    pub intra_refresh: bool,
+    /// Extra x264 options, `key=value:key=value`, applied after the preset (e.g. `subme=2`).
+    pub x264_params: String,
+}
+
+impl EncoderConfig {
+    pub fn kind(&self) -> EncoderKind {
+        if self.conversion == Conversion::Rgb {
+            EncoderKind::X264Rgb
+        } else {
+            EncoderKind::X264
+        }
+    }
+}
+
+/// One encoded frame.
+#[derive(Clone, Debug, Default)]
+pub struct EncodedFrame {
+    /// An H.264 access unit, Annex B.
+    pub data: Vec<u8>,
+    pub keyframe: bool,
+    /// BGRA→YUV conversion (or, on the RGB path, the copy into the encoder's frame), µs.
+    pub convert_us: u64,
+    /// x264, µs.
+    pub encode_us: u64,
+}
+
+fn fferr(context: &'static str) -> impl Fn(ff::Error) -> MediaError {
+    move |e| MediaError::ffmpeg(context, e)
+}
+
+/// The x264 encoder.
+pub struct Encoder {
+    cfg: EncoderConfig,
+    encoder: ff::encoder::video::Encoder,
+    converter: Option<Converter>,
+    input: frame::Video,
+    packet: Packet,
+    pts: i64,
+}
+
+// SAFETY: the FFmpeg objects are owned by this value and used through &mut self only.
+unsafe impl Send for Encoder {}
+
+impl Encoder {
+    pub fn new(cfg: EncoderConfig) -> Result<Encoder> {
+        init_ffmpeg();
+        crate::frame::check_size(cfg.width, cfg.height)?;
+        if cfg.fps == 0 || cfg.bitrate_kbps == 0 {
+            return Err(MediaError::Other(
+                "encoder: fps and bitrate must be non-zero".into(),
+            ));
+        }
+        let kind = cfg.kind();
+        let codec =
+            ff::encoder::find_by_name(kind.name()).ok_or_else(|| MediaError::EncoderMissing {
+                name: kind.name().to_string(),
+            })?;
+        let mut ctx = codec::context::Context::new_with_codec(codec);
+        ctx.set_threading(ff::threading::Config {
+            kind: ff::threading::Type::Slice,
+            count: cfg.threads.max(1),
+            ..Default::default()
+        });
+        let mut enc = ctx.encoder().video().map_err(fferr("encoder context"))?;
+        let pixel = match kind {
+            EncoderKind::X264 => Pixel::YUV420P,
+            EncoderKind::X264Rgb => Pixel::BGRZ,
+        };
+        enc.set_width(cfg.width);
+        enc.set_height(cfg.height);
+        enc.set_format(pixel);
+        enc.set_time_base((1, cfg.fps as i32));
+        enc.set_frame_rate(Some((cfg.fps as i32, 1)));
+        enc.set_max_b_frames(0);
+        match kind {
+            EncoderKind::X264 => {
+                enc.set_colorspace(ff::color::Space::SMPTE170M);
+                enc.set_color_range(ff::color::Range::MPEG);
+            }
+            EncoderKind::X264Rgb => {
+                // Identity matrix: the decoder then outputs planar GBR.
+                enc.set_colorspace(ff::color::Space::RGB);
+                enc.set_color_range(ff::color::Range::JPEG);
+            }
+        }
+        enc.set_color_primaries(ff::color::Primaries::SMPTE170M);
+        enc.set_color_transfer_characteristic(ff::color::TransferCharacteristic::SMPTE170M);
+        let bps = cfg.bitrate_kbps as usize * 1000;
+        enc.set_bit_rate(bps);
+        enc.set_max_bit_rate(bps);
+        // SAFETY: plain field writes on the context we own, before it is opened.
+        unsafe {
+            let c = enc.as_mut_ptr();
+            (*c).rc_buffer_size = (bps / cfg.fps as usize) as i32;
+            (*c).gop_size = -1;
+        }
+        let mut opts = Dictionary::new();
+        opts.set("preset", &cfg.preset);
+        opts.set("tune", "zerolatency");
+        opts.set("forced-idr", "1");
+        let mut params =
+            String::from("keyint=infinite:scenecut=0:repeat-headers=1:sliced-threads=1");
+        if cfg.intra_refresh {
+            params.push_str(":intra-refresh=1");
+        }
+        if !cfg.x264_params.is_empty() {
+            params.push(':');
+            params.push_str(&cfg.x264_params);
+        }
+        opts.set("x264-params", &params);
+        let encoder = enc.open_with(opts).map_err(fferr("open x264"))?;
+        let converter = match kind {
+            EncoderKind::X264 => Some(Converter::new(cfg.conversion, cfg.width, cfg.height)?),
+            EncoderKind::X264Rgb => None,
+        };
+        Ok(Encoder {
+            input: frame::Video::new(pixel, cfg.width, cfg.height),
+            cfg,
+            encoder,
+            converter,
+            packet: Packet::empty(),
+            pts: 0,
+        })
+    }
+
+    pub fn config(&self) -> &EncoderConfig {
+        &self.cfg
+    }
+
+    /// Changes the target (and VBV) bitrate from the next frame on, without a keyframe.
+    pub fn set_bitrate(&mut self, kbps: u32) -> Result<()> {
+        if kbps == 0 {
+            return Err(MediaError::Other("bitrate must be non-zero".into()));
+        }
+        self.cfg.bitrate_kbps = kbps;
+        let bps = kbps as i64 * 1000;
+        // SAFETY: field writes on our open context between frames; libx264's wrapper reads
+        // them at the next frame and reconfigures x264.
+        unsafe {
+            let c = self.encoder.as_mut_ptr();
+            (*c).bit_rate = bps;
+            (*c).rc_max_rate = bps;
+            (*c).rc_buffer_size = (bps / self.cfg.fps as i64) as i32;
+        }
+        Ok(())
+    }
+
+    /// Encodes one frame; `force_keyframe` makes it an IDR.
+    pub fn encode(&mut self, src: &BgraFrame, force_keyframe: bool) -> Result<EncodedFrame> {
+        if (src.width, src.height) != (self.cfg.width, self.cfg.height) {
+            return Err(MediaError::InvalidSize {
+                width: src.width,
+                height: src.height,
+                reason: format!("the encoder takes {}x{}", self.cfg.width, self.cfg.height),
+            });
+        }
+        let t0 = Instant::now();
+        // The encoder may still hold a reference to the previous input (it should not with
+        // zerolatency): never write into a frame someone else reads.
+        // SAFETY: a valid, allocated AVFrame we own.
+        let rc = unsafe { ff::ffi::av_frame_make_writable(self.input.as_mut_ptr()) };
+        if rc < 0 {
+            return Err(MediaError::ffmpeg(
+                "av_frame_make_writable",
+                ff::Error::from(rc),
+            ));
+        }
+        match self.converter.as_mut() {
+            Some(conv) => {
+                let (w, h) = (self.cfg.width, self.cfg.height);
+                let (ys, us, vs) = (
+                    self.input.stride(0),
+                    self.input.stride(1),
+                    self.input.stride(2),
+                );
+                // SAFETY: three distinct planes of the frame; each slice covers exactly its
+                // plane's allocated rows (stride × rows).
+                let (y, u, v) = unsafe {
+                    let f = self.input.as_mut_ptr();
+                    let rows = |i: usize| {
+                        if i == 0 {
+                            h as usize
+                        } else {
+                            h.div_ceil(2) as usize
+                        }
+                    };
+                    let plane = |i: usize, stride: usize| {
+                        std::slice::from_raw_parts_mut((*f).data[i], stride * rows(i))
+                    };
+                    (plane(0, ys), plane(1, us), plane(2, vs))
+                };
+                conv.convert(
+                    src,
+                    I420Mut {
+                        width: w,
+                        height: h,
+                        y: (y, ys),
+                        u: (u, us),
+                        v: (v, vs),
+                    },
+                )?;
+            }
+            None => {
+                let stride = self.input.stride(0);
+                let row = src.width as usize * 4;
+                let dst = self.input.data_mut(0);
+                for y in 0..src.height as usize {
+                    dst[y * stride..y * stride + row]
+                        .copy_from_slice(&src.data[y * src.stride..y * src.stride + row]);
+                }
+            }
+        }
+        let t1 = Instant::now();
+        self.input.set_pts(Some(self.pts));
+        self.pts += 1;
+        self.input.set_kind(if force_keyframe {
+            picture::Type::I
+        } else {
+            picture::Type::None
+        });
+        self.encoder
+            .send_frame(&self.input)
+            .map_err(fferr("x264 encode"))?;
+        match self.encoder.receive_packet(&mut self.packet) {
+            Ok(()) => {}
+            Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
+                return Err(MediaError::Other(
+                    "x264 held a frame back (it must not with tune=zerolatency)".into(),
+                ))
+            }
+            Err(e) => return Err(MediaError::ffmpeg("x264 receive packet", e)),
+        }
+        let t2 = Instant::now();
+        let data = self.packet.data().map(<[u8]>::to_vec).unwrap_or_default();
+        Ok(EncodedFrame {
+            keyframe: self.packet.is_key(),
+            data,
+            convert_us: (t1 - t0).as_micros() as u64,
+            encode_us: (t2 - t1).as_micros() as u64,
+        })
+    }
+}
+
+/// The h264 decoder.
+pub struct Decoder {
+    decoder: ff::decoder::Video,
+    frame: frame::Video,
+}
+
+// SAFETY: owned FFmpeg objects used through &mut self only.
+unsafe impl Send for Decoder {}
+
+impl Decoder {
+    /// A low-delay decoder with `threads` slice threads.
+    pub fn new(threads: usize) -> Result<Decoder> {
+        init_ffmpeg();
+        let codec =
+            ff::decoder::find(codec::Id::H264).ok_or_else(|| MediaError::EncoderMissing {
+                name: "h264 (decoder)".into(),
+            })?;
+        let mut ctx = codec::context::Context::new_with_codec(codec);
+        ctx.set_threading(ff::threading::Config {
+            kind: ff::threading::Type::Slice,
+            count: threads.max(1),
+            ..Default::default()
+        });
+        ctx.set_flags(codec::Flags::LOW_DELAY);
+        let decoder = ctx.decoder().video().map_err(fferr("open h264 decoder"))?;
+        Ok(Decoder {
+            decoder,
+            frame: frame::Video::empty(),
+        })
+    }
+
+    /// Decodes one access unit. Its picture comes out at once (Ok(Some)); Ok(None) if the
+    /// decoder produced nothing (e.g. parameter sets only); Err for data it rejects.
+    pub fn decode(&mut self, access_unit: &[u8]) -> Result<Option<DecodedFrame>> {
+        if access_unit.is_empty() {
+            return Ok(None);
+        }
+        let packet = Packet::copy(access_unit);
+        self.decoder
+            .send_packet(&packet)
+            .map_err(fferr("h264 decode"))?;
+        match self.decoder.receive_frame(&mut self.frame) {
+            Ok(()) => {
+                let f = std::mem::replace(&mut self.frame, frame::Video::empty());
+                match f.format() {
+                    Pixel::YUV420P | Pixel::YUVJ420P | Pixel::GBRP => {}
+                    other => {
+                        return Err(MediaError::Other(format!(
+                            "the decoder produced {other:?}; untether handles 4:2:0 and GBR streams"
+                        )))
+                    }
+                }
+                if f.width() == 0 || f.height() == 0 {
+                    return Err(MediaError::Other("decoded an empty picture".into()));
+                }
+                Ok(Some(DecodedFrame { frame: f }))
+            }
+            Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => Ok(None),
+            Err(e) => Err(MediaError::ffmpeg("h264 receive frame", e)),
+        }
+    }
+}
+
+/// A decoded picture: YUV 4:2:0 or planar GBR, in FFmpeg's frame (no copy).
+pub struct DecodedFrame {
+    frame: frame::Video,
+}
+
+// SAFETY: the frame is reference counted and owned; nothing else mutates its buffers.
+unsafe impl Send for DecodedFrame {}
+
+/// The layout of a decoded picture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PictureFormat {
+    /// Y, U, V planes, chroma at half resolution.
+    I420,
+    /// G, B, R planes at full resolution.
+    Gbrp,
+}
+
+impl DecodedFrame {
+    pub fn width(&self) -> u32 {
+        self.frame.width()
+    }
+
+    pub fn height(&self) -> u32 {
+        self.frame.height()
+    }
+
+    pub fn format(&self) -> PictureFormat {
+        if self.frame.format() == Pixel::GBRP {
+            PictureFormat::Gbrp
+        } else {
+            PictureFormat::I420
+        }
+    }
+
+    /// Plane `i` (0..3) with its stride; exactly `rows × stride` bytes.
+    pub fn plane(&self, i: usize) -> (&[u8], usize) {
+        let stride = self.frame.stride(i);
+        let rows = match (self.format(), i) {
+            (PictureFormat::I420, 1 | 2) => self.height().div_ceil(2) as usize,
+            _ => self.height() as usize,
+        };
+        let data = self.frame.data(i);
+        (&data[..(stride * rows).min(data.len())], stride)
+    }
+
+    /// The plane the stamp is read from: Y, or G for a GBR picture.
+    pub fn luma(&self) -> (&[u8], usize) {
+        self.plane(0)
+    }
+
+    /// The picture for the quality meter.
+    pub fn picture(&self) -> Picture<'_> {
+        let planes = [self.plane(0), self.plane(1), self.plane(2)];
+        match self.format() {
+            PictureFormat::I420 => Picture::I420 {
+                width: self.width(),
+                height: self.height(),
+                planes,
+            },
+            PictureFormat::Gbrp => Picture::Gbrp {
+                width: self.width(),
+                height: self.height(),
+                planes,
+            },
+        }
+    }
+
+    /// Converts to packed BGRA (BT.601 limited range for YUV).
+    pub fn to_bgra(&self) -> Result<BgraFrame> {
+        let (w, h) = (self.width(), self.height());
+        let mut out = BgraFrame::new(w, h)?;
+        match self.format() {
+            PictureFormat::I420 => {
+                let (y, u, v) = (self.plane(0), self.plane(1), self.plane(2));
+                let img = yuvutils_rs::YuvPlanarImage {
+                    y_plane: y.0,
+                    y_stride: y.1 as u32,
+                    u_plane: u.0,
+                    u_stride: u.1 as u32,
+                    v_plane: v.0,
+                    v_stride: v.1 as u32,
+                    width: w,
+                    height: h,
+                };
+                let stride = out.stride as u32;
+                yuvutils_rs::yuv420_to_bgra(
+                    &img,
+                    &mut out.data,
+                    stride,
+                    yuvutils_rs::YuvRange::Limited,
+                    yuvutils_rs::YuvStandardMatrix::Bt601,
+                )
+                .map_err(|e| MediaError::Conversion(format!("yuvutils: {e}")))?;
+            }
+            PictureFormat::Gbrp => {
+                let (g, b, r) = (self.plane(0), self.plane(1), self.plane(2));
+                for yy in 0..h as usize {
+                    let row = out.row_mut(yy as u32);
+                    for x in 0..w as usize {
+                        row[4 * x] = b.0[yy * b.1 + x];
+                        row[4 * x + 1] = g.0[yy * g.1 + x];
+                        row[4 * x + 2] = r.0[yy * r.1 + x];
+                        row[4 * x + 3] = 255;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quality::{CompareSpace, QualityMeter};
+    use crate::scene::{Scene, SceneConfig};
+    use crate::stamp::{self, Stamp};
+
+    fn cfg(w: u32, h: u32, kbps: u32, conversion: Conversion) -> EncoderConfig {
+        EncoderConfig {
+            width: w,
+            height: h,
+            fps: 60,
+            bitrate_kbps: kbps,
+            preset: "ultrafast".into(),
+            threads: 2,
+            conversion,
+            intra_refresh: false,
+            x264_params: String::new(),
+        }
+    }
+
+    /// Streams `n` frames of the moving scene, stamped, through encoder and decoder; checks
+    /// every stamp reads back exactly.
+    fn stamp_round_trip(w: u32, h: u32, kbps: u32, conversion: Conversion, n: u32) {
+        let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();
+        let mut enc = Encoder::new(cfg(w, h, kbps, conversion)).unwrap();
+        let mut dec = Decoder::new(2).unwrap();
+        let mut f = BgraFrame::new(w, h).unwrap();
+        for i in 0..n {
+            scene.render(i as f64 / 60.0, &mut f);
+            let s = Stamp {
+                frame_number: 1000 + i,
+                capture_us: 5_000_000_000 + i as u64 * 16_667,
+                input_seq: i * 3,
+            };
+            stamp::write_bgra(&mut f, &s);
+            let e = enc.encode(&f, i == 0).unwrap();
+            assert_eq!(e.keyframe, i == 0, "frame {i}");
+            let pic = dec
+                .decode(&e.data)
+                .unwrap()
+                .expect("one picture per access unit, at once");
+            let (p, stride) = pic.luma();
+            let got = stamp::read_plane(p, stride, pic.width(), pic.height());
+            let mut want = s;
+            want.capture_us &= (1 << 40) - 1;
+            assert_eq!(
+                got,
+                Some(want),
+                "{w}x{h} {kbps} kbit/s {conversion:?} frame {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn stamp_survives_x264_720p_at_2_and_10_mbps_and_1080p_at_4_and_10() {
+        stamp_round_trip(1280, 720, 2000, Conversion::Simd, 40);
+        stamp_round_trip(1280, 720, 10_000, Conversion::Swscale, 30);
+        stamp_round_trip(1920, 1080, 4000, Conversion::Simd, 30);
+        stamp_round_trip(1920, 1080, 10_000, Conversion::Simd, 30);
+    }
+
+    #[test]
+    fn stamp_survives_the_rgb_path() {
+        stamp_round_trip(1280, 720, 10_000, Conversion::Rgb, 30);
+    }
+
+    #[test]
+    fn forced_keyframes_only_and_bitrate_changes_without_one() {
+        let (w, h) = (640, 360);
+        let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();
+        let mut enc = Encoder::new(cfg(w, h, 4000, Conversion::Simd)).unwrap();
+        let mut f = BgraFrame::new(w, h).unwrap();
+        let mut sizes = Vec::new();
+        for i in 0..120 {
+            if i == 60 {
+                enc.set_bitrate(500).unwrap();
+            }
+            scene.render(i as f64 / 60.0, &mut f);
+            let e = enc.encode(&f, i == 0 || i == 30).unwrap();
+            assert_eq!(e.keyframe, i == 0 || i == 30, "frame {i}");
+            // Annex B, with SPS/PPS in front of every IDR.
+            assert_eq!(&e.data[..4], &[0, 0, 0, 1]);
+            if e.keyframe {
+                assert!(
+                    e.data
+                        .windows(5)
+                        .any(|w| w[..4] == [0, 0, 0, 1] && w[4] & 0x1f == 7),
+                    "no SPS"
+                );
+            }
+            sizes.push(e.data.len());
+        }
+        let before: usize = sizes[40..60].iter().sum::<usize>() / 20;
+        let after: usize = sizes[100..120].iter().sum::<usize>() / 20;
+        assert!(
+            after * 2 < before,
+            "bitrate change had no effect: {before} → {after} bytes/frame"
+        );
+    }
+
+    #[test]
+    fn decoder_rejects_garbage_without_panicking_and_recovers_at_a_keyframe() {
+        let (w, h) = (640, 360);
+        let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();
+        let mut enc = Encoder::new(cfg(w, h, 4000, Conversion::Simd)).unwrap();
+        let mut dec = Decoder::new(2).unwrap();
+        let mut f = BgraFrame::new(w, h).unwrap();
+        let mut x = 12345u32;
+        for len in [1usize, 7, 100, 5000] {
+            let junk: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) as u8
+                })
+                .collect();
+            let _ = dec.decode(&junk);
+        }
+        scene.render(0.0, &mut f);
+        stamp::write_bgra(
+            &mut f,
+            &Stamp {
+                frame_number: 9,
+                capture_us: 1,
+                input_seq: 0,
+            },
+        );
+        let e = enc.encode(&f, true).unwrap();
+        let pic = dec.decode(&e.data).unwrap().expect("picture");
+        let (p, s) = pic.luma();
+        assert_eq!(
+            stamp::read_plane(p, s, w, h).map(|s| s.frame_number),
+            Some(9)
+        );
+    }
+
+    #[test]
+    fn scene_quality_at_720p_10mbps() {
+        let (w, h) = (1280, 720);
+        let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();
+        // superfast: ultrafast's integer-pel motion search loses ~0.05 SSIM on the spinning
+        // camera (docs/BENCHMARKS.md has both).
+        let mut enc = Encoder::new(EncoderConfig {
+            preset: "superfast".into(),
+            ..cfg(w, h, 10_000, Conversion::Simd)
+        })
+        .unwrap();
+        let mut dec = Decoder::new(2).unwrap();
+        let mut meter = QualityMeter::new(w, h, CompareSpace::Yuv420).unwrap();
+        let mut f = BgraFrame::new(w, h).unwrap();
+        let (mut ssim, mut psnr, mut n) = (0.0, 0.0, 0.0);
+        for i in 0..90 {
+            scene.render(i as f64 / 60.0, &mut f);
+            let e = enc.encode(&f, i == 0).unwrap();
+            let pic = dec.decode(&e.data).unwrap().unwrap();
+            if i >= 30 && i % 10 == 0 {
+                let q = meter.compare(&Picture::Bgra(&f), &pic.picture()).unwrap();
+                ssim += q.ssim_y;
+                psnr += q.psnr_y_db;
+                n += 1.0;
+            }
+        }
+        let (ssim, psnr) = (ssim / n, psnr / n);
+        eprintln!("720p 10 Mbit/s superfast: SSIM(Y) {ssim:.4}, PSNR(Y) {psnr:.2} dB");
+        assert!(ssim >= 0.95, "SSIM {ssim}");
+        // Far from trivially compressible.
+        assert!(psnr < 50.0, "PSNR {psnr}: the scene is too easy");
+    }
+
+    #[test]
+    fn to_bgra_matches_the_source() {
+        let (w, h) = (640, 360);
+        let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();
+        let mut f = BgraFrame::new(w, h).unwrap();
+        scene.render(0.5, &mut f);
+        for conv in [Conversion::Simd, Conversion::Rgb] {
+            let mut enc = Encoder::new(cfg(w, h, 20_000, conv)).unwrap();
+            let mut dec = Decoder::new(1).unwrap();
+            let e = enc.encode(&f, true).unwrap();
+            let pic = dec.decode(&e.data).unwrap().unwrap();
+            let back = pic.to_bgra().unwrap();
+            let mad = f
+                .data
+                .iter()
+                .zip(&back.data)
+                .map(|(a, b)| (*a as f64 - *b as f64).abs())
+                .sum::<f64>()
+                / f.data.len() as f64;
+            assert!(mad < 12.0, "{conv:?}: mean abs diff {mad}");
+        }
+    }
+}
