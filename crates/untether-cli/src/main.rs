@@ -208,7 +208,8 @@ fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
 }
 
 fn display_for(cfg: &ConfigToml) -> Display {
-    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let has_display =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if cfg.client.headless {
         Display::Headless
     } else if !has_display {
@@ -223,12 +224,19 @@ fn display_for(cfg: &ConfigToml) -> Display {
 fn duration_of(common: &Common) -> Result<Option<Duration>> {
     match common.duration {
         None => Ok(None),
-        Some(d) if d.is_finite() && d > 0.0 && d <= 86_400.0 => Ok(Some(Duration::from_secs_f64(d))),
+        Some(d) if d.is_finite() && d > 0.0 && d <= 86_400.0 => {
+            Ok(Some(Duration::from_secs_f64(d)))
+        }
         Some(d) => bail!("--duration {d}: must be a number of seconds in (0, 86400]"),
     }
 }
 
-fn client_options(cfg: &ConfigToml, host: std::net::SocketAddr, side: &ClientSide, common: &Common) -> Result<ClientOptions> {
+fn client_options(
+    cfg: &ConfigToml,
+    host: std::net::SocketAddr,
+    side: &ClientSide,
+    common: &Common,
+) -> Result<ClientOptions> {
     cfg.client.validate()?;
     cfg.network.validate()?;
     Ok(ClientOptions {
@@ -246,7 +254,8 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write report {}", path.display()))?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("cannot write report {}", path.display()))?;
     eprintln!("untether: report written to {}", path.display());
     Ok(())
 }
@@ -282,7 +291,10 @@ fn run_host(args: HostArgs) -> Result<()> {
         v.bitrate_kbps
     );
     let started = std::time::Instant::now();
-    while !stop.load(Ordering::SeqCst) && !host.is_stopped() && duration.is_none_or(|d| started.elapsed() < d) {
+    while !stop.load(Ordering::SeqCst)
+        && !host.is_stopped()
+        && duration.is_none_or(|d| started.elapsed() < d)
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     let summary = host.stop();
@@ -313,7 +325,7 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
     let stop = stop_on_ctrl_c();
     eprintln!("untether client: connecting to {host} …");
     let run = run_client(&options, stop)?;
-    let params = run.params.clone();
+    let params = run.params;
     let mut host_opts = host_options(&cfg)?;
     if let Some(p) = &params {
         host_opts.video.resolution.width = p.width as u32;
@@ -328,7 +340,10 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
     let mut config = untether::report_config(&host_opts, options.display, "udp");
     // The client does not know the host's preset or conversion path.
     config.preset = "unknown".into();
-    if params.as_ref().is_some_and(|p| p.codec != untether_proto_codec_rgb()) {
+    if params
+        .as_ref()
+        .is_some_and(|p| p.codec != untether_proto_codec_rgb())
+    {
         config.conversion = "unknown".into();
     }
     let report = report::build(config, &run, None);

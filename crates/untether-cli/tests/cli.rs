@@ -17,7 +17,11 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -38,10 +42,19 @@ fn help_explains_every_command() {
         let o = run(&[cmd, "--help"]);
         assert!(o.status.success(), "{cmd} --help failed");
         let t = text(&o);
-        assert!(t.contains("--report") && t.contains("--config"), "{cmd} --help: {t}");
+        assert!(
+            t.contains("--report") && t.contains("--config"),
+            "{cmd} --help: {t}"
+        );
     }
     let t = text(&run(&["demo", "--help"]));
-    for flag in ["--resolution", "--fps", "--bitrate", "--encoder", "--headless"] {
+    for flag in [
+        "--resolution",
+        "--fps",
+        "--bitrate",
+        "--encoder",
+        "--headless",
+    ] {
         assert!(t.contains(flag), "demo --help lacks {flag}");
     }
 }
@@ -73,10 +86,18 @@ fn a_bad_config_key_is_named() {
 #[test]
 fn a_client_pointed_at_no_host_says_so_within_3_seconds() {
     // Nobody listens on this port: the kernel answers "port unreachable".
-    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let t = Instant::now();
     let o = run(&["client", &format!("127.0.0.1:{port}"), "--headless"]);
-    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
     assert!(!o.status.success());
     assert!(text(&o).contains("nothing is listening"), "{}", text(&o));
 
@@ -90,18 +111,31 @@ fn a_client_pointed_at_no_host_says_so_within_3_seconds() {
     assert!(!o.status.success());
     assert!(text(&o).contains("no answer from host"), "{}", text(&o));
     // The client did ask.
-    silent.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let mut buf = [0u8; 2048];
     assert!(silent.recv_from(&mut buf).is_ok());
 }
 
 #[test]
 fn host_and_client_as_two_processes() {
-    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let host_report = tmp("host.json");
     let client_report = tmp("client.json");
-    let mut host = untether()
-        .args(["host", "--bind", &format!("127.0.0.1:{port}"), "--duration", "6", "--report"])
+    let host = untether()
+        .args([
+            "host",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--duration",
+            "6",
+            "--report",
+        ])
         .arg(&host_report)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -109,19 +143,34 @@ fn host_and_client_as_two_processes() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let o = untether()
-        .args(["client", &format!("127.0.0.1:{port}"), "--headless", "--duration", "3", "--input-probe", "400", "--report"])
+        .args([
+            "client",
+            &format!("127.0.0.1:{port}"),
+            "--headless",
+            "--duration",
+            "3",
+            "--input-probe",
+            "400",
+            "--report",
+        ])
         .arg(&client_report)
         .output()
         .unwrap();
     assert!(o.status.success(), "client failed: {}", text(&o));
     assert!(text(&o).contains("glass-to-glass"));
     let host_out = host.wait_with_output().unwrap();
-    assert!(host_out.status.success(), "host failed: {}", String::from_utf8_lossy(&host_out.stderr));
-    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&client_report).unwrap()).unwrap();
+    assert!(
+        host_out.status.success(),
+        "host failed: {}",
+        String::from_utf8_lossy(&host_out.stderr)
+    );
+    let c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&client_report).unwrap()).unwrap();
     assert!(c["frames"]["decoded"].as_u64().unwrap() > 100, "{c}");
     assert!(c["latency_ms"]["glass_to_glass"]["p50"].as_f64().unwrap() > 0.0);
     assert!(c["input"]["events_sent"].as_u64().unwrap() >= 3);
-    let h: serde_json::Value = serde_json::from_slice(&std::fs::read(&host_report).unwrap()).unwrap();
+    let h: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&host_report).unwrap()).unwrap();
     assert!(h["frames"]["sent"].as_u64().unwrap() > 100, "{h}");
     assert!(h["input"]["events_applied"].as_u64().unwrap() >= 3, "{h}");
 }
@@ -163,17 +212,35 @@ fn sdl_window_shows_the_decoded_frame() {
     let frame = tmp("last-frame.ppm");
     let shot = tmp("screen.ppm");
     // A still scene, so the screenshot and the last decoded frame show the same picture.
-    let mut demo = untether()
-        .args(["demo", "--duration", "5", "--spin", "0", "--walk", "0", "--input-probe", "0", "--save-frame"])
+    let demo = untether()
+        .args([
+            "demo",
+            "--duration",
+            "5",
+            "--spin",
+            "0",
+            "--walk",
+            "0",
+            "--input-probe",
+            "0",
+            "--save-frame",
+        ])
         .arg(&frame)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(3000));
-    let grab = Command::new("import").args(["-window", "root"]).arg(&shot).status();
+    let grab = Command::new("import")
+        .args(["-window", "root"])
+        .arg(&shot)
+        .status();
     let out = demo.wait_with_output().unwrap();
-    assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(grab.expect("imagemagick's import is installed").success());
     let (fw, fh, fpx) = read_ppm(&frame);
     let (sw, sh, spx) = read_ppm(&shot);
@@ -190,5 +257,8 @@ fn sdl_window_shows_the_decoded_frame() {
         }
     }
     let mean = diff / (n * n * 3) as f64;
-    assert!(mean < 6.0, "screen centre differs from the decoded frame by {mean:.1} on average");
+    assert!(
+        mean < 6.0,
+        "screen centre differs from the decoded frame by {mean:.1} on average"
+    );
 }

@@ -116,7 +116,10 @@ impl UdpEndpoint {
         match self.socket.recv_from(buf) {
             Ok((n, from)) => Ok(Received::Datagram(n, from)),
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(Received::Refused),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
                 Ok(Received::TimedOut)
             }
             Err(e) => Err(e.into()),
@@ -160,7 +163,10 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     if let Ok(ip) = name.parse::<std::net::IpAddr>() {
         return Ok(SocketAddr::new(ip, default_port));
     }
-    let with_port = if name.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+    let with_port = if name
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+    {
         name.to_string()
     } else {
         format!("{name}:{default_port}")
@@ -192,7 +198,10 @@ mod tests {
             other => panic!("expected a datagram, got {other:?}"),
         }
         let t = Instant::now();
-        assert_eq!(a.recv(&mut buf, Duration::from_millis(20)).unwrap(), Received::TimedOut);
+        assert_eq!(
+            a.recv(&mut buf, Duration::from_millis(20)).unwrap(),
+            Received::TimedOut
+        );
         assert!(t.elapsed() >= Duration::from_millis(19));
     }
 
@@ -212,9 +221,18 @@ mod tests {
 
     #[test]
     fn resolve_forms() {
-        assert_eq!(resolve("127.0.0.1", 9000).unwrap(), "127.0.0.1:9000".parse().unwrap());
-        assert_eq!(resolve("127.0.0.1:5", 9000).unwrap(), "127.0.0.1:5".parse().unwrap());
-        assert_eq!(resolve("[::1]:7", 9000).unwrap(), "[::1]:7".parse().unwrap());
+        assert_eq!(
+            resolve("127.0.0.1", 9000).unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            resolve("127.0.0.1:5", 9000).unwrap(),
+            "127.0.0.1:5".parse().unwrap()
+        );
+        assert_eq!(
+            resolve("[::1]:7", 9000).unwrap(),
+            "[::1]:7".parse().unwrap()
+        );
         assert_eq!(resolve("localhost", 9000).unwrap().port(), 9000);
         assert!(resolve("no-such-host.invalid", 1).is_err());
     }

@@ -33,7 +33,11 @@ pub enum ClientError {
     #[error(transparent)]
     Media(#[from] untether_media::MediaError),
     #[error("no answer from host {host} within {secs:.1} s: is `untether host` running there, and is UDP port {port} reachable?")]
-    NoAnswer { host: SocketAddr, secs: f64, port: u16 },
+    NoAnswer {
+        host: SocketAddr,
+        secs: f64,
+        port: u16,
+    },
     #[error("host {host} refused the connection: nothing is listening on UDP port {port} there (ICMP port unreachable)")]
     Refused { host: SocketAddr, port: u16 },
     #[error("host {host} rejected this client ({reason:?}): {message}")]
@@ -157,7 +161,10 @@ impl Shared {
 
 /// Runs a client until the duration ends, the window closes, `stop` is set, or the session
 /// fails. The presenter runs on the calling thread.
-pub fn run_client(options: &ClientOptions, stop: Arc<AtomicBool>) -> Result<ClientRun, ClientError> {
+pub fn run_client(
+    options: &ClientOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<ClientRun, ClientError> {
     let socket = UdpEndpoint::connect_to(options.host)?;
     let now = now_us();
     let c = &options.client;
@@ -288,11 +295,16 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                 }
                 ClientEvent::HostGone(reason) => {
                     let reason = match reason {
-                        GoneReason::Timeout => "silent for longer than the idle timeout".to_string(),
+                        GoneReason::Timeout => {
+                            "silent for longer than the idle timeout".to_string()
+                        }
                         GoneReason::Bye => "it closed the session".to_string(),
                         GoneReason::Replaced => "another run of this client took over".to_string(),
                     };
-                    return s.finish(Some(ClientError::HostGone { host: s.host, reason }));
+                    return s.finish(Some(ClientError::HostGone {
+                        host: s.host,
+                        reason,
+                    }));
                 }
                 ClientEvent::Frame(frame) => {
                     let decode_start_us = now_us();
@@ -314,7 +326,12 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                                 shown_us: 0,
                                 bytes: frame.data.len(),
                                 stamp,
-                                thumbnail: thumbnail(plane, stride, picture.width(), picture.height()),
+                                thumbnail: thumbnail(
+                                    plane,
+                                    stride,
+                                    picture.width(),
+                                    picture.height(),
+                                ),
                             };
                             {
                                 let mut run = lock(&s.run);
@@ -329,7 +346,10 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                         }
                         Ok(None) => {}
                         Err(e) => {
-                            log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
+                            log::warn!(
+                                "client: frame {} failed to decode: {e}",
+                                frame.frame_number
+                            );
                             lock(&s.run).decode_errors += 1;
                             let now = now_us();
                             let mut session = lock(&s.session);
@@ -350,7 +370,9 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                         run.pings.push(us);
                     }
                 }
-                ClientEvent::FrameLost { .. } | ClientEvent::FrameSkipped { .. } | ClientEvent::InputAcked { .. } => {}
+                ClientEvent::FrameLost { .. }
+                | ClientEvent::FrameSkipped { .. }
+                | ClientEvent::InputAcked { .. } => {}
             }
         }
     }
@@ -388,7 +410,9 @@ pub fn window_input(event: &WindowEvent) -> Option<InputEvent> {
             code: code as u32,
             down,
         }),
-        WindowEvent::MouseMotion { x, y, dx, dy } => Some(InputEvent::PointerMotion { x, y, dx, dy }),
+        WindowEvent::MouseMotion { x, y, dx, dy } => {
+            Some(InputEvent::PointerMotion { x, y, dx, dy })
+        }
         WindowEvent::MouseButton { button, down } => Some(InputEvent::MouseButton { button, down }),
         WindowEvent::Wheel { dx, dy } => Some(InputEvent::Wheel { dx, dy }),
         WindowEvent::Key { .. } | WindowEvent::Quit => None,
@@ -476,7 +500,8 @@ fn present_loop(s: &Shared, options: &ClientOptions, stop: &AtomicBool) -> Resul
             let reflected: Vec<u32> = awaiting.range(..stamp.input_seq).map(|(k, _)| *k).collect();
             for seq in reflected {
                 if let Some(sent) = awaiting.remove(&seq) {
-                    run.input_responses.push((seq, sent, item.record.decode_end_us));
+                    run.input_responses
+                        .push((seq, sent, item.record.decode_end_us));
                 }
             }
         }

@@ -58,11 +58,17 @@ impl FromStr for Resolution {
         let (width, height) = match named {
             Some(wh) => wh,
             None => {
-                let (w, h) = s
-                    .split_once(['x', 'X'])
-                    .ok_or_else(|| format!("{s:?} is not WIDTHxHEIGHT (e.g. 1280x720, 1920x1080, 720p, 1080p)"))?;
-                let w = w.trim().parse::<u32>().map_err(|_| format!("width {w:?} is not a number"))?;
-                let h = h.trim().parse::<u32>().map_err(|_| format!("height {h:?} is not a number"))?;
+                let (w, h) = s.split_once(['x', 'X']).ok_or_else(|| {
+                    format!("{s:?} is not WIDTHxHEIGHT (e.g. 1280x720, 1920x1080, 720p, 1080p)")
+                })?;
+                let w = w
+                    .trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("width {w:?} is not a number"))?;
+                let h = h
+                    .trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("height {h:?} is not a number"))?;
                 (w, h)
             }
         };
@@ -242,7 +248,16 @@ fn ser_display_conversion<S: serde::Serializer>(c: &Conversion, s: S) -> Result<
 
 /// x264 presets, fastest first.
 pub const PRESETS: [&str; 10] = [
-    "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo",
+    "ultrafast",
+    "superfast",
+    "veryfast",
+    "faster",
+    "fast",
+    "medium",
+    "slow",
+    "slower",
+    "veryslow",
+    "placebo",
 ];
 
 impl VideoToml {
@@ -252,7 +267,10 @@ impl VideoToml {
             .parse::<Resolution>()
             .map_err(|m| invalid("video.resolution", m))?;
         if !(1..=240).contains(&self.fps) {
-            return Err(invalid("video.fps", format!("{} is out of range 1..=240", self.fps)));
+            return Err(invalid(
+                "video.fps",
+                format!("{} is out of range 1..=240", self.fps),
+            ));
         }
         if !(100..=500_000).contains(&self.bitrate_kbps) {
             return Err(invalid(
@@ -267,7 +285,11 @@ impl VideoToml {
         if !PRESETS.contains(&self.preset.as_str()) {
             return Err(invalid(
                 "video.preset",
-                format!("unknown preset {:?}; allowed: {}", self.preset, PRESETS.join(", ")),
+                format!(
+                    "unknown preset {:?}; allowed: {}",
+                    self.preset,
+                    PRESETS.join(", ")
+                ),
             ));
         }
         let mut conversion = self
@@ -295,7 +317,10 @@ impl VideoToml {
             _ => {}
         }
         if !(1..=16).contains(&self.encoder_threads) {
-            return Err(invalid("video.encoder_threads", format!("{} is out of range 1..=16", self.encoder_threads)));
+            return Err(invalid(
+                "video.encoder_threads",
+                format!("{} is out of range 1..=16", self.encoder_threads),
+            ));
         }
         Ok(VideoConfig {
             resolution,
@@ -345,7 +370,10 @@ impl ClientToml {
             ));
         }
         if !(1..=16).contains(&self.decoder_threads) {
-            return Err(invalid("client.decoder_threads", format!("{} is out of range 1..=16", self.decoder_threads)));
+            return Err(invalid(
+                "client.decoder_threads",
+                format!("{} is out of range 1..=16", self.decoder_threads),
+            ));
         }
         if self.name.is_empty() || self.name.len() > 64 {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
@@ -362,44 +390,92 @@ mod tests {
     fn defaults_validate() {
         let c = ConfigToml::default();
         let v = c.video.validate().unwrap();
-        assert_eq!(v.resolution, Resolution { width: 1280, height: 720 });
+        assert_eq!(
+            v.resolution,
+            Resolution {
+                width: 1280,
+                height: 720
+            }
+        );
         c.network.validate().unwrap();
         c.client.validate().unwrap();
     }
 
     #[test]
     fn unknown_key_is_named() {
-        let e = ConfigToml::parse("[video]\nfsp = 60\n", "t.toml").unwrap_err().to_string();
+        let e = ConfigToml::parse("[video]\nfsp = 60\n", "t.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("fsp") && e.contains("fps"), "{e}");
-        let e = ConfigToml::parse("[vidoe]\n", "t.toml").unwrap_err().to_string();
+        let e = ConfigToml::parse("[vidoe]\n", "t.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("vidoe") && e.contains("video"), "{e}");
     }
 
     #[test]
     fn bad_values_name_key_and_allowed_values() {
-        let mut v = VideoToml { encoder: "x265".into(), ..Default::default() };
+        let mut v = VideoToml {
+            encoder: "x265".into(),
+            ..Default::default()
+        };
         let e = v.validate().unwrap_err().to_string();
-        assert!(e.starts_with("video.encoder") && e.contains("libx264rgb"), "{e}");
-        v = VideoToml { conversion: "magic".into(), ..Default::default() };
+        assert!(
+            e.starts_with("video.encoder") && e.contains("libx264rgb"),
+            "{e}"
+        );
+        v = VideoToml {
+            conversion: "magic".into(),
+            ..Default::default()
+        };
         let e = v.validate().unwrap_err().to_string();
-        assert!(e.contains("video.conversion") && e.contains("swscale"), "{e}");
-        v = VideoToml { resolution: "12x7".into(), ..Default::default() };
-        assert!(v.validate().unwrap_err().to_string().contains("video.resolution"));
-        v = VideoToml { preset: "turbo".into(), ..Default::default() };
+        assert!(
+            e.contains("video.conversion") && e.contains("swscale"),
+            "{e}"
+        );
+        v = VideoToml {
+            resolution: "12x7".into(),
+            ..Default::default()
+        };
+        assert!(v
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("video.resolution"));
+        v = VideoToml {
+            preset: "turbo".into(),
+            ..Default::default()
+        };
         assert!(v.validate().unwrap_err().to_string().contains("superfast"));
     }
 
     #[test]
     fn rgb_encoder_implies_rgb_path() {
-        let v = VideoToml { encoder: "libx264rgb".into(), ..Default::default() }.validate().unwrap();
+        let v = VideoToml {
+            encoder: "libx264rgb".into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
         assert_eq!(v.conversion, Conversion::Rgb);
-        let e = VideoToml { conversion: "rgb".into(), ..Default::default() }.validate().unwrap_err();
+        let e = VideoToml {
+            conversion: "rgb".into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
         assert!(e.to_string().contains("libx264rgb"));
     }
 
     #[test]
     fn resolutions() {
-        assert_eq!("1080p".parse::<Resolution>().unwrap(), Resolution { width: 1920, height: 1080 });
+        assert_eq!(
+            "1080p".parse::<Resolution>().unwrap(),
+            Resolution {
+                width: 1920,
+                height: 1080
+            }
+        );
         assert_eq!("1920X1080".parse::<Resolution>().unwrap().height, 1080);
         assert!("1281x720".parse::<Resolution>().is_err());
         assert!("big".parse::<Resolution>().is_err());

@@ -229,9 +229,15 @@ impl Host {
         let s = shared.clone();
         threads.push(spawn("host-net", Box::new(move || network_loop(&s)))?);
         let s = shared.clone();
-        threads.push(spawn("host-source", Box::new(move || source_loop(&s, scene, fps)))?);
+        threads.push(spawn(
+            "host-source",
+            Box::new(move || source_loop(&s, scene, fps)),
+        )?);
         let s = shared.clone();
-        threads.push(spawn("host-encode", Box::new(move || encode_loop(&s, encoder)))?);
+        threads.push(spawn(
+            "host-encode",
+            Box::new(move || encode_loop(&s, encoder)),
+        )?);
         Ok(Host {
             shared,
             threads,

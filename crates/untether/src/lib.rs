@@ -38,7 +38,11 @@ pub struct DemoOptions {
 }
 
 /// Describes a run for the report's `config` section.
-pub fn report_config(host: &HostOptions, display: Display, transport: &str) -> report::ReportConfig {
+pub fn report_config(
+    host: &HostOptions,
+    display: Display,
+    transport: &str,
+) -> report::ReportConfig {
     let v = &host.video;
     report::ReportConfig {
         width: v.resolution.width,
@@ -79,6 +83,9 @@ pub fn run_demo(mut options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Repor
 }
 
 /// Resolves "HOST[:PORT]" for the client.
-pub fn resolve_host(name: &str, default_port: u16) -> Result<std::net::SocketAddr, untether_net::NetError> {
+pub fn resolve_host(
+    name: &str,
+    default_port: u16,
+) -> Result<std::net::SocketAddr, untether_net::NetError> {
     untether_net::resolve(name, default_port)
 }

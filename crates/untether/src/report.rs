@@ -166,11 +166,15 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             .push_us(r.shown_us as i64 - r.decode_end_us as i64);
         if let Some(t) = run.timings.get(&r.frame_number) {
             let send_start = t.send_done_us as i64 - t.send_us as i64;
-            st.entry("capture").or_default().push_us(t.capture_dur_us as i64);
+            st.entry("capture")
+                .or_default()
+                .push_us(t.capture_dur_us as i64);
             st.entry("host_queue").or_default().push_us(
                 send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
             );
-            st.entry("convert").or_default().push_us(t.convert_us as i64);
+            st.entry("convert")
+                .or_default()
+                .push_us(t.convert_us as i64);
             st.entry("encode").or_default().push_us(t.encode_us as i64);
             st.entry("send").or_default().push_us(t.send_us as i64);
             // Clock-offset error can make this slightly negative on one machine: clamp.
@@ -182,7 +186,15 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     }
     let mut stages = BTreeMap::new();
     for name in [
-        "capture", "host_queue", "convert", "encode", "send", "network", "reassemble", "decode", "present",
+        "capture",
+        "host_queue",
+        "convert",
+        "encode",
+        "send",
+        "network",
+        "reassemble",
+        "decode",
+        "present",
     ] {
         stages.insert(name, st.get(name).map(Pcts::from).unwrap_or_default());
     }
@@ -203,7 +215,10 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         keyframes: run.records.iter().filter(|r| r.keyframe).count() as u64,
         stamp_unreadable: run.stamp_unreadable,
     };
-    let duration_s = run.ended_us.saturating_sub(run.connected_us.unwrap_or(run.started_us)) as f64 / 1e6;
+    let duration_s = run
+        .ended_us
+        .saturating_sub(run.connected_us.unwrap_or(run.started_us)) as f64
+        / 1e6;
     let mut rtt = Samples::default();
     for &r in &run.pings {
         rtt.push_us(r as i64);
@@ -280,7 +295,11 @@ impl Report {
             "frames: captured {} · encoded {} · sent {} · complete {} · decoded {} · shown {} · late {} · lost {} · corrupted {} · dropped host {} / client {} · keyframes {}",
             f.captured, f.encoded, f.sent, f.complete, f.decoded, f.shown, f.late, f.lost, f.corrupted, f.dropped_host, f.dropped_client, f.keyframes
         );
-        let _ = writeln!(o, "{:<28} {:>8} {:>8} {:>8} {:>8}", "latency (ms)", "p50", "p95", "p99", "max");
+        let _ = writeln!(
+            o,
+            "{:<28} {:>8} {:>8} {:>8} {:>8}",
+            "latency (ms)", "p50", "p95", "p99", "max"
+        );
         let mut row = |name: &str, p: &Pcts| {
             let _ = writeln!(
                 o,
@@ -295,7 +314,15 @@ impl Report {
         row("glass-to-glass (timestamps)", &l.glass_to_glass);
         row("glass-to-glass (pixels)", &l.glass_to_glass_pixels);
         for name in [
-            "capture", "host_queue", "convert", "encode", "send", "network", "reassemble", "decode", "present",
+            "capture",
+            "host_queue",
+            "convert",
+            "encode",
+            "send",
+            "network",
+            "reassemble",
+            "decode",
+            "present",
         ] {
             if let Some(p) = l.stages.get(name) {
                 row(&format!("  {name}"), p);
@@ -319,7 +346,9 @@ impl Report {
             o,
             "input: {} events sent, {} applied by the host",
             self.input.events_sent,
-            self.input.events_applied.map_or("?".to_string(), |v| v.to_string())
+            self.input
+                .events_applied
+                .map_or("?".to_string(), |v| v.to_string())
         );
         o
     }
