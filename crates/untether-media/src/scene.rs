@@ -76,7 +76,7 @@ pub struct Scene {
     cfg: SceneConfig,
     /// textures[i][level]: 256×256 >> level, box-filtered mip chain (no shimmering in the
     /// distance: aliasing is unpredictable noise an encoder cannot compress).
-    textures: Vec<Vec<Vec<u32>>>,
+    textures: Vec<Vec<Box<[u32; TEX * TEX]>>>,
     map: [[u8; MAP]; MAP],
     /// Input-driven state.
     pointer_yaw: f32,
@@ -84,6 +84,8 @@ pub struct Scene {
     head_yaw: f32,
     head_pitch: f32,
     keys: [bool; 4],
+    /// Per column, the rows [top, bottom) its wall covers (scratch, reused).
+    extents: Vec<(u32, u32)>,
     offset: (f32, f32),
     last_t: Option<f64>,
 }
@@ -305,8 +307,25 @@ fn build_map() -> [[u8; MAP]; MAP] {
 
 const MIP_LEVELS: usize = 6;
 
-/// Box-filtered mip levels 0..MIP_LEVELS of a 256×256 texture.
-fn mip_chain(base: Vec<u32>) -> Vec<Vec<u32>> {
+/// Box-filtered mip levels 0..MIP_LEVELS of a 256×256 texture, each stored with a 256-texel
+/// row pitch in a 256×256 array (so a masked index is provably in bounds: no bounds checks in
+/// the inner loops).
+fn mip_chain(base: Vec<u32>) -> Vec<Box<[u32; TEX * TEX]>> {
+    mip_levels(base)
+        .into_iter()
+        .enumerate()
+        .map(|(l, level)| {
+            let s = TEX >> l;
+            let mut out = Box::new([0u32; TEX * TEX]);
+            for y in 0..s {
+                out[y * TEX..y * TEX + s].copy_from_slice(&level[y * s..(y + 1) * s]);
+            }
+            out
+        })
+        .collect()
+}
+
+fn mip_levels(base: Vec<u32>) -> Vec<Vec<u32>> {
     let mut levels = vec![base];
     for l in 1..MIP_LEVELS {
         let prev = &levels[l - 1];
@@ -380,6 +399,7 @@ impl Scene {
             head_yaw: 0.0,
             head_pitch: 0.0,
             keys: [false; 4],
+            extents: Vec::new(),
             offset: (0.0, 0.0),
             last_t: None,
         })
@@ -490,47 +510,10 @@ impl Scene {
         let pitch_px = stride / 4;
         let texs = &self.textures;
 
-        // Floor and ceiling, row by row.
-        let (lx, ly) = (dir_x - plane_x, dir_y - plane_y);
-        let (rx, ry) = (dir_x + plane_x, dir_y + plane_y);
-        for y in 0..h {
-            let row = &mut body[y * pitch_px..y * pitch_px + w];
-            let dy = y as f32 + 0.5 - horizon;
-            if dy.abs() < 0.5 {
-                row.fill(0xFF00_0000 | FOG);
-                continue;
-            }
-            let floor = dy > 0.0;
-            let dist = 0.5 * focal / dy.abs();
-            let vis = visibility(dist);
-            if vis == 0 {
-                row.fill(0xFF00_0000 | FOG);
-                continue;
-            }
-            let (frb, fg) = fog_terms(vis);
-            let (sx, sy) = (dist * (rx - lx) / w as f32, dist * (ry - ly) / w as f32);
-            // Footprint of a pixel along the row, and between rows (the row distance's slope).
-            let along = sx.abs().max(sy.abs()) * TEX as f32;
-            let across = dist / dy.abs() * TEX as f32;
-            let level = mip_level(along.max(across * 0.5));
-            let tex = &texs[if floor { 0 } else { 5 }][level];
-            let (shift, mask) = (16 + level as u32, ((TEX >> level) - 1) as u32);
-            let size_shift = 8 - level as u32;
-            let scale = TEX as f32 * 65536.0;
-            let mut u = ((px + dist * lx) * scale) as i64 as u32;
-            let mut v = ((py + dist * ly) * scale) as i64 as u32;
-            let du = (sx * scale) as i64 as u32;
-            let dv = (sy * scale) as i64 as u32;
-            for p in row.iter_mut() {
-                let texel =
-                    tex[((((v >> shift) & mask) << size_shift) | ((u >> shift) & mask)) as usize];
-                *p = fog(texel, vis, frb, fg);
-                u = u.wrapping_add(du);
-                v = v.wrapping_add(dv);
-            }
-        }
-
-        // Walls, column by column (DDA ray casting).
+        // Walls first, column by column (DDA ray casting), remembering what each column
+        // covers so the floor and ceiling skip those pixels.
+        let mut extents = std::mem::take(&mut self.extents);
+        extents.resize(w, (0, 0));
         for x in 0..w {
             let cam = 2.0 * (x as f32 + 0.5) / w as f32 - 1.0;
             let (rdx, rdy) = (dir_x + plane_x * cam, dir_y + plane_y * cam);
@@ -577,6 +560,7 @@ impl Scene {
                 }
             }
             if cell == 0 {
+                extents[x] = (0, 0);
                 continue;
             }
             let dist = if side == 0 {
@@ -598,6 +582,7 @@ impl Scene {
             let top = horizon - 0.5 * line;
             let y0 = top.max(0.0) as usize;
             let y1 = ((horizon + 0.5 * line).ceil().max(0.0) as usize).min(h);
+            extents[x] = (y0 as u32, y1.max(y0) as u32);
             let mut vis = visibility(dist);
             if side == 1 {
                 vis = vis * 205 / 256;
@@ -605,16 +590,67 @@ impl Scene {
             let (frb, fg) = fog_terms(vis);
             let level = mip_level(TEX as f32 / line);
             let tex = &texs[cell.min(4) as usize][level];
-            let size = TEX >> level;
             let tu = tu >> level;
             let step = ((TEX as f32 / line) * 65536.0) as u32;
             let mut v = (((y0 as f32 + 0.5 - top) * TEX as f32 / line) * 65536.0).max(0.0) as u32;
             for y in y0..y1 {
-                let texel = tex[(((v >> 16) as usize).min(TEX - 1) >> level) * size + tu];
+                let texel = tex
+                    [((((v >> 16) as usize).min(TEX - 1) >> level) * TEX + tu) & (TEX * TEX - 1)];
                 body[y * pitch_px + x] = fog(texel, vis, frb, fg);
                 v = v.wrapping_add(step);
             }
         }
+
+        // Floor and ceiling, row by row.
+        let (lx, ly) = (dir_x - plane_x, dir_y - plane_y);
+        let (rx, ry) = (dir_x + plane_x, dir_y + plane_y);
+        for y in 0..h {
+            let row = &mut body[y * pitch_px..y * pitch_px + w];
+            let dy = y as f32 + 0.5 - horizon;
+            let yy = y as u32;
+            let uncovered = |row: &mut [u32]| {
+                for (p, &(top, bottom)) in row.iter_mut().zip(extents.iter()) {
+                    if yy < top || yy >= bottom {
+                        *p = 0xFF00_0000 | FOG;
+                    }
+                }
+            };
+            if dy.abs() < 0.5 {
+                uncovered(row);
+                continue;
+            }
+            let floor = dy > 0.0;
+            let dist = 0.5 * focal / dy.abs();
+            let vis = visibility(dist);
+            if vis == 0 {
+                uncovered(row);
+                continue;
+            }
+            let (frb, fg) = fog_terms(vis);
+            let (sx, sy) = (dist * (rx - lx) / w as f32, dist * (ry - ly) / w as f32);
+            // Footprint of a pixel along the row, and between rows (the row distance's slope).
+            let along = sx.abs().max(sy.abs()) * TEX as f32;
+            let across = dist / dy.abs() * TEX as f32;
+            let level = mip_level(along.max(across * 0.5));
+            let tex = &texs[if floor { 0 } else { 5 }][level];
+            let (shift, mask) = (16 + level as u32, ((TEX >> level) - 1) as u32);
+            let scale = TEX as f32 * 65536.0;
+            let mut u = ((px + dist * lx) * scale) as i64 as u32;
+            let mut v = ((py + dist * ly) * scale) as i64 as u32;
+            let du = (sx * scale) as i64 as u32;
+            let dv = (sy * scale) as i64 as u32;
+            for (p, &(top, bottom)) in row.iter_mut().zip(extents.iter()) {
+                if yy < top || yy >= bottom {
+                    let i = (((v >> shift) & mask) << 8 | ((u >> shift) & mask)) as usize;
+                    let texel = tex[i & (TEX * TEX - 1)];
+                    *p = fog(texel, vis, frb, fg);
+                }
+                u = u.wrapping_add(du);
+                v = v.wrapping_add(dv);
+            }
+        }
+
+        self.extents = extents;
     }
 
     /// The rare case of a frame buffer whose bytes are not u32-aligned: render into an aligned
