@@ -3,8 +3,27 @@
 //! [`UdpEndpoint`] is a UDP socket with large kernel buffers (a 1080p keyframe is hundreds of
 //! datagrams sent in one burst) and a receive that waits at most a given time, with microsecond
 //! precision, so a protocol state machine's timers can be honoured.
+//!
+//! The impairment relay (`untether netem`, docs/NETEM.md) lives here too: [`impair`] is its pure,
+//! seeded model (loss, bursts, delay and jitter, rate limit, reordering, duplication, outages),
+//! [`relay`] the UDP forwarder that applies it per direction, [`profile`] its file format and
+//! [`units`] the parsing of `2%`, `5ms`, `20mbit`, `5s@10s`.
+
+#[cfg(feature = "clap")]
+pub mod args;
+pub mod impair;
+pub mod profile;
+pub mod relay;
+pub mod units;
+
+#[cfg(feature = "clap")]
+pub use args::{DirectionScope, ImpairmentArgs};
+pub use impair::{DropCause, Impairer, Impairment, Micros, Verdict};
+pub use profile::{ConfigError, Direction, Profile, ProfileSpec};
+pub use relay::{DirectionStats, Relay, RelayConfig, RelaySet, RelayStats};
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -19,16 +38,20 @@ pub const SOCKET_BUFFER_BYTES: usize = 8 << 20;
 /// rejected by the protocol parser.
 pub const MAX_DATAGRAM: usize = 65_535;
 
+/// A socket error, with the address it concerns where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
+    /// Binding failed (address in use, not local, no permission).
     #[error("cannot bind UDP socket to {addr}: {source}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: io::Error,
     },
+    /// A name did not resolve to an address.
     #[error("cannot resolve {name:?}: {reason}")]
     Resolve { name: String, reason: String },
+    /// Any other socket error.
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
 }
@@ -79,6 +102,7 @@ impl UdpEndpoint {
         Ok(endpoint)
     }
 
+    /// The address the socket is bound to.
     pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
         Ok(self.socket.local_addr()?)
     }
@@ -92,6 +116,7 @@ impl UdpEndpoint {
         )
     }
 
+    /// A second handle to the same socket (for a second thread).
     pub fn try_clone(&self) -> Result<Self, NetError> {
         Ok(UdpEndpoint {
             socket: self.socket.try_clone()?,
@@ -116,15 +141,59 @@ impl UdpEndpoint {
         match self.socket.recv_from(buf) {
             Ok((n, from)) => Ok(Received::Datagram(n, from)),
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(Received::Refused),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
                 Ok(Received::TimedOut)
             }
             Err(e) => Err(e.into()),
         }
     }
 
-    /// ppoll(2) with a nanosecond timeout; true when the socket is readable (or has an error).
-    fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+    /// Reads one datagram if one is waiting, without blocking (`MSG_DONTWAIT`): `Ok(None)` when
+    /// none is. An ICMP error queued on a connected socket comes back as `Err`
+    /// (`ConnectionRefused`), once.
+    pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+        // SAFETY: viewing initialised bytes as MaybeUninit is sound; recv only writes bytes.
+        let uninit = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        match socket2::SockRef::from(&self.socket).recv_from_with_flags(uninit, libc::MSG_DONTWAIT)
+        {
+            Ok((n, from)) => match from.as_socket() {
+                Some(addr) => Ok(Some((n, addr))),
+                None => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "datagram from a non-IP address",
+                )),
+            },
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends one datagram without blocking (`MSG_DONTWAIT`): a full send buffer is an error
+    /// (`WouldBlock`) instead of a wait.
+    pub fn try_send_to(&self, payload: &[u8], dst: SocketAddr) -> io::Result<usize> {
+        socket2::SockRef::from(&self.socket).send_to_with_flags(
+            payload,
+            &dst.into(),
+            libc::MSG_DONTWAIT,
+        )
+    }
+
+    /// Sends one datagram to the connected peer without blocking (`MSG_DONTWAIT`).
+    pub fn try_send(&self, payload: &[u8]) -> io::Result<usize> {
+        socket2::SockRef::from(&self.socket).send_with_flags(payload, libc::MSG_DONTWAIT)
+    }
+
+    /// Waits up to `timeout` (nanosecond resolution, `ppoll(2)`) until a datagram can be read;
+    /// true when the socket is readable (or has an error to report), false on timeout or signal.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         let mut fds = libc::pollfd {
             fd: self.socket.as_raw_fd(),
             events: libc::POLLIN,
@@ -160,7 +229,10 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     if let Ok(ip) = name.parse::<std::net::IpAddr>() {
         return Ok(SocketAddr::new(ip, default_port));
     }
-    let with_port = if name.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+    let with_port = if name
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+    {
         name.to_string()
     } else {
         format!("{name}:{default_port}")
@@ -171,6 +243,18 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     addrs
         .next()
         .ok_or_else(|| err("no address found".to_string()))
+}
+
+/// Microseconds of `CLOCK_MONOTONIC` (the project's clock; the same across network namespaces of
+/// one machine).
+pub fn now_us() -> Micros {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 #[cfg(test)]
@@ -192,7 +276,10 @@ mod tests {
             other => panic!("expected a datagram, got {other:?}"),
         }
         let t = Instant::now();
-        assert_eq!(a.recv(&mut buf, Duration::from_millis(20)).unwrap(), Received::TimedOut);
+        assert_eq!(
+            a.recv(&mut buf, Duration::from_millis(20)).unwrap(),
+            Received::TimedOut
+        );
         assert!(t.elapsed() >= Duration::from_millis(19));
     }
 
@@ -212,9 +299,18 @@ mod tests {
 
     #[test]
     fn resolve_forms() {
-        assert_eq!(resolve("127.0.0.1", 9000).unwrap(), "127.0.0.1:9000".parse().unwrap());
-        assert_eq!(resolve("127.0.0.1:5", 9000).unwrap(), "127.0.0.1:5".parse().unwrap());
-        assert_eq!(resolve("[::1]:7", 9000).unwrap(), "[::1]:7".parse().unwrap());
+        assert_eq!(
+            resolve("127.0.0.1", 9000).unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            resolve("127.0.0.1:5", 9000).unwrap(),
+            "127.0.0.1:5".parse().unwrap()
+        );
+        assert_eq!(
+            resolve("[::1]:7", 9000).unwrap(),
+            "[::1]:7".parse().unwrap()
+        );
         assert_eq!(resolve("localhost", 9000).unwrap().port(), 9000);
         assert!(resolve("no-such-host.invalid", 1).is_err());
     }
