@@ -73,9 +73,9 @@ impl fmt::Display for Direction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum JitterDist {
-    /// Normal, `jitter` is σ.
+    /// Normal: the jitter is its standard deviation σ.
     Normal,
-    /// Pareto tail (Lomax), `jitter` is the scale; see `pareto_shape`.
+    /// Pareto tail (Lomax): the jitter is its scale; the tail index is the Pareto shape.
     Pareto,
 }
 

@@ -39,6 +39,8 @@ pub const IDLE_WAIT_US: Micros = 20_000;
 /// 1 ns timer slack oversleeps by 37 µs at the median and 70 µs at p99 on the 2-core dev VM (see
 /// docs/NETEM.md), so 100 µs of spinning makes sends land within a few µs of their time.
 pub const DEFAULT_SPIN_US: Micros = 100;
+/// How often a relay thread reads its own CPU time (a system call) for the counters.
+const CPU_READ_US: Micros = 100_000;
 /// A send more than this late counts in [`DirectionStats::late_sends`].
 pub const LATE_US: Micros = 100;
 /// Most payload bytes one direction holds for later delivery; beyond it datagrams are dropped
@@ -112,6 +114,9 @@ pub struct DirectionStats {
     pub late_sends: u64,
     /// The latest a delayed send went out after its time, in µs.
     pub max_late_us: u64,
+    /// CPU time used by this direction's thread so far, in µs (updated every 0.1 s, and at the
+    /// stop).
+    pub cpu_us: u64,
 }
 
 impl DirectionStats {
@@ -157,8 +162,11 @@ impl fmt::Display for DirectionStats {
         }
         write!(
             f,
-            ", late >{}us {} (max {}us)",
-            LATE_US, self.late_sends, self.max_late_us
+            ", late >{}us {} (max {}us), cpu {:.2} s",
+            LATE_US,
+            self.late_sends,
+            self.max_late_us,
+            self.cpu_us as f64 / 1e6
         )
     }
 }
@@ -208,6 +216,7 @@ struct Counters {
     held: AtomicU64,
     late_sends: AtomicU64,
     max_late_us: AtomicU64,
+    cpu_us: AtomicU64,
 }
 
 fn inc(c: &AtomicU64, n: u64) {
@@ -234,6 +243,7 @@ impl Counters {
             held: g(&self.held),
             late_sends: g(&self.late_sends),
             max_late_us: g(&self.max_late_us),
+            cpu_us: g(&self.cpu_us),
         }
     }
 }
@@ -263,6 +273,7 @@ impl Shared {
 /// A running relay. Dropping it stops it; [`Relay::stop`] also returns the final counters.
 pub struct Relay {
     listen: SocketAddr,
+    outbound: SocketAddr,
     target: SocketAddr,
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
@@ -292,6 +303,7 @@ impl Relay {
         let listen_sock = UdpEndpoint::bind(cfg.listen)?;
         let target_sock = UdpEndpoint::connect_to(cfg.target)?;
         let listen = listen_sock.local_addr()?;
+        let outbound = target_sock.local_addr()?;
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             client: Mutex::new(None),
@@ -301,6 +313,7 @@ impl Relay {
         });
         let mut relay = Relay {
             listen,
+            outbound,
             target: cfg.target,
             shared: shared.clone(),
             threads: Vec::new(),
@@ -338,6 +351,12 @@ impl Relay {
     /// The address clients send to.
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen
+    }
+
+    /// The relay's own address towards the target: where the target sees its datagrams come
+    /// from and sends its answers (an ephemeral port).
+    pub fn outbound_addr(&self) -> SocketAddr {
+        self.outbound
     }
 
     /// The target.
@@ -438,6 +457,17 @@ fn tight_timer_slack() {
     }
 }
 
+/// CPU time of the calling thread in µs.
+fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
 impl Worker {
     fn counters(&self) -> &Counters {
         self.shared.counters(self.dir)
@@ -446,6 +476,7 @@ impl Worker {
     fn run(mut self) {
         tight_timer_slack();
         let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut cpu_read_at = 0;
         while !self.shared.stop.load(Ordering::Relaxed) {
             // Everything waiting in the socket.
             loop {
@@ -474,18 +505,29 @@ impl Worker {
                     }
                     let left = h.at - now;
                     if left <= self.spin_us {
-                        std::hint::spin_loop();
+                        // Spin, but let other threads run: on a busy machine a pure spin
+                        // competes with the sender and receiver and makes things later.
+                        std::thread::yield_now();
                         continue;
                     }
                     (left - self.spin_us).min(IDLE_WAIT_US)
                 }
             };
+            if now >= cpu_read_at + CPU_READ_US {
+                cpu_read_at = now;
+                self.counters()
+                    .cpu_us
+                    .store(thread_cpu_us(), Ordering::Relaxed);
+            }
             if let Err(e) = self.rx.wait_readable(Duration::from_micros(wait)) {
                 log::warn!("netem {}: ppoll failed: {e}", self.dir);
                 inc(&self.counters().recv_errors, 1);
                 std::thread::sleep(Duration::from_micros(wait));
             }
         }
+        self.counters()
+            .cpu_us
+            .store(thread_cpu_us(), Ordering::Relaxed);
     }
 
     fn on_datagram(&mut self, data: &[u8], from: SocketAddr) {
