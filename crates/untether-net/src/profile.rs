@@ -691,11 +691,11 @@ impl ProfileSpec {
                     });
                     out[k] = spec.resolve_styled(overrides.key_style).map_err(|e| {
                         let where_ = if count > 1 {
-                            format!("path {} ({d})", i + 1)
+                            format!("path {}, {d} direction", i + 1)
                         } else {
-                            format!("{d}")
+                            format!("{d} direction")
                         };
-                        ConfigError(format!("impairment of {where_}: {e}"))
+                        ConfigError(format!("{where_}: {e}"))
                     })?;
                 }
                 let [down, up] = out;
