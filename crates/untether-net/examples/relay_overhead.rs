@@ -67,8 +67,12 @@ fn one_way(
     let t0 = now_us();
     for i in 0..n {
         let due = t0 + i * interval_us;
-        while now_us() + 60 < due {
-            std::thread::sleep(Duration::from_micros(due - now_us() - 60));
+        loop {
+            let left = due.saturating_sub(now_us());
+            if left <= 60 {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(left - 60));
         }
         while now_us() < due {
             std::hint::spin_loop();

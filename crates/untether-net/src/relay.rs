@@ -15,9 +15,10 @@
 //! either sends at once (nothing delayed ahead of it) or keeps the datagram in a timer heap and
 //! sends it at its time. Waiting is `ppoll(2)` on the receiving socket with a nanosecond timeout
 //! and a 1 ns timer slack (the default 50 µs slack alone would eat half the precision budget),
-//! until [`RelayConfig::spin_us`] before the due time; the rest is spun, still receiving. With
-//! nothing held the thread sleeps in `ppoll` (woken by a datagram, or every 20 ms to look at the
-//! stop flag), so an idle relay costs no CPU. Measurements: docs/NETEM.md.
+//! until [`RelayConfig::spin_us`] before the due time; the rest is spun (yielding the CPU each
+//! turn), still receiving. With nothing held the thread sleeps in `ppoll` (woken by a datagram, or
+//! every 20 ms to look at the stop flag), so an idle relay costs next to no CPU. Measurements:
+//! docs/NETEM.md.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
@@ -36,9 +37,10 @@ use crate::{now_us, resolve, NetError, UdpEndpoint, MAX_DATAGRAM};
 /// Longest single wait, so that a stop request is seen within this.
 pub const IDLE_WAIT_US: Micros = 20_000;
 /// Default time before a due datagram at which the relay stops sleeping and spins. `ppoll` with a
-/// 1 ns timer slack oversleeps by 37 µs at the median and 70 µs at p99 on the 2-core dev VM (see
-/// docs/NETEM.md), so 100 µs of spinning makes sends land within a few µs of their time.
-pub const DEFAULT_SPIN_US: Micros = 100;
+/// 1 ns timer slack oversleeps by 37 µs at the median on the 2-core dev VM; 50 µs of spinning
+/// halves the median lateness of delayed sends (≈ 30 µs instead of 60–110) for about the same
+/// CPU, where 100–200 µs cost 1.5–3× the CPU for a little more (measurements: docs/NETEM.md).
+pub const DEFAULT_SPIN_US: Micros = 50;
 /// How often a relay thread reads its own CPU time (a system call) for the counters.
 const CPU_READ_US: Micros = 100_000;
 /// A send more than this late counts in [`DirectionStats::late_sends`].
