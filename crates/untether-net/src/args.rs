@@ -27,9 +27,13 @@ pub enum DirectionScope {
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 #[command(next_help_heading = "Impairment (see docs/NETEM.md)")]
 pub struct ImpairmentArgs {
-    /// Impairment profile: TOML with [both], [down], [up] sections and [[path]] entries (docs/NETEM.md,
-    /// ready ones in docs/netem/). The flags below are laid over it.
-    #[arg(long, value_name = "FILE")]
+    /// Impairment profile (TOML; `[both]`, `[down]`, `[up]` sections and `[[path]]` entries).
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Impairment profile: TOML with [both], [down], [up] sections and [[path]] entries \
+                (docs/NETEM.md, ready ones in docs/netem/). The flags below are laid over it"
+    )]
     pub profile: Option<PathBuf>,
 
     /// Which direction the impairment flags apply to: down (target → client, e.g. the host's
@@ -47,10 +51,15 @@ pub struct ImpairmentArgs {
     #[arg(long, value_name = "MEAN_BURST", num_args = 0..=1, default_missing_value = "4")]
     pub burst_loss: Option<f64>,
 
-    /// An explicit Gilbert–Elliott burst-loss model, on top of --loss: P,R[,LOSS_BAD[,LOSS_GOOD]]
-    /// (per-datagram good→bad and bad→good probabilities, then the loss in each state; defaults
-    /// 100% and 0%), e.g. 0.5%,25%.
-    #[arg(long, value_name = "P,R[,BAD[,GOOD]]", value_parser = units::gilbert)]
+    /// An explicit Gilbert–Elliott burst-loss model, on top of `--loss`.
+    #[arg(
+        long,
+        value_name = "P,R[,BAD[,GOOD]]",
+        value_parser = units::gilbert,
+        help = "An explicit Gilbert–Elliott burst-loss model, on top of --loss: \
+                P,R[,LOSS_BAD[,LOSS_GOOD]] (per-datagram good→bad and bad→good probabilities, then \
+                the loss in each state; defaults 100% and 0%), e.g. 0.5%,25%"
+    )]
     pub gilbert: Option<GilbertElliott>,
 
     /// Fixed one-way delay: 5ms, 500us, 1s.
@@ -112,9 +121,14 @@ pub struct ImpairmentArgs {
     #[arg(long, value_name = "DURATION@START", value_parser = units::outage, action = clap::ArgAction::Append)]
     pub outage: Vec<Outage>,
 
-    /// Number of paths: N relays listening on consecutive ports from the listen port, each
-    /// with the same impairment (or the profile's [[path]] entries) and its own seed.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_PATHS as i64))]
+    /// Number of paths (relays).
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=MAX_PATHS as i64),
+        help = "Number of paths: N relays listening on consecutive ports from the listen port, \
+                each with the same impairment (or the profile's [[path]] entries) and its own seed"
+    )]
     pub paths: Option<u16>,
 
     /// Seed of the random impairments: the same seed and traffic give the same drops and

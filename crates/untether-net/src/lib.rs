@@ -9,6 +9,8 @@
 //! [`relay`] the UDP forwarder that applies it per direction, [`profile`] its file format and
 //! [`units`] the parsing of `2%`, `5ms`, `20mbit`, `5s@10s`.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "clap")]
 pub mod args;
 pub mod impair;
@@ -44,13 +46,20 @@ pub enum NetError {
     /// Binding failed (address in use, not local, no permission).
     #[error("cannot bind UDP socket to {addr}: {source}")]
     Bind {
+        /// The address.
         addr: SocketAddr,
+        /// Why.
         #[source]
         source: io::Error,
     },
     /// A name did not resolve to an address.
     #[error("cannot resolve {name:?}: {reason}")]
-    Resolve { name: String, reason: String },
+    Resolve {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
     /// Any other socket error.
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
@@ -216,7 +225,7 @@ impl UdpEndpoint {
     }
 }
 
-/// Resolves "HOST[:PORT]" (IPv6 in brackets) to a socket address, using `default_port` when no
+/// Resolves `HOST[:PORT]` (IPv6 in brackets) to a socket address, using `default_port` when no
 /// port is given.
 pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     let err = |reason: String| NetError::Resolve {
