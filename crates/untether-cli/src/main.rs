@@ -12,6 +12,8 @@ use untether::client::{run_client, ClientOptions, Display};
 use untether::config::{ConfigToml, DEFAULT_PORT};
 use untether::{report, DemoOptions, Host, HostOptions};
 
+mod netem;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "untether",
@@ -40,6 +42,8 @@ enum Command {
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
     Demo(DemoArgs),
+    /// Relay UDP between clients and a target, impairing each direction: loss, burst loss, delay, jitter, rate limit, reordering, duplication, outages.
+    Netem(netem::NetemArgs),
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -402,6 +406,7 @@ fn main() -> ExitCode {
         Command::Host(a) => run_host(a),
         Command::Client(a) => run_client_cmd(a),
         Command::Demo(a) => run_demo(a),
+        Command::Netem(a) => netem::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

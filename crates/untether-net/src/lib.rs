@@ -3,8 +3,29 @@
 //! [`UdpEndpoint`] is a UDP socket with large kernel buffers (a 1080p keyframe is hundreds of
 //! datagrams sent in one burst) and a receive that waits at most a given time, with microsecond
 //! precision, so a protocol state machine's timers can be honoured.
+//!
+//! The impairment relay (`untether netem`, docs/NETEM.md) lives here too: [`impair`] is its pure,
+//! seeded model (loss, bursts, delay and jitter, rate limit, reordering, duplication, outages),
+//! [`relay`] the UDP forwarder that applies it per direction, [`profile`] its file format and
+//! [`units`] the parsing of `2%`, `5ms`, `20mbit`, `5s@10s`.
+
+#![warn(missing_docs)]
+
+#[cfg(feature = "clap")]
+pub mod args;
+pub mod impair;
+pub mod profile;
+pub mod relay;
+pub mod units;
+
+#[cfg(feature = "clap")]
+pub use args::{DirectionScope, ImpairmentArgs};
+pub use impair::{DropCause, Impairer, Impairment, Micros, Verdict};
+pub use profile::{ConfigError, Direction, Profile, ProfileSpec};
+pub use relay::{DirectionStats, Relay, RelayConfig, RelaySet, RelayStats};
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -19,16 +40,27 @@ pub const SOCKET_BUFFER_BYTES: usize = 8 << 20;
 /// rejected by the protocol parser.
 pub const MAX_DATAGRAM: usize = 65_535;
 
+/// A socket error, with the address it concerns where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
+    /// Binding failed (address in use, not local, no permission).
     #[error("cannot bind UDP socket to {addr}: {source}")]
     Bind {
+        /// The address.
         addr: SocketAddr,
+        /// Why.
         #[source]
         source: io::Error,
     },
+    /// A name did not resolve to an address.
     #[error("cannot resolve {name:?}: {reason}")]
-    Resolve { name: String, reason: String },
+    Resolve {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// Any other socket error.
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
 }
@@ -79,6 +111,7 @@ impl UdpEndpoint {
         Ok(endpoint)
     }
 
+    /// The address the socket is bound to.
     pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
         Ok(self.socket.local_addr()?)
     }
@@ -92,6 +125,7 @@ impl UdpEndpoint {
         )
     }
 
+    /// A second handle to the same socket (for a second thread).
     pub fn try_clone(&self) -> Result<Self, NetError> {
         Ok(UdpEndpoint {
             socket: self.socket.try_clone()?,
@@ -126,8 +160,49 @@ impl UdpEndpoint {
         }
     }
 
-    /// ppoll(2) with a nanosecond timeout; true when the socket is readable (or has an error).
-    fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+    /// Reads one datagram if one is waiting, without blocking (`MSG_DONTWAIT`): `Ok(None)` when
+    /// none is. An ICMP error queued on a connected socket comes back as `Err`
+    /// (`ConnectionRefused`), once.
+    pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+        // SAFETY: viewing initialised bytes as MaybeUninit is sound; recv only writes bytes.
+        let uninit = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        match socket2::SockRef::from(&self.socket).recv_from_with_flags(uninit, libc::MSG_DONTWAIT)
+        {
+            Ok((n, from)) => match from.as_socket() {
+                Some(addr) => Ok(Some((n, addr))),
+                None => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "datagram from a non-IP address",
+                )),
+            },
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends one datagram without blocking (`MSG_DONTWAIT`): a full send buffer is an error
+    /// (`WouldBlock`) instead of a wait.
+    pub fn try_send_to(&self, payload: &[u8], dst: SocketAddr) -> io::Result<usize> {
+        socket2::SockRef::from(&self.socket).send_to_with_flags(
+            payload,
+            &dst.into(),
+            libc::MSG_DONTWAIT,
+        )
+    }
+
+    /// Sends one datagram to the connected peer without blocking (`MSG_DONTWAIT`).
+    pub fn try_send(&self, payload: &[u8]) -> io::Result<usize> {
+        socket2::SockRef::from(&self.socket).send_with_flags(payload, libc::MSG_DONTWAIT)
+    }
+
+    /// Waits up to `timeout` (nanosecond resolution, `ppoll(2)`) until a datagram can be read;
+    /// true when the socket is readable (or has an error to report), false on timeout or signal.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         let mut fds = libc::pollfd {
             fd: self.socket.as_raw_fd(),
             events: libc::POLLIN,
@@ -150,7 +225,7 @@ impl UdpEndpoint {
     }
 }
 
-/// Resolves "HOST[:PORT]" (IPv6 in brackets) to a socket address, using `default_port` when no
+/// Resolves `HOST[:PORT]` (IPv6 in brackets) to a socket address, using `default_port` when no
 /// port is given.
 pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     let err = |reason: String| NetError::Resolve {
@@ -177,6 +252,18 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     addrs
         .next()
         .ok_or_else(|| err("no address found".to_string()))
+}
+
+/// Microseconds of `CLOCK_MONOTONIC` (the project's clock; the same across network namespaces of
+/// one machine).
+pub fn now_us() -> Micros {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 #[cfg(test)]

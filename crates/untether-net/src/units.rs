@@ -1,0 +1,402 @@
+//! Parsing of the human units the impairment relay takes on its command line and in profile
+//! files: fractions (`2%`, `0.02`), durations (`5ms`, `500us`, `1s`), bit rates (`20mbit`,
+//! `500kbit`, `1gbit`, `20M`), sizes (`3000B`, `64KiB`), queue limits (`64p`, `128kB`, `50ms`) and
+//! outage windows (`5s@10s`).
+//!
+//! Every parser returns `Err(message)` where the message names the accepted forms; the caller adds
+//! the key or flag (clap does this for flags, [`crate::profile`] for profile keys).
+
+use crate::impair::{GilbertElliott, Micros, Outage};
+
+/// Accepted forms of a fraction, for error messages.
+pub const FRACTION_FORMS: &str =
+    "a fraction between 0 and 1 as a percentage (2%, 0.5%) or a number (0.02)";
+/// Accepted forms of a duration, for error messages.
+pub const DURATION_FORMS: &str = "a duration with a unit: 500us, 5ms, 1.5s, 2min (0 needs no unit)";
+/// Accepted forms of a bit rate, for error messages.
+pub const RATE_FORMS: &str =
+    "a bit rate with a unit: 500kbit, 20mbit, 1gbit, 64000bit, or the short forms 500k, 20M, 1G (bits per second)";
+/// Accepted forms of a byte size, for error messages.
+pub const SIZE_FORMS: &str = "a size with a unit: 1500B, 64kB, 64KiB, 1MB, 1MiB";
+/// Accepted forms of a queue limit, for error messages.
+pub const QUEUE_FORMS: &str =
+    "packets (64p, 64pkt), bytes (128kB, 100000B, 1MiB) or time at the link rate (50ms)";
+/// Accepted forms of an outage, for error messages.
+pub const OUTAGE_FORMS: &str =
+    "DURATION@START, both durations with units, START counted from the relay's start: 5s@10s, 500ms@2.5s";
+/// Accepted forms of a Gilbert–Elliott specification, for error messages.
+pub const GILBERT_FORMS: &str =
+    "P,R[,LOSS_BAD[,LOSS_GOOD]]: the per-packet probabilities good→bad and bad→good, then the loss \
+     probabilities in the bad (default 100%) and good (default 0%) states, each a fraction: 0.4%,25%";
+
+/// Splits "12.5ms" into (12.5, "ms"); the unit is trimmed, the number must be finite and ≥ 0.
+fn number_and_unit(s: &str) -> Option<(f64, &str)> {
+    let s = s.trim();
+    let end = s
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_digit() || c == '.'))
+        .map_or(s.len(), |(i, _)| i);
+    let (num, unit) = s.split_at(end);
+    let v: f64 = num.parse().ok()?;
+    v.is_finite().then_some((v, unit.trim()))
+}
+
+/// A fraction in [0, 1]: `2%`, `0.5 %`, `0.02`. A bare number above 1 is refused (it is almost
+/// certainly a percentage without its sign).
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let bad = || format!("{s:?} is not {FRACTION_FORMS}");
+    if let Some(p) = t.strip_suffix('%') {
+        let (v, rest) = number_and_unit(p).ok_or_else(bad)?;
+        if !rest.is_empty() {
+            return Err(bad());
+        }
+        if v > 100.0 {
+            return Err(format!("{s:?} is more than 100%"));
+        }
+        return Ok(v / 100.0);
+    }
+    let (v, rest) = number_and_unit(t).ok_or_else(bad)?;
+    if !rest.is_empty() {
+        return Err(bad());
+    }
+    if v > 1.0 {
+        return Err(format!(
+            "{s:?} is more than 1: write {v}% for {v} percent, or {} as a fraction",
+            v / 100.0
+        ));
+    }
+    Ok(v)
+}
+
+/// A duration in microseconds: `500us` (also `µs`), `5ms`, `1.5s`, `2min`; a bare `0` is allowed.
+/// Rounded to the nearest microsecond.
+pub fn duration_us(s: &str) -> Result<Micros, String> {
+    let bad = || format!("{s:?} is not {DURATION_FORMS}");
+    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "us" | "µs" | "usec" => 1.0,
+        "ms" | "msec" => 1e3,
+        "s" | "sec" => 1e6,
+        "min" => 60e6,
+        "" if v == 0.0 => 0.0,
+        "" => return Err(format!("{s:?} has no unit: {DURATION_FORMS}")),
+        _ => return Err(bad()),
+    };
+    let us = (v * mult).round();
+    if us > 1e15 {
+        return Err(format!("{s:?} is too long"));
+    }
+    Ok(us as Micros)
+}
+
+/// A bit rate in bits per second: `500kbit`, `20mbit`, `1gbit`, `64000bit` (also with `/s`), or
+/// `500k`, `20M`, `1G`. Decimal multiples (k = 1000). `…bps` is refused as ambiguous (tc reads
+/// `mbps` as megabytes per second, most people as megabits).
+pub fn rate_bps(s: &str) -> Result<u64, String> {
+    let bad = || format!("{s:?} is not {RATE_FORMS}");
+    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
+    let lower = unit.to_ascii_lowercase();
+    let unit = lower.strip_suffix("/s").unwrap_or(&lower);
+    let mult = match unit {
+        "bit" => 1.0,
+        "k" | "kbit" => 1e3,
+        "m" | "mbit" => 1e6,
+        "g" | "gbit" => 1e9,
+        "bps" | "kbps" | "mbps" | "gbps" => {
+            return Err(format!(
+                "{s:?} is ambiguous ('bps' means bytes per second to tc, bits to most people): write {v}{}",
+                match unit {
+                    "kbps" => "kbit",
+                    "mbps" => "mbit",
+                    "gbps" => "gbit",
+                    _ => "bit",
+                }
+            ))
+        }
+        "" => return Err(format!("{s:?} has no unit: {RATE_FORMS}")),
+        _ => return Err(bad()),
+    };
+    let bps = (v * mult).round();
+    if bps < 1.0 {
+        return Err(format!("{s:?}: a rate must be at least 1 bit/s"));
+    }
+    if bps > 1e12 {
+        return Err(format!("{s:?} is more than 1000 gbit"));
+    }
+    Ok(bps as u64)
+}
+
+/// A size in bytes: `1500B` (also `bytes`), `64kB` (1000), `64KiB` (1024), `1MB`, `1MiB`.
+pub fn size_bytes(s: &str) -> Result<u64, String> {
+    let bad = || format!("{s:?} is not {SIZE_FORMS}");
+    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "b" | "byte" | "bytes" => 1.0,
+        "kb" => 1e3,
+        "kib" => 1024.0,
+        "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "" => return Err(format!("{s:?} has no unit: {SIZE_FORMS}")),
+        _ => return Err(bad()),
+    };
+    let b = (v * mult).round();
+    if b > 1e12 {
+        return Err(format!("{s:?} is too large"));
+    }
+    Ok(b as u64)
+}
+
+/// A size that may also be given as a time at the link's rate (token-bucket burst, queue limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeSpec {
+    /// A number of packets.
+    Packets(u64),
+    /// A number of bytes.
+    Bytes(u64),
+    /// As many bytes as the link sends in this many microseconds.
+    Time(Micros),
+}
+
+impl SizeSpec {
+    /// The size in bytes at `rate_bps` (packets are not bytes: `None`).
+    pub fn bytes_at(self, rate_bps: u64) -> Option<u64> {
+        match self {
+            SizeSpec::Packets(_) => None,
+            SizeSpec::Bytes(b) => Some(b),
+            SizeSpec::Time(us) => Some((rate_bps as u128 * us as u128 / 8_000_000) as u64),
+        }
+    }
+}
+
+/// A queue limit: `64p` / `64pkt` / `64packets`, a size (`128kB`), or a time at the link rate
+/// (`50ms`).
+pub fn queue_limit(s: &str) -> Result<SizeSpec, String> {
+    let bad = || format!("{s:?} is not {QUEUE_FORMS}");
+    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
+    match unit.to_ascii_lowercase().as_str() {
+        "p" | "pkt" | "pkts" | "packet" | "packets" => {
+            if v.fract() != 0.0 || v > 1e9 {
+                return Err(format!(
+                    "{s:?}: a packet count must be a whole number up to 10^9"
+                ));
+            }
+            return Ok(SizeSpec::Packets(v as u64));
+        }
+        "" => return Err(format!("{s:?} has no unit: {QUEUE_FORMS}")),
+        _ => {}
+    }
+    if let Ok(b) = size_bytes(s) {
+        return Ok(SizeSpec::Bytes(b));
+    }
+    if let Ok(us) = duration_us(s) {
+        return Ok(SizeSpec::Time(us));
+    }
+    Err(bad())
+}
+
+/// A token-bucket burst: a size (`3000B`, `16KiB`) or a time at the link rate (`1ms`).
+pub fn burst_size(s: &str) -> Result<SizeSpec, String> {
+    if let Ok(b) = size_bytes(s) {
+        return Ok(SizeSpec::Bytes(b));
+    }
+    if let Ok(us) = duration_us(s) {
+        return Ok(SizeSpec::Time(us));
+    }
+    Err(format!(
+        "{s:?} is not a size ({SIZE_FORMS}) or a time at the link rate (1ms)"
+    ))
+}
+
+/// An outage window `DURATION@START`, e.g. `5s@10s`: everything arriving from 10 s to 15 s after
+/// the relay started is dropped.
+pub fn outage(s: &str) -> Result<Outage, String> {
+    let (dur, start) = s
+        .split_once('@')
+        .ok_or_else(|| format!("{s:?} is not {OUTAGE_FORMS}"))?;
+    let length = duration_us(dur).map_err(|e| format!("{s:?}: the duration before '@': {e}"))?;
+    let start_us = duration_us(start).map_err(|e| format!("{s:?}: the start after '@': {e}"))?;
+    if length == 0 {
+        return Err(format!("{s:?}: an outage must last longer than 0"));
+    }
+    Ok(Outage {
+        start_us,
+        duration_us: length,
+    })
+}
+
+/// A Gilbert–Elliott model `P,R[,LOSS_BAD[,LOSS_GOOD]]`, each a fraction.
+pub fn gilbert(s: &str) -> Result<GilbertElliott, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() < 2 || parts.len() > 4 {
+        return Err(format!("{s:?} is not {GILBERT_FORMS}"));
+    }
+    let names = ["P (good→bad)", "R (bad→good)", "LOSS_BAD", "LOSS_GOOD"];
+    let mut v = [0.0, 0.0, 1.0, 0.0];
+    for (i, p) in parts.iter().enumerate() {
+        v[i] = fraction(p).map_err(|e| format!("{s:?}: {}: {e}", names[i]))?;
+    }
+    let g = GilbertElliott {
+        p: v[0],
+        r: v[1],
+        loss_bad: v[2],
+        loss_good: v[3],
+    };
+    g.validate().map_err(|e| format!("{s:?}: {e}"))?;
+    Ok(g)
+}
+
+/// Formats microseconds for people: `750us`, `5ms`, `1.5ms`, `10s`.
+pub fn fmt_us(us: Micros) -> String {
+    if us == 0 {
+        "0".into()
+    } else if us.is_multiple_of(1_000_000) {
+        format!("{}s", us / 1_000_000)
+    } else if us >= 1_000_000 {
+        format!("{}s", trim_float(us as f64 / 1e6))
+    } else if us.is_multiple_of(1000) {
+        format!("{}ms", us / 1000)
+    } else if us >= 1000 {
+        format!("{}ms", trim_float(us as f64 / 1e3))
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// Formats a bit rate for people: `20mbit`, `1.5gbit`, `500kbit`, `300bit`.
+pub fn fmt_rate(bps: u64) -> String {
+    for (div, unit) in [(1e9, "gbit"), (1e6, "mbit"), (1e3, "kbit")] {
+        if bps as f64 >= div {
+            return format!("{}{unit}", trim_float(bps as f64 / div));
+        }
+    }
+    format!("{bps}bit")
+}
+
+/// Formats a fraction as a percentage: `2%`, `0.25%`.
+pub fn fmt_pct(f: f64) -> String {
+    format!("{}%", trim_float(f * 100.0))
+}
+
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions() {
+        assert_eq!(fraction("2%").unwrap(), 0.02);
+        assert_eq!(fraction(" 0.5 %").unwrap(), 0.005);
+        assert_eq!(fraction("0.02").unwrap(), 0.02);
+        assert_eq!(fraction("0").unwrap(), 0.0);
+        assert_eq!(fraction("100%").unwrap(), 1.0);
+        let e = fraction("2").unwrap_err();
+        assert!(e.contains("2%") && e.contains("0.02"), "{e}");
+        assert!(fraction("101%").is_err());
+        assert!(fraction("-1%").is_err());
+        assert!(fraction("two").unwrap_err().contains("2%"));
+        assert!(fraction("2%%").is_err());
+        assert!(fraction("").is_err());
+        assert!(fraction("nan").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_us("5ms").unwrap(), 5000);
+        assert_eq!(duration_us("500us").unwrap(), 500);
+        assert_eq!(duration_us("500µs").unwrap(), 500);
+        assert_eq!(duration_us("1s").unwrap(), 1_000_000);
+        assert_eq!(duration_us("1.5ms").unwrap(), 1500);
+        assert_eq!(duration_us("2min").unwrap(), 120_000_000);
+        assert_eq!(duration_us("0").unwrap(), 0);
+        assert_eq!(duration_us(" 10 ms ").unwrap(), 10_000);
+        let e = duration_us("5").unwrap_err();
+        assert!(e.contains("no unit") && e.contains("5ms"), "{e}");
+        assert!(duration_us("5h").unwrap_err().contains("500us"));
+        assert!(duration_us("-5ms").is_err());
+        assert!(duration_us("ms").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(rate_bps("20mbit").unwrap(), 20_000_000);
+        assert_eq!(rate_bps("20M").unwrap(), 20_000_000);
+        assert_eq!(rate_bps("500kbit").unwrap(), 500_000);
+        assert_eq!(rate_bps("500k").unwrap(), 500_000);
+        assert_eq!(rate_bps("1gbit").unwrap(), 1_000_000_000);
+        assert_eq!(rate_bps("1.5Gbit/s").unwrap(), 1_500_000_000);
+        assert_eq!(rate_bps("64000bit").unwrap(), 64_000);
+        let e = rate_bps("20mbps").unwrap_err();
+        assert!(e.contains("ambiguous") && e.contains("20mbit"), "{e}");
+        assert!(rate_bps("20").unwrap_err().contains("no unit"));
+        assert!(rate_bps("0mbit").is_err());
+        assert!(rate_bps("fast").unwrap_err().contains("20mbit"));
+    }
+
+    #[test]
+    fn sizes_and_queues() {
+        assert_eq!(size_bytes("1500B").unwrap(), 1500);
+        assert_eq!(size_bytes("64kB").unwrap(), 64_000);
+        assert_eq!(size_bytes("64KiB").unwrap(), 65_536);
+        assert_eq!(size_bytes("1MiB").unwrap(), 1 << 20);
+        assert!(size_bytes("64").unwrap_err().contains("no unit"));
+        assert_eq!(queue_limit("64p").unwrap(), SizeSpec::Packets(64));
+        assert_eq!(queue_limit("64 packets").unwrap(), SizeSpec::Packets(64));
+        assert_eq!(queue_limit("128kB").unwrap(), SizeSpec::Bytes(128_000));
+        assert_eq!(queue_limit("50ms").unwrap(), SizeSpec::Time(50_000));
+        assert!(queue_limit("1.5p").is_err());
+        let e = queue_limit("64").unwrap_err();
+        assert!(e.contains("64p") && e.contains("50ms"), "{e}");
+        assert_eq!(burst_size("1ms").unwrap(), SizeSpec::Time(1000));
+        assert_eq!(burst_size("3000B").unwrap(), SizeSpec::Bytes(3000));
+        assert_eq!(SizeSpec::Time(50_000).bytes_at(20_000_000), Some(125_000));
+        assert!(burst_size("3").is_err());
+    }
+
+    #[test]
+    fn outages() {
+        let o = outage("5s@10s").unwrap();
+        assert_eq!((o.duration_us, o.start_us), (5_000_000, 10_000_000));
+        let o = outage("500ms@0").unwrap();
+        assert_eq!((o.duration_us, o.start_us), (500_000, 0));
+        assert!(outage("5s").unwrap_err().contains("DURATION@START"));
+        assert!(outage("5@10s").unwrap_err().contains("before '@'"));
+        assert!(outage("5s@x").unwrap_err().contains("after '@'"));
+        assert!(outage("0@1s").is_err());
+    }
+
+    #[test]
+    fn gilbert_forms() {
+        let g = gilbert("1%,25%").unwrap();
+        assert_eq!((g.p, g.r, g.loss_bad, g.loss_good), (0.01, 0.25, 1.0, 0.0));
+        let g = gilbert("0.01,0.3,80%,0.1%").unwrap();
+        assert_eq!((g.loss_bad, g.loss_good), (0.8, 0.001));
+        assert!(gilbert("0.01").unwrap_err().contains("P,R"));
+        assert!(gilbert("0.01,2").unwrap_err().contains("R (bad→good)"));
+        assert!(
+            gilbert("0.01,0").is_err(),
+            "r = 0 never leaves the bad state"
+        );
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_us(5000), "5ms");
+        assert_eq!(fmt_us(1500), "1.5ms");
+        assert_eq!(fmt_us(250), "250us");
+        assert_eq!(fmt_us(10_000_000), "10s");
+        assert_eq!(fmt_us(2_500_000), "2.5s");
+        assert_eq!(fmt_rate(20_000_000), "20mbit");
+        assert_eq!(fmt_rate(1_500_000_000), "1.5gbit");
+        assert_eq!(fmt_pct(0.02), "2%");
+        assert_eq!(fmt_pct(0.0025), "0.25%");
+    }
+}
