@@ -11,8 +11,10 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 
 use crate::client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
-use crate::host::{HostConfig, HostEvent, HostSession, HostStats};
-use crate::wire::{Codec, InputEvent, SessionParams};
+use crate::handshake::{SessionRng, StaticKeypair};
+use crate::host::{AccessPolicy, HostConfig, HostEvent, HostSession, HostStats};
+use crate::state::{keys, StateValue};
+use crate::wire::{self, Codec, InputEvent, SessionParams, TextChunk};
 use crate::Micros;
 
 /// A small, fast, seedable generator (splitmix64): the simulation needs no crate for this.
@@ -181,6 +183,20 @@ pub struct SimConfig {
     pub keyframe_cooldown_us: Micros,
     pub reassembly_deadline_us: Micros,
     pub idle_timeout_ms: u32,
+    /// The client sets its pointer and head pose this often (0: never) …
+    pub state_interval_us: Micros,
+    /// … except during the last this-many microseconds (so the host's copy can converge).
+    pub state_quiet_us: Micros,
+    /// Keys change every 2^this packets (small values exercise key updates).
+    pub key_update_log2: u8,
+    /// Video authenticated only.
+    pub video_auth_only: bool,
+    /// The host requires the client's key on its allowlist (the sim's client is on it).
+    pub allowlist: bool,
+    /// An attacker floods the host with Hellos (valid-looking Noise message 1) from many
+    /// spoofed addresses at this rate per second (0: none), and with random garbage and
+    /// forged protected datagrams carrying the session's connection id.
+    pub flood_per_sec: u32,
 }
 
 impl Default for SimConfig {
@@ -198,6 +214,12 @@ impl Default for SimConfig {
             keyframe_cooldown_us: 50_000,
             reassembly_deadline_us: 50_000,
             idle_timeout_ms: 30_000,
+            state_interval_us: 10_000,
+            state_quiet_us: 1_000_000,
+            key_update_log2: crate::crypto::DEFAULT_KEY_UPDATE_LOG2,
+            video_auth_only: false,
+            allowlist: true,
+            flood_per_sec: 0,
         }
     }
 }
@@ -227,6 +249,41 @@ pub struct SimResult {
     pub client_events_gone: u32,
     pub host_events_gone: u32,
     pub clock_offset_us: Option<i64>,
+    pub clock_uncertainty_us: Option<u64>,
+    /// State updates the client made.
+    pub state_sets: u64,
+    /// The host's pointer/head pose equal the client's final values at the end.
+    pub state_converged: bool,
+    /// The host's state went backwards (an older value replaced a newer one).
+    pub state_regressions: u64,
+    /// Staleness samples of the host's pointer (µs, every ms while the client updates it): 0
+    /// when the host has the client's current value, else the time since the client set the
+    /// first value the host does not have.
+    pub state_age_us: Vec<Micros>,
+    /// Bytes the attacker sent and the host sent back to attacker addresses.
+    pub attacker_bytes: u64,
+    pub bytes_to_attacker: u64,
+    pub max_handshakes_in_progress: usize,
+    /// Largest receiver state history (bounded memory).
+    pub max_state_history: usize,
+}
+
+impl SimResult {
+    /// The p-th percentile (0..=100) of the state staleness samples.
+    pub fn state_age_percentile(&self, p: f64) -> Micros {
+        percentile(&self.state_age_us, p)
+    }
+}
+
+/// The p-th percentile (0..=100) of samples (0 if none).
+pub fn percentile(samples: &[Micros], p: f64) -> Micros {
+    if samples.is_empty() {
+        return 0;
+    }
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+    v[i.min(v.len() - 1)]
 }
 
 /// The bytes of frame `n` of a stream: deterministic, so the decoder can check them.
@@ -242,8 +299,14 @@ pub fn frame_payload(n: u32, key: bool, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The input event with sequence number `seq` in the simulation.
+/// The input event with sequence number `seq` in the simulation: keys, and text every 5th.
 pub fn sim_input(seq: u32) -> InputEvent {
+    if seq % 5 == 4 {
+        let t = format!("t{seq}é");
+        if let Some(c) = TextChunk::new(&t) {
+            return InputEvent::Text(c);
+        }
+    }
     InputEvent::Key {
         code: seq.wrapping_mul(2654435761),
         down: seq.is_multiple_of(2),
@@ -263,13 +326,27 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         keepalive_ms: 2000,
         idle_timeout_ms: cfg.idle_timeout_ms,
     };
+    let mut keys_rng = SessionRng::from_seed(seed_bytes(cfg.seed));
+    let host_id = StaticKeypair::generate(&mut keys_rng);
+    let client_id = StaticKeypair::generate(&mut keys_rng);
     let mut hcfg = HostConfig::new(params);
     hcfg.keyframe_cooldown_us = cfg.keyframe_cooldown_us;
     hcfg.connection_id_seed = cfg.seed;
+    hcfg.identity = host_id.clone();
+    hcfg.entropy = keys_rng.seed();
+    hcfg.key_update_log2 = cfg.key_update_log2;
+    hcfg.video_auth_only = cfg.video_auth_only;
+    if cfg.allowlist {
+        hcfg.access = AccessPolicy::Allowlist;
+        hcfg.allowed_clients = vec![client_id.public];
+    }
     let mut host = HostSession::new(hcfg);
     let client_addr: SocketAddr = ([10, 0, 0, 2], 40000).into();
     let mut ccfg = ClientConfig::new("sim");
     ccfg.nonce = cfg.seed | 1;
+    ccfg.identity = client_id;
+    ccfg.host_key = Some(host_id.public);
+    ccfg.entropy = keys_rng.seed();
     ccfg.reassembly_deadline_us = cfg.reassembly_deadline_us;
     ccfg.connect_timeout_us = 10_000_000;
     let mut now: Micros = 1_000_000;
@@ -283,6 +360,22 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     let mut next_frame = now;
     let mut next_input = now + cfg.input_interval_us.max(1);
     let mut frame_number: u32 = 0;
+    // State: the pointer's x is its version; set times by version for staleness.
+    let state_on = cfg.state_interval_us > 0;
+    let state_end = end.saturating_sub(cfg.state_quiet_us);
+    let mut next_state = now + cfg.state_interval_us.max(1);
+    let mut state_version: u32 = 0;
+    let mut set_times: Vec<Micros> = vec![0];
+    let mut host_version_seen: i32 = 0;
+    let mut next_age_sample = now;
+    // The attacker.
+    let mut attacker = SimRng::new(cfg.seed ^ 0xA77AC);
+    let flood_interval = if cfg.flood_per_sec > 0 {
+        1_000_000 / cfg.flood_per_sec as u64
+    } else {
+        u64::MAX
+    };
+    let mut next_flood = now.saturating_add(flood_interval);
     let mut want_key = true;
     let mut streaming = false;
     // The decoder's state: the last frame it decoded, if its chain is intact.
@@ -320,6 +413,73 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 r.inputs_sent += 1;
             }
         }
+        // Client application: continuous state.
+        if state_on && now >= next_state {
+            next_state += cfg.state_interval_us;
+            if now < state_end && client.is_connected() {
+                state_version += 1;
+                set_times.push(now);
+                client.send_state(
+                    now,
+                    keys::POINTER,
+                    StateValue::Pointer {
+                        x: state_version as i32,
+                        y: 0,
+                    },
+                );
+                client.send_state(
+                    now,
+                    keys::HEAD_POSE,
+                    StateValue::Angles {
+                        yaw: state_version as f32,
+                        pitch: 0.0,
+                        roll: 0.0,
+                    },
+                );
+                r.state_sets += 1;
+            }
+        }
+        // The attacker.
+        while now >= next_flood {
+            next_flood += flood_interval;
+            let addr: SocketAddr = (
+                [10, 0, 1 + (attacker.next_u64() % 200) as u8, 3],
+                (1024 + attacker.next_u64() % 60000) as u16,
+            )
+                .into();
+            let mut noise = [0u8; 34];
+            for b in noise.iter_mut() {
+                *b = attacker.next_u64() as u8;
+            }
+            noise[32] = 3; // suites
+            noise[33] = 1;
+            let mut hello = Vec::new();
+            wire::Hello {
+                mode: 0,
+                noise: &noise,
+            }
+            .encode(
+                &wire::Header::new(wire::PacketType::Hello, attacker.next_u64() | 1, 0),
+                &mut hello,
+            );
+            r.attacker_bytes += hello.len() as u64;
+            host.handle_datagram(now, addr, &hello);
+            // A forged protected datagram with the session's id, from the client's address.
+            if let Some(c) = host.client() {
+                let mut forged = Vec::new();
+                wire::Header::new(
+                    wire::PacketType::Control,
+                    c.connection_id,
+                    attacker.next_u64() >> 8,
+                )
+                .write(&mut forged);
+                forged.extend((0..40).map(|_| attacker.next_u64() as u8));
+                host.handle_datagram(now, client_addr, &forged);
+            }
+            r.max_handshakes_in_progress = r
+                .max_handshakes_in_progress
+                .max(host.handshakes_in_progress());
+        }
         if host.poll_timeout().is_some_and(|t| t <= now) {
             host.handle_timeout(now);
         }
@@ -327,7 +487,11 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             client.handle_timeout(now);
         }
         while let Some(t) = host.poll_transmit(now) {
-            down.send(now, t.payload);
+            if t.dst == client_addr {
+                down.send(now, t.payload);
+            } else {
+                r.bytes_to_attacker += t.payload.len() as u64;
+            }
         }
         while let Some(p) = client.poll_transmit(now) {
             up.send(now, p);
@@ -388,10 +552,35 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 _ => {}
             }
         }
+        // The host's view of the state.
+        if let Some(e) = host.state_value(keys::POINTER) {
+            if let StateValue::Pointer { x, .. } = e.value {
+                if x < host_version_seen {
+                    r.state_regressions += 1;
+                }
+                host_version_seen = host_version_seen.max(x);
+            }
+        }
+        if let Some(st) = host.state() {
+            r.max_state_history = r.max_state_history.max(st.history_len());
+        }
+        if state_on && now >= next_age_sample && now < state_end && state_version > 0 {
+            next_age_sample = now + 1000;
+            let have = host_version_seen.max(0) as usize;
+            let age = if have >= state_version as usize {
+                0
+            } else {
+                now - set_times[have + 1]
+            };
+            r.state_age_us.push(age);
+        }
         // Advance the virtual clock to the next thing that happens.
         let next = [
             Some(next_frame),
             (cfg.input_interval_us > 0).then_some(next_input),
+            state_on.then_some(next_state),
+            state_on.then_some(next_age_sample),
+            (cfg.flood_per_sec > 0).then_some(next_flood),
             host.poll_timeout(),
             client.poll_timeout(),
             down.next_delivery(),
@@ -407,7 +596,21 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     r.client = client.stats();
     r.host = host.stats();
     r.clock_offset_us = client.clock().map(|c| c.offset_us);
+    r.clock_uncertainty_us = client.clock().map(|c| c.uncertainty_us);
+    r.state_converged = client.state_sender().get(keys::POINTER).map(|v| v.0)
+        == host.state_value(keys::POINTER).map(|e| e.value)
+        && client.state_sender().get(keys::HEAD_POSE).map(|v| v.0)
+            == host.state_value(keys::HEAD_POSE).map(|e| e.value);
     r
+}
+
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut rng = SimRng::new(seed);
+    let mut out = [0u8; 32];
+    for c in out.chunks_mut(8) {
+        c.copy_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    out
 }
 
 #[cfg(test)]
