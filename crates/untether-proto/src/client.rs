@@ -237,7 +237,19 @@ impl ClientSession {
             Err(_) => State::Closed,
         };
         let failed = matches!(state, State::Closed);
-        let mut s = ClientSession {
+        let mut s = Self::with_state(cfg, state);
+        if failed {
+            s.events.push_back(ClientEvent::Rejected {
+                reason: RejectReason::Other,
+                message: "could not start the handshake (bad PIN or key?)".into(),
+            });
+        }
+        s.handle_timeout(now);
+        s
+    }
+
+    fn with_state(cfg: ClientConfig, state: State) -> Self {
+        ClientSession {
             clock: ClockEstimator::new(32, cfg.rtt_alpha),
             state_tx: StateSender::new(StateConfig {
                 alpha: cfg.rtt_alpha,
@@ -259,15 +271,7 @@ impl ClientSession {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             decode_us: 0,
-        };
-        if failed {
-            s.events.push_back(ClientEvent::Rejected {
-                reason: RejectReason::Other,
-                message: "could not start the handshake (bad PIN or key?)".into(),
-            });
         }
-        s.handle_timeout(now);
-        s
     }
 
     fn start_handshake(
@@ -300,6 +304,26 @@ impl ClientSession {
             repeat,
             phase: Phase::AwaitReply,
         })
+    }
+
+    /// Fuzzing only: a session already connected with the given secrets (no handshake).
+    #[cfg(fuzzing)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn fuzz_connected(
+        cfg: ClientConfig,
+        now: Micros,
+        connection_id: u64,
+        suite: Suite,
+        send: [u8; 32],
+        recv: [u8; 32],
+        key_update_log2: u8,
+        video_auth_only: bool,
+        params: SessionParams,
+    ) -> Self {
+        let mut s = Self::with_state(cfg, State::Closed);
+        let p = Protection::new(suite, send, recv, key_update_log2, video_auth_only);
+        s.install(now, connection_id, p, [0; 32], params);
+        s
     }
 
     /// The host's authenticated key, once the handshake got that far.
@@ -740,6 +764,17 @@ impl ClientSession {
             self.state = old;
             return;
         };
+        self.install(now, cid, *protection, host_key, params);
+    }
+
+    fn install(
+        &mut self,
+        now: Micros,
+        cid: u64,
+        protection: Protection,
+        host_key: PublicKey,
+        params: SessionParams,
+    ) {
         let interval = params.frame_interval_us();
         let mut acfg = AssemblerConfig {
             deadline_us: self.cfg.reassembly_deadline_us,
@@ -751,7 +786,7 @@ impl ClientSession {
         let _ = SHARD_HEADER_LEN;
         self.state = State::Connected(Box::new(Connected {
             cid,
-            protection: *protection,
+            protection,
             host_key,
             params,
             last_recv_us: now,

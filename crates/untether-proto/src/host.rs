@@ -384,6 +384,44 @@ impl HostSession {
         self.pending.len()
     }
 
+    /// Fuzzing only: installs a connected client with the given secrets, skipping the
+    /// handshake (so a fuzzer can reach the protected paths quickly).
+    #[cfg(fuzzing)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn fuzz_connect(
+        &mut self,
+        now: Micros,
+        addr: SocketAddr,
+        connection_id: u64,
+        suite: Suite,
+        send: [u8; 32],
+        recv: [u8; 32],
+        key_update_log2: u8,
+        video_auth_only: bool,
+    ) {
+        self.peer = Some(Peer {
+            info: ClientInfo {
+                addr,
+                name: "fuzz".into(),
+                connection_id,
+                connected_us: now,
+                key: [0; 32],
+                fingerprint: String::new(),
+                suite,
+            },
+            handshake_cid: 1,
+            protection: Protection::new(suite, send, recv, key_update_log2, video_auth_only),
+            last_recv_us: now,
+            last_send_us: now,
+            next_pn: 0,
+            window: PacketWindow::new(),
+            input: ReliableReceiver::new(),
+            state: StateReceiver::new(),
+            pending: Vec::new(),
+            feedback: None,
+        });
+    }
+
     // ---- pairing -------------------------------------------------------------------------
 
     /// Allows a client key (approved by the user); removes its access request.
