@@ -590,6 +590,18 @@ impl ClientSession {
                 },
                 Datagram::Reject(r),
             ) if header.connection_id == *hs_cid => self.fail(r.reason, r.message),
+            // A wrong PIN shows only when the host reads message 3: it answers in cleartext
+            // (it has no keys with this client). Honoured for that reason only.
+            (
+                State::Connecting {
+                    hs_cid,
+                    phase: Phase::AwaitAccept { .. },
+                    ..
+                },
+                Datagram::Reject(r),
+            ) if header.connection_id == *hs_cid && r.reason == RejectReason::Pin => {
+                self.fail(r.reason, r.message)
+            }
             (
                 State::Connecting {
                     hs_cid,

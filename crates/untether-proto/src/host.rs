@@ -58,6 +58,8 @@ pub struct HostConfig {
     pub access: AccessPolicy,
     /// Keys of clients allowed to connect (with [`AccessPolicy::Allowlist`]).
     pub allowed_clients: Vec<PublicKey>,
+    /// Keys of clients whose access was revoked: refused without an access request.
+    pub revoked_clients: Vec<PublicKey>,
     /// AEAD suites the host accepts ([`Suite::bit`] mask).
     pub suites: u8,
     /// Send video shards authenticated but not encrypted (control and input stay encrypted).
@@ -91,6 +93,7 @@ impl HostConfig {
             identity: StaticKeypair::generate(&mut rng),
             access: AccessPolicy::Open,
             allowed_clients: Vec::new(),
+            revoked_clients: Vec::new(),
             suites: ALL_SUITES,
             video_auth_only: false,
             key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
@@ -287,6 +290,7 @@ pub struct HostSession {
     peer: Option<Peer>,
     pending: Vec<Pending>,
     allowed: HashSet<PublicKey>,
+    revoked: HashSet<PublicKey>,
     requests: VecDeque<AccessRequest>,
     pin: Option<PairingPin>,
     gate: KeyframeGate,
@@ -315,6 +319,7 @@ impl HostSession {
             gate: KeyframeGate::new(cfg.keyframe_cooldown_us),
             rng: SessionRng::from_seed(seed),
             allowed: cfg.allowed_clients.iter().copied().collect(),
+            revoked: cfg.revoked_clients.iter().copied().collect(),
             bucket: Bucket {
                 tokens: cfg.handshake_burst as f64,
                 rate_per_us: cfg.handshake_rate as f64 / 1e6,
@@ -426,6 +431,7 @@ impl HostSession {
 
     /// Allows a client key (approved by the user); removes its access request.
     pub fn allow_client(&mut self, key: PublicKey) {
+        self.revoked.remove(&key);
         self.allowed.insert(key);
         self.requests.retain(|r| r.key != key);
     }
@@ -433,6 +439,7 @@ impl HostSession {
     /// Revokes a client key; ends its session if it is connected.
     pub fn revoke_client(&mut self, now: Micros, key: PublicKey) {
         self.allowed.remove(&key);
+        self.revoked.insert(key);
         self.requests.retain(|r| r.key != key);
         if self.peer.as_ref().is_some_and(|p| p.info.key == key) {
             self.close(now);
@@ -819,6 +826,13 @@ impl HostSession {
                         addr: from,
                         attempts_left: left,
                     });
+                    self.cleartext_reject(
+                        from,
+                        cid,
+                        len,
+                        RejectReason::Pin,
+                        format!("wrong PIN ({left} attempts left)"),
+                    );
                 }
                 return;
             }
@@ -846,6 +860,11 @@ impl HostSession {
                 name: info.name.clone(),
             });
             None
+        } else if self.revoked.contains(&key) {
+            Some((
+                RejectReason::NotAllowed,
+                format!("this client's access ({fp}) was revoked on the host"),
+            ))
         } else if self.cfg.access == AccessPolicy::Allowlist && !self.allowed.contains(&key) {
             self.note_access_request(now, from, key, &fp, &info.name);
             Some((

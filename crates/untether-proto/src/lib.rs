@@ -23,6 +23,8 @@ pub mod handshake;
 pub mod host;
 pub mod keyframe;
 pub mod reliable;
+#[cfg(test)]
+mod session_tests;
 pub mod sim;
 pub mod state;
 pub mod vectors;
