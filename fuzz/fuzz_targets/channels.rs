@@ -4,7 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 use untether_proto::assembler::{Assembler, AssemblerConfig};
 use untether_proto::reliable::{ReliableReceiver, ReliableSender};
-use untether_proto::state::{StateAck, StateConfig, StatePacket, StateReceiver, StateSender, StateValue, MAX_HISTORY};
+use untether_proto::state::{
+    StateAck, StateConfig, StatePacket, StateReceiver, StateSender, StateValue, MAX_HISTORY,
+};
 use untether_proto::window::PacketWindow;
 use untether_proto::wire::{InputEvent, Reader, ShardHeader};
 
@@ -47,7 +49,10 @@ fuzz_target!(|data: &[u8]| {
             }
             5 => tx.handle_timeout(now),
             6 => {
-                let _ = rs.push(InputEvent::Key { code: op as u32, down: true });
+                let _ = rs.push(InputEvent::Key {
+                    code: op as u32,
+                    down: true,
+                });
             }
             7 => {
                 for (first, evs) in rs.due(now, 1000, 64) {

@@ -36,7 +36,17 @@ fuzz_target!(|data: &[u8]| {
     let connected = data[0] & 1 != 0;
     let auth_only = data[0] & 2 != 0;
     let mut client = if connected {
-        ClientSession::fuzz_connected(config().clone(), now, 0x1234, Suite::Aes256Gcm, [1; 32], [2; 32], 6, auth_only, PARAMS)
+        ClientSession::fuzz_connected(
+            config().clone(),
+            now,
+            0x1234,
+            Suite::Aes256Gcm,
+            [1; 32],
+            [2; 32],
+            6,
+            auth_only,
+            PARAMS,
+        )
     } else {
         ClientSession::new(config().clone(), now)
     };
@@ -53,7 +63,11 @@ fuzz_target!(|data: &[u8]| {
         r = rest;
         now += (ctl as u64 & 0x0f) * 700;
         if connected && ctl & 0x80 != 0 {
-            let ty = if ctl & 0x40 != 0 { PacketType::Shard } else { PacketType::Control };
+            let ty = if ctl & 0x40 != 0 {
+                PacketType::Shard
+            } else {
+                PacketType::Control
+            };
             let mut d = Vec::new();
             Header::new(ty, 0x1234, pn).write(&mut d);
             d.extend_from_slice(body);
@@ -66,7 +80,13 @@ fuzz_target!(|data: &[u8]| {
             client.handle_datagram(now, body);
         }
         if ctl & 0x10 != 0 {
-            let _ = client.send_input(now, wire::InputEvent::Key { code: 1, down: true });
+            let _ = client.send_input(
+                now,
+                wire::InputEvent::Key {
+                    code: 1,
+                    down: true,
+                },
+            );
             client.send_state(now, 0, untether_proto::StateValue::Pointer { x: 1, y: 2 });
         }
         if client.poll_timeout().is_some_and(|t| t <= now) {

@@ -49,7 +49,16 @@ fuzz_target!(|data: &[u8]| {
         let from: SocketAddr = ([10, 0, 0, 2 + (ctl >> 6)], 4000).into();
         if first && ctl & 0x10 != 0 {
             // Sometimes a connected client, so protected paths are reached too.
-            host.fuzz_connect(now, client, 0x1234, Suite::ChaCha20Poly1305, [1; 32], [2; 32], 6, ctl & 0x20 != 0);
+            host.fuzz_connect(
+                now,
+                client,
+                0x1234,
+                Suite::ChaCha20Poly1305,
+                [1; 32],
+                [2; 32],
+                6,
+                ctl & 0x20 != 0,
+            );
         }
         first = false;
         *received.entry(from).or_default() += dgram.len() as u64;
@@ -69,7 +78,10 @@ fuzz_target!(|data: &[u8]| {
     }
     for (addr, s) in sent {
         if addr != client {
-            assert!(s <= 3 * received.get(&addr).copied().unwrap_or(0), "amplification");
+            assert!(
+                s <= 3 * received.get(&addr).copied().unwrap_or(0),
+                "amplification"
+            );
         }
     }
 });

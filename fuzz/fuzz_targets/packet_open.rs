@@ -8,13 +8,21 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let suite = if data[0] & 1 == 0 { Suite::ChaCha20Poly1305 } else { Suite::Aes256Gcm };
+    let suite = if data[0] & 1 == 0 {
+        Suite::ChaCha20Poly1305
+    } else {
+        Suite::Aes256Gcm
+    };
     let encrypted = data[0] & 2 == 0;
     let log2 = 6 + (data[1] % 17);
     let rest = &data[2..];
     let mut opener = Opener::new(suite, [3; 32], log2);
     let mut buf = rest.to_vec();
-    let pn = if rest.len() >= 18 { u64::from_be_bytes(rest[10..18].try_into().unwrap()) } else { 0 };
+    let pn = if rest.len() >= 18 {
+        u64::from_be_bytes(rest[10..18].try_into().unwrap())
+    } else {
+        0
+    };
     let hl = 18.min(buf.len());
     let _ = opener.open(&mut buf, hl, pn, encrypted);
     // Round trip.

@@ -43,8 +43,27 @@ fuzz_target!(|data: &[u8]| {
     let mut now = 1_000_000u64;
     let addr: SocketAddr = ([10, 0, 0, 2], 4000).into();
     let mut host = HostSession::new(hc.clone());
-    host.fuzz_connect(now, addr, 77, Suite::ChaCha20Poly1305, [2; 32], [1; 32], 6, false);
-    let mut client = ClientSession::fuzz_connected(cc.clone(), now, 77, Suite::ChaCha20Poly1305, [1; 32], [2; 32], 6, false, PARAMS);
+    host.fuzz_connect(
+        now,
+        addr,
+        77,
+        Suite::ChaCha20Poly1305,
+        [2; 32],
+        [1; 32],
+        6,
+        false,
+    );
+    let mut client = ClientSession::fuzz_connected(
+        cc.clone(),
+        now,
+        77,
+        Suite::ChaCha20Poly1305,
+        [1; 32],
+        [2; 32],
+        6,
+        false,
+        PARAMS,
+    );
     let mut up: VecDeque<Vec<u8>> = VecDeque::new();
     let mut down: VecDeque<Vec<u8>> = VecDeque::new();
     let mut next_seq = 0u32;
@@ -54,7 +73,16 @@ fuzz_target!(|data: &[u8]| {
         match op >> 4 {
             0 => now += (op as u64 & 15) * 1000,
             1 => {
-                if client.send_input(now, InputEvent::Key { code: op as u32, down: true }).is_some() {}
+                if client
+                    .send_input(
+                        now,
+                        InputEvent::Key {
+                            code: op as u32,
+                            down: true,
+                        },
+                    )
+                    .is_some()
+                {}
             }
             2 => {
                 let _ = client.send_text(now, "héllo wörld, a longer text than thirty-two bytes");

@@ -659,12 +659,9 @@ mod tests {
             "seed {}: the host's state did not converge to the client's",
             cfg.seed
         );
+        // (That no obsolete value is ever resent is checked packet by packet by
+        // state::tests::channel_sim_thousands_of_seeds.)
         assert!(r.max_state_history <= crate::state::MAX_HISTORY as usize);
-        assert_eq!(
-            r.client.state.entries_sent,
-            r.client.state.entries_sent, // (obsolete resends are impossible by construction;
-                                         // state::tests::channel_sim checks every send)
-        );
     }
 
     /// A short run with impairments drawn from the seed: 1–20 % loss, bursts, reordering,
@@ -693,7 +690,7 @@ mod tests {
             input_interval_us: 40_000,
             state_interval_us: 20_000,
             state_quiet_us: 600_000,
-            key_update_log2: if seed % 3 == 0 { 6 } else { 22 },
+            key_update_log2: if seed.is_multiple_of(3) { 6 } else { 22 },
             video_auth_only: seed % 4 == 1,
             ..Default::default()
         }
