@@ -112,7 +112,10 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
                         p.attempts
                     )?;
                 }
-                writeln!(out, "Approve with: untether pair approve NUMBER|FINGERPRINT")?;
+                writeln!(
+                    out,
+                    "Approve with: untether pair approve NUMBER|FINGERPRINT"
+                )?;
             }
             list_allowed(&dir, out)?;
             if let Some(pin) = dir.current_pin()? {
@@ -189,7 +192,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let d = dir.to_str().unwrap();
         let cd = ConfigDir::at(&dir);
-        cd.record_request(&[3; 32], "quest", "10.0.0.2:5000").unwrap();
+        cd.record_request(&[3; 32], "quest", "10.0.0.2:5000")
+            .unwrap();
         let s = run_args(&["--config-dir", d]).unwrap();
         assert!(s.contains("Pending access requests"), "{s}");
         assert!(s.contains(&fingerprint(&[3; 32])));

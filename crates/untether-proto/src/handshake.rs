@@ -683,4 +683,96 @@ mod tests {
         assert_eq!(o.choose(1), Some(Suite::ChaCha20Poly1305));
         assert_eq!(o.choose(0), None);
     }
+
+    /// A whole handshake with fixed keys (docs/PROTOCOL.md §3.7): the static private keys are
+    /// 0x01 × 32 (client) and 0x02 × 32 (host), the ephemeral ones 0x03 × 32 and 0x04 × 32.
+    #[test]
+    fn handshake_vector() {
+        use crate::crypto::{Sealer, Suite};
+        use crate::wire::Hex;
+        let p: NoiseParams = NOISE_XX.parse().unwrap();
+        let prologue = Mode::Known.prologue();
+        let (s1, s2, e1, e2) = ([1u8; 32], [2u8; 32], [3u8; 32], [4u8; 32]);
+        let mut c = Builder::with_resolver(p.clone(), Box::new(Resolver { seed: [0; 32] }))
+            .local_private_key(&s1)
+            .unwrap()
+            .fixed_ephemeral_key_for_testing_only(&e1)
+            .prologue(&prologue)
+            .unwrap()
+            .build_initiator()
+            .unwrap();
+        let mut h = Builder::with_resolver(p, Box::new(Resolver { seed: [0; 32] }))
+            .local_private_key(&s2)
+            .unwrap()
+            .fixed_ephemeral_key_for_testing_only(&e2)
+            .prologue(&prologue)
+            .unwrap()
+            .build_responder()
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let mut pl = [0u8; 1024];
+        let mut offer = Vec::new();
+        Offer {
+            suite_mask: ALL_SUITES,
+            suite_pref: Suite::Aes256Gcm as u8,
+            spake: None,
+        }
+        .encode(&mut offer);
+        let n = c.write_message(&offer, &mut buf).unwrap();
+        let m1 = buf[..n].to_vec();
+        h.read_message(&m1, &mut pl).unwrap();
+        let mut setup = Vec::new();
+        SessionSetup {
+            connection_id: 0x0102030405060708,
+            suite: Suite::Aes256Gcm,
+            key_update_log2: 22,
+            video_auth_only: false,
+            spake: None,
+        }
+        .encode(&mut setup);
+        let n = h.write_message(&setup, &mut buf).unwrap();
+        let m2 = buf[..n].to_vec();
+        c.read_message(&m2, &mut pl).unwrap();
+        let mut info = Vec::new();
+        ClientInfoPayload {
+            max_datagram: 1200,
+            capabilities: 1,
+            name: "pi".into(),
+        }
+        .encode(&mut info);
+        let n = c.write_message(&info, &mut buf).unwrap();
+        let m3 = buf[..n].to_vec();
+        let n = h.read_message(&m3, &mut pl).unwrap();
+        assert_eq!(ClientInfoPayload::parse(&pl[..n]).unwrap().name, "pi");
+        let (k1, k2) = c.dangerously_get_raw_split();
+        assert_eq!((k1, k2), h.dangerously_get_raw_split());
+        // The Accept, the host's first protected datagram (packet number 0).
+        let mut accept = Vec::new();
+        crate::wire::encode_control(
+            &crate::wire::Header::new(crate::wire::PacketType::Control, 0x0102030405060708, 0),
+            &[crate::wire::ControlFrame::Accept(
+                crate::wire::SessionParams {
+                    width: 1920,
+                    height: 1080,
+                    fps: 60,
+                    codec: crate::wire::Codec::H264,
+                    bitrate_kbps: 15_000,
+                    max_datagram: 1200,
+                    keepalive_ms: 2000,
+                    idle_timeout_ms: 30_000,
+                },
+            )],
+            &mut accept,
+        );
+        Sealer::new(Suite::Aes256Gcm, k2, 22)
+            .seal(&mut accept, crate::wire::HEADER_LEN, 0, true)
+            .unwrap();
+        use crate::vectors as v;
+        assert_eq!(Hex(&m1).to_string(), v::HANDSHAKE_MSG1);
+        assert_eq!(Hex(&m2).to_string(), v::HANDSHAKE_MSG2);
+        assert_eq!(Hex(&m3).to_string(), v::HANDSHAKE_MSG3);
+        assert_eq!(Hex(&k1).to_string(), v::HANDSHAKE_K1);
+        assert_eq!(Hex(&k2).to_string(), v::HANDSHAKE_K2);
+        assert_eq!(Hex(&accept).to_string(), v::HANDSHAKE_ACCEPT);
+    }
 }

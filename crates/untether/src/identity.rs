@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use untether_proto::handshake::{os_seed, SessionRng};
 pub use untether_proto::fingerprint;
+use untether_proto::handshake::{os_seed, SessionRng};
 use untether_proto::{PublicKey, StaticKeypair};
 
 /// Most pending access requests kept on disk (the oldest is dropped).
@@ -172,8 +172,7 @@ fn matches(query: &str, key_hex_str: &str) -> bool {
         return true;
     }
     let q = norm(query);
-    q.len() >= 4
-        && parse_key(key_hex_str).is_some_and(|k| norm(&fingerprint(&k)).starts_with(&q))
+    q.len() >= 4 && parse_key(key_hex_str).is_some_and(|k| norm(&fingerprint(&k)).starts_with(&q))
 }
 
 /// The configuration directory and the files in it.
