@@ -142,6 +142,8 @@ pub struct ClientStats {
     pub unknown_connection: u64,
     /// Protected datagrams whose tag did not verify.
     pub auth_failures: u64,
+    /// Retry tokens received (the host was under a flood of handshakes).
+    pub retries_received: u64,
     pub key_updates: u64,
     pub frames_complete: u64,
     pub frames_lost: u64,
@@ -177,6 +179,8 @@ enum State {
         hs: Box<ClientHandshake>,
         /// The datagram to repeat until the next step: Hello, then HelloFinish.
         repeat: Vec<u8>,
+        /// Noise message 1 (to rebuild the Hello with a Retry token).
+        msg1: Vec<u8>,
         phase: Phase,
     },
     Connected(Box<Connected>),
@@ -293,10 +297,12 @@ impl ClientSession {
         let mut repeat = Vec::with_capacity(wire::HELLO_MIN_LEN);
         Hello {
             mode: hs.mode() as u8,
+            token: &[],
             noise: &msg1,
         }
         .encode(&Header::new(PacketType::Hello, hs_cid, 0), &mut repeat);
         Ok(State::Connecting {
+            msg1,
             started_us: now,
             next_hello_us: now,
             hs_cid,
@@ -590,6 +596,33 @@ impl ClientSession {
                 },
                 Datagram::Reject(r),
             ) if header.connection_id == *hs_cid => self.fail(r.reason, r.message),
+            // The host is under a flood of handshakes: repeat the Hello with its token.
+            (
+                State::Connecting {
+                    hs_cid,
+                    hs,
+                    repeat,
+                    msg1,
+                    phase: Phase::AwaitReply,
+                    ..
+                },
+                Datagram::Retry(token),
+            ) if header.connection_id == *hs_cid => {
+                let mut out = Vec::with_capacity(wire::HELLO_MIN_LEN);
+                Hello {
+                    mode: hs.mode() as u8,
+                    token,
+                    noise: msg1,
+                }
+                .encode(
+                    &Header::new(PacketType::Hello, *hs_cid, self.hs_pn),
+                    &mut out,
+                );
+                self.hs_pn += 1;
+                *repeat = out.clone();
+                self.stats.retries_received += 1;
+                self.push_transmit(out);
+            }
             // A wrong PIN shows only when the host reads message 3: it answers in cleartext
             // (it has no keys with this client). Honoured for that reason only.
             (

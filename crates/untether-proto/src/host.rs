@@ -202,6 +202,8 @@ pub struct HostStats {
     pub handshakes_failed: u64,
     pub handshakes_evicted: u64,
     pub handshakes_rate_limited: u64,
+    /// Retry tokens sent instead of starting a handshake (rate limit reached).
+    pub retries_sent: u64,
     /// Replies withheld by the 3× anti-amplification limit.
     pub amplification_limited: u64,
     pub version_negotiations_sent: u64,
@@ -296,6 +298,9 @@ pub struct HostSession {
     gate: KeyframeGate,
     rng: SessionRng,
     bucket: Bucket,
+    /// New handshakes from addresses that proved they receive (a valid Retry token).
+    validated_bucket: Bucket,
+    retry_key: ring::hmac::Key,
     /// Reused for opening protected datagrams (no per-packet allocation).
     scratch: Vec<u8>,
     transmits: VecDeque<Transmit>,
@@ -306,6 +311,8 @@ pub struct HostSession {
 
 /// The anti-amplification factor for unvalidated addresses.
 pub const AMPLIFICATION_FACTOR: u64 = 3;
+/// Retry tokens are valid for their 10 s slot and the next.
+const RETRY_SLOT_US: Micros = 10_000_000;
 /// Pairing events kept for the application (oldest dropped).
 const MAX_PAIRING_EVENTS: usize = 64;
 
@@ -315,9 +322,18 @@ impl HostSession {
         for (b, s) in seed.iter_mut().zip(cfg.connection_id_seed.to_le_bytes()) {
             *b ^= s;
         }
+        let mut rng = SessionRng::from_seed(seed);
+        let retry_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &rng.seed());
         HostSession {
             gate: KeyframeGate::new(cfg.keyframe_cooldown_us),
-            rng: SessionRng::from_seed(seed),
+            rng,
+            retry_key,
+            validated_bucket: Bucket {
+                tokens: 4.0 * cfg.handshake_burst as f64,
+                rate_per_us: 4.0 * cfg.handshake_rate as f64 / 1e6,
+                burst: 4.0 * cfg.handshake_burst.max(1) as f64,
+                last_us: 0,
+            },
             allowed: cfg.allowed_clients.iter().copied().collect(),
             revoked: cfg.revoked_clients.iter().copied().collect(),
             bucket: Bucket {
@@ -530,6 +546,7 @@ impl HostSession {
             Datagram::HelloFinish(msg3) => self.on_finish(now, from, &header, msg3, data.len()),
             // Only the host sends these (Control was handled above).
             Datagram::Reject(_)
+            | Datagram::Retry(_)
             | Datagram::HelloReply(_)
             | Datagram::Shard(_)
             | Datagram::Control(_) => {
@@ -601,6 +618,43 @@ impl HostSession {
         }
     }
 
+    /// A Retry token: `slot u32 ‖ HMAC-SHA256(key, slot ‖ address ‖ port ‖ cid)[..16]`.
+    fn make_token(&self, _now: Micros, addr: SocketAddr, cid: u64, slot: u64) -> Vec<u8> {
+        let slot = slot as u32;
+        let mut ctx = ring::hmac::Context::with_key(&self.retry_key);
+        ctx.update(&slot.to_be_bytes());
+        match addr.ip() {
+            std::net::IpAddr::V4(a) => ctx.update(&a.octets()),
+            std::net::IpAddr::V6(a) => ctx.update(&a.octets()),
+        }
+        ctx.update(&addr.port().to_be_bytes());
+        ctx.update(&cid.to_be_bytes());
+        let tag = ctx.sign();
+        let mut t = Vec::with_capacity(20);
+        t.extend_from_slice(&slot.to_be_bytes());
+        t.extend_from_slice(&tag.as_ref()[..16]);
+        t
+    }
+
+    /// A token is valid for its address and handshake id during its 10 s slot and the next.
+    fn token_valid(&self, now: Micros, addr: SocketAddr, cid: u64, token: &[u8]) -> bool {
+        if token.len() != 20 {
+            return false;
+        }
+        let slot = u32::from_be_bytes([token[0], token[1], token[2], token[3]]) as u64;
+        let cur = (now / RETRY_SLOT_US) & u32::MAX as u64;
+        if slot != cur && slot + 1 != cur {
+            return false;
+        }
+        let expect = self.make_token(now, addr, cid, slot);
+        // Constant time: no early exit on the first differing byte.
+        expect
+            .iter()
+            .zip(token)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+
     fn cleartext_reject(
         &mut self,
         to: SocketAddr,
@@ -662,8 +716,26 @@ impl HostSession {
             }
             return;
         }
-        if !self.bucket.take(now) {
+        // Rate limit: a Hello carrying a valid Retry token comes from an address that receives
+        // what we send (not a spoofed flood) and draws from a separate, larger budget; others
+        // get a Retry (small, stateless) when the budget is used up.
+        let validated = !hello.token.is_empty() && self.token_valid(now, from, cid, hello.token);
+        let allowed = if validated {
+            self.validated_bucket.take(now)
+        } else {
+            self.bucket.take(now)
+        };
+        if !allowed {
             self.stats.handshakes_rate_limited += 1;
+            if !validated {
+                let token = self.make_token(now, from, cid, now / RETRY_SLOT_US);
+                let mut out = Vec::with_capacity(HEADER_LEN + token.len());
+                encode_handshake(&Header::new(PacketType::Retry, cid, 0), &token, &mut out);
+                if out.len() <= AMPLIFICATION_FACTOR as usize * len {
+                    self.stats.retries_sent += 1;
+                    self.reply(from, out);
+                }
+            }
             return;
         }
         let Some(mode) = Mode::from_u8(hello.mode) else {

@@ -197,6 +197,8 @@ pub struct SimConfig {
     /// spoofed addresses at this rate per second (0: none), and with random garbage and
     /// forged protected datagrams carrying the session's connection id.
     pub flood_per_sec: u32,
+    /// The flood starts with the run (else once the session is up).
+    pub flood_from_start: bool,
 }
 
 impl Default for SimConfig {
@@ -220,6 +222,7 @@ impl Default for SimConfig {
             video_auth_only: false,
             allowlist: true,
             flood_per_sec: 0,
+            flood_from_start: false,
         }
     }
 }
@@ -443,7 +446,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             }
         }
         // The attacker (once the session is up: the flood targets the session in progress).
-        while now >= next_flood && r.connected_at.is_some() {
+        let flooding = cfg.flood_from_start || r.connected_at.is_some();
+        while now >= next_flood && flooding {
             next_flood += flood_interval;
             let addr: SocketAddr = (
                 [10, 0, 1 + (attacker.next_u64() % 200) as u8, 3],
@@ -459,6 +463,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             let mut hello = Vec::new();
             wire::Hello {
                 mode: 0,
+                token: &[],
                 noise: &noise,
             }
             .encode(
@@ -583,7 +588,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             (cfg.input_interval_us > 0).then_some(next_input),
             state_on.then_some(next_state),
             (state_on && now < state_end).then_some(next_age_sample),
-            (cfg.flood_per_sec > 0 && r.connected_at.is_some()).then_some(next_flood),
+            (cfg.flood_per_sec > 0 && (cfg.flood_from_start || r.connected_at.is_some()))
+                .then_some(next_flood),
             host.poll_timeout(),
             client.poll_timeout(),
             down.next_delivery(),
@@ -894,6 +900,30 @@ mod security_sim {
             assert!(r.host.handshakes_rate_limited > 0);
             assert!(r.host.auth_failures > 0, "forged datagrams were counted");
             assert_eq!(r.host_events_gone, 0);
+        }
+    }
+
+    #[test]
+    fn a_new_client_connects_through_a_flood_with_a_retry() {
+        for seed in 0..4u64 {
+            let cfg = SimConfig {
+                seed,
+                duration_us: 2_000_000,
+                flood_per_sec: 5_000,
+                flood_from_start: true,
+                ..Default::default()
+            };
+            let r = run(&cfg);
+            // One extra round trip for the Retry, whenever the flood has used up the
+            // handshake rate.
+            assert!(
+                r.connected_at.is_some_and(|t| t < 1_000_000 + 300_000),
+                "seed {seed}: {:?}",
+                r.connected_at
+            );
+            assert!(r.host.retries_sent > 0);
+            assert!(r.bytes_to_attacker <= 3 * r.attacker_bytes);
+            assert!(r.delivered.len() > 30);
         }
     }
 

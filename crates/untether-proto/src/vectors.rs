@@ -14,8 +14,9 @@ pub const SHARD_HEADER: &str =
 pub const ACCEPT_FRAME: &str = "090015050002d0003c010000271004b0000007d000007530";
 /// A Reject control frame (pending approval, "ask").
 pub const REJECT_FRAME: &str = "0a000606000361736b";
-/// The first 21 bytes of a Hello (connection id 0x0102030405060708, mode 0, 34-byte message).
-pub const HELLO_PREFIX: &str = "010101020304050607080000000000000000000022";
+/// The first 22 bytes of a Hello (connection id 0x0102030405060708, mode 0, no token, 34-byte
+/// message).
+pub const HELLO_PREFIX: &str = "01010102030405060708000000000000000000000022";
 /// A Version Negotiation datagram.
 pub const VERSION_NEGOTIATION: &str = "00010100027631";
 /// An Input frame carrying the text "hé" as event 3.

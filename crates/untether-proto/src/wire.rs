@@ -69,6 +69,9 @@ pub enum PacketType {
     HelloReply = 0x04,
     /// Client → host: Noise message 3.
     HelloFinish = 0x05,
+    /// Host → client, cleartext: "repeat your Hello with this token" (address validation when
+    /// the host is under a flood of handshakes).
+    Retry = 0x06,
     /// Host → client, protected: one shard of a video frame.
     Shard = 0x10,
     /// Either way, protected: a sequence of control frames (may be empty: a keep-alive).
@@ -82,6 +85,7 @@ impl PacketType {
             0x03 => PacketType::Reject,
             0x04 => PacketType::HelloReply,
             0x05 => PacketType::HelloFinish,
+            0x06 => PacketType::Retry,
             0x10 => PacketType::Shard,
             0x20 => PacketType::Control,
             other => return Err(WireError::UnknownType(other)),
@@ -272,18 +276,27 @@ pub mod caps {
 }
 
 /// Client → host: Noise message 1, padded so that the datagram is at least
-/// [`HELLO_MIN_LEN`] bytes. Body: `mode u8 ‖ noise_len u16 ‖ noise message ‖ zero padding`.
+/// [`HELLO_MIN_LEN`] bytes. Body:
+/// `mode u8 ‖ token_len u8 ‖ token ‖ noise_len u16 ‖ noise message ‖ zero padding`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello<'a> {
     /// [`crate::handshake::Mode`]: 0 plain `XX`, 1 PIN pairing (`XXpsk3` + SPAKE2).
     pub mode: u8,
+    /// The address-validation token of a [`PacketType::Retry`] (empty at first).
+    pub token: &'a [u8],
     pub noise: &'a [u8],
 }
+
+/// The longest Retry token.
+pub const MAX_TOKEN_LEN: usize = 64;
 
 impl<'a> Hello<'a> {
     pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
         header.write(out);
         out.put_u8(self.mode);
+        let token = &self.token[..self.token.len().min(MAX_TOKEN_LEN)];
+        out.put_u8(token.len() as u8);
+        out.extend_from_slice(token);
         out.put_u16(self.noise.len() as u16);
         out.extend_from_slice(self.noise);
         if out.len() < HELLO_MIN_LEN {
@@ -294,10 +307,15 @@ impl<'a> Hello<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Hello<'a>, WireError> {
         let mut r = Reader::new(body, "hello");
         let mode = r.u8()?;
+        let t = r.u8()? as usize;
+        if t > MAX_TOKEN_LEN {
+            return Err(bad("hello.token", "too long"));
+        }
+        let token = r.bytes(t)?;
         let n = r.u16()? as usize;
         let noise = r.bytes(n)?;
         // The rest is padding and is ignored (future versions may put fields there).
-        Ok(Hello { mode, noise })
+        Ok(Hello { mode, token, noise })
     }
 }
 
@@ -1110,6 +1128,8 @@ pub enum Datagram<'a> {
     HelloReply(&'a [u8]),
     /// Noise message 3.
     HelloFinish(&'a [u8]),
+    /// A Retry token.
+    Retry(&'a [u8]),
     /// A protected shard: AEAD output (or body ‖ tag when authenticated only).
     Shard(&'a [u8]),
     /// A protected control datagram: AEAD output.
@@ -1128,6 +1148,12 @@ pub fn parse(data: &[u8]) -> Result<(Header, Datagram<'_>), WireError> {
         PacketType::Reject => Datagram::Reject(Reject::parse(body)?),
         PacketType::HelloReply => Datagram::HelloReply(body),
         PacketType::HelloFinish => Datagram::HelloFinish(body),
+        PacketType::Retry => {
+            if body.is_empty() || body.len() > MAX_TOKEN_LEN {
+                return Err(bad("retry.token", "must be 1..=64 bytes"));
+            }
+            Datagram::Retry(body)
+        }
         PacketType::Shard => Datagram::Shard(body),
         PacketType::Control => Datagram::Control(body),
     };
@@ -1234,11 +1260,13 @@ mod tests {
         .encode(&mut out);
         assert_eq!(h(&out), v::REJECT_FRAME);
 
-        // A Hello is padded to 1200 bytes: mode 0, a 34-byte Noise message (here 0x5A bytes).
+        // A Hello is padded to 1200 bytes: mode 0, no token, a 34-byte Noise message (here 0x5A
+        // bytes).
         let noise = [0x5Au8; 34];
         let mut out = Vec::new();
         Hello {
             mode: 0,
+            token: &[],
             noise: &noise,
         }
         .encode(
@@ -1246,12 +1274,13 @@ mod tests {
             &mut out,
         );
         assert_eq!(out.len(), HELLO_MIN_LEN);
-        assert_eq!(h(&out[..21]), v::HELLO_PREFIX);
+        assert_eq!(h(&out[..22]), v::HELLO_PREFIX);
         let (_, d) = parse(&out).unwrap();
         assert_eq!(
             d,
             Datagram::Hello(Hello {
                 mode: 0,
+                token: &[],
                 noise: &noise
             })
         );
@@ -1444,11 +1473,11 @@ mod tests {
         #[test]
         fn hello_reject_round_trip(cid in 1u64.., noise in proptest::collection::vec(any::<u8>(), 0..200), msg in ".{0,100}", reason in any::<u8>()) {
             let mut out = Vec::new();
-            Hello { mode: 1, noise: &noise }.encode(&Header::new(PacketType::Hello, cid, 0), &mut out);
+            Hello { mode: 1, token: &[9; 20], noise: &noise }.encode(&Header::new(PacketType::Hello, cid, 0), &mut out);
             prop_assert!(out.len() >= HELLO_MIN_LEN);
             let (h, d) = parse(&out).unwrap();
             prop_assert_eq!(h.connection_id, cid);
-            prop_assert_eq!(d, Datagram::Hello(Hello { mode: 1, noise: &noise }));
+            prop_assert_eq!(d, Datagram::Hello(Hello { mode: 1, token: &[9; 20], noise: &noise }));
             let rej = Reject { reason: RejectReason::from_u8(reason), message: msg.clone() };
             let mut out = Vec::new();
             rej.encode(&Header::new(PacketType::Reject, 0, 1), &mut out);
@@ -1464,7 +1493,7 @@ mod tests {
         }
 
         #[test]
-        fn parser_never_panics_on_valid_header(ty in prop_oneof![Just(1u8), Just(3), Just(4), Just(5), Just(0x10), Just(0x20)],
+        fn parser_never_panics_on_valid_header(ty in prop_oneof![Just(1u8), Just(3), Just(4), Just(5), Just(6), Just(0x10), Just(0x20)],
                                                body in proptest::collection::vec(any::<u8>(), 0..400)) {
             let mut d = vec![VERSION, ty];
             d.extend([0u8; 16]);
