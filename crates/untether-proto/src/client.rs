@@ -24,7 +24,7 @@ use crate::wire::{
 use crate::{GoneReason, Micros};
 
 /// Client settings.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ClientConfig {
     /// Shown to the host.
     pub name: String,
@@ -63,6 +63,27 @@ pub struct ClientConfig {
     pub suite_preference: Suite,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
+}
+
+impl std::fmt::Debug for ClientConfig {
+    /// Shows the configuration without secrets (the private key, the PIN, the entropy).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("name", &self.name)
+            .field("connect_timeout_us", &self.connect_timeout_us)
+            .field("hello_interval_us", &self.hello_interval_us)
+            .field("reassembly_deadline_us", &self.reassembly_deadline_us)
+            .field("keepalive_us", &self.keepalive_us)
+            .field("idle_timeout_us", &self.idle_timeout_us)
+            .field("max_datagram", &self.max_datagram)
+            .field("capabilities", &self.capabilities)
+            .field("identity", &self.identity)
+            .field("host_key", &self.host_key.map(|k| fingerprint(&k)))
+            .field("pin", &self.pin.as_ref().map(|_| "…"))
+            .field("suites", &self.suites)
+            .field("suite_preference", &self.suite_preference)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientConfig {

@@ -46,7 +46,7 @@ pub enum AccessPolicy {
 }
 
 /// Host settings.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HostConfig {
     pub params: SessionParams,
     /// After honouring a keyframe request, ignore further ones for this long.
@@ -78,6 +78,28 @@ pub struct HostConfig {
     pub max_access_requests: usize,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
+}
+
+impl std::fmt::Debug for HostConfig {
+    /// Shows the configuration without secrets (the private key and the entropy).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("params", &self.params)
+            .field("keyframe_cooldown_us", &self.keyframe_cooldown_us)
+            .field("identity", &self.identity)
+            .field("access", &self.access)
+            .field("allowed_clients", &self.allowed_clients.len())
+            .field("revoked_clients", &self.revoked_clients.len())
+            .field("suites", &self.suites)
+            .field("video_auth_only", &self.video_auth_only)
+            .field("key_update_log2", &self.key_update_log2)
+            .field("max_handshakes", &self.max_handshakes)
+            .field("handshake_timeout_us", &self.handshake_timeout_us)
+            .field("handshake_rate", &self.handshake_rate)
+            .field("handshake_burst", &self.handshake_burst)
+            .field("max_access_requests", &self.max_access_requests)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HostConfig {
