@@ -100,6 +100,9 @@ pub struct AssemblerConfig {
     pub lost_when_overtaken: bool,
     /// Most frames held at once (memory bound).
     pub max_frames_in_flight: usize,
+    /// Most bytes of frames held at once (memory bound: a peer announcing 16 MiB frames cannot
+    /// make the client hold 16 of them).
+    pub max_bytes_in_flight: usize,
 }
 
 impl Default for AssemblerConfig {
@@ -108,6 +111,7 @@ impl Default for AssemblerConfig {
             deadline_us: 50_000,
             lost_when_overtaken: true,
             max_frames_in_flight: 16,
+            max_bytes_in_flight: 64 << 20,
         }
     }
 }
@@ -218,6 +222,11 @@ impl Assembler {
         self.partial.len()
     }
 
+    /// Bytes of the frames being assembled.
+    pub fn bytes_in_flight(&self) -> usize {
+        self.partial.values().map(|p| p.data.len()).sum()
+    }
+
     /// Adds one shard (already parsed and validated by [`ShardHeader::parse`]).
     pub fn insert(&mut self, now: Micros, h: &ShardHeader, payload: &[u8]) {
         self.stats.shards_received += 1;
@@ -233,8 +242,16 @@ impl Assembler {
             return;
         }
         if !self.partial.contains_key(&f) {
+            if h.frame_bytes as usize > self.cfg.max_bytes_in_flight {
+                self.stats.shards_late += 1;
+                return;
+            }
             // Bound memory: give up the oldest frames.
-            while self.partial.len() >= self.cfg.max_frames_in_flight {
+            while self.partial.len() >= self.cfg.max_frames_in_flight
+                || (!self.partial.is_empty()
+                    && self.bytes_in_flight() + h.frame_bytes as usize
+                        > self.cfg.max_bytes_in_flight)
+            {
                 let Some((&old, _)) = self.partial.iter().next() else {
                     break;
                 };
@@ -576,5 +593,17 @@ mod tests {
             a.insert(f as u64, &s[0].0, &s[0].1);
             assert!(a.in_flight() <= 4);
         }
+        let mut a = Assembler::new(AssemblerConfig {
+            max_bytes_in_flight: 10_000,
+            ..Default::default()
+        });
+        for f in 0..100 {
+            let s = shards(f, f == 0, 4000, 1000);
+            a.insert(f as u64, &s[0].0, &s[0].1);
+            assert!(a.bytes_in_flight() <= 10_000);
+        }
+        let big = shards(200, true, 20_000, 1000);
+        a.insert(200, &big[0].0, &big[0].1);
+        assert!(a.bytes_in_flight() <= 10_000);
     }
 }

@@ -8,17 +8,23 @@ use crate::assembler::{
     Assembled, Assembler, AssemblerConfig, AssemblerStats, CompleteFrame, LossCause,
 };
 use crate::clock::{ClockEstimate, ClockEstimator, ClockSample};
+use crate::crypto::{Protection, Suite, ALL_SUITES, TAG_LEN};
+use crate::handshake::{
+    fingerprint, ClientHandshake, ClientInfoPayload, PublicKey, SessionRng, StaticKeypair,
+};
 use crate::keyframe::KeyframeRequester;
 use crate::reliable::ReliableSender;
+use crate::state::{StateConfig, StateKey, StateSender, StateSenderStats, StateValue};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
-    self, caps, encode_control, ByeReason, ControlFrame, Datagram, Feedback, FrameTiming, Header,
-    Hello, InputEvent, PacketType, RejectReason, SessionParams, HEADER_LEN,
+    self, caps, encode_control, encode_handshake, ByeReason, ControlFrame, Datagram, Feedback,
+    FrameTiming, Header, Hello, InputEvent, PacketType, RejectReason, SessionParams, TextChunk,
+    HEADER_LEN, SHARD_HEADER_LEN,
 };
 use crate::{GoneReason, Micros};
 
 /// Client settings.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ClientConfig {
     /// Shown to the host.
     pub name: String,
@@ -46,10 +52,45 @@ pub struct ClientConfig {
     /// Input retransmission timeout = β·SRTT (at least `min_rto_us`).
     pub rto_beta: f64,
     pub min_rto_us: Micros,
+    /// The client's long-term key pair (its identity).
+    pub identity: StaticKeypair,
+    /// The host's key, if known (pinned): a host presenting another key is refused.
+    pub host_key: Option<PublicKey>,
+    /// Pair with this one-time PIN (shown by `untether pair --pin` on the host).
+    pub pin: Option<String>,
+    /// AEAD suites the client accepts, and the one it prefers.
+    pub suites: u8,
+    pub suite_preference: Suite,
+    /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
+    pub entropy: [u8; 32],
+}
+
+impl std::fmt::Debug for ClientConfig {
+    /// Shows the configuration without secrets (the private key, the PIN, the entropy).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("name", &self.name)
+            .field("connect_timeout_us", &self.connect_timeout_us)
+            .field("hello_interval_us", &self.hello_interval_us)
+            .field("reassembly_deadline_us", &self.reassembly_deadline_us)
+            .field("keepalive_us", &self.keepalive_us)
+            .field("idle_timeout_us", &self.idle_timeout_us)
+            .field("max_datagram", &self.max_datagram)
+            .field("capabilities", &self.capabilities)
+            .field("identity", &self.identity)
+            .field("host_key", &self.host_key.map(|k| fingerprint(&k)))
+            .field("pin", &self.pin.as_ref().map(|_| "…"))
+            .field("suites", &self.suites)
+            .field("suite_preference", &self.suite_preference)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientConfig {
+    /// Defaults, with a fresh random identity and entropy from the OS (the runtime sets the
+    /// stored identity once pairing is wired in).
     pub fn new(name: impl Into<String>) -> Self {
+        let mut rng = SessionRng::from_os();
         ClientConfig {
             name: name.into(),
             nonce: 1,
@@ -65,6 +106,14 @@ impl ClientConfig {
             rtt_alpha: 0.9,
             rto_beta: 2.0,
             min_rto_us: 5_000,
+            identity: StaticKeypair::generate(&mut rng),
+            host_key: None,
+            pin: None,
+            suites: ALL_SUITES,
+            // AES-GCM is the faster suite on CPUs with AES instructions (x86-64, ARMv8 with
+            // the crypto extension); pick ChaCha20-Poly1305 on CPUs without them.
+            suite_preference: Suite::Aes256Gcm,
+            entropy: rng.seed(),
         }
     }
 }
@@ -112,6 +161,11 @@ pub struct ClientStats {
     pub duplicate_datagrams: u64,
     pub malformed_datagrams: u64,
     pub unknown_connection: u64,
+    /// Protected datagrams whose tag did not verify.
+    pub auth_failures: u64,
+    /// Retry tokens received (the host was under a flood of handshakes).
+    pub retries_received: u64,
+    pub key_updates: u64,
     pub frames_complete: u64,
     pub frames_lost: u64,
     pub frames_skipped: u64,
@@ -123,12 +177,32 @@ pub struct ClientStats {
     pub inputs_retransmitted: u64,
     pub inputs_refused: u64,
     pub assembler: AssemblerStats,
+    pub state: StateSenderStats,
+}
+
+enum Phase {
+    /// Hello sent; waiting for the host's HelloReply.
+    AwaitReply,
+    /// HelloFinish sent; waiting for the protected Accept (or Reject).
+    AwaitAccept {
+        cid: u64,
+        protection: Box<Protection>,
+        host_key: PublicKey,
+    },
 }
 
 enum State {
     Connecting {
         started_us: Micros,
         next_hello_us: Micros,
+        /// The connection id of the handshake datagrams (random, chosen by the client).
+        hs_cid: u64,
+        hs: Box<ClientHandshake>,
+        /// The datagram to repeat until the next step: Hello, then HelloFinish.
+        repeat: Vec<u8>,
+        /// Noise message 1 (to rebuild the Hello with a Retry token).
+        msg1: Vec<u8>,
+        phase: Phase,
     },
     Connected(Box<Connected>),
     Closed,
@@ -136,6 +210,8 @@ enum State {
 
 struct Connected {
     cid: u64,
+    protection: Protection,
+    host_key: PublicKey,
     params: SessionParams,
     last_recv_us: Micros,
     last_send_us: Micros,
@@ -157,6 +233,10 @@ pub struct ClientSession {
     window: PacketWindow,
     clock: ClockEstimator,
     input: ReliableSender,
+    state_tx: StateSender,
+    /// Reused for opening protected datagrams (no per-packet allocation).
+    scratch: Vec<u8>,
+    hs_pn: u64,
     next_ping_id: u32,
     pending: Vec<ControlFrame>,
     transmits: VecDeque<Vec<u8>>,
@@ -174,13 +254,41 @@ const PING_BURST_INTERVAL_US: Micros = 20_000;
 impl ClientSession {
     /// Starts connecting: the first Hello is ready in [`poll_transmit`](Self::poll_transmit).
     pub fn new(cfg: ClientConfig, now: Micros) -> Self {
-        let mut s = ClientSession {
+        let mut seed = cfg.entropy;
+        for (b, s) in seed.iter_mut().zip(cfg.nonce.to_le_bytes()) {
+            *b ^= s;
+        }
+        let mut rng = SessionRng::from_seed(seed);
+        let state = match Self::start_handshake(&cfg, &mut rng, now) {
+            Ok(s) => s,
+            Err(_) => State::Closed,
+        };
+        let failed = matches!(state, State::Closed);
+        let mut s = Self::with_state(cfg, state);
+        if failed {
+            s.events.push_back(ClientEvent::Rejected {
+                reason: RejectReason::Other,
+                message: "could not start the handshake (bad PIN or key?)".into(),
+            });
+        }
+        s.handle_timeout(now);
+        s
+    }
+
+    fn with_state(cfg: ClientConfig, state: State) -> Self {
+        ClientSession {
             clock: ClockEstimator::new(32, cfg.rtt_alpha),
+            state_tx: StateSender::new(StateConfig {
+                alpha: cfg.rtt_alpha,
+                beta: cfg.rto_beta,
+                min_rto_us: cfg.min_rto_us.min(2_000),
+                initial_rto_us: 100_000,
+                keepalive_us: cfg.keepalive_us,
+            }),
             cfg,
-            state: State::Connecting {
-                started_us: now,
-                next_hello_us: now,
-            },
+            state,
+            scratch: Vec::with_capacity(2048),
+            hs_pn: 0,
             next_pn: 0,
             window: PacketWindow::new(),
             input: ReliableSender::new(),
@@ -191,9 +299,86 @@ impl ClientSession {
             stats: ClientStats::default(),
             decode_us: 0,
             final_counters: None,
-        };
-        s.handle_timeout(now);
+        }
+    }
+
+    fn start_handshake(
+        cfg: &ClientConfig,
+        rng: &mut SessionRng,
+        now: Micros,
+    ) -> Result<State, crate::handshake::HandshakeError> {
+        let (hs, msg1) = ClientHandshake::start(
+            &cfg.identity,
+            cfg.pin.as_deref(),
+            cfg.suites,
+            cfg.suite_preference,
+            rng,
+        )?;
+        let mut hs_cid = rng.next_u64();
+        while hs_cid == 0 {
+            hs_cid = rng.next_u64();
+        }
+        let mut repeat = Vec::with_capacity(wire::HELLO_MIN_LEN);
+        Hello {
+            mode: hs.mode() as u8,
+            token: &[],
+            noise: &msg1,
+        }
+        .encode(&Header::new(PacketType::Hello, hs_cid, 0), &mut repeat);
+        Ok(State::Connecting {
+            msg1,
+            started_us: now,
+            next_hello_us: now,
+            hs_cid,
+            hs: Box::new(hs),
+            repeat,
+            phase: Phase::AwaitReply,
+        })
+    }
+
+    /// Fuzzing only: a session already connected with the given secrets (no handshake).
+    #[cfg(fuzzing)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn fuzz_connected(
+        cfg: ClientConfig,
+        now: Micros,
+        connection_id: u64,
+        suite: Suite,
+        send: [u8; 32],
+        recv: [u8; 32],
+        key_update_log2: u8,
+        video_auth_only: bool,
+        params: SessionParams,
+    ) -> Self {
+        let mut s = Self::with_state(cfg, State::Closed);
+        let p = Protection::new(suite, send, recv, key_update_log2, video_auth_only);
+        s.install(now, connection_id, p, [0; 32], params);
         s
+    }
+
+    /// The host's authenticated key, once the handshake got that far.
+    pub fn host_key(&self) -> Option<PublicKey> {
+        match &self.state {
+            State::Connected(c) => Some(c.host_key),
+            State::Connecting {
+                phase: Phase::AwaitAccept { host_key, .. },
+                ..
+            } => Some(*host_key),
+            _ => None,
+        }
+    }
+
+    /// This client's public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.cfg.identity.public
+    }
+
+    /// The AEAD suite of the session.
+    pub fn suite(&self) -> Option<Suite> {
+        match &self.state {
+            State::Connected(c) => Some(c.protection.sealer.suite()),
+            _ => None,
+        }
     }
 
     pub fn is_connected(&self) -> bool {
@@ -216,6 +401,10 @@ impl ClientSession {
         s.packets_lost = self.window.lost();
         s.inputs_retransmitted = self.input.retransmissions;
         s.inputs_refused = self.input.refused;
+        s.state = self.state_tx.stats();
+        if let State::Connected(c) = &self.state {
+            s.key_updates = c.protection.sealer.key_updates + c.protection.opener.key_updates;
+        }
         let counters = match &self.state {
             State::Connected(c) => Some((c.assembler.stats(), c.requester.requests_sent)),
             _ => self.final_counters,
@@ -270,6 +459,42 @@ impl ClientSession {
         Some(seq)
     }
 
+    /// Queues text (an input method's commit) on the reliable channel, split into events of at
+    /// most 32 bytes; returns the last event's sequence number (None if refused or empty).
+    pub fn send_text(&mut self, now: Micros, text: &str) -> Option<u32> {
+        let mut last = None;
+        for chunk in TextChunk::split(text) {
+            last = Some(self.send_input(now, InputEvent::Text(chunk))?);
+        }
+        last
+    }
+
+    /// Sets a key of continuous state (pointer, head pose, IMU, axes) on the latest-wins
+    /// channel; it goes out with the next datagram. False when the key table is full.
+    pub fn send_state(&mut self, now: Micros, key: StateKey, value: StateValue) -> bool {
+        let ok = self.state_tx.set(now, key, value);
+        self.flush_state(now);
+        ok
+    }
+
+    /// The latest-wins sender (values, delivery, statistics).
+    pub fn state_sender(&self) -> &StateSender {
+        &self.state_tx
+    }
+
+    fn flush_state(&mut self, now: Micros) {
+        if !self.is_connected() || !self.state_tx.wants_to_send(now) {
+            return;
+        }
+        let max = self.params().map_or(1200, |p| p.max_datagram as usize);
+        if let Some(p) = self
+            .state_tx
+            .poll_packet(now, max - HEADER_LEN - TAG_LEN - 3)
+        {
+            self.pending.push(ControlFrame::State(p));
+        }
+    }
+
     fn flush_input(&mut self, now: Micros) {
         if !self.is_connected() {
             return;
@@ -303,19 +528,14 @@ impl ClientSession {
     }
 
     fn build_control(&mut self, now: Micros) {
-        let cid = match &mut self.state {
-            State::Connected(c) => {
-                c.last_send_us = now;
-                c.cid
-            }
-            _ => {
-                self.pending.clear();
-                return;
-            }
-        };
         let max = self.params().map_or(1200, |p| p.max_datagram as usize);
+        let State::Connected(c) = &mut self.state else {
+            self.pending.clear();
+            return;
+        };
+        c.last_send_us = now;
         while !self.pending.is_empty() {
-            let mut len = HEADER_LEN;
+            let mut len = HEADER_LEN + TAG_LEN;
             let mut n = 0;
             for f in &self.pending {
                 let l = f.encoded_len();
@@ -327,13 +547,24 @@ impl ClientSession {
             }
             let frames: Vec<ControlFrame> = self.pending.drain(..n).collect();
             let mut out = Vec::with_capacity(len);
+            let pn = self.next_pn;
             encode_control(
-                &Header::new(PacketType::Control, cid, self.next_pn),
+                &Header::new(PacketType::Control, c.cid, pn),
                 &frames,
                 &mut out,
             );
             self.next_pn += 1;
-            self.push_transmit(out);
+            if c.protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_err()
+            {
+                self.pending.clear();
+                return;
+            }
+            self.stats.bytes_sent += out.len() as u64;
+            self.stats.datagrams_sent += 1;
+            self.transmits.push_back(out);
         }
     }
 
@@ -345,6 +576,7 @@ impl ClientSession {
 
     /// The next datagram to send to the host.
     pub fn poll_transmit(&mut self, now: Micros) -> Option<Vec<u8>> {
+        self.flush_state(now);
         if !self.pending.is_empty() {
             self.build_control(now);
         }
@@ -355,77 +587,303 @@ impl ClientSession {
         self.events.pop_front()
     }
 
+    fn fail(&mut self, reason: RejectReason, message: String) {
+        self.close_state();
+        self.pending.clear();
+        self.events
+            .push_back(ClientEvent::Rejected { reason, message });
+    }
+
     /// Takes one datagram from the host.
     pub fn handle_datagram(&mut self, now: Micros, data: &[u8]) {
         self.stats.bytes_received += data.len() as u64;
         self.stats.datagrams_received += 1;
         let (header, datagram) = match wire::parse(data) {
             Ok(x) => x,
+            Err(wire::WireError::VersionNegotiation(versions, message)) => {
+                // Only while connecting, and only if it really excludes our version (else it
+                // is forged or stale).
+                if matches!(self.state, State::Connecting { .. })
+                    && !versions.contains(&wire::VERSION)
+                {
+                    self.fail(
+                        RejectReason::Version,
+                        format!(
+                            "the host speaks protocol version(s) {versions:?}, this client \
+                             version {}: {message}",
+                            wire::VERSION
+                        ),
+                    );
+                } else {
+                    self.stats.malformed_datagrams += 1;
+                }
+                return;
+            }
             Err(_) => {
                 self.stats.malformed_datagrams += 1;
                 return;
             }
         };
         match (&mut self.state, datagram) {
-            (State::Connecting { .. }, Datagram::Accept(params)) if header.connection_id != 0 => {
-                let interval = params.frame_interval_us();
-                let mut acfg = AssemblerConfig {
-                    deadline_us: self.cfg.reassembly_deadline_us,
-                    ..Default::default()
+            (
+                State::Connecting {
+                    hs_cid,
+                    phase: Phase::AwaitReply,
+                    ..
+                },
+                Datagram::Reject(r),
+            ) if header.connection_id == *hs_cid => self.fail(r.reason, r.message),
+            // The host is under a flood of handshakes: repeat the Hello with its token.
+            (
+                State::Connecting {
+                    hs_cid,
+                    hs,
+                    repeat,
+                    msg1,
+                    phase: Phase::AwaitReply,
+                    ..
+                },
+                Datagram::Retry(token),
+            ) if header.connection_id == *hs_cid => {
+                let mut out = Vec::with_capacity(wire::HELLO_MIN_LEN);
+                Hello {
+                    mode: hs.mode() as u8,
+                    token,
+                    noise: msg1,
+                }
+                .encode(
+                    &Header::new(PacketType::Hello, *hs_cid, self.hs_pn),
+                    &mut out,
+                );
+                self.hs_pn += 1;
+                *repeat = out.clone();
+                self.stats.retries_received += 1;
+                self.push_transmit(out);
+            }
+            // A wrong PIN shows only when the host reads message 3: it answers in cleartext
+            // (it has no keys with this client). Honoured for that reason only.
+            (
+                State::Connecting {
+                    hs_cid,
+                    phase: Phase::AwaitAccept { .. },
+                    ..
+                },
+                Datagram::Reject(r),
+            ) if header.connection_id == *hs_cid && r.reason == RejectReason::Pin => {
+                self.fail(r.reason, r.message)
+            }
+            (
+                State::Connecting {
+                    hs_cid,
+                    hs,
+                    repeat,
+                    phase: phase @ Phase::AwaitReply,
+                    next_hello_us,
+                    ..
+                },
+                Datagram::HelloReply(msg2),
+            ) if header.connection_id == *hs_cid => {
+                let (host_key, setup) = match hs.read_reply(msg2) {
+                    Ok(x) => x,
+                    Err(crate::handshake::HandshakeError::Pin) => {
+                        return self.fail(RejectReason::Pin, "PIN pairing failed".into())
+                    }
+                    Err(_) => {
+                        // Forged or corrupted: keep waiting for the real reply.
+                        self.stats.auth_failures += 1;
+                        return;
+                    }
                 };
-                acfg.max_frames_in_flight = acfg.max_frames_in_flight.max(4);
-                self.state = State::Connected(Box::new(Connected {
-                    cid: header.connection_id,
-                    params,
-                    last_recv_us: now,
-                    last_send_us: now,
-                    assembler: Assembler::new(acfg),
-                    requester: KeyframeRequester::new(interval),
-                    next_ping_us: now,
-                    pings_in_burst: 0,
-                    next_feedback_us: now + self.cfg.feedback_interval_us,
-                    jitter_us: 0.0,
-                    last_arrival: None,
-                }));
-                // The Accept is the host's first numbered datagram of the session.
+                if let Some(pinned) = self.cfg.host_key {
+                    if pinned != host_key {
+                        return self.fail(
+                            RejectReason::UntrustedHost,
+                            format!(
+                                "the host's key ({}) is not the one this client trusts ({}): \
+                                 another machine is answering, or the host's identity was reset",
+                                fingerprint(&host_key),
+                                fingerprint(&pinned)
+                            ),
+                        );
+                    }
+                }
+                let info = ClientInfoPayload {
+                    max_datagram: self.cfg.max_datagram,
+                    capabilities: self.cfg.capabilities,
+                    name: self.cfg.name.clone(),
+                };
+                let (msg3, keys) = match hs.finish(&info) {
+                    Ok(x) => x,
+                    Err(_) => {
+                        return self.fail(RejectReason::Other, "handshake failed".into());
+                    }
+                };
+                let mut out = Vec::with_capacity(HEADER_LEN + msg3.len());
+                encode_handshake(
+                    &Header::new(PacketType::HelloFinish, *hs_cid, self.hs_pn),
+                    &msg3,
+                    &mut out,
+                );
+                self.hs_pn += 1;
+                *repeat = out.clone();
+                *next_hello_us = now + self.cfg.hello_interval_us;
+                *phase = Phase::AwaitAccept {
+                    cid: setup.connection_id,
+                    protection: Box::new(Protection::new(
+                        setup.suite,
+                        keys.send,
+                        keys.recv,
+                        setup.key_update_log2,
+                        setup.video_auth_only,
+                    )),
+                    host_key,
+                };
+                self.push_transmit(out);
+            }
+            (
+                State::Connecting {
+                    phase:
+                        Phase::AwaitAccept {
+                            cid, protection, ..
+                        },
+                    ..
+                },
+                Datagram::Control(_),
+            ) if header.connection_id == *cid => {
+                let Some(len) = open_into(
+                    &mut self.scratch,
+                    &mut protection.opener,
+                    data,
+                    header.packet_number,
+                    true,
+                ) else {
+                    self.stats.auth_failures += 1;
+                    return;
+                };
                 self.window.record(header.packet_number);
-                self.events.push_back(ClientEvent::Connected(params));
-                self.flush_input(now);
-                self.handle_timeout(now);
+                let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + len])
+                {
+                    Ok(f) => f,
+                    Err(_) => {
+                        self.stats.malformed_datagrams += 1;
+                        return;
+                    }
+                };
+                for f in frames {
+                    match f {
+                        ControlFrame::Accept(params) => {
+                            self.on_accept(now, params);
+                            return;
+                        }
+                        ControlFrame::Reject(r) => return self.fail(r.reason, r.message),
+                        _ => {}
+                    }
+                }
             }
-            (State::Connecting { .. }, Datagram::Reject(r)) => {
-                self.state = State::Closed;
-                self.events.push_back(ClientEvent::Rejected {
-                    reason: r.reason,
-                    message: r.message,
-                });
-            }
-            (State::Connected(c), d @ (Datagram::Shard(..) | Datagram::Control(_))) => {
+            (State::Connected(c), d @ (Datagram::Shard(_) | Datagram::Control(_))) => {
                 if header.connection_id != c.cid {
                     self.stats.unknown_connection += 1;
                     return;
                 }
-                if self.window.record(header.packet_number) != Seen::New {
+                let pn = header.packet_number;
+                if self.window.check(pn) != Seen::New {
                     self.stats.duplicate_datagrams += 1;
                     return;
                 }
+                let is_shard = matches!(d, Datagram::Shard(_));
+                let encrypted = !(is_shard && c.protection.video_auth_only);
+                let Some(len) = open_into(
+                    &mut self.scratch,
+                    &mut c.protection.opener,
+                    data,
+                    pn,
+                    encrypted,
+                ) else {
+                    self.stats.auth_failures += 1;
+                    return;
+                };
+                // Record only now that the datagram is authentic.
+                self.window.record(pn);
                 c.last_recv_us = now;
-                match d {
-                    Datagram::Shard(sh, payload) => {
-                        c.assembler.insert(now, &sh, payload);
-                        self.drain_assembler(now);
-                    }
-                    Datagram::Control(frames) => {
-                        for f in frames {
-                            self.on_control(now, f);
+                let body = &self.scratch[HEADER_LEN..HEADER_LEN + len];
+                if is_shard {
+                    match wire::ShardHeader::parse(body) {
+                        Ok((sh, payload)) => {
+                            c.assembler.insert(now, &sh, payload);
+                            self.drain_assembler(now);
                         }
+                        Err(_) => self.stats.malformed_datagrams += 1,
                     }
-                    _ => {}
+                } else {
+                    match wire::parse_control(body) {
+                        Ok(frames) => {
+                            for f in frames {
+                                self.on_control(now, f);
+                            }
+                        }
+                        Err(_) => self.stats.malformed_datagrams += 1,
+                    }
                 }
             }
-            // A retransmitted Accept, a late Reject, or anything while closed.
+            // A repeated HelloReply, a late Reject, shards before the Accept, anything while
+            // closed.
             _ => self.stats.unknown_connection += 1,
         }
+    }
+
+    fn on_accept(&mut self, now: Micros, params: SessionParams) {
+        let old = std::mem::replace(&mut self.state, State::Closed);
+        let State::Connecting {
+            phase:
+                Phase::AwaitAccept {
+                    cid,
+                    protection,
+                    host_key,
+                },
+            ..
+        } = old
+        else {
+            self.state = old;
+            return;
+        };
+        self.install(now, cid, *protection, host_key, params);
+    }
+
+    fn install(
+        &mut self,
+        now: Micros,
+        cid: u64,
+        protection: Protection,
+        host_key: PublicKey,
+        params: SessionParams,
+    ) {
+        let interval = params.frame_interval_us();
+        let mut acfg = AssemblerConfig {
+            deadline_us: self.cfg.reassembly_deadline_us,
+            ..Default::default()
+        };
+        acfg.max_frames_in_flight = acfg.max_frames_in_flight.max(4);
+        // The host's datagrams must fit what we said we can receive; shards are bounded by
+        // its max_datagram (validated by the Accept's parser).
+        let _ = SHARD_HEADER_LEN;
+        self.state = State::Connected(Box::new(Connected {
+            cid,
+            protection,
+            host_key,
+            params,
+            last_recv_us: now,
+            last_send_us: now,
+            assembler: Assembler::new(acfg),
+            requester: KeyframeRequester::new(interval),
+            next_ping_us: now,
+            pings_in_burst: 0,
+            next_feedback_us: now + self.cfg.feedback_interval_us,
+            jitter_us: 0.0,
+            last_arrival: None,
+        }));
+        self.events.push_back(ClientEvent::Connected(params));
+        self.flush_input(now);
+        self.handle_timeout(now);
     }
 
     fn on_control(&mut self, now: Micros, f: ControlFrame) {
@@ -456,6 +914,7 @@ impl ClientSession {
                     .push_back(ClientEvent::InputAcked { next_expected });
             }
             ControlFrame::FrameTiming(t) => self.events.push_back(ClientEvent::FrameTiming(t)),
+            ControlFrame::StateAck(a) => self.state_tx.on_ack(now, &a),
             ControlFrame::Bye { .. } => {
                 self.close_state();
                 self.pending.clear();
@@ -465,7 +924,10 @@ impl ClientSession {
             // Only the client sends these.
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
-            | ControlFrame::Input { .. } => {}
+            | ControlFrame::Input { .. }
+            | ControlFrame::State(_) => {}
+            // Only meaningful while connecting (a repeated Accept after a lost one is ignored).
+            ControlFrame::Accept(_) | ControlFrame::Reject(_) => {}
         }
     }
 
@@ -530,6 +992,7 @@ impl ClientSession {
             State::Connecting {
                 started_us,
                 next_hello_us,
+                ..
             } => Some((*next_hello_us).min(started_us + self.cfg.connect_timeout_us)),
             State::Connected(c) => {
                 let keepalive = c.last_send_us + c.params.keepalive_ms as u64 * 1000;
@@ -542,10 +1005,28 @@ impl ClientSession {
                     c.assembler.poll_timeout(),
                     c.requester.poll_timeout(),
                     self.input.poll_timeout(self.rto_us()),
+                    self.state_tx.poll_timeout(),
                 ]
                 .into_iter()
                 .flatten()
                 .min()
+            }
+        }
+    }
+
+    fn build_keepalive(&mut self, now: Micros) {
+        if let State::Connected(c) = &mut self.state {
+            c.last_send_us = now;
+            let mut out = Vec::with_capacity(HEADER_LEN + TAG_LEN);
+            let pn = self.next_pn;
+            encode_control(&Header::new(PacketType::Control, c.cid, pn), &[], &mut out);
+            self.next_pn += 1;
+            if c.protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_ok()
+            {
+                self.push_transmit(out);
             }
         }
     }
@@ -557,6 +1038,8 @@ impl ClientSession {
             State::Connecting {
                 started_us,
                 next_hello_us,
+                repeat,
+                ..
             } => {
                 if now >= *started_us + self.cfg.connect_timeout_us {
                     self.state = State::Closed;
@@ -564,16 +1047,9 @@ impl ClientSession {
                     return;
                 }
                 if now >= *next_hello_us {
+                    // Repeat the Hello (or the HelloFinish) until the host answers.
                     *next_hello_us = now + self.cfg.hello_interval_us;
-                    let mut out = Vec::with_capacity(wire::HELLO_MIN_LEN);
-                    Hello {
-                        client_nonce: self.cfg.nonce,
-                        max_datagram: self.cfg.max_datagram,
-                        capabilities: self.cfg.capabilities,
-                        name: self.cfg.name.clone(),
-                    }
-                    .encode(&Header::new(PacketType::Hello, 0, self.next_pn), &mut out);
-                    self.next_pn += 1;
+                    let out = repeat.clone();
                     self.push_transmit(out);
                 }
             }
@@ -619,21 +1095,29 @@ impl ClientSession {
                 self.drain_assembler(now);
                 self.run_requester(now);
                 self.flush_input(now);
+                // The state channel's RTO and its 2 s empty packet (which also keeps the
+                // session alive and the RTT fresh).
+                self.state_tx.handle_timeout(now);
+                self.flush_state(now);
                 if keepalive_due && self.pending.is_empty() {
                     // An empty control datagram keeps the session alive.
-                    if let State::Connected(c) = &mut self.state {
-                        c.last_send_us = now;
-                        let mut out = Vec::with_capacity(HEADER_LEN);
-                        encode_control(
-                            &Header::new(PacketType::Control, c.cid, self.next_pn),
-                            &[],
-                            &mut out,
-                        );
-                        self.next_pn += 1;
-                        self.push_transmit(out);
-                    }
+                    self.build_keepalive(now);
                 }
             }
         }
     }
+}
+
+/// Copies a protected datagram into the reusable buffer and opens it there; returns the
+/// body's length (the plaintext is `buf[HEADER_LEN..HEADER_LEN + len]`).
+fn open_into(
+    buf: &mut Vec<u8>,
+    opener: &mut crate::crypto::Opener,
+    data: &[u8],
+    pn: u64,
+    encrypted: bool,
+) -> Option<usize> {
+    buf.clear();
+    buf.extend_from_slice(data);
+    opener.open(buf, HEADER_LEN, pn, encrypted).ok()
 }

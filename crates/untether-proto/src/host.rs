@@ -1,39 +1,130 @@
 //! The host's side of the protocol, sans-IO: serves one client at a time.
 //!
 //! Drive it with [`HostSession::handle_datagram`] and [`HostSession::handle_timeout`], feed it
-//! encoded frames with [`HostSession::send_frame`], and drain [`HostSession::poll_transmit`] and
-//! [`HostSession::poll_event`]; [`HostSession::poll_timeout`] says when to call
-//! `handle_timeout` next. It never reads a clock: every call takes `now`.
+//! encoded frames with [`HostSession::send_frame`], and drain [`HostSession::poll_transmit`],
+//! [`HostSession::poll_event`] and [`HostSession::poll_pairing_event`];
+//! [`HostSession::poll_timeout`] says when to call `handle_timeout` next. It never reads a
+//! clock: every call takes `now`.
+//!
+//! Security (docs/PROTOCOL.md): a Noise `XX` handshake authenticates both sides; every datagram
+//! after it is AEAD-protected; the client's static key must be on the allowlist (or paired with
+//! a one-time PIN) unless the policy is [`AccessPolicy::Open`]. Datagrams with an unknown
+//! connection id or a failing tag are counted and dropped before anything is allocated; the
+//! established session is looked up first and never shares state with handshakes in progress,
+//! which are bounded in number, rate-limited and never answered with more than 3× the bytes
+//! their address sent.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 
 use crate::assembler::shard_frame;
+use crate::crypto::{Protection, Suite, ALL_SUITES, DEFAULT_KEY_UPDATE_LOG2, TAG_LEN};
+use crate::handshake::{
+    fingerprint, HostHandshake, Mode, PublicKey, SessionRng, SessionSetup, StaticKeypair,
+};
 use crate::keyframe::{KeyframeDecision, KeyframeGate};
 use crate::reliable::{InputRecord, ReliableReceiver};
+use crate::state::{StateEntry, StateKey, StateReceiver};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
-    self, encode_control, ByeReason, ControlFrame, Datagram, Feedback, FrameTiming, Header, Hello,
-    PacketType, Reject, RejectReason, SessionParams, HEADER_LEN, SHARD_HEADER_LEN,
+    self, encode_control, encode_handshake, ByeReason, ControlFrame, Datagram, Feedback,
+    FrameTiming, Header, PacketType, Reject, RejectReason, SessionParams, VersionNegotiation,
+    HEADER_LEN, SHARD_HEADER_LEN,
 };
 use crate::{GoneReason, Micros, Transmit};
 
+/// Who may open a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessPolicy {
+    /// Any client that completes the handshake (still authenticated and encrypted). For demos
+    /// and tests on a trusted machine.
+    Open,
+    /// Only clients whose key is allowed ([`HostConfig::allowed_clients`],
+    /// [`HostSession::allow_client`]) or that pair with the current one-time PIN. Others leave
+    /// an access request for the host's user.
+    Allowlist,
+}
+
 /// Host settings.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HostConfig {
     pub params: SessionParams,
     /// After honouring a keyframe request, ignore further ones for this long.
     pub keyframe_cooldown_us: Micros,
-    /// Seeds the connection-id generator (mix in something unpredictable: time, pid).
+    /// Mixed into the random generator's seed (kept for compatibility; `entropy` is the seed).
     pub connection_id_seed: u64,
+    /// The host's long-term key pair (its identity).
+    pub identity: StaticKeypair,
+    pub access: AccessPolicy,
+    /// Keys of clients allowed to connect (with [`AccessPolicy::Allowlist`]).
+    pub allowed_clients: Vec<PublicKey>,
+    /// Keys of clients whose access was revoked: refused without an access request.
+    pub revoked_clients: Vec<PublicKey>,
+    /// AEAD suites the host accepts ([`Suite::bit`] mask).
+    pub suites: u8,
+    /// Send video shards authenticated but not encrypted (control and input stay encrypted).
+    pub video_auth_only: bool,
+    /// Keys change every 2^this packets.
+    pub key_update_log2: u8,
+    /// Most handshakes in progress; a new one evicts the oldest.
+    pub max_handshakes: usize,
+    /// A handshake not finished within this is dropped.
+    pub handshake_timeout_us: Micros,
+    /// New handshakes (and replies to unknown addresses) per second, sustained …
+    pub handshake_rate: u32,
+    /// … and in a burst.
+    pub handshake_burst: u32,
+    /// Most pending access requests kept (the oldest is dropped).
+    pub max_access_requests: usize,
+    /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
+    pub entropy: [u8; 32],
+}
+
+impl std::fmt::Debug for HostConfig {
+    /// Shows the configuration without secrets (the private key and the entropy).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("params", &self.params)
+            .field("keyframe_cooldown_us", &self.keyframe_cooldown_us)
+            .field("identity", &self.identity)
+            .field("access", &self.access)
+            .field("allowed_clients", &self.allowed_clients.len())
+            .field("revoked_clients", &self.revoked_clients.len())
+            .field("suites", &self.suites)
+            .field("video_auth_only", &self.video_auth_only)
+            .field("key_update_log2", &self.key_update_log2)
+            .field("max_handshakes", &self.max_handshakes)
+            .field("handshake_timeout_us", &self.handshake_timeout_us)
+            .field("handshake_rate", &self.handshake_rate)
+            .field("handshake_burst", &self.handshake_burst)
+            .field("max_access_requests", &self.max_access_requests)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HostConfig {
+    /// Defaults with a fresh random identity and entropy from the OS, and
+    /// [`AccessPolicy::Open`] (the runtime sets [`AccessPolicy::Allowlist`] and the stored
+    /// identity once pairing is wired in).
     pub fn new(params: SessionParams) -> Self {
+        let mut rng = SessionRng::from_os();
         HostConfig {
             params,
             keyframe_cooldown_us: 50_000,
             connection_id_seed: 0x5eed,
+            identity: StaticKeypair::generate(&mut rng),
+            access: AccessPolicy::Open,
+            allowed_clients: Vec::new(),
+            revoked_clients: Vec::new(),
+            suites: ALL_SUITES,
+            video_auth_only: false,
+            key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
+            max_handshakes: 16,
+            handshake_timeout_us: 5_000_000,
+            handshake_rate: 200,
+            handshake_burst: 32,
+            max_access_requests: 16,
+            entropy: rng.seed(),
         }
     }
 }
@@ -57,6 +148,47 @@ pub enum HostEvent {
     Feedback(Feedback),
 }
 
+/// An unknown client asked for access (its key is authenticated: it completed the handshake).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessRequest {
+    pub key: PublicKey,
+    pub fingerprint: String,
+    pub name: String,
+    pub addr: SocketAddr,
+    /// First and latest request.
+    pub first_us: Micros,
+    pub last_us: Micros,
+    pub attempts: u32,
+}
+
+/// Pairing news for the application (to persist, show, or log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PairingEvent {
+    /// An unknown client asked for access; show it to the user (`untether pair`).
+    AccessRequested(AccessRequest),
+    /// A client paired with the one-time PIN: add it to the stored allowlist.
+    Paired {
+        key: PublicKey,
+        fingerprint: String,
+        name: String,
+    },
+    /// A PIN pairing attempt failed.
+    PinFailed {
+        addr: SocketAddr,
+        attempts_left: u32,
+    },
+}
+
+/// A one-time PIN the host accepts for pairing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairingPin {
+    pub pin: String,
+    /// Not accepted from this time on.
+    pub expires_us: Micros,
+    /// Failed attempts still allowed.
+    pub attempts_left: u32,
+}
+
 /// The connected client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientInfo {
@@ -64,6 +196,10 @@ pub struct ClientInfo {
     pub name: String,
     pub connection_id: u64,
     pub connected_us: Micros,
+    /// The client's authenticated long-term key.
+    pub key: PublicKey,
+    pub fingerprint: String,
+    pub suite: Suite,
 }
 
 /// Counters of the host session.
@@ -79,15 +215,32 @@ pub struct HostStats {
     pub malformed_datagrams: u64,
     /// Well-formed datagrams from an address or connection id that has no session.
     pub unknown_connection: u64,
+    /// Protected datagrams whose tag did not verify (tampered, forged, wrong key).
+    pub auth_failures: u64,
     pub duplicate_datagrams: u64,
     pub hellos_rejected: u64,
+    pub handshakes_started: u64,
+    pub handshakes_completed: u64,
+    pub handshakes_failed: u64,
+    pub handshakes_evicted: u64,
+    pub handshakes_rate_limited: u64,
+    /// Retry tokens sent instead of starting a handshake (rate limit reached).
+    pub retries_sent: u64,
+    /// Replies withheld by the 3× anti-amplification limit.
+    pub amplification_limited: u64,
+    pub version_negotiations_sent: u64,
+    pub access_requests: u64,
+    pub clients_refused: u64,
+    pub pin_failures: u64,
     pub keyframe_requests_received: u64,
     pub keyframe_requests_honoured: u64,
     pub keyframe_requests_ignored_cooldown: u64,
     pub keyframe_requests_ignored_already_sent: u64,
     pub inputs_received: u64,
     pub inputs_duplicate: u64,
+    pub state_packets_received: u64,
     pub clients_connected: u64,
+    pub key_updates: u64,
 }
 
 /// No client to send to.
@@ -97,53 +250,140 @@ pub struct NoClient;
 
 struct Peer {
     info: ClientInfo,
-    nonce: u64,
+    /// The connection id of the client's handshake datagrams (a repeated HelloFinish means
+    /// the Accept was lost).
+    handshake_cid: u64,
+    protection: Protection,
     last_recv_us: Micros,
     last_send_us: Micros,
     next_pn: u64,
     window: PacketWindow,
     input: ReliableReceiver,
+    state: StateReceiver,
     /// Control frames waiting for the next control datagram.
     pending: Vec<ControlFrame>,
     feedback: Option<Feedback>,
+}
+
+enum PendingState {
+    /// Message 2 sent; waiting for message 3.
+    AwaitFinish(Box<HostHandshake>),
+    /// Refused after message 3: the protected Reject to repeat if message 3 is repeated.
+    Refused(Vec<u8>),
+}
+
+/// A handshake in progress (bounded by `max_handshakes`).
+struct Pending {
+    addr: SocketAddr,
+    client_cid: u64,
+    created_us: Micros,
+    state: PendingState,
+    msg2: Vec<u8>,
+    setup: SessionSetup,
+    mode: Mode,
+    /// Anti-amplification: bytes received from and sent to the (unvalidated) address.
+    received: u64,
+    sent: u64,
+}
+
+/// A token bucket.
+struct Bucket {
+    tokens: f64,
+    rate_per_us: f64,
+    burst: f64,
+    last_us: Micros,
+}
+
+impl Bucket {
+    fn take(&mut self, now: Micros) -> bool {
+        let dt = now.saturating_sub(self.last_us) as f64;
+        self.last_us = self.last_us.max(now);
+        self.tokens = (self.tokens + dt * self.rate_per_us).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// The host's protocol state machine.
 pub struct HostSession {
     cfg: HostConfig,
     peer: Option<Peer>,
+    pending: Vec<Pending>,
+    allowed: HashSet<PublicKey>,
+    revoked: HashSet<PublicKey>,
+    requests: VecDeque<AccessRequest>,
+    pin: Option<PairingPin>,
     gate: KeyframeGate,
-    rng: u64,
+    rng: SessionRng,
+    bucket: Bucket,
+    /// New handshakes from addresses that proved they receive (a valid Retry token).
+    validated_bucket: Bucket,
+    retry_key: ring::hmac::Key,
+    /// Reused for opening protected datagrams (no per-packet allocation).
+    scratch: Vec<u8>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<HostEvent>,
+    pairing: VecDeque<PairingEvent>,
     stats: HostStats,
 }
 
-/// splitmix64: a tiny, good-enough generator for connection ids (not a secret; the secure
-/// handshake replaces it).
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// The anti-amplification factor for unvalidated addresses.
+pub const AMPLIFICATION_FACTOR: u64 = 3;
+/// Retry tokens are valid for their 10 s slot and the next.
+const RETRY_SLOT_US: Micros = 10_000_000;
+/// Pairing events kept for the application (oldest dropped).
+const MAX_PAIRING_EVENTS: usize = 64;
 
 impl HostSession {
     pub fn new(cfg: HostConfig) -> Self {
+        let mut seed = cfg.entropy;
+        for (b, s) in seed.iter_mut().zip(cfg.connection_id_seed.to_le_bytes()) {
+            *b ^= s;
+        }
+        let mut rng = SessionRng::from_seed(seed);
+        let retry_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &rng.seed());
         HostSession {
             gate: KeyframeGate::new(cfg.keyframe_cooldown_us),
-            rng: cfg.connection_id_seed,
+            rng,
+            retry_key,
+            validated_bucket: Bucket {
+                tokens: 4.0 * cfg.handshake_burst as f64,
+                rate_per_us: 4.0 * cfg.handshake_rate as f64 / 1e6,
+                burst: 4.0 * cfg.handshake_burst.max(1) as f64,
+                last_us: 0,
+            },
+            allowed: cfg.allowed_clients.iter().copied().collect(),
+            revoked: cfg.revoked_clients.iter().copied().collect(),
+            bucket: Bucket {
+                tokens: cfg.handshake_burst as f64,
+                rate_per_us: cfg.handshake_rate as f64 / 1e6,
+                burst: cfg.handshake_burst.max(1) as f64,
+                last_us: 0,
+            },
+            scratch: Vec::with_capacity(2048),
             cfg,
             peer: None,
+            pending: Vec::new(),
+            requests: VecDeque::new(),
+            pin: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            pairing: VecDeque::new(),
             stats: HostStats::default(),
         }
     }
 
     pub fn params(&self) -> &SessionParams {
         &self.cfg.params
+    }
+
+    /// The host's public key (clients pin it; users compare its fingerprint).
+    pub fn host_key(&self) -> PublicKey {
+        self.cfg.identity.public
     }
 
     /// Changes the bitrate announced to future clients.
@@ -156,6 +396,9 @@ impl HostSession {
         s.keyframe_requests_honoured = self.gate.honoured;
         s.keyframe_requests_ignored_cooldown = self.gate.ignored_cooldown;
         s.keyframe_requests_ignored_already_sent = self.gate.ignored_already_sent;
+        if let Some(p) = &self.peer {
+            s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
+        }
         s
     }
 
@@ -169,6 +412,127 @@ impl HostSession {
         self.peer.as_ref().and_then(|p| p.feedback)
     }
 
+    /// The latest-wins state the client sent (pointer, head pose, …), if a client is connected.
+    pub fn state(&self) -> Option<&StateReceiver> {
+        self.peer.as_ref().map(|p| &p.state)
+    }
+
+    /// The newest value of one state key.
+    pub fn state_value(&self, key: StateKey) -> Option<StateEntry> {
+        self.peer.as_ref().and_then(|p| p.state.get(key).copied())
+    }
+
+    /// Handshakes in progress (bounded by `max_handshakes`).
+    pub fn handshakes_in_progress(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Fuzzing only: installs a connected client with the given secrets, skipping the
+    /// handshake (so a fuzzer can reach the protected paths quickly).
+    #[cfg(fuzzing)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn fuzz_connect(
+        &mut self,
+        now: Micros,
+        addr: SocketAddr,
+        connection_id: u64,
+        suite: Suite,
+        send: [u8; 32],
+        recv: [u8; 32],
+        key_update_log2: u8,
+        video_auth_only: bool,
+    ) {
+        self.peer = Some(Peer {
+            info: ClientInfo {
+                addr,
+                name: "fuzz".into(),
+                connection_id,
+                connected_us: now,
+                key: [0; 32],
+                fingerprint: String::new(),
+                suite,
+            },
+            handshake_cid: 1,
+            protection: Protection::new(suite, send, recv, key_update_log2, video_auth_only),
+            last_recv_us: now,
+            last_send_us: now,
+            next_pn: 0,
+            window: PacketWindow::new(),
+            input: ReliableReceiver::new(),
+            state: StateReceiver::new(),
+            pending: Vec::new(),
+            feedback: None,
+        });
+    }
+
+    // ---- pairing -------------------------------------------------------------------------
+
+    /// Allows a client key (approved by the user); removes its access request.
+    pub fn allow_client(&mut self, key: PublicKey) {
+        self.revoked.remove(&key);
+        self.allowed.insert(key);
+        self.requests.retain(|r| r.key != key);
+    }
+
+    /// Revokes a client key; ends its session if it is connected.
+    pub fn revoke_client(&mut self, now: Micros, key: PublicKey) {
+        self.allowed.remove(&key);
+        self.revoked.insert(key);
+        self.requests.retain(|r| r.key != key);
+        if self.peer.as_ref().is_some_and(|p| p.info.key == key) {
+            self.close(now);
+            // Flush the Bye now: the session is over whatever the application does next.
+            if let Some(t) = self.build_control(now) {
+                self.transmits.push_front(t);
+            }
+            if let Some(p) = self.peer.take() {
+                self.events.push_back(HostEvent::ClientGone {
+                    addr: p.info.addr,
+                    reason: GoneReason::Bye,
+                });
+            }
+        }
+    }
+
+    /// Whether a key is allowed.
+    pub fn is_allowed(&self, key: &PublicKey) -> bool {
+        self.allowed.contains(key)
+    }
+
+    /// Sets (or clears) the one-time PIN the host accepts for pairing.
+    pub fn set_pin(&mut self, pin: Option<PairingPin>) {
+        self.pin = pin;
+    }
+
+    /// The active PIN, if any.
+    pub fn pin(&self) -> Option<&PairingPin> {
+        self.pin.as_ref()
+    }
+
+    /// Pending access requests, oldest first (bounded by `max_access_requests`).
+    pub fn access_requests(&self) -> impl Iterator<Item = &AccessRequest> {
+        self.requests.iter()
+    }
+
+    /// Denies (forgets) an access request.
+    pub fn deny_request(&mut self, key: &PublicKey) {
+        self.requests.retain(|r| &r.key != key);
+    }
+
+    /// The next pairing event.
+    pub fn poll_pairing_event(&mut self) -> Option<PairingEvent> {
+        self.pairing.pop_front()
+    }
+
+    fn pairing_event(&mut self, e: PairingEvent) {
+        if self.pairing.len() >= MAX_PAIRING_EVENTS {
+            self.pairing.pop_front();
+        }
+        self.pairing.push_back(e);
+    }
+
+    // ---- receive -------------------------------------------------------------------------
+
     fn reply(&mut self, dst: SocketAddr, payload: Vec<u8>) {
         self.stats.bytes_sent += payload.len() as u64;
         self.stats.datagrams_sent += 1;
@@ -179,24 +543,19 @@ impl HostSession {
     pub fn handle_datagram(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
         self.stats.bytes_received += data.len() as u64;
         self.stats.datagrams_received += 1;
+        // The established session first: a cheap header check, then the tag.
+        if data.len() >= HEADER_LEN
+            && data[0] == wire::VERSION
+            && data[1] == PacketType::Control as u8
+        {
+            self.on_protected(now, from, data);
+            return;
+        }
         let (header, datagram) = match wire::parse(data) {
             Ok(x) => x,
             Err(wire::WireError::Version(v)) => {
                 self.stats.malformed_datagrams += 1;
-                // A Hello from a client of another version gets an answer it can show; anything
-                // else is dropped. (Answer only datagrams at least as large as a Hello.)
-                if data.len() >= wire::HELLO_MIN_LEN
-                    && data.get(1) == Some(&(PacketType::Hello as u8))
-                {
-                    self.reject(
-                        from,
-                        RejectReason::Version,
-                        format!(
-                            "this host speaks untether protocol version {}, the client {v}",
-                            wire::VERSION
-                        ),
-                    );
-                }
+                self.version_negotiation(now, from, v, data.len());
                 return;
             }
             Err(_) => {
@@ -206,36 +565,139 @@ impl HostSession {
         };
         match datagram {
             Datagram::Hello(hello) => self.on_hello(now, from, &header, hello, data.len()),
-            Datagram::Control(frames) => {
-                let Some(peer) = self.peer.as_mut() else {
-                    self.stats.unknown_connection += 1;
-                    return;
-                };
-                if peer.info.addr != from || header.connection_id != peer.info.connection_id {
-                    self.stats.unknown_connection += 1;
-                    return;
-                }
-                if peer.window.record(header.packet_number) != Seen::New {
-                    self.stats.duplicate_datagrams += 1;
-                    return;
-                }
-                peer.last_recv_us = now;
-                for f in frames {
-                    self.on_control(now, f);
-                }
-            }
-            // Only the host sends these.
-            Datagram::Accept(_) | Datagram::Reject(_) | Datagram::Shard(..) => {
+            Datagram::HelloFinish(msg3) => self.on_finish(now, from, &header, msg3, data.len()),
+            // Only the host sends these (Control was handled above).
+            Datagram::Reject(_)
+            | Datagram::Retry(_)
+            | Datagram::HelloReply(_)
+            | Datagram::Shard(_)
+            | Datagram::Control(_) => {
                 self.stats.unknown_connection += 1;
             }
         }
     }
 
-    fn reject(&mut self, to: SocketAddr, reason: RejectReason, message: String) {
+    fn version_negotiation(&mut self, now: Micros, to: SocketAddr, theirs: u8, len: usize) {
+        // Answer only datagrams as large as a Hello (the answer is far smaller: no
+        // amplification), and within the handshake rate.
+        if len < wire::HELLO_MIN_LEN || !self.bucket.take(now) {
+            return;
+        }
+        let mut out = Vec::with_capacity(128);
+        VersionNegotiation {
+            versions: vec![wire::VERSION],
+            message: format!(
+                "this host speaks untether protocol version {}, the client version {theirs}: \
+                 install matching versions of untether on both machines",
+                wire::VERSION
+            ),
+        }
+        .encode(&mut out);
+        self.stats.version_negotiations_sent += 1;
+        self.reply(to, out);
+    }
+
+    fn on_protected(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
+        let Some(peer) = self.peer.as_mut() else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        let cid = u64::from_be_bytes(arr(&data[2..10]));
+        let pn = u64::from_be_bytes(arr(&data[10..18]));
+        if cid != peer.info.connection_id || from != peer.info.addr {
+            self.stats.unknown_connection += 1;
+            return;
+        }
+        if peer.window.check(pn) != Seen::New {
+            self.stats.duplicate_datagrams += 1;
+            return;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(data);
+        let len = match peer
+            .protection
+            .opener
+            .open(&mut self.scratch, HEADER_LEN, pn, true)
+        {
+            Ok(n) => n,
+            Err(_) => {
+                self.stats.auth_failures += 1;
+                return;
+            }
+        };
+        // Record only now that the datagram is authentic.
+        peer.window.record(pn);
+        peer.last_recv_us = now;
+        let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + len]) {
+            Ok(f) => f,
+            Err(_) => {
+                self.stats.malformed_datagrams += 1;
+                return;
+            }
+        };
+        for f in frames {
+            self.on_control(now, f);
+        }
+    }
+
+    /// A Retry token: `slot u32 ‖ HMAC-SHA256(key, slot ‖ address ‖ port ‖ cid)[..16]`.
+    fn make_token(&self, _now: Micros, addr: SocketAddr, cid: u64, slot: u64) -> Vec<u8> {
+        let slot = slot as u32;
+        let mut ctx = ring::hmac::Context::with_key(&self.retry_key);
+        ctx.update(&slot.to_be_bytes());
+        match addr.ip() {
+            std::net::IpAddr::V4(a) => ctx.update(&a.octets()),
+            std::net::IpAddr::V6(a) => ctx.update(&a.octets()),
+        }
+        ctx.update(&addr.port().to_be_bytes());
+        ctx.update(&cid.to_be_bytes());
+        let tag = ctx.sign();
+        let mut t = Vec::with_capacity(20);
+        t.extend_from_slice(&slot.to_be_bytes());
+        t.extend_from_slice(&tag.as_ref()[..16]);
+        t
+    }
+
+    /// A token is valid for its address and handshake id during its 10 s slot and the next.
+    fn token_valid(&self, now: Micros, addr: SocketAddr, cid: u64, token: &[u8]) -> bool {
+        if token.len() != 20 {
+            return false;
+        }
+        let slot = u32::from_be_bytes([token[0], token[1], token[2], token[3]]) as u64;
+        let cur = (now / RETRY_SLOT_US) & u32::MAX as u64;
+        if slot != cur && slot + 1 != cur {
+            return false;
+        }
+        let expect = self.make_token(now, addr, cid, slot);
+        // Constant time: no early exit on the first differing byte.
+        expect
+            .iter()
+            .zip(token)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+
+    fn cleartext_reject(
+        &mut self,
+        to: SocketAddr,
+        cid: u64,
+        received: usize,
+        reason: RejectReason,
+        message: String,
+    ) {
         self.stats.hellos_rejected += 1;
         let mut out = Vec::with_capacity(64 + message.len());
-        Reject { reason, message }.encode(&Header::new(PacketType::Reject, 0, 0), &mut out);
+        Reject { reason, message }.encode(&Header::new(PacketType::Reject, cid, 0), &mut out);
+        if out.len() as u64 > AMPLIFICATION_FACTOR * received as u64 {
+            self.stats.amplification_limited += 1;
+            return;
+        }
         self.reply(to, out);
+    }
+
+    fn expire_handshakes(&mut self, now: Micros) {
+        let timeout = self.cfg.handshake_timeout_us;
+        self.pending.retain(|p| now < p.created_us + timeout);
     }
 
     fn on_hello(
@@ -243,86 +705,371 @@ impl HostSession {
         now: Micros,
         from: SocketAddr,
         header: &Header,
-        hello: Hello,
+        hello: wire::Hello<'_>,
         len: usize,
     ) {
-        if len < wire::HELLO_MIN_LEN {
+        if len < wire::HELLO_MIN_LEN || header.connection_id == 0 {
             // Unpadded: answering could amplify a spoofed source's traffic.
             self.stats.malformed_datagrams += 1;
             return;
         }
-        let _ = header;
-        let codec_cap = match self.cfg.params.codec {
-            wire::Codec::H264 => wire::caps::H264,
-            wire::Codec::H264Rgb => wire::caps::H264_RGB,
-        };
-        if hello.capabilities & codec_cap == 0 {
-            return self.reject(
-                from,
-                RejectReason::Codec,
-                format!(
-                    "the host streams {:?}, which this client cannot decode",
-                    self.cfg.params.codec
-                ),
-            );
+        let cid = header.connection_id;
+        // A repeated Hello: our reply was lost. Send it again within the address's budget.
+        if let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.addr == from && p.client_cid == cid)
+        {
+            let p = &mut self.pending[i];
+            p.received += len as u64;
+            if let PendingState::AwaitFinish(_) = p.state {
+                let mut out = Vec::with_capacity(HEADER_LEN + p.msg2.len());
+                encode_handshake(
+                    &Header::new(PacketType::HelloReply, cid, 0),
+                    &p.msg2,
+                    &mut out,
+                );
+                if p.sent + out.len() as u64 > AMPLIFICATION_FACTOR * p.received {
+                    self.stats.amplification_limited += 1;
+                    return;
+                }
+                p.sent += out.len() as u64;
+                self.reply(from, out);
+            }
+            return;
         }
-        if let Some(peer) = &self.peer {
-            if peer.info.addr == from && peer.nonce == hello.client_nonce {
-                // Our Accept was lost: send it again.
-                let cid = peer.info.connection_id;
-                self.send_accept(from, cid);
+        // Rate limit: a Hello carrying a valid Retry token comes from an address that receives
+        // what we send (not a spoofed flood) and draws from a separate, larger budget; others
+        // get a Retry (small, stateless) when the budget is used up.
+        let validated = !hello.token.is_empty() && self.token_valid(now, from, cid, hello.token);
+        let allowed = if validated {
+            self.validated_bucket.take(now)
+        } else {
+            self.bucket.take(now)
+        };
+        if !allowed {
+            self.stats.handshakes_rate_limited += 1;
+            if !validated {
+                let token = self.make_token(now, from, cid, now / RETRY_SLOT_US);
+                let mut out = Vec::with_capacity(HEADER_LEN + token.len());
+                encode_handshake(&Header::new(PacketType::Retry, cid, 0), &token, &mut out);
+                if out.len() <= AMPLIFICATION_FACTOR as usize * len {
+                    self.stats.retries_sent += 1;
+                    self.reply(from, out);
+                }
+            }
+            return;
+        }
+        let Some(mode) = Mode::from_u8(hello.mode) else {
+            return self.cleartext_reject(
+                from,
+                cid,
+                len,
+                RejectReason::Other,
+                format!("unknown handshake mode {}", hello.mode),
+            );
+        };
+        let pin = match mode {
+            Mode::Known => None,
+            Mode::Pin => match &self.pin {
+                Some(p) if now < p.expires_us && p.attempts_left > 0 => Some(p.pin.clone()),
+                _ => {
+                    return self.cleartext_reject(
+                        from,
+                        cid,
+                        len,
+                        RejectReason::Pin,
+                        "no pairing PIN is active on the host: run `untether pair --pin` there"
+                            .into(),
+                    )
+                }
+            },
+        };
+        self.expire_handshakes(now);
+        if self.pending.len() >= self.cfg.max_handshakes.max(1) {
+            // Evict the oldest: a flood must outpace the rate limit within one round trip to
+            // displace a real client's handshake.
+            self.pending.remove(0);
+            self.stats.handshakes_evicted += 1;
+        }
+        let mut session_cid = self.rng.next_u64();
+        while session_cid == 0 {
+            session_cid = self.rng.next_u64();
+        }
+        let host_suites = self.cfg.suites;
+        let (log2, auth_only) = (self.cfg.key_update_log2, self.cfg.video_auth_only);
+        let result = HostHandshake::respond(
+            &self.cfg.identity,
+            mode,
+            hello.noise,
+            pin.as_deref(),
+            &mut self.rng,
+            |offer| {
+                Some(SessionSetup {
+                    connection_id: session_cid,
+                    suite: offer.choose(host_suites)?,
+                    key_update_log2: log2,
+                    video_auth_only: auth_only,
+                    spake: None,
+                })
+            },
+        );
+        let (hs, msg2, _summary, setup) = match result {
+            Ok(x) => x,
+            Err(crate::handshake::HandshakeError::NoSuite) => {
+                return self.cleartext_reject(
+                    from,
+                    cid,
+                    len,
+                    RejectReason::Other,
+                    "no cipher suite in common with the host".into(),
+                )
+            }
+            Err(_) => {
+                self.stats.handshakes_failed += 1;
                 return;
             }
-            if peer.info.addr != from {
-                let msg = format!(
-                    "the host is serving client {:?} at {}; one client at a time",
-                    peer.info.name, peer.info.addr
-                );
-                return self.reject(from, RejectReason::Busy, msg);
+        };
+        self.stats.handshakes_started += 1;
+        let mut out = Vec::with_capacity(HEADER_LEN + msg2.len());
+        encode_handshake(
+            &Header::new(PacketType::HelloReply, cid, 0),
+            &msg2,
+            &mut out,
+        );
+        let mut p = Pending {
+            addr: from,
+            client_cid: cid,
+            created_us: now,
+            state: PendingState::AwaitFinish(Box::new(hs)),
+            msg2,
+            setup,
+            mode,
+            received: len as u64,
+            sent: 0,
+        };
+        if out.len() as u64 <= AMPLIFICATION_FACTOR * p.received {
+            p.sent += out.len() as u64;
+            self.reply(from, out);
+        } else {
+            self.stats.amplification_limited += 1;
+        }
+        self.pending.push(p);
+    }
+
+    fn on_finish(
+        &mut self,
+        now: Micros,
+        from: SocketAddr,
+        header: &Header,
+        msg3: &[u8],
+        len: usize,
+    ) {
+        let cid = header.connection_id;
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.addr == from && p.client_cid == cid)
+        else {
+            // The Accept was lost and the client repeats message 3: send the Accept again.
+            if self
+                .peer
+                .as_ref()
+                .is_some_and(|p| p.handshake_cid == cid && p.info.addr == from)
+            {
+                let params = self.cfg.params;
+                if let Some(peer) = self.peer.as_mut() {
+                    peer.pending
+                        .retain(|f| !matches!(f, ControlFrame::Accept(_)));
+                    peer.pending.insert(0, ControlFrame::Accept(params));
+                }
+            } else {
+                self.stats.unknown_connection += 1;
             }
-            // Same address, new client run: the old one is gone.
-            let old = peer.info.addr;
-            self.peer = None;
+            return;
+        };
+        self.pending[i].received += len as u64;
+        let p = &mut self.pending[i];
+        let hs = match &mut p.state {
+            PendingState::AwaitFinish(hs) => hs,
+            PendingState::Refused(reject) => {
+                let out = reject.clone();
+                return self.reply(from, out);
+            }
+        };
+        let (key, info, keys) = match hs.finish(msg3) {
+            Ok(x) => x,
+            Err(_) => {
+                // Forged or corrupted message 3, or (PIN mode) the wrong PIN.
+                let mode = p.mode;
+                self.pending.remove(i);
+                self.stats.handshakes_failed += 1;
+                if mode == Mode::Pin {
+                    self.stats.pin_failures += 1;
+                    let left = match &mut self.pin {
+                        Some(pin) => {
+                            pin.attempts_left = pin.attempts_left.saturating_sub(1);
+                            pin.attempts_left
+                        }
+                        None => 0,
+                    };
+                    if left == 0 {
+                        self.pin = None;
+                    }
+                    self.pairing_event(PairingEvent::PinFailed {
+                        addr: from,
+                        attempts_left: left,
+                    });
+                    self.cleartext_reject(
+                        from,
+                        cid,
+                        len,
+                        RejectReason::Pin,
+                        format!("wrong PIN ({left} attempts left)"),
+                    );
+                }
+                return;
+            }
+        };
+        // The client proved it received message 2: the address is validated.
+        let p = self.pending.remove(i);
+        self.stats.handshakes_completed += 1;
+        let mut protection = Protection::new(
+            p.setup.suite,
+            keys.send,
+            keys.recv,
+            p.setup.key_update_log2,
+            p.setup.video_auth_only,
+        );
+        let fp = fingerprint(&key);
+        // Authorization.
+        let refusal = if p.mode == Mode::Pin {
+            // The PIN was right (message 3 authenticated under the SPAKE2 key): pair.
+            self.pin = None;
+            self.allowed.insert(key);
+            self.requests.retain(|r| r.key != key);
+            self.pairing_event(PairingEvent::Paired {
+                key,
+                fingerprint: fp.clone(),
+                name: info.name.clone(),
+            });
+            None
+        } else if self.revoked.contains(&key) {
+            Some((
+                RejectReason::NotAllowed,
+                format!("this client's access ({fp}) was revoked on the host"),
+            ))
+        } else if self.cfg.access == AccessPolicy::Allowlist && !self.allowed.contains(&key) {
+            self.note_access_request(now, from, key, &fp, &info.name);
+            Some((
+                RejectReason::PendingApproval,
+                format!(
+                    "this client ({fp}) is not paired with the host: approve it there with \
+                     `untether pair approve {fp}`, or pair with a PIN (`untether pair --pin` on \
+                     the host, then connect with --pin)"
+                ),
+            ))
+        } else {
+            None
+        };
+        let refusal = refusal.or_else(|| {
+            let peer = self.peer.as_ref()?;
+            if peer.info.key == key {
+                return None; // the same client again: it replaces its old session below
+            }
+            Some((
+                RejectReason::Busy,
+                format!(
+                    "the host is serving client {:?} ({}); one client at a time",
+                    peer.info.name, peer.info.fingerprint
+                ),
+            ))
+        });
+        if let Some((reason, message)) = refusal {
+            self.stats.clients_refused += 1;
+            let mut out = Vec::with_capacity(96 + message.len());
+            encode_control(
+                &Header::new(PacketType::Control, p.setup.connection_id, 0),
+                &[ControlFrame::Reject(Reject { reason, message })],
+                &mut out,
+            );
+            if protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, 0, true)
+                .is_ok()
+            {
+                self.reply(from, out.clone());
+                let mut p = p;
+                p.state = PendingState::Refused(out);
+                self.pending.push(p);
+            }
+            return;
+        }
+        if let Some(old) = self.peer.take() {
             self.events.push_back(HostEvent::ClientGone {
-                addr: old,
+                addr: old.info.addr,
                 reason: GoneReason::Replaced,
             });
         }
-        let mut cid = splitmix(&mut self.rng);
-        while cid == 0 {
-            cid = splitmix(&mut self.rng);
-        }
+        let params = self.cfg.params;
         self.peer = Some(Peer {
             info: ClientInfo {
                 addr: from,
-                name: hello.name.clone(),
-                connection_id: cid,
+                name: info.name.clone(),
+                connection_id: p.setup.connection_id,
                 connected_us: now,
+                key,
+                fingerprint: fp,
+                suite: p.setup.suite,
             },
-            nonce: hello.client_nonce,
+            handshake_cid: cid,
+            protection,
             last_recv_us: now,
             last_send_us: now,
-            next_pn: 1,
+            next_pn: 0,
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
-            pending: Vec::new(),
+            state: StateReceiver::new(),
+            pending: vec![ControlFrame::Accept(params)],
             feedback: None,
         });
         self.gate.reset();
         self.stats.clients_connected += 1;
-        self.send_accept(from, cid);
         self.events.push_back(HostEvent::ClientConnected {
             addr: from,
-            name: hello.name,
+            name: info.name,
         });
     }
 
-    fn send_accept(&mut self, to: SocketAddr, cid: u64) {
-        let mut out = Vec::with_capacity(HEADER_LEN + SessionParams::LEN);
-        self.cfg
-            .params
-            .encode(&Header::new(PacketType::Accept, cid, 0), &mut out);
-        self.reply(to, out);
+    fn note_access_request(
+        &mut self,
+        now: Micros,
+        addr: SocketAddr,
+        key: PublicKey,
+        fp: &str,
+        name: &str,
+    ) {
+        self.stats.access_requests += 1;
+        if let Some(r) = self.requests.iter_mut().find(|r| r.key == key) {
+            r.last_us = now;
+            r.attempts += 1;
+            r.addr = addr;
+            return;
+        }
+        if self.requests.len() >= self.cfg.max_access_requests.max(1) {
+            self.requests.pop_front();
+        }
+        let r = AccessRequest {
+            key,
+            fingerprint: fp.to_string(),
+            name: name.to_string(),
+            addr,
+            first_us: now,
+            last_us: now,
+            attempts: 1,
+        };
+        self.requests.push_back(r.clone());
+        self.pairing_event(PairingEvent::AccessRequested(r));
     }
 
     fn on_control(&mut self, now: Micros, f: ControlFrame) {
@@ -368,6 +1115,15 @@ impl HostSession {
                     });
                 }
             }
+            ControlFrame::State(p) => {
+                self.stats.state_packets_received += 1;
+                peer.state.on_packet(now, &p);
+                if let Some(ack) = peer.state.poll_ack() {
+                    peer.pending
+                        .retain(|f| !matches!(f, ControlFrame::StateAck(_)));
+                    peer.pending.push(ControlFrame::StateAck(ack));
+                }
+            }
             ControlFrame::Bye { .. } => {
                 let addr = peer.info.addr;
                 self.peer = None;
@@ -377,12 +1133,18 @@ impl HostSession {
                 });
             }
             // Only the host sends these.
-            ControlFrame::InputAck { .. } | ControlFrame::FrameTiming(_) => {}
+            ControlFrame::InputAck { .. }
+            | ControlFrame::FrameTiming(_)
+            | ControlFrame::Accept(_)
+            | ControlFrame::Reject(_)
+            | ControlFrame::StateAck(_) => {}
         }
     }
 
-    /// Packetizes one encoded frame (an Annex B access unit) into shards for the client;
-    /// returns how many datagrams it queued.
+    // ---- send ----------------------------------------------------------------------------
+
+    /// Packetizes one encoded frame (an Annex B access unit) into protected shards for the
+    /// client; returns how many datagrams it queued.
     pub fn send_frame(
         &mut self,
         now: Micros,
@@ -396,16 +1158,28 @@ impl HostSession {
         if data.is_empty() {
             return Ok(0);
         }
-        let max_payload = max - HEADER_LEN - SHARD_HEADER_LEN;
+        let max_payload = max
+            .saturating_sub(HEADER_LEN + SHARD_HEADER_LEN + TAG_LEN)
+            .max(1);
+        let encrypt = !peer.protection.video_auth_only;
         let mut n = 0;
         let (cid, dst) = (peer.info.connection_id, peer.info.addr);
         for (sh, range) in shard_frame(frame_number, capture_us, keyframe, data.len(), max_payload)
         {
-            let mut out = Vec::with_capacity(HEADER_LEN + SHARD_HEADER_LEN + range.len());
-            Header::new(PacketType::Shard, cid, peer.next_pn).write(&mut out);
+            let mut out = Vec::with_capacity(HEADER_LEN + SHARD_HEADER_LEN + range.len() + TAG_LEN);
+            let pn = peer.next_pn;
+            Header::new(PacketType::Shard, cid, pn).write(&mut out);
             peer.next_pn += 1;
             sh.write(&mut out);
             out.extend_from_slice(&data[range]);
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, encrypt)
+                .is_err()
+            {
+                break;
+            }
             self.stats.bytes_sent += out.len() as u64;
             self.stats.datagrams_sent += 1;
             self.transmits.push_back(Transmit { dst, payload: out });
@@ -436,44 +1210,56 @@ impl HostSession {
         }
     }
 
+    /// One protected control datagram from the peer's pending frames.
+    fn build_control(&mut self, now: Micros) -> Option<Transmit> {
+        let max = self.cfg.params.max_datagram as usize;
+        let peer = self.peer.as_mut()?;
+        if peer.pending.is_empty() {
+            return None;
+        }
+        let mut frames = Vec::new();
+        let mut len = HEADER_LEN + TAG_LEN;
+        let mut closing = false;
+        while let Some(f) = peer.pending.first() {
+            let l = f.encoded_len();
+            if !frames.is_empty() && len + l > max {
+                break;
+            }
+            let mut f = peer.pending.remove(0);
+            if let ControlFrame::Pong { sent_us, .. } = &mut f {
+                *sent_us = now;
+            }
+            closing |= matches!(f, ControlFrame::Bye { .. });
+            len += l;
+            frames.push(f);
+        }
+        let mut out = Vec::with_capacity(len);
+        let pn = peer.next_pn;
+        encode_control(
+            &Header::new(PacketType::Control, peer.info.connection_id, pn),
+            &frames,
+            &mut out,
+        );
+        peer.next_pn += 1;
+        peer.protection
+            .sealer
+            .seal(&mut out, HEADER_LEN, pn, true)
+            .ok()?;
+        peer.last_send_us = now;
+        let dst = peer.info.addr;
+        if closing {
+            self.peer = None;
+        }
+        self.stats.bytes_sent += out.len() as u64;
+        self.stats.datagrams_sent += 1;
+        Some(Transmit { dst, payload: out })
+    }
+
     /// The next datagram to send. Control datagrams go before queued shards: they are small and
     /// time-critical (pongs, acks).
     pub fn poll_transmit(&mut self, now: Micros) -> Option<Transmit> {
-        if let Some(peer) = self.peer.as_mut() {
-            if !peer.pending.is_empty() {
-                let max = self.cfg.params.max_datagram as usize;
-                let mut frames = Vec::new();
-                let mut len = HEADER_LEN;
-                let mut closing = false;
-                while let Some(f) = peer.pending.first() {
-                    let l = f.encoded_len();
-                    if !frames.is_empty() && len + l > max {
-                        break;
-                    }
-                    let mut f = peer.pending.remove(0);
-                    if let ControlFrame::Pong { sent_us, .. } = &mut f {
-                        *sent_us = now;
-                    }
-                    closing |= matches!(f, ControlFrame::Bye { .. });
-                    len += l;
-                    frames.push(f);
-                }
-                let mut out = Vec::with_capacity(len);
-                encode_control(
-                    &Header::new(PacketType::Control, peer.info.connection_id, peer.next_pn),
-                    &frames,
-                    &mut out,
-                );
-                peer.next_pn += 1;
-                peer.last_send_us = now;
-                let dst = peer.info.addr;
-                if closing {
-                    self.peer = None;
-                }
-                self.stats.bytes_sent += out.len() as u64;
-                self.stats.datagrams_sent += 1;
-                return Some(Transmit { dst, payload: out });
-            }
+        if let Some(t) = self.build_control(now) {
+            return Some(t);
         }
         self.transmits.pop_front()
     }
@@ -484,14 +1270,22 @@ impl HostSession {
 
     /// When [`handle_timeout`](Self::handle_timeout) should run next.
     pub fn poll_timeout(&self) -> Option<Micros> {
-        let p = self.peer.as_ref()?;
-        let keepalive = p.last_send_us + self.cfg.params.keepalive_ms as u64 * 1000;
-        let idle = p.last_recv_us + self.cfg.params.idle_timeout_ms as u64 * 1000;
-        Some(keepalive.min(idle))
+        let hs = self
+            .pending
+            .iter()
+            .map(|p| p.created_us + self.cfg.handshake_timeout_us)
+            .min();
+        let peer = self.peer.as_ref().map(|p| {
+            let keepalive = p.last_send_us + self.cfg.params.keepalive_ms as u64 * 1000;
+            let idle = p.last_recv_us + self.cfg.params.idle_timeout_ms as u64 * 1000;
+            keepalive.min(idle)
+        });
+        [hs, peer].into_iter().flatten().min()
     }
 
-    /// Runs timers: the idle timeout and keep-alives.
+    /// Runs timers: the idle timeout, keep-alives, handshake expiry.
     pub fn handle_timeout(&mut self, now: Micros) {
+        self.expire_handshakes(now);
         let keepalive_us = self.cfg.params.keepalive_ms as u64 * 1000;
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
         let Some(peer) = self.peer.as_mut() else {
@@ -508,16 +1302,30 @@ impl HostSession {
         }
         if now >= peer.last_send_us + keepalive_us && peer.pending.is_empty() {
             // An empty control datagram.
-            let mut out = Vec::with_capacity(HEADER_LEN);
+            let mut out = Vec::with_capacity(HEADER_LEN + TAG_LEN);
+            let pn = peer.next_pn;
             encode_control(
-                &Header::new(PacketType::Control, peer.info.connection_id, peer.next_pn),
+                &Header::new(PacketType::Control, peer.info.connection_id, pn),
                 &[],
                 &mut out,
             );
             peer.next_pn += 1;
             peer.last_send_us = now;
-            let dst = peer.info.addr;
-            self.reply(dst, out);
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_ok()
+            {
+                let dst = peer.info.addr;
+                self.reply(dst, out);
+            }
         }
     }
+}
+
+fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&s[..N]);
+    a
 }

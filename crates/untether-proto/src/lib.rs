@@ -7,17 +7,27 @@
 //! - [`host::HostSession`] / [`client::ClientSession`]: the two endpoints, driven by
 //!   `handle_datagram` / `handle_timeout`, queried with `poll_transmit` / `poll_event` /
 //!   `poll_timeout` (the shape of quinn-proto and str0m).
+//! - Security: [`handshake`] (Noise `XX` via `snow`, PIN pairing through SPAKE2), [`crypto`]
+//!   (AEAD packet protection, key updates), [`window`] (replay protection).
 //! - Units: [`assembler`] (shards ↔ frames, loss detection), [`keyframe`] (requests and the
-//!   host's cooldown), [`reliable`] (the ordered input channel), [`clock`] (offset and RTT),
-//!   [`window`] (duplicate detection and packet loss counting).
+//!   host's cooldown), [`reliable`] (the ordered input channel), [`state`] (the latest-wins
+//!   state channel), [`clock`] (offset and RTT), [`window`] (duplicate detection and packet
+//!   loss counting).
+//! - [`vectors`]: the hex test vectors of docs/PROTOCOL.md.
 
 pub mod assembler;
 pub mod client;
 pub mod clock;
+pub mod crypto;
+pub mod handshake;
 pub mod host;
 pub mod keyframe;
 pub mod reliable;
+#[cfg(test)]
+mod session_tests;
 pub mod sim;
+pub mod state;
+pub mod vectors;
 pub mod window;
 pub mod wire;
 
@@ -29,12 +39,18 @@ pub type Micros = u64;
 pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
-pub use host::{ClientInfo, HostConfig, HostEvent, HostSession, HostStats, NoClient};
+pub use crypto::Suite;
+pub use handshake::{fingerprint, PublicKey, StaticKeypair};
+pub use host::{
+    AccessPolicy, AccessRequest, ClientInfo, HostConfig, HostEvent, HostSession, HostStats,
+    NoClient, PairingEvent, PairingPin,
+};
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
+pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
     ByeReason, Codec, ControlFrame, Feedback, FrameTiming, InputEvent, RejectReason, SessionParams,
-    WireError,
+    TextChunk, WireError,
 };
 
 /// A datagram to send.

@@ -12,8 +12,12 @@
 
 use std::fmt;
 
+use crate::state::{StateAck, StatePacket};
+
 /// The protocol version this implementation speaks.
 pub const VERSION: u8 = 1;
+/// Byte 0 of a Version Negotiation datagram (never a protocol version).
+pub const VERSION_NEGOTIATION: u8 = 0;
 /// Bytes in the datagram header.
 pub const HEADER_LEN: usize = 18;
 /// Bytes in a video shard's header (after the datagram header).
@@ -44,9 +48,12 @@ pub enum WireError {
     },
     #[error("truncated {0}")]
     Truncated(&'static str),
+    #[error("the peer speaks protocol version(s) {0:?}, this implementation {VERSION}: {1}")]
+    VersionNegotiation(Vec<u8>, String),
 }
 
-fn bad(field: &'static str, reason: &'static str) -> WireError {
+/// A [`WireError::Field`].
+pub fn bad(field: &'static str, reason: &'static str) -> WireError {
     WireError::Field { field, reason }
 }
 
@@ -54,15 +61,20 @@ fn bad(field: &'static str, reason: &'static str) -> WireError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum PacketType {
-    /// Client → host: asks for a session.
+    /// Client → host, cleartext, ≥ 1200 bytes: Noise message 1 (asks for a session).
     Hello = 0x01,
-    /// Host → client: the session is open; carries its parameters.
-    Accept = 0x02,
-    /// Host → client: no session, and why.
+    /// Host → client, cleartext: no session, and why (only before the handshake has keys).
     Reject = 0x03,
-    /// Host → client: one shard of a video frame.
+    /// Host → client: Noise message 2.
+    HelloReply = 0x04,
+    /// Client → host: Noise message 3.
+    HelloFinish = 0x05,
+    /// Host → client, cleartext: "repeat your Hello with this token" (address validation when
+    /// the host is under a flood of handshakes).
+    Retry = 0x06,
+    /// Host → client, protected: one shard of a video frame.
     Shard = 0x10,
-    /// Either way: a sequence of control frames (may be empty: a keep-alive).
+    /// Either way, protected: a sequence of control frames (may be empty: a keep-alive).
     Control = 0x20,
 }
 
@@ -70,12 +82,19 @@ impl PacketType {
     pub fn from_u8(v: u8) -> Result<Self, WireError> {
         Ok(match v {
             0x01 => PacketType::Hello,
-            0x02 => PacketType::Accept,
             0x03 => PacketType::Reject,
+            0x04 => PacketType::HelloReply,
+            0x05 => PacketType::HelloFinish,
+            0x06 => PacketType::Retry,
             0x10 => PacketType::Shard,
             0x20 => PacketType::Control,
             other => return Err(WireError::UnknownType(other)),
         })
+    }
+
+    /// Whether datagrams of this type are AEAD-protected.
+    pub fn is_protected(self) -> bool {
+        matches!(self, PacketType::Shard | PacketType::Control)
     }
 }
 
@@ -248,21 +267,7 @@ impl Put for Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // Handshake messages
 
-/// Client → host: "I would like a session".
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hello {
-    /// Random per client run: tells a restarted client (same address, new nonce) from a
-    /// retransmitted Hello.
-    pub client_nonce: u64,
-    /// The largest datagram the client can receive.
-    pub max_datagram: u16,
-    /// Capability bits ([`caps`]).
-    pub capabilities: u32,
-    /// Shown to the host's user (≤ 64 bytes of UTF-8).
-    pub name: String,
-}
-
-/// Capability bits of a Hello.
+/// Capability bits of a client (in the handshake's message 3).
 pub mod caps {
     /// The client decodes H.264 4:2:0.
     pub const H264: u32 = 1 << 0;
@@ -270,31 +275,81 @@ pub mod caps {
     pub const H264_RGB: u32 = 1 << 1;
 }
 
-impl Hello {
+/// Client → host: Noise message 1, padded so that the datagram is at least
+/// [`HELLO_MIN_LEN`] bytes. Body:
+/// `mode u8 ‖ token_len u8 ‖ token ‖ noise_len u16 ‖ noise message ‖ zero padding`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello<'a> {
+    /// [`crate::handshake::Mode`]: 0 plain `XX`, 1 PIN pairing (`XXpsk3` + SPAKE2).
+    pub mode: u8,
+    /// The address-validation token of a [`PacketType::Retry`] (empty at first).
+    pub token: &'a [u8],
+    pub noise: &'a [u8],
+}
+
+/// The longest Retry token.
+pub const MAX_TOKEN_LEN: usize = 64;
+
+impl<'a> Hello<'a> {
     pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
         header.write(out);
-        out.put_u64(self.client_nonce);
-        out.put_u16(self.max_datagram);
-        out.put_u32(self.capabilities);
-        out.put_str(&self.name, MAX_NAME_LEN);
+        out.put_u8(self.mode);
+        let token = &self.token[..self.token.len().min(MAX_TOKEN_LEN)];
+        out.put_u8(token.len() as u8);
+        out.extend_from_slice(token);
+        out.put_u16(self.noise.len() as u16);
+        out.extend_from_slice(self.noise);
         if out.len() < HELLO_MIN_LEN {
             out.resize(HELLO_MIN_LEN, 0);
         }
     }
 
-    pub fn parse(body: &[u8]) -> Result<Hello, WireError> {
+    pub fn parse(body: &'a [u8]) -> Result<Hello<'a>, WireError> {
         let mut r = Reader::new(body, "hello");
-        let client_nonce = r.u64()?;
-        let max_datagram = r.u16()?;
-        let capabilities = r.u32()?;
-        let name = r.string("hello.name", MAX_NAME_LEN)?;
+        let mode = r.u8()?;
+        let t = r.u8()? as usize;
+        if t > MAX_TOKEN_LEN {
+            return Err(bad("hello.token", "too long"));
+        }
+        let token = r.bytes(t)?;
+        let n = r.u16()? as usize;
+        let noise = r.bytes(n)?;
         // The rest is padding and is ignored (future versions may put fields there).
-        Ok(Hello {
-            client_nonce,
-            max_datagram,
-            capabilities,
-            name,
-        })
+        Ok(Hello { mode, token, noise })
+    }
+}
+
+/// Writes a HelloReply or HelloFinish datagram: header then the Noise message.
+pub fn encode_handshake(header: &Header, noise: &[u8], out: &mut Vec<u8>) {
+    header.write(out);
+    out.extend_from_slice(noise);
+}
+
+/// Version Negotiation (byte 0 = 0, version-independent): the versions the host speaks and a
+/// message for the user. `00 ‖ count u8 ‖ versions u8 × count ‖ message_len u16 ‖ message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionNegotiation {
+    pub versions: Vec<u8>,
+    pub message: String,
+}
+
+impl VersionNegotiation {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.put_u8(VERSION_NEGOTIATION);
+        out.put_u8(self.versions.len() as u8);
+        out.extend_from_slice(&self.versions);
+        out.put_str(&self.message, MAX_MESSAGE_LEN);
+    }
+
+    pub fn parse(data: &[u8]) -> Result<VersionNegotiation, WireError> {
+        let mut r = Reader::new(data, "version negotiation");
+        if r.u8()? != VERSION_NEGOTIATION {
+            return Err(bad("version_negotiation", "byte 0 must be 0"));
+        }
+        let n = r.u8()? as usize;
+        let versions = r.bytes(n)?.to_vec();
+        let message = r.string("version_negotiation.message", MAX_MESSAGE_LEN)?;
+        Ok(VersionNegotiation { versions, message })
     }
 }
 
@@ -340,8 +395,8 @@ impl SessionParams {
         1_000_000 / self.fps.max(1) as u64
     }
 
-    pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
-        header.write(out);
+    /// Writes the parameters (the body of an Accept control frame).
+    pub fn encode(&self, out: &mut Vec<u8>) {
         out.put_u16(self.width);
         out.put_u16(self.height);
         out.put_u16(self.fps);
@@ -397,6 +452,15 @@ pub enum RejectReason {
     NotAllowed = 4,
     /// The host is shutting down.
     ShuttingDown = 5,
+    /// The host does not know this client: an access request is waiting for the host's user
+    /// (`untether pair`); try again once approved.
+    PendingApproval = 6,
+    /// PIN pairing failed: wrong, expired or used-up PIN, or no PIN is active on the host.
+    Pin = 7,
+    /// The host is busy with other handshakes (rate limit); try again shortly.
+    TryAgain = 8,
+    /// Never sent: the client found the host's key differs from the one it pinned.
+    UntrustedHost = 9,
     /// Any other reason; the message says which.
     Other = 255,
 }
@@ -409,6 +473,10 @@ impl RejectReason {
             3 => RejectReason::Codec,
             4 => RejectReason::NotAllowed,
             5 => RejectReason::ShuttingDown,
+            6 => RejectReason::PendingApproval,
+            7 => RejectReason::Pin,
+            8 => RejectReason::TryAgain,
+            9 => RejectReason::UntrustedHost,
             _ => RejectReason::Other,
         }
     }
@@ -422,8 +490,14 @@ pub struct Reject {
 }
 
 impl Reject {
+    /// A cleartext Reject datagram.
     pub fn encode(&self, header: &Header, out: &mut Vec<u8>) {
         header.write(out);
+        self.encode_body(out);
+    }
+
+    /// The body (also the body of a protected Reject control frame).
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
         out.put_u8(self.reason as u8);
         out.put_str(&self.message, MAX_MESSAGE_LEN);
     }
@@ -558,8 +632,64 @@ pub enum InputEvent {
     MouseButton { button: u8, down: bool },
     /// Wheel motion in notches.
     Wheel { dx: i32, dy: i32 },
-    /// Absolute head orientation in degrees.
+    /// Absolute head orientation in degrees. (Prefer the latest-wins state channel,
+    /// [`crate::state::keys::HEAD_POSE`]: a pose is state, not an event.)
     HeadPose { yaw: f32, pitch: f32, roll: f32 },
+    /// Text typed (an input method's commit): up to 32 bytes of UTF-8 per event; longer text
+    /// is split at character boundaries by [`TextChunk::split`].
+    Text(TextChunk),
+}
+
+/// Up to [`TextChunk::MAX`] bytes of UTF-8 (fixed size, so input events stay `Copy`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TextChunk {
+    len: u8,
+    bytes: [u8; TextChunk::MAX],
+}
+
+impl TextChunk {
+    /// The most bytes in one chunk (SDL's text input events carry at most 32).
+    pub const MAX: usize = 32;
+
+    /// The chunk of `s`, if it fits.
+    pub fn new(s: &str) -> Option<TextChunk> {
+        if s.len() > Self::MAX {
+            return None;
+        }
+        let mut bytes = [0u8; Self::MAX];
+        bytes[..s.len()].copy_from_slice(s.as_bytes());
+        Some(TextChunk {
+            len: s.len() as u8,
+            bytes,
+        })
+    }
+
+    /// Splits text into chunks at character boundaries.
+    pub fn split(s: &str) -> impl Iterator<Item = TextChunk> + '_ {
+        let mut rest = s;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let mut end = rest.len().min(Self::MAX);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            let (a, b) = rest.split_at(end);
+            rest = b;
+            TextChunk::new(a)
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for TextChunk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
 }
 
 impl InputEvent {
@@ -593,6 +723,11 @@ impl InputEvent {
                 out.put_f32(pitch);
                 out.put_f32(roll);
             }
+            InputEvent::Text(t) => {
+                out.put_u8(6);
+                out.put_u8(t.len);
+                out.extend_from_slice(t.as_str().as_bytes());
+            }
         }
     }
 
@@ -604,6 +739,7 @@ impl InputEvent {
             InputEvent::MouseButton { .. } => 3,
             InputEvent::Wheel { .. } => 9,
             InputEvent::HeadPose { .. } => 13,
+            InputEvent::Text(t) => 2 + t.len as usize,
         }
     }
 
@@ -633,6 +769,15 @@ impl InputEvent {
                     return Err(bad("input.head_pose", "not a finite number"));
                 }
                 InputEvent::HeadPose { yaw, pitch, roll }
+            }
+            6 => {
+                let n = r.u8()? as usize;
+                if n == 0 || n > TextChunk::MAX {
+                    return Err(bad("input.text", "length must be 1..=32"));
+                }
+                let s =
+                    std::str::from_utf8(r.bytes(n)?).map_err(|_| bad("input.text", "not UTF-8"))?;
+                InputEvent::Text(TextChunk::new(s).ok_or(bad("input.text", "too long"))?)
             }
             _ => return Err(bad("input.kind", "unknown input event kind")),
         })
@@ -688,6 +833,10 @@ pub mod frame_type {
     pub const INPUT_ACK: u8 = 0x06;
     pub const FRAME_TIMING: u8 = 0x07;
     pub const BYE: u8 = 0x08;
+    pub const ACCEPT: u8 = 0x09;
+    pub const REJECT: u8 = 0x0A;
+    pub const STATE: u8 = 0x0B;
+    pub const STATE_ACK: u8 = 0x0C;
 }
 
 /// Why a side ends a session.
@@ -750,6 +899,14 @@ pub enum ControlFrame {
     Bye {
         reason: ByeReason,
     },
+    /// Host → client, the first protected datagram: the session is open.
+    Accept(SessionParams),
+    /// Host → client, protected: no session (the client's key is not allowed, …).
+    Reject(Reject),
+    /// Client → host: a latest-wins state packet.
+    State(StatePacket),
+    /// Host → client: which state packets arrived (ACK/NAK runs).
+    StateAck(StateAck),
 }
 
 /// The longest control frame body.
@@ -812,6 +969,10 @@ impl ControlFrame {
                 out.put_u32(t.dropped);
             }
             ControlFrame::Bye { reason } => out.put_u8(*reason as u8),
+            ControlFrame::Accept(p) => p.encode(out),
+            ControlFrame::Reject(r) => r.encode_body(out),
+            ControlFrame::State(p) => p.encode(out),
+            ControlFrame::StateAck(a) => a.encode(out),
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -828,6 +989,10 @@ impl ControlFrame {
             ControlFrame::InputAck { .. } => INPUT_ACK,
             ControlFrame::FrameTiming(_) => FRAME_TIMING,
             ControlFrame::Bye { .. } => BYE,
+            ControlFrame::Accept(_) => ACCEPT,
+            ControlFrame::Reject(_) => REJECT,
+            ControlFrame::State(_) => STATE,
+            ControlFrame::StateAck(_) => STATE_ACK,
         }
     }
 
@@ -844,6 +1009,18 @@ impl ControlFrame {
             ControlFrame::InputAck { .. } => 4,
             ControlFrame::FrameTiming(_) => 44,
             ControlFrame::Bye { .. } => 1,
+            ControlFrame::Accept(_) => SessionParams::LEN,
+            ControlFrame::Reject(r) => {
+                3 + {
+                    let mut end = r.message.len().min(MAX_MESSAGE_LEN);
+                    while !r.message.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    end
+                }
+            }
+            ControlFrame::State(p) => p.encoded_len(),
+            ControlFrame::StateAck(a) => a.encoded_len(),
         }
     }
 
@@ -906,6 +1083,10 @@ impl ControlFrame {
             BYE => ControlFrame::Bye {
                 reason: ByeReason::from_u8(r.u8()?),
             },
+            ACCEPT => ControlFrame::Accept(SessionParams::parse(r.rest())?),
+            REJECT => ControlFrame::Reject(Reject::parse(r.rest())?),
+            STATE => ControlFrame::State(StatePacket::parse(&mut r)?),
+            STATE_ACK => ControlFrame::StateAck(StateAck::parse(&mut r)?),
             _ => return Ok(None),
         };
         if !r.is_empty() {
@@ -930,7 +1111,7 @@ pub fn parse_control(body: &[u8]) -> Result<Vec<ControlFrame>, WireError> {
     Ok(frames)
 }
 
-/// Writes a Control datagram: header then frames.
+/// Writes a Control datagram's cleartext: header then frames (protect it before sending).
 pub fn encode_control(header: &Header, frames: &[ControlFrame], out: &mut Vec<u8>) {
     header.write(out);
     for f in frames {
@@ -938,28 +1119,43 @@ pub fn encode_control(header: &Header, frames: &[ControlFrame], out: &mut Vec<u8
     }
 }
 
-/// A whole parsed datagram.
+/// A whole datagram, parsed as far as is possible without keys.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Datagram<'a> {
-    Hello(Hello),
-    Accept(SessionParams),
+    Hello(Hello<'a>),
     Reject(Reject),
-    Shard(ShardHeader, &'a [u8]),
-    Control(Vec<ControlFrame>),
+    /// Noise message 2.
+    HelloReply(&'a [u8]),
+    /// Noise message 3.
+    HelloFinish(&'a [u8]),
+    /// A Retry token.
+    Retry(&'a [u8]),
+    /// A protected shard: AEAD output (or body ‖ tag when authenticated only).
+    Shard(&'a [u8]),
+    /// A protected control datagram: AEAD output.
+    Control(&'a [u8]),
 }
 
-/// Parses a whole datagram.
+/// Parses a whole datagram (protected bodies are returned as they are, to be opened).
 pub fn parse(data: &[u8]) -> Result<(Header, Datagram<'_>), WireError> {
+    if data.first() == Some(&VERSION_NEGOTIATION) {
+        let vn = VersionNegotiation::parse(data)?;
+        return Err(WireError::VersionNegotiation(vn.versions, vn.message));
+    }
     let (h, body) = Header::parse(data)?;
     let d = match h.packet_type {
         PacketType::Hello => Datagram::Hello(Hello::parse(body)?),
-        PacketType::Accept => Datagram::Accept(SessionParams::parse(body)?),
         PacketType::Reject => Datagram::Reject(Reject::parse(body)?),
-        PacketType::Shard => {
-            let (sh, payload) = ShardHeader::parse(body)?;
-            Datagram::Shard(sh, payload)
+        PacketType::HelloReply => Datagram::HelloReply(body),
+        PacketType::HelloFinish => Datagram::HelloFinish(body),
+        PacketType::Retry => {
+            if body.is_empty() || body.len() > MAX_TOKEN_LEN {
+                return Err(bad("retry.token", "must be 1..=64 bytes"));
+            }
+            Datagram::Retry(body)
         }
-        PacketType::Control => Datagram::Control(parse_control(body)?),
+        PacketType::Shard => Datagram::Shard(body),
+        PacketType::Control => Datagram::Control(body),
     };
     Ok((h, d))
 }
@@ -981,27 +1177,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
-
-    /// The test vectors of docs/PROTOCOL.md.
+    /// The framing test vectors of docs/PROTOCOL.md (cleartext before protection).
     #[test]
     fn test_vectors() {
-        // A keep-alive: an empty Control datagram.
+        use crate::vectors as v;
+        let h = |b: &[u8]| Hex(b).to_string();
+        // A keep-alive: an empty Control datagram (its cleartext header; 16 tag bytes follow).
         let mut out = Vec::new();
         encode_control(
             &Header::new(PacketType::Control, 0x0102030405060708, 9),
             &[],
             &mut out,
         );
-        assert_eq!(out, hex("01 20 0102030405060708 0000000000000009"));
+        assert_eq!(h(&out), v::KEEPALIVE_HEADER);
 
-        // A keyframe request for frame 300 plus an input ack.
+        // A keyframe request for frame 300 plus an input ack (plaintext of a Control datagram).
         let mut out = Vec::new();
         encode_control(
             &Header::new(PacketType::Control, 0xAABBCCDDEEFF0011, 0x2A),
@@ -1011,9 +1201,16 @@ mod tests {
             ],
             &mut out,
         );
+        assert_eq!(h(&out), v::CONTROL_PLAINTEXT);
+        let (hd, d) = parse(&out).unwrap();
+        assert_eq!(hd.packet_number, 0x2A);
+        assert_eq!(d, Datagram::Control(&out[HEADER_LEN..]));
         assert_eq!(
-            out,
-            hex("01 20 aabbccddeeff0011 000000000000002a  01 0004 0000012c  06 0004 00000007")
+            parse_control(&out[HEADER_LEN..]).unwrap(),
+            vec![
+                ControlFrame::KeyframeRequest { lost_frame: 300 },
+                ControlFrame::InputAck { next_expected: 7 }
+            ]
         );
 
         // A shard: frame 5, keyframe, data shard 1 of 2, no parity, 1000-byte shards,
@@ -1032,17 +1229,13 @@ mod tests {
         let mut out = Vec::new();
         Header::new(PacketType::Shard, 7, 3).write(&mut out);
         sh.write(&mut out);
-        assert_eq!(
-            out,
-            hex("01 10 0000000000000007 0000000000000003
-                 00000005 01 00 0001 0002 0000 03e8 000005dc 00000000000f4240")
-        );
+        assert_eq!(h(&out), v::SHARD_HEADER);
         out.extend(std::iter::repeat_n(0xEE, 500));
-        let (h, d) = parse(&out).unwrap();
-        assert_eq!(h.packet_number, 3);
-        assert_eq!(d, Datagram::Shard(sh, &[0xEE; 500][..]));
+        let (sh2, payload) = ShardHeader::parse(&out[HEADER_LEN..]).unwrap();
+        assert_eq!((sh2, payload), (sh, &[0xEE; 500][..]));
 
-        // An Accept: 1280x720 @ 60, H.264, 10 000 kbit/s, 1200-byte datagrams, 2 s / 30 s.
+        // An Accept control frame: 1280x720 @ 60, H.264, 10 000 kbit/s, 1200-byte datagrams,
+        // keep-alive 2 s, idle 30 s.
         let p = SessionParams {
             width: 1280,
             height: 720,
@@ -1054,31 +1247,94 @@ mod tests {
             idle_timeout_ms: 30_000,
         };
         let mut out = Vec::new();
-        p.encode(
-            &Header::new(PacketType::Accept, 0x1122334455667788, 0),
-            &mut out,
-        );
-        assert_eq!(
-            out,
-            hex("01 02 1122334455667788 0000000000000000
-                 0500 02d0 003c 01 00002710 04b0 000007d0 00007530")
-        );
+        ControlFrame::Accept(p).encode(&mut out);
+        assert_eq!(h(&out), v::ACCEPT_FRAME);
+        assert_eq!(parse_control(&out).unwrap(), vec![ControlFrame::Accept(p)]);
 
-        // A Hello is padded to 1200 bytes.
+        // A protected Reject frame: pending approval, "ask".
+        let mut out = Vec::new();
+        ControlFrame::Reject(Reject {
+            reason: RejectReason::PendingApproval,
+            message: "ask".into(),
+        })
+        .encode(&mut out);
+        assert_eq!(h(&out), v::REJECT_FRAME);
+
+        // A Hello is padded to 1200 bytes: mode 0, no token, a 34-byte Noise message (here 0x5A
+        // bytes).
+        let noise = [0x5Au8; 34];
         let mut out = Vec::new();
         Hello {
-            client_nonce: 0x0102030405060708,
-            max_datagram: 1200,
-            capabilities: caps::H264 | caps::H264_RGB,
-            name: "pi".into(),
+            mode: 0,
+            token: &[],
+            noise: &noise,
         }
-        .encode(&Header::new(PacketType::Hello, 0, 0), &mut out);
-        assert_eq!(out.len(), HELLO_MIN_LEN);
-        assert_eq!(
-            out[..36],
-            hex("01 01 0000000000000000 0000000000000000 0102030405060708 04b0 00000003 0002 7069")
-                [..]
+        .encode(
+            &Header::new(PacketType::Hello, 0x0102030405060708, 0),
+            &mut out,
         );
+        assert_eq!(out.len(), HELLO_MIN_LEN);
+        assert_eq!(h(&out[..22]), v::HELLO_PREFIX);
+        let (_, d) = parse(&out).unwrap();
+        assert_eq!(
+            d,
+            Datagram::Hello(Hello {
+                mode: 0,
+                token: &[],
+                noise: &noise
+            })
+        );
+
+        // Version negotiation: the host speaks version 1, message "v1".
+        let mut out = Vec::new();
+        VersionNegotiation {
+            versions: vec![1],
+            message: "v1".into(),
+        }
+        .encode(&mut out);
+        assert_eq!(h(&out), v::VERSION_NEGOTIATION);
+        assert_eq!(
+            parse(&out).unwrap_err(),
+            WireError::VersionNegotiation(vec![1], "v1".into())
+        );
+
+        // A text input event and a state packet.
+        let mut out = Vec::new();
+        ControlFrame::Input {
+            first_seq: 3,
+            events: vec![InputEvent::Text(TextChunk::new("hé").unwrap())],
+        }
+        .encode(&mut out);
+        assert_eq!(h(&out), v::TEXT_INPUT_FRAME);
+        let mut out = Vec::new();
+        ControlFrame::State(StatePacket {
+            pid: 9,
+            ank: 8,
+            entries: vec![(
+                crate::state::keys::POINTER,
+                crate::state::StateValue::Pointer { x: 640, y: -1 },
+            )],
+        })
+        .encode(&mut out);
+        assert_eq!(h(&out), v::STATE_FRAME);
+    }
+
+    /// Every vector in crate::vectors appears in docs/PROTOCOL.md.
+    #[test]
+    fn the_document_carries_the_vectors() {
+        let doc: String = include_str!("../../../docs/PROTOCOL.md")
+            .chars()
+            .filter(|c| c.is_ascii_hexdigit() || *c == '\n')
+            .collect::<String>()
+            .to_lowercase();
+        let doc_nows: String = doc.chars().filter(|c| *c != '\n').collect();
+        for (name, v) in crate::vectors::ALL {
+            let v: String = v.chars().filter(|c| c.is_ascii_hexdigit()).collect();
+            assert!(
+                doc_nows.contains(&v.to_lowercase()),
+                "docs/PROTOCOL.md lacks test vector {name}"
+            );
+        }
     }
 
     #[test]
@@ -1091,22 +1347,28 @@ mod tests {
         d[1] = 0x77;
         assert_eq!(parse(&d).unwrap_err(), WireError::UnknownType(0x77));
         // A control frame whose length runs past the end.
-        d[1] = 0x20;
-        d.extend([1, 0, 9, 0]);
-        assert!(parse(&d).is_err());
+        assert!(parse_control(&[1, 0, 9, 0]).is_err());
+        // Text that is not UTF-8, or empty.
+        assert!(parse_control(&[5, 0, 9, 0, 0, 0, 0, 0, 1, 6, 1, 0xff]).is_err());
+        assert!(parse_control(&[5, 0, 8, 0, 0, 0, 0, 0, 1, 6, 0]).is_err());
     }
 
     #[test]
     fn unknown_control_frames_are_skipped() {
-        let mut out = Vec::new();
-        Header::new(PacketType::Control, 1, 1).write(&mut out);
-        out.extend([0x7f, 0, 2, 0xaa, 0xbb]);
+        let mut out = vec![0x7f, 0, 2, 0xaa, 0xbb];
         ControlFrame::InputAck { next_expected: 3 }.encode(&mut out);
-        let (_, d) = parse(&out).unwrap();
         assert_eq!(
-            d,
-            Datagram::Control(vec![ControlFrame::InputAck { next_expected: 3 }])
+            parse_control(&out).unwrap(),
+            vec![ControlFrame::InputAck { next_expected: 3 }]
         );
+    }
+
+    #[test]
+    fn text_splits_at_character_boundaries() {
+        let s = "ab€".repeat(20);
+        let chunks: Vec<TextChunk> = TextChunk::split(&s).collect();
+        assert!(chunks.iter().all(|c| c.as_str().len() <= TextChunk::MAX));
+        assert_eq!(chunks.iter().map(|c| c.as_str()).collect::<String>(), s);
     }
 
     fn arb_event() -> impl Strategy<Value = InputEvent> {
@@ -1119,6 +1381,7 @@ mod tests {
             (any::<i32>(), any::<i32>()).prop_map(|(dx, dy)| InputEvent::Wheel { dx, dy }),
             (-360f32..360.0, -90f32..90.0, -180f32..180.0)
                 .prop_map(|(yaw, pitch, roll)| InputEvent::HeadPose { yaw, pitch, roll }),
+            "[a-z€é ]{1,10}".prop_map(|t| InputEvent::Text(TextChunk::new(&t).unwrap())),
         ]
     }
 
@@ -1174,10 +1437,10 @@ mod tests {
             let mut out = Vec::new();
             encode_control(&Header::new(PacketType::Control, cid, pn), &frames, &mut out);
             prop_assert_eq!(out.len(), HEADER_LEN + frames.iter().map(|f| f.encoded_len()).sum::<usize>());
-            let (h, d) = parse(&out).unwrap();
+            let (h, _) = parse(&out).unwrap();
             prop_assert_eq!(h.connection_id, cid);
             prop_assert_eq!(h.packet_number, pn);
-            prop_assert_eq!(d, Datagram::Control(frames));
+            prop_assert_eq!(parse_control(&out[HEADER_LEN..]).unwrap(), frames);
         }
 
         #[test]
@@ -1203,21 +1466,18 @@ mod tests {
             Header::new(PacketType::Shard, 1, 2).write(&mut out);
             h.write(&mut out);
             out.extend_from_slice(&payload);
-            let (_, d) = parse(&out).unwrap();
-            prop_assert_eq!(d, Datagram::Shard(h, &payload[..]));
+            let (h2, p2) = ShardHeader::parse(&out[HEADER_LEN..]).unwrap();
+            prop_assert_eq!((h2, p2), (h, &payload[..]));
         }
 
         #[test]
-        fn hello_reject_accept_round_trip(nonce in any::<u64>(), name in "[a-zA-Z0-9 é-]{0,64}", msg in ".{0,100}", reason in any::<u8>()) {
-            let hello = Hello { client_nonce: nonce, max_datagram: 1200, capabilities: 3, name: name.clone() };
+        fn hello_reject_round_trip(cid in 1u64.., noise in proptest::collection::vec(any::<u8>(), 0..200), msg in ".{0,100}", reason in any::<u8>()) {
             let mut out = Vec::new();
-            hello.encode(&Header::new(PacketType::Hello, 0, 0), &mut out);
-            let (_, d) = parse(&out).unwrap();
-            let mut expect = hello.clone();
-            let mut end = name.len().min(MAX_NAME_LEN);
-            while !name.is_char_boundary(end) { end -= 1; }
-            expect.name = name[..end].to_string();
-            prop_assert_eq!(d, Datagram::Hello(expect));
+            Hello { mode: 1, token: &[9; 20], noise: &noise }.encode(&Header::new(PacketType::Hello, cid, 0), &mut out);
+            prop_assert!(out.len() >= HELLO_MIN_LEN);
+            let (h, d) = parse(&out).unwrap();
+            prop_assert_eq!(h.connection_id, cid);
+            prop_assert_eq!(d, Datagram::Hello(Hello { mode: 1, token: &[9; 20], noise: &noise }));
             let rej = Reject { reason: RejectReason::from_u8(reason), message: msg.clone() };
             let mut out = Vec::new();
             rej.encode(&Header::new(PacketType::Reject, 0, 1), &mut out);
@@ -1228,10 +1488,12 @@ mod tests {
         #[test]
         fn parser_never_panics(data in proptest::collection::vec(any::<u8>(), 0..2000)) {
             let _ = parse(&data);
+            let _ = parse_control(&data);
+            let _ = ShardHeader::parse(&data);
         }
 
         #[test]
-        fn parser_never_panics_on_valid_header(ty in prop_oneof![Just(1u8), Just(2), Just(3), Just(0x10), Just(0x20)],
+        fn parser_never_panics_on_valid_header(ty in prop_oneof![Just(1u8), Just(3), Just(4), Just(5), Just(6), Just(0x10), Just(0x20)],
                                                body in proptest::collection::vec(any::<u8>(), 0..400)) {
             let mut d = vec![VERSION, ty];
             d.extend([0u8; 16]);

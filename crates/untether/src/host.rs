@@ -359,7 +359,7 @@ pub fn scene_input(event: &InputEvent) -> Option<SceneInput> {
             yaw_deg: yaw,
             pitch_deg: pitch,
         }),
-        InputEvent::MouseButton { .. } | InputEvent::Wheel { .. } => None,
+        InputEvent::MouseButton { .. } | InputEvent::Wheel { .. } | InputEvent::Text(_) => None,
     }
 }
 

@@ -1,0 +1,214 @@
+//! `untether pair`: pending access requests, the allowlist, revocation and one-time PINs.
+//!
+//! ```text
+//! untether pair                    list pending requests and allowed clients
+//! untether pair approve 1          approve request #1 (or give its fingerprint)
+//! untether pair deny ABCD-EFGH     forget a request
+//! untether pair revoke ABCD-EFGH   remove an allowed client (it is refused from then on)
+//! untether pair --pin              create a one-time PIN to type on the client
+//! ```
+//! The running host writes the pending requests and picks up approvals, revocations and the
+//! PIN from the same directory (see `untether::identity`).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use untether::identity::{fingerprint, unix_now, ConfigDir, Role};
+
+/// Arguments of `untether pair`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PairArgs {
+    #[command(subcommand)]
+    pub action: Option<PairAction>,
+    /// Create a one-time PIN the host accepts for pairing (type it on the client).
+    #[arg(long)]
+    pub pin: bool,
+    /// How long the PIN is valid, in seconds.
+    #[arg(long, default_value_t = 300, requires = "pin")]
+    pub pin_ttl: u64,
+    /// How many wrong PINs the host tolerates before it drops the PIN.
+    #[arg(long, default_value_t = 3, requires = "pin")]
+    pub pin_attempts: u32,
+    /// The configuration directory (default: $UNTETHER_CONFIG_DIR, $XDG_CONFIG_HOME/untether
+    /// or ~/.config/untether).
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+}
+
+/// What `untether pair` does.
+#[derive(clap::Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum PairAction {
+    /// List pending access requests and allowed clients (the default).
+    List,
+    /// Allow a client that asked for access: its number in the list or its fingerprint.
+    Approve { id: String },
+    /// Forget a pending access request.
+    Deny { id: String },
+    /// Remove an allowed client: it is refused from its next connection on.
+    Revoke { fingerprint: String },
+    /// List only the allowed clients.
+    Allowed,
+}
+
+/// Runs `untether pair`, printing to stdout.
+pub fn run(args: PairArgs) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    run_to(args, &mut stdout.lock())
+}
+
+fn ago(t: u64) -> String {
+    let d = unix_now().saturating_sub(t);
+    match d {
+        0..=59 => format!("{d} s ago"),
+        60..=3599 => format!("{} min ago", d / 60),
+        3600..=86_399 => format!("{} h ago", d / 3600),
+        _ => format!("{} days ago", d / 86_400),
+    }
+}
+
+/// Runs `untether pair`, printing to `out`.
+pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let dir = ConfigDir::resolve(args.config_dir.as_deref())?;
+    if args.pin {
+        let host = dir
+            .load_or_create_identity(Role::Host)
+            .context("loading the host's key")?;
+        let pin = dir.create_pin(args.pin_ttl, args.pin_attempts)?;
+        writeln!(
+            out,
+            "One-time PIN: {}  (valid {} s, {} attempts; the running host picks it up)",
+            pin.pin, args.pin_ttl, pin.attempts_left
+        )?;
+        writeln!(
+            out,
+            "On the client: untether client HOST --pin {}   (host fingerprint {})",
+            pin.pin,
+            fingerprint(&host.public)
+        )?;
+        return Ok(());
+    }
+    match args.action.unwrap_or(PairAction::List) {
+        PairAction::List => {
+            let host = dir
+                .load_or_create_identity(Role::Host)
+                .context("loading the host's key")?;
+            writeln!(out, "This host: {}", fingerprint(&host.public))?;
+            writeln!(out, "Config: {}", dir.path().display())?;
+            let pending = dir.pending()?;
+            if pending.is_empty() {
+                writeln!(out, "No pending access requests.")?;
+            } else {
+                writeln!(out, "Pending access requests:")?;
+                for (i, p) in pending.iter().enumerate() {
+                    writeln!(
+                        out,
+                        "  {:>2}  {}  {:<20} from {}, {} ({} attempts)",
+                        i + 1,
+                        p.fingerprint,
+                        format!("{:?}", p.name),
+                        p.addr,
+                        ago(p.last_seen),
+                        p.attempts
+                    )?;
+                }
+                writeln!(
+                    out,
+                    "Approve with: untether pair approve NUMBER|FINGERPRINT"
+                )?;
+            }
+            list_allowed(&dir, out)?;
+            if let Some(pin) = dir.current_pin()? {
+                writeln!(
+                    out,
+                    "A PIN is active until {} s from now ({} attempts left).",
+                    pin.expires.saturating_sub(unix_now()),
+                    pin.attempts_left
+                )?;
+            }
+        }
+        PairAction::Approve { id } => {
+            let e = dir.approve(&id)?;
+            writeln!(out, "Allowed {} ({:?}).", e.fingerprint(), e.name)?;
+        }
+        PairAction::Deny { id } => {
+            let r = dir.deny(&id)?;
+            writeln!(out, "Denied {} ({:?}).", r.fingerprint, r.name)?;
+        }
+        PairAction::Revoke { fingerprint } => {
+            let e = dir.revoke(&fingerprint)?;
+            writeln!(
+                out,
+                "Revoked {} ({:?}): it is refused from its next connection on.",
+                e.fingerprint(),
+                e.name
+            )?;
+        }
+        PairAction::Allowed => list_allowed(&dir, out)?,
+    }
+    Ok(())
+}
+
+fn list_allowed(dir: &ConfigDir, out: &mut impl Write) -> anyhow::Result<()> {
+    let allowed = dir.allowed()?;
+    if allowed.is_empty() {
+        writeln!(out, "No allowed clients.")?;
+    } else {
+        writeln!(out, "Allowed clients:")?;
+        for e in &allowed {
+            writeln!(
+                out,
+                "  {}  {:<20} added {}",
+                e.fingerprint(),
+                format!("{:?}", e.name),
+                ago(e.added)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        pair: PairArgs,
+    }
+
+    fn run_args(args: &[&str]) -> anyhow::Result<String> {
+        let cli = Cli::try_parse_from(std::iter::once("pair").chain(args.iter().copied()))?;
+        let mut out = Vec::new();
+        run_to(cli.pair, &mut out)?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[test]
+    fn list_approve_revoke_pin() {
+        let dir = std::env::temp_dir().join(format!("untether-pair-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = dir.to_str().unwrap();
+        let cd = ConfigDir::at(&dir);
+        cd.record_request(&[3; 32], "quest", "10.0.0.2:5000")
+            .unwrap();
+        let s = run_args(&["--config-dir", d]).unwrap();
+        assert!(s.contains("Pending access requests"), "{s}");
+        assert!(s.contains(&fingerprint(&[3; 32])));
+        let s = run_args(&["--config-dir", d, "approve", "1"]).unwrap();
+        assert!(s.starts_with("Allowed"), "{s}");
+        let s = run_args(&["--config-dir", d, "allowed"]).unwrap();
+        assert!(s.contains("quest"));
+        let fp = fingerprint(&[3; 32]);
+        let s = run_args(&["--config-dir", d, "revoke", &fp]).unwrap();
+        assert!(s.starts_with("Revoked"), "{s}");
+        assert!(run_args(&["--config-dir", d, "revoke", &fp]).is_err());
+        let s = run_args(&["--config-dir", d, "--pin", "--pin-ttl", "60"]).unwrap();
+        assert!(s.contains("One-time PIN"), "{s}");
+        assert!(cd.current_pin().unwrap().is_some());
+        assert!(run_args(&["--config-dir", d, "deny", "7"]).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

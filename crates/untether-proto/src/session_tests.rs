@@ -1,0 +1,383 @@
+//! Session-level tests of the security properties: pairing, revocation, replay and tampering,
+//! version negotiation, host-key pinning, round trips of the handshake.
+
+use std::net::SocketAddr;
+
+use crate::client::{ClientConfig, ClientEvent, ClientSession};
+use crate::handshake::{SessionRng, StaticKeypair};
+use crate::host::{AccessPolicy, HostConfig, HostEvent, HostSession, PairingEvent, PairingPin};
+use crate::wire::{self, Codec, InputEvent, PacketType, RejectReason, SessionParams};
+use crate::{GoneReason, Micros};
+
+const CLIENT: ([u8; 4], u16) = ([10, 0, 0, 2], 4000);
+
+fn params() -> SessionParams {
+    SessionParams {
+        width: 1280,
+        height: 720,
+        fps: 60,
+        codec: Codec::H264,
+        bitrate_kbps: 10_000,
+        max_datagram: 1200,
+        keepalive_ms: 2000,
+        idle_timeout_ms: 30_000,
+    }
+}
+
+struct World {
+    host: HostSession,
+    now: Micros,
+    /// Datagrams the client received, by type byte.
+    shards_to_client: u64,
+}
+
+fn ids(seed: u8) -> (StaticKeypair, StaticKeypair) {
+    let mut rng = SessionRng::from_seed([seed; 32]);
+    (
+        StaticKeypair::generate(&mut rng),
+        StaticKeypair::generate(&mut rng),
+    )
+}
+
+fn host(host_id: &StaticKeypair, access: AccessPolicy, allowed: Vec<[u8; 32]>) -> World {
+    let mut c = HostConfig::new(params());
+    c.identity = host_id.clone();
+    c.entropy = [4; 32];
+    c.access = access;
+    c.allowed_clients = allowed;
+    World {
+        host: HostSession::new(c),
+        now: 1_000_000,
+        shards_to_client: 0,
+    }
+}
+
+fn client(w: &World, id: &StaticKeypair, pin: Option<&str>, nonce: u64) -> ClientSession {
+    let mut c = ClientConfig::new("test");
+    c.identity = id.clone();
+    c.entropy = [nonce as u8; 32];
+    c.nonce = nonce;
+    c.pin = pin.map(str::to_string);
+    ClientSession::new(c, w.now)
+}
+
+/// Exchanges datagrams (1 ms each way) until quiet or `until`; returns client events.
+fn run(w: &mut World, c: &mut ClientSession, until: Micros) -> Vec<ClientEvent> {
+    let addr: SocketAddr = CLIENT.into();
+    let mut events = Vec::new();
+    let end = w.now + until;
+    while w.now < end {
+        let mut moved = false;
+        while let Some(d) = c.poll_transmit(w.now) {
+            w.host.handle_datagram(w.now + 1000, addr, &d);
+            moved = true;
+        }
+        while let Some(t) = w.host.poll_transmit(w.now) {
+            if t.payload[1] == PacketType::Shard as u8 {
+                w.shards_to_client += 1;
+            }
+            c.handle_datagram(w.now + 1000, &t.payload);
+            moved = true;
+        }
+        while let Some(e) = c.poll_event() {
+            events.push(e);
+        }
+        if !moved {
+            w.now += 1000;
+            if c.poll_timeout().is_some_and(|t| t <= w.now) {
+                c.handle_timeout(w.now);
+            }
+            if w.host.poll_timeout().is_some_and(|t| t <= w.now) {
+                w.host.handle_timeout(w.now);
+            }
+        }
+    }
+    events
+}
+
+fn connected(ev: &[ClientEvent]) -> bool {
+    ev.iter().any(|e| matches!(e, ClientEvent::Connected(_)))
+}
+
+fn rejected(ev: &[ClientEvent]) -> Option<(RejectReason, String)> {
+    ev.iter().find_map(|e| match e {
+        ClientEvent::Rejected { reason, message } => Some((*reason, message.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn an_unpaired_client_gets_no_video_and_leaves_an_access_request() {
+    let (hid, cid) = ids(1);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    let mut c = client(&w, &cid, None, 11);
+    let ev = run(&mut w, &mut c, 500_000);
+    assert!(!connected(&ev));
+    let (reason, msg) = rejected(&ev).expect("a clear refusal");
+    assert_eq!(reason, RejectReason::PendingApproval);
+    assert!(msg.contains("untether pair"), "{msg}");
+    assert!(w.host.client().is_none());
+    assert!(w.host.send_frame(w.now, 0, 0, true, &[1; 5000]).is_err());
+    assert_eq!(w.shards_to_client, 0);
+    let req: Vec<_> = w.host.access_requests().cloned().collect();
+    assert_eq!(req.len(), 1);
+    assert_eq!(req[0].key, cid.public);
+    assert_eq!(req[0].fingerprint, crate::fingerprint(&cid.public));
+    assert!(matches!(
+        w.host.poll_pairing_event(),
+        Some(PairingEvent::AccessRequested(_))
+    ));
+    // Approved: the next attempt connects, and video flows.
+    w.host.allow_client(cid.public);
+    let mut c = client(&w, &cid, None, 12);
+    let ev = run(&mut w, &mut c, 300_000);
+    assert!(connected(&ev));
+    assert_eq!(w.host.access_requests().count(), 0);
+    assert!(w.host.send_frame(w.now, 0, 0, true, &[1; 5000]).is_ok());
+    let ev = run(&mut w, &mut c, 50_000);
+    assert!(ev.iter().any(|e| matches!(e, ClientEvent::Frame(_))));
+}
+
+#[test]
+fn a_revoked_client_is_refused() {
+    let (hid, cid) = ids(2);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![cid.public]);
+    let mut c = client(&w, &cid, None, 21);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    w.host.revoke_client(w.now, cid.public);
+    assert!(w.host.client().is_none());
+    let ev = run(&mut w, &mut c, 100_000);
+    assert!(ev.contains(&ClientEvent::HostGone(GoneReason::Bye)));
+    let mut c = client(&w, &cid, None, 22);
+    let (reason, msg) = rejected(&run(&mut w, &mut c, 300_000)).unwrap();
+    assert_eq!(reason, RejectReason::NotAllowed);
+    assert!(msg.contains("revoked"));
+    assert_eq!(w.host.access_requests().count(), 0);
+}
+
+#[test]
+fn pin_pairing_pairs_once_and_counts_wrong_pins() {
+    let (hid, cid) = ids(3);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    // No PIN active: a clear refusal before any key exchange work.
+    let mut c = client(&w, &cid, Some("123456"), 31);
+    assert_eq!(
+        rejected(&run(&mut w, &mut c, 300_000)).unwrap().0,
+        RejectReason::Pin
+    );
+    w.host.set_pin(Some(PairingPin {
+        pin: "123456".into(),
+        expires_us: w.now + 60_000_000,
+        attempts_left: 2,
+    }));
+    let mut c = client(&w, &cid, Some("654321"), 32);
+    let (reason, msg) = rejected(&run(&mut w, &mut c, 300_000)).unwrap();
+    assert_eq!(reason, RejectReason::Pin);
+    assert!(msg.contains("1 attempts left"), "{msg}");
+    assert!(matches!(
+        w.host.poll_pairing_event(),
+        Some(PairingEvent::PinFailed {
+            attempts_left: 1,
+            ..
+        })
+    ));
+    let mut c = client(&w, &cid, Some("123456"), 33);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    assert!(w.host.is_allowed(&cid.public));
+    assert!(w.host.pin().is_none(), "a PIN pairs once");
+    assert!(matches!(
+        w.host.poll_pairing_event(),
+        Some(PairingEvent::Paired { key, .. }) if key == cid.public
+    ));
+    // Known now: connects without a PIN.
+    let mut c = client(&w, &cid, None, 34);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+}
+
+#[test]
+fn pin_attempts_are_limited_and_expire() {
+    let (hid, cid) = ids(4);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    w.host.set_pin(Some(PairingPin {
+        pin: "111111".into(),
+        expires_us: w.now + 60_000_000,
+        attempts_left: 1,
+    }));
+    let mut c = client(&w, &cid, Some("222222"), 41);
+    run(&mut w, &mut c, 300_000);
+    assert!(w.host.pin().is_none(), "used up");
+    let mut c = client(&w, &cid, Some("111111"), 42);
+    assert!(!connected(&run(&mut w, &mut c, 300_000)));
+    w.host.set_pin(Some(PairingPin {
+        pin: "111111".into(),
+        expires_us: w.now + 1000,
+        attempts_left: 3,
+    }));
+    w.now += 10_000;
+    let mut c = client(&w, &cid, Some("111111"), 43);
+    assert!(!connected(&run(&mut w, &mut c, 300_000)), "expired");
+}
+
+#[test]
+fn replayed_and_tampered_datagrams_are_rejected() {
+    let (hid, cid) = ids(5);
+    let mut w = host(&hid, AccessPolicy::Open, vec![]);
+    let mut c = client(&w, &cid, None, 51);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    while w.host.poll_event().is_some() {}
+    let addr: SocketAddr = CLIENT.into();
+    c.send_input(
+        w.now,
+        InputEvent::Key {
+            code: 7,
+            down: true,
+        },
+    );
+    let d = c.poll_transmit(w.now).unwrap();
+    w.host.handle_datagram(w.now, addr, &d);
+    let inputs = |h: &mut HostSession| {
+        let mut n = 0;
+        while let Some(e) = h.poll_event() {
+            n += matches!(e, HostEvent::Input(_)) as u32;
+        }
+        n
+    };
+    assert_eq!(inputs(&mut w.host), 1);
+    let before = w.host.stats();
+    w.host.handle_datagram(w.now, addr, &d);
+    assert_eq!(inputs(&mut w.host), 0);
+    assert_eq!(
+        w.host.stats().duplicate_datagrams,
+        before.duplicate_datagrams + 1
+    );
+    // Tampered copies of a fresh datagram: each byte flipped is refused.
+    c.send_input(
+        w.now,
+        InputEvent::Key {
+            code: 8,
+            down: true,
+        },
+    );
+    let d = c.poll_transmit(w.now).unwrap();
+    for i in wire::HEADER_LEN..d.len() {
+        let mut t = d.clone();
+        t[i] ^= 0x20;
+        w.host.handle_datagram(w.now, addr, &t);
+    }
+    assert_eq!(inputs(&mut w.host), 0);
+    assert_eq!(
+        w.host.stats().auth_failures,
+        before.auth_failures + (d.len() - wire::HEADER_LEN) as u64
+    );
+    // The genuine one still gets through afterwards (failures are not recorded as seen).
+    w.host.handle_datagram(w.now, addr, &d);
+    assert_eq!(inputs(&mut w.host), 1);
+}
+
+#[test]
+fn a_future_version_client_gets_a_clear_version_error() {
+    let (hid, cid) = ids(6);
+    let mut w = host(&hid, AccessPolicy::Open, vec![]);
+    let addr: SocketAddr = CLIENT.into();
+    // A version-2 client's first datagram (≥ 1200 bytes).
+    let mut d = vec![2u8, 0x01];
+    d.resize(1200, 0);
+    w.host.handle_datagram(w.now, addr, &d);
+    let t = w.host.poll_transmit(w.now).expect("a version negotiation");
+    assert_eq!(t.payload[0], wire::VERSION_NEGOTIATION);
+    assert!(t.payload.len() < 3 * d.len());
+    let vn = wire::VersionNegotiation::parse(&t.payload).unwrap();
+    assert_eq!(vn.versions, vec![wire::VERSION]);
+    // A short datagram of another version gets nothing (no amplification).
+    w.host.handle_datagram(w.now, addr, &d[..100]);
+    assert!(w.host.poll_transmit(w.now).is_none());
+    // And our client, facing a host that speaks only version 7, says so.
+    let mut c = client(&w, &cid, None, 61);
+    let mut vn7 = Vec::new();
+    wire::VersionNegotiation {
+        versions: vec![7],
+        message: "upgrade".into(),
+    }
+    .encode(&mut vn7);
+    c.handle_datagram(w.now, &vn7);
+    let ev: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+    let (reason, msg) = rejected(&ev).unwrap();
+    assert_eq!(reason, RejectReason::Version);
+    assert!(msg.contains("[7]") && msg.contains("upgrade"), "{msg}");
+}
+
+#[test]
+fn a_client_refuses_a_host_with_another_key() {
+    let (hid, cid) = ids(7);
+    let mut w = host(&hid, AccessPolicy::Open, vec![]);
+    let mut cfg = ClientConfig::new("test");
+    cfg.identity = cid;
+    cfg.host_key = Some([9; 32]);
+    let mut c = ClientSession::new(cfg, w.now);
+    let (reason, msg) = rejected(&run(&mut w, &mut c, 300_000)).unwrap();
+    assert_eq!(reason, RejectReason::UntrustedHost);
+    assert!(msg.contains(&crate::fingerprint(&hid.public)));
+}
+
+#[test]
+fn the_handshake_takes_two_round_trips() {
+    let (hid, cid) = ids(8);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![cid.public]);
+    let start = w.now;
+    let mut c = client(&w, &cid, None, 81);
+    let addr: SocketAddr = CLIENT.into();
+    // One-way delay 10 ms: count the trips until Connected.
+    let mut trips = 0;
+    let mut connected_at = None;
+    while connected_at.is_none() && trips < 10 {
+        let up: Vec<_> = std::iter::from_fn(|| c.poll_transmit(w.now)).collect();
+        w.now += 10_000;
+        trips += 1;
+        for d in up {
+            w.host.handle_datagram(w.now, addr, &d);
+        }
+        let down: Vec<_> = std::iter::from_fn(|| w.host.poll_transmit(w.now)).collect();
+        w.now += 10_000;
+        trips += 1;
+        for t in down {
+            c.handle_datagram(w.now, &t.payload);
+        }
+        if std::iter::from_fn(|| c.poll_event()).any(|e| matches!(e, ClientEvent::Connected(_))) {
+            connected_at = Some(w.now);
+        }
+    }
+    assert_eq!(
+        connected_at,
+        Some(start + 40_000),
+        "2 RTT = 4 one-way trips"
+    );
+    assert_eq!(trips, 4);
+}
+
+#[test]
+fn a_restarted_client_replaces_its_session_but_another_client_is_busy() {
+    let (hid, cid) = ids(9);
+    let (_, other) = ids(10);
+    let mut w = host(
+        &hid,
+        AccessPolicy::Allowlist,
+        vec![cid.public, other.public],
+    );
+    let mut c = client(&w, &cid, None, 91);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    let mut o = client(&w, &other, None, 92);
+    assert_eq!(
+        rejected(&run(&mut w, &mut o, 300_000)).unwrap().0,
+        RejectReason::Busy
+    );
+    let mut c2 = client(&w, &cid, None, 93);
+    assert!(connected(&run(&mut w, &mut c2, 300_000)));
+    let gone: Vec<_> = std::iter::from_fn(|| w.host.poll_event()).collect();
+    assert!(gone.iter().any(|e| matches!(
+        e,
+        HostEvent::ClientGone {
+            reason: GoneReason::Replaced,
+            ..
+        }
+    )));
+}

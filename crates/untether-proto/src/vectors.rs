@@ -1,0 +1,71 @@
+//! The hex test vectors of docs/PROTOCOL.md, shared by the unit tests (which check that the
+//! code produces them) and by a test that checks the document contains each of them.
+
+/// An empty Control datagram's header: connection id 0x0102030405060708, packet number 9.
+pub const KEEPALIVE_HEADER: &str = "012001020304050607080000000000000009";
+/// Plaintext of a Control datagram: KeyframeRequest(300) + InputAck(7), connection id
+/// 0xaabbccddeeff0011, packet number 42.
+pub const CONTROL_PLAINTEXT: &str =
+    "0120aabbccddeeff0011000000000000002a0100040000012c06000400000007";
+/// A shard's datagram header and shard header (connection id 7, packet number 3).
+pub const SHARD_HEADER: &str =
+    "01100000000000000007000000000000000300000005010000010002000003e8000005dc00000000000f4240";
+/// An Accept control frame.
+pub const ACCEPT_FRAME: &str = "090015050002d0003c010000271004b0000007d000007530";
+/// A Reject control frame (pending approval, "ask").
+pub const REJECT_FRAME: &str = "0a000606000361736b";
+/// The first 22 bytes of a Hello (connection id 0x0102030405060708, mode 0, no token, 34-byte
+/// message).
+pub const HELLO_PREFIX: &str = "01010102030405060708000000000000000000000022";
+/// A Version Negotiation datagram.
+pub const VERSION_NEGOTIATION: &str = "00010100027631";
+/// An Input frame carrying the text "hé" as event 3.
+pub const TEXT_INPUT_FRAME: &str = "05000b000000030001060368c3a9";
+/// A State frame: pid 9, ank 8, pointer (640, −1).
+pub const STATE_FRAME: &str = "0b001400000009000000080100000100000280ffffffff";
+/// A protected keep-alive (empty Control), ChaCha20-Poly1305, secret 0x11 × 32, connection
+/// id 5, packet number 1, key generation 0.
+pub const PROTECTED_KEEPALIVE_CHACHA: &str =
+    "012000000000000000050000000000000001e4dc910855f2a6cb864f8443d03dc826";
+/// The same with AES-256-GCM.
+pub const PROTECTED_KEEPALIVE_AES: &str =
+    "0120000000000000000500000000000000014469cb0b000a66e904680fdb1beac7aa";
+/// The fingerprint of the all-zero public key.
+pub const FINGERPRINT_ZERO_KEY: &str = "6X5Z-I2RL-MBVM-DIJB-IJMY-42JF";
+/// A StateAck body: ack(31) nak(33) ack(36), end 38.
+pub const STATE_ACK_EXAMPLE: &str = "0000002601030000001f0000002100000024";
+
+/// The handshake of docs/PROTOCOL.md §3.7: Noise message 1 (offer: both suites, AES preferred).
+pub const HANDSHAKE_MSG1: &str =
+    "5dfedd3b6bd47f6fa28ee15d969d5bb0ea53774d488bdaf9df1c6e0124b3ef220302";
+/// Message 2 (session id 0x0102030405060708, AES-256-GCM, key_update_log2 22, encrypted video).
+pub const HANDSHAKE_MSG2: &str = "ac01b2209e86354fb853237b5de0f4fab13c7fcbf433a61c019369617fecf10ba008df889bb35e8223335723afaf9154defd8da5df240cc3592090c2fb4518e08a5ab08cdc1286d69f27c12d99735f57613703368b4998f606b32a025283e03755bd8fa65f8e556e8ff136";
+/// Message 3 (max_datagram 1200, capabilities 1, name "pi").
+pub const HANDSHAKE_MSG3: &str = "b7cdf8c991735a27cbc64fb59293bea96330d41179052f565b352ffad9b79b87a151f6a4711dd4b45bb1858bce84398a45a86d2b162e88e50d93eb23a18e46255cf5ac8f6f12bc157132";
+/// The split keys: client → host, host → client.
+pub const HANDSHAKE_K1: &str = "73596986e620ea5c8c67e985bdf902cbf3e90ae1990df1267c7a82249e407584";
+pub const HANDSHAKE_K2: &str = "ce869dc46445191413f8cc28f469280c09849f3d8d38190c6415ace483a92434";
+/// The host's protected Accept (1920x1080 @ 60, H.264, 15 000 kbit/s, 1200 B, 2 s, 30 s).
+pub const HANDSHAKE_ACCEPT: &str = "012001020304050607080000000000000000485d35dc263e672fb6d840a1a87b9c54453f78e507f065ec421d04d3735db4bf42b105a9b5f7ae4a";
+
+/// Every vector, by name.
+pub const ALL: &[(&str, &str)] = &[
+    ("KEEPALIVE_HEADER", KEEPALIVE_HEADER),
+    ("CONTROL_PLAINTEXT", CONTROL_PLAINTEXT),
+    ("SHARD_HEADER", SHARD_HEADER),
+    ("ACCEPT_FRAME", ACCEPT_FRAME),
+    ("REJECT_FRAME", REJECT_FRAME),
+    ("HELLO_PREFIX", HELLO_PREFIX),
+    ("VERSION_NEGOTIATION", VERSION_NEGOTIATION),
+    ("TEXT_INPUT_FRAME", TEXT_INPUT_FRAME),
+    ("STATE_FRAME", STATE_FRAME),
+    ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
+    ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
+    ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),
+    ("HANDSHAKE_MSG1", HANDSHAKE_MSG1),
+    ("HANDSHAKE_MSG2", HANDSHAKE_MSG2),
+    ("HANDSHAKE_MSG3", HANDSHAKE_MSG3),
+    ("HANDSHAKE_K1", HANDSHAKE_K1),
+    ("HANDSHAKE_K2", HANDSHAKE_K2),
+    ("HANDSHAKE_ACCEPT", HANDSHAKE_ACCEPT),
+];
