@@ -98,6 +98,8 @@ pub enum ClientEvent {
     },
     /// A round-trip time sample from a ping, microseconds.
     Rtt(u64),
+    /// An audio packet (unordered: the jitter buffer orders them by `seq`).
+    Audio(crate::audio::AudioPacket),
 }
 
 /// Counters of the client session.
@@ -400,7 +402,10 @@ impl ClientSession {
                     message: r.message,
                 });
             }
-            (State::Connected(c), d @ (Datagram::Shard(..) | Datagram::Control(_))) => {
+            (
+                State::Connected(c),
+                d @ (Datagram::Shard(..) | Datagram::Control(_) | Datagram::Audio(_)),
+            ) => {
                 if header.connection_id != c.cid {
                     self.stats.unknown_connection += 1;
                     return;
@@ -420,6 +425,7 @@ impl ClientSession {
                             self.on_control(now, f);
                         }
                     }
+                    Datagram::Audio(p) => self.events.push_back(ClientEvent::Audio(p)),
                     _ => {}
                 }
             }

@@ -225,7 +225,7 @@ impl HostSession {
                 }
             }
             // Only the host sends these.
-            Datagram::Accept(_) | Datagram::Reject(_) | Datagram::Shard(..) => {
+            Datagram::Accept(_) | Datagram::Reject(_) | Datagram::Shard(..) | Datagram::Audio(_) => {
                 self.stats.unknown_connection += 1;
             }
         }
@@ -418,6 +418,21 @@ impl HostSession {
             self.gate.on_keyframe_sent(frame_number);
         }
         Ok(n)
+    }
+
+    /// Queues one audio packet for the client (one datagram, sent after queued shards).
+    pub fn send_audio(&mut self, now: Micros, packet: &crate::audio::AudioPacket) -> Result<(), NoClient> {
+        let peer = self.peer.as_mut().ok_or(NoClient)?;
+        let mut out = Vec::with_capacity(HEADER_LEN + packet.encoded_len());
+        Header::new(PacketType::Audio, peer.info.connection_id, peer.next_pn).write(&mut out);
+        peer.next_pn += 1;
+        packet.encode(&mut out);
+        peer.last_send_us = now;
+        self.stats.bytes_sent += out.len() as u64;
+        self.stats.datagrams_sent += 1;
+        let dst = peer.info.addr;
+        self.transmits.push_back(Transmit { dst, payload: out });
+        Ok(())
     }
 
     /// Queues a frame's timing report for the client.

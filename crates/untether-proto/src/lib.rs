@@ -12,6 +12,7 @@
 //!   [`window`] (duplicate detection and packet loss counting).
 
 pub mod assembler;
+pub mod audio;
 pub mod client;
 pub mod clock;
 pub mod host;
@@ -26,6 +27,7 @@ use std::net::SocketAddr;
 /// Microseconds of a monotonic clock (the caller's).
 pub type Micros = u64;
 
+pub use audio::{AudioPacket, AUDIO_RATE};
 pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};

@@ -64,6 +64,8 @@ pub enum PacketType {
     Shard = 0x10,
     /// Either way: a sequence of control frames (may be empty: a keep-alive).
     Control = 0x20,
+    /// Host → client: one Opus audio packet (see [`crate::audio`]).
+    Audio = 0x30,
 }
 
 impl PacketType {
@@ -74,6 +76,7 @@ impl PacketType {
             0x03 => PacketType::Reject,
             0x10 => PacketType::Shard,
             0x20 => PacketType::Control,
+            0x30 => PacketType::Audio,
             other => return Err(WireError::UnknownType(other)),
         })
     }
@@ -560,6 +563,17 @@ pub enum InputEvent {
     Wheel { dx: i32, dy: i32 },
     /// Absolute head orientation in degrees.
     HeadPose { yaw: f32, pitch: f32, roll: f32 },
+    /// A button or key of a registered input device (`device` numbers the client's devices
+    /// from 0); `code` is the Linux evdev code (`KEY_*`, `BTN_*`).
+    Button { device: u8, code: u16, down: bool },
+    /// An axis of a registered input device: evdev `EV_ABS` (absolute value) or `EV_REL`
+    /// (`relative`: a delta) with its `ABS_*`/`REL_*` code.
+    Axis {
+        device: u8,
+        relative: bool,
+        code: u16,
+        value: i32,
+    },
 }
 
 impl InputEvent {
@@ -593,6 +607,24 @@ impl InputEvent {
                 out.put_f32(pitch);
                 out.put_f32(roll);
             }
+            InputEvent::Button { device, code, down } => {
+                out.put_u8(6);
+                out.put_u8(device);
+                out.put_u16(code);
+                out.put_u8(down as u8);
+            }
+            InputEvent::Axis {
+                device,
+                relative,
+                code,
+                value,
+            } => {
+                out.put_u8(7);
+                out.put_u8(device);
+                out.put_u8(relative as u8);
+                out.put_u16(code);
+                out.put_i32(value);
+            }
         }
     }
 
@@ -604,6 +636,8 @@ impl InputEvent {
             InputEvent::MouseButton { .. } => 3,
             InputEvent::Wheel { .. } => 9,
             InputEvent::HeadPose { .. } => 13,
+            InputEvent::Button { .. } => 5,
+            InputEvent::Axis { .. } => 9,
         }
     }
 
@@ -634,6 +668,17 @@ impl InputEvent {
                 }
                 InputEvent::HeadPose { yaw, pitch, roll }
             }
+            6 => InputEvent::Button {
+                device: r.u8()?,
+                code: r.u16()?,
+                down: r.bool("input.button.down")?,
+            },
+            7 => InputEvent::Axis {
+                device: r.u8()?,
+                relative: r.bool("input.axis.relative")?,
+                code: r.u16()?,
+                value: r.i32()?,
+            },
             _ => return Err(bad("input.kind", "unknown input event kind")),
         })
     }
@@ -946,6 +991,7 @@ pub enum Datagram<'a> {
     Reject(Reject),
     Shard(ShardHeader, &'a [u8]),
     Control(Vec<ControlFrame>),
+    Audio(crate::audio::AudioPacket),
 }
 
 /// Parses a whole datagram.
@@ -960,6 +1006,7 @@ pub fn parse(data: &[u8]) -> Result<(Header, Datagram<'_>), WireError> {
             Datagram::Shard(sh, payload)
         }
         PacketType::Control => Datagram::Control(parse_control(body)?),
+        PacketType::Audio => Datagram::Audio(crate::audio::AudioPacket::parse(body)?),
     };
     Ok((h, d))
 }
