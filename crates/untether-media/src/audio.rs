@@ -322,7 +322,7 @@ impl Playout {
         let spread = (p95 - min).max(0) as f64;
         // Packets arrive every 10 ms and the device pulls in its own rhythm: 10 ms is the
         // floor; jitter and underruns add to it.
-        let want = (MIN_TARGET_US as f64).max(spread + 6_000.0) + self.bump_us;
+        let want = (MIN_TARGET_US as f64).max(spread + 3_000.0) + self.bump_us;
         let t = (want as u64).clamp(MIN_TARGET_US, MAX_TARGET_US);
         if t.abs_diff(self.target_us) >= 1_000 {
             self.target_us = t;
@@ -374,7 +374,7 @@ impl Playout {
         let elapsed = now_us.saturating_sub(self.last_pull_us);
         self.last_pull_us = now_us;
         if elapsed < 5_000_000 {
-            self.bump_us = (self.bump_us - elapsed as f64 * 0.0005).max(0.0);
+            self.bump_us = (self.bump_us - elapsed as f64 * 0.001).max(0.0);
         }
         let mut i = 0;
         if !self.playing {
@@ -396,7 +396,7 @@ impl Playout {
         while i < out.len() {
             if self.block_pos >= self.block.len() {
                 // Drop whole packets while we hold far more than the target (drift, bursts).
-                while self.queued_us() > self.target_us + 20_000 && self.packets.len() > 1 {
+                while self.queued_us() > self.target_us + 10_000 && self.packets.len() > 1 {
                     if let Some(n) = self.next_seq {
                         self.packets.remove(&n);
                         self.next_seq = Some(n.wrapping_add(1));
@@ -409,7 +409,7 @@ impl Playout {
                 if !self.start_block(t) {
                     self.stats.underruns += 1;
                     self.playing = false;
-                    self.bump_us = (self.bump_us + 5_000.0).min(MAX_TARGET_US as f64);
+                    self.bump_us = (self.bump_us + 4_000.0).min(MAX_TARGET_US as f64);
                     self.adapt();
                     out[i..].fill(0);
                     break;
@@ -593,7 +593,7 @@ unsafe impl Send for SdlAudioOut {}
 
 impl SdlAudioOut {
     /// Opens the default (or the named) output device with a `buffer_samples` device buffer
-    /// (256 = 5.3 ms) and starts pulling from `playout`.
+    /// (240 = 5 ms) and starts pulling from `playout`.
     pub fn open(
         device: Option<&str>,
         playout: Arc<Mutex<Playout>>,

@@ -629,6 +629,12 @@ impl ClientBuilder {
         self.io.end_on_host_bye = on;
         self
     }
+    /// A channel for events the application sends itself (sent once connected, in order).
+    pub fn input_channel(&mut self) -> std::sync::mpsc::Sender<InputEvent> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.io.inject = Some(rx);
+        tx
+    }
     pub fn input_device(mut self, dev: InputDevice) -> Self {
         self.io.input_devices.push(dev);
         self

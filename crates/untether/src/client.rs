@@ -129,7 +129,7 @@ impl std::fmt::Debug for InputDevice {
 pub struct ClientAudio {
     /// SDL output device name (None: the default).
     pub device: Option<String>,
-    /// Device buffer in samples (256 = 5.3 ms at 48 kHz).
+    /// Device buffer in samples (240 = 5 ms at 48 kHz).
     pub buffer_samples: u16,
     /// Record what is played (left channel) for this many seconds, into the run.
     pub tap_seconds: u32,
@@ -139,7 +139,7 @@ impl Default for ClientAudio {
     fn default() -> Self {
         ClientAudio {
             device: None,
-            buffer_samples: 256,
+            buffer_samples: 240,
             tap_seconds: 0,
         }
     }
@@ -156,6 +156,9 @@ pub struct ClientIo {
     /// Treat the host's goodbye as the normal end of the stream (a pipeline whose input ended)
     /// rather than an error.
     pub end_on_host_bye: bool,
+    /// Events the application sends itself (its own head tracking, synthetic input), sent
+    /// like the window's.
+    pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
 }
 
 /// What the audio playback measured.
@@ -349,7 +352,7 @@ pub fn run_client_with(
                 .map_err(ClientError::Thread)?,
         );
     }
-    let presenter_result = present_loop(&shared, options, &stop, sink.as_mut());
+    let presenter_result = present_loop(&shared, options, &stop, sink.as_mut(), io.inject);
     {
         let now = now_us();
         let mut session = lock(&shared.session);
@@ -689,6 +692,7 @@ fn present_loop(
     options: &ClientOptions,
     stop: &AtomicBool,
     mut sink: Option<&mut PipeWriter>,
+    inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
 ) -> Result<(), ClientError> {
     let started = now_us();
     let end = options.duration.map(|d| started + d.as_micros() as u64);
@@ -718,6 +722,11 @@ fn present_loop(
             }
         }
         let connected = lock(&s.session).is_connected();
+        if connected {
+            if let Some(rx) = &inject {
+                inputs.extend(rx.try_iter().take(1024));
+            }
+        }
         if probe_every > 0 && connected && now >= next_probe {
             // A synthetic look-around: alternating small turns, each reflected in the picture.
             inputs.push(InputEvent::PointerMotion {

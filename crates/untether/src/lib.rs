@@ -77,11 +77,21 @@ pub fn report_config(
 
 /// Streams the test scene from a host to a client on this machine, both in this process,
 /// over real UDP on the loopback interface, and returns the report.
-pub fn run_demo(mut options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, DemoError> {
+pub fn run_demo(options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, DemoError> {
+    run_demo_with(options, HostSetup::default(), ClientIo::default(), stop)
+}
+
+/// Like [`run_demo`], with a host setup (source, input, audio) and client I/O.
+pub fn run_demo_with(
+    mut options: DemoOptions,
+    setup: HostSetup,
+    io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<Report, DemoError> {
     options.host.host.bind = "127.0.0.1:0".into();
-    let host = Host::start(options.host.clone())?;
+    let host = Host::start_with(options.host.clone(), setup)?;
     options.client.host = host.local_addr();
-    let run = client::run_client(&options.client, stop);
+    let run = client::run_client_with(&options.client, io, stop);
     // Let the host account for the Bye before stopping it.
     std::thread::sleep(Duration::from_millis(20));
     let summary = host.stop();
