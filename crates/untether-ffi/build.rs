@@ -6,8 +6,8 @@ fn main() {
     let out_dir = std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into());
     println!("cargo:rerun-if-changed=src/lib.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
-    let config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml"))
-        .unwrap_or_default();
+    let config =
+        cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).unwrap_or_default();
     match cbindgen::Builder::new()
         .with_crate(&crate_dir)
         .with_config(config)

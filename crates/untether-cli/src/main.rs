@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use untether::client::{run_client_with, ClientAudio, ClientIo, ClientOptions, Display, InputDevice};
-use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
-use untether_media::x11::{CaptureTarget, PointerMode};
+use untether::client::{
+    run_client_with, ClientAudio, ClientIo, ClientOptions, Display, InputDevice,
+};
 use untether::config::{ConfigToml, DEFAULT_PORT};
+use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::{report, DemoOptions, Host, HostOptions};
+use untether_media::x11::{CaptureTarget, PointerMode};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -396,7 +398,9 @@ fn run_host(args: HostArgs) -> Result<()> {
                 CaptureTarget::Screen => "screen".to_string(),
                 CaptureTarget::Window(w) => format!("window {w:?}"),
             },
-            display.clone().unwrap_or_else(|| std::env::var("DISPLAY").unwrap_or_default())
+            display
+                .clone()
+                .unwrap_or_else(|| std::env::var("DISPLAY").unwrap_or_default())
         ),
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
         SourceSpec::App => "the application".to_string(),

@@ -95,7 +95,10 @@ fn frames_written_to_the_host_stdin_come_out_of_the_client_stdout_in_order_one_a
             .unwrap_or_else(|| panic!("frame {n}: stamp unreadable"));
         got.push(s.frame_number);
         // Nothing else is waiting: exactly one frame out per frame in.
-        assert!(rx.try_recv().is_err(), "an extra frame came out after frame {n}");
+        assert!(
+            rx.try_recv().is_err(),
+            "an extra frame came out after frame {n}"
+        );
     }
     let expected: Vec<u32> = (1000..1000 + frames).collect();
     assert_eq!(got, expected);
@@ -113,7 +116,13 @@ fn frames_written_to_the_host_stdin_come_out_of_the_client_stdout_in_order_one_a
         let _ = e.read_to_string(&mut err);
     }
     assert!(hs.is_some_and(|s| s.success()), "host did not end cleanly");
-    assert!(cs.is_some_and(|s| s.success()), "client did not end cleanly: {err}");
-    assert!(err.contains("glass-to-glass"), "the report goes to stderr: {err}");
+    assert!(
+        cs.is_some_and(|s| s.success()),
+        "client did not end cleanly: {err}"
+    );
+    assert!(
+        err.contains("glass-to-glass"),
+        "the report goes to stderr: {err}"
+    );
     eprintln!("{frames} frames in lock-step in {:?}", t.elapsed());
 }

@@ -21,8 +21,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use untether::api::{
-    AudioSpec, ClientContext, Conversion, EncoderKind, Frame, HostBuilder, HostContext,
-    InputSpec, PixelFormat, SourceSpec,
+    AudioSpec, ClientContext, Conversion, EncoderKind, Frame, HostBuilder, HostContext, InputSpec,
+    PixelFormat, SourceSpec,
 };
 use untether::client::{ClientAudio, ClientRun};
 use untether_media::stamp::{self, Stamp};
@@ -219,7 +219,10 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
-            fail(UNTETHER_ERR_INTERNAL, format!("internal error (panic): {what}"))
+            fail(
+                UNTETHER_ERR_INTERNAL,
+                format!("internal error (panic): {what}"),
+            )
         }
     }
 }
@@ -267,7 +270,10 @@ pub unsafe extern "C" fn untether_stamp_bgra(
 ) -> c_int {
     guard(|| {
         if data.is_null() || width == 0 || height == 0 || (stride as u64) < width as u64 * 4 {
-            return fail(UNTETHER_ERR_INVALID, "untether_stamp_bgra: null buffer or bad size");
+            return fail(
+                UNTETHER_ERR_INVALID,
+                "untether_stamp_bgra: null buffer or bad size",
+            );
         }
         let len = (height as usize - 1) * stride as usize + width as usize * 4;
         // SAFETY: the caller guarantees `height` rows of `stride` bytes at `data`.
@@ -304,7 +310,10 @@ pub struct UntetherHost {
     height: u32,
     /// The frame buffer registered with untether_host_set_frame_buffer.
     buffer: Option<(*const u8, usize, u32)>,
-    callback: Option<(unsafe extern "C" fn(*const UntetherInputEvent, *mut c_void), usize)>,
+    callback: Option<(
+        unsafe extern "C" fn(*const UntetherInputEvent, *mut c_void),
+        usize,
+    )>,
     port: u16,
     audio: bool,
 }
@@ -384,10 +393,16 @@ pub unsafe extern "C" fn untether_host_new(
             e => return fail(UNTETHER_ERR_INVALID, format!("unknown encoder type {e}")),
         };
         if transport != UntetherTransport::UNTETHER_TRANSPORT_UDP as c_int {
-            return fail(UNTETHER_ERR_INVALID, format!("unknown transport type {transport}"));
+            return fail(
+                UNTETHER_ERR_INVALID,
+                format!("unknown transport type {transport}"),
+            );
         }
         let Some(format) = pixel_format(format) else {
-            return fail(UNTETHER_ERR_INVALID, format!("unknown pixel format {format}"));
+            return fail(
+                UNTETHER_ERR_INVALID,
+                format!("unknown pixel format {format}"),
+            );
         };
         if let Err(e) = untether_media::frame::check_size(width, height) {
             return fail(UNTETHER_ERR_INVALID, e.to_string());
@@ -431,7 +446,10 @@ pub unsafe extern "C" fn untether_host_set_feature(
             Err(rc) => return rc,
         };
         let HostState::Configuring(b) = &mut h.state else {
-            return fail(UNTETHER_ERR_STATE, "features are set before untether_host_start");
+            return fail(
+                UNTETHER_ERR_STATE,
+                "features are set before untether_host_start",
+            );
         };
         let range = |lo: i64, hi: i64| -> Result<i64, c_int> {
             if (lo..=hi).contains(&value) {
@@ -522,7 +540,10 @@ pub unsafe extern "C" fn untether_host_set_input_callback(
             Err(rc) => return rc,
         };
         if !matches!(h.state, HostState::Configuring(_)) {
-            return fail(UNTETHER_ERR_STATE, "set the input callback before untether_host_start");
+            return fail(
+                UNTETHER_ERR_STATE,
+                "set the input callback before untether_host_start",
+            );
         }
         h.callback = callback.map(|cb| (cb, user as usize));
         UNTETHER_OK
@@ -593,7 +614,10 @@ pub unsafe extern "C" fn untether_host_local_port(host: *mut UntetherHost) -> c_
 
 /// Waits up to `timeout_ms` for a client: 1 connected, 0 not (yet), negative on error.
 #[no_mangle]
-pub unsafe extern "C" fn untether_host_wait_client(host: *mut UntetherHost, timeout_ms: u32) -> c_int {
+pub unsafe extern "C" fn untether_host_wait_client(
+    host: *mut UntetherHost,
+    timeout_ms: u32,
+) -> c_int {
     guard(|| {
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
@@ -609,7 +633,10 @@ pub unsafe extern "C" fn untether_host_wait_client(host: *mut UntetherHost, time
 }
 
 /// The frame to send: `frame`, or the registered frame buffer when `frame` is NULL.
-unsafe fn frame_of<'a>(h: &UntetherHost, frame: *const UntetherFrame) -> Result<(Frame<'a>, u64), c_int> {
+unsafe fn frame_of<'a>(
+    h: &UntetherHost,
+    frame: *const UntetherFrame,
+) -> Result<(Frame<'a>, u64), c_int> {
     let (format, width, height, planes, strides, capture_us) = if frame.is_null() {
         let Some((data, len, stride)) = h.buffer else {
             return Err(fail(
@@ -619,9 +646,8 @@ unsafe fn frame_of<'a>(h: &UntetherHost, frame: *const UntetherFrame) -> Result<
         };
         let (w, hh, s) = (h.width as usize, h.height as usize, stride as usize);
         let (planes, strides): ([usize; 3], [usize; 3]) = match h.format {
-            UntetherPixelFormat::UNTETHER_FORMAT_BGRA | UntetherPixelFormat::UNTETHER_FORMAT_RGBA => {
-                ([0, 0, 0], [s, 0, 0])
-            }
+            UntetherPixelFormat::UNTETHER_FORMAT_BGRA
+            | UntetherPixelFormat::UNTETHER_FORMAT_RGBA => ([0, 0, 0], [s, 0, 0]),
             UntetherPixelFormat::UNTETHER_FORMAT_I420 => {
                 let c = s / 2 * hh.div_ceil(2);
                 ([0, s * hh, s * hh + c], [s, s / 2, s / 2])
@@ -650,7 +676,8 @@ unsafe fn frame_of<'a>(h: &UntetherHost, frame: *const UntetherFrame) -> Result<
             }
         };
         let nplanes = match format {
-            UntetherPixelFormat::UNTETHER_FORMAT_BGRA | UntetherPixelFormat::UNTETHER_FORMAT_RGBA => 1,
+            UntetherPixelFormat::UNTETHER_FORMAT_BGRA
+            | UntetherPixelFormat::UNTETHER_FORMAT_RGBA => 1,
             UntetherPixelFormat::UNTETHER_FORMAT_I420 => 3,
             UntetherPixelFormat::UNTETHER_FORMAT_NV12 => 2,
         };
@@ -661,9 +688,16 @@ unsafe fn frame_of<'a>(h: &UntetherHost, frame: *const UntetherFrame) -> Result<
         let mut strides = [0usize; 3];
         for i in 0..nplanes {
             if f.planes[i].is_null() {
-                return Err(fail(UNTETHER_ERR_INVALID, format!("frame plane {i} is NULL")));
+                return Err(fail(
+                    UNTETHER_ERR_INVALID,
+                    format!("frame plane {i} is NULL"),
+                ));
             }
-            let rows = if i == 0 { f.height } else { f.height.div_ceil(2) } as usize;
+            let rows = if i == 0 {
+                f.height
+            } else {
+                f.height.div_ceil(2)
+            } as usize;
             let len = rows * f.strides[i] as usize;
             // SAFETY: the caller guarantees each plane holds its rows of `stride` bytes.
             slices[i] = unsafe { std::slice::from_raw_parts(f.planes[i], len) };
@@ -694,11 +728,17 @@ fn running(h: &mut UntetherHost) -> Result<&mut HostContext, c_int> {
         HostState::Running(c) => {
             if c.host().is_stopped() {
                 let why = c.host().failure().unwrap_or_else(|| "stopped".into());
-                return Err(fail(UNTETHER_ERR_STOPPED, format!("the host stopped: {why}")));
+                return Err(fail(
+                    UNTETHER_ERR_STOPPED,
+                    format!("the host stopped: {why}"),
+                ));
             }
             Ok(c)
         }
-        _ => Err(fail(UNTETHER_ERR_STATE, "the host is not running (untether_host_start)")),
+        _ => Err(fail(
+            UNTETHER_ERR_STATE,
+            "the host is not running (untether_host_start)",
+        )),
     }
 }
 
@@ -803,7 +843,10 @@ pub unsafe extern "C" fn untether_host_push_audio(
             Err(rc) => return rc,
         };
         if pcm.is_null() || !(1..=2).contains(&channels) || frames > 48_000 {
-            return fail(UNTETHER_ERR_INVALID, "push_audio: NULL pcm, channels not 1 or 2, or more than 1 s");
+            return fail(
+                UNTETHER_ERR_INVALID,
+                "push_audio: NULL pcm, channels not 1 or 2, or more than 1 s",
+            );
         }
         let ctx = match running(h) {
             Ok(c) => c,
@@ -906,13 +949,19 @@ fn configure(
             }
             None => fail(UNTETHER_ERR_INTERNAL, "client builder missing"),
         },
-        _ => fail(UNTETHER_ERR_STATE, "configure the client before untether_client_start"),
+        _ => fail(
+            UNTETHER_ERR_STATE,
+            "configure the client before untether_client_start",
+        ),
     }
 }
 
 /// 1: show the stream in an SDL window; 0 (default): headless (decode and measure).
 #[no_mangle]
-pub unsafe extern "C" fn untether_client_set_window(client: *mut UntetherClient, on: c_int) -> c_int {
+pub unsafe extern "C" fn untether_client_set_window(
+    client: *mut UntetherClient,
+    on: c_int,
+) -> c_int {
     guard(|| match unsafe { client_ref(client) } {
         Ok(c) => configure(c, |b| b.window(on != 0)),
         Err(rc) => rc,
@@ -921,7 +970,10 @@ pub unsafe extern "C" fn untether_client_set_window(client: *mut UntetherClient,
 
 /// 1: play the host's audio through SDL.
 #[no_mangle]
-pub unsafe extern "C" fn untether_client_set_audio(client: *mut UntetherClient, on: c_int) -> c_int {
+pub unsafe extern "C" fn untether_client_set_audio(
+    client: *mut UntetherClient,
+    on: c_int,
+) -> c_int {
     guard(|| match unsafe { client_ref(client) } {
         Ok(c) => configure(c, |b| b.audio((on != 0).then(ClientAudio::default))),
         Err(rc) => rc,
@@ -930,7 +982,10 @@ pub unsafe extern "C" fn untether_client_set_audio(client: *mut UntetherClient, 
 
 /// Writes every decoded frame as raw I420 to `path` ("-": stdout), flushed per frame.
 #[no_mangle]
-pub unsafe extern "C" fn untether_client_set_sink(client: *mut UntetherClient, path: *const c_char) -> c_int {
+pub unsafe extern "C" fn untether_client_set_sink(
+    client: *mut UntetherClient,
+    path: *const c_char,
+) -> c_int {
     guard(|| {
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
@@ -952,7 +1007,10 @@ pub unsafe extern "C" fn untether_client_set_sink(client: *mut UntetherClient, p
 /// socket carrying `struct input_event` records); untether takes ownership of `fd` and closes
 /// it. Returns the device number (0, 1, …) the host sees, or a negative error.
 #[no_mangle]
-pub unsafe extern "C" fn untether_client_register_input_fd(client: *mut UntetherClient, fd: c_int) -> c_int {
+pub unsafe extern "C" fn untether_client_register_input_fd(
+    client: *mut UntetherClient,
+    fd: c_int,
+) -> c_int {
     guard(|| {
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
@@ -960,18 +1018,26 @@ pub unsafe extern "C" fn untether_client_register_input_fd(client: *mut Untether
         };
         // SAFETY: F_GETFD only inspects the descriptor.
         if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-            return fail(UNTETHER_ERR_INVALID, format!("{fd} is not an open file descriptor"));
+            return fail(
+                UNTETHER_ERR_INVALID,
+                format!("{fd} is not an open file descriptor"),
+            );
         }
         if c.devices >= 255 {
             return fail(UNTETHER_ERR_INVALID, "at most 255 input devices");
         }
         if !matches!(c.state, ClientState::Configuring(_)) {
-            return fail(UNTETHER_ERR_STATE, "register devices before untether_client_start");
+            return fail(
+                UNTETHER_ERR_STATE,
+                "register devices before untether_client_start",
+            );
         }
         // SAFETY: the caller hands over an open descriptor it no longer uses.
         let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
         let name = format!("fd {fd}");
-        let rc = configure(c, |b| b.input_device(untether::InputDevice::from_fd(owned, name)));
+        let rc = configure(c, |b| {
+            b.input_device(untether::InputDevice::from_fd(owned, name))
+        });
         if rc != UNTETHER_OK {
             return rc;
         }
@@ -982,7 +1048,10 @@ pub unsafe extern "C" fn untether_client_register_input_fd(client: *mut Untether
 
 /// Stops after `seconds` (0: until untether_client_stop or the host ends).
 #[no_mangle]
-pub unsafe extern "C" fn untether_client_set_duration(client: *mut UntetherClient, seconds: f64) -> c_int {
+pub unsafe extern "C" fn untether_client_set_duration(
+    client: *mut UntetherClient,
+    seconds: f64,
+) -> c_int {
     guard(|| {
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
@@ -1131,7 +1200,12 @@ impl log::Log for StderrLogger {
     }
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
-            let _ = writeln!(std::io::stderr(), "untether [{}] {}", record.level(), record.args());
+            let _ = writeln!(
+                std::io::stderr(),
+                "untether [{}] {}",
+                record.level(),
+                record.args()
+            );
         }
     }
     fn flush(&self) {}
@@ -1155,11 +1229,20 @@ mod tests {
     #[test]
     fn bad_input_returns_errors_and_never_aborts() {
         unsafe {
-            assert_eq!(untether_host_new(std::ptr::null_mut(), 0, 0, 0, 64, 64), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_new(std::ptr::null_mut(), 0, 0, 0, 64, 64),
+                UNTETHER_ERR_INVALID
+            );
             let mut h: *mut UntetherHost = std::ptr::null_mut();
-            assert_eq!(untether_host_new(&mut h, 7, 0, 0, 64, 64), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_new(&mut h, 7, 0, 0, 64, 64),
+                UNTETHER_ERR_INVALID
+            );
             assert!(last_error().contains("encoder"), "{}", last_error());
-            assert_eq!(untether_host_new(&mut h, 0, 0, 0, 63, 64), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_new(&mut h, 0, 0, 0, 63, 64),
+                UNTETHER_ERR_INVALID
+            );
             assert!(h.is_null());
             assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);
             assert_eq!(untether_host_set_feature(h, 0, 0), UNTETHER_ERR_INVALID);
@@ -1168,7 +1251,10 @@ mod tests {
             assert_eq!(untether_host_set_feature(h, 0, 30), UNTETHER_OK);
             assert_eq!(untether_host_set_feature(h, 5, 0), UNTETHER_OK);
             // Sending before start is a state error.
-            assert_eq!(untether_host_send_frame(h, std::ptr::null()), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_send_frame(h, std::ptr::null()),
+                UNTETHER_ERR_INVALID
+            );
             let px = vec![0u8; 640 * 360 * 4];
             let f = UntetherFrame {
                 format: 0,
@@ -1191,29 +1277,56 @@ mod tests {
                 planes: [std::ptr::null(); 3],
                 ..f
             };
-            assert_eq!(untether_host_send_frame(h, &null_plane), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_send_frame(h, &null_plane),
+                UNTETHER_ERR_INVALID
+            );
             let mut ev = std::mem::zeroed::<UntetherInputEvent>();
             assert_eq!(untether_host_poll_input(h, &mut ev), 0);
-            assert_eq!(untether_host_poll_input(h, std::ptr::null_mut()), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_poll_input(h, std::ptr::null_mut()),
+                UNTETHER_ERR_INVALID
+            );
             assert_eq!(
                 untether_host_push_audio(h, std::ptr::null(), 480, 2, 0),
                 UNTETHER_ERR_INVALID
             );
             untether_host_free(h);
             untether_host_free(std::ptr::null_mut());
-            assert_eq!(untether_host_start(std::ptr::null_mut(), 0), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_host_start(std::ptr::null_mut(), 0),
+                UNTETHER_ERR_INVALID
+            );
 
             let mut c: *mut UntetherClient = std::ptr::null_mut();
             let bad = CString::new("no such host name.invalid").unwrap();
-            assert_eq!(untether_client_new(&mut c, bad.as_ptr()), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_client_new(&mut c, bad.as_ptr()),
+                UNTETHER_ERR_INVALID
+            );
             let good = CString::new("127.0.0.1:9").unwrap();
             assert_eq!(untether_client_new(&mut c, good.as_ptr()), UNTETHER_OK);
-            assert_eq!(untether_client_register_input_fd(c, -1), UNTETHER_ERR_INVALID);
-            assert_eq!(untether_client_register_input_fd(c, 987_654), UNTETHER_ERR_INVALID);
-            assert_eq!(untether_client_stop(c, 0, std::ptr::null_mut()), UNTETHER_ERR_STATE);
-            assert_eq!(untether_client_set_duration(c, f64::NAN), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_client_register_input_fd(c, -1),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                untether_client_register_input_fd(c, 987_654),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                untether_client_stop(c, 0, std::ptr::null_mut()),
+                UNTETHER_ERR_STATE
+            );
+            assert_eq!(
+                untether_client_set_duration(c, f64::NAN),
+                UNTETHER_ERR_INVALID
+            );
             untether_client_free(c);
-            assert_eq!(untether_stamp_bgra(std::ptr::null_mut(), 0, 0, 0, 0, 0), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                untether_stamp_bgra(std::ptr::null_mut(), 0, 0, 0, 0, 0),
+                UNTETHER_ERR_INVALID
+            );
         }
     }
 

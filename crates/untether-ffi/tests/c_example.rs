@@ -28,7 +28,16 @@ fn stream(mode_args: &[&str]) {
         .unwrap()
         .port();
     let mut child = Command::new(&exe)
-        .args(["--port", &port.to_string(), "--frames", "150", "--fps", "60", "--size", "1280x720"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--frames",
+            "150",
+            "--fps",
+            "60",
+            "--size",
+            "1280x720",
+        ])
         .args(mode_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -74,8 +74,10 @@ impl AudioEncoder {
     pub fn new(bitrate_kbps: u32) -> Result<AudioEncoder> {
         let mut enc = opus::Encoder::new(RATE, opus::Channels::Stereo, opus::Application::LowDelay)
             .map_err(opus_err("encoder"))?;
-        enc.set_bitrate(opus::Bitrate::Bits(bitrate_kbps.clamp(16, 510) as i32 * 1000))
-            .map_err(opus_err("bitrate"))?;
+        enc.set_bitrate(opus::Bitrate::Bits(
+            bitrate_kbps.clamp(16, 510) as i32 * 1000,
+        ))
+        .map_err(opus_err("bitrate"))?;
         enc.set_vbr(false).map_err(opus_err("cbr"))?;
         Ok(AudioEncoder {
             enc,
@@ -403,9 +405,8 @@ impl Playout {
                         self.stats.dropped += 1;
                     }
                 }
-                let t = now_us
-                    + device_latency_us
-                    + (i / CHANNELS) as u64 * 1_000_000 / RATE as u64;
+                let t =
+                    now_us + device_latency_us + (i / CHANNELS) as u64 * 1_000_000 / RATE as u64;
                 if !self.start_block(t) {
                     self.stats.underruns += 1;
                     self.playing = false;
@@ -812,7 +813,9 @@ mod tests {
     #[test]
     fn encoder_makes_10ms_packets_with_redundancy_and_accepts_odd_pushes() {
         let p = tone_packets(5);
-        assert!(p.iter().all(|x| x.opus.len() <= MAX_PACKET && !x.opus.is_empty()));
+        assert!(p
+            .iter()
+            .all(|x| x.opus.len() <= MAX_PACKET && !x.opus.is_empty()));
         assert!(p[0].prev_opus.is_empty());
         assert_eq!(p[3].prev_opus, p[2].opus);
         assert_eq!(p[4].pts_us - p[3].pts_us, FRAME_US);
@@ -839,7 +842,13 @@ mod tests {
         for (i, pk) in packets.iter().enumerate() {
             // Lose every 10th packet; its copy rides in the next one. Swap 4/5 pairs.
             if i % 10 != 3 {
-                let j = if i % 10 == 4 { i + 1 } else if i % 10 == 5 { i - 1 } else { i };
+                let j = if i % 10 == 4 {
+                    i + 1
+                } else if i % 10 == 5 {
+                    i - 1
+                } else {
+                    i
+                };
                 let q = &packets[j];
                 p.push(now, q.seq, q.pts_us, &q.opus, &q.prev_opus);
             }
@@ -884,7 +893,11 @@ mod tests {
             }
             p.push(arrive, pk.seq, pk.pts_us, &pk.opus, &pk.prev_opus);
         }
-        assert!(p.target_us() >= 20_000, "target {} with 25 ms jitter", p.target_us());
+        assert!(
+            p.target_us() >= 20_000,
+            "target {} with 25 ms jitter",
+            p.target_us()
+        );
         assert!(p.target_us() <= MAX_TARGET_US);
     }
 }

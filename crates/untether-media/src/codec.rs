@@ -177,7 +177,11 @@ impl InputPicture<'_> {
             InputPicture::I420 { planes, .. } => {
                 let (w2, h2) = (w.div_ceil(2) as usize, h.div_ceil(2) as usize);
                 for (i, (plane, stride)) in planes.iter().enumerate() {
-                    let (cw, ch) = if i == 0 { (w as usize, h as usize) } else { (w2, h2) };
+                    let (cw, ch) = if i == 0 {
+                        (w as usize, h as usize)
+                    } else {
+                        (w2, h2)
+                    };
                     if *stride < cw || plane.len() < need(*stride, cw, ch) {
                         return Err(bad(format!(
                             "I420 plane {i} of {} bytes with stride {stride} is too small",

@@ -260,7 +260,10 @@ mod tests {
                     code: 0x131,
                     down: true
                 },
-                DeviceEvent::Absolute { code: 0, value: 120 },
+                DeviceEvent::Absolute {
+                    code: 0,
+                    value: 120
+                },
                 DeviceEvent::Absolute { code: 1, value: -5 },
                 DeviceEvent::Relative { code: 0, value: 7 },
                 DeviceEvent::Button {
@@ -283,7 +286,13 @@ mod tests {
         assert!(out.is_empty());
         c.push(Record::new(EV_KEY, 32, 1), &mut out);
         c.push(Record::new(EV_SYN, SYN_REPORT, 0), &mut out);
-        assert_eq!(out, vec![DeviceEvent::Button { code: 32, down: true }]);
+        assert_eq!(
+            out,
+            vec![DeviceEvent::Button {
+                code: 32,
+                down: true
+            }]
+        );
         let r = Record {
             sec: 5,
             usec: 7,

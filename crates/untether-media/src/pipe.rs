@@ -84,7 +84,13 @@ impl PipeReader {
     pub fn open(path: &str, format: PipeFormat, width: u32, height: u32) -> Result<PipeReader> {
         crate::frame::check_size(width, height)?;
         let (input, regular_file) = open_read(path)?;
-        Ok(Self::from_reader(input, regular_file, format, width, height))
+        Ok(Self::from_reader(
+            input,
+            regular_file,
+            format,
+            width,
+            height,
+        ))
     }
 
     pub fn from_reader(
@@ -247,8 +253,13 @@ mod tests {
         assert_eq!(len, 64 * 32 * 3 / 2);
         let mut data: Vec<u8> = (0..len * 2).map(|i| (i / len) as u8).collect();
         data.extend_from_slice(&[9; 10]);
-        let mut r =
-            PipeReader::from_reader(Box::new(Chunky(data, 0, 1000)), false, PipeFormat::I420, w, h);
+        let mut r = PipeReader::from_reader(
+            Box::new(Chunky(data, 0, 1000)),
+            false,
+            PipeFormat::I420,
+            w,
+            h,
+        );
         let mut buf = Vec::new();
         assert!(r.read_frame(&mut buf).unwrap());
         assert!(buf.iter().all(|&b| b == 0));

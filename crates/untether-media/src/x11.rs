@@ -148,10 +148,7 @@ unsafe impl Send for X11Capture {}
 
 /// Finds a window by id or title under `root`.
 fn find_window(conn: &RustConnection, root: Window, spec: &str) -> Result<Window> {
-    let parsed = if let Some(hex) = spec
-        .strip_prefix("0x")
-        .or_else(|| spec.strip_prefix("0X"))
-    {
+    let parsed = if let Some(hex) = spec.strip_prefix("0x").or_else(|| spec.strip_prefix("0X")) {
         u32::from_str_radix(hex, 16).ok()
     } else {
         spec.parse::<u32>().ok()
@@ -268,7 +265,9 @@ impl X11Capture {
                 &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
             )
         )?;
-        let max = (screen.width_in_pixels as usize).max(16) * (screen.height_in_pixels as usize).max(16) * 4;
+        let max = (screen.width_in_pixels as usize).max(16)
+            * (screen.height_in_pixels as usize).max(16)
+            * 4;
         let shm = ShmSegment::new(&conn, max)?;
         let mut cap = X11Capture {
             conn,
@@ -295,7 +294,8 @@ impl X11Capture {
             .map_err(|e| xerr("geometry")(e.to_string()))?;
         let t = x!(
             "coordinates",
-            self.conn.translate_coordinates(self.target, self.root, 0, 0)
+            self.conn
+                .translate_coordinates(self.target, self.root, 0, 0)
         )?
         .reply()
         .map_err(|e| xerr("coordinates")(e.to_string()))?;
@@ -528,7 +528,12 @@ impl XtestReplay {
         if button == 0 {
             return Ok(());
         }
-        self.fake(if down { BUTTON_PRESS } else { BUTTON_RELEASE }, button, 0, 0)
+        self.fake(
+            if down { BUTTON_PRESS } else { BUTTON_RELEASE },
+            button,
+            0,
+            0,
+        )
     }
 
     /// Wheel notches: X buttons 4/5 (vertical, up/down) and 6/7 (horizontal, left/right).
@@ -580,12 +585,12 @@ impl XtestReplay {
 pub fn sdl_keycode_to_keysym(code: u32) -> Option<u32> {
     const SCAN: u32 = 0x4000_0000;
     Some(match code {
-        8 => 0xff08,            // Backspace
-        9 => 0xff09,            // Tab
-        13 => 0xff0d,           // Return
-        27 => 0xff1b,           // Escape
-        127 => 0xffff,          // Delete
-        0x20..=0x7e => code,    // printable ASCII
+        8 => 0xff08,         // Backspace
+        9 => 0xff09,         // Tab
+        13 => 0xff0d,        // Return
+        27 => 0xff1b,        // Escape
+        127 => 0xffff,       // Delete
+        0x20..=0x7e => code, // printable ASCII
         c if c >= SCAN => {
             let s = c - SCAN;
             match s {

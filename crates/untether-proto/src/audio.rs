@@ -106,11 +106,7 @@ mod tests {
         assert!(AudioPacket::parse(&longer).is_err());
         // An empty primary packet is refused.
         let mut empty = Vec::new();
-        AudioPacket {
-            opus: vec![],
-            ..p
-        }
-        .encode(&mut empty);
+        AudioPacket { opus: vec![], ..p }.encode(&mut empty);
         assert!(AudioPacket::parse(&empty).is_err());
     }
 }

@@ -225,7 +225,10 @@ impl HostSession {
                 }
             }
             // Only the host sends these.
-            Datagram::Accept(_) | Datagram::Reject(_) | Datagram::Shard(..) | Datagram::Audio(_) => {
+            Datagram::Accept(_)
+            | Datagram::Reject(_)
+            | Datagram::Shard(..)
+            | Datagram::Audio(_) => {
                 self.stats.unknown_connection += 1;
             }
         }
@@ -421,7 +424,11 @@ impl HostSession {
     }
 
     /// Queues one audio packet for the client (one datagram, sent after queued shards).
-    pub fn send_audio(&mut self, now: Micros, packet: &crate::audio::AudioPacket) -> Result<(), NoClient> {
+    pub fn send_audio(
+        &mut self,
+        now: Micros,
+        packet: &crate::audio::AudioPacket,
+    ) -> Result<(), NoClient> {
         let peer = self.peer.as_mut().ok_or(NoClient)?;
         let mut out = Vec::with_capacity(HEADER_LEN + packet.encoded_len());
         Header::new(PacketType::Audio, peer.info.connection_id, peer.next_pn).write(&mut out);

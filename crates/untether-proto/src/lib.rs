@@ -27,8 +27,8 @@ use std::net::SocketAddr;
 /// Microseconds of a monotonic clock (the caller's).
 pub type Micros = u64;
 
-pub use audio::{AudioPacket, AUDIO_RATE};
 pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
+pub use audio::{AudioPacket, AUDIO_RATE};
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
 pub use host::{ClientInfo, HostConfig, HostEvent, HostSession, HostStats, NoClient};

@@ -136,7 +136,9 @@ impl<'a> Frame<'a> {
 }
 
 fn too_small(what: &str) -> HostError {
-    HostError::Media(MediaError::Other(format!("{what}: buffer too small for the frame size")))
+    HostError::Media(MediaError::Other(format!(
+        "{what}: buffer too small for the frame size"
+    )))
 }
 
 /// Turns a [`Frame`] into what the encoder reads, converting only RGBA and NV12 (into
@@ -461,7 +463,10 @@ impl HostBuilder {
     pub fn build(self) -> Result<HostContext, HostError> {
         let v = &self.options.video;
         if !(1..=240).contains(&v.fps) {
-            return Err(HostError::Usage(format!("fps {} is out of range 1..=240", v.fps)));
+            return Err(HostError::Usage(format!(
+                "fps {} is out of range 1..=240",
+                v.fps
+            )));
         }
         if !(100..=500_000).contains(&v.bitrate_kbps) {
             return Err(HostError::Usage(format!(
@@ -565,7 +570,12 @@ impl HostContext {
     }
 
     /// Pushes 48 kHz PCM (interleaved, 1 or 2 channels) produced at `pts_us`.
-    pub fn push_audio(&self, pcm: &[i16], channels: usize, pts_us: Micros) -> Result<(), HostError> {
+    pub fn push_audio(
+        &self,
+        pcm: &[i16],
+        channels: usize,
+        pts_us: Micros,
+    ) -> Result<(), HostError> {
         self.host.push_audio(pcm, channels, pts_us)
     }
 
@@ -605,7 +615,11 @@ impl ClientBuilder {
     }
     /// Show the stream in an SDL window (default: headless).
     pub fn window(mut self, on: bool) -> Self {
-        self.options.display = if on { Display::Window } else { Display::Headless };
+        self.options.display = if on {
+            Display::Window
+        } else {
+            Display::Headless
+        };
         self
     }
     pub fn name(mut self, name: &str) -> Self {
@@ -802,8 +816,12 @@ mod tests {
             _ => panic!(),
         }
         // Short buffers are errors, not panics.
-        assert!(a.adapt(&Frame::rgba(&rgba[..100], 256, w, h), false).is_err());
-        assert!(a.adapt(&Frame::nv12(&y, 64, &nv[..10], 64, w, h), false).is_err());
+        assert!(a
+            .adapt(&Frame::rgba(&rgba[..100], 256, w, h), false)
+            .is_err());
+        assert!(a
+            .adapt(&Frame::nv12(&y, 64, &nv[..10], 64, w, h), false)
+            .is_err());
         assert!(a.adapt(&Frame::bgra(&bgra, 256, 63, h), false).is_err());
     }
 }

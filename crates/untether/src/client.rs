@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use untether_media::audio::{Playout, PlayoutStats, Played, SdlAudioOut, Tap};
+use untether_media::audio::{Played, Playout, PlayoutStats, SdlAudioOut, Tap};
 use untether_media::codec::{DecodedFrame, Decoder};
 use untether_media::evdev::{DeviceEvent, DeviceReader};
 use untether_media::pipe::PipeWriter;
@@ -120,7 +120,12 @@ impl InputDevice {
 
 impl std::fmt::Debug for InputDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "InputDevice({:?}, fd {})", self.name, self.file.as_raw_fd())
+        write!(
+            f,
+            "InputDevice({:?}, fd {})",
+            self.name,
+            self.file.as_raw_fd()
+        )
     }
 }
 
@@ -367,7 +372,9 @@ pub fn run_client_with(
         let _ = t.join();
     }
     // Close the device (waits for its callback) before reading what it played.
-    let audio_driver = audio_out.as_ref().map(|o| (o.driver.clone(), o.buffer_samples));
+    let audio_driver = audio_out
+        .as_ref()
+        .map(|o| (o.driver.clone(), o.buffer_samples));
     drop(audio_out);
     if let Some(e) = lock(&shared.failure).take() {
         return Err(e);

@@ -407,9 +407,11 @@ impl Shared {
             InputSink::Callback(cb) => {
                 let cb = cb.0.clone();
                 drop(sink);
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(&rec))).is_err()
-                {
-                    log::error!("host: the input callback panicked; event {} dropped", rec.seq);
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(&rec))).is_err() {
+                    log::error!(
+                        "host: the input callback panicked; event {} dropped",
+                        rec.seq
+                    );
                     return;
                 }
                 self.counters.inputs_applied.fetch_add(1, Ordering::Relaxed);
@@ -443,7 +445,12 @@ fn replay_xtest(x: &XtestReplay, event: &InputEvent) -> Result<bool, untether_me
             Some(sym) => x.key(sym, down)?,
             None => false,
         },
-        InputEvent::PointerMotion { x: px, y: py, dx, dy } => {
+        InputEvent::PointerMotion {
+            x: px,
+            y: py,
+            dx,
+            dy,
+        } => {
             match x.pointer {
                 PointerMode::Absolute => x.motion_absolute(px, py)?,
                 PointerMode::Relative => x.motion_relative(dx, dy)?,
@@ -480,10 +487,10 @@ fn replay_xtest(x: &XtestReplay, event: &InputEvent) -> Result<bool, untether_me
             ..
         } => {
             match code {
-                0 => x.motion_relative(value, 0)?,  // REL_X
-                1 => x.motion_relative(0, value)?,  // REL_Y
-                6 => x.wheel(value, 0)?,            // REL_HWHEEL
-                8 => x.wheel(0, value)?,            // REL_WHEEL
+                0 => x.motion_relative(value, 0)?, // REL_X
+                1 => x.motion_relative(0, value)?, // REL_Y
+                6 => x.wheel(value, 0)?,           // REL_HWHEEL
+                8 => x.wheel(0, value)?,           // REL_WHEEL
                 _ => return Ok(false),
             }
             true
@@ -539,10 +546,7 @@ fn encoder_config(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -
         if !params.is_empty() {
             params.push(':');
         }
-        params.push_str(&format!(
-            "keyint={0}:min-keyint={0}",
-            setup.gop_frames
-        ));
+        params.push_str(&format!("keyint={0}:min-keyint={0}", setup.gop_frames));
     }
     EncoderConfig {
         width,
@@ -676,7 +680,10 @@ impl Host {
                     Box::new(move || source_loop(&s, scene, fps)),
                 )?);
                 let s = shared.clone();
-                threads.push(spawn("host-encode", Box::new(move || encode_loop(&s, stage)))?);
+                threads.push(spawn(
+                    "host-encode",
+                    Box::new(move || encode_loop(&s, stage)),
+                )?);
             }
             SourceSpec::X11 { .. } => {
                 let s = shared.clone();
@@ -699,7 +706,10 @@ impl Host {
             SourceSpec::App => {
                 if setup.encoder_thread {
                     let s = shared.clone();
-                    threads.push(spawn("host-encode", Box::new(move || encode_loop(&s, stage)))?);
+                    threads.push(spawn(
+                        "host-encode",
+                        Box::new(move || encode_loop(&s, stage)),
+                    )?);
                 }
             }
         }
@@ -813,7 +823,10 @@ impl Host {
         let t0 = now_us();
         let pixels = copy_picture(&self.shared, picture)?;
         let capture_us = now_us();
-        self.shared.counters.captured.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .counters
+            .captured
+            .fetch_add(1, Ordering::Relaxed);
         let dur = (capture_us - t0) as u32;
         lock(&self.shared.samples).capture.push_us(dur as i64);
         if let Some(old) = self.shared.frames.put(CapturedFrame {
@@ -835,7 +848,9 @@ impl Host {
             ));
         }
         if self.sender_taken.swap(true, Ordering::SeqCst) {
-            return Err(HostError::Usage("this host's frame sender was already taken".into()));
+            return Err(HostError::Usage(
+                "this host's frame sender was already taken".into(),
+            ));
         }
         let encoder = Encoder::new(self.encoder_cfg.clone())?;
         Ok(FrameSender {
@@ -859,7 +874,12 @@ impl Host {
     /// Pushes interleaved 48 kHz PCM (`channels` 1 or 2) whose first sample was produced at
     /// `pts_us` (host clock, [`crate::clock::now_us`]); every complete 10 ms is encoded and
     /// sent at once. Without a client the audio is dropped.
-    pub fn push_audio(&self, pcm: &[i16], channels: usize, pts_us: Micros) -> Result<(), HostError> {
+    pub fn push_audio(
+        &self,
+        pcm: &[i16],
+        channels: usize,
+        pts_us: Micros,
+    ) -> Result<(), HostError> {
         if self.is_stopped() {
             return Err(HostError::Stopped(self.failure()));
         }
@@ -1015,7 +1035,9 @@ impl FrameSender {
         let capture_us = capture_us.unwrap_or(t0);
         let mut info = self.stage.send(s, picture, capture_us, 0)?;
         info.blocked_us = now_us() - t0;
-        lock(&s.samples).sync_blocked.push_us(info.blocked_us as i64);
+        lock(&s.samples)
+            .sync_blocked
+            .push_us(info.blocked_us as i64);
         Ok(info)
     }
 
@@ -1294,7 +1316,13 @@ fn wait_client(s: &Shared) -> bool {
     false
 }
 
-fn x11_loop(s: &Shared, mut cap: X11Capture, mut stage: EncoderStage, fps: u32, stamp_frames: bool) {
+fn x11_loop(
+    s: &Shared,
+    mut cap: X11Capture,
+    mut stage: EncoderStage,
+    fps: u32,
+    stamp_frames: bool,
+) {
     let interval = 1_000_000 / fps.max(1) as u64;
     let start = now_us();
     let mut tick: u64 = 0;

@@ -103,7 +103,10 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
         let out = out.clone();
         let stdout = xev.stdout.take().unwrap();
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
                 out.lock().unwrap().push_str(&line);
                 out.lock().unwrap().push('\n');
             }
@@ -158,7 +161,8 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
         .unwrap();
     }
     for down in [true, false] {
-        tx.send(InputEvent::MouseButton { button: 1, down }).unwrap();
+        tx.send(InputEvent::MouseButton { button: 1, down })
+            .unwrap();
     }
     let probe = XtestReplay::open(Some(&x.display), (0, 0), PointerMode::Absolute).unwrap();
     let t = Instant::now();
@@ -193,9 +197,16 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
         .iter()
         .filter_map(|r| r.stamp.map(|s| s.frame_number))
         .collect();
-    assert!(!stamped.is_empty(), "no stamp readable from captured frames");
+    assert!(
+        !stamped.is_empty(),
+        "no stamp readable from captured frames"
+    );
     // The screen is mostly still: ticks without damage were skipped, not re-encoded.
-    assert!(summary.unchanged > 20, "unchanged ticks {}", summary.unchanged);
+    assert!(
+        summary.unchanged > 20,
+        "unchanged ticks {}",
+        summary.unchanged
+    );
     assert!(summary.inputs_applied >= 5, "{summary:?}");
 }
 
@@ -224,7 +235,12 @@ fn evdev_records_through_a_registered_pipe_reach_the_app_and_i420_frames_stream_
         .duration(Some(Duration::from_secs(4)));
     b.options_mut().client.name = "evdev-test".into();
     let mut client = b.build();
-    assert_eq!(client.register_input_fd(reader.into(), "test pipe").unwrap(), 0);
+    assert_eq!(
+        client
+            .register_input_fd(reader.into(), "test pipe")
+            .unwrap(),
+        0
+    );
     client.start().unwrap();
     assert!(host.wait_for_client(Duration::from_secs(5)));
     // I420 frames, stamped in luma, sent on this thread.
@@ -324,7 +340,11 @@ fn evdev_records_through_a_registered_pipe_reach_the_app_and_i420_frames_stream_
         .iter()
         .filter_map(|r| r.stamp.map(|s| s.frame_number))
         .collect();
-    assert!(numbers.len() >= 25, "{} stamped frames decoded", numbers.len());
+    assert!(
+        numbers.len() >= 25,
+        "{} stamped frames decoded",
+        numbers.len()
+    );
     assert!(numbers.windows(2).all(|p| p[0] < p[1]), "{numbers:?}");
     assert!(summary.stages.contains_key("sync_blocked"));
     blocked.sort_unstable();
@@ -364,7 +384,11 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
     )
     .expect("client");
     let summary = host.stop();
-    assert!(summary.audio_packets >= 300, "{} audio packets", summary.audio_packets);
+    assert!(
+        summary.audio_packets >= 300,
+        "{} audio packets",
+        summary.audio_packets
+    );
     let audio = run.audio.as_ref().expect("audio ran");
     let tap = audio.tap.as_ref().expect("tap");
     let onsets = untether_media::audio::onsets(&tap.samples, 0.05);
@@ -394,7 +418,11 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
         Some(&summary),
     );
     let a = rep.audio.as_ref().expect("audio report");
-    let video_ms = rep.latency_ms.glass_to_glass_pixels.p50.expect("video measured");
+    let video_ms = rep
+        .latency_ms
+        .glass_to_glass_pixels
+        .p50
+        .expect("video measured");
     let m2e = a.mouth_to_ear_ms.p50.expect("mouth-to-ear measured");
     eprintln!(
         "audio: beep onset heard {audio_ms:.1} ms after it was made (timestamps: {m2e:.1} ms), video {video_ms:.1} ms, A/V offset {:.1} ms, buffer {} ms, {:?}",
@@ -403,7 +431,10 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
         audio.stats
     );
     // The content and the timestamps agree, and sound keeps up with the picture.
-    assert!((audio_ms - m2e).abs() < 3.0, "content {audio_ms} vs timestamps {m2e}");
+    assert!(
+        (audio_ms - m2e).abs() < 3.0,
+        "content {audio_ms} vs timestamps {m2e}"
+    );
     assert!(
         (audio_ms - video_ms).abs() < 20.0,
         "A/V offset {:.1} ms",
