@@ -31,24 +31,6 @@
 // An internal error (a caught panic): the context should be freed.
 #define UNTETHER_ERR_INTERNAL -6
 
-// Kinds of input events.
-typedef enum UntetherInputKind {
-  // a = SDL keycode, b = 1 down / 0 up.
-  UNTETHER_INPUT_KEY = 1,
-  // a, b = absolute x, y in the stream; c, d = relative motion.
-  UNTETHER_INPUT_POINTER = 2,
-  // a = button (1 left, 2 middle, 3 right), b = 1 down / 0 up.
-  UNTETHER_INPUT_MOUSE_BUTTON = 3,
-  // a, b = horizontal, vertical notches.
-  UNTETHER_INPUT_WHEEL = 4,
-  // f[0..3] = yaw, pitch, roll in degrees.
-  UNTETHER_INPUT_HEAD_POSE = 5,
-  // device = client device number, a = evdev code, b = 1 down / 0 up.
-  UNTETHER_INPUT_DEVICE_BUTTON = 6,
-  // device, a = evdev code, b = value, c = 1 relative (EV_REL) / 0 absolute (EV_ABS).
-  UNTETHER_INPUT_DEVICE_AXIS = 7,
-} UntetherInputKind;
-
 // Encoder types.
 typedef enum UntetherEncoder {
   // x264, YUV 4:2:0 (frames are converted with SIMD code).
@@ -107,6 +89,24 @@ typedef enum UntetherMode {
   UNTETHER_MODE_SYNC = 1,
 } UntetherMode;
 
+// Kinds of input events.
+typedef enum UntetherInputKind {
+  // a = SDL keycode, b = 1 down / 0 up.
+  UNTETHER_INPUT_KEY = 1,
+  // a, b = absolute x, y in the stream; c, d = relative motion.
+  UNTETHER_INPUT_POINTER = 2,
+  // a = button (1 left, 2 middle, 3 right), b = 1 down / 0 up.
+  UNTETHER_INPUT_MOUSE_BUTTON = 3,
+  // a, b = horizontal, vertical notches.
+  UNTETHER_INPUT_WHEEL = 4,
+  // f[0..3] = yaw, pitch, roll in degrees.
+  UNTETHER_INPUT_HEAD_POSE = 5,
+  // device = client device number, a = evdev code, b = 1 down / 0 up.
+  UNTETHER_INPUT_DEVICE_BUTTON = 6,
+  // device, a = evdev code, b = value, c = 1 relative (EV_REL) / 0 absolute (EV_ABS).
+  UNTETHER_INPUT_DEVICE_AXIS = 7,
+} UntetherInputKind;
+
 // A client context (opaque).
 typedef struct UntetherClient UntetherClient;
 
@@ -115,7 +115,8 @@ typedef struct UntetherHost UntetherHost;
 
 // One input event from the client.
 typedef struct UntetherInputEvent {
-  enum UntetherInputKind kind;
+  // An UntetherInputKind.
+  int kind;
   // Sequence number on the client's reliable channel (0, 1, 2, …).
   uint32_t seq;
   uint32_t device;

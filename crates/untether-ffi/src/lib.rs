@@ -150,7 +150,8 @@ pub enum UntetherInputKind {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct UntetherInputEvent {
-    pub kind: UntetherInputKind,
+    /// An UntetherInputKind.
+    pub kind: c_int,
     /// Sequence number on the client's reliable channel (0, 1, 2, …).
     pub seq: u32,
     pub device: u32,
@@ -320,7 +321,7 @@ pub struct UntetherHost {
 
 fn convert_event(rec: &InputRecord) -> UntetherInputEvent {
     let mut e = UntetherInputEvent {
-        kind: UntetherInputKind::UNTETHER_INPUT_KEY,
+        kind: UntetherInputKind::UNTETHER_INPUT_KEY as c_int,
         seq: rec.seq,
         device: 0,
         a: 0,
@@ -335,23 +336,23 @@ fn convert_event(rec: &InputRecord) -> UntetherInputEvent {
             e.b = down as i32;
         }
         InputEvent::PointerMotion { x, y, dx, dy } => {
-            e.kind = UntetherInputKind::UNTETHER_INPUT_POINTER;
+            e.kind = UntetherInputKind::UNTETHER_INPUT_POINTER as c_int;
             (e.a, e.b, e.c, e.d) = (x, y, dx, dy);
         }
         InputEvent::MouseButton { button, down } => {
-            e.kind = UntetherInputKind::UNTETHER_INPUT_MOUSE_BUTTON;
+            e.kind = UntetherInputKind::UNTETHER_INPUT_MOUSE_BUTTON as c_int;
             (e.a, e.b) = (button as i32, down as i32);
         }
         InputEvent::Wheel { dx, dy } => {
-            e.kind = UntetherInputKind::UNTETHER_INPUT_WHEEL;
+            e.kind = UntetherInputKind::UNTETHER_INPUT_WHEEL as c_int;
             (e.a, e.b) = (dx, dy);
         }
         InputEvent::HeadPose { yaw, pitch, roll } => {
-            e.kind = UntetherInputKind::UNTETHER_INPUT_HEAD_POSE;
+            e.kind = UntetherInputKind::UNTETHER_INPUT_HEAD_POSE as c_int;
             e.f = [yaw, pitch, roll];
         }
         InputEvent::Button { device, code, down } => {
-            e.kind = UntetherInputKind::UNTETHER_INPUT_DEVICE_BUTTON;
+            e.kind = UntetherInputKind::UNTETHER_INPUT_DEVICE_BUTTON as c_int;
             e.device = device as u32;
             (e.a, e.b) = (code as i32, down as i32);
         }
@@ -361,7 +362,7 @@ fn convert_event(rec: &InputRecord) -> UntetherInputEvent {
             code,
             value,
         } => {
-            e.kind = UntetherInputKind::UNTETHER_INPUT_DEVICE_AXIS;
+            e.kind = UntetherInputKind::UNTETHER_INPUT_DEVICE_AXIS as c_int;
             e.device = device as u32;
             (e.a, e.b, e.c) = (code as i32, value, relative as i32);
         }
@@ -644,7 +645,7 @@ unsafe fn frame_of<'a>(
                 "no frame given and no frame buffer registered (untether_host_set_frame_buffer)",
             ));
         };
-        let (w, hh, s) = (h.width as usize, h.height as usize, stride as usize);
+        let (hh, s) = (h.height as usize, stride as usize);
         let (planes, strides): ([usize; 3], [usize; 3]) = match h.format {
             UntetherPixelFormat::UNTETHER_FORMAT_BGRA
             | UntetherPixelFormat::UNTETHER_FORMAT_RGBA => ([0, 0, 0], [s, 0, 0]),
@@ -654,7 +655,6 @@ unsafe fn frame_of<'a>(
             }
             UntetherPixelFormat::UNTETHER_FORMAT_NV12 => ([0, s * hh, 0], [s, s, 0]),
         };
-        let _ = w;
         // SAFETY: the application registered `len` readable bytes at `data`.
         let all = unsafe { std::slice::from_raw_parts(data, len) };
         let slices = [

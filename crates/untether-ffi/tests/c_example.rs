@@ -27,7 +27,7 @@ fn stream(mode_args: &[&str]) {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(&exe)
+    let child = Command::new(&exe)
         .args([
             "--port",
             &port.to_string(),

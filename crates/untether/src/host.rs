@@ -1445,7 +1445,6 @@ fn pipe_loop(
         if paced {
             sleep_until(start + n * interval);
         }
-        let t0 = now_us();
         match reader.read_frame(&mut buf) {
             Ok(true) => {}
             Ok(false) => break,
@@ -1466,9 +1465,8 @@ fn pipe_loop(
         }
         n += 1;
         s.counters.captured.fetch_add(1, Ordering::Relaxed);
-        // Reading includes waiting for the writer: report only what follows.
+        // Reading includes waiting for the writer: a pipe frame costs nothing to "capture".
         lock(&s.samples).capture.push_us(0);
-        let _ = t0;
         let picture = match format {
             PipeFormat::Bgra => InputPicture::Bgra {
                 width,

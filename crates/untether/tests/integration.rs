@@ -190,7 +190,8 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
     // Frames came from the display, stamped at capture.
     let p = run.params.expect("connected");
     assert_eq!((p.width, p.height), (1280, 720));
-    assert!(run.decoded >= 3, "decoded {}", run.decoded);
+    // A still screen sends its first frame (a keyframe) and then only what changes.
+    assert!(run.decoded >= 1, "decoded {}", run.decoded);
     assert_eq!(run.decode_errors, 0);
     let stamped: Vec<u32> = run
         .records
