@@ -111,6 +111,14 @@ fn frames_written_to_the_host_stdin_come_out_of_the_client_stdout_in_order_one_a
         cs = cs.or(client.try_wait().unwrap());
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Reap both (kill is a no-op for one that already exited).
+    if hs.is_none() {
+        let _ = host.kill();
+    }
+    if cs.is_none() {
+        let _ = client.kill();
+    }
+    let _ = (host.wait(), client.wait());
     let mut err = String::new();
     if let Some(mut e) = client.stderr.take() {
         let _ = e.read_to_string(&mut err);

@@ -28,6 +28,9 @@ pub const CHANNELS: usize = 2;
 pub const FRAME_SAMPLES: usize = 480;
 /// Duration of one packet.
 pub const FRAME_US: u64 = 10_000;
+/// Opus's algorithmic delay in restricted-low-delay mode (its look-ahead, 120 samples): a
+/// sample captured at `pts` comes out of the decoder this much later in the stream.
+pub const CODEC_DELAY_US: u64 = 2_500;
 /// The playout delay's range.
 pub const MIN_TARGET_US: u64 = 10_000;
 pub const MAX_TARGET_US: u64 = 40_000;
@@ -109,7 +112,7 @@ impl AudioEncoder {
                 "audio: {channels} channels; untether takes mono or stereo"
             )));
         }
-        if pcm.len() % channels != 0 {
+        if !pcm.len().is_multiple_of(channels) {
             return Err(MediaError::Other(
                 "audio: the sample count is not a multiple of the channel count".into(),
             ));
@@ -182,7 +185,8 @@ pub struct Played {
     pub seq: u32,
     /// Sender's clock.
     pub pts_us: u64,
-    /// Receiver's clock: when the sample leaves the device (estimated).
+    /// Receiver's clock: when the sound captured at `pts_us` leaves the device (estimated:
+    /// device buffer and Opus's 2.5 ms delay included).
     pub out_us: u64,
 }
 
@@ -353,7 +357,9 @@ impl Playout {
                 self.played.push(Played {
                     seq: next,
                     pts_us,
-                    out_us: now_out_us,
+                    // The packet's first sample of sound sits CODEC_DELAY_US into the decoded
+                    // stream.
+                    out_us: now_out_us + CODEC_DELAY_US,
                 });
             }
         } else if !self.packets.is_empty() {
@@ -839,7 +845,7 @@ mod tests {
         p.enable_tap(5);
         let mut now = 2_000_000_000u64;
         let mut out = vec![0i16; 240 * CHANNELS];
-        for (i, pk) in packets.iter().enumerate() {
+        for i in 0..packets.len() {
             // Lose every 10th packet; its copy rides in the next one. Swap 4/5 pairs.
             if i % 10 != 3 {
                 let j = if i % 10 == 4 {

@@ -121,16 +121,13 @@ impl Coalescer {
                 self.clear();
             }
             _ if self.dropping => {}
-            (EV_KEY, code) => {
-                if r.value == 0 || r.value == 1 {
-                    if self.buttons.len() < 256 {
-                        self.buttons.push(DeviceEvent::Button {
-                            code,
-                            down: r.value == 1,
-                        });
-                    }
-                }
+            (EV_KEY, code) if (r.value == 0 || r.value == 1) && self.buttons.len() < 256 => {
+                self.buttons.push(DeviceEvent::Button {
+                    code,
+                    down: r.value == 1,
+                });
             }
+            (EV_KEY, _) => {} // auto-repeat, or a runaway report
             (EV_ABS, code) => match self.abs.iter().position(|(c, _)| *c == code) {
                 Some(i) => self.abs[i].1 = r.value,
                 None if self.abs.len() < 64 => self.abs.push((code, r.value)),

@@ -394,10 +394,16 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
     let tap = audio.tap.as_ref().expect("tap");
     let onsets = untether_media::audio::onsets(&tap.samples, 0.05);
     assert!(onsets.len() >= 3, "beeps heard: {onsets:?}");
-    // Frequency: count zero crossings inside a beep (skip its first 10 ms).
-    let start = onsets[1] + 480;
-    let f = untether_media::audio::zero_crossing_frequency(&tap.samples[start..start + 3840]);
-    assert!((f - 1000.0).abs() < 20.0, "tone at {f} Hz");
+    // Frequency: zero crossings over 40 ms inside each beep (from 10 ms in), the median over
+    // beeps (a glitch in one beep does not decide it).
+    let mut freqs: Vec<f64> = onsets
+        .iter()
+        .filter(|&&o| o + 480 + 1920 <= tap.samples.len())
+        .map(|&o| untether_media::audio::zero_crossing_frequency(&tap.samples[o + 480..o + 2400]))
+        .collect();
+    freqs.sort_by(f64::total_cmp);
+    let f = freqs[freqs.len() / 2];
+    assert!((f - 1000.0).abs() < 20.0, "tone at {f} Hz ({freqs:?})");
     // Timing from the content: each beep starts at a whole second of the host's clock (the
     // same clock here). When did its first sample leave the device?
     let played_at = |idx: usize| -> u64 {
@@ -409,7 +415,17 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
     for &o in &onsets {
         let t = played_at(o);
         let second = t / 1_000_000 * 1_000_000;
-        audio_lat.push((t - second) as f64 / 1000.0);
+        let heard = (t - second) as f64 / 1000.0;
+        audio_lat.push(heard);
+        // The packet that starts at that second says the same from its timestamps (the
+        // envelope detector resolves 1 ms).
+        if let Some(p) = audio.played.iter().find(|p| p.pts_us == second) {
+            let stamped = (p.out_us - p.pts_us) as f64 / 1000.0;
+            assert!(
+                (heard - stamped).abs() < 1.5,
+                "beep at {second} µs: heard after {heard} ms, timestamps say {stamped} ms"
+            );
+        }
     }
     audio_lat.sort_by(f64::total_cmp);
     let audio_ms = audio_lat[audio_lat.len() / 2];
@@ -431,11 +447,7 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
         a.target_ms,
         audio.stats
     );
-    // The content and the timestamps agree, and sound keeps up with the picture.
-    assert!(
-        (audio_ms - m2e).abs() < 3.0,
-        "content {audio_ms} vs timestamps {m2e}"
-    );
+    // Sound keeps up with the picture.
     assert!(
         (audio_ms - video_ms).abs() < 20.0,
         "A/V offset {:.1} ms",
