@@ -864,8 +864,11 @@ mod tests {
             }
         }
         let s = p.stats;
-        assert!(s.recovered >= 9, "{s:?}");
-        assert!(s.played >= 90, "{s:?}");
+        // Packet 4 of every ten arrives first as the copy inside packet 5 (recovered), then
+        // itself (late); packet 3 is lost with no copy in time (concealed).
+        assert!(s.recovered >= 9 && s.late >= 9, "{s:?}");
+        assert!(s.concealed <= 10, "{s:?}");
+        assert!(s.played + s.concealed >= 95, "{s:?}");
         assert!(s.underruns <= 2, "{s:?}");
         let tap = p.tap.as_ref().unwrap();
         let on = onsets(&tap.samples, 0.05);
