@@ -8,7 +8,7 @@ PACKAGES=(
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
   libavfilter-dev libavdevice-dev ffmpeg
   libsdl2-dev
-  xvfb xauth x11-utils imagemagick
+  xvfb xauth x11-utils x11-apps imagemagick
   iproute2
 )
 

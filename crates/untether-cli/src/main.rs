@@ -8,9 +8,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use untether::client::{run_client, ClientOptions, Display};
+use untether::client::{
+    run_client_with, ClientAudio, ClientIo, ClientOptions, Display, InputDevice,
+};
 use untether::config::{ConfigToml, DEFAULT_PORT};
+use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::{report, DemoOptions, Host, HostOptions};
+use untether_media::x11::{CaptureTarget, PointerMode};
 
 mod netem;
 
@@ -36,7 +40,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the built-in test scene to one client at a time.
+    /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to one client at a time.
     Host(HostArgs),
     /// Connect to a host, decode and show its stream, send keyboard and mouse back.
     Client(ClientArgs),
@@ -92,6 +96,30 @@ struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
+    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1). Input is replayed there with XTEST.
+    #[arg(long, value_name = "x11[:DISPLAY]", conflicts_with = "source")]
+    capture: Option<String>,
+    /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
+    #[arg(long, value_name = "ID|NAME", requires = "capture")]
+    window: Option<String>,
+    /// Frame source: scene (the built-in test scene) or pipe:FILE (raw frames from FILE, a named pipe, or - for stdin; size from --size, rate from --fps).
+    #[arg(long, value_name = "scene|pipe:FILE")]
+    source: Option<String>,
+    /// Layout of raw frames from a pipe source.
+    #[arg(long, value_name = "FORMAT", value_parser = ["i420", "bgra"], default_value = "i420")]
+    pipe_format: String,
+    /// Frame size of a pipe source (same as --resolution).
+    #[arg(long, value_name = "WxH", conflicts_with = "resolution")]
+    size: Option<String>,
+    /// Audio to stream: none, tone (1 kHz beeps at each second), or capture[:DEVICE] (an SDL recording device, e.g. a PulseAudio monitor; SDL_AUDIODRIVER picks the backend).
+    #[arg(long, value_name = "SOURCE", default_value = "none")]
+    audio: String,
+    /// Stamp frame number and capture time into the top-left corner of captured/piped frames (glass-to-glass from pixels).
+    #[arg(long)]
+    stamp: bool,
+    /// How XTEST replays pointer motion: absolute (the client's position) or relative (its motion; for games that grab the pointer).
+    #[arg(long, value_parser = ["absolute", "relative"], default_value = "absolute")]
+    pointer: String,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
@@ -114,12 +142,30 @@ struct ClientSide {
     input_probe: Option<u64>,
 }
 
+#[derive(Args, Debug, Clone, Default)]
+struct ClientIoArgs {
+    /// Write every decoded frame as raw I420 to FILE, a named pipe, or - for stdout (flushed per frame; implies --headless; the report goes to stderr).
+    #[arg(long, value_name = "pipe:FILE")]
+    sink: Option<String>,
+    /// A Linux input device whose events go to the host (e.g. /dev/input/event3, or a FIFO carrying evdev records); repeat for more.
+    #[arg(long = "input-device", value_name = "PATH")]
+    input_devices: Vec<PathBuf>,
+    /// Play the host's audio (SDL; SDL_AUDIODRIVER picks the backend, dummy plays nowhere).
+    #[arg(long)]
+    audio: bool,
+    /// SDL audio output device (default: the system default).
+    #[arg(long, value_name = "NAME", requires = "audio")]
+    audio_device: Option<String>,
+}
+
 #[derive(Args, Debug, Clone)]
 struct ClientArgs {
     /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT.
     host: String,
     #[command(flatten)]
     side: ClientSide,
+    #[command(flatten)]
+    io: ClientIoArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -130,6 +176,9 @@ struct DemoArgs {
     video: VideoArgs,
     #[command(flatten)]
     side: ClientSide,
+    /// Stream the test tone too and play it (SDL audio; SDL_AUDIODRIVER=dummy plays nowhere), reporting mouth-to-ear latency and the A/V offset.
+    #[arg(long)]
+    audio: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -273,19 +322,95 @@ fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     stop
 }
 
+fn host_setup(args: &HostArgs) -> Result<HostSetup> {
+    let mut setup = HostSetup {
+        stamp: args.stamp,
+        ..Default::default()
+    };
+    let pointer = match args.pointer.as_str() {
+        "relative" => PointerMode::Relative,
+        _ => PointerMode::Absolute,
+    };
+    if let Some(c) = &args.capture {
+        let display = match c.strip_prefix("x11") {
+            Some("") => None,
+            Some(d) => match d.strip_prefix(':') {
+                Some(d) if !d.is_empty() => Some(d.to_string()),
+                _ => bail!("--capture {c:?}: expected x11 or x11:DISPLAY (e.g. x11::1)"),
+            },
+            None => bail!("--capture {c:?}: the only capture system is x11 (x11 or x11:DISPLAY)"),
+        };
+        setup.source = SourceSpec::X11 {
+            display: display.clone(),
+            target: match &args.window {
+                Some(w) => CaptureTarget::Window(w.clone()),
+                None => CaptureTarget::Screen,
+            },
+        };
+        setup.input = InputSpec::Xtest { display, pointer };
+    }
+    match args.source.as_deref() {
+        None | Some("scene") => {}
+        Some(s) => match s.strip_prefix("pipe:") {
+            Some(path) if !path.is_empty() => {
+                setup.source = SourceSpec::Pipe {
+                    path: path.to_string(),
+                    format: args
+                        .pipe_format
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--pipe-format: {e}"))?,
+                };
+            }
+            _ => bail!("--source {s:?}: expected scene or pipe:FILE (pipe:- reads stdin)"),
+        },
+    }
+    setup.audio = match args.audio.as_str() {
+        "none" => AudioSpec::None,
+        "tone" => AudioSpec::Tone,
+        "capture" => AudioSpec::Capture { device: None },
+        a => match a.strip_prefix("capture:") {
+            Some(d) if !d.is_empty() => AudioSpec::Capture {
+                device: Some(d.to_string()),
+            },
+            _ => bail!("--audio {a:?}: expected none, tone, capture or capture:DEVICE"),
+        },
+    };
+    Ok(setup)
+}
+
 fn run_host(args: HostArgs) -> Result<()> {
     let mut cfg = load_config(&args.common)?;
     apply_video(&mut cfg, &args.video)?;
+    if let Some(sz) = &args.size {
+        cfg.video.resolution = sz.clone();
+    }
     if let Some(b) = &args.bind {
         cfg.host.bind = b.clone();
     }
     let options = host_options(&cfg)?;
+    let setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
-    let host = Host::start(options.clone())?;
+    let host = Host::start_with(options.clone(), setup.clone())?;
+    let options = host.options().clone();
     let v = &options.video;
+    let source = match &setup.source {
+        SourceSpec::Scene => "the test scene".to_string(),
+        SourceSpec::X11 { display, target } => format!(
+            "X11 {} of {}",
+            match target {
+                CaptureTarget::Screen => "screen".to_string(),
+                CaptureTarget::Window(w) => format!("window {w:?}"),
+            },
+            display
+                .clone()
+                .unwrap_or_else(|| std::env::var("DISPLAY").unwrap_or_default())
+        ),
+        SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
+        SourceSpec::App => "the application".to_string(),
+    };
     eprintln!(
-        "untether host: listening on udp {} — {} @ {} fps, {} {} ({} conversion), {} kbit/s. Ctrl-C to stop.",
+        "untether host: listening on udp {} — {source}, {} @ {} fps, {} {} ({} conversion), {} kbit/s. Ctrl-C to stop.",
         host.local_addr(),
         v.resolution,
         v.fps,
@@ -297,6 +422,7 @@ fn run_host(args: HostArgs) -> Result<()> {
     let started = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst)
         && !host.is_stopped()
+        && !host.source_ended()
         && duration.is_none_or(|d| started.elapsed() < d)
     {
         std::thread::sleep(Duration::from_millis(50));
@@ -324,11 +450,34 @@ fn run_host(args: HostArgs) -> Result<()> {
 fn run_client_cmd(args: ClientArgs) -> Result<()> {
     let mut cfg = load_config(&args.common)?;
     apply_client(&mut cfg, &args.side);
+    let sink = match args.io.sink.as_deref() {
+        None => None,
+        Some(s) => match s.strip_prefix("pipe:") {
+            Some(p) if !p.is_empty() => Some(p.to_string()),
+            _ => bail!("--sink {s:?}: expected pipe:FILE (pipe:- writes stdout)"),
+        },
+    };
+    if sink.is_some() {
+        cfg.client.headless = true;
+    }
+    let to_stdout = sink.as_deref() == Some("-");
     let host = untether_net_resolve(&args.host)?;
     let options = client_options(&cfg, host, &args.side, &args.common)?;
+    let mut io = ClientIo {
+        end_on_host_bye: sink.is_some(),
+        sink,
+        audio: args.io.audio.then(|| ClientAudio {
+            device: args.io.audio_device.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    for path in &args.io.input_devices {
+        io.input_devices.push(InputDevice::open(path)?);
+    }
     let stop = stop_on_ctrl_c();
     eprintln!("untether client: connecting to {host} …");
-    let run = run_client(&options, stop)?;
+    let run = run_client_with(&options, io, stop)?;
     let params = run.params;
     let mut host_opts = host_options(&cfg)?;
     if let Some(p) = &params {
@@ -351,7 +500,11 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
         config.conversion = "unknown".into();
     }
     let report = report::build(config, &run, None);
-    print!("{}", report.to_text());
+    if to_stdout {
+        eprint!("{}", report.to_text());
+    } else {
+        print!("{}", report.to_text());
+    }
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;
     }
@@ -391,7 +544,22 @@ fn run_demo(args: DemoArgs) -> Result<()> {
         common.duration.unwrap_or(10.0),
         if client.display == Display::Window { "window" } else { "headless" }
     );
-    let report = untether::run_demo(DemoOptions { host, client }, stop)?;
+    let report = if args.audio {
+        untether::run_demo_with(
+            DemoOptions { host, client },
+            HostSetup {
+                audio: AudioSpec::Tone,
+                ..Default::default()
+            },
+            ClientIo {
+                audio: Some(ClientAudio::default()),
+                ..Default::default()
+            },
+            stop,
+        )?
+    } else {
+        untether::run_demo(DemoOptions { host, client }, stop)?
+    };
     print!("{}", report.to_text());
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;

@@ -175,7 +175,8 @@ fn host_and_client_as_two_processes() {
     assert!(h["input"]["events_applied"].as_u64().unwrap() >= 3, "{h}");
 }
 
-/// Reads a binary PPM (P6, maxval 255) as (width, height, rgb).
+/// Reads a binary PPM (P6, maxval 255 or 65535) as (width, height, 8-bit rgb).
+/// ImageMagick builds with 16-bit quantum write 16-bit PPMs unless told otherwise.
 fn read_ppm(path: &Path) -> (usize, usize, Vec<u8>) {
     let data = std::fs::read(path).unwrap();
     let mut fields = Vec::new();
@@ -198,8 +199,15 @@ fn read_ppm(path: &Path) -> (usize, usize, Vec<u8>) {
     }
     assert_eq!(fields[0], "P6");
     let (w, h): (usize, usize) = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
-    let pixels = data[i + 1..].to_vec();
-    assert_eq!(pixels.len(), w * h * 3);
+    let maxval: u32 = fields[3].parse().unwrap();
+    let raw = &data[i + 1..];
+    let pixels: Vec<u8> = if maxval < 256 {
+        raw.to_vec()
+    } else {
+        // 16-bit samples, big-endian: keep the high byte.
+        raw.chunks_exact(2).map(|s| s[0]).collect()
+    };
+    assert_eq!(pixels.len(), w * h * 3, "maxval {maxval}");
     (w, h, pixels)
 }
 
@@ -232,7 +240,7 @@ fn sdl_window_shows_the_decoded_frame() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(3000));
     let grab = Command::new("import")
-        .args(["-window", "root"])
+        .args(["-window", "root", "-depth", "8"])
         .arg(&shot)
         .status();
     let out = demo.wait_with_output().unwrap();

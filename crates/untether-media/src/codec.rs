@@ -126,6 +126,75 @@ fn fferr(context: &'static str) -> impl Fn(ff::Error) -> MediaError {
     move |e| MediaError::ffmpeg(context, e)
 }
 
+/// A picture for the encoder, borrowed from its owner (the caller's buffer, a shared memory
+/// segment, a pipe's read buffer) and read in place.
+#[derive(Clone, Copy, Debug)]
+pub enum InputPicture<'a> {
+    /// Packed B, G, R, X; `stride` bytes per row (≥ 4 × width).
+    Bgra {
+        width: u32,
+        height: u32,
+        data: &'a [u8],
+        stride: usize,
+    },
+    /// Planar Y, U, V at 4:2:0, each plane with its stride.
+    I420 {
+        width: u32,
+        height: u32,
+        planes: [(&'a [u8], usize); 3],
+    },
+}
+
+impl InputPicture<'_> {
+    pub fn size(&self) -> (u32, u32) {
+        match *self {
+            InputPicture::Bgra { width, height, .. } | InputPicture::I420 { width, height, .. } => {
+                (width, height)
+            }
+        }
+    }
+
+    /// Checks that every plane holds its rows.
+    pub fn check(&self) -> Result<()> {
+        let need = |stride: usize, row: usize, rows: usize| (rows.max(1) - 1) * stride + row;
+        let (w, h) = self.size();
+        crate::frame::check_size(w, h)?;
+        let bad = |reason: String| MediaError::InvalidSize {
+            width: w,
+            height: h,
+            reason,
+        };
+        match *self {
+            InputPicture::Bgra { data, stride, .. } => {
+                if stride < w as usize * 4 || data.len() < need(stride, w as usize * 4, h as usize)
+                {
+                    return Err(bad(format!(
+                        "BGRA buffer of {} bytes with stride {stride} is too small",
+                        data.len()
+                    )));
+                }
+            }
+            InputPicture::I420 { planes, .. } => {
+                let (w2, h2) = (w.div_ceil(2) as usize, h.div_ceil(2) as usize);
+                for (i, (plane, stride)) in planes.iter().enumerate() {
+                    let (cw, ch) = if i == 0 {
+                        (w as usize, h as usize)
+                    } else {
+                        (w2, h2)
+                    };
+                    if *stride < cw || plane.len() < need(*stride, cw, ch) {
+                        return Err(bad(format!(
+                            "I420 plane {i} of {} bytes with stride {stride} is too small",
+                            plane.len()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The x264 encoder.
 pub struct Encoder {
     cfg: EncoderConfig,
@@ -245,10 +314,35 @@ impl Encoder {
 
     /// Encodes one frame; `force_keyframe` makes it an IDR.
     pub fn encode(&mut self, src: &BgraFrame, force_keyframe: bool) -> Result<EncodedFrame> {
-        if (src.width, src.height) != (self.cfg.width, self.cfg.height) {
-            return Err(MediaError::InvalidSize {
+        self.encode_picture(
+            &InputPicture::Bgra {
                 width: src.width,
                 height: src.height,
+                data: &src.data,
+                stride: src.stride,
+            },
+            force_keyframe,
+        )
+    }
+
+    /// Encodes one borrowed picture; `force_keyframe` makes it an IDR.
+    ///
+    /// BGRA to libx264 is converted straight into the encoder's input planes. I420 to libx264
+    /// and BGRA to libx264rgb are not copied at all: the encoder's input frame points at the
+    /// caller's planes for the duration of the call (x264 copies the picture into its own
+    /// padded frame inside `x264_encoder_encode`, and with `tune=zerolatency` FFmpeg releases
+    /// its reference before `avcodec_send_frame` returns). I420 to libx264rgb is refused.
+    pub fn encode_picture(
+        &mut self,
+        src: &InputPicture<'_>,
+        force_keyframe: bool,
+    ) -> Result<EncodedFrame> {
+        src.check()?;
+        let (sw, sh) = src.size();
+        if (sw, sh) != (self.cfg.width, self.cfg.height) {
+            return Err(MediaError::InvalidSize {
+                width: sw,
+                height: sh,
                 reason: format!("the encoder takes {}x{}", self.cfg.width, self.cfg.height),
             });
         }
@@ -263,8 +357,29 @@ impl Encoder {
                 ff::Error::from(rc),
             ));
         }
-        match self.converter.as_mut() {
-            Some(conv) => {
+        // Planes to point the input frame at for this call (no copy), if any.
+        let mut borrowed: Option<[(*const u8, usize); 3]> = None;
+        match (self.converter.as_mut(), src) {
+            (_, InputPicture::I420 { planes, .. }) => {
+                if self.converter.is_none() {
+                    return Err(MediaError::Conversion(
+                        "libx264rgb takes BGRA; convert I420 frames or use libx264".into(),
+                    ));
+                }
+                borrowed = Some([
+                    (planes[0].0.as_ptr(), planes[0].1),
+                    (planes[1].0.as_ptr(), planes[1].1),
+                    (planes[2].0.as_ptr(), planes[2].1),
+                ]);
+            }
+            (None, InputPicture::Bgra { data, stride, .. }) => {
+                borrowed = Some([
+                    (data.as_ptr(), *stride),
+                    (std::ptr::null(), 0),
+                    (std::ptr::null(), 0),
+                ]);
+            }
+            (Some(conv), InputPicture::Bgra { data, stride, .. }) => {
                 let (w, h) = (self.cfg.width, self.cfg.height);
                 let (ys, us, vs) = (
                     self.input.stride(0),
@@ -287,8 +402,9 @@ impl Encoder {
                     };
                     (plane(0, ys), plane(1, us), plane(2, vs))
                 };
-                conv.convert(
-                    src,
+                conv.convert_raw(
+                    data,
+                    *stride,
                     I420Mut {
                         width: w,
                         height: h,
@@ -297,15 +413,6 @@ impl Encoder {
                         v: (v, vs),
                     },
                 )?;
-            }
-            None => {
-                let stride = self.input.stride(0);
-                let row = src.width as usize * 4;
-                let dst = self.input.data_mut(0);
-                for y in 0..src.height as usize {
-                    dst[y * stride..y * stride + row]
-                        .copy_from_slice(&src.data[y * src.stride..y * src.stride + row]);
-                }
             }
         }
         let t1 = Instant::now();
@@ -316,9 +423,31 @@ impl Encoder {
         } else {
             picture::Type::None
         });
-        self.encoder
-            .send_frame(&self.input)
-            .map_err(fferr("x264 encode"))?;
+        let sent = match borrowed {
+            None => self.encoder.send_frame(&self.input),
+            Some(planes) => {
+                // SAFETY: the frame's data pointers and line sizes are swapped for the
+                // borrowed planes (checked above to hold every row) for this call only and
+                // restored before returning; its buffers (buf[]) stay ours, so FFmpeg's
+                // reference keeps our allocation alive, and nothing reads the borrowed
+                // pointers after send_frame returns (see the doc comment).
+                unsafe {
+                    let f = self.input.as_mut_ptr();
+                    let saved = ((*f).data, (*f).linesize);
+                    for (i, (p, stride)) in planes.iter().enumerate() {
+                        if !p.is_null() {
+                            (*f).data[i] = *p as *mut u8;
+                            (*f).linesize[i] = *stride as i32;
+                        }
+                    }
+                    let r = self.encoder.send_frame(&self.input);
+                    (*f).data = saved.0;
+                    (*f).linesize = saved.1;
+                    r
+                }
+            }
+        };
+        sent.map_err(fferr("x264 encode"))?;
         match self.encoder.receive_packet(&mut self.packet) {
             Ok(()) => {}
             Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {

@@ -125,12 +125,35 @@ impl Converter {
 
     /// Converts `src` into `dst`'s planes.
     pub fn convert(&mut self, src: &BgraFrame, dst: I420Mut<'_>) -> Result<()> {
-        if (src.width, src.height) != (self.width, self.height)
-            || (dst.width, dst.height) != (self.width, self.height)
-        {
+        if (src.width, src.height) != (self.width, self.height) {
             return Err(MediaError::InvalidSize {
                 width: src.width,
                 height: src.height,
+                reason: format!(
+                    "this converter converts {}x{} frames",
+                    self.width, self.height
+                ),
+            });
+        }
+        self.convert_raw(&src.data, src.stride, dst)
+    }
+
+    /// Converts BGRA rows of `stride` bytes (a frame of this converter's size) into `dst`.
+    pub fn convert_raw(&mut self, src: &[u8], src_stride: usize, dst: I420Mut<'_>) -> Result<()> {
+        if src_stride < self.width as usize * 4
+            || src.len() < (self.height as usize - 1) * src_stride + self.width as usize * 4
+        {
+            return Err(MediaError::Conversion(format!(
+                "BGRA source of {} bytes, stride {src_stride}, is too small for {}x{}",
+                src.len(),
+                self.width,
+                self.height
+            )));
+        }
+        if (dst.width, dst.height) != (self.width, self.height) {
+            return Err(MediaError::InvalidSize {
+                width: dst.width,
+                height: dst.height,
                 reason: format!(
                     "this converter converts {}x{} frames",
                     self.width, self.height
@@ -151,8 +174,8 @@ impl Converter {
                 };
                 yuvutils_rs::bgra_to_yuv420(
                     &mut img,
-                    &src.data,
-                    src.stride as u32,
+                    src,
+                    src_stride as u32,
                     YuvRange::Limited,
                     YuvStandardMatrix::Bt601,
                     YuvConversionMode::Balanced,
@@ -165,12 +188,12 @@ impl Converter {
                 };
                 let h = self.height as i32;
                 let src_data = [
-                    src.data.as_ptr(),
+                    src.as_ptr(),
                     std::ptr::null(),
                     std::ptr::null(),
                     std::ptr::null(),
                 ];
-                let src_stride = [src.stride as i32, 0, 0, 0];
+                let src_strides = [src_stride as i32, 0, 0, 0];
                 let dst_data = [
                     dst.y.0.as_mut_ptr(),
                     dst.u.0.as_mut_ptr(),
@@ -187,8 +210,7 @@ impl Converter {
                 if dst.y.0.len() < need(dst.y.1, self.width as usize, self.height as usize)
                     || dst.u.0.len() < need(dst.u.1, w2, h2)
                     || dst.v.0.len() < need(dst.v.1, w2, h2)
-                    || src.data.len()
-                        < need(src.stride, self.width as usize * 4, self.height as usize)
+                    || src.len() < need(src_stride, self.width as usize * 4, self.height as usize)
                 {
                     return Err(MediaError::Conversion(
                         "planes too small for the frame size".into(),
@@ -200,7 +222,7 @@ impl Converter {
                     ffmpeg_next::ffi::sws_scale(
                         sws.as_mut_ptr(),
                         src_data.as_ptr(),
-                        src_stride.as_ptr(),
+                        src_strides.as_ptr(),
                         0,
                         h,
                         dst_data.as_ptr(),

@@ -1,15 +1,23 @@
 //! untether's media stages: the built-in test scene and its pixel stamp, colour conversion,
 //! FFmpeg encoders and decoders, and presenters (SDL2 window or headless sink).
 //!
+//! Also: X11 capture and XTEST input replay ([`x11`]), raw frames through pipes ([`pipe`]),
+//! Linux input devices ([`evdev`]) and audio ([`audio`]: Opus, jitter buffer, SDL playback and
+//! capture, the test tone).
+//!
 //! Nothing here knows about the network.
 
+pub mod audio;
 pub mod codec;
 pub mod convert;
+pub mod evdev;
 pub mod frame;
+pub mod pipe;
 pub mod present;
 pub mod quality;
 pub mod scene;
 pub mod stamp;
+pub mod x11;
 
 pub use frame::BgraFrame;
 

@@ -107,6 +107,64 @@ pub fn write_bgra(frame: &mut BgraFrame, stamp: &Stamp) {
     }
 }
 
+/// Writes the stamp into the luma plane of a 4:2:0 picture (black 16, white 235, margin 126:
+/// what the BGRA stamp becomes after conversion). The chroma under it should be neutral (128)
+/// for the picture to look like the BGRA stamp; the reader looks at luma only.
+pub fn write_luma(plane: &mut [u8], stride: usize, width: u32, height: u32, stamp: &Stamp) {
+    let b = block(height);
+    let (aw, ah) = stamp_area(width, height);
+    if aw < (COLS + 2) * b || ah < (ROWS + 2) * b {
+        return;
+    }
+    if stride < aw as usize || plane.len() < (ah as usize - 1) * stride + aw as usize {
+        return;
+    }
+    let bits = bits_of(stamp);
+    for y in 0..ah {
+        let by = y / b;
+        let row = &mut plane[y as usize * stride..y as usize * stride + aw as usize];
+        for (x, px) in row.iter_mut().enumerate() {
+            let bx = x as u32 / b;
+            *px = if by == 0 || by > ROWS || bx == 0 || bx > COLS {
+                126
+            } else if bits[((by - 1) * COLS + (bx - 1)) as usize] {
+                235
+            } else {
+                16
+            };
+        }
+    }
+}
+
+/// Writes the stamp into packed BGRA rows of `stride` bytes (like [`write_bgra`], for a
+/// borrowed buffer).
+pub fn write_bgra_raw(data: &mut [u8], stride: usize, width: u32, height: u32, stamp: &Stamp) {
+    let b = block(height);
+    let (aw, ah) = stamp_area(width, height);
+    if aw < (COLS + 2) * b || ah < (ROWS + 2) * b {
+        return;
+    }
+    if stride < aw as usize * 4 || data.len() < (ah as usize - 1) * stride + aw as usize * 4 {
+        return;
+    }
+    let bits = bits_of(stamp);
+    for y in 0..ah {
+        let by = y / b;
+        let row = &mut data[y as usize * stride..y as usize * stride + aw as usize * 4];
+        for (x, px) in row.chunks_exact_mut(4).enumerate() {
+            let bx = x as u32 / b;
+            let v = if by == 0 || by > ROWS || bx == 0 || bx > COLS {
+                128
+            } else if bits[((by - 1) * COLS + (bx - 1)) as usize] {
+                255
+            } else {
+                0
+            };
+            px.copy_from_slice(&[v, v, v, 255]);
+        }
+    }
+}
+
 /// Reads the stamp from an 8-bit plane (Y of a 4:2:0 picture, or G of a GBR one).
 /// None when the plane is too small or the CRC does not match.
 pub fn read_plane(plane: &[u8], stride: usize, width: u32, height: u32) -> Option<Stamp> {
@@ -182,6 +240,23 @@ mod tests {
     }
 
     #[test]
+    fn luma_and_raw_writers_read_back() {
+        let (w, h) = (1280, 720);
+        let s = Stamp {
+            frame_number: 77,
+            capture_us: 123,
+            input_seq: 4,
+        };
+        let mut y = vec![50u8; (w * h) as usize];
+        write_luma(&mut y, w as usize, w, h, &s);
+        assert_eq!(read_plane(&y, w as usize, w, h), Some(s));
+        let mut f = BgraFrame::new(w, h).unwrap();
+        let stride = f.stride;
+        write_bgra_raw(&mut f.data, stride, w, h, &s);
+        assert_eq!(read_plane(&luma_of(&f), w as usize, w, h), Some(s));
+    }
+
+    #[test]
     fn corruption_reads_as_none_not_a_wrong_value() {
         let (w, h) = (1280, 720);
         let mut f = BgraFrame::new(w, h).unwrap();
@@ -194,9 +269,10 @@ mod tests {
             },
         );
         let mut y = luma_of(&f);
-        // Flip one block (bit 3 of the frame number).
-        for yy in 8..16 {
-            for xx in 32..40 {
+        // Flip one block (bit 3 of the frame number: row 0, column 3, after the margin).
+        let b = block(h) as usize;
+        for yy in b..2 * b {
+            for xx in 4 * b..5 * b {
                 y[yy * w as usize + xx] = 255 - y[yy * w as usize + xx];
             }
         }

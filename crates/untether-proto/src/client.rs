@@ -147,6 +147,8 @@ pub enum ClientEvent {
     },
     /// A round-trip time sample from a ping, microseconds.
     Rtt(u64),
+    /// An audio packet (unordered: the jitter buffer orders them by `seq`).
+    Audio(crate::audio::AudioPacket),
 }
 
 /// Counters of the client session.
@@ -780,7 +782,10 @@ impl ClientSession {
                     }
                 }
             }
-            (State::Connected(c), d @ (Datagram::Shard(_) | Datagram::Control(_))) => {
+            (
+                State::Connected(c),
+                d @ (Datagram::Shard(_) | Datagram::Control(_) | Datagram::Audio(_)),
+            ) => {
                 if header.connection_id != c.cid {
                     self.stats.unknown_connection += 1;
                     return;
@@ -791,6 +796,7 @@ impl ClientSession {
                     return;
                 }
                 let is_shard = matches!(d, Datagram::Shard(_));
+                let is_audio = matches!(d, Datagram::Audio(_));
                 let encrypted = !(is_shard && c.protection.video_auth_only);
                 let Some(len) = open_into(
                     &mut self.scratch,
@@ -806,7 +812,12 @@ impl ClientSession {
                 self.window.record(pn);
                 c.last_recv_us = now;
                 let body = &self.scratch[HEADER_LEN..HEADER_LEN + len];
-                if is_shard {
+                if is_audio {
+                    match crate::audio::AudioPacket::parse(body) {
+                        Ok(p) => self.events.push_back(ClientEvent::Audio(p)),
+                        Err(_) => self.stats.malformed_datagrams += 1,
+                    }
+                } else if is_shard {
                     match wire::ShardHeader::parse(body) {
                         Ok((sh, payload)) => {
                             c.assembler.insert(now, &sh, payload);

@@ -571,6 +571,7 @@ impl HostSession {
             | Datagram::Retry(_)
             | Datagram::HelloReply(_)
             | Datagram::Shard(_)
+            | Datagram::Audio(_)
             | Datagram::Control(_) => {
                 self.stats.unknown_connection += 1;
             }
@@ -1192,6 +1193,35 @@ impl HostSession {
             self.gate.on_keyframe_sent(frame_number);
         }
         Ok(n)
+    }
+
+    /// Queues one audio packet for the client (one datagram, sent after queued shards).
+    pub fn send_audio(
+        &mut self,
+        now: Micros,
+        packet: &crate::audio::AudioPacket,
+    ) -> Result<(), NoClient> {
+        let peer = self.peer.as_mut().ok_or(NoClient)?;
+        let mut out = Vec::with_capacity(HEADER_LEN + packet.encoded_len() + TAG_LEN);
+        let pn = peer.next_pn;
+        Header::new(PacketType::Audio, peer.info.connection_id, pn).write(&mut out);
+        peer.next_pn += 1;
+        packet.encode(&mut out);
+        // Audio is always encrypted, like control and input.
+        if peer
+            .protection
+            .sealer
+            .seal(&mut out, HEADER_LEN, pn, true)
+            .is_err()
+        {
+            return Ok(());
+        }
+        peer.last_send_us = now;
+        self.stats.bytes_sent += out.len() as u64;
+        self.stats.datagrams_sent += 1;
+        let dst = peer.info.addr;
+        self.transmits.push_back(Transmit { dst, payload: out });
+        Ok(())
     }
 
     /// Queues a frame's timing report for the client.

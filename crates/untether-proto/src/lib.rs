@@ -16,6 +16,7 @@
 //! - [`vectors`]: the hex test vectors of docs/PROTOCOL.md.
 
 pub mod assembler;
+pub mod audio;
 pub mod client;
 pub mod clock;
 pub mod crypto;
@@ -37,6 +38,7 @@ use std::net::SocketAddr;
 pub type Micros = u64;
 
 pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
+pub use audio::{AudioPacket, AUDIO_RATE};
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
 pub use crypto::Suite;

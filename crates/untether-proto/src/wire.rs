@@ -76,6 +76,8 @@ pub enum PacketType {
     Shard = 0x10,
     /// Either way, protected: a sequence of control frames (may be empty: a keep-alive).
     Control = 0x20,
+    /// Host → client: one Opus audio packet (see [`crate::audio`]).
+    Audio = 0x30,
 }
 
 impl PacketType {
@@ -88,13 +90,17 @@ impl PacketType {
             0x06 => PacketType::Retry,
             0x10 => PacketType::Shard,
             0x20 => PacketType::Control,
+            0x30 => PacketType::Audio,
             other => return Err(WireError::UnknownType(other)),
         })
     }
 
     /// Whether datagrams of this type are AEAD-protected.
     pub fn is_protected(self) -> bool {
-        matches!(self, PacketType::Shard | PacketType::Control)
+        matches!(
+            self,
+            PacketType::Shard | PacketType::Control | PacketType::Audio
+        )
     }
 }
 
@@ -638,6 +644,17 @@ pub enum InputEvent {
     /// Text typed (an input method's commit): up to 32 bytes of UTF-8 per event; longer text
     /// is split at character boundaries by [`TextChunk::split`].
     Text(TextChunk),
+    /// A button or key of a registered input device (`device` numbers the client's devices
+    /// from 0); `code` is the Linux evdev code (`KEY_*`, `BTN_*`).
+    Button { device: u8, code: u16, down: bool },
+    /// An axis of a registered input device: evdev `EV_ABS` (absolute value) or `EV_REL`
+    /// (`relative`: a delta) with its `ABS_*`/`REL_*` code.
+    Axis {
+        device: u8,
+        relative: bool,
+        code: u16,
+        value: i32,
+    },
 }
 
 /// Up to [`TextChunk::MAX`] bytes of UTF-8 (fixed size, so input events stay `Copy`).
@@ -728,6 +745,24 @@ impl InputEvent {
                 out.put_u8(t.len);
                 out.extend_from_slice(t.as_str().as_bytes());
             }
+            InputEvent::Button { device, code, down } => {
+                out.put_u8(7);
+                out.put_u8(device);
+                out.put_u16(code);
+                out.put_u8(down as u8);
+            }
+            InputEvent::Axis {
+                device,
+                relative,
+                code,
+                value,
+            } => {
+                out.put_u8(8);
+                out.put_u8(device);
+                out.put_u8(relative as u8);
+                out.put_u16(code);
+                out.put_i32(value);
+            }
         }
     }
 
@@ -740,6 +775,8 @@ impl InputEvent {
             InputEvent::Wheel { .. } => 9,
             InputEvent::HeadPose { .. } => 13,
             InputEvent::Text(t) => 2 + t.len as usize,
+            InputEvent::Button { .. } => 5,
+            InputEvent::Axis { .. } => 9,
         }
     }
 
@@ -779,6 +816,17 @@ impl InputEvent {
                     std::str::from_utf8(r.bytes(n)?).map_err(|_| bad("input.text", "not UTF-8"))?;
                 InputEvent::Text(TextChunk::new(s).ok_or(bad("input.text", "too long"))?)
             }
+            7 => InputEvent::Button {
+                device: r.u8()?,
+                code: r.u16()?,
+                down: r.bool("input.button.down")?,
+            },
+            8 => InputEvent::Axis {
+                device: r.u8()?,
+                relative: r.bool("input.axis.relative")?,
+                code: r.u16()?,
+                value: r.i32()?,
+            },
             _ => return Err(bad("input.kind", "unknown input event kind")),
         })
     }
@@ -1134,6 +1182,8 @@ pub enum Datagram<'a> {
     Shard(&'a [u8]),
     /// A protected control datagram: AEAD output.
     Control(&'a [u8]),
+    /// A protected audio packet: AEAD output.
+    Audio(&'a [u8]),
 }
 
 /// Parses a whole datagram (protected bodies are returned as they are, to be opened).
@@ -1156,6 +1206,7 @@ pub fn parse(data: &[u8]) -> Result<(Header, Datagram<'_>), WireError> {
         }
         PacketType::Shard => Datagram::Shard(body),
         PacketType::Control => Datagram::Control(body),
+        PacketType::Audio => Datagram::Audio(body),
     };
     Ok((h, d))
 }

@@ -4,16 +4,26 @@
 //! Two threads: **network** (receive, reassemble via the protocol session, decode, read the
 //! pixel stamp) hands each decoded picture through a latest-wins slot to the **presenter**,
 //! which runs on the calling thread (SDL wants the thread that made the window), shows the
-//! newest picture and sends the window's input events straight to the host.
+//! newest picture (and/or writes it to a pipe sink) and sends the window's input events
+//! straight to the host.
+//!
+//! With [`run_client_with`] and a [`ClientIo`]: one thread per registered input device reads
+//! its evdev records and sends them (buttons in order, axes coalesced per report), and audio
+//! packets go from the network thread into a [`Playout`] that SDL's audio callback drains.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use untether_media::audio::{AudioOut, Played, Playout, PlayoutStats, Tap};
 use untether_media::codec::{DecodedFrame, Decoder};
+use untether_media::evdev::{DeviceEvent, DeviceReader};
+use untether_media::pipe::PipeWriter;
 use untether_media::present::{HeadlessPresenter, Presenter, SdlPresenter, WindowEvent};
 use untether_media::stamp::{self, Stamp};
 use untether_net::{Received, UdpEndpoint};
@@ -73,6 +83,103 @@ pub struct ClientOptions {
     pub save_frame: Option<PathBuf>,
 }
 
+/// A Linux input device (or anything carrying evdev `input_event` records: a pipe, a socket)
+/// whose events the client sends to the host.
+pub struct InputDevice {
+    pub name: String,
+    file: File,
+}
+
+impl InputDevice {
+    /// Opens `/dev/input/eventN` (or any path carrying evdev records: a FIFO, a character
+    /// device) for reading.
+    pub fn open(path: &std::path::Path) -> Result<InputDevice, ClientError> {
+        let file = File::open(path).map_err(|e| {
+            ClientError::Media(untether_media::MediaError::Other(format!(
+                "cannot open input device {}: {e}{}",
+                path.display(),
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    " (add yourself to the `input` group)"
+                } else {
+                    ""
+                }
+            )))
+        })?;
+        let name = untether_media::evdev::device_name(file.as_fd())
+            .unwrap_or_else(|| path.display().to_string());
+        Ok(InputDevice { name, file })
+    }
+
+    /// Takes an open file descriptor (a device, a pipe's read end, a socket).
+    pub fn from_fd(fd: OwnedFd, name: impl Into<String>) -> InputDevice {
+        let file = File::from(fd);
+        let name = untether_media::evdev::device_name(file.as_fd()).unwrap_or(name.into());
+        InputDevice { name, file }
+    }
+}
+
+impl std::fmt::Debug for InputDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "InputDevice({:?}, fd {})",
+            self.name,
+            self.file.as_raw_fd()
+        )
+    }
+}
+
+/// Client audio playback.
+#[derive(Clone, Debug)]
+pub struct ClientAudio {
+    /// SDL output device name (None: the default).
+    pub device: Option<String>,
+    /// Device buffer in samples (240 = 5 ms at 48 kHz).
+    pub buffer_samples: u16,
+    /// Record what is played (left channel) for this many seconds, into the run.
+    pub tap_seconds: u32,
+}
+
+impl Default for ClientAudio {
+    fn default() -> Self {
+        ClientAudio {
+            device: None,
+            buffer_samples: 240,
+            tap_seconds: 0,
+        }
+    }
+}
+
+/// What the client does beyond showing the stream: a pipe sink, input devices, audio.
+#[derive(Debug, Default)]
+pub struct ClientIo {
+    /// Write every decoded picture as raw I420 here (`-`: standard output), flushed per frame.
+    pub sink: Option<String>,
+    /// Devices whose evdev records go to the host; numbered 0, 1, … in this order.
+    pub input_devices: Vec<InputDevice>,
+    pub audio: Option<ClientAudio>,
+    /// Treat the host's goodbye as the normal end of the stream (a pipeline whose input ended)
+    /// rather than an error.
+    pub end_on_host_bye: bool,
+    /// Events the application sends itself (its own head tracking, synthetic input), sent
+    /// like the window's.
+    pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
+}
+
+/// What the audio playback measured.
+#[derive(Clone, Debug, Default)]
+pub struct AudioRun {
+    pub driver: String,
+    pub buffer_samples: u16,
+    pub stats: PlayoutStats,
+    /// When each packet's first sample left the device.
+    pub played: Vec<Played>,
+    /// The playout targets the buffer moved to, µs.
+    pub targets: Vec<u64>,
+    pub final_target_us: u64,
+    pub tap: Option<Tap>,
+}
+
 /// One decoded picture on its way to the presenter.
 struct Decoded {
     picture: DecodedFrame,
@@ -122,6 +229,12 @@ pub struct ClientRun {
     pub input_responses: Vec<(u32, Micros, Micros)>,
     pub pings: Vec<u64>,
     pub outcome: Option<String>,
+    /// Audio playback, when enabled.
+    pub audio: Option<AudioRun>,
+    /// Frames written to the pipe sink.
+    pub sink_frames: u64,
+    /// Events read from registered input devices and sent.
+    pub device_events: u64,
 }
 
 /// The most frames whose records we keep (10 minutes at 60 fps).
@@ -129,6 +242,8 @@ const MAX_RECORDS: usize = 36_000;
 
 struct Shared {
     host: SocketAddr,
+    playout: Option<Arc<Mutex<Playout>>>,
+    end_on_host_bye: bool,
     session: Mutex<ClientSession>,
     socket: UdpEndpoint,
     stop: AtomicBool,
@@ -165,6 +280,36 @@ pub fn run_client(
     options: &ClientOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<ClientRun, ClientError> {
+    run_client_with(options, ClientIo::default(), stop)
+}
+
+/// Like [`run_client`], with a pipe sink, input devices and audio playback from `io`.
+pub fn run_client_with(
+    options: &ClientOptions,
+    io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<ClientRun, ClientError> {
+    let mut sink = match &io.sink {
+        Some(path) => Some(PipeWriter::open(path)?),
+        None => None,
+    };
+    let (playout, audio_out) = match &io.audio {
+        Some(a) => {
+            let mut p = Playout::new()?;
+            if a.tap_seconds > 0 {
+                p.enable_tap(a.tap_seconds);
+            }
+            let p = Arc::new(Mutex::new(p));
+            let out = AudioOut::open(a.device.as_deref(), p.clone(), a.buffer_samples)?;
+            log::info!(
+                "client: audio through {} ({} sample buffer)",
+                out.driver(),
+                out.buffer_samples()
+            );
+            (Some(p), Some(out))
+        }
+        None => (None, None),
+    };
     let socket = UdpEndpoint::connect_to(options.host)?;
     let now = now_us();
     let c = &options.client;
@@ -177,6 +322,8 @@ pub fn run_client(
     let decoder = Decoder::new(c.decoder_threads)?;
     let shared = Arc::new(Shared {
         host: options.host,
+        playout: playout.clone(),
+        end_on_host_bye: io.end_on_host_bye,
         session: Mutex::new(ClientSession::new(cfg, now)),
         socket: socket.try_clone()?,
         stop: AtomicBool::new(false),
@@ -198,7 +345,19 @@ pub fn run_client(
             .spawn(move || network_loop(&s, socket, decoder))
             .map_err(ClientError::Thread)?
     };
-    let presenter_result = present_loop(&shared, options, &stop);
+    let mut device_threads = Vec::new();
+    for (i, dev) in io.input_devices.into_iter().enumerate() {
+        let s = shared.clone();
+        let index = i.min(255) as u8;
+        log::info!("client: input device {index}: {}", dev.name);
+        device_threads.push(
+            std::thread::Builder::new()
+                .name(format!("client-input-{i}"))
+                .spawn(move || device_loop(&s, index, dev))
+                .map_err(ClientError::Thread)?,
+        );
+    }
+    let presenter_result = present_loop(&shared, options, &stop, sink.as_mut(), io.inject);
     {
         let now = now_us();
         let mut session = lock(&shared.session);
@@ -209,6 +368,12 @@ pub fn run_client(
     }
     shared.finish(None);
     let _ = net.join();
+    for t in device_threads {
+        let _ = t.join();
+    }
+    // Close the device (waits for its callback) before reading what it played.
+    let audio_driver = audio_out.as_ref().map(|o| (o.driver(), o.buffer_samples()));
+    drop(audio_out);
     if let Some(e) = lock(&shared.failure).take() {
         return Err(e);
     }
@@ -219,7 +384,105 @@ pub fn run_client(
     run.clock = session.clock();
     run.dropped_presenter = shared.decoded.replaced();
     run.ended_us = now_us();
+    run.sink_frames = sink.as_ref().map_or(0, |w| w.frames_written());
+    if let (Some(p), Some((driver, buffer_samples))) = (playout, audio_driver) {
+        let mut p = lock(&p);
+        run.audio = Some(AudioRun {
+            driver,
+            buffer_samples,
+            stats: p.stats,
+            played: std::mem::take(&mut p.played),
+            targets: p.targets().to_vec(),
+            final_target_us: p.target_us(),
+            tap: p.tap.take(),
+        });
+    }
     Ok(run)
+}
+
+/// Reads one input device until the client stops or the device ends, sending its events.
+fn device_loop(s: &Shared, index: u8, dev: InputDevice) {
+    let fd = dev.file.as_raw_fd();
+    let name = dev.name.clone();
+    let mut reader = DeviceReader::new(dev.file);
+    let mut events = Vec::new();
+    while !s.stop.load(Ordering::SeqCst) {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; the fd stays open (owned by `reader`) during the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 50) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            log::warn!("client: input device {name}: {e}");
+            return;
+        }
+        if rc == 0 {
+            continue;
+        }
+        match reader.read(&mut events) {
+            Ok(true) => {}
+            Ok(false) => {
+                log::info!("client: input device {name} closed");
+                return;
+            }
+            Err(e) => {
+                log::warn!("client: input device {name}: {e}");
+                return;
+            }
+        }
+        if events.is_empty() {
+            continue;
+        }
+        let now = now_us();
+        let mut session = lock(&s.session);
+        if !session.is_connected() {
+            // Nothing to send to yet; state (axes) will be current again at the next report.
+            events.clear();
+            continue;
+        }
+        let (mut sent, mut refused) = (0, 0);
+        for ev in events.drain(..) {
+            match session.send_input(now, device_input(index, ev)) {
+                Some(_) => sent += 1,
+                None => refused += 1,
+            }
+        }
+        s.flush(&mut session, now);
+        drop(session);
+        let mut run = lock(&s.run);
+        run.inputs_sent += sent;
+        run.device_events += sent;
+        run.inputs_refused += refused;
+    }
+}
+
+/// The protocol event of a device event of device `index`.
+pub fn device_input(index: u8, ev: DeviceEvent) -> InputEvent {
+    match ev {
+        DeviceEvent::Button { code, down } => InputEvent::Button {
+            device: index,
+            code,
+            down,
+        },
+        DeviceEvent::Absolute { code, value } => InputEvent::Axis {
+            device: index,
+            relative: false,
+            code,
+            value,
+        },
+        DeviceEvent::Relative { code, value } => InputEvent::Axis {
+            device: index,
+            relative: true,
+            code,
+            value,
+        },
+    }
 }
 
 fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
@@ -292,6 +555,11 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                         secs,
                         port,
                     }));
+                }
+                ClientEvent::HostGone(GoneReason::Bye) if s.end_on_host_bye => {
+                    log::info!("client: the host ended the stream");
+                    lock(&s.run).outcome = Some("the host ended the stream".into());
+                    return s.finish(None);
                 }
                 ClientEvent::HostGone(reason) => {
                     let reason = match reason {
@@ -370,6 +638,11 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                         run.pings.push(us);
                     }
                 }
+                ClientEvent::Audio(p) => {
+                    if let Some(playout) = &s.playout {
+                        lock(playout).push(now_us(), p.seq, p.pts_us, &p.opus, &p.prev_opus);
+                    }
+                }
                 ClientEvent::FrameLost { .. }
                 | ClientEvent::FrameSkipped { .. }
                 | ClientEvent::InputAcked { .. } => {}
@@ -419,7 +692,13 @@ pub fn window_input(event: &WindowEvent) -> Option<InputEvent> {
     }
 }
 
-fn present_loop(s: &Shared, options: &ClientOptions, stop: &AtomicBool) -> Result<(), ClientError> {
+fn present_loop(
+    s: &Shared,
+    options: &ClientOptions,
+    stop: &AtomicBool,
+    mut sink: Option<&mut PipeWriter>,
+    inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
+) -> Result<(), ClientError> {
     let started = now_us();
     let end = options.duration.map(|d| started + d.as_micros() as u64);
     let mut presenter: Option<Box<dyn Presenter>> = None;
@@ -448,6 +727,11 @@ fn present_loop(s: &Shared, options: &ClientOptions, stop: &AtomicBool) -> Resul
             }
         }
         let connected = lock(&s.session).is_connected();
+        if connected {
+            if let Some(rx) = &inject {
+                inputs.extend(rx.try_iter().take(1024));
+            }
+        }
         if probe_every > 0 && connected && now >= next_probe {
             // A synthetic look-around: alternating small turns, each reflected in the picture.
             inputs.push(InputEvent::PointerMotion {
@@ -491,6 +775,14 @@ fn present_loop(s: &Shared, options: &ClientOptions, stop: &AtomicBool) -> Resul
         }
         if let Some(p) = presenter.as_mut() {
             p.present(&item.picture)?;
+        }
+        if let Some(w) = sink.as_deref_mut() {
+            if let Err(e) = w.write(&item.picture) {
+                // The reader went away (a closed pipe): the pipeline is over.
+                log::info!("client: sink: {e}");
+                lock(&s.run).outcome = Some(format!("sink closed: {e}"));
+                s.finish(None);
+            }
         }
         item.record.shown_us = now_us();
         let mut run = lock(&s.run);

@@ -1,31 +1,51 @@
-//! The host: test scene → colour conversion → encoder → protocol session → UDP, and the
-//! client's input back into the scene.
+//! The host: a **core** (encoder stage + network thread + a latest-wins frame slot) fed by a
+//! **frame source**, with the client's input going to an **input sink**, and audio beside it.
 //!
-//! Three threads, with at most one frame between stages (latest wins, drops counted):
-//! - **source** renders the scene at the frame rate, stamps it, and puts it in the frame slot;
-//! - **encoder** takes the newest frame, converts and encodes it, packetizes and sends it;
-//! - **network** receives control datagrams (session start, keyframe requests, input, pings)
-//!   and drives the session's timers.
+//! Frame sources ([`SourceSpec`]):
+//! - **scene** — the built-in test scene renders on its own thread at the frame rate and puts
+//!   each frame in the slot; the **encoder** thread takes the newest, converts, encodes and
+//!   sends it (at most one frame between them, latest wins, drops counted);
+//! - **x11** — a capture thread grabs the display or a window through MIT-SHM at the frame
+//!   rate and encodes the grab on the same thread, straight from shared memory (no slot, no
+//!   copy); ticks without DAMAGE are skipped, but a joining client always gets a keyframe;
+//! - **pipe** — a reader thread reads exactly one raw frame, encodes and sends it, and only
+//!   then reads the next (no read-ahead: the writer is held back instead of frames dropped);
+//! - **app** — the application publishes frames through [`Host::publish`] (copied into a
+//!   pooled buffer, encoded by the encoder thread), or encodes on its own thread with a
+//!   [`FrameSender`] (OpenUVR's synchronous mode: no encoder thread at all).
+//!
+//! Input sinks ([`InputSpec`]): the scene, an application queue ([`Host::poll_input`]) or
+//! callback, XTEST replay into an X server, or nothing. Audio ([`AudioSpec`]): the test tone,
+//! an SDL capture device (PulseAudio/PipeWire monitor, ALSA), or PCM the application pushes.
+//!
+//! The **network** thread receives control datagrams (session start, keyframe requests,
+//! input, pings), dispatches input to the sink and drives the session's timers.
 
+use std::collections::VecDeque;
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use untether_media::codec::{Encoder, EncoderConfig};
+use untether_media::audio::{self, AudioEncoder, EncodedAudio, SdlAudioCapture, Tone};
+use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
+use untether_media::convert::I420Frame;
+use untether_media::pipe::{PipeFormat, PipeReader};
 use untether_media::scene::{Scene, SceneConfig, SceneInput, SceneKey};
 use untether_media::stamp::{self, Stamp};
+use untether_media::x11::{self, CaptureTarget, PointerMode, X11Capture, XtestReplay};
 use untether_media::BgraFrame;
 use untether_net::{Received, UdpEndpoint};
 pub use untether_proto::Codec;
 use untether_proto::{
-    FrameTiming, HostConfig, HostEvent, HostSession, InputEvent, InputRecord, Micros,
+    AudioPacket, FrameTiming, HostConfig, HostEvent, HostSession, InputEvent, InputRecord, Micros,
     SessionParams, Transmit,
 };
 
 use crate::clock::{now_us, sleep_until};
-use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig};
+use crate::config::{HostToml, NetworkToml, Resolution, SceneToml, VideoConfig};
 use crate::slot::Slot;
 use crate::stats::Samples;
 
@@ -39,6 +59,12 @@ pub enum HostError {
     BadBind(String),
     #[error("cannot start thread: {0}")]
     Thread(std::io::Error),
+    /// The call does not fit how the host was set up (e.g. publishing to a scene host).
+    #[error("{0}")]
+    Usage(String),
+    /// The host stopped (a fatal error, or it was asked to).
+    #[error("the host has stopped{}", .0.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Stopped(Option<String>),
 }
 
 /// Everything the host needs to run.
@@ -50,9 +76,161 @@ pub struct HostOptions {
     pub network: NetworkToml,
 }
 
+impl Default for HostOptions {
+    fn default() -> Self {
+        let cfg = crate::config::ConfigToml::default();
+        HostOptions {
+            video: VideoConfig {
+                resolution: Resolution {
+                    width: 1280,
+                    height: 720,
+                },
+                fps: 60,
+                bitrate_kbps: 10_000,
+                encoder: untether_media::codec::EncoderKind::X264,
+                preset: "ultrafast".into(),
+                conversion: untether_media::convert::Conversion::Simd,
+                encoder_threads: 2,
+            },
+            scene: cfg.scene,
+            host: cfg.host,
+            network: cfg.network,
+        }
+    }
+}
+
+/// Where the host's frames come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// The built-in test scene (stamped, reacts to input).
+    #[default]
+    Scene,
+    /// An X11 display (None: `$DISPLAY`), the whole screen or one window, via MIT-SHM.
+    X11 {
+        display: Option<String>,
+        target: CaptureTarget,
+    },
+    /// Raw frames from a file, named pipe or `-` (standard input), of the configured
+    /// resolution; a regular file is paced at the frame rate.
+    Pipe { path: String, format: PipeFormat },
+    /// The application, through [`Host::publish`] or a [`FrameSender`].
+    App,
+}
+
+/// A callback that receives every input event (on the host's network thread: return quickly).
+#[derive(Clone)]
+pub struct InputCallback(pub Arc<dyn Fn(&InputRecord) + Send + Sync>);
+
+impl fmt::Debug for InputCallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InputCallback")
+    }
+}
+
+/// Where the client's input goes.
+#[derive(Clone, Debug, Default)]
+pub enum InputSpec {
+    /// The scene for the scene source, XTEST for X11 capture, the application queue otherwise.
+    #[default]
+    Auto,
+    /// The test scene.
+    Scene,
+    /// A queue the application drains with [`Host::poll_input`] (bounded: the oldest events
+    /// are dropped, and counted, when nobody polls).
+    Queue,
+    /// A callback on the network thread.
+    Callback(InputCallback),
+    /// Replay into an X server with XTEST (None: the captured display, else `$DISPLAY`).
+    Xtest {
+        display: Option<String>,
+        pointer: PointerMode,
+    },
+    /// Dropped.
+    Discard,
+}
+
+/// Where the host's audio comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AudioSpec {
+    #[default]
+    None,
+    /// The test tone: 1 kHz beeps of 100 ms at every whole second of the host's clock.
+    Tone,
+    /// An SDL recording device (None: the default source); a PulseAudio/PipeWire monitor
+    /// source captures what the machine plays.
+    Capture { device: Option<String> },
+    /// PCM the application pushes with [`Host::push_audio`].
+    App,
+}
+
+/// How the host is fed and what it feeds: everything beyond [`HostOptions`].
+#[derive(Clone, Debug)]
+pub struct HostSetup {
+    pub source: SourceSpec,
+    pub input: InputSpec,
+    pub audio: AudioSpec,
+    /// Opus bitrate, kbit/s.
+    pub audio_bitrate_kbps: u32,
+    /// Periodic intra refresh instead of keyframes (requested keyframes are still IDRs).
+    pub intra_refresh: bool,
+    /// A keyframe every this many frames (0: only when a client joins or asks).
+    pub gop_frames: u32,
+    /// Extra x264 options, `key=value:key=value`.
+    pub x264_params: String,
+    /// Stamp frame number and capture time into the top-left corner of frames from X11, pipe
+    /// and application sources (the scene always stamps), for glass-to-glass from pixels.
+    pub stamp: bool,
+    /// For the app source: an encoder thread takes published frames (true), or the
+    /// application encodes on its own thread with a [`FrameSender`] (false).
+    pub encoder_thread: bool,
+}
+
+impl Default for HostSetup {
+    fn default() -> Self {
+        HostSetup {
+            source: SourceSpec::Scene,
+            input: InputSpec::Auto,
+            audio: AudioSpec::None,
+            audio_bitrate_kbps: 128,
+            intra_refresh: false,
+            gop_frames: 0,
+            x264_params: String::new(),
+            stamp: false,
+            encoder_thread: true,
+        }
+    }
+}
+
+/// Owned pixels on their way from a source to the encoder thread.
+enum Pixels {
+    Bgra(BgraFrame),
+    I420(I420Frame),
+}
+
+impl Pixels {
+    fn picture(&self) -> InputPicture<'_> {
+        match self {
+            Pixels::Bgra(f) => InputPicture::Bgra {
+                width: f.width,
+                height: f.height,
+                data: &f.data,
+                stride: f.stride,
+            },
+            Pixels::I420(f) => {
+                let (w, w2) = (f.width as usize, f.width.div_ceil(2) as usize);
+                InputPicture::I420 {
+                    width: f.width,
+                    height: f.height,
+                    planes: [(&f.y, w), (&f.u, w2), (&f.v, w2)],
+                }
+            }
+        }
+    }
+}
+
 /// A frame as the source produced it.
 struct CapturedFrame {
-    pixels: BgraFrame,
+    pixels: Pixels,
     capture_us: Micros,
     capture_dur_us: u32,
 }
@@ -65,6 +243,9 @@ struct HostSamples {
     encode: Samples,
     send: Samples,
     frame_bytes: Samples,
+    audio_encode: Samples,
+    /// Time the caller of a synchronous send was blocked.
+    sync_blocked: Samples,
 }
 
 #[derive(Default)]
@@ -74,7 +255,26 @@ struct Counters {
     sent: AtomicU64,
     keyframes: AtomicU64,
     inputs_applied: AtomicU64,
+    inputs_dropped: AtomicU64,
     send_errors: AtomicU64,
+    unchanged: AtomicU64,
+    grab_errors: AtomicU64,
+    audio_packets: AtomicU64,
+}
+
+/// Where the network thread delivers input.
+enum InputSink {
+    Scene,
+    Queue,
+    Callback(InputCallback),
+    Xtest(Box<XtestReplay>),
+    Discard,
+}
+
+struct AudioStage {
+    encoder: AudioEncoder,
+    out: Vec<EncodedAudio>,
+    pending: Vec<Transmit>,
 }
 
 struct Shared {
@@ -82,11 +282,17 @@ struct Shared {
     socket: UdpEndpoint,
     stop: AtomicBool,
     frames: Slot<CapturedFrame>,
-    spare: Mutex<Vec<BgraFrame>>,
+    spare: Mutex<Vec<Pixels>>,
     keyframe_wanted: AtomicBool,
     /// Bumped when a new client connects: the encoder restarts frame numbering with a keyframe.
     client_epoch: AtomicU64,
     inputs: Mutex<Vec<InputRecord>>,
+    app_inputs: Mutex<VecDeque<InputRecord>>,
+    input_sink: Mutex<InputSink>,
+    /// The captured area's origin on the X screen (for absolute pointer replay).
+    capture_origin: Mutex<(i32, i32)>,
+    audio: Mutex<Option<AudioStage>>,
+    source_ended: AtomicBool,
     counters: Counters,
     samples: Mutex<HostSamples>,
     fatal: Mutex<Option<String>>,
@@ -130,6 +336,183 @@ impl Shared {
             out.push(t);
         }
     }
+
+    fn has_client(&self) -> bool {
+        lock(&self.session).client().is_some()
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Encodes PCM into Opus packets and sends them.
+    fn push_audio(&self, pcm: &[i16], channels: usize, pts_us: Micros) -> Result<(), HostError> {
+        let mut guard = lock(&self.audio);
+        let Some(stage) = guard.as_mut() else {
+            return Err(HostError::Usage(
+                "this host has no audio stream (set an audio source)".into(),
+            ));
+        };
+        stage.out.clear();
+        stage.encoder.push(pcm, channels, pts_us, &mut stage.out)?;
+        if stage.out.is_empty() {
+            return Ok(());
+        }
+        let now = now_us();
+        {
+            let mut session = lock(&self.session);
+            for a in &stage.out {
+                let packet = AudioPacket {
+                    seq: a.seq,
+                    pts_us: a.pts_us,
+                    samples: audio::FRAME_SAMPLES as u16,
+                    opus: a.opus.clone(),
+                    prev_opus: a.prev_opus.clone(),
+                };
+                if session.send_audio(now, &packet).is_ok() {
+                    self.counters.audio_packets.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Shared::drain_transmits(&mut session, now, &mut stage.pending);
+        }
+        let mut pending = std::mem::take(&mut stage.pending);
+        self.flush(&mut pending);
+        stage.pending = pending;
+        let mut sm = lock(&self.samples);
+        for a in &stage.out {
+            sm.audio_encode.push_us(a.encode_us as i64);
+        }
+        Ok(())
+    }
+
+    /// Delivers one input event to the sink.
+    fn deliver_input(&self, rec: InputRecord) {
+        let mut sink = lock(&self.input_sink);
+        match &mut *sink {
+            InputSink::Scene => {
+                let mut q = lock(&self.inputs);
+                // The source applies these every frame; bound it in case it stalls.
+                if q.len() < 4096 {
+                    q.push(rec);
+                }
+            }
+            InputSink::Queue => {
+                let mut q = lock(&self.app_inputs);
+                if q.len() >= 4096 {
+                    q.pop_front();
+                    self.counters.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                q.push_back(rec);
+            }
+            InputSink::Callback(cb) => {
+                let cb = cb.0.clone();
+                drop(sink);
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(&rec))).is_err() {
+                    log::error!(
+                        "host: the input callback panicked; event {} dropped",
+                        rec.seq
+                    );
+                    return;
+                }
+                self.counters.inputs_applied.fetch_add(1, Ordering::Relaxed);
+            }
+            InputSink::Xtest(x) => {
+                x.origin = *lock(&self.capture_origin);
+                match replay_xtest(x, &rec.event) {
+                    Ok(true) => {
+                        self.counters.inputs_applied.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => {
+                        self.counters.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        self.counters.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                        if self.counters.inputs_dropped.load(Ordering::Relaxed) == 1 {
+                            log::warn!("host: XTEST replay failed: {e}");
+                        }
+                    }
+                }
+            }
+            InputSink::Discard => {}
+        }
+    }
+}
+
+/// Replays one event with XTEST. Ok(false): the event has no X equivalent (dropped).
+fn replay_xtest(x: &XtestReplay, event: &InputEvent) -> Result<bool, untether_media::MediaError> {
+    let done = match *event {
+        InputEvent::Key { code, down } => match x11::sdl_keycode_to_keysym(code) {
+            Some(sym) => x.key(sym, down)?,
+            None => false,
+        },
+        InputEvent::PointerMotion {
+            x: px,
+            y: py,
+            dx,
+            dy,
+        } => {
+            match x.pointer {
+                PointerMode::Absolute => x.motion_absolute(px, py)?,
+                PointerMode::Relative => x.motion_relative(dx, dy)?,
+            }
+            true
+        }
+        InputEvent::MouseButton { button, down } => {
+            // SDL numbers X1/X2 as 4/5; X uses 8/9 for them (4–7 are the wheel).
+            let b = match button {
+                4 => 8,
+                5 => 9,
+                b => b,
+            };
+            x.button(b, down)?;
+            true
+        }
+        InputEvent::Wheel { dx, dy } => {
+            x.wheel(dx, dy)?;
+            true
+        }
+        InputEvent::Button { code, down, .. } => match x11::evdev_button_to_x(code) {
+            Some(b) => {
+                x.button(b, down)?;
+                true
+            }
+            // Evdev key codes are X keycodes minus 8 on every evdev/XKB keyboard.
+            None if code < 248 => x.keycode(code as u8 + 8, down)?,
+            None => false,
+        },
+        InputEvent::Axis {
+            relative: true,
+            code,
+            value,
+            ..
+        } => {
+            match code {
+                0 => x.motion_relative(value, 0)?, // REL_X
+                1 => x.motion_relative(0, value)?, // REL_Y
+                6 => x.wheel(value, 0)?,           // REL_HWHEEL
+                8 => x.wheel(0, value)?,           // REL_WHEEL
+                _ => return Ok(false),
+            }
+            true
+        }
+        InputEvent::Text(t) => {
+            // Type each character whose keysym the keyboard map has (Latin-1 keysyms equal
+            // the code point; others are 0x0100_0000 + code point).
+            let mut any = false;
+            for c in t.as_str().chars() {
+                let cp = c as u32;
+                let sym = if cp <= 0xFF { cp } else { 0x0100_0000 + cp };
+                if x.key(sym, true)? {
+                    x.key(sym, false)?;
+                    any = true;
+                }
+            }
+            any
+        }
+        InputEvent::Axis { .. } | InputEvent::HeadPose { .. } => false,
+    };
+    x.flush()?;
+    Ok(done)
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -139,6 +522,11 @@ pub struct Host {
     local_addr: SocketAddr,
     started_us: Micros,
     options: HostOptions,
+    setup: HostSetup,
+    /// The encoder configuration (for frame senders).
+    encoder_cfg: EncoderConfig,
+    sender_taken: AtomicBool,
+    capture: Option<SdlAudioCapture>,
 }
 
 /// What the host measured.
@@ -151,6 +539,11 @@ pub struct HostSummary {
     pub keyframes: u64,
     pub dropped: u64,
     pub inputs_applied: u64,
+    /// Input events the sink could not apply (no X equivalent, a full queue).
+    pub inputs_dropped: u64,
+    /// Capture ticks skipped because nothing on screen changed.
+    pub unchanged: u64,
+    pub audio_packets: u64,
     pub bytes_sent: u64,
     pub packets_sent: u64,
     pub malformed_datagrams: u64,
@@ -161,36 +554,63 @@ pub struct HostSummary {
     pub events: Vec<String>,
 }
 
+fn encoder_config(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderConfig {
+    let mut params = setup.x264_params.clone();
+    if setup.gop_frames > 0 {
+        if !params.is_empty() {
+            params.push(':');
+        }
+        params.push_str(&format!("keyint={0}:min-keyint={0}", setup.gop_frames));
+    }
+    EncoderConfig {
+        width,
+        height,
+        fps: v.fps,
+        bitrate_kbps: v.bitrate_kbps,
+        preset: v.preset.clone(),
+        threads: v.encoder_threads,
+        conversion: v.conversion,
+        intra_refresh: setup.intra_refresh,
+        x264_params: params,
+    }
+}
+
 impl Host {
     /// Binds the socket, builds the scene and the encoder (so configuration errors surface
-    /// here), and starts the threads.
+    /// here), and starts the threads: the built-in scene, no audio.
     pub fn start(options: HostOptions) -> Result<Host, HostError> {
+        Self::start_with(options, HostSetup::default())
+    }
+
+    /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
+    pub fn start_with(mut options: HostOptions, setup: HostSetup) -> Result<Host, HostError> {
         let bind: SocketAddr = options
             .host
             .bind
             .parse()
             .map_err(|_| HostError::BadBind(options.host.bind.clone()))?;
+        // Open the capture first: its size is the stream's size.
+        let capture = match &setup.source {
+            SourceSpec::X11 { display, target } => {
+                let cap = X11Capture::open(display.as_deref(), target)?;
+                let (w, h) = cap.size();
+                options.video.resolution = Resolution {
+                    width: w,
+                    height: h,
+                };
+                Some(cap)
+            }
+            _ => None,
+        };
         let socket = UdpEndpoint::bind(bind)?;
         let local_addr = socket.local_addr()?;
-        let v = &options.video;
-        let mut scene_cfg = SceneConfig::new(v.resolution.width, v.resolution.height);
-        scene_cfg.spin_deg_per_s = options.scene.spin_deg_per_s;
-        scene_cfg.walk_speed = options.scene.walk_speed;
-        let scene = Scene::new(scene_cfg)?;
-        let encoder = Encoder::new(EncoderConfig {
-            width: v.resolution.width,
-            height: v.resolution.height,
-            fps: v.fps,
-            bitrate_kbps: v.bitrate_kbps,
-            preset: v.preset.clone(),
-            threads: v.encoder_threads,
-            conversion: v.conversion,
-            intra_refresh: false,
-            x264_params: String::new(),
-        })?;
+        let v = options.video.clone();
+        let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
+        // Build the encoder now so a bad configuration fails here, not on a thread.
+        let encoder = Encoder::new(encoder_cfg.clone())?;
         let params = SessionParams {
-            width: v.resolution.width as u16,
-            height: v.resolution.height as u16,
+            width: v.resolution.width.min(u16::MAX as u32) as u16,
+            height: v.resolution.height.min(u16::MAX as u32) as u16,
             fps: v.fps as u16,
             codec: match v.encoder {
                 untether_media::codec::EncoderKind::X264 => Codec::H264,
@@ -204,6 +624,34 @@ impl Host {
         let mut host_cfg = HostConfig::new(params);
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
         host_cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
+        let input = match (&setup.input, &setup.source) {
+            (InputSpec::Auto, SourceSpec::Scene) | (InputSpec::Scene, _) => InputSink::Scene,
+            (InputSpec::Auto, SourceSpec::X11 { display, .. }) => InputSink::Xtest(Box::new(
+                XtestReplay::open(display.as_deref(), (0, 0), PointerMode::Absolute)?,
+            )),
+            (InputSpec::Xtest { display, pointer }, src) => {
+                let display = display.clone().or(match src {
+                    SourceSpec::X11 { display, .. } => display.clone(),
+                    _ => None,
+                });
+                InputSink::Xtest(Box::new(XtestReplay::open(
+                    display.as_deref(),
+                    (0, 0),
+                    *pointer,
+                )?))
+            }
+            (InputSpec::Auto, _) | (InputSpec::Queue, _) => InputSink::Queue,
+            (InputSpec::Callback(cb), _) => InputSink::Callback(cb.clone()),
+            (InputSpec::Discard, _) => InputSink::Discard,
+        };
+        let audio = match setup.audio {
+            AudioSpec::None => None,
+            _ => Some(AudioStage {
+                encoder: AudioEncoder::new(setup.audio_bitrate_kbps)?,
+                out: Vec::new(),
+                pending: Vec::new(),
+            }),
+        };
         let shared = Arc::new(Shared {
             session: Mutex::new(HostSession::new(host_cfg)),
             socket,
@@ -213,6 +661,11 @@ impl Host {
             keyframe_wanted: AtomicBool::new(true),
             client_epoch: AtomicU64::new(0),
             inputs: Mutex::new(Vec::new()),
+            app_inputs: Mutex::new(VecDeque::new()),
+            input_sink: Mutex::new(input),
+            capture_origin: Mutex::new(capture.as_ref().map_or((0, 0), |c| c.origin())),
+            audio: Mutex::new(audio),
+            source_ended: AtomicBool::new(false),
             counters: Counters::default(),
             samples: Mutex::new(HostSamples::default()),
             fatal: Mutex::new(None),
@@ -228,22 +681,87 @@ impl Host {
         };
         let s = shared.clone();
         threads.push(spawn("host-net", Box::new(move || network_loop(&s)))?);
-        let s = shared.clone();
-        threads.push(spawn(
-            "host-source",
-            Box::new(move || source_loop(&s, scene, fps)),
-        )?);
-        let s = shared.clone();
-        threads.push(spawn(
-            "host-encode",
-            Box::new(move || encode_loop(&s, encoder)),
-        )?);
+        let stage = EncoderStage::new(encoder, encoder_cfg.clone());
+        match &setup.source {
+            SourceSpec::Scene => {
+                let mut scene_cfg = SceneConfig::new(v.resolution.width, v.resolution.height);
+                scene_cfg.spin_deg_per_s = options.scene.spin_deg_per_s;
+                scene_cfg.walk_speed = options.scene.walk_speed;
+                let scene = Scene::new(scene_cfg)?;
+                let s = shared.clone();
+                threads.push(spawn(
+                    "host-source",
+                    Box::new(move || source_loop(&s, scene, fps)),
+                )?);
+                let s = shared.clone();
+                threads.push(spawn(
+                    "host-encode",
+                    Box::new(move || encode_loop(&s, stage)),
+                )?);
+            }
+            SourceSpec::X11 { .. } => {
+                let s = shared.clone();
+                let cap = capture.ok_or_else(|| HostError::Usage("no X11 capture".into()))?;
+                let stamp = setup.stamp;
+                threads.push(spawn(
+                    "host-x11",
+                    Box::new(move || x11_loop(&s, cap, stage, fps, stamp)),
+                )?);
+            }
+            SourceSpec::Pipe { path, format } => {
+                let s = shared.clone();
+                let (path, format, stamp) = (path.clone(), *format, setup.stamp);
+                let (w, h) = (v.resolution.width, v.resolution.height);
+                threads.push(spawn(
+                    "host-pipe",
+                    Box::new(move || pipe_loop(&s, &path, format, w, h, fps, stage, stamp)),
+                )?);
+            }
+            SourceSpec::App => {
+                if setup.encoder_thread {
+                    let s = shared.clone();
+                    threads.push(spawn(
+                        "host-encode",
+                        Box::new(move || encode_loop(&s, stage)),
+                    )?);
+                }
+            }
+        }
+        let mut capture_dev = None;
+        match &setup.audio {
+            AudioSpec::Tone => {
+                let s = shared.clone();
+                threads.push(spawn("host-audio", Box::new(move || tone_loop(&s)))?);
+            }
+            AudioSpec::Capture { device } => {
+                let s = shared.clone();
+                let sink: audio::CaptureSink = Box::new(move |pcm: &[i16], pts: u64| {
+                    if s.has_client() {
+                        if let Err(e) = s.push_audio(pcm, audio::CHANNELS, pts) {
+                            log::warn!("host: audio: {e}");
+                        }
+                    }
+                });
+                let dev = SdlAudioCapture::open(device.as_deref(), sink)?;
+                shared.note(format!(
+                    "capturing audio from {} ({})",
+                    device.as_deref().unwrap_or("the default source"),
+                    dev.driver
+                ));
+                capture_dev = Some(dev);
+            }
+            AudioSpec::None | AudioSpec::App => {}
+        }
         Ok(Host {
             shared,
             threads,
             local_addr,
             started_us: now_us(),
             options,
+            setup,
+            encoder_cfg,
+            sender_taken: AtomicBool::new(false),
+            capture: capture_dev,
         })
     }
 
@@ -251,8 +769,13 @@ impl Host {
         self.local_addr
     }
 
+    /// The options the host runs with (the resolution is the captured size for X11).
     pub fn options(&self) -> &HostOptions {
         &self.options
+    }
+
+    pub fn setup(&self) -> &HostSetup {
+        &self.setup
     }
 
     /// The fatal error that stopped the host, if any.
@@ -261,7 +784,32 @@ impl Host {
     }
 
     pub fn is_stopped(&self) -> bool {
-        self.shared.stop.load(Ordering::SeqCst)
+        self.shared.stopped()
+    }
+
+    /// Whether a client is connected.
+    pub fn has_client(&self) -> bool {
+        self.shared.has_client()
+    }
+
+    /// Waits up to `timeout` for a client; true once one is connected.
+    pub fn wait_for_client(&self, timeout: Duration) -> bool {
+        let end = now_us() + timeout.as_micros() as u64;
+        loop {
+            if self.has_client() {
+                return true;
+            }
+            if self.is_stopped() || now_us() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// True once a pipe source reached the end of its input (the host then says goodbye to
+    /// the client and has nothing more to send).
+    pub fn source_ended(&self) -> bool {
+        self.shared.source_ended.load(Ordering::SeqCst)
     }
 
     /// A request to stop, e.g. from a signal handler thread.
@@ -271,6 +819,88 @@ impl Host {
             s.stop.store(true, Ordering::SeqCst);
             s.frames.close();
         }
+    }
+
+    /// Publishes a frame of the application (app source with an encoder thread): it is copied
+    /// into a pooled buffer and the encoder thread encodes the newest one (latest wins; a
+    /// frame replaced before the encoder took it counts as dropped). Returns at once.
+    pub fn publish(&self, picture: &InputPicture<'_>) -> Result<(), HostError> {
+        if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "publish needs the app source with the encoder thread (synchronous mode uses a FrameSender)".into(),
+            ));
+        }
+        if self.is_stopped() {
+            return Err(HostError::Stopped(self.failure()));
+        }
+        picture.check()?;
+        let t0 = now_us();
+        let pixels = copy_picture(&self.shared, picture)?;
+        let capture_us = now_us();
+        self.shared
+            .counters
+            .captured
+            .fetch_add(1, Ordering::Relaxed);
+        let dur = (capture_us - t0) as u32;
+        lock(&self.shared.samples).capture.push_us(dur as i64);
+        if let Some(old) = self.shared.frames.put(CapturedFrame {
+            pixels,
+            capture_us,
+            capture_dur_us: dur,
+        }) {
+            lock(&self.shared.spare).push(old.pixels);
+        }
+        Ok(())
+    }
+
+    /// The synchronous sender of an app host without an encoder thread: encodes and sends on
+    /// the caller's thread. There is one per host.
+    pub fn frame_sender(&self) -> Result<FrameSender, HostError> {
+        if self.setup.source != SourceSpec::App || self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "a frame sender needs the app source without the encoder thread".into(),
+            ));
+        }
+        if self.sender_taken.swap(true, Ordering::SeqCst) {
+            return Err(HostError::Usage(
+                "this host's frame sender was already taken".into(),
+            ));
+        }
+        let encoder = Encoder::new(self.encoder_cfg.clone())?;
+        Ok(FrameSender {
+            shared: self.shared.clone(),
+            stage: EncoderStage::new(encoder, self.encoder_cfg.clone()),
+        })
+    }
+
+    /// The next input event for the application (input sink: queue).
+    pub fn poll_input(&self) -> Option<InputRecord> {
+        let rec = lock(&self.shared.app_inputs).pop_front();
+        if rec.is_some() {
+            self.shared
+                .counters
+                .inputs_applied
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        rec
+    }
+
+    /// Pushes interleaved 48 kHz PCM (`channels` 1 or 2) whose first sample was produced at
+    /// `pts_us` (host clock, [`crate::clock::now_us`]); every complete 10 ms is encoded and
+    /// sent at once. Without a client the audio is dropped.
+    pub fn push_audio(
+        &self,
+        pcm: &[i16],
+        channels: usize,
+        pts_us: Micros,
+    ) -> Result<(), HostError> {
+        if self.is_stopped() {
+            return Err(HostError::Stopped(self.failure()));
+        }
+        if !self.has_client() {
+            return Ok(());
+        }
+        self.shared.push_audio(pcm, channels, pts_us)
     }
 
     /// What the host has measured so far.
@@ -286,6 +916,12 @@ impl Host {
         stages.insert("encode", samples.encode.clone());
         stages.insert("send", samples.send.clone());
         stages.insert("frame_kbytes", samples.frame_bytes.clone());
+        if !samples.audio_encode.is_empty() {
+            stages.insert("audio_encode", samples.audio_encode.clone());
+        }
+        if !samples.sync_blocked.is_empty() {
+            stages.insert("sync_blocked", samples.sync_blocked.clone());
+        }
         HostSummary {
             duration_s: (now_us() - self.started_us) as f64 / 1e6,
             captured: c.captured.load(Ordering::Relaxed),
@@ -294,6 +930,9 @@ impl Host {
             keyframes: c.keyframes.load(Ordering::Relaxed),
             dropped: s.frames.replaced(),
             inputs_applied: c.inputs_applied.load(Ordering::Relaxed),
+            inputs_dropped: c.inputs_dropped.load(Ordering::Relaxed),
+            unchanged: c.unchanged.load(Ordering::Relaxed),
+            audio_packets: c.audio_packets.load(Ordering::Relaxed),
             bytes_sent: st.bytes_sent,
             packets_sent: st.datagrams_sent,
             malformed_datagrams: st.malformed_datagrams + st.unknown_connection,
@@ -312,6 +951,8 @@ impl Host {
     }
 
     fn shutdown(&mut self) {
+        // Stop the capture device first: its callback sends through the session.
+        self.capture = None;
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.frames.close();
         for t in self.threads.drain(..) {
@@ -323,6 +964,221 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Copies a borrowed picture into a pooled buffer of the same layout.
+fn copy_picture(s: &Shared, picture: &InputPicture<'_>) -> Result<Pixels, HostError> {
+    let (w, h) = picture.size();
+    let mut spare = lock(&s.spare);
+    let pos = spare.iter().position(|p| match (p, picture) {
+        (Pixels::Bgra(f), InputPicture::Bgra { .. }) => (f.width, f.height) == (w, h),
+        (Pixels::I420(f), InputPicture::I420 { .. }) => (f.width, f.height) == (w, h),
+        _ => false,
+    });
+    let recycled = pos.map(|i| spare.swap_remove(i));
+    drop(spare);
+    match *picture {
+        InputPicture::Bgra { data, stride, .. } => {
+            let mut f = match recycled {
+                Some(Pixels::Bgra(f)) => f,
+                _ => BgraFrame::new(w, h)?,
+            };
+            let row = w as usize * 4;
+            for y in 0..h as usize {
+                f.data[y * f.stride..y * f.stride + row]
+                    .copy_from_slice(&data[y * stride..y * stride + row]);
+            }
+            Ok(Pixels::Bgra(f))
+        }
+        InputPicture::I420 { planes, .. } => {
+            let mut f = match recycled {
+                Some(Pixels::I420(f)) => f,
+                _ => I420Frame::new(w, h),
+            };
+            let (w2, h2) = (w.div_ceil(2) as usize, h.div_ceil(2) as usize);
+            let dims = [(w as usize, h as usize), (w2, h2), (w2, h2)];
+            let dsts = [&mut f.y, &mut f.u, &mut f.v];
+            for ((dst, (src, stride)), (cw, ch)) in dsts.into_iter().zip(planes).zip(dims) {
+                for y in 0..ch {
+                    dst[y * cw..(y + 1) * cw].copy_from_slice(&src[y * stride..y * stride + cw]);
+                }
+            }
+            Ok(Pixels::I420(f))
+        }
+    }
+}
+
+/// What a synchronous send did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendInfo {
+    /// False when no client is connected (nothing was encoded).
+    pub sent: bool,
+    /// The protocol frame number (per client, from 0).
+    pub frame_number: u32,
+    pub keyframe: bool,
+    pub bytes: usize,
+    /// Time spent in the call: conversion, encoding, packetizing and sending, µs.
+    pub blocked_us: u64,
+}
+
+/// Encodes and sends frames on the caller's thread (OpenUVR's synchronous mode): no encoder
+/// thread, no hand-over; the network thread still receives control and input.
+pub struct FrameSender {
+    shared: Arc<Shared>,
+    stage: EncoderStage,
+}
+
+impl FrameSender {
+    /// Encodes `picture` and sends it to the client. `capture_us` is when the application
+    /// finished rendering it (host clock, [`crate::clock::now_us`]; None: now).
+    pub fn send(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Option<Micros>,
+    ) -> Result<SendInfo, HostError> {
+        let t0 = now_us();
+        let s = &*self.shared;
+        if s.stopped() {
+            return Err(HostError::Stopped(lock(&s.fatal).clone()));
+        }
+        if !s.has_client() {
+            return Ok(SendInfo::default());
+        }
+        s.counters.captured.fetch_add(1, Ordering::Relaxed);
+        let capture_us = capture_us.unwrap_or(t0);
+        let mut info = self.stage.send(s, picture, capture_us, 0)?;
+        info.blocked_us = now_us() - t0;
+        lock(&s.samples)
+            .sync_blocked
+            .push_us(info.blocked_us as i64);
+        Ok(info)
+    }
+
+    /// Asks for a keyframe at the next frame.
+    pub fn request_keyframe(&self) {
+        self.shared.keyframe_wanted.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The encoder, its frame numbering and send buffers: used by the encoder thread, the capture
+/// threads and frame senders alike.
+struct EncoderStage {
+    encoder: Encoder,
+    cfg: EncoderConfig,
+    frame_number: u32,
+    epoch: u64,
+    pending: Vec<Transmit>,
+}
+
+impl EncoderStage {
+    fn new(encoder: Encoder, cfg: EncoderConfig) -> Self {
+        EncoderStage {
+            encoder,
+            cfg,
+            frame_number: 0,
+            epoch: u64::MAX,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Whether the next frame must be sent even if nothing changed (a new client, or a
+    /// keyframe was asked for).
+    fn must_send(&self, s: &Shared) -> bool {
+        self.epoch != s.client_epoch.load(Ordering::SeqCst)
+            || s.keyframe_wanted.load(Ordering::SeqCst)
+    }
+
+    fn send(
+        &mut self,
+        s: &Shared,
+        picture: &InputPicture<'_>,
+        capture_us: Micros,
+        capture_dur_us: u32,
+    ) -> Result<SendInfo, HostError> {
+        let e = s.client_epoch.load(Ordering::SeqCst);
+        if e != self.epoch {
+            // A new client: its stream starts at frame 0 with a keyframe.
+            self.epoch = e;
+            self.frame_number = 0;
+            s.keyframe_wanted.store(true, Ordering::SeqCst);
+        }
+        let (w, h) = picture.size();
+        if (w, h) != (self.cfg.width, self.cfg.height) {
+            // The source changed size: a new encoder, starting with a keyframe (the client's
+            // decoder follows the new SPS).
+            let mut cfg = self.cfg.clone();
+            cfg.width = w;
+            cfg.height = h;
+            self.encoder = Encoder::new(cfg.clone())?;
+            self.cfg = cfg;
+            s.keyframe_wanted.store(true, Ordering::SeqCst);
+            s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
+        }
+        let start = now_us();
+        let force = s.keyframe_wanted.swap(false, Ordering::SeqCst);
+        let encoded = self.encoder.encode_picture(picture, force)?;
+        s.counters.encoded.fetch_add(1, Ordering::Relaxed);
+        if encoded.keyframe {
+            s.counters.keyframes.fetch_add(1, Ordering::Relaxed);
+        }
+        let frame_number = self.frame_number;
+        let send_start = now_us();
+        let shards = {
+            let mut session = lock(&s.session);
+            let r = session.send_frame(
+                send_start,
+                frame_number,
+                capture_us,
+                encoded.keyframe,
+                &encoded.data,
+            );
+            Shared::drain_transmits(&mut session, send_start, &mut self.pending);
+            r
+        };
+        if shards.is_err() {
+            // The client left between capture and send.
+            self.pending.clear();
+            return Ok(SendInfo::default());
+        }
+        s.flush(&mut self.pending);
+        let send_done = now_us();
+        s.counters.sent.fetch_add(1, Ordering::Relaxed);
+        let c = &s.counters;
+        let timing = FrameTiming {
+            frame_number,
+            capture_dur_us,
+            convert_us: encoded.convert_us as u32,
+            encode_us: encoded.encode_us as u32,
+            send_us: (send_done - send_start) as u32,
+            send_done_us: send_done,
+            frame_bytes: encoded.data.len() as u32,
+            captured: c.captured.load(Ordering::Relaxed) as u32,
+            encoded: c.encoded.load(Ordering::Relaxed) as u32,
+            dropped: s.frames.replaced() as u32,
+        };
+        {
+            let mut session = lock(&s.session);
+            session.send_frame_timing(send_done, timing);
+            Shared::drain_transmits(&mut session, send_done, &mut self.pending);
+        }
+        s.flush(&mut self.pending);
+        {
+            let mut sm = lock(&s.samples);
+            sm.queue.push_us(start as i64 - capture_us as i64);
+            sm.convert.push_us(encoded.convert_us as i64);
+            sm.encode.push_us(encoded.encode_us as i64);
+            sm.send.push_us((send_done - send_start) as i64);
+            sm.frame_bytes.push(encoded.data.len() as f64 / 1000.0);
+        }
+        self.frame_number = self.frame_number.wrapping_add(1);
+        Ok(SendInfo {
+            sent: true,
+            frame_number,
+            keyframe: encoded.keyframe,
+            bytes: encoded.data.len(),
+            blocked_us: 0,
+        })
     }
 }
 
@@ -359,7 +1215,21 @@ pub fn scene_input(event: &InputEvent) -> Option<SceneInput> {
             yaw_deg: yaw,
             pitch_deg: pitch,
         }),
-        InputEvent::MouseButton { .. } | InputEvent::Wheel { .. } | InputEvent::Text(_) => None,
+        // A relative device (mouse) looks around like the window's pointer.
+        InputEvent::Axis {
+            relative: true,
+            code: c @ (0 | 1),
+            value,
+            ..
+        } => Some(SceneInput::PointerDelta {
+            dx: if c == 0 { value as f32 } else { 0.0 },
+            dy: if c == 1 { value as f32 } else { 0.0 },
+        }),
+        InputEvent::MouseButton { .. }
+        | InputEvent::Wheel { .. }
+        | InputEvent::Button { .. }
+        | InputEvent::Axis { .. }
+        | InputEvent::Text(_) => None,
     }
 }
 
@@ -401,8 +1271,8 @@ fn source_loop(s: &Shared, mut scene: Scene, fps: u32) {
             s.counters.inputs_applied.fetch_add(1, Ordering::Relaxed);
         }
         let mut pixels = match lock(&s.spare).pop() {
-            Some(p) => p,
-            None => match BgraFrame::new(w, h) {
+            Some(Pixels::Bgra(p)) => p,
+            _ => match BgraFrame::new(w, h) {
                 Ok(p) => p,
                 Err(e) => return s.fail(format!("frame buffer: {e}")),
             },
@@ -423,7 +1293,7 @@ fn source_loop(s: &Shared, mut scene: Scene, fps: u32) {
         let capture_dur_us = (capture_us - t0) as u32;
         lock(&s.samples).capture.push_us(capture_dur_us as i64);
         if let Some(old) = s.frames.put(CapturedFrame {
-            pixels,
+            pixels: Pixels::Bgra(pixels),
             capture_us,
             capture_dur_us,
         }) {
@@ -432,81 +1302,244 @@ fn source_loop(s: &Shared, mut scene: Scene, fps: u32) {
     }
 }
 
-fn encode_loop(s: &Shared, mut encoder: Encoder) {
-    let mut frame_number: u32 = 0;
-    let mut epoch = u64::MAX;
-    let mut pending = Vec::new();
+fn encode_loop(s: &Shared, mut stage: EncoderStage) {
     while !s.stop.load(Ordering::SeqCst) {
         let Some(frame) = s.frames.take(Duration::from_millis(50)) else {
             continue;
         };
-        let e = s.client_epoch.load(Ordering::SeqCst);
-        if e != epoch {
-            // A new client: its stream starts at frame 0 with a keyframe.
-            epoch = e;
-            frame_number = 0;
-            s.keyframe_wanted.store(true, Ordering::SeqCst);
-        }
-        let start = now_us();
-        let force = s.keyframe_wanted.swap(false, Ordering::SeqCst);
-        let encoded = match encoder.encode(&frame.pixels, force) {
-            Ok(e) => e,
-            Err(e) => return s.fail(format!("encoder: {e}")),
-        };
+        let r = stage.send(
+            s,
+            &frame.pixels.picture(),
+            frame.capture_us,
+            frame.capture_dur_us,
+        );
         lock(&s.spare).push(frame.pixels);
-        s.counters.encoded.fetch_add(1, Ordering::Relaxed);
-        if encoded.keyframe {
-            s.counters.keyframes.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = r {
+            return s.fail(format!("encoder: {e}"));
         }
-        let send_start = now_us();
-        let shards = {
-            let mut session = lock(&s.session);
-            let r = session.send_frame(
-                send_start,
-                frame_number,
-                frame.capture_us,
-                encoded.keyframe,
-                &encoded.data,
-            );
-            Shared::drain_transmits(&mut session, send_start, &mut pending);
-            r
-        };
-        if shards.is_err() {
-            // The client left between capture and send.
-            pending.clear();
+    }
+}
+
+/// Waits for a client; false when the host stops first.
+fn wait_client(s: &Shared) -> bool {
+    while !s.stopped() {
+        if s.has_client() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn x11_loop(
+    s: &Shared,
+    mut cap: X11Capture,
+    mut stage: EncoderStage,
+    fps: u32,
+    stamp_frames: bool,
+) {
+    let interval = 1_000_000 / fps.max(1) as u64;
+    let start = now_us();
+    let mut tick: u64 = 0;
+    let mut frame_number: u32 = 0;
+    let mut failures = 0u32;
+    s.note(format!(
+        "capturing X display {:?} window 0x{:x} ({}x{}), {}",
+        cap.display(),
+        cap.window(),
+        cap.size().0,
+        cap.size().1,
+        if cap.tracks_damage() {
+            "grabbing only when DAMAGE reports a change"
+        } else {
+            "no DAMAGE: grabbing every tick"
+        }
+    ));
+    while !s.stopped() {
+        if !s.has_client() {
+            std::thread::sleep(Duration::from_millis(10));
+            tick = (now_us() - start) / interval + 1;
             continue;
         }
-        s.flush(&mut pending);
-        let send_done = now_us();
-        s.counters.sent.fetch_add(1, Ordering::Relaxed);
-        let c = &s.counters;
-        let timing = FrameTiming {
-            frame_number,
-            capture_dur_us: frame.capture_dur_us,
-            convert_us: encoded.convert_us as u32,
-            encode_us: encoded.encode_us as u32,
-            send_us: (send_done - send_start) as u32,
-            send_done_us: send_done,
-            frame_bytes: encoded.data.len() as u32,
-            captured: c.captured.load(Ordering::Relaxed) as u32,
-            encoded: c.encoded.load(Ordering::Relaxed) as u32,
-            dropped: s.frames.replaced() as u32,
+        let deadline = start + tick * interval;
+        sleep_until(deadline);
+        let now = now_us();
+        tick = if now > deadline + interval {
+            (now - start) / interval + 1
+        } else {
+            tick + 1
         };
-        {
-            let mut session = lock(&s.session);
-            session.send_frame_timing(send_done, timing);
-            Shared::drain_transmits(&mut session, send_done, &mut pending);
+        let changes = match cap.poll_changes() {
+            Ok(c) => c,
+            Err(e) => return s.fail(format!("X11 capture: {e}")),
+        };
+        if changes.resized {
+            *lock(&s.capture_origin) = cap.origin();
         }
-        s.flush(&mut pending);
-        {
-            let mut sm = lock(&s.samples);
-            sm.queue.push_us(start as i64 - frame.capture_us as i64);
-            sm.convert.push_us(encoded.convert_us as i64);
-            sm.encode.push_us(encoded.encode_us as i64);
-            sm.send.push_us((send_done - send_start) as i64);
-            sm.frame_bytes.push(encoded.data.len() as f64 / 1000.0);
+        if !changes.damaged && !stage.must_send(s) {
+            s.counters.unchanged.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let t0 = now_us();
+        let (w, h) = cap.size();
+        let pixels = match cap.grab() {
+            Ok(p) => p,
+            Err(e) => {
+                s.counters.grab_errors.fetch_add(1, Ordering::Relaxed);
+                failures += 1;
+                if failures > 100 {
+                    return s.fail(format!("X11 capture keeps failing: {e}"));
+                }
+                log::debug!("host: {e}");
+                continue;
+            }
+        };
+        failures = 0;
+        let capture_us = now_us();
+        if stamp_frames {
+            stamp::write_bgra_raw(
+                pixels,
+                w as usize * 4,
+                w,
+                h,
+                &Stamp {
+                    frame_number,
+                    capture_us,
+                    input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
+                },
+            );
         }
         frame_number = frame_number.wrapping_add(1);
+        s.counters.captured.fetch_add(1, Ordering::Relaxed);
+        let dur = (capture_us - t0) as u32;
+        lock(&s.samples).capture.push_us(dur as i64);
+        let picture = InputPicture::Bgra {
+            width: w,
+            height: h,
+            data: pixels,
+            stride: w as usize * 4,
+        };
+        if let Err(e) = stage.send(s, &picture, capture_us, dur) {
+            return s.fail(format!("encoder: {e}"));
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pipe_loop(
+    s: &Shared,
+    path: &str,
+    format: PipeFormat,
+    width: u32,
+    height: u32,
+    fps: u32,
+    mut stage: EncoderStage,
+    stamp_frames: bool,
+) {
+    // Wait for a client before opening: a producer writing into a pipe is held back until
+    // someone watches, so no frame is lost before the first client.
+    if !wait_client(s) {
+        return;
+    }
+    let mut reader = match PipeReader::open(path, format, width, height) {
+        Ok(r) => r,
+        Err(e) => return s.fail(format!("pipe source: {e}")),
+    };
+    s.note(format!(
+        "reading {width}x{height} {format} frames from {path}"
+    ));
+    let interval = 1_000_000 / fps.max(1) as u64;
+    let paced = reader.is_regular_file();
+    let start = now_us();
+    let mut buf = Vec::new();
+    let mut n: u64 = 0;
+    while !s.stopped() {
+        if !wait_client(s) {
+            return;
+        }
+        if paced {
+            sleep_until(start + n * interval);
+        }
+        match reader.read_frame(&mut buf) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return s.fail(format!("pipe source: {e}")),
+        }
+        let capture_us = now_us();
+        let (w, h) = (width as usize, height as usize);
+        if stamp_frames {
+            let st = Stamp {
+                frame_number: n as u32,
+                capture_us,
+                input_seq: 0,
+            };
+            match format {
+                PipeFormat::Bgra => stamp::write_bgra_raw(&mut buf, w * 4, width, height, &st),
+                PipeFormat::I420 => stamp::write_luma(&mut buf[..w * h], w, width, height, &st),
+            }
+        }
+        n += 1;
+        s.counters.captured.fetch_add(1, Ordering::Relaxed);
+        // Reading includes waiting for the writer: a pipe frame costs nothing to "capture".
+        lock(&s.samples).capture.push_us(0);
+        let picture = match format {
+            PipeFormat::Bgra => InputPicture::Bgra {
+                width,
+                height,
+                data: &buf,
+                stride: w * 4,
+            },
+            PipeFormat::I420 => {
+                let (w2, h2) = (w.div_ceil(2), h.div_ceil(2));
+                let (y, rest) = buf.split_at(w * h);
+                let (u, v) = rest.split_at(w2 * h2);
+                InputPicture::I420 {
+                    width,
+                    height,
+                    planes: [(y, w), (u, w2), (v, w2)],
+                }
+            }
+        };
+        if let Err(e) = stage.send(s, &picture, capture_us, 0) {
+            return s.fail(format!("encoder: {e}"));
+        }
+    }
+    // End of input: say goodbye so the client ends too.
+    s.note(format!("{path}: end of input after {n} frames"));
+    s.source_ended.store(true, Ordering::SeqCst);
+    let now = now_us();
+    let mut pending = Vec::new();
+    {
+        let mut session = lock(&s.session);
+        session.close(now);
+        Shared::drain_transmits(&mut session, now, &mut pending);
+    }
+    s.flush(&mut pending);
+}
+
+/// The test tone, produced in real time like a capture device would: every 10 ms, the 10 ms
+/// that just ended.
+fn tone_loop(s: &Shared) {
+    let tone = Tone::default();
+    let mut pcm = vec![0i16; audio::FRAME_SAMPLES * audio::CHANNELS];
+    let frame = audio::FRAME_US;
+    let mut pts = now_us() / frame * frame;
+    while !s.stopped() {
+        if !s.has_client() {
+            std::thread::sleep(Duration::from_millis(10));
+            pts = now_us() / frame * frame;
+            continue;
+        }
+        sleep_until(pts + frame);
+        if now_us() > pts + 10 * frame {
+            // A stall: skip ahead instead of bursting.
+            pts = now_us() / frame * frame - frame;
+        }
+        tone.fill(pts, &mut pcm);
+        if let Err(e) = s.push_audio(&pcm, audio::CHANNELS, pts) {
+            return s.fail(format!("audio: {e}"));
+        }
+        pts += frame;
     }
 }
 
@@ -554,13 +1587,7 @@ fn network_loop(s: &Shared) {
                 HostEvent::KeyframeRequested => {
                     s.keyframe_wanted.store(true, Ordering::SeqCst);
                 }
-                HostEvent::Input(rec) => {
-                    let mut q = lock(&s.inputs);
-                    // The source applies these every frame; bound it in case it stalls.
-                    if q.len() < 4096 {
-                        q.push(rec);
-                    }
-                }
+                HostEvent::Input(rec) => s.deliver_input(rec),
                 HostEvent::Feedback(_) => {}
             }
         }

@@ -1,9 +1,14 @@
 //! untether: low-latency streaming for untethered VR and interactive games.
 //!
-//! This crate wires the stages together: [`host::Host`] (test scene → conversion → encoder →
-//! protocol session → UDP) and [`client::run_client`] (UDP → reassembly → decoder →
-//! presenter), plus configuration, statistics and the latency [`report`].
+//! This crate wires the stages together: [`host::Host`] (a frame source — the test scene, X11
+//! capture, a pipe, or the application — → conversion → encoder → protocol session → UDP, with
+//! input replayed into the scene, the application or XTEST, and Opus audio beside it) and
+//! [`client::run_client`] (UDP → reassembly → decoder → presenter or pipe sink, with the
+//! window's and registered devices' input back, and audio playback), plus configuration,
+//! statistics and the latency [`report`]. [`api`] is the embedding API for applications
+//! (the C API in `untether-ffi` wraps it).
 
+pub mod api;
 pub mod client;
 pub mod clock;
 pub mod config;
@@ -16,8 +21,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use client::{ClientError, ClientOptions, ClientRun, Display};
-pub use host::{Host, HostError, HostOptions, HostSummary};
+pub use api::{ClientContext, Frame, HostContext, PixelFormat};
+pub use client::{
+    run_client_with, ClientAudio, ClientError, ClientIo, ClientOptions, ClientRun, Display,
+    InputDevice,
+};
+pub use host::{
+    AudioSpec, Host, HostError, HostOptions, HostSetup, HostSummary, InputSpec, SourceSpec,
+};
 pub use report::Report;
 
 #[derive(Debug, thiserror::Error)]
@@ -66,11 +77,21 @@ pub fn report_config(
 
 /// Streams the test scene from a host to a client on this machine, both in this process,
 /// over real UDP on the loopback interface, and returns the report.
-pub fn run_demo(mut options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, DemoError> {
+pub fn run_demo(options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, DemoError> {
+    run_demo_with(options, HostSetup::default(), ClientIo::default(), stop)
+}
+
+/// Like [`run_demo`], with a host setup (source, input, audio) and client I/O.
+pub fn run_demo_with(
+    mut options: DemoOptions,
+    setup: HostSetup,
+    io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<Report, DemoError> {
     options.host.host.bind = "127.0.0.1:0".into();
-    let host = Host::start(options.host.clone())?;
+    let host = Host::start_with(options.host.clone(), setup)?;
     options.client.host = host.local_addr();
-    let run = client::run_client(&options.client, stop);
+    let run = client::run_client_with(&options.client, io, stop);
     // Let the host account for the Bye before stopping it.
     std::thread::sleep(Duration::from_millis(20));
     let summary = host.stop();

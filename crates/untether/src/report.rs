@@ -122,6 +122,31 @@ pub struct InputReport {
     pub response_ms: Pcts,
 }
 
+/// Audio playback on the client.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AudioReport {
+    pub driver: String,
+    pub device_buffer_ms: f64,
+    pub packets_received: u64,
+    pub packets_played: u64,
+    pub late: u64,
+    /// Lost packets recovered from the redundant copy in the next packet.
+    pub recovered: u64,
+    /// Lost packets concealed by the decoder.
+    pub concealed: u64,
+    pub underruns: u64,
+    /// Packets dropped to bring the buffer back to its target.
+    pub dropped: u64,
+    /// The jitter buffer's playout target: where it ended, and its range over the run.
+    pub target_ms: f64,
+    pub target_min_ms: Option<f64>,
+    pub target_max_ms: Option<f64>,
+    /// A packet's first sample: captured on the host → leaves the client's audio device.
+    pub mouth_to_ear_ms: Pcts,
+    /// Audio latency minus video glass-to-glass (medians): > 0 means sound comes late.
+    pub av_offset_ms: Option<f64>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub config: ReportConfig,
@@ -133,6 +158,8 @@ pub struct Report {
     pub network: NetworkReport,
     pub input: InputReport,
     pub host_events: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioReport>,
 }
 
 /// Builds the report from what the client measured and, when the host ran in this process,
@@ -250,6 +277,33 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             0.0
         },
     };
+    let audio = run.audio.as_ref().map(|a| {
+        let mut m2e = Samples::default();
+        for p in &a.played {
+            m2e.push_us(p.out_us as i64 - to_client(p.pts_us));
+        }
+        let m2e = Pcts::from(&m2e);
+        let ms = |us: u64| us as f64 / 1000.0;
+        AudioReport {
+            driver: a.driver.clone(),
+            device_buffer_ms: a.buffer_samples as f64 / 48.0,
+            packets_received: a.stats.received,
+            packets_played: a.stats.played,
+            late: a.stats.late,
+            recovered: a.stats.recovered,
+            concealed: a.stats.concealed,
+            underruns: a.stats.underruns,
+            dropped: a.stats.dropped,
+            target_ms: ms(a.final_target_us),
+            target_min_ms: a.targets.iter().min().map(|&t| ms(t)),
+            target_max_ms: a.targets.iter().max().map(|&t| ms(t)),
+            av_offset_ms: match (m2e.p50, g2g.summary()) {
+                (Some(a), Some(v)) => Some(((a - v.p50) * 1000.0).round() / 1000.0),
+                _ => None,
+            },
+            mouth_to_ear_ms: m2e,
+        }
+    });
     Report {
         config,
         duration_s: (duration_s * 1000.0).round() / 1000.0,
@@ -269,6 +323,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             response_ms: (&response).into(),
         },
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
+        audio,
     }
 }
 
@@ -342,6 +397,22 @@ impl Report {
             ms(n.clock_offset_ms),
             ms(n.clock_uncertainty_ms)
         );
+        if let Some(a) = &self.audio {
+            let _ = writeln!(
+                o,
+                "audio ({}): mouth-to-ear p50 {} ms p99 {} ms · A/V offset {} ms · jitter buffer {:.0} ms · {} played, {} recovered, {} concealed, {} late, {} underruns",
+                a.driver,
+                ms(a.mouth_to_ear_ms.p50),
+                ms(a.mouth_to_ear_ms.p99),
+                ms(a.av_offset_ms),
+                a.target_ms,
+                a.packets_played,
+                a.recovered,
+                a.concealed,
+                a.late,
+                a.underruns
+            );
+        }
         let _ = writeln!(
             o,
             "input: {} events sent, {} applied by the host",
@@ -393,7 +464,9 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "keyframe_requests_received": h.keyframe_requests_received,
             "keyframe_requests_ignored": h.keyframe_requests_ignored,
         },
-        "input": { "events_applied": h.inputs_applied },
+        "input": { "events_applied": h.inputs_applied, "events_dropped": h.inputs_dropped },
+        "unchanged_ticks": h.unchanged,
+        "audio_packets_sent": h.audio_packets,
         "host_events": h.events,
     })
 }

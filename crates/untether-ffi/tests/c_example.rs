@@ -1,0 +1,84 @@
+//! The C example (examples/c/stream_scene.c, built by `make example`) streams to a client,
+//! which decodes its frames and reads their numbers from the pixels.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use untether::client::{run_client, ClientOptions, Display};
+use untether::config::ConfigToml;
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/build/stream_scene")
+}
+
+fn stream(mode_args: &[&str]) {
+    let exe = example();
+    assert!(
+        exe.exists(),
+        "{} is missing: build it with `make example` (scripts/test.sh does)",
+        exe.display()
+    );
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(&exe)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--frames",
+            "150",
+            "--fps",
+            "60",
+            "--size",
+            "1280x720",
+        ])
+        .args(mode_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let cfg = ConfigToml::default();
+    let opts = ClientOptions {
+        host: ([127, 0, 0, 1], port).into(),
+        client: cfg.client,
+        network: cfg.network,
+        display: Display::Headless,
+        duration: Some(Duration::from_secs(2)),
+        save_frame: None,
+    };
+    let run = run_client(&opts, Arc::new(AtomicBool::new(false))).expect("client");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "stream_scene failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let numbers: Vec<u32> = run
+        .records
+        .iter()
+        .filter_map(|r| r.stamp.map(|s| s.frame_number))
+        .collect();
+    assert!(run.decoded >= 60, "decoded {}", run.decoded);
+    assert_eq!(run.decode_errors, 0);
+    assert_eq!(run.stamp_unreadable, 0, "every frame's number is readable");
+    assert!(numbers.windows(2).all(|p| p[0] < p[1]), "{numbers:?}");
+    assert!(*numbers.last().unwrap() >= 60, "{numbers:?}");
+}
+
+#[test]
+fn c_example_streams_synchronously_to_a_client_that_reads_its_frame_numbers() {
+    stream(&[]);
+}
+
+#[test]
+fn c_example_streams_from_the_sending_thread() {
+    stream(&["--thread"]);
+}

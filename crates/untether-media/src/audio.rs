@@ -1,0 +1,1009 @@
+//! Audio: Opus in restricted-low-delay mode with 10 ms frames (2.5 ms look-ahead), a playout
+//! buffer whose delay adapts between 10 and 40 ms to the arrival jitter, SDL2 playback and
+//! capture, and the test tone.
+//!
+//! Everything is 48 kHz, 16-bit, stereo interleaved. Mono input is duplicated to both channels.
+//!
+//! - [`AudioEncoder`]: PCM in, one Opus packet per 10 ms out, each with a copy of the previous
+//!   packet for redundancy (restricted-low-delay Opus is CELT only, which has no in-band FEC).
+//! - [`Playout`]: the client's jitter buffer and decoder. Packets go in from the network in any
+//!   order; SDL's audio callback pulls samples. Losses are filled from the redundant copy, else
+//!   concealed by the decoder (PLC); an empty buffer re-buffers to the target and raises it.
+//! - [`SdlAudioOut`] / [`SdlAudioCapture`]: SDL2 devices (PulseAudio, PipeWire, ALSA; the
+//!   backend is chosen by SDL, or by `SDL_AUDIODRIVER`; `dummy` plays nowhere, in real time).
+//! - [`Tone`]: 1 kHz beeps of 100 ms at every whole second of the host's clock, so their timing
+//!   can be checked from what the client plays.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::{CStr, CString};
+use std::sync::{Arc, Mutex};
+
+use crate::{MediaError, Result};
+
+/// Samples per second.
+pub const RATE: u32 = 48_000;
+/// Channels of the stream.
+pub const CHANNELS: usize = 2;
+/// Samples per channel in one 10 ms packet.
+pub const FRAME_SAMPLES: usize = 480;
+/// Duration of one packet.
+pub const FRAME_US: u64 = 10_000;
+/// Opus's algorithmic delay in restricted-low-delay mode (its look-ahead, 120 samples): a
+/// sample captured at `pts` comes out of the decoder this much later in the stream.
+pub const CODEC_DELAY_US: u64 = 2_500;
+/// The playout delay's range.
+pub const MIN_TARGET_US: u64 = 10_000;
+pub const MAX_TARGET_US: u64 = 40_000;
+
+/// Microseconds of CLOCK_MONOTONIC (the clock the rest of untether reads).
+pub fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+fn opus_err(what: &'static str) -> impl Fn(opus::Error) -> MediaError {
+    move |e| MediaError::Other(format!("Opus {what}: {e}"))
+}
+
+/// One encoded 10 ms packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedAudio {
+    pub seq: u32,
+    /// Time of the first sample (the clock of whoever pushed the PCM).
+    pub pts_us: u64,
+    pub opus: Vec<u8>,
+    /// The previous packet (`seq − 1`), or empty.
+    pub prev_opus: Vec<u8>,
+    pub encode_us: u64,
+}
+
+/// PCM → 10 ms Opus packets.
+pub struct AudioEncoder {
+    enc: opus::Encoder,
+    pending: Vec<i16>,
+    /// Time of `pending[0]`.
+    pending_pts: Option<u64>,
+    prev: Vec<u8>,
+    seq: u32,
+}
+
+impl AudioEncoder {
+    /// A restricted-low-delay encoder at `bitrate_kbps` (e.g. 96 or 128).
+    pub fn new(bitrate_kbps: u32) -> Result<AudioEncoder> {
+        let mut enc = opus::Encoder::new(RATE, opus::Channels::Stereo, opus::Application::LowDelay)
+            .map_err(opus_err("encoder"))?;
+        enc.set_bitrate(opus::Bitrate::Bits(
+            bitrate_kbps.clamp(16, 510) as i32 * 1000,
+        ))
+        .map_err(opus_err("bitrate"))?;
+        enc.set_vbr(false).map_err(opus_err("cbr"))?;
+        Ok(AudioEncoder {
+            enc,
+            pending: Vec::with_capacity(FRAME_SAMPLES * CHANNELS * 2),
+            pending_pts: None,
+            prev: Vec::new(),
+            seq: 0,
+        })
+    }
+
+    /// Opus's look-ahead, µs (2.5 ms in this mode).
+    pub fn lookahead_us(&mut self) -> u64 {
+        self.enc
+            .get_lookahead()
+            .map_or(0, |s| s.max(0) as u64 * 1_000_000 / RATE as u64)
+    }
+
+    /// Takes interleaved PCM with `channels` (1 or 2) whose first sample was captured at
+    /// `pts_us`, and appends each complete 10 ms packet to `out`.
+    pub fn push(
+        &mut self,
+        pcm: &[i16],
+        channels: usize,
+        pts_us: u64,
+        out: &mut Vec<EncodedAudio>,
+    ) -> Result<()> {
+        if channels != 1 && channels != 2 {
+            return Err(MediaError::Other(format!(
+                "audio: {channels} channels; untether takes mono or stereo"
+            )));
+        }
+        if !pcm.len().is_multiple_of(channels) {
+            return Err(MediaError::Other(
+                "audio: the sample count is not a multiple of the channel count".into(),
+            ));
+        }
+        // A gap or overlap of more than a packet in the pushed timestamps: start afresh.
+        let expected = self
+            .pending_pts
+            .map(|p| p + (self.pending.len() / CHANNELS) as u64 * 1_000_000 / RATE as u64);
+        match expected {
+            Some(e) if e.abs_diff(pts_us) <= FRAME_US => {}
+            _ => {
+                self.pending.clear();
+                self.pending_pts = Some(pts_us);
+            }
+        }
+        if channels == 2 {
+            self.pending.extend_from_slice(pcm);
+        } else {
+            self.pending.extend(pcm.iter().flat_map(|&s| [s, s]));
+        }
+        let per = FRAME_SAMPLES * CHANNELS;
+        let mut buf = [0u8; 1500];
+        while self.pending.len() >= per {
+            let t0 = monotonic_us();
+            let n = self
+                .enc
+                .encode(&self.pending[..per], &mut buf[..crate::audio::MAX_PACKET])
+                .map_err(opus_err("encode"))?;
+            let pts = self.pending_pts.unwrap_or(pts_us);
+            let opus = buf[..n].to_vec();
+            out.push(EncodedAudio {
+                seq: self.seq,
+                pts_us: pts,
+                prev_opus: std::mem::replace(&mut self.prev, opus.clone()),
+                opus,
+                encode_us: monotonic_us() - t0,
+            });
+            self.seq = self.seq.wrapping_add(1);
+            self.pending.drain(..per);
+            self.pending_pts = Some(pts + FRAME_US);
+        }
+        Ok(())
+    }
+}
+
+/// The largest Opus packet produced (fits twice in a datagram with room to spare).
+pub const MAX_PACKET: usize = 500;
+
+/// Counters of the playout buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlayoutStats {
+    pub received: u64,
+    /// Packets that arrived after their turn (or twice).
+    pub late: u64,
+    /// Lost packets recovered from the next packet's redundant copy.
+    pub recovered: u64,
+    /// Lost packets concealed by the decoder.
+    pub concealed: u64,
+    pub played: u64,
+    /// Times the buffer ran empty and re-buffered.
+    pub underruns: u64,
+    /// Packets dropped because the buffer held more than the target (clock drift, bursts).
+    pub dropped: u64,
+    pub decode_errors: u64,
+}
+
+/// When a packet's first sample went to the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Played {
+    pub seq: u32,
+    /// Sender's clock.
+    pub pts_us: u64,
+    /// Receiver's clock: when the sound captured at `pts_us` leaves the device (estimated:
+    /// device buffer and Opus's 2.5 ms delay included).
+    pub out_us: u64,
+}
+
+/// What a capture tap recorded: the left channel as played, and when blocks of it played.
+#[derive(Clone, Debug, Default)]
+pub struct Tap {
+    pub samples: Vec<i16>,
+    /// (index into `samples`, receiver clock when that sample left the device).
+    pub marks: Vec<(usize, u64)>,
+    pub max_samples: usize,
+}
+
+enum Pending {
+    Packet { pts_us: u64, opus: Vec<u8> },
+}
+
+/// The client's jitter buffer and decoder (see the module docs).
+pub struct Playout {
+    decoder: opus::Decoder,
+    packets: BTreeMap<u32, Pending>,
+    next_seq: Option<u32>,
+    block: Vec<i16>,
+    block_pos: usize,
+    playing: bool,
+    target_us: u64,
+    /// Raised by underruns, decays while none happen.
+    bump_us: f64,
+    transit: VecDeque<i64>,
+    last_pull_us: u64,
+    pub stats: PlayoutStats,
+    pub played: Vec<Played>,
+    pub tap: Option<Tap>,
+    targets: Vec<u64>,
+}
+
+/// The most `played` records kept (10 minutes).
+const MAX_PLAYED: usize = 60_000;
+
+impl Playout {
+    pub fn new() -> Result<Playout> {
+        Ok(Playout {
+            decoder: opus::Decoder::new(RATE, opus::Channels::Stereo)
+                .map_err(opus_err("decoder"))?,
+            packets: BTreeMap::new(),
+            next_seq: None,
+            block: vec![0; FRAME_SAMPLES * CHANNELS],
+            block_pos: FRAME_SAMPLES * CHANNELS,
+            playing: false,
+            target_us: MIN_TARGET_US,
+            bump_us: 0.0,
+            transit: VecDeque::new(),
+            last_pull_us: 0,
+            stats: PlayoutStats::default(),
+            played: Vec::new(),
+            tap: None,
+            targets: Vec::new(),
+        })
+    }
+
+    /// Records what is played (left channel) up to `max_seconds`, for tests and measurements.
+    pub fn enable_tap(&mut self, max_seconds: u32) {
+        self.tap = Some(Tap {
+            max_samples: max_seconds as usize * RATE as usize,
+            ..Default::default()
+        });
+    }
+
+    /// The current playout delay target.
+    pub fn target_us(&self) -> u64 {
+        self.target_us
+    }
+
+    /// Every target the buffer moved to (µs), for the report.
+    pub fn targets(&self) -> &[u64] {
+        &self.targets
+    }
+
+    /// Queued audio, µs.
+    pub fn queued_us(&self) -> u64 {
+        self.packets.len() as u64 * FRAME_US
+            + ((self.block.len() - self.block_pos) / CHANNELS) as u64 * 1_000_000 / RATE as u64
+    }
+
+    /// A packet from the network at `now_us` (receiver clock). `prev_opus` is the copy of
+    /// packet `seq − 1`, used if that one never came.
+    pub fn push(&mut self, now_us: u64, seq: u32, pts_us: u64, opus: &[u8], prev_opus: &[u8]) {
+        self.stats.received += 1;
+        let before = |s: u32, n: u32| (s.wrapping_sub(n) as i32) < 0;
+        if let Some(n) = self.next_seq {
+            if before(seq, n) || self.packets.contains_key(&seq) {
+                self.stats.late += 1;
+                return;
+            }
+        }
+        if self.packets.len() >= 64 {
+            // Nobody is pulling (no device): keep the newest only.
+            self.packets.clear();
+            self.next_seq = None;
+            self.playing = false;
+        }
+        self.packets.insert(
+            seq,
+            Pending::Packet {
+                pts_us,
+                opus: opus.to_vec(),
+            },
+        );
+        let prev = seq.wrapping_sub(1);
+        if !prev_opus.is_empty()
+            && !self.packets.contains_key(&prev)
+            && self.next_seq.is_some_and(|n| !before(prev, n))
+        {
+            self.packets.insert(
+                prev,
+                Pending::Packet {
+                    pts_us: pts_us.saturating_sub(FRAME_US),
+                    opus: prev_opus.to_vec(),
+                },
+            );
+            self.stats.recovered += 1;
+        }
+        // Transit time (receiver clock − sender clock: a constant offset plus the variable
+        // delay); its spread over the last 2 s is the jitter the buffer must absorb.
+        self.transit.push_back(now_us as i64 - pts_us as i64);
+        if self.transit.len() > 200 {
+            self.transit.pop_front();
+        }
+        self.adapt();
+    }
+
+    fn adapt(&mut self) {
+        if self.transit.len() < 4 {
+            return;
+        }
+        let mut v: Vec<i64> = self.transit.iter().copied().collect();
+        v.sort_unstable();
+        let min = v[0];
+        let p95 = v[(v.len() * 95 / 100).min(v.len() - 1)];
+        let spread = (p95 - min).max(0) as f64;
+        // Packets arrive every 10 ms and the device pulls in its own rhythm: 10 ms is the
+        // floor; jitter and underruns add to it.
+        let want = (MIN_TARGET_US as f64).max(spread + 3_000.0) + self.bump_us;
+        let t = (want as u64).clamp(MIN_TARGET_US, MAX_TARGET_US);
+        if t.abs_diff(self.target_us) >= 1_000 {
+            self.target_us = t;
+            if self.targets.len() < 10_000 {
+                self.targets.push(t);
+            }
+        }
+    }
+
+    fn start_block(&mut self, now_out_us: u64) -> bool {
+        let Some(next) = self.next_seq else {
+            return false;
+        };
+        let n = FRAME_SAMPLES * CHANNELS;
+        self.block.resize(n, 0);
+        if let Some(Pending::Packet { pts_us, opus }) = self.packets.remove(&next) {
+            match self.decoder.decode(&opus, &mut self.block, false) {
+                Ok(s) if s == FRAME_SAMPLES => {}
+                _ => {
+                    self.stats.decode_errors += 1;
+                    let _ = self.decoder.decode(&[], &mut self.block, false);
+                }
+            }
+            self.stats.played += 1;
+            if self.played.len() < MAX_PLAYED {
+                self.played.push(Played {
+                    seq: next,
+                    pts_us,
+                    // The packet's first sample of sound sits CODEC_DELAY_US into the decoded
+                    // stream.
+                    out_us: now_out_us + CODEC_DELAY_US,
+                });
+            }
+        } else if !self.packets.is_empty() {
+            // Lost: a later packet is here and this one is not.
+            if self.decoder.decode(&[], &mut self.block, false).is_err() {
+                self.block.fill(0);
+            }
+            self.stats.concealed += 1;
+        } else {
+            return false;
+        }
+        self.block_pos = 0;
+        self.next_seq = Some(next.wrapping_add(1));
+        true
+    }
+
+    /// Fills `out` (interleaved stereo) at `now_us`; its first sample leaves the device
+    /// `device_latency_us` later.
+    pub fn pull(&mut self, now_us: u64, device_latency_us: u64, out: &mut [i16]) {
+        let elapsed = now_us.saturating_sub(self.last_pull_us);
+        self.last_pull_us = now_us;
+        if elapsed < 5_000_000 {
+            self.bump_us = (self.bump_us - elapsed as f64 * 0.001).max(0.0);
+        }
+        let mut i = 0;
+        if !self.playing {
+            if self.queued_us() >= self.target_us && !self.packets.is_empty() {
+                self.playing = true;
+                if let Some((&first, _)) = self.packets.iter().next() {
+                    // After a gap, restart at the oldest packet we hold.
+                    let before = |s: u32, n: u32| (s.wrapping_sub(n) as i32) < 0;
+                    if self.next_seq.is_none_or(|n| before(n, first)) {
+                        self.next_seq = Some(first);
+                    }
+                }
+            } else {
+                out.fill(0);
+                self.record_tap(out, now_us + device_latency_us);
+                return;
+            }
+        }
+        while i < out.len() {
+            if self.block_pos >= self.block.len() {
+                // Drop whole packets while we hold far more than the target (drift, bursts).
+                while self.queued_us() > self.target_us + 10_000 && self.packets.len() > 1 {
+                    if let Some(n) = self.next_seq {
+                        self.packets.remove(&n);
+                        self.next_seq = Some(n.wrapping_add(1));
+                        self.stats.dropped += 1;
+                    }
+                }
+                let t =
+                    now_us + device_latency_us + (i / CHANNELS) as u64 * 1_000_000 / RATE as u64;
+                if !self.start_block(t) {
+                    self.stats.underruns += 1;
+                    self.playing = false;
+                    self.bump_us = (self.bump_us + 4_000.0).min(MAX_TARGET_US as f64);
+                    self.adapt();
+                    out[i..].fill(0);
+                    break;
+                }
+            }
+            let n = (self.block.len() - self.block_pos).min(out.len() - i);
+            out[i..i + n].copy_from_slice(&self.block[self.block_pos..self.block_pos + n]);
+            self.block_pos += n;
+            i += n;
+        }
+        self.record_tap(out, now_us + device_latency_us);
+    }
+
+    fn record_tap(&mut self, out: &[i16], at_us: u64) {
+        if let Some(tap) = self.tap.as_mut() {
+            if tap.samples.len() + out.len() / CHANNELS <= tap.max_samples {
+                tap.marks.push((tap.samples.len(), at_us));
+                tap.samples.extend(out.iter().step_by(CHANNELS));
+            }
+        }
+    }
+}
+
+/// The test tone: `freq_hz` beeps of `beep_ms` starting at every multiple of `period_ms` of
+/// the host's monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Tone {
+    pub freq_hz: f64,
+    pub beep_ms: u64,
+    pub period_ms: u64,
+    pub amplitude: f64,
+}
+
+impl Default for Tone {
+    fn default() -> Self {
+        Tone {
+            freq_hz: 1000.0,
+            beep_ms: 100,
+            period_ms: 1000,
+            amplitude: 0.4,
+        }
+    }
+}
+
+impl Tone {
+    /// Fills `out` (interleaved stereo) with the samples starting at `pts_us`.
+    pub fn fill(&self, pts_us: u64, out: &mut [i16]) {
+        let period = self.period_ms * 1000;
+        let beep = self.beep_ms * 1000;
+        for (i, frame) in out.chunks_exact_mut(CHANNELS).enumerate() {
+            // Sample time in µs; whole samples keep the phase exact across calls.
+            let n = pts_us as u128 * RATE as u128 / 1_000_000 + i as u128;
+            let t_us = (n * 1_000_000 / RATE as u128) as u64;
+            let v = if t_us % period < beep {
+                let phase = (n % RATE as u128) as f64 / RATE as f64 * self.freq_hz;
+                (self.amplitude * (std::f64::consts::TAU * phase).sin() * 32767.0) as i16
+            } else {
+                0
+            };
+            frame.fill(v);
+        }
+    }
+}
+
+/// Sample indices where a beep starts: the 1 ms RMS envelope rises above `threshold` (0..1 of
+/// full scale) after at least 50 ms below it.
+pub fn onsets(samples: &[i16], threshold: f64) -> Vec<usize> {
+    let block = RATE as usize / 1000;
+    let mut out = Vec::new();
+    let mut quiet = 0usize;
+    for (b, chunk) in samples.chunks(block).enumerate() {
+        let rms = (chunk.iter().map(|&s| (s as f64).powi(2)).sum::<f64>()
+            / chunk.len().max(1) as f64)
+            .sqrt()
+            / 32768.0;
+        if rms > threshold {
+            if quiet >= 50 {
+                // Refine to the first sample above half the threshold in this block.
+                let start = b * block;
+                let first = chunk
+                    .iter()
+                    .position(|&s| (s as f64).abs() / 32768.0 > threshold * 0.5)
+                    .unwrap_or(0);
+                out.push(start + first);
+            }
+            quiet = 0;
+        } else {
+            quiet += 1;
+        }
+    }
+    out
+}
+
+/// The frequency of a tone by counting zero crossings (Hz).
+pub fn zero_crossing_frequency(samples: &[i16]) -> f64 {
+    if samples.len() < 2 {
+        return 0.0;
+    }
+    let crossings = samples
+        .windows(2)
+        .filter(|w| (w[0] < 0) != (w[1] < 0))
+        .count();
+    crossings as f64 / 2.0 / (samples.len() as f64 / RATE as f64)
+}
+
+fn sdl_error() -> String {
+    // SAFETY: SDL_GetError returns a valid, NUL-terminated, thread-local string.
+    unsafe {
+        let p = sdl2::sys::SDL_GetError();
+        if p.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+}
+
+fn init_audio_subsystem() -> Result<()> {
+    // SAFETY: plain SDL calls; SDL reference-counts subsystems, so this pairs with the
+    // SDL_QuitSubSystem in Drop.
+    unsafe {
+        let hint = CString::new("SDL_AUDIO_INCLUDE_MONITORS").unwrap_or_default();
+        let one = CString::new("1").unwrap_or_default();
+        sdl2::sys::SDL_SetHint(hint.as_ptr(), one.as_ptr());
+        if sdl2::sys::SDL_InitSubSystem(sdl2::sys::SDL_INIT_AUDIO) != 0 {
+            return Err(MediaError::Other(format!(
+                "SDL audio: {} (set SDL_AUDIODRIVER=pulseaudio, pipewire, alsa, or dummy to play nowhere)",
+                sdl_error()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The name of the SDL audio driver in use.
+pub fn current_driver() -> String {
+    // SAFETY: returns NULL or a static string.
+    unsafe {
+        let p = sdl2::sys::SDL_GetCurrentAudioDriver();
+        if p.is_null() {
+            "none".into()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+}
+
+struct OutCtx {
+    playout: Arc<Mutex<Playout>>,
+    latency_us: u64,
+}
+
+unsafe extern "C" fn out_callback(userdata: *mut libc::c_void, stream: *mut u8, len: libc::c_int) {
+    if stream.is_null() || len <= 0 {
+        return;
+    }
+    // SAFETY: SDL hands a buffer of `len` bytes, 2-byte aligned for AUDIO_S16SYS; userdata is
+    // the OutCtx that outlives the device (closed before it is dropped).
+    let out = unsafe { std::slice::from_raw_parts_mut(stream as *mut i16, len as usize / 2) };
+    let ctx = unsafe { &*(userdata as *const OutCtx) };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut p = ctx.playout.lock().unwrap_or_else(|e| e.into_inner());
+        p.pull(monotonic_us(), ctx.latency_us, out);
+    }));
+    if r.is_err() {
+        out.fill(0);
+    }
+}
+
+/// Plays a [`Playout`] on an SDL audio device.
+pub struct SdlAudioOut {
+    dev: sdl2::sys::SDL_AudioDeviceID,
+    ctx: *mut OutCtx,
+    pub buffer_samples: u16,
+    pub driver: String,
+}
+
+// SAFETY: the device id and context pointer are only used in new/drop; SDL's audio functions
+// are thread-safe.
+unsafe impl Send for SdlAudioOut {}
+
+impl SdlAudioOut {
+    /// Opens the default (or the named) output device with a `buffer_samples` device buffer
+    /// (240 = 5 ms) and starts pulling from `playout`.
+    pub fn open(
+        device: Option<&str>,
+        playout: Arc<Mutex<Playout>>,
+        buffer_samples: u16,
+    ) -> Result<SdlAudioOut> {
+        init_audio_subsystem()?;
+        let ctx = Box::into_raw(Box::new(OutCtx {
+            playout,
+            latency_us: 0,
+        }));
+        let want = sdl2::sys::SDL_AudioSpec {
+            freq: RATE as i32,
+            format: sdl2::sys::AUDIO_S16SYS as u16,
+            channels: CHANNELS as u8,
+            silence: 0,
+            samples: buffer_samples,
+            padding: 0,
+            size: 0,
+            callback: Some(out_callback),
+            userdata: ctx as *mut libc::c_void,
+        };
+        let mut have = want;
+        let name = device.map(|d| CString::new(d).unwrap_or_default());
+        // SAFETY: valid specs; allowed_changes 0 makes SDL convert to our format.
+        let dev = unsafe {
+            sdl2::sys::SDL_OpenAudioDevice(
+                name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
+                0,
+                &want,
+                &mut have,
+                0,
+            )
+        };
+        if dev == 0 {
+            let e = sdl_error();
+            // SAFETY: the context was never handed to a device.
+            unsafe {
+                drop(Box::from_raw(ctx));
+                sdl2::sys::SDL_QuitSubSystem(sdl2::sys::SDL_INIT_AUDIO);
+            }
+            return Err(MediaError::Other(format!(
+                "cannot open audio output {:?} with SDL driver {}: {e} (SDL_AUDIODRIVER=dummy plays nowhere)",
+                device.unwrap_or("default"),
+                current_driver()
+            )));
+        }
+        // The device plays a buffer while we fill the next one.
+        // SAFETY: the callback is not running yet (the device is paused).
+        unsafe {
+            (*ctx).latency_us = have.samples as u64 * 1_000_000 / RATE as u64;
+            sdl2::sys::SDL_PauseAudioDevice(dev, 0);
+        }
+        Ok(SdlAudioOut {
+            dev,
+            ctx,
+            buffer_samples: have.samples,
+            driver: current_driver(),
+        })
+    }
+}
+
+impl Drop for SdlAudioOut {
+    fn drop(&mut self) {
+        // SAFETY: closing waits for the callback to finish; only then is its context freed.
+        unsafe {
+            sdl2::sys::SDL_CloseAudioDevice(self.dev);
+            drop(Box::from_raw(self.ctx));
+            sdl2::sys::SDL_QuitSubSystem(sdl2::sys::SDL_INIT_AUDIO);
+        }
+    }
+}
+
+/// The output device name that plays nowhere, in real time, on our own clock (see
+/// [`NullAudioOut`]).
+pub const NULL_DEVICE: &str = "null";
+
+/// Plays a [`Playout`] nowhere: a thread pulls one device buffer every buffer period on
+/// absolute deadlines of the monotonic clock, as a sound card would. Headless clients,
+/// benchmarks and tests use it; unlike SDL's `dummy` driver (which sleeps a whole number of
+/// milliseconds after each callback and so plays a few percent slow) it keeps real time.
+pub struct NullAudioOut {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pub buffer_samples: u16,
+}
+
+impl NullAudioOut {
+    /// Starts pulling `buffer_samples` (per channel) from `playout` every buffer period.
+    pub fn start(playout: Arc<Mutex<Playout>>, buffer_samples: u16) -> Result<NullAudioOut> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let samples = buffer_samples.max(16);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let period_ns = samples as u64 * 1_000_000_000 / RATE as u64;
+        let latency_us = samples as u64 * 1_000_000 / RATE as u64;
+        let thread = std::thread::Builder::new()
+            .name("audio-null-out".into())
+            .spawn(move || {
+                let mut out = vec![0i16; samples as usize * CHANNELS];
+                let start = std::time::Instant::now();
+                let mut n: u64 = 0;
+                while !flag.load(Ordering::Relaxed) {
+                    {
+                        let mut p = playout.lock().unwrap_or_else(|e| e.into_inner());
+                        p.pull(monotonic_us(), latency_us, &mut out);
+                    }
+                    n += 1;
+                    let due = start + std::time::Duration::from_nanos(n * period_ns);
+                    let now = std::time::Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                }
+            })
+            .map_err(|e| MediaError::Other(format!("cannot start the null audio output: {e}")))?;
+        Ok(NullAudioOut {
+            stop,
+            thread: Some(thread),
+            buffer_samples: samples,
+        })
+    }
+}
+
+impl Drop for NullAudioOut {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An audio output: an SDL device, or [`NullAudioOut`] for the device named [`NULL_DEVICE`].
+pub enum AudioOut {
+    Sdl(SdlAudioOut),
+    Null(NullAudioOut),
+}
+
+impl AudioOut {
+    /// Opens `device` (`None`: SDL's default; [`NULL_DEVICE`]: nowhere, on our clock) with a
+    /// `buffer_samples` device buffer and starts pulling from `playout`.
+    pub fn open(
+        device: Option<&str>,
+        playout: Arc<Mutex<Playout>>,
+        buffer_samples: u16,
+    ) -> Result<AudioOut> {
+        if device == Some(NULL_DEVICE) {
+            return NullAudioOut::start(playout, buffer_samples).map(AudioOut::Null);
+        }
+        SdlAudioOut::open(device, playout, buffer_samples).map(AudioOut::Sdl)
+    }
+
+    /// The backend: SDL's driver name, or `null`.
+    pub fn driver(&self) -> String {
+        match self {
+            AudioOut::Sdl(o) => o.driver.clone(),
+            AudioOut::Null(_) => NULL_DEVICE.into(),
+        }
+    }
+
+    /// The device buffer actually granted, samples per channel.
+    pub fn buffer_samples(&self) -> u16 {
+        match self {
+            AudioOut::Sdl(o) => o.buffer_samples,
+            AudioOut::Null(o) => o.buffer_samples,
+        }
+    }
+}
+
+/// What a capture device delivers: interleaved stereo PCM and the time of its first sample.
+pub type CaptureSink = Box<dyn FnMut(&[i16], u64) + Send>;
+
+struct CaptureCtx {
+    sink: Mutex<CaptureSink>,
+}
+
+unsafe extern "C" fn capture_callback(
+    userdata: *mut libc::c_void,
+    stream: *mut u8,
+    len: libc::c_int,
+) {
+    if stream.is_null() || len <= 0 {
+        return;
+    }
+    let now = monotonic_us();
+    // SAFETY: SDL hands `len` bytes of AUDIO_S16SYS samples; userdata outlives the device.
+    let pcm = unsafe { std::slice::from_raw_parts(stream as *const i16, len as usize / 2) };
+    let ctx = unsafe { &*(userdata as *const CaptureCtx) };
+    let dur = (pcm.len() / CHANNELS) as u64 * 1_000_000 / RATE as u64;
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut sink = ctx.sink.lock().unwrap_or_else(|e| e.into_inner());
+        (sink)(pcm, now.saturating_sub(dur));
+    }));
+}
+
+/// Captures from an SDL recording device: a microphone, or (PulseAudio/PipeWire) the monitor
+/// of an output, e.g. "Monitor of Built-in Audio Analog Stereo".
+pub struct SdlAudioCapture {
+    dev: sdl2::sys::SDL_AudioDeviceID,
+    ctx: *mut CaptureCtx,
+    pub driver: String,
+}
+
+// SAFETY: as for SdlAudioOut.
+unsafe impl Send for SdlAudioCapture {}
+
+impl SdlAudioCapture {
+    /// The names of the recording devices (monitors included).
+    pub fn devices() -> Result<Vec<String>> {
+        init_audio_subsystem()?;
+        let mut out = Vec::new();
+        // SAFETY: index within the count; names are copied before the next SDL call.
+        unsafe {
+            let n = sdl2::sys::SDL_GetNumAudioDevices(1);
+            for i in 0..n.max(0) {
+                let p = sdl2::sys::SDL_GetAudioDeviceName(i, 1);
+                if !p.is_null() {
+                    out.push(CStr::from_ptr(p).to_string_lossy().into_owned());
+                }
+            }
+            sdl2::sys::SDL_QuitSubSystem(sdl2::sys::SDL_INIT_AUDIO);
+        }
+        Ok(out)
+    }
+
+    /// Opens `device` (None: the default source) and hands 5 ms blocks to `sink`.
+    pub fn open(device: Option<&str>, sink: CaptureSink) -> Result<SdlAudioCapture> {
+        init_audio_subsystem()?;
+        let ctx = Box::into_raw(Box::new(CaptureCtx {
+            sink: Mutex::new(sink),
+        }));
+        let want = sdl2::sys::SDL_AudioSpec {
+            freq: RATE as i32,
+            format: sdl2::sys::AUDIO_S16SYS as u16,
+            channels: CHANNELS as u8,
+            silence: 0,
+            samples: 240,
+            padding: 0,
+            size: 0,
+            callback: Some(capture_callback),
+            userdata: ctx as *mut libc::c_void,
+        };
+        let mut have = want;
+        let name = device.map(|d| CString::new(d).unwrap_or_default());
+        // SAFETY: valid specs; SDL converts to our format.
+        let dev = unsafe {
+            sdl2::sys::SDL_OpenAudioDevice(
+                name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
+                1,
+                &want,
+                &mut have,
+                0,
+            )
+        };
+        if dev == 0 {
+            let e = sdl_error();
+            let driver = current_driver();
+            // SAFETY: never handed to a device.
+            unsafe {
+                drop(Box::from_raw(ctx));
+                sdl2::sys::SDL_QuitSubSystem(sdl2::sys::SDL_INIT_AUDIO);
+            }
+            return Err(MediaError::Other(format!(
+                "cannot capture audio from {:?} with SDL driver {driver}: {e}. Is PulseAudio or PipeWire running? \
+                 To capture what the machine plays, name its monitor source (e.g. --audio \"capture:Monitor of …\"; \
+                 `pactl list short sources` lists them); SDL_AUDIODRIVER picks the backend (pulseaudio, pipewire, alsa)",
+                device.unwrap_or("the default source")
+            )));
+        }
+        // SAFETY: a device we opened.
+        unsafe { sdl2::sys::SDL_PauseAudioDevice(dev, 0) };
+        Ok(SdlAudioCapture {
+            dev,
+            ctx,
+            driver: current_driver(),
+        })
+    }
+}
+
+impl Drop for SdlAudioCapture {
+    fn drop(&mut self) {
+        // SAFETY: closing waits for the callback; then the context is freed.
+        unsafe {
+            sdl2::sys::SDL_CloseAudioDevice(self.dev);
+            drop(Box::from_raw(self.ctx));
+            sdl2::sys::SDL_QuitSubSystem(sdl2::sys::SDL_INIT_AUDIO);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tone_packets(n: usize) -> Vec<EncodedAudio> {
+        let mut enc = AudioEncoder::new(128).unwrap();
+        let tone = Tone {
+            period_ms: 200,
+            beep_ms: 100,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let mut pcm = vec![0i16; FRAME_SAMPLES * CHANNELS];
+        for i in 0..n {
+            let pts = 1_000_000_000 + i as u64 * FRAME_US;
+            tone.fill(pts, &mut pcm);
+            enc.push(&pcm, 2, pts, &mut out).unwrap();
+        }
+        assert_eq!(out.len(), n);
+        out
+    }
+
+    #[test]
+    fn encoder_makes_10ms_packets_with_redundancy_and_accepts_odd_pushes() {
+        let p = tone_packets(5);
+        assert!(p
+            .iter()
+            .all(|x| x.opus.len() <= MAX_PACKET && !x.opus.is_empty()));
+        assert!(p[0].prev_opus.is_empty());
+        assert_eq!(p[3].prev_opus, p[2].opus);
+        assert_eq!(p[4].pts_us - p[3].pts_us, FRAME_US);
+        // Mono, pushed in pieces of 7 ms.
+        let mut enc = AudioEncoder::new(64).unwrap();
+        assert!(enc.lookahead_us() <= 5_000);
+        let mut out = Vec::new();
+        for k in 0..10u64 {
+            enc.push(&vec![100i16; 336], 1, 5_000_000 + k * 7_000, &mut out)
+                .unwrap();
+        }
+        assert_eq!(out.len(), 7);
+        assert_eq!(out[1].pts_us, 5_010_000);
+        assert!(enc.push(&[1, 2, 3], 3, 0, &mut out).is_err());
+    }
+
+    #[test]
+    fn playout_plays_the_tone_through_loss_and_reordering() {
+        let packets = tone_packets(100);
+        let mut p = Playout::new().unwrap();
+        p.enable_tap(5);
+        let mut now = 2_000_000_000u64;
+        let mut out = vec![0i16; 240 * CHANNELS];
+        for i in 0..packets.len() {
+            // Lose every 10th packet; its copy rides in the next one. Swap 4/5 pairs.
+            if i % 10 != 3 {
+                let j = if i % 10 == 4 {
+                    i + 1
+                } else if i % 10 == 5 {
+                    i - 1
+                } else {
+                    i
+                };
+                let q = &packets[j];
+                p.push(now, q.seq, q.pts_us, &q.opus, &q.prev_opus);
+            }
+            for _ in 0..2 {
+                p.pull(now, 5_000, &mut out);
+                now += 5_000;
+            }
+        }
+        let s = p.stats;
+        // Packet 4 of every ten arrives first as the copy inside packet 5 (recovered), then
+        // itself (late); packet 3 is lost with no copy in time (concealed).
+        assert!(s.recovered >= 9 && s.late >= 9, "{s:?}");
+        assert!(s.concealed <= 10, "{s:?}");
+        assert!(s.played + s.concealed >= 95, "{s:?}");
+        assert!(s.underruns <= 2, "{s:?}");
+        let tap = p.tap.as_ref().unwrap();
+        let on = onsets(&tap.samples, 0.05);
+        assert!(on.len() >= 4, "onsets {on:?}");
+        // Beeps every 200 ms.
+        for w in on.windows(2) {
+            let d = (w[1] - w[0]) as f64 / RATE as f64;
+            assert!((d - 0.2).abs() < 0.003, "beep spacing {d}");
+        }
+        let beep = &tap.samples[on[1] + 480..on[1] + 480 + 2400];
+        let f = zero_crossing_frequency(beep);
+        assert!((f - 1000.0).abs() < 15.0, "frequency {f}");
+        assert!(p.target_us() >= MIN_TARGET_US && p.target_us() <= MAX_TARGET_US);
+    }
+
+    #[test]
+    fn target_grows_with_jitter_and_stays_in_range() {
+        let packets = tone_packets(300);
+        let mut p = Playout::new().unwrap();
+        let base = 3_000_000_000u64;
+        let mut out = vec![0i16; 240 * CHANNELS];
+        let mut t = base;
+        let mut x = 7u32;
+        for pk in &packets {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let jitter = (x >> 16) as u64 % 25_000;
+            let arrive = pk.pts_us - 1_000_000_000 + base + 10_000 + jitter;
+            while t + 5_000 <= arrive {
+                p.pull(t, 5_000, &mut out);
+                t += 5_000;
+            }
+            p.push(arrive, pk.seq, pk.pts_us, &pk.opus, &pk.prev_opus);
+        }
+        assert!(
+            p.target_us() >= 20_000,
+            "target {} with 25 ms jitter",
+            p.target_us()
+        );
+        assert!(p.target_us() <= MAX_TARGET_US);
+    }
+}
