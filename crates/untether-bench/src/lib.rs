@@ -1,0 +1,7 @@
+//! `untether bench`: runs scenarios (the test scene streamed host→client over loopback, across
+//! two network namespaces, or through an `ffmpeg` RTP peer), samples picture quality off the
+//! frame path, measures response delay, and writes one JSON report per scenario (the contract
+//! in docs/REPORT.md) plus one self-contained HTML report with plots.
+
+pub mod scenario;
+pub mod series;

@@ -1,0 +1,81 @@
+//! A scenario: what one measured run streams and how (from flags or a TOML file).
+
+use serde::{Deserialize, Serialize};
+
+/// One measured run. Every field has a default, so a TOML `[[scenario]]` table names only
+/// what differs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scenario {
+    /// Shown in the HTML report and used for the JSON file name.
+    pub name: String,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// `x264` (libx264; the conversion path picks the converter) — `x264rgb` is chosen by
+    /// `conversion = "rgb"`.
+    pub encoder: String,
+    /// x264 preset: ultrafast, superfast, veryfast, …
+    pub preset: String,
+    /// x264 tune (untether always uses zerolatency; the peer gets the same).
+    pub tune: String,
+    pub bitrate_kbps: u32,
+    /// x264 slices per frame (0: x264 chooses; untether uses sliced threads = encoder threads).
+    pub slices: u32,
+    /// Keyframe interval in frames (0: infinite — keyframes only when asked).
+    pub gop: u32,
+    /// Conversion path: simd, swscale, rgb.
+    pub conversion: String,
+    pub duration_s: f64,
+    /// `loopback` (both ends in this process over 127.0.0.1) or `netns` (host and client in
+    /// two network namespaces joined by a veth pair).
+    pub transport: String,
+    /// tbf rate limit on the veth pair in netns mode (e.g. `20mbit`); none by default.
+    pub rate: Option<String>,
+    /// Camera spin, degrees per second.
+    pub spin_deg_per_s: f64,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: String::new(),
+            width: 1280,
+            height: 720,
+            fps: 60,
+            encoder: "x264".into(),
+            preset: "superfast".into(),
+            tune: "zerolatency".into(),
+            bitrate_kbps: 10_000,
+            slices: 0,
+            gop: 0,
+            conversion: "simd".into(),
+            duration_s: 10.0,
+            transport: "loopback".into(),
+            rate: None,
+            spin_deg_per_s: 30.0,
+        }
+    }
+}
+
+impl Scenario {
+    /// `720p60-superfast-10mbps-simd` unless named.
+    pub fn display_name(&self) -> String {
+        if !self.name.is_empty() {
+            return self.name.clone();
+        }
+        format!(
+            "{}p{}-{}-{}kbps-{}{}",
+            self.height,
+            self.fps,
+            self.preset,
+            self.bitrate_kbps,
+            self.conversion,
+            if self.transport == "loopback" {
+                String::new()
+            } else {
+                format!("-{}", self.transport)
+            }
+        )
+    }
+}
