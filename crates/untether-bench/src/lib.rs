@@ -3,5 +3,6 @@
 //! frame path, measures response delay, and writes one JSON report per scenario (the contract
 //! in docs/REPORT.md) plus one self-contained HTML report with plots.
 
+pub mod run;
 pub mod scenario;
 pub mod series;

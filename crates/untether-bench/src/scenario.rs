@@ -12,8 +12,8 @@ pub struct Scenario {
     pub width: u32,
     pub height: u32,
     pub fps: u32,
-    /// `x264` (libx264; the conversion path picks the converter) — `x264rgb` is chosen by
-    /// `conversion = "rgb"`.
+    /// `libx264` (the conversion path picks the converter); `libx264rgb` is what
+    /// `conversion = "rgb"` selects.
     pub encoder: String,
     /// x264 preset: ultrafast, superfast, veryfast, …
     pub preset: String,
@@ -43,7 +43,7 @@ impl Default for Scenario {
             width: 1280,
             height: 720,
             fps: 60,
-            encoder: "x264".into(),
+            encoder: "libx264".into(),
             preset: "superfast".into(),
             tune: "zerolatency".into(),
             bitrate_kbps: 10_000,

@@ -1,4 +1,4 @@
-//! The `untether` command: `host`, `client`, `demo`.
+//! The `untether` command: `host`, `client`, `demo`, `netem`, `bench`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,6 +16,7 @@ use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::{report, DemoOptions, Host, HostOptions};
 use untether_media::x11::{CaptureTarget, PointerMode};
 
+mod bench;
 mod netem;
 
 #[derive(Parser, Debug)]
@@ -48,6 +49,8 @@ enum Command {
     Demo(DemoArgs),
     /// Relay UDP between clients and a target, impairing each direction: loss, burst loss, delay, jitter, rate limit, reordering, duplication, outages.
     Netem(netem::NetemArgs),
+    /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -575,6 +578,7 @@ fn main() -> ExitCode {
         Command::Client(a) => run_client_cmd(a),
         Command::Demo(a) => run_demo(a),
         Command::Netem(a) => netem::run(a),
+        Command::Bench(a) => bench::run(a, stop_on_ctrl_c()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

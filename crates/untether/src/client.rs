@@ -150,6 +150,16 @@ impl Default for ClientAudio {
     }
 }
 
+/// Sees every shown picture with its record, after it was shown and timed (so off that
+/// frame's path): for picture-quality measurement. Runs on the presenter thread: keep it short.
+pub struct ShownFrameTap(pub Box<dyn FnMut(&FrameRecord, &DecodedFrame) + Send>);
+
+impl std::fmt::Debug for ShownFrameTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ShownFrameTap")
+    }
+}
+
 /// What the client does beyond showing the stream: a pipe sink, input devices, audio.
 #[derive(Debug, Default)]
 pub struct ClientIo {
@@ -164,6 +174,8 @@ pub struct ClientIo {
     /// Events the application sends itself (its own head tracking, synthetic input), sent
     /// like the window's.
     pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
+    /// Sees every shown picture, see [`ShownFrameTap`].
+    pub shown_frame_tap: Option<ShownFrameTap>,
 }
 
 /// What the audio playback measured.
@@ -357,7 +369,14 @@ pub fn run_client_with(
                 .map_err(ClientError::Thread)?,
         );
     }
-    let presenter_result = present_loop(&shared, options, &stop, sink.as_mut(), io.inject);
+    let presenter_result = present_loop(
+        &shared,
+        options,
+        &stop,
+        sink.as_mut(),
+        io.inject,
+        io.shown_frame_tap,
+    );
     {
         let now = now_us();
         let mut session = lock(&shared.session);
@@ -698,6 +717,7 @@ fn present_loop(
     stop: &AtomicBool,
     mut sink: Option<&mut PipeWriter>,
     inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
+    mut shown_tap: Option<ShownFrameTap>,
 ) -> Result<(), ClientError> {
     let started = now_us();
     let end = options.duration.map(|d| started + d.as_micros() as u64);
@@ -785,6 +805,9 @@ fn present_loop(
             }
         }
         item.record.shown_us = now_us();
+        if let Some(tap) = shown_tap.as_mut() {
+            (tap.0)(&item.record, &item.picture);
+        }
         let mut run = lock(&s.run);
         run.shown += 1;
         if let Some(stamp) = item.record.stamp {

@@ -163,6 +163,18 @@ pub enum AudioSpec {
     App,
 }
 
+/// Sees each captured picture after its frame was encoded and sent (so off that frame's
+/// path), before the buffer is reused: for picture-quality measurement. Keep it short — it
+/// runs on the encoder thread before the next frame.
+#[derive(Clone)]
+pub struct SentFrameTap(pub Arc<dyn Fn(&InputPicture<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for SentFrameTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SentFrameTap")
+    }
+}
+
 /// How the host is fed and what it feeds: everything beyond [`HostOptions`].
 #[derive(Clone, Debug)]
 pub struct HostSetup {
@@ -183,6 +195,8 @@ pub struct HostSetup {
     /// For the app source: an encoder thread takes published frames (true), or the
     /// application encodes on its own thread with a [`FrameSender`] (false).
     pub encoder_thread: bool,
+    /// Sees every sent picture (scene, X11 and pipe sources), see [`SentFrameTap`].
+    pub sent_frame_tap: Option<SentFrameTap>,
 }
 
 impl Default for HostSetup {
@@ -197,6 +211,7 @@ impl Default for HostSetup {
             x264_params: String::new(),
             stamp: false,
             encoder_thread: true,
+            sent_frame_tap: None,
         }
     }
 }
@@ -297,6 +312,7 @@ struct Shared {
     samples: Mutex<HostSamples>,
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
+    sent_frame_tap: Option<SentFrameTap>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -670,6 +686,7 @@ impl Host {
             samples: Mutex::new(HostSamples::default()),
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
+            sent_frame_tap: setup.sent_frame_tap.clone(),
         });
         let fps = v.fps;
         let mut threads = Vec::new();
@@ -1313,6 +1330,9 @@ fn encode_loop(s: &Shared, mut stage: EncoderStage) {
             frame.capture_us,
             frame.capture_dur_us,
         );
+        if let (Ok(_), Some(tap)) = (&r, &s.sent_frame_tap) {
+            (tap.0)(&frame.pixels.picture());
+        }
         lock(&s.spare).push(frame.pixels);
         if let Err(e) = r {
             return s.fail(format!("encoder: {e}"));

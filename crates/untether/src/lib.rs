@@ -24,10 +24,11 @@ use std::time::Duration;
 pub use api::{ClientContext, Frame, HostContext, PixelFormat};
 pub use client::{
     run_client_with, ClientAudio, ClientError, ClientIo, ClientOptions, ClientRun, Display,
-    InputDevice,
+    InputDevice, ShownFrameTap,
 };
 pub use host::{
-    AudioSpec, Host, HostError, HostOptions, HostSetup, HostSummary, InputSpec, SourceSpec,
+    AudioSpec, Host, HostError, HostOptions, HostSetup, HostSummary, InputSpec, SentFrameTap,
+    SourceSpec,
 };
 pub use report::Report;
 
@@ -83,11 +84,30 @@ pub fn run_demo(options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, D
 
 /// Like [`run_demo`], with a host setup (source, input, audio) and client I/O.
 pub fn run_demo_with(
-    mut options: DemoOptions,
+    options: DemoOptions,
     setup: HostSetup,
     io: ClientIo,
     stop: Arc<AtomicBool>,
 ) -> Result<Report, DemoError> {
+    run_demo_detailed(options, setup, io, stop).map(|d| d.report)
+}
+
+/// A demo run: the report and what it was built from.
+#[derive(Debug)]
+pub struct DemoRun {
+    pub report: Report,
+    pub client: ClientRun,
+    pub host: HostSummary,
+}
+
+/// Like [`run_demo_with`], also returning the client's per-frame records and the host's
+/// summary (for benchmarks that plot frame by frame).
+pub fn run_demo_detailed(
+    mut options: DemoOptions,
+    setup: HostSetup,
+    io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<DemoRun, DemoError> {
     options.host.host.bind = "127.0.0.1:0".into();
     let host = Host::start_with(options.host.clone(), setup)?;
     options.client.host = host.local_addr();
@@ -100,7 +120,12 @@ pub fn run_demo_with(
         (r, None) => r?,
     };
     let config = report_config(&options.host, options.client.display, "udp-loopback");
-    Ok(report::build(config, &run, Some(&summary)))
+    let report = report::build(config, &run, Some(&summary));
+    Ok(DemoRun {
+        report,
+        client: run,
+        host: summary,
+    })
 }
 
 /// Resolves "HOST[:PORT]" for the client.

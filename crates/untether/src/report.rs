@@ -162,6 +162,78 @@ pub struct Report {
     pub audio: Option<AudioReport>,
 }
 
+/// One shown frame's measurements, client clock: what [`build`] summarises, for benchmarks
+/// that plot frame by frame.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameRow {
+    pub frame_number: u32,
+    pub keyframe: bool,
+    /// Capture time on the client's clock (host clock minus the estimated offset).
+    pub captured_us: i64,
+    /// Capture (as the frame header says) → shown.
+    pub glass_to_glass_us: i64,
+    /// Capture (as the pixel stamp says) → shown, when the stamp was readable.
+    pub glass_to_glass_pixels_us: Option<i64>,
+    /// Per-stage times in pipeline order; host stages only when the host's timing arrived.
+    pub stages_us: Vec<(&'static str, i64)>,
+    /// Glass-to-glass minus conversion, encoding and decoding: what the pipeline adds.
+    pub overhead_us: Option<i64>,
+    pub bytes: usize,
+}
+
+/// Every shown frame of `run` as a [`FrameRow`], in display order.
+pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
+    let offset = run.clock.map_or(0, |c| c.offset_us);
+    let to_client = |host_us: u64| host_us as i64 - offset;
+    let mut rows = Vec::with_capacity(run.records.len());
+    for r in run.records.iter().filter(|r| r.shown_us != 0) {
+        let shown = r.shown_us as i64;
+        let g = shown - to_client(r.capture_us);
+        let gp = r.stamp.map(|stamp| {
+            let reference = (r.shown_us as i64 + offset).max(0) as u64;
+            let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
+            shown - to_client(captured)
+        });
+        let decode = r.decode_end_us as i64 - r.decode_start_us as i64;
+        let mut stages = Vec::with_capacity(9);
+        let mut overhead = None;
+        if let Some(t) = run.timings.get(&r.frame_number) {
+            let send_start = t.send_done_us as i64 - t.send_us as i64;
+            stages.push(("capture", t.capture_dur_us as i64));
+            stages.push((
+                "host_queue",
+                send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
+            ));
+            stages.push(("convert", t.convert_us as i64));
+            stages.push(("encode", t.encode_us as i64));
+            stages.push(("send", t.send_us as i64));
+            // Clock-offset error can make this slightly negative on one machine: clamp.
+            stages.push((
+                "network",
+                (r.last_shard_us as i64 - to_client(t.send_done_us)).max(0),
+            ));
+            overhead = Some(g - t.convert_us as i64 - t.encode_us as i64 - decode);
+        }
+        stages.push((
+            "reassemble",
+            r.decode_start_us as i64 - r.last_shard_us as i64,
+        ));
+        stages.push(("decode", decode));
+        stages.push(("present", r.shown_us as i64 - r.decode_end_us as i64));
+        rows.push(FrameRow {
+            frame_number: r.frame_number,
+            keyframe: r.keyframe,
+            captured_us: to_client(r.capture_us),
+            glass_to_glass_us: g,
+            glass_to_glass_pixels_us: gp,
+            stages_us: stages,
+            overhead_us: overhead,
+            bytes: r.bytes,
+        });
+    }
+    rows
+}
+
 /// Builds the report from what the client measured and, when the host ran in this process,
 /// what the host measured.
 pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) -> Report {
@@ -172,43 +244,17 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     let mut disagree = Samples::default();
     let mut overhead = Samples::default();
     let mut st: BTreeMap<&'static str, Samples> = BTreeMap::new();
-    for r in run.records.iter().filter(|r| r.shown_us != 0) {
-        let shown = r.shown_us as i64;
-        let g = shown - to_client(r.capture_us);
-        g2g.push_us(g);
-        if let Some(stamp) = r.stamp {
-            let reference = (r.shown_us as i64 + offset).max(0) as u64;
-            let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
-            let gp = shown - to_client(captured);
+    for row in frame_rows(run) {
+        g2g.push_us(row.glass_to_glass_us);
+        if let Some(gp) = row.glass_to_glass_pixels_us {
             g2g_px.push_us(gp);
-            disagree.push_us((g - gp).abs());
+            disagree.push_us((row.glass_to_glass_us - gp).abs());
         }
-        let decode = r.decode_end_us as i64 - r.decode_start_us as i64;
-        st.entry("reassemble")
-            .or_default()
-            .push_us(r.decode_start_us as i64 - r.last_shard_us as i64);
-        st.entry("decode").or_default().push_us(decode);
-        st.entry("present")
-            .or_default()
-            .push_us(r.shown_us as i64 - r.decode_end_us as i64);
-        if let Some(t) = run.timings.get(&r.frame_number) {
-            let send_start = t.send_done_us as i64 - t.send_us as i64;
-            st.entry("capture")
-                .or_default()
-                .push_us(t.capture_dur_us as i64);
-            st.entry("host_queue").or_default().push_us(
-                send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
-            );
-            st.entry("convert")
-                .or_default()
-                .push_us(t.convert_us as i64);
-            st.entry("encode").or_default().push_us(t.encode_us as i64);
-            st.entry("send").or_default().push_us(t.send_us as i64);
-            // Clock-offset error can make this slightly negative on one machine: clamp.
-            st.entry("network")
-                .or_default()
-                .push_us((r.last_shard_us as i64 - to_client(t.send_done_us)).max(0));
-            overhead.push_us(g - t.convert_us as i64 - t.encode_us as i64 - decode);
+        for (name, us) in &row.stages_us {
+            st.entry(name).or_default().push_us(*us);
+        }
+        if let Some(o) = row.overhead_us {
+            overhead.push_us(o);
         }
     }
     let mut stages = BTreeMap::new();

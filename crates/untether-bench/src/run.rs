@@ -1,0 +1,647 @@
+//! Runs one untether scenario: the test scene streamed host→client by the real pipeline
+//! (host and client in this process, real UDP), picture quality sampled off the frame path,
+//! response delay decomposed.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use untether::config::{ConfigToml, Resolution};
+use untether::report::{frame_rows, FrameRow};
+use untether::{
+    ClientIo, ClientOptions, ClientRun, DemoOptions, Display, HostOptions, HostSetup, SentFrameTap,
+    ShownFrameTap,
+};
+use untether_media::codec::{EncoderKind, InputPicture, PictureFormat};
+use untether_media::convert::Conversion;
+use untether_media::quality::{CompareSpace, Picture, QualityMeter};
+use untether_media::{stamp, BgraFrame};
+
+use crate::scenario::Scenario;
+use crate::series::{FrameSample, QualitySample, ResponseSample, ScenarioResult};
+
+/// What went wrong in a bench run; each names what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("scenario {scenario}: {key} = {value:?}: {reason}")]
+    Scenario {
+        scenario: String,
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("scenario {0}: {1}")]
+    Run(String, String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// When picture quality is sampled: `batch_frames` consecutive frames every `every_s`
+/// seconds, the first batch `first_s` seconds in (OpenUVR: 150 frames every 10 s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QualityPlan {
+    pub batch_frames: u32,
+    pub every_s: f64,
+    pub first_s: f64,
+}
+
+impl Default for QualityPlan {
+    fn default() -> Self {
+        QualityPlan {
+            batch_frames: 150,
+            every_s: 10.0,
+            first_s: 1.0,
+        }
+    }
+}
+
+impl QualityPlan {
+    /// No sampling.
+    pub fn off() -> QualityPlan {
+        QualityPlan {
+            batch_frames: 0,
+            ..Default::default()
+        }
+    }
+
+    /// Whether frame `n` (of a stream at `fps`) belongs to a batch.
+    pub fn includes(&self, n: u32, fps: u32) -> bool {
+        if self.batch_frames == 0 || fps == 0 {
+            return false;
+        }
+        let first = (self.first_s * fps as f64).round() as i64;
+        let every = ((self.every_s * fps as f64).round() as i64).max(1);
+        let k = n as i64 - first;
+        k >= 0 && k % every < self.batch_frames as i64
+    }
+}
+
+/// How a scenario is measured beyond what the scenario streams.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub quality: QualityPlan,
+    /// An input event (a small pointer turn) every this many ms for response delay; 0: none.
+    pub response_interval_ms: u64,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            quality: QualityPlan::default(),
+            response_interval_ms: 500,
+        }
+    }
+}
+
+fn bad(sc: &Scenario, key: &'static str, value: impl ToString, reason: String) -> BenchError {
+    BenchError::Scenario {
+        scenario: sc.display_name(),
+        key,
+        value: value.to_string(),
+        reason,
+    }
+}
+
+/// The demo options a scenario stands for (validated: every bad value is named).
+pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, BenchError> {
+    let cfg = ConfigToml::default();
+    let mut host = HostOptions::default();
+    let res = Resolution::from_str(&format!("{}x{}", sc.width, sc.height))
+        .map_err(|e| bad(sc, "width/height", format!("{}x{}", sc.width, sc.height), e))?;
+    host.video.resolution = res;
+    if !(1..=240).contains(&sc.fps) {
+        return Err(bad(sc, "fps", sc.fps, "allowed: 1 to 240".into()));
+    }
+    host.video.fps = sc.fps;
+    if !(100..=500_000).contains(&sc.bitrate_kbps) {
+        return Err(bad(
+            sc,
+            "bitrate_kbps",
+            sc.bitrate_kbps,
+            "allowed: 100 to 500000".into(),
+        ));
+    }
+    host.video.bitrate_kbps = sc.bitrate_kbps;
+    if !untether::config::PRESETS.contains(&sc.preset.as_str()) {
+        return Err(bad(
+            sc,
+            "preset",
+            &sc.preset,
+            format!("allowed: {}", untether::config::PRESETS.join(", ")),
+        ));
+    }
+    host.video.preset = sc.preset.clone();
+    if sc.tune != "zerolatency" {
+        return Err(bad(
+            sc,
+            "tune",
+            &sc.tune,
+            "allowed: zerolatency (untether always encodes with it)".into(),
+        ));
+    }
+    let conversion = Conversion::from_str(&sc.conversion)
+        .map_err(|e| bad(sc, "conversion", &sc.conversion, e.to_string()))?;
+    host.video.conversion = conversion;
+    let encoder = EncoderKind::from_str(&sc.encoder)
+        .map_err(|e| bad(sc, "encoder", &sc.encoder, e.to_string()))?;
+    host.video.encoder = if conversion == Conversion::Rgb {
+        EncoderKind::X264Rgb
+    } else {
+        encoder
+    };
+    if !(sc.duration_s > 0.5 && sc.duration_s <= 3600.0) {
+        return Err(bad(
+            sc,
+            "duration_s",
+            sc.duration_s,
+            "allowed: more than 0.5 and at most 3600 seconds".into(),
+        ));
+    }
+    if !sc.spin_deg_per_s.is_finite() {
+        return Err(bad(
+            sc,
+            "spin_deg_per_s",
+            sc.spin_deg_per_s,
+            "must be a number".into(),
+        ));
+    }
+    host.scene.spin_deg_per_s = sc.spin_deg_per_s as f32;
+    let mut client = cfg.client.clone();
+    client.input_probe_interval_ms = bench.response_interval_ms;
+    client.headless = true;
+    Ok(DemoOptions {
+        host,
+        client: ClientOptions {
+            host: ([127, 0, 0, 1], 0).into(),
+            client,
+            network: cfg.network.clone(),
+            display: Display::Headless,
+            duration: Some(Duration::from_secs_f64(sc.duration_s)),
+            save_frame: None,
+        },
+    })
+}
+
+/// The host setup a scenario stands for (GOP, slices).
+pub fn host_setup(sc: &Scenario) -> HostSetup {
+    let mut setup = HostSetup {
+        gop_frames: sc.gop,
+        ..Default::default()
+    };
+    if sc.slices > 0 {
+        setup.x264_params = format!("slices={}", sc.slices);
+    }
+    setup
+}
+
+/// Reads the stamp of a BGRA picture from its G channel (the stamp is grey).
+fn bgra_stamp(width: u32, height: u32, data: &[u8], stride: usize) -> Option<stamp::Stamp> {
+    let (aw, ah) = stamp::stamp_area(width, height);
+    let (aw, ah) = (aw as usize, ah as usize);
+    let mut g = vec![0u8; aw * ah];
+    for y in 0..ah {
+        let row = data.get(y * stride..y * stride + aw * 4)?;
+        for (x, px) in row.chunks_exact(4).enumerate() {
+            g[y * aw + x] = px[1];
+        }
+    }
+    stamp::read_plane(&g, aw, width, height)
+}
+
+enum QualityMsg {
+    Reference(u32, BgraFrame),
+    Decoded {
+        frame: u32,
+        at_us: u64,
+        format: PictureFormat,
+        width: u32,
+        height: u32,
+        planes: [(Vec<u8>, usize); 3],
+    },
+}
+
+/// Puts the calling thread in SCHED_IDLE: it runs only on CPU time the pipeline leaves, so
+/// comparing pictures does not disturb the latency being measured (it may fall behind and
+/// skip pictures instead; those are counted).
+fn lowest_priority() {
+    // SAFETY: plain syscalls on the calling thread with a valid sched_param.
+    unsafe {
+        let p = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) != 0 {
+            // Fall back to the weakest nice level.
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        }
+    }
+}
+
+/// Compares captured and decoded pictures of the sampled frames on its own thread.
+struct QualityWorker {
+    tx: mpsc::SyncSender<QualityMsg>,
+    thread:
+        std::thread::JoinHandle<Result<Vec<(u32, u64, untether_media::quality::Quality)>, String>>,
+    /// Pictures the frame path could not hand over (the worker was behind).
+    skipped: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl QualityWorker {
+    fn start(width: u32, height: u32, space: CompareSpace) -> QualityWorker {
+        // Room for a whole batch of both sides: the frame path never waits.
+        let (tx, rx) = mpsc::sync_channel::<QualityMsg>(400);
+        let thread = std::thread::Builder::new()
+            .name("bench-quality".into())
+            .spawn(move || {
+                lowest_priority();
+                let mut meter =
+                    QualityMeter::new(width, height, space).map_err(|e| e.to_string())?;
+                let mut refs: HashMap<u32, BgraFrame> = HashMap::new();
+                let mut out = Vec::new();
+                for msg in rx {
+                    match msg {
+                        QualityMsg::Reference(n, f) => {
+                            if refs.len() > 600 {
+                                // Never decoded (lost, replaced): forget the oldest.
+                                if let Some(&old) = refs.keys().min() {
+                                    refs.remove(&old);
+                                }
+                            }
+                            refs.insert(n, f);
+                        }
+                        QualityMsg::Decoded {
+                            frame,
+                            at_us,
+                            format,
+                            width,
+                            height,
+                            planes,
+                        } => {
+                            let Some(reference) = refs.remove(&frame) else {
+                                continue;
+                            };
+                            let p = [
+                                (planes[0].0.as_slice(), planes[0].1),
+                                (planes[1].0.as_slice(), planes[1].1),
+                                (planes[2].0.as_slice(), planes[2].1),
+                            ];
+                            let distorted = match format {
+                                PictureFormat::I420 => Picture::I420 {
+                                    width,
+                                    height,
+                                    planes: p,
+                                },
+                                PictureFormat::Gbrp => Picture::Gbrp {
+                                    width,
+                                    height,
+                                    planes: p,
+                                },
+                            };
+                            let q = meter
+                                .compare(&Picture::Bgra(&reference), &distorted)
+                                .map_err(|e| e.to_string())?;
+                            out.push((frame, at_us, q));
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .expect("spawning the quality thread");
+        QualityWorker {
+            tx,
+            thread,
+            skipped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
+    }
+}
+
+/// Runs `sc` with untether over loopback UDP; `progress` gets 0..1 while it runs.
+pub fn run_untether(
+    sc: &Scenario,
+    bench: &BenchOptions,
+    progress: &mut dyn FnMut(f64),
+    stop: Arc<AtomicBool>,
+) -> Result<ScenarioResult, BenchError> {
+    let options = demo_options(sc, bench)?;
+    let mut setup = host_setup(sc);
+    let fps = sc.fps;
+    let plan = bench.quality;
+    let (w, h) = (sc.width, sc.height);
+    let space = if options.host.video.conversion == Conversion::Rgb {
+        CompareSpace::Gbr
+    } else {
+        CompareSpace::Yuv420
+    };
+    let worker = (plan.batch_frames > 0).then(|| QualityWorker::start(w, h, space));
+    let mut io = ClientIo::default();
+    if let Some(worker) = &worker {
+        let tx = Mutex::new(worker.tx.clone());
+        let skipped = worker.skipped.clone();
+        setup.sent_frame_tap = Some(SentFrameTap(Arc::new(move |pic: &InputPicture<'_>| {
+            let InputPicture::Bgra {
+                width,
+                height,
+                data,
+                stride,
+            } = *pic
+            else {
+                return;
+            };
+            let Some(st) = bgra_stamp(width, height, data, stride) else {
+                return;
+            };
+            if !plan.includes(st.frame_number, fps) {
+                return;
+            }
+            let copy = BgraFrame {
+                width,
+                height,
+                stride,
+                data: data.to_vec(),
+            };
+            let sent = tx
+                .lock()
+                .map(|t| {
+                    t.try_send(QualityMsg::Reference(st.frame_number, copy))
+                        .is_ok()
+                })
+                .unwrap_or(false);
+            if !sent {
+                skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        })));
+        let tx = worker.tx.clone();
+        let skipped = worker.skipped.clone();
+        io.shown_frame_tap = Some(ShownFrameTap(Box::new(move |rec, pic| {
+            let Some(st) = rec.stamp else {
+                return;
+            };
+            if !plan.includes(st.frame_number, fps) {
+                return;
+            }
+            let copy = |i: usize| {
+                let (d, s) = pic.plane(i);
+                (d.to_vec(), s)
+            };
+            let msg = QualityMsg::Decoded {
+                frame: st.frame_number,
+                at_us: rec.shown_us,
+                format: pic.format(),
+                width: pic.width(),
+                height: pic.height(),
+                planes: [copy(0), copy(1), copy(2)],
+            };
+            if tx.try_send(msg).is_err() {
+                skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        })));
+    }
+    let started = Instant::now();
+    let name = sc.display_name();
+    let run_stop = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("bench-run".into())
+        .spawn(move || untether::run_demo_detailed(options, setup, io, run_stop))
+        .map_err(|e| BenchError::Run(name.clone(), format!("cannot start: {e}")))?;
+    while !handle.is_finished() {
+        progress((started.elapsed().as_secs_f64() / sc.duration_s).min(1.0));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let demo = handle
+        .join()
+        .map_err(|_| BenchError::Run(name.clone(), "the run panicked".into()))?
+        .map_err(|e| BenchError::Run(name.clone(), e.to_string()))?;
+    progress(1.0);
+    let quality = match worker {
+        Some(w) => {
+            let skipped = w.skipped.load(Ordering::Relaxed);
+            drop(w.tx);
+            let pairs = w
+                .thread
+                .join()
+                .map_err(|_| BenchError::Run(name.clone(), "the quality thread panicked".into()))?
+                .map_err(|e| BenchError::Run(name.clone(), format!("quality: {e}")))?;
+            if skipped > 0 {
+                log::warn!(
+                    "{name}: {skipped} pictures not compared (the quality thread was behind)"
+                );
+            }
+            pairs
+        }
+        None => Vec::new(),
+    };
+    let rows = frame_rows(&demo.client);
+    let t0 = rows.first().map_or(0, |r| r.captured_us);
+    let quality: Vec<QualitySample> = quality
+        .into_iter()
+        .map(|(frame, at_us, q)| QualitySample {
+            frame,
+            at_ms: (at_us as i64 - t0) as f64 / 1000.0,
+            ssim_y: q.ssim_y,
+            ssim_all: q.ssim_all,
+            psnr_y_db: q.psnr_y_db,
+            psnr_all_db: q.psnr_avg_db,
+        })
+        .collect();
+    let response = response_samples(&demo.client, t0);
+    let mut report = serde_json::to_value(&demo.report)
+        .map_err(|e| BenchError::Run(name.clone(), format!("report: {e}")))?;
+    annotate_report(&mut report, sc, &quality, &response, plan);
+    Ok(ScenarioResult {
+        name: sc.display_name(),
+        system: "untether".into(),
+        report,
+        frames: frame_samples(&rows),
+        quality,
+        response,
+        duration_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The per-frame series of a client run's rows (time relative to the first frame).
+pub fn frame_samples(rows: &[FrameRow]) -> Vec<FrameSample> {
+    let t0 = rows.first().map_or(0, |r| r.captured_us);
+    rows.iter()
+        .map(|r| FrameSample {
+            frame: r.frame_number,
+            captured_ms: (r.captured_us - t0) as f64 / 1000.0,
+            glass_to_glass_ms: r.glass_to_glass_pixels_us.unwrap_or(r.glass_to_glass_us) as f64
+                / 1000.0,
+            stages_ms: r
+                .stages_us
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v as f64 / 1000.0))
+                .collect(),
+            bytes: r.bytes as u64,
+            keyframe: r.keyframe,
+        })
+        .collect()
+}
+
+/// GamingAnywhere's response delay RD = ND + PD + OD for every input event the client saw
+/// reflected in a frame's pixel stamp. The uplink (input → host) is half the minimum RTT;
+/// ND adds the frame's transit (last shard sent → last shard received), PD is the host's
+/// share (input arrived → the frame showing it sent), OD the client's (last shard received →
+/// shown). They sum to RD exactly.
+pub fn response_samples(run: &ClientRun, t0_us: i64) -> Vec<ResponseSample> {
+    let offset = run.clock.map_or(0, |c| c.offset_us);
+    let uplink = run.pings.iter().copied().min().unwrap_or(0) as i64 / 2;
+    let mut out = Vec::new();
+    for &(_, sent, seen) in &run.input_responses {
+        let Some(rec) = run.records.iter().find(|r| r.decode_end_us == seen) else {
+            continue;
+        };
+        let shown = if rec.shown_us != 0 {
+            rec.shown_us as i64
+        } else {
+            seen as i64
+        };
+        let sent = sent as i64;
+        let last_shard = rec.last_shard_us as i64;
+        let (network, processing) = match run.timings.get(&rec.frame_number) {
+            Some(t) => {
+                let send_done = t.send_done_us as i64 - offset;
+                (
+                    uplink + (last_shard - send_done).max(0),
+                    (send_done - sent - uplink).max(0),
+                )
+            }
+            None => (uplink, (last_shard - sent - uplink).max(0)),
+        };
+        let rd = shown - sent;
+        out.push(ResponseSample {
+            at_ms: (sent - t0_us) as f64 / 1000.0,
+            response_ms: rd as f64 / 1000.0,
+            network_ms: network as f64 / 1000.0,
+            processing_ms: processing as f64 / 1000.0,
+            playout_ms: (rd - network - processing) as f64 / 1000.0,
+        });
+    }
+    out
+}
+
+fn pct(v: &mut [f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() - 1) as f64 * p).round() as usize;
+    Some(v[i])
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// Adds the scenario, the quality summary (`quality.ssim`, `quality.psnr_db` as the contract
+/// says, plus detail) and the response-delay decomposition to a JSON report.
+pub fn annotate_report(
+    report: &mut serde_json::Value,
+    sc: &Scenario,
+    quality: &[QualitySample],
+    response: &[ResponseSample],
+    plan: QualityPlan,
+) {
+    let Some(obj) = report.as_object_mut() else {
+        return;
+    };
+    obj.insert(
+        "scenario".into(),
+        serde_json::to_value(sc).unwrap_or(serde_json::Value::Null),
+    );
+    if !quality.is_empty() {
+        let mut ssim: Vec<f64> = quality.iter().map(|q| q.ssim_y).collect();
+        let psnr: Vec<f64> = quality.iter().map(|q| q.psnr_y_db).collect();
+        let ssim_all: Vec<f64> = quality.iter().map(|q| q.ssim_all).collect();
+        let psnr_all: Vec<f64> = quality.iter().map(|q| q.psnr_all_db).collect();
+        obj.insert(
+            "quality".into(),
+            serde_json::json!({
+                "ssim": mean(&ssim),
+                "psnr_db": mean(&psnr),
+                "ssim_min": pct(&mut ssim, 0.0),
+                "ssim_p5": pct(&mut ssim, 0.05),
+                "ssim_all": mean(&ssim_all),
+                "psnr_all_db": mean(&psnr_all),
+                "frames_compared": quality.len(),
+                "method": "FFmpeg ssim and psnr filters (libavfilter), luma of BT.601 4:2:0 unless the stream is RGB",
+                "sampling": format!("{} consecutive frames every {} s from {} s", plan.batch_frames, plan.every_s, plan.first_s),
+            }),
+        );
+    }
+    if !response.is_empty() {
+        let col = |f: fn(&ResponseSample) -> f64| {
+            let mut v: Vec<f64> = response.iter().map(f).collect();
+            serde_json::json!({"p50": pct(&mut v, 0.5), "p99": pct(&mut v, 0.99), "mean": mean(&v)})
+        };
+        if let Some(input) = obj.get_mut("input").and_then(|i| i.as_object_mut()) {
+            input.insert(
+                "response_delay_ms".into(),
+                serde_json::json!({
+                    "samples": response.len(),
+                    "rd": col(|r| r.response_ms),
+                    "nd": col(|r| r.network_ms),
+                    "pd": col(|r| r.processing_ms),
+                    "od": col(|r| r.playout_ms),
+                    "method": "input sent -> first shown frame whose pixel stamp says the scene applied it; ND = min RTT/2 + frame transit, PD = host (input arrived -> frame sent), OD = client (received -> shown)",
+                }),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_cover_the_planned_frames() {
+        let p = QualityPlan {
+            batch_frames: 150,
+            every_s: 10.0,
+            first_s: 1.0,
+        };
+        assert!(!p.includes(59, 60));
+        assert!(p.includes(60, 60));
+        assert!(p.includes(209, 60));
+        assert!(!p.includes(210, 60));
+        assert!(p.includes(660, 60));
+        assert!(!QualityPlan::off().includes(60, 60));
+        let n = (0..60 * 30).filter(|&n| p.includes(n, 60)).count();
+        assert_eq!(n, 450);
+    }
+
+    #[test]
+    fn a_bad_scenario_value_is_named() {
+        let sc = Scenario {
+            preset: "warp".into(),
+            ..Default::default()
+        };
+        let e = demo_options(&sc, &BenchOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("preset") && e.contains("ultrafast"), "{e}");
+        let sc = Scenario {
+            conversion: "magic".into(),
+            ..Default::default()
+        };
+        let e = demo_options(&sc, &BenchOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("conversion") && e.contains("simd"), "{e}");
+    }
+
+    #[test]
+    fn the_bgra_stamp_reads_back() {
+        let mut f = BgraFrame::new(640, 360).unwrap();
+        let st = stamp::Stamp {
+            frame_number: 1234,
+            capture_us: 987_654_321,
+            input_seq: 7,
+        };
+        stamp::write_bgra(&mut f, &st);
+        let back = bgra_stamp(f.width, f.height, &f.data, f.stride).unwrap();
+        assert_eq!(back.frame_number, 1234);
+        assert_eq!(back.input_seq, 7);
+    }
+}

@@ -1,0 +1,360 @@
+//! `untether bench`: runs scenarios, writes one JSON report per scenario and one HTML report.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use untether_bench::peer::{run_peer, PeerKind};
+use untether_bench::run::{run_untether, BenchOptions, QualityPlan};
+use untether_bench::scenario::Scenario;
+use untether_bench::series::ScenarioResult;
+
+#[derive(Args, Debug, Clone)]
+#[command(
+    long_about = "Run benchmark scenarios and write one JSON report per scenario (the contract in \
+        docs/REPORT.md) plus one self-contained HTML report with plots (glass-to-glass CDF, \
+        stage breakdown, latency/bitrate/SSIM over time, response delay).\n\n\
+        A scenario streams the built-in test scene with the real pipeline (host and client in \
+        this process over UDP on 127.0.0.1, or in two network namespaces with --netns). \
+        Comma-separated values of --resolution, --preset, --conversion and --bitrate-kbps run \
+        every combination. --scenarios FILE reads [[scenario]] tables instead (keys: name, \
+        width, height, fps, encoder, preset, tune, bitrate_kbps, slices, gop, conversion, \
+        duration_s, transport, rate, spin_deg_per_s).\n\n\
+        Examples:\n\
+        \x20 untether bench --duration 10\n\
+        \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
+        \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
+        \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)"
+)]
+pub struct BenchArgs {
+    /// TOML file with [[scenario]] tables (see --help); flags below then only set defaults for keys the file omits.
+    #[arg(long, value_name = "FILE")]
+    scenarios: Option<PathBuf>,
+    /// Frame size(s): 720p, 1080p or WIDTHxHEIGHT, comma-separated.
+    #[arg(long, default_value = "720p", value_name = "SIZES")]
+    resolution: String,
+    /// Frames per second.
+    #[arg(long, default_value_t = 60)]
+    fps: u32,
+    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, …
+    #[arg(long, default_value = "superfast", value_name = "PRESETS")]
+    preset: String,
+    /// Target bitrate(s) in kbit/s, comma-separated.
+    #[arg(long, default_value = "10000", value_name = "KBPS")]
+    bitrate_kbps: String,
+    /// Conversion path(s), comma-separated: simd (yuvutils SIMD BGRA→I420), swscale, rgb (libx264rgb, no conversion).
+    #[arg(long, default_value = "simd", value_name = "PATHS")]
+    conversion: String,
+    /// x264 slices per frame (0: as untether's sliced threads decide).
+    #[arg(long, default_value_t = 0)]
+    slices: u32,
+    /// Keyframe interval in frames (0: keyframes only when the client asks).
+    #[arg(long, default_value_t = 0)]
+    gop: u32,
+    /// Seconds per scenario.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    duration: f64,
+    /// Camera spin of the test scene, degrees per second.
+    #[arg(long, default_value_t = 30.0)]
+    spin: f64,
+    /// Measure this peer instead of untether: ffmpeg-rtp (RTP over UDP) or ffmpeg-rtp-tcp (RTP interleaved over RTSP/TCP).
+    #[arg(long, value_name = "PEER", conflicts_with = "compare")]
+    peer: Option<String>,
+    /// Measure untether and this peer in one run, alternating, and compare them (ratio of glass-to-glass medians).
+    #[arg(long, value_name = "PEER")]
+    compare: Option<String>,
+    /// Put host and client in two network namespaces joined by a veth pair (needs root); always torn down.
+    #[arg(long)]
+    netns: bool,
+    /// With --netns: tbf rate limit on the veth pair, e.g. 20mbit, 500kbit.
+    #[arg(long, value_name = "RATE", requires = "netns")]
+    rate: Option<String>,
+    /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
+    #[arg(long)]
+    cleanup: bool,
+    /// Consecutive frames per picture-quality batch (0: no SSIM/PSNR).
+    #[arg(long, default_value_t = 150, value_name = "FRAMES")]
+    quality_batch: u32,
+    /// Seconds between the starts of quality batches.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    quality_every: f64,
+    /// An input event every this many ms, for response delay (0: none).
+    #[arg(long, default_value_t = 500, value_name = "MS")]
+    response_interval: u64,
+    /// Output directory (default: target/bench/<UTC date-time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Also write the (first) scenario's JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// No progress bar (also off when stderr is not a terminal).
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    #[serde(default)]
+    scenario: Vec<Scenario>,
+}
+
+fn split(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn parse_size(s: &str) -> Result<(u32, u32)> {
+    match s {
+        "720p" => Ok((1280, 720)),
+        "1080p" => Ok((1920, 1080)),
+        "360p" => Ok((640, 360)),
+        _ => {
+            let (w, h) = s.split_once('x').with_context(|| {
+                format!("--resolution {s:?}: allowed: 360p, 720p, 1080p or WIDTHxHEIGHT")
+            })?;
+            Ok((
+                w.parse()
+                    .with_context(|| format!("--resolution {s:?}: width is not a number"))?,
+                h.parse()
+                    .with_context(|| format!("--resolution {s:?}: height is not a number"))?,
+            ))
+        }
+    }
+}
+
+/// The scenarios the flags (or the file) describe.
+fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
+    let base = Scenario {
+        fps: a.fps,
+        slices: a.slices,
+        gop: a.gop,
+        duration_s: a.duration,
+        spin_deg_per_s: a.spin,
+        transport: if a.netns { "netns" } else { "loopback" }.into(),
+        rate: a.rate.clone(),
+        ..Default::default()
+    };
+    if let Some(path) = &a.scenarios {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let file: ScenarioFile =
+            toml::from_str(&text).with_context(|| format!("{}: invalid", path.display()))?;
+        if file.scenario.is_empty() {
+            bail!("{}: no [[scenario]] tables", path.display());
+        }
+        return Ok(file.scenario);
+    }
+    let mut out = Vec::new();
+    for size in split(&a.resolution) {
+        let (width, height) = parse_size(&size)?;
+        for preset in split(&a.preset) {
+            for conversion in split(&a.conversion) {
+                for kbps in split(&a.bitrate_kbps) {
+                    let bitrate_kbps = kbps.parse().with_context(|| {
+                        format!("--bitrate-kbps {kbps:?}: allowed: whole kbit/s, e.g. 10000")
+                    })?;
+                    out.push(Scenario {
+                        width,
+                        height,
+                        preset: preset.clone(),
+                        conversion: conversion.clone(),
+                        bitrate_kbps,
+                        ..base.clone()
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn p50(r: &ScenarioResult) -> Option<f64> {
+    let l = &r.report["latency_ms"];
+    l["glass_to_glass_pixels"]["p50"]
+        .as_f64()
+        .or_else(|| l["glass_to_glass"]["p50"].as_f64())
+}
+
+pub fn run(a: BenchArgs, stop: Arc<AtomicBool>) -> Result<()> {
+    if a.cleanup {
+        let removed = untether_net::netns::cleanup_stale()
+            .context("removing namespaces of killed bench runs")?;
+        if removed.is_empty() {
+            println!("nothing to clean up");
+        }
+        for n in removed {
+            println!("removed {n}");
+        }
+        return Ok(());
+    }
+    let peer = match a.peer.as_deref().or(a.compare.as_deref()) {
+        Some(p) => Some(p.parse::<PeerKind>().map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
+    let list = scenarios(&a)?;
+    let options = BenchOptions {
+        quality: if a.quality_batch == 0 {
+            QualityPlan::off()
+        } else {
+            QualityPlan {
+                batch_frames: a.quality_batch,
+                every_s: a.quality_every,
+                ..Default::default()
+            }
+        },
+        response_interval_ms: a.response_interval,
+    };
+    // Validate every scenario before running any.
+    for sc in &list {
+        untether_bench::run::demo_options(sc, &options)?;
+    }
+    let out_dir = match &a.out {
+        Some(d) => d.clone(),
+        None => PathBuf::from("target/bench").join(
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string()
+                .replace(':', "-"),
+        ),
+    };
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    // Which systems run, in order: alternating for a comparison so neither always goes first.
+    let mut runs: Vec<(Scenario, Option<PeerKind>)> = Vec::new();
+    for (i, sc) in list.iter().enumerate() {
+        match (&a.compare, peer) {
+            (Some(_), Some(p)) if i % 2 == 0 => {
+                runs.push((sc.clone(), None));
+                runs.push((sc.clone(), Some(p)));
+            }
+            (Some(_), Some(p)) => {
+                runs.push((sc.clone(), Some(p)));
+                runs.push((sc.clone(), None));
+            }
+            (None, p) => runs.push((sc.clone(), p)),
+            (Some(_), None) => unreachable!("--compare always names a peer"),
+        }
+    }
+    let total: f64 = runs.iter().map(|(s, _)| s.duration_s).sum();
+    let bar = if a.quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new((total * 10.0) as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {percent:>3}% {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut results = Vec::new();
+    let mut done = 0.0;
+    for (sc, peer) in &runs {
+        if stop.load(Ordering::SeqCst) {
+            bail!(
+                "stopped (Ctrl-C) after {} of {} runs",
+                results.len(),
+                runs.len()
+            );
+        }
+        let system = peer.map_or("untether", |p| p.name());
+        bar.set_message(format!("{} ({system})", sc.display_name()));
+        let base = done;
+        let mut progress = |f: f64| bar.set_position(((base + f * sc.duration_s) * 10.0) as u64);
+        let r = match peer {
+            None => run_untether(sc, &options, &mut progress, stop.clone())
+                .with_context(|| format!("{} (untether)", sc.display_name()))?,
+            Some(p) => run_peer(*p, sc, &mut progress)
+                .with_context(|| format!("{} ({})", sc.display_name(), p.name()))?,
+        };
+        done += sc.duration_s;
+        let json = out_dir.join(format!("{}-{system}.json", file_stem(&sc.display_name())));
+        write_json(&json, &r.report)?;
+        if results.is_empty() {
+            if let Some(path) = &a.report {
+                write_json(path, &r.report)?;
+            }
+        }
+        bar.println(format!(
+            "{:<44} {:<15} glass-to-glass p50 {:>6} ms  ssim {}  → {}",
+            sc.display_name(),
+            system,
+            p50(&r).map_or("-".into(), |v| format!("{v:.2}")),
+            r.report["quality"]["ssim"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.4}")),
+            json.display()
+        ));
+        results.push(r);
+    }
+    bar.finish_and_clear();
+    let notes = vec![
+        format!("machine: {}", untether::report::machine_description()),
+        format!(
+            "date: {}",
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        ),
+        format!(
+            "command: untether {}",
+            std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+        ),
+    ];
+    let html = untether_bench::html::render("untether bench", &results, &notes)
+        .map_err(|e| anyhow::anyhow!("HTML report: {e}"))?;
+    let html_path = out_dir.join("report.html");
+    std::fs::write(&html_path, html)
+        .with_context(|| format!("cannot write {}", html_path.display()))?;
+    if a.compare.is_some() {
+        println!(
+            "\n{:<44} {:>10} {:>10} {:>7}",
+            "scenario", "untether", "peer", "ratio"
+        );
+        for sc in &list {
+            let find = |sys: &str| {
+                results
+                    .iter()
+                    .find(|r| {
+                        r.name == sc.display_name()
+                            && (r.system == "untether") == (sys == "untether")
+                    })
+                    .and_then(p50)
+            };
+            let (u, p) = (find("untether"), find("peer"));
+            println!(
+                "{:<44} {:>10} {:>10} {:>7}",
+                sc.display_name(),
+                u.map_or("-".into(), |v| format!("{v:.2} ms")),
+                p.map_or("-".into(), |v| format!("{v:.2} ms")),
+                match (u, p) {
+                    (Some(u), Some(p)) if p > 0.0 => format!("{:.2}", u / p),
+                    _ => "-".into(),
+                }
+            );
+        }
+    }
+    println!("HTML report: {}", html_path.display());
+    Ok(())
+}
+
+fn write_json(path: &Path, v: &serde_json::Value) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(v)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
