@@ -3,6 +3,7 @@
 //! frame path, measures response delay, and writes one JSON report per scenario (the contract
 //! in docs/REPORT.md) plus one self-contained HTML report with plots.
 
+pub mod contract;
 pub mod run;
 pub mod scenario;
 pub mod series;
