@@ -20,6 +20,8 @@ use untether_media::convert::Conversion;
 use untether_media::quality::{CompareSpace, Picture, QualityMeter};
 use untether_media::{stamp, BgraFrame};
 
+use untether_net::netns::{Side, Testbed};
+
 use crate::scenario::Scenario;
 use crate::series::{FrameSample, QualitySample, ResponseSample, ScenarioResult};
 
@@ -399,9 +401,29 @@ pub fn run_untether(
     let started = Instant::now();
     let name = sc.display_name();
     let run_stop = stop.clone();
+    let testbed = match sc.transport.as_str() {
+        "loopback" => None,
+        "netns" => Some(Arc::new(
+            Testbed::create(sc.rate.as_deref())
+                .map_err(|e| BenchError::Run(name.clone(), format!("netns: {e}")))?,
+        )),
+        other => {
+            return Err(bad(
+                sc,
+                "transport",
+                other,
+                "allowed: loopback, netns".into(),
+            ))
+        }
+    };
+    let tb = testbed.clone();
     let handle = std::thread::Builder::new()
         .name("bench-run".into())
-        .spawn(move || untether::run_demo_detailed(options, setup, io, run_stop))
+        .spawn(move || match tb {
+            None => untether::run_demo_detailed(options, setup, io, run_stop)
+                .map_err(|e| e.to_string()),
+            Some(tb) => run_in_namespaces(&tb, options, setup, io, run_stop),
+        })
         .map_err(|e| BenchError::Run(name.clone(), format!("cannot start: {e}")))?;
     while !handle.is_finished() {
         progress((started.elapsed().as_secs_f64() / sc.duration_s).min(1.0));
@@ -410,8 +432,12 @@ pub fn run_untether(
     let demo = handle
         .join()
         .map_err(|_| BenchError::Run(name.clone(), "the run panicked".into()))?
-        .map_err(|e| BenchError::Run(name.clone(), e.to_string()))?;
+        .map_err(|e| BenchError::Run(name.clone(), e))?;
     progress(1.0);
+    // Tear the namespaces down now (also done on drop, on every error path above).
+    if let Some(tb) = testbed.and_then(|t| Arc::try_unwrap(t).ok()) {
+        tb.teardown();
+    }
     let quality = match worker {
         Some(w) => {
             let skipped = w.skipped.load(Ordering::Relaxed);
@@ -455,6 +481,55 @@ pub fn run_untether(
         quality,
         response,
         duration_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Host and client as on two machines: the host's threads in the testbed's host namespace,
+/// the client's in the client namespace, talking over the veth pair (and its tbf).
+fn run_in_namespaces(
+    tb: &Testbed,
+    mut options: DemoOptions,
+    setup: HostSetup,
+    io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<untether::DemoRun, String> {
+    options.host.host.bind = format!("{}:0", tb.host_addr());
+    let host_opts = options.host.clone();
+    let host = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tb.enter(Side::Host).map_err(|e| format!("netns: {e}"))?;
+                // Threads the host spawns inherit the namespace.
+                untether::Host::start_with(host_opts, setup).map_err(|e| format!("host: {e}"))
+            })
+            .join()
+            .map_err(|_| "the host start panicked".to_string())?
+    })?;
+    options.client.host = std::net::SocketAddr::new(tb.host_addr().into(), host.local_addr().port());
+    let client_opts = options.client.clone();
+    let run = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tb.enter(Side::Client).map_err(|e| format!("netns: {e}"))?;
+                untether::run_client_with(&client_opts, io, stop).map_err(|e| format!("client: {e}"))
+            })
+            .join()
+            .map_err(|_| "the client panicked".to_string())?
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let summary = host.stop();
+    if let Some(f) = &summary.fatal {
+        return Err(format!("host failed: {f}"));
+    }
+    let run = run?;
+    let mut config =
+        untether::report_config(&options.host, options.client.display, "udp-netns-veth");
+    config.impairment = tb.rate().map(|r| format!("tbf rate {r}"));
+    let report = untether::report::build(config, &run, Some(&summary));
+    Ok(untether::DemoRun {
+        report,
+        client: run,
+        host: summary,
     })
 }
 

@@ -87,6 +87,9 @@ pub struct BenchArgs {
     /// Output directory (default: target/bench/<UTC date-time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Also write a Markdown table of the results to FILE (what `make bench` puts in docs/BENCHMARKS.md).
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
     /// Also write the (first) scenario's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -347,6 +350,10 @@ pub fn run(a: BenchArgs, stop: Arc<AtomicBool>) -> Result<()> {
             );
         }
     }
+    if let Some(path) = &a.markdown {
+        std::fs::write(path, markdown(&results, &notes))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     println!("HTML report: {}", html_path.display());
     Ok(())
 }
@@ -357,4 +364,71 @@ fn write_json(path: &Path, v: &serde_json::Value) -> Result<()> {
     }
     let text = serde_json::to_string_pretty(v)?;
     std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn ms(v: &serde_json::Value) -> String {
+    v.as_f64().map_or("–".into(), |x| format!("{x:.2}"))
+}
+
+/// A Markdown table of the results (one row per scenario and system) and, for comparisons,
+/// the untether/peer ratio of glass-to-glass medians.
+fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
+    let mut t = String::new();
+    for n in notes {
+        t.push_str(&format!("- {n}\n"));
+    }
+    t.push_str("\n| scenario | system | g2g p50 | g2g p95 | g2g p99 | convert | encode | network | decode | SSIM | PSNR Y dB | response p50 | frames shown |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in results {
+        let l = &r.report["latency_ms"];
+        let g = if l["glass_to_glass_pixels"]["p50"].is_number() {
+            &l["glass_to_glass_pixels"]
+        } else {
+            &l["glass_to_glass"]
+        };
+        let st = |s: &str| ms(&l["stages"][s]["p50"]);
+        t.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.name,
+            r.system,
+            ms(&g["p50"]),
+            ms(&g["p95"]),
+            ms(&g["p99"]),
+            st("convert"),
+            st("encode"),
+            st("network"),
+            st("decode"),
+            r.report["quality"]["ssim"]
+                .as_f64()
+                .map_or("–".into(), |v| format!("{v:.4}")),
+            r.report["quality"]["psnr_db"]
+                .as_f64()
+                .map_or("–".into(), |v| format!("{v:.1}")),
+            ms(&r.report["input"]["response_delay_ms"]["rd"]["p50"]),
+            r.report["frames"]["shown"]
+                .as_u64()
+                .map_or("–".into(), |v| v.to_string()),
+        ));
+    }
+    let mut pairs = Vec::new();
+    for u in results.iter().filter(|r| r.system == "untether") {
+        for p in results.iter().filter(|r| r.system != "untether" && r.name == u.name) {
+            if let (Some(a), Some(b)) = (p50(u), p50(p)) {
+                pairs.push(format!(
+                    "| {} | {} | {a:.2} | {b:.2} | {:.2} |",
+                    u.name,
+                    p.system,
+                    a / b
+                ));
+            }
+        }
+    }
+    if !pairs.is_empty() {
+        t.push_str("\n| scenario | peer | untether g2g p50 (ms) | peer g2g p50 (ms) | ratio (target ≤ 0.5) |\n|---|---|---|---|---|\n");
+        for p in pairs {
+            t.push_str(&p);
+            t.push('\n');
+        }
+    }
+    t
 }
