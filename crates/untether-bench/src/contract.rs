@@ -78,7 +78,12 @@ pub fn violations(report: &Value, all_stages: bool) -> Vec<String> {
             }
         }
     }
-    for k in ["bytes_sent", "packets_sent", "packets_lost", "packets_recovered"] {
+    for k in [
+        "bytes_sent",
+        "packets_sent",
+        "packets_lost",
+        "packets_recovered",
+    ] {
         need(&format!("network.{k}"), report["network"].get(k).is_some());
     }
     for p in ["p50", "p99"] {

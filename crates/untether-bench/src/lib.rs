@@ -4,6 +4,8 @@
 //! in docs/REPORT.md) plus one self-contained HTML report with plots.
 
 pub mod contract;
+pub mod html;
+pub mod peer;
 pub mod run;
 pub mod scenario;
 pub mod series;

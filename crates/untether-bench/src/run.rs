@@ -239,11 +239,13 @@ fn lowest_priority() {
     }
 }
 
+/// One compared picture: frame number, when it was shown (client clock), the result.
+type Compared = (u32, u64, untether_media::quality::Quality);
+
 /// Compares captured and decoded pictures of the sampled frames on its own thread.
 struct QualityWorker {
     tx: mpsc::SyncSender<QualityMsg>,
-    thread:
-        std::thread::JoinHandle<Result<Vec<(u32, u64, untether_media::quality::Quality)>, String>>,
+    thread: std::thread::JoinHandle<Result<Vec<Compared>, String>>,
     /// Pictures the frame path could not hand over (the worker was behind).
     skipped: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -420,8 +422,9 @@ pub fn run_untether(
     let handle = std::thread::Builder::new()
         .name("bench-run".into())
         .spawn(move || match tb {
-            None => untether::run_demo_detailed(options, setup, io, run_stop)
-                .map_err(|e| e.to_string()),
+            None => {
+                untether::run_demo_detailed(options, setup, io, run_stop).map_err(|e| e.to_string())
+            }
             Some(tb) => run_in_namespaces(&tb, options, setup, io, run_stop),
         })
         .map_err(|e| BenchError::Run(name.clone(), format!("cannot start: {e}")))?;
@@ -505,13 +508,15 @@ fn run_in_namespaces(
             .join()
             .map_err(|_| "the host start panicked".to_string())?
     })?;
-    options.client.host = std::net::SocketAddr::new(tb.host_addr().into(), host.local_addr().port());
+    options.client.host =
+        std::net::SocketAddr::new(tb.host_addr().into(), host.local_addr().port());
     let client_opts = options.client.clone();
     let run = std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 tb.enter(Side::Client).map_err(|e| format!("netns: {e}"))?;
-                untether::run_client_with(&client_opts, io, stop).map_err(|e| format!("client: {e}"))
+                untether::run_client_with(&client_opts, io, stop)
+                    .map_err(|e| format!("client: {e}"))
             })
             .join()
             .map_err(|_| "the client panicked".to_string())?

@@ -196,7 +196,7 @@ fn p50(r: &ScenarioResult) -> Option<f64> {
         .or_else(|| l["glass_to_glass"]["p50"].as_f64())
 }
 
-pub fn run(a: BenchArgs, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run(a: BenchArgs) -> Result<()> {
     if a.cleanup {
         let removed = untether_net::netns::cleanup_stale()
             .context("removing namespaces of killed bench runs")?;
@@ -213,6 +213,15 @@ pub fn run(a: BenchArgs, stop: Arc<AtomicBool>) -> Result<()> {
         None => None,
     };
     let list = scenarios(&a)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    if list.iter().any(|sc| sc.transport == "netns") {
+        // Ctrl-C, SIGTERM, SIGHUP: tear the namespaces down and exit at once.
+        untether_net::netns::install_signal_cleanup(move || s.store(true, Ordering::SeqCst))
+            .map_err(|e| anyhow::anyhow!(e))?;
+    } else if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst)) {
+        log::warn!("cannot install the Ctrl-C handler: {e}");
+    }
     let options = BenchOptions {
         quality: if a.quality_batch == 0 {
             QualityPlan::off()
@@ -293,7 +302,7 @@ pub fn run(a: BenchArgs, stop: Arc<AtomicBool>) -> Result<()> {
                 write_json(path, &r.report)?;
             }
         }
-        bar.println(format!(
+        let line = format!(
             "{:<44} {:<15} glass-to-glass p50 {:>6} ms  ssim {}  → {}",
             sc.display_name(),
             system,
@@ -302,7 +311,12 @@ pub fn run(a: BenchArgs, stop: Arc<AtomicBool>) -> Result<()> {
                 .as_f64()
                 .map_or("-".into(), |v| format!("{v:.4}")),
             json.display()
-        ));
+        );
+        if bar.is_hidden() {
+            println!("{line}");
+        } else {
+            bar.println(line);
+        }
         results.push(r);
     }
     bar.finish_and_clear();
@@ -412,7 +426,10 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
     }
     let mut pairs = Vec::new();
     for u in results.iter().filter(|r| r.system == "untether") {
-        for p in results.iter().filter(|r| r.system != "untether" && r.name == u.name) {
+        for p in results
+            .iter()
+            .filter(|r| r.system != "untether" && r.name == u.name)
+        {
             if let (Some(a), Some(b)) = (p50(u), p50(p)) {
                 pairs.push(format!(
                     "| {} | {} | {a:.2} | {b:.2} | {:.2} |",

@@ -578,7 +578,7 @@ fn main() -> ExitCode {
         Command::Client(a) => run_client_cmd(a),
         Command::Demo(a) => run_demo(a),
         Command::Netem(a) => netem::run(a),
-        Command::Bench(a) => bench::run(a, stop_on_ctrl_c()),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -62,7 +62,12 @@ fn a_three_second_scenario_writes_a_valid_json_and_an_html_report_with_plots() {
     let ssim = report["quality"]["ssim"].as_f64().expect("SSIM measured");
     assert!(ssim > 0.8 && ssim <= 1.0, "ssim {ssim}");
     assert!(report["quality"]["frames_compared"].as_u64().unwrap() >= 20);
-    assert!(report["input"]["response_delay_ms"]["samples"].as_u64().unwrap() >= 2);
+    assert!(
+        report["input"]["response_delay_ms"]["samples"]
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     for plot in [
         "g2g-cdf",

@@ -59,7 +59,10 @@ fn field(log: &str, line_start: &str, key: &str) -> f64 {
         .lines()
         .find(|l| l.contains(line_start))
         .unwrap_or_else(|| panic!("no {line_start} line in: {log}"));
-    let at = line.find(key).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len();
+    let at = line
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        + key.len();
     line[at..]
         .split_whitespace()
         .next()
@@ -114,8 +117,20 @@ fn ssim_and_psnr_of_a_known_distortion_match_the_ffmpeg_command() {
         ours.ssim_y, ours.ssim_all, ours.psnr_y_db
     );
     // Same filters; the only difference allowed is rounding in the BGRA → YUV conversion.
-    assert!((ours.ssim_y - ssim_y).abs() < 0.002, "{} vs {ssim_y}", ours.ssim_y);
-    assert!((ours.ssim_all - ssim_all).abs() < 0.002, "{} vs {ssim_all}", ours.ssim_all);
-    assert!((ours.psnr_y_db - psnr_y).abs() < 0.1, "{} vs {psnr_y}", ours.psnr_y_db);
+    assert!(
+        (ours.ssim_y - ssim_y).abs() < 0.002,
+        "{} vs {ssim_y}",
+        ours.ssim_y
+    );
+    assert!(
+        (ours.ssim_all - ssim_all).abs() < 0.002,
+        "{} vs {ssim_all}",
+        ours.ssim_all
+    );
+    assert!(
+        (ours.psnr_y_db - psnr_y).abs() < 0.1,
+        "{} vs {psnr_y}",
+        ours.psnr_y_db
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

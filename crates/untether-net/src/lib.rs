@@ -14,6 +14,7 @@
 #[cfg(feature = "clap")]
 pub mod args;
 pub mod impair;
+pub mod netns;
 pub mod profile;
 pub mod relay;
 pub mod units;

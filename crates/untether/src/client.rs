@@ -152,7 +152,10 @@ impl Default for ClientAudio {
 
 /// Sees every shown picture with its record, after it was shown and timed (so off that
 /// frame's path): for picture-quality measurement. Runs on the presenter thread: keep it short.
-pub struct ShownFrameTap(pub Box<dyn FnMut(&FrameRecord, &DecodedFrame) + Send>);
+pub struct ShownFrameTap(pub ShownFrameFn);
+
+/// The function a [`ShownFrameTap`] calls.
+pub type ShownFrameFn = Box<dyn FnMut(&FrameRecord, &DecodedFrame) + Send>;
 
 impl std::fmt::Debug for ShownFrameTap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

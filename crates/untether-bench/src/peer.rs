@@ -1,0 +1,463 @@
+//! The side-by-side peer: the same stamped test-scene frames through the `ffmpeg` command
+//! (libx264 with untether's encoder settings) over RTP, decoded by a second `ffmpeg` into raw
+//! frames that we read back, so glass-to-glass comes from the same pixel stamps.
+//!
+//! - `ffmpeg-rtp`: RTP over UDP to 127.0.0.1 (the receiver reads an SDP we write).
+//! - `ffmpeg-rtp-tcp`: RTP interleaved over TCP: the receiver is an RTSP server
+//!   (`-rtsp_flags listen`), the sender pushes with `-rtsp_transport tcp`.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use untether::clock::{now_us, sleep_until};
+use untether::report::Pcts;
+use untether::stats::Samples;
+use untether_media::scene::{Scene, SceneConfig};
+use untether_media::{stamp, BgraFrame};
+
+use crate::scenario::Scenario;
+use crate::series::{FrameSample, ScenarioResult};
+
+/// Which peer pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerKind {
+    /// RTP over UDP.
+    FfmpegRtp,
+    /// RTP interleaved over TCP (RTSP).
+    FfmpegRtpTcp,
+}
+
+impl PeerKind {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerKind::FfmpegRtp => "ffmpeg-rtp",
+            PeerKind::FfmpegRtpTcp => "ffmpeg-rtp-tcp",
+        }
+    }
+}
+
+impl FromStr for PeerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ffmpeg-rtp" => Ok(PeerKind::FfmpegRtp),
+            "ffmpeg-rtp-tcp" => Ok(PeerKind::FfmpegRtpTcp),
+            _ => Err(format!(
+                "unknown peer {s:?}; allowed: ffmpeg-rtp, ffmpeg-rtp-tcp"
+            )),
+        }
+    }
+}
+
+/// The peer could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("cannot run ffmpeg: {0} (the Debian package ffmpeg; scripts/setup.sh installs it)")]
+    NoFfmpeg(std::io::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Kills and reaps a child on every exit path.
+struct Reaped(Option<Child>, &'static str);
+
+impl Reaped {
+    fn stderr_tail(&mut self) -> String {
+        let Some(mut c) = self.0.take() else {
+            return String::new();
+        };
+        let _ = c.kill();
+        let mut s = String::new();
+        if let Some(mut e) = c.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        let _ = c.wait();
+        let tail: Vec<&str> = s.lines().rev().take(6).collect();
+        format!(
+            "{} said: {}",
+            self.1,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        )
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port(tcp: bool) -> Result<u16, PeerError> {
+    let port = if tcp {
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr())
+    } else {
+        // RTP uses the even port and RTCP the next one: find an even one with a free successor.
+        (0..50)
+            .find_map(|_| {
+                let s = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
+                let p = s.local_addr().ok()?.port();
+                (p % 2 == 0 && p < 65534 && std::net::UdpSocket::bind(("127.0.0.1", p + 1)).is_ok())
+                    .then(|| s.local_addr())
+            })
+            .unwrap_or_else(|| Err(std::io::Error::other("no free even UDP port")))
+    };
+    port.map(|a| a.port())
+        .map_err(|e| PeerError::Failed(format!("no free port: {e}")))
+}
+
+/// The x264 settings untether uses (crates/untether-media/src/codec.rs), as ffmpeg flags.
+fn encoder_args(sc: &Scenario) -> Vec<String> {
+    let kbps = sc.bitrate_kbps;
+    let mut x264 = String::from("repeat-headers=1:scenecut=0:sliced-threads=1");
+    if sc.slices > 0 {
+        x264.push_str(&format!(":slices={}", sc.slices));
+    }
+    // untether sends keyframes only when asked; a peer cannot ask, so it gets one a second
+    // (keyframes cost bitrate, not latency, at the same VBV size).
+    let gop = if sc.gop > 0 { sc.gop } else { sc.fps };
+    [
+        "-c:v",
+        "libx264",
+        "-preset",
+        &sc.preset,
+        "-tune",
+        &sc.tune,
+        "-b:v",
+        &format!("{kbps}k"),
+        "-maxrate",
+        &format!("{kbps}k"),
+        "-bufsize",
+        &format!("{}k", (kbps / sc.fps.max(1)).max(1)),
+        "-g",
+        &gop.to_string(),
+        "-bf",
+        "0",
+        "-x264-params",
+        &x264,
+        "-pix_fmt",
+        "yuv420p",
+        "-color_range",
+        "tv",
+        "-colorspace",
+        "smpte170m",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+const LOW_DELAY_IN: [&str; 8] = [
+    "-fflags",
+    "nobuffer",
+    "-flags",
+    "low_delay",
+    "-probesize",
+    "100000",
+    "-analyzeduration",
+    "0",
+];
+
+struct Received {
+    frame: u32,
+    captured_us: u64,
+    shown_us: u64,
+}
+
+/// Runs `sc` through the peer; `progress` gets 0..1.
+pub fn run_peer(
+    kind: PeerKind,
+    sc: &Scenario,
+    progress: &mut dyn FnMut(f64),
+) -> Result<ScenarioResult, PeerError> {
+    let (w, h, fps) = (sc.width, sc.height, sc.fps.max(1));
+    let size = format!("{w}x{h}");
+    let tcp = kind == PeerKind::FfmpegRtpTcp;
+    let port = free_port(tcp)?;
+    let dir = std::env::temp_dir().join(format!("untether-peer-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| PeerError::Failed(format!("{}: {e}", dir.display())))?;
+    let sdp: PathBuf = dir.join("stream.sdp");
+    // The receiver first, so the first keyframe is not lost.
+    let mut rx_cmd = Command::new("ffmpeg");
+    rx_cmd.args(["-hide_banner", "-loglevel", "error", "-nostats"]);
+    rx_cmd.args(LOW_DELAY_IN);
+    let url = format!("rtsp://127.0.0.1:{port}/live");
+    if tcp {
+        rx_cmd.args([
+            "-rtsp_flags",
+            "listen",
+            "-rtsp_transport",
+            "tcp",
+            "-i",
+            &url,
+        ]);
+    } else {
+        std::fs::write(
+            &sdp,
+            format!(
+                "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=untether peer\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                 m=video {port} RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=fmtp:96 packetization-mode=1\r\n"
+            ),
+        )
+        .map_err(|e| PeerError::Failed(format!("{}: {e}", sdp.display())))?;
+        rx_cmd.args([
+            "-protocol_whitelist",
+            "file,udp,rtp",
+            "-reorder_queue_size",
+            "0",
+            "-i",
+        ]);
+        rx_cmd.arg(&sdp);
+    }
+    rx_cmd.args(["-an", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]);
+    let mut receiver = Reaped(
+        Some(
+            rx_cmd
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(PeerError::NoFfmpeg)?,
+        ),
+        "the receiving ffmpeg",
+    );
+    let mut rx_out = receiver
+        .0
+        .as_mut()
+        .and_then(|c| c.stdout.take())
+        .ok_or_else(|| PeerError::Failed("no receiver stdout".into()))?;
+    // Reader: one frame at a time, stamp read as soon as the frame is complete.
+    let frame_len = (w * h + 2 * (w / 2) * (h / 2)) as usize;
+    let unreadable = Arc::new(AtomicU64::new(0));
+    let bad = unreadable.clone();
+    let reader = std::thread::Builder::new()
+        .name("peer-reader".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; frame_len];
+            let mut got = Vec::new();
+            while rx_out.read_exact(&mut buf).is_ok() {
+                let shown = now_us();
+                match stamp::read_plane(&buf[..(w * h) as usize], w as usize, w, h) {
+                    Some(st) => got.push(Received {
+                        frame: st.frame_number,
+                        captured_us: stamp::unwrap_capture_us(st.capture_us, shown),
+                        shown_us: shown,
+                    }),
+                    None => {
+                        bad.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            got
+        })
+        .map_err(|e| PeerError::Failed(format!("reader thread: {e}")))?;
+    // Let the receiver open its socket (or RTSP listener).
+    std::thread::sleep(Duration::from_millis(if tcp { 800 } else { 400 }));
+    let mut tx_cmd = Command::new("ffmpeg");
+    tx_cmd.args(["-hide_banner", "-loglevel", "error", "-nostats"]);
+    tx_cmd.args([
+        "-f",
+        "rawvideo",
+        "-pix_fmt",
+        "bgr0",
+        "-s",
+        &size,
+        "-r",
+        &fps.to_string(),
+    ]);
+    tx_cmd.args(["-i", "-", "-an"]);
+    tx_cmd.args(encoder_args(sc));
+    if tcp {
+        tx_cmd.args(["-f", "rtsp", "-rtsp_transport", "tcp", &url]);
+    } else {
+        tx_cmd.args([
+            "-f",
+            "rtp",
+            &format!("rtp://127.0.0.1:{port}?pkt_size=1200"),
+        ]);
+    }
+    let mut sender = Reaped(
+        Some(
+            tx_cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(PeerError::NoFfmpeg)?,
+        ),
+        "the sending ffmpeg",
+    );
+    let stdin: ChildStdin = sender
+        .0
+        .as_mut()
+        .and_then(|c| c.stdin.take())
+        .ok_or_else(|| PeerError::Failed("no sender stdin".into()))?;
+    // Writer: the renderer never waits for ffmpeg; a frame the writer is still busy with
+    // when the next is captured is dropped and counted (as untether's host does).
+    let (tx, rx) = mpsc::sync_channel::<BgraFrame>(1);
+    let write_failed = Arc::new(AtomicBool::new(false));
+    let wf = write_failed.clone();
+    let writer = std::thread::Builder::new()
+        .name("peer-writer".into())
+        .spawn(move || {
+            let mut stdin = stdin;
+            for f in rx {
+                let row = f.width as usize * 4;
+                let ok = if f.stride == row {
+                    stdin.write_all(&f.data)
+                } else {
+                    (0..f.height as usize).try_for_each(|y| {
+                        stdin.write_all(&f.data[y * f.stride..y * f.stride + row])
+                    })
+                };
+                if ok.is_err() {
+                    wf.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+        })
+        .map_err(|e| PeerError::Failed(format!("writer thread: {e}")))?;
+    let mut cfg = SceneConfig::new(w, h);
+    cfg.spin_deg_per_s = sc.spin_deg_per_s as f32;
+    let mut scene = Scene::new(cfg).map_err(|e| PeerError::Failed(format!("scene: {e}")))?;
+    let interval = 1_000_000 / fps as u64;
+    let start = now_us();
+    let started = Instant::now();
+    let total = (sc.duration_s * fps as f64).round() as u64;
+    let (mut captured, mut dropped) = (0u64, 0u64);
+    let mut spare: Option<BgraFrame> = None;
+    for n in 0..total {
+        sleep_until(start + n * interval);
+        if write_failed.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut f = match spare.take() {
+            Some(f) => f,
+            None => BgraFrame::new(w, h).map_err(|e| PeerError::Failed(e.to_string()))?,
+        };
+        let t0 = now_us();
+        scene.render((t0 - start) as f64 / 1e6, &mut f);
+        stamp::write_bgra(
+            &mut f,
+            &stamp::Stamp {
+                frame_number: n as u32,
+                capture_us: now_us(),
+                input_seq: 0,
+            },
+        );
+        captured += 1;
+        match tx.try_send(f) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(f)) => {
+                dropped += 1;
+                spare = Some(f);
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => break,
+        }
+        if n % 6 == 0 {
+            progress(n as f64 / total.max(1) as f64);
+        }
+    }
+    drop(tx);
+    let _ = writer.join();
+    // Close the sender's input: it flushes and ends; give the receiver a moment for the tail.
+    let sender_ok = sender.0.as_mut().map(|c| {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            match c.try_wait() {
+                Ok(Some(s)) => break s.success(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break false,
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let sender_tail = if write_failed.load(Ordering::Relaxed) || sender_ok == Some(false) {
+        sender.stderr_tail()
+    } else {
+        drop(sender);
+        String::new()
+    };
+    let receiver_tail = receiver.stderr_tail();
+    let got = reader
+        .join()
+        .map_err(|_| PeerError::Failed("the reader panicked".into()))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    progress(1.0);
+    if got.is_empty() {
+        return Err(PeerError::Failed(format!(
+            "{}: no frame came back. {sender_tail} {receiver_tail}",
+            kind.name()
+        )));
+    }
+    let mut g2g = Samples::default();
+    let t0 = got.first().map_or(0, |r| r.captured_us);
+    let frames: Vec<FrameSample> = got
+        .iter()
+        .map(|r| {
+            let ms = (r.shown_us as i64 - r.captured_us as i64) as f64 / 1000.0;
+            g2g.push_us(r.shown_us as i64 - r.captured_us as i64);
+            FrameSample {
+                frame: r.frame,
+                captured_ms: (r.captured_us as i64 - t0 as i64) as f64 / 1000.0,
+                glass_to_glass_ms: ms,
+                stages_ms: [("total".to_string(), ms)].into_iter().collect(),
+                bytes: 0,
+                keyframe: false,
+            }
+        })
+        .collect();
+    let pcts: Pcts = (&g2g).into();
+    let empty: Pcts = (&Samples::default()).into();
+    let shown = got.len() as u64;
+    let highest = got.iter().map(|r| r.frame as u64).max().unwrap_or(0);
+    let report = serde_json::json!({
+        "config": {
+            "width": w, "height": h, "fps": fps, "codec": "h264", "encoder": "libx264 (ffmpeg command)",
+            "preset": sc.preset, "conversion": "swscale (ffmpeg command)", "bitrate_kbps": sc.bitrate_kbps,
+            "transport": kind.name(), "paths": 1, "impairment": null, "display": "headless",
+            "machine": untether::report::machine_description(),
+        },
+        "duration_s": started.elapsed().as_secs_f64(),
+        "frames": {
+            "captured": captured, "encoded": captured - dropped, "sent": captured - dropped,
+            "complete": shown, "decoded": shown + unreadable.load(Ordering::Relaxed), "shown": shown,
+            "late": 0, "lost": (highest + 1).saturating_sub(shown + dropped), "corrupted": 0,
+            "dropped_host": dropped, "dropped_client": 0, "keyframes": null,
+            "stamp_unreadable": unreadable.load(Ordering::Relaxed),
+        },
+        "latency_ms": {
+            "glass_to_glass": pcts, "glass_to_glass_pixels": pcts,
+            "stages": {"total": pcts},
+        },
+        "network": {
+            "bytes_sent": null, "packets_sent": null, "packets_lost": null, "packets_recovered": null,
+            "rtt_ms": {"p50": null, "p99": null},
+        },
+        "input": {"events_sent": 0, "events_applied": null, "response_ms": empty},
+        "peer": {
+            "kind": kind.name(),
+            "note": "the ffmpeg command encodes (libx264, same preset/tune/bitrate/VBV/slices, a keyframe every second) and sends RTP; a second ffmpeg receives, decodes and writes raw I420 that untether reads back; glass-to-glass from the pixel stamps",
+        },
+    });
+    Ok(ScenarioResult {
+        name: sc.display_name(),
+        system: kind.name().into(),
+        report,
+        frames,
+        quality: Vec::new(),
+        response: Vec::new(),
+        duration_s: started.elapsed().as_secs_f64(),
+    })
+}
