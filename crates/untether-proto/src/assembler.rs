@@ -5,9 +5,15 @@
 //! is lost (its deadline passed, or a newer frame completed while it was still missing shards),
 //! nothing but a keyframe is delivered until one arrives, so the decoder never sees a frame whose
 //! reference is missing and the client never shows a corrupted picture.
+//!
+//! Forward error correction ([`crate::fec`]): a frame may carry `parity_count` Reed–Solomon
+//! parity shards after its data shards. As soon as any `data_count` of its shards are present,
+//! the missing data shards are rebuilt and the frame is complete; shards of it that arrive later
+//! are counted (`shards_unneeded`) and ignored.
 
 use std::collections::BTreeMap;
 
+use crate::fec::FecDecoder;
 use crate::wire::{shard_flags, ShardHeader, MAX_FRAME_BYTES};
 use crate::Micros;
 
@@ -20,8 +26,30 @@ pub fn shard_frame(
     frame_bytes: usize,
     max_payload: usize,
 ) -> impl Iterator<Item = (ShardHeader, std::ops::Range<usize>)> {
+    shard_frame_fec(
+        frame_number,
+        capture_us,
+        keyframe,
+        frame_bytes,
+        max_payload,
+        |_| 0,
+    )
+}
+
+/// Like [`shard_frame`], with `parity(data_count)` parity shards announced in every header
+/// (the data shards only: the host computes and sends the parity shards after them, headers
+/// from [`parity_header`]).
+pub fn shard_frame_fec(
+    frame_number: u32,
+    capture_us: Micros,
+    keyframe: bool,
+    frame_bytes: usize,
+    max_payload: usize,
+    parity: impl FnOnce(usize) -> usize,
+) -> impl Iterator<Item = (ShardHeader, std::ops::Range<usize>)> {
     let shard_len = max_payload.clamp(1, u16::MAX as usize);
     let data_count = frame_bytes.div_ceil(shard_len).max(1);
+    let parity_count = parity(data_count).min(u16::MAX as usize - data_count) as u16;
     (0..data_count).map(move |i| {
         let start = i * shard_len;
         let end = (start + shard_len).min(frame_bytes);
@@ -32,7 +60,7 @@ pub fn shard_frame(
                 slice_index: 0,
                 shard_index: i as u16,
                 data_count: data_count as u16,
-                parity_count: 0,
+                parity_count,
                 shard_len: shard_len as u16,
                 frame_bytes: frame_bytes as u32,
                 capture_us,
@@ -40,6 +68,15 @@ pub fn shard_frame(
             start..end,
         )
     })
+}
+
+/// The header of parity shard `i` (in `0..parity_count`) of the frame of data shard header `h`.
+pub fn parity_header(h: &ShardHeader, i: u16) -> ShardHeader {
+    ShardHeader {
+        flags: h.flags | shard_flags::PARITY,
+        shard_index: h.data_count + i,
+        ..*h
+    }
 }
 
 /// The largest number of data shards a frame may have (the wire's u16).
@@ -130,6 +167,18 @@ pub struct AssemblerStats {
     pub frames_skipped: u64,
     /// Frames that had at least one shard arrive after they were delivered or given up.
     pub frames_late: u64,
+    /// Parity shards received (included in `shards_received`).
+    pub parity_received: u64,
+    /// Data shards rebuilt from parity.
+    pub shards_recovered: u64,
+    /// Frames completed thanks to parity (some data shard was missing).
+    pub frames_recovered_by_fec: u64,
+    /// Shards (data or parity) that arrived after their frame was already complete: the FEC
+    /// overhead that turned out not to be needed, and stragglers.
+    pub shards_unneeded: u64,
+    /// Reconstructions that failed although enough shards were present (inconsistent parity:
+    /// never from an honest host); the frame waits for more shards or its deadline.
+    pub fec_failures: u64,
 }
 
 struct Partial {
@@ -139,6 +188,9 @@ struct Partial {
     data: Vec<u8>,
     received: Vec<bool>,
     data_received: u16,
+    /// Parity shards, `parity_count × shard_len` bytes, allocated with the first one.
+    parity: Vec<u8>,
+    parity_received: u16,
     shards: u16,
 }
 
@@ -151,8 +203,19 @@ impl Partial {
             data: vec![0; h.frame_bytes as usize],
             received: vec![false; h.data_count as usize + h.parity_count as usize],
             data_received: 0,
+            parity: Vec::new(),
+            parity_received: 0,
             shards: 0,
         }
+    }
+
+    /// Bytes this frame may come to hold (its data and all its parity).
+    fn reserved_bytes(h: &ShardHeader) -> usize {
+        h.frame_bytes as usize + h.parity_count as usize * h.shard_len as usize
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() + self.parity.len()
     }
 
     fn complete(&self) -> bool {
@@ -178,6 +241,10 @@ pub struct Assembler {
     next: Option<u32>,
     /// A frame was lost: only a keyframe can be delivered next.
     need_keyframe: bool,
+    /// Recently completed frames (all data present), to count their later shards as unneeded
+    /// rather than late.
+    completed: BTreeMap<u32, ()>,
+    fec: FecDecoder,
     /// The newest frame given up or delivered, for counting late shards once per frame.
     late_frames: BTreeMap<u32, ()>,
     out: Vec<Assembled>,
@@ -192,6 +259,8 @@ impl Assembler {
             next: None,
             // The stream starts with a keyframe.
             need_keyframe: true,
+            completed: BTreeMap::new(),
+            fec: FecDecoder::new(),
             late_frames: BTreeMap::new(),
             out: Vec::new(),
             stats: AssemblerStats::default(),
@@ -224,13 +293,20 @@ impl Assembler {
 
     /// Bytes of the frames being assembled.
     pub fn bytes_in_flight(&self) -> usize {
-        self.partial.values().map(|p| p.data.len()).sum()
+        self.partial.values().map(Partial::bytes).sum()
     }
 
     /// Adds one shard (already parsed and validated by [`ShardHeader::parse`]).
     pub fn insert(&mut self, now: Micros, h: &ShardHeader, payload: &[u8]) {
         self.stats.shards_received += 1;
+        if h.is_parity() {
+            self.stats.parity_received += 1;
+        }
         let f = h.frame_number;
+        if self.completed.contains_key(&f) {
+            self.stats.shards_unneeded += 1;
+            return;
+        }
         if self.next.is_some_and(|n| f < n) {
             self.stats.shards_late += 1;
             if self.late_frames.insert(f, ()).is_none() {
@@ -242,15 +318,15 @@ impl Assembler {
             return;
         }
         if !self.partial.contains_key(&f) {
-            if h.frame_bytes as usize > self.cfg.max_bytes_in_flight {
+            let reserve = Partial::reserved_bytes(h);
+            if reserve > self.cfg.max_bytes_in_flight {
                 self.stats.shards_late += 1;
                 return;
             }
             // Bound memory: give up the oldest frames.
             while self.partial.len() >= self.cfg.max_frames_in_flight
                 || (!self.partial.is_empty()
-                    && self.bytes_in_flight() + h.frame_bytes as usize
-                        > self.cfg.max_bytes_in_flight)
+                    && self.bytes_in_flight() + reserve > self.cfg.max_bytes_in_flight)
             {
                 let Some((&old, _)) = self.partial.iter().next() else {
                     break;
@@ -280,13 +356,59 @@ impl Assembler {
         p.received[i] = true;
         p.shards += 1;
         p.last_us = now;
+        let l = h.shard_len as usize;
         if !h.is_parity() {
-            let start = i * h.shard_len as usize;
-            p.data[start..start + payload.len()].copy_from_slice(payload);
+            let start = i * l;
+            let Some(dst) = p.data.get_mut(start..start + payload.len()) else {
+                return;
+            };
+            dst.copy_from_slice(payload);
             p.data_received += 1;
+        } else {
+            if p.parity.is_empty() {
+                p.parity = vec![0; h.parity_count as usize * l];
+            }
+            let start = (i - h.data_count as usize) * l;
+            let Some(dst) = p.parity.get_mut(start..start + payload.len()) else {
+                return;
+            };
+            dst.copy_from_slice(payload);
+            p.parity_received += 1;
+        }
+        if !p.complete() && p.data_received + p.parity_received >= p.header.data_count {
+            Self::recover(&mut self.fec, &mut self.stats, p);
         }
         if p.complete() {
+            self.completed.insert(f, ());
+            while self.completed.len() > 64 {
+                self.completed.pop_first();
+            }
             self.on_complete(f);
+        }
+    }
+
+    /// Rebuilds the missing data shards of `p` from its parity (it has ≥ `data_count` shards).
+    fn recover(fec: &mut FecDecoder, stats: &mut AssemblerStats, p: &mut Partial) {
+        let h = p.header;
+        let (k, m, l) = (
+            h.data_count as usize,
+            h.parity_count as usize,
+            h.shard_len as usize,
+        );
+        let (have, got_parity) = p.received.split_at(k.min(p.received.len()));
+        let parity = got_parity
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r)
+            .filter_map(|(j, _)| p.parity.get(j * l..(j + 1) * l).map(|s| (j, s)));
+        match fec.reconstruct(&mut p.data, l, have, m, parity) {
+            Ok(n) => {
+                stats.shards_recovered += n as u64;
+                stats.frames_recovered_by_fec += 1;
+                p.data_received = h.data_count;
+                p.parity = Vec::new();
+            }
+            Err(_) => stats.fec_failures += 1,
         }
     }
 

@@ -11,6 +11,7 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 
 use crate::client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+use crate::fec::FecPolicy;
 use crate::handshake::{SessionRng, StaticKeypair};
 use crate::host::{AccessPolicy, HostConfig, HostEvent, HostSession, HostStats};
 use crate::state::{keys, StateValue};
@@ -199,6 +200,8 @@ pub struct SimConfig {
     pub flood_per_sec: u32,
     /// The flood starts with the run (else once the session is up).
     pub flood_from_start: bool,
+    /// The host's forward error correction.
+    pub fec: FecPolicy,
 }
 
 impl Default for SimConfig {
@@ -223,6 +226,7 @@ impl Default for SimConfig {
             allowlist: true,
             flood_per_sec: 0,
             flood_from_start: false,
+            fec: FecPolicy::default(),
         }
     }
 }
@@ -339,6 +343,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     hcfg.entropy = keys_rng.seed();
     hcfg.key_update_log2 = cfg.key_update_log2;
     hcfg.video_auth_only = cfg.video_auth_only;
+    hcfg.fec = cfg.fec;
     if cfg.allowlist {
         hcfg.access = AccessPolicy::Allowlist;
         hcfg.allowed_clients = vec![client_id.public];
