@@ -8,7 +8,7 @@
 //! even (the library works on 16-bit symbols).
 //!
 //! How many parity shards: [`FecPolicy`]. Its adaptive mode picks the smallest `m` for which
-//! `P(more than m of the k + m shards are lost) ≤ 1 %` under independent loss at the rate the
+//! `P(more than m of the k + m shards are lost) ≤ 0.25 %` under independent loss at the rate the
 //! client reports ([`LossEstimator`], fed by the cumulative `datagrams_received` /
 //! `packets_lost` of the client's Feedback), clamped to a percentage range.
 //!
@@ -28,7 +28,12 @@ use crate::wire::Feedback;
 pub const MAX_FEC_DATA_SHARDS: usize = 32_768;
 
 /// The residual frame loss the adaptive mode aims at (per frame, under independent loss).
-pub const TARGET_FRAME_LOSS: f64 = 0.01;
+///
+/// A frame that cannot be rebuilt costs more than itself: every frame after it is skipped until
+/// the keyframe asked for arrives (a round trip plus a frame interval or more, 2–4 frames at
+/// 60 fps). To show ≥ 99 % of frames, each frame may be lost with ≈ 0.25 % at most; at 10 %
+/// loss this costs ~3 points of extra parity over a 1 % target.
+pub const TARGET_FRAME_LOSS: f64 = 0.0025;
 
 /// How the host chooses the number of parity shards of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,9 +83,10 @@ impl FecPolicy {
     }
 
     /// Parity shards for a frame of `data_count` shards, given the loss rate `loss` (0..1) the
-    /// client reported. Always `≤ data_count` (the wire's limit), 0 when the frame is too large
-    /// for the code.
-    pub fn parity_count(&self, data_count: usize, keyframe: bool, loss: f64) -> usize {
+    /// client reported (`None`: no report yet, so the adaptive mode sends its maximum: the
+    /// session's first keyframe is the frame whose loss costs most). Always `≤ data_count` (the
+    /// wire's limit), 0 when the frame is too large for the code.
+    pub fn parity_count(&self, data_count: usize, keyframe: bool, loss: Option<f64>) -> usize {
         if data_count == 0 || data_count > MAX_FEC_DATA_SHARDS {
             return 0;
         }
@@ -93,12 +99,17 @@ impl FecPolicy {
                 max_percent,
             } => {
                 let lo = if keyframe {
-                    pct(min_percent / 2)
+                    (data_count * min_percent.min(100) as usize)
+                        .div_ceil(200)
+                        .max(1)
                 } else {
                     pct(min_percent)
                 };
                 let hi = pct(max_percent).max(lo);
-                parity_for_target(data_count, loss, TARGET_FRAME_LOSS, lo, hi)
+                match loss {
+                    Some(loss) => parity_for_target(data_count, loss, TARGET_FRAME_LOSS, lo, hi),
+                    None => hi,
+                }
             }
         };
         m.min(data_count)
@@ -179,7 +190,7 @@ pub fn binomial_tail(n: usize, p: f64, m: usize) -> f64 {
 /// The fewest parity shards `m` in `[lo, hi]` with `P(Binomial(k + m, loss) > m) ≤ target`
 /// (`hi` if none is enough).
 pub fn parity_for_target(k: usize, loss: f64, target: f64, lo: usize, hi: usize) -> usize {
-    if !(loss > 0.0) {
+    if loss.is_nan() || loss <= 0.0 {
         return lo;
     }
     let loss = loss.min(0.9);
@@ -211,7 +222,8 @@ pub fn parity_for_target(k: usize, loss: f64, target: f64, lo: usize, hi: usize)
 /// slowly, so parity is not cut at the first quiet moment.
 #[derive(Clone, Debug, Default)]
 pub struct LossEstimator {
-    last: Option<(u32, u32)>,
+    /// The counters of the last report (they start at 0 with the session).
+    last: (u32, u32),
     /// (received, lost) per report, newest last.
     samples: VecDeque<(u64, u64)>,
 }
@@ -229,19 +241,18 @@ impl LossEstimator {
     /// Takes one Feedback.
     pub fn on_feedback(&mut self, fb: &Feedback) {
         let now = (fb.datagrams_received, fb.packets_lost);
-        if let Some((r0, l0)) = self.last {
-            // Counters only grow within a session; a drop (reordered feedback, a gap that got
-            // filled) just contributes nothing.
-            let dr = now.0.saturating_sub(r0) as u64;
-            let dl = now.1.saturating_sub(l0) as u64;
-            if dr + dl > 0 {
-                self.samples.push_back((dr, dl));
-                while self.samples.len() > Self::LONG {
-                    self.samples.pop_front();
-                }
+        let (r0, l0) = self.last;
+        // Counters only grow within a session; a drop (reordered feedback, a gap that got
+        // filled) just contributes nothing.
+        let dr = now.0.saturating_sub(r0) as u64;
+        let dl = now.1.saturating_sub(l0) as u64;
+        if dr + dl > 0 {
+            self.samples.push_back((dr, dl));
+            while self.samples.len() > Self::LONG {
+                self.samples.pop_front();
             }
         }
-        self.last = Some((now.0.max(self.last.map_or(0, |l| l.0)), now.1));
+        self.last = (now.0.max(r0), now.1);
     }
 
     fn ratio<'a>(it: impl Iterator<Item = &'a (u64, u64)>) -> (f64, u64) {
@@ -253,15 +264,18 @@ impl LossEstimator {
         }
     }
 
-    /// The estimated loss rate, 0..1 (0 before two reports).
-    pub fn loss(&self) -> f64 {
+    /// The estimated loss rate, 0..1; `None` before the first report that counted packets.
+    pub fn loss(&self) -> Option<f64> {
+        if self.samples.is_empty() {
+            return None;
+        }
         let (long, _) = Self::ratio(self.samples.iter());
         let (short, n) = Self::ratio(self.samples.iter().rev().take(Self::SHORT));
-        if n >= Self::MIN_SHORT_PACKETS {
+        Some(if n >= Self::MIN_SHORT_PACKETS {
             long.max(short)
         } else {
             long
-        }
+        })
     }
 }
 
@@ -435,25 +449,30 @@ mod tests {
     #[test]
     fn adaptive_parity_follows_the_loss_rate() {
         let p = FecPolicy::default();
+        // No report yet: the maximum.
+        assert_eq!(p.parity_count(34, false, None), 17);
         // No loss: the floor (5 % of 34 → 2; keyframes half of that, 1 shard minimum).
-        assert_eq!(p.parity_count(34, false, 0.0), 2);
-        assert_eq!(p.parity_count(220, true, 0.0), 6);
-        assert_eq!(p.parity_count(1, false, 0.0), 1);
-        // 10 % loss: P(frame lost) ≤ 1 %.
-        let m = p.parity_count(34, false, 0.10);
+        assert_eq!(p.parity_count(34, false, Some(0.0)), 2);
+        assert_eq!(p.parity_count(220, true, Some(0.0)), 6);
+        assert_eq!(p.parity_count(1, false, Some(0.0)), 1);
+        // 10 % loss: P(frame lost) ≤ the target.
+        let m = p.parity_count(34, false, Some(0.10));
         assert!(binomial_tail(34 + m, 0.10, m) <= TARGET_FRAME_LOSS);
         assert!(binomial_tail(34 + m - 1, 0.10, m - 1) > TARGET_FRAME_LOSS);
         assert!((8..=12).contains(&m), "{m}");
         // A keyframe needs a smaller share.
-        let mk = p.parity_count(220, true, 0.10);
+        let mk = p.parity_count(220, true, Some(0.10));
         assert!((mk as f64 / 220.0) < (m as f64 / 34.0), "{mk}");
         // Clamped at 50 %.
-        assert_eq!(p.parity_count(34, false, 0.6), 17);
-        assert_eq!(FecPolicy::fixed(20).parity_count(34, false, 0.5), 7);
-        assert_eq!(FecPolicy::OFF.parity_count(34, false, 0.5), 0);
+        assert_eq!(p.parity_count(34, false, Some(0.6)), 17);
+        assert_eq!(FecPolicy::fixed(20).parity_count(34, false, Some(0.5)), 7);
+        assert_eq!(FecPolicy::OFF.parity_count(34, false, Some(0.5)), 0);
         // Never above k, never for frames too large for the code.
-        assert_eq!(FecPolicy::fixed(100).parity_count(3, false, 0.0), 3);
-        assert_eq!(FecPolicy::fixed(20).parity_count(40_000, false, 0.0), 0);
+        assert_eq!(FecPolicy::fixed(100).parity_count(3, false, Some(0.0)), 3);
+        assert_eq!(
+            FecPolicy::fixed(20).parity_count(40_000, false, Some(0.0)),
+            0
+        );
     }
 
     #[test]
@@ -476,29 +495,31 @@ mod tests {
             packets_lost: l,
             ..Default::default()
         };
+        assert_eq!(e.loss(), None);
         e.on_feedback(&fb(0, 0));
-        assert_eq!(e.loss(), 0.0);
+        assert_eq!(e.loss(), None);
         let (mut r, mut l) = (0, 0);
         for _ in 0..20 {
             r += 90;
             l += 10;
             e.on_feedback(&fb(r, l));
         }
-        assert!((e.loss() - 0.10).abs() < 1e-9);
+        assert!((e.loss().unwrap() - 0.10).abs() < 1e-9);
         // A sudden rise shows at once (short window) …
         r += 50;
         l += 50;
         e.on_feedback(&fb(r, l));
-        assert!(e.loss() > 0.2);
+        assert!(e.loss().unwrap() > 0.2);
         // … and decays only as the long window forgets it.
         for _ in 0..3 {
             r += 100;
             e.on_feedback(&fb(r, l));
         }
-        assert!(e.loss() > 0.05 && e.loss() < 0.2, "{}", e.loss());
+        let l = e.loss().unwrap();
+        assert!(l > 0.05 && l < 0.2, "{l}");
         // Counters going backwards (a reordered report) do not panic or go negative.
         e.on_feedback(&fb(0, 0));
-        assert!(e.loss() >= 0.0);
+        assert!(e.loss().unwrap() >= 0.0);
     }
 
     #[test]
@@ -533,9 +554,7 @@ mod tests {
             let par = (0..m)
                 .filter(|j| lost_mask & (1 << (k + j)) == 0)
                 .map(|j| (j, &parity[j][..]));
-            let n = dec
-                .reconstruct(&mut got, shard_len, &have, m, par)
-                .unwrap();
+            let n = dec.reconstruct(&mut got, shard_len, &have, m, par).unwrap();
             assert_eq!(n, have.iter().filter(|h| !**h).count());
             assert_eq!(got, frame, "mask {lost_mask:b}");
         }

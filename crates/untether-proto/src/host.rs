@@ -412,10 +412,10 @@ impl HostSession {
         self.cfg.fec = fec;
     }
 
-    /// The downstream loss rate the adaptive FEC works from (0..1; 0 without a client or
-    /// before its second Feedback).
-    pub fn loss_estimate(&self) -> f64 {
-        self.peer.as_ref().map_or(0.0, |p| p.loss.loss())
+    /// The downstream loss rate the adaptive FEC works from (0..1; `None` without a client or
+    /// before its first Feedback).
+    pub fn loss_estimate(&self) -> Option<f64> {
+        self.peer.as_ref().and_then(|p| p.loss.loss())
     }
 
     /// Changes the bitrate announced to future clients.
