@@ -5,9 +5,15 @@
 //! is lost (its deadline passed, or a newer frame completed while it was still missing shards),
 //! nothing but a keyframe is delivered until one arrives, so the decoder never sees a frame whose
 //! reference is missing and the client never shows a corrupted picture.
+//!
+//! Forward error correction ([`crate::fec`]): a frame may carry `parity_count` Reed–Solomon
+//! parity shards after its data shards. As soon as any `data_count` of its shards are present,
+//! the missing data shards are rebuilt and the frame is complete; shards of it that arrive later
+//! are counted (`shards_unneeded`) and ignored.
 
 use std::collections::BTreeMap;
 
+use crate::fec::FecDecoder;
 use crate::wire::{shard_flags, ShardHeader, MAX_FRAME_BYTES};
 use crate::Micros;
 
@@ -20,8 +26,30 @@ pub fn shard_frame(
     frame_bytes: usize,
     max_payload: usize,
 ) -> impl Iterator<Item = (ShardHeader, std::ops::Range<usize>)> {
+    shard_frame_fec(
+        frame_number,
+        capture_us,
+        keyframe,
+        frame_bytes,
+        max_payload,
+        |_| 0,
+    )
+}
+
+/// Like [`shard_frame`], with `parity(data_count)` parity shards announced in every header
+/// (the data shards only: the host computes and sends the parity shards after them, headers
+/// from [`parity_header`]).
+pub fn shard_frame_fec(
+    frame_number: u32,
+    capture_us: Micros,
+    keyframe: bool,
+    frame_bytes: usize,
+    max_payload: usize,
+    parity: impl FnOnce(usize) -> usize,
+) -> impl Iterator<Item = (ShardHeader, std::ops::Range<usize>)> {
     let shard_len = max_payload.clamp(1, u16::MAX as usize);
     let data_count = frame_bytes.div_ceil(shard_len).max(1);
+    let parity_count = parity(data_count).min(u16::MAX as usize - data_count) as u16;
     (0..data_count).map(move |i| {
         let start = i * shard_len;
         let end = (start + shard_len).min(frame_bytes);
@@ -32,7 +60,7 @@ pub fn shard_frame(
                 slice_index: 0,
                 shard_index: i as u16,
                 data_count: data_count as u16,
-                parity_count: 0,
+                parity_count,
                 shard_len: shard_len as u16,
                 frame_bytes: frame_bytes as u32,
                 capture_us,
@@ -40,6 +68,15 @@ pub fn shard_frame(
             start..end,
         )
     })
+}
+
+/// The header of parity shard `i` (in `0..parity_count`) of the frame of data shard header `h`.
+pub fn parity_header(h: &ShardHeader, i: u16) -> ShardHeader {
+    ShardHeader {
+        flags: h.flags | shard_flags::PARITY,
+        shard_index: h.data_count + i,
+        ..*h
+    }
 }
 
 /// The largest number of data shards a frame may have (the wire's u16).
@@ -130,6 +167,18 @@ pub struct AssemblerStats {
     pub frames_skipped: u64,
     /// Frames that had at least one shard arrive after they were delivered or given up.
     pub frames_late: u64,
+    /// Parity shards received (included in `shards_received`).
+    pub parity_received: u64,
+    /// Data shards rebuilt from parity.
+    pub shards_recovered: u64,
+    /// Frames completed thanks to parity (some data shard was missing).
+    pub frames_recovered_by_fec: u64,
+    /// Shards (data or parity) that arrived after their frame was already complete: the FEC
+    /// overhead that turned out not to be needed, and stragglers.
+    pub shards_unneeded: u64,
+    /// Reconstructions that failed although enough shards were present (inconsistent parity:
+    /// never from an honest host); the frame waits for more shards or its deadline.
+    pub fec_failures: u64,
 }
 
 struct Partial {
@@ -139,6 +188,9 @@ struct Partial {
     data: Vec<u8>,
     received: Vec<bool>,
     data_received: u16,
+    /// Parity shards, `parity_count × shard_len` bytes, allocated with the first one.
+    parity: Vec<u8>,
+    parity_received: u16,
     shards: u16,
 }
 
@@ -151,8 +203,19 @@ impl Partial {
             data: vec![0; h.frame_bytes as usize],
             received: vec![false; h.data_count as usize + h.parity_count as usize],
             data_received: 0,
+            parity: Vec::new(),
+            parity_received: 0,
             shards: 0,
         }
+    }
+
+    /// Bytes this frame may come to hold (its data and all its parity).
+    fn reserved_bytes(h: &ShardHeader) -> usize {
+        h.frame_bytes as usize + h.parity_count as usize * h.shard_len as usize
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() + self.parity.len()
     }
 
     fn complete(&self) -> bool {
@@ -178,6 +241,10 @@ pub struct Assembler {
     next: Option<u32>,
     /// A frame was lost: only a keyframe can be delivered next.
     need_keyframe: bool,
+    /// Recently completed frames (all data present), to count their later shards as unneeded
+    /// rather than late.
+    completed: BTreeMap<u32, ()>,
+    fec: FecDecoder,
     /// The newest frame given up or delivered, for counting late shards once per frame.
     late_frames: BTreeMap<u32, ()>,
     out: Vec<Assembled>,
@@ -192,6 +259,8 @@ impl Assembler {
             next: None,
             // The stream starts with a keyframe.
             need_keyframe: true,
+            completed: BTreeMap::new(),
+            fec: FecDecoder::new(),
             late_frames: BTreeMap::new(),
             out: Vec::new(),
             stats: AssemblerStats::default(),
@@ -224,13 +293,20 @@ impl Assembler {
 
     /// Bytes of the frames being assembled.
     pub fn bytes_in_flight(&self) -> usize {
-        self.partial.values().map(|p| p.data.len()).sum()
+        self.partial.values().map(Partial::bytes).sum()
     }
 
     /// Adds one shard (already parsed and validated by [`ShardHeader::parse`]).
     pub fn insert(&mut self, now: Micros, h: &ShardHeader, payload: &[u8]) {
         self.stats.shards_received += 1;
+        if h.is_parity() {
+            self.stats.parity_received += 1;
+        }
         let f = h.frame_number;
+        if self.completed.contains_key(&f) {
+            self.stats.shards_unneeded += 1;
+            return;
+        }
         if self.next.is_some_and(|n| f < n) {
             self.stats.shards_late += 1;
             if self.late_frames.insert(f, ()).is_none() {
@@ -242,15 +318,15 @@ impl Assembler {
             return;
         }
         if !self.partial.contains_key(&f) {
-            if h.frame_bytes as usize > self.cfg.max_bytes_in_flight {
+            let reserve = Partial::reserved_bytes(h);
+            if reserve > self.cfg.max_bytes_in_flight {
                 self.stats.shards_late += 1;
                 return;
             }
             // Bound memory: give up the oldest frames.
             while self.partial.len() >= self.cfg.max_frames_in_flight
                 || (!self.partial.is_empty()
-                    && self.bytes_in_flight() + h.frame_bytes as usize
-                        > self.cfg.max_bytes_in_flight)
+                    && self.bytes_in_flight() + reserve > self.cfg.max_bytes_in_flight)
             {
                 let Some((&old, _)) = self.partial.iter().next() else {
                     break;
@@ -280,13 +356,59 @@ impl Assembler {
         p.received[i] = true;
         p.shards += 1;
         p.last_us = now;
+        let l = h.shard_len as usize;
         if !h.is_parity() {
-            let start = i * h.shard_len as usize;
-            p.data[start..start + payload.len()].copy_from_slice(payload);
+            let start = i * l;
+            let Some(dst) = p.data.get_mut(start..start + payload.len()) else {
+                return;
+            };
+            dst.copy_from_slice(payload);
             p.data_received += 1;
+        } else {
+            if p.parity.is_empty() {
+                p.parity = vec![0; h.parity_count as usize * l];
+            }
+            let start = (i - h.data_count as usize) * l;
+            let Some(dst) = p.parity.get_mut(start..start + payload.len()) else {
+                return;
+            };
+            dst.copy_from_slice(payload);
+            p.parity_received += 1;
+        }
+        if !p.complete() && p.data_received + p.parity_received >= p.header.data_count {
+            Self::recover(&mut self.fec, &mut self.stats, p);
         }
         if p.complete() {
+            self.completed.insert(f, ());
+            while self.completed.len() > 64 {
+                self.completed.pop_first();
+            }
             self.on_complete(f);
+        }
+    }
+
+    /// Rebuilds the missing data shards of `p` from its parity (it has ≥ `data_count` shards).
+    fn recover(fec: &mut FecDecoder, stats: &mut AssemblerStats, p: &mut Partial) {
+        let h = p.header;
+        let (k, m, l) = (
+            h.data_count as usize,
+            h.parity_count as usize,
+            h.shard_len as usize,
+        );
+        let (have, got_parity) = p.received.split_at(k.min(p.received.len()));
+        let parity = got_parity
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r)
+            .filter_map(|(j, _)| p.parity.get(j * l..(j + 1) * l).map(|s| (j, s)));
+        match fec.reconstruct(&mut p.data, l, have, m, parity) {
+            Ok(n) => {
+                stats.shards_recovered += n as u64;
+                stats.frames_recovered_by_fec += 1;
+                p.data_received = h.data_count;
+                p.parity = Vec::new();
+            }
+            Err(_) => stats.fec_failures += 1,
         }
     }
 
@@ -605,5 +727,188 @@ mod tests {
         let big = shards(200, true, 20_000, 1000);
         a.insert(200, &big[0].0, &big[0].1);
         assert!(a.bytes_in_flight() <= 10_000);
+    }
+
+    /// The shards of a frame with `m` parity shards, as the host makes them: data, then parity.
+    fn fec_shards(
+        f: u32,
+        key: bool,
+        len: usize,
+        shard_len: usize,
+        m: usize,
+    ) -> (Vec<u8>, Vec<(ShardHeader, Vec<u8>)>) {
+        let data: Vec<u8> = (0..len).map(|i| ((i * 31) as u32 ^ f) as u8).collect();
+        let mut out: Vec<(ShardHeader, Vec<u8>)> =
+            shard_frame_fec(f, 7, key, len, shard_len, |_| m)
+                .map(|(h, r)| (h, data[r].to_vec()))
+                .collect();
+        let t = out[0].0;
+        let mut parity = vec![Vec::new(); m];
+        crate::fec::FecEncoder::new()
+            .encode(&data, shard_len, m, |i, s| parity[i] = s.to_vec())
+            .unwrap();
+        for (i, p) in parity.into_iter().enumerate() {
+            out.push((parity_header(&t, i as u16), p));
+        }
+        (data, out)
+    }
+
+    fn parse_and_insert(a: &mut Assembler, now: Micros, h: &ShardHeader, p: &[u8]) -> bool {
+        let mut b = Vec::new();
+        h.write(&mut b);
+        b.extend_from_slice(p);
+        match ShardHeader::parse(&b) {
+            Ok((h, p)) => {
+                a.insert(now, &h, p);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn any_loss_of_at_most_m_shards_is_recovered_bit_exactly() {
+        let mut rng = crate::sim::SimRng::new(5);
+        let mut a = Assembler::new(AssemblerConfig::default());
+        let (mut recovered, mut total_k) = (0, 0);
+        for f in 0..400u32 {
+            let len = rng.range(1, 40_000) as usize;
+            let k = len.div_ceil(1140);
+            let m = rng.range(1, k as u64) as usize;
+            total_k += k as u64;
+            let (data, mut shards) = fec_shards(f, f == 0, len, 1140, m);
+            // Lose up to m shards anywhere, deliver the rest in random order.
+            let lose = rng.range(0, m as u64) as usize;
+            for _ in 0..lose {
+                let i = rng.range(0, shards.len() as u64 - 1) as usize;
+                shards.remove(i);
+            }
+            for i in (1..shards.len()).rev() {
+                shards.swap(i, rng.range(0, i as u64) as usize);
+            }
+            let data_lost = shards.iter().filter(|(h, _)| !h.is_parity()).count() < k;
+            recovered += data_lost as u64;
+            for (h, p) in &shards {
+                assert!(parse_and_insert(&mut a, f as u64, h, p));
+            }
+            let out = frames(&mut a);
+            assert_eq!(out.len(), 1, "frame {f}: {out:?}");
+            let Assembled::Frame(got) = &out[0] else {
+                panic!("frame {f}: {out:?}")
+            };
+            assert_eq!(got.data, data, "frame {f}: not bit-exact");
+        }
+        let st = a.stats();
+        assert_eq!(st.frames_complete, 400);
+        assert_eq!(st.frames_lost, 0);
+        // Frames that lost a data shard, and those whose parity came before their last data
+        // shard (complete at the k-th shard, whichever it is).
+        assert!(st.frames_recovered_by_fec >= recovered);
+        assert!(recovered > 100);
+        // Each frame used exactly k shards; every later one was counted as unneeded.
+        assert_eq!(st.shards_received, total_k + st.shards_unneeded);
+        assert_eq!(st.shards_late, 0);
+        assert_eq!(st.frames_late, 0);
+    }
+
+    #[test]
+    fn the_frame_completes_at_the_kth_shard_and_later_ones_are_unneeded() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        let (data, shards) = fec_shards(0, true, 5000, 1000, 3);
+        // Data shard 1 lost; parity arrives: complete at the 5th shard received.
+        let order = [0usize, 2, 3, 4, 5, 1, 6, 7];
+        for (n, &i) in order.iter().enumerate() {
+            a.insert(n as u64, &shards[i].0, &shards[i].1);
+            if n == 4 {
+                let out = frames(&mut a);
+                assert!(
+                    matches!(&out[..], [Assembled::Frame(f)] if f.data == data && f.shards == 5)
+                );
+            }
+        }
+        let st = a.stats();
+        assert_eq!(st.shards_recovered, 1);
+        assert_eq!(st.frames_recovered_by_fec, 1);
+        assert_eq!(st.shards_unneeded, 3);
+        assert_eq!((st.shards_late, st.frames_late), (0, 0));
+        assert_eq!(st.parity_received, 3);
+        // Too many losses: no recovery, the frame is lost at its deadline.
+        let (_, shards) = fec_shards(1, false, 5000, 1000, 2);
+        for i in [0usize, 1, 5] {
+            a.insert(10, &shards[i].0, &shards[i].1);
+        }
+        a.handle_timeout(10 + 50_000);
+        assert!(frames(&mut a).contains(&Assembled::Lost {
+            frame_number: 1,
+            cause: LossCause::Deadline
+        }));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Parity shards with wrong sizes, counts out of range or fields that disagree with
+        /// the frame's other shards are refused by the parser (the client counts them as
+        /// malformed) or by the assembler (inconsistent); the frame is still rebuilt bit-exactly
+        /// from the good shards, and nothing panics.
+        #[test]
+        fn malformed_parity_is_counted_and_dropped(
+            len_seed in 1usize..20_000, half_len in 1usize..700, m_seed in 0usize..1000,
+            lost_seed in proptest::collection::vec(0usize..1000, 0..8),
+            bad in proptest::collection::vec((0u8..12, 0usize..1000, proptest::prelude::any::<u16>()), 1..12),
+        ) {
+            // At least 2 data shards: the frame is incomplete while the bad shards arrive.
+            let shard_len = half_len * 2;
+            let len = shard_len + len_seed;
+            let k = len.div_ceil(shard_len);
+            let m = 1 + m_seed % k;
+            let (data, shards) = fec_shards(3, true, len, shard_len, m);
+            let mut a = Assembler::new(AssemblerConfig::default());
+            // The first data shard always arrives first (it opens the frame).
+            a.insert(0, &shards[0].0, &shards[0].1);
+            let mut refused = 0u64;
+            let mut malformed = 0u64;
+            for &(kind, which, v) in &bad {
+                let (mut h, mut p) = shards[k + which % m].clone();
+                match kind {
+                    0 => h.parity_count = h.data_count + 1 + v % 100,
+                    1 => h.shard_len |= 1,
+                    2 => { p.pop(); }
+                    3 => p.push(v as u8),
+                    4 => h.shard_index = h.data_count + h.parity_count + v % 10,
+                    5 => h.flags &= !shard_flags::PARITY,
+                    6 => h.data_count = h.data_count.wrapping_add(1 + v % 5),
+                    7 => h.frame_bytes = h.frame_bytes.wrapping_add(1 + v as u32 % 4000),
+                    8 => h.parity_count = (h.parity_count + 1 + v % 4).min(h.data_count.max(h.parity_count + 1)),
+                    9 => h.capture_us ^= 1 + v as u64,
+                    10 => h.flags ^= shard_flags::KEYFRAME,
+                    _ => { h.shard_len = h.shard_len.wrapping_add(2); }
+                }
+                let before = a.stats().shards_inconsistent;
+                if parse_and_insert(&mut a, 1, &h, &p) {
+                    proptest::prop_assert_eq!(a.stats().shards_inconsistent, before + 1, "kind {} accepted", kind);
+                    refused += 1;
+                } else {
+                    malformed += 1;
+                }
+            }
+            proptest::prop_assert_eq!(a.stats().shards_inconsistent, refused);
+            proptest::prop_assert_eq!(malformed + refused, bad.len() as u64);
+            // The good shards, minus up to m lost (never shard 0, already in).
+            let mut rest: Vec<usize> = (1..k + m).collect();
+            for s in lost_seed.iter().take(m) {
+                if !rest.is_empty() {
+                    rest.remove(s % rest.len());
+                }
+            }
+            for i in rest {
+                a.insert(2, &shards[i].0, &shards[i].1);
+            }
+            let out = frames(&mut a);
+            proptest::prop_assert_eq!(out.len(), 1);
+            let ok = matches!(&out[0], Assembled::Frame(f) if f.data == data);
+            proptest::prop_assert!(ok, "frame not rebuilt bit-exactly");
+            proptest::prop_assert_eq!(a.stats().fec_failures, 0);
+        }
     }
 }

@@ -17,8 +17,9 @@
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 
-use crate::assembler::shard_frame;
+use crate::assembler::{parity_header, shard_frame_fec};
 use crate::crypto::{Protection, Suite, ALL_SUITES, DEFAULT_KEY_UPDATE_LOG2, TAG_LEN};
+use crate::fec::{FecEncoder, FecPolicy, LossEstimator};
 use crate::handshake::{
     fingerprint, HostHandshake, Mode, PublicKey, SessionRng, SessionSetup, StaticKeypair,
 };
@@ -78,6 +79,8 @@ pub struct HostConfig {
     pub max_access_requests: usize,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
+    /// Reed–Solomon parity per video frame (default: adaptive, 5–50 %).
+    pub fec: FecPolicy,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -98,6 +101,7 @@ impl std::fmt::Debug for HostConfig {
             .field("handshake_rate", &self.handshake_rate)
             .field("handshake_burst", &self.handshake_burst)
             .field("max_access_requests", &self.max_access_requests)
+            .field("fec", &self.fec)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +129,7 @@ impl HostConfig {
             handshake_burst: 32,
             max_access_requests: 16,
             entropy: rng.seed(),
+            fec: FecPolicy::default(),
         }
     }
 }
@@ -211,6 +216,10 @@ pub struct HostStats {
     pub datagrams_received: u64,
     pub shards_sent: u64,
     pub frames_sent: u64,
+    /// Parity shards sent (included in `shards_sent`).
+    pub parity_shards_sent: u64,
+    /// Frames sent with at least one parity shard.
+    pub frames_with_parity: u64,
     /// Datagrams that failed to parse.
     pub malformed_datagrams: u64,
     /// Well-formed datagrams from an address or connection id that has no session.
@@ -263,6 +272,8 @@ struct Peer {
     /// Control frames waiting for the next control datagram.
     pending: Vec<ControlFrame>,
     feedback: Option<Feedback>,
+    /// Downstream loss, from the client's Feedback (drives adaptive FEC).
+    loss: LossEstimator,
 }
 
 enum PendingState {
@@ -325,6 +336,9 @@ pub struct HostSession {
     retry_key: ring::hmac::Key,
     /// Reused for opening protected datagrams (no per-packet allocation).
     scratch: Vec<u8>,
+    fec: FecEncoder,
+    /// Parity shards of the frame being sent (reused).
+    parity_buf: Vec<u8>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<HostEvent>,
     pairing: VecDeque<PairingEvent>,
@@ -365,6 +379,8 @@ impl HostSession {
                 last_us: 0,
             },
             scratch: Vec::with_capacity(2048),
+            fec: FecEncoder::new(),
+            parity_buf: Vec::new(),
             cfg,
             peer: None,
             pending: Vec::new(),
@@ -384,6 +400,22 @@ impl HostSession {
     /// The host's public key (clients pin it; users compare its fingerprint).
     pub fn host_key(&self) -> PublicKey {
         self.cfg.identity.public
+    }
+
+    /// The FEC policy.
+    pub fn fec_policy(&self) -> FecPolicy {
+        self.cfg.fec
+    }
+
+    /// Changes the FEC policy (from the next frame on).
+    pub fn set_fec_policy(&mut self, fec: FecPolicy) {
+        self.cfg.fec = fec;
+    }
+
+    /// The downstream loss rate the adaptive FEC works from (0..1; `None` without a client or
+    /// before its first Feedback).
+    pub fn loss_estimate(&self) -> Option<f64> {
+        self.peer.as_ref().and_then(|p| p.loss.loss())
     }
 
     /// Changes the bitrate announced to future clients.
@@ -462,6 +494,7 @@ impl HostSession {
             state: StateReceiver::new(),
             pending: Vec::new(),
             feedback: None,
+            loss: LossEstimator::new(),
         });
     }
 
@@ -1033,6 +1066,7 @@ impl HostSession {
             state: StateReceiver::new(),
             pending: vec![ControlFrame::Accept(params)],
             feedback: None,
+            loss: LossEstimator::new(),
         });
         self.gate.reset();
         self.stats.clients_connected += 1;
@@ -1086,6 +1120,7 @@ impl HostSession {
             }
             ControlFrame::Feedback(fb) => {
                 peer.feedback = Some(fb);
+                peer.loss.on_feedback(&fb);
                 self.events.push_back(HostEvent::Feedback(fb));
             }
             ControlFrame::Ping { id, sent_us } => {
@@ -1145,7 +1180,8 @@ impl HostSession {
     // ---- send ----------------------------------------------------------------------------
 
     /// Packetizes one encoded frame (an Annex B access unit) into protected shards for the
-    /// client; returns how many datagrams it queued.
+    /// client, then its Reed–Solomon parity shards (per [`HostConfig::fec`]); returns how many
+    /// datagrams it queued.
     pub fn send_frame(
         &mut self,
         now: Micros,
@@ -1155,36 +1191,83 @@ impl HostSession {
         data: &[u8],
     ) -> Result<usize, NoClient> {
         let max = self.cfg.params.max_datagram as usize;
+        let policy = self.cfg.fec;
         let peer = self.peer.as_mut().ok_or(NoClient)?;
         if data.is_empty() {
             return Ok(0);
         }
-        let max_payload = max
+        let mut max_payload = max
             .saturating_sub(HEADER_LEN + SHARD_HEADER_LEN + TAG_LEN)
-            .max(1);
+            .clamp(1, u16::MAX as usize);
+        if !policy.is_off() && max_payload >= 2 {
+            // Reed–Solomon works on 16-bit symbols: parity needs an even shard length.
+            max_payload &= !1;
+        }
+        let loss = peer.loss.loss();
         let encrypt = !peer.protection.video_auth_only;
         let mut n = 0;
+        let mut template = None;
         let (cid, dst) = (peer.info.connection_id, peer.info.addr);
-        for (sh, range) in shard_frame(frame_number, capture_us, keyframe, data.len(), max_payload)
-        {
-            let mut out = Vec::with_capacity(HEADER_LEN + SHARD_HEADER_LEN + range.len() + TAG_LEN);
-            let pn = peer.next_pn;
-            Header::new(PacketType::Shard, cid, pn).write(&mut out);
-            peer.next_pn += 1;
-            sh.write(&mut out);
-            out.extend_from_slice(&data[range]);
-            if peer
-                .protection
-                .sealer
-                .seal(&mut out, HEADER_LEN, pn, encrypt)
-                .is_err()
-            {
+        let shards = shard_frame_fec(
+            frame_number,
+            capture_us,
+            keyframe,
+            data.len(),
+            max_payload,
+            |k| policy.parity_count(k, keyframe, loss),
+        );
+        for (sh, range) in shards {
+            template.get_or_insert(sh);
+            if !seal_shard(
+                peer,
+                &mut self.stats,
+                &mut self.transmits,
+                cid,
+                dst,
+                &sh,
+                &data[range],
+                encrypt,
+            ) {
                 break;
             }
-            self.stats.bytes_sent += out.len() as u64;
-            self.stats.datagrams_sent += 1;
-            self.transmits.push_back(Transmit { dst, payload: out });
             n += 1;
+        }
+        // Parity, after the frame's data shards.
+        if let Some(t) = template.filter(|t| t.parity_count > 0 && n == t.data_count as usize) {
+            let (m, l) = (t.parity_count as usize, t.shard_len as usize);
+            let buf = &mut self.parity_buf;
+            buf.clear();
+            buf.resize(m * l, 0);
+            let ok = self
+                .fec
+                .encode(data, l, m, |i, s| {
+                    if let Some(d) = buf.get_mut(i * l..(i + 1) * l) {
+                        d.copy_from_slice(s);
+                    }
+                })
+                .is_ok();
+            if ok {
+                let mut sent = 0;
+                for (i, shard) in self.parity_buf.chunks(l).enumerate() {
+                    let ph = parity_header(&t, i as u16);
+                    if !seal_shard(
+                        peer,
+                        &mut self.stats,
+                        &mut self.transmits,
+                        cid,
+                        dst,
+                        &ph,
+                        shard,
+                        encrypt,
+                    ) {
+                        break;
+                    }
+                    sent += 1;
+                }
+                n += sent;
+                self.stats.parity_shards_sent += sent as u64;
+                self.stats.frames_with_parity += (sent > 0) as u64;
+            }
         }
         peer.last_send_us = now;
         self.stats.shards_sent += n as u64;
@@ -1352,6 +1435,38 @@ impl HostSession {
             }
         }
     }
+}
+
+/// Seals one shard (data or parity) into a datagram and queues it; false if sealing failed.
+#[allow(clippy::too_many_arguments)]
+fn seal_shard(
+    peer: &mut Peer,
+    stats: &mut HostStats,
+    transmits: &mut VecDeque<Transmit>,
+    cid: u64,
+    dst: SocketAddr,
+    sh: &wire::ShardHeader,
+    payload: &[u8],
+    encrypt: bool,
+) -> bool {
+    let mut out = Vec::with_capacity(HEADER_LEN + SHARD_HEADER_LEN + payload.len() + TAG_LEN);
+    let pn = peer.next_pn;
+    Header::new(PacketType::Shard, cid, pn).write(&mut out);
+    peer.next_pn += 1;
+    sh.write(&mut out);
+    out.extend_from_slice(payload);
+    if peer
+        .protection
+        .sealer
+        .seal(&mut out, HEADER_LEN, pn, encrypt)
+        .is_err()
+    {
+        return false;
+    }
+    stats.bytes_sent += out.len() as u64;
+    stats.datagrams_sent += 1;
+    transmits.push_back(Transmit { dst, payload: out });
+    true
 }
 
 fn arr<const N: usize>(s: &[u8]) -> [u8; N] {

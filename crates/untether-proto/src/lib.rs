@@ -20,6 +20,7 @@ pub mod audio;
 pub mod client;
 pub mod clock;
 pub mod crypto;
+pub mod fec;
 pub mod handshake;
 pub mod host;
 pub mod keyframe;
@@ -42,6 +43,7 @@ pub use audio::{AudioPacket, AUDIO_RATE};
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
 pub use crypto::Suite;
+pub use fec::{FecMode, FecPolicy};
 pub use handshake::{fingerprint, PublicKey, StaticKeypair};
 pub use host::{
     AccessPolicy, AccessRequest, ClientInfo, HostConfig, HostEvent, HostSession, HostStats,

@@ -11,6 +11,7 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 
 use crate::client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+use crate::fec::FecPolicy;
 use crate::handshake::{SessionRng, StaticKeypair};
 use crate::host::{AccessPolicy, HostConfig, HostEvent, HostSession, HostStats};
 use crate::state::{keys, StateValue};
@@ -199,6 +200,8 @@ pub struct SimConfig {
     pub flood_per_sec: u32,
     /// The flood starts with the run (else once the session is up).
     pub flood_from_start: bool,
+    /// The host's forward error correction.
+    pub fec: FecPolicy,
 }
 
 impl Default for SimConfig {
@@ -223,6 +226,7 @@ impl Default for SimConfig {
             allowlist: true,
             flood_per_sec: 0,
             flood_from_start: false,
+            fec: FecPolicy::default(),
         }
     }
 }
@@ -339,6 +343,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     hcfg.entropy = keys_rng.seed();
     hcfg.key_update_log2 = cfg.key_update_log2;
     hcfg.video_auth_only = cfg.video_auth_only;
+    hcfg.fec = cfg.fec;
     if cfg.allowlist {
         hcfg.access = AccessPolicy::Allowlist;
         hcfg.allowed_clients = vec![client_id.public];
@@ -980,5 +985,163 @@ mod security_sim {
             assert!(off.abs() <= 200, "seed {seed}: offset {off} µs");
             assert!(r.clock_uncertainty_us.unwrap() >= off.unsigned_abs());
         }
+    }
+}
+
+#[cfg(test)]
+mod fec_sim {
+    use super::*;
+
+    /// 720p-like stream: 60 fps, P-frames of 15–40 KB, 150 KB keyframes, 1200-byte datagrams
+    /// (1140-byte shards: 14–36 data shards per P-frame), 5 ms each way with 1 ms jitter.
+    fn stream(seed: u64, fec: FecPolicy, down: LinkConfig, up_loss: f64) -> SimConfig {
+        SimConfig {
+            seed,
+            duration_us: 10_000_000,
+            fps: 60,
+            frame_bytes: (15_000, 40_000),
+            keyframe_bytes: 150_000,
+            max_datagram: 1200,
+            down,
+            up: LinkConfig {
+                loss: up_loss,
+                delay_us: 5000,
+                jitter_us: 1000,
+                ..Default::default()
+            },
+            input_interval_us: 0,
+            state_interval_us: 0,
+            fec,
+            ..Default::default()
+        }
+    }
+
+    struct Figures {
+        sent: u64,
+        delivered: u64,
+        keyframe_requests: u64,
+        recovered: u64,
+        parity: u64,
+        shards: u64,
+    }
+
+    impl Figures {
+        fn delivered_share(&self) -> f64 {
+            self.delivered as f64 / self.sent.max(1) as f64
+        }
+    }
+
+    fn figures(cfg: &SimConfig) -> Figures {
+        let r = run(cfg);
+        assert_eq!(r.corrupted, 0, "seed {}: corrupted frame", cfg.seed);
+        assert!(r.delivered.windows(2).all(|w| w[0].0 < w[1].0));
+        Figures {
+            sent: r.frames_sent,
+            delivered: r.delivered.len() as u64,
+            keyframe_requests: r.client.keyframe_requests_sent,
+            recovered: r.client.assembler.frames_recovered_by_fec,
+            parity: r.host.parity_shards_sent,
+            shards: r.host.shards_sent,
+        }
+    }
+
+    fn sum(runs: &[Figures]) -> Figures {
+        Figures {
+            sent: runs.iter().map(|f| f.sent).sum(),
+            delivered: runs.iter().map(|f| f.delivered).sum(),
+            keyframe_requests: runs.iter().map(|f| f.keyframe_requests).sum(),
+            recovered: runs.iter().map(|f| f.recovered).sum(),
+            parity: runs.iter().map(|f| f.parity).sum(),
+            shards: runs.iter().map(|f| f.shards).sum(),
+        }
+    }
+
+    fn report(what: &str, f: &Figures) {
+        eprintln!(
+            "{what}: {}/{} frames delivered ({:.2} %), {} keyframe requests, {} frames recovered by FEC, parity {:.1} % of shards",
+            f.delivered,
+            f.sent,
+            100.0 * f.delivered_share(),
+            f.keyframe_requests,
+            f.recovered,
+            100.0 * f.parity as f64 / f.shards.max(1) as f64
+        );
+    }
+
+    fn random_loss(p: f64) -> LinkConfig {
+        LinkConfig {
+            loss: p,
+            delay_us: 5000,
+            jitter_us: 1000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn adaptive_fec_keeps_99_percent_of_frames_at_10_percent_random_loss() {
+        let seeds = 0..3u64;
+        let with: Vec<Figures> = seeds
+            .clone()
+            .map(|s| figures(&stream(s, FecPolicy::default(), random_loss(0.10), 0.10)))
+            .collect();
+        let without: Vec<Figures> = seeds
+            .map(|s| figures(&stream(s, FecPolicy::OFF, random_loss(0.10), 0.10)))
+            .collect();
+        let (w, wo) = (sum(&with), sum(&without));
+        report("10 % random loss, FEC adaptive", &w);
+        report("10 % random loss, FEC off     ", &wo);
+        for (s, f) in with.iter().enumerate() {
+            assert!(
+                f.delivered_share() >= 0.99,
+                "seed {s}: {}/{} frames with FEC",
+                f.delivered,
+                f.sent
+            );
+        }
+        assert!(w.recovered > w.sent / 2, "most frames needed parity");
+        assert!(
+            wo.delivered_share() < 0.5,
+            "without FEC: {}",
+            wo.delivered_share()
+        );
+    }
+
+    #[test]
+    fn fec_helps_under_burst_loss() {
+        // Gilbert–Elliott: bursts of 2.5 datagrams on average, ~2.4 % of datagrams lost.
+        let burst = LinkConfig {
+            burst: Some((0.01, 0.4)),
+            delay_us: 5000,
+            jitter_us: 1000,
+            ..Default::default()
+        };
+        let seeds = 0..3u64;
+        let with = sum(&seeds
+            .clone()
+            .map(|s| figures(&stream(s, FecPolicy::default(), burst.clone(), 0.02)))
+            .collect::<Vec<_>>());
+        let without = sum(&seeds
+            .map(|s| figures(&stream(s, FecPolicy::OFF, burst.clone(), 0.02)))
+            .collect::<Vec<_>>());
+        report("burst loss, FEC adaptive", &with);
+        report("burst loss, FEC off     ", &without);
+        assert!(with.delivered_share() >= 0.9, "{}", with.delivered_share());
+        assert!(
+            with.delivered_share() > without.delivered_share() + 0.3,
+            "FEC {} vs none {}",
+            with.delivered_share(),
+            without.delivered_share()
+        );
+        assert!(with.keyframe_requests * 4 < without.keyframe_requests.max(1));
+    }
+
+    #[test]
+    fn clean_link_costs_only_the_floor() {
+        let f = figures(&stream(7, FecPolicy::default(), random_loss(0.0), 0.0));
+        assert!(f.delivered + 1 >= f.sent, "{}/{}", f.delivered, f.sent);
+        assert_eq!(f.keyframe_requests, 0);
+        let share = f.parity as f64 / f.shards as f64;
+        // 5 % of k rounded up (2 of ~27 shards), plus the maximum until the first report.
+        assert!(share > 0.03 && share < 0.15, "{share}");
     }
 }

@@ -614,6 +614,16 @@ impl ShardHeader {
                 "does not match data_count × shard_len",
             ));
         }
+        if h.parity_count > 0
+            && (h.parity_count > h.data_count
+                || h.data_count as usize > crate::fec::MAX_FEC_DATA_SHARDS
+                || !h.shard_len.is_multiple_of(2))
+        {
+            return Err(bad(
+                "shard.parity_count",
+                "parity needs parity_count ≤ data_count ≤ 32768 and an even shard_len",
+            ));
+        }
         if (h.flags & shard_flags::PARITY != 0) != h.is_parity() {
             return Err(bad("shard.flags", "parity flag disagrees with shard_index"));
         }
@@ -1497,6 +1507,9 @@ mod tests {
         #[test]
         fn shard_round_trips(frame_number in any::<u32>(), key in any::<bool>(), data_count in 1u16..300, parity_count in 0u16..60,
                              shard_len in 1u16..1400, last_fill in 1u16..1400, idx in any::<u16>(), capture_us in any::<u64>()) {
+            // Parity: at most data_count shards, and an even shard_len.
+            let parity_count = parity_count.min(data_count);
+            let shard_len = if parity_count > 0 { (shard_len & !1).max(2) } else { shard_len };
             let last = last_fill.min(shard_len);
             let frame_bytes = (data_count as u32 - 1) * shard_len as u32 + last as u32;
             let shard_index = idx % (data_count + parity_count);

@@ -185,6 +185,8 @@ pub struct NetworkToml {
     pub max_datagram: u16,
     pub keepalive_ms: u64,
     pub idle_timeout_ms: u64,
+    /// Host: forward error correction of video, `"off"`, `"adaptive"` or `"<percent>%"`.
+    pub fec: String,
 }
 
 impl Default for NetworkToml {
@@ -193,6 +195,7 @@ impl Default for NetworkToml {
             max_datagram: 1200,
             keepalive_ms: 2000,
             idle_timeout_ms: 30_000,
+            fec: "adaptive".to_string(),
         }
     }
 }
@@ -335,7 +338,15 @@ impl VideoToml {
 }
 
 impl NetworkToml {
+    /// The host's FEC policy (`fec`; checked by [`validate`](Self::validate)).
+    pub fn fec_policy(&self) -> Result<untether_proto::FecPolicy, ConfigError> {
+        self.fec
+            .parse()
+            .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.fec_policy()?;
         if !(256..=9000).contains(&self.max_datagram) {
             return Err(invalid(
                 "network.max_datagram",

@@ -639,6 +639,7 @@ impl Host {
         };
         let mut host_cfg = HostConfig::new(params);
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
+        host_cfg.fec = options.network.fec_policy().unwrap_or_default();
         host_cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
         let input = match (&setup.input, &setup.source) {
             (InputSpec::Auto, SourceSpec::Scene) | (InputSpec::Scene, _) => InputSink::Scene,
