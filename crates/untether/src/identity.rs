@@ -390,7 +390,9 @@ impl StateDir {
     /// allowlist and records it as revoked.
     pub fn revoke(&self, query: &str) -> Result<KeyEntry> {
         let mut allowed = self.allowed()?;
-        let i = find_one(query, allowed.iter().map(|e| e.key.as_str()))?;
+        let i = find_one(query, allowed.iter().map(|e| e.key.as_str())).or_else(|e| {
+            find_name(query, allowed.iter().map(|e| e.name.as_str())).ok_or(e)
+        })?;
         let mut entry = allowed.remove(i);
         self.write_json(ALLOWED_FILE, &allowed)?;
         let mut revoked = self.revoked()?;
@@ -452,7 +454,9 @@ impl StateDir {
                 return Ok(pending[n - 1].clone());
             }
         }
-        let i = find_one(query, pending.iter().map(|p| p.key.as_str()))?;
+        let i = find_one(query, pending.iter().map(|p| p.key.as_str())).or_else(|e| {
+            find_name(query, pending.iter().map(|p| p.name.as_str())).ok_or(e)
+        })?;
         Ok(pending[i].clone())
     }
 
@@ -556,6 +560,19 @@ fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usiz
         [] => Err(IdentityError::NotFound(query.to_string())),
         [i] => Ok(*i),
         _ => Err(IdentityError::Ambiguous(query.to_string())),
+    }
+}
+
+/// The only entry whose name is exactly `query`.
+fn find_name<'a>(query: &str, names: impl Iterator<Item = &'a str>) -> Option<usize> {
+    let hits: Vec<usize> = names
+        .enumerate()
+        .filter(|(_, n)| *n == query.trim())
+        .map(|(i, _)| i)
+        .collect();
+    match hits.as_slice() {
+        [i] => Some(*i),
+        _ => None,
     }
 }
 
@@ -713,6 +730,7 @@ mod tests {
         assert_eq!(p[0].attempts, 2);
         // By position, by fingerprint prefix (any case, with or without dashes).
         assert_eq!(d.find_pending("2").unwrap().name, "pi");
+        assert_eq!(d.find_pending("pi").unwrap().key, key_hex(&k2));
         let fp = fingerprint(&k1);
         assert_eq!(
             d.find_pending(&fp[..9].to_lowercase()).unwrap().name,
