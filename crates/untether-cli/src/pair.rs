@@ -14,16 +14,18 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use untether::identity::{fingerprint, unix_now, StateDir, Role};
+use untether::identity::{fingerprint, unix_now, Role, StateDir};
 
 /// Arguments of `untether pair`.
 #[derive(clap::Args, Debug, Clone)]
-#[command(after_help = "Run these on the host, next to `untether host` (same --state-dir). \
+#[command(
+    after_help = "Run these on the host, next to `untether host` (same --state-dir). \
     A client the host does not know is refused with \"not paired\" and shows up here as a \
     pending request; approve it and it connects on its next try. Or pair with a PIN: \
     `untether pair --pin --wait` here, then `untether client HOST --pin PIN` on the client \
     (`untether host --access pin` prints a PIN at start instead). The running host re-reads \
-    the allowlist within a second: approvals and revocations need no restart.")]
+    the allowlist within a second: approvals and revocations need no restart."
+)]
 pub struct PairArgs {
     #[command(subcommand)]
     pub action: Option<PairAction>,
@@ -176,7 +178,9 @@ fn wait_for_pairing(dir: &StateDir, pin: &str, out: &mut impl Write) -> anyhow::
         }
         match dir.current_pin()? {
             Some(p) if p.pin == pin => {}
-            _ => anyhow::bail!("the PIN expired or was used up (too many wrong attempts) before a client paired"),
+            _ => anyhow::bail!(
+                "the PIN expired or was used up (too many wrong attempts) before a client paired"
+            ),
         }
     }
 }

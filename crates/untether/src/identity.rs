@@ -390,9 +390,8 @@ impl StateDir {
     /// allowlist and records it as revoked.
     pub fn revoke(&self, query: &str) -> Result<KeyEntry> {
         let mut allowed = self.allowed()?;
-        let i = find_one(query, allowed.iter().map(|e| e.key.as_str())).or_else(|e| {
-            find_name(query, allowed.iter().map(|e| e.name.as_str())).ok_or(e)
-        })?;
+        let i = find_one(query, allowed.iter().map(|e| e.key.as_str()))
+            .or_else(|e| find_name(query, allowed.iter().map(|e| e.name.as_str())).ok_or(e))?;
         let mut entry = allowed.remove(i);
         self.write_json(ALLOWED_FILE, &allowed)?;
         let mut revoked = self.revoked()?;
@@ -454,9 +453,8 @@ impl StateDir {
                 return Ok(pending[n - 1].clone());
             }
         }
-        let i = find_one(query, pending.iter().map(|p| p.key.as_str())).or_else(|e| {
-            find_name(query, pending.iter().map(|p| p.name.as_str())).ok_or(e)
-        })?;
+        let i = find_one(query, pending.iter().map(|p| p.key.as_str()))
+            .or_else(|e| find_name(query, pending.iter().map(|p| p.name.as_str())).ok_or(e))?;
         Ok(pending[i].clone())
     }
 
