@@ -195,3 +195,81 @@ fn a_changed_host_key_is_refused_naming_known_hosts() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+#[test]
+fn pointer_and_head_pose_travel_on_the_latest_wins_channel_and_reach_the_scene() {
+    use untether_proto::state::keys;
+    use untether_proto::{InputEvent, StateValue};
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    let mut o = HostOptions::default();
+    o.host.bind = "127.0.0.1:0".into();
+    o.video.resolution = Resolution {
+        width: 640,
+        height: 360,
+    };
+    let host = Host::start_with(
+        o,
+        untether::HostSetup {
+            trust: host_trust,
+            ..Default::default()
+        },
+    )
+    .expect("host");
+    let cfg = ConfigToml::default();
+    let opts = ClientOptions {
+        host: host.local_addr(),
+        client: cfg.client,
+        network: cfg.network,
+        display: Display::Headless,
+        duration: Some(Duration::from_millis(1500)),
+        save_frame: None,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let c = std::thread::spawn(move || {
+        run_client_with(
+            &opts,
+            ClientIo {
+                trust: client_trust,
+                inject: Some(rx),
+                ..Default::default()
+            },
+            Arc::new(AtomicBool::new(false)),
+        )
+    });
+    assert!(host.wait_for_client(Duration::from_secs(3)));
+    std::thread::sleep(Duration::from_millis(200));
+    for x in [10, 20, 30, 40] {
+        tx.send(InputEvent::PointerMotion {
+            x,
+            y: 5,
+            dx: 10,
+            dy: 0,
+        })
+        .unwrap();
+    }
+    tx.send(InputEvent::HeadPose {
+        yaw: 12.0,
+        pitch: -3.0,
+        roll: 0.0,
+    })
+    .unwrap();
+    // While the client is connected, the host holds the newest values.
+    std::thread::sleep(Duration::from_millis(400));
+    let p = host.state_value(keys::POINTER).expect("pointer state");
+    assert_eq!(p.value, StateValue::Pointer { x: 40, y: 5 });
+    let h = host.state_value(keys::HEAD_POSE).expect("head pose state");
+    assert_eq!(
+        h.value,
+        StateValue::Angles {
+            yaw: 12.0,
+            pitch: -3.0,
+            roll: 0.0
+        }
+    );
+    let run = c.join().unwrap().expect("client runs");
+    assert!(run.state_updates >= 5, "{}", run.state_updates);
+    assert_eq!(run.inputs_sent, 0, "nothing went on the reliable channel");
+    let s = host.stop();
+    // The scene applied the pointer (as motion) and the head pose.
+    assert!(s.inputs_applied >= 1, "{s:?}");
+}
