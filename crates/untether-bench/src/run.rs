@@ -492,10 +492,15 @@ pub fn run_untether(
 fn run_in_namespaces(
     tb: &Testbed,
     mut options: DemoOptions,
-    setup: HostSetup,
-    io: ClientIo,
+    mut setup: HostSetup,
+    mut io: ClientIo,
     stop: Arc<AtomicBool>,
 ) -> Result<untether::DemoRun, String> {
+    // Host and client are this process: a throwaway identity each, the host allowing only
+    // this client (as `untether demo` does).
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    setup.trust = host_trust;
+    io.trust = client_trust;
     options.host.host.bind = format!("{}:0", tb.host_addr());
     let host_opts = options.host.clone();
     let host = std::thread::scope(|scope| {

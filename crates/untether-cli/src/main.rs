@@ -1,4 +1,4 @@
-//! The `untether` command: `host`, `client`, `demo`, `netem`, `bench`.
+//! The `untether` command: `host`, `client`, `demo`, `pair`, `netem`, `bench`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,11 +13,13 @@ use untether::client::{
 };
 use untether::config::{ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
+use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
 use untether_media::x11::{CaptureTarget, PointerMode};
 
 mod bench;
 mod netem;
+mod pair;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -30,7 +32,12 @@ mod netem;
         user's input back.\n\n\
         Quick start on one machine:  untether demo\n\
         Two machines:                untether host            (on the PC)\n\
-        \x20                            untether client PC-ADDRESS (on the headset / Pi)\n\n\
+        \x20                            untether client PC-ADDRESS (on the headset / Pi)\n\
+        \x20                            untether pair approve 1  (on the PC, once per new client)\n\
+        or pair with a PIN:          untether host --access pin, then untether client PC-ADDRESS --pin PIN\n\n\
+        Only paired clients may connect (host --access allowlist, the default); keys, the allowlist \
+        and known hosts live in the state directory ($XDG_STATE_HOME/untether or \
+        ~/.local/state/untether, or --state-dir).\n\
         Settings come from defaults, then --config FILE (TOML, see docs/CONFIG.md), then flags.\n\
         Set RUST_LOG=info (or debug) for more detail."
 )]
@@ -47,6 +54,8 @@ enum Command {
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
     Demo(DemoArgs),
+    /// On the host: list pending access requests and allowed clients, approve, deny or revoke them, or make a one-time pairing PIN.
+    Pair(pair::PairArgs),
     /// Relay UDP between clients and a target, impairing each direction: loss, burst loss, delay, jitter, rate limit, reordering, duplication, outages.
     Netem(netem::NetemArgs),
     /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
@@ -123,6 +132,12 @@ struct HostArgs {
     /// How XTEST replays pointer motion: absolute (the client's position) or relative (its motion; for games that grab the pointer).
     #[arg(long, value_parser = ["absolute", "relative"], default_value = "absolute")]
     pointer: String,
+    /// Who may connect: allowlist (clients approved with `untether pair`, or paired by PIN), pin (also print a one-time PIN now and accept it), open (anyone who can reach the port: only on a trusted network!) [config: host.access, default allowlist].
+    #[arg(long, value_parser = ["allowlist", "open", "pin"])]
+    access: Option<String>,
+    /// Where the host's key, allowlist, access requests and PIN live [config: host.state_dir, default $XDG_STATE_HOME/untether or ~/.local/state/untether].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
@@ -165,6 +180,12 @@ struct ClientIoArgs {
 struct ClientArgs {
     /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT.
     host: String,
+    /// Pair with the host using the one-time PIN it shows (`untether host --access pin` or `untether pair --pin` there); the host then remembers this client.
+    #[arg(long, value_name = "PIN")]
+    pin: Option<String>,
+    /// Where the client's key and known_hosts.json (the pinned host keys) live [config: client.state_dir, default $XDG_STATE_HOME/untether or ~/.local/state/untether].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[command(flatten)]
     side: ClientSide,
     #[command(flatten)]
@@ -255,6 +276,7 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
 fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
     let video = cfg.video.validate()?;
     cfg.network.validate()?;
+    cfg.host.validate()?;
     Ok(HostOptions {
         video,
         scene: cfg.scene.clone(),
@@ -390,6 +412,12 @@ fn run_host(args: HostArgs) -> Result<()> {
     if let Some(b) = &args.bind {
         cfg.host.bind = b.clone();
     }
+    if let Some(a) = &args.access {
+        cfg.host.access = a.clone();
+    }
+    if let Some(d) = &args.state_dir {
+        cfg.host.state_dir = d.display().to_string();
+    }
     let options = host_options(&cfg)?;
     let setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
@@ -422,12 +450,44 @@ fn run_host(args: HostArgs) -> Result<()> {
         v.conversion.name(),
         v.bitrate_kbps
     );
+    let access = options.host.access()?;
+    eprintln!(
+        "untether host: identity {} · access {}{}",
+        host.fingerprint(),
+        access.name(),
+        host.state_dir()
+            .map(|d| format!(" · state in {}", d.display()))
+            .unwrap_or_default()
+    );
+    if access == Access::Open {
+        eprintln!(
+            "untether host: WARNING: access is OPEN — anyone who can reach udp {} may connect and send input. Use --access allowlist (the default) or pin on untrusted networks.",
+            host.local_addr()
+        );
+    }
+    let mut shown_pin = None;
+    let mut paired = 0;
     let started = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst)
         && !host.is_stopped()
         && !host.source_ended()
         && duration.is_none_or(|d| started.elapsed() < d)
     {
+        let pin = host.pairing_pin();
+        if pin.is_some() && pin != shown_pin {
+            eprintln!(
+                "untether host: pairing PIN {} — on the client: untether client THIS-HOST --pin {} (valid {} s, one client)",
+                pin.as_deref().unwrap_or_default(),
+                pin.as_deref().unwrap_or_default(),
+                options.host.pin_ttl_s
+            );
+        }
+        shown_pin = pin;
+        let p = host.paired_clients();
+        for fp in p.iter().skip(paired) {
+            eprintln!("untether host: paired with {fp}; it is on the allowlist now");
+        }
+        paired = p.len();
         std::thread::sleep(Duration::from_millis(50));
     }
     let summary = host.stop();
@@ -464,9 +524,19 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
         cfg.client.headless = true;
     }
     let to_stdout = sink.as_deref() == Some("-");
+    if let Some(d) = &args.state_dir {
+        cfg.client.state_dir = d.display().to_string();
+    }
+    if let Some(pin) = &args.pin {
+        if pin.len() != 6 || !pin.chars().all(|c| c.is_ascii_digit()) {
+            bail!("--pin {pin:?}: a pairing PIN is the 6 digits the host shows");
+        }
+    }
     let host = untether_net_resolve(&args.host)?;
     let options = client_options(&cfg, host, &args.side, &args.common)?;
     let mut io = ClientIo {
+        pin: args.pin.clone(),
+        host_label: Some(args.host.clone()),
         end_on_host_bye: sink.is_some(),
         sink,
         audio: args.io.audio.then(|| ClientAudio {
@@ -579,6 +649,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => run_demo(a),
         Command::Netem(a) => netem::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Pair(a) => pair::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

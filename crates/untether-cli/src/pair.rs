@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! untether pair                    list pending requests and allowed clients
-//! untether pair approve 1          approve request #1 (or give its fingerprint)
+//! untether pair approve 1          approve request #1 (or give its fingerprint, key or name)
 //! untether pair deny ABCD-EFGH     forget a request
 //! untether pair revoke ABCD-EFGH   remove an allowed client (it is refused from then on)
-//! untether pair --pin              create a one-time PIN to type on the client
+//! untether pair --pin [--wait]     create a one-time PIN to type on the client
 //! ```
 //! The running host writes the pending requests and picks up approvals, revocations and the
 //! PIN from the same directory (see `untether::identity`).
@@ -14,10 +14,18 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use untether::identity::{fingerprint, unix_now, ConfigDir, Role};
+use untether::identity::{fingerprint, unix_now, Role, StateDir};
 
 /// Arguments of `untether pair`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Run these on the host, next to `untether host` (same --state-dir). \
+    A client the host does not know is refused with \"not paired\" and shows up here as a \
+    pending request; approve it and it connects on its next try. Or pair with a PIN: \
+    `untether pair --pin --wait` here, then `untether client HOST --pin PIN` on the client \
+    (`untether host --access pin` prints a PIN at start instead). The running host re-reads \
+    the allowlist within a second: approvals and revocations need no restart."
+)]
 pub struct PairArgs {
     #[command(subcommand)]
     pub action: Option<PairAction>,
@@ -30,10 +38,13 @@ pub struct PairArgs {
     /// How many wrong PINs the host tolerates before it drops the PIN.
     #[arg(long, default_value_t = 3, requires = "pin")]
     pub pin_attempts: u32,
-    /// The configuration directory (default: $UNTETHER_CONFIG_DIR, $XDG_CONFIG_HOME/untether
-    /// or ~/.config/untether).
+    /// With --pin: wait until a client pairs with the PIN (or it expires or is used up).
+    #[arg(long, requires = "pin")]
+    pub wait: bool,
+    /// The host's state directory: keys, allowlist, requests (default: $UNTETHER_STATE_DIR,
+    /// $XDG_STATE_HOME/untether or ~/.local/state/untether).
     #[arg(long, value_name = "DIR")]
-    pub config_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
 }
 
 /// What `untether pair` does.
@@ -41,11 +52,13 @@ pub struct PairArgs {
 pub enum PairAction {
     /// List pending access requests and allowed clients (the default).
     List,
-    /// Allow a client that asked for access: its number in the list or its fingerprint.
+    /// Allow a client that asked for access: its number in the list, its fingerprint (or 4+
+    /// characters of it), its hex key or its name.
     Approve { id: String },
     /// Forget a pending access request.
     Deny { id: String },
-    /// Remove an allowed client: it is refused from its next connection on.
+    /// Remove an allowed client (fingerprint, hex key or name): it is refused from then on,
+    /// and disconnected if connected.
     Revoke { fingerprint: String },
     /// List only the allowed clients.
     Allowed,
@@ -69,7 +82,7 @@ fn ago(t: u64) -> String {
 
 /// Runs `untether pair`, printing to `out`.
 pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let dir = ConfigDir::resolve(args.config_dir.as_deref())?;
+    let dir = StateDir::resolve(args.state_dir.as_deref())?;
     if args.pin {
         let host = dir
             .load_or_create_identity(Role::Host)
@@ -86,6 +99,10 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
             pin.pin,
             fingerprint(&host.public)
         )?;
+        if args.wait {
+            out.flush()?;
+            return wait_for_pairing(&dir, &pin.pin, out);
+        }
         return Ok(());
     }
     match args.action.unwrap_or(PairAction::List) {
@@ -94,7 +111,7 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
                 .load_or_create_identity(Role::Host)
                 .context("loading the host's key")?;
             writeln!(out, "This host: {}", fingerprint(&host.public))?;
-            writeln!(out, "Config: {}", dir.path().display())?;
+            writeln!(out, "State: {}", dir.path().display())?;
             let pending = dir.pending()?;
             if pending.is_empty() {
                 writeln!(out, "No pending access requests.")?;
@@ -149,7 +166,26 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn list_allowed(dir: &ConfigDir, out: &mut impl Write) -> anyhow::Result<()> {
+/// Waits until the PIN is used (a new client on the allowlist), used up or expired.
+fn wait_for_pairing(dir: &StateDir, pin: &str, out: &mut impl Write) -> anyhow::Result<()> {
+    let before: Vec<String> = dir.allowed()?.into_iter().map(|e| e.key).collect();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let allowed = dir.allowed()?;
+        if let Some(e) = allowed.iter().find(|e| !before.contains(&e.key)) {
+            writeln!(out, "Paired with {} ({:?}).", e.fingerprint(), e.name)?;
+            return Ok(());
+        }
+        match dir.current_pin()? {
+            Some(p) if p.pin == pin => {}
+            _ => anyhow::bail!(
+                "the PIN expired or was used up (too many wrong attempts) before a client paired"
+            ),
+        }
+    }
+}
+
+fn list_allowed(dir: &StateDir, out: &mut impl Write) -> anyhow::Result<()> {
     let allowed = dir.allowed()?;
     if allowed.is_empty() {
         writeln!(out, "No allowed clients.")?;
@@ -191,24 +227,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("untether-pair-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let d = dir.to_str().unwrap();
-        let cd = ConfigDir::at(&dir);
+        let cd = StateDir::at(&dir);
         cd.record_request(&[3; 32], "quest", "10.0.0.2:5000")
             .unwrap();
-        let s = run_args(&["--config-dir", d]).unwrap();
+        let s = run_args(&["--state-dir", d]).unwrap();
         assert!(s.contains("Pending access requests"), "{s}");
         assert!(s.contains(&fingerprint(&[3; 32])));
-        let s = run_args(&["--config-dir", d, "approve", "1"]).unwrap();
+        let s = run_args(&["--state-dir", d, "approve", "1"]).unwrap();
         assert!(s.starts_with("Allowed"), "{s}");
-        let s = run_args(&["--config-dir", d, "allowed"]).unwrap();
+        let s = run_args(&["--state-dir", d, "allowed"]).unwrap();
         assert!(s.contains("quest"));
         let fp = fingerprint(&[3; 32]);
-        let s = run_args(&["--config-dir", d, "revoke", &fp]).unwrap();
+        let s = run_args(&["--state-dir", d, "revoke", &fp]).unwrap();
         assert!(s.starts_with("Revoked"), "{s}");
-        assert!(run_args(&["--config-dir", d, "revoke", &fp]).is_err());
-        let s = run_args(&["--config-dir", d, "--pin", "--pin-ttl", "60"]).unwrap();
+        assert!(run_args(&["--state-dir", d, "revoke", &fp]).is_err());
+        let s = run_args(&["--state-dir", d, "--pin", "--pin-ttl", "60"]).unwrap();
         assert!(s.contains("One-time PIN"), "{s}");
         assert!(cd.current_pin().unwrap().is_some());
-        assert!(run_args(&["--config-dir", d, "deny", "7"]).is_err());
+        assert!(run_args(&["--state-dir", d, "deny", "7"]).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

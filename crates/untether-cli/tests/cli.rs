@@ -9,6 +9,11 @@ use std::time::{Duration, Instant};
 fn untether() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
     c.env("RUST_LOG", "warn");
+    // Keys, allowlists and known hosts of this test run, not the user's.
+    c.env(
+        "UNTETHER_STATE_DIR",
+        std::env::temp_dir().join(format!("untether-cli-state-{}", std::process::id())),
+    );
     c
 }
 
@@ -35,7 +40,7 @@ fn help_explains_every_command() {
     let o = run(&["--help"]);
     assert!(o.status.success());
     let t = text(&o);
-    for cmd in ["host", "client", "demo"] {
+    for cmd in ["host", "client", "demo", "pair"] {
         assert!(t.contains(cmd), "--help lacks {cmd}: {t}");
     }
     for cmd in ["host", "client", "demo"] {
@@ -130,6 +135,8 @@ fn host_and_client_as_two_processes() {
     let host = untether()
         .args([
             "host",
+            "--access",
+            "open",
             "--bind",
             &format!("127.0.0.1:{port}"),
             "--duration",
@@ -269,4 +276,135 @@ fn sdl_window_shows_the_decoded_frame() {
         mean < 6.0,
         "screen centre differs from the decoded frame by {mean:.1} on average"
     );
+}
+
+#[test]
+fn pairing_is_explained_in_help() {
+    let t = text(&run(&["pair", "--help"]));
+    for word in [
+        "approve",
+        "deny",
+        "revoke",
+        "--pin",
+        "--wait",
+        "--state-dir",
+        "pending",
+    ] {
+        assert!(t.contains(word), "pair --help lacks {word}: {t}");
+    }
+    let t = text(&run(&["host", "--help"]));
+    for word in ["--access", "allowlist", "open", "pin", "--state-dir"] {
+        assert!(t.contains(word), "host --help lacks {word}: {t}");
+    }
+    let t = text(&run(&["client", "--help"]));
+    for word in ["--pin", "--state-dir", "known_hosts"] {
+        assert!(t.contains(word), "client --help lacks {word}: {t}");
+    }
+}
+
+/// Host, clients and `untether pair` as separate processes, each side with its own state
+/// directory: a PIN pairs one client; an unknown one is refused, listed, approved, let in.
+#[test]
+fn pin_pairing_and_approval_across_processes() {
+    use std::io::BufRead;
+    let base = tmp("pairing");
+    let _ = std::fs::remove_dir_all(&base);
+    let (hs, c1, c2) = (base.join("host"), base.join("c1"), base.join("c2"));
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut host = untether()
+        .args([
+            "host",
+            "--access",
+            "pin",
+            "--bind",
+            &addr,
+            "--duration",
+            "12",
+        ])
+        .args(["--resolution", "640x360", "--fps", "30", "--state-dir"])
+        .arg(&hs)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = host.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let pin = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the host prints its PIN");
+        if let Some(rest) = line.split("pairing PIN ").nth(1) {
+            break rest[..6].to_string();
+        }
+    };
+    let client = |state: &Path, extra: &[&str]| {
+        untether()
+            .args(["client", &addr, "--headless", "--duration", "1", "--name"])
+            .arg(state.file_name().unwrap())
+            .arg("--state-dir")
+            .arg(state)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let wrong = if pin == "000000" { "111111" } else { "000000" };
+    let o = client(&c2, &["--pin", wrong]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("wrong PIN"), "{}", text(&o));
+    let o = client(&c1, &["--pin", &pin]);
+    assert!(o.status.success(), "pairing failed: {}", text(&o));
+    let o = client(&c1, &[]);
+    assert!(o.status.success(), "a paired client connects: {}", text(&o));
+    // An unknown client: refused at once, with the way out in the message.
+    let t = Instant::now();
+    let o = client(&c2, &[]);
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).contains("not paired"), "{}", text(&o));
+    let hs_arg = hs.to_str().unwrap();
+    let listing = text(&run(&["pair", "--state-dir", hs_arg]));
+    assert!(
+        listing.contains("Pending access requests") && listing.contains("\"c2\""),
+        "{listing}"
+    );
+    assert!(listing.contains("\"c1\""), "c1 is allowed: {listing}");
+    let o = run(&["pair", "--state-dir", hs_arg, "approve", "c2"]);
+    assert!(
+        o.status.success() && text(&o).starts_with("Allowed"),
+        "{}",
+        text(&o)
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let o = client(&c2, &[]);
+    assert!(
+        o.status.success(),
+        "the approved client connects: {}",
+        text(&o)
+    );
+    let _ = host.kill();
+    let _ = host.wait();
+    let log = reader.join().unwrap();
+    assert!(log.contains("paired with"), "{log}");
+    let _ = std::fs::remove_dir_all(&base);
 }

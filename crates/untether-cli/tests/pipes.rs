@@ -11,6 +11,11 @@ use untether_media::stamp::{self, Stamp};
 fn untether() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
     c.env("RUST_LOG", "warn");
+    // Keys, allowlists and known hosts of this test run, not the user's.
+    c.env(
+        "UNTETHER_STATE_DIR",
+        std::env::temp_dir().join(format!("untether-cli-state-{}", std::process::id())),
+    );
     c
 }
 
@@ -26,6 +31,8 @@ fn frames_written_to_the_host_stdin_come_out_of_the_client_stdout_in_order_one_a
     let mut host = untether()
         .args([
             "host",
+            "--access",
+            "open",
             "--bind",
             &format!("127.0.0.1:{port}"),
             "--source",

@@ -237,7 +237,8 @@ fn host_error_code(e: &untether::HostError) -> c_int {
     match e {
         E::Net(_) | E::Thread(_) => UNTETHER_ERR_IO,
         E::Media(_) => UNTETHER_ERR_MEDIA,
-        E::BadBind(_) => UNTETHER_ERR_INVALID,
+        E::BadBind(_) | E::Config(_) => UNTETHER_ERR_INVALID,
+        E::Identity(_) => UNTETHER_ERR_IO,
         E::Usage(_) => UNTETHER_ERR_STATE,
         E::Stopped(_) => UNTETHER_ERR_STOPPED,
     }

@@ -8,8 +8,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use untether::client::{run_client, ClientOptions, Display};
+use untether::client::{run_client_with, ClientIo, ClientOptions, Display};
 use untether::config::ConfigToml;
+use untether::identity::ClientTrust;
 
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/build/stream_scene")
@@ -27,7 +28,16 @@ fn stream(mode_args: &[&str]) {
         .local_addr()
         .unwrap()
         .port();
+    // The C host keeps its identity in a state directory of its own (UNTETHER_STATE_DIR);
+    // this test's client is on its allowlist beforehand.
+    let state =
+        std::env::temp_dir().join(format!("untether-ffi-test-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let dir = untether::identity::StateDir::at(&state);
+    let me = untether::identity::ephemeral_keypair();
+    dir.allow(&me.public, "c-example-test").unwrap();
     let child = Command::new(&exe)
+        .env("UNTETHER_STATE_DIR", &state)
         .args([
             "--port",
             &port.to_string(),
@@ -53,7 +63,19 @@ fn stream(mode_args: &[&str]) {
         duration: Some(Duration::from_secs(2)),
         save_frame: None,
     };
-    let run = run_client(&opts, Arc::new(AtomicBool::new(false))).expect("client");
+    let run = run_client_with(
+        &opts,
+        ClientIo {
+            trust: ClientTrust::Memory {
+                identity: me,
+                host_key: None,
+            },
+            ..Default::default()
+        },
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect("client");
+    let _ = std::fs::remove_dir_all(&state);
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),

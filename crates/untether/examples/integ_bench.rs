@@ -18,6 +18,7 @@ use untether::api::{ClientContext, Frame, HostContext};
 use untether::client::{run_client_with, ClientAudio, ClientIo, ClientOptions, ClientRun, Display};
 use untether::config::ConfigToml;
 use untether::host::{AudioSpec, HostSetup, SourceSpec};
+use untether::identity::memory_pair;
 use untether::stats::Samples;
 use untether::{report, Host, HostOptions};
 use untether_media::scene::{Scene, SceneConfig};
@@ -47,15 +48,18 @@ fn g2g_pixels(run: &ClientRun) -> f64 {
 /// The application loop at 720p60: render the scene, stamp, hand over.
 fn app_mode(sync: bool, seconds: f64) -> (f64, f64, f64, u64) {
     let (w, h) = (1280, 720);
+    let (host_trust, client_trust) = memory_pair();
     let mut host = HostContext::builder()
         .size(w, h)
         .fps(60)
         .bitrate_kbps(10_000)
         .bind("127.0.0.1:0")
         .synchronous(sync)
+        .trust(host_trust)
         .build()
         .expect("host");
     let mut client = ClientContext::builder(host.local_addr())
+        .trust(client_trust)
         .duration(Some(Duration::from_secs_f64(seconds)))
         .build();
     client.start().expect("client");
@@ -206,6 +210,7 @@ fn main() {
     };
     let mut opts = HostOptions::default();
     opts.host.bind = "127.0.0.1:0".into();
+    let (host_trust, client_trust) = memory_pair();
     let host = Host::start_with(
         opts.clone(),
         HostSetup {
@@ -214,13 +219,17 @@ fn main() {
                 target: CaptureTarget::Window("xeyes".into()),
             },
             stamp: true,
+            trust: host_trust,
             ..Default::default()
         },
     )
     .expect("x11 host");
     let run = run_client_with(
         &client_opts(host.local_addr(), seconds),
-        ClientIo::default(),
+        ClientIo {
+            trust: client_trust,
+            ..Default::default()
+        },
         Arc::new(AtomicBool::new(false)),
     )
     .expect("client");
@@ -235,10 +244,21 @@ fn main() {
     let _ = xeyes.kill();
     let _ = xeyes.wait();
     drop(x);
-    let host = Host::start(opts.clone()).expect("scene host");
+    let (host_trust, client_trust) = memory_pair();
+    let host = Host::start_with(
+        opts.clone(),
+        HostSetup {
+            trust: host_trust,
+            ..Default::default()
+        },
+    )
+    .expect("scene host");
     let run = run_client_with(
         &client_opts(host.local_addr(), seconds),
-        ClientIo::default(),
+        ClientIo {
+            trust: client_trust,
+            ..Default::default()
+        },
         Arc::new(AtomicBool::new(false)),
     )
     .expect("client");
@@ -251,10 +271,12 @@ fn main() {
 
     // 3. Audio.
     std::env::set_var("SDL_AUDIODRIVER", "dummy");
+    let (host_trust, client_trust) = memory_pair();
     let host = Host::start_with(
         opts.clone(),
         HostSetup {
             audio: AudioSpec::Tone,
+            trust: host_trust,
             ..Default::default()
         },
     )
@@ -262,6 +284,7 @@ fn main() {
     let run = run_client_with(
         &client_opts(host.local_addr(), seconds),
         ClientIo {
+            trust: client_trust,
             audio: Some(ClientAudio::default()),
             ..Default::default()
         },

@@ -54,6 +54,7 @@ use crate::client::{
 use crate::config::Resolution;
 pub use crate::host::{AudioSpec, HostSetup, InputSpec, SendInfo, SourceSpec};
 use crate::host::{FrameSender, Host, HostError, HostOptions, HostSummary, InputCallback};
+pub use crate::identity::{Access, ClientTrust, HostTrust};
 
 /// Layouts of frames an application can hand over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -454,6 +455,24 @@ impl HostBuilder {
         self.setup.stamp = on;
         self
     }
+    /// Who may connect: [`Access::Allowlist`] (the default: clients approved with `untether
+    /// pair`, or paired with a PIN), [`Access::Pin`] (print a PIN with
+    /// [`HostContext::pairing_pin`]) or [`Access::Open`] (anyone).
+    pub fn access(mut self, access: Access) -> Self {
+        self.options.host.access = access.name().to_string();
+        self
+    }
+    /// Where the host's key, allowlist and access requests live (default
+    /// `$XDG_STATE_HOME/untether`).
+    pub fn state_dir(mut self, dir: &Path) -> Self {
+        self.options.host.state_dir = dir.display().to_string();
+        self
+    }
+    /// An in-memory identity and allowlist instead of the state directory.
+    pub fn trust(mut self, trust: HostTrust) -> Self {
+        self.setup.trust = trust;
+        self
+    }
     /// The options and setup as they stand.
     pub fn parts(&self) -> (&HostOptions, &HostSetup) {
         (&self.options, &self.setup)
@@ -515,6 +534,16 @@ pub struct HostContext {
 impl HostContext {
     pub fn builder() -> HostBuilder {
         HostBuilder::default()
+    }
+
+    /// The one-time PIN the host accepts now (with [`Access::Pin`]), to show the user.
+    pub fn pairing_pin(&self) -> Option<String> {
+        self.host.pairing_pin()
+    }
+
+    /// The host's fingerprint.
+    pub fn fingerprint(&self) -> String {
+        self.host.fingerprint()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -648,6 +677,21 @@ impl ClientBuilder {
         let (tx, rx) = std::sync::mpsc::channel();
         self.io.inject = Some(rx);
         tx
+    }
+    /// Where the client's key and known hosts live (default `$XDG_STATE_HOME/untether`).
+    pub fn state_dir(mut self, dir: &Path) -> Self {
+        self.options.client.state_dir = dir.display().to_string();
+        self
+    }
+    /// An in-memory identity (and host key to insist on) instead of the state directory.
+    pub fn trust(mut self, trust: ClientTrust) -> Self {
+        self.io.trust = trust;
+        self
+    }
+    /// Pair with the host using the one-time PIN it shows.
+    pub fn pin(mut self, pin: &str) -> Self {
+        self.io.pin = Some(pin.to_string());
+        self
     }
     pub fn input_device(mut self, dev: InputDevice) -> Self {
         self.io.input_devices.push(dev);

@@ -27,13 +27,15 @@ use untether_media::pipe::PipeWriter;
 use untether_media::present::{HeadlessPresenter, Presenter, SdlPresenter, WindowEvent};
 use untether_media::stamp::{self, Stamp};
 use untether_net::{Received, UdpEndpoint};
+use untether_proto::state::keys as state_keys;
 use untether_proto::{
-    ClientConfig, ClientEvent, ClientSession, ClientStats, ClockEstimate, FrameTiming, GoneReason,
-    InputEvent, Micros, RejectReason, SessionParams,
+    fingerprint, ClientConfig, ClientEvent, ClientSession, ClientStats, ClockEstimate, FrameTiming,
+    GoneReason, InputEvent, Micros, PublicKey, RejectReason, SessionParams, StateValue,
 };
 
 use crate::clock::now_us;
 use crate::config::{ClientToml, NetworkToml};
+use crate::identity::{ClientTrust, IdentityError, Role, StateDir, KNOWN_HOSTS_FILE};
 use crate::slot::Slot;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +58,19 @@ pub enum ClientError {
         reason: RejectReason,
         message: String,
     },
+    #[error(
+        "host {host} presented a different key than the one this client trusts for {label:?}: {message}. \
+         If the host's identity was reset on purpose, remove the entry for {label:?} from {file} \
+         (or the whole file) and connect again; otherwise do not connect"
+    )]
+    HostKeyChanged {
+        host: SocketAddr,
+        label: String,
+        file: PathBuf,
+        message: String,
+    },
+    #[error("identity: {0}")]
+    Identity(#[from] IdentityError),
     #[error("host {host} went away: {reason}")]
     HostGone { host: SocketAddr, reason: String },
     #[error("cannot start thread: {0}")]
@@ -175,10 +190,17 @@ pub struct ClientIo {
     /// rather than an error.
     pub end_on_host_bye: bool,
     /// Events the application sends itself (its own head tracking, synthetic input), sent
-    /// like the window's.
+    /// like the window's (pointer motion and head pose on the latest-wins state channel).
     pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
     /// Sees every shown picture, see [`ShownFrameTap`].
     pub shown_frame_tap: Option<ShownFrameTap>,
+    /// The client's identity and the host keys it trusts: the state directory (default) or
+    /// in memory.
+    pub trust: ClientTrust,
+    /// Pair with the host using this one-time PIN (shown by the host).
+    pub pin: Option<String>,
+    /// The name the host's key is pinned under in `known_hosts.json` (default: its address).
+    pub host_label: Option<String>,
 }
 
 /// What the audio playback measured.
@@ -238,6 +260,10 @@ pub struct ClientRun {
     pub dropped_presenter: u64,
     pub stamp_unreadable: u64,
     pub inputs_sent: u64,
+    /// Pointer positions and head poses set on the latest-wins state channel.
+    pub state_updates: u64,
+    /// The host's key (authenticated by the handshake), once connected.
+    pub host_key: Option<PublicKey>,
     /// Input events the session refused (too many unacknowledged: the host is unreachable).
     pub inputs_refused: u64,
     /// Input response samples: (seq, sent_us, reflected_in_decoded_frame_us), client clock.
@@ -255,8 +281,17 @@ pub struct ClientRun {
 /// The most frames whose records we keep (10 minutes at 60 fps).
 const MAX_RECORDS: usize = 36_000;
 
+/// Where the client pins the host's key (trust on first use).
+struct KnownHosts {
+    dir: StateDir,
+    label: String,
+    /// The key pinned before this run.
+    pinned: Option<PublicKey>,
+}
+
 struct Shared {
     host: SocketAddr,
+    known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
     end_on_host_bye: bool,
     session: Mutex<ClientSession>,
@@ -325,10 +360,39 @@ pub fn run_client_with(
         }
         None => (None, None),
     };
-    let socket = UdpEndpoint::connect_to(options.host)?;
-    let now = now_us();
     let c = &options.client;
     let mut cfg = ClientConfig::new(c.name.clone());
+    let known_hosts = match &io.trust {
+        ClientTrust::Stored => {
+            let explicit =
+                (!c.state_dir.is_empty()).then(|| std::path::Path::new(c.state_dir.as_str()));
+            let dir = StateDir::resolve(explicit)?;
+            cfg.identity = dir.load_or_create_identity(Role::Client)?;
+            let label = io
+                .host_label
+                .clone()
+                .unwrap_or_else(|| options.host.to_string());
+            let pinned = dir.known_host(&label)?;
+            cfg.host_key = pinned;
+            Some(KnownHosts { dir, label, pinned })
+        }
+        ClientTrust::Memory { identity, host_key } => {
+            cfg.identity = identity.clone();
+            cfg.host_key = *host_key;
+            None
+        }
+    };
+    cfg.pin = io.pin.clone();
+    log::info!(
+        "client: identity {}{}",
+        fingerprint(&cfg.identity.public),
+        match cfg.host_key {
+            Some(k) => format!(", expecting host {}", fingerprint(&k)),
+            None => String::new(),
+        }
+    );
+    let socket = UdpEndpoint::connect_to(options.host)?;
+    let now = now_us();
     cfg.nonce = now ^ ((std::process::id() as u64) << 40) ^ 0x9E37_79B9_7F4A_7C15;
     cfg.connect_timeout_us = c.connect_timeout_ms * 1000;
     cfg.reassembly_deadline_us = c.reassembly_deadline_ms * 1000;
@@ -337,6 +401,7 @@ pub fn run_client_with(
     let decoder = Decoder::new(c.decoder_threads)?;
     let shared = Arc::new(Shared {
         host: options.host,
+        known_hosts,
         playout: playout.clone(),
         end_on_host_bye: io.end_on_host_bye,
         session: Mutex::new(ClientSession::new(cfg, now)),
@@ -559,9 +624,40 @@ fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
                         params.codec,
                         params.bitrate_kbps
                     );
+                    let host_key = lock(&s.session).host_key();
+                    if let (Some(kh), Some(key)) = (&s.known_hosts, host_key) {
+                        if kh.pinned.is_none() {
+                            // Trust on first use (or after PIN pairing, which proved the key).
+                            match kh.dir.trust_host(&kh.label, &key) {
+                                Ok(()) => log::info!(
+                                    "client: trusting host {} ({}) from now on ({})",
+                                    kh.label,
+                                    fingerprint(&key),
+                                    kh.dir.file_path(KNOWN_HOSTS_FILE).display()
+                                ),
+                                Err(e) => log::warn!("client: cannot pin the host's key: {e}"),
+                            }
+                        }
+                    }
                     let mut run = lock(&s.run);
                     run.params = Some(params);
                     run.connected_us = Some(now_us());
+                    run.host_key = host_key;
+                }
+                ClientEvent::Rejected {
+                    reason: RejectReason::UntrustedHost,
+                    message,
+                } => {
+                    let (label, file) = match &s.known_hosts {
+                        Some(kh) => (kh.label.clone(), kh.dir.file_path(KNOWN_HOSTS_FILE)),
+                        None => (s.host.to_string(), PathBuf::from("(in memory)")),
+                    };
+                    return s.finish(Some(ClientError::HostKeyChanged {
+                        host: s.host,
+                        label,
+                        file,
+                        message,
+                    }));
                 }
                 ClientEvent::Rejected { reason, message } => {
                     return s.finish(Some(ClientError::Rejected {
@@ -698,6 +794,22 @@ fn keep_record(run: &mut ClientRun, record: FrameRecord) {
     }
 }
 
+/// The latest-wins state key and value of a continuous input event (pointer position, head
+/// pose); None for discrete events (keys, buttons, text, wheel, device axes), which go on the
+/// reliable channel.
+pub fn state_input(event: &InputEvent) -> Option<(untether_proto::StateKey, StateValue)> {
+    match *event {
+        InputEvent::PointerMotion { x, y, .. } => {
+            Some((state_keys::POINTER, StateValue::Pointer { x, y }))
+        }
+        InputEvent::HeadPose { yaw, pitch, roll } => Some((
+            state_keys::HEAD_POSE,
+            StateValue::Angles { yaw, pitch, roll },
+        )),
+        _ => None,
+    }
+}
+
 /// Turns window events into protocol input events.
 pub fn window_input(event: &WindowEvent) -> Option<InputEvent> {
     match *event {
@@ -739,37 +851,50 @@ fn present_loop(
         if end.is_some_and(|e| now >= e) {
             break;
         }
-        let mut inputs = Vec::new();
+        // (event, must go on the reliable channel)
+        let mut inputs: Vec<(InputEvent, bool)> = Vec::new();
         if let Some(p) = presenter.as_mut() {
             for ev in p.poll_events() {
                 if ev == WindowEvent::Quit {
                     s.finish(None);
                     break;
                 }
-                inputs.extend(window_input(&ev));
+                inputs.extend(window_input(&ev).map(|e| (e, false)));
             }
         }
         let connected = lock(&s.session).is_connected();
         if connected {
             if let Some(rx) = &inject {
-                inputs.extend(rx.try_iter().take(1024));
+                inputs.extend(rx.try_iter().take(1024).map(|e| (e, false)));
             }
         }
         if probe_every > 0 && connected && now >= next_probe {
             // A synthetic look-around: alternating small turns, each reflected in the picture.
-            inputs.push(InputEvent::PointerMotion {
-                x: 0,
-                y: 0,
-                dx: 8 * probe_sign,
-                dy: 0,
-            });
+            // It stays on the reliable channel: its response is measured by sequence number.
+            inputs.push((
+                InputEvent::PointerMotion {
+                    x: 0,
+                    y: 0,
+                    dx: 8 * probe_sign,
+                    dy: 0,
+                },
+                true,
+            ));
             probe_sign = -probe_sign;
             next_probe = now + probe_every;
         }
         if !inputs.is_empty() && connected {
             let now = now_us();
             let mut session = lock(&s.session);
-            for ev in inputs {
+            for (ev, reliable) in inputs {
+                // Continuous state goes on the latest-wins channel: only the newest value
+                // matters, and a lost one is never resent once a newer one exists.
+                if let Some((key, value)) = state_input(&ev).filter(|_| !reliable) {
+                    if session.send_state(now, key, value) {
+                        lock(&s.run).state_updates += 1;
+                    }
+                    continue;
+                }
                 match session.send_input(now, ev) {
                     Some(seq) => {
                         if awaiting.len() < 4096 {

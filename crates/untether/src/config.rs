@@ -134,6 +134,12 @@ impl Default for SceneToml {
 pub struct HostToml {
     pub bind: String,
     pub keyframe_cooldown_ms: u64,
+    /// Who may connect: allowlist, open or pin.
+    pub access: String,
+    /// Keys, allowlist, access requests (empty: `$XDG_STATE_HOME/untether`).
+    pub state_dir: String,
+    /// How long a PIN made by `access = "pin"` is valid, seconds.
+    pub pin_ttl_s: u64,
 }
 
 impl Default for HostToml {
@@ -141,7 +147,30 @@ impl Default for HostToml {
         HostToml {
             bind: format!("0.0.0.0:{DEFAULT_PORT}"),
             keyframe_cooldown_ms: 50,
+            access: "allowlist".into(),
+            state_dir: String::new(),
+            pin_ttl_s: 300,
         }
+    }
+}
+
+impl HostToml {
+    /// The access policy.
+    pub fn access(&self) -> Result<crate::identity::Access, ConfigError> {
+        self.access
+            .parse()
+            .map_err(|m: String| invalid("host.access", m))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.access()?;
+        if !(10..=86_400).contains(&self.pin_ttl_s) {
+            return Err(invalid(
+                "host.pin_ttl_s",
+                format!("{} is out of range 10..=86400", self.pin_ttl_s),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -155,6 +184,8 @@ pub struct ClientToml {
     pub reassembly_deadline_ms: u64,
     pub decoder_threads: usize,
     pub input_probe_interval_ms: u64,
+    /// The client's key and known hosts (empty: `$XDG_STATE_HOME/untether`).
+    pub state_dir: String,
 }
 
 impl Default for ClientToml {
@@ -166,6 +197,7 @@ impl Default for ClientToml {
             reassembly_deadline_ms: 50,
             decoder_threads: 2,
             input_probe_interval_ms: 0,
+            state_dir: String::new(),
         }
     }
 }
@@ -410,6 +442,17 @@ mod tests {
         );
         c.network.validate().unwrap();
         c.client.validate().unwrap();
+        c.host.validate().unwrap();
+        assert_eq!(c.host.access().unwrap(), crate::identity::Access::Allowlist);
+        let h = HostToml {
+            access: "everyone".into(),
+            ..Default::default()
+        };
+        let e = h.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("host.access") && e.contains("allowlist"),
+            "{e}"
+        );
     }
 
     #[test]

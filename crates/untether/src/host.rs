@@ -38,14 +38,17 @@ use untether_media::stamp::{self, Stamp};
 use untether_media::x11::{self, CaptureTarget, PointerMode, X11Capture, XtestReplay};
 use untether_media::BgraFrame;
 use untether_net::{Received, UdpEndpoint};
+use untether_proto::state::keys as state_keys;
 pub use untether_proto::Codec;
 use untether_proto::{
-    AudioPacket, FrameTiming, HostConfig, HostEvent, HostSession, InputEvent, InputRecord, Micros,
-    SessionParams, Transmit,
+    fingerprint, AccessPolicy, AudioPacket, FrameTiming, HostConfig, HostEvent, HostSession,
+    InputEvent, InputRecord, Micros, PairingEvent, PairingPin, PublicKey, SessionParams,
+    StateEntry, StateValue, Transmit,
 };
 
 use crate::clock::{now_us, sleep_until};
-use crate::config::{HostToml, NetworkToml, Resolution, SceneToml, VideoConfig};
+use crate::config::{ConfigError, HostToml, NetworkToml, Resolution, SceneToml, VideoConfig};
+use crate::identity::{unix_now, Access, HostTrust, IdentityError, Role, StateDir};
 use crate::slot::Slot;
 use crate::stats::Samples;
 
@@ -62,6 +65,10 @@ pub enum HostError {
     /// The call does not fit how the host was set up (e.g. publishing to a scene host).
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("identity: {0}")]
+    Identity(#[from] IdentityError),
     /// The host stopped (a fatal error, or it was asked to).
     #[error("the host has stopped{}", .0.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
     Stopped(Option<String>),
@@ -197,6 +204,9 @@ pub struct HostSetup {
     pub encoder_thread: bool,
     /// Sees every sent picture (scene, X11 and pipe sources), see [`SentFrameTap`].
     pub sent_frame_tap: Option<SentFrameTap>,
+    /// The host's identity and who may connect: the state directory and `host.access`
+    /// (default), or in memory.
+    pub trust: HostTrust,
 }
 
 impl Default for HostSetup {
@@ -212,6 +222,7 @@ impl Default for HostSetup {
             stamp: false,
             encoder_thread: true,
             sent_frame_tap: None,
+            trust: HostTrust::Stored,
         }
     }
 }
@@ -313,6 +324,10 @@ struct Shared {
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
     sent_frame_tap: Option<SentFrameTap>,
+    pairing: Mutex<Pairing>,
+    /// Whether the network thread turns the state channel into input records (sinks other
+    /// than the scene, which reads the state itself every frame).
+    state_to_sink: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -531,6 +546,286 @@ fn replay_xtest(x: &XtestReplay, event: &InputEvent) -> Result<bool, untether_me
     Ok(done)
 }
 
+/// The sequence number of input records made from the latest-wins state channel (pointer
+/// position, head pose) for sinks other than the scene: they are not numbered by the reliable
+/// channel.
+pub const STATE_SEQ: u32 = u32::MAX;
+
+/// The host's side of identities and pairing: the state directory it polls, and what it last
+/// read from there.
+struct Pairing {
+    dir: Option<StateDir>,
+    access: Access,
+    stamp: [Option<std::time::SystemTime>; 3],
+    next_poll_us: Micros,
+    allowed: std::collections::HashSet<PublicKey>,
+    revoked: std::collections::HashSet<PublicKey>,
+    /// The PIN the session accepts (to show the user).
+    pin: Option<String>,
+    /// Fingerprints of clients that paired with a PIN during this run.
+    paired: Vec<String>,
+}
+
+/// How often the state directory is polled for changes.
+const PAIRING_POLL_US: Micros = 1_000_000;
+
+/// Loads the host's identity and allowlist, and prepares the pairing state.
+fn host_security(
+    host: &HostToml,
+    trust: &HostTrust,
+    cfg: &mut HostConfig,
+) -> Result<Pairing, HostError> {
+    let mut pairing = Pairing {
+        dir: None,
+        access: Access::Allowlist,
+        stamp: [None; 3],
+        next_poll_us: 0,
+        allowed: Default::default(),
+        revoked: Default::default(),
+        pin: None,
+        paired: Vec::new(),
+    };
+    match trust {
+        HostTrust::Stored => {
+            let access = host.access()?;
+            let explicit =
+                (!host.state_dir.is_empty()).then(|| std::path::Path::new(&host.state_dir));
+            let dir = StateDir::resolve(explicit)?;
+            cfg.identity = dir.load_or_create_identity(Role::Host)?;
+            pairing.access = access;
+            for e in dir.allowed()? {
+                if let Some(k) = e.public_key() {
+                    pairing.allowed.insert(k);
+                }
+            }
+            for e in dir.revoked()? {
+                if let Some(k) = e.public_key() {
+                    pairing.revoked.insert(k);
+                }
+            }
+            cfg.allowed_clients = pairing.allowed.iter().copied().collect();
+            cfg.revoked_clients = pairing.revoked.iter().copied().collect();
+            if access == Access::Pin {
+                // The session picks it up from the file at the first poll.
+                let pin = dir.create_pin(host.pin_ttl_s, 3)?;
+                pairing.pin = Some(pin.pin);
+            }
+            pairing.dir = Some(dir);
+        }
+        HostTrust::Memory {
+            identity,
+            access,
+            allowed,
+        } => {
+            cfg.identity = identity.clone();
+            cfg.allowed_clients = allowed.clone();
+            pairing.access = *access;
+            pairing.allowed = allowed.iter().copied().collect();
+            if *access == Access::Pin {
+                pairing.pin = Some(crate::identity::random_pin());
+            }
+        }
+    }
+    cfg.access = match pairing.access {
+        Access::Open => AccessPolicy::Open,
+        Access::Allowlist | Access::Pin => AccessPolicy::Allowlist,
+    };
+    Ok(pairing)
+}
+
+impl Pairing {
+    /// Re-reads the allowlist, the revoked list and the PIN file if they changed.
+    fn poll(&mut self, session: &mut HostSession, now: Micros) {
+        if now < self.next_poll_us {
+            return;
+        }
+        self.next_poll_us = now + PAIRING_POLL_US;
+        let Some(dir) = self.dir.clone() else {
+            return;
+        };
+        let stamp = dir.stamp();
+        if stamp == self.stamp {
+            return;
+        }
+        let old = std::mem::replace(&mut self.stamp, stamp);
+        if stamp[0] != old[0] || stamp[1] != old[1] {
+            let keys = |r: Result<Vec<crate::identity::KeyEntry>, IdentityError>| {
+                r.map(|v| {
+                    v.iter()
+                        .filter_map(|e| e.public_key())
+                        .collect::<std::collections::HashSet<_>>()
+                })
+            };
+            match (keys(dir.allowed()), keys(dir.revoked())) {
+                (Ok(allowed), Ok(revoked)) => {
+                    for k in allowed.difference(&self.allowed) {
+                        log::info!("host: {} is now allowed", fingerprint(k));
+                        session.allow_client(*k);
+                    }
+                    for k in self.allowed.difference(&allowed) {
+                        // Taken off the allowlist: refused from now on (a connected client
+                        // is disconnected).
+                        log::info!("host: {} is no longer allowed", fingerprint(k));
+                        session.revoke_client(now, *k);
+                    }
+                    for k in revoked.difference(&self.revoked) {
+                        if !allowed.contains(k) {
+                            session.revoke_client(now, *k);
+                        }
+                    }
+                    self.allowed = allowed;
+                    self.revoked = revoked;
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    log::warn!("host: cannot re-read the allowlist: {e}; keeping the old one")
+                }
+            }
+        }
+        if stamp[2] != old[2] {
+            match dir.current_pin() {
+                Ok(Some(pf)) => {
+                    let same = session
+                        .pin()
+                        .is_some_and(|p| p.pin == pf.pin && p.attempts_left == pf.attempts_left);
+                    if !same {
+                        let ttl = pf.expires.saturating_sub(unix_now());
+                        session.set_pin(Some(PairingPin {
+                            pin: pf.pin.clone(),
+                            expires_us: now + ttl * 1_000_000,
+                            attempts_left: pf.attempts_left,
+                        }));
+                        log::info!("host: a pairing PIN is active for {ttl} s");
+                    }
+                    self.pin = Some(pf.pin);
+                }
+                Ok(None) => {
+                    if session.pin().is_some() {
+                        session.set_pin(None);
+                    }
+                    self.pin = None;
+                }
+                Err(e) => log::warn!("host: cannot read the pairing PIN: {e}"),
+            }
+        }
+    }
+
+    /// Persists what the session reports (access requests, PIN pairings).
+    fn on_event(&mut self, s: &Shared, session: &mut HostSession, e: PairingEvent) {
+        match e {
+            PairingEvent::AccessRequested(r) => {
+                s.note(format!(
+                    "access request from {:?} ({}) at {}: approve with `untether pair approve {}`",
+                    r.name, r.fingerprint, r.addr, r.fingerprint
+                ));
+                if let Some(dir) = &self.dir {
+                    if let Err(e) = dir.record_request(&r.key, &r.name, &r.addr.to_string()) {
+                        log::warn!("host: cannot record the access request: {e}");
+                    }
+                }
+            }
+            PairingEvent::Paired {
+                key,
+                fingerprint,
+                name,
+            } => {
+                s.note(format!("paired with {name:?} ({fingerprint}) by PIN"));
+                self.paired.push(fingerprint);
+                self.pin = None;
+                self.allowed.insert(key);
+                session.set_pin(None);
+                if let Some(dir) = &self.dir {
+                    if let Err(e) = dir.allow(&key, &name) {
+                        log::warn!("host: cannot add the paired client to the allowlist: {e}");
+                    }
+                    if let Err(e) = dir.clear_pin() {
+                        log::warn!("host: cannot remove the used PIN: {e}");
+                    }
+                }
+            }
+            PairingEvent::PinFailed {
+                addr,
+                attempts_left,
+            } => {
+                s.note(format!(
+                    "wrong PIN from {addr} ({attempts_left} attempts left)"
+                ));
+                if let Some(dir) = &self.dir {
+                    let r = if attempts_left == 0 {
+                        dir.clear_pin()
+                    } else {
+                        dir.update_pin_attempts(attempts_left)
+                    };
+                    if let Err(e) = r {
+                        log::warn!("host: cannot update the PIN file: {e}");
+                    }
+                }
+                if attempts_left == 0 {
+                    self.pin = None;
+                }
+            }
+        }
+    }
+}
+
+/// The scene's reaction to the latest-wins state: the pointer position (as motion since the
+/// last position seen) and the head pose.
+#[derive(Default)]
+struct StateApplied {
+    pointer: Option<(u32, i32, i32)>,
+    head: Option<u32>,
+}
+
+impl StateApplied {
+    /// Input events for what changed since the last call (pointer first).
+    fn changes(
+        &mut self,
+        pointer: Option<StateEntry>,
+        head: Option<StateEntry>,
+    ) -> Vec<InputEvent> {
+        let mut out = Vec::new();
+        if let Some(StateEntry {
+            value: StateValue::Pointer { x, y },
+            pid,
+            ..
+        }) = pointer
+        {
+            if self.pointer.is_none_or(|(p, _, _)| p != pid) {
+                let (dx, dy) = match self.pointer {
+                    Some((_, ox, oy)) => (x.wrapping_sub(ox), y.wrapping_sub(oy)),
+                    None => (0, 0),
+                };
+                self.pointer = Some((pid, x, y));
+                out.push(InputEvent::PointerMotion { x, y, dx, dy });
+            }
+        }
+        if let Some(e) = head {
+            if self.head != Some(e.pid) {
+                self.head = Some(e.pid);
+                if let Some((yaw, pitch, roll)) = angles(&e.value) {
+                    out.push(InputEvent::HeadPose { yaw, pitch, roll });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Yaw, pitch, roll in degrees of a head pose value.
+fn angles(v: &StateValue) -> Option<(f32, f32, f32)> {
+    match *v {
+        StateValue::Angles { yaw, pitch, roll } => Some((yaw, pitch, roll)),
+        StateValue::Pose { orientation, .. } => {
+            // Quaternion (x, y, z, w), y up, -z forward: yaw about y, pitch about x.
+            let [x, y, z, w] = orientation;
+            let yaw = (2.0 * (w * y + x * z)).atan2(1.0 - 2.0 * (x * x + y * y));
+            let pitch = (2.0 * (w * x - y * z)).clamp(-1.0, 1.0).asin();
+            let roll = (2.0 * (w * z + x * y)).atan2(1.0 - 2.0 * (x * x + z * z));
+            Some((yaw.to_degrees(), pitch.to_degrees(), roll.to_degrees()))
+        }
+        _ => None,
+    }
+}
+
 /// A running host. Dropping it without [`Host::stop`] stops it too.
 pub struct Host {
     shared: Arc<Shared>,
@@ -641,6 +936,24 @@ impl Host {
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
         host_cfg.fec = options.network.fec_policy().unwrap_or_default();
         host_cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
+        options.host.validate()?;
+        let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
+        if pairing.access == Access::Open {
+            log::warn!(
+                "host: ACCESS IS OPEN: any client that can reach {bind} may connect and send input \
+                 (use --access allowlist, the default, or --access pin)"
+            );
+        }
+        log::info!(
+            "host: identity {}, access {}{}",
+            fingerprint(&host_cfg.identity.public),
+            pairing.access.name(),
+            pairing
+                .dir
+                .as_ref()
+                .map(|d| format!(", state in {}", d.path().display()))
+                .unwrap_or_default()
+        );
         let input = match (&setup.input, &setup.source) {
             (InputSpec::Auto, SourceSpec::Scene) | (InputSpec::Scene, _) => InputSink::Scene,
             (InputSpec::Auto, SourceSpec::X11 { display, .. }) => InputSink::Xtest(Box::new(
@@ -669,8 +982,17 @@ impl Host {
                 pending: Vec::new(),
             }),
         };
+        let state_to_sink = !matches!(input, InputSink::Scene);
+        let mut session = HostSession::new(host_cfg);
+        if let (None, Some(pin)) = (&pairing.dir, &pairing.pin) {
+            session.set_pin(Some(PairingPin {
+                pin: pin.clone(),
+                expires_us: now_us() + options.host.pin_ttl_s * 1_000_000,
+                attempts_left: 3,
+            }));
+        }
         let shared = Arc::new(Shared {
-            session: Mutex::new(HostSession::new(host_cfg)),
+            session: Mutex::new(session),
             socket,
             stop: AtomicBool::new(false),
             frames: Slot::new(),
@@ -688,6 +1010,8 @@ impl Host {
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
             sent_frame_tap: setup.sent_frame_tap.clone(),
+            pairing: Mutex::new(pairing),
+            state_to_sink,
         });
         let fps = v.fps;
         let mut threads = Vec::new();
@@ -785,6 +1109,41 @@ impl Host {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The host's long-term public key (its identity; clients pin it).
+    pub fn public_key(&self) -> PublicKey {
+        lock(&self.shared.session).host_key()
+    }
+
+    /// The host's fingerprint, as `untether pair` and clients show it.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.public_key())
+    }
+
+    /// The one-time PIN the host accepts now, if any (`access = "pin"`, or `untether pair
+    /// --pin` while the host runs).
+    pub fn pairing_pin(&self) -> Option<String> {
+        lock(&self.shared.pairing).pin.clone()
+    }
+
+    /// The state directory (None with an in-memory identity).
+    pub fn state_dir(&self) -> Option<std::path::PathBuf> {
+        lock(&self.shared.pairing)
+            .dir
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+    }
+
+    /// Fingerprints of the clients that paired with a PIN during this run.
+    pub fn paired_clients(&self) -> Vec<String> {
+        lock(&self.shared.pairing).paired.clone()
+    }
+
+    /// The newest value of a key of the latest-wins state channel
+    /// ([`untether_proto::state::keys`]), e.g. the pointer position or the head pose.
+    pub fn state_value(&self, key: untether_proto::StateKey) -> Option<StateEntry> {
+        lock(&self.shared.session).state_value(key)
     }
 
     /// The options the host runs with (the resolution is the captured size for X11).
@@ -1260,6 +1619,7 @@ fn source_loop(s: &Shared, mut scene: Scene, fps: u32) {
     // Stamped into each frame: how many input events the scene has applied (the client's
     // reliable channel numbers events 0, 1, 2, … so "applied > seq" means "seq is reflected").
     let mut inputs_applied: u32 = 0;
+    let mut state = StateApplied::default();
     let mut epoch = s.client_epoch.load(Ordering::SeqCst);
     while !s.stop.load(Ordering::SeqCst) {
         if lock(&s.session).client().is_none() {
@@ -1271,6 +1631,7 @@ fn source_loop(s: &Shared, mut scene: Scene, fps: u32) {
         if e != epoch {
             epoch = e;
             inputs_applied = 0;
+            state = StateApplied::default();
         }
         let deadline = start + tick * interval;
         sleep_until(deadline);
@@ -1281,6 +1642,21 @@ fn source_loop(s: &Shared, mut scene: Scene, fps: u32) {
         } else {
             tick + 1
         };
+        // The latest-wins state first (pointer position, head pose), then the reliable
+        // channel's events in order.
+        let changed = {
+            let session = lock(&s.session);
+            state.changes(
+                session.state_value(state_keys::POINTER),
+                session.state_value(state_keys::HEAD_POSE),
+            )
+        };
+        for event in changed {
+            if let Some(input) = scene_input(&event) {
+                scene.apply_input(input);
+                s.counters.inputs_applied.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         for rec in lock(&s.inputs).drain(..) {
             if let Some(input) = scene_input(&rec.event) {
                 scene.apply_input(input);
@@ -1568,6 +1944,7 @@ fn network_loop(s: &Shared) {
     let mut buf = vec![0u8; untether_net::MAX_DATAGRAM];
     let mut pending = Vec::new();
     let mut events = Vec::new();
+    let mut state = StateApplied::default();
     while !s.stop.load(Ordering::SeqCst) {
         let wake = lock(&s.session).poll_timeout();
         let now = now_us();
@@ -1583,14 +1960,37 @@ fn network_loop(s: &Shared) {
         let now = now_us();
         {
             let mut session = lock(&s.session);
+            let mut pairing = lock(&s.pairing);
+            pairing.poll(&mut session, now);
             if let Received::Datagram(n, from) = received {
                 session.handle_datagram(now, from, &buf[..n]);
             }
             if session.poll_timeout().is_some_and(|t| t <= now) {
                 session.handle_timeout(now);
             }
+            while let Some(e) = session.poll_pairing_event() {
+                pairing.on_event(s, &mut session, e);
+            }
+            drop(pairing);
             while let Some(ev) = session.poll_event() {
                 events.push(ev);
+            }
+            if s.state_to_sink && session.client().is_some() {
+                // The latest-wins state (pointer, head pose) goes to the sink before the
+                // reliable events of the same datagrams (a click lands where the pointer is).
+                let changed = state.changes(
+                    session.state_value(state_keys::POINTER),
+                    session.state_value(state_keys::HEAD_POSE),
+                );
+                for (i, event) in changed.into_iter().enumerate() {
+                    events.insert(
+                        i,
+                        HostEvent::Input(InputRecord {
+                            seq: STATE_SEQ,
+                            event,
+                        }),
+                    );
+                }
             }
             Shared::drain_transmits(&mut session, now, &mut pending);
         }
@@ -1601,6 +2001,7 @@ fn network_loop(s: &Shared) {
                     s.note(format!("client {name:?} connected from {addr}"));
                     lock(&s.inputs).clear();
                     s.client_epoch.fetch_add(1, Ordering::SeqCst);
+                    state = StateApplied::default();
                 }
                 HostEvent::ClientGone { addr, reason } => {
                     s.note(format!("client at {addr} gone ({reason:?})"));

@@ -2,15 +2,16 @@
 //! allowlist of client keys, revoked keys, pending access requests, one-time PINs, and the
 //! client's known hosts.
 //!
-//! Everything lives in one directory, chosen in this order: an explicit path (a parameter),
-//! `$UNTETHER_CONFIG_DIR`, `$XDG_CONFIG_HOME/untether`, `~/.config/untether`. The directory is
+//! Everything lives in one directory, chosen in this order: an explicit path (`--state-dir`,
+//! `host.state_dir`, `client.state_dir`), `$UNTETHER_STATE_DIR`, `$XDG_STATE_HOME/untether`,
+//! `~/.local/state/untether`. The directory is
 //! created with mode 0700 and every file with mode 0600; files are replaced atomically (write a
 //! temporary file, then rename).
 //!
 //! | file | written by | content |
 //! |---|---|---|
 //! | `host.key`, `client.key` | first run | the private key, 64 hex digits |
-//! | `allowed_clients.json` | `untether pair approve`, PIN pairing | `[{key, name, added}]` |
+//! | `allowed_clients.json` | `untether pair approve`, PIN pairing (edit by hand too: the host re-reads it within a second) | `[{key, name, added}]` |
 //! | `revoked_clients.json` | `untether pair revoke` | `[{key, name, added}]` (added = revoked at) |
 //! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32 |
 //! | `pairing_pin.json` | `untether pair --pin` | `{pin, expires, attempts_left}` |
@@ -30,6 +31,17 @@ pub use untether_proto::fingerprint;
 use untether_proto::handshake::{os_seed, SessionRng};
 use untether_proto::{PublicKey, StaticKeypair};
 
+/// The host's allowlist.
+pub const ALLOWED_FILE: &str = "allowed_clients.json";
+/// The host's revoked client keys.
+pub const REVOKED_FILE: &str = "revoked_clients.json";
+/// Access requests the running host recorded.
+pub const PENDING_FILE: &str = "pending_requests.json";
+/// The one-time PIN of `untether pair --pin` (or `untether host --access pin`).
+pub const PIN_FILE: &str = "pairing_pin.json";
+/// The client's trusted host keys.
+pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
+
 /// Most pending access requests kept on disk (the oldest is dropped).
 pub const MAX_PENDING: usize = 32;
 /// Most entries in the allowlist, the revoked list and the known hosts (a sanity bound).
@@ -40,8 +52,8 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// What can go wrong with the identity files.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
-    #[error("cannot find a configuration directory: set UNTETHER_CONFIG_DIR or HOME")]
-    NoConfigDir,
+    #[error("cannot find a state directory: pass --state-dir, or set UNTETHER_STATE_DIR, XDG_STATE_HOME or HOME")]
+    NoStateDir,
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -175,35 +187,52 @@ fn matches(query: &str, key_hex_str: &str) -> bool {
     q.len() >= 4 && parse_key(key_hex_str).is_some_and(|k| norm(&fingerprint(&k)).starts_with(&q))
 }
 
-/// The configuration directory and the files in it.
+/// The state directory (keys, allowlist, requests, known hosts) and the files in it.
 #[derive(Clone, Debug)]
-pub struct ConfigDir {
+pub struct StateDir {
     path: PathBuf,
 }
 
-impl ConfigDir {
+impl StateDir {
     /// An explicit directory.
     pub fn at(path: impl Into<PathBuf>) -> Self {
-        ConfigDir { path: path.into() }
+        StateDir { path: path.into() }
     }
 
-    /// `explicit`, else `$UNTETHER_CONFIG_DIR`, else `$XDG_CONFIG_HOME/untether`, else
-    /// `~/.config/untether`.
+    /// `explicit` (if not empty), else `$UNTETHER_STATE_DIR`, else `$XDG_STATE_HOME/untether`,
+    /// else `~/.local/state/untether`.
     pub fn resolve(explicit: Option<&Path>) -> Result<Self> {
-        if let Some(p) = explicit {
+        if let Some(p) = explicit.filter(|p| !p.as_os_str().is_empty()) {
             return Ok(Self::at(p));
         }
         let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-        if let Some(p) = env("UNTETHER_CONFIG_DIR") {
+        if let Some(p) = env("UNTETHER_STATE_DIR") {
             return Ok(Self::at(PathBuf::from(p)));
         }
-        if let Some(p) = env("XDG_CONFIG_HOME") {
+        if let Some(p) = env("XDG_STATE_HOME") {
             return Ok(Self::at(PathBuf::from(p).join("untether")));
         }
         match env("HOME") {
-            Some(h) => Ok(Self::at(PathBuf::from(h).join(".config").join("untether"))),
-            None => Err(IdentityError::NoConfigDir),
+            Some(h) => Ok(Self::at(
+                PathBuf::from(h)
+                    .join(".local")
+                    .join("state")
+                    .join("untether"),
+            )),
+            None => Err(IdentityError::NoStateDir),
         }
+    }
+
+    /// The path of one of the files in the table above.
+    pub fn file_path(&self, name: &str) -> PathBuf {
+        self.file(name)
+    }
+
+    /// Modification times of the allowlist, the revoked list and the PIN file: the running
+    /// host polls this and re-reads what changed.
+    pub fn stamp(&self) -> [Option<SystemTime>; 3] {
+        let m = |n: &str| fs::metadata(self.file(n)).and_then(|m| m.modified()).ok();
+        [m(ALLOWED_FILE), m(REVOKED_FILE), m(PIN_FILE)]
     }
 
     pub fn path(&self) -> &Path {
@@ -310,14 +339,14 @@ impl ConfigDir {
     /// The allowed client keys.
     pub fn allowed(&self) -> Result<Vec<KeyEntry>> {
         Ok(self
-            .read_json::<Vec<KeyEntry>>("allowed_clients.json")?
+            .read_json::<Vec<KeyEntry>>(ALLOWED_FILE)?
             .unwrap_or_default())
     }
 
     /// The revoked client keys.
     pub fn revoked(&self) -> Result<Vec<KeyEntry>> {
         Ok(self
-            .read_json::<Vec<KeyEntry>>("revoked_clients.json")?
+            .read_json::<Vec<KeyEntry>>(REVOKED_FILE)?
             .unwrap_or_default())
     }
 
@@ -340,19 +369,19 @@ impl ConfigDir {
                     added: unix_now(),
                 };
                 allowed.push(e.clone());
-                self.write_json("allowed_clients.json", &allowed)?;
+                self.write_json(ALLOWED_FILE, &allowed)?;
                 e
             }
         };
         let mut revoked = self.revoked()?;
         if revoked.iter().any(|e| e.key == hex) {
             revoked.retain(|e| e.key != hex);
-            self.write_json("revoked_clients.json", &revoked)?;
+            self.write_json(REVOKED_FILE, &revoked)?;
         }
         let mut pending = self.pending()?;
         if pending.iter().any(|p| p.key == hex) {
             pending.retain(|p| p.key != hex);
-            self.write_json("pending_requests.json", &pending)?;
+            self.write_json(PENDING_FILE, &pending)?;
         }
         Ok(entry)
     }
@@ -361,9 +390,10 @@ impl ConfigDir {
     /// allowlist and records it as revoked.
     pub fn revoke(&self, query: &str) -> Result<KeyEntry> {
         let mut allowed = self.allowed()?;
-        let i = find_one(query, allowed.iter().map(|e| e.key.as_str()))?;
+        let i = find_one(query, allowed.iter().map(|e| e.key.as_str()))
+            .or_else(|e| find_name(query, allowed.iter().map(|e| e.name.as_str())).ok_or(e))?;
         let mut entry = allowed.remove(i);
-        self.write_json("allowed_clients.json", &allowed)?;
+        self.write_json(ALLOWED_FILE, &allowed)?;
         let mut revoked = self.revoked()?;
         entry.added = unix_now();
         if !revoked.iter().any(|e| e.key == entry.key) {
@@ -371,7 +401,7 @@ impl ConfigDir {
             if revoked.len() > MAX_ENTRIES {
                 revoked.remove(0);
             }
-            self.write_json("revoked_clients.json", &revoked)?;
+            self.write_json(REVOKED_FILE, &revoked)?;
         }
         Ok(entry)
     }
@@ -381,7 +411,7 @@ impl ConfigDir {
     /// Pending access requests, oldest first.
     pub fn pending(&self) -> Result<Vec<PendingRequest>> {
         Ok(self
-            .read_json::<Vec<PendingRequest>>("pending_requests.json")?
+            .read_json::<Vec<PendingRequest>>(PENDING_FILE)?
             .unwrap_or_default())
     }
 
@@ -411,7 +441,7 @@ impl ConfigDir {
                 }
             }
         }
-        self.write_json("pending_requests.json", &pending)
+        self.write_json(PENDING_FILE, &pending)
     }
 
     /// Finds a pending request by its 1-based position in [`pending`](Self::pending), its
@@ -423,7 +453,8 @@ impl ConfigDir {
                 return Ok(pending[n - 1].clone());
             }
         }
-        let i = find_one(query, pending.iter().map(|p| p.key.as_str()))?;
+        let i = find_one(query, pending.iter().map(|p| p.key.as_str()))
+            .or_else(|e| find_name(query, pending.iter().map(|p| p.name.as_str())).ok_or(e))?;
         Ok(pending[i].clone())
     }
 
@@ -431,7 +462,7 @@ impl ConfigDir {
     pub fn approve(&self, query: &str) -> Result<KeyEntry> {
         let req = self.find_pending(query)?;
         let key = parse_key(&req.key).ok_or_else(|| IdentityError::Corrupt {
-            path: self.file("pending_requests.json"),
+            path: self.file(PENDING_FILE),
             reason: "a key is not 64 hex digits".into(),
         })?;
         self.allow(&key, &req.name)
@@ -442,7 +473,7 @@ impl ConfigDir {
         let req = self.find_pending(query)?;
         let mut pending = self.pending()?;
         pending.retain(|p| p.key != req.key);
-        self.write_json("pending_requests.json", &pending)?;
+        self.write_json(PENDING_FILE, &pending)?;
         Ok(req)
     }
 
@@ -455,20 +486,29 @@ impl ConfigDir {
             expires: unix_now() + ttl_secs,
             attempts_left: attempts.max(1),
         };
-        self.write_json("pairing_pin.json", &pin)?;
+        self.write_json(PIN_FILE, &pin)?;
         Ok(pin)
     }
 
     /// The current PIN if it is still valid.
     pub fn current_pin(&self) -> Result<Option<PinFile>> {
         Ok(self
-            .read_json::<PinFile>("pairing_pin.json")?
+            .read_json::<PinFile>(PIN_FILE)?
             .filter(|p| p.expires > unix_now() && p.attempts_left > 0))
+    }
+
+    /// Records how many failed attempts the PIN still allows.
+    pub fn update_pin_attempts(&self, attempts_left: u32) -> Result<()> {
+        if let Some(mut p) = self.read_json::<PinFile>(PIN_FILE)? {
+            p.attempts_left = attempts_left;
+            self.write_json(PIN_FILE, &p)?;
+        }
+        Ok(())
     }
 
     /// Removes the PIN (used, expired, or cancelled).
     pub fn clear_pin(&self) -> Result<()> {
-        let path = self.file("pairing_pin.json");
+        let path = self.file(PIN_FILE);
         match fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&path)(e)),
             _ => Ok(()),
@@ -479,7 +519,7 @@ impl ConfigDir {
 
     pub fn known_hosts(&self) -> Result<Vec<KnownHost>> {
         Ok(self
-            .read_json::<Vec<KnownHost>>("known_hosts.json")?
+            .read_json::<Vec<KnownHost>>(KNOWN_HOSTS_FILE)?
             .unwrap_or_default())
     }
 
@@ -504,7 +544,7 @@ impl ConfigDir {
         while hosts.len() > MAX_ENTRIES {
             hosts.remove(0);
         }
-        self.write_json("known_hosts.json", &hosts)
+        self.write_json(KNOWN_HOSTS_FILE, &hosts)
     }
 }
 
@@ -521,6 +561,19 @@ fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usiz
     }
 }
 
+/// The only entry whose name is exactly `query`.
+fn find_name<'a>(query: &str, names: impl Iterator<Item = &'a str>) -> Option<usize> {
+    let hits: Vec<usize> = names
+        .enumerate()
+        .filter(|(_, n)| *n == query.trim())
+        .map(|(i, _)| i)
+        .collect();
+    match hits.as_slice() {
+        [i] => Some(*i),
+        _ => None,
+    }
+}
+
 /// Six uniformly random decimal digits from the OS generator.
 pub fn random_pin() -> String {
     loop {
@@ -533,18 +586,110 @@ pub fn random_pin() -> String {
     }
 }
 
+/// Who may connect to the host (`host.access`, `--access`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Clients on the allowlist; others leave an access request (`untether pair`). A PIN made
+    /// with `untether pair --pin` is accepted too.
+    #[default]
+    Allowlist,
+    /// Any client (still authenticated and encrypted, but anyone in range may connect).
+    Open,
+    /// Like allowlist, and the host makes a one-time PIN at start, prints it and accepts it.
+    Pin,
+}
+
+impl Access {
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Allowlist => "allowlist",
+            Access::Open => "open",
+            Access::Pin => "pin",
+        }
+    }
+}
+
+impl std::str::FromStr for Access {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "allowlist" => Ok(Access::Allowlist),
+            "open" => Ok(Access::Open),
+            "pin" => Ok(Access::Pin),
+            _ => Err(format!(
+                "unknown access policy {s:?}; allowed: allowlist, open, pin"
+            )),
+        }
+    }
+}
+
+/// Where a runtime host's identity and allowlist come from.
+#[derive(Clone, Debug, Default)]
+pub enum HostTrust {
+    /// The state directory (`host.state_dir`) with the policy `host.access`: the host's key
+    /// pair is loaded (or created), the allowlist is re-read when it changes, access requests
+    /// and PIN pairings are written back.
+    #[default]
+    Stored,
+    /// In memory only (tests, the in-process demo): this key pair, this policy, these allowed
+    /// client keys; nothing is read or written.
+    Memory {
+        identity: StaticKeypair,
+        access: Access,
+        allowed: Vec<PublicKey>,
+    },
+}
+
+/// Where a runtime client's identity and trusted host keys come from.
+#[derive(Clone, Debug, Default)]
+pub enum ClientTrust {
+    /// The state directory (`client.state_dir`): the client's key pair is loaded (or
+    /// created); the host's key is pinned in `known_hosts.json` on first use under `label`
+    /// (None: the host's address).
+    #[default]
+    Stored,
+    /// In memory only: this key pair, and the host key to insist on (None: any).
+    Memory {
+        identity: StaticKeypair,
+        host_key: Option<PublicKey>,
+    },
+}
+
+/// A fresh random key pair (for [`HostTrust::Memory`] and [`ClientTrust::Memory`]).
+pub fn ephemeral_keypair() -> StaticKeypair {
+    StaticKeypair::generate(&mut SessionRng::from_os())
+}
+
+/// A host and a client that trust each other, in memory: the host allows only this client,
+/// the client insists on this host.
+pub fn memory_pair() -> (HostTrust, ClientTrust) {
+    let host = ephemeral_keypair();
+    let client = ephemeral_keypair();
+    (
+        HostTrust::Memory {
+            allowed: vec![client.public],
+            identity: host.clone(),
+            access: Access::Allowlist,
+        },
+        ClientTrust::Memory {
+            identity: client,
+            host_key: Some(host.public),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn tmp(tag: &str) -> ConfigDir {
+    fn tmp(tag: &str) -> StateDir {
         let p = std::env::temp_dir().join(format!(
             "untether-identity-{tag}-{}-{}",
             std::process::id(),
             unix_now()
         ));
         let _ = fs::remove_dir_all(&p);
-        ConfigDir::at(p)
+        StateDir::at(p)
     }
 
     #[test]
@@ -583,6 +728,7 @@ mod tests {
         assert_eq!(p[0].attempts, 2);
         // By position, by fingerprint prefix (any case, with or without dashes).
         assert_eq!(d.find_pending("2").unwrap().name, "pi");
+        assert_eq!(d.find_pending("pi").unwrap().key, key_hex(&k2));
         let fp = fingerprint(&k1);
         assert_eq!(
             d.find_pending(&fp[..9].to_lowercase()).unwrap().name,
@@ -605,7 +751,7 @@ mod tests {
         // Re-allowing clears the revocation.
         d.allow(&k1, "quest").unwrap();
         assert!(d.revoked().unwrap().is_empty());
-        let mode = fs::metadata(d.path().join("allowed_clients.json"))
+        let mode = fs::metadata(d.path().join(ALLOWED_FILE))
             .unwrap()
             .permissions()
             .mode();
@@ -652,7 +798,7 @@ mod tests {
 
     #[test]
     fn resolve_order() {
-        let d = ConfigDir::resolve(Some(Path::new("/x/y"))).unwrap();
+        let d = StateDir::resolve(Some(Path::new("/x/y"))).unwrap();
         assert_eq!(d.path(), Path::new("/x/y"));
     }
 }

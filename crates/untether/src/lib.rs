@@ -13,6 +13,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod host;
+pub mod identity;
 pub mod report;
 pub mod slot;
 pub mod stats;
@@ -77,7 +78,8 @@ pub fn report_config(
 }
 
 /// Streams the test scene from a host to a client on this machine, both in this process,
-/// over real UDP on the loopback interface, and returns the report.
+/// over real UDP on the loopback interface, and returns the report. The two get throwaway
+/// identities ([`identity::memory_pair`]): the host allows only this client.
 pub fn run_demo(options: DemoOptions, stop: Arc<AtomicBool>) -> Result<Report, DemoError> {
     run_demo_with(options, HostSetup::default(), ClientIo::default(), stop)
 }
@@ -104,11 +106,20 @@ pub struct DemoRun {
 /// summary (for benchmarks that plot frame by frame).
 pub fn run_demo_detailed(
     mut options: DemoOptions,
-    setup: HostSetup,
-    io: ClientIo,
+    mut setup: HostSetup,
+    mut io: ClientIo,
     stop: Arc<AtomicBool>,
 ) -> Result<DemoRun, DemoError> {
     options.host.host.bind = "127.0.0.1:0".into();
+    if matches!(setup.trust, identity::HostTrust::Stored)
+        && matches!(io.trust, identity::ClientTrust::Stored)
+    {
+        // Host and client in this process: a throwaway identity each, the host allowing only
+        // this client (nothing is read from or written to the state directory).
+        let (host, client) = identity::memory_pair();
+        setup.trust = host;
+        io.trust = client;
+    }
     let host = Host::start_with(options.host.clone(), setup)?;
     options.client.host = host.local_addr();
     let run = client::run_client_with(&options.client, io, stop);

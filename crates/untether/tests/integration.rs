@@ -12,6 +12,7 @@ use untether::api::{Frame, HostContext};
 use untether::client::{run_client_with, ClientAudio, ClientIo, ClientOptions, Display};
 use untether::config::ConfigToml;
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
+use untether::identity::memory_pair;
 use untether::{report, Host, HostOptions};
 use untether_media::evdev::{Record, EV_ABS, EV_KEY, EV_REL, EV_SYN, SYN_REPORT};
 use untether_media::stamp::{self, Stamp};
@@ -113,6 +114,7 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
         });
     }
     std::thread::sleep(Duration::from_millis(700));
+    let (host_trust, client_trust) = memory_pair();
     let host = Host::start_with(
         host_options(),
         HostSetup {
@@ -125,6 +127,7 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
                 pointer: PointerMode::Absolute,
             },
             stamp: true,
+            trust: host_trust,
             ..Default::default()
         },
     )
@@ -138,6 +141,7 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
             &opts,
             ClientIo {
                 inject: Some(rx),
+                trust: client_trust,
                 ..Default::default()
             },
             Arc::new(AtomicBool::new(false)),
@@ -223,16 +227,19 @@ fn write_records(w: &mut impl Write, recs: &[Record]) {
 #[test]
 fn evdev_records_through_a_registered_pipe_reach_the_app_and_i420_frames_stream_synchronously() {
     let (w, h) = (640u32, 360u32);
+    let (host_trust, client_trust) = memory_pair();
     let mut host = HostContext::builder()
         .size(w, h)
         .fps(30)
         .bitrate_kbps(4000)
         .bind("127.0.0.1:0")
         .synchronous(true)
+        .trust(host_trust)
         .build()
         .expect("host");
     let (reader, mut writer) = std::io::pipe().unwrap();
     let mut b = untether::api::ClientContext::builder(host.local_addr())
+        .trust(client_trust)
         .duration(Some(Duration::from_secs(4)));
     b.options_mut().client.name = "evdev-test".into();
     let mut client = b.build();
@@ -361,10 +368,12 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
     // the playout records what it hands the device.
     let mut opts = host_options();
     opts.scene.spin_deg_per_s = 30.0;
+    let (host_trust, client_trust) = memory_pair();
     let host = Host::start_with(
         opts.clone(),
         HostSetup {
             audio: AudioSpec::Tone,
+            trust: host_trust,
             ..Default::default()
         },
     )
@@ -379,6 +388,7 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
                 device: Some(untether_media::audio::NULL_DEVICE.into()),
                 ..Default::default()
             }),
+            trust: client_trust,
             ..Default::default()
         },
         Arc::new(AtomicBool::new(false)),

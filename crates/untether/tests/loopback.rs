@@ -42,10 +42,26 @@ fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptio
 fn stream(opts: DemoOptions) -> (ClientRun, untether::HostSummary) {
     let mut opts = opts;
     opts.host.host.bind = "127.0.0.1:0".into();
-    let host = untether::Host::start(opts.host.clone()).expect("host starts");
+    // Throwaway identities: the host allows only this client.
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    let host = untether::Host::start_with(
+        opts.host.clone(),
+        untether::HostSetup {
+            trust: host_trust,
+            ..Default::default()
+        },
+    )
+    .expect("host starts");
     opts.client.host = host.local_addr();
-    let run = untether::client::run_client(&opts.client, Arc::new(AtomicBool::new(false)))
-        .expect("client runs");
+    let run = untether::client::run_client_with(
+        &opts.client,
+        untether::ClientIo {
+            trust: client_trust,
+            ..Default::default()
+        },
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect("client runs");
     std::thread::sleep(Duration::from_millis(20));
     let summary = host.stop();
     assert!(summary.fatal.is_none(), "host failed: {:?}", summary.fatal);
