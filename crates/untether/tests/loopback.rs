@@ -85,13 +85,18 @@ fn loopback_stream_decodes_frames_in_order_and_timestamps_agree_with_pixels() {
         "captured only {} frames in 4 s",
         host.captured
     );
-    let decoded_ratio = run.decoded as f64 / host.captured as f64;
+    // The host may skip frames when the encoder falls behind (a loaded 2-core CI box in a
+    // debug build); what it sent over loopback must arrive and decode. A few frames sent
+    // after the client's run ended (the host stops 20 ms later) are not decoded.
+    let decoded_ratio = run.decoded as f64 / host.sent.saturating_sub(3).max(1) as f64;
     assert!(
-        decoded_ratio >= 0.95,
-        "decoded {} of {} captured frames ({:.1} %)",
+        decoded_ratio >= 0.97,
+        "decoded {} of {} sent frames ({:.1} %; {} captured, {} dropped by the host)",
         run.decoded,
+        host.sent,
+        decoded_ratio * 100.0,
         host.captured,
-        decoded_ratio * 100.0
+        host.dropped
     );
     assert_eq!(run.decode_errors, 0);
     assert_eq!(
