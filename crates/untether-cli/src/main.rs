@@ -138,6 +138,9 @@ struct HostArgs {
     /// Where the host's key, allowlist, access requests and PIN live [config: host.state_dir, default $XDG_STATE_HOME/untether or ~/.local/state/untether].
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
+    #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
+    scheduler: Option<String>,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
@@ -186,6 +189,9 @@ struct ClientArgs {
     /// Where the client's key and known_hosts.json (the pinned host keys) live [config: client.state_dir, default $XDG_STATE_HOME/untether or ~/.local/state/untether].
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Another path to the host (multipath, up to 3): [LOCAL_IP@]HOST[:PORT], e.g. 192.168.2.7@192.168.2.1 to send from a second interface; repeat for more. The client sends its input on every path, the host schedules video per --scheduler there [config: client.paths].
+    #[arg(long = "path", value_name = "[LOCAL_IP@]HOST[:PORT]")]
+    paths: Vec<String>,
     #[command(flatten)]
     side: ClientSide,
     #[command(flatten)]
@@ -415,6 +421,9 @@ fn run_host(args: HostArgs) -> Result<()> {
     if let Some(a) = &args.access {
         cfg.host.access = a.clone();
     }
+    if let Some(sch) = &args.scheduler {
+        cfg.network.scheduler = sch.clone();
+    }
     if let Some(d) = &args.state_dir {
         cfg.host.state_dir = d.display().to_string();
     }
@@ -527,6 +536,7 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
     if let Some(d) = &args.state_dir {
         cfg.client.state_dir = d.display().to_string();
     }
+    cfg.client.paths.extend(args.paths.iter().cloned());
     if let Some(pin) = &args.pin {
         if pin.len() != 6 || !pin.chars().all(|c| c.is_ascii_digit()) {
             bail!("--pin {pin:?}: a pairing PIN is the 6 digits the host shows");

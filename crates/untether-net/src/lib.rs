@@ -102,14 +102,59 @@ impl UdpEndpoint {
     /// Binds an ephemeral port on the unspecified address of `peer`'s family and connects to
     /// `peer`, so that ICMP "port unreachable" is reported as [`Received::Refused`].
     pub fn connect_to(peer: SocketAddr) -> Result<Self, NetError> {
-        let local: SocketAddr = if peer.is_ipv4() {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        Self::connect_from(None, peer)
+    }
+
+    /// Like [`connect_to`](Self::connect_to), from an ephemeral port on the local address
+    /// `local` (one interface's address: a path of its own) when given.
+    pub fn connect_from(
+        local: Option<std::net::IpAddr>,
+        peer: SocketAddr,
+    ) -> Result<Self, NetError> {
+        let ip = local.unwrap_or(if peer.is_ipv4() {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
         } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let endpoint = Self::bind(local)?;
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        });
+        let endpoint = Self::bind((ip, 0).into())?;
         endpoint.socket.connect(peer)?;
         Ok(endpoint)
+    }
+
+    /// Waits up to `timeout` until one of `endpoints` can be read; the readable ones' flags.
+    pub fn wait_any_readable(
+        endpoints: &[&UdpEndpoint],
+        timeout: Duration,
+    ) -> io::Result<Vec<bool>> {
+        let mut fds: Vec<libc::pollfd> = endpoints
+            .iter()
+            .map(|e| libc::pollfd {
+                fd: e.socket.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: `fds` holds `fds.len()` valid pollfds, `ts` a valid timespec, no signal mask.
+        let rc = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                return Ok(vec![false; fds.len()]);
+            }
+            return Err(err);
+        }
+        Ok(fds.iter().map(|f| f.revents != 0).collect())
     }
 
     /// The address the socket is bound to.

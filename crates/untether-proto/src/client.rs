@@ -13,6 +13,7 @@ use crate::handshake::{
     fingerprint, ClientHandshake, ClientInfoPayload, PublicKey, SessionRng, StaticKeypair,
 };
 use crate::keyframe::KeyframeRequester;
+use crate::paths::MAX_PATHS;
 use crate::reliable::ReliableSender;
 use crate::state::{StateConfig, StateKey, StateSender, StateSenderStats, StateValue};
 use crate::window::{PacketWindow, Seen};
@@ -180,6 +181,33 @@ pub struct ClientStats {
     pub inputs_refused: u64,
     pub assembler: AssemblerStats,
     pub state: StateSenderStats,
+    /// Per path (multipath; index as given to [`ClientSession::handle_datagram_on`]).
+    pub paths: [ClientPathStats; MAX_PATHS],
+    /// PathChallenges answered.
+    pub path_responses_sent: u64,
+}
+
+/// What arrived on one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientPathStats {
+    pub datagrams_received: u64,
+    pub bytes_received: u64,
+    /// Datagrams whose first copy came on this path.
+    pub first_copies: u64,
+    /// Copies that another path (or an earlier one on this path) had already delivered.
+    pub duplicates: u64,
+}
+
+/// Where the runtime sends a datagram from [`ClientSession::poll_transmit_routed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The handshake: the host's primary address (path 0).
+    Primary,
+    /// Every path (the client's datagrams are small: it sends them on all paths, so input and
+    /// acknowledgements take the fastest path whichever it is).
+    All,
+    /// One path only (a PathResponse answers on the path its challenge came from).
+    Path(u8),
 }
 
 enum Phase {
@@ -241,7 +269,11 @@ pub struct ClientSession {
     hs_pn: u64,
     next_ping_id: u32,
     pending: Vec<ControlFrame>,
-    transmits: VecDeque<Vec<u8>>,
+    /// PathChallenges to answer: (path, token).
+    path_responses: Vec<(u8, u64)>,
+    /// The path of the datagram being handled.
+    rx_path: u8,
+    transmits: VecDeque<(Route, Vec<u8>)>,
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
     decode_us: u32,
@@ -296,6 +328,8 @@ impl ClientSession {
             input: ReliableSender::new(),
             next_ping_id: 0,
             pending: Vec::new(),
+            path_responses: Vec::new(),
+            rx_path: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: ClientStats::default(),
@@ -566,19 +600,55 @@ impl ClientSession {
             }
             self.stats.bytes_sent += out.len() as u64;
             self.stats.datagrams_sent += 1;
-            self.transmits.push_back(out);
+            self.transmits.push_back((Route::All, out));
+        }
+    }
+
+    /// Answers PathChallenges, each on its own path.
+    fn build_path_responses(&mut self) {
+        let State::Connected(c) = &mut self.state else {
+            self.path_responses.clear();
+            return;
+        };
+        for (path, token) in self.path_responses.drain(..) {
+            let mut out = Vec::with_capacity(HEADER_LEN + 11 + TAG_LEN);
+            let pn = self.next_pn;
+            encode_control(
+                &Header::new(PacketType::Control, c.cid, pn),
+                &[ControlFrame::PathResponse { token }],
+                &mut out,
+            );
+            self.next_pn += 1;
+            if c.protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_ok()
+            {
+                self.stats.bytes_sent += out.len() as u64;
+                self.stats.datagrams_sent += 1;
+                self.stats.path_responses_sent += 1;
+                self.transmits.push_back((Route::Path(path), out));
+            }
         }
     }
 
     fn push_transmit(&mut self, out: Vec<u8>) {
         self.stats.bytes_sent += out.len() as u64;
         self.stats.datagrams_sent += 1;
-        self.transmits.push_back(out);
+        self.transmits.push_back((Route::Primary, out));
     }
 
-    /// The next datagram to send to the host.
+    /// The next datagram to send to the host (single path: whatever its route).
     pub fn poll_transmit(&mut self, now: Micros) -> Option<Vec<u8>> {
+        self.poll_transmit_routed(now).map(|(_, d)| d)
+    }
+
+    /// The next datagram to send and which path(s) it goes on (multipath).
+    pub fn poll_transmit_routed(&mut self, now: Micros) -> Option<(Route, Vec<u8>)> {
         self.flush_state(now);
+        if !self.path_responses.is_empty() {
+            self.build_path_responses();
+        }
         if !self.pending.is_empty() {
             self.build_control(now);
         }
@@ -598,8 +668,18 @@ impl ClientSession {
 
     /// Takes one datagram from the host.
     pub fn handle_datagram(&mut self, now: Micros, data: &[u8]) {
+        self.handle_datagram_on(now, 0, data)
+    }
+
+    /// Takes one datagram from the host that arrived on path `path` (0..[`MAX_PATHS`]; the
+    /// runtime numbers its host addresses or sockets).
+    pub fn handle_datagram_on(&mut self, now: Micros, path: usize, data: &[u8]) {
+        let path = path.min(MAX_PATHS - 1);
+        self.rx_path = path as u8;
         self.stats.bytes_received += data.len() as u64;
         self.stats.datagrams_received += 1;
+        self.stats.paths[path].datagrams_received += 1;
+        self.stats.paths[path].bytes_received += data.len() as u64;
         let (header, datagram) = match wire::parse(data) {
             Ok(x) => x,
             Err(wire::WireError::VersionNegotiation(versions, message)) => {
@@ -793,6 +873,7 @@ impl ClientSession {
                 let pn = header.packet_number;
                 if self.window.check(pn) != Seen::New {
                     self.stats.duplicate_datagrams += 1;
+                    self.stats.paths[path].duplicates += 1;
                     return;
                 }
                 let is_shard = matches!(d, Datagram::Shard(_));
@@ -810,6 +891,7 @@ impl ClientSession {
                 };
                 // Record only now that the datagram is authentic.
                 self.window.record(pn);
+                self.stats.paths[path].first_copies += 1;
                 c.last_recv_us = now;
                 let body = &self.scratch[HEADER_LEN..HEADER_LEN + len];
                 if is_audio {
@@ -925,6 +1007,12 @@ impl ClientSession {
                     .push_back(ClientEvent::InputAcked { next_expected });
             }
             ControlFrame::FrameTiming(t) => self.events.push_back(ClientEvent::FrameTiming(t)),
+            ControlFrame::PathChallenge { token } => {
+                // Bounded: at most one per path per probe interval is expected.
+                if self.path_responses.len() < 4 * MAX_PATHS {
+                    self.path_responses.push((self.rx_path, token));
+                }
+            }
             ControlFrame::StateAck(a) => self.state_tx.on_ack(now, &a),
             ControlFrame::Bye { .. } => {
                 self.close_state();
@@ -936,7 +1024,8 @@ impl ClientSession {
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
             | ControlFrame::Input { .. }
-            | ControlFrame::State(_) => {}
+            | ControlFrame::State(_)
+            | ControlFrame::PathResponse { .. } => {}
             // Only meaningful while connecting (a repeated Accept after a lost one is ignored).
             ControlFrame::Accept(_) | ControlFrame::Reject(_) => {}
         }

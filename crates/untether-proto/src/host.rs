@@ -24,6 +24,7 @@ use crate::handshake::{
     fingerprint, HostHandshake, Mode, PublicKey, SessionRng, SessionSetup, StaticKeypair,
 };
 use crate::keyframe::{KeyframeDecision, KeyframeGate};
+use crate::paths::{Class, PathConfig, PathSet, PathStats, MAX_PATHS};
 use crate::reliable::{InputRecord, ReliableReceiver};
 use crate::state::{StateEntry, StateKey, StateReceiver};
 use crate::window::{PacketWindow, Seen};
@@ -81,6 +82,8 @@ pub struct HostConfig {
     pub entropy: [u8; 32],
     /// Reed–Solomon parity per video frame (default: adaptive, 5–50 %).
     pub fec: FecPolicy,
+    /// Multipath: the scheduler and the path probes (used once a client has several paths).
+    pub paths: PathConfig,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -102,6 +105,7 @@ impl std::fmt::Debug for HostConfig {
             .field("handshake_burst", &self.handshake_burst)
             .field("max_access_requests", &self.max_access_requests)
             .field("fec", &self.fec)
+            .field("paths", &self.paths)
             .finish_non_exhaustive()
     }
 }
@@ -130,6 +134,7 @@ impl HostConfig {
             max_access_requests: 16,
             entropy: rng.seed(),
             fec: FecPolicy::default(),
+            paths: PathConfig::default(),
         }
     }
 }
@@ -250,6 +255,11 @@ pub struct HostStats {
     pub state_packets_received: u64,
     pub clients_connected: u64,
     pub key_updates: u64,
+    /// Client addresses added as paths (multipath).
+    pub paths_added: u64,
+    /// PathResponses that answered no challenge (stale, or from another address).
+    pub path_responses_unknown: u64,
+    pub path_challenges_sent: u64,
 }
 
 /// No client to send to.
@@ -274,6 +284,8 @@ struct Peer {
     feedback: Option<Feedback>,
     /// Downstream loss, from the client's Feedback (drives adaptive FEC).
     loss: LossEstimator,
+    /// The client's addresses (path 0: the handshake's) and the scheduler.
+    paths: PathSet,
 }
 
 enum PendingState {
@@ -340,6 +352,10 @@ pub struct HostSession {
     /// Parity shards of the frame being sent (reused).
     parity_buf: Vec<u8>,
     transmits: VecDeque<Transmit>,
+    /// Control datagrams (copies per path), sent before queued shards.
+    control_out: VecDeque<Transmit>,
+    /// The paths chosen for the datagram being queued (reused).
+    sched: Vec<usize>,
     events: VecDeque<HostEvent>,
     pairing: VecDeque<PairingEvent>,
     stats: HostStats,
@@ -387,6 +403,8 @@ impl HostSession {
             requests: VecDeque::new(),
             pin: None,
             transmits: VecDeque::new(),
+            control_out: VecDeque::new(),
+            sched: Vec::with_capacity(MAX_PATHS),
             events: VecDeque::new(),
             pairing: VecDeque::new(),
             stats: HostStats::default(),
@@ -495,6 +513,7 @@ impl HostSession {
             pending: Vec::new(),
             feedback: None,
             loss: LossEstimator::new(),
+            paths: PathSet::new(self.cfg.paths, addr, now, connection_id),
         });
     }
 
@@ -515,9 +534,7 @@ impl HostSession {
         if self.peer.as_ref().is_some_and(|p| p.info.key == key) {
             self.close(now);
             // Flush the Bye now: the session is over whatever the application does next.
-            if let Some(t) = self.build_control(now) {
-                self.transmits.push_front(t);
-            }
+            self.build_control(now);
             if let Some(p) = self.peer.take() {
                 self.events.push_back(HostEvent::ClientGone {
                     addr: p.info.addr,
@@ -638,11 +655,17 @@ impl HostSession {
         };
         let cid = u64::from_be_bytes(arr(&data[2..10]));
         let pn = u64::from_be_bytes(arr(&data[10..18]));
-        if cid != peer.info.connection_id || from != peer.info.addr {
+        if cid != peer.info.connection_id {
             self.stats.unknown_connection += 1;
             return;
         }
-        if peer.window.check(pn) != Seen::New {
+        let path = peer.paths.find(from);
+        let seen = peer.window.check(pn);
+        if seen != Seen::New && path.is_some() {
+            // A copy from another path (multipath), or a replay.
+            if let Some(i) = path {
+                peer.paths.on_received(i, data.len());
+            }
             self.stats.duplicate_datagrams += 1;
             return;
         }
@@ -659,6 +682,27 @@ impl HostSession {
                 return;
             }
         };
+        // An authentic datagram from a new address: a new path of this client (validated by a
+        // PathChallenge before it carries anything). A copy that lost the race from another
+        // path is authentic too, and still counts as a duplicate.
+        let path = match path {
+            Some(i) => i,
+            None => match peer.paths.add(from, now) {
+                Some(i) => {
+                    self.stats.paths_added += 1;
+                    i
+                }
+                None => {
+                    self.stats.unknown_connection += 1;
+                    return;
+                }
+            },
+        };
+        peer.paths.on_received(path, data.len());
+        if seen != Seen::New {
+            self.stats.duplicate_datagrams += 1;
+            return;
+        }
         // Record only now that the datagram is authentic.
         peer.window.record(pn);
         peer.last_recv_us = now;
@@ -670,7 +714,7 @@ impl HostSession {
             }
         };
         for f in frames {
-            self.on_control(now, f);
+            self.on_control(now, from, f);
         }
     }
 
@@ -1067,6 +1111,7 @@ impl HostSession {
             pending: vec![ControlFrame::Accept(params)],
             feedback: None,
             loss: LossEstimator::new(),
+            paths: PathSet::new(self.cfg.paths, from, now, self.rng.next_u64()),
         });
         self.gate.reset();
         self.stats.clients_connected += 1;
@@ -1107,7 +1152,7 @@ impl HostSession {
         self.pairing_event(PairingEvent::AccessRequested(r));
     }
 
-    fn on_control(&mut self, now: Micros, f: ControlFrame) {
+    fn on_control(&mut self, now: Micros, from: SocketAddr, f: ControlFrame) {
         let Some(peer) = self.peer.as_mut() else {
             return;
         };
@@ -1133,6 +1178,12 @@ impl HostSession {
                 });
             }
             ControlFrame::Pong { .. } => {}
+            ControlFrame::PathResponse { token } => {
+                if !peer.paths.on_response(now, from, token) {
+                    self.stats.path_responses_unknown += 1;
+                }
+                peer.paths.update(now);
+            }
             ControlFrame::Input { first_seq, events } => {
                 let mut out = Vec::new();
                 let before = peer.input.duplicates;
@@ -1173,7 +1224,8 @@ impl HostSession {
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
-            | ControlFrame::StateAck(_) => {}
+            | ControlFrame::StateAck(_)
+            | ControlFrame::PathChallenge { .. } => {}
         }
     }
 
@@ -1207,7 +1259,14 @@ impl HostSession {
         let encrypt = !peer.protection.video_auth_only;
         let mut n = 0;
         let mut template = None;
-        let (cid, dst) = (peer.info.connection_id, peer.info.addr);
+        let cid = peer.info.connection_id;
+        let class = if keyframe {
+            Class::KeyframeShard
+        } else {
+            Class::Shard
+        };
+        peer.paths.schedule(class, now, &mut self.sched);
+        let sched = &self.sched;
         let shards = shard_frame_fec(
             frame_number,
             capture_us,
@@ -1222,8 +1281,8 @@ impl HostSession {
                 peer,
                 &mut self.stats,
                 &mut self.transmits,
+                sched,
                 cid,
-                dst,
                 &sh,
                 &data[range],
                 encrypt,
@@ -1254,8 +1313,8 @@ impl HostSession {
                         peer,
                         &mut self.stats,
                         &mut self.transmits,
+                        sched,
                         cid,
-                        dst,
                         &ph,
                         shard,
                         encrypt,
@@ -1300,10 +1359,14 @@ impl HostSession {
             return Ok(());
         }
         peer.last_send_us = now;
-        self.stats.bytes_sent += out.len() as u64;
-        self.stats.datagrams_sent += 1;
-        let dst = peer.info.addr;
-        self.transmits.push_back(Transmit { dst, payload: out });
+        peer.paths.schedule(Class::Control, now, &mut self.sched);
+        fan_out(
+            &mut peer.paths,
+            &self.sched,
+            &mut self.stats,
+            &mut self.transmits,
+            out,
+        );
         Ok(())
     }
 
@@ -1323,8 +1386,9 @@ impl HostSession {
         }
     }
 
-    /// One protected control datagram from the peer's pending frames.
-    fn build_control(&mut self, now: Micros) -> Option<Transmit> {
+    /// One protected control datagram from the peer's pending frames, queued (a copy per
+    /// scheduled path) on `control_out`.
+    fn build_control(&mut self, now: Micros) -> Option<()> {
         let max = self.cfg.params.max_datagram as usize;
         let peer = self.peer.as_mut()?;
         if peer.pending.is_empty() {
@@ -1359,19 +1423,27 @@ impl HostSession {
             .seal(&mut out, HEADER_LEN, pn, true)
             .ok()?;
         peer.last_send_us = now;
-        let dst = peer.info.addr;
+        peer.paths.schedule(Class::Control, now, &mut self.sched);
+        fan_out(
+            &mut peer.paths,
+            &self.sched,
+            &mut self.stats,
+            &mut self.control_out,
+            out,
+        );
         if closing {
             self.peer = None;
         }
-        self.stats.bytes_sent += out.len() as u64;
-        self.stats.datagrams_sent += 1;
-        Some(Transmit { dst, payload: out })
+        Some(())
     }
 
     /// The next datagram to send. Control datagrams go before queued shards: they are small and
     /// time-critical (pongs, acks).
     pub fn poll_transmit(&mut self, now: Micros) -> Option<Transmit> {
-        if let Some(t) = self.build_control(now) {
+        if self.control_out.is_empty() {
+            self.build_control(now);
+        }
+        if let Some(t) = self.control_out.pop_front() {
             return Some(t);
         }
         self.transmits.pop_front()
@@ -1391,7 +1463,8 @@ impl HostSession {
         let peer = self.peer.as_ref().map(|p| {
             let keepalive = p.last_send_us + self.cfg.params.keepalive_ms as u64 * 1000;
             let idle = p.last_recv_us + self.cfg.params.idle_timeout_ms as u64 * 1000;
-            keepalive.min(idle)
+            let paths = p.paths.next_timeout().unwrap_or(Micros::MAX);
+            keepalive.min(idle).min(paths)
         });
         [hs, peer].into_iter().flatten().min()
     }
@@ -1430,10 +1503,92 @@ impl HostSession {
                 .seal(&mut out, HEADER_LEN, pn, true)
                 .is_ok()
             {
-                let dst = peer.info.addr;
-                self.reply(dst, out);
+                peer.paths.schedule(Class::Control, now, &mut self.sched);
+                fan_out(
+                    &mut peer.paths,
+                    &self.sched,
+                    &mut self.stats,
+                    &mut self.transmits,
+                    out,
+                );
             }
         }
+        self.probe_paths(now);
+    }
+
+    /// Multipath: PathChallenges due on each path (each in its own datagram, to that path
+    /// only), and path liveness.
+    fn probe_paths(&mut self, now: Micros) {
+        let Some(peer) = self.peer.as_mut() else {
+            return;
+        };
+        peer.paths.update(now);
+        let mut due = Vec::new();
+        peer.paths.due_challenges(now, &mut due);
+        for (addr, token) in due {
+            let mut out = Vec::with_capacity(HEADER_LEN + 11 + TAG_LEN);
+            let pn = peer.next_pn;
+            encode_control(
+                &Header::new(PacketType::Control, peer.info.connection_id, pn),
+                &[ControlFrame::PathChallenge { token }],
+                &mut out,
+            );
+            peer.next_pn += 1;
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_err()
+            {
+                continue;
+            }
+            let Some(i) = peer.paths.find(addr) else {
+                continue;
+            };
+            self.stats.path_challenges_sent += 1;
+            fan_out(
+                &mut peer.paths,
+                &[i],
+                &mut self.stats,
+                &mut self.control_out,
+                out,
+            );
+        }
+    }
+
+    /// Per-path counters and state of the connected client's paths (one entry without
+    /// multipath).
+    pub fn path_stats(&self) -> Vec<PathStats> {
+        self.peer
+            .as_ref()
+            .map(|p| p.paths.stats())
+            .unwrap_or_default()
+    }
+}
+
+/// Queues `payload` on each scheduled path (copies for all but the last), counting it.
+fn fan_out(
+    paths: &mut PathSet,
+    sched: &[usize],
+    stats: &mut HostStats,
+    queue: &mut VecDeque<Transmit>,
+    payload: Vec<u8>,
+) {
+    let len = payload.len();
+    let mut payload = Some(payload);
+    for (k, &i) in sched.iter().enumerate() {
+        let Some(dst) = paths.addr(i) else {
+            continue;
+        };
+        let p = if k + 1 == sched.len() {
+            payload.take().unwrap_or_default()
+        } else {
+            payload.clone().unwrap_or_default()
+        };
+        paths.on_sent(i, len);
+        stats.bytes_sent += len as u64;
+        stats.datagrams_sent += 1;
+        queue.push_back(Transmit { dst, payload: p });
     }
 }
 
@@ -1443,8 +1598,8 @@ fn seal_shard(
     peer: &mut Peer,
     stats: &mut HostStats,
     transmits: &mut VecDeque<Transmit>,
+    sched: &[usize],
     cid: u64,
-    dst: SocketAddr,
     sh: &wire::ShardHeader,
     payload: &[u8],
     encrypt: bool,
@@ -1463,9 +1618,7 @@ fn seal_shard(
     {
         return false;
     }
-    stats.bytes_sent += out.len() as u64;
-    stats.datagrams_sent += 1;
-    transmits.push_back(Transmit { dst, payload: out });
+    fan_out(&mut peer.paths, sched, stats, transmits, out);
     true
 }
 

@@ -24,6 +24,7 @@ pub mod fec;
 pub mod handshake;
 pub mod host;
 pub mod keyframe;
+pub mod paths;
 pub mod reliable;
 #[cfg(test)]
 mod session_tests;
@@ -40,7 +41,7 @@ pub type Micros = u64;
 
 pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
 pub use audio::{AudioPacket, AUDIO_RATE};
-pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+pub use client::{ClientConfig, ClientEvent, ClientPathStats, ClientSession, ClientStats, Route};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
 pub use crypto::Suite;
 pub use fec::{FecMode, FecPolicy};
@@ -50,6 +51,7 @@ pub use host::{
     NoClient, PairingEvent, PairingPin,
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
+pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{

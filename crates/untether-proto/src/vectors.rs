@@ -21,6 +21,8 @@ pub const HELLO_PREFIX: &str = "01010102030405060708000000000000000000000022";
 pub const VERSION_NEGOTIATION: &str = "00010100027631";
 /// An Input frame carrying the text "hé" as event 3.
 pub const TEXT_INPUT_FRAME: &str = "05000b000000030001060368c3a9";
+/// A PathChallenge frame with token 0x0102030405060708.
+pub const PATH_CHALLENGE_FRAME: &str = "0d00080102030405060708";
 /// A State frame: pid 9, ank 8, pointer (640, −1).
 pub const STATE_FRAME: &str = "0b001400000009000000080100000100000280ffffffff";
 /// A protected keep-alive (empty Control), ChaCha20-Poly1305, secret 0x11 × 32, connection
@@ -59,6 +61,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("VERSION_NEGOTIATION", VERSION_NEGOTIATION),
     ("TEXT_INPUT_FRAME", TEXT_INPUT_FRAME),
     ("STATE_FRAME", STATE_FRAME),
+    ("PATH_CHALLENGE_FRAME", PATH_CHALLENGE_FRAME),
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
     ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
     ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),

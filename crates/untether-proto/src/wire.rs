@@ -895,6 +895,8 @@ pub mod frame_type {
     pub const REJECT: u8 = 0x0A;
     pub const STATE: u8 = 0x0B;
     pub const STATE_ACK: u8 = 0x0C;
+    pub const PATH_CHALLENGE: u8 = 0x0D;
+    pub const PATH_RESPONSE: u8 = 0x0E;
 }
 
 /// Why a side ends a session.
@@ -965,6 +967,15 @@ pub enum ControlFrame {
     State(StatePacket),
     /// Host → client: which state packets arrived (ACK/NAK runs).
     StateAck(StateAck),
+    /// Host → client on one path: answer with a PathResponse on the same path (validates the
+    /// path and samples its RTT).
+    PathChallenge {
+        token: u64,
+    },
+    /// Client → host, on the path the challenge came from: its token.
+    PathResponse {
+        token: u64,
+    },
 }
 
 /// The longest control frame body.
@@ -1031,6 +1042,9 @@ impl ControlFrame {
             ControlFrame::Reject(r) => r.encode_body(out),
             ControlFrame::State(p) => p.encode(out),
             ControlFrame::StateAck(a) => a.encode(out),
+            ControlFrame::PathChallenge { token } | ControlFrame::PathResponse { token } => {
+                out.put_u64(*token)
+            }
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1051,6 +1065,8 @@ impl ControlFrame {
             ControlFrame::Reject(_) => REJECT,
             ControlFrame::State(_) => STATE,
             ControlFrame::StateAck(_) => STATE_ACK,
+            ControlFrame::PathChallenge { .. } => PATH_CHALLENGE,
+            ControlFrame::PathResponse { .. } => PATH_RESPONSE,
         }
     }
 
@@ -1079,6 +1095,7 @@ impl ControlFrame {
             }
             ControlFrame::State(p) => p.encoded_len(),
             ControlFrame::StateAck(a) => a.encoded_len(),
+            ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
         }
     }
 
@@ -1145,6 +1162,8 @@ impl ControlFrame {
             REJECT => ControlFrame::Reject(Reject::parse(r.rest())?),
             STATE => ControlFrame::State(StatePacket::parse(&mut r)?),
             STATE_ACK => ControlFrame::StateAck(StateAck::parse(&mut r)?),
+            PATH_CHALLENGE => ControlFrame::PathChallenge { token: r.u64()? },
+            PATH_RESPONSE => ControlFrame::PathResponse { token: r.u64()? },
             _ => return Ok(None),
         };
         if !r.is_empty() {
@@ -1378,6 +1397,17 @@ mod tests {
         })
         .encode(&mut out);
         assert_eq!(h(&out), v::STATE_FRAME);
+        let mut out = Vec::new();
+        let challenge = ControlFrame::PathChallenge {
+            token: 0x0102_0304_0506_0708,
+        };
+        challenge.encode(&mut out);
+        assert_eq!(h(&out), v::PATH_CHALLENGE_FRAME);
+        assert_eq!(out.len(), challenge.encoded_len());
+        assert_eq!(
+            ControlFrame::parse_body(out[0], &out[3..]),
+            Ok(Some(challenge))
+        );
     }
 
     /// Every vector in crate::vectors appears in docs/PROTOCOL.md.

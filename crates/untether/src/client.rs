@@ -30,7 +30,7 @@ use untether_net::{Received, UdpEndpoint};
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     fingerprint, ClientConfig, ClientEvent, ClientSession, ClientStats, ClockEstimate, FrameTiming,
-    GoneReason, InputEvent, Micros, PublicKey, RejectReason, SessionParams, StateValue,
+    GoneReason, InputEvent, Micros, PublicKey, RejectReason, Route, SessionParams, StateValue,
 };
 
 use crate::clock::now_us;
@@ -71,6 +71,8 @@ pub enum ClientError {
     },
     #[error("identity: {0}")]
     Identity(#[from] IdentityError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error("host {host} went away: {reason}")]
     HostGone { host: SocketAddr, reason: String },
     #[error("cannot start thread: {0}")]
@@ -276,6 +278,8 @@ pub struct ClientRun {
     pub sink_frames: u64,
     /// Events read from registered input devices and sent.
     pub device_events: u64,
+    /// The host address of each path (path 0: the main one; more with `client.paths`).
+    pub paths: Vec<SocketAddr>,
 }
 
 /// The most frames whose records we keep (10 minutes at 60 fps).
@@ -295,7 +299,10 @@ struct Shared {
     playout: Option<Arc<Mutex<Playout>>>,
     end_on_host_bye: bool,
     session: Mutex<ClientSession>,
-    socket: UdpEndpoint,
+    /// One socket per path (path 0: the main host address), each connected to its host address.
+    sockets: Vec<UdpEndpoint>,
+    /// The host address of each path.
+    paths: Vec<SocketAddr>,
     stop: AtomicBool,
     decoded: Slot<Decoded>,
     run: Mutex<ClientRun>,
@@ -316,10 +323,24 @@ impl Shared {
     }
 
     fn flush(&self, session: &mut ClientSession, now: Micros) {
-        while let Some(payload) = session.poll_transmit(now) {
+        while let Some((route, payload)) = session.poll_transmit_routed(now) {
             // ECONNREFUSED from an earlier datagram can surface on send too; the receive
             // path reports it.
-            let _ = self.socket.send(&payload);
+            match route {
+                Route::Primary => {
+                    let _ = self.sockets[0].send(&payload);
+                }
+                Route::Path(i) => {
+                    if let Some(s) = self.sockets.get(i as usize) {
+                        let _ = s.send(&payload);
+                    }
+                }
+                Route::All => {
+                    for s in &self.sockets {
+                        let _ = s.send(&payload);
+                    }
+                }
+            }
         }
     }
 }
@@ -391,7 +412,23 @@ pub fn run_client_with(
             None => String::new(),
         }
     );
-    let socket = UdpEndpoint::connect_to(options.host)?;
+    let mut sockets = vec![UdpEndpoint::connect_to(options.host)?];
+    let mut paths = vec![options.host];
+    for spec in &c.paths {
+        let (local, addr) = crate::config::parse_path(spec, options.host.port()).map_err(|e| {
+            crate::config::ConfigError::Invalid {
+                key: "client.paths".into(),
+                message: e,
+            }
+        })?;
+        sockets.push(UdpEndpoint::connect_from(local, addr)?);
+        paths.push(addr);
+        log::info!(
+            "client: path {} to {addr}{}",
+            paths.len() - 1,
+            local.map(|l| format!(" from {l}")).unwrap_or_default()
+        );
+    }
     let now = now_us();
     cfg.nonce = now ^ ((std::process::id() as u64) << 40) ^ 0x9E37_79B9_7F4A_7C15;
     cfg.connect_timeout_us = c.connect_timeout_ms * 1000;
@@ -405,7 +442,11 @@ pub fn run_client_with(
         playout: playout.clone(),
         end_on_host_bye: io.end_on_host_bye,
         session: Mutex::new(ClientSession::new(cfg, now)),
-        socket: socket.try_clone()?,
+        sockets: sockets
+            .iter()
+            .map(UdpEndpoint::try_clone)
+            .collect::<Result<_, _>>()?,
+        paths,
         stop: AtomicBool::new(false),
         decoded: Slot::new(),
         run: Mutex::new(ClientRun {
@@ -422,7 +463,7 @@ pub fn run_client_with(
         let s = shared.clone();
         std::thread::Builder::new()
             .name("client-net".into())
-            .spawn(move || network_loop(&s, socket, decoder))
+            .spawn(move || network_loop(&s, sockets, decoder))
             .map_err(ClientError::Thread)?
     };
     let mut device_threads = Vec::new();
@@ -468,6 +509,7 @@ pub fn run_client_with(
     let mut run = std::mem::take(&mut *lock(&shared.run));
     let session = lock(&shared.session);
     run.stats = session.stats();
+    run.paths = shared.paths.clone();
     run.clock = session.clock();
     run.dropped_presenter = shared.decoded.replaced();
     run.ended_us = now_us();
@@ -572,23 +614,50 @@ pub fn device_input(index: u8, ev: DeviceEvent) -> InputEvent {
     }
 }
 
-fn network_loop(s: &Shared, socket: UdpEndpoint, mut decoder: Decoder) {
+fn network_loop(s: &Shared, sockets: Vec<UdpEndpoint>, mut decoder: Decoder) {
     let mut buf = vec![0u8; untether_net::MAX_DATAGRAM];
     let mut events = Vec::new();
     let port = s.host.port();
+    let refs: Vec<&UdpEndpoint> = sockets.iter().collect();
+    let mut received_on: Vec<(usize, Received)> = Vec::new();
     while !s.stop.load(Ordering::SeqCst) {
         let wake = lock(&s.session).poll_timeout();
         let now = now_us();
         let wait = wake.map_or(50_000, |t| t.saturating_sub(now)).min(50_000);
-        let received = match socket.recv(&mut buf, Duration::from_micros(wait)) {
-            Ok(r) => r,
-            Err(e) => return s.finish(Some(e.into())),
-        };
+        received_on.clear();
+        if sockets.len() == 1 {
+            match sockets[0].recv(&mut buf, Duration::from_micros(wait)) {
+                Ok(r) => received_on.push((0, r)),
+                Err(e) => return s.finish(Some(e.into())),
+            }
+        } else {
+            let ready = match UdpEndpoint::wait_any_readable(&refs, Duration::from_micros(wait)) {
+                Ok(r) => r,
+                Err(e) => return s.finish(Some(ClientError::Net(e.into()))),
+            };
+            for (i, r) in ready.into_iter().enumerate() {
+                if !r {
+                    continue;
+                }
+                match sockets[i].recv(&mut buf, Duration::ZERO) {
+                    Ok(Received::Datagram(n, _)) => {
+                        lock(&s.session).handle_datagram_on(now_us(), i, &buf[..n]);
+                    }
+                    // Another path's host address refusing is that path's problem only.
+                    Ok(Received::Refused) if i > 0 => {}
+                    Ok(r) => received_on.push((i, r)),
+                    Err(e) => return s.finish(Some(e.into())),
+                }
+            }
+            if received_on.is_empty() {
+                received_on.push((0, Received::TimedOut));
+            }
+        }
         let now = now_us();
-        {
+        for (path, received) in received_on.drain(..) {
             let mut session = lock(&s.session);
             match received {
-                Received::Datagram(n, _) => session.handle_datagram(now, &buf[..n]),
+                Received::Datagram(n, _) => session.handle_datagram_on(now, path, &buf[..n]),
                 Received::Refused => {
                     // Before the session starts, a refusal means nobody listens; later it
                     // means the host process is gone.

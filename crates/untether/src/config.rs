@@ -186,6 +186,10 @@ pub struct ClientToml {
     pub input_probe_interval_ms: u64,
     /// The client's key and known hosts (empty: `$XDG_STATE_HOME/untether`).
     pub state_dir: String,
+    /// More paths to the host besides the main address (multipath, up to 3 more):
+    /// `"[LOCAL_IP@]HOST[:PORT]"` each, e.g. `"192.168.2.7@192.168.2.1:9710"` to send from
+    /// a second interface. Port defaults to the main address's.
+    pub paths: Vec<String>,
 }
 
 impl Default for ClientToml {
@@ -198,6 +202,7 @@ impl Default for ClientToml {
             decoder_threads: 2,
             input_probe_interval_ms: 0,
             state_dir: String::new(),
+            paths: Vec::new(),
         }
     }
 }
@@ -219,6 +224,10 @@ pub struct NetworkToml {
     pub idle_timeout_ms: u64,
     /// Host: forward error correction of video, `"off"`, `"adaptive"` or `"<percent>%"`.
     pub fec: String,
+    /// Host: which of a multipath client's paths carry each datagram: `"redundant"` (all),
+    /// `"keyframes"` (keyframes, control and audio on all; other frames on the fastest), or
+    /// `"lowest-delay"` (the fastest live path). Used only when the client has several paths.
+    pub scheduler: String,
 }
 
 impl Default for NetworkToml {
@@ -228,6 +237,7 @@ impl Default for NetworkToml {
             keepalive_ms: 2000,
             idle_timeout_ms: 30_000,
             fec: "adaptive".to_string(),
+            scheduler: "redundant".to_string(),
         }
     }
 }
@@ -377,8 +387,15 @@ impl NetworkToml {
             .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
     }
 
+    /// The multipath scheduler (`scheduler`).
+    pub fn scheduler(&self) -> Result<untether_proto::Scheduler, ConfigError> {
+        untether_proto::Scheduler::parse(&self.scheduler)
+            .map_err(|e| invalid("network.scheduler", e))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.fec_policy()?;
+        self.scheduler()?;
         if !(256..=9000).contains(&self.max_datagram) {
             return Err(invalid(
                 "network.max_datagram",
@@ -412,6 +429,19 @@ impl ClientToml {
                 format!("{} is out of range 1..=1000", self.reassembly_deadline_ms),
             ));
         }
+        if self.paths.len() + 1 > untether_proto::MAX_PATHS {
+            return Err(invalid(
+                "client.paths",
+                format!(
+                    "{} extra paths; at most {} besides the main address",
+                    self.paths.len(),
+                    untether_proto::MAX_PATHS - 1
+                ),
+            ));
+        }
+        for p in &self.paths {
+            parse_path(p, 9710).map_err(|e| invalid("client.paths", e))?;
+        }
         if !(1..=16).contains(&self.decoder_threads) {
             return Err(invalid(
                 "client.decoder_threads",
@@ -423,6 +453,25 @@ impl ClientToml {
         }
         Ok(())
     }
+}
+
+/// One extra path: `[LOCAL_IP@]HOST[:PORT]` → (local address to send from, host address).
+pub fn parse_path(
+    spec: &str,
+    default_port: u16,
+) -> Result<(Option<std::net::IpAddr>, std::net::SocketAddr), String> {
+    let (local, host) = match spec.split_once('@') {
+        Some((l, h)) => {
+            let ip: std::net::IpAddr = l.trim().parse().map_err(|_| {
+                format!("{spec:?}: {l:?} is not a local IP address (expected LOCAL_IP@HOST[:PORT])")
+            })?;
+            (Some(ip), h)
+        }
+        None => (None, spec),
+    };
+    let addr =
+        untether_net::resolve(host.trim(), default_port).map_err(|e| format!("{spec:?}: {e}"))?;
+    Ok((local, addr))
 }
 
 #[cfg(test)]
@@ -453,6 +502,34 @@ mod tests {
             e.starts_with("host.access") && e.contains("allowlist"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn multipath_keys_are_checked() {
+        let n = NetworkToml {
+            scheduler: "fastest".into(),
+            ..Default::default()
+        };
+        let e = n.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("network.scheduler") && e.contains("lowest-delay"),
+            "{e}"
+        );
+        let mut c = ClientToml {
+            paths: vec!["wlan1@10.0.0.1".into()],
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.starts_with("client.paths") && e.contains("LOCAL_IP@"), "{e}");
+        c.paths = vec!["10.0.0.2@10.0.0.1:9000".into(), "127.0.0.1".into()];
+        c.validate().unwrap();
+        assert_eq!(
+            parse_path("10.0.0.2@10.0.0.1:9000", 9710).unwrap(),
+            (Some([10, 0, 0, 2].into()), ([10, 0, 0, 1], 9000).into())
+        );
+        c.paths = vec!["127.0.0.1".into(); 4];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("at most 3"), "{e}");
     }
 
     #[test]

@@ -323,6 +323,8 @@ struct Shared {
     samples: Mutex<HostSamples>,
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
+    /// The client's paths, refreshed by the network thread (kept after the client leaves).
+    last_paths: Mutex<Vec<untether_proto::PathStats>>,
     sent_frame_tap: Option<SentFrameTap>,
     pairing: Mutex<Pairing>,
     /// Whether the network thread turns the state channel into input records (sinks other
@@ -863,6 +865,8 @@ pub struct HostSummary {
     pub stages: std::collections::BTreeMap<&'static str, Samples>,
     pub fatal: Option<String>,
     pub events: Vec<String>,
+    /// The client's paths as the host saw them last (several with multipath).
+    pub paths: Vec<untether_proto::PathStats>,
 }
 
 fn encoder_config(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderConfig {
@@ -935,6 +939,7 @@ impl Host {
         let mut host_cfg = HostConfig::new(params);
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
         host_cfg.fec = options.network.fec_policy().unwrap_or_default();
+        host_cfg.paths.scheduler = options.network.scheduler().unwrap_or_default();
         host_cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
         options.host.validate()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
@@ -1009,6 +1014,7 @@ impl Host {
             samples: Mutex::new(HostSamples::default()),
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
+            last_paths: Mutex::new(Vec::new()),
             sent_frame_tap: setup.sent_frame_tap.clone(),
             pairing: Mutex::new(pairing),
             state_to_sink,
@@ -1318,6 +1324,7 @@ impl Host {
             stages,
             fatal: lock(&s.fatal).clone(),
             events: lock(&s.events).clone(),
+            paths: lock(&s.last_paths).clone(),
         }
     }
 
@@ -1945,6 +1952,7 @@ fn network_loop(s: &Shared) {
     let mut pending = Vec::new();
     let mut events = Vec::new();
     let mut state = StateApplied::default();
+    let mut next_paths_us = 0;
     while !s.stop.load(Ordering::SeqCst) {
         let wake = lock(&s.session).poll_timeout();
         let now = now_us();
@@ -1993,6 +2001,13 @@ fn network_loop(s: &Shared) {
                 }
             }
             Shared::drain_transmits(&mut session, now, &mut pending);
+            if now >= next_paths_us {
+                next_paths_us = now + 200_000;
+                let paths = session.path_stats();
+                if !paths.is_empty() {
+                    *lock(&s.last_paths) = paths;
+                }
+            }
         }
         s.flush(&mut pending);
         for ev in events.drain(..) {

@@ -111,6 +111,27 @@ pub struct NetworkReport {
     pub clock_offset_ms: Option<f64>,
     pub clock_uncertainty_ms: Option<f64>,
     pub goodput_mbps: f64,
+    /// Per path (one without multipath): what the host sent on it and what the client got.
+    pub paths: Vec<PathReport>,
+}
+
+/// One path of the session.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PathReport {
+    /// The host address the client sent to.
+    pub host_addr: String,
+    /// The client address the host sent to (as the host saw it).
+    pub client_addr: Option<String>,
+    pub datagrams_sent: Option<u64>,
+    pub datagrams_received: u64,
+    /// Datagrams whose first copy came on this path.
+    pub first_copies: u64,
+    /// Copies another path had already delivered (dropped).
+    pub duplicates: u64,
+    pub srtt_ms: Option<f64>,
+    pub alive: Option<bool>,
+    /// Times the host declared the path dead.
+    pub deaths: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -322,6 +343,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         } else {
             0.0
         },
+        paths: path_reports(run, host),
     };
     let audio = run.audio.as_ref().map(|a| {
         let mut m2e = Samples::default();
@@ -515,4 +537,27 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
         "audio_packets_sent": h.audio_packets,
         "host_events": h.events,
     })
+}
+
+/// Pairs the client's paths (by index) with the host's (path i of the host is the i-th client
+/// address it learnt, which is the client's path i when the paths came up in order).
+fn path_reports(run: &ClientRun, host: Option<&HostSummary>) -> Vec<PathReport> {
+    let n = run.paths.len().max(1);
+    (0..n.min(untether_proto::MAX_PATHS))
+        .map(|i| {
+            let c = run.stats.paths[i];
+            let h = host.and_then(|h| h.paths.get(i));
+            PathReport {
+                host_addr: run.paths.get(i).map(|a| a.to_string()).unwrap_or_default(),
+                client_addr: h.map(|h| h.addr.to_string()),
+                datagrams_sent: h.map(|h| h.datagrams_sent),
+                datagrams_received: c.datagrams_received,
+                first_copies: c.first_copies,
+                duplicates: c.duplicates,
+                srtt_ms: h.and_then(|h| h.srtt_us).map(|us| us as f64 / 1000.0),
+                alive: h.map(|h| h.alive),
+                deaths: h.map(|h| h.deaths),
+            }
+        })
+        .collect()
 }
