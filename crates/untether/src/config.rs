@@ -520,7 +520,10 @@ mod tests {
             ..Default::default()
         };
         let e = c.validate().unwrap_err().to_string();
-        assert!(e.starts_with("client.paths") && e.contains("LOCAL_IP@"), "{e}");
+        assert!(
+            e.starts_with("client.paths") && e.contains("LOCAL_IP@"),
+            "{e}"
+        );
         c.paths = vec!["10.0.0.2@10.0.0.1:9000".into(), "127.0.0.1".into()];
         c.validate().unwrap();
         assert_eq!(
