@@ -87,6 +87,31 @@ fn delete_ns(name: &str) {
     }
 }
 
+/// `tc qdisc VERB dev DEV root tbf …` in namespace `ns`: burst 10 ms at the rate (at least
+/// 16 KB, a few MTU-sized packets), queue 50 ms at the rate.
+fn tbf(ns: &str, dev: &str, bps: u64, verb: &str) -> Result<(), NetnsError> {
+    let burst = (bps / 8 / 100).max(16_384);
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        verb,
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        &format!("{bps}bit"),
+        "burst",
+        &burst.to_string(),
+        "latency",
+        "50ms",
+    ])
+}
+
 /// Two namespaces joined by a veth pair (see the module docs).
 #[derive(Debug)]
 pub struct Testbed {
@@ -95,6 +120,8 @@ pub struct Testbed {
     host_addr: Ipv4Addr,
     client_addr: Ipv4Addr,
     rate: Option<String>,
+    /// The veth ends (host side, client side).
+    devs: (String, String),
     torn_down: bool,
 }
 
@@ -122,6 +149,7 @@ impl Testbed {
             host_addr,
             client_addr,
             rate: rate.map(str::to_string),
+            devs: (format!("utb{pid:x}{n}h"), format!("utb{pid:x}{n}c")),
             torn_down: false,
         };
         tb.build(pid, n, rate_bps).inspect_err(|_| tb.remove())?;
@@ -129,9 +157,8 @@ impl Testbed {
     }
 
     fn build(&mut self, pid: u32, n: u32, rate_bps: Option<u64>) -> Result<(), NetnsError> {
-        let vh = format!("utb{pid:x}{n}h");
-        let vc = format!("utb{pid:x}{n}c");
-        debug_assert!(vh.len() <= 15);
+        let (vh, vc) = self.devs.clone();
+        debug_assert!(vh.len() <= 15 && vh == format!("utb{pid:x}{n}h"));
         for ns in [&self.host_ns, &self.client_ns] {
             run(&["ip", "netns", "add", ns])?;
             if let Ok(mut live) = LIVE.lock() {
@@ -170,31 +197,18 @@ impl Testbed {
             ])?;
             run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
             if let Some(bps) = rate_bps {
-                // Burst: 10 ms at the rate, at least 16 KB (a few MTU-sized packets);
-                // queue: 50 ms at the rate.
-                let burst = (bps / 8 / 100).max(16_384);
-                run(&[
-                    "ip",
-                    "netns",
-                    "exec",
-                    ns,
-                    "tc",
-                    "qdisc",
-                    "add",
-                    "dev",
-                    dev,
-                    "root",
-                    "tbf",
-                    "rate",
-                    &format!("{bps}bit"),
-                    "burst",
-                    &burst.to_string(),
-                    "latency",
-                    "50ms",
-                ])?;
+                tbf(ns, dev, bps, "add")?;
             }
         }
         Ok(())
+    }
+
+    /// Changes the tbf rate limit on both veth ends (adds one if there was none), e.g. to
+    /// drop the link from 20 to 5 Mbit/s mid-run. [`rate`](Self::rate) stays the initial one.
+    pub fn set_rate(&self, rate: &str) -> Result<(), NetnsError> {
+        let bps = crate::units::rate_bps(rate).map_err(|e| NetnsError::Rate(rate.into(), e))?;
+        tbf(&self.host_ns, &self.devs.0, bps, "replace")?;
+        tbf(&self.client_ns, &self.devs.1, bps, "replace")
     }
 
     fn remove(&mut self) {

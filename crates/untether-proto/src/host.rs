@@ -25,6 +25,7 @@ use crate::handshake::{
 };
 use crate::keyframe::{KeyframeDecision, KeyframeGate};
 use crate::paths::{Class, PathConfig, PathSet, PathStats, MAX_PATHS};
+use crate::rate::{RateConfig, RateController, RateStats};
 use crate::reliable::{InputRecord, ReliableReceiver};
 use crate::state::{StateEntry, StateKey, StateReceiver};
 use crate::window::{PacketWindow, Seen};
@@ -84,6 +85,9 @@ pub struct HostConfig {
     pub fec: FecPolicy,
     /// Multipath: the scheduler and the path probes (used once a client has several paths).
     pub paths: PathConfig,
+    /// Adaptive bitrate (None: the configured bitrate, fixed). With it, the host pings the
+    /// client every 100 ms for the queueing delay.
+    pub rate: Option<RateConfig>,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -106,6 +110,7 @@ impl std::fmt::Debug for HostConfig {
             .field("max_access_requests", &self.max_access_requests)
             .field("fec", &self.fec)
             .field("paths", &self.paths)
+            .field("rate", &self.rate)
             .finish_non_exhaustive()
     }
 }
@@ -135,6 +140,7 @@ impl HostConfig {
             entropy: rng.seed(),
             fec: FecPolicy::default(),
             paths: PathConfig::default(),
+            rate: None,
         }
     }
 }
@@ -156,6 +162,10 @@ pub enum HostEvent {
     /// An input event, in order, exactly once.
     Input(InputRecord),
     Feedback(Feedback),
+    /// The adaptive bitrate controller set a new target: reconfigure the encoder.
+    BitrateChanged {
+        kbps: u32,
+    },
 }
 
 /// An unknown client asked for access (its key is authenticated: it completed the handshake).
@@ -286,6 +296,10 @@ struct Peer {
     loss: LossEstimator,
     /// The client's addresses (path 0: the handshake's) and the scheduler.
     paths: PathSet,
+    /// Adaptive bitrate, when on.
+    rate: Option<RateController>,
+    next_ping_us: Micros,
+    next_ping_id: u32,
 }
 
 enum PendingState {
@@ -360,6 +374,9 @@ pub struct HostSession {
     pairing: VecDeque<PairingEvent>,
     stats: HostStats,
 }
+
+/// How often the host pings the client for the queueing delay (adaptive bitrate only).
+const RATE_PING_INTERVAL_US: Micros = 100_000;
 
 /// The anti-amplification factor for unvalidated addresses.
 pub const AMPLIFICATION_FACTOR: u64 = 3;
@@ -514,6 +531,9 @@ impl HostSession {
             feedback: None,
             loss: LossEstimator::new(),
             paths: PathSet::new(self.cfg.paths, addr, now, connection_id),
+            rate: self.cfg.rate.map(RateController::new),
+            next_ping_us: now,
+            next_ping_id: 0,
         });
     }
 
@@ -1112,6 +1132,9 @@ impl HostSession {
             feedback: None,
             loss: LossEstimator::new(),
             paths: PathSet::new(self.cfg.paths, from, now, self.rng.next_u64()),
+            rate: self.cfg.rate.map(RateController::new),
+            next_ping_us: now,
+            next_ping_id: 0,
         });
         self.gate.reset();
         self.stats.clients_connected += 1;
@@ -1166,6 +1189,13 @@ impl HostSession {
             ControlFrame::Feedback(fb) => {
                 peer.feedback = Some(fb);
                 peer.loss.on_feedback(&fb);
+                if let Some(rate) = peer.rate.as_mut() {
+                    let mean =
+                        self.stats.bytes_sent as f64 / self.stats.datagrams_sent.max(1) as f64;
+                    if let (_, Some(kbps)) = rate.on_feedback(now, &fb, mean) {
+                        self.events.push_back(HostEvent::BitrateChanged { kbps });
+                    }
+                }
                 self.events.push_back(HostEvent::Feedback(fb));
             }
             ControlFrame::Ping { id, sent_us } => {
@@ -1177,7 +1207,21 @@ impl HostSession {
                     sent_us: 0,
                 });
             }
-            ControlFrame::Pong { .. } => {}
+            ControlFrame::Pong {
+                ping_sent_us,
+                received_us,
+                sent_us,
+                ..
+            } => {
+                // A pong to the host's own ping (adaptive bitrate): RTT without the client's
+                // turnaround.
+                if let Some(rate) = peer.rate.as_mut() {
+                    if ping_sent_us <= now {
+                        let turnaround = sent_us.saturating_sub(received_us);
+                        rate.on_rtt(now, (now - ping_sent_us).saturating_sub(turnaround));
+                    }
+                }
+            }
             ControlFrame::PathResponse { token } => {
                 if !peer.paths.on_response(now, from, token) {
                     self.stats.path_responses_unknown += 1;
@@ -1403,7 +1447,8 @@ impl HostSession {
                 break;
             }
             let mut f = peer.pending.remove(0);
-            if let ControlFrame::Pong { sent_us, .. } = &mut f {
+            if let ControlFrame::Pong { sent_us, .. } | ControlFrame::Ping { sent_us, .. } = &mut f
+            {
                 *sent_us = now;
             }
             closing |= matches!(f, ControlFrame::Bye { .. });
@@ -1464,7 +1509,12 @@ impl HostSession {
             let keepalive = p.last_send_us + self.cfg.params.keepalive_ms as u64 * 1000;
             let idle = p.last_recv_us + self.cfg.params.idle_timeout_ms as u64 * 1000;
             let paths = p.paths.next_timeout().unwrap_or(Micros::MAX);
-            keepalive.min(idle).min(paths)
+            let ping = if p.rate.is_some() {
+                p.next_ping_us
+            } else {
+                Micros::MAX
+            };
+            keepalive.min(idle).min(paths).min(ping)
         });
         [hs, peer].into_iter().flatten().min()
     }
@@ -1517,11 +1567,20 @@ impl HostSession {
     }
 
     /// Multipath: PathChallenges due on each path (each in its own datagram, to that path
-    /// only), and path liveness.
+    /// only), and path liveness. Adaptive bitrate: the periodic ping.
     fn probe_paths(&mut self, now: Micros) {
         let Some(peer) = self.peer.as_mut() else {
             return;
         };
+        if peer.rate.is_some() && now >= peer.next_ping_us {
+            peer.next_ping_us = now + RATE_PING_INTERVAL_US;
+            peer.next_ping_id = peer.next_ping_id.wrapping_add(1);
+            // Stamped when the datagram is built.
+            peer.pending.push(ControlFrame::Ping {
+                id: peer.next_ping_id,
+                sent_us: now,
+            });
+        }
         peer.paths.update(now);
         let mut due = Vec::new();
         peer.paths.due_challenges(now, &mut due);
@@ -1554,6 +1613,11 @@ impl HostSession {
                 out,
             );
         }
+    }
+
+    /// The adaptive bitrate controller's state (None when it is off or no client is there).
+    pub fn rate_stats(&self) -> Option<RateStats> {
+        self.peer.as_ref()?.rate.as_ref().map(RateController::stats)
     }
 
     /// Per-path counters and state of the connected client's paths (one entry without

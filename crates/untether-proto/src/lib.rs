@@ -25,6 +25,7 @@ pub mod handshake;
 pub mod host;
 pub mod keyframe;
 pub mod paths;
+pub mod rate;
 pub mod reliable;
 #[cfg(test)]
 mod session_tests;
@@ -52,6 +53,7 @@ pub use host::{
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
 pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};
+pub use rate::{RateConfig, RateController, RateStats};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{

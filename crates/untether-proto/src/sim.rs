@@ -583,7 +583,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                     }
                     r.inputs_received.push(rec.seq);
                 }
-                HostEvent::Feedback(_) => {}
+                HostEvent::Feedback(_) | HostEvent::BitrateChanged { .. } => {}
             }
         }
         while let Some(ev) = client.poll_event() {

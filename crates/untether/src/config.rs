@@ -228,6 +228,9 @@ pub struct NetworkToml {
     /// `"keyframes"` (keyframes, control and audio on all; other frames on the fastest), or
     /// `"lowest-delay"` (the fastest live path). Used only when the client has several paths.
     pub scheduler: String,
+    /// Host: adapt the encoder's bitrate (at most `video.bitrate_kbps`) to the link's
+    /// queueing delay and loss.
+    pub adaptive_bitrate: bool,
 }
 
 impl Default for NetworkToml {
@@ -238,6 +241,7 @@ impl Default for NetworkToml {
             idle_timeout_ms: 30_000,
             fec: "adaptive".to_string(),
             scheduler: "redundant".to_string(),
+            adaptive_bitrate: true,
         }
     }
 }

@@ -286,6 +286,9 @@ struct Counters {
     unchanged: AtomicU64,
     grab_errors: AtomicU64,
     audio_packets: AtomicU64,
+    bitrate_changes: AtomicU64,
+    /// The adaptive bitrate controller's target (0: none; the configured bitrate).
+    target_kbps: std::sync::atomic::AtomicU32,
 }
 
 /// Where the network thread delivers input.
@@ -867,6 +870,9 @@ pub struct HostSummary {
     pub events: Vec<String>,
     /// The client's paths as the host saw them last (several with multipath).
     pub paths: Vec<untether_proto::PathStats>,
+    /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
+    pub bitrate_changes: u64,
+    pub final_bitrate_kbps: Option<u32>,
 }
 
 fn encoder_config(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderConfig {
@@ -940,6 +946,9 @@ impl Host {
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
         host_cfg.fec = options.network.fec_policy().unwrap_or_default();
         host_cfg.paths.scheduler = options.network.scheduler().unwrap_or_default();
+        if options.network.adaptive_bitrate {
+            host_cfg.rate = Some(untether_proto::RateConfig::new(v.bitrate_kbps));
+        }
         host_cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
         options.host.validate()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
@@ -1325,6 +1334,8 @@ impl Host {
             fatal: lock(&s.fatal).clone(),
             events: lock(&s.events).clone(),
             paths: lock(&s.last_paths).clone(),
+            bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
+            final_bitrate_kbps: Some(c.target_kbps.load(Ordering::Relaxed)).filter(|&k| k != 0),
         }
     }
 
@@ -1498,6 +1509,12 @@ impl EncoderStage {
             self.cfg = cfg;
             s.keyframe_wanted.store(true, Ordering::SeqCst);
             s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
+        }
+        let target = s.counters.target_kbps.load(Ordering::Relaxed);
+        if target != 0 && target != self.encoder.config().bitrate_kbps {
+            // Adaptive bitrate: x264 reconfigures its rate control, no keyframe.
+            self.encoder.set_bitrate(target)?;
+            s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
         }
         let start = now_us();
         let force = s.keyframe_wanted.swap(false, Ordering::SeqCst);
@@ -2026,6 +2043,9 @@ fn network_loop(s: &Shared) {
                 }
                 HostEvent::Input(rec) => s.deliver_input(rec),
                 HostEvent::Feedback(_) => {}
+                HostEvent::BitrateChanged { kbps } => {
+                    s.counters.target_kbps.store(kbps, Ordering::Relaxed);
+                }
             }
         }
     }

@@ -113,6 +113,10 @@ pub struct NetworkReport {
     pub goodput_mbps: f64,
     /// Per path (one without multipath): what the host sent on it and what the client got.
     pub paths: Vec<PathReport>,
+    /// Adaptive bitrate: encoder reconfigurations, and the controller's target at the end
+    /// (null: never changed, or the controller is off).
+    pub bitrate_changes: u64,
+    pub final_bitrate_kbps: Option<u32>,
 }
 
 /// One path of the session.
@@ -344,6 +348,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             0.0
         },
         paths: path_reports(run, host),
+        bitrate_changes: host.map_or(0, |h| h.bitrate_changes),
+        final_bitrate_kbps: host.and_then(|h| h.final_bitrate_kbps),
     };
     let audio = run.audio.as_ref().map(|a| {
         let mut m2e = Samples::default();
