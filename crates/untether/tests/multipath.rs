@@ -66,7 +66,7 @@ struct Streamed {
 
 /// Streams for `seconds` with one relay per entry of `paths` (path 0 first).
 fn stream(machines: &Machines, scheduler: &str, paths: &[Impairment], seconds: u64) -> Streamed {
-    stream_with(machines, scheduler, paths, seconds, 3000, None)
+    stream_with(machines, scheduler, paths, seconds, (640, 360, 3000), None)
 }
 
 /// … at `kbps`, and with namespaces, the veth's tbf rate changed to `rate` at `at_s` seconds.
@@ -75,11 +75,11 @@ fn stream_with(
     scheduler: &str,
     paths: &[Impairment],
     seconds: u64,
-    kbps: u32,
+    (width, height, kbps): (u32, u32, u32),
     rate_change: Option<(f64, &str)>,
 ) -> Streamed {
     let mut cfg = ConfigToml::default();
-    cfg.video.resolution = "640x360".into();
+    cfg.video.resolution = format!("{width}x{height}");
     cfg.video.bitrate_kbps = kbps;
     cfg.network.scheduler = scheduler.into();
     cfg.host.bind = SocketAddr::new(machines.host_ip(), 0).to_string();
@@ -356,28 +356,10 @@ fn netns_adaptive_bitrate_follows_a_capacity_drop() {
             "redundant",
             &[Impairment::default()],
             9,
-            3000,
+            (640, 360, 3000),
             Some((3.0, "1500kbit")),
         );
-        eprintln!("{}", describe(&s));
-        let rows = untether::report::frame_rows(&s.run);
-        let t0 = rows.first().map_or(0, |r| r.captured_us);
-        let mut per_second: Vec<Vec<i64>> = vec![Vec::new(); 10];
-        for r in &rows {
-            let sec = ((r.captured_us - t0) / 1_000_000) as usize;
-            if let Some(v) = per_second.get_mut(sec) {
-                v.push(r.glass_to_glass_us);
-            }
-        }
-        for (i, v) in per_second.iter_mut().enumerate() {
-            v.sort_unstable();
-            let p95 = v.get(v.len() * 95 / 100).copied().unwrap_or(0);
-            eprintln!(
-                "second {i}: {} frames, g2g p95 {:.1} ms",
-                v.len(),
-                p95 as f64 / 1000.0
-            );
-        }
+        let per_second = g2g_per_second(&s);
         assert!(s.host.bitrate_changes > 0, "the encoder was reconfigured");
         let last = s.host.final_bitrate_kbps.expect("a target");
         assert!(
@@ -385,13 +367,55 @@ fn netns_adaptive_bitrate_follows_a_capacity_drop() {
             "target {last} kbit/s, above the 1.5 Mbit/s link"
         );
         // The last seconds flow again: frames shown, short queue (under 4 frame intervals).
-        let tail: Vec<i64> = per_second[7..9].concat();
+        let mut tail: Vec<i64> = per_second[7..9].concat();
         assert!(tail.len() > 60, "{} frames in the last 2 s", tail.len());
-        let mut tail = tail;
         tail.sort_unstable();
         let p95 = tail[tail.len() * 95 / 100];
         assert!(p95 < 67_000, "g2g p95 {} ms in the last 2 s", p95 / 1000);
     });
+}
+
+/// The figure (docs/BENCHMARKS.md): 720p60 at 10 Mbit/s, the link dropping from 20 to
+/// 5 Mbit/s after 4 s. As root: `cargo test --release -p untether --test multipath --
+/// --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement (root, release build): see docs/BENCHMARKS.md"]
+fn netns_adaptive_bitrate_figure_720p_20_to_5_mbit() {
+    in_namespaces_with_rate("20mbit", |m| {
+        let s = stream_with(
+            m,
+            "redundant",
+            &[Impairment::default()],
+            12,
+            (1280, 720, 10_000),
+            Some((4.0, "5mbit")),
+        );
+        g2g_per_second(&s);
+    });
+}
+
+/// Glass-to-glass samples per second of capture time (printed with their p95).
+fn g2g_per_second(s: &Streamed) -> Vec<Vec<i64>> {
+    eprintln!("{}", describe(s));
+    let rows = untether::report::frame_rows(&s.run);
+    let t0 = rows.first().map_or(0, |r| r.captured_us);
+    let mut per_second: Vec<Vec<i64>> = vec![Vec::new(); 16];
+    for r in &rows {
+        let sec = ((r.captured_us - t0) / 1_000_000) as usize;
+        if let Some(v) = per_second.get_mut(sec) {
+            v.push(r.glass_to_glass_us);
+        }
+    }
+    for (i, v) in per_second.iter_mut().enumerate() {
+        v.sort_unstable();
+        let p95 = v.get(v.len() * 95 / 100).copied().unwrap_or(0);
+        eprintln!(
+            "second {i}: {} frames, g2g p95 {:.1} ms",
+            v.len(),
+            p95 as f64 / 1000.0
+        );
+    }
+    per_second
 }
 
 fn in_namespaces_with_rate(rate: &str, test: impl FnOnce(&Machines)) {
