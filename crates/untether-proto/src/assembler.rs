@@ -192,6 +192,8 @@ struct Partial {
     parity: Vec<u8>,
     parity_received: u16,
     shards: u16,
+    /// The highest shard index seen (the host sends a frame's shards in index order).
+    max_index: u16,
 }
 
 impl Partial {
@@ -206,6 +208,7 @@ impl Partial {
             parity: Vec::new(),
             parity_received: 0,
             shards: 0,
+            max_index: 0,
         }
     }
 
@@ -286,6 +289,42 @@ impl Assembler {
         self.next
     }
 
+    /// Retransmission: incomplete frames that cannot complete from what arrived (fewer data +
+    /// parity shards than data shards) although all their shards should be here (their last
+    /// shard, or a shard of a newer frame, arrived): `(frame, first shard time, missing data
+    /// shard indices)`, oldest first.
+    pub fn unrecoverable(&self) -> Vec<(u32, Micros, Vec<u16>)> {
+        let newest = self.partial.keys().next_back().copied();
+        let newest_done = self.completed.keys().next_back().copied();
+        self.partial
+            .iter()
+            .filter(|(&f, p)| {
+                let total = p.header.data_count + p.header.parity_count;
+                let all_sent = p.max_index + 1 >= total
+                    || newest.is_some_and(|n| n > f)
+                    || newest_done.is_some_and(|n| n > f);
+                all_sent
+                    && !p.complete()
+                    && p.data_received + p.parity_received < p.header.data_count
+            })
+            .map(|(&f, p)| {
+                let missing = (0..p.header.data_count)
+                    .filter(|&i| !p.received[i as usize])
+                    .collect();
+                (f, p.first_us, missing)
+            })
+            .collect()
+    }
+
+    /// Changes the reassembly deadline (retransmission: a few RTTs, within the configured one).
+    pub fn set_deadline(&mut self, deadline_us: Micros) {
+        self.cfg.deadline_us = deadline_us;
+    }
+
+    pub fn deadline(&self) -> Micros {
+        self.cfg.deadline_us
+    }
+
     /// Frames currently being assembled.
     pub fn in_flight(&self) -> usize {
         self.partial.len()
@@ -356,6 +395,7 @@ impl Assembler {
         p.received[i] = true;
         p.shards += 1;
         p.last_us = now;
+        p.max_index = p.max_index.max(i as u16);
         let l = h.shard_len as usize;
         if !h.is_parity() {
             let start = i * l;
@@ -507,9 +547,19 @@ impl Assembler {
             .filter(|(_, p)| p.first_us + self.cfg.deadline_us <= now)
             .map(|(k, _)| *k)
             .collect();
-        for k in expired {
+        self.give_up_frames(&expired, LossCause::Deadline);
+    }
+
+    /// Retransmission failed (or has no time left): gives frame `f` up now, before its
+    /// deadline, so the keyframe request goes out at once.
+    pub fn abandon(&mut self, f: u32) {
+        self.give_up_frames(&[f], LossCause::Overtaken);
+    }
+
+    fn give_up_frames(&mut self, frames: &[u32], cause: LossCause) {
+        for &k in frames {
             if self.partial.remove(&k).is_some() {
-                self.give_up(k, LossCause::Deadline);
+                self.give_up(k, cause);
             }
         }
         // Complete frames that were waiting behind the expired ones.

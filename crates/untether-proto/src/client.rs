@@ -64,6 +64,10 @@ pub struct ClientConfig {
     pub suite_preference: Suite,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
+    /// Ask the host to resend the data shards of a frame that cannot complete (ShardNack),
+    /// when the RTT leaves time before the frame's deadline; such a frame is then given up
+    /// when the retries fail instead of as soon as a newer frame completes.
+    pub retransmit: bool,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -115,6 +119,7 @@ impl ClientConfig {
             // the crypto extension); pick ChaCha20-Poly1305 on CPUs without them.
             suite_preference: Suite::Aes256Gcm,
             entropy: rng.seed(),
+            retransmit: true,
         }
     }
 }
@@ -181,6 +186,9 @@ pub struct ClientStats {
     pub inputs_refused: u64,
     pub assembler: AssemblerStats,
     pub state: StateSenderStats,
+    /// Retransmission: ShardNacks sent, and frames given up after them.
+    pub shard_nacks_sent: u64,
+    pub frames_abandoned: u64,
     /// Per path (multipath; index as given to [`ClientSession::handle_datagram_on`]).
     pub paths: [ClientPathStats; MAX_PATHS],
     /// PathChallenges answered.
@@ -253,6 +261,10 @@ struct Connected {
     /// RFC 3550 interarrival jitter over frames, microseconds.
     jitter_us: f64,
     last_arrival: Option<(Micros, Micros)>,
+    /// Retransmission: ShardNacks sent per frame (count, last time), bounded.
+    nacks: std::collections::BTreeMap<u32, (u8, Micros)>,
+    /// When a NACKed frame is due for its retry or its abandonment.
+    next_nack_us: Option<Micros>,
 }
 
 /// The client's protocol state machine.
@@ -280,6 +292,9 @@ pub struct ClientSession {
     /// The assembler's and requester's counters when the session left the Connected state.
     final_counters: Option<(AssemblerStats, u64)>,
 }
+
+/// ShardNacks per frame before it is given up.
+const MAX_NACKS_PER_FRAME: u8 = 2;
 
 /// Pings sent at short intervals right after connecting, to get a clock estimate quickly.
 const PING_BURST: u32 = 8;
@@ -903,6 +918,7 @@ impl ClientSession {
                     match wire::ShardHeader::parse(body) {
                         Ok((sh, payload)) => {
                             c.assembler.insert(now, &sh, payload);
+                            self.nack_lost_shards(now);
                             self.drain_assembler(now);
                         }
                         Err(_) => self.stats.malformed_datagrams += 1,
@@ -956,6 +972,9 @@ impl ClientSession {
             ..Default::default()
         };
         acfg.max_frames_in_flight = acfg.max_frames_in_flight.max(4);
+        // With retransmission a frame missing shards waits for them (its NACKs decide when
+        // to give up), instead of being lost as soon as a newer frame completes.
+        acfg.lost_when_overtaken = !self.cfg.retransmit;
         // The host's datagrams must fit what we said we can receive; shards are bounded by
         // its max_datagram (validated by the Accept's parser).
         let _ = SHARD_HEADER_LEN;
@@ -973,6 +992,8 @@ impl ClientSession {
             next_feedback_us: now + self.cfg.feedback_interval_us,
             jitter_us: 0.0,
             last_arrival: None,
+            nacks: std::collections::BTreeMap::new(),
+            next_nack_us: None,
         }));
         self.events.push_back(ClientEvent::Connected(params));
         self.flush_input(now);
@@ -1007,6 +1028,7 @@ impl ClientSession {
                     .push_back(ClientEvent::InputAcked { next_expected });
             }
             ControlFrame::FrameTiming(t) => self.events.push_back(ClientEvent::FrameTiming(t)),
+            ControlFrame::ShardNack { .. } => {}
             ControlFrame::PathChallenge { token } => {
                 // Bounded: at most one per path per probe interval is expected.
                 if self.path_responses.len() < 4 * MAX_PATHS {
@@ -1028,6 +1050,48 @@ impl ClientSession {
             | ControlFrame::PathResponse { .. } => {}
             // Only meaningful while connecting (a repeated Accept after a lost one is ignored).
             ControlFrame::Accept(_) | ControlFrame::Reject(_) => {}
+        }
+    }
+
+    /// Retransmission: a ShardNack for each frame that cannot complete, while its deadline
+    /// leaves an RTT; at most 2 per frame, an RTT apart. A frame whose NACKs went unanswered
+    /// (or that has no time left) is given up at once, so its keyframe request is not late.
+    fn nack_lost_shards(&mut self, now: Micros) {
+        if !self.cfg.retransmit {
+            return;
+        }
+        let srtt = self.clock.srtt_us().unwrap_or(5_000).max(500);
+        let State::Connected(c) = &mut self.state else {
+            return;
+        };
+        let deadline = c.assembler.deadline();
+        let gap = srtt * 3 / 2 + 1_000;
+        c.next_nack_us = None;
+        for (f, first_us, missing) in c.assembler.unrecoverable() {
+            let (count, last) = c.nacks.get(&f).copied().unwrap_or((0, 0));
+            let time_left = now + srtt < first_us + deadline;
+            let retry_due = count == 0 || now >= last + gap;
+            if !retry_due {
+                c.next_nack_us = Some(c.next_nack_us.map_or(last + gap, |t| t.min(last + gap)));
+                continue;
+            }
+            if count >= MAX_NACKS_PER_FRAME || !time_left {
+                c.assembler.abandon(f);
+                self.stats.frames_abandoned += 1;
+                continue;
+            }
+            c.nacks.insert(f, (count + 1, now));
+            c.next_nack_us = Some(c.next_nack_us.map_or(now + gap, |t| t.min(now + gap)));
+            while c.nacks.len() > 64 {
+                c.nacks.pop_first();
+            }
+            self.stats.shard_nacks_sent += 1;
+            let mut missing = missing;
+            missing.truncate(crate::wire::MAX_NACK_SHARDS);
+            self.pending.push(ControlFrame::ShardNack {
+                frame_number: f,
+                missing,
+            });
         }
     }
 
@@ -1103,6 +1167,7 @@ impl ClientSession {
                     Some(c.next_ping_us),
                     Some(c.next_feedback_us),
                     c.assembler.poll_timeout(),
+                    c.next_nack_us,
                     c.requester.poll_timeout(),
                     self.input.poll_timeout(self.rto_us()),
                     self.state_tx.poll_timeout(),
@@ -1192,6 +1257,7 @@ impl ClientSession {
                     }));
                 }
                 let keepalive_due = now >= c.last_send_us + c.params.keepalive_ms as u64 * 1000;
+                self.nack_lost_shards(now);
                 self.drain_assembler(now);
                 self.run_requester(now);
                 self.flush_input(now);

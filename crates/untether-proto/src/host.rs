@@ -88,6 +88,8 @@ pub struct HostConfig {
     /// Adaptive bitrate (None: the configured bitrate, fixed). With it, the host pings the
     /// client every 100 ms for the queueing delay.
     pub rate: Option<RateConfig>,
+    /// Keep the last frames' data shards and resend those a client's ShardNack names.
+    pub retransmit: bool,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -111,6 +113,7 @@ impl std::fmt::Debug for HostConfig {
             .field("fec", &self.fec)
             .field("paths", &self.paths)
             .field("rate", &self.rate)
+            .field("retransmit", &self.retransmit)
             .finish_non_exhaustive()
     }
 }
@@ -141,6 +144,7 @@ impl HostConfig {
             fec: FecPolicy::default(),
             paths: PathConfig::default(),
             rate: None,
+            retransmit: true,
         }
     }
 }
@@ -270,6 +274,10 @@ pub struct HostStats {
     /// PathResponses that answered no challenge (stale, or from another address).
     pub path_responses_unknown: u64,
     pub path_challenges_sent: u64,
+    pub shard_nacks_received: u64,
+    /// ShardNacks for frames no longer kept.
+    pub shard_nacks_too_late: u64,
+    pub shards_retransmitted: u64,
 }
 
 /// No client to send to.
@@ -366,6 +374,8 @@ pub struct HostSession {
     /// Parity shards of the frame being sent (reused).
     parity_buf: Vec<u8>,
     transmits: VecDeque<Transmit>,
+    /// Retransmission: the last frames sent (data and data-shard headers).
+    resend: VecDeque<SentFrame>,
     /// Control datagrams (copies per path), sent before queued shards.
     control_out: VecDeque<Transmit>,
     /// The paths chosen for the datagram being queued (reused).
@@ -374,6 +384,20 @@ pub struct HostSession {
     pairing: VecDeque<PairingEvent>,
     stats: HostStats,
 }
+
+/// A frame kept for retransmission.
+struct SentFrame {
+    frame_number: u32,
+    keyframe: bool,
+    data: Vec<u8>,
+    /// Each data shard's header and byte range in `data`.
+    shards: Vec<(wire::ShardHeader, std::ops::Range<usize>)>,
+}
+
+/// Frames kept for retransmission (about 130 ms at 60 fps) …
+const RESEND_FRAMES: usize = 8;
+/// … and at most this many bytes of them.
+const RESEND_BYTES: usize = 4 << 20;
 
 /// How often the host pings the client for the queueing delay (adaptive bitrate only).
 const RATE_PING_INTERVAL_US: Micros = 100_000;
@@ -420,6 +444,7 @@ impl HostSession {
             requests: VecDeque::new(),
             pin: None,
             transmits: VecDeque::new(),
+            resend: VecDeque::new(),
             control_out: VecDeque::new(),
             sched: Vec::with_capacity(MAX_PATHS),
             events: VecDeque::new(),
@@ -1137,6 +1162,7 @@ impl HostSession {
             next_ping_id: 0,
         });
         self.gate.reset();
+        self.resend.clear();
         self.stats.clients_connected += 1;
         self.events.push_back(HostEvent::ClientConnected {
             addr: from,
@@ -1220,6 +1246,44 @@ impl HostSession {
                         let turnaround = sent_us.saturating_sub(received_us);
                         rate.on_rtt(now, (now - ping_sent_us).saturating_sub(turnaround));
                     }
+                }
+            }
+            ControlFrame::ShardNack {
+                frame_number,
+                missing,
+            } => {
+                self.stats.shard_nacks_received += 1;
+                let Some(f) = self.resend.iter().find(|f| f.frame_number == frame_number) else {
+                    self.stats.shard_nacks_too_late += 1;
+                    return;
+                };
+                let class = if f.keyframe {
+                    Class::KeyframeShard
+                } else {
+                    Class::Shard
+                };
+                peer.paths.schedule(class, now, &mut self.sched);
+                let (cid, encrypt) = (peer.info.connection_id, !peer.protection.video_auth_only);
+                for &i in missing.iter().take(wire::MAX_NACK_SHARDS) {
+                    let Some((sh, range)) = f.shards.get(i as usize) else {
+                        continue;
+                    };
+                    let Some(payload) = f.data.get(range.clone()) else {
+                        continue;
+                    };
+                    if !seal_shard(
+                        peer,
+                        &mut self.stats,
+                        &mut self.transmits,
+                        &self.sched,
+                        cid,
+                        sh,
+                        payload,
+                        encrypt,
+                    ) {
+                        break;
+                    }
+                    self.stats.shards_retransmitted += 1;
                 }
             }
             ControlFrame::PathResponse { token } => {
@@ -1319,8 +1383,12 @@ impl HostSession {
             max_payload,
             |k| policy.parity_count(k, keyframe, loss),
         );
+        let mut kept = Vec::new();
         for (sh, range) in shards {
             template.get_or_insert(sh);
+            if self.cfg.retransmit && !sh.is_parity() {
+                kept.push((sh, range.clone()));
+            }
             if !seal_shard(
                 peer,
                 &mut self.stats,
@@ -1375,6 +1443,20 @@ impl HostSession {
         peer.last_send_us = now;
         self.stats.shards_sent += n as u64;
         self.stats.frames_sent += 1;
+        if self.cfg.retransmit {
+            self.resend.push_back(SentFrame {
+                frame_number,
+                keyframe,
+                data: data.to_vec(),
+                shards: kept,
+            });
+            while self.resend.len() > RESEND_FRAMES
+                || (self.resend.len() > 1
+                    && self.resend.iter().map(|f| f.data.len()).sum::<usize>() > RESEND_BYTES)
+            {
+                self.resend.pop_front();
+            }
+        }
         if keyframe {
             self.gate.on_keyframe_sent(frame_number);
         }

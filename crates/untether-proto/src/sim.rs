@@ -217,6 +217,8 @@ pub struct SimConfig {
     /// (multipath; the client sends on every path, the host per `scheduler`).
     pub extra_paths: Vec<(LinkConfig, LinkConfig)>,
     pub scheduler: crate::paths::Scheduler,
+    /// Retransmission of lost shards (ShardNack), both sides.
+    pub retransmit: bool,
 }
 
 impl Default for SimConfig {
@@ -244,6 +246,7 @@ impl Default for SimConfig {
             fec: FecPolicy::default(),
             extra_paths: Vec::new(),
             scheduler: crate::paths::Scheduler::default(),
+            retransmit: true,
         }
     }
 }
@@ -366,6 +369,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     hcfg.video_auth_only = cfg.video_auth_only;
     hcfg.fec = cfg.fec;
     hcfg.paths.scheduler = cfg.scheduler;
+    hcfg.retransmit = cfg.retransmit;
     if cfg.allowlist {
         hcfg.access = AccessPolicy::Allowlist;
         hcfg.allowed_clients = vec![client_id.public];
@@ -381,6 +385,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     ccfg.entropy = keys_rng.seed();
     ccfg.reassembly_deadline_us = cfg.reassembly_deadline_us;
     ccfg.connect_timeout_us = 10_000_000;
+    ccfg.retransmit = cfg.retransmit;
     let mut now: Micros = 1_000_000;
     let mut client = ClientSession::new(ccfg, now);
     let mut downs = vec![Link::new(cfg.down.clone(), cfg.seed.wrapping_mul(3))];
@@ -1052,8 +1057,10 @@ mod fec_sim {
 
     /// 720p-like stream: 60 fps, P-frames of 15–40 KB, 150 KB keyframes, 1200-byte datagrams
     /// (1140-byte shards: 14–36 data shards per P-frame), 5 ms each way with 1 ms jitter.
+    /// FEC alone (no retransmission): what these tests measure.
     fn stream(seed: u64, fec: FecPolicy, down: LinkConfig, up_loss: f64) -> SimConfig {
         SimConfig {
+            retransmit: false,
             seed,
             duration_us: 10_000_000,
             fps: 60,
@@ -1191,6 +1198,49 @@ mod fec_sim {
             without.delivered_share()
         );
         assert!(with.keyframe_requests * 4 < without.keyframe_requests.max(1));
+    }
+
+    /// Each recovery alone and together (the figures in docs/BENCHMARKS.md):
+    /// `cargo test --release -p untether-proto recovery_alone_and_together -- --nocapture`.
+    #[test]
+    fn recovery_alone_and_together() {
+        let burst = LinkConfig {
+            burst: Some((0.01, 0.4)),
+            delay_us: 5000,
+            jitter_us: 1000,
+            ..Default::default()
+        };
+        for (name, down, up) in [
+            ("10 % random loss", random_loss(0.10), 0.10),
+            ("burst loss (2.4 %, bursts of 2.5)", burst, 0.02),
+        ] {
+            let mut shares = Vec::new();
+            for (label, fec, retransmit) in [
+                ("none", FecPolicy::OFF, false),
+                ("FEC", FecPolicy::default(), false),
+                ("retransmission", FecPolicy::OFF, true),
+                ("FEC + retransmission", FecPolicy::default(), true),
+            ] {
+                let f = sum(&(0..3u64)
+                    .map(|s| {
+                        let mut cfg = stream(s, fec, down.clone(), up);
+                        cfg.retransmit = retransmit;
+                        figures(&cfg)
+                    })
+                    .collect::<Vec<_>>());
+                report(&format!("{name}, {label}"), &f);
+                shares.push(f.delivered_share());
+            }
+            // Each recovery helps alone, and together they do at least as well as either.
+            assert!(
+                shares[1] > shares[0] && shares[2] > shares[0],
+                "{name}: {shares:?}"
+            );
+            assert!(
+                shares[3] + 0.005 >= shares[1].max(shares[2]),
+                "{name}: {shares:?}"
+            );
+        }
     }
 
     #[test]

@@ -897,7 +897,11 @@ pub mod frame_type {
     pub const STATE_ACK: u8 = 0x0C;
     pub const PATH_CHALLENGE: u8 = 0x0D;
     pub const PATH_RESPONSE: u8 = 0x0E;
+    pub const SHARD_NACK: u8 = 0x0F;
 }
+
+/// Most shard indices one ShardNack names.
+pub const MAX_NACK_SHARDS: usize = 256;
 
 /// Why a side ends a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -976,6 +980,12 @@ pub enum ControlFrame {
     PathResponse {
         token: u64,
     },
+    /// Client → host: resend these data shards of this frame (retransmission; at most
+    /// [`MAX_NACK_SHARDS`] indices).
+    ShardNack {
+        frame_number: u32,
+        missing: Vec<u16>,
+    },
 }
 
 /// The longest control frame body.
@@ -1045,6 +1055,17 @@ impl ControlFrame {
             ControlFrame::PathChallenge { token } | ControlFrame::PathResponse { token } => {
                 out.put_u64(*token)
             }
+            ControlFrame::ShardNack {
+                frame_number,
+                missing,
+            } => {
+                out.put_u32(*frame_number);
+                let n = missing.len().min(MAX_NACK_SHARDS);
+                out.put_u16(n as u16);
+                for &i in &missing[..n] {
+                    out.put_u16(i);
+                }
+            }
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1067,6 +1088,7 @@ impl ControlFrame {
             ControlFrame::StateAck(_) => STATE_ACK,
             ControlFrame::PathChallenge { .. } => PATH_CHALLENGE,
             ControlFrame::PathResponse { .. } => PATH_RESPONSE,
+            ControlFrame::ShardNack { .. } => SHARD_NACK,
         }
     }
 
@@ -1096,6 +1118,7 @@ impl ControlFrame {
             ControlFrame::State(p) => p.encoded_len(),
             ControlFrame::StateAck(a) => a.encoded_len(),
             ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
+            ControlFrame::ShardNack { missing, .. } => 6 + 2 * missing.len().min(MAX_NACK_SHARDS),
         }
     }
 
@@ -1164,6 +1187,24 @@ impl ControlFrame {
             STATE_ACK => ControlFrame::StateAck(StateAck::parse(&mut r)?),
             PATH_CHALLENGE => ControlFrame::PathChallenge { token: r.u64()? },
             PATH_RESPONSE => ControlFrame::PathResponse { token: r.u64()? },
+            SHARD_NACK => {
+                let frame_number = r.u32()?;
+                let n = r.u16()? as usize;
+                if n > MAX_NACK_SHARDS || n > r.remaining() / 2 {
+                    return Err(bad(
+                        "shard_nack.count",
+                        "more indices than allowed or present",
+                    ));
+                }
+                let mut missing = Vec::with_capacity(n);
+                for _ in 0..n {
+                    missing.push(r.u16()?);
+                }
+                ControlFrame::ShardNack {
+                    frame_number,
+                    missing,
+                }
+            }
             _ => return Ok(None),
         };
         if !r.is_empty() {
@@ -1408,6 +1449,17 @@ mod tests {
             ControlFrame::parse_body(out[0], &out[3..]),
             Ok(Some(challenge))
         );
+        let mut out = Vec::new();
+        let nack = ControlFrame::ShardNack {
+            frame_number: 300,
+            missing: vec![2, 5],
+        };
+        nack.encode(&mut out);
+        assert_eq!(h(&out), v::SHARD_NACK_FRAME);
+        assert_eq!(out.len(), nack.encoded_len());
+        assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(nack)));
+        // A count beyond what the body holds is an error, not an allocation.
+        assert!(ControlFrame::parse_body(0x0F, &[0, 0, 1, 44, 0xff, 0xff, 0, 1]).is_err());
     }
 
     /// Every vector in crate::vectors appears in docs/PROTOCOL.md.

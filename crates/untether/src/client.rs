@@ -435,6 +435,7 @@ pub fn run_client_with(
     cfg.reassembly_deadline_us = c.reassembly_deadline_ms * 1000;
     cfg.keepalive_us = options.network.keepalive_ms * 1000;
     cfg.idle_timeout_us = options.network.idle_timeout_ms * 1000;
+    cfg.retransmit = options.network.retransmit;
     let decoder = Decoder::new(c.decoder_threads)?;
     let shared = Arc::new(Shared {
         host: options.host,

@@ -231,6 +231,9 @@ pub struct NetworkToml {
     /// Host: adapt the encoder's bitrate (at most `video.bitrate_kbps`) to the link's
     /// queueing delay and loss.
     pub adaptive_bitrate: bool,
+    /// Both sides: resend lost video shards the client asks for when the RTT leaves time
+    /// before the frame's deadline (client: ask; host: answer).
+    pub retransmit: bool,
 }
 
 impl Default for NetworkToml {
@@ -242,6 +245,7 @@ impl Default for NetworkToml {
             fec: "adaptive".to_string(),
             scheduler: "redundant".to_string(),
             adaptive_bitrate: true,
+            retransmit: true,
         }
     }
 }

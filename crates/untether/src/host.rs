@@ -873,6 +873,8 @@ pub struct HostSummary {
     /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
     pub bitrate_changes: u64,
     pub final_bitrate_kbps: Option<u32>,
+    /// Retransmission: data shards resent on the client's ShardNacks.
+    pub shards_retransmitted: u64,
 }
 
 fn encoder_config(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderConfig {
@@ -946,6 +948,7 @@ impl Host {
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
         host_cfg.fec = options.network.fec_policy().unwrap_or_default();
         host_cfg.paths.scheduler = options.network.scheduler().unwrap_or_default();
+        host_cfg.retransmit = options.network.retransmit;
         if options.network.adaptive_bitrate {
             host_cfg.rate = Some(untether_proto::RateConfig::new(v.bitrate_kbps));
         }
@@ -1336,6 +1339,7 @@ impl Host {
             paths: lock(&s.last_paths).clone(),
             bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
             final_bitrate_kbps: Some(c.target_kbps.load(Ordering::Relaxed)).filter(|&k| k != 0),
+            shards_retransmitted: st.shards_retransmitted,
         }
     }
 

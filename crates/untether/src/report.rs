@@ -117,6 +117,11 @@ pub struct NetworkReport {
     /// (null: never changed, or the controller is off).
     pub bitrate_changes: u64,
     pub final_bitrate_kbps: Option<u32>,
+    /// Retransmission: ShardNacks the client sent, data shards the host resent, frames given
+    /// up after their NACKs failed.
+    pub shard_nacks_sent: u64,
+    pub shards_retransmitted: Option<u64>,
+    pub frames_abandoned: u64,
 }
 
 /// One path of the session.
@@ -350,6 +355,9 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         paths: path_reports(run, host),
         bitrate_changes: host.map_or(0, |h| h.bitrate_changes),
         final_bitrate_kbps: host.and_then(|h| h.final_bitrate_kbps),
+        shard_nacks_sent: s.shard_nacks_sent,
+        shards_retransmitted: host.map(|h| h.shards_retransmitted),
+        frames_abandoned: s.frames_abandoned,
     };
     let audio = run.audio.as_ref().map(|a| {
         let mut m2e = Samples::default();
