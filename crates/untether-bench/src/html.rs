@@ -333,6 +333,28 @@ pub fn render(
         );
     }
     html.push_str("</table>\n");
+    // The link each scenario ran over, when it was impaired.
+    let links: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            let c = &r.report["config"];
+            let imp = c["impairment"].as_str()?;
+            Some(format!(
+                "<li>{} ({}): {} path(s), {}</li>",
+                escape(&r.name),
+                escape(&r.system),
+                c["paths"],
+                escape(imp)
+            ))
+        })
+        .collect();
+    if !links.is_empty() {
+        let _ = writeln!(
+            html,
+            "<h2>Link</h2><ul data-table=\"link\">{}</ul>",
+            links.join("")
+        );
+    }
     // Comparison with peers.
     let mut rows = String::new();
     for u in results.iter().filter(|r| r.system == "untether") {

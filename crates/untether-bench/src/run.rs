@@ -87,6 +87,8 @@ pub struct BenchOptions {
     pub quality: QualityPlan,
     /// An input event (a small pointer turn) every this many ms for response delay; 0: none.
     pub response_interval_ms: u64,
+    /// Loopback runs go through impairment relays, one per path (`--loss`, `--paths`, …).
+    pub impairment: Option<untether_net::Profile>,
 }
 
 impl Default for BenchOptions {
@@ -94,6 +96,7 @@ impl Default for BenchOptions {
         BenchOptions {
             quality: QualityPlan::default(),
             response_interval_ms: 500,
+            impairment: None,
         }
     }
 }
@@ -174,12 +177,26 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     let mut client = cfg.client.clone();
     client.input_probe_interval_ms = bench.response_interval_ms;
     client.headless = true;
+    let mut network = cfg.network.clone();
+    network.fec = sc.fec.clone();
+    network.retransmit = sc.retransmit;
+    network.adaptive_bitrate = sc.adaptive_bitrate;
+    network.scheduler = sc.scheduler.clone();
+    if let Err(e) = network.validate() {
+        let (key, value) = if e.to_string().contains("scheduler") {
+            ("scheduler", sc.scheduler.clone())
+        } else {
+            ("fec", sc.fec.clone())
+        };
+        return Err(bad(sc, key, value, e.to_string()));
+    }
+    host.network = network.clone();
     Ok(DemoOptions {
         host,
         client: ClientOptions {
             host: ([127, 0, 0, 1], 0).into(),
             client,
-            network: cfg.network.clone(),
+            network,
             display: Display::Headless,
             duration: Some(Duration::from_secs_f64(sc.duration_s)),
             save_frame: None,
@@ -419,20 +436,34 @@ pub fn run_untether(
         }
     };
     let tb = testbed.clone();
+    if tb.is_some() && bench.impairment.is_some() {
+        return Err(bad(
+            sc,
+            "transport",
+            "netns",
+            "impairment flags other than --rate need the loopback transport (the relays run \
+             on 127.0.0.1); with --netns use --rate for a tbf limit"
+                .into(),
+        ));
+    }
+    let impairment = bench.impairment.clone();
     let handle = std::thread::Builder::new()
         .name("bench-run".into())
-        .spawn(move || match tb {
-            None => {
-                untether::run_demo_detailed(options, setup, io, run_stop).map_err(|e| e.to_string())
+        .spawn(move || match (tb, impairment) {
+            (None, None) => untether::run_demo_detailed(options, setup, io, run_stop)
+                .map(|d| (d, Vec::new()))
+                .map_err(|e| e.to_string()),
+            (None, Some(profile)) => run_through_relays(&profile, options, setup, io, run_stop),
+            (Some(tb), _) => {
+                run_in_namespaces(&tb, options, setup, io, run_stop).map(|d| (d, Vec::new()))
             }
-            Some(tb) => run_in_namespaces(&tb, options, setup, io, run_stop),
         })
         .map_err(|e| BenchError::Run(name.clone(), format!("cannot start: {e}")))?;
     while !handle.is_finished() {
         progress((started.elapsed().as_secs_f64() / sc.duration_s).min(1.0));
         std::thread::sleep(Duration::from_millis(100));
     }
-    let demo = handle
+    let (demo, relays) = handle
         .join()
         .map_err(|_| BenchError::Run(name.clone(), "the run panicked".into()))?
         .map_err(|e| BenchError::Run(name.clone(), e))?;
@@ -476,6 +507,14 @@ pub fn run_untether(
     let mut report = serde_json::to_value(&demo.report)
         .map_err(|e| BenchError::Run(name.clone(), format!("report: {e}")))?;
     annotate_report(&mut report, sc, &quality, &response, plan);
+    if !relays.is_empty() {
+        if let Some(obj) = report.as_object_mut() {
+            obj.insert(
+                "relays".into(),
+                serde_json::to_value(&relays).unwrap_or(serde_json::Value::Null),
+            );
+        }
+    }
     Ok(ScenarioResult {
         name: sc.display_name(),
         system: "untether".into(),
@@ -485,6 +524,81 @@ pub fn run_untether(
         response,
         duration_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Host and client over loopback with an impairment relay on each path of `profile` (the
+/// client's main address is the first relay, the others are its extra paths).
+fn run_through_relays(
+    profile: &untether_net::Profile,
+    mut options: DemoOptions,
+    mut setup: HostSetup,
+    mut io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<(untether::DemoRun, Vec<untether_net::RelayStats>), String> {
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    setup.trust = host_trust;
+    io.trust = client_trust;
+    options.host.host.bind = "127.0.0.1:0".into();
+    let host = untether::Host::start_with(options.host.clone(), setup)
+        .map_err(|e| format!("host: {e}"))?;
+    let relays = match untether_net::RelaySet::from_profile(
+        profile,
+        ([127, 0, 0, 1], 0).into(),
+        host.local_addr(),
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            host.stop();
+            return Err(format!("relay: {e}"));
+        }
+    };
+    let addrs = relays.listen_addrs();
+    options.client.host = addrs[0];
+    options.client.client.paths = addrs[1..].iter().map(|a| a.to_string()).collect();
+    let run = untether::run_client_with(&options.client, io, stop);
+    std::thread::sleep(Duration::from_millis(20));
+    let summary = host.stop();
+    let relay_stats = relays.stop();
+    if let Some(f) = &summary.fatal {
+        return Err(format!("host failed: {f}"));
+    }
+    let run = run.map_err(|e| format!("client: {e}"))?;
+    let mut config =
+        untether::report_config(&options.host, options.client.display, "udp-loopback-relay");
+    config.paths = addrs.len() as u32;
+    config.impairment = Some(describe_profile(profile));
+    let report = untether::report::build(config, &run, Some(&summary));
+    Ok((
+        untether::DemoRun {
+            report,
+            client: run,
+            host: summary,
+        },
+        relay_stats,
+    ))
+}
+
+/// The impairment of each path in words (`down: … / up: …`, paths joined by ` | `).
+pub fn describe_profile(profile: &untether_net::Profile) -> String {
+    profile
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (d, u) = (p.down.describe(), p.up.describe());
+            let both = if d == u {
+                d
+            } else {
+                format!("down: {d} / up: {u}")
+            };
+            if profile.paths.len() > 1 {
+                format!("path {i}: {both}")
+            } else {
+                both
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// Host and client as on two machines: the host's threads in the testbed's host namespace,

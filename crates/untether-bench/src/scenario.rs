@@ -34,6 +34,14 @@ pub struct Scenario {
     pub rate: Option<String>,
     /// Camera spin, degrees per second.
     pub spin_deg_per_s: f64,
+    /// Forward error correction: off, adaptive, or a fixed percentage (`20%`).
+    pub fec: String,
+    /// Retransmission of lost shards (both sides).
+    pub retransmit: bool,
+    /// The host's adaptive bitrate controller.
+    pub adaptive_bitrate: bool,
+    /// Multipath scheduler (with `--paths N` > 1): redundant, keyframes, lowest-delay.
+    pub scheduler: String,
 }
 
 impl Default for Scenario {
@@ -54,6 +62,10 @@ impl Default for Scenario {
             transport: "loopback".into(),
             rate: None,
             spin_deg_per_s: 30.0,
+            fec: "adaptive".into(),
+            retransmit: true,
+            adaptive_bitrate: true,
+            scheduler: "redundant".into(),
         }
     }
 }
@@ -64,8 +76,22 @@ impl Scenario {
         if !self.name.is_empty() {
             return self.name.clone();
         }
+        let d = Scenario::default();
+        let mut recovery = String::new();
+        if self.fec != d.fec {
+            recovery.push_str(&format!("-fec{}", self.fec.trim_end_matches('%')));
+        }
+        if !self.retransmit {
+            recovery.push_str("-noretx");
+        }
+        if !self.adaptive_bitrate {
+            recovery.push_str("-fixedrate");
+        }
+        if self.scheduler != d.scheduler {
+            recovery.push_str(&format!("-{}", self.scheduler));
+        }
         format!(
-            "{}p{}-{}-{}kbps-{}{}",
+            "{}p{}-{}-{}kbps-{}{}{}",
             self.height,
             self.fps,
             self.preset,
@@ -75,7 +101,8 @@ impl Scenario {
                 String::new()
             } else {
                 format!("-{}", self.transport)
-            }
+            },
+            recovery
         )
     }
 }

@@ -69,9 +69,6 @@ pub struct BenchArgs {
     /// Put host and client in two network namespaces joined by a veth pair (needs root); always torn down.
     #[arg(long)]
     netns: bool,
-    /// With --netns: tbf rate limit on the veth pair, e.g. 20mbit, 500kbit.
-    #[arg(long, value_name = "RATE", requires = "netns")]
-    rate: Option<String>,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -96,6 +93,23 @@ pub struct BenchArgs {
     /// No progress bar (also off when stderr is not a terminal).
     #[arg(long)]
     quiet: bool,
+    /// Forward error correction, comma-separated to compare: off, adaptive, or a fixed share like 20%.
+    #[arg(long, default_value = "adaptive", value_name = "MODES")]
+    fec: String,
+    /// Retransmission of lost shards, comma-separated to compare: on, off.
+    #[arg(long, default_value = "on", value_name = "on|off")]
+    retransmit: String,
+    /// The host's adaptive bitrate controller: on or off.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    adaptive_bitrate: String,
+    /// Multipath scheduler (with --paths 2..4): redundant, keyframes, lowest-delay; comma-separated to compare.
+    #[arg(long, default_value = "redundant", value_name = "SCHEDULERS")]
+    scheduler: String,
+    /// The link, through impairment relays (loopback) or, for --rate with --netns, a tbf on the
+    /// veth pair: --loss 2% --burst-loss --delay 5ms --jitter 2ms --rate 20mbit
+    /// --outage 5s@10s --paths 2 … (docs/NETEM.md).
+    #[command(flatten)]
+    link: untether_net::ImpairmentArgs,
 }
 
 #[derive(serde::Deserialize)]
@@ -131,6 +145,26 @@ fn parse_size(s: &str) -> Result<(u32, u32)> {
     }
 }
 
+/// The relays' profile, when any impairment flag (other than --rate with --netns) is given.
+fn impairment(a: &BenchArgs) -> Result<Option<untether_net::Profile>> {
+    let mut link = a.link.clone();
+    if a.netns {
+        // --rate is the veth's tbf there; anything else needs the relays.
+        link.rate = None;
+        if link.is_set() {
+            bail!(
+                "--netns takes --rate (a tbf on the veth pair) but no other impairment flag: \
+                 run the impaired link over loopback (without --netns), where relays impair it"
+            );
+        }
+        return Ok(None);
+    }
+    if !link.is_set() {
+        return Ok(None);
+    }
+    Ok(Some(link.profile().map_err(|e| anyhow::anyhow!("{e}"))?))
+}
+
 /// The scenarios the flags (or the file) describe.
 fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     let base = Scenario {
@@ -140,7 +174,12 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
         duration_s: a.duration,
         spin_deg_per_s: a.spin,
         transport: if a.netns { "netns" } else { "loopback" }.into(),
-        rate: a.rate.clone(),
+        rate: if a.netns {
+            a.link.rate.map(|bps| format!("{bps}bit"))
+        } else {
+            None
+        },
+        adaptive_bitrate: a.adaptive_bitrate == "on",
         ..Default::default()
     };
     if let Some(path) = &a.scenarios {
@@ -162,14 +201,28 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                     let bitrate_kbps = kbps.parse().with_context(|| {
                         format!("--bitrate-kbps {kbps:?}: allowed: whole kbit/s, e.g. 10000")
                     })?;
-                    out.push(Scenario {
-                        width,
-                        height,
-                        preset: preset.clone(),
-                        conversion: conversion.clone(),
-                        bitrate_kbps,
-                        ..base.clone()
-                    });
+                    for fec in split(&a.fec) {
+                        for retransmit in split(&a.retransmit) {
+                            let retransmit = match retransmit.as_str() {
+                                "on" => true,
+                                "off" => false,
+                                other => bail!("--retransmit {other:?}: allowed: on, off"),
+                            };
+                            for scheduler in split(&a.scheduler) {
+                                out.push(Scenario {
+                                    width,
+                                    height,
+                                    preset: preset.clone(),
+                                    conversion: conversion.clone(),
+                                    bitrate_kbps,
+                                    fec: fec.clone(),
+                                    retransmit,
+                                    scheduler,
+                                    ..base.clone()
+                                });
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -233,6 +286,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         },
         response_interval_ms: a.response_interval,
+        impairment: impairment(&a)?,
     };
     // Validate every scenario before running any.
     for sc in &list {

@@ -59,7 +59,7 @@ enum Command {
     /// Relay UDP between clients and a target, impairing each direction: loss, burst loss, delay, jitter, rate limit, reordering, duplication, outages.
     Netem(netem::NetemArgs),
     /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -658,7 +658,7 @@ fn main() -> ExitCode {
         Command::Client(a) => run_client_cmd(a),
         Command::Demo(a) => run_demo(a),
         Command::Netem(a) => netem::run(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => bench::run(*a),
         Command::Pair(a) => pair::run(a),
     };
     match result {

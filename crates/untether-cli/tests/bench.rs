@@ -86,6 +86,83 @@ fn a_three_second_scenario_writes_a_valid_json_and_an_html_report_with_plots() {
 }
 
 #[test]
+fn impairment_flags_route_the_stream_through_relays() {
+    let out = tmp("lossy");
+    let o = untether()
+        .args([
+            "bench",
+            "--duration",
+            "3",
+            "--resolution",
+            "640x360",
+            "--bitrate-kbps",
+            "3000",
+            "--quality-batch",
+            "0",
+            "--loss",
+            "5%",
+            "--seed",
+            "7",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{text}");
+    let files = json_files(&out);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let missing = untether_bench::contract::violations(&report, false);
+    assert!(missing.is_empty(), "missing {missing:?} in {report}");
+    assert_eq!(report["config"]["paths"], 1);
+    let imp = report["config"]["impairment"].as_str().unwrap_or_default();
+    assert!(imp.contains("loss 5"), "{imp}");
+    // The relay dropped about 5 % of the host's datagrams (binomial, ~1500 datagrams: ±2 %).
+    let down = &report["relays"][0]["down"];
+    let (received, lost) = (
+        down["received"].as_f64().unwrap(),
+        down["dropped_loss"].as_f64().unwrap(),
+    );
+    assert!(received > 500.0, "{down}");
+    let share = lost / received;
+    assert!(
+        (0.03..0.07).contains(&share),
+        "dropped {share} of {received}"
+    );
+    // And the stream survived it (FEC and retransmission on by default).
+    assert!(
+        report["frames"]["shown"].as_u64().unwrap() > 60,
+        "{}",
+        report["frames"]
+    );
+}
+
+#[test]
+fn a_bad_impairment_value_names_the_flag() {
+    let o = untether()
+        .args(["bench", "--duration", "1", "--loss", "150%"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("--loss"), "{err}");
+    let o = untether()
+        .args(["bench", "--duration", "1", "--netns", "--loss", "2%"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("--netns") && err.contains("loopback"), "{err}");
+}
+
+#[test]
 fn a_bad_scenario_key_is_named() {
     let file = tmp("bad.toml");
     std::fs::write(&file, "[[scenario]]\nname = \"x\"\nprest = \"ultrafast\"\n").unwrap();
