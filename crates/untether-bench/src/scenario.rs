@@ -34,6 +34,9 @@ pub struct Scenario {
     pub rate: Option<String>,
     /// Camera spin, degrees per second.
     pub spin_deg_per_s: f64,
+    /// Host send pacing (`network.pacing`): the fraction of the frame interval a frame's
+    /// datagrams are spread over, 0.0–1.0; 0 = off (one burst).
+    pub pacing: f64,
 }
 
 impl Default for Scenario {
@@ -54,6 +57,7 @@ impl Default for Scenario {
             transport: "loopback".into(),
             rate: None,
             spin_deg_per_s: 30.0,
+            pacing: 0.0,
         }
     }
 }
@@ -65,7 +69,7 @@ impl Scenario {
             return self.name.clone();
         }
         format!(
-            "{}p{}-{}-{}kbps-{}{}",
+            "{}p{}-{}-{}kbps-{}{}{}",
             self.height,
             self.fps,
             self.preset,
@@ -75,6 +79,11 @@ impl Scenario {
                 String::new()
             } else {
                 format!("-{}", self.transport)
+            },
+            if self.pacing > 0.0 {
+                format!("-pacing{}", self.pacing)
+            } else {
+                String::new()
             }
         )
     }
