@@ -178,6 +178,10 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     client.input_probe_interval_ms = bench.response_interval_ms;
     client.headless = true;
     let mut network = cfg.network.clone();
+    network.pacing = sc.pacing;
+    network
+        .pacing()
+        .map_err(|e| bad(sc, "pacing", sc.pacing, e.to_string()))?;
     network.fec = sc.fec.clone();
     network.retransmit = sc.retransmit;
     network.adaptive_bitrate = sc.adaptive_bitrate;
@@ -828,6 +832,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("conversion") && e.contains("simd"), "{e}");
+        let sc = Scenario {
+            pacing: 1.5,
+            ..Default::default()
+        };
+        let e = demo_options(&sc, &BenchOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pacing") && e.contains("0.0..=1.0"), "{e}");
+    }
+
+    #[test]
+    fn pacing_reaches_the_host_network_config() {
+        let sc = Scenario {
+            pacing: 0.5,
+            ..Default::default()
+        };
+        let o = demo_options(&sc, &BenchOptions::default()).unwrap();
+        assert_eq!(o.host.network.pacing, 0.5);
+        assert!(sc.display_name().ends_with("-pacing0.5"));
+        let off = demo_options(&Scenario::default(), &BenchOptions::default()).unwrap();
+        assert_eq!(off.host.network.pacing, 0.0);
     }
 
     #[test]

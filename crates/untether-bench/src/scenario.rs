@@ -42,6 +42,9 @@ pub struct Scenario {
     pub adaptive_bitrate: bool,
     /// Multipath scheduler (with `--paths N` > 1): redundant, keyframes, lowest-delay.
     pub scheduler: String,
+    /// Host send pacing (`network.pacing`): the fraction of the frame interval a frame's
+    /// datagrams are spread over, 0.0–1.0; 0 = off (one burst).
+    pub pacing: f64,
 }
 
 impl Default for Scenario {
@@ -66,6 +69,7 @@ impl Default for Scenario {
             retransmit: true,
             adaptive_bitrate: true,
             scheduler: "redundant".into(),
+            pacing: 0.0,
         }
     }
 }
@@ -89,6 +93,9 @@ impl Scenario {
         }
         if self.scheduler != d.scheduler {
             recovery.push_str(&format!("-{}", self.scheduler));
+        }
+        if self.pacing > 0.0 {
+            recovery.push_str(&format!("-pacing{}", self.pacing));
         }
         format!(
             "{}p{}-{}-{}kbps-{}{}{}",

@@ -22,12 +22,13 @@ use untether_bench::series::ScenarioResult;
         Comma-separated values of --resolution, --preset, --conversion and --bitrate-kbps run \
         every combination. --scenarios FILE reads [[scenario]] tables instead (keys: name, \
         width, height, fps, encoder, preset, tune, bitrate_kbps, slices, gop, conversion, \
-        duration_s, transport, rate, spin_deg_per_s).\n\n\
+        duration_s, transport, rate, spin_deg_per_s, pacing).\n\n\
         Examples:\n\
         \x20 untether bench --duration 10\n\
         \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
         \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
-        \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)"
+        \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
+        \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)"
 )]
 pub struct BenchArgs {
     /// TOML file with [[scenario]] tables (see --help); flags below then only set defaults for keys the file omits.
@@ -69,6 +70,9 @@ pub struct BenchArgs {
     /// Put host and client in two network namespaces joined by a veth pair (needs root); always torn down.
     #[arg(long)]
     netns: bool,
+    /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
+    #[arg(long, default_value = "0", value_name = "FRACTIONS")]
+    pacing: String,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -209,17 +213,27 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                                 other => bail!("--retransmit {other:?}: allowed: on, off"),
                             };
                             for scheduler in split(&a.scheduler) {
-                                out.push(Scenario {
-                                    width,
-                                    height,
-                                    preset: preset.clone(),
-                                    conversion: conversion.clone(),
-                                    bitrate_kbps,
-                                    fec: fec.clone(),
-                                    retransmit,
-                                    scheduler,
-                                    ..base.clone()
-                                });
+                                for pacing in split(&a.pacing) {
+                                    let pacing = pacing
+                                        .parse::<f64>()
+                                        .ok()
+                                        .filter(|p| (0.0..=1.0).contains(p))
+                                        .with_context(|| {
+                                            format!("--pacing {pacing:?}: allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
+                                        })?;
+                                    out.push(Scenario {
+                                        width,
+                                        height,
+                                        preset: preset.clone(),
+                                        conversion: conversion.clone(),
+                                        bitrate_kbps,
+                                        fec: fec.clone(),
+                                        retransmit,
+                                        scheduler: scheduler.clone(),
+                                        pacing,
+                                        ..base.clone()
+                                    });
+                                }
                             }
                         }
                     }

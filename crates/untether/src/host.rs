@@ -20,6 +20,11 @@
 //!
 //! The **network** thread receives control datagrams (session start, keyframe requests,
 //! input, pings), dispatches input to the sink and drives the session's timers.
+//!
+//! The thread that encodes a frame also sends it: in one burst, or with `network.pacing` in
+//! batches spread over that fraction of the frame interval ([`crate::pacing`]), sleeping
+//! between batches — so it is held up at most the pacing window, and the `send` stage
+//! includes the pacing. Other threads' datagrams (control replies, audio) do not wait for it.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -49,6 +54,7 @@ use untether_proto::{
 use crate::clock::{now_us, sleep_until};
 use crate::config::{ConfigError, HostToml, NetworkToml, Resolution, SceneToml, VideoConfig};
 use crate::identity::{unix_now, Access, HostTrust, IdentityError, Role, StateDir};
+use crate::pacing::{self, Pacing};
 use crate::slot::Slot;
 use crate::stats::Samples;
 
@@ -268,6 +274,9 @@ struct HostSamples {
     convert: Samples,
     encode: Samples,
     send: Samples,
+    /// With pacing on: per frame, the time the sending thread slept between batches (part of
+    /// `send`).
+    pace: Samples,
     frame_bytes: Samples,
     audio_encode: Samples,
     /// Time the caller of a synchronous send was blocked.
@@ -289,6 +298,8 @@ struct Counters {
     bitrate_changes: AtomicU64,
     /// The adaptive bitrate controller's target (0: none; the configured bitrate).
     target_kbps: std::sync::atomic::AtomicU32,
+    /// Frames whose datagrams went out in more than one paced batch.
+    paced_frames: AtomicU64,
 }
 
 /// Where the network thread delivers input.
@@ -333,6 +344,8 @@ struct Shared {
     /// Whether the network thread turns the state channel into input records (sinks other
     /// than the scene, which reads the state itself every frame).
     state_to_sink: bool,
+    /// How a frame's datagrams are spread out (`network.pacing`).
+    pacing: Pacing,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -359,12 +372,47 @@ impl Shared {
     /// transiently (a full queue, an unreachable client) and the session's timers handle the rest.
     fn flush(&self, pending: &mut Vec<Transmit>) {
         for t in pending.drain(..) {
-            if let Err(e) = self.socket.send_to(&t.payload, t.dst) {
-                if self.counters.send_errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                    log::warn!("host: send to {} failed: {e}", t.dst);
-                }
+            self.send_one(&t);
+        }
+    }
+
+    fn send_one(&self, t: &Transmit) {
+        if let Err(e) = self.socket.send_to(&t.payload, t.dst) {
+            if self.counters.send_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                log::warn!("host: send to {} failed: {e}", t.dst);
             }
         }
+    }
+
+    /// Sends a frame's datagrams in batches of `batch` spread over `window_us` from now (see
+    /// [`crate::pacing::schedule`]), sleeping on the calling thread until each batch's time;
+    /// returns (batches, µs slept). The datagrams keep their order. The session lock is not
+    /// held meanwhile, so the network thread's control replies (acks, pongs, keep-alives) and
+    /// the audio thread's packets go out at once, between batches, instead of waiting behind
+    /// the frame; their packet numbers are newer than the frame's, which the client's packet
+    /// window (1024 packets) accepts out of order. When the host stops, the rest is sent at
+    /// once.
+    fn flush_paced(&self, pending: &mut Vec<Transmit>, batch: usize, window_us: u64) -> (u64, u64) {
+        if window_us == 0 || pending.len() <= batch {
+            let batches = u64::from(!pending.is_empty());
+            self.flush(pending);
+            return (batches, 0);
+        }
+        let start = now_us();
+        let (mut batches, mut slept) = (0, 0);
+        for (range, offset) in pacing::schedule(pending.len(), batch, window_us) {
+            let before = now_us();
+            if start + offset > before && !self.stopped() {
+                sleep_until(start + offset);
+                slept += now_us() - before;
+            }
+            for t in &pending[range] {
+                self.send_one(t);
+            }
+            batches += 1;
+        }
+        pending.clear();
+        (batches, slept)
     }
 
     fn drain_transmits(session: &mut HostSession, now: Micros, out: &mut Vec<Transmit>) {
@@ -865,6 +913,11 @@ pub struct HostSummary {
     pub malformed_datagrams: u64,
     pub keyframe_requests_received: u64,
     pub keyframe_requests_ignored: u64,
+    /// Frames sent in more than one paced batch (`network.pacing`; 0 when pacing is off).
+    /// Their `send` stage includes the pacing (the `pace` stage: time slept between batches).
+    pub paced_frames: u64,
+    /// The pacing window at the configured frame rate, µs (0: pacing off).
+    pub pacing_window_us: u64,
     pub stages: std::collections::BTreeMap<&'static str, Samples>,
     pub fatal: Option<String>,
     pub events: Vec<String>,
@@ -944,6 +997,7 @@ impl Host {
             keepalive_ms: options.network.keepalive_ms as u32,
             idle_timeout_ms: options.network.idle_timeout_ms as u32,
         };
+        let pacing = options.network.pacing()?;
         let mut host_cfg = HostConfig::new(params);
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
         host_cfg.fec = options.network.fec_policy().unwrap_or_default();
@@ -1030,6 +1084,7 @@ impl Host {
             sent_frame_tap: setup.sent_frame_tap.clone(),
             pairing: Mutex::new(pairing),
             state_to_sink,
+            pacing,
         });
         let fps = v.fps;
         let mut threads = Vec::new();
@@ -1317,6 +1372,9 @@ impl Host {
         if !samples.sync_blocked.is_empty() {
             stages.insert("sync_blocked", samples.sync_blocked.clone());
         }
+        if !samples.pace.is_empty() {
+            stages.insert("pace", samples.pace.clone());
+        }
         HostSummary {
             duration_s: (now_us() - self.started_us) as f64 / 1e6,
             captured: c.captured.load(Ordering::Relaxed),
@@ -1333,6 +1391,8 @@ impl Host {
             malformed_datagrams: st.malformed_datagrams + st.unknown_connection,
             keyframe_requests_received: st.keyframe_requests_received,
             keyframe_requests_ignored: st.keyframe_requests_ignored_cooldown,
+            paced_frames: c.paced_frames.load(Ordering::Relaxed),
+            pacing_window_us: s.pacing.window_us(self.options.video.fps),
             stages,
             fatal: lock(&s.fatal).clone(),
             events: lock(&s.events).clone(),
@@ -1417,7 +1477,8 @@ pub struct SendInfo {
     pub frame_number: u32,
     pub keyframe: bool,
     pub bytes: usize,
-    /// Time spent in the call: conversion, encoding, packetizing and sending, µs.
+    /// Time spent in the call: conversion, encoding, packetizing and sending (including the
+    /// send pacing of `network.pacing`, if on), µs.
     pub blocked_us: u64,
 }
 
@@ -1546,9 +1607,15 @@ impl EncoderStage {
             self.pending.clear();
             return Ok(SendInfo::default());
         }
-        s.flush(&mut self.pending);
+        // Paced (network.pacing): this thread sleeps between batches, at most the pacing
+        // window, so `send` below includes the pacing.
+        let window_us = s.pacing.window_us(self.cfg.fps);
+        let (batches, slept_us) = s.flush_paced(&mut self.pending, s.pacing.batch, window_us);
         let send_done = now_us();
         s.counters.sent.fetch_add(1, Ordering::Relaxed);
+        if batches > 1 {
+            s.counters.paced_frames.fetch_add(1, Ordering::Relaxed);
+        }
         let c = &s.counters;
         let timing = FrameTiming {
             frame_number,
@@ -1574,6 +1641,9 @@ impl EncoderStage {
             sm.convert.push_us(encoded.convert_us as i64);
             sm.encode.push_us(encoded.encode_us as i64);
             sm.send.push_us((send_done - send_start) as i64);
+            if window_us > 0 {
+                sm.pace.push_us(slept_us as i64);
+            }
             sm.frame_bytes.push(encoded.data.len() as f64 / 1000.0);
         }
         self.frame_number = self.frame_number.wrapping_add(1);

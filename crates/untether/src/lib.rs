@@ -14,6 +14,7 @@ pub mod clock;
 pub mod config;
 pub mod host;
 pub mod identity;
+pub mod pacing;
 pub mod report;
 pub mod slot;
 pub mod stats;

@@ -122,6 +122,11 @@ pub struct NetworkReport {
     pub shard_nacks_sent: u64,
     pub shards_retransmitted: Option<u64>,
     pub frames_abandoned: u64,
+    /// Host (demo only): frames whose datagrams were spread over more than one paced batch
+    /// (`network.pacing`); their `send` stage includes the pacing.
+    pub paced_frames: Option<u64>,
+    /// Host (demo only): the pacing window a frame's datagrams are spread over (0: off).
+    pub pacing_window_ms: Option<f64>,
 }
 
 /// One path of the session.
@@ -358,6 +363,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         shard_nacks_sent: s.shard_nacks_sent,
         shards_retransmitted: host.map(|h| h.shards_retransmitted),
         frames_abandoned: s.frames_abandoned,
+        paced_frames: host.map(|h| h.paced_frames),
+        pacing_window_ms: host.map(|h| h.pacing_window_us as f64 / 1000.0),
     };
     let audio = run.audio.as_ref().map(|a| {
         let mut m2e = Samples::default();
@@ -479,6 +486,14 @@ impl Report {
             ms(n.clock_offset_ms),
             ms(n.clock_uncertainty_ms)
         );
+        if let (Some(paced), Some(window)) = (n.paced_frames, n.pacing_window_ms) {
+            if window > 0.0 {
+                let _ = writeln!(
+                    o,
+                    "pacing: {paced} frames spread over up to {window:.2} ms (included in send)"
+                );
+            }
+        }
         if let Some(a) = &self.audio {
             let _ = writeln!(
                 o,
@@ -545,6 +560,8 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "malformed": h.malformed_datagrams,
             "keyframe_requests_received": h.keyframe_requests_received,
             "keyframe_requests_ignored": h.keyframe_requests_ignored,
+            "paced_frames": h.paced_frames,
+            "pacing_window_ms": h.pacing_window_us as f64 / 1000.0,
         },
         "input": { "events_applied": h.inputs_applied, "events_dropped": h.inputs_dropped },
         "unchanged_ticks": h.unchanged,

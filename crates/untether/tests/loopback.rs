@@ -232,3 +232,46 @@ fn demo_api_produces_a_report() {
     assert!(rep.input.events_sent >= 1);
     assert!(rep.to_text().contains("glass-to-glass"));
 }
+
+#[test]
+fn paced_sends_still_decode_every_frame_in_order() {
+    // Pacing on: half the frame interval (8.3 ms at 60 fps), batches of 2 datagrams so that
+    // nearly every frame is spread over several batches.
+    let mut opts = options(3.0, false, 0, "libx264");
+    opts.host.network.pacing = 0.5;
+    opts.host.network.pacing_batch = 2;
+    let (run, host) = stream(opts);
+    assert!(host.sent >= 60, "sent only {} frames in 3 s", host.sent);
+    assert_eq!(host.pacing_window_us, 8333);
+    assert!(
+        host.paced_frames * 2 >= host.sent,
+        "only {} of {} frames were paced",
+        host.paced_frames,
+        host.sent
+    );
+    let pace = host.stages["pace"].summary().expect("pace measured");
+    // Slept time is below the window, plus oversleeping on a loaded box.
+    assert!(pace.p50 > 0.0 && pace.p50 <= 8.333 + 10.0, "pace {pace:?}");
+    // The send stage includes the pacing.
+    let send = host.stages["send"].summary().expect("send measured");
+    assert!(send.p50 >= pace.p50, "send {send:?} < pace {pace:?}");
+    let decoded_ratio = run.decoded as f64 / host.sent.saturating_sub(3).max(1) as f64;
+    assert!(
+        decoded_ratio >= 0.97,
+        "decoded {} of {} sent frames",
+        run.decoded,
+        host.sent
+    );
+    assert_eq!(run.decode_errors, 0);
+    let numbers: Vec<u32> = run
+        .records
+        .iter()
+        .filter(|r| r.shown_us != 0)
+        .filter_map(|r| r.stamp.map(|s| s.frame_number))
+        .collect();
+    assert!(numbers.len() >= 60, "{} frames shown", numbers.len());
+    assert!(
+        numbers.windows(2).all(|w| w[0] < w[1]),
+        "pixel frame numbers not increasing: {numbers:?}"
+    );
+}
