@@ -74,6 +74,10 @@ pub struct FrameCounts {
     pub dropped_client: u64,
     pub keyframes: u64,
     pub stamp_unreadable: u64,
+    /// The longest time between two shown frames (a freeze), and how many such gaps exceeded
+    /// 100 ms.
+    pub longest_freeze_ms: f64,
+    pub freezes_over_100ms: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -308,7 +312,16 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     }
     let last_timing = run.timings.values().max_by_key(|t| t.frame_number);
     let s = &run.stats;
+    let shown_at: Vec<u64> = run
+        .records
+        .iter()
+        .filter(|r| r.shown_us != 0)
+        .map(|r| r.shown_us)
+        .collect();
+    let gaps = || shown_at.windows(2).map(|w| w[1].saturating_sub(w[0]));
     let frames = FrameCounts {
+        longest_freeze_ms: gaps().max().unwrap_or(0) as f64 / 1000.0,
+        freezes_over_100ms: gaps().filter(|&g| g > 100_000).count() as u64,
         captured: host.map_or(last_timing.map_or(0, |t| t.captured as u64), |h| h.captured),
         encoded: host.map_or(last_timing.map_or(0, |t| t.encoded as u64), |h| h.encoded),
         sent: host.map_or(run.timings.len() as u64, |h| h.sent),
