@@ -7,8 +7,10 @@
 //! - [`AudioEncoder`]: PCM in, one Opus packet per 10 ms out, each with a copy of the previous
 //!   packet for redundancy (restricted-low-delay Opus is CELT only, which has no in-band FEC).
 //! - [`Playout`]: the client's jitter buffer and decoder. Packets go in from the network in any
-//!   order; SDL's audio callback pulls samples. Losses are filled from the redundant copy, else
-//!   concealed by the decoder (PLC); an empty buffer re-buffers to the target and raises it.
+//!   order; SDL's audio callback pulls samples. Each packet plays on a schedule read from its
+//!   timestamp (see [`Playout::target_us`]). Losses are filled from the redundant copy, else
+//!   concealed by the decoder (PLC); an empty buffer re-buffers on the schedule and raises the
+//!   target; a playout running late catches up in quiet blocks.
 //! - [`SdlAudioOut`] / [`SdlAudioCapture`]: SDL2 devices (PulseAudio, PipeWire, ALSA; the
 //!   backend is chosen by SDL, or by `SDL_AUDIODRIVER`; `dummy` plays nowhere, in real time).
 //! - [`Tone`]: 1 kHz beeps of 100 ms at every whole second of the host's clock, so their timing
@@ -34,6 +36,20 @@ pub const CODEC_DELAY_US: u64 = 2_500;
 /// The playout delay's range.
 pub const MIN_TARGET_US: u64 = 10_000;
 pub const MAX_TARGET_US: u64 = 40_000;
+
+/// Raises the calling thread's scheduling priority (nice −10) when allowed (root or
+/// CAP_SYS_NICE), as SDL does for its own audio thread: audio is produced and consumed in
+/// 10 ms and 5 ms rhythms that the video encoder and decoder, busy on every core, would
+/// otherwise delay by milliseconds. Returns whether it took effect; without the privilege the
+/// thread keeps its priority.
+pub fn raise_thread_priority() -> bool {
+    // SAFETY: plain syscalls on the calling thread (tid 0 = the caller with PRIO_PROCESS on
+    // Linux threads).
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, -10) == 0
+    }
+}
 
 /// Microseconds of CLOCK_MONOTONIC (the clock the rest of untether reads).
 pub fn monotonic_us() -> u64 {
@@ -171,11 +187,17 @@ pub struct PlayoutStats {
     pub recovered: u64,
     /// Lost packets concealed by the decoder.
     pub concealed: u64,
+    /// Of those, packets that came late after all and were played after their concealment
+    /// (which stretched the stream by one packet).
+    pub concealed_then_played: u64,
     pub played: u64,
     /// Times the buffer ran empty and re-buffered.
     pub underruns: u64,
     /// Packets dropped because the buffer held more than the target (clock drift, bursts).
     pub dropped: u64,
+    /// Audio skipped in quiet stretches to bring a late-running playout back to its schedule
+    /// (after a re-buffer or a startup burst), µs.
+    pub trimmed_us: u64,
     pub decode_errors: u64,
 }
 
@@ -215,12 +237,32 @@ pub struct Playout {
     /// Raised by underruns, decays while none happen.
     bump_us: f64,
     transit: VecDeque<i64>,
+    /// The smallest transit of the window: the arrival time (receiver clock) of a packet with
+    /// `pts` 0 sent without queueing; `pts + min_transit` is when a packet can be expected.
+    min_transit: Option<i64>,
     last_pull_us: u64,
+    /// The device's pull period (smoothed), µs.
+    pull_period_us: f64,
+    /// Missing packets concealed in a row (reset when a packet plays).
+    concealed_run: u32,
+    /// The last packets concealed as missing, to tell a late arrival from a duplicate.
+    concealed_seqs: VecDeque<u32>,
     pub stats: PlayoutStats,
     pub played: Vec<Played>,
     pub tap: Option<Tap>,
     targets: Vec<u64>,
 }
+
+/// What an underrun (or a packet concealed as lost that then arrived) adds to the target, µs;
+/// it decays by 3 ms per second.
+const UNDERRUN_BUMP_US: f64 = 3_000.0;
+/// Missing packets concealed in a row, with nothing queued behind them, before the playout
+/// treats the stream as paused and re-buffers.
+const MAX_CONCEALED_RUN: u32 = 2;
+/// Lateness against the schedule tolerated before the playout catches up.
+const LATE_SLACK_US: u64 = 1_000;
+/// A block whose peak is under this (−40 dBFS) is quiet enough to skip audio in.
+const QUIET_PEAK: u16 = 328;
 
 /// The most `played` records kept (10 minutes).
 const MAX_PLAYED: usize = 60_000;
@@ -238,7 +280,11 @@ impl Playout {
             target_us: MIN_TARGET_US,
             bump_us: 0.0,
             transit: VecDeque::new(),
+            min_transit: None,
             last_pull_us: 0,
+            pull_period_us: 0.0,
+            concealed_run: 0,
+            concealed_seqs: VecDeque::new(),
             stats: PlayoutStats::default(),
             played: Vec::new(),
             tap: None,
@@ -254,7 +300,9 @@ impl Playout {
         });
     }
 
-    /// The current playout delay target.
+    /// The current target: the audio queued when a packet arrives at the earliest, itself
+    /// included (one packet + the arrival jitter + the device's pull period + 1 ms, raised by
+    /// underruns), between 10 and 40 ms.
     pub fn target_us(&self) -> u64 {
         self.target_us
     }
@@ -276,8 +324,22 @@ impl Playout {
         self.stats.received += 1;
         let before = |s: u32, n: u32| (s.wrapping_sub(n) as i32) < 0;
         if let Some(n) = self.next_seq {
-            if before(seq, n) || self.packets.contains_key(&seq) {
+            let was_concealed = self.concealed_seqs.contains(&seq);
+            if was_concealed {
+                // Concealed as lost, but only late: the jitter is more than planned for.
+                self.concealed_seqs.retain(|&c| c != seq);
+                self.bump_us = (self.bump_us + UNDERRUN_BUMP_US).min(MAX_TARGET_US as f64);
+            }
+            if was_concealed && seq.wrapping_add(1) == n && self.packets.is_empty() {
+                // It was the last block concealed and nothing came after it: play it now,
+                // the concealment having stretched the stream by one packet (the playout
+                // runs a packet later, which the target now asks for, or which quiet blocks
+                // trim again).
+                self.next_seq = Some(seq);
+                self.stats.concealed_then_played += 1;
+            } else if before(seq, n) || self.packets.contains_key(&seq) {
                 self.stats.late += 1;
+                self.adapt();
                 return;
             }
         }
@@ -324,11 +386,14 @@ impl Playout {
         let mut v: Vec<i64> = self.transit.iter().copied().collect();
         v.sort_unstable();
         let min = v[0];
+        self.min_transit = Some(min);
         let p95 = v[(v.len() * 95 / 100).min(v.len() - 1)];
         let spread = (p95 - min).max(0) as f64;
-        // Packets arrive every 10 ms and the device pulls in its own rhythm: 10 ms is the
-        // floor; jitter and underruns add to it.
-        let want = (MIN_TARGET_US as f64).max(spread + 3_000.0) + self.bump_us;
+        // A packet arriving at the earliest finds the target queued, itself (10 ms) included;
+        // one arriving `spread` later must still come before the device pull that needs its
+        // first sample, up to one pull period before that sample plays. So: one packet, the
+        // jitter, one pull period and 1 ms of slack; underruns add to it.
+        let want = FRAME_US as f64 + spread + self.pull_period_us + 1_000.0 + self.bump_us;
         let t = (want as u64).clamp(MIN_TARGET_US, MAX_TARGET_US);
         if t.abs_diff(self.target_us) >= 1_000 {
             self.target_us = t;
@@ -338,12 +403,15 @@ impl Playout {
         }
     }
 
-    fn start_block(&mut self, now_out_us: u64) -> bool {
+    /// Decodes the next packet (or conceals it) into the block, which starts being handed to
+    /// the device at `play_us` and leaves it `device_latency_us` later.
+    fn start_block(&mut self, play_us: u64, device_latency_us: u64) -> bool {
         let Some(next) = self.next_seq else {
             return false;
         };
         let n = FRAME_SAMPLES * CHANNELS;
         self.block.resize(n, 0);
+        let mut skip = 0;
         if let Some(Pending::Packet { pts_us, opus }) = self.packets.remove(&next) {
             match self.decoder.decode(&opus, &mut self.block, false) {
                 Ok(s) if s == FRAME_SAMPLES => {}
@@ -353,27 +421,67 @@ impl Playout {
                 }
             }
             self.stats.played += 1;
+            self.concealed_run = 0;
+            // Running late against the schedule (a restart after an underrun or a burst left
+            // more queued than the target): catch up by skipping the lateness, where nobody
+            // hears it: in a quiet block.
+            let late = play_us.saturating_sub(self.play_at(pts_us));
+            if late > LATE_SLACK_US && self.min_transit.is_some() {
+                let peak = self
+                    .block
+                    .iter()
+                    .map(|v| v.unsigned_abs())
+                    .max()
+                    .unwrap_or(0);
+                if peak < QUIET_PEAK {
+                    let samples = (late * RATE as u64 / 1_000_000).min(FRAME_SAMPLES as u64);
+                    skip = samples as usize * CHANNELS;
+                    self.stats.trimmed_us += samples * 1_000_000 / RATE as u64;
+                }
+            }
             if self.played.len() < MAX_PLAYED {
+                let skipped_us = (skip / CHANNELS) as u64 * 1_000_000 / RATE as u64;
                 self.played.push(Played {
                     seq: next,
                     pts_us,
                     // The packet's first sample of sound sits CODEC_DELAY_US into the decoded
                     // stream.
-                    out_us: now_out_us + CODEC_DELAY_US,
+                    out_us: (play_us + device_latency_us + CODEC_DELAY_US)
+                        .saturating_sub(skipped_us),
                 });
             }
-        } else if !self.packets.is_empty() {
-            // Lost: a later packet is here and this one is not.
+        } else if !self.packets.is_empty() || self.concealed_run < MAX_CONCEALED_RUN {
+            // Due and not here: lost if a later packet is here; else lost or late, and the
+            // decoder conceals it on schedule rather than the stream stopping to re-buffer
+            // (if it comes after all, it is too late and raises the target). Several missing
+            // in a row with nothing behind them: the stream paused, re-buffer.
             if self.decoder.decode(&[], &mut self.block, false).is_err() {
                 self.block.fill(0);
             }
             self.stats.concealed += 1;
+            self.concealed_run += 1;
+            self.concealed_seqs.push_back(next);
+            if self.concealed_seqs.len() > 16 {
+                self.concealed_seqs.pop_front();
+            }
         } else {
             return false;
         }
-        self.block_pos = 0;
+        self.block_pos = skip;
         self.next_seq = Some(next.wrapping_add(1));
         true
+    }
+
+    /// When (receiver clock) the first sample of the packet captured at `pts_us` is handed to
+    /// the device: when such a packet arrives at the earliest (`pts + min_transit`, which
+    /// includes the 10 ms it takes to capture a packet) plus the target less one packet. So a
+    /// packet arriving at the earliest finds `target_us` of audio queued, itself included:
+    /// with the 10 ms floor it plays the moment it arrives; jitter raises the target.
+    fn play_at(&self, pts_us: u64) -> u64 {
+        match self.min_transit {
+            Some(t) => (pts_us as i64 + t + (self.target_us - FRAME_US) as i64).max(0) as u64,
+            None => 0,
+        }
     }
 
     /// Fills `out` (interleaved stereo) at `now_us`; its first sample leaves the device
@@ -382,23 +490,43 @@ impl Playout {
         let elapsed = now_us.saturating_sub(self.last_pull_us);
         self.last_pull_us = now_us;
         if elapsed < 5_000_000 {
-            self.bump_us = (self.bump_us - elapsed as f64 * 0.001).max(0.0);
+            self.bump_us = (self.bump_us - elapsed as f64 * 0.003).max(0.0);
+        }
+        if elapsed < 100_000 {
+            if self.pull_period_us == 0.0 {
+                self.pull_period_us = elapsed as f64;
+            }
+            self.pull_period_us += (elapsed as f64 - self.pull_period_us) * 0.05;
         }
         let mut i = 0;
         if !self.playing {
-            if self.queued_us() >= self.target_us && !self.packets.is_empty() {
-                self.playing = true;
-                if let Some((&first, _)) = self.packets.iter().next() {
-                    // After a gap, restart at the oldest packet we hold.
+            // Start (or restart after a gap) at the oldest packet we hold, at the moment its
+            // schedule says (`play_at`), to the sample: silence before it in this buffer.
+            let first = self.packets.iter().next().map(|(&s, p)| {
+                let Pending::Packet { pts_us, .. } = p;
+                (s, *pts_us)
+            });
+            let lead_samples = first.map(|(_, pts)| {
+                let lead_us = self.play_at(pts).saturating_sub(now_us);
+                (lead_us * RATE as u64 / 1_000_000) as usize
+            });
+            match (first, lead_samples) {
+                (Some((first, _)), Some(lead)) if lead * CHANNELS < out.len() => {
+                    self.playing = true;
                     let before = |s: u32, n: u32| (s.wrapping_sub(n) as i32) < 0;
                     if self.next_seq.is_none_or(|n| before(n, first)) {
                         self.next_seq = Some(first);
                     }
+                    i = lead * CHANNELS;
+                    out[..i].fill(0);
+                    // Whatever remained of the previous block was cut short by the gap.
+                    self.block_pos = self.block.len();
                 }
-            } else {
-                out.fill(0);
-                self.record_tap(out, now_us + device_latency_us);
-                return;
+                _ => {
+                    out.fill(0);
+                    self.record_tap(out, now_us + device_latency_us);
+                    return;
+                }
             }
         }
         while i < out.len() {
@@ -411,12 +539,11 @@ impl Playout {
                         self.stats.dropped += 1;
                     }
                 }
-                let t =
-                    now_us + device_latency_us + (i / CHANNELS) as u64 * 1_000_000 / RATE as u64;
-                if !self.start_block(t) {
+                let t = now_us + (i / CHANNELS) as u64 * 1_000_000 / RATE as u64;
+                if !self.start_block(t, device_latency_us) {
                     self.stats.underruns += 1;
                     self.playing = false;
-                    self.bump_us = (self.bump_us + 4_000.0).min(MAX_TARGET_US as f64);
+                    self.bump_us = (self.bump_us + UNDERRUN_BUMP_US).min(MAX_TARGET_US as f64);
                     self.adapt();
                     out[i..].fill(0);
                     break;
@@ -699,13 +826,18 @@ impl NullAudioOut {
         let thread = std::thread::Builder::new()
             .name("audio-null-out".into())
             .spawn(move || {
+                raise_thread_priority();
                 let mut out = vec![0i16; samples as usize * CHANNELS];
                 let start = std::time::Instant::now();
+                let start_us = monotonic_us();
                 let mut n: u64 = 0;
                 while !flag.load(Ordering::Relaxed) {
                     {
+                        // A sound card consumes at its own steady rate whenever its callback
+                        // runs: the buffer is due at its deadline, not when this thread woke.
+                        let due_us = start_us + n * period_ns / 1_000;
                         let mut p = playout.lock().unwrap_or_else(|e| e.into_inner());
-                        p.pull(monotonic_us(), latency_us, &mut out);
+                        p.pull(due_us, latency_us, &mut out);
                     }
                     n += 1;
                     let due = start + std::time::Duration::from_nanos(n * period_ns);
@@ -979,6 +1111,66 @@ mod tests {
         let f = zero_crossing_frequency(beep);
         assert!((f - 1000.0).abs() < 15.0, "frequency {f}");
         assert!(p.target_us() >= MIN_TARGET_US && p.target_us() <= MAX_TARGET_US);
+    }
+
+    #[test]
+    fn packets_play_on_their_schedule_not_a_packet_late() {
+        // Packets arrive 10.3 ms after their first sample (10 ms to capture, 0.3 ms to encode
+        // and send); the device pulls 5 ms every 5 ms (5 ms device latency). Packets 100..150
+        // are lost (a 0.5 s outage).
+        let packets = tone_packets(300);
+        let mut p = Playout::new().unwrap();
+        let base = 5_000_000_000u64;
+        let mut out = vec![0i16; 240 * CHANNELS];
+        let mut t = base + 1_700;
+        let mut restart_target = 0;
+        for (k, pk) in packets.iter().enumerate() {
+            let arrive = pk.pts_us - 1_000_000_000 + base + 10_300;
+            while t <= arrive {
+                p.pull(t, 5_000, &mut out);
+                t += 5_000;
+            }
+            if (100..150).contains(&k) {
+                continue;
+            }
+            // The first packet after the outage carries no copy of the one before (lost too).
+            let prev: &[u8] = if k == 150 { &[] } else { &pk.prev_opus };
+            p.push(arrive, pk.seq, pk.pts_us, &pk.opus, prev);
+            if k == 150 {
+                restart_target = p.target_us();
+            }
+        }
+        // Mouth-to-ear less the transit, the device and Opus's delay: the time in the buffer.
+        let buffered = |pl: &Played| {
+            pl.out_us as i64 - (pl.pts_us - 1_000_000_000 + base) as i64 - 10_300 - 5_000 - 2_500
+        };
+        // Before the outage: the first packet plays the moment a pull after its arrival comes
+        // (under one pull period), the rest follow back to back, none waits a whole packet.
+        let before: Vec<i64> = p.played[4..100].iter().map(buffered).collect();
+        assert!(
+            before.iter().all(|&b| (0..5_000).contains(&b)),
+            "{before:?}"
+        );
+        assert!(before.iter().all(|&b| b == before[0]), "{before:?}");
+        // The outage empties the buffer once; the restart is on the schedule: the target
+        // (one packet, one pull period, 1 ms, the underrun's bump) less the packet, to within
+        // a sample.
+        assert_eq!(p.stats.underruns, 1, "{:?}", p.stats);
+        assert!(
+            (16_000..=20_000).contains(&restart_target),
+            "{restart_target}"
+        );
+        let after = p
+            .played
+            .iter()
+            .find(|pl| pl.seq == packets[150].seq)
+            .unwrap();
+        let want = restart_target as i64 - FRAME_US as i64;
+        assert!(
+            (buffered(after) - want).abs() <= 21,
+            "{} vs {want}",
+            buffered(after)
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use untether_media::audio::{AudioOut, Played, Playout, PlayoutStats, Tap};
@@ -29,8 +29,9 @@ use untether_media::stamp::{self, Stamp};
 use untether_net::{Received, UdpEndpoint};
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientSession, ClientStats, ClockEstimate, FrameTiming,
-    GoneReason, InputEvent, Micros, PublicKey, RejectReason, Route, SessionParams, StateValue,
+    fingerprint, ClientConfig, ClientEvent, ClientSession, ClientStats, ClockEstimate,
+    CompleteFrame, FrameTiming, GoneReason, InputEvent, Micros, PublicKey, RejectReason, Route,
+    SessionParams, StateValue,
 };
 
 use crate::clock::now_us;
@@ -460,11 +461,19 @@ pub fn run_client_with(
         let mut session = lock(&shared.session);
         shared.flush(&mut session, now);
     }
+    let (frames_tx, frames_rx) = mpsc::channel();
     let net = {
         let s = shared.clone();
         std::thread::Builder::new()
             .name("client-net".into())
-            .spawn(move || network_loop(&s, sockets, decoder))
+            .spawn(move || network_loop(&s, sockets, frames_tx))
+            .map_err(ClientError::Thread)?
+    };
+    let decode = {
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("client-decode".into())
+            .spawn(move || decode_loop(&s, frames_rx, decoder))
             .map_err(ClientError::Thread)?
     };
     let mut device_threads = Vec::new();
@@ -497,6 +506,7 @@ pub fn run_client_with(
     }
     shared.finish(None);
     let _ = net.join();
+    let _ = decode.join();
     for t in device_threads {
         let _ = t.join();
     }
@@ -615,7 +625,11 @@ pub fn device_input(index: u8, ev: DeviceEvent) -> InputEvent {
     }
 }
 
-fn network_loop(s: &Shared, sockets: Vec<UdpEndpoint>, mut decoder: Decoder) {
+fn network_loop(s: &Shared, sockets: Vec<UdpEndpoint>, frames: mpsc::Sender<CompleteFrame>) {
+    // Audio and input acknowledgements pass through here on their way; decoding does not.
+    if s.playout.is_some() {
+        untether_media::audio::raise_thread_priority();
+    }
     let mut buf = vec![0u8; untether_net::MAX_DATAGRAM];
     let mut events = Vec::new();
     let port = s.host.port();
@@ -763,55 +777,10 @@ fn network_loop(s: &Shared, sockets: Vec<UdpEndpoint>, mut decoder: Decoder) {
                     }));
                 }
                 ClientEvent::Frame(frame) => {
-                    let decode_start_us = now_us();
-                    match decoder.decode(&frame.data) {
-                        Ok(Some(picture)) => {
-                            let decode_end_us = now_us();
-                            lock(&s.session).note_decode_time(decode_end_us - decode_start_us);
-                            let (plane, stride) = picture.luma();
-                            let stamp =
-                                stamp::read_plane(plane, stride, picture.width(), picture.height());
-                            let record = FrameRecord {
-                                frame_number: frame.frame_number,
-                                keyframe: frame.keyframe,
-                                capture_us: frame.capture_us,
-                                first_shard_us: frame.first_shard_us,
-                                last_shard_us: frame.last_shard_us,
-                                decode_start_us,
-                                decode_end_us,
-                                shown_us: 0,
-                                bytes: frame.data.len(),
-                                stamp,
-                                thumbnail: thumbnail(
-                                    plane,
-                                    stride,
-                                    picture.width(),
-                                    picture.height(),
-                                ),
-                            };
-                            {
-                                let mut run = lock(&s.run);
-                                run.decoded += 1;
-                                if stamp.is_none() {
-                                    run.stamp_unreadable += 1;
-                                }
-                            }
-                            if let Some(old) = s.decoded.put(Decoded { picture, record }) {
-                                keep_record(&mut lock(&s.run), old.record);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            log::warn!(
-                                "client: frame {} failed to decode: {e}",
-                                frame.frame_number
-                            );
-                            lock(&s.run).decode_errors += 1;
-                            let now = now_us();
-                            let mut session = lock(&s.session);
-                            session.decode_failed(now, frame.frame_number);
-                            s.flush(&mut session, now);
-                        }
+                    // Decoding runs on its own thread so that audio, input acknowledgements
+                    // and the next frame's shards are not held behind a decode.
+                    if frames.send(frame).is_err() {
+                        return;
                     }
                 }
                 ClientEvent::FrameTiming(t) => {
@@ -834,6 +803,53 @@ fn network_loop(s: &Shared, sockets: Vec<UdpEndpoint>, mut decoder: Decoder) {
                 ClientEvent::FrameLost { .. }
                 | ClientEvent::FrameSkipped { .. }
                 | ClientEvent::InputAcked { .. } => {}
+            }
+        }
+    }
+}
+
+/// Decodes the frames the network thread assembled, in order, and hands them to the presenter.
+fn decode_loop(s: &Shared, frames: mpsc::Receiver<CompleteFrame>, mut decoder: Decoder) {
+    while let Ok(frame) = frames.recv() {
+        let decode_start_us = now_us();
+        match decoder.decode(&frame.data) {
+            Ok(Some(picture)) => {
+                let decode_end_us = now_us();
+                lock(&s.session).note_decode_time(decode_end_us - decode_start_us);
+                let (plane, stride) = picture.luma();
+                let stamp = stamp::read_plane(plane, stride, picture.width(), picture.height());
+                let record = FrameRecord {
+                    frame_number: frame.frame_number,
+                    keyframe: frame.keyframe,
+                    capture_us: frame.capture_us,
+                    first_shard_us: frame.first_shard_us,
+                    last_shard_us: frame.last_shard_us,
+                    decode_start_us,
+                    decode_end_us,
+                    shown_us: 0,
+                    bytes: frame.data.len(),
+                    stamp,
+                    thumbnail: thumbnail(plane, stride, picture.width(), picture.height()),
+                };
+                {
+                    let mut run = lock(&s.run);
+                    run.decoded += 1;
+                    if stamp.is_none() {
+                        run.stamp_unreadable += 1;
+                    }
+                }
+                if let Some(old) = s.decoded.put(Decoded { picture, record }) {
+                    keep_record(&mut lock(&s.run), old.record);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
+                lock(&s.run).decode_errors += 1;
+                let now = now_us();
+                let mut session = lock(&s.session);
+                session.decode_failed(now, frame.frame_number);
+                s.flush(&mut session, now);
             }
         }
     }

@@ -2015,6 +2015,7 @@ fn pipe_loop(
 /// The test tone, produced in real time like a capture device would: every 10 ms, the 10 ms
 /// that just ended.
 fn tone_loop(s: &Shared) {
+    audio::raise_thread_priority();
     let tone = Tone::default();
     let mut pcm = vec![0i16; audio::FRAME_SAMPLES * audio::CHANNELS];
     let frame = audio::FRAME_US;

@@ -176,6 +176,8 @@ pub struct AudioReport {
     pub underruns: u64,
     /// Packets dropped to bring the buffer back to its target.
     pub dropped: u64,
+    /// Audio skipped in quiet blocks to bring a late playout back to its schedule.
+    pub trimmed_ms: f64,
     /// The jitter buffer's playout target: where it ended, and its range over the run.
     pub target_ms: f64,
     pub target_min_ms: Option<f64>,
@@ -396,6 +398,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             concealed: a.stats.concealed,
             underruns: a.stats.underruns,
             dropped: a.stats.dropped,
+            trimmed_ms: ms(a.stats.trimmed_us),
             target_ms: ms(a.final_target_us),
             target_min_ms: a.targets.iter().min().map(|&t| ms(t)),
             target_max_ms: a.targets.iter().max().map(|&t| ms(t)),
