@@ -9,7 +9,7 @@ PACKAGES=(
   libavfilter-dev libavdevice-dev ffmpeg
   libsdl2-dev
   xvfb xauth x11-utils x11-apps imagemagick
-  iproute2
+  iproute2 nftables
 )
 
 missing=()

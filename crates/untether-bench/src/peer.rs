@@ -20,6 +20,8 @@ use untether::stats::Samples;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::{stamp, BgraFrame};
 
+use untether_net::netns::Side;
+
 use crate::scenario::Scenario;
 use crate::series::{FrameSample, ScenarioResult};
 
@@ -182,15 +184,35 @@ pub fn run_peer(
     let size = format!("{w}x{h}");
     let tcp = kind == PeerKind::FfmpegRtpTcp;
     let port = free_port(tcp)?;
+    // With the netns transport: the sending ffmpeg in the host namespace, the receiving one in
+    // the client namespace, over the veth pair with the scenario's rate limit and kernel loss.
+    let testbed = match sc.transport.as_str() {
+        "loopback" => None,
+        "netns" => {
+            Some(crate::run::testbed(sc).map_err(|e| PeerError::Failed(format!("netns: {e}")))?)
+        }
+        other => {
+            return Err(PeerError::Failed(format!(
+                "transport {other:?}: allowed: loopback, netns"
+            )))
+        }
+    };
+    let rx_ip = testbed
+        .as_ref()
+        .map_or("127.0.0.1".to_string(), |tb| tb.client_addr().to_string());
+    let ffmpeg = |side: Side| match &testbed {
+        Some(tb) => tb.command(side, "ffmpeg"),
+        None => Command::new("ffmpeg"),
+    };
     let dir = std::env::temp_dir().join(format!("untether-peer-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| PeerError::Failed(format!("{}: {e}", dir.display())))?;
     let sdp: PathBuf = dir.join("stream.sdp");
     // The receiver first, so the first keyframe is not lost.
-    let mut rx_cmd = Command::new("ffmpeg");
+    let mut rx_cmd = ffmpeg(Side::Client);
     rx_cmd.args(["-hide_banner", "-loglevel", "error", "-nostats"]);
     rx_cmd.args(LOW_DELAY_IN);
-    let url = format!("rtsp://127.0.0.1:{port}/live");
+    let url = format!("rtsp://{rx_ip}:{port}/live");
     if tcp {
         rx_cmd.args([
             "-rtsp_flags",
@@ -204,7 +226,7 @@ pub fn run_peer(
         std::fs::write(
             &sdp,
             format!(
-                "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=untether peer\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                "v=0\r\no=- 0 0 IN IP4 {rx_ip}\r\ns=untether peer\r\nc=IN IP4 {rx_ip}\r\nt=0 0\r\n\
                  m=video {port} RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=fmtp:96 packetization-mode=1\r\n"
             ),
         )
@@ -262,7 +284,7 @@ pub fn run_peer(
         .map_err(|e| PeerError::Failed(format!("reader thread: {e}")))?;
     // Let the receiver open its socket (or RTSP listener).
     std::thread::sleep(Duration::from_millis(if tcp { 800 } else { 400 }));
-    let mut tx_cmd = Command::new("ffmpeg");
+    let mut tx_cmd = ffmpeg(Side::Host);
     tx_cmd.args(["-hide_banner", "-loglevel", "error", "-nostats"]);
     tx_cmd.args([
         "-f",
@@ -279,11 +301,7 @@ pub fn run_peer(
     if tcp {
         tx_cmd.args(["-f", "rtsp", "-rtsp_transport", "tcp", &url]);
     } else {
-        tx_cmd.args([
-            "-f",
-            "rtp",
-            &format!("rtp://127.0.0.1:{port}?pkt_size=1200"),
-        ]);
+        tx_cmd.args(["-f", "rtp", &format!("rtp://{rx_ip}:{port}?pkt_size=1200")]);
     }
     let mut sender = Reaped(
         Some(
@@ -339,6 +357,17 @@ pub fn run_peer(
         sleep_until(start + n * interval);
         if write_failed.load(Ordering::Relaxed) {
             break;
+        }
+        // The receiving side (the peer's client) gone mid-run: the run is void, say so now.
+        if let Some(Ok(Some(status))) = receiver.0.as_mut().map(|c| c.try_wait()) {
+            drop(tx);
+            let _ = writer.join();
+            return Err(PeerError::Failed(format!(
+                "{}: the receiving ffmpeg (the client side) exited mid-run ({status}) after {n} \
+                 of {total} frames. {}",
+                kind.name(),
+                receiver.stderr_tail()
+            )));
         }
         let mut f = match spare.take() {
             Some(f) => f,
@@ -401,6 +430,13 @@ pub fn run_peer(
             kind.name()
         )));
     }
+    if write_failed.load(Ordering::Relaxed) {
+        return Err(PeerError::Failed(format!(
+            "{}: the sending ffmpeg stopped taking frames mid-run ({captured} of {total} \
+             rendered). {sender_tail}",
+            kind.name()
+        )));
+    }
     let mut g2g = Samples::default();
     let t0 = got.first().map_or(0, |r| r.captured_us);
     let frames: Vec<FrameSample> = got
@@ -422,11 +458,20 @@ pub fn run_peer(
     let empty: Pcts = (&Samples::default()).into();
     let shown = got.len() as u64;
     let highest = got.iter().map(|r| r.frame as u64).max().unwrap_or(0);
+    // Freezes: the longest time between two frames coming out, as for untether.
+    let gaps = || {
+        got.windows(2)
+            .map(|w| w[1].shown_us.saturating_sub(w[0].shown_us))
+    };
+    let longest_freeze_ms = gaps().max().unwrap_or(0) as f64 / 1000.0;
+    let freezes_over_100ms = gaps().filter(|&g| g > 100_000).count();
     let report = serde_json::json!({
         "config": {
             "width": w, "height": h, "fps": fps, "codec": "h264", "encoder": "libx264 (ffmpeg command)",
             "preset": sc.preset, "conversion": "swscale (ffmpeg command)", "bitrate_kbps": sc.bitrate_kbps,
-            "transport": kind.name(), "paths": 1, "impairment": null, "display": "headless",
+            "transport": kind.name(), "paths": 1,
+            "impairment": testbed.as_ref().and_then(|tb| crate::run::testbed_impairment(tb, sc)),
+            "display": "headless",
             "machine": untether::report::machine_description(),
         },
         "duration_s": started.elapsed().as_secs_f64(),
@@ -436,6 +481,7 @@ pub fn run_peer(
             "late": 0, "lost": (highest + 1).saturating_sub(shown + dropped), "corrupted": 0,
             "dropped_host": dropped, "dropped_client": 0, "keyframes": null,
             "stamp_unreadable": unreadable.load(Ordering::Relaxed),
+            "longest_freeze_ms": longest_freeze_ms, "freezes_over_100ms": freezes_over_100ms,
         },
         "latency_ms": {
             "glass_to_glass": pcts, "glass_to_glass_pixels": pcts,

@@ -121,6 +121,26 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
         return Err(bad(sc, "fps", sc.fps, "allowed: 1 to 240".into()));
     }
     host.video.fps = sc.fps;
+    if sc.transport != "netns" && (sc.rate.is_some() || sc.loss.is_some()) {
+        return Err(bad(
+            sc,
+            if sc.rate.is_some() { "rate" } else { "loss" },
+            sc.rate.clone().unwrap_or_else(|| format!("{:?}", sc.loss)),
+            "a tbf rate and kernel loss need transport = \"netns\" (the veth pair); over \
+             loopback the impairment relays take --rate and --loss"
+                .into(),
+        ));
+    }
+    if let Some(l) = sc.loss {
+        if !(0.0..1.0).contains(&l) {
+            return Err(bad(
+                sc,
+                "loss",
+                l,
+                "allowed: 0 to below 1 (0.02 = 2 %)".into(),
+            ));
+        }
+    }
     if !(100..=500_000).contains(&sc.bitrate_kbps) {
         return Err(bad(
             sc,
@@ -426,10 +446,11 @@ pub fn run_untether(
     let run_stop = stop.clone();
     let testbed = match sc.transport.as_str() {
         "loopback" => None,
-        "netns" => Some(Arc::new(
-            Testbed::create(sc.rate.as_deref())
-                .map_err(|e| BenchError::Run(name.clone(), format!("netns: {e}")))?,
-        )),
+        "netns" => {
+            Some(Arc::new(testbed(sc).map_err(|e| {
+                BenchError::Run(name.clone(), format!("netns: {e}"))
+            })?))
+        }
         other => {
             return Err(bad(
                 sc,
@@ -451,6 +472,7 @@ pub fn run_untether(
         ));
     }
     let impairment = bench.impairment.clone();
+    let scenario = sc.clone();
     let handle = std::thread::Builder::new()
         .name("bench-run".into())
         .spawn(move || match (tb, impairment) {
@@ -458,9 +480,8 @@ pub fn run_untether(
                 .map(|d| (d, Vec::new()))
                 .map_err(|e| e.to_string()),
             (None, Some(profile)) => run_through_relays(&profile, options, setup, io, run_stop),
-            (Some(tb), _) => {
-                run_in_namespaces(&tb, options, setup, io, run_stop).map(|d| (d, Vec::new()))
-            }
+            (Some(tb), _) => run_in_namespaces(&tb, &scenario, options, setup, io, run_stop)
+                .map(|d| (d, Vec::new())),
         })
         .map_err(|e| BenchError::Run(name.clone(), format!("cannot start: {e}")))?;
     while !handle.is_finished() {
@@ -605,10 +626,36 @@ pub fn describe_profile(profile: &untether_net::Profile) -> String {
         .join(" | ")
 }
 
+/// The two namespaces of a netns scenario, with its rate limit and loss.
+pub fn testbed(sc: &Scenario) -> Result<Testbed, untether_net::netns::NetnsError> {
+    let tb = Testbed::create(sc.rate.as_deref())?;
+    if let Some(loss) = sc.loss {
+        tb.set_loss(loss)?;
+    }
+    Ok(tb)
+}
+
+/// What the testbed does to the link, for the report's `config.impairment`.
+pub fn testbed_impairment(tb: &Testbed, sc: &Scenario) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(r) = tb.rate() {
+        parts.push(format!("tbf rate {r}"));
+    }
+    if let Some(l) = sc.loss {
+        let (h, c) = tb.loss_counts();
+        parts.push(format!(
+            "kernel loss {}% each way (nftables; dropped {c} to the client, {h} to the host)",
+            l * 100.0
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// Host and client as on two machines: the host's threads in the testbed's host namespace,
 /// the client's in the client namespace, talking over the veth pair (and its tbf).
 fn run_in_namespaces(
     tb: &Testbed,
+    sc: &Scenario,
     mut options: DemoOptions,
     mut setup: HostSetup,
     mut io: ClientIo,
@@ -652,7 +699,7 @@ fn run_in_namespaces(
     let run = run?;
     let mut config =
         untether::report_config(&options.host, options.client.display, "udp-netns-veth");
-    config.impairment = tb.rate().map(|r| format!("tbf rate {r}"));
+    config.impairment = testbed_impairment(tb, sc);
     let report = untether::report::build(config, &run, Some(&summary));
     Ok(untether::DemoRun {
         report,

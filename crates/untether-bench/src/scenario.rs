@@ -32,6 +32,9 @@ pub struct Scenario {
     pub transport: String,
     /// tbf rate limit on the veth pair in netns mode (e.g. `20mbit`); none by default.
     pub rate: Option<String>,
+    /// Random loss on the veth pair in netns mode, each direction, as a fraction (0.02 = 2 %):
+    /// the kernel drops the packets (nftables), so TCP peers lose real segments too.
+    pub loss: Option<f64>,
     /// Camera spin, degrees per second.
     pub spin_deg_per_s: f64,
     /// Forward error correction: off, adaptive, or a fixed percentage (`20%`).
@@ -64,6 +67,7 @@ impl Default for Scenario {
             duration_s: 10.0,
             transport: "loopback".into(),
             rate: None,
+            loss: None,
             spin_deg_per_s: 30.0,
             fec: "adaptive".into(),
             retransmit: true,
@@ -82,6 +86,12 @@ impl Scenario {
         }
         let d = Scenario::default();
         let mut recovery = String::new();
+        if let Some(r) = &self.rate {
+            recovery.push_str(&format!("-{r}"));
+        }
+        if let Some(l) = self.loss {
+            recovery.push_str(&format!("-loss{}pct", (l * 1000.0).round() / 10.0));
+        }
         if self.fec != d.fec {
             recovery.push_str(&format!("-fec{}", self.fec.trim_end_matches('%')));
         }

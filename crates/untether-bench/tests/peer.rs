@@ -3,13 +3,20 @@
 use untether_bench::peer::{run_peer, PeerKind};
 use untether_bench::scenario::Scenario;
 
-fn check(kind: PeerKind) {
+fn no_ffmpeg() -> bool {
     if std::process::Command::new("ffmpeg")
         .arg("-version")
         .output()
         .is_err()
     {
         eprintln!("skipped: no ffmpeg command (scripts/setup.sh installs it)");
+        return true;
+    }
+    false
+}
+
+fn check(kind: PeerKind) {
+    if no_ffmpeg() {
         return;
     }
     let sc = Scenario {
@@ -46,4 +53,51 @@ fn ffmpeg_rtp_frames_come_back_in_order() {
 #[test]
 fn ffmpeg_rtp_tcp_frames_come_back_in_order() {
     check(PeerKind::FfmpegRtpTcp);
+}
+
+#[test]
+fn ffmpeg_rtp_tcp_streams_between_namespaces_through_kernel_loss() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (network namespaces); make test runs as root in CI");
+        return;
+    }
+    if no_ffmpeg() {
+        return;
+    }
+    // Real kernel TCP through 5 % loss each way: every frame still comes back, in order (TCP
+    // retransmits), and the report names the loss and what the kernel dropped.
+    let sc = Scenario {
+        width: 640,
+        height: 360,
+        duration_s: 3.0,
+        transport: "netns".into(),
+        loss: Some(0.05),
+        ..Default::default()
+    };
+    let r = run_peer(PeerKind::FfmpegRtpTcp, &sc, &mut |_| {}).expect("peer ran");
+    let numbers: Vec<u32> = r.frames.iter().map(|f| f.frame).collect();
+    assert!(numbers.len() >= 60, "{} frames came back", numbers.len());
+    assert!(numbers.windows(2).all(|p| p[0] < p[1]), "{numbers:?}");
+    let imp = r.report["config"]["impairment"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(imp.contains("kernel loss 5%"), "{imp}");
+    let dropped: u64 = imp
+        .split("dropped ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(dropped > 0, "the kernel dropped nothing: {imp}");
+    // The namespaces are gone with the run.
+    let list = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let me = format!("utb-{}-", std::process::id());
+    assert!(
+        !String::from_utf8_lossy(&list.stdout).contains(&me),
+        "namespaces left behind"
+    );
 }

@@ -28,7 +28,8 @@ use untether_bench::series::ScenarioResult;
         \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
         \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
         \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
-        \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)"
+        \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
+        \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)"
 )]
 pub struct BenchArgs {
     /// TOML file with [[scenario]] tables (see --help); flags below then only set defaults for keys the file omits.
@@ -67,7 +68,7 @@ pub struct BenchArgs {
     /// Measure untether and this peer in one run, alternating, and compare them (ratio of glass-to-glass medians).
     #[arg(long, value_name = "PEER")]
     compare: Option<String>,
-    /// Put host and client in two network namespaces joined by a veth pair (needs root); always torn down.
+    /// Put host and client (or the peer's two ffmpeg processes) in two network namespaces joined by a veth pair (needs root); always torn down. Takes --rate (tbf) and --loss (the kernel drops packets, both ways).
     #[arg(long)]
     netns: bool,
     /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
@@ -109,8 +110,8 @@ pub struct BenchArgs {
     /// Multipath scheduler (with --paths 2..4): redundant, keyframes, lowest-delay; comma-separated to compare.
     #[arg(long, default_value = "redundant", value_name = "SCHEDULERS")]
     scheduler: String,
-    /// The link, through impairment relays (loopback) or, for --rate with --netns, a tbf on the
-    /// veth pair: --loss 2% --burst-loss --delay 5ms --jitter 2ms --rate 20mbit
+    /// The link, through impairment relays (loopback) or, with --netns, a tbf (--rate) and kernel
+    /// loss (--loss) on the veth pair: --loss 2% --burst-loss --delay 5ms --jitter 2ms --rate 20mbit
     /// --outage 5s@10s --paths 2 … (docs/NETEM.md).
     #[command(flatten)]
     link: untether_net::ImpairmentArgs,
@@ -153,12 +154,16 @@ fn parse_size(s: &str) -> Result<(u32, u32)> {
 fn impairment(a: &BenchArgs) -> Result<Option<untether_net::Profile>> {
     let mut link = a.link.clone();
     if a.netns {
-        // --rate is the veth's tbf there; anything else needs the relays.
+        // --rate is the veth's tbf there and --loss the kernel's random drop (nftables);
+        // anything else needs the relays.
         link.rate = None;
+        link.loss = None;
         if link.is_set() {
             bail!(
-                "--netns takes --rate (a tbf on the veth pair) but no other impairment flag: \
-                 run the impaired link over loopback (without --netns), where relays impair it"
+                "--netns takes --rate (a tbf on the veth pair) and --loss (the kernel drops \
+                 packets on it, both ways) but no other impairment flag: the kernel here has no \
+                 netem; run delay, jitter, bursts and outages over loopback (without --netns), \
+                 where relays impair the link"
             );
         }
         return Ok(None);
@@ -183,6 +188,7 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
         } else {
             None
         },
+        loss: if a.netns { a.link.loss } else { None },
         adaptive_bitrate: a.adaptive_bitrate == "on",
         ..Default::default()
     };

@@ -154,12 +154,15 @@ fn a_bad_impairment_value_names_the_flag() {
     assert!(!o.status.success());
     assert!(err.contains("--loss"), "{err}");
     let o = untether()
-        .args(["bench", "--duration", "1", "--netns", "--loss", "2%"])
+        .args(["bench", "--duration", "1", "--netns", "--jitter", "2ms"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("--netns") && err.contains("loopback"), "{err}");
+    assert!(
+        err.contains("--netns") && err.contains("--loss") && err.contains("loopback"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -266,4 +269,84 @@ fn netns_mode_cleans_up_when_killed_mid_run() {
     let o = untether().args(["bench", "--cleanup"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+}
+
+#[test]
+fn netns_mode_cleans_up_when_the_client_is_killed_mid_run() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces); make test runs as root in CI");
+        return;
+    }
+    // The peer's client is a process of its own (the receiving ffmpeg, in the client
+    // namespace): kill it mid-run. The command notices, says so, and tears everything down.
+    let child = untether()
+        .args([
+            "bench",
+            "--netns",
+            "--peer",
+            "ffmpeg-rtp",
+            "--duration",
+            "30",
+            "--resolution",
+            "640x360",
+            "--quality-batch",
+            "0",
+            "--quiet",
+            "--out",
+        ])
+        .arg(tmp("client-killed"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(
+        wait_for(|| namespaces_of(pid).len() == 2, 15),
+        "the namespaces never appeared"
+    );
+    let client_ns = namespaces_of(pid)
+        .into_iter()
+        .find(|n| n.ends_with("-client"))
+        .unwrap();
+    let mut client_pids = Vec::new();
+    assert!(
+        wait_for(
+            || {
+                let o = Command::new("ip")
+                    .args(["netns", "pids", &client_ns])
+                    .output()
+                    .unwrap();
+                client_pids = String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                    .collect();
+                !client_pids.is_empty()
+            },
+            15
+        ),
+        "no client process in {client_ns}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    for p in &client_pids {
+        // SAFETY: signalling the receiving ffmpeg our child started.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    let killed_at = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(10),
+        "took {:?} to notice",
+        killed_at.elapsed()
+    );
+    assert!(
+        err.contains("receiving ffmpeg") && err.contains("exited mid-run"),
+        "{err}"
+    );
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left behind: {:?}",
+        namespaces_of(pid)
+    );
 }

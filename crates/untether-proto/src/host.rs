@@ -278,6 +278,9 @@ pub struct HostStats {
     /// ShardNacks for frames no longer kept.
     pub shard_nacks_too_late: u64,
     pub shards_retransmitted: u64,
+    /// Accepts sent again ahead of video frames because the client had not yet been heard
+    /// from under the session keys.
+    pub accepts_repeated: u64,
 }
 
 /// No client to send to.
@@ -308,7 +311,18 @@ struct Peer {
     rate: Option<RateController>,
     next_ping_us: Micros,
     next_ping_id: u32,
+    /// Whether a protected datagram from the client has arrived since the Accept (so it has
+    /// the Accept). Until then the Accept rides again ahead of each video frame, at most every
+    /// [`ACCEPT_REPEAT_US`], for [`ACCEPT_REPEAT_FOR_US`]: a lost Accept otherwise costs the
+    /// client's 200 ms HelloFinish repeat, a dozen frames it cannot read.
+    confirmed: bool,
+    accept_sent_us: Micros,
 }
+
+/// How often an unconfirmed Accept is repeated ahead of video frames.
+const ACCEPT_REPEAT_US: Micros = 15_000;
+/// For how long after the session starts.
+const ACCEPT_REPEAT_FOR_US: Micros = 2_000_000;
 
 enum PendingState {
     /// Message 2 sent; waiting for message 3.
@@ -751,6 +765,7 @@ impl HostSession {
         // Record only now that the datagram is authentic.
         peer.window.record(pn);
         peer.last_recv_us = now;
+        peer.confirmed = true;
         let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + len]) {
             Ok(f) => f,
             Err(_) => {
@@ -1160,6 +1175,8 @@ impl HostSession {
             rate: self.cfg.rate.map(RateController::new),
             next_ping_us: now,
             next_ping_id: 0,
+            confirmed: false,
+            accept_sent_us: now,
         });
         self.gate.reset();
         self.resend.clear();
@@ -1355,6 +1372,19 @@ impl HostSession {
         let peer = self.peer.as_mut().ok_or(NoClient)?;
         if data.is_empty() {
             return Ok(0);
+        }
+        if !peer.confirmed
+            && now >= peer.accept_sent_us + ACCEPT_REPEAT_US
+            && now < peer.info.connected_us + ACCEPT_REPEAT_FOR_US
+        {
+            // Ahead of this frame's shards (control goes first): if the Accept was lost, the
+            // client connects now instead of after its 200 ms HelloFinish repeat.
+            peer.pending
+                .retain(|f| !matches!(f, ControlFrame::Accept(_)));
+            peer.pending
+                .insert(0, ControlFrame::Accept(self.cfg.params));
+            peer.accept_sent_us = now;
+            self.stats.accepts_repeated += 1;
         }
         let mut max_payload = max
             .saturating_sub(HEADER_LEN + SHARD_HEADER_LEN + TAG_LEN)

@@ -355,6 +355,59 @@ fn the_handshake_takes_two_round_trips() {
 }
 
 #[test]
+fn a_lost_accept_rides_again_ahead_of_the_next_video_frame() {
+    let (hid, cid) = ids(9);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![cid.public]);
+    let start = w.now;
+    let mut c = client(&w, &cid, None, 91);
+    let addr: SocketAddr = CLIENT.into();
+    let mut dropped_accept = false;
+    let mut connected_at = None;
+    let mut frames = 0;
+    let data = vec![7u8; 20_000];
+    let mut next_frame = start + 20_000;
+    let mut n = 0;
+    while w.now < start + 150_000 {
+        while let Some(d) = c.poll_transmit(w.now) {
+            w.host.handle_datagram(w.now + 500, addr, &d);
+        }
+        if w.host.client().is_some() && w.now >= next_frame {
+            w.host.send_frame(w.now, n, w.now, n == 0, &data).unwrap();
+            n += 1;
+            next_frame += 16_667;
+        }
+        while let Some(t) = w.host.poll_transmit(w.now) {
+            if t.payload[1] == PacketType::Control as u8 && !dropped_accept {
+                // The Accept, the host's first protected datagram: lost.
+                dropped_accept = true;
+                continue;
+            }
+            c.handle_datagram(w.now + 500, &t.payload);
+        }
+        while let Some(e) = c.poll_event() {
+            match e {
+                ClientEvent::Connected(_) => connected_at = Some(w.now),
+                ClientEvent::Frame(_) => frames += 1,
+                _ => {}
+            }
+        }
+        w.now += 1000;
+        if c.poll_timeout().is_some_and(|t| t <= w.now) {
+            c.handle_timeout(w.now);
+        }
+        if w.host.poll_timeout().is_some_and(|t| t <= w.now) {
+            w.host.handle_timeout(w.now);
+        }
+    }
+    assert!(dropped_accept);
+    // Connected with the first video frame, long before the HelloFinish repeat (200 ms).
+    let at = connected_at.expect("connected") - start;
+    assert!(at <= 25_000, "connected after {at} µs");
+    assert!(w.host.stats().accepts_repeated >= 1);
+    assert!(frames >= 7, "{frames} frames");
+}
+
+#[test]
 fn a_restarted_client_replaces_its_session_but_another_client_is_busy() {
     let (hid, cid) = ids(9);
     let (_, other) = ids(10);
