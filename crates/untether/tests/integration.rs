@@ -457,7 +457,7 @@ fn tone_reaches_the_client_audio_sink_in_time_with_video() {
         a.target_ms,
         audio.stats
     );
-    // Sound keeps up with the picture: an A/V offset under 20 ms (here 14–18 ms: 10 ms Opus
+    // Sound keeps up with the picture: an A/V offset under 20 ms (here 14–16 ms: 10 ms Opus
     // packet + the playout buffer's margin for jitter and the device's pull period + 2.7 ms
     // device buffer + 2.5 ms codec delay, against ~6 ms of video), within the 40 ms
     // mouth-to-ear budget. docs/BENCHMARKS.md records the figures.
