@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting and lints, then every test of every crate. Tests that need
-# a display run under Xvfb (xvfb-run provides DISPLAY); tests that need root skip themselves
-# with a message when not root.
+# The whole test suite: formatting and lints, then every test of every crate, then a 60 s fuzz
+# run. Tests that need a display run under Xvfb (xvfb-run provides DISPLAY); tests that need
+# root skip themselves with a message when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -15,3 +15,5 @@ make --no-print-directory example
 # test-profile build of FFmpeg's bindings, SDL2, x11rb and the rest would cost minutes on a
 # clean clone), and the latency-sensitive tests run the code that ships.
 xvfb-run -a -s "-screen 0 1920x1080x24" cargo test --release --workspace --locked -- --test-threads=1
+# 60 s of coverage-guided fuzzing over every fuzz target (stable toolchain, overflow checks on).
+./scripts/fuzz-ci.sh 60

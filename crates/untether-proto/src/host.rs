@@ -573,6 +573,8 @@ impl HostSession {
             rate: self.cfg.rate.map(RateController::new),
             next_ping_us: now,
             next_ping_id: 0,
+            confirmed: true,
+            accept_sent_us: now,
         });
     }
 

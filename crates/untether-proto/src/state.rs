@@ -705,8 +705,9 @@ impl StateReceiver {
             self.forget_below(p.ank);
         }
         if p.pid >= self.base {
-            if p.pid >= self.base + MAX_HISTORY {
-                self.forget_below(p.pid + 1 - MAX_HISTORY);
+            // (Differences, not sums: a forged pid near u32::MAX must not overflow.)
+            if p.pid - self.base >= MAX_HISTORY {
+                self.forget_below(p.pid - (MAX_HISTORY - 1));
             }
             let i = (p.pid - self.base) as usize;
             if self.received.len() <= i {
@@ -775,6 +776,30 @@ mod tests {
 
     fn p(x: i32) -> StateValue {
         StateValue::Pointer { x, y: -x }
+    }
+
+    #[test]
+    fn forged_packet_ids_near_the_top_do_not_overflow() {
+        // Found by the fuzzer with overflow checks on: an Ank that moves the base near
+        // u32::MAX, then a pid past it.
+        let mut r = StateReceiver::new();
+        for (pid, ank) in [
+            (u32::MAX - 10, u32::MAX - 10),
+            (u32::MAX, u32::MAX - 5),
+            (u32::MAX, u32::MAX),
+            (5, u32::MAX),
+        ] {
+            r.on_packet(
+                0,
+                &StatePacket {
+                    pid,
+                    ank,
+                    entries: vec![(1, p(pid as i32))],
+                },
+            );
+            assert!(r.history_len() <= MAX_HISTORY as usize);
+            let _ = r.poll_ack();
+        }
     }
 
     #[test]
