@@ -212,34 +212,33 @@ fn wait_for(mut f: impl FnMut() -> bool, secs: u64) -> bool {
     false
 }
 
+/// Starts a 30 s `untether bench --netns` at 640x360 with `extra` flags, stderr piped.
+fn netns_bench(extra: &[&str], out: &str) -> std::process::Child {
+    untether()
+        .args([
+            "bench",
+            "--netns",
+            "--duration",
+            "30",
+            "--resolution",
+            "640x360",
+        ])
+        .args(extra)
+        .args(["--quality-batch", "0", "--quiet", "--out"])
+        .arg(tmp(out))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn netns_mode_cleans_up_when_killed_mid_run() {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces); make test runs as root in CI");
         return;
     }
-    let bench = |out: &str| {
-        untether()
-            .args([
-                "bench",
-                "--netns",
-                "--rate",
-                "50mbit",
-                "--duration",
-                "30",
-                "--resolution",
-                "640x360",
-                "--quality-batch",
-                "0",
-                "--quiet",
-                "--out",
-            ])
-            .arg(tmp(out))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let bench = |out: &str| netns_bench(&["--rate", "50mbit"], out);
     // Ctrl-C / SIGTERM: the command tears its namespaces down itself.
     for signal in [libc::SIGINT, libc::SIGTERM] {
         let child = bench("killed");
@@ -279,26 +278,7 @@ fn netns_mode_cleans_up_when_the_client_is_killed_mid_run() {
     }
     // The peer's client is a process of its own (the receiving ffmpeg, in the client
     // namespace): kill it mid-run. The command notices, says so, and tears everything down.
-    let child = untether()
-        .args([
-            "bench",
-            "--netns",
-            "--peer",
-            "ffmpeg-rtp",
-            "--duration",
-            "30",
-            "--resolution",
-            "640x360",
-            "--quality-batch",
-            "0",
-            "--quiet",
-            "--out",
-        ])
-        .arg(tmp("client-killed"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = netns_bench(&["--peer", "ffmpeg-rtp"], "client-killed");
     let pid = child.id();
     assert!(
         wait_for(|| namespaces_of(pid).len() == 2, 15),
