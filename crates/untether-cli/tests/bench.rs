@@ -136,11 +136,17 @@ fn impairment_flags_route_the_stream_through_relays() {
         (0.03..0.07).contains(&share),
         "dropped {share} of {received}"
     );
-    // And the stream survived it (FEC and retransmission on by default).
+    // And the stream survived it (FEC and retransmission on by default), FEC rebuilding
+    // some of the lost shards.
     assert!(
         report["frames"]["shown"].as_u64().unwrap() > 60,
         "{}",
         report["frames"]
+    );
+    assert!(
+        report["network"]["packets_recovered"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        report["network"]
     );
 }
 

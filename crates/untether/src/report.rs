@@ -107,6 +107,7 @@ pub struct NetworkReport {
     pub bytes_received: u64,
     pub packets_received: u64,
     pub packets_lost: u64,
+    /// Lost shards the client rebuilt from FEC parity.
     pub packets_recovered: u64,
     pub malformed: u64,
     pub keyframe_requests_sent: u64,
@@ -357,7 +358,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         bytes_received: s.bytes_received,
         packets_received: s.datagrams_received,
         packets_lost: s.packets_lost,
-        packets_recovered: 0,
+        packets_recovered: s.assembler.shards_recovered,
         malformed: s.malformed_datagrams + host.map_or(0, |h| h.malformed_datagrams),
         keyframe_requests_sent: s.keyframe_requests_sent,
         rtt_ms: RttMs {
