@@ -4,14 +4,19 @@
 # Built with the stable toolchain and the sanitizer-coverage flags cargo-fuzz passes (without a
 # sanitizer: untether-proto has no unsafe code), plus debug assertions and overflow checks, so
 # neither a nightly toolchain nor cargo-fuzz needs installing. It also builds the
-# `cfg(fuzzing)` code paths the normal build never sees.
+# `cfg(fuzzing)` code paths the normal build never sees. Only our own crates get coverage
+# instrumentation (scripts/fuzz-rustc.sh strips it from registry crates: tracing comparisons
+# inside reed-solomon-simd's and the crypto crates' inner loops halved session_pair's and
+# quartered host_datagrams' executions per second, and steered towards their code, not ours).
 # Exits non-zero if a target crashes; the input is kept under fuzz/artifacts/ci/.
 # The long runs recorded in docs/BENCHMARKS.md use scripts/fuzz.sh (cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 export PATH="$HOME/.cargo/bin:$PATH"
 TOTAL="${1:-60}"
-export CARGO_TARGET_DIR="$PWD/target/ci"
+# (Its own target directory: cargo does not rebuild when RUSTC_WRAPPER changes.)
+export CARGO_TARGET_DIR="$PWD/target/fuzz-ci"
+export RUSTC_WRAPPER="$PWD/../scripts/fuzz-rustc.sh"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 # --target keeps these flags off build scripts (they cannot link sanitizer-coverage hooks).
 RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
@@ -22,12 +27,12 @@ bin="$CARGO_TARGET_DIR/$triple/release"
 mapfile -t targets < <(sed -n 's/^name = "\(.*\)"/\1/p' Cargo.toml | grep -v '^untether-fuzz$')
 # Two at a time: each target gets 2 × TOTAL / count seconds.
 each=$(( (2 * TOTAL + ${#targets[@]} - 1) / ${#targets[@]} ))
-mkdir -p artifacts/ci target/ci/logs
+mkdir -p artifacts/ci target/fuzz-ci/logs
 run_one() {
   local t="$1" each="$2" bin="$3"
   local corpus log
   corpus="$(mktemp -d)"
-  log="target/ci/logs/$t.log"
+  log="target/fuzz-ci/logs/$t.log"
   if "$bin/$t" -max_total_time="$each" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="artifacts/ci/$t-" "$corpus" >"$log" 2>&1; then
     result=ok
