@@ -157,9 +157,11 @@ fn encoder_args(sc: &Scenario) -> Vec<String> {
     .collect()
 }
 
-const LOW_DELAY_IN: [&str; 8] = [
-    "-fflags",
-    "nobuffer",
+// No `-fflags nobuffer`: with it the receiving ffmpeg drops the packets it read while probing
+// the stream, and with them the first keyframe, so every run lost its first GOP (a second of
+// frames) before the peer showed anything. Buffered, those packets come out a few frames late
+// once, then the stream runs as before (median within noise of the unbuffered one).
+const LOW_DELAY_IN: [&str; 6] = [
     "-flags",
     "low_delay",
     "-probesize",

@@ -33,6 +33,15 @@ fn check(kind: PeerKind, transport: &str, loss: Option<f64>) -> serde_json::Valu
         numbers.windows(2).all(|p| p[0] < p[1]),
         "frame numbers out of order: {numbers:?}"
     );
+    if loss.is_none() {
+        // The receiver keeps the first keyframe (it arrives while ffmpeg probes the stream):
+        // frames come back from the first GOP (60 frames), not from the second keyframe on.
+        assert!(
+            numbers[0] < 60,
+            "the first frame back is {}: the first GOP was lost",
+            numbers[0]
+        );
+    }
     let g2g = r.report["latency_ms"]["glass_to_glass_pixels"]["p50"]
         .as_f64()
         .expect("measured");
