@@ -11,9 +11,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --release --locked -p untether-cli -p untether-ffi
 # The C example the FFI test streams from.
 make --no-print-directory example
+# --no-fail-fast: one failing crate does not hide the results of the others.
 # In the release profile: the dependencies built above are reused as they are (a second,
 # test-profile build of FFmpeg's bindings, SDL2, x11rb and the rest would cost minutes on a
 # clean clone), and the latency-sensitive tests run the code that ships.
-xvfb-run -a -s "-screen 0 1920x1080x24" cargo test --release --workspace --locked -- --test-threads=1
+xvfb-run -a -s "-screen 0 1920x1080x24" cargo test --release --workspace --locked --no-fail-fast -- --test-threads=1
 # 60 s of coverage-guided fuzzing over every fuzz target (stable toolchain, overflow checks on).
 ./scripts/fuzz-ci.sh 60
