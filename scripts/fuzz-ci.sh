@@ -9,10 +9,10 @@
 # inside reed-solomon-simd's and the crypto crates' inner loops halved session_pair's and
 # quartered host_datagrams' executions per second, and steered towards their code, not ours).
 # Exits non-zero if a target crashes; the input is kept under fuzz/artifacts/ci/.
-# SECONDS=0 only builds (for the long runs). FUZZ_TRACE_COMPARES=0 builds without comparison
-# tracing, into fuzz/target/fuzz-ci-nocmp: ~1.6x the executions per second of session_pair, for
-# long runs over a corpus whose coverage has stopped growing (the CI run keeps it on).
-# The long runs recorded in docs/BENCHMARKS.md use scripts/fuzz.sh (cargo-fuzz).
+# SECONDS=0 only builds (for the long runs in docs/BENCHMARKS.md). FUZZ_TRACE_COMPARES=0 builds
+# without comparison tracing, into fuzz/target/fuzz-ci-nocmp: about twice the executions per
+# second of session_pair, for long runs over a corpus whose coverage has stopped growing (the CI
+# run keeps it on).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -21,14 +21,15 @@ if ! [[ "$TOTAL" =~ ^[0-9]+$ ]]; then
   echo "fuzz-ci.sh: SECONDS must be a whole number of seconds (0 = build only), not '$TOTAL'" >&2
   exit 2
 fi
-# (Its own target directory: cargo does not rebuild when RUSTC_WRAPPER changes.)
-trace_compares="-Cllvm-args=-sanitizer-coverage-trace-compares "
-export CARGO_TARGET_DIR="$PWD/target/fuzz-ci"
+# (Its own target directories: cargo does not rebuild when RUSTC_WRAPPER changes.)
 case "${FUZZ_TRACE_COMPARES:-1}" in
-1) ;;
+1)
+  trace_compares="-Cllvm-args=-sanitizer-coverage-trace-compares "
+  export CARGO_TARGET_DIR="$PWD/target/fuzz-ci"
+  ;;
 0)
   trace_compares=""
-  CARGO_TARGET_DIR="$PWD/target/fuzz-ci-nocmp"
+  export CARGO_TARGET_DIR="$PWD/target/fuzz-ci-nocmp"
   ;;
 *)
   echo "fuzz-ci.sh: FUZZ_TRACE_COMPARES must be 0 or 1, not '${FUZZ_TRACE_COMPARES}'" >&2
