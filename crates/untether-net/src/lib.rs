@@ -18,12 +18,14 @@ pub mod netns;
 pub mod profile;
 pub mod relay;
 pub mod units;
+pub mod wake;
 
 #[cfg(feature = "clap")]
 pub use args::{DirectionScope, ImpairmentArgs};
 pub use impair::{DropCause, Impairer, Impairment, Micros, Verdict};
 pub use profile::{ConfigError, Direction, Profile, ProfileSpec};
 pub use relay::{DirectionStats, Relay, RelayConfig, RelaySet, RelayStats};
+pub use wake::{wait, Readiness, Waker};
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -155,6 +157,11 @@ impl UdpEndpoint {
             return Err(err);
         }
         Ok(fds.iter().map(|f| f.revents != 0).collect())
+    }
+
+    /// The socket's descriptor (for [`wait`]).
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_raw_fd()
     }
 
     /// The address the socket is bound to.
