@@ -12,12 +12,14 @@ pub mod api;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod driver;
 pub mod host;
 pub mod identity;
 pub mod pacing;
 pub mod report;
 pub mod slot;
 pub mod stats;
+pub mod ticker;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -1,0 +1,257 @@
+//! The encoder stage: converts and encodes a picture, numbers it in the current client's
+//! stream and hands it to the network driver. Used by the encoder thread, the capture threads
+//! and the application's [`FrameSender`] alike.
+//!
+//! It follows the session through [`EncoderEvent`]s from the driver (a keyframe request, the
+//! adaptive bitrate's new target) and the client epoch the driver publishes (a new client
+//! starts at frame 0 with a keyframe).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
+use untether_proto::{FrameTiming, Micros};
+
+use super::network::{HostCommand, OutgoingFrame};
+use super::options::HostSetup;
+use super::shared::{lock, HostShared};
+use super::HostError;
+use crate::clock::now_us;
+use crate::config::VideoConfig;
+use crate::driver::Handle;
+
+/// What the network driver tells the encoder stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EncoderEvent {
+    /// The client lost a frame: the next one is a keyframe.
+    Keyframe,
+    /// The adaptive bitrate controller's new target, kbit/s (x264 reconfigures its rate
+    /// control, no keyframe).
+    Bitrate(u32),
+}
+
+/// The encoder configuration of a host's video settings.
+pub(crate) fn encoder_config(
+    v: &VideoConfig,
+    setup: &HostSetup,
+    width: u32,
+    height: u32,
+) -> EncoderConfig {
+    let mut params = setup.x264_params.clone();
+    if setup.gop_frames > 0 {
+        if !params.is_empty() {
+            params.push(':');
+        }
+        params.push_str(&format!("keyint={0}:min-keyint={0}", setup.gop_frames));
+    }
+    EncoderConfig {
+        width,
+        height,
+        fps: v.fps,
+        bitrate_kbps: v.bitrate_kbps,
+        preset: v.preset.clone(),
+        threads: v.encoder_threads,
+        conversion: v.conversion,
+        intra_refresh: setup.intra_refresh,
+        x264_params: params,
+    }
+}
+
+/// What a send did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendInfo {
+    /// False when no client is connected (nothing was encoded).
+    pub sent: bool,
+    /// The protocol frame number (per client, from 0).
+    pub frame_number: u32,
+    pub keyframe: bool,
+    pub bytes: usize,
+    /// Time spent in the call: conversion, encoding and the hand-over to the network thread
+    /// (which packetizes and sends, paced with `network.pacing`), µs.
+    pub blocked_us: u64,
+}
+
+/// The encoder, its frame numbering and its link to the network driver.
+pub(crate) struct EncoderStage {
+    encoder: Encoder,
+    cfg: EncoderConfig,
+    frame_number: u32,
+    epoch: u64,
+    keyframe_wanted: bool,
+    target_kbps: Option<u32>,
+    /// Set by the application ([`FrameSender::request_keyframe`]).
+    app_keyframe: AtomicBool,
+    events: Receiver<EncoderEvent>,
+    net: Handle<HostCommand>,
+    shared: Arc<HostShared>,
+}
+
+impl EncoderStage {
+    pub fn new(
+        encoder: Encoder,
+        events: Receiver<EncoderEvent>,
+        net: Handle<HostCommand>,
+        shared: Arc<HostShared>,
+    ) -> Self {
+        EncoderStage {
+            cfg: encoder.config().clone(),
+            encoder,
+            frame_number: 0,
+            epoch: 0,
+            keyframe_wanted: true,
+            target_kbps: None,
+            app_keyframe: AtomicBool::new(false),
+            events,
+            net,
+            shared,
+        }
+    }
+
+    fn poll_events(&mut self) {
+        while let Ok(e) = self.events.try_recv() {
+            match e {
+                EncoderEvent::Keyframe => self.keyframe_wanted = true,
+                EncoderEvent::Bitrate(kbps) => self.target_kbps = Some(kbps),
+            }
+        }
+        if self.app_keyframe.swap(false, Ordering::SeqCst) {
+            self.keyframe_wanted = true;
+        }
+    }
+
+    /// Whether the next frame must be sent even if nothing changed (a new client, or a
+    /// keyframe was asked for).
+    pub fn must_send(&mut self) -> bool {
+        self.poll_events();
+        self.epoch != self.shared.link.epoch() || self.keyframe_wanted
+    }
+
+    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`) and
+    /// hands it to the network driver.
+    pub fn send(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Micros,
+        capture_dur_us: u32,
+    ) -> Result<SendInfo, HostError> {
+        let shared = self.shared.clone();
+        let s = &*shared;
+        self.poll_events();
+        let e = s.link.epoch();
+        if e != self.epoch {
+            // A new client: its stream starts at frame 0 with a keyframe.
+            self.epoch = e;
+            self.frame_number = 0;
+            self.keyframe_wanted = true;
+        }
+        let (w, h) = picture.size();
+        if (w, h) != (self.cfg.width, self.cfg.height) {
+            // The source changed size: a new encoder, starting with a keyframe (the client's
+            // decoder follows the new SPS).
+            let mut cfg = self.cfg.clone();
+            cfg.width = w;
+            cfg.height = h;
+            if let Some(kbps) = self.target_kbps {
+                cfg.bitrate_kbps = kbps;
+            }
+            self.encoder = Encoder::new(cfg.clone())?;
+            self.cfg = cfg;
+            self.keyframe_wanted = true;
+            s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
+        }
+        if let Some(target) = self.target_kbps {
+            if target != self.encoder.config().bitrate_kbps {
+                self.encoder.set_bitrate(target)?;
+                s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let start = now_us();
+        let force = std::mem::take(&mut self.keyframe_wanted);
+        let encoded = self.encoder.encode_picture(picture, force)?;
+        let c = &s.counters;
+        c.encoded.fetch_add(1, Ordering::Relaxed);
+        if encoded.keyframe {
+            c.keyframes.fetch_add(1, Ordering::Relaxed);
+        }
+        let frame_number = self.frame_number;
+        let bytes = encoded.data.len();
+        {
+            let mut sm = lock(&s.samples);
+            sm.queue.push_us(start as i64 - capture_us as i64);
+            sm.convert.push_us(encoded.convert_us as i64);
+            sm.encode.push_us(encoded.encode_us as i64);
+            sm.frame_bytes.push(bytes as f64 / 1000.0);
+        }
+        let timing = FrameTiming {
+            frame_number,
+            capture_dur_us,
+            convert_us: encoded.convert_us as u32,
+            encode_us: encoded.encode_us as u32,
+            send_us: 0,
+            send_done_us: 0,
+            frame_bytes: bytes as u32,
+            captured: c.captured.load(Ordering::Relaxed) as u32,
+            encoded: c.encoded.load(Ordering::Relaxed) as u32,
+            dropped: s.frames.replaced() as u32,
+        };
+        let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
+            epoch: self.epoch,
+            frame_number,
+            capture_us,
+            keyframe: encoded.keyframe,
+            data: encoded.data,
+            handed_us: now_us(),
+            timing,
+        }));
+        if !handed {
+            return Err(HostError::Stopped(s.fatal()));
+        }
+        self.frame_number = self.frame_number.wrapping_add(1);
+        Ok(SendInfo {
+            sent: true,
+            frame_number,
+            keyframe: encoded.keyframe,
+            bytes,
+            blocked_us: 0,
+        })
+    }
+}
+
+/// Encodes frames on the caller's thread (OpenUVR's synchronous mode): no encoder thread, no
+/// hand-over of pictures; the network thread packetizes, sends and receives control and input.
+pub struct FrameSender {
+    pub(crate) stage: EncoderStage,
+}
+
+impl FrameSender {
+    /// Encodes `picture` and sends it to the client. `capture_us` is when the application
+    /// finished rendering it (host clock, [`crate::clock::now_us`]; None: now).
+    pub fn send(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Option<Micros>,
+    ) -> Result<SendInfo, HostError> {
+        let t0 = now_us();
+        let s = self.stage.shared.clone();
+        if s.stopped() {
+            return Err(HostError::Stopped(s.fatal()));
+        }
+        if !s.link.connected() {
+            return Ok(SendInfo::default());
+        }
+        s.counters.captured.fetch_add(1, Ordering::Relaxed);
+        picture.check()?;
+        let mut info = self.stage.send(picture, capture_us.unwrap_or(t0), 0)?;
+        info.blocked_us = now_us() - t0;
+        lock(&s.samples)
+            .sync_blocked
+            .push_us(info.blocked_us as i64);
+        Ok(info)
+    }
+
+    /// Asks for a keyframe at the next frame.
+    pub fn request_keyframe(&self) {
+        self.stage.app_keyframe.store(true, Ordering::SeqCst);
+    }
+}

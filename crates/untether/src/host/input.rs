@@ -1,0 +1,216 @@
+//! Where the client's input goes on the host: the input sinks (the test scene, an application
+//! queue or callback, XTEST replay into an X server, or nothing), and how each event maps to
+//! the scene and to X.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+
+use untether_media::scene::{SceneInput, SceneKey};
+use untether_media::x11::{self, PointerMode, XtestReplay};
+use untether_proto::{InputEvent, InputRecord};
+
+use super::options::InputCallback;
+use super::shared::{lock, HostShared};
+
+/// The most input events waiting for the scene or the application.
+pub(crate) const INPUT_QUEUE: usize = 4096;
+
+/// An input record for the scene, tagged with the client epoch it came from (records of a
+/// client that has gone are not applied to the next one's scene).
+pub(crate) type SceneRecord = (u64, InputRecord);
+
+/// Where the network driver delivers input.
+pub(crate) enum InputSink {
+    /// The test scene's thread applies them before its next frame.
+    Scene(SyncSender<SceneRecord>),
+    /// The application drains [`HostShared::app_inputs`].
+    Queue,
+    Callback(InputCallback),
+    Xtest(Box<XtestReplay>),
+    Discard,
+}
+
+impl InputSink {
+    /// Delivers one input event of the client of `epoch`.
+    pub fn deliver(&mut self, s: &HostShared, epoch: u64, rec: InputRecord) {
+        let c = &s.counters;
+        match self {
+            InputSink::Scene(tx) => match tx.try_send((epoch, rec)) {
+                Ok(()) => {}
+                // The scene stalled (or ended): drop, counted.
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    c.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+            InputSink::Queue => {
+                let mut q = lock(&s.app_inputs);
+                if q.len() >= INPUT_QUEUE {
+                    q.pop_front();
+                    c.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                q.push_back(rec);
+            }
+            InputSink::Callback(cb) => {
+                let cb: Arc<dyn Fn(&InputRecord) + Send + Sync> = cb.0.clone();
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(&rec))).is_err() {
+                    log::error!(
+                        "host: the input callback panicked; event {} dropped",
+                        rec.seq
+                    );
+                    c.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                c.inputs_applied.fetch_add(1, Ordering::Relaxed);
+            }
+            InputSink::Xtest(x) => {
+                x.origin = *lock(&s.capture_origin);
+                match replay_xtest(x, &rec.event) {
+                    Ok(true) => {
+                        c.inputs_applied.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => {
+                        c.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if c.inputs_dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                            log::warn!("host: XTEST replay failed: {e}");
+                        }
+                    }
+                }
+            }
+            InputSink::Discard => {}
+        }
+    }
+}
+
+/// Replays one event with XTEST. Ok(false): the event has no X equivalent (dropped).
+pub(crate) fn replay_xtest(
+    x: &XtestReplay,
+    event: &InputEvent,
+) -> Result<bool, untether_media::MediaError> {
+    let done = match *event {
+        InputEvent::Key { code, down } => match x11::sdl_keycode_to_keysym(code) {
+            Some(sym) => x.key(sym, down)?,
+            None => false,
+        },
+        InputEvent::PointerMotion {
+            x: px,
+            y: py,
+            dx,
+            dy,
+        } => {
+            match x.pointer {
+                PointerMode::Absolute => x.motion_absolute(px, py)?,
+                PointerMode::Relative => x.motion_relative(dx, dy)?,
+            }
+            true
+        }
+        InputEvent::MouseButton { button, down } => {
+            // SDL numbers X1/X2 as 4/5; X uses 8/9 for them (4–7 are the wheel).
+            let b = match button {
+                4 => 8,
+                5 => 9,
+                b => b,
+            };
+            x.button(b, down)?;
+            true
+        }
+        InputEvent::Wheel { dx, dy } => {
+            x.wheel(dx, dy)?;
+            true
+        }
+        InputEvent::Button { code, down, .. } => match x11::evdev_button_to_x(code) {
+            Some(b) => {
+                x.button(b, down)?;
+                true
+            }
+            // Evdev key codes are X keycodes minus 8 on every evdev/XKB keyboard.
+            None if code < 248 => x.keycode(code as u8 + 8, down)?,
+            None => false,
+        },
+        InputEvent::Axis {
+            relative: true,
+            code,
+            value,
+            ..
+        } => {
+            match code {
+                0 => x.motion_relative(value, 0)?, // REL_X
+                1 => x.motion_relative(0, value)?, // REL_Y
+                6 => x.wheel(value, 0)?,           // REL_HWHEEL
+                8 => x.wheel(0, value)?,           // REL_WHEEL
+                _ => return Ok(false),
+            }
+            true
+        }
+        InputEvent::Text(t) => {
+            // Type each character whose keysym the keyboard map has (Latin-1 keysyms equal
+            // the code point; others are 0x0100_0000 + code point).
+            let mut any = false;
+            for c in t.as_str().chars() {
+                let cp = c as u32;
+                let sym = if cp <= 0xFF { cp } else { 0x0100_0000 + cp };
+                if x.key(sym, true)? {
+                    x.key(sym, false)?;
+                    any = true;
+                }
+            }
+            any
+        }
+        InputEvent::Axis { .. } | InputEvent::HeadPose { .. } => false,
+    };
+    x.flush()?;
+    Ok(done)
+}
+
+/// SDL keycodes of the keys the test scene walks with.
+pub mod keys {
+    pub const W: u32 = b'w' as u32;
+    pub const A: u32 = b'a' as u32;
+    pub const S: u32 = b's' as u32;
+    pub const D: u32 = b'd' as u32;
+    pub const RIGHT: u32 = 0x4000_004F;
+    pub const LEFT: u32 = 0x4000_0050;
+    pub const DOWN: u32 = 0x4000_0051;
+    pub const UP: u32 = 0x4000_0052;
+}
+
+/// How the test scene reacts to an input event (None: the scene ignores it).
+pub fn scene_input(event: &InputEvent) -> Option<SceneInput> {
+    match *event {
+        InputEvent::PointerMotion { dx, dy, .. } => Some(SceneInput::PointerDelta {
+            dx: dx as f32,
+            dy: dy as f32,
+        }),
+        InputEvent::Key { code, down } => {
+            let key = match code {
+                keys::W | keys::UP => SceneKey::Forward,
+                keys::S | keys::DOWN => SceneKey::Back,
+                keys::A | keys::LEFT => SceneKey::Left,
+                keys::D | keys::RIGHT => SceneKey::Right,
+                _ => return None,
+            };
+            Some(SceneInput::Key { key, down })
+        }
+        InputEvent::HeadPose { yaw, pitch, .. } => Some(SceneInput::HeadPose {
+            yaw_deg: yaw,
+            pitch_deg: pitch,
+        }),
+        // A relative device (mouse) looks around like the window's pointer.
+        InputEvent::Axis {
+            relative: true,
+            code: c @ (0 | 1),
+            value,
+            ..
+        } => Some(SceneInput::PointerDelta {
+            dx: if c == 0 { value as f32 } else { 0.0 },
+            dy: if c == 1 { value as f32 } else { 0.0 },
+        }),
+        InputEvent::MouseButton { .. }
+        | InputEvent::Wheel { .. }
+        | InputEvent::Button { .. }
+        | InputEvent::Axis { .. }
+        | InputEvent::Text(_) => None,
+    }
+}

@@ -1,0 +1,690 @@
+//! The host: a frame **source** feeding the **encoder stage**, whose frames the **network
+//! driver** packetizes and sends; the client's input goes to an **input sink**, audio beside it.
+//!
+//! The files follow the pipeline:
+//! - sources: [`source_scene`] (the built-in test scene, rendered on its own thread into a
+//!   latest-wins slot that the encoder thread takes from), [`source_x11`] (MIT-SHM capture,
+//!   encoded on the capture thread straight from shared memory), [`source_pipe`] (raw frames,
+//!   one read, one encode, no read-ahead), [`source_app`] ([`Host::publish`], or the
+//!   application's own thread with a [`FrameSender`]);
+//! - [`encode`]: conversion and encoding, frame numbering per client, the hand-over;
+//! - [`network`]: the driver thread that owns the protocol session and the socket (the loop in
+//!   [`crate::driver`]), pacing, and the session's events;
+//! - [`input`] and [`state_input`]: where input goes (scene, queue, callback, XTEST);
+//! - [`pairing`]: identities, the allowlist and the PIN, persisted in the state directory;
+//! - [`audio`]: Opus from the tone, a capture device or the application;
+//! - [`options`]: what the host is told; [`shared`]: the flags and counters the threads share.
+//!
+//! No thread but the driver touches the session: the others hand it commands and read what it
+//! publishes, so a frame being sent never blocks a control reply, and nothing waits on a lock
+//! held across a send.
+
+mod audio;
+mod encode;
+mod input;
+mod network;
+mod options;
+mod pairing;
+mod shared;
+mod source_app;
+mod source_pipe;
+mod source_scene;
+mod source_x11;
+mod state_input;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use untether_media::audio::{self as media_audio, SdlAudioCapture};
+use untether_media::codec::{Encoder, InputPicture};
+use untether_media::scene::{Scene, SceneConfig};
+use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
+use untether_net::UdpEndpoint;
+pub use untether_proto::Codec;
+use untether_proto::{
+    fingerprint, HostConfig, HostSession, InputRecord, Micros, PairingPin, PublicKey,
+    SessionParams, StateEntry,
+};
+
+use crate::clock::now_us;
+use crate::config::{ConfigError, Resolution};
+use crate::driver::{self, Handle};
+use crate::identity::{Access, IdentityError};
+use crate::stats::Samples;
+
+pub use encode::{FrameSender, SendInfo};
+pub use input::{keys, scene_input};
+pub use options::{
+    AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
+};
+pub use state_input::STATE_SEQ;
+
+use audio::AudioStage;
+use encode::{encoder_config, EncoderStage};
+use input::{InputSink, INPUT_QUEUE};
+use network::{HostCommand, HostNet};
+use pairing::host_security;
+use shared::{lock, CapturedFrame, HostShared};
+use source_pipe::PipeSource;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Net(#[from] untether_net::NetError),
+    #[error(transparent)]
+    Media(#[from] untether_media::MediaError),
+    #[error("invalid bind address {0:?}: expected IP:PORT, e.g. 0.0.0.0:9710")]
+    BadBind(String),
+    #[error("cannot start thread: {0}")]
+    Thread(std::io::Error),
+    /// The call does not fit how the host was set up (e.g. publishing to a scene host).
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("identity: {0}")]
+    Identity(#[from] IdentityError),
+    /// The host stopped (a fatal error, or it was asked to).
+    #[error("the host has stopped{}", .0.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Stopped(Option<String>),
+}
+
+/// What the host measured.
+#[derive(Clone, Debug, Default)]
+pub struct HostSummary {
+    pub duration_s: f64,
+    pub captured: u64,
+    pub encoded: u64,
+    pub sent: u64,
+    pub keyframes: u64,
+    pub dropped: u64,
+    pub inputs_applied: u64,
+    /// Input events the sink could not apply (no X equivalent, a full queue).
+    pub inputs_dropped: u64,
+    /// Capture ticks skipped because nothing on screen changed.
+    pub unchanged: u64,
+    pub audio_packets: u64,
+    pub bytes_sent: u64,
+    pub packets_sent: u64,
+    pub malformed_datagrams: u64,
+    pub keyframe_requests_received: u64,
+    pub keyframe_requests_ignored: u64,
+    /// Frames sent in more than one paced batch (`network.pacing`; 0 when pacing is off).
+    /// Their `send` stage includes the pacing (the `pace` stage: time slept between batches).
+    pub paced_frames: u64,
+    /// The pacing window at the configured frame rate, µs (0: pacing off).
+    pub pacing_window_us: u64,
+    pub stages: std::collections::BTreeMap<&'static str, Samples>,
+    pub fatal: Option<String>,
+    pub events: Vec<String>,
+    /// The client's paths as the host saw them last (several with multipath).
+    pub paths: Vec<untether_proto::PathStats>,
+    /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
+    pub bitrate_changes: u64,
+    pub final_bitrate_kbps: Option<u32>,
+    /// Retransmission: data shards resent on the client's ShardNacks.
+    pub shards_retransmitted: u64,
+}
+
+/// A running host. Dropping it without [`Host::stop`] stops it too.
+pub struct Host {
+    shared: Arc<HostShared>,
+    net: Handle<HostCommand>,
+    /// The driver, parked here when its thread ends (for the final summary and late queries).
+    parked: Arc<Mutex<Option<Box<HostNet>>>>,
+    threads: Vec<JoinHandle<()>>,
+    local_addr: SocketAddr,
+    public_key: PublicKey,
+    state_dir: Option<std::path::PathBuf>,
+    started_us: Micros,
+    options: HostOptions,
+    setup: HostSetup,
+    /// The encoder stage for a frame sender (app source without an encoder thread).
+    sender_stage: Mutex<Option<EncoderStage>>,
+    audio: Option<Arc<AudioStage>>,
+    capture: Option<SdlAudioCapture>,
+}
+
+/// The session parameters a host announces for its video settings.
+fn session_params(options: &HostOptions) -> SessionParams {
+    let v = &options.video;
+    SessionParams {
+        width: v.resolution.width.min(u16::MAX as u32) as u16,
+        height: v.resolution.height.min(u16::MAX as u32) as u16,
+        fps: v.fps as u16,
+        codec: match v.encoder {
+            untether_media::codec::EncoderKind::X264 => Codec::H264,
+            untether_media::codec::EncoderKind::X264Rgb => Codec::H264Rgb,
+        },
+        bitrate_kbps: v.bitrate_kbps,
+        max_datagram: options.network.max_datagram,
+        keepalive_ms: options.network.keepalive_ms as u32,
+        idle_timeout_ms: options.network.idle_timeout_ms as u32,
+    }
+}
+
+/// The protocol configuration of a host's options (the identity and allowlist come after).
+fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
+    let mut cfg = HostConfig::new(session_params(options));
+    cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
+    cfg.fec = options.network.fec_policy()?;
+    cfg.paths.scheduler = options.network.scheduler()?;
+    cfg.retransmit = options.network.retransmit;
+    if options.network.adaptive_bitrate {
+        cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
+    }
+    cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
+    Ok(cfg)
+}
+
+/// Opens the input sink `setup` asks for.
+fn open_input_sink(
+    setup: &HostSetup,
+    scene: Option<mpsc::SyncSender<input::SceneRecord>>,
+) -> Result<InputSink, HostError> {
+    Ok(match (&setup.input, &setup.source, scene) {
+        (InputSpec::Auto | InputSpec::Scene, SourceSpec::Scene, Some(tx)) => InputSink::Scene(tx),
+        (InputSpec::Scene, _, _) => {
+            return Err(HostError::Usage(
+                "the scene input sink needs the scene source".into(),
+            ))
+        }
+        (InputSpec::Auto, SourceSpec::X11 { display, .. }, _) => InputSink::Xtest(Box::new(
+            XtestReplay::open(display.as_deref(), (0, 0), PointerMode::Absolute)?,
+        )),
+        (InputSpec::Xtest { display, pointer }, src, _) => {
+            let display = display.clone().or(match src {
+                SourceSpec::X11 { display, .. } => display.clone(),
+                _ => None,
+            });
+            InputSink::Xtest(Box::new(XtestReplay::open(
+                display.as_deref(),
+                (0, 0),
+                *pointer,
+            )?))
+        }
+        (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
+        (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
+        (InputSpec::Discard, _, _) => InputSink::Discard,
+    })
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, HostError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(HostError::Thread)
+}
+
+impl Host {
+    /// Binds the socket, builds the scene and the encoder (so configuration errors surface
+    /// here), and starts the threads: the built-in scene, no audio.
+    pub fn start(options: HostOptions) -> Result<Host, HostError> {
+        Self::start_with(options, HostSetup::default())
+    }
+
+    /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
+    /// Invalid settings are refused with the message the CLI gives, never replaced by defaults.
+    pub fn start_with(mut options: HostOptions, setup: HostSetup) -> Result<Host, HostError> {
+        options.validate()?;
+        let bind: SocketAddr = options
+            .host
+            .bind
+            .parse()
+            .map_err(|_| HostError::BadBind(options.host.bind.clone()))?;
+        let mut host_cfg = session_config(&options)?;
+        // Open the capture first: its size is the stream's size.
+        let capture = match &setup.source {
+            SourceSpec::X11 { display, target } => {
+                let cap = X11Capture::open(display.as_deref(), target)?;
+                let (w, h) = cap.size();
+                options.video.resolution = Resolution {
+                    width: w,
+                    height: h,
+                };
+                host_cfg.params = session_params(&options);
+                Some(cap)
+            }
+            _ => None,
+        };
+        let socket = UdpEndpoint::bind(bind)?;
+        let local_addr = socket.local_addr()?;
+        let v = options.video.clone();
+        let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
+        // Build the encoder now so a bad configuration fails here, not on a thread.
+        let encoder = Encoder::new(encoder_cfg.clone())?;
+        let pacing = options.network.pacing()?;
+        let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
+        if pairing.access == Access::Open {
+            log::warn!(
+                "host: ACCESS IS OPEN: any client that can reach {bind} may connect and send input \
+                 (use --access allowlist, the default, or --access pin)"
+            );
+        }
+        log::info!(
+            "host: identity {}, access {}{}",
+            fingerprint(&host_cfg.identity.public),
+            pairing.access.name(),
+            pairing
+                .dir
+                .as_ref()
+                .map(|d| format!(", state in {}", d.path().display()))
+                .unwrap_or_default()
+        );
+        let (scene_tx, scene_rx) = mpsc::sync_channel(INPUT_QUEUE);
+        let sink = open_input_sink(&setup, Some(scene_tx))?;
+        let mut session = HostSession::new(host_cfg);
+        if let (None, Some(pin)) = (&pairing.dir, &pairing.pin) {
+            session.set_pin(Some(PairingPin {
+                pin: pin.clone(),
+                expires_us: now_us() + options.host.pin_ttl_s * 1_000_000,
+                attempts_left: 3,
+            }));
+        }
+        let public_key = session.host_key();
+        let state_dir = pairing.dir.as_ref().map(|d| d.path().to_path_buf());
+        let shared = Arc::new(HostShared::new(
+            capture.as_ref().map_or((0, 0), |c| c.origin()),
+        ));
+        let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
+        let (encoder_events, encoder_rx) = mpsc::channel();
+        let stage = EncoderStage::new(encoder, encoder_rx, net.clone(), shared.clone());
+        let audio = match setup.audio {
+            AudioSpec::None => None,
+            _ => Some(Arc::new(AudioStage::new(
+                setup.audio_bitrate_kbps,
+                net.clone(),
+            )?)),
+        };
+        let parked = Arc::new(Mutex::new(None));
+        let mut threads = Vec::new();
+        {
+            let (s, parked) = (shared.clone(), parked.clone());
+            let mut host_net = HostNet::new(
+                session,
+                pairing,
+                shared.clone(),
+                sink,
+                encoder_events,
+                pacing,
+                v.fps,
+            );
+            threads.push(spawn("host-net", move || {
+                if let driver::Ended::Failed(e) =
+                    driver::run(&mut host_net, &[socket], &mailbox, &s.stop)
+                {
+                    s.fail(format!("network: {e}"));
+                }
+                *lock(&parked) = Some(Box::new(host_net));
+                drop(mailbox);
+            })?);
+        }
+        let fps = v.fps;
+        let mut sender_stage = None;
+        let tap = setup.sent_frame_tap.clone();
+        match &setup.source {
+            SourceSpec::Scene => {
+                let mut scene_cfg = SceneConfig::new(v.resolution.width, v.resolution.height);
+                scene_cfg.spin_deg_per_s = options.scene.spin_deg_per_s;
+                scene_cfg.walk_speed = options.scene.walk_speed;
+                let scene = Scene::new(scene_cfg)?;
+                let s = shared.clone();
+                threads.push(spawn("host-source", move || {
+                    source_scene::scene_loop(&s, scene, scene_rx, fps)
+                })?);
+                let s = shared.clone();
+                threads.push(spawn("host-encode", move || {
+                    source_scene::encode_loop(&s, stage, tap)
+                })?);
+            }
+            SourceSpec::X11 { .. } => {
+                let s = shared.clone();
+                let cap = capture.ok_or_else(|| HostError::Usage("no X11 capture".into()))?;
+                let stamp = setup.stamp;
+                threads.push(spawn("host-x11", move || {
+                    source_x11::x11_loop(&s, cap, stage, fps, stamp)
+                })?);
+            }
+            SourceSpec::Pipe { path, format } => {
+                let s = shared.clone();
+                let src = PipeSource {
+                    path: path.clone(),
+                    format: *format,
+                    width: v.resolution.width,
+                    height: v.resolution.height,
+                    fps,
+                    stamp: setup.stamp,
+                };
+                let n = net.clone();
+                threads.push(spawn("host-pipe", move || {
+                    source_pipe::pipe_loop(&s, src, stage, n)
+                })?);
+            }
+            SourceSpec::App => {
+                if setup.encoder_thread {
+                    let s = shared.clone();
+                    threads.push(spawn("host-encode", move || {
+                        source_scene::encode_loop(&s, stage, tap)
+                    })?);
+                } else {
+                    sender_stage = Some(stage);
+                }
+            }
+        }
+        let mut capture_dev = None;
+        match (&setup.audio, &audio) {
+            (AudioSpec::Tone, Some(stage)) => {
+                let (s, stage) = (shared.clone(), stage.clone());
+                threads.push(spawn("host-audio", move || audio::tone_loop(&s, &stage))?);
+            }
+            (AudioSpec::Capture { device }, Some(stage)) => {
+                let (s, stage) = (shared.clone(), stage.clone());
+                let sink: media_audio::CaptureSink = Box::new(move |pcm: &[i16], pts: u64| {
+                    if s.link.connected() {
+                        if let Err(e) = stage.push(&s, pcm, media_audio::CHANNELS, pts) {
+                            log::warn!("host: audio: {e}");
+                        }
+                    }
+                });
+                let dev = SdlAudioCapture::open(device.as_deref(), sink)?;
+                shared.note(format!(
+                    "capturing audio from {} ({})",
+                    device.as_deref().unwrap_or("the default source"),
+                    dev.driver
+                ));
+                capture_dev = Some(dev);
+            }
+            _ => {}
+        }
+        Ok(Host {
+            shared,
+            net,
+            parked,
+            threads,
+            local_addr,
+            public_key,
+            state_dir,
+            started_us: now_us(),
+            options,
+            setup,
+            sender_stage: Mutex::new(sender_stage),
+            audio,
+            capture: capture_dev,
+        })
+    }
+
+    /// Runs `f` on the network driver's thread with its session at hand (or on the parked
+    /// driver once its thread has ended) and returns what it returned.
+    fn query<R: Send + 'static>(
+        &self,
+        f: impl Fn(&mut HostNet) -> R + Send + Sync + 'static,
+    ) -> Option<R> {
+        let f = Arc::new(f);
+        let (tx, rx) = mpsc::sync_channel(1);
+        let q = {
+            let f = f.clone();
+            Arc::new(move |n: &mut HostNet| {
+                let _ = tx.send(f(n));
+            })
+        };
+        if self.net.send(HostCommand::Query(q)) {
+            if let Ok(r) = rx.recv_timeout(Duration::from_secs(2)) {
+                return Some(r);
+            }
+        }
+        // The driver has ended (or did not answer): ask what it left.
+        lock(&self.parked).as_mut().map(|n| f(n))
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The host's long-term public key (its identity; clients pin it).
+    pub fn public_key(&self) -> PublicKey {
+        self.public_key
+    }
+
+    /// The host's fingerprint, as `untether pair` and clients show it.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.public_key())
+    }
+
+    /// The one-time PIN the host accepts now, if any (`access = "pin"`, or `untether pair
+    /// --pin` while the host runs).
+    pub fn pairing_pin(&self) -> Option<String> {
+        self.query(|n| n.pairing.pin.clone()).flatten()
+    }
+
+    /// The state directory (None with an in-memory identity).
+    pub fn state_dir(&self) -> Option<std::path::PathBuf> {
+        self.state_dir.clone()
+    }
+
+    /// Fingerprints of the clients that paired with a PIN during this run.
+    pub fn paired_clients(&self) -> Vec<String> {
+        self.query(|n| n.pairing.paired.clone()).unwrap_or_default()
+    }
+
+    /// The newest value of a key of the latest-wins state channel
+    /// ([`untether_proto::state::keys`]), e.g. the pointer position or the head pose.
+    pub fn state_value(&self, key: untether_proto::StateKey) -> Option<StateEntry> {
+        self.query(move |n| n.session.state_value(key)).flatten()
+    }
+
+    /// The options the host runs with (the resolution is the captured size for X11).
+    pub fn options(&self) -> &HostOptions {
+        &self.options
+    }
+
+    pub fn setup(&self) -> &HostSetup {
+        &self.setup
+    }
+
+    /// The fatal error that stopped the host, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.fatal()
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.shared.stopped()
+    }
+
+    /// Whether a client is connected.
+    pub fn has_client(&self) -> bool {
+        self.shared.link.connected()
+    }
+
+    /// Waits up to `timeout` for a client; true once one is connected.
+    pub fn wait_for_client(&self, timeout: Duration) -> bool {
+        let end = now_us() + timeout.as_micros() as u64;
+        loop {
+            if self.has_client() {
+                return true;
+            }
+            if self.is_stopped() || now_us() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// True once a pipe source reached the end of its input (the host then says goodbye to
+    /// the client and has nothing more to send).
+    pub fn source_ended(&self) -> bool {
+        self.shared.source_ended.load(Ordering::SeqCst)
+    }
+
+    /// A request to stop, e.g. from a signal handler thread.
+    pub fn stop_flag(&self) -> impl Fn() + Send + Sync + 'static {
+        let s = self.shared.clone();
+        move || s.request_stop()
+    }
+
+    /// Publishes a frame of the application (app source with an encoder thread): it is copied
+    /// into a pooled buffer and the encoder thread encodes the newest one (latest wins; a
+    /// frame replaced before the encoder took it counts as dropped). Returns at once.
+    pub fn publish(&self, picture: &InputPicture<'_>) -> Result<(), HostError> {
+        if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "publish needs the app source with the encoder thread (synchronous mode uses a FrameSender)".into(),
+            ));
+        }
+        if self.is_stopped() {
+            return Err(HostError::Stopped(self.failure()));
+        }
+        picture.check()?;
+        let t0 = now_us();
+        let pixels = source_app::copy_picture(&self.shared, picture)?;
+        let capture_us = now_us();
+        self.shared
+            .counters
+            .captured
+            .fetch_add(1, Ordering::Relaxed);
+        let dur = (capture_us - t0) as u32;
+        lock(&self.shared.samples).capture.push_us(dur as i64);
+        if let Some(old) = self.shared.frames.put(CapturedFrame {
+            pixels,
+            capture_us,
+            capture_dur_us: dur,
+        }) {
+            self.shared.recycle(old.pixels);
+        }
+        Ok(())
+    }
+
+    /// The synchronous sender of an app host without an encoder thread: encodes on the
+    /// caller's thread. There is one per host.
+    pub fn frame_sender(&self) -> Result<FrameSender, HostError> {
+        if self.setup.source != SourceSpec::App || self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "a frame sender needs the app source without the encoder thread".into(),
+            ));
+        }
+        match lock(&self.sender_stage).take() {
+            Some(stage) => Ok(FrameSender { stage }),
+            None => Err(HostError::Usage(
+                "this host's frame sender was already taken".into(),
+            )),
+        }
+    }
+
+    /// The next input event for the application (input sink: queue).
+    pub fn poll_input(&self) -> Option<InputRecord> {
+        let rec = lock(&self.shared.app_inputs).pop_front();
+        if rec.is_some() {
+            self.shared
+                .counters
+                .inputs_applied
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        rec
+    }
+
+    /// Pushes interleaved 48 kHz PCM (`channels` 1 or 2) whose first sample was produced at
+    /// `pts_us` (host clock, [`crate::clock::now_us`]); every complete 10 ms is encoded and
+    /// sent at once. Without a client the audio is dropped.
+    pub fn push_audio(
+        &self,
+        pcm: &[i16],
+        channels: usize,
+        pts_us: Micros,
+    ) -> Result<(), HostError> {
+        if self.is_stopped() {
+            return Err(HostError::Stopped(self.failure()));
+        }
+        let Some(stage) = &self.audio else {
+            return Err(HostError::Usage(
+                "this host has no audio stream (set an audio source)".into(),
+            ));
+        };
+        if !self.has_client() {
+            return Ok(());
+        }
+        stage.push(&self.shared, pcm, channels, pts_us)
+    }
+
+    /// What the host has measured so far.
+    pub fn summary(&self) -> HostSummary {
+        let net = self.query(|n| (n.session.stats(), n.last_paths.clone(), n.target_kbps));
+        let (st, paths, target_kbps) = net.unwrap_or_default();
+        let s = &self.shared;
+        let c = &s.counters;
+        let samples = lock(&s.samples);
+        let mut stages = std::collections::BTreeMap::new();
+        stages.insert("capture", samples.capture.clone());
+        stages.insert("queue", samples.queue.clone());
+        stages.insert("convert", samples.convert.clone());
+        stages.insert("encode", samples.encode.clone());
+        stages.insert("send", samples.send.clone());
+        stages.insert("frame_kbytes", samples.frame_bytes.clone());
+        if !samples.audio_encode.is_empty() {
+            stages.insert("audio_encode", samples.audio_encode.clone());
+        }
+        if !samples.sync_blocked.is_empty() {
+            stages.insert("sync_blocked", samples.sync_blocked.clone());
+        }
+        if !samples.pace.is_empty() {
+            stages.insert("pace", samples.pace.clone());
+        }
+        HostSummary {
+            duration_s: (now_us() - self.started_us) as f64 / 1e6,
+            captured: c.captured.load(Ordering::Relaxed),
+            encoded: c.encoded.load(Ordering::Relaxed),
+            sent: c.sent.load(Ordering::Relaxed),
+            keyframes: c.keyframes.load(Ordering::Relaxed),
+            dropped: s.frames.replaced(),
+            inputs_applied: c.inputs_applied.load(Ordering::Relaxed),
+            inputs_dropped: c.inputs_dropped.load(Ordering::Relaxed),
+            unchanged: c.unchanged.load(Ordering::Relaxed),
+            audio_packets: c.audio_packets.load(Ordering::Relaxed),
+            bytes_sent: st.bytes_sent,
+            packets_sent: st.datagrams_sent,
+            malformed_datagrams: st.malformed_datagrams + st.unknown_connection,
+            keyframe_requests_received: st.keyframe_requests_received,
+            keyframe_requests_ignored: st.keyframe_requests_ignored_cooldown,
+            paced_frames: c.paced_frames.load(Ordering::Relaxed),
+            pacing_window_us: self
+                .options
+                .network
+                .pacing()
+                .map_or(0, |p| p.window_us(self.options.video.fps)),
+            stages,
+            fatal: s.fatal(),
+            events: s.events(),
+            paths,
+            bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
+            final_bitrate_kbps: target_kbps,
+            shards_retransmitted: st.shards_retransmitted,
+        }
+    }
+
+    /// Stops the threads and returns the final summary.
+    pub fn stop(mut self) -> HostSummary {
+        self.shutdown();
+        let summary = self.summary();
+        lock(&self.parked).take();
+        summary
+    }
+
+    fn shutdown(&mut self) {
+        // Stop the capture device first: its callback hands audio to the driver.
+        self.capture = None;
+        self.shared.request_stop();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.shutdown();
+        // The parked driver holds the shared state: let both go.
+        lock(&self.parked).take();
+    }
+}

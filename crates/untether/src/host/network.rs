@@ -1,0 +1,390 @@
+//! The host's network driver: the one thread that owns the [`HostSession`] and its socket.
+//!
+//! Other threads hand it [`HostCommand`]s: an encoded frame (packetized, protected and sent
+//! here, in paced batches with `network.pacing`), audio packets, a goodbye, or a query. What
+//! the session reports goes out as events: keyframe requests and bitrate changes to the
+//! encoder stage ([`EncoderEvent`]), input to the [`InputSink`], the connection state to
+//! [`Link`](super::shared::Link), notes to the summary.
+//!
+//! Control replies (acks, pongs, keep-alives) never wait behind a paced frame: they leave
+//! between its batches, with newer packet numbers, which the client's packet window accepts
+//! out of order.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use untether_proto::state::keys as state_keys;
+use untether_proto::{
+    AudioPacket, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats, Transmit,
+};
+
+use super::encode::EncoderEvent;
+use super::input::InputSink;
+use super::pairing::Pairing;
+use super::shared::{lock, HostShared};
+use super::state_input::{StateApplied, STATE_SEQ};
+use crate::driver::{Endpoint, Outgoing, Via};
+use crate::pacing::{self, Pacing};
+
+/// How often the client's path statistics are copied for the summary.
+const PATHS_EVERY_US: Micros = 200_000;
+
+/// A question for the driver, answered on its thread with the session at hand.
+pub(crate) type Query = Arc<dyn Fn(&mut HostNet) + Send + Sync>;
+
+/// What other threads hand the host's network driver.
+pub(crate) enum HostCommand {
+    /// An encoded frame for the client of `epoch` (dropped if that client has gone).
+    Frame(OutgoingFrame),
+    /// Opus packets to send now.
+    Audio(Vec<AudioPacket>),
+    /// The source ended: say goodbye to the client.
+    Close,
+    Query(Query),
+}
+
+/// An encoded frame on its way from the encoder stage to the network.
+pub(crate) struct OutgoingFrame {
+    pub epoch: u64,
+    pub frame_number: u32,
+    pub capture_us: Micros,
+    pub keyframe: bool,
+    pub data: Vec<u8>,
+    /// When the encoder handed it over: the start of its `send` stage.
+    pub handed_us: Micros,
+    /// Everything but the send times, filled in once the last datagram left.
+    pub timing: FrameTiming,
+}
+
+/// A frame whose datagrams are going out.
+struct InFlight {
+    frame_number: u32,
+    timing: FrameTiming,
+    handed_us: Micros,
+    /// Batches not started yet, with the time each is due.
+    batches: VecDeque<(Micros, Vec<Transmit>)>,
+    /// The batch going out now.
+    current: VecDeque<Transmit>,
+    batch_count: u64,
+    /// Time between batches not spent sending (the pacing), µs.
+    waited_us: u64,
+    last_batch_end: Option<Micros>,
+    /// The current batch is going out.
+    sending: bool,
+    /// A newer frame is waiting: send the rest at once.
+    hurry: bool,
+}
+
+/// The host's network side, run by [`crate::driver::run`].
+pub(crate) struct HostNet {
+    pub session: HostSession,
+    pub pairing: Pairing,
+    shared: Arc<HostShared>,
+    sink: InputSink,
+    state: StateApplied,
+    encoder: Sender<EncoderEvent>,
+    control: VecDeque<Transmit>,
+    frames: VecDeque<InFlight>,
+    pacing: Pacing,
+    fps: u32,
+    events: Vec<HostEvent>,
+    next_paths_us: Micros,
+    /// The client's paths as last seen (kept after it leaves).
+    pub last_paths: Vec<PathStats>,
+    /// The adaptive bitrate controller's latest target, kbit/s.
+    pub target_kbps: Option<u32>,
+    epoch: u64,
+}
+
+impl HostNet {
+    pub fn new(
+        session: HostSession,
+        pairing: Pairing,
+        shared: Arc<HostShared>,
+        sink: InputSink,
+        encoder: Sender<EncoderEvent>,
+        pacing: Pacing,
+        fps: u32,
+    ) -> HostNet {
+        HostNet {
+            session,
+            pairing,
+            shared,
+            sink,
+            state: StateApplied::default(),
+            encoder,
+            control: VecDeque::new(),
+            frames: VecDeque::new(),
+            pacing,
+            fps,
+            events: Vec::new(),
+            next_paths_us: 0,
+            last_paths: Vec::new(),
+            target_kbps: None,
+            epoch: 0,
+        }
+    }
+
+    fn drain_session(&mut self, now: Micros) {
+        while let Some(t) = self.session.poll_transmit(now) {
+            self.control.push_back(t);
+        }
+    }
+
+    fn send_frame(&mut self, now: Micros, f: OutgoingFrame) {
+        if f.epoch != self.epoch || self.session.client().is_none() {
+            // The client it was encoded for has gone.
+            return;
+        }
+        // What the session queued before the frame leaves before it.
+        self.drain_session(now);
+        if self
+            .session
+            .send_frame(now, f.frame_number, f.capture_us, f.keyframe, &f.data)
+            .is_err()
+        {
+            return;
+        }
+        let mut datagrams = Vec::new();
+        while let Some(t) = self.session.poll_transmit(now) {
+            datagrams.push(t);
+        }
+        let window_us = self.pacing.window_us(self.fps);
+        let mut batches = VecDeque::new();
+        if window_us == 0 || datagrams.len() <= self.pacing.batch {
+            batches.push_back((now, datagrams));
+        } else {
+            let mut rest = datagrams.into_iter();
+            let n = rest.len();
+            for (range, offset) in pacing::schedule(n, self.pacing.batch, window_us) {
+                batches.push_back((now + offset, rest.by_ref().take(range.len()).collect()));
+            }
+        }
+        for older in self.frames.iter_mut() {
+            older.hurry = true;
+        }
+        self.frames.push_back(InFlight {
+            frame_number: f.frame_number,
+            timing: f.timing,
+            handed_us: f.handed_us,
+            batches,
+            current: VecDeque::new(),
+            batch_count: 0,
+            waited_us: 0,
+            last_batch_end: None,
+            sending: false,
+            hurry: false,
+        });
+    }
+
+    /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
+    /// datagrams have all left (their timing goes to the client). The loop sends each datagram
+    /// before it asks for the next, so an empty current batch has left.
+    fn next_frame_datagram(&mut self, now: Micros) -> Option<Transmit> {
+        loop {
+            let f = self.frames.front_mut()?;
+            if let Some(t) = f.current.pop_front() {
+                return Some(t);
+            }
+            if f.sending {
+                f.sending = false;
+                f.last_batch_end = Some(now);
+            }
+            match f.batches.front() {
+                Some(&(due, _)) if due <= now || f.hurry => {
+                    let (_, batch) = f.batches.pop_front()?;
+                    if let Some(end) = f.last_batch_end {
+                        f.waited_us += now.saturating_sub(end);
+                    }
+                    f.batch_count += 1;
+                    f.current = batch.into();
+                    f.sending = true;
+                }
+                Some(_) => return None,
+                None => {
+                    let done = self.frames.pop_front()?;
+                    self.finish_frame(done);
+                    if let Some(t) = self.control.pop_front() {
+                        return Some(t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The frame's last datagram has left: record its send time and tell the client.
+    fn finish_frame(&mut self, f: InFlight) {
+        let send_done = crate::clock::now_us();
+        let c = &self.shared.counters;
+        c.sent.fetch_add(1, Ordering::Relaxed);
+        if f.batch_count > 1 {
+            c.paced_frames.fetch_add(1, Ordering::Relaxed);
+        }
+        let send_us = send_done.saturating_sub(f.handed_us);
+        let timing = FrameTiming {
+            frame_number: f.frame_number,
+            send_us: send_us.min(u64::from(u32::MAX)) as u32,
+            send_done_us: send_done,
+            ..f.timing
+        };
+        self.session.send_frame_timing(send_done, timing);
+        self.drain_session(send_done);
+        let mut sm = lock(&self.shared.samples);
+        sm.send.push_us(send_us as i64);
+        if self.pacing.window_us(self.fps) > 0 {
+            sm.pace.push_us(f.waited_us as i64);
+        }
+    }
+
+    fn dispatch(&mut self, now: Micros) {
+        while let Some(e) = self.session.poll_pairing_event() {
+            self.pairing.on_event(&self.shared, &mut self.session, e);
+        }
+        while let Some(ev) = self.session.poll_event() {
+            self.events.push(ev);
+        }
+        if self.session.client().is_some() {
+            // The latest-wins state (pointer, head pose) goes to the sink before the reliable
+            // events of the same datagrams (a click lands where the pointer is).
+            let changed = self.state.changes(
+                self.session.state_value(state_keys::POINTER),
+                self.session.state_value(state_keys::HEAD_POSE),
+            );
+            for (i, event) in changed.into_iter().enumerate() {
+                self.events.insert(
+                    i,
+                    HostEvent::Input(InputRecord {
+                        seq: STATE_SEQ,
+                        event,
+                    }),
+                );
+            }
+        }
+        for ev in std::mem::take(&mut self.events) {
+            match ev {
+                HostEvent::ClientConnected { addr, name } => {
+                    self.shared
+                        .note(format!("client {name:?} connected from {addr}"));
+                    self.epoch = self.shared.link.new_client();
+                    self.state = StateApplied::default();
+                }
+                HostEvent::ClientGone { addr, reason } => {
+                    self.shared
+                        .note(format!("client at {addr} gone ({reason:?})"));
+                }
+                HostEvent::KeyframeRequested => {
+                    let _ = self.encoder.send(EncoderEvent::Keyframe);
+                }
+                HostEvent::Input(rec) => self.sink.deliver(&self.shared, self.epoch, rec),
+                HostEvent::Feedback(_) => {}
+                HostEvent::BitrateChanged { kbps } => {
+                    self.target_kbps = Some(kbps);
+                    let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
+                }
+            }
+        }
+        self.shared
+            .link
+            .set_connected(self.session.client().is_some());
+        if now >= self.next_paths_us {
+            self.next_paths_us = now + PATHS_EVERY_US;
+            let paths = self.session.path_stats();
+            if !paths.is_empty() {
+                self.last_paths = paths;
+            }
+        }
+    }
+}
+
+impl Endpoint for HostNet {
+    type Command = HostCommand;
+
+    fn poll_timeout(&self) -> Option<Micros> {
+        let frame_due = self.frames.front().and_then(|f| {
+            if f.current.is_empty() {
+                f.batches.front().map(|&(due, _)| due)
+            } else {
+                Some(0)
+            }
+        });
+        [
+            self.session.poll_timeout(),
+            self.pairing.next_poll(),
+            frame_due,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn handle_datagram(&mut self, now: Micros, _socket: usize, from: SocketAddr, data: &[u8]) {
+        self.session.handle_datagram(now, from, data);
+    }
+
+    fn handle_timeout(&mut self, now: Micros) {
+        if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.session.handle_timeout(now);
+        }
+    }
+
+    fn handle_command(&mut self, now: Micros, command: HostCommand) {
+        match command {
+            HostCommand::Frame(f) => self.send_frame(now, f),
+            HostCommand::Audio(packets) => {
+                for p in &packets {
+                    if self.session.send_audio(now, p).is_ok() {
+                        self.shared
+                            .counters
+                            .audio_packets
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            HostCommand::Close => self.session.close(now),
+            HostCommand::Query(q) => q(self),
+        }
+    }
+
+    fn handle_events(&mut self, now: Micros) {
+        self.pairing.poll(&mut self.session, now);
+        self.dispatch(now);
+    }
+
+    fn poll_transmit(&mut self, now: Micros) -> Option<Outgoing> {
+        let t = match self.control.pop_front() {
+            Some(t) => t,
+            None => match self.session.poll_transmit(now) {
+                Some(t) => t,
+                None => self.next_frame_datagram(now)?,
+            },
+        };
+        Some(Outgoing {
+            via: Via::Socket(0),
+            dst: Some(t.dst),
+            payload: t.payload,
+        })
+    }
+
+    fn send_failed(&mut self, dst: Option<SocketAddr>, error: std::io::Error) {
+        if self
+            .shared
+            .counters
+            .send_errors
+            .fetch_add(1, Ordering::Relaxed)
+            == 0
+        {
+            log::warn!(
+                "host: send to {} failed: {error}",
+                dst.map_or("?".to_string(), |d| d.to_string())
+            );
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        // Runs until the host stops (after a goodbye too: late datagrams are still answered).
+        false
+    }
+}

@@ -1,0 +1,175 @@
+//! What a host is told: the validated settings ([`HostOptions`]) and how it is fed and what it
+//! feeds ([`HostSetup`]: the frame source, the input sink, audio).
+
+use std::fmt;
+use std::sync::Arc;
+
+use untether_media::codec::InputPicture;
+use untether_media::pipe::PipeFormat;
+use untether_media::x11::{CaptureTarget, PointerMode};
+use untether_proto::InputRecord;
+
+use crate::config::{HostToml, NetworkToml, Resolution, SceneToml, VideoConfig};
+use crate::identity::HostTrust;
+
+/// Everything the host needs to run.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    pub video: VideoConfig,
+    pub scene: SceneToml,
+    pub host: HostToml,
+    pub network: NetworkToml,
+}
+
+impl HostOptions {
+    /// Checks every setting, naming the key and the allowed values of the first bad one.
+    pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
+        self.host.validate()?;
+        self.network.validate()?;
+        Ok(())
+    }
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        let cfg = crate::config::ConfigToml::default();
+        HostOptions {
+            video: VideoConfig {
+                resolution: Resolution {
+                    width: 1280,
+                    height: 720,
+                },
+                fps: 60,
+                bitrate_kbps: 10_000,
+                encoder: untether_media::codec::EncoderKind::X264,
+                preset: "ultrafast".into(),
+                conversion: untether_media::convert::Conversion::Simd,
+                encoder_threads: 2,
+            },
+            scene: cfg.scene,
+            host: cfg.host,
+            network: cfg.network,
+        }
+    }
+}
+
+/// Where the host's frames come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// The built-in test scene (stamped, reacts to input).
+    #[default]
+    Scene,
+    /// An X11 display (None: `$DISPLAY`), the whole screen or one window, via MIT-SHM.
+    X11 {
+        display: Option<String>,
+        target: CaptureTarget,
+    },
+    /// Raw frames from a file, named pipe or `-` (standard input), of the configured
+    /// resolution; a regular file is paced at the frame rate.
+    Pipe { path: String, format: PipeFormat },
+    /// The application, through [`Host::publish`](super::Host::publish) or a [`FrameSender`](super::FrameSender).
+    App,
+}
+
+/// A callback that receives every input event (on the host's network thread: return quickly).
+#[derive(Clone)]
+pub struct InputCallback(pub Arc<dyn Fn(&InputRecord) + Send + Sync>);
+
+impl fmt::Debug for InputCallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InputCallback")
+    }
+}
+
+/// Where the client's input goes.
+#[derive(Clone, Debug, Default)]
+pub enum InputSpec {
+    /// The scene for the scene source, XTEST for X11 capture, the application queue otherwise.
+    #[default]
+    Auto,
+    /// The test scene.
+    Scene,
+    /// A queue the application drains with [`Host::poll_input`] (bounded: the oldest events
+    /// are dropped, and counted, when nobody polls).
+    Queue,
+    /// A callback on the network thread.
+    Callback(InputCallback),
+    /// Replay into an X server with XTEST (None: the captured display, else `$DISPLAY`).
+    Xtest {
+        display: Option<String>,
+        pointer: PointerMode,
+    },
+    /// Dropped.
+    Discard,
+}
+
+/// Where the host's audio comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AudioSpec {
+    #[default]
+    None,
+    /// The test tone: 1 kHz beeps of 100 ms at every whole second of the host's clock.
+    Tone,
+    /// An SDL recording device (None: the default source); a PulseAudio/PipeWire monitor
+    /// source captures what the machine plays.
+    Capture { device: Option<String> },
+    /// PCM the application pushes with [`Host::push_audio`].
+    App,
+}
+
+/// Sees each captured picture after its frame was encoded and sent (so off that frame's
+/// path), before the buffer is reused: for picture-quality measurement. Keep it short — it
+/// runs on the encoder thread before the next frame.
+#[derive(Clone)]
+pub struct SentFrameTap(pub Arc<dyn Fn(&InputPicture<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for SentFrameTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SentFrameTap")
+    }
+}
+
+/// How the host is fed and what it feeds: everything beyond [`HostOptions`].
+#[derive(Clone, Debug)]
+pub struct HostSetup {
+    pub source: SourceSpec,
+    pub input: InputSpec,
+    pub audio: AudioSpec,
+    /// Opus bitrate, kbit/s.
+    pub audio_bitrate_kbps: u32,
+    /// Periodic intra refresh instead of keyframes (requested keyframes are still IDRs).
+    pub intra_refresh: bool,
+    /// A keyframe every this many frames (0: only when a client joins or asks).
+    pub gop_frames: u32,
+    /// Extra x264 options, `key=value:key=value`.
+    pub x264_params: String,
+    /// Stamp frame number and capture time into the top-left corner of frames from X11, pipe
+    /// and application sources (the scene always stamps), for glass-to-glass from pixels.
+    pub stamp: bool,
+    /// For the app source: an encoder thread takes published frames (true), or the
+    /// application encodes on its own thread with a [`FrameSender`](super::FrameSender) (false).
+    pub encoder_thread: bool,
+    /// Sees every sent picture (scene, X11 and pipe sources), see [`SentFrameTap`].
+    pub sent_frame_tap: Option<SentFrameTap>,
+    /// The host's identity and who may connect: the state directory and `host.access`
+    /// (default), or in memory.
+    pub trust: HostTrust,
+}
+
+impl Default for HostSetup {
+    fn default() -> Self {
+        HostSetup {
+            source: SourceSpec::Scene,
+            input: InputSpec::Auto,
+            audio: AudioSpec::None,
+            audio_bitrate_kbps: 128,
+            intra_refresh: false,
+            gop_frames: 0,
+            x264_params: String::new(),
+            stamp: false,
+            encoder_thread: true,
+            sent_frame_tap: None,
+            trust: HostTrust::Stored,
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Pairing and its persistence: the host's identity and allowlist from the state directory
+//! (or memory), re-read when `untether pair` changes them while the host runs, and what the
+//! session reports (access requests, PIN pairings, wrong PINs) written back.
+
+use untether_proto::{
+    fingerprint, AccessPolicy, HostConfig, HostSession, Micros, PairingEvent, PairingPin, PublicKey,
+};
+
+use super::shared::HostShared;
+use super::HostError;
+use crate::config::HostToml;
+use crate::identity::{unix_now, Access, HostTrust, IdentityError, Role, StateDir};
+
+/// The host's side of identities and pairing: the state directory it polls, and what it last
+/// read from there.
+pub(crate) struct Pairing {
+    pub dir: Option<StateDir>,
+    pub access: Access,
+    stamp: [Option<std::time::SystemTime>; 3],
+    next_poll_us: Micros,
+    allowed: std::collections::HashSet<PublicKey>,
+    revoked: std::collections::HashSet<PublicKey>,
+    /// The PIN the session accepts (to show the user).
+    pub pin: Option<String>,
+    /// Fingerprints of clients that paired with a PIN during this run.
+    pub paired: Vec<String>,
+}
+
+/// How often the state directory is polled for changes.
+const PAIRING_POLL_US: Micros = 1_000_000;
+
+/// Loads the host's identity and allowlist, and prepares the pairing state.
+pub(crate) fn host_security(
+    host: &HostToml,
+    trust: &HostTrust,
+    cfg: &mut HostConfig,
+) -> Result<Pairing, HostError> {
+    let mut pairing = Pairing {
+        dir: None,
+        access: Access::Allowlist,
+        stamp: [None; 3],
+        next_poll_us: 0,
+        allowed: Default::default(),
+        revoked: Default::default(),
+        pin: None,
+        paired: Vec::new(),
+    };
+    match trust {
+        HostTrust::Stored => {
+            let access = host.access()?;
+            let explicit =
+                (!host.state_dir.is_empty()).then(|| std::path::Path::new(&host.state_dir));
+            let dir = StateDir::resolve(explicit)?;
+            cfg.identity = dir.load_or_create_identity(Role::Host)?;
+            pairing.access = access;
+            for e in dir.allowed()? {
+                if let Some(k) = e.public_key() {
+                    pairing.allowed.insert(k);
+                }
+            }
+            for e in dir.revoked()? {
+                if let Some(k) = e.public_key() {
+                    pairing.revoked.insert(k);
+                }
+            }
+            cfg.allowed_clients = pairing.allowed.iter().copied().collect();
+            cfg.revoked_clients = pairing.revoked.iter().copied().collect();
+            if access == Access::Pin {
+                // The session picks it up from the file at the first poll.
+                let pin = dir.create_pin(host.pin_ttl_s, 3)?;
+                pairing.pin = Some(pin.pin);
+            }
+            pairing.dir = Some(dir);
+        }
+        HostTrust::Memory {
+            identity,
+            access,
+            allowed,
+        } => {
+            cfg.identity = identity.clone();
+            cfg.allowed_clients = allowed.clone();
+            pairing.access = *access;
+            pairing.allowed = allowed.iter().copied().collect();
+            if *access == Access::Pin {
+                pairing.pin = Some(crate::identity::random_pin());
+            }
+        }
+    }
+    cfg.access = match pairing.access {
+        Access::Open => AccessPolicy::Open,
+        Access::Allowlist | Access::Pin => AccessPolicy::Allowlist,
+    };
+    Ok(pairing)
+}
+
+impl Pairing {
+    /// When the state directory is next polled (None: nothing to poll).
+    pub fn next_poll(&self) -> Option<Micros> {
+        self.dir.as_ref().map(|_| self.next_poll_us)
+    }
+
+    /// Re-reads the allowlist, the revoked list and the PIN file if they changed.
+    pub fn poll(&mut self, session: &mut HostSession, now: Micros) {
+        if now < self.next_poll_us {
+            return;
+        }
+        self.next_poll_us = now + PAIRING_POLL_US;
+        let Some(dir) = self.dir.clone() else {
+            return;
+        };
+        let stamp = dir.stamp();
+        if stamp == self.stamp {
+            return;
+        }
+        let old = std::mem::replace(&mut self.stamp, stamp);
+        if stamp[0] != old[0] || stamp[1] != old[1] {
+            let keys = |r: Result<Vec<crate::identity::KeyEntry>, IdentityError>| {
+                r.map(|v| {
+                    v.iter()
+                        .filter_map(|e| e.public_key())
+                        .collect::<std::collections::HashSet<_>>()
+                })
+            };
+            match (keys(dir.allowed()), keys(dir.revoked())) {
+                (Ok(allowed), Ok(revoked)) => {
+                    for k in allowed.difference(&self.allowed) {
+                        log::info!("host: {} is now allowed", fingerprint(k));
+                        session.allow_client(*k);
+                    }
+                    for k in self.allowed.difference(&allowed) {
+                        // Taken off the allowlist: refused from now on (a connected client
+                        // is disconnected).
+                        log::info!("host: {} is no longer allowed", fingerprint(k));
+                        session.revoke_client(now, *k);
+                    }
+                    for k in revoked.difference(&self.revoked) {
+                        if !allowed.contains(k) {
+                            session.revoke_client(now, *k);
+                        }
+                    }
+                    self.allowed = allowed;
+                    self.revoked = revoked;
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    log::warn!("host: cannot re-read the allowlist: {e}; keeping the old one")
+                }
+            }
+        }
+        if stamp[2] != old[2] {
+            match dir.current_pin() {
+                Ok(Some(pf)) => {
+                    let same = session
+                        .pin()
+                        .is_some_and(|p| p.pin == pf.pin && p.attempts_left == pf.attempts_left);
+                    if !same {
+                        let ttl = pf.expires.saturating_sub(unix_now());
+                        session.set_pin(Some(PairingPin {
+                            pin: pf.pin.clone(),
+                            expires_us: now + ttl * 1_000_000,
+                            attempts_left: pf.attempts_left,
+                        }));
+                        log::info!("host: a pairing PIN is active for {ttl} s");
+                    }
+                    self.pin = Some(pf.pin);
+                }
+                Ok(None) => {
+                    if session.pin().is_some() {
+                        session.set_pin(None);
+                    }
+                    self.pin = None;
+                }
+                Err(e) => log::warn!("host: cannot read the pairing PIN: {e}"),
+            }
+        }
+    }
+
+    /// Persists what the session reports (access requests, PIN pairings).
+    pub fn on_event(&mut self, s: &HostShared, session: &mut HostSession, e: PairingEvent) {
+        match e {
+            PairingEvent::AccessRequested(r) => {
+                s.note(format!(
+                    "access request from {:?} ({}) at {}: approve with `untether pair approve {}`",
+                    r.name, r.fingerprint, r.addr, r.fingerprint
+                ));
+                if let Some(dir) = &self.dir {
+                    if let Err(e) = dir.record_request(&r.key, &r.name, &r.addr.to_string()) {
+                        log::warn!("host: cannot record the access request: {e}");
+                    }
+                }
+            }
+            PairingEvent::Paired {
+                key,
+                fingerprint,
+                name,
+            } => {
+                s.note(format!("paired with {name:?} ({fingerprint}) by PIN"));
+                self.paired.push(fingerprint);
+                self.pin = None;
+                self.allowed.insert(key);
+                session.set_pin(None);
+                if let Some(dir) = &self.dir {
+                    if let Err(e) = dir.allow(&key, &name) {
+                        log::warn!("host: cannot add the paired client to the allowlist: {e}");
+                    }
+                    if let Err(e) = dir.clear_pin() {
+                        log::warn!("host: cannot remove the used PIN: {e}");
+                    }
+                }
+            }
+            PairingEvent::PinFailed {
+                addr,
+                attempts_left,
+            } => {
+                s.note(format!(
+                    "wrong PIN from {addr} ({attempts_left} attempts left)"
+                ));
+                if let Some(dir) = &self.dir {
+                    let r = if attempts_left == 0 {
+                        dir.clear_pin()
+                    } else {
+                        dir.update_pin_attempts(attempts_left)
+                    };
+                    if let Err(e) = r {
+                        log::warn!("host: cannot update the PIN file: {e}");
+                    }
+                }
+                if attempts_left == 0 {
+                    self.pin = None;
+                }
+            }
+        }
+    }
+}

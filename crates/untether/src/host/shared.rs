@@ -1,0 +1,235 @@
+//! What the host's threads share besides the network driver: the stop flag, the failure, the
+//! connection state the driver publishes, the frame slot between a source and the encoder,
+//! counters and stage samples. The protocol session is not here: the driver owns it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use untether_media::codec::InputPicture;
+use untether_media::convert::I420Frame;
+use untether_media::BgraFrame;
+use untether_proto::{InputRecord, Micros};
+
+use crate::slot::Slot;
+use crate::stats::Samples;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Owned pixels on their way from a source to the encoder thread.
+pub(crate) enum Pixels {
+    Bgra(BgraFrame),
+    I420(I420Frame),
+}
+
+impl Pixels {
+    pub(crate) fn picture(&self) -> InputPicture<'_> {
+        match self {
+            Pixels::Bgra(f) => InputPicture::Bgra {
+                width: f.width,
+                height: f.height,
+                data: &f.data,
+                stride: f.stride,
+            },
+            Pixels::I420(f) => {
+                let (w, w2) = (f.width as usize, f.width.div_ceil(2) as usize);
+                InputPicture::I420 {
+                    width: f.width,
+                    height: f.height,
+                    planes: [(&f.y, w), (&f.u, w2), (&f.v, w2)],
+                }
+            }
+        }
+    }
+}
+
+/// A frame as the source produced it.
+pub(crate) struct CapturedFrame {
+    pub pixels: Pixels,
+    pub capture_us: Micros,
+    pub capture_dur_us: u32,
+}
+
+#[derive(Default)]
+pub(crate) struct HostSamples {
+    pub capture: Samples,
+    pub queue: Samples,
+    pub convert: Samples,
+    pub encode: Samples,
+    pub send: Samples,
+    /// With pacing on: per frame, the time between its first and last batch not spent
+    /// sending (part of `send`).
+    pub pace: Samples,
+    pub frame_bytes: Samples,
+    pub audio_encode: Samples,
+    /// Time the caller of a synchronous send was blocked.
+    pub sync_blocked: Samples,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub captured: AtomicU64,
+    pub encoded: AtomicU64,
+    pub sent: AtomicU64,
+    pub keyframes: AtomicU64,
+    pub inputs_applied: AtomicU64,
+    pub inputs_dropped: AtomicU64,
+    pub send_errors: AtomicU64,
+    pub unchanged: AtomicU64,
+    pub grab_errors: AtomicU64,
+    pub audio_packets: AtomicU64,
+    pub bitrate_changes: AtomicU64,
+    /// Frames whose datagrams went out in more than one paced batch.
+    pub paced_frames: AtomicU64,
+}
+
+/// What the network driver publishes about the connection (read by the sources and the API).
+#[derive(Default)]
+pub(crate) struct Link {
+    connected: AtomicBool,
+    /// Bumped when a client connects: the encoder restarts frame numbering with a keyframe.
+    epoch: AtomicU64,
+}
+
+impl Link {
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_connected(&self, c: bool) {
+        self.connected.store(c, Ordering::SeqCst);
+    }
+
+    /// A new client: the next epoch.
+    pub(crate) fn new_client(&self) -> u64 {
+        self.connected.store(true, Ordering::SeqCst);
+        self.epoch.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+pub(crate) struct HostShared {
+    pub stop: AtomicBool,
+    pub link: Link,
+    /// The newest captured frame for the encoder thread (scene and app sources).
+    pub frames: Slot<CapturedFrame>,
+    pub spare: Mutex<Vec<Pixels>>,
+    /// Input for the application (input sink: queue).
+    pub app_inputs: Mutex<std::collections::VecDeque<InputRecord>>,
+    /// The captured area's origin on the X screen (for absolute pointer replay).
+    pub capture_origin: Mutex<(i32, i32)>,
+    pub source_ended: AtomicBool,
+    pub counters: Counters,
+    pub samples: Mutex<HostSamples>,
+    fatal: Mutex<Option<String>>,
+    events: Mutex<Vec<String>>,
+}
+
+impl HostShared {
+    pub fn new(capture_origin: (i32, i32)) -> HostShared {
+        HostShared {
+            stop: AtomicBool::new(false),
+            link: Link::default(),
+            frames: Slot::new(),
+            spare: Mutex::new(Vec::new()),
+            app_inputs: Mutex::new(Default::default()),
+            capture_origin: Mutex::new(capture_origin),
+            source_ended: AtomicBool::new(false),
+            counters: Counters::default(),
+            samples: Mutex::new(HostSamples::default()),
+            fatal: Mutex::new(None),
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A fatal error: the host stops.
+    pub fn fail(&self, message: String) {
+        log::error!("host: {message}");
+        lock(&self.fatal).get_or_insert(message);
+        self.request_stop();
+    }
+
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.frames.close();
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    pub fn fatal(&self) -> Option<String> {
+        lock(&self.fatal).clone()
+    }
+
+    /// Something the user should see in the host's log and summary.
+    pub fn note(&self, message: String) {
+        log::info!("host: {message}");
+        let mut ev = lock(&self.events);
+        if ev.len() < 1000 {
+            ev.push(message);
+        }
+    }
+
+    pub fn events(&self) -> Vec<String> {
+        lock(&self.events).clone()
+    }
+
+    /// Waits for a client; false when the host stops first.
+    pub fn wait_client(&self) -> bool {
+        while !self.stopped() {
+            if self.link.connected() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        false
+    }
+
+    /// Gives a frame buffer back for reuse.
+    pub fn recycle(&self, pixels: Pixels) {
+        let mut spare = lock(&self.spare);
+        if spare.len() < 4 {
+            spare.push(pixels);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_epochs_count_clients() {
+        let l = Link::default();
+        assert!(!l.connected());
+        assert_eq!(l.new_client(), 1);
+        assert!(l.connected());
+        l.set_connected(false);
+        assert_eq!(l.new_client(), 2);
+        assert_eq!(l.epoch(), 2);
+    }
+
+    #[test]
+    fn a_failure_stops_and_keeps_the_first_message() {
+        let s = HostShared::new((0, 0));
+        s.fail("first".into());
+        s.fail("second".into());
+        assert!(s.stopped());
+        assert_eq!(s.fatal().as_deref(), Some("first"));
+        assert!(s.frames.is_closed());
+    }
+
+    #[test]
+    fn notes_are_bounded() {
+        let s = HostShared::new((0, 0));
+        for i in 0..1100 {
+            s.note(format!("{i}"));
+        }
+        assert_eq!(s.events().len(), 1000);
+    }
+}

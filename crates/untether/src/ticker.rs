@@ -1,0 +1,121 @@
+//! The frame ticker: wakes a source at a fixed rate on the monotonic clock, skipping (not
+//! bursting) the ticks it missed after a stall. One copy for every source that runs on a clock:
+//! the test scene, X11 capture, a paced pipe file, the test tone.
+
+use untether_proto::Micros;
+
+use crate::clock::{now_us, sleep_until};
+
+/// Ticks at a fixed interval from a start time.
+#[derive(Clone, Debug)]
+pub struct Ticker {
+    start: Micros,
+    interval: Micros,
+    /// The next tick's number (its deadline is `start + next * interval`).
+    next: u64,
+    skipped: u64,
+}
+
+impl Ticker {
+    /// Ticks every `interval` µs (at least 1), the first tick at `start`.
+    pub fn new(start: Micros, interval: Micros) -> Ticker {
+        Ticker {
+            start,
+            interval: interval.max(1),
+            next: 0,
+            skipped: 0,
+        }
+    }
+
+    /// Ticks at `fps` frames per second from now.
+    pub fn at_fps(fps: u32) -> Ticker {
+        Ticker::new(now_us(), 1_000_000 / u64::from(fps.max(1)))
+    }
+
+    pub fn interval(&self) -> Micros {
+        self.interval
+    }
+
+    /// The deadline of the next tick.
+    pub fn deadline(&self) -> Micros {
+        self.start + self.next * self.interval
+    }
+
+    /// Ticks missed because the caller fell behind by more than one interval.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Advances past the tick due at `deadline`, given that it is now `now`: to the next tick,
+    /// or, when the caller fell behind by more than an interval (a stall), to the first tick
+    /// after `now` (the missed ones are skipped, not burst).
+    pub fn advance(&mut self, now: Micros) {
+        let deadline = self.deadline();
+        if now > deadline + self.interval {
+            let next = (now - self.start) / self.interval + 1;
+            self.skipped += next - self.next - 1;
+            self.next = next;
+        } else {
+            self.next += 1;
+        }
+    }
+
+    /// Re-aligns to the clock after a pause (e.g. no client): the next tick is the first after
+    /// `now`, and the pause does not count as skipped.
+    pub fn resync(&mut self, now: Micros) {
+        self.next = now.saturating_sub(self.start) / self.interval + 1;
+    }
+
+    /// Sleeps until the next tick and advances; returns the tick's deadline.
+    pub fn wait(&mut self) -> Micros {
+        let deadline = self.deadline();
+        sleep_until(deadline);
+        self.advance(now_us());
+        deadline
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_on_schedule() {
+        let mut t = Ticker::new(1_000, 100);
+        assert_eq!(t.deadline(), 1_000);
+        t.advance(1_000);
+        assert_eq!(t.deadline(), 1_100);
+        // Late by less than an interval: the next tick keeps its slot.
+        t.advance(1_150);
+        assert_eq!(t.deadline(), 1_200);
+        assert_eq!(t.skipped(), 0);
+    }
+
+    #[test]
+    fn a_stall_skips_missed_ticks_instead_of_bursting() {
+        let mut t = Ticker::new(0, 100);
+        t.advance(0);
+        // The tick due at 100 ran at 550: ticks 200..=500 are skipped, the next is at 600.
+        t.advance(550);
+        assert_eq!(t.deadline(), 600);
+        assert_eq!(t.skipped(), 4);
+    }
+
+    #[test]
+    fn resync_after_a_pause_is_not_a_skip() {
+        let mut t = Ticker::new(0, 100);
+        t.resync(10_050);
+        assert_eq!(t.deadline(), 10_100);
+        assert_eq!(t.skipped(), 0);
+        assert_eq!(Ticker::new(0, 0).interval(), 1);
+    }
+
+    #[test]
+    fn wait_sleeps_to_the_deadline() {
+        let mut t = Ticker::at_fps(1000);
+        let d0 = t.wait();
+        let d1 = t.wait();
+        assert!(d1 > d0);
+        assert!(now_us() >= d1);
+    }
+}
