@@ -20,7 +20,7 @@ use untether::stats::Samples;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::{stamp, BgraFrame};
 
-use untether_net::netns::Side;
+use untether_netem::netns::Side;
 
 use crate::scenario::Scenario;
 use crate::series::{FrameSample, ScenarioResult};

@@ -20,7 +20,7 @@ use untether_media::convert::Conversion;
 use untether_media::quality::{CompareSpace, Picture, QualityMeter};
 use untether_media::{stamp, BgraFrame};
 
-use untether_net::netns::{Side, Testbed};
+use untether_netem::netns::{Side, Testbed};
 
 use crate::scenario::Scenario;
 use crate::series::{FrameSample, QualitySample, ResponseSample, ScenarioResult};
@@ -88,7 +88,7 @@ pub struct BenchOptions {
     /// An input event (a small pointer turn) every this many ms for response delay; 0: none.
     pub response_interval_ms: u64,
     /// Loopback runs go through impairment relays, one per path (`--loss`, `--paths`, …).
-    pub impairment: Option<untether_net::Profile>,
+    pub impairment: Option<untether_netem::Profile>,
 }
 
 impl Default for BenchOptions {
@@ -554,19 +554,19 @@ pub fn run_untether(
 /// Host and client over loopback with an impairment relay on each path of `profile` (the
 /// client's main address is the first relay, the others are its extra paths).
 fn run_through_relays(
-    profile: &untether_net::Profile,
+    profile: &untether_netem::Profile,
     mut options: DemoOptions,
     mut setup: HostSetup,
     mut io: ClientIo,
     stop: Arc<AtomicBool>,
-) -> Result<(untether::DemoRun, Vec<untether_net::RelayStats>), String> {
+) -> Result<(untether::DemoRun, Vec<untether_netem::RelayStats>), String> {
     let (host_trust, client_trust) = untether::identity::memory_pair();
     setup.trust = host_trust;
     io.trust = client_trust;
     options.host.host.bind = "127.0.0.1:0".into();
     let host = untether::Host::start_with(options.host.clone(), setup)
         .map_err(|e| format!("host: {e}"))?;
-    let relays = match untether_net::RelaySet::from_profile(
+    let relays = match untether_netem::RelaySet::from_profile(
         profile,
         ([127, 0, 0, 1], 0).into(),
         host.local_addr(),
@@ -604,7 +604,7 @@ fn run_through_relays(
 }
 
 /// The impairment of each path in words (`down: … / up: …`, paths joined by ` | `).
-pub fn describe_profile(profile: &untether_net::Profile) -> String {
+pub fn describe_profile(profile: &untether_netem::Profile) -> String {
     profile
         .paths
         .iter()
@@ -627,7 +627,7 @@ pub fn describe_profile(profile: &untether_net::Profile) -> String {
 }
 
 /// The two namespaces of a netns scenario, with its rate limit and loss.
-pub fn testbed(sc: &Scenario) -> Result<Testbed, untether_net::netns::NetnsError> {
+pub fn testbed(sc: &Scenario) -> Result<Testbed, untether_netem::netns::NetnsError> {
     let tb = Testbed::create(sc.rate.as_deref())?;
     if let Some(loss) = sc.loss {
         tb.set_loss(loss)?;

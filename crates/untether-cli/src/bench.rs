@@ -114,7 +114,7 @@ pub struct BenchArgs {
     /// loss (--loss) on the veth pair: --loss 2% --burst-loss --delay 5ms --jitter 2ms --rate 20mbit
     /// --outage 5s@10s --paths 2 … (docs/NETEM.md).
     #[command(flatten)]
-    link: untether_net::ImpairmentArgs,
+    link: untether_netem::ImpairmentArgs,
 }
 
 #[derive(serde::Deserialize)]
@@ -151,7 +151,7 @@ fn parse_size(s: &str) -> Result<(u32, u32)> {
 }
 
 /// The relays' profile, when any impairment flag (other than --rate with --netns) is given.
-fn impairment(a: &BenchArgs) -> Result<Option<untether_net::Profile>> {
+fn impairment(a: &BenchArgs) -> Result<Option<untether_netem::Profile>> {
     let mut link = a.link.clone();
     if a.netns {
         // --rate is the veth's tbf there and --loss the kernel's random drop (nftables);
@@ -271,7 +271,7 @@ fn p50(r: &ScenarioResult) -> Option<f64> {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.cleanup {
-        let removed = untether_net::netns::cleanup_stale()
+        let removed = untether_netem::netns::cleanup_stale()
             .context("removing namespaces of killed bench runs")?;
         if removed.is_empty() {
             println!("nothing to clean up");
@@ -290,7 +290,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let s = stop.clone();
     if list.iter().any(|sc| sc.transport == "netns") {
         // Ctrl-C, SIGTERM, SIGHUP: tear the namespaces down and exit at once.
-        untether_net::netns::install_signal_cleanup(move || s.store(true, Ordering::SeqCst))
+        untether_netem::netns::install_signal_cleanup(move || s.store(true, Ordering::SeqCst))
             .map_err(|e| anyhow::anyhow!(e))?;
     } else if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst)) {
         log::warn!("cannot install the Ctrl-C handler: {e}");

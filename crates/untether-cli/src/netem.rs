@@ -1,5 +1,5 @@
 //! `untether netem`: the impairment relay on the command line. The logic (units, profiles,
-//! relays) is in `untether_net`; this only parses, starts, prints and stops.
+//! relays) is in `untether_netem`; this only parses, starts, prints and stops.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use untether_net::profile::Direction;
-use untether_net::relay::{RelaySet, RelayStats};
-use untether_net::ImpairmentArgs;
+use untether_netem::profile::Direction;
+use untether_netem::relay::{RelaySet, RelayStats};
+use untether_netem::ImpairmentArgs;
 
 /// Flags of `untether netem`.
 #[derive(clap::Args, Debug, Clone)]

@@ -2,29 +2,19 @@
 //!
 //! [`UdpEndpoint`] is a UDP socket with large kernel buffers (a 1080p keyframe is hundreds of
 //! datagrams sent in one burst) and a receive that waits at most a given time, with microsecond
-//! precision, so a protocol state machine's timers can be honoured.
+//! precision, so a protocol state machine's timers can be honoured. [`wait`] blocks on several
+//! endpoints and a [`Waker`] at once, for a driver thread that other threads hand work to.
 //!
-//! The impairment relay (`untether netem`, docs/NETEM.md) lives here too: [`impair`] is its pure,
-//! seeded model (loss, bursts, delay and jitter, rate limit, reordering, duplication, outages),
-//! [`relay`] the UDP forwarder that applies it per direction, [`profile`] its file format and
-//! [`units`] the parsing of `2%`, `5ms`, `20mbit`, `5s@10s`.
+//! It also holds the runtime's one clock, [`now_us`] and [`sleep_until`] (`CLOCK_MONOTONIC` in
+//! [`Micros`], the protocol's time unit), so everything that timestamps datagrams reads the same
+//! one. Only syscalls live here; the impairment relay behind `untether netem` is the crate
+//! `untether-netem`.
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "clap")]
-pub mod args;
-pub mod impair;
-pub mod netns;
-pub mod profile;
-pub mod relay;
-pub mod units;
 pub mod wake;
 
-#[cfg(feature = "clap")]
-pub use args::{DirectionScope, ImpairmentArgs};
-pub use impair::{DropCause, Impairer, Impairment, Micros, Verdict};
-pub use profile::{ConfigError, Direction, Profile, ProfileSpec};
-pub use relay::{DirectionStats, Relay, RelayConfig, RelaySet, RelayStats};
+pub use untether_proto::Micros;
 pub use wake::{wait, Readiness, Waker};
 
 use std::io;
@@ -308,7 +298,7 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
 }
 
 /// Microseconds of `CLOCK_MONOTONIC` (the project's clock; the same across network namespaces of
-/// one machine).
+/// one machine, so host and client there share it).
 pub fn now_us() -> Micros {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -317,6 +307,15 @@ pub fn now_us() -> Micros {
     // SAFETY: `ts` is a valid timespec to write to; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+/// Sleeps until the monotonic clock ([`now_us`]) reaches `deadline_us` (returns at once if it
+/// has passed).
+pub fn sleep_until(deadline_us: Micros) {
+    let now = now_us();
+    if deadline_us > now {
+        std::thread::sleep(Duration::from_micros(deadline_us - now));
+    }
 }
 
 #[cfg(test)]
@@ -357,6 +356,16 @@ mod tests {
         let mut buf = [0u8; 16];
         let got = c.recv(&mut buf, Duration::from_secs(1)).unwrap();
         assert_eq!(got, Received::Refused);
+    }
+
+    #[test]
+    fn sleep_until_reaches_the_deadline_and_returns_at_once_after_it() {
+        let deadline = now_us() + 5_000;
+        sleep_until(deadline);
+        assert!(now_us() >= deadline);
+        let t = Instant::now();
+        sleep_until(now_us().saturating_sub(1_000_000));
+        assert!(t.elapsed() < Duration::from_millis(5));
     }
 
     #[test]

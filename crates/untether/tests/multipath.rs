@@ -1,5 +1,5 @@
 //! The link under stress, end to end: a real host and client, real x264 and FFmpeg, real UDP,
-//! and each path through an impairment relay (untether-net's). On loopback, and — as root —
+//! and each path through an impairment relay (untether-netem's). On loopback, and — as root —
 //! with host and client in two network namespaces joined by a veth pair (two "machines"), the
 //! relays running on the client's side.
 //!
@@ -15,9 +15,9 @@ use std::time::Duration;
 use untether::client::{ClientOptions, ClientRun, Display};
 use untether::config::ConfigToml;
 use untether::{DemoOptions, HostOptions, HostSummary};
-use untether_net::impair::{Impairment, Outage};
-use untether_net::netns::{Side, Testbed};
-use untether_net::relay::{Relay, RelayConfig};
+use untether_netem::impair::{Impairment, Outage};
+use untether_netem::netns::{Side, Testbed};
+use untether_netem::relay::{Relay, RelayConfig};
 use untether_proto::Micros;
 
 /// Where host and client run.

@@ -6,7 +6,9 @@
 //! Every parser returns `Err(message)` where the message names the accepted forms; the caller adds
 //! the key or flag (clap does this for flags, [`crate::profile`] for profile keys).
 
-use crate::impair::{GilbertElliott, Micros, Outage};
+use untether_net::Micros;
+
+use crate::impair::{GilbertElliott, Outage};
 
 /// Accepted forms of a fraction, for error messages.
 pub const FRACTION_FORMS: &str =

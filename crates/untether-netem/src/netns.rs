@@ -3,7 +3,7 @@
 //!
 //! - Names never collide with anything else: namespaces `utb-<pid>-<n>-host` and
 //!   `utb-<pid>-<n>-client`, veth ends `utb<pid hex><n>h` / `…c` (≤ 15 characters).
-//! - Addresses: 10.77.<k>.1/30 (host) and 10.77.<k>.2/30 (client), k from pid and n.
+//! - Addresses: `10.77.<k>.1/30` (host) and `10.77.<k>.2/30` (client), k from pid and n.
 //! - Always torn down: on drop, by [`Testbed::teardown`], and on SIGINT/SIGTERM/SIGHUP once
 //!   [`install_signal_cleanup`] ran (the process then exits with 128 + signal). After a
 //!   SIGKILL nothing can run in the process: [`cleanup_stale`] removes the namespaces of pids

@@ -4,10 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use untether_net::impair::{Impairer, Impairment, Jitter, Outage, QueueLimit, RateLimit, Verdict};
-use untether_net::profile::{direction_seed, Direction, PathProfile, Profile};
-use untether_net::relay::{Relay, RelayConfig, RelaySet};
 use untether_net::{now_us, Received, UdpEndpoint};
+use untether_netem::impair::{
+    Impairer, Impairment, Jitter, Outage, QueueLimit, RateLimit, Verdict,
+};
+use untether_netem::profile::{direction_seed, Direction, PathProfile, Profile};
+use untether_netem::relay::{Relay, RelayConfig, RelaySet};
 
 fn local() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()

@@ -30,9 +30,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::impair::{DropCause, Impairer, Impairment, Micros, Verdict};
+use untether_net::{now_us, resolve, Micros, NetError, UdpEndpoint, MAX_DATAGRAM};
+
+use crate::impair::{DropCause, Impairer, Impairment, Verdict};
 use crate::profile::{direction_seed, Direction, Profile, DEFAULT_SEED};
-use crate::{now_us, resolve, NetError, UdpEndpoint, MAX_DATAGRAM};
 
 /// Longest single wait, so that a stop request is seen within this.
 pub const IDLE_WAIT_US: Micros = 20_000;

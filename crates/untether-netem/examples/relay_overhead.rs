@@ -6,7 +6,7 @@
 //! 4. how many datagrams per second it forwards when blasted.
 //!
 //! ```text
-//! cargo run --release -p untether-net --example relay_overhead [-- PACKETS [INTERVAL_US]]
+//! cargo run --release -p untether-netem --example relay_overhead [-- PACKETS [INTERVAL_US]]
 //! ```
 //! Defaults: 20000 datagrams of 200 bytes per measurement, one every 200 µs.
 
@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use untether_net::impair::Impairment;
-use untether_net::relay::{Relay, RelayConfig};
 use untether_net::{now_us, Received, UdpEndpoint};
+use untether_netem::impair::Impairment;
+use untether_netem::relay::{Relay, RelayConfig};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 

@@ -45,10 +45,9 @@ use std::sync::Arc;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::units::{fmt_pct, fmt_rate, fmt_us};
+use untether_net::Micros;
 
-/// Microseconds of a monotonic clock (the project's one time unit).
-pub type Micros = u64;
+use crate::units::{fmt_pct, fmt_rate, fmt_us};
 
 /// Default extra hold-back of a reordered datagram.
 pub const DEFAULT_REORDER_DELAY_US: Micros = 1000;

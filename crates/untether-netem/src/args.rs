@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use crate::impair::{GilbertElliott, Micros, Outage, DEFAULT_MEAN_BURST};
+use untether_net::Micros;
+
+use crate::impair::{GilbertElliott, Outage, DEFAULT_MEAN_BURST};
 use crate::profile::{
     BurstLoss, ConfigError, ImpairmentSpec, JitterDist, KeyStyle, Overrides, Profile, ProfileSpec,
     MAX_PATHS,
@@ -333,7 +335,7 @@ mod tests {
 
     #[test]
     fn flags_override_a_profile() {
-        let dir = std::env::temp_dir().join(format!("untether-net-args-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("untether-netem-args-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("p.toml");
         std::fs::write(&file, "seed = 5\n[both]\nloss = \"1%\"\ndelay = \"10ms\"\n").unwrap();

@@ -21,9 +21,11 @@ use std::sync::Arc;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+use untether_net::Micros;
+
 use crate::impair::{
-    derive_seed, DelayTrace, GilbertElliott, Impairment, Jitter, Micros, Outage, QueueLimit,
-    RateLimit, DEFAULT_MEAN_BURST, DEFAULT_REORDER_DELAY_US,
+    derive_seed, DelayTrace, GilbertElliott, Impairment, Jitter, Outage, QueueLimit, RateLimit,
+    DEFAULT_MEAN_BURST, DEFAULT_REORDER_DELAY_US,
 };
 use crate::units::{self, SizeSpec};
 
@@ -70,8 +72,7 @@ impl fmt::Display for Direction {
 }
 
 /// How the variable part of the delay is distributed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum JitterDist {
     /// Normal: the jitter is its standard deviation σ.
     Normal,
