@@ -1,0 +1,333 @@
+//! The client's network driver: the one thread that owns the [`ClientSession`] and its sockets
+//! (one per path, each connected to its host address).
+//!
+//! Other threads hand it [`ClientCommand`]s: input from the window, the application and the
+//! registered devices, the decoder's timings and failures, the goodbye. What the session
+//! reports goes out as events: complete frames to the decode thread, audio into the playout
+//! buffer, the numbers of sent input events to the presenter (which times their response), the
+//! connection state and the run's outcome to [`ClientShared`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+use untether_media::audio::Playout;
+use untether_proto::{
+    fingerprint, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent, Micros,
+    PublicKey, RejectReason, Route,
+};
+
+use super::input::state_input;
+use super::record::MAX_RECORDS;
+use super::{ClientError, ClientShared};
+use crate::clock::now_us;
+use crate::driver::{Endpoint, Outgoing, Via};
+use crate::identity::{StateDir, KNOWN_HOSTS_FILE};
+
+/// Where the client pins the host's key (trust on first use).
+pub(crate) struct KnownHosts {
+    pub dir: StateDir,
+    pub label: String,
+    /// The key pinned before this run.
+    pub pinned: Option<PublicKey>,
+}
+
+/// Where an input event goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    /// From the window or the application: continuous values (pointer position, head pose) on
+    /// the latest-wins state channel, the rest reliable; reliable ones are reported back to the
+    /// presenter with their sequence number.
+    Window,
+    /// A synthetic probe: reliable, reported back.
+    Probe,
+    /// From a registered input device: reliable, counted as device events.
+    Device,
+}
+
+/// What other threads hand the client's network driver.
+pub(crate) enum ClientCommand {
+    Input(InputKind, Vec<InputEvent>),
+    /// How long a frame took to decode, µs (for the host's quality feedback).
+    DecodeTime(u64),
+    /// A frame failed to decode: ask for a keyframe.
+    DecodeFailed(u32),
+    /// The client is ending: say goodbye.
+    Close,
+}
+
+/// The client's network side, run by [`crate::driver::run`].
+pub(crate) struct ClientNet {
+    pub session: ClientSession,
+    shared: Arc<ClientShared>,
+    known_hosts: Option<KnownHosts>,
+    playout: Option<Arc<Mutex<Playout>>>,
+    frames: Sender<CompleteFrame>,
+    /// (sequence number, send time) of each reliable window/probe event, for the presenter.
+    sent_inputs: Sender<(u32, Micros)>,
+    end_on_host_bye: bool,
+    done: bool,
+}
+
+impl ClientNet {
+    pub fn new(
+        session: ClientSession,
+        shared: Arc<ClientShared>,
+        known_hosts: Option<KnownHosts>,
+        playout: Option<Arc<Mutex<Playout>>>,
+        frames: Sender<CompleteFrame>,
+        sent_inputs: Sender<(u32, Micros)>,
+        end_on_host_bye: bool,
+    ) -> ClientNet {
+        ClientNet {
+            session,
+            shared,
+            known_hosts,
+            playout,
+            frames,
+            sent_inputs,
+            end_on_host_bye,
+            done: false,
+        }
+    }
+
+    fn finish(&mut self, error: Option<ClientError>) {
+        self.shared.finish(error);
+        self.done = true;
+    }
+
+    fn send_inputs(&mut self, now: Micros, kind: InputKind, events: Vec<InputEvent>) {
+        if !self.session.is_connected() {
+            // Nothing to send to yet; state (axes, pointer) will be current again at the next
+            // report.
+            return;
+        }
+        let (mut sent, mut refused, mut state) = (0, 0, 0);
+        for ev in events {
+            if kind == InputKind::Window {
+                // Continuous state goes on the latest-wins channel: only the newest value
+                // matters, and a lost one is never resent once a newer one exists.
+                if let Some((key, value)) = state_input(&ev) {
+                    if self.session.send_state(now, key, value) {
+                        state += 1;
+                    }
+                    continue;
+                }
+            }
+            match self.session.send_input(now, ev) {
+                Some(seq) => {
+                    sent += 1;
+                    if kind != InputKind::Device {
+                        let _ = self.sent_inputs.send((seq, now));
+                    }
+                }
+                None => refused += 1,
+            }
+        }
+        let mut run = super::lock(&self.shared.run);
+        run.inputs_sent += sent;
+        run.inputs_refused += refused;
+        run.state_updates += state;
+        if kind == InputKind::Device {
+            run.device_events += sent;
+        }
+    }
+
+    fn on_event(&mut self, ev: ClientEvent) {
+        let s = self.shared.clone();
+        let port = s.host.port();
+        match ev {
+            ClientEvent::Connected(params) => {
+                log::info!(
+                    "client: connected to {}: {}x{} @ {} fps, {:?}, {} kbit/s",
+                    s.host,
+                    params.width,
+                    params.height,
+                    params.fps,
+                    params.codec,
+                    params.bitrate_kbps
+                );
+                let host_key = self.session.host_key();
+                if let (Some(kh), Some(key)) = (&self.known_hosts, host_key) {
+                    if kh.pinned.is_none() {
+                        // Trust on first use (or after PIN pairing, which proved the key).
+                        match kh.dir.trust_host(&kh.label, &key) {
+                            Ok(()) => log::info!(
+                                "client: trusting host {} ({}) from now on ({})",
+                                kh.label,
+                                fingerprint(&key),
+                                kh.dir.file_path(KNOWN_HOSTS_FILE).display()
+                            ),
+                            Err(e) => log::warn!("client: cannot pin the host's key: {e}"),
+                        }
+                    }
+                }
+                let mut run = super::lock(&s.run);
+                run.params = Some(params);
+                run.connected_us = Some(now_us());
+                run.host_key = host_key;
+            }
+            ClientEvent::Rejected {
+                reason: RejectReason::UntrustedHost,
+                message,
+            } => {
+                let (label, file) = match &self.known_hosts {
+                    Some(kh) => (kh.label.clone(), kh.dir.file_path(KNOWN_HOSTS_FILE)),
+                    None => (s.host.to_string(), PathBuf::from("(in memory)")),
+                };
+                self.finish(Some(ClientError::HostKeyChanged {
+                    host: s.host,
+                    label,
+                    file,
+                    message,
+                }));
+            }
+            ClientEvent::Rejected { reason, message } => self.finish(Some(ClientError::Rejected {
+                host: s.host,
+                reason,
+                message,
+            })),
+            ClientEvent::ConnectTimeout => {
+                let secs = (now_us() - super::lock(&s.run).started_us) as f64 / 1e6;
+                self.finish(Some(ClientError::NoAnswer {
+                    host: s.host,
+                    secs,
+                    port,
+                }));
+            }
+            ClientEvent::HostGone(GoneReason::Bye) if self.end_on_host_bye => {
+                log::info!("client: the host ended the stream");
+                super::lock(&s.run).outcome = Some("the host ended the stream".into());
+                self.finish(None);
+            }
+            ClientEvent::HostGone(reason) => {
+                let reason = match reason {
+                    GoneReason::Timeout => "silent for longer than the idle timeout".to_string(),
+                    GoneReason::Bye => "it closed the session".to_string(),
+                    GoneReason::Replaced => "another run of this client took over".to_string(),
+                };
+                self.finish(Some(ClientError::HostGone {
+                    host: s.host,
+                    reason,
+                }));
+            }
+            ClientEvent::Frame(frame) => {
+                // Decoding runs on its own thread so that audio, input acknowledgements and
+                // the next frame's shards are not held behind a decode.
+                if self.frames.send(frame).is_err() {
+                    self.done = true;
+                }
+            }
+            ClientEvent::FrameTiming(t) => {
+                let mut run = super::lock(&s.run);
+                if run.timings.len() < MAX_RECORDS {
+                    run.timings.insert(t.frame_number, t);
+                }
+            }
+            ClientEvent::Rtt(us) => {
+                let mut run = super::lock(&s.run);
+                if run.pings.len() < MAX_RECORDS {
+                    run.pings.push(us);
+                }
+            }
+            ClientEvent::Audio(p) => {
+                if let Some(playout) = &self.playout {
+                    super::lock(playout).push(now_us(), p.seq, p.pts_us, &p.opus, &p.prev_opus);
+                }
+            }
+            ClientEvent::FrameLost { .. }
+            | ClientEvent::FrameSkipped { .. }
+            | ClientEvent::InputAcked { .. } => {}
+        }
+    }
+}
+
+impl Endpoint for ClientNet {
+    type Command = ClientCommand;
+
+    fn poll_timeout(&self) -> Option<Micros> {
+        self.session.poll_timeout()
+    }
+
+    fn handle_datagram(&mut self, now: Micros, socket: usize, _from: SocketAddr, data: &[u8]) {
+        self.session.handle_datagram_on(now, socket, data);
+    }
+
+    fn handle_refused(&mut self, _now: Micros, socket: usize) {
+        if socket > 0 {
+            // Another path's host address refusing is that path's problem only.
+            return;
+        }
+        let s = &self.shared;
+        // Before the session starts, a refusal means nobody listens; later it means the host
+        // process is gone.
+        let err = if self.session.is_connected() {
+            ClientError::HostGone {
+                host: s.host,
+                reason: "its port is closed (the host process stopped)".into(),
+            }
+        } else {
+            ClientError::Refused {
+                host: s.host,
+                port: s.host.port(),
+            }
+        };
+        self.finish(Some(err));
+    }
+
+    fn handle_timeout(&mut self, now: Micros) {
+        self.session.handle_timeout(now);
+    }
+
+    fn handle_command(&mut self, now: Micros, command: ClientCommand) {
+        match command {
+            ClientCommand::Input(kind, events) => self.send_inputs(now, kind, events),
+            ClientCommand::DecodeTime(us) => self.session.note_decode_time(us),
+            ClientCommand::DecodeFailed(frame_number) => {
+                self.session.decode_failed(now, frame_number)
+            }
+            ClientCommand::Close => {
+                if self.session.is_connected() {
+                    self.session.close(now);
+                }
+                self.done = true;
+            }
+        }
+    }
+
+    fn handle_events(&mut self, _now: Micros) {
+        while let Some(ev) = self.session.poll_event() {
+            self.on_event(ev);
+            if self.done {
+                break;
+            }
+        }
+        self.shared
+            .connected
+            .store(self.session.is_connected(), Ordering::SeqCst);
+    }
+
+    fn poll_transmit(&mut self, now: Micros) -> Option<Outgoing> {
+        let (route, payload) = self.session.poll_transmit_routed(now)?;
+        let via = match route {
+            Route::Primary => Via::Socket(0),
+            Route::Path(i) => Via::Socket(i as usize),
+            Route::All => Via::All,
+        };
+        // ECONNREFUSED from an earlier datagram can surface on send too; the receive path
+        // reports it.
+        Some(Outgoing {
+            via,
+            dst: None,
+            payload,
+        })
+    }
+
+    fn send_failed(&mut self, _dst: Option<SocketAddr>, _error: std::io::Error) {}
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}

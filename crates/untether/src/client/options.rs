@@ -1,0 +1,143 @@
+//! What a client is told: where the host is and the validated settings ([`ClientOptions`]),
+//! and what it does beyond showing the stream ([`ClientIo`]: a pipe sink, input devices,
+//! audio, injected input, a frame tap, identities).
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use untether_media::codec::DecodedFrame;
+use untether_proto::InputEvent;
+
+use super::record::FrameRecord;
+use super::ClientError;
+use crate::config::{ClientToml, NetworkToml};
+use crate::identity::ClientTrust;
+
+/// Where decoded pictures go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Display {
+    /// An SDL2 window (needs a display: X11 or Wayland).
+    Window,
+    /// No window: pictures are decoded, stamped times read, then dropped.
+    Headless,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub host: SocketAddr,
+    pub client: ClientToml,
+    pub network: NetworkToml,
+    pub display: Display,
+    /// Stop after this long (None: until the window closes, the host leaves or `stop` is set).
+    pub duration: Option<Duration>,
+    /// Write the last shown picture here as a binary PPM (P6).
+    pub save_frame: Option<PathBuf>,
+}
+
+/// A Linux input device (or anything carrying evdev `input_event` records: a pipe, a socket)
+/// whose events the client sends to the host.
+pub struct InputDevice {
+    pub name: String,
+    pub(crate) file: File,
+}
+
+impl InputDevice {
+    /// Opens `/dev/input/eventN` (or any path carrying evdev records: a FIFO, a character
+    /// device) for reading.
+    pub fn open(path: &std::path::Path) -> Result<InputDevice, ClientError> {
+        let file = File::open(path).map_err(|e| {
+            ClientError::Media(untether_media::MediaError::Other(format!(
+                "cannot open input device {}: {e}{}",
+                path.display(),
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    " (add yourself to the `input` group)"
+                } else {
+                    ""
+                }
+            )))
+        })?;
+        let name = untether_media::evdev::device_name(file.as_fd())
+            .unwrap_or_else(|| path.display().to_string());
+        Ok(InputDevice { name, file })
+    }
+
+    /// Takes an open file descriptor (a device, a pipe's read end, a socket).
+    pub fn from_fd(fd: OwnedFd, name: impl Into<String>) -> InputDevice {
+        let file = File::from(fd);
+        let name = untether_media::evdev::device_name(file.as_fd()).unwrap_or(name.into());
+        InputDevice { name, file }
+    }
+}
+
+impl std::fmt::Debug for InputDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "InputDevice({:?}, fd {})",
+            self.name,
+            self.file.as_raw_fd()
+        )
+    }
+}
+
+/// Client audio playback.
+#[derive(Clone, Debug)]
+pub struct ClientAudio {
+    /// SDL output device name (None: the default).
+    pub device: Option<String>,
+    /// Device buffer in samples (240 = 5 ms at 48 kHz).
+    pub buffer_samples: u16,
+    /// Record what is played (left channel) for this many seconds, into the run.
+    pub tap_seconds: u32,
+}
+
+impl Default for ClientAudio {
+    fn default() -> Self {
+        ClientAudio {
+            device: None,
+            buffer_samples: 240,
+            tap_seconds: 0,
+        }
+    }
+}
+
+/// Sees every shown picture with its record, after it was shown and timed (so off that
+/// frame's path): for picture-quality measurement. Runs on the presenter thread: keep it short.
+pub struct ShownFrameTap(pub ShownFrameFn);
+
+/// The function a [`ShownFrameTap`] calls.
+pub type ShownFrameFn = Box<dyn FnMut(&FrameRecord, &DecodedFrame) + Send>;
+
+impl std::fmt::Debug for ShownFrameTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ShownFrameTap")
+    }
+}
+
+/// What the client does beyond showing the stream: a pipe sink, input devices, audio.
+#[derive(Debug, Default)]
+pub struct ClientIo {
+    /// Write every decoded picture as raw I420 here (`-`: standard output), flushed per frame.
+    pub sink: Option<String>,
+    /// Devices whose evdev records go to the host; numbered 0, 1, … in this order.
+    pub input_devices: Vec<InputDevice>,
+    pub audio: Option<ClientAudio>,
+    /// Treat the host's goodbye as the normal end of the stream (a pipeline whose input ended)
+    /// rather than an error.
+    pub end_on_host_bye: bool,
+    /// Events the application sends itself (its own head tracking, synthetic input), sent
+    /// like the window's (pointer motion and head pose on the latest-wins state channel).
+    pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
+    /// Sees every shown picture, see [`ShownFrameTap`].
+    pub shown_frame_tap: Option<ShownFrameTap>,
+    /// The client's identity and the host keys it trusts: the state directory (default) or
+    /// in memory.
+    pub trust: ClientTrust,
+    /// Pair with the host using this one-time PIN (shown by the host).
+    pub pin: Option<String>,
+    /// The name the host's key is pinned under in `known_hosts.json` (default: its address).
+    pub host_label: Option<String>,
+}

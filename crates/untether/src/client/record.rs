@@ -1,0 +1,110 @@
+//! What a client run measured: per frame ([`FrameRecord`]), for the run ([`ClientRun`]) and
+//! for audio ([`AudioRun`]); bounded to ten minutes of frames at 60 fps.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use untether_media::audio::{Played, PlayoutStats, Tap};
+use untether_media::stamp::Stamp;
+use untether_proto::{ClientStats, ClockEstimate, FrameTiming, Micros, PublicKey, SessionParams};
+
+/// What the audio playback measured.
+#[derive(Clone, Debug, Default)]
+pub struct AudioRun {
+    pub driver: String,
+    pub buffer_samples: u16,
+    pub stats: PlayoutStats,
+    /// When each packet's first sample left the device.
+    pub played: Vec<Played>,
+    /// The playout targets the buffer moved to, µs.
+    pub targets: Vec<u64>,
+    pub final_target_us: u64,
+    pub tap: Option<Tap>,
+}
+
+/// Everything the client knows about one frame it decoded.
+#[derive(Clone, Debug, Default)]
+pub struct FrameRecord {
+    pub frame_number: u32,
+    pub keyframe: bool,
+    /// Host clock.
+    pub capture_us: Micros,
+    pub first_shard_us: Micros,
+    pub last_shard_us: Micros,
+    pub decode_start_us: Micros,
+    pub decode_end_us: Micros,
+    /// 0 when the picture was never shown (a newer one replaced it first).
+    pub shown_us: Micros,
+    pub bytes: usize,
+    pub stamp: Option<Stamp>,
+    /// A 16×9 grid of luma samples from below the stamp: enough to see that the picture
+    /// changed (input took effect, or a freeze), far too little to store pictures.
+    pub thumbnail: Vec<u8>,
+}
+
+/// What one client run measured.
+#[derive(Clone, Debug, Default)]
+pub struct ClientRun {
+    pub params: Option<SessionParams>,
+    pub started_us: Micros,
+    pub connected_us: Option<Micros>,
+    pub ended_us: Micros,
+    pub records: Vec<FrameRecord>,
+    pub timings: HashMap<u32, FrameTiming>,
+    pub stats: ClientStats,
+    pub clock: Option<ClockEstimate>,
+    pub decode_errors: u64,
+    pub decoded: u64,
+    pub shown: u64,
+    pub dropped_presenter: u64,
+    pub stamp_unreadable: u64,
+    pub inputs_sent: u64,
+    /// Pointer positions and head poses set on the latest-wins state channel.
+    pub state_updates: u64,
+    /// The host's key (authenticated by the handshake), once connected.
+    pub host_key: Option<PublicKey>,
+    /// Input events the session refused (too many unacknowledged: the host is unreachable).
+    pub inputs_refused: u64,
+    /// Input response samples: (seq, sent_us, reflected_in_decoded_frame_us), client clock.
+    pub input_responses: Vec<(u32, Micros, Micros)>,
+    pub pings: Vec<u64>,
+    pub outcome: Option<String>,
+    /// Audio playback, when enabled.
+    pub audio: Option<AudioRun>,
+    /// Frames written to the pipe sink.
+    pub sink_frames: u64,
+    /// Events read from registered input devices and sent.
+    pub device_events: u64,
+    /// The host address of each path (path 0: the main one; more with `client.paths`).
+    pub paths: Vec<SocketAddr>,
+}
+
+/// The most frames whose records we keep (10 minutes at 60 fps).
+pub(crate) const MAX_RECORDS: usize = 36_000;
+
+pub(crate) fn keep_record(run: &mut ClientRun, record: FrameRecord) {
+    if run.records.len() < MAX_RECORDS {
+        run.records.push(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_bounded() {
+        let mut run = ClientRun::default();
+        for i in 0..(MAX_RECORDS + 5) {
+            keep_record(
+                &mut run,
+                FrameRecord {
+                    frame_number: i as u32,
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(run.records.len(), MAX_RECORDS);
+        assert_eq!(run.records[0].frame_number, 0, "the first frames are kept");
+    }
+}
