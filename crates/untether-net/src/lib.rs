@@ -113,42 +113,6 @@ impl UdpEndpoint {
         Ok(endpoint)
     }
 
-    /// Waits up to `timeout` until one of `endpoints` can be read; the readable ones' flags.
-    pub fn wait_any_readable(
-        endpoints: &[&UdpEndpoint],
-        timeout: Duration,
-    ) -> io::Result<Vec<bool>> {
-        let mut fds: Vec<libc::pollfd> = endpoints
-            .iter()
-            .map(|e| libc::pollfd {
-                fd: e.socket.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: `fds` holds `fds.len()` valid pollfds, `ts` a valid timespec, no signal mask.
-        let rc = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &ts,
-                std::ptr::null(),
-            )
-        };
-        if rc < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                return Ok(vec![false; fds.len()]);
-            }
-            return Err(err);
-        }
-        Ok(fds.iter().map(|f| f.revents != 0).collect())
-    }
-
     /// The socket's descriptor (for [`wait`]).
     pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
         self.socket.as_raw_fd()

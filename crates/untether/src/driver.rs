@@ -109,6 +109,14 @@ pub struct Mailbox<C> {
     waker: Arc<Waker>,
 }
 
+impl<C> Mailbox<C> {
+    /// The commands waiting (for tests of the threads that send them).
+    #[cfg(test)]
+    pub(crate) fn drain(&self) -> Vec<C> {
+        self.commands.try_iter().collect()
+    }
+}
+
 /// A command channel and the waker that goes with it.
 pub fn channel<C>() -> std::io::Result<(Handle<C>, Mailbox<C>)> {
     let (tx, rx) = mpsc::channel();

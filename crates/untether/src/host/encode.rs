@@ -255,3 +255,97 @@ impl FrameSender {
         self.stage.app_keyframe.store(true, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver;
+    use crate::host::options::HostOptions;
+    use std::sync::mpsc;
+    use untether_media::BgraFrame;
+
+    fn frames(mailbox: &driver::Mailbox<HostCommand>) -> Vec<(u64, u32, bool)> {
+        mailbox
+            .drain()
+            .into_iter()
+            .filter_map(|c| match c {
+                HostCommand::Frame(f) => Some((f.epoch, f.frame_number, f.keyframe)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn bgra(f: &BgraFrame) -> InputPicture<'_> {
+        InputPicture::Bgra {
+            width: f.width,
+            height: f.height,
+            data: &f.data,
+            stride: f.stride,
+        }
+    }
+
+    #[test]
+    fn numbers_frames_per_client_and_follows_the_drivers_events() {
+        let cfg = encoder_config(
+            &HostOptions::default().video,
+            &HostSetup::default(),
+            128,
+            72,
+        );
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let (net, mailbox) = driver::channel().unwrap();
+        let (events, rx) = mpsc::channel();
+        let mut stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        let pixels = BgraFrame::new(128, 72).unwrap();
+        let picture = bgra(&pixels);
+        assert!(stage.must_send(), "the first frame is a keyframe");
+        shared.link.new_client();
+        for _ in 0..2 {
+            stage.send(&picture, now_us(), 0).unwrap();
+        }
+        events.send(EncoderEvent::Keyframe).unwrap();
+        assert!(stage.must_send());
+        stage.send(&picture, now_us(), 0).unwrap();
+        assert!(!stage.must_send());
+        events.send(EncoderEvent::Bitrate(500)).unwrap();
+        stage.send(&picture, now_us(), 0).unwrap();
+        assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
+        // A new client: numbering restarts with a keyframe.
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0).unwrap();
+        assert_eq!(
+            frames(&mailbox),
+            vec![
+                (1, 0, true),
+                (1, 1, false),
+                (1, 2, true),
+                (1, 3, false),
+                (2, 0, true)
+            ]
+        );
+        assert_eq!(shared.counters.encoded.load(Ordering::Relaxed), 5);
+        assert_eq!(shared.counters.keyframes.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_stopped_driver_is_an_error_not_a_silent_drop() {
+        let cfg = encoder_config(
+            &HostOptions::default().video,
+            &HostSetup::default(),
+            128,
+            72,
+        );
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let (net, mailbox) = driver::channel().unwrap();
+        drop(mailbox);
+        let (_events, rx) = mpsc::channel();
+        let mut stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        let pixels = BgraFrame::new(128, 72).unwrap();
+        let picture = bgra(&pixels);
+        shared.link.new_client();
+        assert!(matches!(
+            stage.send(&picture, now_us(), 0),
+            Err(HostError::Stopped(_))
+        ));
+    }
+}

@@ -214,3 +214,75 @@ pub fn scene_input(event: &InputEvent) -> Option<SceneInput> {
         | InputEvent::Text(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::sync_channel;
+
+    fn key(seq: u32) -> InputRecord {
+        InputRecord {
+            seq,
+            event: InputEvent::Key {
+                code: keys::W,
+                down: true,
+            },
+        }
+    }
+
+    #[test]
+    fn the_queue_keeps_the_newest_and_counts_what_it_drops() {
+        let s = HostShared::new((0, 0));
+        let mut sink = InputSink::Queue;
+        for i in 0..(INPUT_QUEUE as u32 + 3) {
+            sink.deliver(&s, 1, key(i));
+        }
+        let q = lock(&s.app_inputs);
+        assert_eq!(q.len(), INPUT_QUEUE);
+        assert_eq!(q.front().map(|r| r.seq), Some(3));
+        assert_eq!(s.counters.inputs_dropped.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_panicking_callback_drops_the_event_and_the_host_goes_on() {
+        let s = HostShared::new((0, 0));
+        let mut sink = InputSink::Callback(InputCallback(Arc::new(|r: &InputRecord| {
+            assert!(r.seq != 1, "the application's callback panics on event 1");
+        })));
+        for i in 0..3 {
+            sink.deliver(&s, 1, key(i));
+        }
+        assert_eq!(s.counters.inputs_applied.load(Ordering::Relaxed), 2);
+        assert_eq!(s.counters.inputs_dropped.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_stalled_scene_drops_and_counts() {
+        let s = HostShared::new((0, 0));
+        let (tx, rx) = sync_channel(1);
+        let mut sink = InputSink::Scene(tx);
+        sink.deliver(&s, 4, key(0));
+        sink.deliver(&s, 4, key(1));
+        assert_eq!(rx.try_recv().map(|(e, r)| (e, r.seq)), Ok((4, 0)));
+        assert_eq!(s.counters.inputs_dropped.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_scene_walks_with_wasd_and_the_arrows() {
+        assert_eq!(
+            scene_input(&InputEvent::Key {
+                code: keys::UP,
+                down: true
+            }),
+            Some(SceneInput::Key {
+                key: SceneKey::Forward,
+                down: true
+            })
+        );
+        assert!(scene_input(&InputEvent::Key {
+            code: 1,
+            down: true
+        })
+        .is_none());
+    }
+}

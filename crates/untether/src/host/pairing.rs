@@ -231,3 +231,92 @@ impl Pairing {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use untether_proto::{Codec, SessionParams};
+
+    pub(crate) fn params() -> SessionParams {
+        SessionParams {
+            width: 64,
+            height: 36,
+            fps: 60,
+            codec: Codec::H264,
+            bitrate_kbps: 1_000,
+            max_datagram: 1200,
+            keepalive_ms: 2000,
+            idle_timeout_ms: 30_000,
+        }
+    }
+
+    pub(crate) fn memory(access: Access) -> (Pairing, HostConfig) {
+        let mut cfg = HostConfig::new(params());
+        let trust = HostTrust::Memory {
+            identity: crate::identity::ephemeral_keypair(),
+            access,
+            allowed: vec![[7; 32]],
+        };
+        let p = host_security(&HostToml::default(), &trust, &mut cfg).unwrap();
+        (p, cfg)
+    }
+
+    #[test]
+    fn in_memory_trust_sets_policy_allowlist_and_pin() {
+        let (p, cfg) = memory(Access::Pin);
+        assert_eq!(cfg.access, AccessPolicy::Allowlist);
+        assert_eq!(cfg.allowed_clients, vec![[7; 32]]);
+        assert!(p.pin.is_some());
+        assert!(p.dir.is_none() && p.next_poll().is_none());
+        let (p, cfg) = memory(Access::Open);
+        assert_eq!(cfg.access, AccessPolicy::Open);
+        assert!(p.pin.is_none());
+    }
+
+    #[test]
+    fn a_pin_pairing_allows_the_key_and_uses_the_pin_up() {
+        let (mut p, cfg) = memory(Access::Pin);
+        let mut session = HostSession::new(cfg);
+        let shared = HostShared::new((0, 0));
+        let key: PublicKey = crate::identity::ephemeral_keypair().public;
+        p.on_event(
+            &shared,
+            &mut session,
+            PairingEvent::Paired {
+                key,
+                fingerprint: fingerprint(&key),
+                name: "headset".into(),
+            },
+        );
+        assert!(p.allowed.contains(&key));
+        assert_eq!(p.paired, vec![fingerprint(&key)]);
+        assert!(p.pin.is_none() && session.pin().is_none());
+        assert!(shared.events()[0].contains("paired with \"headset\""));
+    }
+
+    #[test]
+    fn the_last_wrong_pin_clears_it() {
+        let (mut p, cfg) = memory(Access::Pin);
+        let mut session = HostSession::new(cfg);
+        let shared = HostShared::new((0, 0));
+        let addr = "127.0.0.1:9".parse().unwrap();
+        p.on_event(
+            &shared,
+            &mut session,
+            PairingEvent::PinFailed {
+                addr,
+                attempts_left: 1,
+            },
+        );
+        assert!(p.pin.is_some());
+        p.on_event(
+            &shared,
+            &mut session,
+            PairingEvent::PinFailed {
+                addr,
+                attempts_left: 0,
+            },
+        );
+        assert!(p.pin.is_none());
+    }
+}

@@ -1,0 +1,296 @@
+//! Identities and pairing on disk: the long-term key pairs of host and client, the host's
+//! allowlist of client keys, revoked keys, pending access requests, one-time PINs, and the
+//! client's known hosts.
+//!
+//! Everything lives in one directory, chosen in this order: an explicit path (`--state-dir`,
+//! `host.state_dir`, `client.state_dir`), `$UNTETHER_STATE_DIR`, `$XDG_STATE_HOME/untether`,
+//! `~/.local/state/untether`. The directory is
+//! created with mode 0700 and every file with mode 0600; files are replaced atomically (write a
+//! temporary file, then rename).
+//!
+//! | file | written by | content |
+//! |---|---|---|
+//! | `host.key`, `client.key` | first run | the private key, 64 hex digits |
+//! | `allowed_clients.json` | `untether pair approve`, PIN pairing (edit by hand too: the host re-reads it within a second) | `[{key, name, added}]` |
+//! | `revoked_clients.json` | `untether pair revoke` | `[{key, name, added}]` (added = revoked at) |
+//! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32 |
+//! | `pairing_pin.json` | `untether pair --pin` | `{pin, expires, attempts_left}` |
+//! | `known_hosts.json` | the client (trust on first use) | `[{host, key, added}]` |
+//!
+//! Keys are shown to users as fingerprints ([`untether_proto::fingerprint`]):
+//! `ABCD-EFGH-IJKL-MNOP-QRST-UVWX`.
+
+mod state_dir;
+
+pub use state_dir::StateDir;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+pub use untether_proto::fingerprint;
+use untether_proto::handshake::{os_seed, SessionRng};
+use untether_proto::{PublicKey, StaticKeypair};
+
+/// The host's allowlist.
+pub const ALLOWED_FILE: &str = "allowed_clients.json";
+/// The host's revoked client keys.
+pub const REVOKED_FILE: &str = "revoked_clients.json";
+/// Access requests the running host recorded.
+pub const PENDING_FILE: &str = "pending_requests.json";
+/// The one-time PIN of `untether pair --pin` (or `untether host --access pin`).
+pub const PIN_FILE: &str = "pairing_pin.json";
+/// The client's trusted host keys.
+pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
+
+/// Most pending access requests kept on disk (the oldest is dropped).
+pub const MAX_PENDING: usize = 32;
+/// Most entries in the allowlist, the revoked list and the known hosts (a sanity bound).
+pub const MAX_ENTRIES: usize = 1024;
+/// Largest file read (a sanity bound against a corrupted or hostile file).
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// What can go wrong with the identity files.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("cannot find a state directory: pass --state-dir, or set UNTETHER_STATE_DIR, XDG_STATE_HOME or HOME")]
+    NoStateDir,
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("no pending request or client matches {0:?}")]
+    NotFound(String),
+    #[error("{0:?} matches more than one entry: give more of the fingerprint")]
+    Ambiguous(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+type Result<T> = std::result::Result<T, IdentityError>;
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> IdentityError + '_ {
+    move |source| IdentityError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Which side's key pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Host,
+    Client,
+}
+
+impl Role {
+    fn file(self) -> &'static str {
+        match self {
+            Role::Host => "host.key",
+            Role::Client => "client.key",
+        }
+    }
+}
+
+/// A client on the allowlist (or the revoked list), or a known host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyEntry {
+    /// The public key, 64 hex digits.
+    pub key: String,
+    pub name: String,
+    /// Unix seconds.
+    pub added: u64,
+}
+
+impl KeyEntry {
+    pub fn public_key(&self) -> Option<PublicKey> {
+        parse_key(&self.key)
+    }
+    pub fn fingerprint(&self) -> String {
+        self.public_key()
+            .map_or_else(|| "?".into(), |k| fingerprint(&k))
+    }
+}
+
+/// An access request from an unknown client, written by the running host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingRequest {
+    pub key: String,
+    pub fingerprint: String,
+    pub name: String,
+    pub addr: String,
+    pub first_seen: u64,
+    pub last_seen: u64,
+    pub attempts: u32,
+}
+
+/// A one-time PIN the host accepts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinFile {
+    pub pin: String,
+    /// Unix seconds.
+    pub expires: u64,
+    pub attempts_left: u32,
+}
+
+/// A host the client trusts (trust on first use).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownHost {
+    /// How the user named the host (address or name).
+    pub host: String,
+    pub key: String,
+    pub added: u64,
+}
+
+/// The key in 64 hex digits.
+pub fn key_hex(key: &PublicKey) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses 64 hex digits.
+pub fn parse_key(s: &str) -> Option<PublicKey> {
+    let s = s.trim();
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut k = [0u8; 32];
+    for (i, b) in k.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(k)
+}
+
+/// Normalizes a fingerprint (or a prefix of one) for comparison: upper case, no separators.
+fn norm(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+/// Whether `query` names this key: a fingerprint prefix of at least 4 characters, or the full
+/// hex key.
+fn matches(query: &str, key_hex_str: &str) -> bool {
+    if query.trim().eq_ignore_ascii_case(key_hex_str) {
+        return true;
+    }
+    let q = norm(query);
+    q.len() >= 4 && parse_key(key_hex_str).is_some_and(|k| norm(&fingerprint(&k)).starts_with(&q))
+}
+
+/// Six uniformly random decimal digits from the OS generator.
+pub fn random_pin() -> String {
+    loop {
+        let s = os_seed();
+        let v = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        // Rejection sampling: no modulo bias.
+        if v < u32::MAX - u32::MAX % 1_000_000 {
+            return format!("{:06}", v % 1_000_000);
+        }
+    }
+}
+
+/// Who may connect to the host (`host.access`, `--access`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Clients on the allowlist; others leave an access request (`untether pair`). A PIN made
+    /// with `untether pair --pin` is accepted too.
+    #[default]
+    Allowlist,
+    /// Any client (still authenticated and encrypted, but anyone in range may connect).
+    Open,
+    /// Like allowlist, and the host makes a one-time PIN at start, prints it and accepts it.
+    Pin,
+}
+
+impl Access {
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Allowlist => "allowlist",
+            Access::Open => "open",
+            Access::Pin => "pin",
+        }
+    }
+}
+
+impl std::str::FromStr for Access {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "allowlist" => Ok(Access::Allowlist),
+            "open" => Ok(Access::Open),
+            "pin" => Ok(Access::Pin),
+            _ => Err(format!(
+                "unknown access policy {s:?}; allowed: allowlist, open, pin"
+            )),
+        }
+    }
+}
+
+/// Where a runtime host's identity and allowlist come from.
+#[derive(Clone, Debug, Default)]
+pub enum HostTrust {
+    /// The state directory (`host.state_dir`) with the policy `host.access`: the host's key
+    /// pair is loaded (or created), the allowlist is re-read when it changes, access requests
+    /// and PIN pairings are written back.
+    #[default]
+    Stored,
+    /// In memory only (tests, the in-process demo): this key pair, this policy, these allowed
+    /// client keys; nothing is read or written.
+    Memory {
+        identity: StaticKeypair,
+        access: Access,
+        allowed: Vec<PublicKey>,
+    },
+}
+
+/// Where a runtime client's identity and trusted host keys come from.
+#[derive(Clone, Debug, Default)]
+pub enum ClientTrust {
+    /// The state directory (`client.state_dir`): the client's key pair is loaded (or
+    /// created); the host's key is pinned in `known_hosts.json` on first use under `label`
+    /// (None: the host's address).
+    #[default]
+    Stored,
+    /// In memory only: this key pair, and the host key to insist on (None: any).
+    Memory {
+        identity: StaticKeypair,
+        host_key: Option<PublicKey>,
+    },
+}
+
+/// A fresh random key pair (for [`HostTrust::Memory`] and [`ClientTrust::Memory`]).
+pub fn ephemeral_keypair() -> StaticKeypair {
+    StaticKeypair::generate(&mut SessionRng::from_os())
+}
+
+/// A host and a client that trust each other, in memory: the host allows only this client,
+/// the client insists on this host.
+pub fn memory_pair() -> (HostTrust, ClientTrust) {
+    let host = ephemeral_keypair();
+    let client = ephemeral_keypair();
+    (
+        HostTrust::Memory {
+            allowed: vec![client.public],
+            identity: host.clone(),
+            access: Access::Allowlist,
+        },
+        ClientTrust::Memory {
+            identity: client,
+            host_key: Some(host.public),
+        },
+    )
+}
