@@ -1,4 +1,4 @@
-//! The JSON report contract (../shared/DESIGN.md, docs/REPORT.md): the keys every report —
+//! The JSON report contract (docs/REPORT.md, "The contract"): the keys every report —
 //! untether's or a peer's — must carry. Checked by the tests and before a bench run writes.
 
 use serde_json::Value;

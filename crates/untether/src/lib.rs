@@ -1,12 +1,19 @@
 //! untether: low-latency streaming for untethered VR and interactive games.
 //!
-//! This crate wires the stages together: [`host::Host`] (a frame source — the test scene, X11
-//! capture, a pipe, or the application — → conversion → encoder → protocol session → UDP, with
-//! input replayed into the scene, the application or XTEST, and Opus audio beside it) and
-//! [`client::run_client`] (UDP → reassembly → decoder → presenter or pipe sink, with the
-//! window's and registered devices' input back, and audio playback), plus configuration,
-//! statistics and the latency [`report`]. [`api`] is the embedding API for applications
-//! (the C API in `untether-ffi` wraps it).
+//! This crate runs the two sides: [`host::Host`] (a frame source — the test scene, X11
+//! capture, a pipe, or the application — → conversion and encoding → the network driver, which
+//! packetizes, paces and sends; the client's input goes to the scene, the application or XTEST,
+//! and Opus audio travels beside it) and [`client::run_client`] (the network driver reassembles
+//! frames → decoder → presenter or pipe sink, with the window's and registered devices' input
+//! back, and audio playback).
+//!
+//! On each side one thread, the network [`driver`], owns the protocol session and the sockets;
+//! the other threads hand it commands and take its events, and latest-wins [`slot`]s sit between
+//! the stages. Sources that run on a clock wake on the one frame [`ticker`]; the host spreads a
+//! frame's datagrams with [`pacing`]. Also here: configuration ([`config`]), identities on disk
+//! ([`identity`]), statistics ([`stats`]) and the latency [`report`]. [`api`] is the embedding
+//! API for applications (the C API in `untether-ffi` wraps it). docs/ARCHITECTURE.md draws the
+//! whole picture.
 
 pub mod api;
 pub mod client;

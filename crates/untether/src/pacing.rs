@@ -5,7 +5,8 @@
 //! would carry). Batch `i` of `b` goes out at `start + i × window / b`: the first at once, the
 //! last at `(b − 1)/b` of the window, so pacing delays a frame's last shard by less than the
 //! window. A frame of at most one batch is not delayed at all. The pure scheduling is here;
-//! the host's sending thread sleeps to each batch's deadline (see `host.rs`).
+//! the host's network driver (`host/network.rs`) sends each batch when it is due, with control
+//! replies and audio in between, and never sleeps for it.
 
 use std::ops::Range;
 

@@ -1,4 +1,4 @@
-//! The latency report: the JSON contract of shared/DESIGN.md (fields may be added, never
+//! The latency report: the JSON contract of docs/REPORT.md (fields may be added, never
 //! renamed) and its text rendering.
 
 use std::collections::BTreeMap;
