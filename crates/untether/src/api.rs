@@ -565,8 +565,9 @@ impl HostContext {
         self.host.publish(&picture)
     }
 
-    /// Encodes and sends a frame on this thread (synchronous mode); returns when its last
-    /// datagram is handed to the kernel. Without a client it returns at once (`sent` false).
+    /// Encodes a frame on this thread (synchronous mode) and hands it to the network thread,
+    /// which packetizes and sends it; returns once it is handed over. Without a client it
+    /// returns at once (`sent` false).
     pub fn send_frame(&mut self, frame: &Frame<'_>) -> Result<SendInfo, HostError> {
         self.send_frame_at(frame, None)
     }

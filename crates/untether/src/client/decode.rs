@@ -2,6 +2,7 @@
 //! in order, reads the pixel stamp and hands each picture to the presenter through a
 //! latest-wins slot (a picture replaced before it was shown is counted as dropped).
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
 use untether_media::codec::{DecodedFrame, Decoder};
@@ -27,7 +28,13 @@ pub(crate) fn decode_loop(
     frames: mpsc::Receiver<CompleteFrame>,
     mut decoder: Decoder,
 ) {
-    while let Ok(frame) = frames.recv() {
+    loop {
+        let frame = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
+            Ok(f) => f,
+            Err(mpsc::RecvTimeoutError::Timeout) if !s.stop.load(Ordering::SeqCst) => continue,
+            // The client stops (its driver may still hold the channel), or the driver ended.
+            Err(_) => return,
+        };
         let decode_start_us = now_us();
         match decoder.decode(&frame.data) {
             Ok(Some(picture)) => {

@@ -2,15 +2,15 @@
 //! host.
 //!
 //! The files follow the pipeline:
-//! - [`network`]: the driver thread that owns the protocol session and one socket per path
+//! - `network`: the driver thread that owns the protocol session and one socket per path
 //!   (the loop in [`crate::driver`]); it assembles frames, plays audio into the playout buffer
 //!   and sends input;
-//! - [`decode`]: the decode thread, handing pictures to the presenter through a latest-wins
+//! - `decode`: the decode thread, handing pictures to the presenter through a latest-wins
 //!   slot;
-//! - [`present`]: the presenter on the calling thread (SDL wants the thread that made the
+//! - `present`: the presenter on the calling thread (SDL wants the thread that made the
 //!   window) and/or a pipe sink, the window's input, input response timing;
-//! - [`input`]: registered evdev devices (a thread each) and which channel each event takes;
-//! - [`options`]: what the client is told; [`record`]: what a run measured.
+//! - `input`: registered evdev devices (a thread each) and which channel each event takes;
+//! - `options`: what the client is told; `record`: what a run measured.
 //!
 //! No thread but the driver touches the session: the others hand it commands.
 

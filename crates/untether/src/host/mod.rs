@@ -2,18 +2,18 @@
 //! driver** packetizes and sends; the client's input goes to an **input sink**, audio beside it.
 //!
 //! The files follow the pipeline:
-//! - sources: [`source_scene`] (the built-in test scene, rendered on its own thread into a
-//!   latest-wins slot that the encoder thread takes from), [`source_x11`] (MIT-SHM capture,
-//!   encoded on the capture thread straight from shared memory), [`source_pipe`] (raw frames,
-//!   one read, one encode, no read-ahead), [`source_app`] ([`Host::publish`], or the
+//! - sources: `source_scene` (the built-in test scene, rendered on its own thread into a
+//!   latest-wins slot that the encoder thread takes from), `source_x11` (MIT-SHM capture,
+//!   encoded on the capture thread straight from shared memory), `source_pipe` (raw frames,
+//!   one read, one encode, no read-ahead), `source_app` ([`Host::publish`], or the
 //!   application's own thread with a [`FrameSender`]);
-//! - [`encode`]: conversion and encoding, frame numbering per client, the hand-over;
-//! - [`network`]: the driver thread that owns the protocol session and the socket (the loop in
+//! - `encode`: conversion and encoding, frame numbering per client, the hand-over;
+//! - `network`: the driver thread that owns the protocol session and the socket (the loop in
 //!   [`crate::driver`]), pacing, and the session's events;
-//! - [`input`] and [`state_input`]: where input goes (scene, queue, callback, XTEST);
-//! - [`pairing`]: identities, the allowlist and the PIN, persisted in the state directory;
-//! - [`audio`]: Opus from the tone, a capture device or the application;
-//! - [`options`]: what the host is told; [`shared`]: the flags and counters the threads share.
+//! - `input` and `state_input`: where input goes (scene, queue, callback, XTEST);
+//! - `pairing`: identities, the allowlist and the PIN, persisted in the state directory;
+//! - `audio`: Opus from the tone, a capture device or the application;
+//! - `options`: what the host is told; `shared`: the flags and counters the threads share.
 //!
 //! No thread but the driver touches the session: the others hand it commands and read what it
 //! publishes, so a frame being sent never blocks a control reply, and nothing waits on a lock

@@ -388,3 +388,117 @@ impl Endpoint for HostNet {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::pairing::tests::memory;
+    use crate::identity::Access;
+    use std::sync::mpsc;
+
+    fn host_net(pacing: Pacing) -> HostNet {
+        let (pairing, cfg) = memory(Access::Open);
+        let (encoder, _) = mpsc::channel();
+        HostNet::new(
+            HostSession::new(cfg),
+            pairing,
+            Arc::new(HostShared::new((0, 0))),
+            InputSink::Discard,
+            encoder,
+            pacing,
+            60,
+        )
+    }
+
+    fn datagram(n: u8) -> Transmit {
+        Transmit {
+            dst: "127.0.0.1:9".parse().unwrap(),
+            payload: vec![n],
+        }
+    }
+
+    /// A frame of `batches` (due time, datagram bytes).
+    fn in_flight(frame_number: u32, batches: &[(Micros, &[u8])]) -> InFlight {
+        InFlight {
+            frame_number,
+            timing: FrameTiming::default(),
+            handed_us: 0,
+            batches: batches
+                .iter()
+                .map(|&(due, b)| (due, b.iter().map(|&n| datagram(n)).collect()))
+                .collect(),
+            current: VecDeque::new(),
+            batch_count: 0,
+            waited_us: 0,
+            last_batch_end: None,
+            sending: false,
+            hurry: false,
+        }
+    }
+
+    fn sent(net: &mut HostNet, now: Micros) -> Vec<u8> {
+        std::iter::from_fn(|| net.poll_transmit(now))
+            .map(|o| o.payload[0])
+            .collect()
+    }
+
+    #[test]
+    fn paced_batches_leave_at_their_time_and_control_never_waits() {
+        let mut net = host_net(Pacing {
+            fraction: 0.5,
+            batch: 2,
+        });
+        net.frames
+            .push_back(in_flight(7, &[(100, &[1, 2]), (2_000, &[3])]));
+        assert_eq!(sent(&mut net, 100), vec![1, 2]);
+        // The next batch is due at 2 000: the driver sleeps until then.
+        assert!(net.poll_timeout().is_some_and(|t| t <= 2_000));
+        // A control reply queued meanwhile leaves at once, ahead of the frame's rest.
+        net.control.push_back(datagram(99));
+        assert_eq!(sent(&mut net, 500), vec![99]);
+        assert_eq!(sent(&mut net, 2_000), vec![3]);
+        // The frame is finished: counted once, as paced (two batches), its wait recorded.
+        assert!(net.frames.is_empty());
+        let c = &net.shared.counters;
+        assert_eq!(c.sent.load(Ordering::Relaxed), 1);
+        assert_eq!(c.paced_frames.load(Ordering::Relaxed), 1);
+        let pace = lock(&net.shared.samples).pace.summary().map(|s| s.max);
+        assert_eq!(pace, Some(1.9), "waited from 100 to 2 000 µs");
+    }
+
+    #[test]
+    fn a_newer_frame_hurries_the_older_one_out_in_order() {
+        let mut net = host_net(Pacing {
+            fraction: 0.5,
+            batch: 1,
+        });
+        net.frames
+            .push_back(in_flight(1, &[(0, &[1]), (5_000, &[2]), (6_000, &[3])]));
+        assert_eq!(sent(&mut net, 0), vec![1]);
+        for f in net.frames.iter_mut() {
+            f.hurry = true;
+        }
+        net.frames.push_back(in_flight(2, &[(0, &[4])]));
+        assert_eq!(sent(&mut net, 10), vec![2, 3, 4]);
+        assert_eq!(net.shared.counters.sent.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn frames_for_a_client_that_left_are_dropped() {
+        let mut net = host_net(Pacing::default());
+        net.send_frame(
+            0,
+            OutgoingFrame {
+                epoch: 3,
+                frame_number: 0,
+                capture_us: 0,
+                keyframe: true,
+                data: vec![0; 100],
+                handed_us: 0,
+                timing: FrameTiming::default(),
+            },
+        );
+        assert!(net.frames.is_empty());
+        assert!(sent(&mut net, 0).is_empty());
+    }
+}

@@ -89,7 +89,7 @@ pub enum InputSpec {
     Auto,
     /// The test scene.
     Scene,
-    /// A queue the application drains with [`Host::poll_input`] (bounded: the oldest events
+    /// A queue the application drains with [`Host::poll_input`](super::Host::poll_input) (bounded: the oldest events
     /// are dropped, and counted, when nobody polls).
     Queue,
     /// A callback on the network thread.
@@ -113,7 +113,7 @@ pub enum AudioSpec {
     /// An SDL recording device (None: the default source); a PulseAudio/PipeWire monitor
     /// source captures what the machine plays.
     Capture { device: Option<String> },
-    /// PCM the application pushes with [`Host::push_audio`].
+    /// PCM the application pushes with [`Host::push_audio`](super::Host::push_audio).
     App,
 }
 
