@@ -2,6 +2,7 @@
 //! untether's or a peer's — must carry. Checked by the tests and before a bench run writes.
 
 use serde_json::Value;
+use untether::stats::Stage;
 
 const CONFIG: [&str; 9] = [
     "width",
@@ -29,15 +30,15 @@ const FRAMES: [&str; 11] = [
 ];
 const PCTS: [&str; 4] = ["p50", "p95", "p99", "max"];
 /// Stages every untether report measures (a peer reports what it can see).
-pub const STAGES: [&str; 8] = [
-    "capture",
-    "convert",
-    "encode",
-    "send",
-    "network",
-    "reassemble",
-    "decode",
-    "present",
+pub const STAGES: [Stage; 8] = [
+    Stage::Capture,
+    Stage::Convert,
+    Stage::Encode,
+    Stage::Send,
+    Stage::Network,
+    Stage::Reassemble,
+    Stage::Decode,
+    Stage::Present,
 ];
 
 /// Every violation of the contract in `report`; empty when it conforms. `all_stages`: require
@@ -73,7 +74,7 @@ pub fn violations(report: &Value, all_stages: bool) -> Vec<String> {
             for p in ["p50", "p95", "p99"] {
                 need(
                     &format!("latency_ms.stages.{s}.{p}"),
-                    report["latency_ms"]["stages"][s].get(p).is_some(),
+                    report["latency_ms"]["stages"][s.name()].get(p).is_some(),
                 );
             }
         }

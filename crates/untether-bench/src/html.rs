@@ -7,6 +7,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use untether::stats::{percentile, Stage};
+
 use crate::series::ScenarioResult;
 
 /// A plot that could not be drawn, or the file that could not be written.
@@ -18,19 +20,8 @@ pub enum HtmlError {
     Write(String, std::io::Error),
 }
 
-/// Stage names in pipeline order; others follow alphabetically.
-const STAGE_ORDER: [&str; 10] = [
-    "capture",
-    "host_queue",
-    "convert",
-    "encode",
-    "send",
-    "network",
-    "reassemble",
-    "decode",
-    "present",
-    "total",
-];
+/// The stage-breakdown segment of a system that shows no stages (a peer): its glass-to-glass.
+const TOTAL: &str = "total";
 
 const W: u32 = 960;
 const H: u32 = 420;
@@ -81,13 +72,11 @@ fn range(values: impl Iterator<Item = f64>, floor_zero: bool) -> Option<(f64, f6
     Some((lo, hi + (hi - lo) * 0.05))
 }
 
+/// The median (nearest rank, as in the reports) of the finite values of `v`.
 fn median(v: &mut Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
     v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
+    percentile(v, 50.0)
 }
 
 type Series = (String, Vec<Vec<(f64, f64)>>);
@@ -418,48 +407,39 @@ pub fn render(
             true,
         )?,
     );
-    // 2. Stage breakdown.
-    let mut keys: Vec<String> = Vec::new();
+    // 2. Stage breakdown: the stages in pipeline order; a system that shows none (a peer) gets
+    // one `total` segment, its glass-to-glass.
     let mut bars = Vec::new();
     for r in results {
-        let mut per: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for fr in &r.frames {
-            for (k, v) in &fr.stages_ms {
-                per.entry(k.clone()).or_default().push(*v);
-            }
-        }
-        let mut names: Vec<String> = per.keys().cloned().collect();
-        names.sort_by_key(|n| {
-            (
-                STAGE_ORDER
+        let mut segs: Vec<(String, f64)> = Stage::ALL
+            .into_iter()
+            .filter_map(|stage| {
+                let mut v: Vec<f64> = r
+                    .frames
                     .iter()
-                    .position(|s| s == n)
-                    .unwrap_or(usize::MAX),
-                n.clone(),
-            )
-        });
-        let segs: Vec<(String, f64)> = names
-            .iter()
-            .filter_map(|n| per.get_mut(n).and_then(median).map(|m| (n.clone(), m)))
+                    .filter_map(|f| f.stages_ms.get(&stage).copied())
+                    .collect();
+                median(&mut v).map(|m| (stage.name().to_string(), m))
+            })
             .collect();
-        for (n, _) in &segs {
-            if !keys.contains(n) {
-                keys.push(n.clone());
-            }
+        if r.frames.iter().all(|f| f.stages_ms.is_empty()) {
+            let mut v: Vec<f64> = r.frames.iter().map(|f| f.glass_to_glass_ms).collect();
+            segs.extend(median(&mut v).map(|m| (TOTAL.to_string(), m)));
         }
         if !segs.is_empty() {
             bars.push((label(r), segs));
         }
     }
-    keys.sort_by_key(|n| {
-        (
-            STAGE_ORDER
-                .iter()
-                .position(|s| s == n)
-                .unwrap_or(usize::MAX),
-            n.clone(),
-        )
-    });
+    let keys: Vec<String> = Stage::ALL
+        .map(Stage::name)
+        .into_iter()
+        .chain([TOTAL])
+        .filter(|k| {
+            bars.iter()
+                .any(|(_, segs)| segs.iter().any(|(n, _)| n == k))
+        })
+        .map(String::from)
+        .collect();
     section(
         &mut html,
         "stage-breakdown",
@@ -616,7 +596,7 @@ mod tests {
                     frame: i as u32,
                     captured_ms: i as f64 * 16.7,
                     glass_to_glass_ms: base + (i % 7) as f64,
-                    stages_ms: [("encode".to_string(), 5.0), ("decode".to_string(), 2.0)]
+                    stages_ms: [(Stage::Encode, 5.0), (Stage::Decode, 2.0)]
                         .into_iter()
                         .collect(),
                     bytes: 20_000,

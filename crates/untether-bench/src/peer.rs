@@ -450,7 +450,8 @@ pub fn run_peer(
                 frame: r.frame,
                 captured_ms: (r.captured_us as i64 - t0 as i64) as f64 / 1000.0,
                 glass_to_glass_ms: ms,
-                stages_ms: [("total".to_string(), ms)].into_iter().collect(),
+                // A peer sees no stages: the HTML shows its glass-to-glass as `total`.
+                stages_ms: Default::default(),
                 bytes: 0,
                 keyframe: false,
             }

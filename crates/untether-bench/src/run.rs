@@ -720,7 +720,7 @@ pub fn frame_samples(rows: &[FrameRow]) -> Vec<FrameSample> {
             stages_ms: r
                 .stages_us
                 .iter()
-                .map(|(k, v)| (k.to_string(), *v as f64 / 1000.0))
+                .map(|&(stage, us)| (stage, us as f64 / 1000.0))
                 .collect(),
             bytes: r.bytes as u64,
             keyframe: r.keyframe,
@@ -770,13 +770,10 @@ pub fn response_samples(run: &ClientRun, t0_us: i64) -> Vec<ResponseSample> {
     out
 }
 
+/// The p-th percentile (0..=100, nearest rank, as in the reports).
 fn pct(v: &mut [f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
     v.sort_by(f64::total_cmp);
-    let i = ((v.len() - 1) as f64 * p).round() as usize;
-    Some(v[i])
+    untether::stats::percentile(v, p)
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -810,7 +807,7 @@ pub fn annotate_report(
                 "ssim": mean(&ssim),
                 "psnr_db": mean(&psnr),
                 "ssim_min": pct(&mut ssim, 0.0),
-                "ssim_p5": pct(&mut ssim, 0.05),
+                "ssim_p5": pct(&mut ssim, 5.0),
                 "ssim_all": mean(&ssim_all),
                 "psnr_all_db": mean(&psnr_all),
                 "frames_compared": quality.len(),
@@ -822,7 +819,7 @@ pub fn annotate_report(
     if !response.is_empty() {
         let col = |f: fn(&ResponseSample) -> f64| {
             let mut v: Vec<f64> = response.iter().map(f).collect();
-            serde_json::json!({"p50": pct(&mut v, 0.5), "p99": pct(&mut v, 0.99), "mean": mean(&v)})
+            serde_json::json!({"p50": pct(&mut v, 50.0), "p99": pct(&mut v, 99.0), "mean": mean(&v)})
         };
         if let Some(input) = obj.get_mut("input").and_then(|i| i.as_object_mut()) {
             input.insert(

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+use untether::stats::Stage;
 
 /// One displayed frame.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -13,10 +14,9 @@ pub struct FrameSample {
     pub captured_ms: f64,
     /// Capture → shown, ms (from the pixel stamp when readable).
     pub glass_to_glass_ms: f64,
-    /// Per-stage times, ms, in pipeline order as named in the report (`capture`, `convert`,
-    /// `encode`, `send`, `network`, `reassemble`, `decode`, `present`, …). Peers give what
-    /// they can see (often just `total`).
-    pub stages_ms: BTreeMap<String, f64>,
+    /// Per-stage times, ms (serialized under the report's stage names). Empty for a peer,
+    /// which sees only glass-to-glass.
+    pub stages_ms: BTreeMap<Stage, f64>,
     /// Encoded size, bytes (0 when unknown).
     pub bytes: u64,
     pub keyframe: bool,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use untether::stats::Stage;
 use untether_bench::peer::{run_peer, PeerKind};
 use untether_bench::run::{run_untether, BenchOptions, QualityPlan};
 use untether_bench::scenario::Scenario;
@@ -474,7 +475,7 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
         } else {
             &l["glass_to_glass"]
         };
-        let st = |s: &str| ms(&l["stages"][s]["p50"]);
+        let st = |s: Stage| ms(&l["stages"][s.name()]["p50"]);
         t.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.name,
@@ -482,10 +483,10 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
             ms(&g["p50"]),
             ms(&g["p95"]),
             ms(&g["p99"]),
-            st("convert"),
-            st("encode"),
-            st("network"),
-            st("decode"),
+            st(Stage::Convert),
+            st(Stage::Encode),
+            st(Stage::Network),
+            st(Stage::Decode),
             r.report["quality"]["ssim"]
                 .as_f64()
                 .map_or("–".into(), |v| format!("{v:.4}")),

@@ -13,6 +13,8 @@
 //!   host's cooldown), [`reliable`] (the ordered input channel), [`state`] (the latest-wins
 //!   state channel), [`clock`] (offset and RTT), [`window`] (duplicate detection and packet
 //!   loss counting).
+//! - [`stats`]: the one percentile definition (nearest rank) and [`stats::Samples`], a
+//!   session's latency samples in bounded memory.
 //! - [`vectors`]: the hex test vectors of docs/PROTOCOL.md.
 
 pub mod assembler;
@@ -31,6 +33,7 @@ pub mod reliable;
 mod session_tests;
 pub mod sim;
 pub mod state;
+pub mod stats;
 pub mod vectors;
 pub mod window;
 pub mod wire;

@@ -15,6 +15,7 @@ use crate::fec::FecPolicy;
 use crate::handshake::{SessionRng, StaticKeypair};
 use crate::host::{AccessPolicy, HostConfig, HostEvent, HostSession, HostStats};
 use crate::state::{keys, StateValue};
+use crate::stats::percentile;
 use crate::wire::{self, Codec, InputEvent, SessionParams, TextChunk};
 use crate::Micros;
 
@@ -300,21 +301,13 @@ pub struct SimResult {
 }
 
 impl SimResult {
-    /// The p-th percentile (0..=100) of the state staleness samples.
+    /// The p-th percentile (0..=100, nearest rank: [`crate::stats`]) of the state staleness
+    /// samples; 0 when there are none.
     pub fn state_age_percentile(&self, p: f64) -> Micros {
-        percentile(&self.state_age_us, p)
+        let mut v = self.state_age_us.clone();
+        v.sort_unstable();
+        percentile(&v, p).unwrap_or(0)
     }
-}
-
-/// The p-th percentile (0..=100) of samples (0 if none).
-pub fn percentile(samples: &[Micros], p: f64) -> Micros {
-    if samples.is_empty() {
-        return 0;
-    }
-    let mut v = samples.to_vec();
-    v.sort_unstable();
-    let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
-    v[i.min(v.len() - 1)]
 }
 
 /// The bytes of frame `n` of a stream: deterministic, so the decoder can check them.
@@ -1021,8 +1014,9 @@ mod security_sim {
             assert!(r.state_converged, "seed {seed}");
             ages.extend(r.state_age_us);
         }
-        let p50 = percentile(&ages, 50.0);
-        let p99 = percentile(&ages, 99.0);
+        ages.sort_unstable();
+        let p50 = percentile(&ages, 50.0).unwrap_or(0);
+        let p99 = percentile(&ages, 99.0).unwrap_or(0);
         let bound = 2 * 10_000 + 10_000;
         eprintln!("latest-wins staleness under 10 % loss, RTT 10 ms, interval 10 ms: p50 {p50} µs, p99 {p99} µs (bound {bound} µs), {} samples", ages.len());
         assert!(p99 <= bound, "p99 {p99} µs > 2·RTT + interval = {bound} µs");
@@ -1380,8 +1374,11 @@ mod multipath_sim {
             single.extend(one.frame_latency_us);
             redundant.extend(two.frame_latency_us);
         }
-        let (s, r) = (percentile(&single, 99.0), percentile(&redundant, 99.0));
-        let (s50, r50) = (percentile(&single, 50.0), percentile(&redundant, 50.0));
+        single.sort_unstable();
+        redundant.sort_unstable();
+        let p = |v: &[Micros], p| percentile(v, p).unwrap_or(0);
+        let (s, r) = (p(&single, 99.0), p(&redundant, 99.0));
+        let (s50, r50) = (p(&single, 50.0), p(&redundant, 50.0));
         println!(
             "frame latency p50/p99: one path {:.2}/{:.2} ms, two paths redundant {:.2}/{:.2} ms \
              ({:.0} % lower p99)",

@@ -19,19 +19,17 @@ use untether::client::{run_client_with, ClientAudio, ClientIo, ClientOptions, Cl
 use untether::config::ConfigToml;
 use untether::host::{AudioSpec, HostSetup, SourceSpec};
 use untether::identity::memory_pair;
-use untether::stats::Samples;
+use untether::stats::{percentile, Samples, Stage};
 use untether::{report, Host, HostOptions};
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::stamp::{self, Stamp};
 use untether_media::x11::{CaptureTarget, PointerMode, X11Capture, XtestReplay};
 use untether_media::BgraFrame;
 
+/// The p-th percentile (nearest rank, as in the reports); NaN when `v` is empty.
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((p / 100.0) * (v.len() - 1) as f64).round() as usize]
+    percentile(v, p).unwrap_or(f64::NAN)
 }
 
 fn g2g_pixels(run: &ClientRun) -> f64 {
@@ -237,7 +235,7 @@ fn main() {
     let x_g2g = g2g_pixels(&run);
     let capture = s
         .stages
-        .get("capture")
+        .get(&Stage::Capture)
         .and_then(|c| c.summary())
         .map_or(f64::NAN, |m| m.p50);
     let _ = mover.join();

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::client::ClientRun;
 use crate::host::HostSummary;
-use crate::stats::{Samples, Summary};
+use crate::stats::{Samples, Stage, Summary};
 
 /// Percentiles in milliseconds; null when nothing was measured.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
@@ -86,9 +86,9 @@ pub struct Latency {
     pub glass_to_glass_pixels: Pcts,
     /// Per-frame |glass_to_glass − glass_to_glass_pixels|: how well metadata and pixels agree.
     pub timestamp_pixel_disagreement: Pcts,
-    /// capture, convert, encode, send, network, reassemble, decode, present, and host_queue
-    /// (capture instant → encoder start: the time a frame waits for the encoder).
-    pub stages: BTreeMap<&'static str, Pcts>,
+    /// Every stage of [`Stage::PIPELINE`], keyed by [`Stage::name`]; host_queue is capture
+    /// instant → encoder start (the time a frame waits for the encoder).
+    pub stages: BTreeMap<Stage, Pcts>,
     /// glass-to-glass minus convert, encode and decode, per frame.
     pub pipeline_overhead: Pcts,
 }
@@ -217,7 +217,7 @@ pub struct FrameRow {
     /// Capture (as the pixel stamp says) → shown, when the stamp was readable.
     pub glass_to_glass_pixels_us: Option<i64>,
     /// Per-stage times in pipeline order; host stages only when the host's timing arrived.
-    pub stages_us: Vec<(&'static str, i64)>,
+    pub stages_us: Vec<(Stage, i64)>,
     /// Glass-to-glass minus conversion, encoding and decoding: what the pipeline adds.
     pub overhead_us: Option<i64>,
     pub bytes: usize,
@@ -241,27 +241,27 @@ pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
         let mut overhead = None;
         if let Some(t) = run.timings.get(&r.frame_number) {
             let send_start = t.send_done_us as i64 - t.send_us as i64;
-            stages.push(("capture", t.capture_dur_us as i64));
+            stages.push((Stage::Capture, t.capture_dur_us as i64));
             stages.push((
-                "host_queue",
+                Stage::HostQueue,
                 send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
             ));
-            stages.push(("convert", t.convert_us as i64));
-            stages.push(("encode", t.encode_us as i64));
-            stages.push(("send", t.send_us as i64));
+            stages.push((Stage::Convert, t.convert_us as i64));
+            stages.push((Stage::Encode, t.encode_us as i64));
+            stages.push((Stage::Send, t.send_us as i64));
             // Clock-offset error can make this slightly negative on one machine: clamp.
             stages.push((
-                "network",
+                Stage::Network,
                 (r.last_shard_us as i64 - to_client(t.send_done_us)).max(0),
             ));
             overhead = Some(g - t.convert_us as i64 - t.encode_us as i64 - decode);
         }
         stages.push((
-            "reassemble",
+            Stage::Reassemble,
             r.decode_start_us as i64 - r.last_shard_us as i64,
         ));
-        stages.push(("decode", decode));
-        stages.push(("present", r.shown_us as i64 - r.decode_end_us as i64));
+        stages.push((Stage::Decode, decode));
+        stages.push((Stage::Present, r.shown_us as i64 - r.decode_end_us as i64));
         rows.push(FrameRow {
             frame_number: r.frame_number,
             keyframe: r.keyframe,
@@ -285,34 +285,24 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     let mut g2g_px = Samples::default();
     let mut disagree = Samples::default();
     let mut overhead = Samples::default();
-    let mut st: BTreeMap<&'static str, Samples> = BTreeMap::new();
+    let mut st: BTreeMap<Stage, Samples> = BTreeMap::new();
     for row in frame_rows(run) {
         g2g.push_us(row.glass_to_glass_us);
         if let Some(gp) = row.glass_to_glass_pixels_us {
             g2g_px.push_us(gp);
             disagree.push_us((row.glass_to_glass_us - gp).abs());
         }
-        for (name, us) in &row.stages_us {
-            st.entry(name).or_default().push_us(*us);
+        for &(stage, us) in &row.stages_us {
+            st.entry(stage).or_default().push_us(us);
         }
         if let Some(o) = row.overhead_us {
             overhead.push_us(o);
         }
     }
-    let mut stages = BTreeMap::new();
-    for name in [
-        "capture",
-        "host_queue",
-        "convert",
-        "encode",
-        "send",
-        "network",
-        "reassemble",
-        "decode",
-        "present",
-    ] {
-        stages.insert(name, st.get(name).map(Pcts::from).unwrap_or_default());
-    }
+    let stages = Stage::PIPELINE
+        .into_iter()
+        .map(|stage| (stage, st.get(&stage).map(Pcts::from).unwrap_or_default()))
+        .collect();
     let last_timing = run.timings.values().max_by_key(|t| t.frame_number);
     let s = &run.stats;
     let shown_at: Vec<u64> = run
@@ -474,19 +464,9 @@ impl Report {
         };
         row("glass-to-glass (timestamps)", &l.glass_to_glass);
         row("glass-to-glass (pixels)", &l.glass_to_glass_pixels);
-        for name in [
-            "capture",
-            "host_queue",
-            "convert",
-            "encode",
-            "send",
-            "network",
-            "reassemble",
-            "decode",
-            "present",
-        ] {
-            if let Some(p) = l.stages.get(name) {
-                row(&format!("  {name}"), p);
+        for stage in Stage::PIPELINE {
+            if let Some(p) = l.stages.get(&stage) {
+                row(&format!("  {stage}"), p);
             }
         }
         row("pipeline overhead", &l.pipeline_overhead);
@@ -556,11 +536,13 @@ pub fn machine_description() -> String {
 
 /// The report a standalone host writes: only what the host can measure.
 pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
-    let stages: BTreeMap<&str, Pcts> = ["capture", "host_queue", "convert", "encode", "send"]
+    let stages: BTreeMap<Stage, Pcts> = Stage::HOST
         .into_iter()
-        .map(|name| {
-            let key = if name == "host_queue" { "queue" } else { name };
-            (name, h.stages.get(key).map(Pcts::from).unwrap_or_default())
+        .map(|stage| {
+            (
+                stage,
+                h.stages.get(&stage).map(Pcts::from).unwrap_or_default(),
+            )
         })
         .collect();
     serde_json::json!({
@@ -608,4 +590,49 @@ fn path_reports(run: &ClientRun, host: Option<&HostSummary>) -> Vec<PathReport> 
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ReportConfig {
+        crate::report_config(
+            &crate::HostOptions::default(),
+            crate::client::Display::Headless,
+            "test",
+        )
+    }
+
+    /// The report's stage keys (the JSON contract, literally in `stats::tests`) and their
+    /// order are those of the string-keyed map `Stage` replaced.
+    #[test]
+    fn stage_keys_are_the_contracts() {
+        let r = build(config(), &ClientRun::default(), None);
+        let expected: BTreeMap<&str, Pcts> =
+            Stage::PIPELINE.map(|s| (s.name(), Pcts::default())).into();
+        assert_eq!(
+            serde_json::to_string(&r.latency_ms.stages).unwrap(),
+            serde_json::to_string(&expected).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_host_report_names_the_host_queue_host_queue() {
+        let mut h = HostSummary::default();
+        h.stages.insert(Stage::HostQueue, Samples::default());
+        h.stages.get_mut(&Stage::HostQueue).unwrap().push(1.5);
+        let json = build_host(config(), &h);
+        let stages = json["latency_ms"]["stages"].as_object().unwrap();
+        let keys: Vec<&str> = stages.keys().map(String::as_str).collect();
+        let mut expected = Stage::HOST.map(Stage::name);
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        assert!(!stages.contains_key("queue"));
+        assert_eq!(stages[Stage::HostQueue.name()]["p50"], 1.5);
+        assert_eq!(
+            stages[Stage::Capture.name()]["p50"],
+            serde_json::Value::Null
+        );
+    }
 }

@@ -354,7 +354,9 @@ fn evdev_records_through_a_registered_pipe_reach_the_app_and_i420_frames_stream_
         numbers.len()
     );
     assert!(numbers.windows(2).all(|p| p[0] < p[1]), "{numbers:?}");
-    assert!(summary.stages.contains_key("sync_blocked"));
+    assert!(summary
+        .stages
+        .contains_key(&untether::stats::Stage::SyncBlocked));
     blocked.sort_unstable();
     eprintln!(
         "640x360 I420 send_frame blocked: median {} µs",

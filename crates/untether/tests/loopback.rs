@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use untether::client::{ClientOptions, ClientRun, Display, FrameRecord};
 use untether::config::ConfigToml;
+use untether::stats::Stage;
 use untether::{report, DemoOptions, HostOptions};
 
 fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptions {
@@ -148,18 +149,9 @@ fn loopback_stream_decodes_frames_in_order_and_timestamps_agree_with_pixels() {
     ] {
         assert!(json.get(key).is_some(), "report lacks {key}");
     }
-    for stage in [
-        "capture",
-        "convert",
-        "encode",
-        "send",
-        "network",
-        "reassemble",
-        "decode",
-        "present",
-    ] {
+    for stage in Stage::PIPELINE {
         assert!(
-            json["latency_ms"]["stages"][stage]["p50"].is_number(),
+            json["latency_ms"]["stages"][stage.name()]["p50"].is_number(),
             "stage {stage} not measured"
         );
     }
@@ -249,11 +241,11 @@ fn paced_sends_still_decode_every_frame_in_order() {
         host.paced_frames,
         host.sent
     );
-    let pace = host.stages["pace"].summary().expect("pace measured");
+    let pace = host.stages[&Stage::Pace].summary().expect("pace measured");
     // Slept time is below the window, plus oversleeping on a loaded box.
     assert!(pace.p50 > 0.0 && pace.p50 <= 8.333 + 10.0, "pace {pace:?}");
     // The send stage includes the pacing.
-    let send = host.stages["send"].summary().expect("send measured");
+    let send = host.stages[&Stage::Send].summary().expect("send measured");
     assert!(send.p50 >= pace.p50, "send {send:?} < pace {pace:?}");
     let decoded_ratio = run.decoded as f64 / host.sent.saturating_sub(3).max(1) as f64;
     assert!(

@@ -54,7 +54,7 @@ use crate::clock::now_us;
 use crate::config::{ConfigError, Resolution};
 use crate::driver::{self, Handle};
 use crate::identity::{Access, IdentityError};
-use crate::stats::Samples;
+use crate::stats::{Samples, Stage};
 
 pub use encode::{FrameSender, SendInfo};
 pub use input::{keys, scene_input};
@@ -118,7 +118,11 @@ pub struct HostSummary {
     pub paced_frames: u64,
     /// The pacing window at the configured frame rate, µs (0: pacing off).
     pub pacing_window_us: u64,
-    pub stages: std::collections::BTreeMap<&'static str, Samples>,
+    /// Per latency stage, what the host measured: capture, host_queue, convert, encode, send
+    /// always; pace, audio_encode, sync_blocked when they were measured.
+    pub stages: std::collections::BTreeMap<crate::stats::Stage, Samples>,
+    /// Encoded video frame sizes, kB (a size, not a stage).
+    pub frame_kbytes: Samples,
     pub fatal: Option<String>,
     pub events: Vec<String>,
     /// The client's paths as the host saw them last (several with multipath).
@@ -616,20 +620,19 @@ impl Host {
         let c = &s.counters;
         let samples = lock(&s.samples);
         let mut stages = std::collections::BTreeMap::new();
-        stages.insert("capture", samples.capture.clone());
-        stages.insert("queue", samples.queue.clone());
-        stages.insert("convert", samples.convert.clone());
-        stages.insert("encode", samples.encode.clone());
-        stages.insert("send", samples.send.clone());
-        stages.insert("frame_kbytes", samples.frame_bytes.clone());
-        if !samples.audio_encode.is_empty() {
-            stages.insert("audio_encode", samples.audio_encode.clone());
-        }
-        if !samples.sync_blocked.is_empty() {
-            stages.insert("sync_blocked", samples.sync_blocked.clone());
-        }
-        if !samples.pace.is_empty() {
-            stages.insert("pace", samples.pace.clone());
+        stages.insert(Stage::Capture, samples.capture.clone());
+        stages.insert(Stage::HostQueue, samples.queue.clone());
+        stages.insert(Stage::Convert, samples.convert.clone());
+        stages.insert(Stage::Encode, samples.encode.clone());
+        stages.insert(Stage::Send, samples.send.clone());
+        for (stage, measured) in [
+            (Stage::AudioEncode, &samples.audio_encode),
+            (Stage::SyncBlocked, &samples.sync_blocked),
+            (Stage::Pace, &samples.pace),
+        ] {
+            if !measured.is_empty() {
+                stages.insert(stage, measured.clone());
+            }
         }
         HostSummary {
             duration_s: (now_us() - self.started_us) as f64 / 1e6,
@@ -654,6 +657,7 @@ impl Host {
                 .pacing()
                 .map_or(0, |p| p.window_us(self.options.video.fps)),
             stages,
+            frame_kbytes: samples.frame_bytes.clone(),
             fatal: s.fatal(),
             events: s.events(),
             paths,
