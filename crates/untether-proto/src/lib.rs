@@ -14,6 +14,8 @@
 //!   state channel), [`clock`] (offset and RTT), [`window`] (duplicate detection and packet
 //!   loss counting).
 //! - [`vectors`]: the hex test vectors of docs/PROTOCOL.md.
+//! - [`units`]: the human units of settings (bitrates, durations, frame sizes), parsed once for
+//!   the configuration file, the command line and the bench.
 
 pub mod assembler;
 pub mod audio;
@@ -31,6 +33,7 @@ pub mod reliable;
 mod session_tests;
 pub mod sim;
 pub mod state;
+pub mod units;
 pub mod vectors;
 pub mod window;
 pub mod wire;
