@@ -93,18 +93,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         let cfg = crate::config::ConfigToml::default();
         HostOptions {
-            video: VideoConfig {
-                resolution: Resolution {
-                    width: 1280,
-                    height: 720,
-                },
-                fps: 60,
-                bitrate_kbps: 10_000,
-                encoder: untether_media::codec::EncoderKind::X264,
-                preset: "ultrafast".into(),
-                conversion: untether_media::convert::Conversion::Simd,
-                encoder_threads: 2,
-            },
+            video: VideoConfig::default(),
             scene: cfg.scene,
             host: cfg.host,
             network: cfg.network,
@@ -945,7 +934,7 @@ fn encoder_config(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -
         bitrate_kbps: v.bitrate_kbps,
         preset: v.preset.clone(),
         threads: v.encoder_threads,
-        conversion: v.conversion,
+        conversion: v.path.conversion(),
         intra_refresh: setup.intra_refresh,
         x264_params: params,
     }
@@ -960,6 +949,12 @@ impl Host {
 
     /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
     pub fn start_with(mut options: HostOptions, setup: HostSetup) -> Result<Host, HostError> {
+        crate::config::validate_host(
+            &options.video,
+            &options.host,
+            &options.network,
+            &options.scene,
+        )?;
         let bind: SocketAddr = options
             .host
             .bind
@@ -988,10 +983,7 @@ impl Host {
             width: v.resolution.width.min(u16::MAX as u32) as u16,
             height: v.resolution.height.min(u16::MAX as u32) as u16,
             fps: v.fps as u16,
-            codec: match v.encoder {
-                untether_media::codec::EncoderKind::X264 => Codec::H264,
-                untether_media::codec::EncoderKind::X264Rgb => Codec::H264Rgb,
-            },
+            codec: v.codec(),
             bitrate_kbps: v.bitrate_kbps,
             max_datagram: options.network.max_datagram,
             keepalive_ms: options.network.keepalive_ms as u32,
@@ -1000,14 +992,13 @@ impl Host {
         let pacing = options.network.pacing()?;
         let mut host_cfg = HostConfig::new(params);
         host_cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
-        host_cfg.fec = options.network.fec_policy().unwrap_or_default();
-        host_cfg.paths.scheduler = options.network.scheduler().unwrap_or_default();
+        host_cfg.fec = options.network.fec_policy()?;
+        host_cfg.paths.scheduler = options.network.scheduler()?;
         host_cfg.retransmit = options.network.retransmit;
         if options.network.adaptive_bitrate {
             host_cfg.rate = Some(untether_proto::RateConfig::new(v.bitrate_kbps));
         }
         host_cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
-        options.host.validate()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
         if pairing.access == Access::Open {
             log::warn!(
