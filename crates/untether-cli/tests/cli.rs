@@ -420,6 +420,8 @@ fn subcommands() -> Vec<String> {
         .to_string();
     let cmds: Vec<String> = list
         .lines()
+        // "  name  description"; wrapped descriptions are indented further.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .map(str::to_string)
