@@ -3,7 +3,6 @@
 //! response delay decomposed.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -15,8 +14,7 @@ use untether::{
     ClientIo, ClientOptions, ClientRun, DemoOptions, Display, HostOptions, HostSetup, SentFrameTap,
     ShownFrameTap,
 };
-use untether_media::codec::{EncoderKind, InputPicture, PictureFormat};
-use untether_media::convert::Conversion;
+use untether_media::codec::{InputPicture, PictureFormat, VideoPath};
 use untether_media::quality::{CompareSpace, Picture, QualityMeter};
 use untether_media::{stamp, BgraFrame};
 
@@ -114,12 +112,10 @@ fn bad(sc: &Scenario, key: &'static str, value: impl ToString, reason: String) -
 pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, BenchError> {
     let cfg = ConfigToml::default();
     let mut host = HostOptions::default();
-    let res = Resolution::from_str(&format!("{}x{}", sc.width, sc.height))
-        .map_err(|e| bad(sc, "width/height", format!("{}x{}", sc.width, sc.height), e))?;
-    host.video.resolution = res;
-    if !(1..=240).contains(&sc.fps) {
-        return Err(bad(sc, "fps", sc.fps, "allowed: 1 to 240".into()));
-    }
+    host.video.resolution = Resolution {
+        width: sc.width,
+        height: sc.height,
+    };
     host.video.fps = sc.fps;
     if sc.transport != "netns" && (sc.rate.is_some() || sc.loss.is_some()) {
         return Err(bad(
@@ -141,23 +137,7 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
             ));
         }
     }
-    if !(100..=500_000).contains(&sc.bitrate_kbps) {
-        return Err(bad(
-            sc,
-            "bitrate_kbps",
-            sc.bitrate_kbps,
-            "allowed: 100 to 500000".into(),
-        ));
-    }
     host.video.bitrate_kbps = sc.bitrate_kbps;
-    if !untether::config::PRESETS.contains(&sc.preset.as_str()) {
-        return Err(bad(
-            sc,
-            "preset",
-            &sc.preset,
-            format!("allowed: {}", untether::config::PRESETS.join(", ")),
-        ));
-    }
     host.video.preset = sc.preset.clone();
     if sc.tune != "zerolatency" {
         return Err(bad(
@@ -167,16 +147,21 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
             "allowed: zerolatency (untether always encodes with it)".into(),
         ));
     }
-    let conversion = Conversion::from_str(&sc.conversion)
-        .map_err(|e| bad(sc, "conversion", &sc.conversion, e.to_string()))?;
-    host.video.conversion = conversion;
-    let encoder = EncoderKind::from_str(&sc.encoder)
-        .map_err(|e| bad(sc, "encoder", &sc.encoder, e.to_string()))?;
-    host.video.encoder = if conversion == Conversion::Rgb {
-        EncoderKind::X264Rgb
-    } else {
-        encoder
-    };
+    // A key left at its default follows from the other (conversion = "rgb" alone means
+    // libx264rgb), as in the configuration.
+    let d = Scenario::default();
+    let given = |v: &str, default: &str| (v != default).then(|| v.to_string());
+    host.video.path = VideoPath::parse(
+        given(&sc.encoder, &d.encoder).as_deref(),
+        given(&sc.conversion, &d.conversion).as_deref(),
+    )
+    .map_err(|e| {
+        use untether_media::codec::VideoPathError as E;
+        match e {
+            E::Encoder(_) => bad(sc, "encoder", &sc.encoder, e.to_string()),
+            _ => bad(sc, "conversion", &sc.conversion, e.to_string()),
+        }
+    })?;
     if !(sc.duration_s > 0.5 && sc.duration_s <= 3600.0) {
         return Err(bad(
             sc,
@@ -185,35 +170,33 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
             "allowed: more than 0.5 and at most 3600 seconds".into(),
         ));
     }
-    if !sc.spin_deg_per_s.is_finite() {
-        return Err(bad(
-            sc,
-            "spin_deg_per_s",
-            sc.spin_deg_per_s,
-            "must be a number".into(),
-        ));
-    }
     host.scene.spin_deg_per_s = sc.spin_deg_per_s as f32;
     let mut client = cfg.client.clone();
     client.input_probe_interval_ms = bench.response_interval_ms;
     client.headless = true;
     let mut network = cfg.network.clone();
     network.pacing = sc.pacing;
-    network
-        .pacing()
-        .map_err(|e| bad(sc, "pacing", sc.pacing, e.to_string()))?;
     network.fec = sc.fec.clone();
     network.retransmit = sc.retransmit;
     network.adaptive_bitrate = sc.adaptive_bitrate;
     network.scheduler = sc.scheduler.clone();
-    if let Err(e) = network.validate() {
-        let (key, value) = if e.to_string().contains("scheduler") {
-            ("scheduler", sc.scheduler.clone())
-        } else {
-            ("fec", sc.fec.clone())
-        };
-        return Err(bad(sc, key, value, e.to_string()));
-    }
+    // The configuration's validator checks every range; its error names the scenario's key.
+    untether::config::validate_host(&host.video, &host.host, &network, &host.scene).map_err(
+        |e| {
+            let (key, value): (&'static str, String) = match e.key().unwrap_or_default() {
+                "video.resolution" => ("width/height", format!("{}x{}", sc.width, sc.height)),
+                "video.fps" => ("fps", sc.fps.to_string()),
+                "video.bitrate_kbps" => ("bitrate_kbps", sc.bitrate_kbps.to_string()),
+                "video.preset" => ("preset", sc.preset.clone()),
+                "network.pacing" => ("pacing", sc.pacing.to_string()),
+                "network.scheduler" => ("scheduler", sc.scheduler.clone()),
+                "network.fec" => ("fec", sc.fec.clone()),
+                "scene.spin_deg_per_s" => ("spin_deg_per_s", sc.spin_deg_per_s.to_string()),
+                other => ("(config)", other.to_string()),
+            };
+            bad(sc, key, value, e.to_string())
+        },
+    )?;
     host.network = network.clone();
     Ok(DemoOptions {
         host,
@@ -372,7 +355,7 @@ pub fn run_untether(
     let fps = sc.fps;
     let plan = bench.quality;
     let (w, h) = (sc.width, sc.height);
-    let space = if options.host.video.conversion == Conversion::Rgb {
+    let space = if options.host.video.path.is_rgb() {
         CompareSpace::Gbr
     } else {
         CompareSpace::Yuv420

@@ -51,29 +51,33 @@ pub struct Scenario {
 }
 
 impl Default for Scenario {
+    /// The configuration's defaults ([`untether::config`]), except the bench's own: preset
+    /// superfast, 10 s, loopback.
     fn default() -> Self {
+        let cfg = untether::config::ConfigToml::default();
+        let video = untether::config::VideoConfig::default();
         Scenario {
             name: String::new(),
-            width: 1280,
-            height: 720,
-            fps: 60,
-            encoder: "libx264".into(),
+            width: video.resolution.width,
+            height: video.resolution.height,
+            fps: video.fps,
+            encoder: video.path.encoder_name().into(),
             preset: "superfast".into(),
             tune: "zerolatency".into(),
-            bitrate_kbps: 10_000,
+            bitrate_kbps: video.bitrate_kbps,
             slices: 0,
             gop: 0,
-            conversion: "simd".into(),
+            conversion: video.path.conversion().name().into(),
             duration_s: 10.0,
             transport: "loopback".into(),
             rate: None,
             loss: None,
-            spin_deg_per_s: 30.0,
-            fec: "adaptive".into(),
-            retransmit: true,
-            adaptive_bitrate: true,
-            scheduler: "redundant".into(),
-            pacing: 0.0,
+            spin_deg_per_s: cfg.scene.spin_deg_per_s as f64,
+            fec: cfg.network.fec,
+            retransmit: cfg.network.retransmit,
+            adaptive_bitrate: cfg.network.adaptive_bitrate,
+            scheduler: cfg.network.scheduler,
+            pacing: cfg.network.pacing,
         }
     }
 }

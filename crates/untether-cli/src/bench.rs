@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -12,57 +13,63 @@ use untether_bench::peer::{run_peer, PeerKind};
 use untether_bench::run::{run_untether, BenchOptions, QualityPlan};
 use untether_bench::scenario::Scenario;
 use untether_bench::series::ScenarioResult;
+use untether_proto::units;
+
+/// The long help of `untether bench` (shown by `untether bench --help`).
+pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report per scenario (the \
+    contract in docs/REPORT.md) plus one self-contained HTML report with plots (glass-to-glass \
+    CDF, stage breakdown, latency/bitrate/SSIM over time, response delay).\n\n\
+    A scenario streams the built-in test scene with the real pipeline (host and client in this \
+    process over UDP on 127.0.0.1, or in two network namespaces with --netns). Comma-separated \
+    values of --resolution, --preset, --conversion, --bitrate, --fec, --retransmit, --scheduler \
+    and --pacing run every combination; a flag not given takes the configuration's default \
+    (docs/CONFIG.md; preset: superfast).\n\n\
+    --scenarios FILE reads [[scenario]] tables instead. Scenario keys: name, width, height, fps, \
+    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport, rate, \
+    loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing.\n\n\
+    Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
+    (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
+    Examples:\n\
+    \x20 untether bench --duration 10\n\
+    \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
+    \x20 untether bench --resolution 360p --bitrate 2M,5M\n\
+    \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
+    \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
+    \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
+    \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)";
 
 #[derive(Args, Debug, Clone)]
-#[command(
-    long_about = "Run benchmark scenarios and write one JSON report per scenario (the contract in \
-        docs/REPORT.md) plus one self-contained HTML report with plots (glass-to-glass CDF, \
-        stage breakdown, latency/bitrate/SSIM over time, response delay).\n\n\
-        A scenario streams the built-in test scene with the real pipeline (host and client in \
-        this process over UDP on 127.0.0.1, or in two network namespaces with --netns). \
-        Comma-separated values of --resolution, --preset, --conversion and --bitrate-kbps run \
-        every combination. --scenarios FILE reads [[scenario]] tables instead (keys: name, \
-        width, height, fps, encoder, preset, tune, bitrate_kbps, slices, gop, conversion, \
-        duration_s, transport, rate, spin_deg_per_s, pacing).\n\n\
-        Examples:\n\
-        \x20 untether bench --duration 10\n\
-        \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
-        \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
-        \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
-        \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
-        \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)"
-)]
 pub struct BenchArgs {
-    /// TOML file with [[scenario]] tables (see --help); flags below then only set defaults for keys the file omits.
+    /// TOML file with [[scenario]] tables (keys in --help); flags below then only set defaults for keys the file omits.
     #[arg(long, value_name = "FILE")]
     scenarios: Option<PathBuf>,
-    /// Frame size(s): 720p, 1080p or WIDTHxHEIGHT, comma-separated.
-    #[arg(long, default_value = "720p", value_name = "SIZES")]
-    resolution: String,
-    /// Frames per second.
-    #[arg(long, default_value_t = 60)]
-    fps: u32,
-    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, …
-    #[arg(long, default_value = "superfast", value_name = "PRESETS")]
-    preset: String,
-    /// Target bitrate(s) in kbit/s, comma-separated.
-    #[arg(long, default_value = "10000", value_name = "KBPS")]
-    bitrate_kbps: String,
+    /// Frame size(s), comma-separated: WIDTHxHEIGHT or 360p, 720p, 1080p, … (default: video.resolution's).
+    #[arg(long, value_name = "SIZES")]
+    resolution: Option<String>,
+    /// Frames per second (default: video.fps's).
+    #[arg(long)]
+    fps: Option<u32>,
+    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, … (default: superfast).
+    #[arg(long, value_name = "PRESETS")]
+    preset: Option<String>,
+    /// Target bitrate(s), comma-separated: kbit/s (10000) or with a unit (10M, 8000k) (default: video.bitrate_kbps's).
+    #[arg(long, visible_alias = "bitrate-kbps", value_name = "RATES")]
+    bitrate: Option<String>,
     /// Conversion path(s), comma-separated: simd (yuvutils SIMD BGRA→I420), swscale, rgb (libx264rgb, no conversion).
-    #[arg(long, default_value = "simd", value_name = "PATHS")]
-    conversion: String,
+    #[arg(long, value_name = "PATHS")]
+    conversion: Option<String>,
     /// x264 slices per frame (0: as untether's sliced threads decide).
     #[arg(long, default_value_t = 0)]
     slices: u32,
     /// Keyframe interval in frames (0: keyframes only when the client asks).
     #[arg(long, default_value_t = 0)]
     gop: u32,
-    /// Seconds per scenario.
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
-    duration: f64,
-    /// Camera spin of the test scene, degrees per second.
-    #[arg(long, default_value_t = 30.0)]
-    spin: f64,
+    /// Time per scenario: seconds (10) or with a unit (500ms, 30s, 2m).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::duration_arg)]
+    duration: Duration,
+    /// Camera spin of the test scene, degrees per second (default: scene.spin_deg_per_s's).
+    #[arg(long, allow_negative_numbers = true)]
+    spin: Option<f64>,
     /// Measure this peer instead of untether: ffmpeg-rtp (RTP over UDP) or ffmpeg-rtp-tcp (RTP interleaved over RTSP/TCP).
     #[arg(long, value_name = "PEER", conflicts_with = "compare")]
     peer: Option<String>,
@@ -73,17 +80,17 @@ pub struct BenchArgs {
     #[arg(long)]
     netns: bool,
     /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
-    #[arg(long, default_value = "0", value_name = "FRACTIONS")]
-    pacing: String,
+    #[arg(long, value_name = "FRACTIONS")]
+    pacing: Option<String>,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
     cleanup: bool,
     /// Consecutive frames per picture-quality batch (0: no SSIM/PSNR).
     #[arg(long, default_value_t = 150, value_name = "FRAMES")]
     quality_batch: u32,
-    /// Seconds between the starts of quality batches.
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
-    quality_every: f64,
+    /// Time between the starts of quality batches: seconds (10) or with a unit (500ms, 30s).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::duration_arg)]
+    quality_every: Duration,
     /// An input event every this many ms, for response delay (0: none).
     #[arg(long, default_value_t = 500, value_name = "MS")]
     response_interval: u64,
@@ -96,21 +103,18 @@ pub struct BenchArgs {
     /// Also write the (first) scenario's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
-    /// No progress bar (also off when stderr is not a terminal).
-    #[arg(long)]
-    quiet: bool,
-    /// Forward error correction, comma-separated to compare: off, adaptive, or a fixed share like 20%.
-    #[arg(long, default_value = "adaptive", value_name = "MODES")]
-    fec: String,
-    /// Retransmission of lost shards, comma-separated to compare: on, off.
-    #[arg(long, default_value = "on", value_name = "on|off")]
-    retransmit: String,
-    /// The host's adaptive bitrate controller: on or off.
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    adaptive_bitrate: String,
-    /// Multipath scheduler (with --paths 2..4): redundant, keyframes, lowest-delay; comma-separated to compare.
-    #[arg(long, default_value = "redundant", value_name = "SCHEDULERS")]
-    scheduler: String,
+    /// Forward error correction, comma-separated to compare: off, adaptive, or a fixed share like 20% (default: network.fec's).
+    #[arg(long, value_name = "MODES")]
+    fec: Option<String>,
+    /// Retransmission of lost shards, comma-separated to compare: on, off (default: network.retransmit's).
+    #[arg(long, value_name = "on|off")]
+    retransmit: Option<String>,
+    /// The host's adaptive bitrate controller: on or off (default: network.adaptive_bitrate's).
+    #[arg(long, value_parser = ["on", "off"])]
+    adaptive_bitrate: Option<String>,
+    /// Multipath scheduler (with --paths 2..4): redundant, keyframes, lowest-delay; comma-separated to compare (default: network.scheduler's).
+    #[arg(long, value_name = "SCHEDULERS")]
+    scheduler: Option<String>,
     /// The link, through impairment relays (loopback) or, with --netns, a tbf (--rate) and kernel
     /// loss (--loss) on the veth pair: --loss 2% --burst-loss --delay 5ms --jitter 2ms --rate 20mbit
     /// --outage 5s@10s --paths 2 … (docs/NETEM.md).
@@ -130,25 +134,6 @@ fn split(list: &str) -> Vec<String> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect()
-}
-
-fn parse_size(s: &str) -> Result<(u32, u32)> {
-    match s {
-        "720p" => Ok((1280, 720)),
-        "1080p" => Ok((1920, 1080)),
-        "360p" => Ok((640, 360)),
-        _ => {
-            let (w, h) = s.split_once('x').with_context(|| {
-                format!("--resolution {s:?}: allowed: 360p, 720p, 1080p or WIDTHxHEIGHT")
-            })?;
-            Ok((
-                w.parse()
-                    .with_context(|| format!("--resolution {s:?}: width is not a number"))?,
-                h.parse()
-                    .with_context(|| format!("--resolution {s:?}: height is not a number"))?,
-            ))
-        }
-    }
 }
 
 /// The relays' profile, when any impairment flag (other than --rate with --netns) is given.
@@ -175,14 +160,23 @@ fn impairment(a: &BenchArgs) -> Result<Option<untether_netem::Profile>> {
     Ok(Some(link.profile().map_err(|e| anyhow::anyhow!("{e}"))?))
 }
 
+/// `flag`'s comma-separated values, or `default` when not given.
+fn list(flag: &Option<String>, default: impl ToString) -> Vec<String> {
+    match flag {
+        Some(l) => split(l),
+        None => vec![default.to_string()],
+    }
+}
+
 /// The scenarios the flags (or the file) describe.
 fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
+    let d = Scenario::default();
     let base = Scenario {
-        fps: a.fps,
+        fps: a.fps.unwrap_or(d.fps),
         slices: a.slices,
         gop: a.gop,
-        duration_s: a.duration,
-        spin_deg_per_s: a.spin,
+        duration_s: a.duration.as_secs_f64(),
+        spin_deg_per_s: a.spin.unwrap_or(d.spin_deg_per_s),
         transport: if a.netns { "netns" } else { "loopback" }.into(),
         rate: if a.netns {
             a.link.rate.map(|bps| format!("{bps}bit"))
@@ -190,8 +184,11 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             None
         },
         loss: if a.netns { a.link.loss } else { None },
-        adaptive_bitrate: a.adaptive_bitrate == "on",
-        ..Default::default()
+        adaptive_bitrate: a
+            .adaptive_bitrate
+            .as_deref()
+            .map_or(d.adaptive_bitrate, |v| v == "on"),
+        ..d.clone()
     };
     if let Some(path) = &a.scenarios {
         let text = std::fs::read_to_string(path)
@@ -204,30 +201,29 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
         return Ok(file.scenario);
     }
     let mut out = Vec::new();
-    for size in split(&a.resolution) {
-        let (width, height) = parse_size(&size)?;
-        for preset in split(&a.preset) {
-            for conversion in split(&a.conversion) {
-                for kbps in split(&a.bitrate_kbps) {
-                    let bitrate_kbps = kbps.parse().with_context(|| {
-                        format!("--bitrate-kbps {kbps:?}: allowed: whole kbit/s, e.g. 10000")
-                    })?;
-                    for fec in split(&a.fec) {
-                        for retransmit in split(&a.retransmit) {
+    for size in list(&a.resolution, format!("{}x{}", d.width, d.height)) {
+        let (width, height) = units::parse_resolution(&size)
+            .map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
+        for preset in list(&a.preset, &d.preset) {
+            for conversion in list(&a.conversion, &d.conversion) {
+                for rate in list(&a.bitrate, d.bitrate_kbps) {
+                    let bitrate_kbps = units::parse_bitrate(&rate)
+                        .map_err(|e| anyhow::anyhow!("--bitrate: {e}"))?;
+                    for fec in list(&a.fec, &d.fec) {
+                        for retransmit in list(&a.retransmit, if d.retransmit { "on" } else { "off" }) {
                             let retransmit = match retransmit.as_str() {
                                 "on" => true,
                                 "off" => false,
-                                other => bail!("--retransmit {other:?}: allowed: on, off"),
+                                other => bail!("--retransmit: unknown value {other:?}; allowed: on, off"),
                             };
-                            for scheduler in split(&a.scheduler) {
-                                for pacing in split(&a.pacing) {
-                                    let pacing = pacing
-                                        .parse::<f64>()
-                                        .ok()
-                                        .filter(|p| (0.0..=1.0).contains(p))
-                                        .with_context(|| {
-                                            format!("--pacing {pacing:?}: allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
-                                        })?;
+                            for scheduler in list(&a.scheduler, &d.scheduler) {
+                                for pacing in list(&a.pacing, d.pacing) {
+                                    let pacing = pacing.parse::<f64>().map_err(|_| {
+                                        anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
+                                    })?;
+                                    untether::config::PACING
+                                        .check(pacing)
+                                        .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
                                     out.push(Scenario {
                                         width,
                                         height,
@@ -270,7 +266,7 @@ fn p50(r: &ScenarioResult) -> Option<f64> {
         .or_else(|| l["glass_to_glass"]["p50"].as_f64())
 }
 
-pub fn run(a: BenchArgs) -> Result<()> {
+pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
     if a.cleanup {
         let removed = untether_netem::netns::cleanup_stale()
             .context("removing namespaces of killed bench runs")?;
@@ -302,7 +298,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         } else {
             QualityPlan {
                 batch_frames: a.quality_batch,
-                every_s: a.quality_every,
+                every_s: a.quality_every.as_secs_f64(),
                 ..Default::default()
             }
         },
@@ -340,7 +336,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
     }
     let total: f64 = runs.iter().map(|(s, _)| s.duration_s).sum();
-    let bar = if a.quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+    let bar = if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         ProgressBar::hidden()
     } else {
         ProgressBar::new((total * 10.0) as u64)

@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
 use untether::client::{
     run_client_with, ClientAudio, ClientIo, ClientOptions, Display, InputDevice,
 };
-use untether::config::{ConfigToml, DEFAULT_PORT};
+use untether::config::{ConfigError, ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
+use untether_media::codec::VideoPath;
 use untether_media::x11::{CaptureTarget, PointerMode};
 
 mod bench;
@@ -25,6 +26,7 @@ mod pair;
 #[command(
     name = "untether",
     version,
+    propagate_version = true,
     about = "Low-latency streaming for untethered VR and interactive games",
     long_about = "Low-latency streaming for untethered VR and interactive games.\n\n\
         A host renders (or captures) frames, encodes them with x264 and sends them over UDP with \
@@ -39,11 +41,44 @@ mod pair;
         and known hosts live in the state directory ($XDG_STATE_HOME/untether or \
         ~/.local/state/untether, or --state-dir).\n\
         Settings come from defaults, then --config FILE (TOML, see docs/CONFIG.md), then flags.\n\
-        Set RUST_LOG=info (or debug) for more detail."
+        --config, --state-dir, -v and -q go before or after any command. Logging: info by \
+        default; -v debug, -vv trace, -q warnings only, -qq errors only (without -v/-q, RUST_LOG \
+        applies when set)."
 )]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Options every command takes, before or after its name.
+#[derive(Args, Debug, Clone, Default)]
+struct Global {
+    /// TOML config file (every key documented in docs/CONFIG.md); flags override it. Read by host, client, demo and pair (host.state_dir); bench and netem only check it.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    /// Where keys, the allowlist, access requests, the PIN (host, pair) and known_hosts.json, the pinned host keys (client), live [config: host.state_dir / client.state_dir, default $UNTETHER_STATE_DIR, $XDG_STATE_HOME/untether or ~/.local/state/untether].
+    #[arg(long, value_name = "DIR", global = true)]
+    state_dir: Option<PathBuf>,
+    /// More log output: -v debug, -vv trace (default info).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Less output: -q warnings only, -qq errors only (bench: also no progress bar).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    quiet: u8,
+}
+
+impl Global {
+    /// The log filter -v/-q ask for; None: neither given.
+    fn log_filter(&self) -> Option<&'static str> {
+        if self.verbose == 0 && self.quiet == 0 {
+            return None;
+        }
+        const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+        let level = (2 + self.verbose as i32 - self.quiet as i32).clamp(0, 4);
+        Some(LEVELS[level as usize])
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -59,17 +94,15 @@ enum Command {
     /// Relay UDP between clients and a target, impairing each direction: loss, burst loss, delay, jitter, rate limit, reordering, duplication, outages.
     Netem(netem::NetemArgs),
     /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
+    #[command(long_about = bench::LONG_ABOUT)]
     Bench(Box<bench::BenchArgs>),
 }
 
 #[derive(Args, Debug, Clone, Default)]
 struct Common {
-    /// TOML config file (every key documented in docs/CONFIG.md); flags override it.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_name = "SECONDS")]
-    duration: Option<f64>,
+    /// Stop after this long: seconds (10) or with a unit (500ms, 5s, 2m) (default: run until Ctrl-C).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    duration: Option<Duration>,
     /// Write the JSON latency report (the contract in docs/REPORT.md) to FILE.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -77,15 +110,15 @@ struct Common {
 
 #[derive(Args, Debug, Clone, Default)]
 struct VideoArgs {
-    /// Frame size: WIDTHxHEIGHT, 720p or 1080p [config: video.resolution, default 1280x720].
+    /// Frame size: WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k [config: video.resolution, default 1280x720].
     #[arg(long, value_name = "WxH")]
     resolution: Option<String>,
     /// Frames per second [config: video.fps, default 60].
     #[arg(long)]
     fps: Option<u32>,
-    /// Encoder bitrate: kbit/s as a number, or with a unit: 8000k, 10M, 10mbit [config: video.bitrate_kbps, default 10000].
-    #[arg(long, value_name = "RATE")]
-    bitrate: Option<String>,
+    /// Encoder bitrate: kbit/s as a number (8000), or with a unit: 8000k, 8000kbps, 10M, 10mbit [config: video.bitrate_kbps, default 10000].
+    #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
+    bitrate: Option<u32>,
     /// Video encoder [config: video.encoder, default libx264].
     #[arg(long, value_parser = ["libx264", "libx264rgb"])]
     encoder: Option<String>,
@@ -135,9 +168,6 @@ struct HostArgs {
     /// Who may connect: allowlist (clients approved with `untether pair`, or paired by PIN), pin (also print a one-time PIN now and accept it), open (anyone who can reach the port: only on a trusted network!) [config: host.access, default allowlist].
     #[arg(long, value_parser = ["allowlist", "open", "pin"])]
     access: Option<String>,
-    /// Where the host's key, allowlist, access requests and PIN live [config: host.state_dir, default $XDG_STATE_HOME/untether or ~/.local/state/untether].
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
     /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
     #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
     scheduler: Option<String>,
@@ -186,9 +216,6 @@ struct ClientArgs {
     /// Pair with the host using the one-time PIN it shows (`untether host --access pin` or `untether pair --pin` there); the host then remembers this client.
     #[arg(long, value_name = "PIN")]
     pin: Option<String>,
-    /// Where the client's key and known_hosts.json (the pinned host keys) live [config: client.state_dir, default $XDG_STATE_HOME/untether or ~/.local/state/untether].
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
     /// Another path to the host (multipath, up to 3): [LOCAL_IP@]HOST[:PORT], e.g. 192.168.2.7@192.168.2.1 to send from a second interface; repeat for more. The client sends its input on every path, the host schedules video per --scheduler there [config: client.paths].
     #[arg(long = "path", value_name = "[LOCAL_IP@]HOST[:PORT]")]
     paths: Vec<String>,
@@ -213,50 +240,77 @@ struct DemoArgs {
     common: Common,
 }
 
-fn parse_bitrate(s: &str) -> Result<u32> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix("mbit").or_else(|| t.strip_suffix('m')) {
-        (n, 1000.0)
-    } else if let Some(n) = t.strip_suffix("kbit").or_else(|| t.strip_suffix('k')) {
-        (n, 1.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("--bitrate {s:?}: expected kbit/s (e.g. 8000) or a value with a unit: 8000k, 10M, 10mbit"))?;
-    Ok((v * mult).round() as u32)
+/// `--bitrate`: [`untether_proto::units::parse_bitrate`].
+fn bitrate_arg(s: &str) -> std::result::Result<u32, String> {
+    untether_proto::units::parse_bitrate(s).map_err(|e| e.to_string())
 }
 
-fn load_config(common: &Common) -> Result<ConfigToml> {
-    Ok(match &common.config {
+/// `--duration` and the like: [`untether_proto::units::parse_duration`].
+pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
+    untether_proto::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// The flag that sets a config key, for error messages.
+const FLAGS: [(&str, &str); 13] = [
+    ("video.resolution", "--resolution"),
+    ("video.fps", "--fps"),
+    ("video.bitrate_kbps", "--bitrate"),
+    ("video.encoder", "--encoder"),
+    ("video.conversion", "--conversion"),
+    ("video.preset", "--preset"),
+    ("host.bind", "--bind"),
+    ("host.access", "--access"),
+    ("network.scheduler", "--scheduler"),
+    ("client.name", "--name"),
+    ("client.paths", "--path"),
+    ("client.input_probe_interval_ms", "--input-probe"),
+    ("scene.walk_speed", "--walk"),
+];
+
+/// A config error that names the flag setting the key too: `video.fps (--fps): …`.
+fn with_flag(e: ConfigError) -> anyhow::Error {
+    match e {
+        ConfigError::Invalid { key, message } => {
+            let flags: Vec<&str> = FLAGS
+                .iter()
+                .filter(|(k, _)| key.split(", ").any(|part| part == *k))
+                .map(|(_, f)| *f)
+                .collect();
+            if flags.is_empty() {
+                ConfigError::Invalid { key, message }.into()
+            } else {
+                anyhow::anyhow!("{key} ({}): {message}", flags.join(", "))
+            }
+        }
+        e => e.into(),
+    }
+}
+
+fn load_config(global: &Global) -> Result<ConfigToml> {
+    Ok(match &global.config {
         Some(path) => ConfigToml::load(path)?,
         None => ConfigToml::default(),
     })
 }
 
-fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) -> Result<()> {
+fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     if let Some(r) = &v.resolution {
         cfg.video.resolution = r.clone();
     }
     if let Some(f) = v.fps {
         cfg.video.fps = f;
     }
-    if let Some(b) = &v.bitrate {
-        cfg.video.bitrate_kbps = parse_bitrate(b)?;
+    if let Some(b) = v.bitrate {
+        cfg.video.bitrate_kbps = b;
     }
-    if let Some(e) = &v.encoder {
-        cfg.video.encoder = e.clone();
+    // Flags win over the file: a flag for one of encoder/conversion replaces both, the other
+    // following from it (VideoPath::parse).
+    if v.encoder.is_some() || v.conversion.is_some() {
+        cfg.video.encoder = v.encoder.clone();
+        cfg.video.conversion = v.conversion.clone();
     }
     if let Some(p) = &v.preset {
         cfg.video.preset = p.clone();
-    }
-    if let Some(c) = &v.conversion {
-        cfg.video.conversion = c.clone();
-        if c == "rgb" && v.encoder.is_none() {
-            cfg.video.encoder = "libx264rgb".into();
-        }
     }
     if let Some(s) = v.spin {
         cfg.scene.spin_deg_per_s = s;
@@ -264,7 +318,6 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) -> Result<()> {
     if let Some(w) = v.walk {
         cfg.scene.walk_speed = w;
     }
-    Ok(())
 }
 
 fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
@@ -280,9 +333,9 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
 }
 
 fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
-    let video = cfg.video.validate()?;
-    cfg.network.validate()?;
-    cfg.host.validate()?;
+    let video = cfg.video.validate().map_err(with_flag)?;
+    untether::config::validate_host(&video, &cfg.host, &cfg.network, &cfg.scene)
+        .map_err(with_flag)?;
     Ok(HostOptions {
         video,
         scene: cfg.scene.clone(),
@@ -305,13 +358,15 @@ fn display_for(cfg: &ConfigToml) -> Display {
     }
 }
 
+/// `--duration`, checked: more than 0, at most a day.
 fn duration_of(common: &Common) -> Result<Option<Duration>> {
+    const MAX: Duration = Duration::from_secs(86_400);
     match common.duration {
-        None => Ok(None),
-        Some(d) if d.is_finite() && d > 0.0 && d <= 86_400.0 => {
-            Ok(Some(Duration::from_secs_f64(d)))
-        }
-        Some(d) => bail!("--duration {d}: must be a number of seconds in (0, 86400]"),
+        Some(d) if d.is_zero() || d > MAX => bail!(
+            "--duration: {d:?} is out of range 1ms..={}s",
+            MAX.as_secs()
+        ),
+        d => Ok(d),
     }
 }
 
@@ -321,8 +376,7 @@ fn client_options(
     side: &ClientSide,
     common: &Common,
 ) -> Result<ClientOptions> {
-    cfg.client.validate()?;
-    cfg.network.validate()?;
+    untether::config::validate_client(&cfg.client, &cfg.network).map_err(with_flag)?;
     Ok(ClientOptions {
         host,
         client: cfg.client.clone(),
@@ -409,9 +463,9 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
     Ok(setup)
 }
 
-fn run_host(args: HostArgs) -> Result<()> {
-    let mut cfg = load_config(&args.common)?;
-    apply_video(&mut cfg, &args.video)?;
+fn run_host(args: HostArgs, global: &Global) -> Result<()> {
+    let mut cfg = load_config(global)?;
+    apply_video(&mut cfg, &args.video);
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
     }
@@ -424,7 +478,7 @@ fn run_host(args: HostArgs) -> Result<()> {
     if let Some(sch) = &args.scheduler {
         cfg.network.scheduler = sch.clone();
     }
-    if let Some(d) = &args.state_dir {
+    if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
     }
     let options = host_options(&cfg)?;
@@ -454,9 +508,9 @@ fn run_host(args: HostArgs) -> Result<()> {
         host.local_addr(),
         v.resolution,
         v.fps,
-        v.encoder.name(),
+        v.path.encoder_name(),
         v.preset,
-        v.conversion.name(),
+        v.path.conversion().name(),
         v.bitrate_kbps
     );
     let access = options.host.access()?;
@@ -519,8 +573,8 @@ fn run_host(args: HostArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_client_cmd(args: ClientArgs) -> Result<()> {
-    let mut cfg = load_config(&args.common)?;
+fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
+    let mut cfg = load_config(global)?;
     apply_client(&mut cfg, &args.side);
     let sink = match args.io.sink.as_deref() {
         None => None,
@@ -533,7 +587,7 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
         cfg.client.headless = true;
     }
     let to_stdout = sink.as_deref() == Some("-");
-    if let Some(d) = &args.state_dir {
+    if let Some(d) = &global.state_dir {
         cfg.client.state_dir = d.display().to_string();
     }
     cfg.client.paths.extend(args.paths.iter().cloned());
@@ -568,9 +622,8 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
         host_opts.video.resolution.height = p.height as u32;
         host_opts.video.fps = p.fps as u32;
         host_opts.video.bitrate_kbps = p.bitrate_kbps;
-        if p.codec == untether_proto_codec_rgb() {
-            host_opts.video.encoder = untether_media::codec::EncoderKind::X264Rgb;
-            host_opts.video.conversion = untether_media::convert::Conversion::Rgb;
+        if p.codec == untether::config::codec_of(VideoPath::Rgb) {
+            host_opts.video.path = VideoPath::Rgb;
         }
     }
     let mut config = untether::report_config(&host_opts, options.display, "udp");
@@ -578,7 +631,7 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
     config.preset = "unknown".into();
     if params
         .as_ref()
-        .is_some_and(|p| p.codec != untether_proto_codec_rgb())
+        .is_some_and(|p| p.codec != untether::config::codec_of(VideoPath::Rgb))
     {
         config.conversion = "unknown".into();
     }
@@ -594,17 +647,13 @@ fn run_client_cmd(args: ClientArgs) -> Result<()> {
     Ok(())
 }
 
-fn untether_proto_codec_rgb() -> untether::host::Codec {
-    untether::host::Codec::H264Rgb
-}
-
 fn untether_net_resolve(name: &str) -> Result<std::net::SocketAddr> {
     untether::resolve_host(name, DEFAULT_PORT).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn run_demo(args: DemoArgs) -> Result<()> {
-    let mut cfg = load_config(&args.common)?;
-    apply_video(&mut cfg, &args.video)?;
+fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
+    let mut cfg = load_config(global)?;
+    apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
     if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() {
         // The demo measures input response by default.
@@ -612,7 +661,7 @@ fn run_demo(args: DemoArgs) -> Result<()> {
     }
     let host = host_options(&cfg)?;
     let mut common = args.common.clone();
-    common.duration = Some(common.duration.unwrap_or(10.0));
+    common.duration = Some(common.duration.unwrap_or(Duration::from_secs(10)));
     let client = client_options(&cfg, ([127, 0, 0, 1], 0).into(), &args.side, &common)?;
     let stop = stop_on_ctrl_c();
     let v = &host.video;
@@ -620,11 +669,11 @@ fn run_demo(args: DemoArgs) -> Result<()> {
         "untether demo: streaming the test scene {} @ {} fps with {} ({}, {} conversion) at {} kbit/s over loopback UDP for {:.0} s ({})…",
         v.resolution,
         v.fps,
-        v.encoder.name(),
+        v.path.encoder_name(),
         v.preset,
-        v.conversion.name(),
+        v.path.conversion().name(),
         v.bitrate_kbps,
-        common.duration.unwrap_or(10.0),
+        client.duration.map_or(10.0, |d| d.as_secs_f64()),
         if client.display == Display::Window { "window" } else { "headless" }
     );
     let report = if args.audio {
@@ -650,21 +699,47 @@ fn run_demo(args: DemoArgs) -> Result<()> {
     Ok(())
 }
 
+/// An error and its causes, each cause once: `a: b: c`, leaving out a cause whose text the
+/// message already includes (an error that prints its source in its own message).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
+    let global = cli.global;
+    let mut log = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    if let Some(level) = global.log_filter() {
+        log.parse_filters(level);
+    }
+    log.init();
     let result = match cli.command {
-        Command::Host(a) => run_host(a),
-        Command::Client(a) => run_client_cmd(a),
-        Command::Demo(a) => run_demo(a),
-        Command::Netem(a) => netem::run(a),
-        Command::Bench(a) => bench::run(*a),
-        Command::Pair(a) => pair::run(a),
+        Command::Host(a) => run_host(a, &global),
+        Command::Client(a) => run_client_cmd(a, &global),
+        Command::Demo(a) => run_demo(a, &global),
+        Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
+        Command::Bench(a) => {
+            load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0))
+        }
+        Command::Pair(mut a) => load_config(&global).and_then(|cfg| {
+            a.state_dir = global.state_dir.clone().or_else(|| {
+                (!cfg.host.state_dir.is_empty()).then(|| PathBuf::from(&cfg.host.state_dir))
+            });
+            pair::run(a)
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("untether: error: {e:#}");
+            eprintln!("untether: error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }

@@ -38,13 +38,13 @@ pub struct NetemArgs {
     /// Where the datagrams go: HOST:PORT (e.g. an untether host); IPv6 as [ADDR]:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub target: String,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// Print each path's per-direction counters every SECONDS (default: only the final ones,
-    /// at the end or on Ctrl-C).
-    #[arg(long, value_name = "SECONDS")]
-    pub stats_interval: Option<f64>,
+    /// Stop after this long: seconds (10) or with a unit (500ms, 5s, 2m) (default: run until Ctrl-C).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg)]
+    pub duration: Option<Duration>,
+    /// Print each path's per-direction counters this often: seconds (5) or with a unit (500ms)
+    /// (default: only the final ones, at the end or on Ctrl-C).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg)]
+    pub stats_interval: Option<Duration>,
     #[command(flatten)]
     pub impairment: ImpairmentArgs,
 }
@@ -66,13 +66,14 @@ fn target_addr(s: &str) -> Result<SocketAddr> {
     Ok(addr)
 }
 
-fn seconds(flag: &str, v: Option<f64>) -> Result<Option<Duration>> {
+/// A duration flag, checked: more than 0, at most a year.
+fn positive(flag: &str, v: Option<Duration>) -> Result<Option<Duration>> {
+    const MAX: Duration = Duration::from_secs(86_400 * 365);
     match v {
-        None => Ok(None),
-        Some(d) if d.is_finite() && d > 0.0 && d <= 86_400.0 * 365.0 => {
-            Ok(Some(Duration::from_secs_f64(d)))
+        Some(d) if d.is_zero() || d > MAX => {
+            bail!("{flag}: {d:?} is out of range 1ms..={}s", MAX.as_secs())
         }
-        Some(d) => bail!("{flag} {d}: must be a number of seconds greater than 0"),
+        d => Ok(d),
     }
 }
 
@@ -101,8 +102,8 @@ fn print_stats(elapsed: Duration, stats: &[RelayStats]) {
 pub fn run(args: NetemArgs) -> Result<()> {
     let listen = listen_addr(&args.listen)?;
     let target = target_addr(&args.target)?;
-    let duration = seconds("--duration", args.duration)?;
-    let interval = seconds("--stats-interval", args.stats_interval)?;
+    let duration = positive("--duration", args.duration)?;
+    let interval = positive("--stats-interval", args.stats_interval)?;
     let profile = args.impairment.profile()?;
     let configs = RelaySet::configs(&profile, listen, target)?;
     let set = RelaySet::start(configs).context("cannot start the relays")?;
@@ -179,7 +180,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("needs a port"));
-        assert!(seconds("--duration", Some(-1.0)).is_err());
-        assert!(seconds("--duration", Some(f64::NAN)).is_err());
+        assert!(crate::duration_arg("-1").is_err());
+        assert!(crate::duration_arg("NaN").is_err());
+        let e = positive("--duration", Some(Duration::ZERO)).unwrap_err().to_string();
+        assert_eq!(e, "--duration: 0ns is out of range 1ms..=31536000s");
+        assert_eq!(
+            positive("--stats-interval", Some(Duration::from_secs(5))).unwrap(),
+            Some(Duration::from_secs(5))
+        );
     }
 }

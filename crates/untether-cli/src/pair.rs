@@ -41,9 +41,10 @@ pub struct PairArgs {
     /// With --pin: wait until a client pairs with the PIN (or it expires or is used up).
     #[arg(long, requires = "pin")]
     pub wait: bool,
-    /// The host's state directory: keys, allowlist, requests (default: $UNTETHER_STATE_DIR,
-    /// $XDG_STATE_HOME/untether or ~/.local/state/untether).
-    #[arg(long, value_name = "DIR")]
+    /// The host's state directory: the global `--state-dir`, else the config's `host.state_dir`
+    /// (set by `main`; default: $UNTETHER_STATE_DIR, $XDG_STATE_HOME/untether or
+    /// ~/.local/state/untether).
+    #[arg(skip)]
     pub state_dir: Option<PathBuf>,
 }
 
@@ -84,6 +85,9 @@ fn ago(t: u64) -> String {
 pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let dir = StateDir::resolve(args.state_dir.as_deref())?;
     if args.pin {
+        untether::config::PIN_TTL_S
+            .check(args.pin_ttl)
+            .map_err(|e| anyhow::anyhow!("--pin-ttl: {e}"))?;
         let host = dir
             .load_or_create_identity(Role::Host)
             .context("loading the host's key")?;

@@ -408,3 +408,159 @@ fn pin_pairing_and_approval_across_processes() {
     assert!(log.contains("paired with"), "{log}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// The subcommands `untether --help` lists (without `help`).
+fn subcommands() -> Vec<String> {
+    let t = text(&run(&["--help"]));
+    let list = t
+        .split("Commands:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("--help has a Commands section")
+        .to_string();
+    let cmds: Vec<String> = list
+        .lines()
+        // "  name  description"; wrapped descriptions are indented further.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect();
+    assert!(cmds.len() >= 6, "{cmds:?}");
+    cmds
+}
+
+#[test]
+fn every_subcommand_takes_the_global_options_before_or_after_it() {
+    let dir = tmp("global-state");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.to_str().unwrap().to_string();
+    let config = tmp("global.toml");
+    std::fs::write(&config, "[video]\nfps = 30\n").unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let options: [&[&str]; 6] = [
+        &["--state-dir", &dir],
+        &["--config", &config],
+        &["-v"],
+        &["-vv"],
+        &["-q"],
+        &["-qq"],
+    ];
+    for cmd in subcommands() {
+        for opt in options {
+            // Before and after the subcommand; --help last so nothing runs, but everything
+            // before it must parse.
+            let before: Vec<&str> = opt.iter().copied().chain([cmd.as_str(), "--help"]).collect();
+            let after: Vec<&str> = [cmd.as_str()]
+                .into_iter()
+                .chain(opt.iter().copied())
+                .chain(["--help"])
+                .collect();
+            for args in [before, after] {
+                let o = run(&args);
+                assert!(o.status.success(), "untether {args:?}: {}", text(&o));
+            }
+        }
+        let all: Vec<&str> = ["-v", "--config", &config, cmd.as_str(), "-q", "--state-dir", &dir, "--help"].to_vec();
+        let o = run(&all);
+        assert!(o.status.success(), "untether {all:?}: {}", text(&o));
+        for args in [vec!["--version", cmd.as_str()], vec![cmd.as_str(), "--version"]] {
+            let o = run(&args);
+            assert!(
+                o.status.success() && text(&o).contains(env!("CARGO_PKG_VERSION")),
+                "untether {args:?}: {}",
+                text(&o)
+            );
+        }
+    }
+    // They take effect: pair reads --state-dir wherever it stands.
+    for args in [
+        vec!["--state-dir", dir.as_str(), "-q", "pair"],
+        vec!["pair", "list", "-v", "--state-dir", dir.as_str()],
+    ] {
+        let o = run(&args);
+        assert!(o.status.success(), "untether {args:?}: {}", text(&o));
+    }
+    // And --config is read by pair too (host.state_dir).
+    let cfg = tmp("pair-state.toml");
+    std::fs::write(&cfg, format!("[host]\nstate_dir = {dir:?}\n")).unwrap();
+    let o = run(&["pair", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn a_missing_config_file_is_named_with_its_io_error_once() {
+    for cmd in ["demo", "host", "pair", "bench", "netem"] {
+        let o = run(&[cmd, "--config", "/nonexistent/untether.toml"]);
+        assert!(!o.status.success());
+        let t = text(&o);
+        if cmd == "netem" && t.contains("required") {
+            // netem's own required flags are checked first.
+            continue;
+        }
+        assert_eq!(t.matches("No such file or directory").count(), 1, "{cmd}: {t}");
+        assert!(t.contains("/nonexistent/untether.toml"), "{cmd}: {t}");
+    }
+}
+
+#[test]
+fn bench_help_shows_the_scenario_keys_and_examples() {
+    let o = run(&["bench", "--help"]);
+    assert!(o.status.success());
+    let t = text(&o);
+    for word in [
+        "[[scenario]]",
+        "duration_s",
+        "spin_deg_per_s",
+        "bitrate_kbps",
+        "pacing",
+        "Examples:",
+        "untether bench --resolution 720p,1080p",
+        "360p",
+    ] {
+        assert!(t.contains(word), "bench --help lacks {word}: {t}");
+    }
+}
+
+#[test]
+fn ranges_and_units_are_named_in_one_style() {
+    let o = run(&["demo", "--fps", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("video.fps (--fps): 0 is out of range 1..=240"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["demo", "--bitrate", "10"]);
+    assert!(
+        text(&o).contains("video.bitrate_kbps (--bitrate): 10 is out of range 100..=500000"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["demo", "--duration", "soon"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--duration") && text(&o).contains("500ms"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["demo", "--encoder", "libx264", "--conversion", "rgb"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("video.encoder, video.conversion (--encoder, --conversion)"),
+        "{}",
+        text(&o)
+    );
+    // The bench takes the same units: 10M is 10000 kbit/s, 360p is 640x360 (the scenario's
+    // name shows both; fps 0 stops it before anything runs).
+    let o = run(&["bench", "--bitrate", "10M", "--resolution", "360p", "--fps", "0"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("360p0-superfast-10000kbps-simd") && t.contains("video.fps: 0 is out of range"),
+        "{t}"
+    );
+    let o = run(&["bench", "--bitrate", "fast"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--bitrate") && text(&o).contains("10M"), "{}", text(&o));
+}

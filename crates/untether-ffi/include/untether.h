@@ -55,9 +55,9 @@ typedef enum UntetherPixelFormat {
 
 // Features set with [`untether_host_set_feature`] before [`untether_host_start`].
 typedef enum UntetherFeature {
-  // Frames per second (1..=240). Default 60.
+  // Frames per second (video.fps: 1..=240). Default 60.
   UNTETHER_FEATURE_FPS = 0,
-  // Video bitrate, kbit/s (100..=500000). Default 10000.
+  // Video bitrate, kbit/s (video.bitrate_kbps: 100..=500000). Default 10000.
   UNTETHER_FEATURE_BITRATE_KBPS = 1,
   // A keyframe every N frames; 0 (default): only when a client joins or asks.
   UNTETHER_FEATURE_GOP_FRAMES = 2,

@@ -75,9 +75,9 @@ pub enum UntetherPixelFormat {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UntetherFeature {
-    /// Frames per second (1..=240). Default 60.
+    /// Frames per second (video.fps: 1..=240). Default 60.
     UNTETHER_FEATURE_FPS = 0,
-    /// Video bitrate, kbit/s (100..=500000). Default 10000.
+    /// Video bitrate, kbit/s (video.bitrate_kbps: 100..=500000). Default 10000.
     UNTETHER_FEATURE_BITRATE_KBPS = 1,
     /// A keyframe every N frames; 0 (default): only when a client joins or asks.
     UNTETHER_FEATURE_GOP_FRAMES = 2,
@@ -419,7 +419,7 @@ pub unsafe extern "C" fn untether_host_new(
                 format!("unknown pixel format {format}"),
             );
         };
-        if let Err(e) = untether_media::frame::check_size(width, height) {
+        if let Err(e) = (untether::config::Resolution { width, height }).validate() {
             return fail(UNTETHER_ERR_INVALID, e.to_string());
         }
         let builder = HostContext::builder().size(width, height).encoder(encoder);
@@ -466,6 +466,18 @@ pub unsafe extern "C" fn untether_host_set_feature(
                 "features are set before untether_host_start",
             );
         };
+        // Settings of the configuration are checked by its validator (its limits, its
+        // message: "video.fps: 0 is out of range 1..=240"); the rest are this API's own
+        // encodings (flags, indices) or the host setup's.
+        use untether::config::{self as cfg, Limit};
+        fn key<T>(limit: Limit<T>, value: i64) -> Result<T, c_int>
+        where
+            T: PartialOrd + std::fmt::Debug + std::fmt::Display + Copy + TryFrom<i64>,
+        {
+            limit
+                .check_wide(value)
+                .map_err(|e| fail(UNTETHER_ERR_INVALID, e.to_string()))
+        }
         let range = |lo: i64, hi: i64| -> Result<i64, c_int> {
             if (lo..=hi).contains(&value) {
                 Ok(value)
@@ -479,8 +491,8 @@ pub unsafe extern "C" fn untether_host_set_feature(
         let builder = std::mem::take(&mut **b);
         let r: Result<HostBuilder, c_int> = (|| {
             Ok(match feature {
-                0 => builder.fps(range(1, 240)? as u32),
-                1 => builder.bitrate_kbps(range(100, 500_000)? as u32),
+                0 => builder.fps(key(cfg::FPS, value)?),
+                1 => builder.bitrate_kbps(key(cfg::BITRATE_KBPS, value)?),
                 2 => builder.gop(range(0, 100_000)? as u32),
                 3 => builder.intra_refresh(range(0, 1)? == 1),
                 4 => builder.conversion(match range(0, 1)? {
@@ -491,15 +503,15 @@ pub unsafe extern "C" fn untether_host_set_feature(
                     h.port = range(0, 65_535)? as u16;
                     builder
                 }
-                6 => builder.encoder_threads(range(1, 16)? as usize),
-                7 => builder.max_datagram(range(256, 9000)? as u16),
+                6 => builder.encoder_threads(key(cfg::ENCODER_THREADS, value)?),
+                7 => builder.max_datagram(key(cfg::MAX_DATAGRAM, value)?),
                 8 => {
                     h.audio = range(0, 1)? == 1;
                     builder
                 }
                 9 => builder.audio_bitrate_kbps(range(16, 510)? as u32),
                 10 => builder.stamp(range(0, 1)? == 1),
-                11 => builder.preset(untether::config::PRESETS[range(0, 9)? as usize]),
+                11 => builder.preset(cfg::PRESETS[range(0, cfg::PRESETS.len() as i64 - 1)? as usize]),
                 f => return Err(fail(UNTETHER_ERR_INVALID, format!("unknown feature {f}"))),
             })
         })();
@@ -1260,7 +1272,12 @@ mod tests {
             assert!(h.is_null());
             assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);
             assert_eq!(untether_host_set_feature(h, 0, 0), UNTETHER_ERR_INVALID);
-            assert!(last_error().contains("out of range"), "{}", last_error());
+            assert_eq!(last_error(), "video.fps: 0 is out of range 1..=240");
+            assert_eq!(untether_host_set_feature(h, 1, -7), UNTETHER_ERR_INVALID);
+            assert_eq!(
+                last_error(),
+                "video.bitrate_kbps: -7 is out of range 100..=500000"
+            );
             assert_eq!(untether_host_set_feature(h, 99, 1), UNTETHER_ERR_INVALID);
             assert_eq!(untether_host_set_feature(h, 0, 30), UNTETHER_OK);
             assert_eq!(untether_host_set_feature(h, 5, 0), UNTETHER_OK);

@@ -21,7 +21,7 @@ use ff::format::Pixel;
 use ff::{codec, frame, picture, Dictionary, Packet};
 use ffmpeg_next as ff;
 
-use crate::convert::{Conversion, Converter, I420Mut};
+use crate::convert::{Conversion, Converter, I420Mut, UnknownConversion};
 use crate::quality::Picture;
 use crate::{BgraFrame, MediaError, Result};
 
@@ -80,6 +80,122 @@ impl FromStr for EncoderKind {
     }
 }
 
+/// The video path from BGRA pixels to H.264: which converter and which encoder. The one place
+/// where they are coupled — the RGB encoder takes BGR as is (no conversion), the 4:2:0 encoder
+/// needs a converter — so [`conversion`](Self::conversion), [`encoder`](Self::encoder) (and
+/// the stream's codec, `untether::config::VideoConfig::codec`) follow from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum VideoPath {
+    /// libx264 on YUV 4:2:0, converted by yuvutils-rs (SIMD).
+    #[default]
+    Yuv420Simd,
+    /// libx264 on YUV 4:2:0, converted by FFmpeg's swscale.
+    Yuv420Swscale,
+    /// libx264rgb on BGR as is: no conversion (H.264 High 4:4:4 of GBR).
+    Rgb,
+}
+
+/// Encoder and conversion settings that contradict each other, or an unknown name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VideoPathError {
+    #[error(transparent)]
+    Encoder(#[from] UnknownEncoder),
+    #[error(transparent)]
+    Conversion(#[from] UnknownConversion),
+    /// The encoder and the conversion do not go together.
+    #[error("encoder {encoder:?} and conversion {conversion:?} contradict each other: {why}")]
+    Contradiction {
+        encoder: &'static str,
+        conversion: &'static str,
+        why: &'static str,
+    },
+}
+
+impl VideoPath {
+    pub const ALL: [VideoPath; 3] = [VideoPath::Yuv420Simd, VideoPath::Yuv420Swscale, VideoPath::Rgb];
+
+    /// The path a converter implies (`Rgb`: no conversion, the RGB encoder).
+    pub fn from_conversion(conversion: Conversion) -> VideoPath {
+        match conversion {
+            Conversion::Simd => VideoPath::Yuv420Simd,
+            Conversion::Swscale => VideoPath::Yuv420Swscale,
+            Conversion::Rgb => VideoPath::Rgb,
+        }
+    }
+
+    /// This path with another encoder: the RGB encoder takes the RGB path; the 4:2:0 encoder
+    /// keeps this path's converter, or SIMD when coming from the RGB path.
+    pub fn with_encoder(self, encoder: EncoderKind) -> VideoPath {
+        match (encoder, self) {
+            (EncoderKind::X264Rgb, _) => VideoPath::Rgb,
+            (EncoderKind::X264, VideoPath::Rgb) => VideoPath::Yuv420Simd,
+            (EncoderKind::X264, p) => p,
+        }
+    }
+
+    /// The path chosen by an encoder name and a conversion name, each optional (not given:
+    /// follows from the other; neither: the default). `libx264rgb` alone implies conversion
+    /// `rgb` and `rgb` alone implies `libx264rgb`; `libx264rgb` with `simd`/`swscale`, or
+    /// `libx264` with `rgb`, is a [`VideoPathError::Contradiction`].
+    pub fn parse(encoder: Option<&str>, conversion: Option<&str>) -> Result<VideoPath, VideoPathError> {
+        let encoder = encoder.map(str::parse::<EncoderKind>).transpose()?;
+        let conversion = conversion.map(str::parse::<Conversion>).transpose()?;
+        match (encoder, conversion) {
+            (None, None) => Ok(VideoPath::default()),
+            (Some(e), None) => Ok(VideoPath::default().with_encoder(e)),
+            (None, Some(c)) => Ok(VideoPath::from_conversion(c)),
+            (Some(e), Some(c)) => {
+                let path = VideoPath::from_conversion(c);
+                if path.encoder() == e {
+                    Ok(path)
+                } else {
+                    Err(VideoPathError::Contradiction {
+                        encoder: e.name(),
+                        conversion: c.name(),
+                        why: match e {
+                            EncoderKind::X264Rgb => "libx264rgb takes BGR as is; use conversion rgb (or leave it out)",
+                            EncoderKind::X264 => "rgb (no conversion) needs libx264rgb; libx264 takes simd or swscale",
+                        },
+                    })
+                }
+            }
+        }
+    }
+
+    /// The BGRA converter ([`Conversion::Rgb`]: none).
+    pub fn conversion(self) -> Conversion {
+        match self {
+            VideoPath::Yuv420Simd => Conversion::Simd,
+            VideoPath::Yuv420Swscale => Conversion::Swscale,
+            VideoPath::Rgb => Conversion::Rgb,
+        }
+    }
+
+    /// The encoder.
+    pub fn encoder(self) -> EncoderKind {
+        match self {
+            VideoPath::Yuv420Simd | VideoPath::Yuv420Swscale => EncoderKind::X264,
+            VideoPath::Rgb => EncoderKind::X264Rgb,
+        }
+    }
+
+    /// FFmpeg's name of the encoder: `libx264` or `libx264rgb`.
+    pub fn encoder_name(self) -> &'static str {
+        self.encoder().name()
+    }
+
+    /// Whether frames reach the encoder as BGR (no conversion).
+    pub fn is_rgb(self) -> bool {
+        self == VideoPath::Rgb
+    }
+}
+
+impl fmt::Display for VideoPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} conversion)", self.encoder_name(), self.conversion().name())
+    }
+}
+
 /// Encoder settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EncoderConfig {
@@ -102,11 +218,12 @@ pub struct EncoderConfig {
 
 impl EncoderConfig {
     pub fn kind(&self) -> EncoderKind {
-        if self.conversion == Conversion::Rgb {
-            EncoderKind::X264Rgb
-        } else {
-            EncoderKind::X264
-        }
+        self.path().encoder()
+    }
+
+    /// The video path `conversion` stands for.
+    pub fn path(&self) -> VideoPath {
+        VideoPath::from_conversion(self.conversion)
     }
 }
 
@@ -644,6 +761,31 @@ impl DecodedFrame {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn video_path_couples_encoder_and_conversion_once() {
+        use VideoPath as P;
+        assert_eq!(P::parse(None, None), Ok(P::Yuv420Simd));
+        assert_eq!(P::parse(Some("libx264rgb"), None), Ok(P::Rgb));
+        assert_eq!(P::parse(None, Some("rgb")), Ok(P::Rgb));
+        assert_eq!(P::parse(Some("libx264rgb"), Some("rgb")), Ok(P::Rgb));
+        assert_eq!(P::parse(Some("libx264"), Some("swscale")), Ok(P::Yuv420Swscale));
+        assert_eq!(P::parse(None, Some("swscale")), Ok(P::Yuv420Swscale));
+        let e = P::parse(Some("libx264rgb"), Some("simd")).unwrap_err().to_string();
+        assert!(e.contains("libx264rgb") && e.contains("simd"), "{e}");
+        let e = P::parse(Some("libx264"), Some("rgb")).unwrap_err().to_string();
+        assert!(e.contains("libx264") && e.contains("rgb"), "{e}");
+        assert!(P::parse(Some("x265"), None).unwrap_err().to_string().contains("libx264rgb"));
+        assert!(P::parse(None, Some("magic")).unwrap_err().to_string().contains("swscale"));
+        for p in P::ALL {
+            assert_eq!(P::from_conversion(p.conversion()), p);
+            assert_eq!(P::parse(Some(p.encoder_name()), Some(p.conversion().name())), Ok(p));
+            assert_eq!(p.is_rgb(), p.encoder() == EncoderKind::X264Rgb);
+        }
+        assert_eq!(P::Yuv420Swscale.with_encoder(EncoderKind::X264), P::Yuv420Swscale);
+        assert_eq!(P::Yuv420Swscale.with_encoder(EncoderKind::X264Rgb), P::Rgb);
+        assert_eq!(P::Rgb.with_encoder(EncoderKind::X264), P::Yuv420Simd);
+    }
     use super::*;
     use crate::quality::{CompareSpace, QualityMeter};
     use crate::scene::{Scene, SceneConfig};

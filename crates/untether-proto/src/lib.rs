@@ -16,6 +16,8 @@
 //! - [`stats`]: the one percentile definition (nearest rank) and [`stats::Samples`], a
 //!   session's latency samples in bounded memory.
 //! - [`vectors`]: the hex test vectors of docs/PROTOCOL.md.
+//! - [`units`]: the human units of settings (bitrates, durations, frame sizes), parsed once for
+//!   the configuration file, the command line and the bench.
 
 pub mod assembler;
 pub mod audio;
@@ -34,6 +36,7 @@ mod session_tests;
 pub mod sim;
 pub mod state;
 pub mod stats;
+pub mod units;
 pub mod vectors;
 pub mod window;
 pub mod wire;

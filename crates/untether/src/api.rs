@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use untether_media::codec::{EncoderKind, InputPicture};
+pub use untether_media::codec::{EncoderKind, InputPicture, VideoPath};
 pub use untether_media::convert::Conversion;
 use untether_media::convert::I420Frame;
 use untether_media::x11::PointerMode;
@@ -329,9 +329,10 @@ fn untetherize_size(w: u32, h: u32) -> Result<(), HostError> {
     untether_media::frame::check_size(w, h).map_err(HostError::Media)
 }
 
-/// Builds a [`HostContext`]. Defaults: 1280x720 at 60 fps, 10 Mbit/s, libx264 ultrafast with
-/// SIMD conversion, the application as the source with an encoder thread, input queued for
-/// [`HostContext::poll_input`], no audio, listening on 0.0.0.0:9710.
+/// Builds a [`HostContext`]. Defaults: those of the configuration
+/// ([`crate::config::VideoConfig::default`]: 1280x720 at 60 fps, 10 Mbit/s, libx264 ultrafast
+/// with SIMD conversion), the application as the source with an encoder thread, input queued
+/// for [`HostContext::poll_input`], no audio, listening on 0.0.0.0:9710.
 #[derive(Clone, Debug)]
 pub struct HostBuilder {
     options: HostOptions,
@@ -364,22 +365,21 @@ impl HostBuilder {
         self.options.video.bitrate_kbps = kbps;
         self
     }
-    /// libx264 (4:2:0) or libx264rgb (BGR as is, implies no conversion).
+    /// libx264 (4:2:0) or libx264rgb (BGR as is, implies no conversion); see
+    /// [`VideoPath::with_encoder`].
     pub fn encoder(mut self, kind: EncoderKind) -> Self {
-        self.options.video.encoder = kind;
-        self.options.video.conversion = match (kind, self.options.video.conversion) {
-            (EncoderKind::X264Rgb, _) => Conversion::Rgb,
-            (EncoderKind::X264, Conversion::Rgb) => Conversion::Simd,
-            (_, c) => c,
-        };
+        self.options.video.path = self.options.video.path.with_encoder(kind);
         self
     }
-    /// BGRA→YUV conversion for libx264: SIMD (default) or swscale.
+    /// BGRA→YUV conversion for libx264: SIMD (default) or swscale; [`Conversion::Rgb`] (none)
+    /// selects libx264rgb.
     pub fn conversion(mut self, c: Conversion) -> Self {
-        self.options.video.conversion = c;
-        if c == Conversion::Rgb {
-            self.options.video.encoder = EncoderKind::X264Rgb;
-        }
+        self.options.video.path = VideoPath::from_conversion(c);
+        self
+    }
+    /// Converter and encoder at once.
+    pub fn video_path(mut self, path: VideoPath) -> Self {
+        self.options.video.path = path;
         self
     }
     pub fn preset(mut self, preset: &str) -> Self {
@@ -478,36 +478,10 @@ impl HostBuilder {
         (&self.options, &self.setup)
     }
 
-    /// Validates, binds the socket, opens the encoder and starts the threads.
+    /// Validates (with [`crate::config::validate_host`]: errors name the key and its range),
+    /// binds the socket, opens the encoder and starts the threads.
     pub fn build(self) -> Result<HostContext, HostError> {
-        let v = &self.options.video;
-        if !(1..=240).contains(&v.fps) {
-            return Err(HostError::Usage(format!(
-                "fps {} is out of range 1..=240",
-                v.fps
-            )));
-        }
-        if !(100..=500_000).contains(&v.bitrate_kbps) {
-            return Err(HostError::Usage(format!(
-                "bitrate {} kbit/s is out of range 100..=500000",
-                v.bitrate_kbps
-            )));
-        }
-        if !crate::config::PRESETS.contains(&v.preset.as_str()) {
-            return Err(HostError::Usage(format!(
-                "unknown x264 preset {:?}; allowed: {}",
-                v.preset,
-                crate::config::PRESETS.join(", ")
-            )));
-        }
-        if !(1..=16).contains(&v.encoder_threads) {
-            return Err(HostError::Usage("encoder threads: 1..=16".into()));
-        }
-        if !(256..=9000).contains(&self.options.network.max_datagram) {
-            return Err(HostError::Usage("max datagram: 256..=9000 bytes".into()));
-        }
-        untetherize_size(v.resolution.width, v.resolution.height)?;
-        let rgb = v.encoder == EncoderKind::X264Rgb;
+        let rgb = self.options.video.path.is_rgb();
         let host = Host::start_with(self.options, self.setup)?;
         let sender = match host.frame_sender() {
             Ok(s) => Some(s),

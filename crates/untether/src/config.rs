@@ -7,15 +7,17 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use untether_media::codec::EncoderKind;
-use untether_media::convert::Conversion;
+use untether_media::codec::VideoPath;
+use untether_proto::units;
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    /// The file cannot be read. The message is the path only: the I/O error is the source, so
+    /// an error chain printed in full names it once.
+    #[error("cannot read config file {path}")]
     Read {
         path: String,
         #[source]
@@ -23,8 +25,19 @@ pub enum ConfigError {
     },
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },
+    /// A bad value: `key: what is wrong; what is allowed`.
     #[error("{key}: {message}")]
     Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    /// The key a bad value belongs to (`video.fps`), if any.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
 }
 
 fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
@@ -33,6 +46,57 @@ fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
         message: message.into(),
     }
 }
+
+/// The allowed range of a numeric key, the only place it is written. Checked by the
+/// validators below; the C API checks the values it is handed with the same limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limit<T> {
+    pub key: &'static str,
+    pub min: T,
+    pub max: T,
+}
+
+impl<T: PartialOrd + fmt::Debug + fmt::Display + Copy> Limit<T> {
+    /// `v`, or `key: v is out of range min..=max`.
+    pub fn check(&self, v: T) -> Result<T, ConfigError> {
+        self.check_wide(v)
+    }
+
+    /// Like [`check`](Self::check) for a value of a wider type (the C API's `int64_t`).
+    pub fn check_wide<W>(&self, v: W) -> Result<T, ConfigError>
+    where
+        W: fmt::Display + Copy,
+        T: TryFrom<W>,
+    {
+        match T::try_from(v) {
+            Ok(t) if self.min <= t && t <= self.max => Ok(t),
+            _ => Err(self.out_of_range(v)),
+        }
+    }
+
+    fn out_of_range(&self, v: impl fmt::Display) -> ConfigError {
+        invalid(
+            self.key,
+            // Debug: a float bound shows as 0.0, not 0.
+            format!("{v} is out of range {:?}..={:?}", self.min, self.max),
+        )
+    }
+}
+
+pub const FPS: Limit<u32> = Limit { key: "video.fps", min: 1, max: 240 };
+pub const BITRATE_KBPS: Limit<u32> = Limit { key: "video.bitrate_kbps", min: 100, max: 500_000 };
+pub const ENCODER_THREADS: Limit<usize> = Limit { key: "video.encoder_threads", min: 1, max: 16 };
+/// Frame width and height (and even: 4:2:0 chroma).
+pub const WIDTH: Limit<u32> = Limit { key: "video.resolution", min: 512, max: 4096 };
+pub const HEIGHT: Limit<u32> = Limit { key: "video.resolution", min: 288, max: 2304 };
+pub const PIN_TTL_S: Limit<u64> = Limit { key: "host.pin_ttl_s", min: 10, max: 86_400 };
+pub const CONNECT_TIMEOUT_MS: Limit<u64> = Limit { key: "client.connect_timeout_ms", min: 100, max: 60_000 };
+pub const REASSEMBLY_DEADLINE_MS: Limit<u64> = Limit { key: "client.reassembly_deadline_ms", min: 1, max: 1000 };
+pub const DECODER_THREADS: Limit<usize> = Limit { key: "client.decoder_threads", min: 1, max: 16 };
+pub const MAX_DATAGRAM: Limit<u16> = Limit { key: "network.max_datagram", min: 256, max: 9000 };
+/// Fraction of the frame interval; 0 = off.
+pub const PACING: Limit<f64> = Limit { key: "network.pacing", min: 0.0, max: 1.0 };
+pub const PACING_BATCH: Limit<u32> = Limit { key: "network.pacing_batch", min: 1, max: crate::pacing::MAX_BATCH };
 
 /// A frame size such as 1280x720.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -47,66 +111,102 @@ impl fmt::Display for Resolution {
     }
 }
 
+/// `WIDTHxHEIGHT` or a named size ([`units::parse_resolution`]); the range is checked by
+/// [`Resolution::validate`].
 impl FromStr for Resolution {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let named = match s {
-            "720p" => Some((1280, 720)),
-            "1080p" => Some((1920, 1080)),
-            _ => None,
-        };
-        let (width, height) = match named {
-            Some(wh) => wh,
-            None => {
-                let (w, h) = s.split_once(['x', 'X']).ok_or_else(|| {
-                    format!("{s:?} is not WIDTHxHEIGHT (e.g. 1280x720, 1920x1080, 720p, 1080p)")
-                })?;
-                let w = w
-                    .trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("width {w:?} is not a number"))?;
-                let h = h
-                    .trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("height {h:?} is not a number"))?;
-                (w, h)
-            }
-        };
-        if !(512..=4096).contains(&width) || !(288..=2304).contains(&height) {
-            return Err(format!(
-                "{width}x{height} is out of range: width 512..=4096, height 288..=2304"
-            ));
-        }
-        if width % 2 != 0 || height % 2 != 0 {
-            return Err(format!("{width}x{height}: width and height must be even"));
-        }
+    type Err = units::UnitError;
+    fn from_str(s: &str) -> Result<Self, units::UnitError> {
+        let (width, height) = units::parse_resolution(s)?;
         Ok(Resolution { width, height })
     }
 }
 
-/// `[video]`: what the host captures and how it encodes it.
+impl Resolution {
+    /// Within [`WIDTH`] × [`HEIGHT`], both even.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let (w, h) = (self.width, self.height);
+        if WIDTH.check(w).is_err() || HEIGHT.check(h).is_err() {
+            return Err(invalid(
+                "video.resolution",
+                format!(
+                    "{self} is out of range {:?}..={:?} x {:?}..={:?}",
+                    WIDTH.min, WIDTH.max, HEIGHT.min, HEIGHT.max
+                ),
+            ));
+        }
+        if w % 2 != 0 || h % 2 != 0 {
+            return Err(invalid(
+                "video.resolution",
+                format!("{self}: width and height must be even"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `[video]`: what the host captures and how it encodes it. The text form of
+/// [`VideoConfig`]; [`validate`](Self::validate) turns it into one.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VideoToml {
     pub resolution: String,
     pub fps: u32,
+    /// kbit/s: a number, or a string with a unit (`"10M"`, [`units::parse_bitrate`]).
+    #[serde(deserialize_with = "de_bitrate")]
     pub bitrate_kbps: u32,
-    pub encoder: String,
+    /// `libx264` or `libx264rgb`; not given: follows from `conversion` (see
+    /// [`VideoPath::parse`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoder: Option<String>,
     pub preset: String,
-    pub conversion: String,
+    /// `simd`, `swscale` or `rgb`; not given: follows from `encoder`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversion: Option<String>,
     pub encoder_threads: usize,
 }
 
+fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    struct Kbps;
+    impl serde::de::Visitor<'_> for Kbps {
+        type Value = u32;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "{}", units::BITRATE_FORMS)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::custom(format!("{v} is not {}", units::BITRATE_FORMS)))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::custom(format!("{v} is not {}", units::BITRATE_FORMS)))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u32, E> {
+            units::parse_bitrate(v).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(Kbps)
+}
+
 impl Default for VideoToml {
+    /// [`VideoConfig::default`], with `encoder` and `conversion` left out (they follow from
+    /// each other, so a file may name just one).
     fn default() -> Self {
         VideoToml {
-            resolution: "1280x720".into(),
-            fps: 60,
-            bitrate_kbps: 10_000,
-            encoder: "libx264".into(),
-            preset: "ultrafast".into(),
-            conversion: "simd".into(),
-            encoder_threads: 2,
+            encoder: None,
+            conversion: None,
+            ..VideoToml::from(&VideoConfig::default())
+        }
+    }
+}
+
+impl From<&VideoConfig> for VideoToml {
+    fn from(v: &VideoConfig) -> Self {
+        VideoToml {
+            resolution: v.resolution.to_string(),
+            fps: v.fps,
+            bitrate_kbps: v.bitrate_kbps,
+            encoder: Some(v.path.encoder_name().into()),
+            preset: v.preset.clone(),
+            conversion: Some(v.path.conversion().name().into()),
+            encoder_threads: v.encoder_threads,
         }
     }
 }
@@ -117,6 +217,24 @@ impl Default for VideoToml {
 pub struct SceneToml {
     pub spin_deg_per_s: f32,
     pub walk_speed: f32,
+}
+
+impl SceneToml {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.spin_deg_per_s.is_finite() {
+            return Err(invalid(
+                "scene.spin_deg_per_s",
+                format!("{} is not a number of degrees per second", self.spin_deg_per_s),
+            ));
+        }
+        if !(self.walk_speed.is_finite() && self.walk_speed >= 0.0) {
+            return Err(invalid(
+                "scene.walk_speed",
+                format!("{} is not a speed in m/s (0 or more)", self.walk_speed),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for SceneToml {
@@ -164,12 +282,7 @@ impl HostToml {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.access()?;
-        if !(10..=86_400).contains(&self.pin_ttl_s) {
-            return Err(invalid(
-                "host.pin_ttl_s",
-                format!("{} is out of range 10..=86400", self.pin_ttl_s),
-            ));
-        }
+        PIN_TTL_S.check(self.pin_ttl_s)?;
         Ok(())
     }
 }
@@ -290,25 +403,63 @@ impl ConfigToml {
     }
 }
 
-/// Validated video settings.
+/// Validated video settings (what the host runs with). The defaults of every `[video]` key are
+/// written here, once.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VideoConfig {
     pub resolution: Resolution,
     pub fps: u32,
     pub bitrate_kbps: u32,
-    #[serde(serialize_with = "ser_display_encoder")]
-    pub encoder: EncoderKind,
+    /// Converter and encoder (`video.conversion`, `video.encoder`).
+    #[serde(serialize_with = "ser_display")]
+    pub path: VideoPath,
     pub preset: String,
-    #[serde(serialize_with = "ser_display_conversion")]
-    pub conversion: Conversion,
     pub encoder_threads: usize,
 }
 
-fn ser_display_encoder<S: serde::Serializer>(e: &EncoderKind, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(e.name())
+fn ser_display<S: serde::Serializer>(v: &impl fmt::Display, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
 }
-fn ser_display_conversion<S: serde::Serializer>(c: &Conversion, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(c.name())
+
+impl Default for VideoConfig {
+    fn default() -> Self {
+        VideoConfig {
+            resolution: Resolution {
+                width: 1280,
+                height: 720,
+            },
+            fps: 60,
+            bitrate_kbps: 10_000,
+            path: VideoPath::default(),
+            preset: PRESETS[0].into(),
+            encoder_threads: 2,
+        }
+    }
+}
+
+impl VideoConfig {
+    /// Checks every range and name; the error names the key and what is allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.resolution.validate()?;
+        FPS.check(self.fps)?;
+        BITRATE_KBPS.check(self.bitrate_kbps)?;
+        check_preset(&self.preset)?;
+        ENCODER_THREADS.check(self.encoder_threads)?;
+        Ok(())
+    }
+
+    /// The stream's codec, from the video path.
+    pub fn codec(&self) -> untether_proto::Codec {
+        codec_of(self.path)
+    }
+}
+
+/// The codec a video path produces (the media crate does not know the wire's codecs).
+pub fn codec_of(path: VideoPath) -> untether_proto::Codec {
+    match path {
+        VideoPath::Yuv420Simd | VideoPath::Yuv420Swscale => untether_proto::Codec::H264,
+        VideoPath::Rgb => untether_proto::Codec::H264Rgb,
+    }
 }
 
 /// x264 presets, fastest first.
@@ -325,78 +476,62 @@ pub const PRESETS: [&str; 10] = [
     "placebo",
 ];
 
+fn check_preset(preset: &str) -> Result<(), ConfigError> {
+    if PRESETS.contains(&preset) {
+        Ok(())
+    } else {
+        Err(invalid(
+            "video.preset",
+            format!("unknown preset {preset:?}; allowed: {}", PRESETS.join(", ")),
+        ))
+    }
+}
+
 impl VideoToml {
     pub fn validate(&self) -> Result<VideoConfig, ConfigError> {
         let resolution = self
             .resolution
             .parse::<Resolution>()
-            .map_err(|m| invalid("video.resolution", m))?;
-        if !(1..=240).contains(&self.fps) {
-            return Err(invalid(
-                "video.fps",
-                format!("{} is out of range 1..=240", self.fps),
-            ));
-        }
-        if !(100..=500_000).contains(&self.bitrate_kbps) {
-            return Err(invalid(
-                "video.bitrate_kbps",
-                format!("{} is out of range 100..=500000 kbit/s", self.bitrate_kbps),
-            ));
-        }
-        let encoder = self
-            .encoder
-            .parse::<EncoderKind>()
-            .map_err(|m| invalid("video.encoder", m.to_string()))?;
-        if !PRESETS.contains(&self.preset.as_str()) {
-            return Err(invalid(
-                "video.preset",
-                format!(
-                    "unknown preset {:?}; allowed: {}",
-                    self.preset,
-                    PRESETS.join(", ")
-                ),
-            ));
-        }
-        let mut conversion = self
-            .conversion
-            .parse::<Conversion>()
-            .map_err(|m| invalid("video.conversion", m.to_string()))?;
-        // The RGB encoder needs no conversion; choosing it implies conversion = rgb, and
-        // conversion = rgb implies the RGB encoder.
-        match (encoder, conversion) {
-            (EncoderKind::X264Rgb, Conversion::Simd | Conversion::Swscale) => {
-                if self.conversion != VideoToml::default().conversion {
-                    return Err(invalid(
-                        "video.conversion",
-                        format!("{:?} cannot feed libx264rgb, which takes BGRA as is; use conversion = \"rgb\"", self.conversion),
-                    ));
+            .map_err(|m| invalid("video.resolution", m.to_string()))?;
+        let path = VideoPath::parse(self.encoder.as_deref(), self.conversion.as_deref())
+            .map_err(|e| {
+                use untether_media::codec::VideoPathError as E;
+                match e {
+                    E::Encoder(e) => invalid("video.encoder", e.to_string()),
+                    E::Conversion(e) => invalid("video.conversion", e.to_string()),
+                    E::Contradiction { .. } => invalid("video.encoder, video.conversion", e.to_string()),
                 }
-                conversion = Conversion::Rgb;
-            }
-            (EncoderKind::X264, Conversion::Rgb) => {
-                return Err(invalid(
-                    "video.conversion",
-                    "\"rgb\" (no conversion) needs encoder = \"libx264rgb\"; libx264 takes simd or swscale",
-                ));
-            }
-            _ => {}
-        }
-        if !(1..=16).contains(&self.encoder_threads) {
-            return Err(invalid(
-                "video.encoder_threads",
-                format!("{} is out of range 1..=16", self.encoder_threads),
-            ));
-        }
-        Ok(VideoConfig {
+            })?;
+        let v = VideoConfig {
             resolution,
             fps: self.fps,
             bitrate_kbps: self.bitrate_kbps,
-            encoder,
+            path,
             preset: self.preset.clone(),
-            conversion,
             encoder_threads: self.encoder_threads,
-        })
+        };
+        v.validate()?;
+        Ok(v)
     }
+}
+
+/// Everything a host start checks (`Host::start_with` calls it first).
+pub fn validate_host(
+    video: &VideoConfig,
+    host: &HostToml,
+    network: &NetworkToml,
+    scene: &SceneToml,
+) -> Result<(), ConfigError> {
+    video.validate()?;
+    host.validate()?;
+    network.validate()?;
+    scene.validate()
+}
+
+/// Everything a client start checks (`run_client_with` calls it first).
+pub fn validate_client(client: &ClientToml, network: &NetworkToml) -> Result<(), ConfigError> {
+    client.validate()?;
+    network.validate()
 }
 
 impl NetworkToml {
@@ -416,25 +551,8 @@ impl NetworkToml {
     /// The host's send pacing (`pacing`, `pacing_batch`; checked by
     /// [`validate`](Self::validate)).
     pub fn pacing(&self) -> Result<crate::pacing::Pacing, ConfigError> {
-        if !(self.pacing.is_finite() && (0.0..=1.0).contains(&self.pacing)) {
-            return Err(invalid(
-                "network.pacing",
-                format!(
-                    "{} is out of range 0.0..=1.0 (fraction of the frame interval; 0 = off)",
-                    self.pacing
-                ),
-            ));
-        }
-        if !(1..=crate::pacing::MAX_BATCH).contains(&self.pacing_batch) {
-            return Err(invalid(
-                "network.pacing_batch",
-                format!(
-                    "{} is out of range 1..={} datagrams",
-                    self.pacing_batch,
-                    crate::pacing::MAX_BATCH
-                ),
-            ));
-        }
+        PACING.check(self.pacing)?;
+        PACING_BATCH.check(self.pacing_batch)?;
         Ok(crate::pacing::Pacing {
             fraction: self.pacing,
             batch: self.pacing_batch as usize,
@@ -445,12 +563,7 @@ impl NetworkToml {
         self.fec_policy()?;
         self.scheduler()?;
         self.pacing()?;
-        if !(256..=9000).contains(&self.max_datagram) {
-            return Err(invalid(
-                "network.max_datagram",
-                format!("{} is out of range 256..=9000 bytes", self.max_datagram),
-            ));
-        }
+        MAX_DATAGRAM.check(self.max_datagram)?;
         if self.keepalive_ms == 0 || self.keepalive_ms >= self.idle_timeout_ms {
             return Err(invalid(
                 "network.keepalive_ms",
@@ -466,18 +579,8 @@ impl NetworkToml {
 
 impl ClientToml {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(100..=60_000).contains(&self.connect_timeout_ms) {
-            return Err(invalid(
-                "client.connect_timeout_ms",
-                format!("{} is out of range 100..=60000", self.connect_timeout_ms),
-            ));
-        }
-        if !(1..=1000).contains(&self.reassembly_deadline_ms) {
-            return Err(invalid(
-                "client.reassembly_deadline_ms",
-                format!("{} is out of range 1..=1000", self.reassembly_deadline_ms),
-            ));
-        }
+        CONNECT_TIMEOUT_MS.check(self.connect_timeout_ms)?;
+        REASSEMBLY_DEADLINE_MS.check(self.reassembly_deadline_ms)?;
         if self.paths.len() + 1 > untether_proto::MAX_PATHS {
             return Err(invalid(
                 "client.paths",
@@ -489,14 +592,9 @@ impl ClientToml {
             ));
         }
         for p in &self.paths {
-            parse_path(p, 9710).map_err(|e| invalid("client.paths", e))?;
+            parse_path(p, DEFAULT_PORT).map_err(|e| invalid("client.paths", e))?;
         }
-        if !(1..=16).contains(&self.decoder_threads) {
-            return Err(invalid(
-                "client.decoder_threads",
-                format!("{} is out of range 1..=16", self.decoder_threads),
-            ));
-        }
+        DECODER_THREADS.check(self.decoder_threads)?;
         if self.name.is_empty() || self.name.len() > 64 {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
         }
@@ -599,7 +697,7 @@ mod tests {
     #[test]
     fn bad_values_name_key_and_allowed_values() {
         let mut v = VideoToml {
-            encoder: "x265".into(),
+            encoder: Some("x265".into()),
             ..Default::default()
         };
         let e = v.validate().unwrap_err().to_string();
@@ -608,7 +706,7 @@ mod tests {
             "{e}"
         );
         v = VideoToml {
-            conversion: "magic".into(),
+            conversion: Some("magic".into()),
             ..Default::default()
         };
         let e = v.validate().unwrap_err().to_string();
@@ -673,19 +771,152 @@ mod tests {
     #[test]
     fn rgb_encoder_implies_rgb_path() {
         let v = VideoToml {
-            encoder: "libx264rgb".into(),
+            encoder: Some("libx264rgb".into()),
             ..Default::default()
         }
         .validate()
         .unwrap();
-        assert_eq!(v.conversion, Conversion::Rgb);
+        assert_eq!(v.path, VideoPath::Rgb);
+        assert_eq!(v.path.conversion(), untether_media::convert::Conversion::Rgb);
+        assert_eq!(v.codec(), untether_proto::Codec::H264Rgb);
+        let v = ConfigToml::parse("[video]\nconversion = \"rgb\"\n", "t.toml")
+            .unwrap()
+            .video
+            .validate()
+            .unwrap();
+        assert_eq!(v.path, VideoPath::Rgb);
         let e = VideoToml {
-            conversion: "rgb".into(),
+            encoder: Some("libx264".into()),
+            conversion: Some("rgb".into()),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("video.encoder, video.conversion:") && e.contains("libx264rgb"),
+            "{e}"
+        );
+        let e = ConfigToml::parse(
+            "[video]\nencoder = \"libx264rgb\"\nconversion = \"simd\"\n",
+            "t.toml",
+        )
+        .unwrap()
+        .video
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("video.encoder, video.conversion:") && e.contains("\"simd\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn defaults_are_written_once() {
+        assert_eq!(VideoToml::default().validate().unwrap(), VideoConfig::default());
+        let t = VideoToml::from(&VideoConfig::default());
+        assert_eq!(t.encoder.as_deref(), Some("libx264"));
+        assert_eq!(t.conversion.as_deref(), Some("simd"));
+        assert_eq!(t.validate().unwrap(), VideoConfig::default());
+    }
+
+    #[test]
+    fn ranges_are_named_in_one_style() {
+        let e = VideoToml {
+            bitrate_kbps: 0,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "video.bitrate_kbps: 0 is out of range 100..=500000");
+        let e = VideoConfig {
+            fps: 0,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "video.fps: 0 is out of range 1..=240");
+        assert_eq!(
+            FPS.check_wide(-5i64).unwrap_err().to_string(),
+            "video.fps: -5 is out of range 1..=240"
+        );
+        assert_eq!(
+            FPS.check_wide(1i64 << 40).unwrap_err().to_string(),
+            "video.fps: 1099511627776 is out of range 1..=240"
+        );
+        assert_eq!(FPS.check_wide(30i64).unwrap(), 30u32);
+        let e = ClientToml {
+            decoder_threads: 0,
             ..Default::default()
         }
         .validate()
         .unwrap_err();
-        assert!(e.to_string().contains("libx264rgb"));
+        assert_eq!(e.key(), Some("client.decoder_threads"));
+        let e = SceneToml {
+            walk_speed: f32::NAN,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.key(), Some("scene.walk_speed"));
+    }
+
+    #[test]
+    fn validate_host_and_client_check_every_section() {
+        let c = ConfigToml::default();
+        let v = VideoConfig::default();
+        validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
+        validate_client(&c.client, &c.network).unwrap();
+        let bad_net = NetworkToml {
+            fec: "lots".into(),
+            ..Default::default()
+        };
+        let e = validate_host(&v, &c.host, &bad_net, &c.scene).unwrap_err();
+        assert_eq!(e.key(), Some("network.fec"));
+        let e = validate_client(&c.client, &bad_net).unwrap_err();
+        assert_eq!(e.key(), Some("network.fec"));
+        let small = VideoConfig {
+            resolution: Resolution {
+                width: 64,
+                height: 64,
+            },
+            ..Default::default()
+        };
+        let e = validate_host(&small, &c.host, &c.network, &c.scene)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "video.resolution: 64x64 is out of range 512..=4096 x 288..=2304"
+        );
+    }
+
+    #[test]
+    fn bitrate_key_takes_units() {
+        let c = ConfigToml::parse("[video]\nbitrate_kbps = \"10M\"\n", "t.toml").unwrap();
+        assert_eq!(c.video.bitrate_kbps, 10_000);
+        let c = ConfigToml::parse("[video]\nbitrate_kbps = 8000\n", "t.toml").unwrap();
+        assert_eq!(c.video.bitrate_kbps, 8000);
+        let e = ConfigToml::parse("[video]\nbitrate_kbps = \"fast\"\n", "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bitrate_kbps") && e.contains("10M"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_file_names_the_path_and_the_io_error_once() {
+        let e = ConfigToml::load(Path::new("/nonexistent/untether.toml")).unwrap_err();
+        let mut chain = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            chain.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
+        assert!(chain.contains("/nonexistent/untether.toml"), "{chain}");
     }
 
     #[test]
@@ -698,16 +929,21 @@ mod tests {
             }
         );
         assert_eq!("1920X1080".parse::<Resolution>().unwrap().height, 1080);
-        assert!("1281x720".parse::<Resolution>().is_err());
+        assert_eq!("360p".parse::<Resolution>().unwrap().width, 640);
+        assert!("1281x720".parse::<Resolution>().unwrap().validate().is_err());
         assert!("big".parse::<Resolution>().is_err());
+        for (name, ..) in units::NAMED_SIZES {
+            name.parse::<Resolution>().unwrap().validate().unwrap();
+        }
     }
 
     #[test]
     fn example_config_parses() {
         let text = include_str!("../../../docs/untether.example.toml");
         let c = ConfigToml::parse(text, "example").unwrap();
-        c.video.validate().unwrap();
-        c.client.validate().unwrap();
-        c.network.validate().unwrap();
+        let v = c.video.validate().unwrap();
+        assert_eq!(v, VideoConfig::default(), "the example shows the defaults");
+        validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
+        validate_client(&c.client, &c.network).unwrap();
     }
 }

@@ -12,9 +12,9 @@ use untether::{report, DemoOptions, HostOptions};
 
 fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptions {
     let mut cfg = ConfigToml::default();
-    cfg.video.encoder = encoder.into();
+    cfg.video.encoder = Some(encoder.into());
     if encoder == "libx264rgb" {
-        cfg.video.conversion = "rgb".into();
+        cfg.video.conversion = Some("rgb".into());
     }
     if still {
         cfg.scene.spin_deg_per_s = 0.0;

@@ -130,6 +130,7 @@ pub fn run_client_with(
     io: ClientIo,
     stop: Arc<AtomicBool>,
 ) -> Result<ClientRun, ClientError> {
+    crate::config::validate_client(&options.client, &options.network)?;
     let mut sink = match &io.sink {
         Some(path) => Some(PipeWriter::open(path)?),
         None => None,

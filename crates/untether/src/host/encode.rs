@@ -52,7 +52,7 @@ pub(crate) fn encoder_config(
         bitrate_kbps: v.bitrate_kbps,
         preset: v.preset.clone(),
         threads: v.encoder_threads,
-        conversion: v.conversion,
+        conversion: v.path.conversion(),
         intra_refresh: setup.intra_refresh,
         x264_params: params,
     }

@@ -160,10 +160,7 @@ fn session_params(options: &HostOptions) -> SessionParams {
         width: v.resolution.width.min(u16::MAX as u32) as u16,
         height: v.resolution.height.min(u16::MAX as u32) as u16,
         fps: v.fps as u16,
-        codec: match v.encoder {
-            untether_media::codec::EncoderKind::X264 => Codec::H264,
-            untether_media::codec::EncoderKind::X264Rgb => Codec::H264Rgb,
-        },
+        codec: v.codec(),
         bitrate_kbps: v.bitrate_kbps,
         max_datagram: options.network.max_datagram,
         keepalive_ms: options.network.keepalive_ms as u32,

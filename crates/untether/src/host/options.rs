@@ -9,7 +9,7 @@ use untether_media::pipe::PipeFormat;
 use untether_media::x11::{CaptureTarget, PointerMode};
 use untether_proto::InputRecord;
 
-use crate::config::{HostToml, NetworkToml, Resolution, SceneToml, VideoConfig};
+use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -24,9 +24,7 @@ pub struct HostOptions {
 impl HostOptions {
     /// Checks every setting, naming the key and the allowed values of the first bad one.
     pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
-        self.host.validate()?;
-        self.network.validate()?;
-        Ok(())
+        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)
     }
 }
 
@@ -34,18 +32,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         let cfg = crate::config::ConfigToml::default();
         HostOptions {
-            video: VideoConfig {
-                resolution: Resolution {
-                    width: 1280,
-                    height: 720,
-                },
-                fps: 60,
-                bitrate_kbps: 10_000,
-                encoder: untether_media::codec::EncoderKind::X264,
-                preset: "ultrafast".into(),
-                conversion: untether_media::convert::Conversion::Simd,
-                encoder_threads: 2,
-            },
+            video: VideoConfig::default(),
             scene: cfg.scene,
             host: cfg.host,
             network: cfg.network,
