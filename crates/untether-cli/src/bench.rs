@@ -201,19 +201,23 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     }
     let mut out = Vec::new();
     for size in list(&a.resolution, format!("{}x{}", d.width, d.height)) {
-        let (width, height) = units::parse_resolution(&size)
-            .map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
+        let (width, height) =
+            units::parse_resolution(&size).map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
         for preset in list(&a.preset, &d.preset) {
             for conversion in list(&a.conversion, &d.conversion) {
                 for rate in list(&a.bitrate, d.bitrate_kbps) {
                     let bitrate_kbps = units::parse_bitrate(&rate)
                         .map_err(|e| anyhow::anyhow!("--bitrate: {e}"))?;
                     for fec in list(&a.fec, &d.fec) {
-                        for retransmit in list(&a.retransmit, if d.retransmit { "on" } else { "off" }) {
+                        for retransmit in
+                            list(&a.retransmit, if d.retransmit { "on" } else { "off" })
+                        {
                             let retransmit = match retransmit.as_str() {
                                 "on" => true,
                                 "off" => false,
-                                other => bail!("--retransmit: unknown value {other:?}; allowed: on, off"),
+                                other => {
+                                    bail!("--retransmit: unknown value {other:?}; allowed: on, off")
+                                }
                             };
                             for scheduler in list(&a.scheduler, &d.scheduler) {
                                 for pacing in list(&a.pacing, d.pacing) {

@@ -362,10 +362,9 @@ fn display_for(cfg: &ConfigToml) -> Display {
 fn duration_of(common: &Common) -> Result<Option<Duration>> {
     const MAX: Duration = Duration::from_secs(86_400);
     match common.duration {
-        Some(d) if d.is_zero() || d > MAX => bail!(
-            "--duration: {d:?} is out of range 1ms..={}s",
-            MAX.as_secs()
-        ),
+        Some(d) if d.is_zero() || d > MAX => {
+            bail!("--duration: {d:?} is out of range 1ms..={}s", MAX.as_secs())
+        }
         d => Ok(d),
     }
 }
@@ -716,7 +715,8 @@ fn error_text(e: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let global = cli.global;
-    let mut log = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    let mut log =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
     if let Some(level) = global.log_filter() {
         log.parse_filters(level);
     }
@@ -726,9 +726,7 @@ fn main() -> ExitCode {
         Command::Client(a) => run_client_cmd(a, &global),
         Command::Demo(a) => run_demo(a, &global),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
-        Command::Bench(a) => {
-            load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0))
-        }
+        Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
         Command::Pair(mut a) => load_config(&global).and_then(|cfg| {
             a.state_dir = global.state_dir.clone().or_else(|| {
                 (!cfg.host.state_dir.is_empty()).then(|| PathBuf::from(&cfg.host.state_dir))

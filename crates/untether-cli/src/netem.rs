@@ -182,7 +182,9 @@ mod tests {
             .contains("needs a port"));
         assert!(crate::duration_arg("-1").is_err());
         assert!(crate::duration_arg("NaN").is_err());
-        let e = positive("--duration", Some(Duration::ZERO)).unwrap_err().to_string();
+        let e = positive("--duration", Some(Duration::ZERO))
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "--duration: 0ns is out of range 1ms..=31536000s");
         assert_eq!(
             positive("--stats-interval", Some(Duration::from_secs(5))).unwrap(),

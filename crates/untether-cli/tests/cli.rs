@@ -450,7 +450,11 @@ fn every_subcommand_takes_the_global_options_before_or_after_it() {
         for opt in options {
             // Before and after the subcommand; --help last so nothing runs, but everything
             // before it must parse.
-            let before: Vec<&str> = opt.iter().copied().chain([cmd.as_str(), "--help"]).collect();
+            let before: Vec<&str> = opt
+                .iter()
+                .copied()
+                .chain([cmd.as_str(), "--help"])
+                .collect();
             let after: Vec<&str> = [cmd.as_str()]
                 .into_iter()
                 .chain(opt.iter().copied())
@@ -461,10 +465,23 @@ fn every_subcommand_takes_the_global_options_before_or_after_it() {
                 assert!(o.status.success(), "untether {args:?}: {}", text(&o));
             }
         }
-        let all: Vec<&str> = ["-v", "--config", &config, cmd.as_str(), "-q", "--state-dir", &dir, "--help"].to_vec();
+        let all: Vec<&str> = [
+            "-v",
+            "--config",
+            &config,
+            cmd.as_str(),
+            "-q",
+            "--state-dir",
+            &dir,
+            "--help",
+        ]
+        .to_vec();
         let o = run(&all);
         assert!(o.status.success(), "untether {all:?}: {}", text(&o));
-        for args in [vec!["--version", cmd.as_str()], vec![cmd.as_str(), "--version"]] {
+        for args in [
+            vec!["--version", cmd.as_str()],
+            vec![cmd.as_str(), "--version"],
+        ] {
             let o = run(&args);
             assert!(
                 o.status.success() && text(&o).contains(env!("CARGO_PKG_VERSION")),
@@ -498,7 +515,11 @@ fn a_missing_config_file_is_named_with_its_io_error_once() {
             // netem's own required flags are checked first.
             continue;
         }
-        assert_eq!(t.matches("No such file or directory").count(), 1, "{cmd}: {t}");
+        assert_eq!(
+            t.matches("No such file or directory").count(),
+            1,
+            "{cmd}: {t}"
+        );
         assert!(t.contains("/nonexistent/untether.toml"), "{cmd}: {t}");
     }
 }
@@ -553,7 +574,15 @@ fn ranges_and_units_are_named_in_one_style() {
     );
     // The bench takes the same units: 10M is 10000 kbit/s, 360p is 640x360 (the scenario's
     // name shows both; fps 0 stops it before anything runs).
-    let o = run(&["bench", "--bitrate", "10M", "--resolution", "360p", "--fps", "0"]);
+    let o = run(&[
+        "bench",
+        "--bitrate",
+        "10M",
+        "--resolution",
+        "360p",
+        "--fps",
+        "0",
+    ]);
     assert!(!o.status.success());
     let t = text(&o);
     assert!(
@@ -562,5 +591,9 @@ fn ranges_and_units_are_named_in_one_style() {
     );
     let o = run(&["bench", "--bitrate", "fast"]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("--bitrate") && text(&o).contains("10M"), "{}", text(&o));
+    assert!(
+        text(&o).contains("--bitrate") && text(&o).contains("10M"),
+        "{}",
+        text(&o)
+    );
 }

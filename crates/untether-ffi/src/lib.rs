@@ -511,7 +511,9 @@ pub unsafe extern "C" fn untether_host_set_feature(
                 }
                 9 => builder.audio_bitrate_kbps(range(16, 510)? as u32),
                 10 => builder.stamp(range(0, 1)? == 1),
-                11 => builder.preset(cfg::PRESETS[range(0, cfg::PRESETS.len() as i64 - 1)? as usize]),
+                11 => {
+                    builder.preset(cfg::PRESETS[range(0, cfg::PRESETS.len() as i64 - 1)? as usize])
+                }
                 f => return Err(fail(UNTETHER_ERR_INVALID, format!("unknown feature {f}"))),
             })
         })();

@@ -112,7 +112,11 @@ pub enum VideoPathError {
 }
 
 impl VideoPath {
-    pub const ALL: [VideoPath; 3] = [VideoPath::Yuv420Simd, VideoPath::Yuv420Swscale, VideoPath::Rgb];
+    pub const ALL: [VideoPath; 3] = [
+        VideoPath::Yuv420Simd,
+        VideoPath::Yuv420Swscale,
+        VideoPath::Rgb,
+    ];
 
     /// The path a converter implies (`Rgb`: no conversion, the RGB encoder).
     pub fn from_conversion(conversion: Conversion) -> VideoPath {
@@ -137,7 +141,10 @@ impl VideoPath {
     /// follows from the other; neither: the default). `libx264rgb` alone implies conversion
     /// `rgb` and `rgb` alone implies `libx264rgb`; `libx264rgb` with `simd`/`swscale`, or
     /// `libx264` with `rgb`, is a [`VideoPathError::Contradiction`].
-    pub fn parse(encoder: Option<&str>, conversion: Option<&str>) -> Result<VideoPath, VideoPathError> {
+    pub fn parse(
+        encoder: Option<&str>,
+        conversion: Option<&str>,
+    ) -> Result<VideoPath, VideoPathError> {
         let encoder = encoder.map(str::parse::<EncoderKind>).transpose()?;
         let conversion = conversion.map(str::parse::<Conversion>).transpose()?;
         match (encoder, conversion) {
@@ -192,7 +199,12 @@ impl VideoPath {
 
 impl fmt::Display for VideoPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} conversion)", self.encoder_name(), self.conversion().name())
+        write!(
+            f,
+            "{} ({} conversion)",
+            self.encoder_name(),
+            self.conversion().name()
+        )
     }
 }
 
@@ -769,20 +781,39 @@ mod tests {
         assert_eq!(P::parse(Some("libx264rgb"), None), Ok(P::Rgb));
         assert_eq!(P::parse(None, Some("rgb")), Ok(P::Rgb));
         assert_eq!(P::parse(Some("libx264rgb"), Some("rgb")), Ok(P::Rgb));
-        assert_eq!(P::parse(Some("libx264"), Some("swscale")), Ok(P::Yuv420Swscale));
+        assert_eq!(
+            P::parse(Some("libx264"), Some("swscale")),
+            Ok(P::Yuv420Swscale)
+        );
         assert_eq!(P::parse(None, Some("swscale")), Ok(P::Yuv420Swscale));
-        let e = P::parse(Some("libx264rgb"), Some("simd")).unwrap_err().to_string();
+        let e = P::parse(Some("libx264rgb"), Some("simd"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("libx264rgb") && e.contains("simd"), "{e}");
-        let e = P::parse(Some("libx264"), Some("rgb")).unwrap_err().to_string();
+        let e = P::parse(Some("libx264"), Some("rgb"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("libx264") && e.contains("rgb"), "{e}");
-        assert!(P::parse(Some("x265"), None).unwrap_err().to_string().contains("libx264rgb"));
-        assert!(P::parse(None, Some("magic")).unwrap_err().to_string().contains("swscale"));
+        assert!(P::parse(Some("x265"), None)
+            .unwrap_err()
+            .to_string()
+            .contains("libx264rgb"));
+        assert!(P::parse(None, Some("magic"))
+            .unwrap_err()
+            .to_string()
+            .contains("swscale"));
         for p in P::ALL {
             assert_eq!(P::from_conversion(p.conversion()), p);
-            assert_eq!(P::parse(Some(p.encoder_name()), Some(p.conversion().name())), Ok(p));
+            assert_eq!(
+                P::parse(Some(p.encoder_name()), Some(p.conversion().name())),
+                Ok(p)
+            );
             assert_eq!(p.is_rgb(), p.encoder() == EncoderKind::X264Rgb);
         }
-        assert_eq!(P::Yuv420Swscale.with_encoder(EncoderKind::X264), P::Yuv420Swscale);
+        assert_eq!(
+            P::Yuv420Swscale.with_encoder(EncoderKind::X264),
+            P::Yuv420Swscale
+        );
         assert_eq!(P::Yuv420Swscale.with_encoder(EncoderKind::X264Rgb), P::Rgb);
         assert_eq!(P::Rgb.with_encoder(EncoderKind::X264), P::Yuv420Simd);
     }

@@ -31,7 +31,8 @@ pub const BITRATE_FORMS: &str =
 pub const DURATION_FORMS: &str =
     "seconds as a bare number (10, 2.5), or with a unit: 500us, 500ms, 5s, 2m (minutes), 1h";
 /// Accepted forms of a frame size, for error messages (the names come from [`NAMED_SIZES`]).
-pub const RESOLUTION_FORMS: &str = "WIDTHxHEIGHT (1280x720) or a name: 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k";
+pub const RESOLUTION_FORMS: &str =
+    "WIDTHxHEIGHT (1280x720) or a name: 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k";
 
 /// The named frame sizes, the only table of them: name → (width, height).
 pub const NAMED_SIZES: [(&str, u32, u32); 7] = [
@@ -54,8 +55,7 @@ fn number_and_unit(s: &str) -> Option<(f64, String)> {
         .map_or(s.len(), |(i, _)| i);
     let (num, unit) = s.split_at(end);
     let v: f64 = num.parse().ok()?;
-    v.is_finite()
-        .then(|| (v, unit.trim().to_ascii_lowercase()))
+    v.is_finite().then(|| (v, unit.trim().to_ascii_lowercase()))
 }
 
 /// A video bitrate in kbit/s. A bare number is kbit/s (what `--bitrate` and
@@ -73,10 +73,7 @@ pub fn parse_bitrate(s: &str) -> Result<u32, UnitError> {
     };
     let kbps = (v * scale).round();
     if kbps > u32::MAX as f64 {
-        return Err(UnitError(format!(
-            "{s:?} is more than {} kbit/s",
-            u32::MAX
-        )));
+        return Err(UnitError(format!("{s:?} is more than {} kbit/s", u32::MAX)));
     }
     Ok(kbps as u32)
 }
@@ -84,7 +81,11 @@ pub fn parse_bitrate(s: &str) -> Result<u32, UnitError> {
 /// A duration. A bare number is seconds (what `--duration` has always meant); units `us`,
 /// `ms`, `s`, `m`/`min` (minutes) and `h`.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
-    let bad = || UnitError(format!("{s:?} is not a duration; expected {DURATION_FORMS}"));
+    let bad = || {
+        UnitError(format!(
+            "{s:?} is not a duration; expected {DURATION_FORMS}"
+        ))
+    };
     let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
     let seconds = match unit.as_str() {
         "us" | "µs" => v / 1e6,
@@ -107,7 +108,11 @@ pub fn parse_resolution(s: &str) -> Result<(u32, u32), UnitError> {
     {
         return Ok((w, h));
     }
-    let bad = || UnitError(format!("{s:?} is not a frame size; expected {RESOLUTION_FORMS}"));
+    let bad = || {
+        UnitError(format!(
+            "{s:?} is not a frame size; expected {RESOLUTION_FORMS}"
+        ))
+    };
     let (w, h) = t.split_once(['x', 'X']).ok_or_else(bad)?;
     let w = w.trim().parse::<u32>().map_err(|_| bad())?;
     let h = h.trim().parse::<u32>().map_err(|_| bad())?;
@@ -195,7 +200,10 @@ mod tests {
         // The range is the configuration's business.
         assert_eq!(parse_resolution("12x7"), Ok((12, 7)));
         for (name, w, h) in NAMED_SIZES {
-            assert!(RESOLUTION_FORMS.contains(name), "{name} missing from the forms");
+            assert!(
+                RESOLUTION_FORMS.contains(name),
+                "{name} missing from the forms"
+            );
             assert!(w % 2 == 0 && h % 2 == 0, "{name} is odd");
         }
     }

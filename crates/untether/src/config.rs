@@ -83,20 +83,68 @@ impl<T: PartialOrd + fmt::Debug + fmt::Display + Copy> Limit<T> {
     }
 }
 
-pub const FPS: Limit<u32> = Limit { key: "video.fps", min: 1, max: 240 };
-pub const BITRATE_KBPS: Limit<u32> = Limit { key: "video.bitrate_kbps", min: 100, max: 500_000 };
-pub const ENCODER_THREADS: Limit<usize> = Limit { key: "video.encoder_threads", min: 1, max: 16 };
+pub const FPS: Limit<u32> = Limit {
+    key: "video.fps",
+    min: 1,
+    max: 240,
+};
+pub const BITRATE_KBPS: Limit<u32> = Limit {
+    key: "video.bitrate_kbps",
+    min: 100,
+    max: 500_000,
+};
+pub const ENCODER_THREADS: Limit<usize> = Limit {
+    key: "video.encoder_threads",
+    min: 1,
+    max: 16,
+};
 /// Frame width and height (and even: 4:2:0 chroma).
-pub const WIDTH: Limit<u32> = Limit { key: "video.resolution", min: 512, max: 4096 };
-pub const HEIGHT: Limit<u32> = Limit { key: "video.resolution", min: 288, max: 2304 };
-pub const PIN_TTL_S: Limit<u64> = Limit { key: "host.pin_ttl_s", min: 10, max: 86_400 };
-pub const CONNECT_TIMEOUT_MS: Limit<u64> = Limit { key: "client.connect_timeout_ms", min: 100, max: 60_000 };
-pub const REASSEMBLY_DEADLINE_MS: Limit<u64> = Limit { key: "client.reassembly_deadline_ms", min: 1, max: 1000 };
-pub const DECODER_THREADS: Limit<usize> = Limit { key: "client.decoder_threads", min: 1, max: 16 };
-pub const MAX_DATAGRAM: Limit<u16> = Limit { key: "network.max_datagram", min: 256, max: 9000 };
+pub const WIDTH: Limit<u32> = Limit {
+    key: "video.resolution",
+    min: 512,
+    max: 4096,
+};
+pub const HEIGHT: Limit<u32> = Limit {
+    key: "video.resolution",
+    min: 288,
+    max: 2304,
+};
+pub const PIN_TTL_S: Limit<u64> = Limit {
+    key: "host.pin_ttl_s",
+    min: 10,
+    max: 86_400,
+};
+pub const CONNECT_TIMEOUT_MS: Limit<u64> = Limit {
+    key: "client.connect_timeout_ms",
+    min: 100,
+    max: 60_000,
+};
+pub const REASSEMBLY_DEADLINE_MS: Limit<u64> = Limit {
+    key: "client.reassembly_deadline_ms",
+    min: 1,
+    max: 1000,
+};
+pub const DECODER_THREADS: Limit<usize> = Limit {
+    key: "client.decoder_threads",
+    min: 1,
+    max: 16,
+};
+pub const MAX_DATAGRAM: Limit<u16> = Limit {
+    key: "network.max_datagram",
+    min: 256,
+    max: 9000,
+};
 /// Fraction of the frame interval; 0 = off.
-pub const PACING: Limit<f64> = Limit { key: "network.pacing", min: 0.0, max: 1.0 };
-pub const PACING_BATCH: Limit<u32> = Limit { key: "network.pacing_batch", min: 1, max: crate::pacing::MAX_BATCH };
+pub const PACING: Limit<f64> = Limit {
+    key: "network.pacing",
+    min: 0.0,
+    max: 1.0,
+};
+pub const PACING_BATCH: Limit<u32> = Limit {
+    key: "network.pacing_batch",
+    min: 1,
+    max: crate::pacing::MAX_BATCH,
+};
 
 /// A frame size such as 1280x720.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -224,7 +272,10 @@ impl SceneToml {
         if !self.spin_deg_per_s.is_finite() {
             return Err(invalid(
                 "scene.spin_deg_per_s",
-                format!("{} is not a number of degrees per second", self.spin_deg_per_s),
+                format!(
+                    "{} is not a number of degrees per second",
+                    self.spin_deg_per_s
+                ),
             ));
         }
         if !(self.walk_speed.is_finite() && self.walk_speed >= 0.0) {
@@ -493,13 +544,15 @@ impl VideoToml {
             .resolution
             .parse::<Resolution>()
             .map_err(|m| invalid("video.resolution", m.to_string()))?;
-        let path = VideoPath::parse(self.encoder.as_deref(), self.conversion.as_deref())
-            .map_err(|e| {
+        let path =
+            VideoPath::parse(self.encoder.as_deref(), self.conversion.as_deref()).map_err(|e| {
                 use untether_media::codec::VideoPathError as E;
                 match e {
                     E::Encoder(e) => invalid("video.encoder", e.to_string()),
                     E::Conversion(e) => invalid("video.conversion", e.to_string()),
-                    E::Contradiction { .. } => invalid("video.encoder, video.conversion", e.to_string()),
+                    E::Contradiction { .. } => {
+                        invalid("video.encoder, video.conversion", e.to_string())
+                    }
                 }
             })?;
         let v = VideoConfig {
@@ -777,7 +830,10 @@ mod tests {
         .validate()
         .unwrap();
         assert_eq!(v.path, VideoPath::Rgb);
-        assert_eq!(v.path.conversion(), untether_media::convert::Conversion::Rgb);
+        assert_eq!(
+            v.path.conversion(),
+            untether_media::convert::Conversion::Rgb
+        );
         assert_eq!(v.codec(), untether_proto::Codec::H264Rgb);
         let v = ConfigToml::parse("[video]\nconversion = \"rgb\"\n", "t.toml")
             .unwrap()
@@ -814,7 +870,10 @@ mod tests {
 
     #[test]
     fn defaults_are_written_once() {
-        assert_eq!(VideoToml::default().validate().unwrap(), VideoConfig::default());
+        assert_eq!(
+            VideoToml::default().validate().unwrap(),
+            VideoConfig::default()
+        );
         let t = VideoToml::from(&VideoConfig::default());
         assert_eq!(t.encoder.as_deref(), Some("libx264"));
         assert_eq!(t.conversion.as_deref(), Some("simd"));
@@ -930,7 +989,11 @@ mod tests {
         );
         assert_eq!("1920X1080".parse::<Resolution>().unwrap().height, 1080);
         assert_eq!("360p".parse::<Resolution>().unwrap().width, 640);
-        assert!("1281x720".parse::<Resolution>().unwrap().validate().is_err());
+        assert!("1281x720"
+            .parse::<Resolution>()
+            .unwrap()
+            .validate()
+            .is_err());
         assert!("big".parse::<Resolution>().is_err());
         for (name, ..) in units::NAMED_SIZES {
             name.parse::<Resolution>().unwrap().validate().unwrap();
