@@ -213,14 +213,18 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    /// `untether pair` with the global --state-dir, as `main` hands it over.
     #[derive(Parser)]
     struct Cli {
+        #[arg(long, global = true)]
+        state_dir: Option<PathBuf>,
         #[command(flatten)]
         pair: PairArgs,
     }
 
     fn run_args(args: &[&str]) -> anyhow::Result<String> {
-        let cli = Cli::try_parse_from(std::iter::once("pair").chain(args.iter().copied()))?;
+        let mut cli = Cli::try_parse_from(std::iter::once("pair").chain(args.iter().copied()))?;
+        cli.pair.state_dir = cli.state_dir;
         let mut out = Vec::new();
         run_to(cli.pair, &mut out)?;
         Ok(String::from_utf8_lossy(&out).into_owned())
