@@ -21,11 +21,9 @@ use untether_netem::relay::{Relay, RelayConfig};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// The project's one percentile definition (nearest rank) at a quantile `q` in 0..=1.
 fn percentile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    untether_proto::stats::percentile(sorted, q * 100.0).unwrap_or(0)
 }
 
 /// Sends `n` stamped datagrams to `dst` one every `interval_us` and returns the one-way delays

@@ -300,7 +300,7 @@ mod tests {
         assert!(e.contains("--loss") && e.contains("2%"), "{e}");
         let e = parse(&["--delay", "5"]).unwrap_err().to_string();
         assert!(e.contains("--delay") && e.contains("5ms"), "{e}");
-        let e = parse(&["--rate", "20mbps"]).unwrap_err().to_string();
+        let e = parse(&["--rate", "20furlongs"]).unwrap_err().to_string();
         assert!(e.contains("--rate") && e.contains("20mbit"), "{e}");
         let e = parse(&["--outage", "5s"]).unwrap_err().to_string();
         assert!(

@@ -840,8 +840,9 @@ mod tests {
             .collect()
     }
 
+    /// The project's one percentile definition (nearest rank), at a quantile `q` in 0..=1.
     fn quantile(sorted: &[f64], q: f64) -> f64 {
-        sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+        untether_proto::stats::percentile(sorted, q * 100.0).unwrap_or(f64::NAN)
     }
 
     fn mean_sd(x: &[f64]) -> (f64, f64) {

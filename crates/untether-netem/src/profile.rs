@@ -908,11 +908,11 @@ mod tests {
         assert!(e.contains("unknown field") && e.contains("los"), "{e}");
         let e = parse("[sideways]\n").unwrap_err().0;
         assert!(e.contains("unknown field") && e.contains("sideways"), "{e}");
-        let e = parse("[[path]]\n[path.down]\nrate = \"20mbps\"\n")
+        let e = parse("[[path]]\n[path.down]\nrate = \"20furlongs\"\n")
             .unwrap_err()
             .0;
         assert!(
-            e.contains("[[path]] #1 [down] rate") && e.contains("ambiguous"),
+            e.contains("[[path]] #1 [down] rate") && e.contains("20mbit"),
             "{e}"
         );
         let e = parse("[down]\njitter_dist = \"cauchy\"\n").unwrap_err().0;

@@ -7,6 +7,7 @@
 //! the key or flag (clap does this for flags, [`crate::profile`] for profile keys).
 
 use untether_net::Micros;
+use untether_proto::units::{self, number_and_unit};
 
 use crate::impair::{GilbertElliott, Outage};
 
@@ -16,8 +17,7 @@ pub const FRACTION_FORMS: &str =
 /// Accepted forms of a duration, for error messages.
 pub const DURATION_FORMS: &str = "a duration with a unit: 500us, 5ms, 1.5s, 2min (0 needs no unit)";
 /// Accepted forms of a bit rate, for error messages.
-pub const RATE_FORMS: &str =
-    "a bit rate with a unit: 500kbit, 20mbit, 1gbit, 64000bit, or the short forms 500k, 20M, 1G (bits per second)";
+pub use untether_proto::units::RATE_FORMS;
 /// Accepted forms of a byte size, for error messages.
 pub const SIZE_FORMS: &str = "a size with a unit: 1500B, 64kB, 64KiB, 1MB, 1MiB";
 /// Accepted forms of a queue limit, for error messages.
@@ -30,18 +30,6 @@ pub const OUTAGE_FORMS: &str =
 pub const GILBERT_FORMS: &str =
     "P,R[,LOSS_BAD[,LOSS_GOOD]]: the per-packet probabilities good→bad and bad→good, then the loss \
      probabilities in the bad (default 100%) and good (default 0%) states, each a fraction: 0.4%,25%";
-
-/// Splits "12.5ms" into (12.5, "ms"); the unit is trimmed, the number must be finite and ≥ 0.
-fn number_and_unit(s: &str) -> Option<(f64, &str)> {
-    let s = s.trim();
-    let end = s
-        .char_indices()
-        .find(|&(_, c)| !(c.is_ascii_digit() || c == '.'))
-        .map_or(s.len(), |(i, _)| i);
-    let (num, unit) = s.split_at(end);
-    let v: f64 = num.parse().ok()?;
-    v.is_finite().then_some((v, unit.trim()))
-}
 
 /// A fraction in [0, 1]: `2%`, `0.5 %`, `0.02`. A bare number above 1 is refused (it is almost
 /// certainly a percentage without its sign).
@@ -72,61 +60,29 @@ pub fn fraction(s: &str) -> Result<f64, String> {
 }
 
 /// A duration in microseconds: `500us` (also `µs`), `5ms`, `1.5s`, `2min`; a bare `0` is allowed.
-/// Rounded to the nearest microsecond.
+/// Rounded to the nearest microsecond ([`units::parse_duration_with_unit`], the project's one
+/// duration parser).
 pub fn duration_us(s: &str) -> Result<Micros, String> {
-    let bad = || format!("{s:?} is not {DURATION_FORMS}");
-    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
-    let mult = match unit.to_ascii_lowercase().as_str() {
-        "us" | "µs" | "usec" => 1.0,
-        "ms" | "msec" => 1e3,
-        "s" | "sec" => 1e6,
-        "min" => 60e6,
-        "" if v == 0.0 => 0.0,
-        "" => return Err(format!("{s:?} has no unit: {DURATION_FORMS}")),
-        _ => return Err(bad()),
-    };
-    let us = (v * mult).round();
+    let d = units::parse_duration_with_unit(s).map_err(|e| e.to_string())?;
+    let us = (d.as_secs_f64() * 1e6).round();
     if us > 1e15 {
         return Err(format!("{s:?} is too long"));
     }
     Ok(us as Micros)
 }
 
-/// A bit rate in bits per second: `500kbit`, `20mbit`, `1gbit`, `64000bit` (also with `/s`), or
-/// `500k`, `20M`, `1G`. Decimal multiples (k = 1000). `…bps` is refused as ambiguous (tc reads
-/// `mbps` as megabytes per second, most people as megabits).
+/// A bit rate in bits per second: `500kbit`, `20mbit`, `1gbit`, `64000bit` (also with `/s` or as
+/// `…bps`), or `500k`, `20M`, `1G`. Decimal multiples (k = 1000): [`units::parse_rate_bps`], the
+/// project's one bit-rate parser, plus the relay's range.
 pub fn rate_bps(s: &str) -> Result<u64, String> {
-    let bad = || format!("{s:?} is not {RATE_FORMS}");
-    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
-    let lower = unit.to_ascii_lowercase();
-    let unit = lower.strip_suffix("/s").unwrap_or(&lower);
-    let mult = match unit {
-        "bit" => 1.0,
-        "k" | "kbit" => 1e3,
-        "m" | "mbit" => 1e6,
-        "g" | "gbit" => 1e9,
-        "bps" | "kbps" | "mbps" | "gbps" => {
-            return Err(format!(
-                "{s:?} is ambiguous ('bps' means bytes per second to tc, bits to most people): write {v}{}",
-                match unit {
-                    "kbps" => "kbit",
-                    "mbps" => "mbit",
-                    "gbps" => "gbit",
-                    _ => "bit",
-                }
-            ))
-        }
-        "" => return Err(format!("{s:?} has no unit: {RATE_FORMS}")),
-        _ => return Err(bad()),
-    };
-    let bps = (v * mult).round();
-    if bps < 1.0 {
+    let bps = units::parse_rate_bps(s).map_err(|e| e.to_string())?;
+    if bps < 1 {
         return Err(format!("{s:?}: a rate must be at least 1 bit/s"));
     }
-    if bps > 1e12 {
+    if bps > 1_000_000_000_000 {
         return Err(format!("{s:?} is more than 1000 gbit"));
     }
-    Ok(bps as u64)
+    Ok(bps)
 }
 
 /// A size in bytes: `1500B` (also `bytes`), `64kB` (1000), `64KiB` (1024), `1MB`, `1MiB`.
@@ -322,7 +278,8 @@ mod tests {
         assert_eq!(duration_us(" 10 ms ").unwrap(), 10_000);
         let e = duration_us("5").unwrap_err();
         assert!(e.contains("no unit") && e.contains("5ms"), "{e}");
-        assert!(duration_us("5h").unwrap_err().contains("500us"));
+        assert_eq!(duration_us("1h").unwrap(), 3_600_000_000);
+        assert!(duration_us("5d").unwrap_err().contains("500us"));
         assert!(duration_us("-5ms").is_err());
         assert!(duration_us("ms").is_err());
     }
@@ -336,8 +293,10 @@ mod tests {
         assert_eq!(rate_bps("1gbit").unwrap(), 1_000_000_000);
         assert_eq!(rate_bps("1.5Gbit/s").unwrap(), 1_500_000_000);
         assert_eq!(rate_bps("64000bit").unwrap(), 64_000);
-        let e = rate_bps("20mbps").unwrap_err();
-        assert!(e.contains("ambiguous") && e.contains("20mbit"), "{e}");
+        // One meaning everywhere (the video bitrate parser's too): bits per second.
+        assert_eq!(rate_bps("20mbps").unwrap(), 20_000_000);
+        let e = rate_bps("20").unwrap_err();
+        assert!(e.contains("has no unit"), "{e}");
         assert!(rate_bps("20").unwrap_err().contains("no unit"));
         assert!(rate_bps("0mbit").is_err());
         assert!(rate_bps("fast").unwrap_err().contains("20mbit"));

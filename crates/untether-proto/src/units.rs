@@ -6,8 +6,9 @@
 //! everywhere. Ranges are not checked here: the configuration's validator does that and names
 //! the key. Every error names the accepted forms; the caller adds the key or flag.
 //!
-//! (The impairment relay's units — bits per second, byte sizes, queue limits — are in
-//! `untether_net::units`.)
+//! The impairment relay (`untether_netem::units`) parses its link rates and delays with
+//! [`parse_rate_bps`] and [`parse_duration_with_unit`]; its own are the fractions, byte sizes,
+//! queue limits and outage windows.
 
 use std::fmt;
 use std::time::Duration;
@@ -45,9 +46,9 @@ pub const NAMED_SIZES: [(&str, u32, u32); 7] = [
     ("4k", 3840, 2160),
 ];
 
-/// Splits `"12.5ms"` into `(12.5, "ms")`: a finite number ≥ 0, then the unit (trimmed,
-/// lower-cased).
-fn number_and_unit(s: &str) -> Option<(f64, String)> {
+/// Splits `"12.5ms"` into `(12.5, "ms")`: a finite number ≥ 0, then the unit as written
+/// (trimmed). The one tokenizer of every unit parser here and in the impairment relay's.
+pub fn number_and_unit(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
     let end = s
         .char_indices()
@@ -55,7 +56,34 @@ fn number_and_unit(s: &str) -> Option<(f64, String)> {
         .map_or(s.len(), |(i, _)| i);
     let (num, unit) = s.split_at(end);
     let v: f64 = num.parse().ok()?;
-    v.is_finite().then(|| (v, unit.trim().to_ascii_lowercase()))
+    v.is_finite().then(|| (v, unit.trim()))
+}
+
+/// Accepted forms of a bit rate with its unit, for error messages.
+pub const RATE_FORMS: &str = "a bit rate with a unit: 64000bit, 500k, 500kbit, 500kbps, 20M, 20mbit, 20mbps, 1G, 1gbit (bits per second, decimal; '/s' may follow)";
+
+/// A bit rate in bits per second, with its unit (a bare number is the caller's to interpret):
+/// `bit`/`bps`, `k`/`kbit`/`kbps`, `m`/`mbit`/`mbps`, `g`/`gbit`/`gbps`, case-insensitive,
+/// optionally followed by `/s`. Decimal multiples: `20M` = 20 000 000 bit/s. The one bit-rate
+/// parser: video bitrates ([`parse_bitrate`]) and the impairment relay's link rates use it.
+pub fn parse_rate_bps(s: &str) -> Result<u64, UnitError> {
+    let bad = || UnitError(format!("{s:?} is not {RATE_FORMS}"));
+    let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
+    let lower = unit.to_ascii_lowercase();
+    let unit = lower.strip_suffix("/s").unwrap_or(&lower);
+    let scale = match unit {
+        "bit" | "bps" | "b" => 1.0,
+        "k" | "kbit" | "kbps" => 1e3,
+        "m" | "mbit" | "mbps" => 1e6,
+        "g" | "gbit" | "gbps" => 1e9,
+        "" => return Err(UnitError(format!("{s:?} has no unit: {RATE_FORMS}"))),
+        _ => return Err(bad()),
+    };
+    let bps = (v * scale).round();
+    if bps > u64::MAX as f64 / 2.0 {
+        return Err(UnitError(format!("{s:?} is too large")));
+    }
+    Ok(bps as u64)
 }
 
 /// A video bitrate in kbit/s. A bare number is kbit/s (what `--bitrate` and
@@ -65,13 +93,11 @@ fn number_and_unit(s: &str) -> Option<(f64, String)> {
 pub fn parse_bitrate(s: &str) -> Result<u32, UnitError> {
     let bad = || UnitError(format!("{s:?} is not a bitrate; expected {BITRATE_FORMS}"));
     let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
-    let scale = match unit.as_str() {
-        "" | "k" | "kbit" | "kbps" => 1.0,
-        "m" | "mbit" | "mbps" => 1e3,
-        "g" | "gbit" | "gbps" => 1e6,
-        _ => return Err(bad()),
+    let kbps = if unit.is_empty() {
+        v.round()
+    } else {
+        (parse_rate_bps(s).map_err(|_| bad())? as f64 / 1e3).round()
     };
-    let kbps = (v * scale).round();
     if kbps > u32::MAX as f64 {
         return Err(UnitError(format!("{s:?} is more than {} kbit/s", u32::MAX)));
     }
@@ -81,16 +107,30 @@ pub fn parse_bitrate(s: &str) -> Result<u32, UnitError> {
 /// A duration. A bare number is seconds (what `--duration` has always meant); units `us`,
 /// `ms`, `s`, `m`/`min` (minutes) and `h`.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
+    duration(s, true)
+}
+
+/// A duration whose unit is required (a bare `0` aside): where a bare number would be read in
+/// different units by different people (the impairment relay's delays and windows).
+pub fn parse_duration_with_unit(s: &str) -> Result<Duration, UnitError> {
+    duration(s, false)
+}
+
+fn duration(s: &str, bare_is_seconds: bool) -> Result<Duration, UnitError> {
     let bad = || {
         UnitError(format!(
             "{s:?} is not a duration; expected {DURATION_FORMS}"
         ))
     };
     let (v, unit) = number_and_unit(s).ok_or_else(bad)?;
-    let seconds = match unit.as_str() {
-        "us" | "µs" => v / 1e6,
-        "ms" => v / 1e3,
-        "" | "s" => v,
+    let seconds = match unit.to_ascii_lowercase().as_str() {
+        "us" | "µs" | "usec" => v / 1e6,
+        "ms" | "msec" => v / 1e3,
+        "s" | "sec" => v,
+        "" if bare_is_seconds || v == 0.0 => v,
+        "" => return Err(UnitError(format!(
+            "{s:?} has no unit: a duration with a unit: 500us, 5ms, 1.5s, 2min (0 needs no unit)"
+        ))),
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
         _ => return Err(bad()),

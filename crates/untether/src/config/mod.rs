@@ -1,0 +1,358 @@
+//! Configuration: a TOML file whose every key is documented in docs/CONFIG.md, overridden by
+//! command-line flags. Unknown keys and bad values are errors that name the key and the allowed
+//! values.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use untether_media::codec::VideoPath;
+use untether_proto::units;
+
+mod limits;
+mod video;
+
+pub use limits::*;
+pub use video::*;
+
+/// The UDP port a host listens on by default.
+pub const DEFAULT_PORT: u16 = 9710;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read. The message is the path only: the I/O error is the source, so
+    /// an error chain printed in full names it once.
+    #[error("cannot read config file {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    /// A bad value: `key: what is wrong; what is allowed`.
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    /// The key a bad value belongs to (`video.fps`), if any.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// `[scene]`: the built-in test scene.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SceneToml {
+    pub spin_deg_per_s: f32,
+    pub walk_speed: f32,
+}
+
+impl SceneToml {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.spin_deg_per_s.is_finite() {
+            return Err(invalid(
+                "scene.spin_deg_per_s",
+                format!(
+                    "{} is not a number of degrees per second",
+                    self.spin_deg_per_s
+                ),
+            ));
+        }
+        if !(self.walk_speed.is_finite() && self.walk_speed >= 0.0) {
+            return Err(invalid(
+                "scene.walk_speed",
+                format!("{} is not a speed in m/s (0 or more)", self.walk_speed),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for SceneToml {
+    fn default() -> Self {
+        SceneToml {
+            spin_deg_per_s: 30.0,
+            walk_speed: 0.6,
+        }
+    }
+}
+
+/// `[host]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostToml {
+    pub bind: String,
+    pub keyframe_cooldown_ms: u64,
+    /// Who may connect: allowlist, open or pin.
+    pub access: String,
+    /// Keys, allowlist, access requests (empty: `$XDG_STATE_HOME/untether`).
+    pub state_dir: String,
+    /// How long a PIN made by `access = "pin"` is valid, seconds.
+    pub pin_ttl_s: u64,
+}
+
+impl Default for HostToml {
+    fn default() -> Self {
+        HostToml {
+            bind: format!("0.0.0.0:{DEFAULT_PORT}"),
+            keyframe_cooldown_ms: 50,
+            access: "allowlist".into(),
+            state_dir: String::new(),
+            pin_ttl_s: 300,
+        }
+    }
+}
+
+impl HostToml {
+    /// The access policy.
+    pub fn access(&self) -> Result<crate::identity::Access, ConfigError> {
+        self.access
+            .parse()
+            .map_err(|m: String| invalid("host.access", m))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.access()?;
+        PIN_TTL_S.check(self.pin_ttl_s)?;
+        Ok(())
+    }
+}
+
+/// `[client]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientToml {
+    pub name: String,
+    pub headless: bool,
+    pub connect_timeout_ms: u64,
+    pub reassembly_deadline_ms: u64,
+    pub decoder_threads: usize,
+    pub input_probe_interval_ms: u64,
+    /// The client's key and known hosts (empty: `$XDG_STATE_HOME/untether`).
+    pub state_dir: String,
+    /// More paths to the host besides the main address (multipath, up to 3 more):
+    /// `"[LOCAL_IP@]HOST[:PORT]"` each, e.g. `"192.168.2.7@192.168.2.1:9710"` to send from
+    /// a second interface. Port defaults to the main address's.
+    pub paths: Vec<String>,
+}
+
+impl Default for ClientToml {
+    fn default() -> Self {
+        ClientToml {
+            name: default_client_name(),
+            headless: false,
+            connect_timeout_ms: 3000,
+            reassembly_deadline_ms: 50,
+            decoder_threads: 2,
+            input_probe_interval_ms: 0,
+            state_dir: String::new(),
+            paths: Vec::new(),
+        }
+    }
+}
+
+fn default_client_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "untether-client".to_string())
+}
+
+/// `[network]`: both sides.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkToml {
+    pub max_datagram: u16,
+    pub keepalive_ms: u64,
+    pub idle_timeout_ms: u64,
+    /// Host: forward error correction of video, `"off"`, `"adaptive"` or `"<percent>%"`.
+    pub fec: String,
+    /// Host: which of a multipath client's paths carry each datagram: `"redundant"` (all),
+    /// `"keyframes"` (keyframes, control and audio on all; other frames on the fastest), or
+    /// `"lowest-delay"` (the fastest live path). Used only when the client has several paths.
+    pub scheduler: String,
+    /// Host: adapt the encoder's bitrate (at most `video.bitrate_kbps`) to the link's
+    /// queueing delay and loss.
+    pub adaptive_bitrate: bool,
+    /// Both sides: resend lost video shards the client asks for when the RTT leaves time
+    /// before the frame's deadline (client: ask; host: answer).
+    pub retransmit: bool,
+    /// Host: send pacing, the fraction (0.0–1.0) of the frame interval over which a frame's
+    /// datagrams are spread in batches of `pacing_batch` instead of sent in one burst; `0` =
+    /// off. Off by default: pacing delays a frame's last shard — and so glass-to-glass — by up
+    /// to this fraction of the interval (0.5 at 60 fps: up to 8.3 ms, capped at 25 ms), which
+    /// only pays where bursts are lost (Wi-Fi, a shallow queue, a token-bucket rate limiter).
+    /// Try 0.25–0.5 there and measure (`untether bench --pacing`).
+    pub pacing: f64,
+    /// Host: datagrams per pacing batch, sent back to back (1–64; 64 is the kernel's UDP GSO
+    /// segment limit).
+    pub pacing_batch: u32,
+}
+
+impl Default for NetworkToml {
+    fn default() -> Self {
+        NetworkToml {
+            max_datagram: 1200,
+            keepalive_ms: 2000,
+            idle_timeout_ms: 30_000,
+            fec: "adaptive".to_string(),
+            scheduler: "redundant".to_string(),
+            adaptive_bitrate: true,
+            retransmit: true,
+            pacing: 0.0,
+            pacing_batch: crate::pacing::DEFAULT_BATCH,
+        }
+    }
+}
+
+/// The whole config file.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConfigToml {
+    pub video: VideoToml,
+    pub scene: SceneToml,
+    pub host: HostToml,
+    pub client: ClientToml,
+    pub network: NetworkToml,
+}
+
+impl ConfigToml {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+}
+
+/// Everything a host start checks (`Host::start_with` calls it first).
+pub fn validate_host(
+    video: &VideoConfig,
+    host: &HostToml,
+    network: &NetworkToml,
+    scene: &SceneToml,
+) -> Result<(), ConfigError> {
+    video.validate()?;
+    host.validate()?;
+    network.validate()?;
+    scene.validate()
+}
+
+/// Everything a client start checks (`run_client_with` calls it first).
+pub fn validate_client(client: &ClientToml, network: &NetworkToml) -> Result<(), ConfigError> {
+    client.validate()?;
+    network.validate()
+}
+
+impl NetworkToml {
+    /// The host's FEC policy (`fec`; checked by [`validate`](Self::validate)).
+    pub fn fec_policy(&self) -> Result<untether_proto::FecPolicy, ConfigError> {
+        self.fec
+            .parse()
+            .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
+    }
+
+    /// The multipath scheduler (`scheduler`).
+    pub fn scheduler(&self) -> Result<untether_proto::Scheduler, ConfigError> {
+        untether_proto::Scheduler::parse(&self.scheduler)
+            .map_err(|e| invalid("network.scheduler", e))
+    }
+
+    /// The host's send pacing (`pacing`, `pacing_batch`; checked by
+    /// [`validate`](Self::validate)).
+    pub fn pacing(&self) -> Result<crate::pacing::Pacing, ConfigError> {
+        PACING.check(self.pacing)?;
+        PACING_BATCH.check(self.pacing_batch)?;
+        Ok(crate::pacing::Pacing {
+            fraction: self.pacing,
+            batch: self.pacing_batch as usize,
+        })
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.fec_policy()?;
+        self.scheduler()?;
+        self.pacing()?;
+        MAX_DATAGRAM.check(self.max_datagram)?;
+        if self.keepalive_ms == 0 || self.keepalive_ms >= self.idle_timeout_ms {
+            return Err(invalid(
+                "network.keepalive_ms",
+                format!(
+                    "{} must be > 0 and below network.idle_timeout_ms ({})",
+                    self.keepalive_ms, self.idle_timeout_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ClientToml {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        CONNECT_TIMEOUT_MS.check(self.connect_timeout_ms)?;
+        REASSEMBLY_DEADLINE_MS.check(self.reassembly_deadline_ms)?;
+        if self.paths.len() + 1 > untether_proto::MAX_PATHS {
+            return Err(invalid(
+                "client.paths",
+                format!(
+                    "{} extra paths; at most {} besides the main address",
+                    self.paths.len(),
+                    untether_proto::MAX_PATHS - 1
+                ),
+            ));
+        }
+        for p in &self.paths {
+            parse_path(p, DEFAULT_PORT).map_err(|e| invalid("client.paths", e))?;
+        }
+        DECODER_THREADS.check(self.decoder_threads)?;
+        if self.name.is_empty() || self.name.len() > 64 {
+            return Err(invalid("client.name", "must be 1 to 64 bytes"));
+        }
+        Ok(())
+    }
+}
+
+/// One extra path: `[LOCAL_IP@]HOST[:PORT]` → (local address to send from, host address).
+pub fn parse_path(
+    spec: &str,
+    default_port: u16,
+) -> Result<(Option<std::net::IpAddr>, std::net::SocketAddr), String> {
+    let (local, host) = match spec.split_once('@') {
+        Some((l, h)) => {
+            let ip: std::net::IpAddr = l.trim().parse().map_err(|_| {
+                format!("{spec:?}: {l:?} is not a local IP address (expected LOCAL_IP@HOST[:PORT])")
+            })?;
+            (Some(ip), h)
+        }
+        None => (None, spec),
+    };
+    let addr =
+        untether_net::resolve(host.trim(), default_port).map_err(|e| format!("{spec:?}: {e}"))?;
+    Ok((local, addr))
+}
+
+#[cfg(test)]
+mod tests;

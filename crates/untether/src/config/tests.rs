@@ -1,0 +1,335 @@
+//! Tests of the configuration: defaults, every key's validation and messages.
+
+use super::*;
+
+#[test]
+fn defaults_validate() {
+    let c = ConfigToml::default();
+    let v = c.video.validate().unwrap();
+    assert_eq!(
+        v.resolution,
+        Resolution {
+            width: 1280,
+            height: 720
+        }
+    );
+    c.network.validate().unwrap();
+    c.client.validate().unwrap();
+    c.host.validate().unwrap();
+    assert_eq!(c.host.access().unwrap(), crate::identity::Access::Allowlist);
+    let h = HostToml {
+        access: "everyone".into(),
+        ..Default::default()
+    };
+    let e = h.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("host.access") && e.contains("allowlist"),
+        "{e}"
+    );
+}
+
+#[test]
+fn multipath_keys_are_checked() {
+    let n = NetworkToml {
+        scheduler: "fastest".into(),
+        ..Default::default()
+    };
+    let e = n.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("network.scheduler") && e.contains("lowest-delay"),
+        "{e}"
+    );
+    let mut c = ClientToml {
+        paths: vec!["wlan1@10.0.0.1".into()],
+        ..Default::default()
+    };
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("client.paths") && e.contains("LOCAL_IP@"),
+        "{e}"
+    );
+    c.paths = vec!["10.0.0.2@10.0.0.1:9000".into(), "127.0.0.1".into()];
+    c.validate().unwrap();
+    assert_eq!(
+        parse_path("10.0.0.2@10.0.0.1:9000", 9710).unwrap(),
+        (Some([10, 0, 0, 2].into()), ([10, 0, 0, 1], 9000).into())
+    );
+    c.paths = vec!["127.0.0.1".into(); 4];
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("at most 3"), "{e}");
+}
+
+#[test]
+fn unknown_key_is_named() {
+    let e = ConfigToml::parse("[video]\nfsp = 60\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fsp") && e.contains("fps"), "{e}");
+    let e = ConfigToml::parse("[vidoe]\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("vidoe") && e.contains("video"), "{e}");
+}
+
+#[test]
+fn bad_values_name_key_and_allowed_values() {
+    let mut v = VideoToml {
+        encoder: Some("x265".into()),
+        ..Default::default()
+    };
+    let e = v.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("video.encoder") && e.contains("libx264rgb"),
+        "{e}"
+    );
+    v = VideoToml {
+        conversion: Some("magic".into()),
+        ..Default::default()
+    };
+    let e = v.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("video.conversion") && e.contains("swscale"),
+        "{e}"
+    );
+    v = VideoToml {
+        resolution: "12x7".into(),
+        ..Default::default()
+    };
+    assert!(v
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("video.resolution"));
+    v = VideoToml {
+        preset: "turbo".into(),
+        ..Default::default()
+    };
+    assert!(v.validate().unwrap_err().to_string().contains("superfast"));
+}
+
+#[test]
+fn pacing_is_validated_with_key_and_range() {
+    let n = NetworkToml::default();
+    assert!(n.pacing().unwrap().is_off());
+    for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
+        let e = NetworkToml {
+            pacing: bad,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("network.pacing:") && e.contains("0.0..=1.0"),
+            "{e}"
+        );
+    }
+    for bad in [0, 65] {
+        let e = NetworkToml {
+            pacing_batch: bad,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("network.pacing_batch") && e.contains("1..=64"),
+            "{e}"
+        );
+    }
+    let c = ConfigToml::parse("[network]\npacing = 0.5\npacing_batch = 4\n", "t.toml").unwrap();
+    let p = c.network.pacing().unwrap();
+    assert_eq!((p.fraction, p.batch), (0.5, 4));
+    // `pacing = 0` (an integer) is accepted too.
+    let c = ConfigToml::parse("[network]\npacing = 0\n", "t.toml").unwrap();
+    assert!(c.network.pacing().unwrap().is_off());
+}
+
+#[test]
+fn rgb_encoder_implies_rgb_path() {
+    let v = VideoToml {
+        encoder: Some("libx264rgb".into()),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    assert_eq!(v.path, VideoPath::Rgb);
+    assert_eq!(
+        v.path.conversion(),
+        untether_media::convert::Conversion::Rgb
+    );
+    assert_eq!(v.codec(), untether_proto::Codec::H264Rgb);
+    let v = ConfigToml::parse("[video]\nconversion = \"rgb\"\n", "t.toml")
+        .unwrap()
+        .video
+        .validate()
+        .unwrap();
+    assert_eq!(v.path, VideoPath::Rgb);
+    let e = VideoToml {
+        encoder: Some("libx264".into()),
+        conversion: Some("rgb".into()),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("video.encoder, video.conversion:") && e.contains("libx264rgb"),
+        "{e}"
+    );
+    let e = ConfigToml::parse(
+        "[video]\nencoder = \"libx264rgb\"\nconversion = \"simd\"\n",
+        "t.toml",
+    )
+    .unwrap()
+    .video
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("video.encoder, video.conversion:") && e.contains("\"simd\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn defaults_are_written_once() {
+    assert_eq!(
+        VideoToml::default().validate().unwrap(),
+        VideoConfig::default()
+    );
+    let t = VideoToml::from(&VideoConfig::default());
+    assert_eq!(t.encoder.as_deref(), Some("libx264"));
+    assert_eq!(t.conversion.as_deref(), Some("simd"));
+    assert_eq!(t.validate().unwrap(), VideoConfig::default());
+}
+
+#[test]
+fn ranges_are_named_in_one_style() {
+    let e = VideoToml {
+        bitrate_kbps: 0,
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert_eq!(e, "video.bitrate_kbps: 0 is out of range 100..=500000");
+    let e = VideoConfig {
+        fps: 0,
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert_eq!(e, "video.fps: 0 is out of range 1..=240");
+    assert_eq!(
+        FPS.check_wide(-5i64).unwrap_err().to_string(),
+        "video.fps: -5 is out of range 1..=240"
+    );
+    assert_eq!(
+        FPS.check_wide(1i64 << 40).unwrap_err().to_string(),
+        "video.fps: 1099511627776 is out of range 1..=240"
+    );
+    assert_eq!(FPS.check_wide(30i64).unwrap(), 30u32);
+    let e = ClientToml {
+        decoder_threads: 0,
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert_eq!(e.key(), Some("client.decoder_threads"));
+    let e = SceneToml {
+        walk_speed: f32::NAN,
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert_eq!(e.key(), Some("scene.walk_speed"));
+}
+
+#[test]
+fn validate_host_and_client_check_every_section() {
+    let c = ConfigToml::default();
+    let v = VideoConfig::default();
+    validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
+    validate_client(&c.client, &c.network).unwrap();
+    let bad_net = NetworkToml {
+        fec: "lots".into(),
+        ..Default::default()
+    };
+    let e = validate_host(&v, &c.host, &bad_net, &c.scene).unwrap_err();
+    assert_eq!(e.key(), Some("network.fec"));
+    let e = validate_client(&c.client, &bad_net).unwrap_err();
+    assert_eq!(e.key(), Some("network.fec"));
+    let small = VideoConfig {
+        resolution: Resolution {
+            width: 64,
+            height: 64,
+        },
+        ..Default::default()
+    };
+    let e = validate_host(&small, &c.host, &c.network, &c.scene)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "video.resolution: 64x64 is out of range 512..=4096 x 288..=2304"
+    );
+}
+
+#[test]
+fn bitrate_key_takes_units() {
+    let c = ConfigToml::parse("[video]\nbitrate_kbps = \"10M\"\n", "t.toml").unwrap();
+    assert_eq!(c.video.bitrate_kbps, 10_000);
+    let c = ConfigToml::parse("[video]\nbitrate_kbps = 8000\n", "t.toml").unwrap();
+    assert_eq!(c.video.bitrate_kbps, 8000);
+    let e = ConfigToml::parse("[video]\nbitrate_kbps = \"fast\"\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bitrate_kbps") && e.contains("10M"), "{e}");
+}
+
+#[test]
+fn a_missing_file_names_the_path_and_the_io_error_once() {
+    let e = ConfigToml::load(Path::new("/nonexistent/untether.toml")).unwrap_err();
+    let mut chain = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        chain.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
+    assert!(chain.contains("/nonexistent/untether.toml"), "{chain}");
+}
+
+#[test]
+fn resolutions() {
+    assert_eq!(
+        "1080p".parse::<Resolution>().unwrap(),
+        Resolution {
+            width: 1920,
+            height: 1080
+        }
+    );
+    assert_eq!("1920X1080".parse::<Resolution>().unwrap().height, 1080);
+    assert_eq!("360p".parse::<Resolution>().unwrap().width, 640);
+    assert!("1281x720"
+        .parse::<Resolution>()
+        .unwrap()
+        .validate()
+        .is_err());
+    assert!("big".parse::<Resolution>().is_err());
+    for (name, ..) in units::NAMED_SIZES {
+        name.parse::<Resolution>().unwrap().validate().unwrap();
+    }
+}
+
+#[test]
+fn example_config_parses() {
+    let text = include_str!("../../../../docs/untether.example.toml");
+    let c = ConfigToml::parse(text, "example").unwrap();
+    let v = c.video.validate().unwrap();
+    assert_eq!(v, VideoConfig::default(), "the example shows the defaults");
+    validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
+    validate_client(&c.client, &c.network).unwrap();
+}
