@@ -128,9 +128,11 @@ fn duration(s: &str, bare_is_seconds: bool) -> Result<Duration, UnitError> {
         "ms" | "msec" => v / 1e3,
         "s" | "sec" => v,
         "" if bare_is_seconds || v == 0.0 => v,
-        "" => return Err(UnitError(format!(
+        "" => {
+            return Err(UnitError(format!(
             "{s:?} has no unit: a duration with a unit: 500us, 5ms, 1.5s, 2min (0 needs no unit)"
-        ))),
+        )))
+        }
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
         _ => return Err(bad()),

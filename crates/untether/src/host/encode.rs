@@ -275,6 +275,28 @@ mod tests {
             .collect()
     }
 
+    type Stage = (
+        EncoderStage,
+        Arc<HostShared>,
+        driver::Mailbox<HostCommand>,
+        mpsc::Sender<EncoderEvent>,
+    );
+
+    /// A 128x72 encoder stage, its driver's mailbox and its event sender.
+    fn stage() -> Stage {
+        let cfg = encoder_config(
+            &HostOptions::default().video,
+            &HostSetup::default(),
+            128,
+            72,
+        );
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let (net, mailbox) = driver::channel().unwrap();
+        let (events, rx) = mpsc::channel();
+        let stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        (stage, shared, mailbox, events)
+    }
+
     fn bgra(f: &BgraFrame) -> InputPicture<'_> {
         InputPicture::Bgra {
             width: f.width,
@@ -286,16 +308,7 @@ mod tests {
 
     #[test]
     fn numbers_frames_per_client_and_follows_the_drivers_events() {
-        let cfg = encoder_config(
-            &HostOptions::default().video,
-            &HostSetup::default(),
-            128,
-            72,
-        );
-        let shared = Arc::new(HostShared::new((0, 0)));
-        let (net, mailbox) = driver::channel().unwrap();
-        let (events, rx) = mpsc::channel();
-        let mut stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        let (mut stage, shared, mailbox, events) = stage();
         let pixels = BgraFrame::new(128, 72).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
@@ -329,17 +342,8 @@ mod tests {
 
     #[test]
     fn a_stopped_driver_is_an_error_not_a_silent_drop() {
-        let cfg = encoder_config(
-            &HostOptions::default().video,
-            &HostSetup::default(),
-            128,
-            72,
-        );
-        let shared = Arc::new(HostShared::new((0, 0)));
-        let (net, mailbox) = driver::channel().unwrap();
+        let (mut stage, shared, mailbox, _events) = stage();
         drop(mailbox);
-        let (_events, rx) = mpsc::channel();
-        let mut stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
         let pixels = BgraFrame::new(128, 72).unwrap();
         let picture = bgra(&pixels);
         shared.link.new_client();

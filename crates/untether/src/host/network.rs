@@ -78,6 +78,28 @@ struct InFlight {
     hurry: bool,
 }
 
+impl InFlight {
+    fn new(
+        frame_number: u32,
+        timing: FrameTiming,
+        handed_us: Micros,
+        batches: VecDeque<(Micros, Vec<Transmit>)>,
+    ) -> InFlight {
+        InFlight {
+            frame_number,
+            timing,
+            handed_us,
+            batches,
+            current: VecDeque::new(),
+            batch_count: 0,
+            waited_us: 0,
+            last_batch_end: None,
+            sending: false,
+            hurry: false,
+        }
+    }
+}
+
 /// The host's network side, run by [`crate::driver::run`].
 pub(crate) struct HostNet {
     pub session: HostSession,
@@ -166,18 +188,12 @@ impl HostNet {
         for older in self.frames.iter_mut() {
             older.hurry = true;
         }
-        self.frames.push_back(InFlight {
-            frame_number: f.frame_number,
-            timing: f.timing,
-            handed_us: f.handed_us,
+        self.frames.push_back(InFlight::new(
+            f.frame_number,
+            f.timing,
+            f.handed_us,
             batches,
-            current: VecDeque::new(),
-            batch_count: 0,
-            waited_us: 0,
-            last_batch_end: None,
-            sending: false,
-            hurry: false,
-        });
+        ));
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
@@ -419,21 +435,11 @@ mod tests {
 
     /// A frame of `batches` (due time, datagram bytes).
     fn in_flight(frame_number: u32, batches: &[(Micros, &[u8])]) -> InFlight {
-        InFlight {
-            frame_number,
-            timing: FrameTiming::default(),
-            handed_us: 0,
-            batches: batches
-                .iter()
-                .map(|&(due, b)| (due, b.iter().map(|&n| datagram(n)).collect()))
-                .collect(),
-            current: VecDeque::new(),
-            batch_count: 0,
-            waited_us: 0,
-            last_batch_end: None,
-            sending: false,
-            hurry: false,
-        }
+        let batches = batches
+            .iter()
+            .map(|&(due, b)| (due, b.iter().map(|&n| datagram(n)).collect()))
+            .collect();
+        InFlight::new(frame_number, FrameTiming::default(), 0, batches)
     }
 
     fn sent(net: &mut HostNet, now: Micros) -> Vec<u8> {
