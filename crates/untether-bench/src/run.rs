@@ -731,7 +731,11 @@ pub fn response_samples(run: &ClientRun, t0_us: i64) -> Vec<ResponseSample> {
         };
         let sent = sent as i64;
         let last_shard = rec.last_shard_us as i64;
-        let (network, processing) = match run.timings.get(&rec.frame_number) {
+        let timing = run
+            .timings
+            .get(&rec.frame_number)
+            .filter(|_| rec.session == run.session);
+        let (network, processing) = match timing {
             Some(t) => {
                 let send_done = t.send_done_us as i64 - offset;
                 (

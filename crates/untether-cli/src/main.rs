@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgAction, Args, Parser, Subcommand};
-use untether::client::{
-    run_client_with, ClientAudio, ClientIo, ClientOptions, Display, InputDevice,
-};
+use untether::client::{ClientAudio, ClientIo, ClientOptions, Display, InputDevice};
 use untether::config::{ConfigError, ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
@@ -613,7 +611,8 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     }
     let stop = stop_on_ctrl_c();
     eprintln!("untether client: connecting to {host} …");
-    let run = run_client_with(&options, io, stop)?;
+    // The report is shown on every exit, also when the host went away or refused.
+    let (run, ended_by) = untether::run_client_to_end(&options, io, stop)?;
     let params = run.params;
     let mut host_opts = host_options(&cfg)?;
     if let Some(p) = &params {
@@ -643,7 +642,10 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;
     }
-    Ok(())
+    match ended_by {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 fn untether_net_resolve(name: &str) -> Result<std::net::SocketAddr> {

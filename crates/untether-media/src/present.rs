@@ -51,6 +51,27 @@ pub enum WindowEvent {
 pub trait Presenter {
     fn present(&mut self, picture: &DecodedFrame) -> Result<()>;
     fn poll_events(&mut self) -> Vec<WindowEvent>;
+    /// Says something about the stream where the user sees it (a window's title), e.g. that
+    /// the picture is held while the host is unreachable; None: nothing to say.
+    fn set_status(&mut self, _status: Option<&str>) {}
+}
+
+/// SDL video drivers that show nothing to anyone: a window on one of them is not a display.
+pub const INVISIBLE_VIDEO_DRIVERS: [&str; 3] = ["offscreen", "dummy", "evdev"];
+
+/// Refuses an SDL video driver that shows nothing (SDL falls back to its off-screen driver
+/// when no display can be opened), unless it was asked for with `SDL_VIDEODRIVER`.
+pub fn check_visible_driver(driver: &str, requested: Option<&str>) -> Result<()> {
+    if INVISIBLE_VIDEO_DRIVERS.contains(&driver) && requested != Some(driver) {
+        return Err(MediaError::Display(format!(
+            "no display: SDL could only open its {driver:?} video driver, which shows nothing \
+             (DISPLAY={:?}, WAYLAND_DISPLAY={:?}); run under a desktop session, or use --headless \
+             to decode without a window",
+            std::env::var("DISPLAY").unwrap_or_default(),
+            std::env::var("WAYLAND_DISPLAY").unwrap_or_default()
+        )));
+    }
+    Ok(())
 }
 
 /// Decodes and drops: for measuring without a display.
@@ -114,6 +135,10 @@ impl SdlPresenter {
         let video = sdl.video().map_err(sdl_err(
             "SDL video (is there a display? set DISPLAY, or run headless)",
         ))?;
+        check_visible_driver(
+            video.current_video_driver(),
+            std::env::var("SDL_VIDEODRIVER").ok().as_deref(),
+        )?;
         // SAFETY: a plain setter of SDL global state, called after SDL_Init on this thread.
         unsafe {
             sdl2::sys::SDL_SetYUVConversionMode(
@@ -154,6 +179,22 @@ impl SdlPresenter {
 }
 
 impl Presenter for SdlPresenter {
+    fn set_status(&mut self, status: Option<&str>) {
+        let window = self.canvas.window_mut();
+        let base = window
+            .title()
+            .split(" — [")
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let title = match status {
+            Some(st) => format!("{base} — [{st}]"),
+            None => base,
+        };
+        // A title with a NUL byte cannot be set; the status is also in the log.
+        let _ = window.set_title(&title);
+    }
+
     fn present(&mut self, picture: &DecodedFrame) -> Result<()> {
         let (w, h, fmt) = (picture.width(), picture.height(), picture.format());
         if !matches!(&self.texture, Some((_, f, tw, th)) if *f == fmt && *tw == w && *th == h) {
@@ -265,6 +306,18 @@ fn button(b: MouseButton) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invisible_video_driver_is_refused_unless_asked_for() {
+        let e = check_visible_driver("offscreen", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no display") && e.contains("--headless"), "{e}");
+        assert!(check_visible_driver("dummy", Some("x11")).is_err());
+        assert!(check_visible_driver("offscreen", Some("offscreen")).is_ok());
+        assert!(check_visible_driver("x11", None).is_ok());
+        assert!(check_visible_driver("wayland", None).is_ok());
+    }
     use crate::codec::{Decoder, Encoder, EncoderConfig};
     use crate::convert::Conversion;
     use crate::scene::{Scene, SceneConfig};

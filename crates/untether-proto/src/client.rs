@@ -436,6 +436,14 @@ impl ClientSession {
         matches!(self.state, State::Connected(_))
     }
 
+    /// When the last authenticated datagram arrived (None before the session is connected).
+    pub fn last_authentic_us(&self) -> Option<Micros> {
+        match &self.state {
+            State::Connected(c) => Some(c.last_recv_us),
+            _ => None,
+        }
+    }
+
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed)
     }
@@ -1036,11 +1044,16 @@ impl ClientSession {
                 }
             }
             ControlFrame::StateAck(a) => self.state_tx.on_ack(now, &a),
-            ControlFrame::Bye { .. } => {
+            ControlFrame::Bye { reason } => {
                 self.close_state();
                 self.pending.clear();
-                self.events
-                    .push_back(ClientEvent::HostGone(GoneReason::Bye));
+                let gone = match reason {
+                    ByeReason::ShuttingDown => GoneReason::ShuttingDown,
+                    ByeReason::Replaced => GoneReason::Replaced,
+                    ByeReason::Failed => GoneReason::Failed,
+                    ByeReason::Closed | ByeReason::Other => GoneReason::Bye,
+                };
+                self.events.push_back(ClientEvent::HostGone(gone));
             }
             // Only the client sends these.
             ControlFrame::KeyframeRequest { .. }

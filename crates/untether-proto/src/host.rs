@@ -593,7 +593,7 @@ impl HostSession {
         self.revoked.insert(key);
         self.requests.retain(|r| r.key != key);
         if self.peer.as_ref().is_some_and(|p| p.info.key == key) {
-            self.close(now);
+            self.close_with(now, ByeReason::Closed);
             // Flush the Bye now: the session is over whatever the application does next.
             self.build_control(now);
             if let Some(p) = self.peer.take() {
@@ -1145,9 +1145,16 @@ impl HostSession {
             }
             return;
         }
-        if let Some(old) = self.peer.take() {
+        if let Some(old) = self.peer.as_mut() {
+            // Tell the replaced run why (sealed with its keys) before its session goes.
+            let addr = old.info.addr;
+            old.pending.push(ControlFrame::Bye {
+                reason: ByeReason::Replaced,
+            });
+            while self.peer.is_some() && self.build_control(now).is_some() {}
+            self.peer = None;
             self.events.push_back(HostEvent::ClientGone {
-                addr: old.info.addr,
+                addr,
                 reason: GoneReason::Replaced,
             });
         }
@@ -1536,11 +1543,14 @@ impl HostSession {
     }
 
     /// Ends the session with the client (host shutting down).
-    pub fn close(&mut self, _now: Micros) {
+    pub fn close(&mut self, now: Micros) {
+        self.close_with(now, ByeReason::ShuttingDown);
+    }
+
+    /// Says goodbye to the client with `reason` (sent with the next datagrams).
+    pub fn close_with(&mut self, _now: Micros, reason: ByeReason) {
         if let Some(peer) = self.peer.as_mut() {
-            peer.pending.push(ControlFrame::Bye {
-                reason: ByeReason::ShuttingDown,
-            });
+            peer.pending.push(ControlFrame::Bye { reason });
         }
     }
 

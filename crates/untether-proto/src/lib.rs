@@ -83,4 +83,8 @@ pub enum GoneReason {
     Bye,
     /// A new run of the client at the same address took the session over.
     Replaced,
+    /// The host said it is shutting down (stopped by its user).
+    ShuttingDown,
+    /// The host said it stopped on a failure.
+    Failed,
 }

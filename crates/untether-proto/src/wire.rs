@@ -913,6 +913,8 @@ pub enum ByeReason {
     ShuttingDown = 1,
     /// Another client took over (same address, new client run).
     Replaced = 2,
+    /// The host stopped on a failure (a lost display, an encoder error).
+    Failed = 3,
     Other = 255,
 }
 
@@ -922,6 +924,7 @@ impl ByeReason {
             0 => ByeReason::Closed,
             1 => ByeReason::ShuttingDown,
             2 => ByeReason::Replaced,
+            3 => ByeReason::Failed,
             _ => ByeReason::Other,
         }
     }

@@ -64,6 +64,9 @@ pub trait Endpoint {
     /// Another thread's command.
     fn handle_command(&mut self, now: Micros, command: Self::Command);
 
+    /// The driver is stopping (its last turn): say goodbye. Called once, before the last flush.
+    fn handle_stop(&mut self, _now: Micros) {}
+
     /// Acts on what the session reported (called once per loop turn, after the handling).
     fn handle_events(&mut self, now: Micros);
 
@@ -179,6 +182,9 @@ pub fn run<E: Endpoint>(
             endpoint.handle_timeout(now);
         }
         endpoint.handle_events(now);
+        if stopping {
+            endpoint.handle_stop(now);
+        }
         flush(endpoint, sockets);
         if stopping || endpoint.is_done() {
             return Ended::Done;

@@ -34,8 +34,8 @@ use std::time::Duration;
 
 pub use api::{ClientContext, Frame, HostContext, PixelFormat};
 pub use client::{
-    run_client_with, ClientAudio, ClientError, ClientIo, ClientOptions, ClientRun, Display,
-    InputDevice, ShownFrameTap,
+    run_client_to_end, run_client_with, ClientAudio, ClientError, ClientIo, ClientOptions,
+    ClientRun, Display, InputDevice, ShownFrameTap,
 };
 pub use host::{
     AudioSpec, Host, HostError, HostOptions, HostSetup, HostSummary, InputSpec, SentFrameTap,

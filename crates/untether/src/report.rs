@@ -239,7 +239,12 @@ pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
         let decode = r.decode_end_us as i64 - r.decode_start_us as i64;
         let mut stages = Vec::with_capacity(9);
         let mut overhead = None;
-        if let Some(t) = run.timings.get(&r.frame_number) {
+        // Timings are the current session's: an earlier session's frame numbers repeat.
+        let timing = run
+            .timings
+            .get(&r.frame_number)
+            .filter(|_| r.session == run.session);
+        if let Some(t) = timing {
             let send_start = t.send_done_us as i64 - t.send_us as i64;
             stages.push((Stage::Capture, t.capture_dur_us as i64));
             stages.push((

@@ -25,11 +25,11 @@ pub(crate) struct Decoded {
 pub(crate) fn decode_loop(
     s: &ClientShared,
     net: &Handle<ClientCommand>,
-    frames: mpsc::Receiver<CompleteFrame>,
+    frames: mpsc::Receiver<(u32, CompleteFrame)>,
     mut decoder: Decoder,
 ) {
     loop {
-        let frame = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
+        let (session, frame) = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
             Ok(f) => f,
             Err(mpsc::RecvTimeoutError::Timeout) if !s.stop.load(Ordering::SeqCst) => continue,
             // The client stops (its driver may still hold the channel), or the driver ended.
@@ -43,6 +43,7 @@ pub(crate) fn decode_loop(
                 let (plane, stride) = picture.luma();
                 let stamp = stamp::read_plane(plane, stride, picture.width(), picture.height());
                 let record = FrameRecord {
+                    session,
                     frame_number: frame.frame_number,
                     keyframe: frame.keyframe,
                     capture_us: frame.capture_us,

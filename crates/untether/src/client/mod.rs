@@ -95,6 +95,9 @@ pub(crate) struct ClientShared {
     stop: AtomicBool,
     /// Published by the driver after every turn.
     connected: AtomicBool,
+    /// The host went away and the driver is trying to reach it again (the presenter holds the
+    /// last picture and says so).
+    reconnecting: AtomicBool,
     decoded: Slot<Decoded>,
     run: Mutex<ClientRun>,
     failure: Mutex<Option<ClientError>>,
@@ -130,6 +133,20 @@ pub fn run_client_with(
     io: ClientIo,
     stop: Arc<AtomicBool>,
 ) -> Result<ClientRun, ClientError> {
+    match run_client_to_end(options, io, stop)? {
+        (run, None) => Ok(run),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// Like [`run_client_with`], but a run that started is returned with the error that ended it
+/// (None: it ended normally), so that its report can be shown on every exit. `Err`: it could
+/// not start (configuration, sockets, identity, devices).
+pub fn run_client_to_end(
+    options: &ClientOptions,
+    io: ClientIo,
+    stop: Arc<AtomicBool>,
+) -> Result<(ClientRun, Option<ClientError>), ClientError> {
     crate::config::validate_client(&options.client, &options.network)?;
     let mut sink = match &io.sink {
         Some(path) => Some(PipeWriter::open(path)?),
@@ -212,6 +229,7 @@ pub fn run_client_with(
         host: options.host,
         stop: AtomicBool::new(false),
         connected: AtomicBool::new(false),
+        reconnecting: AtomicBool::new(false),
         decoded: Slot::new(),
         run: Mutex::new(ClientRun {
             started_us: now,
@@ -219,11 +237,12 @@ pub fn run_client_with(
         }),
         failure: Mutex::new(None),
     });
-    let session = ClientSession::new(cfg, now);
+    let session = ClientSession::new(cfg.clone(), now);
     let (net, mailbox) = driver::channel().map_err(|e| ClientError::Net(e.into()))?;
     let (frames_tx, frames_rx) = mpsc::channel();
     let (sent_tx, sent_rx) = mpsc::channel();
     let mut client_net = ClientNet::new(
+        cfg,
         session,
         shared.clone(),
         known_hosts,
@@ -292,10 +311,7 @@ pub fn run_client_with(
     // Close the device (waits for its callback) before reading what it played.
     let audio_driver = audio_out.as_ref().map(|o| (o.driver(), o.buffer_samples()));
     drop(audio_out);
-    if let Some(e) = lock(&shared.failure).take() {
-        return Err(e);
-    }
-    presenter_result?;
+    let error = lock(&shared.failure).take().or(presenter_result.err());
     let mut run = std::mem::take(&mut *lock(&shared.run));
     if let Some(n) = &client_net {
         run.stats = n.session.stats();
@@ -317,5 +333,5 @@ pub fn run_client_with(
             tap: p.tap.take(),
         });
     }
-    Ok(run)
+    Ok((run, error))
 }

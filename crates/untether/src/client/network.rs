@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent, Micros,
-    PublicKey, RejectReason, Route,
+    fingerprint, ClientConfig, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent,
+    Micros, PublicKey, RejectReason, Route,
 };
 
 use super::input::state_input;
@@ -25,6 +25,33 @@ use super::{ClientError, ClientShared};
 use crate::clock::now_us;
 use crate::driver::{Endpoint, Outgoing, Via};
 use crate::identity::{StateDir, KNOWN_HOSTS_FILE};
+
+/// How long after an ICMP port-unreachable on a live session no authenticated datagram may
+/// arrive before the host counts as gone (a forged refusal, followed by the host's next
+/// datagram, is counted and ignored).
+pub(crate) const REFUSED_GRACE_US: Micros = 600_000;
+
+/// The first retry after the host went away, doubled per attempt up to [`RETRY_MAX_US`].
+pub(crate) const RETRY_FIRST_US: Micros = 100_000;
+/// The longest wait between reconnection attempts (short: a restarted host should see the
+/// client again well within a second).
+pub(crate) const RETRY_MAX_US: Micros = 400_000;
+
+/// The wait before reconnection attempt `attempt` (0, 1, …).
+pub(crate) fn retry_delay_us(attempt: u32) -> Micros {
+    RETRY_FIRST_US
+        .saturating_mul(1 << attempt.min(16))
+        .min(RETRY_MAX_US)
+}
+
+/// The client is between sessions: the host went away and it tries again.
+struct Reconnect {
+    /// When the host was lost.
+    lost_us: Micros,
+    attempt: u32,
+    /// When the next attempt starts (None: an attempt is under way).
+    next_try_us: Option<Micros>,
+}
 
 /// Where the client pins the host's key (trust on first use).
 pub(crate) struct KnownHosts {
@@ -64,20 +91,32 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    frames: Sender<CompleteFrame>,
+    /// Complete frames for the decode thread, with the number of the session they came from.
+    frames: Sender<(u32, CompleteFrame)>,
     /// (sequence number, send time) of each reliable window/probe event, for the presenter.
     sent_inputs: Sender<(u32, Micros)>,
     end_on_host_bye: bool,
     done: bool,
+    /// The session settings, to start a new session after the host went away.
+    cfg: ClientConfig,
+    /// The number of the current session (0: the first; +1 per reconnection).
+    session_number: u32,
+    connected_once: bool,
+    reconnect: Option<Reconnect>,
+    /// An ICMP refusal arrived on a live session at this time, with no authenticated datagram
+    /// since.
+    refused_since: Option<Micros>,
 }
 
 impl ClientNet {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
+        cfg: ClientConfig,
         session: ClientSession,
         shared: Arc<ClientShared>,
         known_hosts: Option<KnownHosts>,
         playout: Option<Arc<Mutex<Playout>>>,
-        frames: Sender<CompleteFrame>,
+        frames: Sender<(u32, CompleteFrame)>,
         sent_inputs: Sender<(u32, Micros)>,
         end_on_host_bye: bool,
     ) -> ClientNet {
@@ -90,6 +129,51 @@ impl ClientNet {
             sent_inputs,
             end_on_host_bye,
             done: false,
+            cfg,
+            session_number: 0,
+            connected_once: false,
+            reconnect: None,
+            refused_since: None,
+        }
+    }
+
+    /// The host went away (silent, or its port closed): keep the picture, and try again.
+    fn lost(&mut self, now: Micros, why: &str) {
+        if self.reconnect.is_none() {
+            log::warn!(
+                "client: host {} {why}; holding the last picture and reconnecting (Ctrl-C ends)",
+                self.shared.host
+            );
+            self.reconnect = Some(Reconnect {
+                lost_us: now,
+                attempt: 0,
+                next_try_us: Some(now + retry_delay_us(0)),
+            });
+            self.shared.reconnecting.store(true, Ordering::SeqCst);
+            super::lock(&self.shared.run).reconnects.push((now, 0));
+        } else if let Some(r) = self.reconnect.as_mut() {
+            // This attempt failed: the next after a backoff.
+            r.attempt += 1;
+            r.next_try_us = Some(now + retry_delay_us(r.attempt));
+        }
+        self.refused_since = None;
+    }
+
+    /// Starts the next session (a new handshake with the host whose key this run pinned).
+    fn try_again(&mut self, now: Micros) {
+        let mut cfg = self.cfg.clone();
+        cfg.nonce = cfg.nonce.wrapping_add(
+            0x9E37_79B9_7F4A_7C15u64.wrapping_mul(u64::from(self.session_number) + 1),
+        );
+        self.session = ClientSession::new(cfg, now);
+        self.session_number += 1;
+        if let Some(r) = self.reconnect.as_mut() {
+            r.next_try_us = None;
+            log::info!(
+                "client: reconnecting to {} (attempt {})",
+                self.shared.host,
+                r.attempt + 1
+            );
         }
     }
 
@@ -150,6 +234,26 @@ impl ClientNet {
                     params.bitrate_kbps
                 );
                 let host_key = self.session.host_key();
+                if host_key.is_some() {
+                    // Later sessions (after the host went away) must reach the same host.
+                    self.cfg.host_key = host_key;
+                }
+                self.connected_once = true;
+                if let Some(r) = self.reconnect.take() {
+                    let now = now_us();
+                    log::info!(
+                        "client: reconnected to {} after {:.1} s",
+                        s.host,
+                        (now - r.lost_us) as f64 / 1e6
+                    );
+                    self.shared.reconnecting.store(false, Ordering::SeqCst);
+                    let mut run = super::lock(&s.run);
+                    run.session = self.session_number;
+                    run.timings.clear();
+                    if let Some(last) = run.reconnects.last_mut() {
+                        last.1 = now;
+                    }
+                }
                 if let (Some(kh), Some(key)) = (&self.known_hosts, host_key) {
                     if kh.pinned.is_none() {
                         // Trust on first use (or after PIN pairing, which proved the key).
@@ -189,6 +293,9 @@ impl ClientNet {
                 reason,
                 message,
             })),
+            ClientEvent::ConnectTimeout if self.connected_once => {
+                self.lost(now_us(), "does not answer");
+            }
             ClientEvent::ConnectTimeout => {
                 let secs = (now_us() - super::lock(&s.run).started_us) as f64 / 1e6;
                 self.finish(Some(ClientError::NoAnswer {
@@ -197,26 +304,39 @@ impl ClientNet {
                     port,
                 }));
             }
-            ClientEvent::HostGone(GoneReason::Bye) if self.end_on_host_bye => {
+            ClientEvent::HostGone(GoneReason::Timeout) => {
+                self.lost(now_us(), "went silent for longer than the idle timeout");
+            }
+            ClientEvent::HostGone(
+                GoneReason::Bye | GoneReason::ShuttingDown | GoneReason::Failed,
+            ) if self.end_on_host_bye => {
                 log::info!("client: the host ended the stream");
                 super::lock(&s.run).outcome = Some("the host ended the stream".into());
                 self.finish(None);
             }
+            ClientEvent::HostGone(GoneReason::ShuttingDown) => {
+                log::info!("client: host {} shut down", s.host);
+                super::lock(&s.run).outcome = Some("the host shut down".into());
+                self.finish(None);
+            }
             ClientEvent::HostGone(reason) => {
                 let reason = match reason {
-                    GoneReason::Timeout => "silent for longer than the idle timeout".to_string(),
-                    GoneReason::Bye => "it closed the session".to_string(),
-                    GoneReason::Replaced => "another run of this client took over".to_string(),
+                    GoneReason::Bye => {
+                        "it closed the session (this client was revoked, or the host ended it)"
+                    }
+                    GoneReason::Replaced => "another run of this client took over",
+                    GoneReason::Failed => "it stopped on a failure (see the host's log)",
+                    GoneReason::Timeout | GoneReason::ShuttingDown => "it went away",
                 };
                 self.finish(Some(ClientError::HostGone {
                     host: s.host,
-                    reason,
+                    reason: reason.to_string(),
                 }));
             }
             ClientEvent::Frame(frame) => {
                 // Decoding runs on its own thread so that audio, input acknowledgements and
                 // the next frame's shards are not held behind a decode.
-                if self.frames.send(frame).is_err() {
+                if self.frames.send((self.session_number, frame)).is_err() {
                     self.done = true;
                 }
             }
@@ -248,37 +368,67 @@ impl Endpoint for ClientNet {
     type Command = ClientCommand;
 
     fn poll_timeout(&self) -> Option<Micros> {
-        self.session.poll_timeout()
+        let retry = self.reconnect.as_ref().and_then(|r| r.next_try_us);
+        let refused = self.refused_since.map(|t| t + REFUSED_GRACE_US);
+        [self.session.poll_timeout(), retry, refused]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_datagram(&mut self, now: Micros, socket: usize, _from: SocketAddr, data: &[u8]) {
         self.session.handle_datagram_on(now, socket, data);
     }
 
-    fn handle_refused(&mut self, _now: Micros, socket: usize) {
+    fn handle_refused(&mut self, now: Micros, socket: usize) {
         if socket > 0 {
             // Another path's host address refusing is that path's problem only.
             return;
         }
-        let s = &self.shared;
-        // Before the session starts, a refusal means nobody listens; later it means the host
-        // process is gone.
-        let err = if self.session.is_connected() {
-            ClientError::HostGone {
-                host: s.host,
-                reason: "its port is closed (the host process stopped)".into(),
-            }
-        } else {
-            ClientError::Refused {
-                host: s.host,
-                port: s.host.port(),
-            }
-        };
-        self.finish(Some(err));
+        let s = self.shared.clone();
+        super::lock(&s.run).refusals += 1;
+        if self.reconnect.is_some() {
+            // The host is not back yet: the next attempt after a backoff.
+            self.lost(now, "refused");
+            return;
+        }
+        if self.session.is_connected() {
+            // Anyone on the path can forge an ICMP port-unreachable: the session ends only if
+            // no authenticated datagram follows within the grace period.
+            self.refused_since.get_or_insert(now);
+            return;
+        }
+        // Before the session starts, a refusal means nobody listens there.
+        self.finish(Some(ClientError::Refused {
+            host: s.host,
+            port: s.host.port(),
+        }));
     }
 
     fn handle_timeout(&mut self, now: Micros) {
-        self.session.handle_timeout(now);
+        if let Some(since) = self.refused_since {
+            if self
+                .session
+                .last_authentic_us()
+                .is_some_and(|last| last > since)
+            {
+                // The host spoke after the refusal: it was forged (or stale); counted only.
+                self.refused_since = None;
+            } else if now >= since + REFUSED_GRACE_US {
+                self.lost(now, "closed its port (the host process stopped)");
+            }
+        }
+        if self
+            .reconnect
+            .as_ref()
+            .and_then(|r| r.next_try_us)
+            .is_some_and(|t| t <= now)
+        {
+            self.try_again(now);
+        }
+        if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.session.handle_timeout(now);
+        }
     }
 
     fn handle_command(&mut self, now: Micros, command: ClientCommand) {

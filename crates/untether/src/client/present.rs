@@ -41,6 +41,7 @@ pub(crate) fn present_loop(
     let mut next_probe = started + 1_000_000;
     let mut probe_sign = 1;
     let mut last_picture: Option<DecodedFrame> = None;
+    let mut showing_reconnect = false;
     loop {
         if stop.load(Ordering::SeqCst) || s.stop.load(Ordering::SeqCst) {
             break;
@@ -60,6 +61,16 @@ pub(crate) fn present_loop(
             }
         }
         let connected = s.connected.load(Ordering::SeqCst);
+        let reconnecting = s.reconnecting.load(Ordering::SeqCst);
+        if reconnecting != showing_reconnect {
+            showing_reconnect = reconnecting;
+            if let Some(p) = presenter.as_mut() {
+                p.set_status(
+                    reconnecting
+                        .then_some("host unreachable: holding the last picture, reconnecting"),
+                );
+            }
+        }
         if connected {
             if let Some(rx) = &inject {
                 window.extend(rx.try_iter().take(1024));

@@ -25,6 +25,9 @@ pub struct AudioRun {
 /// Everything the client knows about one frame it decoded.
 #[derive(Clone, Debug, Default)]
 pub struct FrameRecord {
+    /// The session it came from (0; one more after each reconnection): frame numbers restart
+    /// with each session.
+    pub session: u32,
     pub frame_number: u32,
     pub keyframe: bool,
     /// Host clock.
@@ -77,6 +80,13 @@ pub struct ClientRun {
     pub device_events: u64,
     /// The host address of each path (path 0: the main one; more with `client.paths`).
     pub paths: Vec<SocketAddr>,
+    /// The current session's number (0; one more after each reconnection). `timings` and
+    /// `stats` are this session's.
+    pub session: u32,
+    /// Each time the host went away: (lost, resumed) client clock, µs (resumed 0: never).
+    pub reconnects: Vec<(Micros, Micros)>,
+    /// ICMP port-unreachable reports on the main path (a live session survives forged ones).
+    pub refusals: u64,
 }
 
 /// The most frames whose records we keep (10 minutes at 60 fps).

@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
-    AudioPacket, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats, Transmit,
+    AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
+    Transmit,
 };
 
 use super::encode::EncoderEvent;
@@ -367,6 +368,33 @@ impl Endpoint for HostNet {
     fn handle_events(&mut self, now: Micros) {
         self.pairing.poll(&mut self.session, now);
         self.dispatch(now);
+    }
+
+    fn handle_stop(&mut self, now: Micros) {
+        // Every stop says goodbye, with why: the client ends at once instead of waiting out
+        // its idle timeout (behind a relay, on another machine, it hears no ICMP).
+        if let Some(c) = self.session.client() {
+            let failed = self.shared.fatal().is_some();
+            self.shared.note(format!(
+                "saying goodbye to the client at {} ({})",
+                c.addr,
+                if failed {
+                    "host failed"
+                } else {
+                    "host stopping"
+                }
+            ));
+            let reason = if failed {
+                ByeReason::Failed
+            } else {
+                ByeReason::ShuttingDown
+            };
+            self.session.close_with(now, reason);
+            // The goodbye leaves before the rest of a paced frame.
+            for f in self.frames.iter_mut() {
+                f.hurry = true;
+            }
+        }
     }
 
     fn poll_transmit(&mut self, now: Micros) -> Option<Outgoing> {
