@@ -173,6 +173,9 @@ pub struct ClientStats {
     pub auth_failures: u64,
     /// Retry tokens received (the host was under a flood of handshakes).
     pub retries_received: u64,
+    /// Version Negotiations that excluded this client's version while it waited for the
+    /// host's reply (unauthenticated: reported only if the connect timeout comes first).
+    pub version_negotiations_received: u64,
     pub key_updates: u64,
     pub frames_complete: u64,
     pub frames_lost: u64,
@@ -241,6 +244,10 @@ enum State {
         /// Noise message 1 (to rebuild the Hello with a Retry token).
         msg1: Vec<u8>,
         phase: Phase,
+        /// A Version Negotiation that excludes our version, noted while an authentic reply
+        /// was still possible: it is unauthenticated (anyone can send one), so it only
+        /// explains the connect timeout if no HelloReply arrives before it.
+        version_negotiation: Option<String>,
     },
     Connected(Box<Connected>),
     Closed,
@@ -384,6 +391,7 @@ impl ClientSession {
             hs: Box::new(hs),
             repeat,
             phase: Phase::AwaitReply,
+            version_negotiation: None,
         })
     }
 
@@ -706,21 +714,27 @@ impl ClientSession {
         let (header, datagram) = match wire::parse(data) {
             Ok(x) => x,
             Err(wire::WireError::VersionNegotiation(versions, message)) => {
-                // Only while connecting, and only if it really excludes our version (else it
-                // is forged or stale).
-                if matches!(self.state, State::Connecting { .. })
-                    && !versions.contains(&wire::VERSION)
-                {
-                    self.fail(
-                        RejectReason::Version,
-                        format!(
-                            "the host speaks protocol version(s) {versions:?}, this client \
-                             version {}: {message}",
-                            wire::VERSION
-                        ),
-                    );
-                } else {
-                    self.stats.malformed_datagrams += 1;
+                // Unauthenticated (it carries not even our handshake id), so it never ends an
+                // attempt that may still get an authentic answer: while we wait for the
+                // HelloReply it is noted, and reported only if the connect timeout comes
+                // first. Ignored once the host answered (it speaks our version), and when it
+                // lists our version (forged or stale). The message is already escaped.
+                match &mut self.state {
+                    State::Connecting {
+                        phase: Phase::AwaitReply,
+                        version_negotiation,
+                        ..
+                    } if !versions.contains(&wire::VERSION) => {
+                        version_negotiation.get_or_insert_with(|| {
+                            format!(
+                                "the host speaks protocol version(s) {versions:?}, this client \
+                                 version {}: {message}",
+                                wire::VERSION
+                            )
+                        });
+                        self.stats.version_negotiations_received += 1;
+                    }
+                    _ => self.stats.malformed_datagrams += 1,
                 }
                 return;
             }
@@ -1217,11 +1231,24 @@ impl ClientSession {
                 started_us,
                 next_hello_us,
                 repeat,
+                phase,
+                version_negotiation,
                 ..
             } => {
                 if now >= *started_us + self.cfg.connect_timeout_us {
-                    self.state = State::Closed;
-                    self.events.push_back(ClientEvent::ConnectTimeout);
+                    // No authentic answer came: a Version Negotiation seen meanwhile is the
+                    // likely reason.
+                    let vn = match phase {
+                        Phase::AwaitReply => version_negotiation.take(),
+                        Phase::AwaitAccept { .. } => None,
+                    };
+                    match vn {
+                        Some(message) => self.fail(RejectReason::Version, message),
+                        None => {
+                            self.state = State::Closed;
+                            self.events.push_back(ClientEvent::ConnectTimeout);
+                        }
+                    }
                     return;
                 }
                 if now >= *next_hello_us {

@@ -378,7 +378,7 @@ impl ClientInfoPayload {
         Ok(ClientInfoPayload {
             max_datagram: r.u16()?,
             capabilities: r.u32()?,
-            name: r.string("finish.name", MAX_NAME_LEN)?,
+            name: r.peer_text("finish.name", MAX_NAME_LEN)?,
         })
     }
 }

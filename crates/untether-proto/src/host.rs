@@ -293,6 +293,9 @@ struct Peer {
     /// The connection id of the client's handshake datagrams (a repeated HelloFinish means
     /// the Accept was lost).
     handshake_cid: u64,
+    /// The client's message 3: only an identical copy is a repeat that may draw the Accept
+    /// again (anything else with that connection id is forged).
+    handshake_msg3: Vec<u8>,
     protection: Protection,
     last_recv_us: Micros,
     last_send_us: Micros,
@@ -321,6 +324,10 @@ struct Peer {
 
 /// How often an unconfirmed Accept is repeated ahead of video frames.
 const ACCEPT_REPEAT_US: Micros = 15_000;
+/// The least time between two answers to repeated handshake messages of one handshake (an
+/// Accept or a Reject again for a repeated HelloFinish): half the client's 200 ms repeat, so
+/// each real repeat is answered and a flood of copies is not.
+pub const HANDSHAKE_REPEAT_ANSWER_US: Micros = 100_000;
 /// For how long after the session starts.
 const ACCEPT_REPEAT_FOR_US: Micros = 2_000_000;
 
@@ -328,7 +335,13 @@ enum PendingState {
     /// Message 2 sent; waiting for message 3.
     AwaitFinish(Box<HostHandshake>),
     /// Refused after message 3: the protected Reject to repeat if message 3 is repeated.
-    Refused(Vec<u8>),
+    Refused {
+        reject: Vec<u8>,
+        /// The authenticated message 3: only identical copies are answered.
+        msg3: Vec<u8>,
+        /// When the Reject was last sent.
+        sent_us: Micros,
+    },
 }
 
 /// A handshake in progress (bounded by `max_handshakes`).
@@ -340,9 +353,30 @@ struct Pending {
     msg2: Vec<u8>,
     setup: SessionSetup,
     mode: Mode,
-    /// Anti-amplification: bytes received from and sent to the (unvalidated) address.
+    /// PIN mode: the PIN the handshake's SPAKE2 key came from. Message 3 is checked only if
+    /// that PIN is still the live one with attempts left (each PIN handshake in progress
+    /// holds one of them).
+    pin: Option<String>,
+    /// Anti-amplification: bytes received from (authentic ones only, after message 3) and
+    /// sent to the address.
     received: u64,
     sent: u64,
+}
+
+impl Pending {
+    /// Whether `out` fits in the 3× budget; charges it if so.
+    fn charge(&mut self, out: usize) -> bool {
+        if self.sent + out as u64 > AMPLIFICATION_FACTOR * self.received {
+            return false;
+        }
+        self.sent += out as u64;
+        true
+    }
+
+    /// A PIN handshake holding one of the PIN's attempts.
+    fn holds_pin_attempt(&self) -> bool {
+        self.pin.is_some() && matches!(self.state, PendingState::AwaitFinish(_))
+    }
 }
 
 /// A token bucket.
@@ -559,6 +593,7 @@ impl HostSession {
                 suite,
             },
             handshake_cid: 1,
+            handshake_msg3: Vec::new(),
             protection: Protection::new(suite, send, recv, key_update_log2, video_auth_only),
             last_recv_us: now,
             last_send_us: now,
@@ -610,8 +645,12 @@ impl HostSession {
         self.allowed.contains(key)
     }
 
-    /// Sets (or clears) the one-time PIN the host accepts for pairing.
+    /// Sets (or clears) the one-time PIN the host accepts for pairing. PIN handshakes in
+    /// progress under another PIN are dropped (they could never be checked).
     pub fn set_pin(&mut self, pin: Option<PairingPin>) {
+        let live = pin.as_ref().map(|p| p.pin.as_str());
+        self.pending
+            .retain(|p| p.pin.is_none() || p.pin.as_deref() == live);
         self.pin = pin;
     }
 
@@ -722,14 +761,13 @@ impl HostSession {
         }
         let path = peer.paths.find(from);
         let seen = peer.window.check(pn);
-        if seen != Seen::New && path.is_some() {
-            // A copy from another path (multipath), or a replay.
-            if let Some(i) = path {
-                peer.paths.on_received(i, data.len());
-            }
+        if seen == Seen::TooOld {
+            // Too far behind to be of use: dropped before any work, and credits no path.
             self.stats.duplicate_datagrams += 1;
             return;
         }
+        // A copy from another path (multipath) or a replay is opened too: only an authentic
+        // datagram credits a path's anti-amplification budget (and its counters).
         self.scratch.clear();
         self.scratch.extend_from_slice(data);
         let len = match peer
@@ -817,18 +855,20 @@ impl HostSession {
             == 0
     }
 
+    /// A cleartext Reject, sent only if it is at most `budget` bytes (what the address may
+    /// still receive: 3× what it sent, less what it was sent).
     fn cleartext_reject(
         &mut self,
         to: SocketAddr,
         cid: u64,
-        received: usize,
+        budget: u64,
         reason: RejectReason,
         message: String,
     ) {
         self.stats.hellos_rejected += 1;
         let mut out = Vec::with_capacity(64 + message.len());
         Reject { reason, message }.encode(&Header::new(PacketType::Reject, cid, 0), &mut out);
-        if out.len() as u64 > AMPLIFICATION_FACTOR * received as u64 {
+        if out.len() as u64 > budget {
             self.stats.amplification_limited += 1;
             return;
         }
@@ -869,11 +909,10 @@ impl HostSession {
                     &p.msg2,
                     &mut out,
                 );
-                if p.sent + out.len() as u64 > AMPLIFICATION_FACTOR * p.received {
+                if !p.charge(out.len()) {
                     self.stats.amplification_limited += 1;
                     return;
                 }
-                p.sent += out.len() as u64;
                 self.reply(from, out);
             }
             return;
@@ -904,7 +943,7 @@ impl HostSession {
             return self.cleartext_reject(
                 from,
                 cid,
-                len,
+                AMPLIFICATION_FACTOR * len as u64,
                 RejectReason::Other,
                 format!("unknown handshake mode {}", hello.mode),
             );
@@ -917,7 +956,7 @@ impl HostSession {
                     return self.cleartext_reject(
                         from,
                         cid,
-                        len,
+                        AMPLIFICATION_FACTOR * len as u64,
                         RejectReason::Pin,
                         "no pairing PIN is active on the host: run `untether pair --pin` there"
                             .into(),
@@ -926,6 +965,25 @@ impl HostSession {
             },
         };
         self.expire_handshakes(now);
+        if let (Some(_), Some(live)) = (&pin, &self.pin) {
+            // Each PIN handshake in progress holds one of the attempts left (its message 3 is
+            // checked only while the PIN has attempts left): beyond, the oldest makes room, so
+            // concurrent guesses never get more checks than the attempts.
+            let attempts = live.attempts_left as usize;
+            while self
+                .pending
+                .iter()
+                .filter(|p| p.holds_pin_attempt())
+                .count()
+                >= attempts
+            {
+                let Some(oldest) = self.pending.iter().position(Pending::holds_pin_attempt) else {
+                    break;
+                };
+                self.pending.remove(oldest);
+                self.stats.handshakes_evicted += 1;
+            }
+        }
         if self.pending.len() >= self.cfg.max_handshakes.max(1) {
             // Evict the oldest: a flood must outpace the rate limit within one round trip to
             // displace a real client's handshake.
@@ -960,7 +1018,7 @@ impl HostSession {
                 return self.cleartext_reject(
                     from,
                     cid,
-                    len,
+                    AMPLIFICATION_FACTOR * len as u64,
                     RejectReason::Other,
                     "no cipher suite in common with the host".into(),
                 )
@@ -985,11 +1043,11 @@ impl HostSession {
             msg2,
             setup,
             mode,
+            pin,
             received: len as u64,
             sent: 0,
         };
-        if out.len() as u64 <= AMPLIFICATION_FACTOR * p.received {
-            p.sent += out.len() as u64;
+        if p.charge(out.len()) {
             self.reply(from, out);
         } else {
             self.stats.amplification_limited += 1;
@@ -1011,37 +1069,67 @@ impl HostSession {
             .iter()
             .position(|p| p.addr == from && p.client_cid == cid)
         else {
-            // The Accept was lost and the client repeats message 3: send the Accept again.
-            if self
-                .peer
-                .as_ref()
-                .is_some_and(|p| p.handshake_cid == cid && p.info.addr == from)
-            {
-                let params = self.cfg.params;
-                if let Some(peer) = self.peer.as_mut() {
-                    peer.pending
-                        .retain(|f| !matches!(f, ControlFrame::Accept(_)));
-                    peer.pending.insert(0, ControlFrame::Accept(params));
-                }
-            } else {
-                self.stats.unknown_connection += 1;
-            }
-            return;
+            return self.on_finish_repeat(now, from, cid, msg3);
         };
-        self.pending[i].received += len as u64;
         let p = &mut self.pending[i];
         let hs = match &mut p.state {
             PendingState::AwaitFinish(hs) => hs,
-            PendingState::Refused(reject) => {
+            PendingState::Refused {
+                reject,
+                msg3: first,
+                sent_us,
+            } => {
+                // Only a copy of the authenticated message 3 is a repeat (the Reject was
+                // lost); it is answered at most once per interval and within the address's
+                // 3× budget, which only such copies add to.
+                if msg3 != first.as_slice() {
+                    self.stats.auth_failures += 1;
+                    return;
+                }
+                p.received += len as u64;
+                if now < *sent_us + HANDSHAKE_REPEAT_ANSWER_US {
+                    return;
+                }
                 let out = reject.clone();
+                *sent_us = now;
+                if !p.charge(out.len()) {
+                    self.stats.amplification_limited += 1;
+                    return;
+                }
                 return self.reply(from, out);
             }
         };
+        if let Some(pin) = &p.pin {
+            // Checked only under the live PIN with attempts left: attempts used up (by
+            // concurrent guesses), the PIN expired, replaced or used by another client mean
+            // this guess is refused unread.
+            let live = self
+                .pin
+                .as_ref()
+                .is_some_and(|l| &l.pin == pin && now < l.expires_us && l.attempts_left > 0);
+            if !live {
+                // (An unread message 3 adds nothing to the address's budget.)
+                let budget = (AMPLIFICATION_FACTOR * p.received).saturating_sub(p.sent);
+                self.pending.remove(i);
+                self.stats.handshakes_failed += 1;
+                return self.cleartext_reject(
+                    from,
+                    cid,
+                    budget,
+                    RejectReason::Pin,
+                    "the pairing PIN is no longer active on the host (used up, expired or \
+                     replaced): run `untether pair --pin` there for a new one"
+                        .into(),
+                );
+            }
+        }
         let (key, info, keys) = match hs.finish(msg3) {
             Ok(x) => x,
             Err(_) => {
                 // Forged or corrupted message 3, or (PIN mode) the wrong PIN.
                 let mode = p.mode;
+                // (A message 3 that failed adds nothing to the address's budget.)
+                let budget = (AMPLIFICATION_FACTOR * p.received).saturating_sub(p.sent);
                 self.pending.remove(i);
                 self.stats.handshakes_failed += 1;
                 if mode == Mode::Pin {
@@ -1063,7 +1151,7 @@ impl HostSession {
                     self.cleartext_reject(
                         from,
                         cid,
-                        len,
+                        budget,
                         RejectReason::Pin,
                         format!("wrong PIN ({left} attempts left)"),
                     );
@@ -1071,6 +1159,8 @@ impl HostSession {
                 return;
             }
         };
+        // Message 3 is authentic: it counts towards the address's budget.
+        p.received += len as u64;
         // The client proved it received message 2: the address is validated.
         let p = self.pending.remove(i);
         self.stats.handshakes_completed += 1;
@@ -1138,9 +1228,17 @@ impl HostSession {
                 .seal(&mut out, HEADER_LEN, 0, true)
                 .is_ok()
             {
-                self.reply(from, out.clone());
                 let mut p = p;
-                p.state = PendingState::Refused(out);
+                if p.charge(out.len()) {
+                    self.reply(from, out.clone());
+                } else {
+                    self.stats.amplification_limited += 1;
+                }
+                p.state = PendingState::Refused {
+                    reject: out,
+                    msg3: msg3.to_vec(),
+                    sent_us: now,
+                };
                 self.pending.push(p);
             }
             return;
@@ -1170,6 +1268,7 @@ impl HostSession {
                 suite: p.setup.suite,
             },
             handshake_cid: cid,
+            handshake_msg3: msg3.to_vec(),
             protection,
             last_recv_us: now,
             last_send_us: now,
@@ -1194,6 +1293,33 @@ impl HostSession {
             addr: from,
             name: info.name,
         });
+    }
+
+    /// A HelloFinish that matches no handshake in progress: the connected client's repeat
+    /// (its Accept was lost) draws the Accept again — if it is an exact copy of its message 3,
+    /// the client has not yet shown it has the Accept, and no Accept went out in the last
+    /// [`HANDSHAKE_REPEAT_ANSWER_US`]. Anything else is dropped.
+    fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
+        let params = self.cfg.params;
+        let Some(peer) = self
+            .peer
+            .as_mut()
+            .filter(|p| p.handshake_cid == cid && p.info.addr == from)
+        else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        if msg3 != peer.handshake_msg3.as_slice() {
+            self.stats.auth_failures += 1;
+            return;
+        }
+        if peer.confirmed || now < peer.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
+            return;
+        }
+        peer.pending
+            .retain(|f| !matches!(f, ControlFrame::Accept(_)));
+        peer.pending.insert(0, ControlFrame::Accept(params));
+        peer.accept_sent_us = now;
     }
 
     fn note_access_request(

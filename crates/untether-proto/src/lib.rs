@@ -63,8 +63,8 @@ pub use rate::{RateConfig, RateController, RateStats};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
-    ByeReason, Codec, ControlFrame, Feedback, FrameTiming, InputEvent, RejectReason, SessionParams,
-    TextChunk, WireError,
+    sanitize_peer_text, ByeReason, Codec, ControlFrame, Feedback, FrameTiming, InputEvent,
+    RejectReason, SessionParams, TextChunk, WireError,
 };
 
 /// A datagram to send.

@@ -291,7 +291,9 @@ fn a_future_version_client_gets_a_clear_version_error() {
     // A short datagram of another version gets nothing (no amplification).
     w.host.handle_datagram(w.now, addr, &d[..100]);
     assert!(w.host.poll_transmit(w.now).is_none());
-    // And our client, facing a host that speaks only version 7, says so.
+    // And our client, facing a host that speaks only version 7, says so (at the connect
+    // timeout: until then an authentic answer could still come, the negotiation is not
+    // authenticated).
     let mut c = client(&w, &cid, None, 61);
     let mut vn7 = Vec::new();
     wire::VersionNegotiation {
@@ -300,6 +302,8 @@ fn a_future_version_client_gets_a_clear_version_error() {
     }
     .encode(&mut vn7);
     c.handle_datagram(w.now, &vn7);
+    w.now += 3_000_000;
+    c.handle_timeout(w.now);
     let ev: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
     let (reason, msg) = rejected(&ev).unwrap();
     assert_eq!(reason, RejectReason::Version);
@@ -433,4 +437,417 @@ fn a_restarted_client_replaces_its_session_but_another_client_is_busy() {
             ..
         }
     )));
+}
+
+// ---- issue 15: PIN attempts, anti-amplification, peer text ----------------------------------
+
+/// Runs a handshake up to the client's message 3 and returns the HelloFinish datagram,
+/// undelivered (the host's answers are for this client only: handshakes are opened one by
+/// one).
+fn open_handshake(w: &mut World, c: &mut ClientSession, addr: SocketAddr) -> Vec<u8> {
+    while let Some(d) = c.poll_transmit(w.now) {
+        w.host.handle_datagram(w.now, addr, &d);
+    }
+    while let Some(t) = w.host.poll_transmit(w.now) {
+        assert_eq!(t.dst, addr);
+        c.handle_datagram(w.now, &t.payload);
+    }
+    let d = c.poll_transmit(w.now).expect("message 3");
+    assert_eq!(d[1], PacketType::HelloFinish as u8);
+    d
+}
+
+/// Delivers one datagram to the host and returns the client's events from the answers.
+fn deliver(w: &mut World, c: &mut ClientSession, addr: SocketAddr, d: &[u8]) -> Vec<ClientEvent> {
+    w.host.handle_datagram(w.now, addr, d);
+    while let Some(t) = w.host.poll_transmit(w.now) {
+        if t.dst == addr {
+            c.handle_datagram(w.now, &t.payload);
+        }
+    }
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+fn paired(h: &mut HostSession) -> (u32, u32) {
+    let (mut failed, mut paired) = (0, 0);
+    while let Some(e) = h.poll_pairing_event() {
+        match e {
+            PairingEvent::PinFailed { .. } => failed += 1,
+            PairingEvent::Paired { .. } => paired += 1,
+            PairingEvent::AccessRequested(_) => {}
+        }
+    }
+    (failed, paired)
+}
+
+#[test]
+fn concurrent_pin_guesses_never_get_more_checks_than_the_attempts() {
+    // Issue 15, item 2: 16 handshakes opened before any message 3 against a 3-attempt PIN.
+    // With the correct guess opened first and read last, the old host checked all 16 (15
+    // failures, then the correct PIN paired although the attempts were used up).
+    for correct_at in [0usize, 8, 15] {
+        let (hid, _) = ids(20);
+        let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+        w.host.set_pin(Some(PairingPin {
+            pin: "123456".into(),
+            expires_us: w.now + 60_000_000,
+            attempts_left: 3,
+        }));
+        let mut clients = Vec::new();
+        for k in 0..16usize {
+            let (_, id) = ids(100 + k as u8);
+            let pin = if k == correct_at { "123456" } else { "000000" };
+            let mut c = client(&w, &id, Some(pin), 200 + k as u64);
+            let addr: SocketAddr = ([10, 0, 1, k as u8], 5000).into();
+            let msg3 = open_handshake(&mut w, &mut c, addr);
+            clients.push((c, addr, msg3, id.public));
+        }
+        assert!(
+            w.host.handshakes_in_progress() <= 3,
+            "PIN handshakes in progress are capped at the attempts left"
+        );
+        // Every wrong guess first, the correct one last.
+        let mut order: Vec<usize> = (0..16).filter(|&k| k != correct_at).collect();
+        order.push(correct_at);
+        for k in order {
+            let (c, addr, msg3, _) = &mut clients[k];
+            deliver(&mut w, c, *addr, msg3);
+        }
+        let (failed, paired) = paired(&mut w.host);
+        let s = w.host.stats();
+        assert_eq!(u64::from(failed), s.pin_failures);
+        assert!(
+            failed + paired <= 3,
+            "correct guess #{correct_at}: {failed} failures and {paired} pairings were checked"
+        );
+        let correct_key = clients[correct_at].3;
+        if failed == 3 {
+            assert!(
+                !w.host.is_allowed(&correct_key),
+                "the correct PIN after the attempts were used up must be refused"
+            );
+        }
+        assert!(w.host.pin().is_none(), "used up or used");
+    }
+}
+
+#[test]
+fn a_pin_guess_is_checked_only_under_the_live_pin() {
+    let (hid, _) = ids(21);
+    let pin = |w: &World, attempts| PairingPin {
+        pin: "123456".into(),
+        expires_us: w.now + 60_000_000,
+        attempts_left: attempts,
+    };
+    // Two clients with the correct PIN at once: the PIN pairs one of them only.
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    w.host.set_pin(Some(pin(&w, 3)));
+    let (_, a) = ids(22);
+    let (_, b) = ids(23);
+    let (addr_a, addr_b): (SocketAddr, SocketAddr) =
+        (([10, 0, 2, 1], 5000).into(), ([10, 0, 2, 2], 5000).into());
+    let mut ca = client(&w, &a, Some("123456"), 1);
+    let mut cb = client(&w, &b, Some("123456"), 2);
+    let ma = open_handshake(&mut w, &mut ca, addr_a);
+    let mb = open_handshake(&mut w, &mut cb, addr_b);
+    assert!(connected(&deliver(&mut w, &mut ca, addr_a, &ma)));
+    let ev = deliver(&mut w, &mut cb, addr_b, &mb);
+    let (reason, msg) = rejected(&ev).expect("the second is refused");
+    assert_eq!(reason, RejectReason::Pin);
+    assert!(msg.contains("no longer active"), "{msg}");
+    assert!(w.host.is_allowed(&a.public));
+    assert!(
+        !w.host.is_allowed(&b.public),
+        "a one-time PIN paired two keys"
+    );
+    assert_eq!(paired(&mut w.host), (0, 1));
+
+    // A PIN that expired between the Hello and message 3.
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    w.host.set_pin(Some(PairingPin {
+        expires_us: w.now + 50_000,
+        ..pin(&w, 3)
+    }));
+    let mut ca = client(&w, &a, Some("123456"), 3);
+    let ma = open_handshake(&mut w, &mut ca, addr_a);
+    w.now += 100_000;
+    let ev = deliver(&mut w, &mut ca, addr_a, &ma);
+    assert_eq!(rejected(&ev).map(|r| r.0), Some(RejectReason::Pin));
+    assert!(!w.host.is_allowed(&a.public), "paired with an expired PIN");
+
+    // A PIN replaced meanwhile (`untether pair --pin` again): the old one's guess is not read.
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    w.host.set_pin(Some(pin(&w, 3)));
+    let mut ca = client(&w, &a, Some("123456"), 4);
+    let ma = open_handshake(&mut w, &mut ca, addr_a);
+    w.host.set_pin(Some(PairingPin {
+        pin: "999999".into(),
+        ..pin(&w, 3)
+    }));
+    assert_eq!(w.host.handshakes_in_progress(), 0);
+    deliver(&mut w, &mut ca, addr_a, &ma);
+    assert!(!w.host.is_allowed(&a.public), "paired with a replaced PIN");
+    assert_eq!(w.host.pin().map(|p| p.attempts_left), Some(3));
+}
+
+/// Sums what the host sends to `addr`.
+fn sent_to(h: &mut HostSession, now: Micros, addr: SocketAddr) -> (u64, u64) {
+    let (mut n, mut bytes) = (0, 0);
+    while let Some(t) = h.poll_transmit(now) {
+        if t.dst == addr {
+            n += 1;
+            bytes += t.payload.len() as u64;
+        }
+    }
+    (n, bytes)
+}
+
+#[test]
+fn a_refused_handshake_answers_forged_hello_finishes_within_three_times_their_bytes() {
+    // Issue 15, item 5: 200 forged HelloFinish datagrams at a refused handshake drew the
+    // stored protected Reject each, 12.4× their bytes.
+    let (hid, cid) = ids(24);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    let addr: SocketAddr = CLIENT.into();
+    let mut c = client(&w, &cid, None, 1);
+    let msg3 = open_handshake(&mut w, &mut c, addr);
+    let ev = deliver(&mut w, &mut c, addr, &msg3);
+    assert_eq!(rejected(&ev).unwrap().0, RejectReason::PendingApproval);
+    // Forged: the right address and handshake id (an on-path attacker), any body.
+    let mut forged_bytes = 0;
+    let mut answered = 0;
+    for i in 0..200u32 {
+        w.now += 5_000;
+        let mut f = msg3[..wire::HEADER_LEN].to_vec();
+        f.extend_from_slice(&i.to_be_bytes());
+        f.extend_from_slice(&[0xAA; 4]);
+        forged_bytes += f.len() as u64;
+        w.host.handle_datagram(w.now, addr, &f);
+        answered += sent_to(&mut w.host, w.now, addr).1;
+    }
+    assert!(
+        answered <= 3 * forged_bytes,
+        "{answered} bytes answered {forged_bytes} forged bytes"
+    );
+    // The client's real repeats (its Reject was lost) are answered, at most once per
+    // interval, within the budget.
+    let (mut n, mut bytes, mut received) = (0, 0, 0);
+    for _ in 0..200 {
+        w.now += 5_000;
+        received += msg3.len() as u64;
+        w.host.handle_datagram(w.now, addr, &msg3);
+        let (k, b) = sent_to(&mut w.host, w.now, addr);
+        n += k;
+        bytes += b;
+    }
+    assert!(n >= 1, "a lost Reject is sent again");
+    assert!(
+        n <= 1_000_000 / crate::host::HANDSHAKE_REPEAT_ANSWER_US,
+        "{n} answers in 1 s"
+    );
+    assert!(bytes <= 3 * received);
+}
+
+#[test]
+fn an_accepted_clients_repeated_hello_finish_draws_at_most_one_accept_per_interval() {
+    // Issue 15, item 5: each repeated cleartext HelloFinish queued a new Accept.
+    let (hid, cid) = ids(25);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![cid.public]);
+    let addr: SocketAddr = CLIENT.into();
+    let mut c = client(&w, &cid, None, 1);
+    let msg3 = open_handshake(&mut w, &mut c, addr);
+    w.host.handle_datagram(w.now, addr, &msg3);
+    assert!(w.host.client().is_some());
+    // The Accept is lost.
+    assert_eq!(sent_to(&mut w.host, w.now, addr).0, 1);
+    // Forged copies (other bytes, same handshake id) draw nothing.
+    for i in 0..200u32 {
+        w.now += 1_000;
+        let mut f = msg3.clone();
+        let last = f.len() - 1;
+        f[last] ^= 1 + (i % 255) as u8;
+        w.host.handle_datagram(w.now, addr, &f);
+        assert_eq!(
+            sent_to(&mut w.host, w.now, addr).0,
+            0,
+            "a forged HelloFinish"
+        );
+    }
+    // 200 copies of the real one in a second: at most one Accept per interval.
+    let mut accepts = Vec::new();
+    for _ in 0..200 {
+        w.now += 5_000;
+        w.host.handle_datagram(w.now, addr, &msg3);
+        let (n, _) = sent_to(&mut w.host, w.now, addr);
+        accepts.extend(std::iter::repeat_n(w.now, n as usize));
+    }
+    assert!(!accepts.is_empty(), "a lost Accept is sent again");
+    assert!(
+        accepts
+            .windows(2)
+            .all(|p| p[1] - p[0] >= crate::host::HANDSHAKE_REPEAT_ANSWER_US),
+        "{accepts:?}"
+    );
+    // Once the client is heard under the session keys it has the Accept: no more.
+    w.host.handle_datagram(w.now, addr, &msg3);
+    let ev = {
+        let mut ev = Vec::new();
+        w.now += crate::host::HANDSHAKE_REPEAT_ANSWER_US;
+        w.host.handle_datagram(w.now, addr, &msg3);
+        while let Some(t) = w.host.poll_transmit(w.now) {
+            c.handle_datagram(w.now, &t.payload);
+        }
+        ev.extend(std::iter::from_fn(|| c.poll_event()));
+        ev
+    };
+    assert!(connected(&ev));
+    c.send_input(
+        w.now,
+        InputEvent::Key {
+            code: 1,
+            down: true,
+        },
+    );
+    while let Some(d) = c.poll_transmit(w.now) {
+        w.host.handle_datagram(w.now, addr, &d);
+    }
+    sent_to(&mut w.host, w.now, addr);
+    for _ in 0..10 {
+        w.now += crate::host::HANDSHAKE_REPEAT_ANSWER_US;
+        w.host.handle_datagram(w.now, addr, &msg3);
+        assert_eq!(
+            sent_to(&mut w.host, w.now, addr).0,
+            0,
+            "confirmed: no Accept"
+        );
+    }
+}
+
+#[test]
+fn a_multipath_copy_with_a_bad_tag_earns_no_reply_budget() {
+    // Issue 15, item 5: a copy from a known path was credited to its 3× budget before (without)
+    // its tag being checked, so a spoofer could buy PathChallenges at a victim's address.
+    let (hid, cid) = ids(26);
+    let mut w = host(&hid, AccessPolicy::Open, vec![]);
+    let a: SocketAddr = CLIENT.into();
+    let b: SocketAddr = ([192, 0, 2, 9], 7000).into();
+    let mut c = client(&w, &cid, None, 1);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    c.send_input(
+        w.now,
+        InputEvent::Key {
+            code: 1,
+            down: true,
+        },
+    );
+    let d = c.poll_transmit(w.now).unwrap();
+    w.host.handle_datagram(w.now, a, &d);
+    // The client's copy on its second path: authentic, so B becomes an unvalidated path.
+    w.host.handle_datagram(w.now, b, &d);
+    let authentic_from_b = d.len() as u64;
+    let mut to_b = sent_to(&mut w.host, w.now, b).1;
+    let before = w.host.stats();
+    // Forged copies from B (a victim's address): the header of a seen packet, any body.
+    for i in 0..100u8 {
+        let mut f = d[..wire::HEADER_LEN].to_vec();
+        f.resize(1200, i);
+        w.host.handle_datagram(w.now, b, &f);
+        let mut t = d.clone();
+        let last = t.len() - 1;
+        t[last] ^= 1 | i;
+        w.host.handle_datagram(w.now, b, &t);
+    }
+    let s = w.host.stats();
+    assert_eq!(s.auth_failures, before.auth_failures + 200);
+    let path_b = w
+        .host
+        .path_stats()
+        .into_iter()
+        .find(|p| p.addr == b)
+        .unwrap();
+    assert!(!path_b.validated);
+    assert_eq!(
+        path_b.datagrams_received, 1,
+        "only the authentic copy counts"
+    );
+    // B never answers: over 3 s of probes it gets at most 3× what it really sent.
+    for _ in 0..300 {
+        w.now += 10_000;
+        w.host.handle_timeout(w.now);
+        to_b += sent_to(&mut w.host, w.now, b).1;
+    }
+    assert!(to_b > 0, "the path was challenged");
+    assert!(
+        to_b <= 3 * authentic_from_b,
+        "{to_b} bytes to an unvalidated path that sent {authentic_from_b}"
+    );
+}
+
+#[test]
+fn a_forged_version_negotiation_does_not_end_a_handshake() {
+    // Issue 15, item 6: a Version Negotiation carries no handshake id, so anyone can send one;
+    // it must not end an attempt that may still get (or already got) an authentic answer.
+    let (hid, cid) = ids(27);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![cid.public]);
+    let addr: SocketAddr = CLIENT.into();
+    let mut vn = Vec::new();
+    wire::VersionNegotiation {
+        versions: vec![7],
+        message: "\u{1b}[2J\u{1b}]0;pwned\u{7}upgrade".into(),
+    }
+    .encode(&mut vn);
+    let mut c = client(&w, &cid, None, 1);
+    // Before the HelloReply …
+    c.handle_datagram(w.now, &vn);
+    assert!(!c.is_closed());
+    let msg3 = open_handshake(&mut w, &mut c, addr);
+    // … and after it (the host answered under its key: it speaks our version).
+    c.handle_datagram(w.now, &vn);
+    assert!(!c.is_closed());
+    let ev = deliver(&mut w, &mut c, addr, &msg3);
+    assert!(connected(&ev), "{ev:?}");
+    assert!(rejected(&ev).is_none());
+    assert_eq!(c.stats().version_negotiations_received, 1);
+
+    // A host that really speaks another version: the client says so at the connect timeout,
+    // with the host's text escaped.
+    let mut c = client(&w, &cid, None, 2);
+    let start = w.now;
+    while c.poll_transmit(w.now).is_some() {}
+    c.handle_datagram(w.now, &vn);
+    let mut ev = Vec::new();
+    while !c.is_closed() {
+        w.now = c.poll_timeout().expect("a timer while connecting");
+        c.handle_timeout(w.now);
+        while c.poll_transmit(w.now).is_some() {}
+        ev.extend(std::iter::from_fn(|| c.poll_event()));
+    }
+    assert!(
+        w.now >= start + 3_000_000,
+        "gave up before the connect timeout"
+    );
+    let (reason, msg) = rejected(&ev).expect("a version error, not a timeout");
+    assert_eq!(reason, RejectReason::Version);
+    assert!(!ev.contains(&ClientEvent::ConnectTimeout));
+    assert!(!msg.chars().any(char::is_control), "{msg:?}");
+    assert!(msg.contains("[7]") && msg.contains("upgrade"), "{msg}");
+}
+
+#[test]
+fn a_clients_name_reaches_the_host_escaped() {
+    let (hid, cid) = ids(28);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    let mut cfg = ClientConfig::new("\u{1b}[2Jevil\nhost: paired with admin");
+    cfg.identity = cid.clone();
+    cfg.entropy = [5; 32];
+    let mut c = ClientSession::new(cfg, w.now);
+    run(&mut w, &mut c, 300_000);
+    let req: Vec<_> = w.host.access_requests().cloned().collect();
+    assert_eq!(req.len(), 1);
+    assert!(
+        !req[0].name.chars().any(char::is_control),
+        "{:?}",
+        req[0].name
+    );
+    assert!(req[0].name.contains("evil"));
 }

@@ -52,6 +52,45 @@ pub enum WireError {
     VersionNegotiation(Vec<u8>, String),
 }
 
+/// Text a peer chose (a Reject's or a Version Negotiation's message, a client's name), made
+/// safe to show in a terminal, a log or a file: every control character (C0, DEL, C1: the
+/// escape sequences that clear a screen or retitle a window, and line breaks that forge log
+/// lines) and every bidirectional formatting character (which reorders what is displayed) is
+/// replaced by its `\u{…}` escape. Everything else is kept. The parsers of those fields apply
+/// it, so no peer text leaves this crate unescaped. Idempotent.
+pub fn sanitize_peer_text(text: &str) -> String {
+    sanitize_within(text, usize::MAX)
+}
+
+/// [`sanitize_peer_text`], cut (between characters and escapes) to at most `max` bytes: what a
+/// parser returns then fits its field again, so it re-encodes to the same text.
+fn sanitize_within(text: &str, max: usize) -> String {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if text.len() <= max && !text.chars().any(unsafe_char) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len().min(max) + 16);
+    for c in text.chars() {
+        let len = if unsafe_char(c) {
+            c.escape_unicode().count()
+        } else {
+            c.len_utf8()
+        };
+        if out.len() + len > max {
+            break;
+        }
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A [`WireError::Field`].
 pub fn bad(field: &'static str, reason: &'static str) -> WireError {
     WireError::Field { field, reason }
@@ -227,6 +266,12 @@ impl<'a> Reader<'a> {
             .map(str::to_string)
             .map_err(|_| bad(field, "not UTF-8"))
     }
+
+    /// A `str` a peer chose for people to read, escaped by [`sanitize_peer_text`] and kept
+    /// within `max` bytes (so it re-encodes unchanged).
+    pub fn peer_text(&mut self, field: &'static str, max: usize) -> Result<String, WireError> {
+        self.string(field, max).map(|s| sanitize_within(&s, max))
+    }
 }
 
 /// Little writer helpers.
@@ -354,7 +399,7 @@ impl VersionNegotiation {
         }
         let n = r.u8()? as usize;
         let versions = r.bytes(n)?.to_vec();
-        let message = r.string("version_negotiation.message", MAX_MESSAGE_LEN)?;
+        let message = r.peer_text("version_negotiation.message", MAX_MESSAGE_LEN)?;
         Ok(VersionNegotiation { versions, message })
     }
 }
@@ -511,7 +556,7 @@ impl Reject {
     pub fn parse(body: &[u8]) -> Result<Reject, WireError> {
         let mut r = Reader::new(body, "reject");
         let reason = RejectReason::from_u8(r.u8()?);
-        let message = r.string("reject.message", MAX_MESSAGE_LEN)?;
+        let message = r.peer_text("reject.message", MAX_MESSAGE_LEN)?;
         Ok(Reject { reason, message })
     }
 }
@@ -1467,6 +1512,75 @@ mod tests {
 
     /// Every vector in crate::vectors appears in docs/PROTOCOL.md.
     #[test]
+    fn peer_text_is_escaped_wherever_it_is_decoded() {
+        // The screen-clearing, window-retitling text a fake host sent (issue 15, item 6), a
+        // forged log line, and a right-to-left override.
+        let evil = "\u{1b}[2J\u{1b}]0;pwned\u{7}ok\nhost: paired\u{202e}dcba\u{9b}";
+        let clean = sanitize_peer_text(evil);
+        assert!(
+            !clean.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{clean:?}"
+        );
+        assert_eq!(
+            clean,
+            "\\u{1b}[2J\\u{1b}]0;pwned\\u{7}ok\\u{a}host: paired\\u{202e}dcba\\u{9b}"
+        );
+        // Idempotent, and ordinary text (accents, emoji, CJK) is kept as it is.
+        assert_eq!(sanitize_peer_text(&clean), clean);
+        assert_eq!(sanitize_peer_text("Zoë's 🎮 ゲーム"), "Zoë's 🎮 ゲーム");
+        // Parsed text stays within its field (cut between escapes), so it re-encodes as is.
+        let long = "\u{1b}".repeat(MAX_MESSAGE_LEN);
+        let cut = sanitize_within(&long, MAX_MESSAGE_LEN);
+        assert_eq!(cut.len(), MAX_MESSAGE_LEN / 6 * 6);
+        assert!(cut.ends_with("\\u{1b}"));
+        // Every parser of peer text applies it: a Reject (cleartext or protected) …
+        let rej = Reject {
+            reason: RejectReason::Other,
+            message: evil.into(),
+        };
+        let mut out = Vec::new();
+        rej.encode(&Header::new(PacketType::Reject, 1, 0), &mut out);
+        let Ok((_, Datagram::Reject(r))) = parse(&out) else {
+            panic!("a Reject")
+        };
+        assert_eq!(r.message, clean);
+        let mut out = Vec::new();
+        encode_control(
+            &Header::new(PacketType::Control, 1, 0),
+            &[ControlFrame::Reject(rej)],
+            &mut out,
+        );
+        let frames = parse_control(&out[HEADER_LEN..]).unwrap();
+        assert!(matches!(&frames[..], [ControlFrame::Reject(r)] if r.message == clean));
+        // … a Version Negotiation (directly and as the parse error) …
+        let mut out = Vec::new();
+        VersionNegotiation {
+            versions: vec![7],
+            message: evil.into(),
+        }
+        .encode(&mut out);
+        assert_eq!(VersionNegotiation::parse(&out).unwrap().message, clean);
+        assert_eq!(
+            parse(&out).unwrap_err(),
+            WireError::VersionNegotiation(vec![7], clean.clone())
+        );
+        // … and a client's name in message 3.
+        let mut out = Vec::new();
+        crate::handshake::ClientInfoPayload {
+            max_datagram: 1200,
+            capabilities: 1,
+            name: "\u{1b}[31mred".into(),
+        }
+        .encode(&mut out);
+        assert_eq!(
+            crate::handshake::ClientInfoPayload::parse(&out)
+                .unwrap()
+                .name,
+            "\\u{1b}[31mred"
+        );
+    }
+
+    #[test]
     fn the_document_carries_the_vectors() {
         let doc: String = include_str!("../../../docs/PROTOCOL.md")
             .chars()
@@ -1631,6 +1745,8 @@ mod tests {
             let mut out = Vec::new();
             rej.encode(&Header::new(PacketType::Reject, 0, 1), &mut out);
             let (_, d) = parse(&out).unwrap();
+            // Peer text comes out escaped (the same text when it has no control characters).
+            let rej = Reject { message: sanitize_within(&rej.message, MAX_MESSAGE_LEN), ..rej };
             prop_assert_eq!(d, Datagram::Reject(rej));
         }
 

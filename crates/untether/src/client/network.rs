@@ -285,13 +285,14 @@ impl ClientNet {
                     host: s.host,
                     label,
                     file,
-                    message,
+                    message: untether_proto::sanitize_peer_text(&message),
                 }));
             }
             ClientEvent::Rejected { reason, message } => self.finish(Some(ClientError::Rejected {
                 host: s.host,
                 reason,
-                message,
+                // The host's text (already escaped by the parser; idempotent).
+                message: untether_proto::sanitize_peer_text(&message),
             })),
             ClientEvent::ConnectTimeout if self.connected_once => {
                 self.lost(now_us(), "does not answer");

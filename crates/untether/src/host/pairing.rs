@@ -177,7 +177,9 @@ impl Pairing {
     /// Persists what the session reports (access requests, PIN pairings).
     pub fn on_event(&mut self, s: &HostShared, session: &mut HostSession, e: PairingEvent) {
         match e {
-            PairingEvent::AccessRequested(r) => {
+            PairingEvent::AccessRequested(mut r) => {
+                // The client chose its name (already escaped by the parser; idempotent).
+                r.name = untether_proto::sanitize_peer_text(&r.name);
                 s.note(format!(
                     "access request from {:?} ({}) at {}: approve with `untether pair approve {}`",
                     r.name, r.fingerprint, r.addr, r.fingerprint
@@ -193,6 +195,7 @@ impl Pairing {
                 fingerprint,
                 name,
             } => {
+                let name = untether_proto::sanitize_peer_text(&name);
                 s.note(format!("paired with {name:?} ({fingerprint}) by PIN"));
                 self.paired.push(fingerprint);
                 self.pin = None;
