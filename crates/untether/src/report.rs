@@ -132,6 +132,19 @@ pub struct NetworkReport {
     pub paced_frames: Option<u64>,
     /// Host (demo only): the pacing window a frame's datagrams are spread over (0: off).
     pub pacing_window_ms: Option<f64>,
+    /// ICMP port-unreachable reports the client got on its main path (a live session survives
+    /// forged ones).
+    pub refusals: u64,
+    /// Each time the host went away and the client reconnected (seconds since the client
+    /// started; `resumed_s` null: it never came back).
+    pub reconnects: Vec<ReconnectReport>,
+}
+
+/// One loss of the host and the client's return to it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReconnectReport {
+    pub lost_s: f64,
+    pub resumed_s: Option<f64>,
 }
 
 /// One path of the session.
@@ -376,6 +389,18 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         frames_abandoned: s.frames_abandoned,
         paced_frames: host.map(|h| h.paced_frames),
         pacing_window_ms: host.map(|h| h.pacing_window_us as f64 / 1000.0),
+        refusals: run.refusals,
+        reconnects: run
+            .reconnects
+            .iter()
+            .map(|&(lost, resumed)| {
+                let since_start = |t: u64| t.saturating_sub(run.started_us) as f64 / 1e6;
+                ReconnectReport {
+                    lost_s: since_start(lost),
+                    resumed_s: (resumed != 0).then(|| since_start(resumed)),
+                }
+            })
+            .collect(),
     };
     let audio = run.audio.as_ref().map(|a| {
         let mut m2e = Samples::default();
@@ -488,6 +513,20 @@ impl Report {
             ms(n.clock_offset_ms),
             ms(n.clock_uncertainty_ms)
         );
+        for r in &n.reconnects {
+            let _ = writeln!(
+                o,
+                "host lost at {:.1} s: {}",
+                r.lost_s,
+                match r.resumed_s {
+                    Some(t) => format!(
+                        "stream resumed at {t:.1} s ({:.0} ms later)",
+                        (t - r.lost_s) * 1e3
+                    ),
+                    None => "never came back".to_string(),
+                }
+            );
+        }
         if let (Some(paced), Some(window)) = (n.paced_frames, n.pacing_window_ms) {
             if window > 0.0 {
                 let _ = writeln!(

@@ -250,9 +250,6 @@ impl ClientNet {
                     let mut run = super::lock(&s.run);
                     run.session = self.session_number;
                     run.timings.clear();
-                    if let Some(last) = run.reconnects.last_mut() {
-                        last.1 = now;
-                    }
                 }
                 if let (Some(kh), Some(key)) = (&self.known_hosts, host_key) {
                     if kh.pinned.is_none() {

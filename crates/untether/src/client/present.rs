@@ -136,6 +136,13 @@ pub(crate) fn present_loop(
         }
         let mut run = lock(&s.run);
         run.shown += 1;
+        let session = run.session;
+        if let Some(last) = run.reconnects.last_mut() {
+            if last.1 == 0 && item.record.session == session && session > 0 {
+                // The first picture of the new session: the stream is back.
+                last.1 = item.record.shown_us;
+            }
+        }
         if let Some(stamp) = item.record.stamp {
             // Every event numbered below the stamp's count has been applied by the scene.
             let reflected: Vec<u32> = awaiting.range(..stamp.input_seq).map(|(k, _)| *k).collect();

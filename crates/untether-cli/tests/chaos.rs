@@ -1,0 +1,172 @@
+//! Chaos: a host killed and restarted while a client streams, a host stopped behind a relay.
+//! Separate processes, real sockets, the `untether` binary.
+
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn untether(state: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
+    c.env("RUST_LOG", "warn");
+    c.arg("--state-dir").arg(state);
+    c
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("untether-chaos-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a host on `port` (the scene, 360p, open access) and returns it once it listens,
+/// with the instant it said so.
+fn start_host(state: &Path, port: u16) -> (Child, Instant) {
+    let mut host = untether(state)
+        .args([
+            "host",
+            "--access",
+            "open",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--resolution",
+            "640x360",
+            "--duration",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("host starts");
+    let stderr = host.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent && line.contains("listening on") {
+                let _ = tx.send(Instant::now());
+                sent = true;
+            }
+        }
+    });
+    let up = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the host says it listens");
+    (host, up)
+}
+
+fn report(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("the client wrote its report");
+    serde_json::from_str(&text).expect("JSON")
+}
+
+#[test]
+fn a_host_killed_and_restarted_on_its_port_is_streaming_again_within_a_second() {
+    let (hs, cs) = (temp_dir("host"), temp_dir("client"));
+    let port = free_port();
+    let (mut host, _) = start_host(&hs, port);
+    let out = temp_dir("report").with_extension("json");
+    let client_started = Instant::now();
+    let mut client = untether(&cs)
+        .args([
+            "client",
+            &format!("127.0.0.1:{port}"),
+            "--headless",
+            "--duration",
+            "9",
+            "--report",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("client starts");
+    std::thread::sleep(Duration::from_secs(3));
+    // No goodbye: the process is gone at once.
+    host.kill().expect("SIGKILL");
+    let _ = host.wait();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (mut host, up) = start_host(&hs, port);
+    let status = client.wait().expect("client ends");
+    let _ = host.kill();
+    let _ = host.wait();
+    assert!(status.success(), "the client ended with {status}");
+    let r = report(&out);
+    let reconnects = r["network"]["reconnects"].as_array().expect("reconnects");
+    assert_eq!(reconnects.len(), 1, "{reconnects:?}");
+    let resumed = reconnects[0]["resumed_s"]
+        .as_f64()
+        .expect("the stream came back");
+    // The client's clock starts a little after its process did, so this leans late, not early.
+    let host_up = (up - client_started).as_secs_f64();
+    assert!(
+        resumed - host_up < 1.0,
+        "frames again {:.3} s after the host was up",
+        resumed - host_up
+    );
+    assert!(r["frames"]["shown"].as_u64().unwrap_or(0) > 300);
+    let _ = std::fs::remove_dir_all(&hs);
+    let _ = std::fs::remove_dir_all(&cs);
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn a_host_stopped_behind_a_relay_ends_its_client_within_a_second_with_the_report() {
+    let (hs, cs) = (temp_dir("host2"), temp_dir("client2"));
+    let port = free_port();
+    let relay_port = free_port();
+    let (mut host, _) = start_host(&hs, port);
+    let mut relay = untether(&cs)
+        .args([
+            "netem",
+            "--listen",
+            &format!("127.0.0.1:{relay_port}"),
+            "--target",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("relay starts");
+    let client = untether(&cs)
+        .args([
+            "client",
+            &format!("127.0.0.1:{relay_port}"),
+            "--headless",
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("client starts");
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(host.id() as i32, libc::SIGINT) }, 0);
+    let stopped = Instant::now();
+    let out = client.wait_with_output().expect("client ends");
+    let took = stopped.elapsed();
+    let _ = relay.kill();
+    let _ = relay.wait();
+    let _ = host.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        took < Duration::from_secs(1),
+        "the client took {took:?} to end: {stderr}"
+    );
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(stdout.contains("glass-to-glass"), "no report: {stdout}");
+    let _ = std::fs::remove_dir_all(&hs);
+    let _ = std::fs::remove_dir_all(&cs);
+}
