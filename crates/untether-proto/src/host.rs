@@ -170,6 +170,12 @@ pub enum HostEvent {
     BitrateChanged {
         kbps: u32,
     },
+    /// An authenticated client was refused (not paired, revoked, busy …): for the operator.
+    ClientRefused {
+        addr: SocketAddr,
+        fingerprint: String,
+        reason: RejectReason,
+    },
 }
 
 /// An unknown client asked for access (its key is authenticated: it completed the handshake).
@@ -1217,6 +1223,11 @@ impl HostSession {
         });
         if let Some((reason, message)) = refusal {
             self.stats.clients_refused += 1;
+            self.events.push_back(HostEvent::ClientRefused {
+                addr: from,
+                fingerprint: fp.clone(),
+                reason,
+            });
             let mut out = Vec::with_capacity(96 + message.len());
             encode_control(
                 &Header::new(PacketType::Control, p.setup.connection_id, 0),

@@ -581,7 +581,9 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                     }
                     r.inputs_received.push(rec.seq);
                 }
-                HostEvent::Feedback(_) | HostEvent::BitrateChanged { .. } => {}
+                HostEvent::Feedback(_)
+                | HostEvent::BitrateChanged { .. }
+                | HostEvent::ClientRefused { .. } => {}
             }
         }
         while let Some(ev) = client.poll_event() {

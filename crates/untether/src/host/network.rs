@@ -19,7 +19,7 @@ use std::sync::Arc;
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    Transmit,
+    RejectReason, Transmit,
 };
 
 use super::encode::EncoderEvent;
@@ -32,6 +32,22 @@ use crate::pacing::{self, Pacing};
 
 /// How often the client's path statistics are copied for the summary.
 const PATHS_EVERY_US: Micros = 200_000;
+
+/// How often one client's refusals for one reason are noted.
+const REFUSAL_NOTE_EVERY_US: Micros = 10_000_000;
+
+/// What the operator reads about a refusal.
+fn refusal_text(reason: RejectReason) -> &'static str {
+    match reason {
+        RejectReason::PendingApproval => {
+            "not paired (see the access request above, or `untether pair`)"
+        }
+        RejectReason::Busy => "busy: another client is connected",
+        RejectReason::NotAllowed => "not allowed (revoked, or not on the allowlist)",
+        RejectReason::Pin => "wrong, expired or used-up PIN",
+        _ => "refused by the access policy",
+    }
+}
 
 /// A question for the driver, answered on its thread with the session at hand.
 pub(crate) type Query = Arc<dyn Fn(&mut HostNet) + Send + Sync>;
@@ -120,6 +136,8 @@ pub(crate) struct HostNet {
     /// The adaptive bitrate controller's latest target, kbit/s.
     pub target_kbps: Option<u32>,
     epoch: u64,
+    /// When each (client, reason) refusal may be noted again.
+    refusal_notes: std::collections::HashMap<(String, u8), Micros>,
 }
 
 impl HostNet {
@@ -148,6 +166,7 @@ impl HostNet {
             last_paths: Vec::new(),
             target_kbps: None,
             epoch: 0,
+            refusal_notes: Default::default(),
         }
     }
 
@@ -297,6 +316,26 @@ impl HostNet {
                 }
                 HostEvent::Input(rec) => self.sink.deliver(&self.shared, self.epoch, rec),
                 HostEvent::Feedback(_) => {}
+                HostEvent::ClientRefused {
+                    addr,
+                    fingerprint,
+                    reason,
+                } => {
+                    // One line per client and reason every REFUSAL_NOTE_EVERY_US: a client
+                    // retrying its handshake does not flood the log.
+                    let key = (fingerprint.clone(), reason as u8);
+                    let due = self.refusal_notes.get(&key).is_none_or(|&t| now >= t);
+                    if due {
+                        if self.refusal_notes.len() > 256 {
+                            self.refusal_notes.clear();
+                        }
+                        self.refusal_notes.insert(key, now + REFUSAL_NOTE_EVERY_US);
+                        self.shared.note(format!(
+                            "refused client {fingerprint} at {addr}: {}",
+                            refusal_text(reason)
+                        ));
+                    }
+                }
                 HostEvent::BitrateChanged { kbps } => {
                     self.target_kbps = Some(kbps);
                     let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
@@ -310,6 +349,17 @@ impl HostNet {
             self.next_paths_us = now + PATHS_EVERY_US;
             let paths = self.session.path_stats();
             if !paths.is_empty() {
+                for (i, p) in paths.iter().enumerate() {
+                    let before = self.last_paths.get(i).map(|o| (o.addr, o.alive));
+                    if before.is_some_and(|b| b != (p.addr, p.alive)) || (before.is_none() && i > 0)
+                    {
+                        self.shared.note(format!(
+                            "client path {i}: {} ({})",
+                            p.addr,
+                            if p.alive { "alive" } else { "dead" }
+                        ));
+                    }
+                }
                 self.last_paths = paths;
             }
         }
@@ -515,6 +565,29 @@ mod tests {
         net.frames.push_back(in_flight(2, &[(0, &[4])]));
         assert_eq!(sent(&mut net, 10), vec![2, 3, 4]);
         assert_eq!(net.shared.counters.sent.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn refusals_are_told_to_the_operator_once_per_client_and_reason_a_while() {
+        let mut net = host_net(Pacing::default());
+        let refused = |fp: &str, reason| HostEvent::ClientRefused {
+            addr: "127.0.0.1:5".parse().unwrap(),
+            fingerprint: fp.into(),
+            reason,
+        };
+        for _ in 0..3 {
+            net.events.push(refused("aaaa", RejectReason::Busy));
+        }
+        net.events.push(refused("aaaa", RejectReason::NotAllowed));
+        net.events.push(refused("bbbb", RejectReason::Busy));
+        net.dispatch(1_000);
+        let notes = net.shared.events();
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].contains("aaaa") && notes[0].contains("busy"));
+        // Ten seconds later the same refusal is told again.
+        net.events.push(refused("aaaa", RejectReason::Busy));
+        net.dispatch(1_000 + REFUSAL_NOTE_EVERY_US);
+        assert_eq!(net.shared.events().len(), 4);
     }
 
     #[test]
