@@ -61,7 +61,7 @@ fn netem_bad_values_name_the_flag_and_the_forms() {
     for (args, want) in [
         (&["--loss", "2"][..], &["--loss", "2%"][..]),
         (&["--delay", "5"], &["--delay", "5ms"]),
-        (&["--rate", "20mbps"], &["--rate", "20mbit"]),
+        (&["--rate", "20"], &["--rate", "has no unit", "20mbit"]),
         (&["--outage", "10s"], &["--outage", "DURATION@START"]),
         (&["--burst-loss"], &["--burst-loss", "--loss"]),
         (&["--queue", "64p"], &["--queue", "--rate"]),
