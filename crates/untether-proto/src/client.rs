@@ -29,6 +29,9 @@ use crate::{GoneReason, Micros};
 pub struct ClientConfig {
     /// Shown to the host.
     pub name: String,
+    /// Which monotonic clock the application reads (see `ControlFrame::ClockId`): when the
+    /// host reads the same, the clock offset is exactly 0.
+    pub clock_id: Option<[u8; 16]>,
     /// Random per run (tells a restarted client from a retransmitted Hello).
     pub nonce: u64,
     /// Give up when the host has not answered within this.
@@ -97,6 +100,7 @@ impl ClientConfig {
     pub fn new(name: impl Into<String>) -> Self {
         let mut rng = SessionRng::from_os();
         ClientConfig {
+            clock_id: None,
             name: name.into(),
             nonce: 1,
             connect_timeout_us: 3_000_000,
@@ -277,6 +281,8 @@ struct Connected {
 /// The client's protocol state machine.
 pub struct ClientSession {
     cfg: ClientConfig,
+    /// The host said it reads the same monotonic clock as this client.
+    shared_clock: bool,
     state: State,
     next_pn: u64,
     window: PacketWindow,
@@ -333,6 +339,7 @@ impl ClientSession {
 
     fn with_state(cfg: ClientConfig, state: State) -> Self {
         ClientSession {
+            shared_clock: false,
             clock: ClockEstimator::new(32, cfg.rtt_alpha),
             state_tx: StateSender::new(StateConfig {
                 alpha: cfg.rtt_alpha,
@@ -496,8 +503,25 @@ impl ClientSession {
     }
 
     /// The clock-offset estimate (host − client), once a ping has been answered.
+    /// The host's clock relative to this one: exactly 0 when the host said it reads the same
+    /// monotonic clock (same machine; `ControlFrame::ClockId`), else estimated from ping/pong
+    /// (which assumes symmetric paths: half of any asymmetry ends up in the offset, within
+    /// the uncertainty it reports).
     pub fn clock(&self) -> Option<ClockEstimate> {
+        if self.shared_clock {
+            return Some(ClockEstimate {
+                offset_us: 0,
+                rtt_us: self.clock.srtt_us().unwrap_or(0),
+                uncertainty_us: 0,
+                samples: 0,
+            });
+        }
         self.clock.estimate()
+    }
+
+    /// Whether host and client read the same monotonic clock (told by the host).
+    pub fn shares_clock(&self) -> bool {
+        self.shared_clock
     }
 
     /// Smoothed RTT, microseconds.
@@ -888,6 +912,12 @@ impl ClientSession {
                         return;
                     }
                 };
+                // The clock identity travels beside the Accept (either order).
+                for f in &frames {
+                    if let ControlFrame::ClockId { id } = f {
+                        self.shared_clock = self.cfg.clock_id.is_some_and(|own| own == *id);
+                    }
+                }
                 for f in frames {
                     match f {
                         ControlFrame::Accept(params) => {
@@ -1024,6 +1054,9 @@ impl ClientSession {
 
     fn on_control(&mut self, now: Micros, f: ControlFrame) {
         match f {
+            ControlFrame::ClockId { id } => {
+                self.shared_clock = self.cfg.clock_id.is_some_and(|own| own == id);
+            }
             ControlFrame::Pong {
                 ping_sent_us,
                 received_us,

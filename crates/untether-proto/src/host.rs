@@ -52,6 +52,9 @@ pub enum AccessPolicy {
 #[derive(Clone)]
 pub struct HostConfig {
     pub params: SessionParams,
+    /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
+    /// client beside the Accept; None: not told (the client estimates the offset).
+    pub clock_id: Option<[u8; 16]>,
     /// After honouring a keyframe request, ignore further ones for this long.
     pub keyframe_cooldown_us: Micros,
     /// Mixed into the random generator's seed (kept for compatibility; `entropy` is the seed).
@@ -126,6 +129,7 @@ impl HostConfig {
         let mut rng = SessionRng::from_os();
         HostConfig {
             params,
+            clock_id: None,
             keyframe_cooldown_us: 50_000,
             connection_id_seed: 0x5eed,
             identity: StaticKeypair::generate(&mut rng),
@@ -1287,7 +1291,11 @@ impl HostSession {
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
             state: StateReceiver::new(),
-            pending: vec![ControlFrame::Accept(params)],
+            pending: {
+                let mut pending = Vec::new();
+                Self::queue_accept(&mut pending, params, self.cfg.clock_id);
+                pending
+            },
             feedback: None,
             loss: LossEstimator::new(),
             paths: PathSet::new(self.cfg.paths, from, now, self.rng.next_u64()),
@@ -1306,12 +1314,26 @@ impl HostSession {
         });
     }
 
+    /// Puts the Accept (and the clock identity beside it) first in `pending`.
+    fn queue_accept(
+        pending: &mut Vec<ControlFrame>,
+        params: SessionParams,
+        clock: Option<[u8; 16]>,
+    ) {
+        pending.retain(|f| !matches!(f, ControlFrame::Accept(_) | ControlFrame::ClockId { .. }));
+        if let Some(id) = clock {
+            pending.insert(0, ControlFrame::ClockId { id });
+        }
+        pending.insert(0, ControlFrame::Accept(params));
+    }
+
     /// A HelloFinish that matches no handshake in progress: the connected client's repeat
     /// (its Accept was lost) draws the Accept again — if it is an exact copy of its message 3,
     /// the client has not yet shown it has the Accept, and no Accept went out in the last
     /// [`HANDSHAKE_REPEAT_ANSWER_US`]. Anything else is dropped.
     fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
         let params = self.cfg.params;
+        let clock = self.cfg.clock_id;
         let Some(peer) = self
             .peer
             .as_mut()
@@ -1327,9 +1349,7 @@ impl HostSession {
         if peer.confirmed || now < peer.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
             return;
         }
-        peer.pending
-            .retain(|f| !matches!(f, ControlFrame::Accept(_)));
-        peer.pending.insert(0, ControlFrame::Accept(params));
+        Self::queue_accept(&mut peer.pending, params, clock);
         peer.accept_sent_us = now;
     }
 
@@ -1496,6 +1516,7 @@ impl HostSession {
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
             | ControlFrame::StateAck(_)
+            | ControlFrame::ClockId { .. }
             | ControlFrame::PathChallenge { .. } => {}
         }
     }
@@ -1515,6 +1536,7 @@ impl HostSession {
     ) -> Result<usize, NoClient> {
         let max = self.cfg.params.max_datagram as usize;
         let policy = self.cfg.fec;
+        let (params, clock) = (self.cfg.params, self.cfg.clock_id);
         let peer = self.peer.as_mut().ok_or(NoClient)?;
         if data.is_empty() {
             return Ok(0);
@@ -1525,10 +1547,7 @@ impl HostSession {
         {
             // Ahead of this frame's shards (control goes first): if the Accept was lost, the
             // client connects now instead of after its 200 ms HelloFinish repeat.
-            peer.pending
-                .retain(|f| !matches!(f, ControlFrame::Accept(_)));
-            peer.pending
-                .insert(0, ControlFrame::Accept(self.cfg.params));
+            Self::queue_accept(&mut peer.pending, params, clock);
             peer.accept_sent_us = now;
             self.stats.accepts_repeated += 1;
         }

@@ -851,3 +851,46 @@ fn a_clients_name_reaches_the_host_escaped() {
     );
     assert!(req[0].name.contains("evil"));
 }
+
+/// A host and a client that say which clock they read, connected; the client's estimate after.
+fn clock_after_connect(
+    host_clock: Option<[u8; 16]>,
+    client_clock: Option<[u8; 16]>,
+) -> (bool, Option<crate::ClockEstimate>) {
+    let (hid, cid) = ids(40);
+    let mut c = HostConfig::new(params());
+    c.identity = hid.clone();
+    c.entropy = [4; 32];
+    c.access = AccessPolicy::Open;
+    c.clock_id = host_clock;
+    let mut w = World {
+        host: HostSession::new(c),
+        now: 1_000_000,
+        shards_to_client: 0,
+    };
+    let mut cc = ClientConfig::new("test");
+    cc.identity = cid.clone();
+    cc.entropy = [41; 32];
+    cc.nonce = 41;
+    cc.clock_id = client_clock;
+    let mut client = ClientSession::new(cc, w.now);
+    assert!(connected(&run(&mut w, &mut client, 300_000)));
+    // Ping/pong for a while so an estimate exists either way.
+    run(&mut w, &mut client, 2_000_000);
+    (client.shares_clock(), client.clock())
+}
+
+#[test]
+fn a_shared_clock_gives_an_exact_zero_offset_and_a_different_one_an_estimate() {
+    let (shared, est) = clock_after_connect(Some([7; 16]), Some([7; 16]));
+    assert!(shared);
+    let est = est.expect("an offset");
+    assert_eq!((est.offset_us, est.uncertainty_us), (0, 0));
+    // Different machines (or one side does not say): the ping/pong estimate.
+    let (shared, _) = clock_after_connect(Some([7; 16]), Some([8; 16]));
+    assert!(!shared);
+    let (shared, _) = clock_after_connect(None, Some([7; 16]));
+    assert!(!shared);
+    let (shared, _) = clock_after_connect(Some([7; 16]), None);
+    assert!(!shared);
+}

@@ -943,6 +943,7 @@ pub mod frame_type {
     pub const PATH_CHALLENGE: u8 = 0x0D;
     pub const PATH_RESPONSE: u8 = 0x0E;
     pub const SHARD_NACK: u8 = 0x0F;
+    pub const CLOCK_ID: u8 = 0x10;
 }
 
 /// Most shard indices one ShardNack names.
@@ -1034,6 +1035,12 @@ pub enum ControlFrame {
         frame_number: u32,
         missing: Vec<u16>,
     },
+    /// Host → client, beside the Accept: which monotonic clock the host reads (a hash of the
+    /// kernel's boot id and the time namespace). Equal to the client's: host and client share
+    /// one clock, so the clock offset is exactly 0, not an estimate.
+    ClockId {
+        id: [u8; 16],
+    },
 }
 
 /// The longest control frame body.
@@ -1114,6 +1121,9 @@ impl ControlFrame {
                     out.put_u16(i);
                 }
             }
+            ControlFrame::ClockId { id } => {
+                out.extend_from_slice(id);
+            }
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1137,6 +1147,7 @@ impl ControlFrame {
             ControlFrame::PathChallenge { .. } => PATH_CHALLENGE,
             ControlFrame::PathResponse { .. } => PATH_RESPONSE,
             ControlFrame::ShardNack { .. } => SHARD_NACK,
+            ControlFrame::ClockId { .. } => CLOCK_ID,
         }
     }
 
@@ -1167,6 +1178,7 @@ impl ControlFrame {
             ControlFrame::StateAck(a) => a.encoded_len(),
             ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
             ControlFrame::ShardNack { missing, .. } => 6 + 2 * missing.len().min(MAX_NACK_SHARDS),
+            ControlFrame::ClockId { .. } => 16,
         }
     }
 
@@ -1252,6 +1264,11 @@ impl ControlFrame {
                     frame_number,
                     missing,
                 }
+            }
+            CLOCK_ID => {
+                let mut id = [0u8; 16];
+                id.copy_from_slice(r.bytes(16)?);
+                ControlFrame::ClockId { id }
             }
             _ => return Ok(None),
         };
@@ -1688,6 +1705,7 @@ mod tests {
             any::<u8>().prop_map(|r| ControlFrame::Bye {
                 reason: ByeReason::from_u8(r)
             }),
+            any::<[u8; 16]>().prop_map(|id| ControlFrame::ClockId { id }),
         ]
     }
 

@@ -115,6 +115,9 @@ pub struct NetworkReport {
     /// Host clock minus client clock, as estimated by ping/pong (≈ 0 on one machine).
     pub clock_offset_ms: Option<f64>,
     pub clock_uncertainty_ms: Option<f64>,
+    /// How the offset was known: `shared` (one machine, one clock: exact), `synchronized`
+    /// (the user says so) or `estimated` (ping/pong, within the uncertainty).
+    pub clock: &'static str,
     pub goodput_mbps: f64,
     /// Per path (one without multipath): what the host sent on it and what the client got.
     pub paths: Vec<PathReport>,
@@ -376,6 +379,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         },
         clock_offset_ms: run.clock.map(|c| c.offset_us as f64 / 1000.0),
         clock_uncertainty_ms: run.clock.map(|c| c.uncertainty_us as f64 / 1000.0),
+        clock: run.clock_mode.name(),
         goodput_mbps: if duration_s > 0.0 {
             s.bytes_received as f64 * 8.0 / duration_s / 1e6
         } else {
@@ -445,7 +449,16 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         network,
         input: InputReport {
             events_sent: run.inputs_sent,
-            events_applied: host.map(|h| h.inputs_applied),
+            // Without the host's summary: the scene's pixel stamps count the events it applied.
+            events_applied: host.map(|h| h.inputs_applied).or_else(|| {
+                run.records
+                    .iter()
+                    .filter(|r| r.session == run.session)
+                    .filter_map(|r| r.stamp.map(|s| u64::from(s.input_seq)))
+                    .max()
+                    // All zero: a source that does not stamp input (unknown, not "none").
+                    .filter(|&n| n > 0 || run.inputs_sent == 0)
+            }),
             response_ms: (&response).into(),
         },
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
@@ -504,15 +517,28 @@ impl Report {
         let n = &self.network;
         let _ = writeln!(
             o,
-            "network: {:.2} Mbit/s goodput · {} datagrams received · {} lost · {} malformed · rtt p50 {} ms · clock offset {} ms (±{})",
+            "network: {:.2} Mbit/s goodput · {} datagrams received · {} lost · {} malformed · rtt p50 {} ms · clock offset {} ms (±{}, {})",
             n.goodput_mbps,
             n.packets_received,
             n.packets_lost,
             n.malformed,
             ms(n.rtt_ms.p50),
             ms(n.clock_offset_ms),
-            ms(n.clock_uncertainty_ms)
+            ms(n.clock_uncertainty_ms),
+            n.clock
         );
+        match (self.network.clock, self.network.clock_uncertainty_ms) {
+            ("estimated", Some(u)) if u > 1.0 => {
+                let _ = writeln!(
+                    o,
+                    "  ↳ glass-to-glass is ±{u:.1} ms: the clocks' offset is estimated (ping/pong assumes symmetric paths); client.clock = \"synchronized\" if they are"
+                );
+            }
+            ("estimated", None) => {
+                let _ = writeln!(o, "  ↳ glass-to-glass: no clock offset estimate yet");
+            }
+            _ => {}
+        }
         for r in &n.reconnects {
             let _ = writeln!(
                 o,
@@ -555,9 +581,10 @@ impl Report {
             o,
             "input: {} events sent, {} applied by the host",
             self.input.events_sent,
-            self.input
-                .events_applied
-                .map_or("?".to_string(), |v| v.to_string())
+            self.input.events_applied.map_or(
+                "an unknown number of them (the host's source does not stamp input)".to_string(),
+                |v| v.to_string()
+            )
         );
         o
     }

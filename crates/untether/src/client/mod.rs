@@ -43,7 +43,7 @@ pub use options::{
     ClientAudio, ClientIo, ClientOptions, Display, InputDevice, ShownFrameFn, ShownFrameTap,
 };
 pub use present::save_ppm;
-pub use record::{AudioRun, ClientRun, FrameRecord};
+pub use record::{AudioRun, ClientRun, ClockMode, FrameRecord};
 
 use decode::Decoded;
 use network::{ClientCommand, ClientNet, KnownHosts};
@@ -224,6 +224,7 @@ pub fn run_client_to_end(
     cfg.keepalive_us = options.network.keepalive_ms * 1000;
     cfg.idle_timeout_us = options.network.idle_timeout_ms * 1000;
     cfg.retransmit = options.network.retransmit;
+    cfg.clock_id = untether_net::clock_identity();
     let decoder = Decoder::new(c.decoder_threads)?;
     let shared = Arc::new(ClientShared {
         host: options.host,
@@ -316,6 +317,18 @@ pub fn run_client_to_end(
     if let Some(n) = &client_net {
         run.stats = n.session.stats();
         run.clock = n.session.clock();
+        run.clock_mode = if n.session.shares_clock() {
+            ClockMode::Shared
+        } else if options.client.clock == "synchronized" {
+            run.clock = Some(untether_proto::ClockEstimate {
+                offset_us: 0,
+                uncertainty_us: 0,
+                ..run.clock.unwrap_or_default()
+            });
+            ClockMode::Synchronized
+        } else {
+            ClockMode::Estimated
+        };
     }
     run.paths = paths;
     run.dropped_presenter = shared.decoded.replaced();

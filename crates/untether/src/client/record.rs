@@ -45,6 +45,29 @@ pub struct FrameRecord {
     pub thumbnail: Vec<u8>,
 }
 
+/// How the host's clock was related to the client's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Estimated from ping/pong (assumes symmetric paths; the uncertainty is half the best
+    /// round trip).
+    #[default]
+    Estimated,
+    /// Host and client read the same monotonic clock (one machine): the offset is exactly 0.
+    Shared,
+    /// The user says the clocks are synchronised (PTP, chrony): the offset is taken as 0.
+    Synchronized,
+}
+
+impl ClockMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockMode::Estimated => "estimated",
+            ClockMode::Shared => "shared",
+            ClockMode::Synchronized => "synchronized",
+        }
+    }
+}
+
 /// What one client run measured.
 #[derive(Clone, Debug, Default)]
 pub struct ClientRun {
@@ -56,6 +79,7 @@ pub struct ClientRun {
     pub timings: HashMap<u32, FrameTiming>,
     pub stats: ClientStats,
     pub clock: Option<ClockEstimate>,
+    pub clock_mode: ClockMode,
     pub decode_errors: u64,
     pub decoded: u64,
     pub shown: u64,

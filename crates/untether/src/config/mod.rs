@@ -148,7 +148,14 @@ pub struct ClientToml {
     /// `"[LOCAL_IP@]HOST[:PORT]"` each, e.g. `"192.168.2.7@192.168.2.1:9710"` to send from
     /// a second interface. Port defaults to the main address's.
     pub paths: Vec<String>,
+    /// How the host's clock relates to this one: `auto` (exact when host and client share
+    /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
+    /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
+    pub clock: String,
 }
+
+/// The values of `client.clock`.
+pub const CLOCK_MODES: [&str; 2] = ["auto", "synchronized"];
 
 impl Default for ClientToml {
     fn default() -> Self {
@@ -161,6 +168,7 @@ impl Default for ClientToml {
             input_probe_interval_ms: 0,
             state_dir: String::new(),
             paths: Vec::new(),
+            clock: "auto".into(),
         }
     }
 }
@@ -330,6 +338,16 @@ impl ClientToml {
         DECODER_THREADS.check(self.decoder_threads)?;
         if self.name.is_empty() || self.name.len() > 64 {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
+        }
+        if !CLOCK_MODES.contains(&self.clock.as_str()) {
+            return Err(invalid(
+                "client.clock",
+                format!(
+                    "{:?}: expected one of {}",
+                    self.clock,
+                    CLOCK_MODES.join(", ")
+                ),
+            ));
         }
         Ok(())
     }

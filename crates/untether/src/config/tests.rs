@@ -333,3 +333,17 @@ fn example_config_parses() {
     validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
     validate_client(&c.client, &c.network).unwrap();
 }
+
+#[test]
+fn client_clock_is_auto_or_synchronized() {
+    let mut c = ClientToml::default();
+    assert_eq!(c.clock, "auto");
+    c.clock = "synchronized".into();
+    c.validate().unwrap();
+    c.clock = "ntp".into();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("client.clock") && e.contains("auto, synchronized"),
+        "{e}"
+    );
+}

@@ -85,6 +85,9 @@ pub(crate) struct EncoderStage {
     events: Receiver<EncoderEvent>,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
+    /// The host's (captured, encoded, dropped) counters when this client's session began: the
+    /// counts each frame carries to the client are this session's.
+    session_base: (u64, u64, u64),
 }
 
 impl EncoderStage {
@@ -105,6 +108,7 @@ impl EncoderStage {
             events,
             net,
             shared,
+            session_base: (0, 0, 0),
         }
     }
 
@@ -144,6 +148,13 @@ impl EncoderStage {
             self.epoch = e;
             self.frame_number = 0;
             self.keyframe_wanted = true;
+            let c = &s.counters;
+            // This frame was captured for the new session, and is not encoded yet.
+            self.session_base = (
+                c.captured.load(Ordering::Relaxed).saturating_sub(1),
+                c.encoded.load(Ordering::Relaxed),
+                s.frames.replaced(),
+            );
         }
         let (w, h) = picture.size();
         if (w, h) != (self.cfg.width, self.cfg.height) {
@@ -191,9 +202,15 @@ impl EncoderStage {
             send_us: 0,
             send_done_us: 0,
             frame_bytes: bytes as u32,
-            captured: c.captured.load(Ordering::Relaxed) as u32,
-            encoded: c.encoded.load(Ordering::Relaxed) as u32,
-            dropped: s.frames.replaced() as u32,
+            captured: c
+                .captured
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.session_base.0) as u32,
+            encoded: c
+                .encoded
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.session_base.1) as u32,
+            dropped: s.frames.replaced().saturating_sub(self.session_base.2) as u32,
         };
         let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
             epoch: self.epoch,
@@ -338,6 +355,34 @@ mod tests {
         );
         assert_eq!(shared.counters.encoded.load(Ordering::Relaxed), 5);
         assert_eq!(shared.counters.keyframes.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_counts_a_frame_carries_are_this_clients_session() {
+        let (mut stage, shared, mailbox, _events) = stage();
+        let pixels = BgraFrame::new(128, 72).unwrap();
+        let picture = bgra(&pixels);
+        let c = &shared.counters;
+        let counts = |m: &driver::Mailbox<HostCommand>| -> Vec<(u32, u32)> {
+            m.drain()
+                .into_iter()
+                .filter_map(|c| match c {
+                    HostCommand::Frame(f) => Some((f.timing.captured, f.timing.encoded)),
+                    _ => None,
+                })
+                .collect()
+        };
+        shared.link.new_client();
+        for _ in 0..3 {
+            c.captured.fetch_add(1, Ordering::Relaxed);
+            stage.send(&picture, now_us(), 0).unwrap();
+        }
+        assert_eq!(counts(&mailbox), vec![(1, 1), (2, 2), (3, 3)]);
+        // The next client's first frame is its first, whatever the host did before.
+        shared.link.new_client();
+        c.captured.fetch_add(1, Ordering::Relaxed);
+        stage.send(&picture, now_us(), 0).unwrap();
+        assert_eq!(counts(&mailbox), vec![(1, 1)]);
     }
 
     #[test]

@@ -171,6 +171,8 @@ fn session_params(options: &HostOptions) -> SessionParams {
 /// The protocol configuration of a host's options (the identity and allowlist come after).
 fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
     let mut cfg = HostConfig::new(session_params(options));
+    // A client on this machine then knows the offset is exactly 0.
+    cfg.clock_id = untether_net::clock_identity();
     cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
     cfg.fec = options.network.fec_policy()?;
     cfg.paths.scheduler = options.network.scheduler()?;
