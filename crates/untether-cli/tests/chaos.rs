@@ -109,6 +109,10 @@ fn a_host_killed_and_restarted_on_its_port_is_streaming_again_within_a_second() 
         .expect("the stream came back");
     // The client's clock starts a little after its process did, so this leans late, not early.
     let host_up = (up - client_started).as_secs_f64();
+    eprintln!(
+        "host SIGKILLed, back on its port at {host_up:.3} s: the client's stream resumed at {resumed:.3} s ({:.0} ms after the host was up)",
+        (resumed - host_up) * 1e3
+    );
     assert!(
         resumed - host_up < 1.0,
         "frames again {:.3} s after the host was up",
@@ -161,6 +165,7 @@ fn a_host_stopped_behind_a_relay_ends_its_client_within_a_second_with_the_report
     let _ = host.wait();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("host SIGINTed behind a relay: the client ended {took:?} later");
     assert!(
         took < Duration::from_secs(1),
         "the client took {took:?} to end: {stderr}"
