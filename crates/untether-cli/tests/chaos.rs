@@ -175,3 +175,33 @@ fn a_host_stopped_behind_a_relay_ends_its_client_within_a_second_with_the_report
     let _ = std::fs::remove_dir_all(&hs);
     let _ = std::fs::remove_dir_all(&cs);
 }
+
+#[test]
+fn a_display_that_cannot_be_opened_is_an_error_not_an_invisible_window() {
+    let (hs, cs) = (temp_dir("host3"), temp_dir("client3"));
+    let port = free_port();
+    let (mut host, _) = start_host(&hs, port);
+    let out = untether(&cs)
+        .args(["client", &format!("127.0.0.1:{port}"), "--duration", "5"])
+        // An X display nobody serves (and no Wayland): SDL would fall back to its off-screen
+        // driver and "show" frames to no one.
+        .env("DISPLAY", ":4711")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("SDL_VIDEODRIVER")
+        .output()
+        .expect("client runs");
+    let _ = host.kill();
+    let _ = host.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exit 0 without a display: {stderr}");
+    assert!(
+        stderr.contains("no display") || stderr.contains("SDL video"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--headless") || stderr.contains("run headless"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&hs);
+    let _ = std::fs::remove_dir_all(&cs);
+}
