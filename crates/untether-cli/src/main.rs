@@ -33,7 +33,8 @@ mod pair;
         Quick start on one machine:  untether demo\n\
         Two machines:                untether host            (on the PC)\n\
         \x20                            untether client PC-ADDRESS (on the headset / Pi)\n\
-        \x20                            untether pair approve 1  (on the PC, once per new client)\n\
+        \x20                            untether pair            (on the PC: lists the request and its fingerprint)\n\
+        \x20                            untether pair approve FINGERPRINT  (once per new client; the client shows it)\n\
         or pair with a PIN:          untether host --access pin, then untether client PC-ADDRESS --pin PIN\n\n\
         Only paired clients may connect (host --access allowlist, the default); keys, the allowlist \
         and known hosts live in the state directory ($XDG_STATE_HOME/untether or \

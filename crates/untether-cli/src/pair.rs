@@ -1,8 +1,9 @@
 //! `untether pair`: pending access requests, the allowlist, revocation and one-time PINs.
 //!
 //! ```text
-//! untether pair                    list pending requests and allowed clients
-//! untether pair approve 1          approve request #1 (or give its fingerprint, key or name)
+//! untether pair                    list pending requests (with their fingerprints) and allowed
+//!                                  clients; creates nothing
+//! untether pair approve ABCD-EFGH  approve the request with this fingerprint (8+ characters)
 //! untether pair deny ABCD-EFGH     forget a request
 //! untether pair revoke ABCD-EFGH   remove an allowed client (it is refused from then on)
 //! untether pair --pin [--wait]     create a one-time PIN to type on the client
@@ -21,7 +22,8 @@ use untether::identity::{fingerprint, unix_now, Role, StateDir};
 #[command(
     after_help = "Run these on the host, next to `untether host` (same --state-dir). \
     A client the host does not know is refused with \"not paired\" and shows up here as a \
-    pending request; approve it and it connects on its next try. Or pair with a PIN: \
+    pending request; approve it by its fingerprint (check it with the client's owner: the \
+    client shows its own at start) and it connects on its next try. Or pair with a PIN: \
     `untether pair --pin --wait` here, then `untether client HOST --pin PIN` on the client \
     (`untether host --access pin` prints a PIN at start instead). The running host re-reads \
     the allowlist within a second: approvals and revocations need no restart."
@@ -53,11 +55,12 @@ pub struct PairArgs {
 pub enum PairAction {
     /// List pending access requests and allowed clients (the default).
     List,
-    /// Allow a client that asked for access: its number in the list, its fingerprint (or 4+
-    /// characters of it), its hex key or its name.
-    Approve { id: String },
-    /// Forget a pending access request.
-    Deny { id: String },
+    /// Allow a client that asked for access: its fingerprint as `untether pair` lists it (8 or
+    /// more of its characters, naming one request) or its hex key. Not a list number (a flood
+    /// of requests moves them) nor a name (the client chose it).
+    Approve { fingerprint: String },
+    /// Forget a pending access request (its fingerprint, as for approve).
+    Deny { fingerprint: String },
     /// Remove an allowed client (fingerprint, hex key or name): it is refused from then on,
     /// and disconnected if connected.
     Revoke { fingerprint: String },
@@ -111,32 +114,48 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
     }
     match args.action.unwrap_or(PairAction::List) {
         PairAction::List => {
-            let host = dir
-                .load_or_create_identity(Role::Host)
-                .context("loading the host's key")?;
-            writeln!(out, "This host: {}", fingerprint(&host.public))?;
+            // Listing only reads: no key, no folder is created.
+            match dir
+                .load_identity(Role::Host)
+                .context("loading the host's key")?
+            {
+                Some(host) => writeln!(out, "This host: {}", fingerprint(&host.public))?,
+                None => writeln!(
+                    out,
+                    "This host: no key yet (`untether host` makes one at its first start)"
+                )?,
+            }
             writeln!(out, "State: {}", dir.path().display())?;
             let pending = dir.pending()?;
             if pending.is_empty() {
                 writeln!(out, "No pending access requests.")?;
             } else {
-                writeln!(out, "Pending access requests:")?;
-                for (i, p) in pending.iter().enumerate() {
+                writeln!(
+                    out,
+                    "Pending access requests (the names are the clients' own claims: check the \
+                     fingerprint with the client's owner before approving):"
+                )?;
+                let state = args
+                    .state_dir
+                    .as_ref()
+                    .map(|d| format!(" --state-dir {}", shell_word(&d.display().to_string())))
+                    .unwrap_or_default();
+                for p in &pending {
                     writeln!(
                         out,
-                        "  {:>2}  {}  {:<20} from {}, {} ({} attempts)",
-                        i + 1,
+                        "  {}  {:<20} from {}, {} ({} attempts)",
                         p.fingerprint,
                         format!("{:?}", p.name),
                         p.addr,
                         ago(p.last_seen),
                         p.attempts
                     )?;
+                    writeln!(
+                        out,
+                        "      approve: untether pair{state} approve {}",
+                        p.fingerprint
+                    )?;
                 }
-                writeln!(
-                    out,
-                    "Approve with: untether pair approve NUMBER|FINGERPRINT"
-                )?;
             }
             list_allowed(&dir, out)?;
             if let Some(pin) = dir.current_pin()? {
@@ -148,12 +167,12 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
                 )?;
             }
         }
-        PairAction::Approve { id } => {
-            let e = dir.approve(&id)?;
+        PairAction::Approve { fingerprint } => {
+            let e = dir.approve(&fingerprint)?;
             writeln!(out, "Allowed {} ({:?}).", e.fingerprint(), e.name)?;
         }
-        PairAction::Deny { id } => {
-            let r = dir.deny(&id)?;
+        PairAction::Deny { fingerprint } => {
+            let r = dir.deny(&fingerprint)?;
             writeln!(out, "Denied {} ({:?}).", r.fingerprint, r.name)?;
         }
         PairAction::Revoke { fingerprint } => {
@@ -168,6 +187,18 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
         PairAction::Allowed => list_allowed(&dir, out)?,
     }
     Ok(())
+}
+
+/// `s` as one shell word (quoted if it holds anything but plain path characters).
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Waits until the PIN is used (a new client on the allowlist), used up or expired.
@@ -240,12 +271,22 @@ mod tests {
             .unwrap();
         let s = run_args(&["--state-dir", d]).unwrap();
         assert!(s.contains("Pending access requests"), "{s}");
-        assert!(s.contains(&fingerprint(&[3; 32])));
-        let s = run_args(&["--state-dir", d, "approve", "1"]).unwrap();
+        let fp = fingerprint(&[3; 32]);
+        assert!(s.contains(&fp));
+        // The exact command, with this state directory.
+        assert!(
+            s.contains(&format!("untether pair --state-dir {d} approve {fp}")),
+            "{s}"
+        );
+        // Not by number, not by the client's name: the error says to give the fingerprint.
+        for wrong in ["1", "quest"] {
+            let e = run_args(&["--state-dir", d, "approve", wrong]).unwrap_err();
+            assert!(e.to_string().contains("fingerprint"), "{e}");
+        }
+        let s = run_args(&["--state-dir", d, "approve", &fp[..9]]).unwrap();
         assert!(s.starts_with("Allowed"), "{s}");
         let s = run_args(&["--state-dir", d, "allowed"]).unwrap();
         assert!(s.contains("quest"));
-        let fp = fingerprint(&[3; 32]);
         let s = run_args(&["--state-dir", d, "revoke", &fp]).unwrap();
         assert!(s.starts_with("Revoked"), "{s}");
         assert!(run_args(&["--state-dir", d, "revoke", &fp]).is_err());

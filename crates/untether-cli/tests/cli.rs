@@ -389,7 +389,23 @@ fn pin_pairing_and_approval_across_processes() {
         "{listing}"
     );
     assert!(listing.contains("\"c1\""), "c1 is allowed: {listing}");
-    let o = run(&["pair", "--state-dir", hs_arg, "approve", "c2"]);
+    // Not by the name the client chose, nor by its place in the list.
+    for wrong in ["c2", "1"] {
+        let o = run(&["pair", "--state-dir", hs_arg, "approve", wrong]);
+        assert!(!o.status.success(), "approve {wrong}: {}", text(&o));
+        assert!(text(&o).contains("fingerprint"), "{}", text(&o));
+    }
+    // The listing shows the exact command, with the fingerprint.
+    let approve = listing
+        .lines()
+        .find_map(|l| l.split("approve: ").nth(1))
+        .expect("the listing shows the approve command");
+    let fingerprint = approve.split_whitespace().last().unwrap();
+    assert!(
+        approve.starts_with(&format!("untether pair --state-dir {hs_arg} approve ")),
+        "{approve}"
+    );
+    let o = run(&["pair", "--state-dir", hs_arg, "approve", fingerprint]);
     assert!(
         o.status.success() && text(&o).starts_with("Allowed"),
         "{}",
@@ -406,6 +422,70 @@ fn pin_pairing_and_approval_across_processes() {
     let _ = host.wait();
     let log = reader.join().unwrap();
     assert!(log.contains("paired with"), "{log}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Issue 15, item 7: `untether pair` (listing) creates nothing, neither folder nor key; a
+/// folder another user could write (mode 1777, like /tmp) is refused and left as it was; a
+/// folder of the user's own is used without being chmodded.
+#[test]
+fn the_state_directory_is_checked_never_chmodded_and_listing_creates_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = tmp("state-dirs");
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    // Listing a folder that does not exist: nothing is created.
+    let missing = base.join("missing");
+    let o = run(&["pair", "--state-dir", missing.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("no key yet"), "{}", text(&o));
+    assert!(!missing.exists(), "listing created the folder");
+    // Listing an empty folder: still empty.
+    let empty = base.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = run(&["pair", "--state-dir", empty.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "listing created a file"
+    );
+    // Making a PIN writes there, without changing the folder's mode.
+    let o = run(&["pair", "--state-dir", empty.to_str().unwrap(), "--pin"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(empty.join("host.key").exists());
+    assert_eq!(mode(&empty), 0o755, "an existing folder was chmodded");
+    // A shared folder (1777): refused with the reason and the way out, never chmodded.
+    let shared = base.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    for args in [
+        vec!["pair", "--pin"],
+        vec!["pair"],
+        vec!["host", "--duration", "1", "--bind", "127.0.0.1:0"],
+        vec!["client", "127.0.0.1:9", "--headless", "--duration", "1"],
+    ] {
+        let o = untether()
+            .args(&args)
+            .arg("--state-dir")
+            .arg(&shared)
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(!o.status.success(), "{args:?} accepted a 1777 folder: {t}");
+        assert!(
+            t.contains("every user") && t.contains("--state-dir"),
+            "{args:?}: {t}"
+        );
+        assert_eq!(mode(&shared), 0o1777, "{args:?} chmodded the shared folder");
+        assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+    }
     let _ = std::fs::remove_dir_all(&base);
 }
 

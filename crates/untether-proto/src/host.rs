@@ -14,8 +14,8 @@
 //! which are bounded in number, rate-limited and never answered with more than 3× the bytes
 //! their address sent.
 
-use std::collections::{HashSet, VecDeque};
-use std::net::SocketAddr;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
 
 use crate::assembler::{parity_header, shard_frame_fec};
 use crate::crypto::{Protection, Suite, ALL_SUITES, DEFAULT_KEY_UPDATE_LOG2, TAG_LEN};
@@ -80,8 +80,12 @@ pub struct HostConfig {
     pub handshake_rate: u32,
     /// … and in a burst.
     pub handshake_burst: u32,
-    /// Most pending access requests kept (the oldest is dropped).
+    /// Most pending access requests kept: when full, new ones are refused (and counted in
+    /// [`HostStats::access_requests_refused`]); the old ones stay until approved or denied.
     pub max_access_requests: usize,
+    /// New access requests (a key not yet pending) accepted from one IP address per minute;
+    /// more are refused and counted. A repeated request from a pending key is not new.
+    pub access_requests_per_minute: u32,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
     /// Reed–Solomon parity per video frame (default: adaptive, 5–50 %).
@@ -113,6 +117,10 @@ impl std::fmt::Debug for HostConfig {
             .field("handshake_rate", &self.handshake_rate)
             .field("handshake_burst", &self.handshake_burst)
             .field("max_access_requests", &self.max_access_requests)
+            .field(
+                "access_requests_per_minute",
+                &self.access_requests_per_minute,
+            )
             .field("fec", &self.fec)
             .field("paths", &self.paths)
             .field("rate", &self.rate)
@@ -144,6 +152,7 @@ impl HostConfig {
             handshake_rate: 200,
             handshake_burst: 32,
             max_access_requests: 16,
+            access_requests_per_minute: 4,
             entropy: rng.seed(),
             fec: FecPolicy::default(),
             paths: PathConfig::default(),
@@ -268,6 +277,9 @@ pub struct HostStats {
     pub amplification_limited: u64,
     pub version_negotiations_sent: u64,
     pub access_requests: u64,
+    /// New access requests refused: the pending list was full, or their address had made
+    /// too many this minute.
+    pub access_requests_refused: u64,
     pub clients_refused: u64,
     pub pin_failures: u64,
     pub keyframe_requests_received: u64,
@@ -419,6 +431,8 @@ pub struct HostSession {
     allowed: HashSet<PublicKey>,
     revoked: HashSet<PublicKey>,
     requests: VecDeque<AccessRequest>,
+    /// New access requests per source IP address in the current minute: (minute start, count).
+    request_counts: HashMap<IpAddr, (Micros, u32)>,
     pin: Option<PairingPin>,
     gate: KeyframeGate,
     rng: SessionRng,
@@ -500,6 +514,7 @@ impl HostSession {
             peer: None,
             pending: Vec::new(),
             requests: VecDeque::new(),
+            request_counts: HashMap::new(),
             pin: None,
             transmits: VecDeque::new(),
             resend: VecDeque::new(),
@@ -669,7 +684,8 @@ impl HostSession {
         self.pin.as_ref()
     }
 
-    /// Pending access requests, oldest first (bounded by `max_access_requests`).
+    /// Pending access requests, oldest first (at most `max_access_requests`: new ones are
+    /// refused beyond).
     pub fn access_requests(&self) -> impl Iterator<Item = &AccessRequest> {
         self.requests.iter()
     }
@@ -1200,15 +1216,19 @@ impl HostSession {
                 format!("this client's access ({fp}) was revoked on the host"),
             ))
         } else if self.cfg.access == AccessPolicy::Allowlist && !self.allowed.contains(&key) {
-            self.note_access_request(now, from, key, &fp, &info.name);
-            Some((
-                RejectReason::PendingApproval,
-                format!(
+            let message = match self.note_access_request(now, from, key, &fp, &info.name) {
+                Ok(()) => format!(
                     "this client ({fp}) is not paired with the host: approve it there with \
                      `untether pair approve {fp}`, or pair with a PIN (`untether pair --pin` on \
                      the host, then connect with --pin)"
                 ),
-            ))
+                Err(why) => format!(
+                    "this client ({fp}) is not paired with the host, and its access request was \
+                     not recorded: {why}. Pair with a PIN instead (`untether pair --pin` on the \
+                     host, then connect with --pin), or try again later"
+                ),
+            };
+            Some((RejectReason::PendingApproval, message))
         } else {
             None
         };
@@ -1353,6 +1373,9 @@ impl HostSession {
         peer.accept_sent_us = now;
     }
 
+    /// Records an access request (or refreshes a pending one). A new one is refused, and
+    /// counted, when the list is full or its address made too many this minute: a flood of
+    /// requests never pushes out the ones already pending. Err says why.
     fn note_access_request(
         &mut self,
         now: Micros,
@@ -1360,17 +1383,39 @@ impl HostSession {
         key: PublicKey,
         fp: &str,
         name: &str,
-    ) {
+    ) -> Result<(), &'static str> {
         self.stats.access_requests += 1;
         if let Some(r) = self.requests.iter_mut().find(|r| r.key == key) {
             r.last_us = now;
             r.attempts += 1;
             r.addr = addr;
-            return;
+            return Ok(());
         }
         if self.requests.len() >= self.cfg.max_access_requests.max(1) {
-            self.requests.pop_front();
+            self.stats.access_requests_refused += 1;
+            return Err("the host's list of pending access requests is full");
         }
+        const MINUTE_US: Micros = 60_000_000;
+        const MAX_ADDRESSES: usize = 1024;
+        if self.request_counts.len() >= MAX_ADDRESSES {
+            self.request_counts
+                .retain(|_, (start, _)| now < *start + MINUTE_US);
+        }
+        let ip = addr.ip();
+        let known = self.request_counts.contains_key(&ip);
+        if !known && self.request_counts.len() >= MAX_ADDRESSES {
+            self.stats.access_requests_refused += 1;
+            return Err("the host is receiving access requests from too many addresses");
+        }
+        let count = self.request_counts.entry(ip).or_insert((now, 0));
+        if now >= count.0 + MINUTE_US {
+            *count = (now, 0);
+        }
+        if count.1 >= self.cfg.access_requests_per_minute {
+            self.stats.access_requests_refused += 1;
+            return Err("too many new access requests came from this address in the last minute");
+        }
+        count.1 += 1;
         let r = AccessRequest {
             key,
             fingerprint: fp.to_string(),
@@ -1382,6 +1427,7 @@ impl HostSession {
         };
         self.requests.push_back(r.clone());
         self.pairing_event(PairingEvent::AccessRequested(r));
+        Ok(())
     }
 
     fn on_control(&mut self, now: Micros, from: SocketAddr, f: ControlFrame) {

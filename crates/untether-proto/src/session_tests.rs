@@ -894,3 +894,92 @@ fn a_shared_clock_gives_an_exact_zero_offset_and_a_different_one_an_estimate() {
     let (shared, _) = clock_after_connect(Some([7; 16]), None);
     assert!(!shared);
 }
+
+/// Runs one fresh client (a new key) from `addr` until it is refused; returns the refusal.
+fn request_from(w: &mut World, seed: u64, addr: SocketAddr) -> (RejectReason, String) {
+    let mut s = [0x5a; 32];
+    s[..8].copy_from_slice(&seed.to_le_bytes());
+    let id = StaticKeypair::generate(&mut SessionRng::from_seed(s));
+    let mut c = client(w, &id, None, 1000 + seed);
+    let end = w.now + 300_000;
+    let mut refusal = None;
+    while w.now < end && refusal.is_none() {
+        while let Some(d) = c.poll_transmit(w.now) {
+            w.host.handle_datagram(w.now + 1000, addr, &d);
+        }
+        while let Some(t) = w.host.poll_transmit(w.now) {
+            c.handle_datagram(w.now + 1000, &t.payload);
+        }
+        while let Some(e) = c.poll_event() {
+            if let ClientEvent::Rejected { reason, message } = e {
+                refusal = Some((reason, message));
+            }
+        }
+        w.now += 1000;
+        if c.poll_timeout().is_some_and(|t| t <= w.now) {
+            c.handle_timeout(w.now);
+        }
+        if w.host.poll_timeout().is_some_and(|t| t <= w.now) {
+            w.host.handle_timeout(w.now);
+        }
+    }
+    refusal.expect("an unknown client is refused")
+}
+
+/// Issue 15, item 1: forty handshakes with fresh keys must not push the real request off the
+/// pending list (where `approve 6` would then name an attacker's key). New requests are limited
+/// per address, and refused once the list is full; the old ones stay.
+#[test]
+fn a_flood_of_access_requests_keeps_the_pending_ones_and_is_limited_per_address() {
+    let (hid, cid) = ids(9);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    let mut c = client(&w, &cid, None, 91);
+    let (reason, _) = rejected(&run(&mut w, &mut c, 300_000)).unwrap();
+    assert_eq!(reason, RejectReason::PendingApproval);
+    let per_minute = HostConfig::new(params()).access_requests_per_minute as usize;
+    let max = HostConfig::new(params()).max_access_requests;
+    // Forty fresh keys from one address: only `per_minute` are recorded.
+    let flood: SocketAddr = ([10, 0, 0, 66], 5000).into();
+    for i in 0..40 {
+        let (reason, msg) = request_from(&mut w, i, flood);
+        assert_eq!(reason, RejectReason::PendingApproval);
+        if i as usize >= per_minute {
+            assert!(
+                msg.contains("not recorded") && msg.contains("this address"),
+                "{msg}"
+            );
+        }
+    }
+    let pending: Vec<_> = w.host.access_requests().map(|r| r.key).collect();
+    assert_eq!(pending.len(), 1 + per_minute, "{pending:?}");
+    assert_eq!(pending[0], cid.public, "the real request stays first");
+    // From many addresses: the list fills, then new requests are refused; the first stays.
+    for i in 0..(max + 8) {
+        let addr: SocketAddr = ([10, 0, 1, i as u8], 5000).into();
+        let (_, msg) = request_from(&mut w, 100 + i as u64, addr);
+        let recorded = i < max - 1 - per_minute;
+        assert_eq!(!msg.contains("not recorded"), recorded, "{i}: {msg}");
+    }
+    let pending: Vec<_> = w.host.access_requests().map(|r| r.key).collect();
+    assert_eq!(pending.len(), max);
+    assert_eq!(pending[0], cid.public, "the real request stays first");
+    let (_, msg) = request_from(&mut w, 200, ([10, 0, 2, 1], 5000).into());
+    assert!(
+        msg.contains("list of pending access requests is full"),
+        "{msg}"
+    );
+    let refused = w.host.stats().access_requests_refused;
+    let expected = (40 - per_minute) + (per_minute + 9) + 1;
+    assert_eq!(refused, expected as u64, "refused {refused}");
+    // The real client asking again is not new: still pending, not refused.
+    let mut c = client(&w, &cid, None, 92);
+    let (_, msg) = rejected(&run(&mut w, &mut c, 300_000)).unwrap();
+    assert!(msg.contains("untether pair approve"), "{msg}");
+    // A denied request makes room; a minute later the flooding address may ask again.
+    let first_flood = pending[1];
+    w.host.deny_request(&first_flood);
+    w.now += 61_000_000;
+    let (_, msg) = request_from(&mut w, 300, flood);
+    assert!(msg.contains("untether pair approve"), "{msg}");
+    assert_eq!(w.host.access_requests().count(), max);
+}

@@ -1,6 +1,7 @@
 //! Identities and pairing through the runtime: a host and clients in this process over loopback
 //! UDP, each with its own temporary state directory (keys, allowlist, requests, known hosts).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -23,8 +24,12 @@ fn tmp(tag: &str) -> PathBuf {
 }
 
 fn start_host(state: &Path, access: &str) -> Host {
+    start_host_at(state, access, "127.0.0.1:0")
+}
+
+fn start_host_at(state: &Path, access: &str, bind: &str) -> Host {
     let mut o = HostOptions::default();
-    o.host.bind = "127.0.0.1:0".into();
+    o.host.bind = bind.into();
     o.host.access = access.into();
     o.host.state_dir = state.display().to_string();
     o.video.resolution = Resolution {
@@ -36,12 +41,22 @@ fn start_host(state: &Path, access: &str) -> Host {
 }
 
 fn client(host: &Host, state: &Path, pin: Option<&str>) -> Result<ClientRun, ClientError> {
+    client_at(host.local_addr(), "the-host", state, pin)
+}
+
+/// A client of the host at `addr`, which the user called `label`.
+fn client_at(
+    addr: SocketAddr,
+    label: &str,
+    state: &Path,
+    pin: Option<&str>,
+) -> Result<ClientRun, ClientError> {
     let cfg = ConfigToml::default();
     let mut c = cfg.client;
     c.state_dir = state.display().to_string();
     c.name = "test-client".into();
     let opts = ClientOptions {
-        host: host.local_addr(),
+        host: addr,
         client: c,
         network: cfg.network,
         display: Display::Headless,
@@ -52,7 +67,7 @@ fn client(host: &Host, state: &Path, pin: Option<&str>) -> Result<ClientRun, Cli
         &opts,
         ClientIo {
             pin: pin.map(str::to_string),
-            host_label: Some("the-host".into()),
+            host_label: Some(label.into()),
             ..Default::default()
         },
         Arc::new(AtomicBool::new(false)),
@@ -93,9 +108,11 @@ fn unknown_client_is_refused_and_pending_until_approved() {
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert_eq!(pending[0].key, client_key(&cs));
     assert_eq!(pending[0].name, "test-client");
-    // The user approves it (as `untether pair approve 1` does); the running host re-reads the
-    // allowlist within a second and the client gets in.
-    dir.approve("1").unwrap();
+    // Not by its place in the list, nor by the name the client chose.
+    assert!(dir.approve("1").is_err() && dir.approve("test-client").is_err());
+    // The user approves it by fingerprint (as `untether pair approve FINGERPRINT` does); the
+    // running host re-reads the allowlist within a second and the client gets in.
+    dir.approve(&pending[0].fingerprint).unwrap();
     assert!(dir.pending().unwrap().is_empty());
     std::thread::sleep(Duration::from_millis(1200));
     let run = client(&host, &cs, None).expect("the approved client connects");
@@ -191,6 +208,74 @@ fn a_changed_host_key_is_refused_naming_known_hosts() {
     assert!(text.contains("known_hosts.json"), "{text}");
     assert!(text.contains(&fingerprint(&second.public_key())), "{text}");
     second.stop();
+    for d in [&hs1, &hs2, &cs] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// Issue 15, item 4: `127.0.0.1:P` and `localhost:P` are one host. A key pinned under one name
+/// is found by address under the other, so an impostor on that address is refused whatever
+/// the user typed; a name and an address pinning different keys are refused before connecting.
+#[test]
+fn a_host_is_pinned_by_its_address_too() {
+    let (hs1, hs2, cs) = (tmp("host-d1"), tmp("host-d2"), tmp("client-d"));
+    let first = start_host(&hs1, "open");
+    let addr = first.local_addr();
+    let first_key = first.public_key();
+    let by_ip = addr.to_string();
+    let by_name = format!("localhost:{}", addr.port());
+    let run = client_at(addr, &by_ip, &cs, None).expect("trust on first use");
+    assert_eq!(run.host_key, Some(first.public_key()));
+    let known = StateDir::at(&cs).known_hosts().unwrap();
+    assert_eq!(known.len(), 1);
+    assert_eq!(
+        (known[0].host.as_str(), known[0].addr.as_str()),
+        (by_ip.as_str(), by_ip.as_str())
+    );
+    // The same host under another name: connects, and the name is pinned too.
+    client_at(addr, &by_name, &cs, None).expect("the same host under another name");
+    assert_eq!(
+        StateDir::at(&cs).known_host(&by_name).unwrap(),
+        Some(first.public_key())
+    );
+    first.stop();
+    // An impostor takes the address; the user types a name never used before.
+    let impostor = start_host_at(&hs2, "open", &by_ip);
+    let t = Instant::now();
+    let err = client_at(addr, "fresh-name", &cs, None).expect_err("the impostor is refused");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+    let text = err.to_string();
+    assert!(matches!(err, ClientError::HostKeyChanged { .. }), "{text}");
+    assert!(
+        text.contains(&by_ip) && text.contains("known_hosts.json"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&fingerprint(&impostor.public_key())),
+        "{text}"
+    );
+    assert_eq!(StateDir::at(&cs).known_host("fresh-name").unwrap(), None);
+    impostor.stop();
+    // A name pinning one key and the address another: refused, naming both and the file.
+    StateDir::at(&cs)
+        .trust_host("the-box", "192.0.2.1:9710", &[9; 32])
+        .unwrap();
+    let err = client_at(addr, "the-box", &cs, None).expect_err("disagreeing pins are refused");
+    let text = err.to_string();
+    assert!(matches!(err, ClientError::HostPinConflict { .. }), "{text}");
+    assert!(
+        text.contains("\"the-box\"") && text.contains(&fingerprint(&[9; 32])),
+        "{text}"
+    );
+    assert!(
+        text.contains(&by_ip) && text.contains(&fingerprint(&first_key)),
+        "{text}"
+    );
+    assert!(text.contains("known_hosts.json"), "{text}");
     for d in [&hs1, &hs2, &cs] {
         let _ = std::fs::remove_dir_all(d);
     }

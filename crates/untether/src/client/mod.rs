@@ -34,7 +34,7 @@ use untether_proto::{fingerprint, ClientConfig, ClientSession, RejectReason};
 
 use crate::clock::now_us;
 use crate::driver;
-use crate::identity::{ClientTrust, IdentityError, Role, StateDir};
+use crate::identity::{ClientTrust, HostPin, IdentityError, Role, StateDir, KNOWN_HOSTS_FILE};
 use crate::slot::Slot;
 
 pub use decode::thumbnail;
@@ -69,15 +69,29 @@ pub enum ClientError {
         message: String,
     },
     #[error(
-        "host {host} presented a different key than the one this client trusts for {label:?}: {message}. \
-         If the host's identity was reset on purpose, remove the entry for {label:?} from {file} \
+        "host {host} presented a different key than the one this client trusts for {label}: {message}. \
+         If the host's identity was reset on purpose, remove the entry for {label} from {file} \
          (or the whole file) and connect again; otherwise do not connect"
     )]
     HostKeyChanged {
         host: SocketAddr,
+        /// The known-hosts entries that pinned the key, quoted (`"NAME" (ADDR)`).
         label: String,
         file: PathBuf,
         message: String,
+    },
+    #[error(
+        "{file} pins different keys for host {host} named {label:?}: {entries}. One of them is \
+         wrong (an impostor was trusted under one name, or the host's identity was reset): \
+         check the host's fingerprint (`untether pair` on the host shows it), remove the wrong \
+         entry from {file} and connect again"
+    )]
+    HostPinConflict {
+        host: SocketAddr,
+        label: String,
+        /// Each disagreeing entry and the fingerprint it pins.
+        entries: String,
+        file: PathBuf,
     },
     #[error("identity: {0}")]
     Identity(#[from] IdentityError),
@@ -181,9 +195,33 @@ pub fn run_client_to_end(
                 .host_label
                 .clone()
                 .unwrap_or_else(|| options.host.to_string());
-            let pinned = dir.known_host(&label)?;
+            // Pinned by the name typed and by the address it resolved to: `localhost:P` and
+            // `127.0.0.1:P` are one host, and must not be trusted with two keys.
+            let addr = options.host.to_string();
+            let (pinned, pinned_by) = match dir.host_pin(&label, &addr)? {
+                HostPin::None => (None, Vec::new()),
+                HostPin::Key { key, by } => (Some(key), by),
+                HostPin::Conflict { entries } => {
+                    return Err(ClientError::HostPinConflict {
+                        host: options.host,
+                        label,
+                        entries: entries
+                            .iter()
+                            .map(|(entry, fp)| format!("{entry} pins {fp}"))
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                        file: dir.file_path(KNOWN_HOSTS_FILE),
+                    });
+                }
+            };
             cfg.host_key = pinned;
-            Some(KnownHosts { dir, label, pinned })
+            Some(KnownHosts {
+                dir,
+                label,
+                addr,
+                pinned,
+                pinned_by,
+            })
         }
         ClientTrust::Memory { identity, host_key } => {
             cfg.identity = identity.clone();

@@ -53,12 +53,17 @@ struct Reconnect {
     next_try_us: Option<Micros>,
 }
 
-/// Where the client pins the host's key (trust on first use).
+/// Where the client pins the host's key (trust on first use), by name and by address.
 pub(crate) struct KnownHosts {
     pub dir: StateDir,
+    /// The name the user gave the host.
     pub label: String,
-    /// The key pinned before this run.
+    /// The address and port it resolved to (`ip:port`).
+    pub addr: String,
+    /// The key pinned before this run (under the name or the address).
     pub pinned: Option<PublicKey>,
+    /// The entries that pinned it, described (`"NAME" (ADDR)`).
+    pub pinned_by: Vec<String>,
 }
 
 /// Where an input event goes.
@@ -252,14 +257,28 @@ impl ClientNet {
                     run.timings.clear();
                 }
                 if let (Some(kh), Some(key)) = (&self.known_hosts, host_key) {
-                    if kh.pinned.is_none() {
-                        // Trust on first use (or after PIN pairing, which proved the key).
-                        match kh.dir.trust_host(&kh.label, &key) {
-                            Ok(()) => log::info!(
-                                "client: trusting host {} ({}) from now on ({})",
+                    // Trust on first use (or after PIN pairing, which proved the key); a key
+                    // pinned under the address only is pinned under the name too, and a name's
+                    // entry learns the address it now resolves to.
+                    let name_pinned = kh.dir.known_hosts().is_ok_and(|hosts| {
+                        hosts
+                            .iter()
+                            .any(|h| h.host == kh.label && h.addr == kh.addr)
+                    });
+                    if !name_pinned {
+                        match kh.dir.trust_host(&kh.label, &kh.addr, &key) {
+                            Ok(()) if kh.pinned.is_none() => log::info!(
+                                "client: trusting host {} at {} ({}) from now on ({})",
                                 kh.label,
+                                kh.addr,
                                 fingerprint(&key),
                                 kh.dir.file_path(KNOWN_HOSTS_FILE).display()
+                            ),
+                            Ok(()) => log::info!(
+                                "client: host {} at {} ({}) pinned under this name too",
+                                kh.label,
+                                kh.addr,
+                                fingerprint(&key)
                             ),
                             Err(e) => log::warn!("client: cannot pin the host's key: {e}"),
                         }
@@ -275,8 +294,17 @@ impl ClientNet {
                 message,
             } => {
                 let (label, file) = match &self.known_hosts {
-                    Some(kh) => (kh.label.clone(), kh.dir.file_path(KNOWN_HOSTS_FILE)),
-                    None => (s.host.to_string(), PathBuf::from("(in memory)")),
+                    Some(kh) if !kh.pinned_by.is_empty() => {
+                        (kh.pinned_by.join(", "), kh.dir.file_path(KNOWN_HOSTS_FILE))
+                    }
+                    Some(kh) => (
+                        format!("{:?}", kh.label),
+                        kh.dir.file_path(KNOWN_HOSTS_FILE),
+                    ),
+                    None => (
+                        format!("{:?}", s.host.to_string()),
+                        PathBuf::from("(in memory)"),
+                    ),
                 };
                 self.finish(Some(ClientError::HostKeyChanged {
                     host: s.host,

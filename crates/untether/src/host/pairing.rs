@@ -16,7 +16,7 @@ use crate::identity::{unix_now, Access, HostTrust, IdentityError, Role, StateDir
 pub(crate) struct Pairing {
     pub dir: Option<StateDir>,
     pub access: Access,
-    stamp: [Option<std::time::SystemTime>; 3],
+    stamp: [Option<std::time::SystemTime>; 4],
     next_poll_us: Micros,
     allowed: std::collections::HashSet<PublicKey>,
     revoked: std::collections::HashSet<PublicKey>,
@@ -38,7 +38,7 @@ pub(crate) fn host_security(
     let mut pairing = Pairing {
         dir: None,
         access: Access::Allowlist,
-        stamp: [None; 3],
+        stamp: [None; 4],
         next_poll_us: 0,
         allowed: Default::default(),
         revoked: Default::default(),
@@ -99,7 +99,8 @@ impl Pairing {
         self.dir.as_ref().map(|_| self.next_poll_us)
     }
 
-    /// Re-reads the allowlist, the revoked list and the PIN file if they changed.
+    /// Re-reads the allowlist, the revoked list, the PIN file and the pending requests if they
+    /// changed.
     pub fn poll(&mut self, session: &mut HostSession, now: Micros) {
         if now < self.next_poll_us {
             return;
@@ -146,6 +147,25 @@ impl Pairing {
                 }
             }
         }
+        if stamp[3] != old[3] {
+            // `untether pair deny` (or approve) took requests off the file: forget them here
+            // too, so they no longer hold places in the session's bounded list.
+            match dir.pending() {
+                Ok(pending) => {
+                    let on_disk: std::collections::HashSet<String> =
+                        pending.into_iter().map(|p| p.key).collect();
+                    let gone: Vec<PublicKey> = session
+                        .access_requests()
+                        .map(|r| r.key)
+                        .filter(|k| !on_disk.contains(&crate::identity::key_hex(k)))
+                        .collect();
+                    for k in gone {
+                        session.deny_request(&k);
+                    }
+                }
+                Err(e) => log::warn!("host: cannot re-read the pending requests: {e}"),
+            }
+        }
         if stamp[2] != old[2] {
             match dir.current_pin() {
                 Ok(Some(pf)) => {
@@ -180,14 +200,35 @@ impl Pairing {
             PairingEvent::AccessRequested(mut r) => {
                 // The client chose its name (already escaped by the parser; idempotent).
                 r.name = untether_proto::sanitize_peer_text(&r.name);
-                s.note(format!(
-                    "access request from {:?} ({}) at {}: approve with `untether pair approve {}`",
-                    r.name, r.fingerprint, r.addr, r.fingerprint
-                ));
-                if let Some(dir) = &self.dir {
-                    if let Err(e) = dir.record_request(&r.key, &r.name, &r.addr.to_string()) {
-                        log::warn!("host: cannot record the access request: {e}");
-                    }
+                let recorded = match &self.dir {
+                    Some(dir) => match dir.record_request(&r.key, &r.name, &r.addr.to_string()) {
+                        Ok(recorded) => recorded,
+                        Err(e) => {
+                            log::warn!("host: cannot record the access request: {e}");
+                            false
+                        }
+                    },
+                    None => true,
+                };
+                if recorded {
+                    // The name is the client's own claim: shown quoted (escaped), never used
+                    // to approve; the fingerprint is what the user checks and types.
+                    s.note(format!(
+                        "access request from {} (key {}, calls itself {:?}): check the \
+                         fingerprint with the client's owner, then approve with `untether pair \
+                         approve {}`",
+                        r.addr, r.fingerprint, r.name, r.fingerprint
+                    ));
+                } else {
+                    // Full (or unwritable): the old requests stay, this one is not kept.
+                    session.deny_request(&r.key);
+                    s.note(format!(
+                        "access request from {} (key {}) refused: the list of pending requests \
+                         is full ({}); deny old ones with `untether pair deny FINGERPRINT`",
+                        r.addr,
+                        r.fingerprint,
+                        crate::identity::MAX_PENDING
+                    ));
                 }
             }
             PairingEvent::Paired {

@@ -4,21 +4,30 @@
 //!
 //! Everything lives in one directory, chosen in this order: an explicit path (`--state-dir`,
 //! `host.state_dir`, `client.state_dir`), `$UNTETHER_STATE_DIR`, `$XDG_STATE_HOME/untether`,
-//! `~/.local/state/untether`. The directory is
-//! created with mode 0700 and every file with mode 0600; files are replaced atomically (write a
-//! temporary file, then rename).
+//! `~/.local/state/untether`. A directory untether creates gets mode 0700 (one that exists is
+//! used as it is: never chmodded), and every file mode 0600; files are replaced atomically
+//! (write a temporary file, then rename).
+//!
+//! Whatever it reads, untether first checks that no other user could have written it: the
+//! directory and each file must belong to this user (or root) and must not be writable by
+//! group or others, or the read is refused with [`IdentityError::Unsafe`] (the running host
+//! re-checks each time it re-reads the allowlist). A key file readable by others is tightened
+//! to 0600, with a warning.
 //!
 //! | file | written by | content |
 //! |---|---|---|
 //! | `host.key`, `client.key` | first run | the private key, 64 hex digits |
 //! | `allowed_clients.json` | `untether pair approve`, PIN pairing (edit by hand too: the host re-reads it within a second) | `[{key, name, added}]` |
 //! | `revoked_clients.json` | `untether pair revoke` | `[{key, name, added}]` (added = revoked at) |
-//! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32 |
+//! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32: when full, new requests are refused, the old ones stay |
 //! | `pairing_pin.json` | `untether pair --pin` | `{pin, expires, attempts_left}` |
-//! | `known_hosts.json` | the client (trust on first use) | `[{host, key, added}]` |
+//! | `known_hosts.json` | the client (trust on first use) | `[{host, addr, key, added}]`: the name typed and the address it resolved to |
 //!
 //! Keys are shown to users as fingerprints ([`untether_proto::fingerprint`]):
-//! `ABCD-EFGH-IJKL-MNOP-QRST-UVWX`.
+//! `ABCD-EFGH-IJKL-MNOP-QRST-UVWX`. A pending request is approved or denied by its
+//! fingerprint (at least [`MIN_FINGERPRINT_CHARS`] characters of it, matching one request) or
+//! its hex key, never by its place in the list (a flood of requests moves it) nor by its
+//! name (the client chose it).
 
 mod state_dir;
 
@@ -46,8 +55,11 @@ pub const PIN_FILE: &str = "pairing_pin.json";
 /// The client's trusted host keys.
 pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
 
-/// Most pending access requests kept on disk (the oldest is dropped).
+/// Most pending access requests kept on disk: when full, new requests are refused (the old ones
+/// stay until the user approves or denies them).
 pub const MAX_PENDING: usize = 32;
+/// The fewest fingerprint characters (dashes not counted) that name a pending request.
+pub const MIN_FINGERPRINT_CHARS: usize = 8;
 /// Most entries in the allowlist, the revoked list and the known hosts (a sanity bound).
 pub const MAX_ENTRIES: usize = 1024;
 /// Largest file read (a sanity bound against a corrupted or hostile file).
@@ -67,8 +79,16 @@ pub enum IdentityError {
     Corrupt { path: PathBuf, reason: String },
     #[error("no pending request or client matches {0:?}")]
     NotFound(String),
-    #[error("{0:?} matches more than one entry: give more of the fingerprint")]
-    Ambiguous(String),
+    #[error("{query:?} matches more than one entry ({}): give more of the fingerprint", matches.join(", "))]
+    Ambiguous { query: String, matches: Vec<String> },
+    #[error("{path}: {reason}; another user could change the keys untether trusts, so it refuses this {what}: {fix}")]
+    Unsafe {
+        path: PathBuf,
+        /// "directory" or "file".
+        what: &'static str,
+        reason: String,
+        fix: String,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -151,8 +171,47 @@ pub struct PinFile {
 pub struct KnownHost {
     /// How the user named the host (address or name).
     pub host: String,
+    /// The address and port that name resolved to (`ip:port`; empty in entries written before
+    /// pins were kept by address too).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub addr: String,
     pub key: String,
     pub added: u64,
+}
+
+impl KnownHost {
+    /// Whether this entry pins the host at `addr` (`ip:port`): its resolved address, or its
+    /// name when that was typed as the address itself.
+    pub fn pins_addr(&self, addr: &str) -> bool {
+        self.addr == addr || self.host == addr
+    }
+
+    /// `"NAME" (ADDR)`, for messages.
+    pub fn describe(&self) -> String {
+        if self.addr.is_empty() || self.addr == self.host {
+            format!("{:?}", self.host)
+        } else {
+            format!("{:?} ({})", self.host, self.addr)
+        }
+    }
+}
+
+/// What `known_hosts.json` pins for a host reached by a name at an address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPin {
+    /// Nothing: trust on first use.
+    None,
+    /// This key, by these entries (all agreeing).
+    Key {
+        key: PublicKey,
+        /// The entries that pin it, described (`"NAME" (ADDR)`).
+        by: Vec<String>,
+    },
+    /// Entries disagree: the name pins one key, the address another.
+    Conflict {
+        /// Each disagreeing entry, described, with its key's fingerprint.
+        entries: Vec<(String, String)>,
+    },
 }
 
 /// The key in 64 hex digits.
@@ -261,8 +320,9 @@ pub enum HostTrust {
 #[derive(Clone, Debug, Default)]
 pub enum ClientTrust {
     /// The state directory (`client.state_dir`): the client's key pair is loaded (or
-    /// created); the host's key is pinned in `known_hosts.json` on first use under `label`
-    /// (None: the host's address).
+    /// created); the host's key is pinned in `known_hosts.json` on first use under its label
+    /// (`ClientIo::host_label`; None: the host's address) and its resolved address, and both
+    /// are looked up on connect (a name and an address pinning different keys are refused).
     #[default]
     Stored,
     /// In memory only: this key pair, and the host key to insist on (None: any).

@@ -1,6 +1,8 @@
 //! The state directory: the key pair, the allowlist, revoked keys, pending access requests,
 //! the pairing PIN and known hosts, as small JSON files written atomically.
 
+use std::os::unix::fs::DirBuilderExt;
+
 use super::*;
 
 /// The state directory (keys, allowlist, requests, known hosts) and the files in it.
@@ -44,11 +46,16 @@ impl StateDir {
         self.file(name)
     }
 
-    /// Modification times of the allowlist, the revoked list and the PIN file: the running
-    /// host polls this and re-reads what changed.
-    pub fn stamp(&self) -> [Option<SystemTime>; 3] {
+    /// Modification times of the allowlist, the revoked list, the PIN file and the pending
+    /// requests: the running host polls this and re-reads what changed.
+    pub fn stamp(&self) -> [Option<SystemTime>; 4] {
         let m = |n: &str| fs::metadata(self.file(n)).and_then(|m| m.modified()).ok();
-        [m(ALLOWED_FILE), m(REVOKED_FILE), m(PIN_FILE)]
+        [
+            m(ALLOWED_FILE),
+            m(REVOKED_FILE),
+            m(PIN_FILE),
+            m(PENDING_FILE),
+        ]
     }
 
     pub fn path(&self) -> &Path {
@@ -59,10 +66,34 @@ impl StateDir {
         self.path.join(name)
     }
 
+    /// Checks the directory if it exists (false: it does not).
+    fn check_dir(&self) -> Result<bool> {
+        match fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err(&self.path)(e)),
+            Ok(m) if !m.is_dir() => Err(IdentityError::Invalid(format!(
+                "{}: not a directory (the state directory must be one)",
+                self.path.display()
+            ))),
+            Ok(m) => check_private(&self.path, &m, "directory").map(|()| true),
+        }
+    }
+
+    /// Creates the directory with mode 0700 if it does not exist (its missing parents with the
+    /// usual mode); an existing one is checked, never chmodded.
     fn ensure_dir(&self) -> Result<()> {
-        fs::create_dir_all(&self.path).map_err(io_err(&self.path))?;
-        fs::set_permissions(&self.path, fs::Permissions::from_mode(0o700))
-            .map_err(io_err(&self.path))
+        if self.check_dir()? {
+            return Ok(());
+        }
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
+        match fs::DirBuilder::new().mode(0o700).create(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            r => r.map_err(io_err(&self.path))?,
+        }
+        // Whoever made it (us, or someone quicker), it must be private now.
+        self.check_dir().map(|_| ())
     }
 
     /// Writes a file atomically with mode 0600.
@@ -87,21 +118,38 @@ impl StateDir {
         fs::rename(&tmp, &path).map_err(io_err(&path))
     }
 
-    /// Reads a file; None if it does not exist.
+    /// Reads a file (after checking that no other user could have written it or its
+    /// directory); None if it does not exist.
     fn read(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        let path = self.file(name);
-        match fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(&path)(e)),
-            Ok(m) if m.len() > MAX_FILE_BYTES => {
-                return Err(IdentityError::Corrupt {
-                    path,
-                    reason: "larger than 1 MiB".into(),
-                })
-            }
-            Ok(_) => {}
+        Ok(self.read_with_mode(name)?.map(|(bytes, _)| bytes))
+    }
+
+    /// Reads a file and its mode, see [`read`](Self::read).
+    fn read_with_mode(&self, name: &str) -> Result<Option<(Vec<u8>, u32)>> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        if !self.check_dir()? {
+            return Ok(None);
         }
-        fs::read(&path).map(Some).map_err(io_err(&path))
+        let path = self.file(name);
+        let f = match fs::File::open(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            r => r.map_err(io_err(&path))?,
+        };
+        // The checks are on the file opened, not on whatever the name points to later.
+        let meta = f.metadata().map_err(io_err(&path))?;
+        check_private(&path, &meta, "file")?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(IdentityError::Corrupt {
+                path,
+                reason: "larger than 1 MiB".into(),
+            });
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        f.take(MAX_FILE_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(io_err(&path))?;
+        Ok(Some((bytes, meta.mode())))
     }
 
     fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Option<T>> {
@@ -129,25 +177,42 @@ impl StateDir {
 
     /// The key pair of `role`, generated (and stored with mode 0600) on first use.
     pub fn load_or_create_identity(&self, role: Role) -> Result<StaticKeypair> {
-        let name = role.file();
-        if let Some(bytes) = self.read(name)? {
-            let path = self.file(name);
-            let meta = fs::metadata(&path).map_err(io_err(&path))?;
-            if meta.permissions().mode() & 0o077 != 0 {
-                // Someone loosened it: tighten, do not refuse (the key is still ours).
-                fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
-                    .map_err(io_err(&path))?;
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            let private = parse_key(&text).ok_or_else(|| IdentityError::Corrupt {
-                path,
-                reason: "not 64 hex digits".into(),
-            })?;
-            return Ok(StaticKeypair::from_private(private));
+        if let Some(kp) = self.load_identity(role)? {
+            return Ok(kp);
         }
         let kp = StaticKeypair::generate(&mut SessionRng::from_os());
-        self.write(name, format!("{}\n", key_hex(&kp.private)).as_bytes())?;
+        self.write(
+            role.file(),
+            format!("{}\n", key_hex(&kp.private)).as_bytes(),
+        )?;
         Ok(kp)
+    }
+
+    /// The key pair of `role` if it exists (creates nothing). A key file others could read is
+    /// tightened to 0600, with a warning.
+    pub fn load_identity(&self, role: Role) -> Result<Option<StaticKeypair>> {
+        let name = role.file();
+        let Some((bytes, mode)) = self.read_with_mode(name)? else {
+            return Ok(None);
+        };
+        let path = self.file(name);
+        if mode & 0o077 != 0 {
+            // Someone loosened it: tighten, do not refuse (the key is still ours), but say so:
+            // whoever could read it may hold a copy.
+            log::warn!(
+                "{}: the private key was readable by others (mode {:o}); set it to 0600. If \
+                 another user may have copied it, make a new identity (remove the file).",
+                path.display(),
+                mode & 0o777
+            );
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(io_err(&path))?;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let private = parse_key(&text).ok_or_else(|| IdentityError::Corrupt {
+            path,
+            reason: "not 64 hex digits".into(),
+        })?;
+        Ok(Some(StaticKeypair::from_private(private)))
     }
 
     // ---- allowlist and revocation ---------------------------------------------------------
@@ -231,17 +296,21 @@ impl StateDir {
             .unwrap_or_default())
     }
 
-    /// Records (or refreshes) an access request; keeps at most [`MAX_PENDING`].
-    pub fn record_request(&self, key: &PublicKey, name: &str, addr: &str) -> Result<()> {
+    /// Records (or refreshes) an access request. Keeps at most [`MAX_PENDING`]: when the list
+    /// is full, a new request is refused (false) and the old ones stay (a flood of requests
+    /// must not push out the one the user is about to approve).
+    pub fn record_request(&self, key: &PublicKey, name: &str, addr: &str) -> Result<bool> {
         let hex = key_hex(key);
         let now = unix_now();
         let mut pending = self.pending()?;
+        let full = pending.len() >= MAX_PENDING;
         match pending.iter_mut().find(|p| p.key == hex) {
             Some(p) => {
                 p.last_seen = now;
                 p.attempts = p.attempts.saturating_add(1);
                 p.addr = addr.to_string();
             }
+            None if full => return Ok(false),
             None => {
                 pending.push(PendingRequest {
                     key: hex,
@@ -252,26 +321,70 @@ impl StateDir {
                     last_seen: now,
                     attempts: 1,
                 });
-                while pending.len() > MAX_PENDING {
-                    pending.remove(0);
-                }
             }
         }
-        self.write_json(PENDING_FILE, &pending)
+        self.write_json(PENDING_FILE, &pending).map(|()| true)
     }
 
-    /// Finds a pending request by its 1-based position in [`pending`](Self::pending), its
-    /// fingerprint (or a prefix of at least 4 characters) or its hex key.
+    /// Finds a pending request by its fingerprint (at least [`MIN_FINGERPRINT_CHARS`]
+    /// characters of it, in any case, dashes optional, matching exactly one request) or its
+    /// hex key. Never by its place in the list (a flood of requests moves it) nor by its name
+    /// (the client chose it): those are refused with an error saying what to give instead.
     pub fn find_pending(&self, query: &str) -> Result<PendingRequest> {
         let pending = self.pending()?;
-        if let Ok(n) = query.trim().parse::<usize>() {
-            if n >= 1 && n <= pending.len() && query.trim().len() < 4 {
-                return Ok(pending[n - 1].clone());
-            }
+        let q = query.trim();
+        if let Some(key) = parse_key(q) {
+            let hex = key_hex(&key);
+            return pending
+                .iter()
+                .find(|p| p.key == hex)
+                .cloned()
+                .ok_or_else(|| IdentityError::NotFound(q.to_string()));
         }
-        let i = find_one(query, pending.iter().map(|p| p.key.as_str()))
-            .or_else(|e| find_name(query, pending.iter().map(|p| p.name.as_str())).ok_or(e))?;
-        Ok(pending[i].clone())
+        let prefix: String = q
+            .chars()
+            .filter(|c| *c != '-' && !c.is_whitespace())
+            .map(|c| c.to_ascii_uppercase())
+            .collect();
+        let fingerprint_like = !prefix.is_empty()
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || ('2'..='7').contains(&c));
+        let hits: Vec<&PendingRequest> = pending
+            .iter()
+            .filter(|p| norm(&p.fingerprint).starts_with(&prefix))
+            .collect();
+        let is_name = pending.iter().any(|p| p.name == q);
+        if !fingerprint_like || prefix.len() < MIN_FINGERPRINT_CHARS || (hits.is_empty() && is_name)
+        {
+            let why = if !q.is_empty() && q.chars().all(|c| c.is_ascii_digit()) {
+                format!(
+                    "{q:?} looks like a place in the list: requests are not chosen by number \
+                     (a flood of new requests can move them)"
+                )
+            } else if is_name {
+                format!(
+                    "{q:?} is the name a client gave itself: a name proves nothing (any \
+                     client can take it)"
+                )
+            } else if fingerprint_like {
+                format!("{q:?} is too short")
+            } else {
+                format!("{q:?} is not a fingerprint (letters A-Z and digits 2-7, as ABCD-EFGH-…)")
+            };
+            return Err(IdentityError::Invalid(format!(
+                "{why}; give the request's fingerprint as `untether pair` shows it (at least \
+                 {MIN_FINGERPRINT_CHARS} of its characters)"
+            )));
+        }
+        match hits.as_slice() {
+            [] => Err(IdentityError::NotFound(q.to_string())),
+            [p] => Ok((*p).clone()),
+            _ => Err(IdentityError::Ambiguous {
+                query: q.to_string(),
+                matches: hits.iter().map(|p| p.fingerprint.clone()).collect(),
+            }),
+        }
     }
 
     /// Approves a pending request: its key joins the allowlist.
@@ -339,7 +452,7 @@ impl StateDir {
             .unwrap_or_default())
     }
 
-    /// The key trusted for `host`, if any.
+    /// The key trusted under the name `host`, if any.
     pub fn known_host(&self, host: &str) -> Result<Option<PublicKey>> {
         Ok(self
             .known_hosts()?
@@ -348,12 +461,42 @@ impl StateDir {
             .and_then(|h| parse_key(&h.key)))
     }
 
-    /// Trusts `key` for `host` (replacing an earlier key).
-    pub fn trust_host(&self, host: &str, key: &PublicKey) -> Result<()> {
+    /// What is pinned for the host named `label` at `addr` (`ip:port`, as `SocketAddr`
+    /// prints it): the entry under that name and every entry for that address. They must
+    /// agree; if they do not, [`HostPin::Conflict`] names them.
+    pub fn host_pin(&self, label: &str, addr: &str) -> Result<HostPin> {
+        let mut keys: Vec<(PublicKey, String)> = Vec::new();
+        for h in self.known_hosts()? {
+            if h.host != label && !h.pins_addr(addr) {
+                continue;
+            }
+            let key = h.public_key_or(&self.file(KNOWN_HOSTS_FILE))?;
+            keys.push((key, h.describe()));
+        }
+        let Some((first, _)) = keys.first().cloned() else {
+            return Ok(HostPin::None);
+        };
+        if keys.iter().all(|(k, _)| *k == first) {
+            return Ok(HostPin::Key {
+                key: first,
+                by: keys.into_iter().map(|(_, d)| d).collect(),
+            });
+        }
+        Ok(HostPin::Conflict {
+            entries: keys
+                .into_iter()
+                .map(|(k, d)| (d, fingerprint(&k)))
+                .collect(),
+        })
+    }
+
+    /// Trusts `key` for the name `host` at `addr` (replacing the name's earlier entry).
+    pub fn trust_host(&self, host: &str, addr: &str, key: &PublicKey) -> Result<()> {
         let mut hosts = self.known_hosts()?;
         hosts.retain(|h| h.host != host);
         hosts.push(KnownHost {
             host: host.to_string(),
+            addr: addr.to_string(),
             key: key_hex(key),
             added: unix_now(),
         });
@@ -364,16 +507,80 @@ impl StateDir {
     }
 }
 
+impl KnownHost {
+    fn public_key_or(&self, file: &Path) -> Result<PublicKey> {
+        parse_key(&self.key).ok_or_else(|| IdentityError::Corrupt {
+            path: file.to_path_buf(),
+            reason: format!("the key of {} is not 64 hex digits", self.describe()),
+        })
+    }
+}
+
+/// Refuses a directory or file another user could have written: owned by someone else than
+/// this user or root, or writable by group or others.
+fn check_private(path: &Path, meta: &fs::Metadata, what: &'static str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = meta.mode();
+    let elsewhere = "or give untether a folder of your own with --state-dir";
+    let (reason, fix) = if meta.uid() != me && meta.uid() != 0 {
+        (
+            format!("owned by user {}, not by this user ({me})", meta.uid()),
+            format!("use it as its owner, {elsewhere}"),
+        )
+    } else if mode & 0o022 != 0 {
+        let fix = if what == "directory" && mode & 0o1000 != 0 {
+            // A shared folder such as /tmp: do not advise changing it.
+            "it is a shared folder (sticky bit): give untether a folder of its own inside it \
+             with --state-dir"
+                .to_string()
+        } else {
+            format!(
+                "`chmod go-w {}` if it is yours alone, {elsewhere}",
+                path.display()
+            )
+        };
+        (
+            format!(
+                "mode {:o} lets {} write it",
+                mode & 0o7777,
+                if mode & 0o002 != 0 {
+                    "every user"
+                } else {
+                    "its group"
+                }
+            ),
+            fix,
+        )
+    } else {
+        return Ok(());
+    };
+    Err(IdentityError::Unsafe {
+        path: path.to_path_buf(),
+        what,
+        reason,
+        fix,
+    })
+}
+
 fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usize> {
-    let hits: Vec<usize> = keys
-        .enumerate()
-        .filter(|(_, k)| matches(query, k))
-        .map(|(i, _)| i)
+    let keys: Vec<&str> = keys.collect();
+    let hits: Vec<usize> = (0..keys.len())
+        .filter(|&i| matches(query, keys[i]))
         .collect();
     match hits.as_slice() {
         [] => Err(IdentityError::NotFound(query.to_string())),
         [i] => Ok(*i),
-        _ => Err(IdentityError::Ambiguous(query.to_string())),
+        _ => Err(IdentityError::Ambiguous {
+            query: query.to_string(),
+            matches: hits
+                .iter()
+                .map(|&i| {
+                    parse_key(keys[i]).map_or_else(|| keys[i].to_string(), |k| fingerprint(&k))
+                })
+                .collect(),
+        }),
     }
 }
 
@@ -438,23 +645,32 @@ mod tests {
         let p = d.pending().unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].attempts, 2);
-        // By position, by fingerprint prefix (any case, with or without dashes).
-        assert_eq!(d.find_pending("2").unwrap().name, "pi");
-        assert_eq!(d.find_pending("pi").unwrap().key, key_hex(&k2));
+        // By fingerprint prefix (any case, with or without dashes) or hex key; never by
+        // position nor by name.
+        assert!(matches!(
+            d.find_pending("2"),
+            Err(IdentityError::Invalid(_))
+        ));
+        assert!(matches!(
+            d.find_pending("pi"),
+            Err(IdentityError::Invalid(_))
+        ));
+        assert_eq!(d.find_pending(&key_hex(&k2)).unwrap().key, key_hex(&k2));
         let fp = fingerprint(&k1);
         assert_eq!(
             d.find_pending(&fp[..9].to_lowercase()).unwrap().name,
             "quest"
         );
         assert!(matches!(
-            d.find_pending("ZZZZZZ"),
+            d.find_pending("ZZZZ-ZZZZ"),
             Err(IdentityError::NotFound(_))
         ));
         let e = d.approve(&fp).unwrap();
         assert_eq!(e.public_key(), Some(k1));
         assert_eq!(d.pending().unwrap().len(), 1);
         assert_eq!(d.allowed().unwrap().len(), 1);
-        d.deny("1").unwrap();
+        assert!(d.deny("1").is_err());
+        d.deny(&fingerprint(&k2)).unwrap();
         assert!(d.pending().unwrap().is_empty());
         let r = d.revoke(&fp).unwrap();
         assert_eq!(r.key, key_hex(&k1));
@@ -475,12 +691,76 @@ mod tests {
     fn pending_requests_are_bounded() {
         let d = tmp("bound");
         for i in 0..(MAX_PENDING as u8 + 10) {
-            d.record_request(&[i; 32], "x", "a").unwrap();
+            let recorded = d.record_request(&[i; 32], "x", "a").unwrap();
+            assert_eq!(recorded, (i as usize) < MAX_PENDING, "{i}");
         }
         let p = d.pending().unwrap();
         assert_eq!(p.len(), MAX_PENDING);
-        assert_eq!(p[0].key, key_hex(&[10; 32]));
+        // Full: the new ones were refused, the old ones stay.
+        assert_eq!(p[0].key, key_hex(&[0; 32]));
+        // A pending one asking again is refreshed, not refused.
+        assert!(d.record_request(&[0; 32], "x", "b").unwrap());
+        assert_eq!(d.pending().unwrap()[0].attempts, 2);
         let _ = fs::remove_dir_all(d.path());
+    }
+
+    /// Issue 15, item 1: forty requests with fresh keys after the real one must neither push it
+    /// off the list nor let a list number approve another key; a name the client chose never
+    /// approves; an ambiguous prefix names the matching fingerprints.
+    #[test]
+    fn approving_takes_a_fingerprint_never_a_number_or_a_name() {
+        let d = tmp("steer");
+        let real = [1u8; 32];
+        d.record_request(&real, "quest", "10.0.0.2:4000").unwrap();
+        for i in 0..40u8 {
+            let mut k = [0xa0; 32];
+            k[0] = i;
+            let _ = d.record_request(&k, "quest", "10.0.0.66:4000").unwrap();
+        }
+        let p = d.pending().unwrap();
+        assert_eq!(p[0].key, key_hex(&real), "the real request stays");
+        for query in ["6", "1", "quest", "10.0.0.2:4000"] {
+            let e = d.approve(query).unwrap_err();
+            assert!(
+                matches!(e, IdentityError::Invalid(_)) && e.to_string().contains("fingerprint"),
+                "{query}: {e}"
+            );
+        }
+        assert!(d.allowed().unwrap().is_empty());
+        // Fewer than 8 fingerprint characters is refused, even when it names one request.
+        let fp = fingerprint(&real);
+        let e = d.approve(&fp[..4]).unwrap_err();
+        assert!(e.to_string().contains("too short"), "{e}");
+        // Eight characters (one dash not counted) name it.
+        let e = d.approve(&fp[..9]).unwrap();
+        assert_eq!(e.public_key(), Some(real));
+        // Two keys whose fingerprints share their first 8 characters (found by search).
+        let key = |n: u64| {
+            let mut k = [0u8; 32];
+            k[..8].copy_from_slice(&n.to_le_bytes());
+            k
+        };
+        let (a, b) = (key(181_160), key(904_734));
+        assert_eq!(fingerprint(&a)[..9], fingerprint(&b)[..9]);
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+        let d = tmp("ambiguous");
+        d.record_request(&a, "a", "x").unwrap();
+        d.record_request(&b, "b", "y").unwrap();
+        // A name that looks like a fingerprint is still a name.
+        assert!(d.record_request(&[2; 32], "questpro", "z").unwrap());
+        let e = d.approve("questpro").unwrap_err();
+        assert!(e.to_string().contains("name a client gave itself"), "{e}");
+        let e = d.approve(&fingerprint(&a)[..9]).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, IdentityError::Ambiguous { .. }), "{text}");
+        assert!(
+            text.contains(&fingerprint(&a)) && text.contains(&fingerprint(&b)),
+            "{text}"
+        );
+        assert!(d.allowed().unwrap().is_empty());
+        assert_eq!(d.approve(&fingerprint(&b)).unwrap().public_key(), Some(b));
+        let _ = fs::remove_dir_all(d.path());
+        let _ = fs::remove_dir_all(tmp("steer").path());
     }
 
     #[test]
@@ -501,10 +781,148 @@ mod tests {
     fn known_hosts_trust_on_first_use() {
         let d = tmp("hosts");
         assert_eq!(d.known_host("box:9710").unwrap(), None);
-        d.trust_host("box:9710", &[7; 32]).unwrap();
+        d.trust_host("box:9710", "10.0.0.5:9710", &[7; 32]).unwrap();
         assert_eq!(d.known_host("box:9710").unwrap(), Some([7; 32]));
-        d.trust_host("box:9710", &[8; 32]).unwrap();
+        d.trust_host("box:9710", "10.0.0.5:9710", &[8; 32]).unwrap();
         assert_eq!(d.known_hosts().unwrap().len(), 1);
+        let _ = fs::remove_dir_all(d.path());
+    }
+
+    /// Issue 15, item 4: a host is pinned by name and by address, so another name for the same
+    /// address finds the pin; a name and an address pinning different keys conflict.
+    #[test]
+    fn host_pins_are_found_by_name_or_address_and_must_agree() {
+        let d = tmp("pins");
+        assert_eq!(
+            d.host_pin("localhost:9", "127.0.0.1:9").unwrap(),
+            HostPin::None
+        );
+        d.trust_host("127.0.0.1:9", "127.0.0.1:9", &[7; 32])
+            .unwrap();
+        // Another name, the same address: the same pin.
+        match d.host_pin("localhost:9", "127.0.0.1:9").unwrap() {
+            HostPin::Key { key, by } => {
+                assert_eq!(key, [7; 32]);
+                assert_eq!(by, vec!["\"127.0.0.1:9\"".to_string()]);
+            }
+            p => panic!("{p:?}"),
+        }
+        // An entry written before addresses were kept (its name is the address) counts too.
+        fs::write(
+            d.file_path(KNOWN_HOSTS_FILE),
+            format!(
+                "[{{\"host\": \"[::1]:9\", \"key\": \"{}\", \"added\": 1}}]",
+                key_hex(&[5; 32])
+            ),
+        )
+        .unwrap();
+        assert!(matches!(
+            d.host_pin("ip6-localhost:9", "[::1]:9").unwrap(),
+            HostPin::Key { key: [5, ..], .. }
+        ));
+        // The name says one key, the address another: a conflict naming both.
+        d.trust_host("box", "10.0.0.5:9", &[1; 32]).unwrap();
+        d.trust_host("other", "10.0.0.6:9", &[2; 32]).unwrap();
+        match d.host_pin("box", "10.0.0.6:9").unwrap() {
+            HostPin::Conflict { entries } => {
+                assert_eq!(entries.len(), 2, "{entries:?}");
+                assert!(entries
+                    .iter()
+                    .any(|(e, fp)| e.contains("box") && *fp == fingerprint(&[1; 32])));
+                assert!(entries
+                    .iter()
+                    .any(|(e, fp)| e.contains("other") && *fp == fingerprint(&[2; 32])));
+            }
+            p => panic!("{p:?}"),
+        }
+        let _ = fs::remove_dir_all(d.path());
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// Issue 15, item 7: a folder untether did not create is never chmodded; one another user
+    /// could write is refused (a shared 1777 folder such as /tmp included); so is an allowlist
+    /// others could write, also when re-read later.
+    #[test]
+    fn an_existing_folder_is_checked_never_chmodded() {
+        // A private folder of the user's (0750): used as it is, mode unchanged.
+        let d = tmp("existing");
+        fs::create_dir_all(d.path()).unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o750)).unwrap();
+        d.load_or_create_identity(Role::Host).unwrap();
+        assert_eq!(mode(d.path()), 0o750, "an existing folder keeps its mode");
+        // A shared folder (mode 1777): refused, and left as it was.
+        let shared = tmp("shared");
+        fs::create_dir_all(shared.path()).unwrap();
+        fs::set_permissions(shared.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = shared.load_or_create_identity(Role::Host).unwrap_err();
+        assert!(matches!(e, IdentityError::Unsafe { .. }), "{e}");
+        assert!(e.to_string().contains("every user"), "{e}");
+        assert!(e.to_string().contains("--state-dir"), "{e}");
+        assert_eq!(
+            mode(shared.path()),
+            0o1777,
+            "a shared folder is never chmodded"
+        );
+        assert!(!shared.path().join("host.key").exists());
+        assert!(matches!(
+            shared.allowed(),
+            Err(IdentityError::Unsafe { .. })
+        ));
+        // A group-writable folder: refused when read too.
+        fs::set_permissions(shared.path(), fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(matches!(
+            shared.pending(),
+            Err(IdentityError::Unsafe { .. })
+        ));
+        // An allowlist others could write: refused (each time it is read).
+        d.allow(&[3; 32], "pi").unwrap();
+        assert_eq!(d.allowed().unwrap().len(), 1);
+        let allow = d.file_path(ALLOWED_FILE);
+        fs::set_permissions(&allow, fs::Permissions::from_mode(0o666)).unwrap();
+        let e = d.allowed().unwrap_err();
+        assert!(matches!(e, IdentityError::Unsafe { .. }), "{e}");
+        assert!(e.to_string().contains("chmod go-w"), "{e}");
+        fs::set_permissions(&allow, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(d.allowed().unwrap().len(), 1);
+        // An allowlist another user owns: refused (only root can hand a file over).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&allow, Some(65534), None).unwrap();
+            let e = d.allowed().unwrap_err();
+            assert!(e.to_string().contains("owned by user 65534"), "{e}");
+            std::os::unix::fs::chown(&allow, Some(0), None).unwrap();
+            assert_eq!(d.allowed().unwrap().len(), 1);
+        }
+        // A key readable by others is tightened (with a warning) and still loads.
+        let key = d.file_path("host.key");
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
+        d.load_identity(Role::Host).unwrap().expect("the key");
+        assert_eq!(mode(&key), 0o600);
+        // A new folder is made 0700 (its missing parents with the usual mode).
+        let nested = StateDir::at(shared.path().join("a").join("b"));
+        fs::set_permissions(shared.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        nested.load_or_create_identity(Role::Client).unwrap();
+        assert_eq!(mode(nested.path()), 0o700);
+        for p in [d.path(), shared.path()] {
+            let _ = fs::remove_dir_all(p);
+        }
+    }
+
+    /// Issue 15, item 7: reading (listing) creates nothing, neither key nor folder.
+    #[test]
+    fn reading_creates_nothing() {
+        let d = tmp("read-only");
+        assert_eq!(d.load_identity(Role::Host).unwrap(), None);
+        assert!(d.pending().unwrap().is_empty());
+        assert!(d.allowed().unwrap().is_empty());
+        assert_eq!(d.current_pin().unwrap(), None);
+        assert!(!d.path().exists());
+        fs::create_dir_all(d.path()).unwrap();
+        assert_eq!(d.load_identity(Role::Host).unwrap(), None);
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0);
         let _ = fs::remove_dir_all(d.path());
     }
 
