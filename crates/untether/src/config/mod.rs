@@ -127,8 +127,24 @@ impl HostToml {
             .map_err(|m: String| invalid("host.access", m))
     }
 
+    /// The address to listen on (`bind`): `IP:PORT`.
+    pub fn bind_addr(&self) -> Result<std::net::SocketAddr, ConfigError> {
+        self.bind.trim().parse().map_err(|_| {
+            invalid(
+                "host.bind",
+                format!(
+                    "{:?} is not IP:PORT, e.g. 0.0.0.0:{DEFAULT_PORT} (every interface), \
+                     127.0.0.1:{DEFAULT_PORT} (this machine only) or [::]:{DEFAULT_PORT}; \
+                     port 0 picks a free one",
+                    self.bind
+                ),
+            )
+        })
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.access()?;
+        self.bind_addr()?;
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         Ok(())
@@ -346,6 +362,19 @@ impl ClientToml {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
         }
         Ok(())
+    }
+}
+
+/// The client's one-time pairing PIN (`untether client --pin`, the C API's
+/// `untether_client_set_pin`; never a config key): the 6 digits the host shows. The error
+/// names the value; the caller names the flag or function.
+pub fn check_pin(pin: &str) -> Result<(), String> {
+    if pin.len() == 6 && pin.bytes().all(|c| c.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{pin:?}: a pairing PIN is the 6 digits the host shows"
+        ))
     }
 }
 
