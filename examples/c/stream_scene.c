@@ -6,8 +6,12 @@
  * loop (default) or by publishing it to untether's sending thread (--thread). Input from the
  * client is printed as it arrives.
  *
- *   stream_scene [--port N] [--frames N] [--fps N] [--size WxH] [--thread] [--audio]
- *   untether client 127.0.0.1:N          (in another terminal)
+ *   stream_scene [--port N | --bind IP:PORT] [--state-dir DIR] [--access allowlist|pin|open]
+ *                [--frames N] [--fps N] [--size WxH] [--thread] [--audio]
+ *   untether client 127.0.0.1:N          (in another terminal; with --access pin: --pin PIN)
+ *
+ * It prints the host's fingerprint (what the client shows on first contact) and, with
+ * --access pin, the one-time PIN to pair with.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,15 +46,20 @@ static int check(int rc, const char *what) {
 
 int main(int argc, char **argv) {
     int port = 9710, frames = 600, fps = 60, w = 1280, h = 720, threaded = 0, audio = 0;
+    const char *bind = NULL, *state_dir = NULL, *access = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--port") && i + 1 < argc) port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bind") && i + 1 < argc) bind = argv[++i];
+        else if (!strcmp(argv[i], "--state-dir") && i + 1 < argc) state_dir = argv[++i];
+        else if (!strcmp(argv[i], "--access") && i + 1 < argc) access = argv[++i];
         else if (!strcmp(argv[i], "--frames") && i + 1 < argc) frames = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--fps") && i + 1 < argc) fps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) sscanf(argv[++i], "%dx%d", &w, &h);
         else if (!strcmp(argv[i], "--thread")) threaded = 1;
         else if (!strcmp(argv[i], "--audio")) audio = 1;
         else {
-            fprintf(stderr, "usage: %s [--port N] [--frames N] [--fps N] [--size WxH] [--thread] [--audio]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--port N | --bind IP:PORT] [--state-dir DIR] [--access allowlist|pin|open] "
+                            "[--frames N] [--fps N] [--size WxH] [--thread] [--audio]\n", argv[0]);
             return 2;
         }
     }
@@ -59,7 +68,10 @@ int main(int argc, char **argv) {
                             UNTETHER_FORMAT_BGRA, (uint32_t)w, (uint32_t)h), "untether_host_new");
     check(untether_host_set_feature(host, UNTETHER_FEATURE_FPS, fps), "set fps");
     check(untether_host_set_feature(host, UNTETHER_FEATURE_BITRATE_KBPS, 8000), "set bitrate");
-    check(untether_host_set_feature(host, UNTETHER_FEATURE_PORT, port), "set port");
+    if (bind) check(untether_host_set_bind(host, bind), "set bind address");
+    else check(untether_host_set_feature(host, UNTETHER_FEATURE_PORT, port), "set port");
+    if (state_dir) check(untether_host_set_state_dir(host, state_dir), "set state directory");
+    if (access) check(untether_host_set_access(host, access), "set access policy");
     check(untether_host_set_feature(host, UNTETHER_FEATURE_AUDIO, audio), "set audio");
     size_t len = (size_t)w * h * 4;
     uint8_t *px = malloc(len);
@@ -68,6 +80,11 @@ int main(int argc, char **argv) {
     check(untether_host_start(host, threaded ? UNTETHER_MODE_THREAD : UNTETHER_MODE_SYNC), "start");
     printf("stream_scene: listening on udp port %d (%s mode)\n", untether_host_local_port(host),
            threaded ? "thread" : "sync");
+    char fingerprint[UNTETHER_FINGERPRINT_SIZE], pin[UNTETHER_PIN_SIZE];
+    check(untether_host_fingerprint(host, fingerprint, sizeof fingerprint), "read the fingerprint");
+    printf("stream_scene: host fingerprint %s\n", fingerprint);
+    if (check(untether_host_pairing_pin(host, pin, sizeof pin), "read the pairing PIN") > 0)
+        printf("stream_scene: pairing PIN %s (untether client THIS-HOST --pin %s)\n", pin, pin);
     fflush(stdout);
     if (check(untether_host_wait_client(host, 20000), "wait for a client") == 0) {
         fprintf(stderr, "stream_scene: no client within 20 s\n");

@@ -590,9 +590,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     }
     cfg.client.paths.extend(args.paths.iter().cloned());
     if let Some(pin) = &args.pin {
-        if pin.len() != 6 || !pin.chars().all(|c| c.is_ascii_digit()) {
-            bail!("--pin {pin:?}: a pairing PIN is the 6 digits the host shows");
-        }
+        untether::config::check_pin(pin).map_err(|e| anyhow::anyhow!("--pin {e}"))?;
     }
     let host = untether_net_resolve(&args.host)?;
     let options = client_options(&cfg, host, &args.side, &args.common)?;

@@ -15,7 +15,8 @@ use untether_netem::ImpairmentArgs;
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_long_help = "\
 Directions: \"up\" is client → target (what clients send to --listen), \"down\" is target → client \
-(the answers, sent to the client the relay last heard from). The impairment flags apply to both \
+(the answers, sent to the client: the first source heard on --listen; datagrams from any other \
+source are dropped and counted as \"other source\" unless --follow-source). The impairment flags apply to both \
 directions unless --direction says otherwise; a profile can give each direction and each path its \
 own settings.
 
@@ -31,8 +32,9 @@ Examples:
 Units: fractions 2% or 0.02; durations 500us, 5ms, 1s; rates 500kbit, 20mbit, 1gbit, 20M; \
 sizes 3000B, 64KiB; queues 64p, 128kB, 50ms. Profiles and measurements: docs/NETEM.md.")]
 pub struct NetemArgs {
-    /// Address clients send to: ADDR:PORT, or PORT for 0.0.0.0:PORT. With several paths, the
-    /// first of consecutive ports (port 0: an ephemeral port each).
+    /// Address clients send to: ADDR:PORT, or PORT for 127.0.0.1:PORT (loopback only; give
+    /// 0.0.0.0:PORT to listen on every interface). With several paths, the first of
+    /// consecutive ports (port 0: an ephemeral port each).
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: String,
     /// Where the datagrams go: HOST:PORT (e.g. an untether host); IPv6 as [ADDR]:PORT.
@@ -45,13 +47,20 @@ pub struct NetemArgs {
     /// (default: only the final ones, at the end or on Ctrl-C).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg)]
     pub stats_interval: Option<Duration>,
+    /// Send the answers to whichever source spoke last (a client whose address changes, as
+    /// after a NAT rebinding) instead of keeping the first client. UNSAFE on an address others
+    /// can reach: any of them can take the stream over or make the relay reflect the target's
+    /// traffic at a forged address.
+    #[arg(long)]
+    pub follow_source: bool,
     #[command(flatten)]
     pub impairment: ImpairmentArgs,
 }
 
+/// `--listen`: ADDR:PORT, or a bare port on loopback (never every interface by default).
 fn listen_addr(s: &str) -> Result<SocketAddr> {
     if let Ok(port) = s.trim().parse::<u16>() {
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     s.trim().parse::<SocketAddr>().with_context(|| {
         format!("--listen {s:?}: expected ADDR:PORT (127.0.0.1:9000, [::1]:9000) or a port (9000)")
@@ -105,7 +114,22 @@ pub fn run(args: NetemArgs) -> Result<()> {
     let duration = positive("--duration", args.duration)?;
     let interval = positive("--stats-interval", args.stats_interval)?;
     let profile = args.impairment.profile()?;
-    let configs = RelaySet::configs(&profile, listen, target)?;
+    let mut configs = RelaySet::configs(&profile, listen, target)?;
+    for c in &mut configs {
+        c.follow_source = args.follow_source;
+        if c.listen.ip().is_unspecified() {
+            eprintln!(
+                "untether netem: warning: listening on every interface ({}): anyone who can reach \
+                 it can send through the relay{}",
+                c.listen,
+                if args.follow_source {
+                    " and, with --follow-source, take the stream over"
+                } else {
+                    " (only the first client is answered)"
+                }
+            );
+        }
+    }
     let set = RelaySet::start(configs).context("cannot start the relays")?;
 
     if let Some(d) = &profile.description {
@@ -127,9 +151,14 @@ pub fn run(args: NetemArgs) -> Result<()> {
         eprintln!("    down (target → client): {}", path.down.describe());
     }
     eprintln!(
-        "untether netem: relaying with seed {}{}. Ctrl-C to stop.",
+        "untether netem: relaying with seed {}{}, answering {}. Ctrl-C to stop.",
         profile.seed,
-        duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
+        duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64())),
+        if args.follow_source {
+            "the newest source (--follow-source)"
+        } else {
+            "the first client only"
+        }
     );
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -163,8 +192,13 @@ mod tests {
 
     #[test]
     fn addresses() {
+        // A bare port is loopback; every interface must be asked for.
         assert_eq!(
             listen_addr("9000").unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            listen_addr("0.0.0.0:9000").unwrap(),
             "0.0.0.0:9000".parse().unwrap()
         );
         assert_eq!(

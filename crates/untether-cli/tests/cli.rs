@@ -88,6 +88,49 @@ fn a_bad_config_key_is_named() {
     assert!(t.contains("framerate") && t.contains("fps"), "{t}");
 }
 
+/// Issue 15 item 8: a value past the width it ends in (`idle_timeout_ms` is a u32 in the
+/// session parameters) was truncated and surfaced as "no answer from host"; it is refused at
+/// once, naming the key and its range, by the host and the client alike.
+#[test]
+fn an_integer_past_its_width_names_the_key_and_the_range() {
+    let path = tmp("wide.toml");
+    std::fs::write(&path, "[network]\nidle_timeout_ms = 4294968296\n").unwrap();
+    let config = path.to_str().unwrap();
+    let want = "network.idle_timeout_ms: 4294968296 is out of range 100..=3600000";
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let t = Instant::now();
+    let o = run(&["client", &addr, "--headless", "--config", config]);
+    assert!(!o.status.success());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+    let t = text(&o);
+    assert!(t.contains(want) && !t.contains("no answer"), "{t}");
+    let o = run(&[
+        "host",
+        "--bind",
+        "127.0.0.1:0",
+        "--duration",
+        "1",
+        "--config",
+        config,
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains(want), "{}", text(&o));
+    // Too wide for the type itself: refused while reading the file, in the same words.
+    std::fs::write(&path, "[network]\nmax_datagram = 70000\n").unwrap();
+    let o = run(&["demo", "--config", config]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("network.max_datagram: 70000 is out of range 256..=9000"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn a_client_pointed_at_no_host_says_so_within_3_seconds() {
     // Nobody listens on this port: the kernel answers "port unreachable".

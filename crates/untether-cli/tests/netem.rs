@@ -146,3 +146,46 @@ fn netem_relays_and_prints_its_counters() {
     );
     assert!(t.contains("up   in ") && t.contains("down in "), "{t}");
 }
+
+#[test]
+fn netem_bare_port_listens_on_loopback_and_every_interface_warns() {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let o = run(&[
+        "netem",
+        "--listen",
+        &port,
+        "--target",
+        "127.0.0.1:9",
+        "--duration",
+        "100ms",
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains(&format!("udp 127.0.0.1:{port} ")), "{t}");
+    assert!(t.contains("the first client only"), "{t}");
+    assert!(!t.contains("every interface"), "{t}");
+
+    let o = run(&[
+        "netem",
+        "--listen",
+        "0.0.0.0:0",
+        "--target",
+        "127.0.0.1:9",
+        "--follow-source",
+        "--duration",
+        "100ms",
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("warning: listening on every interface (0.0.0.0:0)")
+            && t.contains("take the stream over")
+            && t.contains("the newest source (--follow-source)"),
+        "{t}"
+    );
+}

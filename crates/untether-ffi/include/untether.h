@@ -31,6 +31,13 @@
 // An internal error (a caught panic): the context should be freed.
 #define UNTETHER_ERR_INTERNAL -6
 
+// Bytes a buffer needs for untether_host_fingerprint (29 characters, e.g.
+// "ABCD-EFGH-IJKL-MNOP-QRST-UVWX", and the NUL).
+#define UNTETHER_FINGERPRINT_SIZE 30
+
+// Bytes a buffer needs for untether_host_pairing_pin (6 digits and the NUL).
+#define UNTETHER_PIN_SIZE 7
+
 // Encoder types.
 typedef enum UntetherEncoder {
   // x264, YUV 4:2:0 (frames are converted with SIMD code).
@@ -200,6 +207,35 @@ int untether_host_new(struct UntetherHost **out,
 // Sets a feature (an UntetherFeature) before untether_host_start.
 int untether_host_set_feature(struct UntetherHost *host, int feature, int64_t value);
 
+// Who may connect, before untether_host_start: "allowlist" (the default: clients approved
+// with `untether pair approve` in the host's state directory, or paired with a PIN), "pin"
+// (the same, and the host makes a one-time PIN at start: untether_host_pairing_pin) or
+// "open" (anyone who can reach the port). Checked like the config key host.access.
+int untether_host_set_access(struct UntetherHost *host, const char *access);
+
+// Where the host keeps its key pair, allowlist, access requests and PIN, before
+// untether_host_start (config key host.state_dir; "" = the default:
+// $UNTETHER_STATE_DIR, else $XDG_STATE_HOME/untether, else ~/.local/state/untether).
+int untether_host_set_state_dir(struct UntetherHost *host, const char *dir);
+
+// The UDP address to listen on, "IP:PORT", before untether_host_start (config key host.bind,
+// checked the same way; default "0.0.0.0:9710"; "127.0.0.1:0": this machine only, any free
+// port). UNTETHER_FEATURE_PORT set afterwards changes only the port.
+int untether_host_set_bind(struct UntetherHost *host, const char *addr);
+
+// After untether_host_start: copies the one-time PIN the host accepts now (access "pin", or
+// `untether pair --pin` run beside it) into `buf` of `size` bytes (UNTETHER_PIN_SIZE), NUL
+// terminated, to show the user. Returns its length (6), 0 when there is no PIN now (another
+// policy, used up or expired; `buf` untouched), or a negative error (a buffer too small
+// included).
+int untether_host_pairing_pin(struct UntetherHost *host, char *buf, uintptr_t size);
+
+// After untether_host_start: copies the host's fingerprint (what clients show on first
+// contact and `untether pair` lists, e.g. "ABCD-EFGH-IJKL-MNOP-QRST-UVWX") into `buf` of
+// `size` bytes (UNTETHER_FINGERPRINT_SIZE), NUL terminated. Returns its length, or a negative
+// error (a buffer too small included).
+int untether_host_fingerprint(struct UntetherHost *host, char *buf, uintptr_t size);
+
 // Registers the application's frame buffer (OpenUVR style): untether_host_send_frame and
 // untether_host_publish_frame with a NULL frame read it. `len` bytes at `data` with rows of
 // `stride` bytes, in the context's format (planes follow each other for I420/NV12, rows of
@@ -261,9 +297,20 @@ int untether_client_set_audio(struct UntetherClient *client, int on);
 // Writes every decoded frame as raw I420 to `path` ("-": stdout), flushed per frame.
 int untether_client_set_sink(struct UntetherClient *client, const char *path);
 
+// Where the client keeps its key pair and known_hosts.json (the host keys it pinned), before
+// untether_client_start (config key client.state_dir; "" = the default, as the host's).
+int untether_client_set_state_dir(struct UntetherClient *client, const char *dir);
+
+// Pairs with the host using the one-time PIN it shows (6 digits; `untether client --pin`),
+// before untether_client_start. The host then remembers this client.
+int untether_client_set_pin(struct UntetherClient *client, const char *pin);
+
 // Registers an input device by file descriptor (a /dev/input/event* device, or a pipe or
-// socket carrying `struct input_event` records); untether takes ownership of `fd` and closes
-// it. Returns the device number (0, 1, …) the host sees, or a negative error.
+// socket carrying `struct input_event` records). untether always takes ownership of an open
+// `fd`: on success it is closed when the client is freed; on every error (a NULL or started
+// client, too many devices) it is closed before this returns. The caller must not use or
+// close it afterwards either way. Returns the device number (0, 1, …) the host sees, or a
+// negative error.
 int untether_client_register_input_fd(struct UntetherClient *client, int fd);
 
 // Stops after `seconds` (0: until untether_client_stop or the host ends).

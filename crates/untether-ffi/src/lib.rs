@@ -43,6 +43,12 @@ pub const UNTETHER_ERR_STOPPED: c_int = -5;
 /// An internal error (a caught panic): the context should be freed.
 pub const UNTETHER_ERR_INTERNAL: c_int = -6;
 
+/// Bytes a buffer needs for untether_host_fingerprint (29 characters, e.g.
+/// "ABCD-EFGH-IJKL-MNOP-QRST-UVWX", and the NUL).
+pub const UNTETHER_FINGERPRINT_SIZE: usize = 30;
+/// Bytes a buffer needs for untether_host_pairing_pin (6 digits and the NUL).
+pub const UNTETHER_PIN_SIZE: usize = 7;
+
 /// Encoder types.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,6 +238,41 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
     }
 }
 
+/// A NUL-terminated UTF-8 argument, or UNTETHER_ERR_INVALID naming the function.
+unsafe fn c_str<'a>(p: *const c_char, func: &str) -> Result<&'a str, c_int> {
+    if p.is_null() {
+        return Err(fail(UNTETHER_ERR_INVALID, format!("{func}: NULL string")));
+    }
+    // SAFETY: a NUL-terminated string from the caller, valid for this call.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| fail(UNTETHER_ERR_INVALID, format!("{func}: not UTF-8")))
+}
+
+/// Copies `text` and a NUL into the caller's `buf` of `size` bytes; returns the length of
+/// `text` (without the NUL), or UNTETHER_ERR_INVALID (buffer NULL or too small; nothing
+/// written).
+unsafe fn copy_out(func: &str, text: &str, buf: *mut c_char, size: usize) -> c_int {
+    if buf.is_null() {
+        return fail(UNTETHER_ERR_INVALID, format!("{func}: buffer is NULL"));
+    }
+    if size < text.len() + 1 {
+        return fail(
+            UNTETHER_ERR_INVALID,
+            format!(
+                "{func}: a buffer of {size} bytes is too small; {} are needed",
+                text.len() + 1
+            ),
+        );
+    }
+    // SAFETY: the caller guarantees `size` writable bytes at `buf`; text.len() + 1 <= size.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, text.len());
+        *buf.add(text.len()) = 0;
+    }
+    text.len() as c_int
+}
+
 fn host_error_code(e: &untether::HostError) -> c_int {
     use untether::HostError as E;
     match e {
@@ -320,7 +361,8 @@ pub struct UntetherHost {
         unsafe extern "C" fn(*const UntetherInputEvent, *mut c_void),
         usize,
     )>,
-    port: u16,
+    /// The address to listen on (untether_host_set_bind; UNTETHER_FEATURE_PORT sets its port).
+    bind: SocketAddr,
     audio: bool,
 }
 
@@ -430,7 +472,7 @@ pub unsafe extern "C" fn untether_host_new(
             height,
             buffer: None,
             callback: None,
-            port: untether::config::DEFAULT_PORT,
+            bind: SocketAddr::from(([0, 0, 0, 0], untether::config::DEFAULT_PORT)),
             audio: false,
         });
         // SAFETY: checked non-null.
@@ -500,7 +542,7 @@ pub unsafe extern "C" fn untether_host_set_feature(
                     _ => Conversion::Swscale,
                 }),
                 5 => {
-                    h.port = range(0, 65_535)? as u16;
+                    h.bind.set_port(range(0, 65_535)? as u16);
                     builder
                 }
                 6 => builder.encoder_threads(key(cfg::ENCODER_THREADS, value)?),
@@ -527,6 +569,165 @@ pub unsafe extern "C" fn untether_host_set_feature(
                 rc
             }
         }
+    })
+}
+
+/// Replaces the host's builder by `f(builder)` before untether_host_start, or fails with
+/// UNTETHER_ERR_STATE after it.
+fn configure_host(
+    h: &mut UntetherHost,
+    func: &str,
+    f: impl FnOnce(HostBuilder) -> HostBuilder,
+) -> c_int {
+    let HostState::Configuring(b) = &mut h.state else {
+        return fail(
+            UNTETHER_ERR_STATE,
+            format!("{func}: call it before untether_host_start"),
+        );
+    };
+    **b = f(std::mem::take(&mut **b));
+    UNTETHER_OK
+}
+
+/// Who may connect, before untether_host_start: "allowlist" (the default: clients approved
+/// with `untether pair approve` in the host's state directory, or paired with a PIN), "pin"
+/// (the same, and the host makes a one-time PIN at start: untether_host_pairing_pin) or
+/// "open" (anyone who can reach the port). Checked like the config key host.access.
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_set_access(
+    host: *mut UntetherHost,
+    access: *const c_char,
+) -> c_int {
+    guard(|| {
+        let h = match unsafe { host_ref(host) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        let name = match unsafe { c_str(access, "untether_host_set_access") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        let access = match (untether::config::HostToml {
+            access: name.to_string(),
+            ..Default::default()
+        })
+        .access()
+        {
+            Ok(a) => a,
+            Err(e) => return fail(UNTETHER_ERR_INVALID, e.to_string()),
+        };
+        configure_host(h, "untether_host_set_access", |b| b.access(access))
+    })
+}
+
+/// Where the host keeps its key pair, allowlist, access requests and PIN, before
+/// untether_host_start (config key host.state_dir; "" = the default:
+/// $UNTETHER_STATE_DIR, else $XDG_STATE_HOME/untether, else ~/.local/state/untether).
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_set_state_dir(
+    host: *mut UntetherHost,
+    dir: *const c_char,
+) -> c_int {
+    guard(|| {
+        let h = match unsafe { host_ref(host) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        let dir = match unsafe { c_str(dir, "untether_host_set_state_dir") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        configure_host(h, "untether_host_set_state_dir", |b| {
+            b.state_dir(std::path::Path::new(dir))
+        })
+    })
+}
+
+/// The UDP address to listen on, "IP:PORT", before untether_host_start (config key host.bind,
+/// checked the same way; default "0.0.0.0:9710"; "127.0.0.1:0": this machine only, any free
+/// port). UNTETHER_FEATURE_PORT set afterwards changes only the port.
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_set_bind(
+    host: *mut UntetherHost,
+    addr: *const c_char,
+) -> c_int {
+    guard(|| {
+        let h = match unsafe { host_ref(host) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        let addr = match unsafe { c_str(addr, "untether_host_set_bind") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        if !matches!(h.state, HostState::Configuring(_)) {
+            return fail(
+                UNTETHER_ERR_STATE,
+                "untether_host_set_bind: call it before untether_host_start",
+            );
+        }
+        match (untether::config::HostToml {
+            bind: addr.to_string(),
+            ..Default::default()
+        })
+        .bind_addr()
+        {
+            Ok(a) => {
+                h.bind = a;
+                UNTETHER_OK
+            }
+            Err(e) => fail(UNTETHER_ERR_INVALID, e.to_string()),
+        }
+    })
+}
+
+/// After untether_host_start: copies the one-time PIN the host accepts now (access "pin", or
+/// `untether pair --pin` run beside it) into `buf` of `size` bytes (UNTETHER_PIN_SIZE), NUL
+/// terminated, to show the user. Returns its length (6), 0 when there is no PIN now (another
+/// policy, used up or expired; `buf` untouched), or a negative error (a buffer too small
+/// included).
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_pairing_pin(
+    host: *mut UntetherHost,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    guard(|| {
+        let h = match unsafe { host_ref(host) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        let ctx = match running(h) {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        match ctx.pairing_pin() {
+            Some(pin) => unsafe { copy_out("untether_host_pairing_pin", &pin, buf, size) },
+            None => 0,
+        }
+    })
+}
+
+/// After untether_host_start: copies the host's fingerprint (what clients show on first
+/// contact and `untether pair` lists, e.g. "ABCD-EFGH-IJKL-MNOP-QRST-UVWX") into `buf` of
+/// `size` bytes (UNTETHER_FINGERPRINT_SIZE), NUL terminated. Returns its length, or a negative
+/// error (a buffer too small included).
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_fingerprint(
+    host: *mut UntetherHost,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    guard(|| {
+        let h = match unsafe { host_ref(host) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        let ctx = match running(h) {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        unsafe { copy_out("untether_host_fingerprint", &ctx.fingerprint(), buf, size) }
     })
 }
 
@@ -598,7 +799,7 @@ pub unsafe extern "C" fn untether_host_start(host: *mut UntetherHost, mode: c_in
         };
         let mut builder = std::mem::take(&mut **b)
             .synchronous(sync)
-            .bind(&format!("0.0.0.0:{}", h.port))
+            .bind(&h.bind.to_string())
             .source(SourceSpec::App);
         if h.audio {
             builder = builder.audio(AudioSpec::App);
@@ -1031,19 +1232,65 @@ pub unsafe extern "C" fn untether_client_set_sink(
     })
 }
 
-/// Registers an input device by file descriptor (a /dev/input/event* device, or a pipe or
-/// socket carrying `struct input_event` records); untether takes ownership of `fd` and closes
-/// it. Returns the device number (0, 1, …) the host sees, or a negative error.
+/// Where the client keeps its key pair and known_hosts.json (the host keys it pinned), before
+/// untether_client_start (config key client.state_dir; "" = the default, as the host's).
 #[no_mangle]
-pub unsafe extern "C" fn untether_client_register_input_fd(
+pub unsafe extern "C" fn untether_client_set_state_dir(
     client: *mut UntetherClient,
-    fd: c_int,
+    dir: *const c_char,
 ) -> c_int {
     guard(|| {
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
+        let dir = match unsafe { c_str(dir, "untether_client_set_state_dir") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        configure(c, |b| b.state_dir(std::path::Path::new(dir)))
+    })
+}
+
+/// Pairs with the host using the one-time PIN it shows (6 digits; `untether client --pin`),
+/// before untether_client_start. The host then remembers this client.
+#[no_mangle]
+pub unsafe extern "C" fn untether_client_set_pin(
+    client: *mut UntetherClient,
+    pin: *const c_char,
+) -> c_int {
+    guard(|| {
+        let c = match unsafe { client_ref(client) } {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        let pin = match unsafe { c_str(pin, "untether_client_set_pin") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        if let Err(e) = untether::config::check_pin(pin) {
+            return fail(
+                UNTETHER_ERR_INVALID,
+                format!("untether_client_set_pin: {e}"),
+            );
+        }
+        configure(c, |b| b.pin(pin))
+    })
+}
+
+/// Registers an input device by file descriptor (a /dev/input/event* device, or a pipe or
+/// socket carrying `struct input_event` records). untether always takes ownership of an open
+/// `fd`: on success it is closed when the client is freed; on every error (a NULL or started
+/// client, too many devices) it is closed before this returns. The caller must not use or
+/// close it afterwards either way. Returns the device number (0, 1, …) the host sees, or a
+/// negative error.
+#[no_mangle]
+pub unsafe extern "C" fn untether_client_register_input_fd(
+    client: *mut UntetherClient,
+    fd: c_int,
+) -> c_int {
+    guard(|| {
+        // Ownership first, so that every error below closes it (by dropping `owned`).
         // SAFETY: F_GETFD only inspects the descriptor.
         if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
             return fail(
@@ -1051,6 +1298,12 @@ pub unsafe extern "C" fn untether_client_register_input_fd(
                 format!("{fd} is not an open file descriptor"),
             );
         }
+        // SAFETY: the caller hands over an open descriptor it no longer uses.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        let c = match unsafe { client_ref(client) } {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
         if c.devices >= 255 {
             return fail(UNTETHER_ERR_INVALID, "at most 255 input devices");
         }
@@ -1060,8 +1313,6 @@ pub unsafe extern "C" fn untether_client_register_input_fd(
                 "register devices before untether_client_start",
             );
         }
-        // SAFETY: the caller hands over an open descriptor it no longer uses.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
         let name = format!("fd {fd}");
         let rc = configure(c, |b| {
             b.input_device(untether::InputDevice::from_fd(owned, name))
@@ -1244,18 +1495,39 @@ impl log::Log for StderrLogger {
 unsafe impl Send for UntetherHost {}
 
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
 
-    fn last_error() -> String {
+    pub fn last_error() -> String {
         // SAFETY: never NULL, NUL-terminated.
         unsafe { CStr::from_ptr(untether_last_error()) }
             .to_string_lossy()
             .into_owned()
     }
 
+    /// Tests that open or close descriptors run one at a time, so a number one closes is not
+    /// reused by another before it is checked.
+    static FDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    pub fn fds() -> std::sync::MutexGuard<'static, ()> {
+        FDS.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn temp_dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("untether-ffi-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::*;
+    use super::*;
+
     #[test]
     fn bad_input_returns_errors_and_never_aborts() {
+        let _fds = fds();
         unsafe {
             assert_eq!(
                 untether_host_new(std::ptr::null_mut(), 0, 0, 0, 64, 64),
@@ -1371,5 +1643,266 @@ mod tests {
             generated == checked_in,
             "include/untether.h is stale: run `make header` (or cp $OUT_DIR/untether.h crates/untether-ffi/include/)"
         );
+    }
+}
+
+#[cfg(test)]
+mod trust_tests {
+    //! Issue 15 item 10: what the CLI can set and read about access and identity, and the
+    //! input fd's ownership.
+    use super::tests_support::*;
+    use super::*;
+
+    #[test]
+    fn host_access_state_dir_bind_pin_and_fingerprint() {
+        let _fds = fds();
+        let dir = temp_dir("host-trust");
+        let cdir = CString::new(dir.to_str().unwrap()).unwrap();
+        let dir2 = temp_dir("host-trust-2");
+        let cdir2 = CString::new(dir2.to_str().unwrap()).unwrap();
+        let s = |t: &str| CString::new(t).unwrap();
+        unsafe {
+            let mut h: *mut UntetherHost = std::ptr::null_mut();
+            assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);
+            // The config's validator and words.
+            assert_eq!(
+                untether_host_set_access(h, s("everyone").as_ptr()),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                last_error(),
+                "host.access: unknown access policy \"everyone\"; allowed: allowlist, open, pin"
+            );
+            assert_eq!(
+                untether_host_set_access(h, std::ptr::null()),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(untether_host_set_access(h, s("pin").as_ptr()), UNTETHER_OK);
+            assert_eq!(untether_host_set_state_dir(h, cdir.as_ptr()), UNTETHER_OK);
+            assert_eq!(
+                untether_host_set_bind(h, s("localhost").as_ptr()),
+                UNTETHER_ERR_INVALID
+            );
+            assert!(
+                last_error().starts_with("host.bind: \"localhost\" is not IP:PORT"),
+                "{}",
+                last_error()
+            );
+            assert_eq!(
+                untether_host_set_bind(h, s("127.0.0.1:9").as_ptr()),
+                UNTETHER_OK
+            );
+            // The port feature changes the port, keeping the address.
+            assert_eq!(untether_host_set_feature(h, 5, 0), UNTETHER_OK);
+            let mut buf = [0 as c_char; 64];
+            assert_eq!(
+                untether_host_fingerprint(h, buf.as_mut_ptr(), buf.len()),
+                UNTETHER_ERR_STATE
+            );
+            assert_eq!(
+                untether_host_pairing_pin(h, buf.as_mut_ptr(), buf.len()),
+                UNTETHER_ERR_STATE
+            );
+            assert_eq!(untether_host_start(h, 1), UNTETHER_OK, "{}", last_error());
+            let hc = match &(*h).state {
+                HostState::Running(c) => c,
+                _ => panic!("not running"),
+            };
+            assert!(hc.local_addr().ip().is_loopback(), "{}", hc.local_addr());
+            assert_eq!(
+                untether_host_set_bind(h, s("127.0.0.1:0").as_ptr()),
+                UNTETHER_ERR_STATE
+            );
+            assert_eq!(
+                untether_host_set_access(h, s("open").as_ptr()),
+                UNTETHER_ERR_STATE
+            );
+            assert_eq!(
+                untether_host_set_state_dir(h, cdir.as_ptr()),
+                UNTETHER_ERR_STATE
+            );
+
+            // The fingerprint is the state directory's host key's.
+            let mut small = [0 as c_char; 8];
+            assert_eq!(
+                untether_host_fingerprint(h, small.as_mut_ptr(), small.len()),
+                UNTETHER_ERR_INVALID
+            );
+            assert!(last_error().contains("30 are needed"), "{}", last_error());
+            let mut fp = [0 as c_char; UNTETHER_FINGERPRINT_SIZE];
+            assert_eq!(
+                untether_host_fingerprint(h, fp.as_mut_ptr(), fp.len()),
+                UNTETHER_FINGERPRINT_SIZE as c_int - 1
+            );
+            let fp = CStr::from_ptr(fp.as_ptr()).to_str().unwrap().to_string();
+            let key = untether::identity::StateDir::at(&dir)
+                .load_or_create_identity(untether::identity::Role::Host)
+                .unwrap();
+            assert_eq!(fp, untether::identity::fingerprint(&key.public));
+
+            // access "pin": the host made a PIN at start.
+            let mut pin = [0 as c_char; UNTETHER_PIN_SIZE];
+            assert_eq!(
+                untether_host_pairing_pin(h, pin.as_mut_ptr(), 3),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(untether_host_pairing_pin(h, pin.as_mut_ptr(), pin.len()), 6);
+            let pin = CStr::from_ptr(pin.as_ptr()).to_str().unwrap();
+            assert!(untether::config::check_pin(pin).is_ok(), "{pin:?}");
+            untether_host_free(h);
+
+            // Without a PIN policy (and another directory: the first one's PIN file stands,
+            // as one from `untether pair --pin` would) there is no PIN: 0, the buffer
+            // untouched.
+            let mut h: *mut UntetherHost = std::ptr::null_mut();
+            assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);
+            assert_eq!(untether_host_set_state_dir(h, cdir2.as_ptr()), UNTETHER_OK);
+            assert_eq!(
+                untether_host_set_bind(h, s("127.0.0.1:0").as_ptr()),
+                UNTETHER_OK
+            );
+            assert_eq!(untether_host_start(h, 1), UNTETHER_OK, "{}", last_error());
+            let mut none = [b'x' as c_char; UNTETHER_PIN_SIZE];
+            assert_eq!(
+                untether_host_pairing_pin(h, none.as_mut_ptr(), none.len()),
+                0
+            );
+            assert_eq!(none[0], b'x' as c_char);
+            // Another directory, another key.
+            let mut fp2 = [0 as c_char; UNTETHER_FINGERPRINT_SIZE];
+            assert!(untether_host_fingerprint(h, fp2.as_mut_ptr(), fp2.len()) > 0);
+            assert_ne!(CStr::from_ptr(fp2.as_ptr()).to_str().unwrap(), fp);
+            untether_host_free(h);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&dir2);
+    }
+
+    #[test]
+    fn client_state_dir_and_pin_are_checked() {
+        let s = |t: &str| CString::new(t).unwrap();
+        unsafe {
+            let mut c: *mut UntetherClient = std::ptr::null_mut();
+            assert_eq!(
+                untether_client_new(&mut c, s("127.0.0.1:9").as_ptr()),
+                UNTETHER_OK
+            );
+            assert_eq!(
+                untether_client_set_pin(c, s("12ab").as_ptr()),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                last_error(),
+                "untether_client_set_pin: \"12ab\": a pairing PIN is the 6 digits the host shows"
+            );
+            assert_eq!(
+                untether_client_set_pin(c, s("123456").as_ptr()),
+                UNTETHER_OK
+            );
+            assert_eq!(
+                untether_client_set_state_dir(c, std::ptr::null()),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                untether_client_set_state_dir(c, s("/tmp/untether-ffi-client").as_ptr()),
+                UNTETHER_OK
+            );
+            match &mut (*c).state {
+                ClientState::Configuring(Some(b)) => {
+                    assert_eq!(b.options_mut().client.state_dir, "/tmp/untether-ffi-client");
+                }
+                _ => panic!("not configuring"),
+            }
+            untether_client_free(c);
+        }
+    }
+
+    fn pipe() -> (c_int, c_int) {
+        let mut p = [0 as c_int; 2];
+        // SAFETY: a two-element array for pipe(2).
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        (p[0], p[1])
+    }
+
+    /// `fd` is closed: F_GETFD fails with EBADF, and the pipe's write end `w` sees no reader
+    /// (EPIPE; a reused number cannot fake that).
+    fn assert_closed(fd: c_int, w: c_int) {
+        // SAFETY: F_GETFD and write only use the numbers.
+        unsafe {
+            assert_eq!(libc::fcntl(fd, libc::F_GETFD), -1, "fd {fd} is still open");
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EBADF)
+            );
+            assert_eq!(libc::write(w, b"x".as_ptr() as *const c_void, 1), -1);
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EPIPE)
+            );
+            libc::close(w);
+        }
+    }
+
+    fn assert_open(fd: c_int) {
+        // SAFETY: F_GETFD only inspects the number.
+        assert!(
+            unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0,
+            "fd {fd} was closed"
+        );
+    }
+
+    #[test]
+    fn register_input_fd_always_takes_the_fd() {
+        let _fds = fds();
+        let dir = temp_dir("client-fd");
+        let cdir = CString::new(dir.to_str().unwrap()).unwrap();
+        let addr = CString::new("127.0.0.1:9").unwrap();
+        unsafe {
+            // An error before any client: NULL.
+            let (r, w) = pipe();
+            assert_eq!(
+                untether_client_register_input_fd(std::ptr::null_mut(), r),
+                UNTETHER_ERR_INVALID
+            );
+            assert_closed(r, w);
+
+            let mut c: *mut UntetherClient = std::ptr::null_mut();
+            assert_eq!(untether_client_new(&mut c, addr.as_ptr()), UNTETHER_OK);
+            assert_eq!(untether_client_set_state_dir(c, cdir.as_ptr()), UNTETHER_OK);
+            // Not a descriptor: an error, nothing to close.
+            assert_eq!(
+                untether_client_register_input_fd(c, -1),
+                UNTETHER_ERR_INVALID
+            );
+            // Success: kept open until the client is freed.
+            let (r0, w0) = pipe();
+            assert_eq!(untether_client_register_input_fd(c, r0), 0);
+            assert_open(r0);
+            // Too many devices.
+            (*c).devices = 255;
+            let (r, w) = pipe();
+            assert_eq!(
+                untether_client_register_input_fd(c, r),
+                UNTETHER_ERR_INVALID
+            );
+            assert!(last_error().contains("255"), "{}", last_error());
+            assert_closed(r, w);
+            (*c).devices = 1;
+            untether_client_free(c);
+            assert_closed(r0, w0);
+
+            // After start (and stop, so no client thread opens files meanwhile): a state
+            // error, and the fd closed all the same.
+            let mut c: *mut UntetherClient = std::ptr::null_mut();
+            assert_eq!(untether_client_new(&mut c, addr.as_ptr()), UNTETHER_OK);
+            assert_eq!(untether_client_set_state_dir(c, cdir.as_ptr()), UNTETHER_OK);
+            assert_eq!(untether_client_start(c), UNTETHER_OK, "{}", last_error());
+            let _ = untether_client_stop(c, 0, std::ptr::null_mut());
+            let (r, w) = pipe();
+            assert_eq!(untether_client_register_input_fd(c, r), UNTETHER_ERR_STATE);
+            assert_closed(r, w);
+            untether_client_free(c);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -16,7 +16,10 @@ fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/build/stream_scene")
 }
 
-fn stream(mode_args: &[&str]) {
+/// `state_by_flag`: the state directory and a loopback bind address are set with
+/// untether_host_set_state_dir / untether_host_set_bind (--state-dir, --bind) instead of
+/// UNTETHER_STATE_DIR and the port feature.
+fn stream(mode_args: &[&str], state_by_flag: bool) {
     let exe = example();
     assert!(
         exe.exists(),
@@ -36,18 +39,20 @@ fn stream(mode_args: &[&str]) {
     let dir = untether::identity::StateDir::at(&state);
     let me = untether::identity::ephemeral_keypair();
     dir.allow(&me.public, "c-example-test").unwrap();
-    let child = Command::new(&exe)
-        .env("UNTETHER_STATE_DIR", &state)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--frames",
-            "150",
-            "--fps",
-            "60",
-            "--size",
-            "1280x720",
-        ])
+    let mut cmd = Command::new(&exe);
+    if state_by_flag {
+        cmd.env_remove("UNTETHER_STATE_DIR").args([
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+        ]);
+    } else {
+        cmd.env("UNTETHER_STATE_DIR", &state)
+            .args(["--port", &port.to_string()]);
+    }
+    let child = cmd
+        .args(["--frames", "150", "--fps", "60", "--size", "1280x720"])
         .args(mode_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -75,14 +80,24 @@ fn stream(mode_args: &[&str]) {
         Arc::new(AtomicBool::new(false)),
     )
     .expect("client");
-    let _ = std::fs::remove_dir_all(&state);
     let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "stream_scene failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
+        "stream_scene failed: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The fingerprint the C host printed (untether_host_fingerprint) is its state directory's
+    // key's.
+    let key = dir
+        .load_or_create_identity(untether::identity::Role::Host)
+        .unwrap();
+    let fp = untether::identity::fingerprint(&key.public);
+    assert!(
+        stdout.contains(&format!("host fingerprint {fp}\n")),
+        "{fp}: {stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&state);
     let numbers: Vec<u32> = run
         .records
         .iter()
@@ -98,10 +113,10 @@ fn stream(mode_args: &[&str]) {
 
 #[test]
 fn c_example_streams_synchronously_to_a_client_that_reads_its_frame_numbers() {
-    stream(&[]);
+    stream(&[], false);
 }
 
 #[test]
 fn c_example_streams_from_the_sending_thread() {
-    stream(&["--thread"]);
+    stream(&["--thread"], true);
 }

@@ -6,8 +6,11 @@
 //!  client ◄─down── listen socket ◄─[Impairer down]─ target socket ◄── target
 //! ```
 //!
-//! The client's address is learnt from the first datagram arriving on the listen socket and
-//! followed when it changes (like a NAT binding); datagrams from the target before any client is
+//! The client's address is learnt from the first datagram arriving on the listen socket and kept:
+//! a datagram from any other source is dropped and counted (`dropped_other_source`), so nobody
+//! who can reach the listen port can divert the stream to themselves or use the relay as a
+//! reflector. [`RelayConfig::follow_source`] restores following the newest source (like a NAT
+//! binding; unsafe on a reachable address). Datagrams from the target before any client is
 //! known are dropped and counted (`dropped_no_client`). The target sees the relay's own
 //! (ephemeral) address, one per relay, so N relays are N distinct paths to it.
 //!
@@ -66,6 +69,11 @@ pub struct RelayConfig {
     pub seed: u64,
     /// How long before a due time the scheduler stops sleeping and spins.
     pub spin_us: Micros,
+    /// Follow the newest source address on the listen socket (answers go wherever the last
+    /// datagram came from) instead of keeping the first client. Unsafe where others can reach
+    /// the listen address: any of them can take the stream over, or bounce the target's
+    /// traffic at a forged address. Off by default.
+    pub follow_source: bool,
 }
 
 impl RelayConfig {
@@ -78,6 +86,7 @@ impl RelayConfig {
             up: Impairment::default(),
             seed: DEFAULT_SEED,
             spin_us: DEFAULT_SPIN_US,
+            follow_source: false,
         }
     }
 }
@@ -105,6 +114,9 @@ pub struct DirectionStats {
     pub dropped_queue: u64,
     /// Down only: no client address known yet.
     pub dropped_no_client: u64,
+    /// Up only: from a source other than the client the relay keeps (see
+    /// [`RelayConfig::follow_source`]).
+    pub dropped_other_source: u64,
     /// The relay already held [`MAX_HELD_BYTES`].
     pub dropped_overflow: u64,
     /// Sends that failed (full socket buffer, ICMP unreachable from the target, …).
@@ -130,6 +142,7 @@ impl DirectionStats {
             + self.dropped_outage
             + self.dropped_queue
             + self.dropped_no_client
+            + self.dropped_other_source
             + self.dropped_overflow
     }
 }
@@ -151,6 +164,9 @@ impl fmt::Display for DirectionStats {
         )?;
         if self.dropped_no_client > 0 {
             write!(f, ", no client {}", self.dropped_no_client)?;
+        }
+        if self.dropped_other_source > 0 {
+            write!(f, ", other source {}", self.dropped_other_source)?;
         }
         if self.dropped_overflow > 0 {
             write!(f, ", relay full {}", self.dropped_overflow)?;
@@ -183,7 +199,8 @@ pub struct RelayStats {
     pub target: SocketAddr,
     /// The client it currently sends to.
     pub client: Option<SocketAddr>,
-    /// How often the client's address changed after the first.
+    /// How often the client's address changed after the first (only with
+    /// [`RelayConfig::follow_source`]; otherwise 0).
     pub client_changes: u64,
     /// Target → client.
     pub down: DirectionStats,
@@ -213,6 +230,7 @@ struct Counters {
     dropped_outage: AtomicU64,
     dropped_queue: AtomicU64,
     dropped_no_client: AtomicU64,
+    dropped_other_source: AtomicU64,
     dropped_overflow: AtomicU64,
     send_errors: AtomicU64,
     recv_errors: AtomicU64,
@@ -240,6 +258,7 @@ impl Counters {
             dropped_outage: g(&self.dropped_outage),
             dropped_queue: g(&self.dropped_queue),
             dropped_no_client: g(&self.dropped_no_client),
+            dropped_other_source: g(&self.dropped_other_source),
             dropped_overflow: g(&self.dropped_overflow),
             send_errors: g(&self.send_errors),
             recv_errors: g(&self.recv_errors),
@@ -337,6 +356,7 @@ impl Relay {
                 imp: Impairer::new(imp.clone(), direction_seed(cfg.seed, dir), start),
                 shared: shared.clone(),
                 spin_us: cfg.spin_us,
+                follow_source: cfg.follow_source,
                 heap: BinaryHeap::new(),
                 seq: 0,
                 held_bytes: 0,
@@ -444,6 +464,7 @@ struct Worker {
     imp: Impairer,
     shared: Arc<Shared>,
     spin_us: Micros,
+    follow_source: bool,
     heap: BinaryHeap<Held>,
     seq: u64,
     held_bytes: usize,
@@ -542,12 +563,25 @@ impl Worker {
         }
         if self.dir == Direction::Up {
             let mut client = self.shared.client();
-            if *client != Some(from) {
-                if client.is_some() {
+            match *client {
+                None => *client = Some(from),
+                Some(c) if c == from => {}
+                Some(c) if self.follow_source => {
                     inc(&self.shared.client_changes, 1);
-                    log::info!("netem: client moved from {:?} to {from}", *client);
+                    log::info!("netem: client moved from {c} to {from}");
+                    *client = Some(from);
                 }
-                *client = Some(from);
+                Some(_) => {
+                    drop(client);
+                    let c = self.counters();
+                    if c.dropped_other_source.fetch_add(1, Ordering::Relaxed) == 0 {
+                        log::warn!(
+                            "netem: dropping datagrams from {from}: this relay serves the first \
+                             client only (--follow-source to follow the newest source)"
+                        );
+                    }
+                    return;
+                }
             }
         }
         let now = now_us();
@@ -699,6 +733,7 @@ impl RelaySet {
                     up: p.up.clone(),
                     seed: p.seed,
                     spin_us: DEFAULT_SPIN_US,
+                    follow_source: false,
                 })
             })
             .collect()

@@ -1,5 +1,5 @@
-//! The impairment relay over real loopback sockets: forwarding both ways, following the client,
-//! counters, loss, an outage window, delay precision and the rate limit.
+//! The impairment relay over real loopback sockets: forwarding both ways, keeping the first
+//! client (or following it when asked), counters, loss, an outage window, delay precision and the rate limit.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -68,9 +68,13 @@ fn wait_for(mut cond: impl FnMut() -> bool) {
 }
 
 #[test]
-fn forwards_both_ways_and_follows_the_client() {
+fn forwards_both_ways_and_follows_the_client_when_asked() {
     let target = bind();
-    let relay = Relay::start(RelayConfig::new(local(), target.local_addr().unwrap())).unwrap();
+    let relay = Relay::start(RelayConfig {
+        follow_source: true,
+        ..RelayConfig::new(local(), target.local_addr().unwrap())
+    })
+    .unwrap();
     let listen = relay.listen_addr();
 
     // Before any client: the target's datagrams have nowhere to go.
@@ -123,6 +127,45 @@ fn forwards_both_ways_and_follows_the_client() {
     assert_eq!((s.down.received, s.down.forwarded), (102, 101));
     assert_eq!(s.down.dropped_no_client, 1);
     assert_eq!((s.down.held, s.up.held, s.up.send_errors), (0, 0, 0));
+}
+
+#[test]
+fn a_second_source_does_not_take_over_and_is_counted() {
+    let target = bind();
+    let relay = Relay::start(RelayConfig::new(local(), target.local_addr().unwrap())).unwrap();
+    let listen = relay.listen_addr();
+    let outbound = relay.outbound_addr();
+
+    let a = bind();
+    a.send_to(b"first", listen).unwrap();
+    assert_eq!(drain(&target, Duration::from_millis(200)).len(), 1);
+    assert_eq!(relay.client_addr(), Some(a.local_addr().unwrap()));
+
+    // Another source (an attacker, or a reflector's forged victim) sends to the relay: its
+    // datagrams are not forwarded, and the answers still go to the first client.
+    let b = bind();
+    for i in 0..10u8 {
+        b.send_to(&[b'x', i], listen).unwrap();
+    }
+    wait_for(|| relay.stats().up.dropped_other_source == 10);
+    assert!(drain(&target, Duration::from_millis(100)).is_empty());
+    target.send_to(b"to a", outbound).unwrap();
+    let to_a = drain(&a, Duration::from_millis(200));
+    assert_eq!(to_a.len(), 1);
+    assert_eq!(to_a[0].0, b"to a");
+    assert!(drain(&b, Duration::from_millis(50)).is_empty());
+
+    // The first client goes on as before.
+    a.send_to(b"again", listen).unwrap();
+    assert_eq!(drain(&target, Duration::from_millis(200)).len(), 1);
+
+    let s = relay.stop();
+    assert_eq!(s.client, Some(a.local_addr().unwrap()));
+    assert_eq!(s.client_changes, 0);
+    assert_eq!(s.up.dropped_other_source, 10);
+    assert_eq!((s.up.received, s.up.forwarded, s.up.dropped()), (12, 2, 10));
+    assert_eq!((s.down.received, s.down.forwarded), (1, 1));
+    assert!(s.up.to_string().contains("other source 10"), "{}", s.up);
 }
 
 #[test]

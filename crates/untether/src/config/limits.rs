@@ -1,4 +1,7 @@
-//! The allowed range of every numeric key, written once.
+//! The allowed range of every numeric key, written once. Every integer key has one, within the
+//! width the value ends in (`network.idle_timeout_ms` is a `u32` in the session parameters, a
+//! millisecond key is multiplied into microseconds), so no value is truncated or wraps: it is
+//! refused with its key and range.
 
 #[allow(unused_imports)]
 use super::*;
@@ -30,7 +33,19 @@ impl<T: PartialOrd + fmt::Debug + fmt::Display + Copy> Limit<T> {
         }
     }
 
-    fn out_of_range(&self, v: impl fmt::Display) -> ConfigError {
+    /// `v` in `T` if it fits the type at all (the range is checked later, by
+    /// [`check`](Self::check)); otherwise the same out-of-range error. What the config file's
+    /// deserializer uses, so that `fps = 4294967297` or `keepalive_ms = -1` names the key and
+    /// its range instead of the Rust type.
+    pub fn fit<W>(&self, v: W) -> Result<T, ConfigError>
+    where
+        W: fmt::Display + Copy,
+        T: TryFrom<W>,
+    {
+        T::try_from(v).map_err(|_| self.out_of_range(v))
+    }
+
+    pub(super) fn out_of_range(&self, v: impl fmt::Display) -> ConfigError {
         invalid(
             self.key,
             // Debug: a float bound shows as 0.0, not 0.
@@ -65,6 +80,12 @@ pub const HEIGHT: Limit<u32> = Limit {
     min: 288,
     max: 2304,
 };
+/// 0 = no cooldown.
+pub const KEYFRAME_COOLDOWN_MS: Limit<u64> = Limit {
+    key: "host.keyframe_cooldown_ms",
+    min: 0,
+    max: 10_000,
+};
 pub const PIN_TTL_S: Limit<u64> = Limit {
     key: "host.pin_ttl_s",
     min: 10,
@@ -80,6 +101,12 @@ pub const REASSEMBLY_DEADLINE_MS: Limit<u64> = Limit {
     min: 1,
     max: 1000,
 };
+/// 0 = off.
+pub const INPUT_PROBE_INTERVAL_MS: Limit<u64> = Limit {
+    key: "client.input_probe_interval_ms",
+    min: 0,
+    max: 60_000,
+};
 pub const DECODER_THREADS: Limit<usize> = Limit {
     key: "client.decoder_threads",
     min: 1,
@@ -89,6 +116,18 @@ pub const MAX_DATAGRAM: Limit<u16> = Limit {
     key: "network.max_datagram",
     min: 256,
     max: 9000,
+};
+/// Sent in the session parameters as a `u32`; must also be below [`IDLE_TIMEOUT_MS`]'s value.
+pub const KEEPALIVE_MS: Limit<u64> = Limit {
+    key: "network.keepalive_ms",
+    min: 10,
+    max: 600_000,
+};
+/// Sent in the session parameters as a `u32`.
+pub const IDLE_TIMEOUT_MS: Limit<u64> = Limit {
+    key: "network.idle_timeout_ms",
+    min: 100,
+    max: 3_600_000,
 };
 /// Fraction of the frame interval; 0 = off.
 pub const PACING: Limit<f64> = Limit {
@@ -101,3 +140,53 @@ pub const PACING_BATCH: Limit<u32> = Limit {
     min: 1,
     max: crate::pacing::MAX_BATCH,
 };
+
+/// Deserializes an integer key of the config file into its type `T`, refusing a value that
+/// does not fit with the key's own message ([`Limit::fit`]).
+pub(super) fn de_fit<'de, D, T>(d: D, limit: Limit<T>) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: PartialOrd + fmt::Debug + fmt::Display + Copy + TryFrom<i64> + TryFrom<u64>,
+{
+    struct Fit<T>(Limit<T>);
+    impl<T> serde::de::Visitor<'_> for Fit<T>
+    where
+        T: PartialOrd + fmt::Debug + fmt::Display + Copy + TryFrom<i64> + TryFrom<u64>,
+    {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "an integer in {:?}..={:?}", self.0.min, self.0.max)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+            self.0.fit(v).map_err(E::custom)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+            self.0.fit(v).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(Fit(limit))
+}
+
+/// `fn de_KEY(d) -> Result<T, _>` for `#[serde(deserialize_with = "…")]`, one per limit.
+macro_rules! de_fns {
+    ($($name:ident: $limit:ident -> $t:ty),* $(,)?) => {$(
+        pub(super) fn $name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+            de_fit(d, $limit)
+        }
+    )*};
+}
+
+de_fns! {
+    de_fps: FPS -> u32,
+    de_encoder_threads: ENCODER_THREADS -> usize,
+    de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
+    de_pin_ttl_s: PIN_TTL_S -> u64,
+    de_connect_timeout_ms: CONNECT_TIMEOUT_MS -> u64,
+    de_reassembly_deadline_ms: REASSEMBLY_DEADLINE_MS -> u64,
+    de_decoder_threads: DECODER_THREADS -> usize,
+    de_input_probe_interval_ms: INPUT_PROBE_INTERVAL_MS -> u64,
+    de_max_datagram: MAX_DATAGRAM -> u16,
+    de_keepalive_ms: KEEPALIVE_MS -> u64,
+    de_idle_timeout_ms: IDLE_TIMEOUT_MS -> u64,
+    de_pacing_batch: PACING_BATCH -> u32,
+}

@@ -96,12 +96,14 @@ impl Default for SceneToml {
 #[serde(deny_unknown_fields, default)]
 pub struct HostToml {
     pub bind: String,
+    #[serde(deserialize_with = "limits::de_keyframe_cooldown_ms")]
     pub keyframe_cooldown_ms: u64,
     /// Who may connect: allowlist, open or pin.
     pub access: String,
     /// Keys, allowlist, access requests (empty: `$XDG_STATE_HOME/untether`).
     pub state_dir: String,
     /// How long a PIN made by `access = "pin"` is valid, seconds.
+    #[serde(deserialize_with = "limits::de_pin_ttl_s")]
     pub pin_ttl_s: u64,
 }
 
@@ -125,8 +127,25 @@ impl HostToml {
             .map_err(|m: String| invalid("host.access", m))
     }
 
+    /// The address to listen on (`bind`): `IP:PORT`.
+    pub fn bind_addr(&self) -> Result<std::net::SocketAddr, ConfigError> {
+        self.bind.trim().parse().map_err(|_| {
+            invalid(
+                "host.bind",
+                format!(
+                    "{:?} is not IP:PORT, e.g. 0.0.0.0:{DEFAULT_PORT} (every interface), \
+                     127.0.0.1:{DEFAULT_PORT} (this machine only) or [::]:{DEFAULT_PORT}; \
+                     port 0 picks a free one",
+                    self.bind
+                ),
+            )
+        })
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.access()?;
+        self.bind_addr()?;
+        KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         Ok(())
     }
@@ -138,9 +157,13 @@ impl HostToml {
 pub struct ClientToml {
     pub name: String,
     pub headless: bool,
+    #[serde(deserialize_with = "limits::de_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
+    #[serde(deserialize_with = "limits::de_reassembly_deadline_ms")]
     pub reassembly_deadline_ms: u64,
+    #[serde(deserialize_with = "limits::de_decoder_threads")]
     pub decoder_threads: usize,
+    #[serde(deserialize_with = "limits::de_input_probe_interval_ms")]
     pub input_probe_interval_ms: u64,
     /// The client's key and known hosts (empty: `$XDG_STATE_HOME/untether`).
     pub state_dir: String,
@@ -185,8 +208,11 @@ fn default_client_name() -> String {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NetworkToml {
+    #[serde(deserialize_with = "limits::de_max_datagram")]
     pub max_datagram: u16,
+    #[serde(deserialize_with = "limits::de_keepalive_ms")]
     pub keepalive_ms: u64,
+    #[serde(deserialize_with = "limits::de_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
     /// Host: forward error correction of video, `"off"`, `"adaptive"` or `"<percent>%"`.
     pub fec: String,
@@ -209,6 +235,7 @@ pub struct NetworkToml {
     pub pacing: f64,
     /// Host: datagrams per pacing batch, sent back to back (1–64; 64 is the kernel's UDP GSO
     /// segment limit).
+    #[serde(deserialize_with = "limits::de_pacing_batch")]
     pub pacing_batch: u32,
 }
 
@@ -305,11 +332,13 @@ impl NetworkToml {
         self.scheduler()?;
         self.pacing()?;
         MAX_DATAGRAM.check(self.max_datagram)?;
-        if self.keepalive_ms == 0 || self.keepalive_ms >= self.idle_timeout_ms {
+        IDLE_TIMEOUT_MS.check(self.idle_timeout_ms)?;
+        KEEPALIVE_MS.check(self.keepalive_ms)?;
+        if self.keepalive_ms >= self.idle_timeout_ms {
             return Err(invalid(
                 "network.keepalive_ms",
                 format!(
-                    "{} must be > 0 and below network.idle_timeout_ms ({})",
+                    "{} must be below network.idle_timeout_ms ({})",
                     self.keepalive_ms, self.idle_timeout_ms
                 ),
             ));
@@ -322,6 +351,7 @@ impl ClientToml {
     pub fn validate(&self) -> Result<(), ConfigError> {
         CONNECT_TIMEOUT_MS.check(self.connect_timeout_ms)?;
         REASSEMBLY_DEADLINE_MS.check(self.reassembly_deadline_ms)?;
+        INPUT_PROBE_INTERVAL_MS.check(self.input_probe_interval_ms)?;
         if self.paths.len() + 1 > untether_proto::MAX_PATHS {
             return Err(invalid(
                 "client.paths",
@@ -350,6 +380,19 @@ impl ClientToml {
             ));
         }
         Ok(())
+    }
+}
+
+/// The client's one-time pairing PIN (`untether client --pin`, the C API's
+/// `untether_client_set_pin`; never a config key): the 6 digits the host shows. The error
+/// names the value; the caller names the flag or function.
+pub fn check_pin(pin: &str) -> Result<(), String> {
+    if pin.len() == 6 && pin.bytes().all(|c| c.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{pin:?}: a pairing PIN is the 6 digits the host shows"
+        ))
     }
 }
 

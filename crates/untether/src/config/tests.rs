@@ -347,3 +347,97 @@ fn client_clock_is_auto_or_synchronized() {
         "{e}"
     );
 }
+
+/// Issue 15 item 8: `idle_timeout_ms = 4294968296` was truncated to a `u32` in the session
+/// parameters (to 1000 ms) and surfaced as "no answer from host". Every integer key is checked
+/// against the range it ends in, with its key and range.
+#[test]
+fn integers_past_their_width_name_the_key_and_the_range() {
+    let c = ConfigToml::parse("[network]\nidle_timeout_ms = 4294968296\n", "t.toml").unwrap();
+    let e = validate_client(&c.client, &c.network).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "network.idle_timeout_ms: 4294968296 is out of range 100..=3600000"
+    );
+    let v = VideoConfig::default();
+    let e = validate_host(&v, &c.host, &c.network, &c.scene).unwrap_err();
+    assert_eq!(e.key(), Some("network.idle_timeout_ms"));
+
+    // Every millisecond key that lacked a limit: past u32 (or a product in µs past u64).
+    for (section, key, range) in [
+        ("network", "keepalive_ms", "10..=600000"),
+        ("network", "idle_timeout_ms", "100..=3600000"),
+        ("host", "keyframe_cooldown_ms", "0..=10000"),
+        ("client", "input_probe_interval_ms", "0..=60000"),
+    ] {
+        let text = format!("[{section}]\n{key} = 18446744073709551\n");
+        let c = ConfigToml::parse(&text, "t.toml").unwrap();
+        let e = match section {
+            "host" => c.host.validate(),
+            "client" => c.client.validate(),
+            _ => c.network.validate(),
+        }
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            format!("{section}.{key}: 18446744073709551 is out of range {range}")
+        );
+    }
+
+    // A value that does not fit the key's type at all is refused while parsing, with the same
+    // words (not "expected u16").
+    for (text, want) in [
+        (
+            "[network]\nmax_datagram = 70000\n",
+            "network.max_datagram: 70000 is out of range 256..=9000",
+        ),
+        (
+            "[video]\nfps = 4294967297\n",
+            "video.fps: 4294967297 is out of range 1..=240",
+        ),
+        (
+            "[video]\nbitrate_kbps = 4294967396\n",
+            "video.bitrate_kbps: 4294967396 is out of range 100..=500000",
+        ),
+        (
+            "[network]\npacing_batch = 4294967296\n",
+            "network.pacing_batch: 4294967296 is out of range 1..=64",
+        ),
+        (
+            "[network]\nkeepalive_ms = -1\n",
+            "network.keepalive_ms: -1 is out of range 10..=600000",
+        ),
+        (
+            "[client]\ndecoder_threads = -2\n",
+            "client.decoder_threads: -2 is out of range 1..=16",
+        ),
+        (
+            "[host]\npin_ttl_s = -300\n",
+            "host.pin_ttl_s: -300 is out of range 10..=86400",
+        ),
+    ] {
+        let e = ConfigToml::parse(text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+
+    // In range, the keys still parse and validate; keepalive stays below the idle timeout.
+    let c = ConfigToml::parse(
+        "[network]\nkeepalive_ms = 500\nidle_timeout_ms = 5000\n[host]\nkeyframe_cooldown_ms = 0\n\
+         [client]\ninput_probe_interval_ms = 500\n",
+        "t.toml",
+    )
+    .unwrap();
+    c.network.validate().unwrap();
+    c.host.validate().unwrap();
+    c.client.validate().unwrap();
+    let n = NetworkToml {
+        keepalive_ms: 5000,
+        idle_timeout_ms: 5000,
+        ..Default::default()
+    };
+    assert_eq!(
+        n.validate().unwrap_err().to_string(),
+        "network.keepalive_ms: 5000 must be below network.idle_timeout_ms (5000)"
+    );
+}

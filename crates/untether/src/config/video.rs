@@ -56,6 +56,7 @@ impl Resolution {
 #[serde(deny_unknown_fields, default)]
 pub struct VideoToml {
     pub resolution: String,
+    #[serde(deserialize_with = "limits::de_fps")]
     pub fps: u32,
     /// kbit/s: a number, or a string with a unit (`"10M"`, [`units::parse_bitrate`]).
     #[serde(deserialize_with = "de_bitrate")]
@@ -68,6 +69,7 @@ pub struct VideoToml {
     /// `simd`, `swscale` or `rgb`; not given: follows from `encoder`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversion: Option<String>,
+    #[serde(deserialize_with = "limits::de_encoder_threads")]
     pub encoder_threads: usize,
 }
 
@@ -79,10 +81,10 @@ fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
             write!(f, "{}", units::BITRATE_FORMS)
         }
         fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u32, E> {
-            u32::try_from(v).map_err(|_| E::custom(format!("{v} is not {}", units::BITRATE_FORMS)))
+            BITRATE_KBPS.fit(v).map_err(E::custom)
         }
         fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u32, E> {
-            u32::try_from(v).map_err(|_| E::custom(format!("{v} is not {}", units::BITRATE_FORMS)))
+            BITRATE_KBPS.fit(v).map_err(E::custom)
         }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u32, E> {
             units::parse_bitrate(v).map_err(E::custom)
