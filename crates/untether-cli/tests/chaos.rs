@@ -1,12 +1,16 @@
-//! Chaos: a host killed and restarted while a client streams, a host stopped behind a relay.
-//! Separate processes, real sockets, the `untether` binary.
+//! Chaos: a host killed and restarted while a client streams, a host stopped behind a relay, a
+//! display that cannot be opened, and honest figures over a one-way delay (the client's
+//! glass-to-glass against an outside observer reading the frames it writes). Separate
+//! processes, real sockets, the `untether` binary.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use untether_media::stamp;
 
 fn untether(state: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
@@ -204,4 +208,81 @@ fn a_display_that_cannot_be_opened_is_an_error_not_an_invisible_window() {
     );
     let _ = std::fs::remove_dir_all(&hs);
     let _ = std::fs::remove_dir_all(&cs);
+}
+
+/// 20 ms of delay on the downlink only, host and client on one machine.
+#[test]
+fn glass_to_glass_over_a_one_way_delay_matches_an_outside_observer() {
+    let state = std::env::temp_dir().join(format!("untether-clock-{}", std::process::id()));
+    let (w, h) = (640usize, 360usize);
+    let (port, relay_port) = (free_port(), free_port());
+    let (mut host, _) = start_host(&state.join("host"), port);
+    let mut relay = untether(&state.join("relay"))
+        .args([
+            "netem",
+            "--listen",
+            &format!("127.0.0.1:{relay_port}"),
+            "--target",
+            &format!("127.0.0.1:{port}"),
+            "--direction",
+            "down",
+            "--delay",
+            "20ms",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("relay");
+    let report = state.join("report.json");
+    let mut client = untether(&state.join("client"))
+        .args([
+            "client",
+            &format!("127.0.0.1:{relay_port}"),
+            "--sink",
+            "pipe:-",
+            "--duration",
+            "5",
+            "--report",
+        ])
+        .arg(&report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("client");
+    // The outside observer: every frame's age when it comes out of the client's pipe.
+    let mut out = client.stdout.take().expect("stdout");
+    let mut frame = vec![0u8; w * h * 3 / 2];
+    let mut ages = Vec::new();
+    while out.read_exact(&mut frame).is_ok() {
+        let now = untether::clock::now_us();
+        if let Some(s) = stamp::read_plane(&frame[..w * h], w, w as u32, h as u32) {
+            let captured = stamp::unwrap_capture_us(s.capture_us, now);
+            ages.push((now as i64 - captured as i64) as f64 / 1000.0);
+        }
+    }
+    let status = client.wait().expect("client ends");
+    let _ = relay.kill();
+    let _ = host.kill();
+    let _ = relay.wait();
+    let _ = host.wait();
+    assert!(status.success(), "client: {status}");
+    assert!(ages.len() > 100, "{} frames read", ages.len());
+    ages.sort_by(f64::total_cmp);
+    let observed = untether_proto::stats::percentile(&ages, 50.0).expect("frames");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("JSON");
+    let reported = r["latency_ms"]["glass_to_glass"]["p50"]
+        .as_f64()
+        .expect("glass-to-glass");
+    let _ = std::fs::remove_dir_all(&state);
+    eprintln!(
+        "downlink +20 ms: client reports {reported:.2} ms, the observer reads {observed:.2} ms, clock {}",
+        r["network"]["clock"]
+    );
+    assert_eq!(r["network"]["clock"], "shared");
+    assert!(observed > 20.0, "the delay is not there: {observed:.2} ms");
+    assert!(
+        (reported - observed).abs() < 1.0,
+        "the client reports {reported:.2} ms, the observer reads {observed:.2} ms"
+    );
 }

@@ -693,11 +693,7 @@ pub unsafe extern "C" fn untether_host_pairing_pin(
     size: usize,
 ) -> c_int {
     guard(|| {
-        let h = match unsafe { host_ref(host) } {
-            Ok(h) => h,
-            Err(rc) => return rc,
-        };
-        let ctx = match running(h) {
+        let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
@@ -719,11 +715,7 @@ pub unsafe extern "C" fn untether_host_fingerprint(
     size: usize,
 ) -> c_int {
     guard(|| {
-        let h = match unsafe { host_ref(host) } {
-            Ok(h) => h,
-            Err(rc) => return rc,
-        };
-        let ctx = match running(h) {
+        let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
@@ -950,6 +942,14 @@ unsafe fn frame_of<'a>(
         },
         capture_us,
     ))
+}
+
+/// The running host context behind `host` (a NULL or not-started host is an error).
+///
+/// # Safety
+/// As [`host_ref`].
+unsafe fn running_host<'a>(host: *mut UntetherHost) -> Result<&'a mut HostContext, c_int> {
+    running(unsafe { host_ref(host) }?)
 }
 
 fn running(h: &mut UntetherHost) -> Result<&mut HostContext, c_int> {
