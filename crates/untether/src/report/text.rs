@@ -1,0 +1,128 @@
+//! The report as a person reads it in a terminal ([`Report::to_text`]).
+
+#[allow(unused_imports)]
+use super::*;
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_string(), |v| format!("{v:.2}"))
+}
+
+impl Report {
+    /// A human-readable summary for the terminal.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let c = &self.config;
+        let f = &self.frames;
+        let l = &self.latency_ms;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "untether latency report — {}x{} @ {} fps, {} ({} preset, {} conversion), {} kbit/s, {} ({}), {:.1} s",
+            c.width, c.height, c.fps, c.encoder, c.preset, c.conversion, c.bitrate_kbps, c.transport, c.display, self.duration_s
+        );
+        let _ = writeln!(o, "machine: {}", c.machine);
+        let _ = writeln!(
+            o,
+            "frames: captured {} · encoded {} · sent {} · complete {} · decoded {} · shown {} · late {} · lost {} · corrupted {} · dropped host {} / client {} · keyframes {}",
+            f.captured, f.encoded, f.sent, f.complete, f.decoded, f.shown, f.late, f.lost, f.corrupted, f.dropped_host, f.dropped_client, f.keyframes
+        );
+        let _ = writeln!(
+            o,
+            "{:<28} {:>8} {:>8} {:>8} {:>8}",
+            "latency (ms)", "p50", "p95", "p99", "max"
+        );
+        let mut row = |name: &str, p: &Pcts| {
+            let _ = writeln!(
+                o,
+                "{:<28} {:>8} {:>8} {:>8} {:>8}",
+                name,
+                ms(p.p50),
+                ms(p.p95),
+                ms(p.p99),
+                ms(p.max)
+            );
+        };
+        row("glass-to-glass (timestamps)", &l.glass_to_glass);
+        row("glass-to-glass (pixels)", &l.glass_to_glass_pixels);
+        for stage in Stage::PIPELINE {
+            if let Some(p) = l.stages.get(&stage) {
+                row(&format!("  {stage}"), p);
+            }
+        }
+        row("pipeline overhead", &l.pipeline_overhead);
+        row("input response", &self.input.response_ms);
+        let n = &self.network;
+        let _ = writeln!(
+            o,
+            "network: {:.2} Mbit/s goodput · {} datagrams received · {} lost · {} malformed · rtt p50 {} ms · clock offset {} ms (±{}, {})",
+            n.goodput_mbps,
+            n.packets_received,
+            n.packets_lost,
+            n.malformed,
+            ms(n.rtt_ms.p50),
+            ms(n.clock_offset_ms),
+            ms(n.clock_uncertainty_ms),
+            n.clock
+        );
+        match (self.network.clock, self.network.clock_uncertainty_ms) {
+            ("estimated", Some(u)) if u > 1.0 => {
+                let _ = writeln!(
+                    o,
+                    "  ↳ glass-to-glass is ±{u:.1} ms: the clocks' offset is estimated (ping/pong assumes symmetric paths); client.clock = \"synchronized\" if they are"
+                );
+            }
+            ("estimated", None) => {
+                let _ = writeln!(o, "  ↳ glass-to-glass: no clock offset estimate yet");
+            }
+            _ => {}
+        }
+        for r in &n.reconnects {
+            let _ = writeln!(
+                o,
+                "host lost at {:.1} s: {}",
+                r.lost_s,
+                match r.resumed_s {
+                    Some(t) => format!(
+                        "stream resumed at {t:.1} s ({:.0} ms later)",
+                        (t - r.lost_s) * 1e3
+                    ),
+                    None => "never came back".to_string(),
+                }
+            );
+        }
+        if let (Some(paced), Some(window)) = (n.paced_frames, n.pacing_window_ms) {
+            if window > 0.0 {
+                let _ = writeln!(
+                    o,
+                    "pacing: {paced} frames spread over up to {window:.2} ms (included in send)"
+                );
+            }
+        }
+        if let Some(a) = &self.audio {
+            let _ = writeln!(
+                o,
+                "audio ({}): mouth-to-ear p50 {} ms p99 {} ms · A/V offset {} ms · jitter buffer {:.0} ms · {} played, {} recovered, {} concealed, {} late, {} underruns",
+                a.driver,
+                ms(a.mouth_to_ear_ms.p50),
+                ms(a.mouth_to_ear_ms.p99),
+                ms(a.av_offset_ms),
+                a.target_ms,
+                a.packets_played,
+                a.recovered,
+                a.concealed,
+                a.late,
+                a.underruns
+            );
+        }
+        let _ = writeln!(
+            o,
+            "input: {} events sent, {} applied by the host",
+            self.input.events_sent,
+            self.input.events_applied.map_or(
+                "an unknown number of them (the host's source does not stamp input)".to_string(),
+                |v| v.to_string()
+            )
+        );
+        o
+    }
+}
