@@ -21,7 +21,7 @@ use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use quinn_udp::{Transmit, UdpSockRef, UdpSocketState};
@@ -46,7 +46,11 @@ pub fn batch_segments(segment_size: usize) -> usize {
 /// GRO the kernel joins equal-sized datagrams from one sender; the last may be shorter).
 pub fn datagrams<'a>(buf: &'a [u8], meta: &RecvMeta) -> impl Iterator<Item = &'a [u8]> {
     let len = meta.len.min(buf.len());
-    let stride = if meta.stride == 0 { len.max(1) } else { meta.stride };
+    let stride = if meta.stride == 0 {
+        len.max(1)
+    } else {
+        meta.stride
+    };
     buf[..len].chunks(stride)
 }
 
@@ -121,6 +125,10 @@ pub enum Received {
 pub struct UdpEndpoint {
     socket: UdpSocket,
     state: UdpSocketState,
+    /// The kernel has UDP GRO (turned on by the first [`recv_batch`](Self::recv_batch)).
+    gro_supported: bool,
+    /// GRO is on for this socket.
+    gro_on: AtomicBool,
     gso_calls: AtomicU64,
     gso_datagrams: AtomicU64,
     single_datagrams: AtomicU64,
@@ -144,9 +152,20 @@ impl UdpEndpoint {
     /// a datagram larger than the interface's MTU is still fragmented as before.
     fn from_socket(socket: UdpSocket) -> io::Result<Self> {
         let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
+        // GRO joins datagrams into one read, which only `recv_batch` takes apart: off until it
+        // is first used, so a socket read a datagram at a time (a relay's) gets datagrams.
+        let gro_supported = state.gro_segments() > 1;
+        if gro_supported {
+            set_int_option(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 0);
+        }
         // Best effort, as the kernel's defaults (IPv4 sockets get no IPv6 options).
         let fd = socket.as_raw_fd();
-        set_int_option(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_WANT);
+        set_int_option(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_WANT,
+        );
         if !socket.local_addr()?.is_ipv4() {
             let want = libc::IPV6_PMTUDISC_WANT;
             set_int_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, want);
@@ -155,6 +174,8 @@ impl UdpEndpoint {
         Ok(UdpEndpoint {
             socket,
             state,
+            gro_supported,
+            gro_on: AtomicBool::new(false),
             gso_calls: AtomicU64::new(0),
             gso_datagrams: AtomicU64::new(0),
             single_datagrams: AtomicU64::new(0),
@@ -252,9 +273,14 @@ impl UdpEndpoint {
         self.state.max_gso_segments().min(MAX_BATCH_SEGMENTS)
     }
 
-    /// How many datagrams one received buffer may hold (64 with GRO, 1 without).
+    /// How many datagrams one buffer of [`recv_batch`](Self::recv_batch) may hold (64 where the
+    /// kernel has UDP GRO, 1 where it does not).
     pub fn gro_segments(&self) -> usize {
-        self.state.gro_segments()
+        if self.gro_supported {
+            self.state.gro_segments()
+        } else {
+            1
+        }
     }
 
     /// How the batched sends so far went out.
@@ -352,6 +378,9 @@ impl UdpEndpoint {
     /// (0: nothing waiting). With GRO a buffer holds several datagrams from one sender: cut it
     /// with [`datagrams`]. Give each buffer [`MAX_DATAGRAM`] bytes so a GRO batch fits. An ICMP
     /// error queued on a connected socket comes back as `Err` (`ConnectionRefused`), once.
+    ///
+    /// The first call turns GRO on for the socket (where the kernel has it): from then on read
+    /// it only with `recv_batch` (a one-datagram read would get joined datagrams as one).
     pub fn recv_batch(
         &self,
         bufs: &mut [IoSliceMut<'_>],
@@ -361,10 +390,14 @@ impl UdpEndpoint {
         if n == 0 {
             return Ok(0);
         }
-        match self
-            .state
-            .recv(UdpSockRef::from(&self.socket), &mut bufs[..n], &mut metas[..n])
-        {
+        if self.gro_supported && !self.gro_on.swap(true, Ordering::Relaxed) {
+            set_int_option(self.socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1);
+        }
+        match self.state.recv(
+            UdpSockRef::from(&self.socket),
+            &mut bufs[..n],
+            &mut metas[..n],
+        ) {
             Ok(n) => Ok(n),
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
@@ -460,7 +493,12 @@ impl UdpEndpoint {
 }
 
 /// Sets an integer socket option, ignoring failure (for best-effort settings).
-fn set_int_option(fd: std::os::fd::RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) {
+fn set_int_option(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) {
     // SAFETY: `value` is a valid c_int for the duration of the call and its size is passed.
     unsafe {
         libc::setsockopt(
@@ -636,6 +674,20 @@ mod tests {
         assert_eq!(lens, vec![100, 100, 100, 100, 3]);
         let mut buf = [0u8; 8];
         assert_eq!(rx.try_recv_from(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn a_socket_read_a_datagram_at_a_time_gets_a_batch_as_datagrams() {
+        let rx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        tx.send_batch(Some(rx.local_addr().unwrap()), &burst(10, 500, 20), 500)
+            .unwrap();
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        for i in 0..11 {
+            assert!(rx.wait_readable(Duration::from_secs(2)).unwrap());
+            let (n, _) = rx.try_recv_from(&mut buf).unwrap().expect("a datagram");
+            assert_eq!(n, if i == 10 { 20 } else { 500 }, "datagram {i}");
+        }
     }
 
     #[test]

@@ -307,9 +307,8 @@ impl Group {
         self.count += 1;
         self.contents.extend_from_slice(&out.payload);
         let max = untether_net::batch_segments(self.segment_size).min(MAX_GROUP);
-        self.closed = out.payload.len() < self.segment_size
-            || out.payload.is_empty()
-            || self.count >= max;
+        self.closed =
+            out.payload.len() < self.segment_size || out.payload.is_empty() || self.count >= max;
     }
 
     /// Sends the group (one batched call per socket) and empties it.
@@ -590,7 +589,14 @@ mod tests {
         let got_b = receive_all(&b, 7);
         assert_eq!(
             shapes(&got_a, from0),
-            vec![(0, 1000), (1, 1000), (2, 1000), (3, 1000), (4, 1000), (5, 600)]
+            vec![
+                (0, 1000),
+                (1, 1000),
+                (2, 1000),
+                (3, 1000),
+                (4, 1000),
+                (5, 600)
+            ]
         );
         assert_eq!(shapes(&got_a, from1), vec![(9, 500), (10, 500), (11, 1000)]);
         assert_eq!(
@@ -637,7 +643,10 @@ mod tests {
                 (2, from, 3, 100)
             ]
         );
-        assert!(sink.got.iter().all(|(_, _, d)| d.iter().all(|&b| b == d[0])));
+        assert!(sink
+            .got
+            .iter()
+            .all(|(_, _, d)| d.iter().all(|&b| b == d[0])));
         // Without GRO a buffer is one datagram (stride = len).
         meta.len = 700;
         meta.stride = 700;
