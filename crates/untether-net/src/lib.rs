@@ -17,13 +17,53 @@ pub mod wake;
 pub use untether_proto::Micros;
 pub use wake::{wait, Readiness, Waker};
 
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use quinn_udp::{Transmit, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
+
+pub use quinn_udp::{RecvMeta, BATCH_SIZE};
+
+/// The most datagrams one batched send ([`UdpEndpoint::send_batch`]) hands the kernel in one
+/// `sendmsg` (Linux's `UDP_MAX_SEGMENTS`).
+pub const MAX_BATCH_SEGMENTS: usize = 64;
+
+/// The most payload bytes one batched send hands the kernel in one `sendmsg` (one UDP datagram
+/// before segmentation: 65,535 minus the IPv6 and UDP headers).
+pub const MAX_BATCH_BYTES: usize = 65_535 - 40 - 8;
+
+/// How many datagrams of `segment_size` bytes one `sendmsg` of a batched send carries at most.
+pub fn batch_segments(segment_size: usize) -> usize {
+    (MAX_BATCH_BYTES / segment_size.max(1)).clamp(1, MAX_BATCH_SEGMENTS)
+}
+
+/// The datagrams in one received buffer: `buf[..meta.len]` cut every `meta.stride` bytes (with
+/// GRO the kernel joins equal-sized datagrams from one sender; the last may be shorter).
+pub fn datagrams<'a>(buf: &'a [u8], meta: &RecvMeta) -> impl Iterator<Item = &'a [u8]> {
+    let len = meta.len.min(buf.len());
+    let stride = if meta.stride == 0 {
+        len.max(1)
+    } else {
+        meta.stride
+    };
+    buf[..len].chunks(stride)
+}
+
+/// How an endpoint's batched sends went out (see [`UdpEndpoint::send_batch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchSendCounts {
+    /// `sendmsg` calls that carried several datagrams (GSO).
+    pub gso_calls: u64,
+    /// Datagrams sent in those calls.
+    pub gso_datagrams: u64,
+    /// Datagrams of a batch sent one per call (no GSO here, or a batch of one).
+    pub single_datagrams: u64,
+}
 
 /// Kernel socket buffer size requested for both directions (the kernel may cap it at
 /// net.core.rmem_max / wmem_max; see [`UdpEndpoint::buffer_sizes`]).
@@ -71,9 +111,27 @@ pub enum Received {
 }
 
 /// A UDP socket for one side of a session.
+///
+/// Besides the one-datagram calls it sends and receives in batches ([`send_batch`] with GSO,
+/// [`recv_batch`] with `recvmmsg` and GRO, through `quinn-udp`). The socket is non-blocking;
+/// the calls that wait ([`send_to`], [`send`], [`recv`]) wait with `poll(2)`.
+///
+/// [`send_batch`]: Self::send_batch
+/// [`recv_batch`]: Self::recv_batch
+/// [`send_to`]: Self::send_to
+/// [`send`]: Self::send
+/// [`recv`]: Self::recv
 #[derive(Debug)]
 pub struct UdpEndpoint {
     socket: UdpSocket,
+    state: UdpSocketState,
+    /// The kernel has UDP GRO (turned on by the first [`recv_batch`](Self::recv_batch)).
+    gro_supported: bool,
+    /// GRO is on for this socket.
+    gro_on: AtomicBool,
+    gso_calls: AtomicU64,
+    gso_datagrams: AtomicU64,
+    single_datagrams: AtomicU64,
 }
 
 impl UdpEndpoint {
@@ -86,8 +144,41 @@ impl UdpEndpoint {
         let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
         let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
         socket.bind(&addr.into()).map_err(bind_err)?;
+        Self::from_socket(socket.into()).map_err(bind_err)
+    }
+
+    /// Wraps a bound socket: sets it up for batched calls (non-blocking, GRO on where the kernel
+    /// has it) and restores the kernel's default path-MTU handling that `quinn-udp` changes, so
+    /// a datagram larger than the interface's MTU is still fragmented as before.
+    fn from_socket(socket: UdpSocket) -> io::Result<Self> {
+        let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
+        // GRO joins datagrams into one read, which only `recv_batch` takes apart: off until it
+        // is first used, so a socket read a datagram at a time (a relay's) gets datagrams.
+        let gro_supported = state.gro_segments() > 1;
+        if gro_supported {
+            set_int_option(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 0);
+        }
+        // Best effort, as the kernel's defaults (IPv4 sockets get no IPv6 options).
+        let fd = socket.as_raw_fd();
+        set_int_option(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_WANT,
+        );
+        if !socket.local_addr()?.is_ipv4() {
+            let want = libc::IPV6_PMTUDISC_WANT;
+            set_int_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, want);
+            set_int_option(fd, libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, 0);
+        }
         Ok(UdpEndpoint {
-            socket: socket.into(),
+            socket,
+            state,
+            gro_supported,
+            gro_on: AtomicBool::new(false),
+            gso_calls: AtomicU64::new(0),
+            gso_datagrams: AtomicU64::new(0),
+            single_datagrams: AtomicU64::new(0),
         })
     }
 
@@ -134,19 +225,188 @@ impl UdpEndpoint {
 
     /// A second handle to the same socket (for a second thread).
     pub fn try_clone(&self) -> Result<Self, NetError> {
-        Ok(UdpEndpoint {
-            socket: self.socket.try_clone()?,
-        })
+        Ok(Self::from_socket(self.socket.try_clone()?)?)
     }
 
     /// Sends one datagram, waiting for buffer space if the kernel's queue is full.
     pub fn send_to(&self, payload: &[u8], dst: SocketAddr) -> io::Result<usize> {
-        self.socket.send_to(payload, dst)
+        self.blocking(|| self.try_send_to(payload, dst))
     }
 
     /// Sends one datagram to the connected peer.
     pub fn send(&self, payload: &[u8]) -> io::Result<usize> {
-        self.socket.send(payload)
+        self.blocking(|| self.try_send(payload))
+    }
+
+    /// Runs a non-blocking send until it does not report a full buffer, waiting for space.
+    fn blocking<T>(&self, mut send: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        loop {
+            match send() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable()?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    /// Waits (up to a second, then the send is retried anyway) until the send buffer has space.
+    fn wait_writable(&self) -> io::Result<()> {
+        let mut fds = libc::pollfd {
+            fd: self.socket.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: `fds` is one valid pollfd.
+        let rc = unsafe { libc::poll(&mut fds, 1, 1_000) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// How many datagrams one `sendmsg` may carry here: [`MAX_BATCH_SEGMENTS`] where the kernel
+    /// has UDP GSO, 1 where it does not (or a GSO send failed once).
+    pub fn max_gso_segments(&self) -> usize {
+        self.state.max_gso_segments().min(MAX_BATCH_SEGMENTS)
+    }
+
+    /// How many datagrams one buffer of [`recv_batch`](Self::recv_batch) may hold (64 where the
+    /// kernel has UDP GRO, 1 where it does not).
+    pub fn gro_segments(&self) -> usize {
+        if self.gro_supported {
+            self.state.gro_segments()
+        } else {
+            1
+        }
+    }
+
+    /// How the batched sends so far went out.
+    pub fn batch_send_counts(&self) -> BatchSendCounts {
+        BatchSendCounts {
+            gso_calls: self.gso_calls.load(Ordering::Relaxed),
+            gso_datagrams: self.gso_datagrams.load(Ordering::Relaxed),
+            single_datagrams: self.single_datagrams.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sends the datagrams in `contents`, each `segment_size` bytes but the last (which may be
+    /// shorter), to `dst` (None: the connected peer), waiting for buffer space like
+    /// [`send_to`](Self::send_to). Where the kernel has UDP GSO, up to [`batch_segments`] of
+    /// them leave in one `sendmsg`; elsewhere (or when a GSO send fails with `EIO`/`EINVAL`, as
+    /// on a device without it) one per call. Returns how many datagrams were sent; the first
+    /// error ends the batch.
+    pub fn send_batch(
+        &self,
+        dst: Option<SocketAddr>,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<usize> {
+        if contents.is_empty() {
+            return Ok(0);
+        }
+        let segment_size = if segment_size == 0 {
+            contents.len()
+        } else {
+            segment_size
+        };
+        let count = contents.len().div_ceil(segment_size);
+        let per_call = batch_segments(segment_size).min(self.max_gso_segments());
+        if count == 1 || per_call <= 1 {
+            return self.send_singles(dst, contents, segment_size);
+        }
+        let destination = match dst {
+            Some(d) => d,
+            None => self.socket.peer_addr()?,
+        };
+        let mut sent = 0;
+        for chunk in contents.chunks(per_call * segment_size) {
+            let n = chunk.len().div_ceil(segment_size);
+            let transmit = Transmit {
+                destination,
+                ecn: None,
+                contents: chunk,
+                segment_size: (n > 1).then_some(segment_size),
+                src_ip: None,
+            };
+            let r = self.blocking(|| {
+                self.state
+                    .try_send(UdpSockRef::from(&self.socket), &transmit)
+            });
+            match r {
+                Ok(()) if n > 1 => {
+                    self.gso_calls.fetch_add(1, Ordering::Relaxed);
+                    self.gso_datagrams.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Ok(()) => {
+                    self.single_datagrams.fetch_add(1, Ordering::Relaxed);
+                }
+                // No GSO on this path after all (quinn-udp turns it off for the socket).
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) => {
+                    self.send_singles(dst, chunk, segment_size)?;
+                }
+                Err(e) => return Err(e),
+            }
+            sent += n;
+        }
+        Ok(sent)
+    }
+
+    /// Sends `contents` one `segment_size` datagram per call.
+    fn send_singles(
+        &self,
+        dst: Option<SocketAddr>,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<usize> {
+        let mut sent = 0;
+        for d in contents.chunks(segment_size.max(1)) {
+            match dst {
+                Some(dst) => self.send_to(d, dst)?,
+                None => self.send(d)?,
+            };
+            self.single_datagrams.fetch_add(1, Ordering::Relaxed);
+            sent += 1;
+        }
+        Ok(sent)
+    }
+
+    /// Reads what is waiting, without blocking, into `bufs` (up to [`BATCH_SIZE`] buffers in one
+    /// `recvmmsg`), describing buffer `i` in `metas[i]`; returns how many buffers were filled
+    /// (0: nothing waiting). With GRO a buffer holds several datagrams from one sender: cut it
+    /// with [`datagrams`]. Give each buffer [`MAX_DATAGRAM`] bytes so a GRO batch fits. An ICMP
+    /// error queued on a connected socket comes back as `Err` (`ConnectionRefused`), once.
+    ///
+    /// The first call turns GRO on for the socket (where the kernel has it): from then on read
+    /// it only with `recv_batch` (a one-datagram read would get joined datagrams as one).
+    pub fn recv_batch(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        metas: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(metas.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        if self.gro_supported && !self.gro_on.swap(true, Ordering::Relaxed) {
+            set_int_option(self.socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1);
+        }
+        match self.state.recv(
+            UdpSockRef::from(&self.socket),
+            &mut bufs[..n],
+            &mut metas[..n],
+        ) {
+            Ok(n) => Ok(n),
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Waits up to `timeout` for a datagram and reads it into `buf`.
@@ -229,6 +489,25 @@ impl UdpEndpoint {
             return Err(err);
         }
         Ok(rc > 0)
+    }
+}
+
+/// Sets an integer socket option, ignoring failure (for best-effort settings).
+fn set_int_option(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) {
+    // SAFETY: `value` is a valid c_int for the duration of the call and its size is passed.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 
@@ -329,6 +608,103 @@ mod tests {
             Received::TimedOut
         );
         assert!(t.elapsed() >= Duration::from_millis(19));
+    }
+
+    /// `count` datagrams of `size` bytes and a last one of `last` bytes, each filled with its
+    /// index.
+    fn burst(count: usize, size: usize, last: usize) -> Vec<u8> {
+        let mut v = Vec::new();
+        for i in 0..count {
+            v.extend(std::iter::repeat_n(i as u8, size));
+        }
+        v.extend(std::iter::repeat_n(count as u8, last));
+        v
+    }
+
+    /// Reads `want` datagrams with `recv_batch`, cut with `datagrams`.
+    fn recv_all(e: &UdpEndpoint, want: usize) -> Vec<(Vec<u8>, SocketAddr)> {
+        let mut storage = vec![vec![0u8; MAX_DATAGRAM]; BATCH_SIZE];
+        let mut metas = vec![RecvMeta::default(); BATCH_SIZE];
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < want && Instant::now() < deadline {
+            e.wait_readable(Duration::from_millis(100)).unwrap();
+            let mut bufs: Vec<IoSliceMut> =
+                storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let n = e.recv_batch(&mut bufs, &mut metas).unwrap();
+            for (buf, meta) in storage.iter().zip(&metas).take(n) {
+                for d in datagrams(buf, meta) {
+                    got.push((d.to_vec(), meta.addr));
+                }
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn a_batch_arrives_complete_and_in_order() {
+        let rx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let to = rx.local_addr().unwrap();
+        // More than one sendmsg's worth (64 segments, 65,487 bytes), with a shorter last one.
+        let contents = burst(150, 1200, 321);
+        assert_eq!(tx.send_batch(Some(to), &contents, 1200).unwrap(), 151);
+        let got = recv_all(&rx, 151);
+        assert_eq!(got.len(), 151);
+        for (i, (d, from)) in got.iter().enumerate() {
+            assert_eq!(d.len(), if i == 150 { 321 } else { 1200 }, "datagram {i}");
+            assert!(d.iter().all(|&b| b == i as u8), "datagram {i} in order");
+            assert_eq!(*from, tx.local_addr().unwrap());
+        }
+        let counts = tx.batch_send_counts();
+        assert_eq!(counts.gso_datagrams + counts.single_datagrams, 151);
+        if tx.max_gso_segments() > 1 {
+            assert!(counts.gso_calls >= 3, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn a_connected_socket_sends_a_batch_to_its_peer_and_single_datagrams_still_work() {
+        let rx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = UdpEndpoint::connect_to(rx.local_addr().unwrap()).unwrap();
+        tx.send_batch(None, &burst(3, 100, 100), 100).unwrap();
+        tx.send(b"one").unwrap();
+        let got = recv_all(&rx, 5);
+        let lens: Vec<usize> = got.iter().map(|(d, _)| d.len()).collect();
+        assert_eq!(lens, vec![100, 100, 100, 100, 3]);
+        let mut buf = [0u8; 8];
+        assert_eq!(rx.try_recv_from(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn a_socket_read_a_datagram_at_a_time_gets_a_batch_as_datagrams() {
+        let rx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        tx.send_batch(Some(rx.local_addr().unwrap()), &burst(10, 500, 20), 500)
+            .unwrap();
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        for i in 0..11 {
+            assert!(rx.wait_readable(Duration::from_secs(2)).unwrap());
+            let (n, _) = rx.try_recv_from(&mut buf).unwrap().expect("a datagram");
+            assert_eq!(n, if i == 10 { 20 } else { 500 }, "datagram {i}");
+        }
+    }
+
+    #[test]
+    fn datagrams_cuts_a_gro_buffer_by_stride() {
+        let buf = burst(3, 10, 4);
+        let mut meta = RecvMeta::default();
+        meta.len = buf.len();
+        meta.stride = 10;
+        let lens: Vec<usize> = datagrams(&buf, &meta).map(<[u8]>::len).collect();
+        assert_eq!(lens, vec![10, 10, 10, 4]);
+        meta.stride = buf.len();
+        assert_eq!(datagrams(&buf, &meta).count(), 1);
+        meta.len = 0;
+        assert_eq!(datagrams(&buf, &meta).count(), 0);
+        assert_eq!(batch_segments(1200), 54);
+        assert_eq!(batch_segments(100), 64);
+        assert_eq!(batch_segments(70_000), 1);
     }
 
     #[test]

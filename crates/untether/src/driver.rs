@@ -10,13 +10,14 @@
 //! command do, and which datagrams leave on which socket. [`run`] is the loop; it owns the
 //! sockets, so an endpoint never blocks on one.
 
+use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use untether_net::{Readiness, UdpEndpoint, Waker};
+use untether_net::{Readiness, RecvMeta, UdpEndpoint, Waker};
 use untether_proto::Micros;
 
 use crate::clock::now_us;
@@ -154,7 +155,7 @@ pub fn run<E: Endpoint>(
     stop: &AtomicBool,
 ) -> Ended {
     let refs: Vec<&UdpEndpoint> = sockets.iter().collect();
-    let mut buf = vec![0u8; untether_net::MAX_DATAGRAM];
+    let mut bufs = RecvBuffers::new();
     // What the endpoint queued before the loop started (a client's first handshake message).
     flush(endpoint, sockets);
     loop {
@@ -173,7 +174,7 @@ pub fn run<E: Endpoint>(
                 Ok(r) => r,
                 Err(e) => return Ended::Failed(e),
             };
-        receive(endpoint, sockets, &ready, &mut buf);
+        receive(endpoint, sockets, &ready, &mut bufs);
         while let Ok(c) = mailbox.commands.try_recv() {
             endpoint.handle_command(now_us(), c);
         }
@@ -192,21 +193,48 @@ pub fn run<E: Endpoint>(
     }
 }
 
-/// Reads what the ready sockets hold (up to a burst each) into the endpoint.
+/// Where received datagrams land: [`untether_net::BATCH_SIZE`] buffers of
+/// [`untether_net::MAX_DATAGRAM`] bytes (a GRO buffer holds up to 64 datagrams) and their metas.
+struct RecvBuffers {
+    storage: Vec<Vec<u8>>,
+    metas: Vec<RecvMeta>,
+}
+
+impl RecvBuffers {
+    fn new() -> Self {
+        RecvBuffers {
+            storage: vec![vec![0u8; untether_net::MAX_DATAGRAM]; untether_net::BATCH_SIZE],
+            metas: vec![RecvMeta::default(); untether_net::BATCH_SIZE],
+        }
+    }
+}
+
+/// Reads what the ready sockets hold (up to a burst each) into the endpoint, a `recvmmsg` (with
+/// GRO where the kernel has it) at a time.
 fn receive<E: Endpoint>(
     endpoint: &mut E,
     sockets: &[UdpEndpoint],
     ready: &Readiness,
-    buf: &mut [u8],
+    bufs: &mut RecvBuffers,
 ) {
     for (i, socket) in sockets.iter().enumerate() {
         if !ready.readable.get(i).copied().unwrap_or(false) {
             continue;
         }
-        for _ in 0..RECV_BURST {
-            match socket.try_recv_from(buf) {
-                Ok(Some((n, from))) => endpoint.handle_datagram(now_us(), i, from, &buf[..n]),
-                Ok(None) => break,
+        let mut read = 0;
+        while read < RECV_BURST {
+            let mut slices: Vec<IoSliceMut<'_>> = bufs
+                .storage
+                .iter_mut()
+                .map(|b| IoSliceMut::new(b))
+                .collect();
+            match socket.recv_batch(&mut slices, &mut bufs.metas) {
+                Ok(0) => break,
+                Ok(n) => {
+                    for (buf, meta) in bufs.storage.iter().zip(&bufs.metas).take(n) {
+                        read += deliver(endpoint, i, buf, meta);
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                     endpoint.handle_refused(now_us(), i);
                     break;
@@ -220,26 +248,115 @@ fn receive<E: Endpoint>(
     }
 }
 
-/// Sends everything the endpoint has ready.
-pub fn flush<E: Endpoint>(endpoint: &mut E, sockets: &[UdpEndpoint]) {
-    while let Some(out) = endpoint.poll_transmit(now_us()) {
-        let targets: &[UdpEndpoint] = match out.via {
-            Via::Socket(i) => match sockets.get(i) {
-                Some(s) => std::slice::from_ref(s),
-                None => continue,
-            },
+/// Hands the endpoint the datagrams of one received buffer one by one (a GRO buffer holds
+/// several, `meta.stride` bytes each but the last); returns how many.
+fn deliver<E: Endpoint>(endpoint: &mut E, socket: usize, buf: &[u8], meta: &RecvMeta) -> usize {
+    let mut n = 0;
+    for d in untether_net::datagrams(buf, meta) {
+        endpoint.handle_datagram(now_us(), socket, meta.addr, d);
+        n += 1;
+    }
+    n
+}
+
+/// The most datagrams one batched send carries (a pacing batch is at most this many too).
+const MAX_GROUP: usize = 64;
+
+/// Consecutive datagrams for one socket choice and destination, all of one length but the last
+/// (which may be shorter and then ends the group): a frame's shards, sent in one batched call.
+struct Group {
+    via: Via,
+    dst: Option<SocketAddr>,
+    segment_size: usize,
+    count: usize,
+    /// No datagram can join (a shorter one joined, or the group is full).
+    closed: bool,
+    contents: Vec<u8>,
+}
+
+impl Group {
+    fn new() -> Self {
+        Group {
+            via: Via::All,
+            dst: None,
+            segment_size: 0,
+            count: 0,
+            closed: false,
+            contents: Vec::new(),
+        }
+    }
+
+    /// Whether `out` can join: same socket choice and destination, not longer than the others,
+    /// and the group not closed.
+    fn accepts(&self, out: &Outgoing) -> bool {
+        self.count == 0
+            || (!self.closed
+                && out.via == self.via
+                && out.dst == self.dst
+                && !out.payload.is_empty()
+                && out.payload.len() <= self.segment_size)
+    }
+
+    /// Adds `out` (which [`accepts`](Self::accepts) took).
+    fn push(&mut self, out: Outgoing) {
+        if self.count == 0 {
+            self.via = out.via;
+            self.dst = out.dst;
+            self.segment_size = out.payload.len();
+        }
+        self.count += 1;
+        self.contents.extend_from_slice(&out.payload);
+        let max = untether_net::batch_segments(self.segment_size).min(MAX_GROUP);
+        self.closed =
+            out.payload.len() < self.segment_size || out.payload.is_empty() || self.count >= max;
+    }
+
+    /// Sends the group (one batched call per socket) and empties it.
+    fn send<E: Endpoint>(&mut self, endpoint: &mut E, sockets: &[UdpEndpoint]) {
+        if self.count == 0 {
+            return;
+        }
+        let targets: &[UdpEndpoint] = match self.via {
+            Via::Socket(i) => sockets.get(i).map_or(&[], std::slice::from_ref),
             Via::All => sockets,
         };
         for s in targets {
-            let r = match out.dst {
-                Some(dst) => s.send_to(&out.payload, dst),
-                None => s.send(&out.payload),
+            let r = if self.count == 1 {
+                match self.dst {
+                    Some(dst) => s.send_to(&self.contents, dst),
+                    None => s.send(&self.contents),
+                }
+            } else {
+                s.send_batch(self.dst, &self.contents, self.segment_size)
             };
             if let Err(e) = r {
-                endpoint.send_failed(out.dst, e);
+                endpoint.send_failed(self.dst, e);
             }
         }
+        self.count = 0;
+        self.closed = false;
+        self.contents.clear();
     }
+}
+
+/// Sends everything the endpoint has ready. Consecutive datagrams with the same socket choice,
+/// destination and length (a frame's shards; the last may be shorter) leave in one batched call
+/// ([`UdpEndpoint::send_batch`]: one GSO `sendmsg` where the kernel has it, at most
+/// [`MAX_GROUP`] datagrams). A group leaves as soon as it is closed (its shorter last datagram,
+/// or full), before a datagram that cannot join it, and when the endpoint has nothing more now
+/// (a paced batch ends there): the order is kept and nothing waits for a later datagram.
+pub fn flush<E: Endpoint>(endpoint: &mut E, sockets: &[UdpEndpoint]) {
+    let mut group = Group::new();
+    while let Some(out) = endpoint.poll_transmit(now_us()) {
+        if !group.accepts(&out) {
+            group.send(endpoint, sockets);
+        }
+        group.push(out);
+        if group.closed {
+            group.send(endpoint, sockets);
+        }
+    }
+    group.send(endpoint, sockets);
 }
 
 #[cfg(test)]
@@ -343,5 +460,198 @@ mod tests {
         let ended = run(&mut e, &[], &mailbox, &stop);
         assert!(matches!(ended, Ended::Done));
         assert_eq!(e.commands, vec![9]);
+    }
+
+    /// Sends what it is given, records what arrives.
+    #[derive(Default)]
+    struct Script {
+        out: VecDeque<Outgoing>,
+        got: Vec<(usize, SocketAddr, Vec<u8>)>,
+    }
+
+    impl Endpoint for Script {
+        type Command = ();
+        fn poll_timeout(&self) -> Option<Micros> {
+            None
+        }
+        fn handle_datagram(&mut self, _now: Micros, socket: usize, from: SocketAddr, d: &[u8]) {
+            self.got.push((socket, from, d.to_vec()));
+        }
+        fn handle_timeout(&mut self, _now: Micros) {}
+        fn handle_command(&mut self, _now: Micros, _c: ()) {}
+        fn handle_events(&mut self, _now: Micros) {}
+        fn poll_transmit(&mut self, _now: Micros) -> Option<Outgoing> {
+            self.out.pop_front()
+        }
+        fn send_failed(&mut self, dst: Option<SocketAddr>, error: std::io::Error) {
+            panic!("send to {dst:?} failed: {error}");
+        }
+        fn is_done(&self) -> bool {
+            false
+        }
+    }
+
+    fn bind() -> UdpEndpoint {
+        UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap()
+    }
+
+    /// A datagram of `len` bytes tagged `tag` (its first byte).
+    fn tagged(via: Via, dst: SocketAddr, tag: u8, len: usize) -> Outgoing {
+        let mut payload = vec![0xAB; len];
+        payload[0] = tag;
+        Outgoing {
+            via,
+            dst: Some(dst),
+            payload,
+        }
+    }
+
+    /// Receives through the batched path until `want` datagrams arrived on `socket` (5 s at most).
+    fn receive_all(socket: &UdpEndpoint, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut sink = Script::default();
+        let mut bufs = RecvBuffers::new();
+        let ready = Readiness {
+            readable: vec![true],
+            woken: false,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while sink.got.len() < want && std::time::Instant::now() < deadline {
+            socket.wait_readable(Duration::from_millis(50)).unwrap();
+            receive(&mut sink, std::slice::from_ref(socket), &ready, &mut bufs);
+        }
+        sink.got.into_iter().map(|(_, from, d)| (from, d)).collect()
+    }
+
+    /// (tag, length) of each datagram, in arrival order.
+    fn shapes(got: &[(SocketAddr, Vec<u8>)], from: SocketAddr) -> Vec<(u8, usize)> {
+        got.iter()
+            .filter(|(f, _)| *f == from)
+            .map(|(_, d)| (d[0], d.len()))
+            .collect()
+    }
+
+    #[test]
+    fn a_burst_of_equal_datagrams_arrives_complete_and_in_order_through_the_batched_path() {
+        let (tx, rx) = (bind(), bind());
+        let to = rx.local_addr().unwrap();
+        let mut src = Script::default();
+        // A keyframe's shards: 100 of 1200 bytes and a shorter last one.
+        for i in 0..100u8 {
+            src.out.push_back(tagged(Via::Socket(0), to, i, 1200));
+        }
+        src.out.push_back(tagged(Via::Socket(0), to, 100, 345));
+        flush(&mut src, std::slice::from_ref(&tx));
+        let got = receive_all(&rx, 101);
+        let want: Vec<(u8, usize)> = (0..101u8)
+            .map(|i| (i, if i == 100 { 345 } else { 1200 }))
+            .collect();
+        assert_eq!(shapes(&got, tx.local_addr().unwrap()), want);
+        let counts = tx.batch_send_counts();
+        assert_eq!(counts.gso_datagrams + counts.single_datagrams, 101);
+        if tx.max_gso_segments() > 1 {
+            // 54 (a sendmsg's 65,487 bytes) then 46 and the shorter last one.
+            assert_eq!(counts.gso_calls, 2, "{counts:?}");
+            assert_eq!(counts.gso_datagrams, 101);
+        }
+    }
+
+    #[test]
+    fn mixed_sizes_sockets_and_destinations_are_split_into_groups() {
+        let (tx0, tx1, a, b) = (bind(), bind(), bind(), bind());
+        let (to_a, to_b) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut src = Script::default();
+        let script = [
+            // One group: five of 1000 and a shorter last one.
+            (Via::Socket(0), to_a, 1000, 5),
+            (Via::Socket(0), to_a, 600, 1),
+            // Another destination: a new group.
+            (Via::Socket(0), to_b, 1000, 3),
+            // Another socket: a new group; then a longer one starts another (alone).
+            (Via::Socket(1), to_a, 500, 2),
+            (Via::Socket(1), to_a, 1000, 1),
+            // Every socket.
+            (Via::All, to_b, 700, 2),
+        ];
+        let mut tag = 0u8;
+        for (via, dst, len, n) in script {
+            for _ in 0..n {
+                src.out.push_back(tagged(via, dst, tag, len));
+                tag += 1;
+            }
+        }
+        let sockets = [tx0, tx1];
+        flush(&mut src, &sockets);
+        let (from0, from1) = (
+            sockets[0].local_addr().unwrap(),
+            sockets[1].local_addr().unwrap(),
+        );
+        let got_a = receive_all(&a, 9);
+        let got_b = receive_all(&b, 7);
+        assert_eq!(
+            shapes(&got_a, from0),
+            vec![
+                (0, 1000),
+                (1, 1000),
+                (2, 1000),
+                (3, 1000),
+                (4, 1000),
+                (5, 600)
+            ]
+        );
+        assert_eq!(shapes(&got_a, from1), vec![(9, 500), (10, 500), (11, 1000)]);
+        assert_eq!(
+            shapes(&got_b, from0),
+            vec![(6, 1000), (7, 1000), (8, 1000), (12, 700), (13, 700)]
+        );
+        assert_eq!(shapes(&got_b, from1), vec![(12, 700), (13, 700)]);
+        if sockets[0].max_gso_segments() > 1 {
+            let (c0, c1) = (
+                sockets[0].batch_send_counts(),
+                sockets[1].batch_send_counts(),
+            );
+            assert_eq!((c0.gso_calls, c0.gso_datagrams), (3, 11), "{c0:?}");
+            // The lone 1000-byte datagram left with a plain send.
+            assert_eq!((c1.gso_calls, c1.gso_datagrams), (2, 4), "{c1:?}");
+        }
+    }
+
+    #[test]
+    fn gro_received_datagrams_are_handed_over_one_by_one_with_their_lengths() {
+        let from: SocketAddr = "10.0.0.7:4000".parse().unwrap();
+        let mut buf = Vec::new();
+        for i in 0..3u8 {
+            buf.extend(std::iter::repeat_n(i, 1200));
+        }
+        buf.extend(std::iter::repeat_n(3u8, 100));
+        let mut meta = RecvMeta::default();
+        meta.addr = from;
+        meta.len = buf.len();
+        meta.stride = 1200;
+        let mut sink = Script::default();
+        assert_eq!(deliver(&mut sink, 2, &buf, &meta), 4);
+        let got: Vec<(usize, SocketAddr, u8, usize)> = sink
+            .got
+            .iter()
+            .map(|(s, f, d)| (*s, *f, d[0], d.len()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, from, 0, 1200),
+                (2, from, 1, 1200),
+                (2, from, 2, 1200),
+                (2, from, 3, 100)
+            ]
+        );
+        assert!(sink
+            .got
+            .iter()
+            .all(|(_, _, d)| d.iter().all(|&b| b == d[0])));
+        // Without GRO a buffer is one datagram (stride = len).
+        meta.len = 700;
+        meta.stride = 700;
+        let mut one = Script::default();
+        assert_eq!(deliver(&mut one, 0, &buf, &meta), 1);
+        assert_eq!(one.got[0].2.len(), 700);
     }
 }
