@@ -155,7 +155,11 @@ impl ClientNet {
                 next_try_us: Some(now + retry_delay_us(0)),
             });
             self.shared.reconnecting.store(true, Ordering::SeqCst);
-            super::lock(&self.shared.run).reconnects.push((now, 0));
+            let mut run = super::lock(&self.shared.run);
+            // Bounded like the frame records: a host that flaps for days keeps the first ones.
+            if run.reconnects.len() < MAX_RECORDS {
+                run.reconnects.push((now, 0));
+            }
         } else if let Some(r) = self.reconnect.as_mut() {
             // This attempt failed: the next after a backoff.
             r.attempt += 1;
