@@ -141,6 +141,23 @@ pub const PACING_BATCH: Limit<u32> = Limit {
     max: crate::pacing::MAX_BATCH,
 };
 
+pub const RTSP_QUEUE_FRAMES: Limit<u32> = Limit {
+    key: "rtsp.queue_frames",
+    min: 1,
+    max: 60,
+};
+/// An RTP packet's size: at least what a minimum IPv4 MTU leaves, at most a jumbo frame.
+pub const RTSP_MTU: Limit<u32> = Limit {
+    key: "rtsp.mtu",
+    min: 400,
+    max: 9000,
+};
+pub const RTSP_MAX_VIEWERS: Limit<u32> = Limit {
+    key: "rtsp.max_viewers",
+    min: 1,
+    max: 256,
+};
+
 /// Deserializes an integer key of the config file into its type `T`, refusing a value that
 /// does not fit with the key's own message ([`Limit::fit`]).
 pub(super) fn de_fit<'de, D, T>(d: D, limit: Limit<T>) -> Result<T, D::Error>
@@ -189,4 +206,7 @@ de_fns! {
     de_keepalive_ms: KEEPALIVE_MS -> u64,
     de_idle_timeout_ms: IDLE_TIMEOUT_MS -> u64,
     de_pacing_batch: PACING_BATCH -> u32,
+    de_rtsp_queue_frames: RTSP_QUEUE_FRAMES -> u32,
+    de_rtsp_mtu: RTSP_MTU -> u32,
+    de_rtsp_max_viewers: RTSP_MAX_VIEWERS -> u32,
 }

@@ -11,9 +11,11 @@ use untether_media::codec::VideoPath;
 use untether_proto::units;
 
 mod limits;
+mod rtsp;
 mod video;
 
 pub use limits::*;
+pub use rtsp::*;
 pub use video::*;
 
 /// The UDP port a host listens on by default.
@@ -264,6 +266,7 @@ pub struct ConfigToml {
     pub host: HostToml,
     pub client: ClientToml,
     pub network: NetworkToml,
+    pub rtsp: RtspToml,
 }
 
 impl ConfigToml {

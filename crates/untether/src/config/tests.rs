@@ -332,6 +332,12 @@ fn example_config_parses() {
     assert_eq!(v, VideoConfig::default(), "the example shows the defaults");
     validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
     validate_client(&c.client, &c.network).unwrap();
+    assert_eq!(
+        c.rtsp,
+        RtspToml::default(),
+        "the example shows the defaults"
+    );
+    c.rtsp.validate().unwrap();
 }
 
 #[test]

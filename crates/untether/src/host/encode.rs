@@ -1,5 +1,5 @@
 //! The encoder stage: converts and encodes a picture, numbers it in the current client's
-//! stream and hands it to the network driver. Used by the encoder thread, the capture threads
+//! stream and hands it to the network driver, then to the other consumers (RTSP). Used by the encoder thread, the capture threads
 //! and the application's [`FrameSender`] alike.
 //!
 //! It follows the session through [`EncoderEvent`]s from the driver (a keyframe request, the
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
 use untether_proto::{FrameTiming, Micros};
 
+use super::consumer::EncodedVideo;
 use super::network::{HostCommand, OutgoingFrame};
 use super::options::HostSetup;
 use super::shared::{lock, HostShared};
@@ -61,7 +62,8 @@ pub(crate) fn encoder_config(
 /// What a send did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendInfo {
-    /// False when no client is connected (nothing was encoded).
+    /// False when no client is connected and no consumer (RTSP) has a viewer (nothing was
+    /// encoded).
     pub sent: bool,
     /// The protocol frame number (per client, from 0).
     pub frame_number: u32,
@@ -212,17 +214,26 @@ impl EncoderStage {
                 .saturating_sub(self.session_base.1) as u32,
             dropped: s.frames.replaced().saturating_sub(self.session_base.2) as u32,
         };
+        let data = Arc::new(encoded.data);
         let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
             epoch: self.epoch,
             frame_number,
             capture_us,
             keyframe: encoded.keyframe,
-            data: encoded.data,
+            data: data.clone(),
             handed_us: now_us(),
             timing,
         }));
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
+        }
+        // After our own clients, the other consumers (RTSP): the same access unit, shared.
+        if !s.consumers.is_empty() {
+            s.consumers.video(&EncodedVideo {
+                data,
+                keyframe: encoded.keyframe,
+                capture_us,
+            });
         }
         self.frame_number = self.frame_number.wrapping_add(1);
         Ok(SendInfo {
@@ -254,7 +265,7 @@ impl FrameSender {
         if s.stopped() {
             return Err(HostError::Stopped(s.fatal()));
         }
-        if !s.link.connected() {
+        if !s.watched() {
             return Ok(SendInfo::default());
         }
         s.counters.captured.fetch_add(1, Ordering::Relaxed);

@@ -20,6 +20,7 @@
 //! held across a send.
 
 mod audio;
+mod consumer;
 mod encode;
 mod input;
 mod network;
@@ -56,6 +57,10 @@ use crate::driver::{self, Handle};
 use crate::identity::{Access, IdentityError};
 use crate::stats::{Samples, Stage};
 
+pub use consumer::{
+    Consumer, ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo,
+    ViewerSummary,
+};
 pub use encode::{FrameSender, SendInfo};
 pub use input::{keys, scene_input};
 pub use options::{
@@ -132,6 +137,8 @@ pub struct HostSummary {
     pub final_bitrate_kbps: Option<u32>,
     /// Retransmission: data shards resent on the client's ShardNacks.
     pub shards_retransmitted: u64,
+    /// The other consumers of the stream (RTSP) and their viewers.
+    pub consumers: Vec<ConsumerSummary>,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -295,6 +302,20 @@ impl Host {
         ));
         let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
         let (encoder_events, encoder_rx) = mpsc::channel();
+        shared.consumers.set(
+            &setup.consumers,
+            StreamInfo {
+                width: v.resolution.width,
+                height: v.resolution.height,
+                fps: v.fps,
+                audio_channels: (setup.audio != AudioSpec::None)
+                    .then_some(media_audio::CHANNELS as u8),
+            },
+            &KeyframeRequests::new(
+                encoder_events.clone(),
+                options.host.keyframe_cooldown_ms * 1000,
+            ),
+        );
         let stage = EncoderStage::new(encoder, encoder_rx, net.clone(), shared.clone());
         let audio = match setup.audio {
             AudioSpec::None => None,
@@ -387,7 +408,7 @@ impl Host {
             (AudioSpec::Capture { device }, Some(stage)) => {
                 let (s, stage) = (shared.clone(), stage.clone());
                 let sink: media_audio::CaptureSink = Box::new(move |pcm: &[i16], pts: u64| {
-                    if s.link.connected() {
+                    if s.watched() {
                         if let Err(e) = stage.push(&s, pcm, media_audio::CHANNELS, pts) {
                             log::warn!("host: audio: {e}");
                         }
@@ -590,7 +611,7 @@ impl Host {
 
     /// Pushes interleaved 48 kHz PCM (`channels` 1 or 2) whose first sample was produced at
     /// `pts_us` (host clock, [`crate::clock::now_us`]); every complete 10 ms is encoded and
-    /// sent at once. Without a client the audio is dropped.
+    /// sent at once. Without a client or a consumer's viewer the audio is dropped.
     pub fn push_audio(
         &self,
         pcm: &[i16],
@@ -605,7 +626,7 @@ impl Host {
                 "this host has no audio stream (set an audio source)".into(),
             ));
         };
-        if !self.has_client() {
+        if !self.shared.watched() {
             return Ok(());
         }
         stage.push(&self.shared, pcm, channels, pts_us)
@@ -663,6 +684,7 @@ impl Host {
             bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
             final_bitrate_kbps: target_kbps,
             shards_retransmitted: st.shards_retransmitted,
+            consumers: s.consumers.summaries(),
         }
     }
 

@@ -69,7 +69,8 @@ pub(crate) struct OutgoingFrame {
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
-    pub data: Vec<u8>,
+    /// The access unit, shared with the other consumers (RTSP).
+    pub data: Arc<Vec<u8>>,
     /// When the encoder handed it over: the start of its `send` stage.
     pub handed_us: Micros,
     /// Everything but the send times, filled in once the last datagram left.
@@ -600,7 +601,7 @@ mod tests {
                 frame_number: 0,
                 capture_us: 0,
                 keyframe: true,
-                data: vec![0; 100],
+                data: Arc::new(vec![0; 100]),
                 handed_us: 0,
                 timing: FrameTiming::default(),
             },

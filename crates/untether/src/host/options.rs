@@ -141,6 +141,10 @@ pub struct HostSetup {
     /// The host's identity and who may connect: the state directory and `host.access`
     /// (default), or in memory.
     pub trust: HostTrust,
+    /// Other consumers of the encoded stream besides the host's clients (an RTSP server, crate
+    /// `untether-rtsp`): each sees every encoded frame and audio packet, shared, and may ask
+    /// for keyframes.
+    pub consumers: Vec<super::Consumer>,
 }
 
 impl Default for HostSetup {
@@ -157,6 +161,7 @@ impl Default for HostSetup {
             encoder_thread: true,
             sent_frame_tap: None,
             trust: HostTrust::Stored,
+            consumers: Vec::new(),
         }
     }
 }

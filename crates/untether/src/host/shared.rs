@@ -10,6 +10,7 @@ use untether_media::convert::I420Frame;
 use untether_media::BgraFrame;
 use untether_proto::{InputRecord, Micros};
 
+use super::consumer::Consumers;
 use crate::slot::Slot;
 use crate::stats::Samples;
 
@@ -125,6 +126,8 @@ pub(crate) struct HostShared {
     pub source_ended: AtomicBool,
     pub counters: Counters,
     pub samples: Mutex<HostSamples>,
+    /// Other consumers of the encoded stream (RTSP), set once at start.
+    pub consumers: Consumers,
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
 }
@@ -141,6 +144,7 @@ impl HostShared {
             source_ended: AtomicBool::new(false),
             counters: Counters::default(),
             samples: Mutex::new(HostSamples::default()),
+            consumers: Consumers::default(),
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
         }
@@ -179,10 +183,16 @@ impl HostShared {
         lock(&self.events).clone()
     }
 
-    /// Waits for a client; false when the host stops first.
+    /// Whether anyone watches: a client is connected, or a consumer (RTSP) has a viewer. The
+    /// sources produce frames only then.
+    pub fn watched(&self) -> bool {
+        self.link.connected() || self.consumers.watching()
+    }
+
+    /// Waits for a client or a consumer's viewer; false when the host stops first.
     pub fn wait_client(&self) -> bool {
         while !self.stopped() {
-            if self.link.connected() {
+            if self.watched() {
                 return true;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));

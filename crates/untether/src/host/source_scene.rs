@@ -56,7 +56,7 @@ pub(crate) fn scene_loop(
     let mut inputs_applied: u32 = 0;
     let mut epoch = s.link.epoch();
     while !s.stopped() {
-        if !s.link.connected() {
+        if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             ticker.resync(now_us());
             continue;

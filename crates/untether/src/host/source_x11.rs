@@ -40,7 +40,7 @@ pub(crate) fn x11_loop(
         }
     ));
     while !s.stopped() {
-        if !s.link.connected() {
+        if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             ticker.resync(now_us());
             continue;

@@ -218,6 +218,10 @@ pub struct Report {
     pub host_events: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audio: Option<AudioReport>,
+    /// The host's other consumers (RTSP) and their viewers, when the host ran in this process
+    /// and had any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<crate::host::ConsumerSummary>,
 }
 
 /// One shown frame's measurements, client clock: what [`build`] summarises, for benchmarks
@@ -463,6 +467,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         },
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
         audio,
+        consumers: host.map(|h| h.consumers.clone()).unwrap_or_default(),
     }
 }
 
@@ -513,6 +518,7 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
         "unchanged_ticks": h.unchanged,
         "audio_packets_sent": h.audio_packets,
         "host_events": h.events,
+        "consumers": h.consumers,
     })
 }
 

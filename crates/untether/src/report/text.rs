@@ -114,6 +114,9 @@ impl Report {
                 a.underruns
             );
         }
+        for c in &self.consumers {
+            let _ = writeln!(o, "{c}");
+        }
         let _ = writeln!(
             o,
             "input: {} events sent, {} applied by the host",

@@ -1,0 +1,228 @@
+//! The hand-over from the host's encoder to one RTSP media, as decisions (no GStreamer here):
+//! which frame goes in, which is dropped because the queue in front of the RTP packetizer is
+//! full, which is skipped because nobody could decode it, and when to ask for a keyframe; and
+//! the buffer timestamps, mapped from the host's clock to the pipeline's running time.
+
+use untether_proto::Micros;
+
+/// What to do with a video frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offer {
+    /// Push it to the packetizer.
+    Push,
+    /// The queue is full: drop it (counted); the stream then waits for a keyframe.
+    Drop,
+    /// A delta frame while the stream waits for a keyframe (none yet, or one was dropped):
+    /// nothing after the gap could be decoded, so it is not sent (counted).
+    Skip,
+}
+
+/// The video state of one media: whether its stream is broken until a keyframe, and whether
+/// someone (a new viewer, a player's PLI/FIR) wants one.
+#[derive(Debug)]
+pub(crate) struct Feed {
+    /// Frames the packetizer may have waiting before a new one is dropped.
+    limit: u64,
+    /// No keyframe since the start or the last drop: deltas are useless.
+    waiting: bool,
+    /// A keyframe is wanted though the stream is intact (a viewer joined, or asked).
+    wanted: bool,
+    /// The last buffer timestamp pushed, ns (they must not go backwards).
+    last_pts_ns: Option<u64>,
+    /// A frame went in.
+    pushed: bool,
+}
+
+impl Feed {
+    /// A new media's feed: it starts with a keyframe.
+    pub fn new(limit: u32) -> Feed {
+        Feed {
+            limit: u64::from(limit.max(1)),
+            waiting: true,
+            wanted: true,
+            last_pts_ns: None,
+            pushed: false,
+        }
+    }
+
+    /// Decides about a frame, with `queued` buffers waiting in front of the packetizer.
+    pub fn offer(&mut self, keyframe: bool, queued: u64) -> Offer {
+        if queued >= self.limit {
+            self.waiting = true;
+            return Offer::Drop;
+        }
+        if keyframe {
+            self.waiting = false;
+            self.wanted = false;
+            self.pushed = true;
+            return Offer::Push;
+        }
+        if self.waiting {
+            Offer::Skip
+        } else {
+            Offer::Push
+        }
+    }
+
+    /// Whether a frame went in yet (the media's first keyframe).
+    pub fn started(&self) -> bool {
+        self.pushed
+    }
+
+    /// Whether the encoder should be asked for a keyframe (on every frame until one comes;
+    /// the host's cooldown spaces the requests out).
+    pub fn needs_keyframe(&self) -> bool {
+        self.waiting || self.wanted
+    }
+
+    /// A viewer joined or asked for a keyframe.
+    pub fn want_keyframe(&mut self) {
+        self.wanted = true;
+    }
+
+    /// The timestamp for a buffer at `pts_ns`, never before the previous one.
+    pub fn monotonic(&mut self, pts_ns: Option<u64>) -> Option<u64> {
+        let pts = pts_ns.map(|p| match self.last_pts_ns {
+            Some(last) if p <= last => last + 1,
+            _ => p,
+        });
+        if pts.is_some() {
+            self.last_pts_ns = pts;
+        }
+        pts
+    }
+}
+
+/// The pipeline running time (ns) of host instant `at_us`, given that the pipeline clock reads
+/// `clock_ns` at host time `now_us` and the pipeline's base time is `base_ns`. None before the
+/// pipeline's start (a frame captured before it began playing).
+pub(crate) fn running_time_ns(
+    at_us: Micros,
+    now_us: Micros,
+    clock_ns: u64,
+    base_ns: u64,
+) -> Option<u64> {
+    let ago_ns = now_us.saturating_sub(at_us).saturating_mul(1000);
+    clock_ns.checked_sub(base_ns)?.checked_sub(ago_ns)
+}
+
+/// The audio state of one media: Opus packets are independent, so a full queue only drops.
+#[derive(Debug)]
+pub(crate) struct AudioFeed {
+    limit: u64,
+    last_pts_ns: Option<u64>,
+}
+
+impl AudioFeed {
+    /// Packets waiting before a new one is dropped: `limit` frames' worth, at least 100 ms.
+    pub fn new(video_limit: u32, fps: u32) -> AudioFeed {
+        let frame_ms = 1000 / u64::from(fps.max(1));
+        let ms = (u64::from(video_limit) * frame_ms).max(100);
+        AudioFeed {
+            limit: ms / 10,
+            last_pts_ns: None,
+        }
+    }
+
+    /// Whether a packet fits, with `queued` waiting.
+    pub fn fits(&self, queued: u64) -> bool {
+        queued < self.limit
+    }
+
+    pub fn monotonic(&mut self, pts_ns: Option<u64>) -> Option<u64> {
+        let pts = pts_ns.map(|p| match self.last_pts_ns {
+            Some(last) if p <= last => last + 1,
+            _ => p,
+        });
+        if pts.is_some() {
+            self.last_pts_ns = pts;
+        }
+        pts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_feed_waits_for_its_first_keyframe_and_asks_for_it() {
+        let mut f = Feed::new(4);
+        assert!(f.needs_keyframe() && !f.started());
+        assert_eq!(f.offer(false, 0), Offer::Skip);
+        assert!(f.needs_keyframe() && !f.started());
+        assert_eq!(f.offer(true, 0), Offer::Push);
+        assert!(f.started());
+        assert!(!f.needs_keyframe());
+        assert_eq!(f.offer(false, 1), Offer::Push);
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_the_stream_waits_for_the_next_keyframe() {
+        let mut f = Feed::new(2);
+        assert_eq!(f.offer(true, 0), Offer::Push);
+        assert_eq!(f.offer(false, 1), Offer::Push);
+        assert_eq!(f.offer(false, 2), Offer::Drop);
+        assert!(f.needs_keyframe());
+        // The queue drained, but the frames after the gap reference the dropped one.
+        assert_eq!(f.offer(false, 0), Offer::Skip);
+        // A keyframe arriving while the queue is still full is dropped too.
+        assert_eq!(f.offer(true, 2), Offer::Drop);
+        assert_eq!(f.offer(true, 1), Offer::Push);
+        assert!(!f.needs_keyframe());
+        assert_eq!(f.offer(false, 1), Offer::Push);
+    }
+
+    #[test]
+    fn a_joining_viewer_wants_a_keyframe_without_breaking_the_stream() {
+        let mut f = Feed::new(4);
+        f.offer(true, 0);
+        f.want_keyframe();
+        assert!(f.needs_keyframe());
+        // The others keep getting deltas meanwhile.
+        assert_eq!(f.offer(false, 0), Offer::Push);
+        assert!(f.needs_keyframe());
+        assert_eq!(f.offer(true, 0), Offer::Push);
+        assert!(!f.needs_keyframe());
+    }
+
+    #[test]
+    fn running_time_maps_host_instants_into_the_pipeline() {
+        // The pipeline started (base) at clock 5 s; now the clock reads 7 s, host time 100 s.
+        let (base, clock, now) = (5_000_000_000, 7_000_000_000, 100_000_000);
+        // A frame captured 4 ms ago ran at 2 s − 4 ms.
+        assert_eq!(
+            running_time_ns(now - 4_000, now, clock, base),
+            Some(1_996_000_000)
+        );
+        // Captured before the pipeline started: no running time.
+        assert_eq!(running_time_ns(now - 3_000_000, now, clock, base), None);
+        // A capture "in the future" (clock jitter) is now.
+        assert_eq!(
+            running_time_ns(now + 10, now, clock, base),
+            Some(2_000_000_000)
+        );
+    }
+
+    #[test]
+    fn timestamps_never_go_backwards() {
+        let mut f = Feed::new(1);
+        assert_eq!(f.monotonic(Some(10)), Some(10));
+        assert_eq!(f.monotonic(Some(10)), Some(11));
+        assert_eq!(f.monotonic(Some(5)), Some(12));
+        assert_eq!(f.monotonic(None), None);
+        assert_eq!(f.monotonic(Some(20)), Some(20));
+        let mut a = AudioFeed::new(4, 60);
+        assert_eq!(a.monotonic(Some(3)), Some(3));
+        assert_eq!(a.monotonic(Some(3)), Some(4));
+    }
+
+    #[test]
+    fn the_audio_queue_holds_at_least_100_ms() {
+        let a = AudioFeed::new(4, 60);
+        assert!(a.fits(9) && !a.fits(10));
+        // 30 frames at 60 fps: 480 ms.
+        let a = AudioFeed::new(30, 60);
+        assert!(a.fits(47) && !a.fits(48));
+    }
+}

@@ -1,0 +1,266 @@
+//! RTSP against a running host: a real host (the test scene, x264) in this process with the
+//! RTSP server as its consumer, and the real `ffmpeg` command as the player, over RTP/TCP and
+//! RTP/UDP on 127.0.0.1. A few seconds each.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use untether::config::{ConfigToml, RtspToml};
+use untether::host::{AudioSpec, Consumer, HostSetup};
+use untether::identity::{Access, HostTrust};
+use untether::{Host, HostOptions, HostSummary};
+use untether_rtsp::RtspServer;
+
+/// A host streaming the test scene at 640x360 with an RTSP server on a free port; no client
+/// of ours connects, so the RTSP viewers alone make it render and encode.
+fn host_with_rtsp(access: Access, audio: bool) -> (Host, Arc<RtspServer>) {
+    let rtsp = RtspToml {
+        listen: "127.0.0.1:0".into(),
+        ..Default::default()
+    };
+    let server = Arc::new(RtspServer::start(&rtsp, access).expect("the RTSP server starts"));
+    let mut cfg = ConfigToml::default();
+    cfg.video.resolution = "640x360".into();
+    cfg.host.bind = "127.0.0.1:0".into();
+    let options = HostOptions {
+        video: cfg.video.validate().unwrap(),
+        scene: cfg.scene.clone(),
+        host: cfg.host.clone(),
+        network: cfg.network.clone(),
+    };
+    let (trust, _) = untether::identity::memory_pair();
+    let trust = match trust {
+        HostTrust::Memory {
+            allowed, identity, ..
+        } => HostTrust::Memory {
+            allowed,
+            identity,
+            access,
+        },
+        t => t,
+    };
+    let host = Host::start_with(
+        options,
+        HostSetup {
+            trust,
+            audio: if audio {
+                AudioSpec::Tone
+            } else {
+                AudioSpec::None
+            },
+            consumers: vec![Consumer(server.clone())],
+            ..Default::default()
+        },
+    )
+    .expect("the host starts");
+    (host, server)
+}
+
+struct Played {
+    ok: bool,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `ffmpeg ARGS` for at most `limit`, killing it after that.
+fn ffmpeg(args: &[&str], limit: Duration) -> Played {
+    let start = Instant::now();
+    let mut child = Command::new("ffmpeg")
+        .args(["-hide_banner", "-nostdin"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ffmpeg runs (the Debian package ffmpeg; scripts/setup.sh installs it)");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Played {
+        ok: status.is_some_and(|s| s.success()),
+        stderr: reader.join().unwrap(),
+        elapsed: start.elapsed(),
+    }
+}
+
+fn stop(host: Host, server: &RtspServer) -> HostSummary {
+    let summary = host.stop();
+    server.stop();
+    assert!(summary.fatal.is_none(), "host failed: {:?}", summary.fatal);
+    summary
+}
+
+/// Issue 18's "done when": `ffmpeg -rtsp_transport tcp|udp -i rtsp://…/untether -frames:v 120
+/// -f null -` succeeds against a running host, from the one encode.
+#[test]
+fn ffmpeg_plays_120_frames_over_tcp_and_over_udp() {
+    let (host, server) = host_with_rtsp(Access::Allowlist, false);
+    let url = server.url_for("127.0.0.1", true);
+    for transport in ["tcp", "udp"] {
+        let p = ffmpeg(
+            &[
+                "-loglevel",
+                "error",
+                "-rtsp_transport",
+                transport,
+                "-i",
+                &url,
+                "-frames:v",
+                "120",
+                "-f",
+                "null",
+                "-",
+            ],
+            Duration::from_secs(40),
+        );
+        assert!(
+            p.ok,
+            "ffmpeg over {transport} failed after {:?}: {}",
+            p.elapsed, p.stderr
+        );
+        // The first frame it got was a keyframe: no "non-existing PPS", no missing references.
+        assert!(
+            !p.stderr.contains("h264"),
+            "ffmpeg over {transport} had decoding errors: {}",
+            p.stderr
+        );
+    }
+    let summary = stop(host, &server);
+    let rtsp = &summary.consumers[0];
+    assert_eq!(rtsp.kind, "rtsp");
+    assert_eq!(rtsp.viewers_total, 2, "{rtsp:?}");
+    let transports: Vec<&str> = rtsp.viewers.iter().map(|v| v.transport.as_str()).collect();
+    assert_eq!(transports, ["rtp/tcp", "rtp/udp"]);
+    assert!(rtsp.viewers.iter().all(|v| v.left_s.is_some()));
+    assert!(rtsp.frames_sent >= 240, "{rtsp:?}");
+    // One encoder: every frame encoded once (none for a client of ours, none twice).
+    assert!(summary.encoded >= rtsp.frames_sent);
+    assert!(summary.encoded <= summary.captured);
+    assert!(
+        rtsp.keyframe_requests >= 2,
+        "each viewer asked for a keyframe: {rtsp:?}"
+    );
+}
+
+/// Reads one RTSP response (status line and headers) from `stream`.
+fn rtsp_request(addr: std::net::SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn describe(addr: std::net::SocketAddr) -> String {
+    rtsp_request(
+        addr,
+        &format!(
+            "DESCRIBE rtsp://{addr}/untether RTSP/1.0\r\nCSeq: 1\r\nAccept: application/sdp\r\n\r\n"
+        ),
+    )
+}
+
+#[test]
+fn an_unauthenticated_request_is_refused_unless_the_host_is_open() {
+    let (host, server) = host_with_rtsp(Access::Pin, false);
+    let addr = server.local_addr();
+    let answer = describe(addr);
+    assert!(answer.starts_with("RTSP/1.0 401"), "{answer}");
+    assert!(answer.contains("WWW-Authenticate: Digest"), "{answer}");
+    // Wrong credentials: refused too, and counted.
+    let wrong = format!(
+        "rtsp://untether:not-the-password@127.0.0.1:{}/untether",
+        addr.port()
+    );
+    let p = ffmpeg(
+        &[
+            "-loglevel",
+            "error",
+            "-rtsp_transport",
+            "tcp",
+            "-i",
+            &wrong,
+            "-frames:v",
+            "1",
+            "-f",
+            "null",
+            "-",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(!p.ok);
+    assert!(p.stderr.contains("401"), "{}", p.stderr);
+    assert_eq!(server.viewers(), 0);
+    let summary = stop(host, &server);
+    assert!(
+        summary.consumers[0].refused >= 1,
+        "{:?}",
+        summary.consumers[0]
+    );
+    assert_eq!(summary.encoded, 0, "nobody watched: nothing was encoded");
+
+    let (host, server) = host_with_rtsp(Access::Open, false);
+    assert!(server.credentials().is_none());
+    let answer = describe(server.local_addr());
+    assert!(answer.starts_with("RTSP/1.0 200"), "{answer}");
+    assert!(answer.contains("application/sdp"), "{answer}");
+    stop(host, &server);
+}
+
+/// Issue 18 item 5 for RTSP: the host's Opus stream goes to RTSP viewers too.
+#[test]
+fn audio_goes_to_rtsp_viewers_with_the_video() {
+    let (host, server) = host_with_rtsp(Access::Allowlist, true);
+    let url = server.url_for("127.0.0.1", true);
+    let p = ffmpeg(
+        &[
+            "-rtsp_transport",
+            "tcp",
+            "-i",
+            &url,
+            "-map",
+            "0:a",
+            "-frames:a",
+            "100",
+            "-f",
+            "null",
+            "-",
+        ],
+        Duration::from_secs(40),
+    );
+    assert!(p.ok, "ffmpeg failed after {:?}: {}", p.elapsed, p.stderr);
+    assert!(
+        p.stderr.contains("Audio: opus, 48000 Hz, stereo"),
+        "{}",
+        p.stderr
+    );
+    assert!(p.stderr.contains("Video: h264"), "{}", p.stderr);
+    let summary = stop(host, &server);
+    let rtsp = &summary.consumers[0];
+    assert!(rtsp.audio_packets_sent >= 100, "{rtsp:?}");
+    assert_eq!(rtsp.audio_packets_dropped, 0, "{rtsp:?}");
+}
