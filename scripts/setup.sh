@@ -10,6 +10,11 @@ PACKAGES=(
   libsdl2-dev
   xvfb xauth x11-utils x11-apps imagemagick
   iproute2 nftables
+  # RTSP for ordinary players (untether host --rtsp; the binary links gst-rtsp-server):
+  # appsrc (base), rtph264pay/rtpopuspay/rtpbin (good; Debian's gst-rtsp-server also pulls
+  # bad). The player side of the tests: gst-launch-1.0 (tools) with avdec_h264 (libav).
+  libgstrtspserver-1.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools gstreamer1.0-libav
 )
 
 missing=()

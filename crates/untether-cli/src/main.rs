@@ -19,6 +19,7 @@ use untether_media::x11::{CaptureTarget, PointerMode};
 mod bench;
 mod netem;
 mod pair;
+mod rtsp;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -167,6 +168,9 @@ struct HostArgs {
     /// Who may connect: allowlist (clients approved with `untether pair`, or paired by PIN), pin (also print a one-time PIN now and accept it), open (anyone who can reach the port: only on a trusted network!) [config: host.access, default allowlist].
     #[arg(long, value_parser = ["allowlist", "open", "pin"])]
     access: Option<String>,
+    /// Also serve the stream to ordinary players (ffplay, VLC, GStreamer) over RTSP on this TCP address, e.g. 0.0.0.0:8554: rtsp://HOST:8554/untether, the same encoded stream (no second encode), with digest authentication unless --access open [config: rtsp.listen, rtsp.*].
+    #[arg(long, value_name = "ADDR:PORT")]
+    rtsp: Option<String>,
     /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
     #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
     scheduler: Option<String>,
@@ -235,6 +239,9 @@ struct DemoArgs {
     /// Stream the test tone too and play it (SDL audio; SDL_AUDIODRIVER=dummy plays nowhere), reporting mouth-to-ear latency and the A/V offset.
     #[arg(long)]
     audio: bool,
+    /// Also serve the demo's stream over RTSP on this TCP address (e.g. 127.0.0.1:8554) to watch it in ffplay, VLC or GStreamer; digest authentication, the password is printed [config: rtsp.listen, rtsp.*].
+    #[arg(long, value_name = "ADDR:PORT")]
+    rtsp: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -250,7 +257,7 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 13] = [
+const FLAGS: [(&str, &str); 14] = [
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
@@ -264,6 +271,7 @@ const FLAGS: [(&str, &str); 13] = [
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
     ("scene.walk_speed", "--walk"),
+    ("rtsp.listen", "--rtsp"),
 ];
 
 /// A config error that names the flag setting the key too: `video.fps (--fps): …`.
@@ -479,10 +487,15 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
     }
+    if let Some(r) = &args.rtsp {
+        cfg.rtsp.listen = r.clone();
+    }
     let options = host_options(&cfg)?;
-    let setup = host_setup(&args)?;
+    cfg.rtsp.validate().map_err(with_flag)?;
+    let mut setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
+    let rtsp = rtsp::start(&cfg, options.host.access()?, &mut setup)?;
     let host = Host::start_with(options.clone(), setup.clone())?;
     let options = host.options().clone();
     let v = &options.video;
@@ -526,6 +539,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
             host.local_addr()
         );
     }
+    if let Some(server) = &rtsp {
+        rtsp::announce("host", server, &cfg, access);
+    }
     let mut shown_pin = None;
     let mut paired = 0;
     let started = std::time::Instant::now();
@@ -551,7 +567,12 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         paired = p.len();
         std::thread::sleep(Duration::from_millis(50));
     }
-    let summary = host.stop();
+    let mut summary = host.stop();
+    if let Some(server) = &rtsp {
+        // After the server closed its viewers' connections: they are listed as gone.
+        server.stop();
+        summary.consumers = vec![untether::host::StreamConsumer::summary(&**server)];
+    }
     if let Some(f) = &summary.fatal {
         bail!("host stopped: {f}");
     }
@@ -564,6 +585,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         summary.dropped,
         summary.bytes_sent as f64 / 1e6
     );
+    for c in &summary.consumers {
+        eprintln!("untether host: {c}");
+    }
     if let Some(path) = &args.common.report {
         let config = untether::report_config(&options, Display::Headless, "udp");
         write_json(path, &report::build_host(config, &summary))?;
@@ -659,7 +683,11 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
         // The demo measures input response by default.
         cfg.client.input_probe_interval_ms = 500;
     }
+    if let Some(r) = &args.rtsp {
+        cfg.rtsp.listen = r.clone();
+    }
     let host = host_options(&cfg)?;
+    cfg.rtsp.validate().map_err(with_flag)?;
     let mut common = args.common.clone();
     common.duration = Some(common.duration.unwrap_or(Duration::from_secs(10)));
     let client = client_options(&cfg, ([127, 0, 0, 1], 0).into(), &args.side, &common)?;
@@ -676,22 +704,22 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
         client.duration.map_or(10.0, |d| d.as_secs_f64()),
         if client.display == Display::Window { "window" } else { "headless" }
     );
-    let report = if args.audio {
-        untether::run_demo_with(
-            DemoOptions { host, client },
-            HostSetup {
-                audio: AudioSpec::Tone,
-                ..Default::default()
-            },
-            ClientIo {
-                audio: Some(ClientAudio::default()),
-                ..Default::default()
-            },
-            stop,
-        )?
-    } else {
-        untether::run_demo(DemoOptions { host, client }, stop)?
-    };
+    let mut setup = HostSetup::default();
+    let mut io = ClientIo::default();
+    if args.audio {
+        setup.audio = AudioSpec::Tone;
+        io.audio = Some(ClientAudio::default());
+    }
+    // The demo's host admits only its own client: RTSP viewers authenticate.
+    let rtsp = rtsp::start(&cfg, Access::Allowlist, &mut setup)?;
+    if let Some(server) = &rtsp {
+        rtsp::announce("demo", server, &cfg, Access::Allowlist);
+    }
+    let report = untether::run_demo_with(DemoOptions { host, client }, setup, io, stop);
+    if let Some(server) = &rtsp {
+        server.stop();
+    }
+    let report = report?;
     print!("{}", report.to_text());
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;

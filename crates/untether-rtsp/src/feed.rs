@@ -106,6 +106,9 @@ pub(crate) fn running_time_ns(
     clock_ns.checked_sub(base_ns)?.checked_sub(ago_ns)
 }
 
+/// The most audio queued before the packetizer, ms (the appsrc's own bound is above it).
+pub(crate) const MAX_AUDIO_QUEUE_MS: u64 = 1500;
+
 /// The audio state of one media: Opus packets are independent, so a full queue only drops.
 #[derive(Debug)]
 pub(crate) struct AudioFeed {
@@ -114,10 +117,13 @@ pub(crate) struct AudioFeed {
 }
 
 impl AudioFeed {
-    /// Packets waiting before a new one is dropped: `limit` frames' worth, at least 100 ms.
+    /// Packets waiting before a new one is dropped: `limit` frames' worth, at least 500 ms.
+    /// The queue is empty while the stream flows; it fills only while gst-rtsp-server holds
+    /// a new media between its DESCRIBE and the PLAY (a few round trips), and a player's
+    /// jitter buffer takes that burst better than a gap.
     pub fn new(video_limit: u32, fps: u32) -> AudioFeed {
         let frame_ms = 1000 / u64::from(fps.max(1));
-        let ms = (u64::from(video_limit) * frame_ms).max(100);
+        let ms = (u64::from(video_limit) * frame_ms).clamp(500, MAX_AUDIO_QUEUE_MS);
         AudioFeed {
             limit: ms / 10,
             last_pts_ns: None,
@@ -218,11 +224,14 @@ mod tests {
     }
 
     #[test]
-    fn the_audio_queue_holds_at_least_100_ms() {
+    fn the_audio_queue_holds_at_least_500_ms() {
         let a = AudioFeed::new(4, 60);
-        assert!(a.fits(9) && !a.fits(10));
-        // 30 frames at 60 fps: 480 ms.
-        let a = AudioFeed::new(30, 60);
-        assert!(a.fits(47) && !a.fits(48));
+        assert!(a.fits(49) && !a.fits(50));
+        // 60 frames at 60 fps: 960 ms.
+        let a = AudioFeed::new(60, 60);
+        assert!(a.fits(95) && !a.fits(96));
+        // At most 1.5 s, whatever the video queue.
+        let a = AudioFeed::new(60, 1);
+        assert!(a.fits(149) && !a.fits(150));
     }
 }

@@ -39,9 +39,10 @@ pub(crate) fn launch_line(audio_channels: Option<u8>, queue_frames: u32, mtu: u3
     if let Some(ch) = audio_channels {
         line.push_str(&format!(
             " appsrc name=audio is-live=true format=time do-timestamp=false min-latency=0 \
-             block=false max-buffers=200 leaky-type=downstream \
+             block=false max-buffers={audio_max} leaky-type=downstream \
              caps=audio/x-opus,channel-mapping-family=0,channels={ch},rate=48000 \
-             ! rtpopuspay name=pay1 pt={PT_OPUS} mtu={mtu}"
+             ! rtpopuspay name=pay1 pt={PT_OPUS} mtu={mtu}",
+            audio_max = crate::feed::MAX_AUDIO_QUEUE_MS / 10 + 10,
         ));
     }
     line.push_str(" )");
