@@ -34,6 +34,7 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
     \x20 untether bench --resolution 360p --bitrate 2M,5M\n\
     \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
+    \x20 untether bench --peer rtsp-udp,rtsp-tcp     (ffmpeg playing the host's RTSP stream, UDP and TCP)\n\
     \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
     \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
     \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)";
@@ -70,8 +71,8 @@ pub struct BenchArgs {
     /// Camera spin of the test scene, degrees per second (default: scene.spin_deg_per_s's).
     #[arg(long, allow_negative_numbers = true)]
     spin: Option<f64>,
-    /// Measure this peer instead of untether: ffmpeg-rtp (RTP over UDP) or ffmpeg-rtp-tcp (RTP interleaved over RTSP/TCP).
-    #[arg(long, value_name = "PEER", conflicts_with = "compare")]
+    /// Measure these peers instead of untether, comma-separated: ffmpeg-rtp (the ffmpeg command encodes and sends RTP over UDP to a second ffmpeg), ffmpeg-rtp-tcp (the same, RTP interleaved over RTSP/TCP), rtsp-udp / rtsp-tcp (untether's host with its RTSP server, `host --rtsp`, played by `ffmpeg -rtsp_transport udp|tcp -i rtsp://…`; loopback only).
+    #[arg(long, value_name = "PEERS", conflicts_with = "compare")]
     peer: Option<String>,
     /// Measure untether and this peer in one run, alternating, and compare them (ratio of glass-to-glass medians).
     #[arg(long, value_name = "PEER")]
@@ -282,10 +283,18 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         }
         return Ok(());
     }
-    let peer = match a.peer.as_deref().or(a.compare.as_deref()) {
-        Some(p) => Some(p.parse::<PeerKind>().map_err(|e| anyhow::anyhow!("{e}"))?),
-        None => None,
+    let peers = match a.peer.as_deref().or(a.compare.as_deref()) {
+        Some(list) => list
+            .split(',')
+            .map(|p| p.trim().parse::<PeerKind>())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--peer/--compare: {e}"))?,
+        None => Vec::new(),
     };
+    if a.compare.is_some() && peers.len() != 1 {
+        bail!("--compare takes one peer (--peer takes several)");
+    }
+    let peer = peers.first().copied();
     let list = scenarios(&a)?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
@@ -335,7 +344,8 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
                 runs.push((sc.clone(), Some(p)));
                 runs.push((sc.clone(), None));
             }
-            (None, p) => runs.push((sc.clone(), p)),
+            (None, None) => runs.push((sc.clone(), None)),
+            (None, Some(_)) => runs.extend(peers.iter().map(|&p| (sc.clone(), Some(p)))),
             (Some(_), None) => unreachable!("--compare always names a peer"),
         }
     }

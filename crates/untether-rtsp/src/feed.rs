@@ -3,6 +3,9 @@
 //! full, which is skipped because nobody could decode it, and when to ask for a keyframe; and
 //! the buffer timestamps, mapped from the host's clock to the pipeline's running time.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use untether_proto::Micros;
 
 /// What to do with a video frame.
@@ -147,6 +150,57 @@ impl AudioFeed {
     }
 }
 
+/// Loss-triggered keyframes at most this often per media: a viewer that keeps losing
+/// packets gets a fresh picture every second, not one per receiver report.
+pub(crate) const LOSS_KEYFRAME_EVERY: Duration = Duration::from_secs(1);
+/// How often a media's loss reports are logged (summed), at most.
+const LOSS_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// What the receiver reports of a media's players say: which players lost packets since
+/// their last report (RTCP `cumulative number of packets lost`, per SSRC).
+#[derive(Debug, Default)]
+pub(crate) struct LossReports {
+    lost: HashMap<u32, i32>,
+    last_keyframe: Option<Instant>,
+    last_log: Option<Instant>,
+    unlogged: i64,
+}
+
+/// What to do about a receiver report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LossAction {
+    /// Ask for a keyframe.
+    pub keyframe: bool,
+    /// Log this many packets lost since the last line.
+    pub log: Option<i64>,
+}
+
+impl LossReports {
+    /// Player `ssrc` reports `lost` packets lost in all at `now`.
+    pub fn report(&mut self, ssrc: u32, lost: i32, now: Instant) -> LossAction {
+        let before = self.lost.insert(ssrc, lost).unwrap_or(0);
+        let new = i64::from(lost) - i64::from(before);
+        if new <= 0 {
+            return LossAction::default();
+        }
+        self.unlogged += new;
+        let keyframe = self
+            .last_keyframe
+            .is_none_or(|t| now.duration_since(t) >= LOSS_KEYFRAME_EVERY);
+        if keyframe {
+            self.last_keyframe = Some(now);
+        }
+        let log = self
+            .last_log
+            .is_none_or(|t| now.duration_since(t) >= LOSS_LOG_EVERY)
+            .then(|| std::mem::take(&mut self.unlogged));
+        if log.is_some() {
+            self.last_log = Some(now);
+        }
+        LossAction { keyframe, log }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +275,42 @@ mod tests {
         let mut a = AudioFeed::new(4, 60);
         assert_eq!(a.monotonic(Some(3)), Some(3));
         assert_eq!(a.monotonic(Some(3)), Some(4));
+    }
+
+    #[test]
+    fn lost_packets_ask_for_a_keyframe_at_most_once_a_second_and_log_sums() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut r = LossReports::default();
+        // No loss: nothing.
+        assert_eq!(r.report(7, 0, at(0)), LossAction::default());
+        let a = r.report(7, 5, at(100));
+        assert_eq!(
+            a,
+            LossAction {
+                keyframe: true,
+                log: Some(5)
+            }
+        );
+        // The same count again: nothing new.
+        assert_eq!(r.report(7, 5, at(200)), LossAction::default());
+        // More loss within the second: no keyframe, no line (summed for later).
+        assert_eq!(r.report(7, 9, at(600)), LossAction::default());
+        // Another player's loss a second later: a keyframe; the line waits for 10 s.
+        assert_eq!(
+            r.report(9, 3, at(1_200)),
+            LossAction {
+                keyframe: true,
+                log: None
+            }
+        );
+        assert_eq!(
+            r.report(7, 10, at(10_200)),
+            LossAction {
+                keyframe: true,
+                log: Some(8)
+            }
+        );
     }
 
     #[test]

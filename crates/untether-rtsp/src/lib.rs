@@ -162,11 +162,15 @@ impl Inner {
         let weak = Arc::downgrade(self);
         client.connect_play_request(move |_, _| {
             if let Some(inner) = weak.upgrade() {
-                // A viewer starting to play needs a picture it can decode: the next keyframe.
+                // A viewer starting to play needs a picture it can decode: a keyframe.
+                let mut want = false;
                 for m in lock(&inner.medias).iter_mut() {
-                    m.want_keyframe();
+                    m.viewer_plays();
+                    want |= m.needs_keyframe();
                 }
-                inner.request_keyframe();
+                if want {
+                    inner.request_keyframe();
+                }
                 let v = lock(&inner.viewers);
                 log::info!(
                     "rtsp: viewer at {} playing ({})",

@@ -8,16 +8,18 @@
 //! viewer, the RTSP connection for TCP viewers).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
+use gst::glib;
 use gst::prelude::*;
 use gst_app::AppSrc;
-use gst_rtsp_server::prelude::RTSPMediaExt;
+use gst_rtsp_server::prelude::{RTSPMediaExt, RTSPStreamExt};
 use gst_rtsp_server::RTSPMedia;
 use untether::host::EncodedVideo;
 use untether_proto::{AudioPacket, Micros};
 
-use crate::feed::{running_time_ns, AudioFeed, Feed, Offer};
+use crate::feed::{running_time_ns, AudioFeed, Feed, LossReports, Offer};
 
 /// RTP payload types in the SDP (dynamic range).
 const PT_H264: u32 = 96;
@@ -27,13 +29,16 @@ const PT_OPUS: u32 = 97;
 pub(crate) fn launch_line(audio_channels: Option<u8>, queue_frames: u32, mtu: u32) -> String {
     // The appsrc is live (timestamps are capture times mapped to the pipeline's clock) and
     // never blocks: the host checks its level before pushing (feed.rs), the leaky bound is
-    // only a safety net. rtph264pay: SPS/PPS before every IDR (x264 repeats them too) so a
-    // player joining at a keyframe can start; aggregation without waiting for the next NAL.
+    // only a safety net. rtph264pay: config-interval=0, it inserts no SPS/PPS of its own:
+    // x264 already puts them in front of every keyframe (and the SDP carries them), and
+    // with -1 rtph264pay puts another copy in front of *each IDR slice*, which splits a
+    // sliced keyframe into several access units for ffmpeg (half pictures, "corrupt decoded
+    // frame"). Aggregation without waiting for the next NAL.
     let mut line = format!(
         "( appsrc name=video is-live=true format=time do-timestamp=false min-latency=0 \
          block=false max-buffers={max} leaky-type=downstream \
          caps=video/x-h264,stream-format=byte-stream,alignment=au \
-         ! rtph264pay name=pay0 pt={PT_H264} config-interval=-1 aggregate-mode=zero-latency mtu={mtu}",
+         ! rtph264pay name=pay0 pt={PT_H264} config-interval=0 aggregate-mode=zero-latency mtu={mtu}",
         max = queue_frames + 2,
     );
     if let Some(ch) = audio_channels {
@@ -67,8 +72,10 @@ pub(crate) struct Media {
     feed: Feed,
     audio_feed: AudioFeed,
     /// Set by a player's keyframe request (RTCP PLI/FIR, which rtpbin turns into an
-    /// upstream force-key-unit event).
+    /// upstream force-key-unit event), or by its receiver report of lost packets.
     pli: Arc<AtomicBool>,
+    /// PLAY requests so far.
+    plays: u32,
 }
 
 /// A wrapper that lets a `gst::Buffer` hold the encoder's `Arc` without a copy.
@@ -104,6 +111,7 @@ impl Media {
                 gst::PadProbeReturn::Ok
             });
         }
+        watch_receiver_reports(media, pli.clone());
         Some(Media {
             media: media.clone(),
             video,
@@ -111,12 +119,17 @@ impl Media {
             feed: Feed::new(queue_frames),
             audio_feed: AudioFeed::new(queue_frames, fps),
             pli,
+            plays: 0,
         })
     }
 
-    /// A viewer joined (or asked): the next keyframe is wanted.
-    pub fn want_keyframe(&mut self) {
-        self.feed.want_keyframe();
+    /// A viewer starts playing. The media's first viewer gets the keyframe the media was
+    /// prepared with (gst-rtsp-server holds it until that PLAY); a later one needs a new one.
+    pub fn viewer_plays(&mut self) {
+        if self.plays > 0 {
+            self.feed.want_keyframe();
+        }
+        self.plays += 1;
     }
 
     /// Whether the encoder should be asked for a keyframe for this media.
@@ -187,6 +200,46 @@ impl Media {
     }
 }
 
+/// Players that lose packets over UDP (a full socket buffer, Wi-Fi) but never send a PLI or
+/// FIR (ffmpeg, VLC's live555, GStreamer by default) would show a broken picture until the
+/// next keyframe, and with keyframes on demand there is none. Their RTCP receiver reports
+/// say how many packets they lost: when that count grows, the next frame asks for a keyframe
+/// (behind the host's cooldown, and at most one a second per media: a viewer that keeps
+/// losing gets a fresh picture every second), so a lossy viewer heals within a report
+/// interval (ffmpeg sends several a second).
+fn watch_receiver_reports(media: &RTSPMedia, pli: Arc<AtomicBool>) {
+    media.connect_prepared(move |media| {
+        // The video is stream 0 (pay0); its RTP session exists once the media is prepared.
+        let Some(session) = media.stream(0).and_then(|s| s.rtpsession()) else {
+            return;
+        };
+        let pli = pli.clone();
+        let reports = Mutex::new(LossReports::default());
+        session.connect("on-ssrc-active", false, move |values| {
+            let source = values.get(1)?.get::<glib::Object>().ok()?;
+            let stats = source.property::<gst::Structure>("stats");
+            if !stats.get::<bool>("have-rb").unwrap_or(false) {
+                return None;
+            }
+            let ssrc = stats.get::<u32>("ssrc").ok()?;
+            let lost = stats.get::<i32>("rb-packetslost").ok()?;
+            let action = reports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .report(ssrc, lost, Instant::now());
+            if let Some(n) = action.log {
+                log::info!(
+                    "rtsp: viewers report {n} lost packets (RTCP): asking for keyframes, at most one a second"
+                );
+            }
+            if action.keyframe {
+                pli.store(true, Ordering::Relaxed);
+            }
+            None
+        });
+    });
+}
+
 /// The running time, in `src`'s pipeline, of host instant `at_us`: read the pipeline's clock
 /// and base time now (gst-rtsp-server sets a live media PLAYING while it prepares it, so
 /// both are there once frames flow). None before that.
@@ -208,7 +261,7 @@ mod tests {
             v.starts_with("( appsrc name=video") && v.ends_with(" )"),
             "{v}"
         );
-        assert!(v.contains("rtph264pay name=pay0 pt=96 config-interval=-1"));
+        assert!(v.contains("rtph264pay name=pay0 pt=96 config-interval=0"));
         assert!(v.contains("mtu=1200") && v.contains("max-buffers=6"));
         assert!(!v.contains("opus"));
         let av = launch_line(Some(2), 4, 1400);
