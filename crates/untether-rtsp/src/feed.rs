@@ -20,8 +20,9 @@ pub(crate) enum Offer {
     Skip,
 }
 
-/// The video state of one media: whether its stream is broken until a keyframe, and whether
-/// someone (a new viewer, a player's PLI/FIR) wants one.
+/// The video state of one media: whether its stream is broken until a keyframe, whether
+/// someone (a new viewer, a player's PLI/FIR or loss report) wants one, and when the periodic
+/// one (`rtsp.keyframe_interval_ms`) is due.
 #[derive(Debug)]
 pub(crate) struct Feed {
     /// Frames the packetizer may have waiting before a new one is dropped.
@@ -34,22 +35,30 @@ pub(crate) struct Feed {
     last_pts_ns: Option<u64>,
     /// A frame went in.
     pushed: bool,
+    /// A keyframe at least this often (µs; None: only on demand).
+    interval_us: Option<Micros>,
+    /// When the last keyframe went in (host clock, µs).
+    last_keyframe_us: Option<Micros>,
 }
 
 impl Feed {
-    /// A new media's feed: it starts with a keyframe.
-    pub fn new(limit: u32) -> Feed {
+    /// A new media's feed: it starts with a keyframe, and wants one every `interval_ms`
+    /// (0: only on demand).
+    pub fn new(limit: u32, interval_ms: u64) -> Feed {
         Feed {
             limit: u64::from(limit.max(1)),
             waiting: true,
             wanted: true,
             last_pts_ns: None,
             pushed: false,
+            interval_us: (interval_ms > 0).then(|| interval_ms.saturating_mul(1000)),
+            last_keyframe_us: None,
         }
     }
 
-    /// Decides about a frame, with `queued` buffers waiting in front of the packetizer.
-    pub fn offer(&mut self, keyframe: bool, queued: u64) -> Offer {
+    /// Decides about a frame at `now_us`, with `queued` buffers waiting in front of the
+    /// packetizer.
+    pub fn offer(&mut self, keyframe: bool, queued: u64, now_us: Micros) -> Offer {
         if queued >= self.limit {
             self.waiting = true;
             return Offer::Drop;
@@ -58,6 +67,7 @@ impl Feed {
             self.waiting = false;
             self.wanted = false;
             self.pushed = true;
+            self.last_keyframe_us = Some(now_us);
             return Offer::Push;
         }
         if self.waiting {
@@ -72,10 +82,14 @@ impl Feed {
         self.pushed
     }
 
-    /// Whether the encoder should be asked for a keyframe (on every frame until one comes;
-    /// the host's cooldown spaces the requests out).
-    pub fn needs_keyframe(&self) -> bool {
-        self.waiting || self.wanted
+    /// Whether the encoder should be asked for a keyframe at `now_us` (on every frame until
+    /// one comes; the host's cooldown spaces the requests out).
+    pub fn needs_keyframe(&self, now_us: Micros) -> bool {
+        let periodic = match (self.interval_us, self.last_keyframe_us) {
+            (Some(every), Some(last)) => now_us.saturating_sub(last) >= every,
+            _ => false,
+        };
+        self.waiting || self.wanted || periodic
     }
 
     /// A viewer joined or asked for a keyframe.
@@ -207,43 +221,59 @@ mod tests {
 
     #[test]
     fn a_new_feed_waits_for_its_first_keyframe_and_asks_for_it() {
-        let mut f = Feed::new(4);
-        assert!(f.needs_keyframe() && !f.started());
-        assert_eq!(f.offer(false, 0), Offer::Skip);
-        assert!(f.needs_keyframe() && !f.started());
-        assert_eq!(f.offer(true, 0), Offer::Push);
+        let mut f = Feed::new(4, 0);
+        assert!(f.needs_keyframe(0) && !f.started());
+        assert_eq!(f.offer(false, 0, 0), Offer::Skip);
+        assert!(f.needs_keyframe(0) && !f.started());
+        assert_eq!(f.offer(true, 0, 0), Offer::Push);
         assert!(f.started());
-        assert!(!f.needs_keyframe());
-        assert_eq!(f.offer(false, 1), Offer::Push);
+        assert!(!f.needs_keyframe(0));
+        assert_eq!(f.offer(false, 1, 0), Offer::Push);
     }
 
     #[test]
     fn a_full_queue_drops_and_the_stream_waits_for_the_next_keyframe() {
-        let mut f = Feed::new(2);
-        assert_eq!(f.offer(true, 0), Offer::Push);
-        assert_eq!(f.offer(false, 1), Offer::Push);
-        assert_eq!(f.offer(false, 2), Offer::Drop);
-        assert!(f.needs_keyframe());
+        let mut f = Feed::new(2, 0);
+        assert_eq!(f.offer(true, 0, 0), Offer::Push);
+        assert_eq!(f.offer(false, 1, 0), Offer::Push);
+        assert_eq!(f.offer(false, 2, 0), Offer::Drop);
+        assert!(f.needs_keyframe(0));
         // The queue drained, but the frames after the gap reference the dropped one.
-        assert_eq!(f.offer(false, 0), Offer::Skip);
+        assert_eq!(f.offer(false, 0, 0), Offer::Skip);
         // A keyframe arriving while the queue is still full is dropped too.
-        assert_eq!(f.offer(true, 2), Offer::Drop);
-        assert_eq!(f.offer(true, 1), Offer::Push);
-        assert!(!f.needs_keyframe());
-        assert_eq!(f.offer(false, 1), Offer::Push);
+        assert_eq!(f.offer(true, 2, 0), Offer::Drop);
+        assert_eq!(f.offer(true, 1, 0), Offer::Push);
+        assert!(!f.needs_keyframe(0));
+        assert_eq!(f.offer(false, 1, 0), Offer::Push);
     }
 
     #[test]
     fn a_joining_viewer_wants_a_keyframe_without_breaking_the_stream() {
-        let mut f = Feed::new(4);
-        f.offer(true, 0);
+        let mut f = Feed::new(4, 0);
+        f.offer(true, 0, 0);
         f.want_keyframe();
-        assert!(f.needs_keyframe());
+        assert!(f.needs_keyframe(0));
         // The others keep getting deltas meanwhile.
-        assert_eq!(f.offer(false, 0), Offer::Push);
-        assert!(f.needs_keyframe());
-        assert_eq!(f.offer(true, 0), Offer::Push);
-        assert!(!f.needs_keyframe());
+        assert_eq!(f.offer(false, 0, 0), Offer::Push);
+        assert!(f.needs_keyframe(0));
+        assert_eq!(f.offer(true, 0, 0), Offer::Push);
+        assert!(!f.needs_keyframe(0));
+    }
+
+    #[test]
+    fn a_keyframe_is_wanted_every_interval_while_the_stream_flows() {
+        let mut f = Feed::new(4, 2000);
+        assert_eq!(f.offer(true, 0, 1_000_000), Offer::Push);
+        assert!(!f.needs_keyframe(2_999_999));
+        assert!(f.needs_keyframe(3_000_000));
+        // Deltas still flow while it is due.
+        assert_eq!(f.offer(false, 0, 3_000_000), Offer::Push);
+        assert_eq!(f.offer(true, 0, 3_050_000), Offer::Push);
+        assert!(!f.needs_keyframe(3_100_000));
+        // 0: only on demand.
+        let mut f = Feed::new(4, 0);
+        f.offer(true, 0, 0);
+        assert!(!f.needs_keyframe(1_000_000_000));
     }
 
     #[test]
@@ -266,7 +296,7 @@ mod tests {
 
     #[test]
     fn timestamps_never_go_backwards() {
-        let mut f = Feed::new(1);
+        let mut f = Feed::new(1, 0);
         assert_eq!(f.monotonic(Some(10)), Some(10));
         assert_eq!(f.monotonic(Some(10)), Some(11));
         assert_eq!(f.monotonic(Some(5)), Some(12));

@@ -117,7 +117,12 @@ impl Inner {
     /// A new media (the first viewer's DESCRIBE, or after all had left): its feeds.
     fn media_configured(&self, media: &gst_rtsp_server::RTSPMedia, this: Weak<Inner>) {
         let fps = self.stream.get().map_or(60, |s| s.fps);
-        let Some(m) = Media::new(media, self.cfg.queue_frames, fps) else {
+        let Some(m) = Media::new(
+            media,
+            self.cfg.queue_frames,
+            self.cfg.keyframe_interval_ms,
+            fps,
+        ) else {
             log::error!("rtsp: the media pipeline has no appsrc named video");
             return;
         };

@@ -89,7 +89,12 @@ impl AsRef<[u8]> for Shared {
 
 impl Media {
     /// The feeds of a media gst-rtsp-server just made; None if its pipeline lacks our appsrc.
-    pub fn new(media: &RTSPMedia, queue_frames: u32, fps: u32) -> Option<Media> {
+    pub fn new(
+        media: &RTSPMedia,
+        queue_frames: u32,
+        keyframe_interval_ms: u64,
+        fps: u32,
+    ) -> Option<Media> {
         let bin = media.element().downcast::<gst::Bin>().ok()?;
         let video = bin.by_name("video")?.downcast::<AppSrc>().ok()?;
         let audio = bin
@@ -116,7 +121,7 @@ impl Media {
             media: media.clone(),
             video,
             audio,
-            feed: Feed::new(queue_frames),
+            feed: Feed::new(queue_frames, keyframe_interval_ms),
             audio_feed: AudioFeed::new(queue_frames, fps),
             pli,
             plays: 0,
@@ -137,14 +142,15 @@ impl Media {
         if self.pli.swap(false, Ordering::Relaxed) {
             self.feed.want_keyframe();
         }
-        self.feed.needs_keyframe()
+        self.feed.needs_keyframe(untether::clock::now_us())
     }
 
     /// Offers a frame to the packetizer (never blocks).
     pub fn push_video(&mut self, frame: &EncodedVideo) -> Pushed {
+        let queued = self.video.current_level_buffers();
         match self
             .feed
-            .offer(frame.keyframe, self.video.current_level_buffers())
+            .offer(frame.keyframe, queued, untether::clock::now_us())
         {
             Offer::Drop => return Pushed::Dropped,
             Offer::Skip => return Pushed::Skipped,

@@ -17,9 +17,14 @@ use untether_rtsp::RtspServer;
 /// A host streaming the test scene at 640x360 with an RTSP server on a free port; no client
 /// of ours connects, so the RTSP viewers alone make it render and encode.
 fn host_with_rtsp(access: Access, audio: bool) -> (Host, Arc<RtspServer>) {
+    host_with(access, audio, RtspToml::default())
+}
+
+/// The same with `rtsp` settings (its `listen` is replaced by a free port on 127.0.0.1).
+fn host_with(access: Access, audio: bool, rtsp: RtspToml) -> (Host, Arc<RtspServer>) {
     let rtsp = RtspToml {
         listen: "127.0.0.1:0".into(),
-        ..Default::default()
+        ..rtsp
     };
     let server = Arc::new(RtspServer::start(&rtsp, access).expect("the RTSP server starts"));
     let mut cfg = ConfigToml::default();
@@ -168,12 +173,40 @@ fn ffmpeg_plays_120_frames_over_tcp_and_over_udp() {
             p.stderr
         );
     }
+    // The command the host prints: ffplay's low-delay input flags. `-fflags nobuffer` throws
+    // away what ffmpeg read while probing, the first keyframe with it: it starts at the next
+    // one (rtsp.keyframe_interval_ms), never waits forever.
+    let nobuffer = ffmpeg(
+        &[
+            "-loglevel",
+            "error",
+            "-fflags",
+            "nobuffer",
+            "-flags",
+            "low_delay",
+            "-rtsp_transport",
+            "tcp",
+            "-i",
+            &url,
+            "-frames:v",
+            "30",
+            "-f",
+            "null",
+            "-",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(
+        nobuffer.ok,
+        "ffmpeg -fflags nobuffer failed after {:?}: {}",
+        nobuffer.elapsed, nobuffer.stderr
+    );
     let summary = stop(host, &server);
     let rtsp = &summary.consumers[0];
     assert_eq!(rtsp.kind, "rtsp");
-    assert_eq!(rtsp.viewers_total, 2, "{rtsp:?}");
+    assert_eq!(rtsp.viewers_total, 3, "{rtsp:?}");
     let transports: Vec<&str> = rtsp.viewers.iter().map(|v| v.transport.as_str()).collect();
-    assert_eq!(transports, ["rtp/tcp", "rtp/udp"]);
+    assert_eq!(transports, ["rtp/tcp", "rtp/udp", "rtp/tcp"]);
     assert!(rtsp.frames_sent >= 240, "{rtsp:?}");
     // One encoder, one media: every frame encoded once and packetized once, whatever the
     // number of viewers.
@@ -293,12 +326,27 @@ fn an_unauthenticated_request_is_refused_unless_the_host_is_open() {
     );
     assert_eq!(summary.encoded, 0, "nobody watched: nothing was encoded");
 
-    let (host, server) = host_with_rtsp(Access::Open, false);
+    let one = RtspToml {
+        max_viewers: 1,
+        ..Default::default()
+    };
+    let (host, server) = host_with(Access::Open, false, one);
     assert!(server.credentials().is_none());
     let answer = describe(server.local_addr());
     assert!(answer.starts_with("RTSP/1.0 200"), "{answer}");
     assert!(answer.contains("application/sdp"), "{answer}");
-    stop(host, &server);
+    // rtsp.max_viewers = 1: while one is connected, another is turned away with 503.
+    wait_for("the first viewer to leave", || server.viewers() == 0);
+    let _first = TcpStream::connect(server.local_addr()).unwrap();
+    wait_for("a viewer", || server.viewers() == 1);
+    let answer = describe(server.local_addr());
+    assert!(answer.starts_with("RTSP/1.0 503"), "{answer}");
+    let summary = stop(host, &server);
+    assert_eq!(
+        summary.consumers[0].refused, 1,
+        "{:?}",
+        summary.consumers[0]
+    );
 }
 
 /// Issue 18 item 5 for RTSP: the host's Opus stream goes to RTSP viewers too.

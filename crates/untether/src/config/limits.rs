@@ -146,6 +146,12 @@ pub const RTSP_QUEUE_FRAMES: Limit<u32> = Limit {
     min: 1,
     max: 60,
 };
+/// 0 = only on demand; otherwise at least 100 ms (checked by `RtspToml::validate`).
+pub const RTSP_KEYFRAME_INTERVAL_MS: Limit<u64> = Limit {
+    key: "rtsp.keyframe_interval_ms",
+    min: 0,
+    max: 60_000,
+};
 /// An RTP packet's size: at least what a minimum IPv4 MTU leaves, at most a jumbo frame.
 pub const RTSP_MTU: Limit<u32> = Limit {
     key: "rtsp.mtu",
@@ -208,5 +214,6 @@ de_fns! {
     de_pacing_batch: PACING_BATCH -> u32,
     de_rtsp_queue_frames: RTSP_QUEUE_FRAMES -> u32,
     de_rtsp_mtu: RTSP_MTU -> u32,
+    de_rtsp_keyframe_interval_ms: RTSP_KEYFRAME_INTERVAL_MS -> u64,
     de_rtsp_max_viewers: RTSP_MAX_VIEWERS -> u32,
 }

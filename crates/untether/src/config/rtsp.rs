@@ -27,6 +27,12 @@ pub struct RtspToml {
     /// stall; higher: fewer drops on a busy machine.
     #[serde(deserialize_with = "limits::de_rtsp_queue_frames")]
     pub queue_frames: u32,
+    /// While RTSP viewers watch, a keyframe at least this often, ms (0: only when one is
+    /// needed: a viewer joins, loses packets, or the stream had to drop a frame). Players that
+    /// throw away what they read while probing the stream (`ffplay -fflags nobuffer`) start
+    /// at the next one.
+    #[serde(deserialize_with = "limits::de_rtsp_keyframe_interval_ms")]
+    pub keyframe_interval_ms: u64,
     /// The largest RTP packet, bytes (IP and UDP headers not included).
     #[serde(deserialize_with = "limits::de_rtsp_mtu")]
     pub mtu: u32,
@@ -52,6 +58,7 @@ impl Default for RtspToml {
             password: String::new(),
             transports: "udp,tcp".into(),
             queue_frames: 4,
+            keyframe_interval_ms: 2000,
             mtu: 1200,
             max_viewers: 16,
         }
@@ -138,6 +145,16 @@ impl RtspToml {
             ));
         }
         RTSP_QUEUE_FRAMES.check(self.queue_frames)?;
+        RTSP_KEYFRAME_INTERVAL_MS.check(self.keyframe_interval_ms)?;
+        if (1..100).contains(&self.keyframe_interval_ms) {
+            return Err(invalid(
+                "rtsp.keyframe_interval_ms",
+                format!(
+                    "{} is below 100 (a keyframe every few frames is no stream); 0 = only on demand",
+                    self.keyframe_interval_ms
+                ),
+            ));
+        }
         RTSP_MTU.check(self.mtu)?;
         RTSP_MAX_VIEWERS.check(self.max_viewers)?;
         Ok(())
@@ -218,6 +235,10 @@ mod tests {
         bad(&|r| r.transports = "sctp".into(), "rtsp.transports");
         bad(&|r| r.queue_frames = 0, "rtsp.queue_frames");
         bad(&|r| r.mtu = 100, "rtsp.mtu");
+        bad(
+            &|r| r.keyframe_interval_ms = 99,
+            "rtsp.keyframe_interval_ms",
+        );
         bad(&|r| r.max_viewers = 0, "rtsp.max_viewers");
     }
 
