@@ -25,8 +25,9 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     and --pacing run every combination; a flag not given takes the configuration's default \
     (docs/CONFIG.md; preset: superfast).\n\n\
     --scenarios FILE reads [[scenario]] tables instead. Scenario keys: name, width, height, fps, \
-    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport, rate, \
-    loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing.\n\n\
+    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport (loopback, \
+    netns), rate, loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing, \
+    network_transport (udp, raw: what --transport sets).\n\n\
     Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
     (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
     Examples:\n\
@@ -36,7 +37,8 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
     \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
     \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
-    \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)";
+    \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
+    \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)";
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -79,6 +81,9 @@ pub struct BenchArgs {
     /// Put host and client (or the peer's two ffmpeg processes) in two network namespaces joined by a veth pair (needs root); always torn down. Takes --rate (tbf) and --loss (the kernel drops packets, both ways).
     #[arg(long)]
     netns: bool,
+    /// Data plane(s) after the handshake, comma-separated to compare: udp, raw (raw layer-2 frames between the veth ends' MAC addresses; needs --netns) (default: network.transport's).
+    #[arg(long, value_name = "udp,raw")]
+    transport: Option<String>,
     /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
     #[arg(long, value_name = "FRACTIONS")]
     pacing: Option<String>,
@@ -222,6 +227,10 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                             };
                             for scheduler in list(&a.scheduler, &d.scheduler) {
                                 for pacing in list(&a.pacing, d.pacing) {
+                                  for network_transport in list(&a.transport, &d.network_transport) {
+                                    if !untether::config::TRANSPORTS.contains(&network_transport.as_str()) {
+                                        bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
+                                    }
                                     let pacing = pacing.parse::<f64>().map_err(|_| {
                                         anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
                                     })?;
@@ -238,8 +247,10 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                                         retransmit,
                                         scheduler: scheduler.clone(),
                                         pacing,
+                                        network_transport: network_transport.clone(),
                                         ..base.clone()
                                     });
+                                  }
                                 }
                             }
                         }
