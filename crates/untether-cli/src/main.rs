@@ -303,6 +303,23 @@ fn with_flag(e: ConfigError) -> anyhow::Error {
     }
 }
 
+/// A host that would not start; a configuration error names its flag too.
+fn host_error(e: untether::HostError) -> anyhow::Error {
+    match e {
+        untether::HostError::Config(c) => with_flag(c),
+        e => e.into(),
+    }
+}
+
+/// A demo that would not start; a configuration error names its flag too.
+fn demo_error(e: untether::DemoError) -> anyhow::Error {
+    match e {
+        untether::DemoError::Host(h) => host_error(h),
+        untether::DemoError::Client(untether::ClientError::Config(c)) => with_flag(c),
+        e => e.into(),
+    }
+}
+
 fn load_config(global: &Global) -> Result<ConfigToml> {
     Ok(match &global.config {
         Some(path) => ConfigToml::load(path)?,
@@ -511,7 +528,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
-    let host = Host::start_with(options.clone(), setup.clone())?;
+    let host = Host::start_with(options.clone(), setup.clone()).map_err(host_error)?;
     let options = host.options().clone();
     let v = &options.video;
     let source = match &setup.source {
@@ -641,7 +658,10 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let stop = stop_on_ctrl_c();
     eprintln!("untether client: connecting to {host} …");
     // The report is shown on every exit, also when the host went away or refused.
-    let (run, ended_by) = untether::run_client_to_end(&options, io, stop)?;
+    let (run, ended_by) = untether::run_client_to_end(&options, io, stop).map_err(|e| match e {
+        untether::ClientError::Config(c) => with_flag(c),
+        e => e.into(),
+    })?;
     let params = run.params;
     let mut host_opts = host_options(&cfg)?;
     if let Some(p) = &params {
@@ -719,9 +739,10 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
                 ..Default::default()
             },
             stop,
-        )?
+        )
+        .map_err(demo_error)?
     } else {
-        untether::run_demo(DemoOptions { host, client }, stop)?
+        untether::run_demo(DemoOptions { host, client }, stop).map_err(demo_error)?
     };
     print!("{}", report.to_text());
     if let Some(path) = &args.common.report {
