@@ -227,30 +227,34 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                             };
                             for scheduler in list(&a.scheduler, &d.scheduler) {
                                 for pacing in list(&a.pacing, d.pacing) {
-                                  for network_transport in list(&a.transport, &d.network_transport) {
-                                    if !untether::config::TRANSPORTS.contains(&network_transport.as_str()) {
-                                        bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
-                                    }
-                                    let pacing = pacing.parse::<f64>().map_err(|_| {
+                                    for network_transport in
+                                        list(&a.transport, &d.network_transport)
+                                    {
+                                        if !untether::config::TRANSPORTS
+                                            .contains(&network_transport.as_str())
+                                        {
+                                            bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
+                                        }
+                                        let pacing = pacing.parse::<f64>().map_err(|_| {
                                         anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
                                     })?;
-                                    untether::config::PACING
-                                        .check(pacing)
-                                        .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
-                                    out.push(Scenario {
-                                        width,
-                                        height,
-                                        preset: preset.clone(),
-                                        conversion: conversion.clone(),
-                                        bitrate_kbps,
-                                        fec: fec.clone(),
-                                        retransmit,
-                                        scheduler: scheduler.clone(),
-                                        pacing,
-                                        network_transport: network_transport.clone(),
-                                        ..base.clone()
-                                    });
-                                  }
+                                        untether::config::PACING
+                                            .check(pacing)
+                                            .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
+                                        out.push(Scenario {
+                                            width,
+                                            height,
+                                            preset: preset.clone(),
+                                            conversion: conversion.clone(),
+                                            bitrate_kbps,
+                                            fec: fec.clone(),
+                                            retransmit,
+                                            scheduler: scheduler.clone(),
+                                            pacing,
+                                            network_transport: network_transport.clone(),
+                                            ..base.clone()
+                                        });
+                                    }
                                 }
                             }
                         }

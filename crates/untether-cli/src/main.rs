@@ -610,8 +610,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         summary.bytes_sent as f64 / 1e6
     );
     if let Some(path) = &args.common.report {
-        let config =
-            untether::report_config(&options, Display::Headless, &summary.link.transport);
+        let config = untether::report_config(&options, Display::Headless, &summary.link.transport);
         write_json(path, &report::build_host(config, &summary))?;
     }
     Ok(())

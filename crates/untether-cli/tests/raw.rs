@@ -62,7 +62,10 @@ fn raw_layer_2_over_a_veth_pair_shows_99_percent_of_frames() {
         assert_eq!(link[side]["transport"], "raw", "{side}: {link}");
         assert_eq!(link[side]["configured"], "raw", "{side}: {link}");
         assert_eq!(link[side]["unexpected_mac"], 0, "{side}: {link}");
-        assert!(link[side]["frames_received"].as_u64().unwrap() > 0, "{link}");
+        assert!(
+            link[side]["frames_received"].as_u64().unwrap() > 0,
+            "{link}"
+        );
     }
     assert_eq!(r["config"]["transport"], "raw-netns-veth");
     let f = &r["frames"];
@@ -87,7 +90,14 @@ fn without_cap_net_raw_the_session_stays_on_udp_and_says_so() {
         .arg(env!("CARGO_BIN_EXE_untether"))
         .env("RUST_LOG", "warn")
         .args(["bench", "--netns", "--transport", "raw", "--duration", "2"])
-        .args(["--resolution", "640x360", "--quality-batch", "0", "--quiet", "--out"])
+        .args([
+            "--resolution",
+            "640x360",
+            "--quality-batch",
+            "0",
+            "--quiet",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -112,7 +122,11 @@ fn without_cap_net_raw_the_session_stays_on_udp_and_says_so() {
         );
     }
     assert_eq!(r["config"]["transport"], "udp-netns-veth");
-    assert!(r["frames"]["shown"].as_u64().unwrap() > 30, "{}", r["frames"]);
+    assert!(
+        r["frames"]["shown"].as_u64().unwrap() > 30,
+        "{}",
+        r["frames"]
+    );
 }
 
 #[test]
@@ -135,5 +149,8 @@ fn an_interface_that_does_not_exist_names_itself() {
         .output()
         .unwrap();
     let t = text(&o);
-    assert!(!o.status.success() && t.contains("network.interface"), "{t}");
+    assert!(
+        !o.status.success() && t.contains("network.interface"),
+        "{t}"
+    );
 }

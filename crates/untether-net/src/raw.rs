@@ -51,7 +51,9 @@ impl std::str::FromStr for MacAddr {
     fn from_str(s: &str) -> Result<Self, String> {
         let parts: Vec<&str> = s.split(':').collect();
         if parts.len() != 6 {
-            return Err(format!("{s:?} is not a MAC address (six hex bytes, aa:bb:cc:dd:ee:ff)"));
+            return Err(format!(
+                "{s:?} is not a MAC address (six hex bytes, aa:bb:cc:dd:ee:ff)"
+            ));
         }
         let mut m = [0u8; 6];
         for (b, p) in m.iter_mut().zip(parts) {
@@ -570,7 +572,9 @@ pub fn interfaces() -> Vec<(String, Option<std::net::IpAddr>)> {
                 match (*ifa.ifa_addr).sa_family as i32 {
                     libc::AF_INET => {
                         let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                        Some(std::net::IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()))
+                        Some(std::net::IpAddr::from(
+                            u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                        ))
                     }
                     libc::AF_INET6 => {
                         let a = &*(ifa.ifa_addr as *const libc::sockaddr_in6);

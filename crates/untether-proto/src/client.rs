@@ -161,7 +161,10 @@ pub enum ClientEvent {
     Audio(crate::audio::AudioPacket),
     /// The host takes the raw layer-2 transport: its MAC address and EtherType (answer to
     /// [`ClientSession::send_link_address`]; docs/PROTOCOL.md §7.3).
-    LinkAddress { ethertype: u16, mac: [u8; 6] },
+    LinkAddress {
+        ethertype: u16,
+        mac: [u8; 6],
+    },
     /// The host does not take the raw layer-2 transport: stay on UDP.
     LinkDeclined(crate::wire::LinkDeclineReason),
 }

@@ -1017,8 +1017,13 @@ fn link_addresses_are_exchanged_sealed_after_the_accept() {
             mac: [2, 0, 0, 0, 0, 2],
         },
     );
-    w.host
-        .send_link_frame(w.now, addr, wire::ControlFrame::Bye { reason: wire::ByeReason::Closed });
+    w.host.send_link_frame(
+        w.now,
+        addr,
+        wire::ControlFrame::Bye {
+            reason: wire::ByeReason::Closed,
+        },
+    );
     let ev = run(&mut w, &mut c, 20_000);
     assert!(ev.contains(&ClientEvent::LinkAddress {
         ethertype: 0x88B5,

@@ -974,7 +974,9 @@ impl LinkDeclineReason {
     /// What the user reads.
     pub fn text(self) -> &'static str {
         match self {
-            LinkDeclineReason::HostUsesUdp => "the host runs over UDP (network.transport = \"udp\")",
+            LinkDeclineReason::HostUsesUdp => {
+                "the host runs over UDP (network.transport = \"udp\")"
+            }
             LinkDeclineReason::Unavailable => {
                 "the host cannot open raw layer 2 (no CAP_NET_RAW, or its interface failed)"
             }

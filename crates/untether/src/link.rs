@@ -479,8 +479,7 @@ impl ClientLink {
     /// `out` as it leaves: a raw frame to the host's MAC while on raw. The raw link is the
     /// client's one path (it does not combine with multipath), so "every path" is it too.
     pub fn route(&mut self, mut out: Outgoing) -> Outgoing {
-        if let (ClientState::Raw { host, .. }, Via::Socket(0) | Via::All) = (&self.state, out.via)
-        {
+        if let (ClientState::Raw { host, .. }, Via::Socket(0) | Via::All) = (&self.state, out.via) {
             out.via = Via::Raw(*host);
             out.dst = None;
             self.report.frames_sent += 1;

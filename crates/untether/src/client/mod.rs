@@ -264,32 +264,31 @@ pub fn run_client_to_end(
             local.map(|l| format!(" from {l}")).unwrap_or_default()
         );
     }
-    let (raw, link) = if options.network.transport()? == crate::config::Transport::Raw
-        && !c.paths.is_empty()
-    {
-        let line = "raw layer 2 does not combine with multipath (client.paths); staying on UDP";
-        log::warn!("client: {line}");
-        (None, Some(link_note(line)))
-    } else {
-        match crate::link::open(&options.network, || {
-            crate::link::client_interface(options.host)
-        })? {
-            crate::link::Opened::Udp => (None, None),
-            crate::link::Opened::Raw(r) => {
-                log::info!(
+    let (raw, link) =
+        if options.network.transport()? == crate::config::Transport::Raw && !c.paths.is_empty() {
+            let line = "raw layer 2 does not combine with multipath (client.paths); staying on UDP";
+            log::warn!("client: {line}");
+            (None, Some(link_note(line)))
+        } else {
+            match crate::link::open(&options.network, || {
+                crate::link::client_interface(options.host)
+            })? {
+                crate::link::Opened::Udp => (None, None),
+                crate::link::Opened::Raw(r) => {
+                    log::info!(
                     "client: raw layer 2 on {} ({}, EtherType 0x{:04X}): offering it to the host",
                     r.interface(),
                     r.mac(),
                     r.ethertype()
                 );
-                (Some(r), None)
+                    (Some(r), None)
+                }
+                crate::link::Opened::Fallback(_, line) => {
+                    log::warn!("client: {line}");
+                    (None, Some(link_note(&line)))
+                }
             }
-            crate::link::Opened::Fallback(_, line) => {
-                log::warn!("client: {line}");
-                (None, Some(link_note(&line)))
-            }
-        }
-    };
+        };
     let now = now_us();
     cfg.nonce = now ^ ((std::process::id() as u64) << 40) ^ 0x9E37_79B9_7F4A_7C15;
     cfg.connect_timeout_us = c.connect_timeout_ms * 1000;

@@ -369,7 +369,8 @@ impl NetworkToml {
             && (i.len() > 15
                 || i == "."
                 || i == ".."
-                || i.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()))
+                || i.chars()
+                    .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()))
         {
             return Err(invalid(
                 "network.interface",

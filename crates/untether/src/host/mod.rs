@@ -343,13 +343,9 @@ impl Host {
                 host_net.link = link;
             }
             threads.push(spawn("host-net", move || {
-                if let driver::Ended::Failed(e) = driver::run_with_raw(
-                    &mut host_net,
-                    &[socket],
-                    raw.as_ref(),
-                    &mailbox,
-                    &s.stop,
-                ) {
+                if let driver::Ended::Failed(e) =
+                    driver::run_with_raw(&mut host_net, &[socket], raw.as_ref(), &mailbox, &s.stop)
+                {
                     s.fail(format!("network: {e}"));
                 }
                 *lock(&parked) = Some(Box::new(host_net));
