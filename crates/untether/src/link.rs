@@ -120,7 +120,7 @@ pub const OFFERS: u32 = 4;
 pub const CONFIRM_US: Micros = 1_000_000;
 
 /// What a side's raw link did, for the report (`network.link`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct LinkReport {
     /// `"udp"` or `"raw"`: what this side's data plane ended up on (raw: it was sending raw
     /// frames at the end of the run).
@@ -143,6 +143,20 @@ pub struct LinkReport {
     pub malformed: u64,
     /// When this side first sent a raw frame, µs after its session connected.
     pub switched_after_us: Option<u64>,
+    /// CPU time of this side's network thread (the driver: sockets, sealing, FEC, assembly)
+    /// over the whole run, ms: with the frame counts, the data plane's CPU per frame.
+    pub net_thread_cpu_ms: f64,
+}
+
+/// CPU time the calling thread has used, µs (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 impl LinkReport {

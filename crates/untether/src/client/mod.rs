@@ -354,6 +354,7 @@ pub fn run_client_to_end(
                     s.finish(Some(ClientError::Net(e.into())));
                 }
                 s.finish(None);
+                client_net.cpu_us = crate::link::thread_cpu_us();
                 client_net
             })
             .map_err(ClientError::Thread)?
@@ -421,6 +422,7 @@ pub fn run_client_to_end(
         (_, note) => note,
     }
     .unwrap_or_else(crate::link::LinkReport::udp);
+    run.link.net_thread_cpu_ms = client_net.as_ref().map_or(0.0, |n| n.cpu_us as f64 / 1000.0);
     run.paths = paths;
     run.dropped_presenter = shared.decoded.replaced();
     run.ended_us = now_us();

@@ -114,6 +114,8 @@ pub(crate) struct ClientNet {
     refused_since: Option<Micros>,
     /// The raw layer-2 transport, when this client has a raw socket.
     pub link: Option<ClientLink>,
+    /// CPU time of the network thread, µs (set when the driver ends).
+    pub cpu_us: u64,
 }
 
 impl ClientNet {
@@ -143,6 +145,7 @@ impl ClientNet {
             reconnect: None,
             refused_since: None,
             link: None,
+            cpu_us: 0,
         }
     }
 

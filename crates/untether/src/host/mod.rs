@@ -348,6 +348,8 @@ impl Host {
                 {
                     s.fail(format!("network: {e}"));
                 }
+                host_net.link.report.net_thread_cpu_ms =
+                    crate::link::thread_cpu_us() as f64 / 1000.0;
                 *lock(&parked) = Some(Box::new(host_net));
                 drop(mailbox);
             })?);
