@@ -115,6 +115,9 @@ impl Scenario {
         if self.pacing > 0.0 {
             recovery.push_str(&format!("-pacing{}", self.pacing));
         }
+        if self.slices > 0 {
+            recovery.push_str(&format!("-{}slices", self.slices));
+        }
         if self.network_transport != d.network_transport {
             recovery.push_str(&format!("-{}", self.network_transport));
         }

@@ -60,9 +60,9 @@ pub struct BenchArgs {
     /// Conversion path(s), comma-separated: simd (yuvutils SIMD BGRA→I420), swscale, rgb (libx264rgb, no conversion).
     #[arg(long, value_name = "PATHS")]
     conversion: Option<String>,
-    /// x264 slices per frame (0: as untether's sliced threads decide).
-    #[arg(long, default_value_t = 0)]
-    slices: u32,
+    /// x264 slices per frame, comma-separated to compare, e.g. 1,2,4,8 (0: one per encoder thread, as untether's sliced threads decide). Each frame is still encoded, sent and decoded whole: sub-frame delivery of slices is not built yet.
+    #[arg(long, value_name = "COUNTS")]
+    slices: Option<String>,
     /// Keyframe interval in frames (0: keyframes only when the client asks).
     #[arg(long, default_value_t = 0)]
     gop: u32,
@@ -178,7 +178,6 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     let d = Scenario::default();
     let base = Scenario {
         fps: a.fps.unwrap_or(d.fps),
-        slices: a.slices,
         gop: a.gop,
         duration_s: a.duration.as_secs_f64(),
         spin_deg_per_s: a.spin.unwrap_or(d.spin_deg_per_s),
@@ -226,34 +225,41 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                                 }
                             };
                             for scheduler in list(&a.scheduler, &d.scheduler) {
-                                for pacing in list(&a.pacing, d.pacing) {
-                                    for network_transport in
-                                        list(&a.transport, &d.network_transport)
-                                    {
-                                        if !untether::config::TRANSPORTS
-                                            .contains(&network_transport.as_str())
+                                for slices in list(&a.slices, d.slices) {
+                                    let slices = match slices.parse::<u32>() {
+                                    Ok(n) if n <= 16 => n,
+                                    _ => bail!("--slices: {slices:?} is not a slice count; allowed: 0 (one per encoder thread) to 16"),
+                                };
+                                    for pacing in list(&a.pacing, d.pacing) {
+                                        for network_transport in
+                                            list(&a.transport, &d.network_transport)
                                         {
-                                            bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
-                                        }
-                                        let pacing = pacing.parse::<f64>().map_err(|_| {
+                                            if !untether::config::TRANSPORTS
+                                                .contains(&network_transport.as_str())
+                                            {
+                                                bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
+                                            }
+                                            let pacing = pacing.parse::<f64>().map_err(|_| {
                                         anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
                                     })?;
-                                        untether::config::PACING
-                                            .check(pacing)
-                                            .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
-                                        out.push(Scenario {
-                                            width,
-                                            height,
-                                            preset: preset.clone(),
-                                            conversion: conversion.clone(),
-                                            bitrate_kbps,
-                                            fec: fec.clone(),
-                                            retransmit,
-                                            scheduler: scheduler.clone(),
-                                            pacing,
-                                            network_transport: network_transport.clone(),
-                                            ..base.clone()
-                                        });
+                                            untether::config::PACING
+                                                .check(pacing)
+                                                .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
+                                            out.push(Scenario {
+                                                width,
+                                                height,
+                                                preset: preset.clone(),
+                                                conversion: conversion.clone(),
+                                                bitrate_kbps,
+                                                fec: fec.clone(),
+                                                retransmit,
+                                                scheduler: scheduler.clone(),
+                                                pacing,
+                                                network_transport: network_transport.clone(),
+                                                slices,
+                                                ..base.clone()
+                                            });
+                                        }
                                     }
                                 }
                             }
@@ -538,4 +544,50 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> BenchArgs {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn slices_and_transports_are_axes_of_one_run() {
+        let a = parse(&["--netns", "--slices", "1,2,4,8", "--transport", "udp,raw"]);
+        let list = scenarios(&a).unwrap();
+        let got: Vec<(u32, &str)> = list
+            .iter()
+            .map(|s| (s.slices, s.network_transport.as_str()))
+            .collect();
+        let mut want = Vec::new();
+        for n in [1, 2, 4, 8] {
+            for t in ["udp", "raw"] {
+                want.push((n, t));
+            }
+        }
+        assert_eq!(got, want);
+        assert!(list.iter().all(|s| s.transport == "netns"));
+        let names: std::collections::BTreeSet<String> =
+            list.iter().map(Scenario::display_name).collect();
+        assert_eq!(names.len(), 8, "every scenario has its own report file");
+        for (bad, flag) in [
+            (&["--slices", "17"][..], "--slices"),
+            (&["--transport", "tcp"][..], "--transport"),
+        ] {
+            let e = scenarios(&parse(bad)).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{e}");
+        }
+    }
 }

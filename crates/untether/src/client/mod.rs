@@ -422,7 +422,9 @@ pub fn run_client_to_end(
         (_, note) => note,
     }
     .unwrap_or_else(crate::link::LinkReport::udp);
-    run.link.net_thread_cpu_ms = client_net.as_ref().map_or(0.0, |n| n.cpu_us as f64 / 1000.0);
+    run.link.net_thread_cpu_ms = client_net
+        .as_ref()
+        .map_or(0.0, |n| n.cpu_us as f64 / 1000.0);
     run.paths = paths;
     run.dropped_presenter = shared.decoded.replaced();
     run.ended_us = now_us();
