@@ -634,7 +634,7 @@ impl Decoder {
         ctx.set_flags(codec::Flags::LOW_DELAY);
         if chunks {
             // SAFETY: a plain field write on the context we own, before it is opened.
-            unsafe { (*ctx.as_mut_ptr()).flags2 |= ff::ffi::AV_CODEC_FLAG2_CHUNKS as i32 };
+            unsafe { (*ctx.as_mut_ptr()).flags2 |= ff::ffi::AV_CODEC_FLAG2_CHUNKS };
         }
         let decoder = ctx.decoder().video().map_err(fferr("open h264 decoder"))?;
         Ok(Decoder {

@@ -510,12 +510,15 @@ mod tests {
         }
     }
 
+    /// A slice's index, keyframe flag and bytes.
+    type SliceBytes = (u8, bool, Vec<u8>);
+
     /// Encodes `n` stamped frames of the scene; returns each frame's slices (index order) and
     /// the encode infos.
     fn encode_frames(
         c: SliceEncoderConfig,
         n: u32,
-    ) -> (Vec<Vec<(u8, bool, Vec<u8>)>>, Vec<SliceFrameInfo>) {
+    ) -> (Vec<Vec<SliceBytes>>, Vec<SliceFrameInfo>) {
         let (w, h, want) = (c.width, c.height, c.slices);
         let mut enc = SliceEncoder::new(c).unwrap();
         assert_eq!(enc.slice_count(), want);

@@ -102,7 +102,7 @@ pub enum RawError {
 }
 
 /// One received datagram's place in a [`RawBuffers`] and who sent it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawMeta {
     /// The sender's MAC address.
     pub src: MacAddr,
@@ -137,14 +137,6 @@ impl RawBuffers {
     }
 }
 
-impl Default for RawMeta {
-    fn default() -> Self {
-        RawMeta {
-            src: MacAddr::default(),
-            len: 0,
-        }
-    }
-}
 
 /// How many frames a raw endpoint moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -497,7 +489,7 @@ impl RawEndpoint {
         let mut malformed = 0;
         for i in 0..got {
             let a = &addrs[i];
-            if a.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if a.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let flen = (msgs[i].msg_len as usize).min(bufs.storage[i].len());
