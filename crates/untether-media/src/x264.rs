@@ -515,10 +515,7 @@ mod tests {
 
     /// Encodes `n` stamped frames of the scene; returns each frame's slices (index order) and
     /// the encode infos.
-    fn encode_frames(
-        c: SliceEncoderConfig,
-        n: u32,
-    ) -> (Vec<Vec<SliceBytes>>, Vec<SliceFrameInfo>) {
+    fn encode_frames(c: SliceEncoderConfig, n: u32) -> (Vec<Vec<SliceBytes>>, Vec<SliceFrameInfo>) {
         let (w, h, want) = (c.width, c.height, c.slices);
         let mut enc = SliceEncoder::new(c).unwrap();
         assert_eq!(enc.slice_count(), want);

@@ -137,7 +137,6 @@ impl RawBuffers {
     }
 }
 
-
 /// How many frames a raw endpoint moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawCounts {
