@@ -1,6 +1,6 @@
 //! The encoder stage: converts and encodes a picture, numbers it in the current client's
-//! stream and hands it to the network driver, then to the other consumers (RTSP). Used by the encoder thread, the capture threads
-//! and the application's [`FrameSender`] alike.
+//! stream and hands it to the network driver, then to the other consumers (RTSP). Used by the
+//! encoder thread, the capture threads and the application's [`FrameSender`] alike.
 //!
 //! It follows the session through [`EncoderEvent`]s from the driver (a keyframe request, the
 //! adaptive bitrate's new target) and the client epoch the driver publishes (a new client
