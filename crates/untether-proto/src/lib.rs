@@ -35,6 +35,7 @@ pub mod reliable;
 #[cfg(test)]
 mod session_tests;
 pub mod sim;
+pub mod sim_state;
 pub mod state;
 pub mod stats;
 pub mod units;
