@@ -135,6 +135,26 @@ struct VideoArgs {
     walk: Option<f32>,
 }
 
+#[derive(Args, Debug, Clone, Default)]
+struct VrArgs {
+    /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    /// VR: eye separation (interpupillary distance) in millimetres, 40–90 [config: vr.ipd_mm, default 64].
+    #[arg(long, value_name = "MM")]
+    ipd: Option<f32>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct PoseArgs {
+    /// Head pose source: auto (mouse-look in a window, none headless), mouse, synthetic[:sweep|turn|nod|still] (a generated head-motion track), track:FILE (docs/POSE.md), imu[:PATH] (a Linux IIO or evdev IMU, fused with a Madgwick filter), none [config: vr.pose, default auto].
+    #[arg(long, value_name = "SOURCE")]
+    pose: Option<String>,
+    /// Head poses per second sent to the host, 1–1000 [config: vr.pose_rate_hz, default 500].
+    #[arg(long, value_name = "HZ")]
+    pose_rate: Option<u32>,
+}
+
 #[derive(Args, Debug, Clone)]
 struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
@@ -172,6 +192,8 @@ struct HostArgs {
     scheduler: Option<String>,
     #[command(flatten)]
     video: VideoArgs,
+    #[command(flatten)]
+    vr: VrArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -222,6 +244,11 @@ struct ClientArgs {
     side: ClientSide,
     #[command(flatten)]
     io: ClientIoArgs,
+    /// VR: measure pose-to-photon from the presented pose markers (the host runs with --vr) [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    #[command(flatten)]
+    pose: PoseArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -235,6 +262,10 @@ struct DemoArgs {
     /// Stream the test tone too and play it (SDL audio; SDL_AUDIODRIVER=dummy plays nowhere), reporting mouth-to-ear latency and the A/V offset.
     #[arg(long)]
     audio: bool,
+    #[command(flatten)]
+    vr: VrArgs,
+    #[command(flatten)]
+    pose: PoseArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -250,7 +281,10 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 13] = [
+const FLAGS: [(&str, &str); 16] = [
+    ("vr.ipd_mm", "--ipd"),
+    ("vr.pose", "--pose"),
+    ("vr.pose_rate_hz", "--pose-rate"),
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
@@ -319,6 +353,33 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     }
 }
 
+/// `--vr` and `--ipd`; with `--vr` the scene stands still unless `--spin`/`--walk` are given.
+fn apply_vr(cfg: &mut ConfigToml, vr: &VrArgs, video: Option<&VideoArgs>) {
+    if vr.vr {
+        cfg.vr.enabled = true;
+        if let Some(v) = video {
+            if v.spin.is_none() {
+                cfg.scene.spin_deg_per_s = 0.0;
+            }
+            if v.walk.is_none() {
+                cfg.scene.walk_speed = 0.0;
+            }
+        }
+    }
+    if let Some(i) = vr.ipd {
+        cfg.vr.ipd_mm = i;
+    }
+}
+
+fn apply_pose(cfg: &mut ConfigToml, p: &PoseArgs) {
+    if let Some(s) = &p.pose {
+        cfg.vr.pose = s.clone();
+    }
+    if let Some(r) = p.pose_rate {
+        cfg.vr.pose_rate_hz = r;
+    }
+}
+
 fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     if c.headless {
         cfg.client.headless = true;
@@ -335,7 +396,9 @@ fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
     let video = cfg.video.validate().map_err(with_flag)?;
     untether::config::validate_host(&video, &cfg.host, &cfg.network, &cfg.scene)
         .map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(HostOptions {
+        vr: cfg.vr.clone(),
         video,
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
@@ -375,7 +438,9 @@ fn client_options(
     common: &Common,
 ) -> Result<ClientOptions> {
     untether::config::validate_client(&cfg.client, &cfg.network).map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(ClientOptions {
+        vr: cfg.vr.clone(),
         host,
         client: cfg.client.clone(),
         network: cfg.network.clone(),
@@ -464,6 +529,7 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
 fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
+    apply_vr(&mut cfg, &args.vr, Some(&args.video));
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
     }
@@ -574,6 +640,15 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_client(&mut cfg, &args.side);
+    apply_vr(
+        &mut cfg,
+        &VrArgs {
+            vr: args.vr,
+            ipd: None,
+        },
+        None,
+    );
+    apply_pose(&mut cfg, &args.pose);
     let sink = match args.io.sink.as_deref() {
         None => None,
         Some(s) => match s.strip_prefix("pipe:") {
@@ -655,8 +730,17 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
-    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() {
-        // The demo measures input response by default.
+    apply_vr(&mut cfg, &args.vr, Some(&args.video));
+    apply_pose(&mut cfg, &args.pose);
+    if cfg.vr.enabled && cfg.vr.pose == "auto" {
+        // Nobody turns a head in a demo: a generated track that keeps turning (what the
+        // pose-to-photon measurement reads best).
+        cfg.vr.pose = "synthetic:turn".into();
+    }
+    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() && !cfg.vr.enabled
+    {
+        // The demo measures input response by default (not in VR: there the head pose is the
+        // input, measured as pose-to-photon, and a probe's look-around would turn the view).
         cfg.client.input_probe_interval_ms = 500;
     }
     let host = host_options(&cfg)?;

@@ -23,6 +23,7 @@ pub mod driver;
 pub mod host;
 pub mod identity;
 pub mod pacing;
+pub mod pose;
 pub mod report;
 pub mod slot;
 pub mod stats;

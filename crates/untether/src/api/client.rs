@@ -14,6 +14,7 @@ impl ClientBuilder {
         let cfg = crate::config::ConfigToml::default();
         ClientBuilder {
             options: ClientOptions {
+                vr: Default::default(),
                 host,
                 client: cfg.client,
                 network: cfg.network,

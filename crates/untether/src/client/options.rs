@@ -13,7 +13,7 @@ use untether_proto::InputEvent;
 
 use super::record::FrameRecord;
 use super::ClientError;
-use crate::config::{ClientToml, NetworkToml};
+use crate::config::{ClientToml, NetworkToml, VrToml};
 use crate::identity::ClientTrust;
 
 /// Where decoded pictures go.
@@ -30,6 +30,8 @@ pub struct ClientOptions {
     pub host: SocketAddr,
     pub client: ClientToml,
     pub network: NetworkToml,
+    /// The head pose source (`vr.pose`, `vr.pose_rate_hz`) and VR presentation.
+    pub vr: VrToml,
     pub display: Display,
     /// Stop after this long (None: until the window closes, the host leaves or `stop` is set).
     pub duration: Option<Duration>,

@@ -42,6 +42,7 @@ pub(crate) fn present_loop(
     let mut probe_sign = 1;
     let mut last_picture: Option<DecodedFrame> = None;
     let mut showing_reconnect = false;
+    let mut photon_probe = super::photon::Probe::new(&options.vr);
     loop {
         if stop.load(Ordering::SeqCst) || s.stop.load(Ordering::SeqCst) {
             break;
@@ -115,6 +116,9 @@ pub(crate) fn present_loop(
         }
         if let Some(p) = presenter.as_mut() {
             p.present(&item.picture)?;
+            if options.vr.enabled {
+                photon_probe.measure(s, p.as_mut(), &item.picture, now_us());
+            }
         }
         if let Some(w) = sink.as_deref_mut() {
             if let Err(e) = w.write(&item.picture) {

@@ -141,6 +141,28 @@ pub const PACING_BATCH: Limit<u32> = Limit {
     max: crate::pacing::MAX_BATCH,
 };
 
+/// 0 = no budget.
+pub const STATE_BUDGET_KBPS: Limit<u32> = Limit {
+    key: "network.state_budget_kbps",
+    min: 0,
+    max: 1_000_000,
+};
+pub const IPD_MM: Limit<f32> = Limit {
+    key: "vr.ipd_mm",
+    min: 40.0,
+    max: 90.0,
+};
+pub const EYE_FOV_DEG: Limit<f32> = Limit {
+    key: "vr.fov_deg",
+    min: 40.0,
+    max: 140.0,
+};
+pub const POSE_RATE_HZ: Limit<u32> = Limit {
+    key: "vr.pose_rate_hz",
+    min: 1,
+    max: 1000,
+};
+
 /// Deserializes an integer key of the config file into its type `T`, refusing a value that
 /// does not fit with the key's own message ([`Limit::fit`]).
 pub(super) fn de_fit<'de, D, T>(d: D, limit: Limit<T>) -> Result<T, D::Error>
@@ -189,4 +211,6 @@ de_fns! {
     de_keepalive_ms: KEEPALIVE_MS -> u64,
     de_idle_timeout_ms: IDLE_TIMEOUT_MS -> u64,
     de_pacing_batch: PACING_BATCH -> u32,
+    de_state_budget_kbps: STATE_BUDGET_KBPS -> u32,
+    de_pose_rate_hz: POSE_RATE_HZ -> u32,
 }

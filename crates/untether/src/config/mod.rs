@@ -12,9 +12,11 @@ use untether_proto::units;
 
 mod limits;
 mod video;
+mod vr;
 
 pub use limits::*;
 pub use video::*;
+pub use vr::*;
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
@@ -237,6 +239,11 @@ pub struct NetworkToml {
     /// segment limit).
     #[serde(deserialize_with = "limits::de_pacing_batch")]
     pub pacing_batch: u32,
+    /// Both sides: the bandwidth budget of the latest-wins state channel this side sends
+    /// (pointer, head pose, axes; the host's published state), kbit/s, overhead included
+    /// (0: none). Within it the stalest keys go first and only newest values leave.
+    #[serde(deserialize_with = "limits::de_state_budget_kbps")]
+    pub state_budget_kbps: u32,
 }
 
 impl Default for NetworkToml {
@@ -251,6 +258,7 @@ impl Default for NetworkToml {
             retransmit: true,
             pacing: 0.0,
             pacing_batch: crate::pacing::DEFAULT_BATCH,
+            state_budget_kbps: 0,
         }
     }
 }
@@ -264,6 +272,7 @@ pub struct ConfigToml {
     pub host: HostToml,
     pub client: ClientToml,
     pub network: NetworkToml,
+    pub vr: VrToml,
 }
 
 impl ConfigToml {
@@ -310,6 +319,11 @@ impl NetworkToml {
             .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
     }
 
+    /// The state channel's budget in bytes per second (0: none).
+    pub fn state_budget_bytes_per_s(&self) -> u64 {
+        self.state_budget_kbps as u64 * 1000 / 8
+    }
+
     /// The multipath scheduler (`scheduler`).
     pub fn scheduler(&self) -> Result<untether_proto::Scheduler, ConfigError> {
         untether_proto::Scheduler::parse(&self.scheduler)
@@ -332,6 +346,7 @@ impl NetworkToml {
         self.scheduler()?;
         self.pacing()?;
         MAX_DATAGRAM.check(self.max_datagram)?;
+        STATE_BUDGET_KBPS.check(self.state_budget_kbps)?;
         IDLE_TIMEOUT_MS.check(self.idle_timeout_ms)?;
         KEEPALIVE_MS.check(self.keepalive_ms)?;
         if self.keepalive_ms >= self.idle_timeout_ms {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    RejectReason, Transmit,
+    PoseSample, RejectReason, Transmit,
 };
 
 use super::encode::EncoderEvent;
@@ -74,12 +74,16 @@ pub(crate) struct OutgoingFrame {
     pub handed_us: Micros,
     /// Everything but the send times, filled in once the last datagram left.
     pub timing: FrameTiming,
+    /// The client's head pose it was rendered for (told to the client before its shards and
+    /// again after them).
+    pub pose: Option<PoseSample>,
 }
 
 /// A frame whose datagrams are going out.
 struct InFlight {
     frame_number: u32,
     timing: FrameTiming,
+    pose: Option<PoseSample>,
     handed_us: Micros,
     /// Batches not started yet, with the time each is due.
     batches: VecDeque<(Micros, Vec<Transmit>)>,
@@ -105,6 +109,7 @@ impl InFlight {
         InFlight {
             frame_number,
             timing,
+            pose: None,
             handed_us,
             batches,
             current: VecDeque::new(),
@@ -181,7 +186,11 @@ impl HostNet {
             // The client it was encoded for has gone.
             return;
         }
-        // What the session queued before the frame leaves before it.
+        // What the session queued before the frame leaves before it; the pose it was
+        // rendered for too (the first datagram of its first batch).
+        if let Some(p) = f.pose {
+            self.session.send_frame_pose(now, f.frame_number, p);
+        }
         self.drain_session(now);
         if self
             .session
@@ -208,12 +217,9 @@ impl HostNet {
         for older in self.frames.iter_mut() {
             older.hurry = true;
         }
-        self.frames.push_back(InFlight::new(
-            f.frame_number,
-            f.timing,
-            f.handed_us,
-            batches,
-        ));
+        let mut flight = InFlight::new(f.frame_number, f.timing, f.handed_us, batches);
+        flight.pose = f.pose;
+        self.frames.push_back(flight);
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
@@ -267,6 +273,10 @@ impl HostNet {
             ..f.timing
         };
         self.session.send_frame_timing(send_done, timing);
+        if let Some(p) = f.pose {
+            // The second copy, beside the timing: one lost control datagram loses no pose.
+            self.session.send_frame_pose(send_done, f.frame_number, p);
+        }
         self.drain_session(send_done);
         let mut sm = lock(&self.shared.samples);
         sm.send.push_us(send_us as i64);
@@ -289,7 +299,10 @@ impl HostNet {
                 self.session.state_value(state_keys::POINTER),
                 self.session.state_value(state_keys::HEAD_POSE),
             );
-            for (i, event) in changed.into_iter().enumerate() {
+            if let Some(p) = changed.head_pose {
+                *lock(&self.shared.head_pose) = Some(p);
+            }
+            for (i, event) in changed.events.into_iter().enumerate() {
                 self.events.insert(
                     i,
                     HostEvent::Input(InputRecord {
@@ -306,6 +319,7 @@ impl HostNet {
                         .note(format!("client {name:?} connected from {addr}"));
                     self.epoch = self.shared.link.new_client();
                     self.state = StateApplied::default();
+                    *lock(&self.shared.head_pose) = None;
                 }
                 HostEvent::ClientGone { addr, reason } => {
                     self.shared
@@ -603,6 +617,7 @@ mod tests {
                 data: vec![0; 100],
                 handed_us: 0,
                 timing: FrameTiming::default(),
+                pose: None,
             },
         );
         assert!(net.frames.is_empty());
