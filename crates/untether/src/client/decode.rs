@@ -7,7 +7,7 @@ use std::sync::mpsc;
 
 use untether_media::codec::{DecodedFrame, Decoder};
 use untether_media::stamp;
-use untether_proto::{CompleteFrame, PoseSample};
+use untether_proto::CompleteFrame;
 
 use super::network::ClientCommand;
 use super::record::{keep_record, FrameRecord};
@@ -19,12 +19,6 @@ use crate::driver::Handle;
 pub(crate) struct Decoded {
     pub picture: DecodedFrame,
     pub record: FrameRecord,
-    /// The head pose the host rendered it for (None: not rendered for a pose, or its
-    /// FramePose was lost twice): the presenter's late warp re-projects from it to the newest
-    /// local pose (`ClientShared::local_pose`). Until the GPU presenter's warp reads it, only
-    /// its sample time is used (`FrameRecord::pose_sample_us`).
-    #[allow(dead_code)]
-    pub pose: Option<PoseSample>,
 }
 
 /// Decodes the frames the network thread assembled, in order, and hands them to the presenter.
@@ -60,7 +54,7 @@ pub(crate) fn decode_loop(
                     shown_us: 0,
                     bytes: frame.data.len(),
                     stamp,
-                    pose_sample_us: None,
+                    pose: None,
                     thumbnail: thumbnail(plane, stride, picture.width(), picture.height()),
                 };
                 {
@@ -72,15 +66,11 @@ pub(crate) fn decode_loop(
                 }
                 let pose = s.frame_poses.get(session, frame.frame_number);
                 let mut record = record;
-                record.pose_sample_us = pose.map(|p| p.sample_us).filter(|t| *t > 0);
+                record.pose = pose;
                 if pose.is_some() {
                     lock(&s.run).frames_with_pose += 1;
                 }
-                if let Some(old) = s.decoded.put(Decoded {
-                    picture,
-                    record,
-                    pose,
-                }) {
+                if let Some(old) = s.decoded.put(Decoded { picture, record }) {
                     keep_record(&mut lock(&s.run), old.record);
                 }
             }

@@ -40,9 +40,10 @@ pub struct FrameRecord {
     pub shown_us: Micros,
     pub bytes: usize,
     pub stamp: Option<Stamp>,
-    /// When the client sampled the head pose the host rendered this frame for (client clock;
-    /// None: not rendered for a pose).
-    pub pose_sample_us: Option<Micros>,
+    /// The head pose the host rendered this frame for, with the client's sample time (None:
+    /// not rendered for a pose, or its FramePose was lost twice): what late warp re-projects
+    /// from.
+    pub pose: Option<untether_proto::PoseSample>,
     /// A 16×9 grid of luma samples from below the stamp: enough to see that the picture
     /// changed (input took effect, or a freeze), far too little to store pictures.
     pub thumbnail: Vec<u8>,

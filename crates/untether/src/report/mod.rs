@@ -418,8 +418,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     }
     let mut rendered_pose = Samples::default();
     for r in run.records.iter().filter(|r| r.shown_us > 0) {
-        if let Some(t) = r.pose_sample_us {
-            rendered_pose.push_us(r.shown_us as i64 - t as i64);
+        if let Some(p) = r.pose.filter(|p| p.sample_us > 0) {
+            rendered_pose.push_us(r.shown_us as i64 - p.sample_us as i64);
         }
     }
     let state = StateReport {
