@@ -119,10 +119,10 @@ impl PoseMatcher {
             .collect();
         for pair in d.windows(2) {
             let ((t0, d0), (t1, d1)) = (pair[0], pair[1]);
-            // A sign change near 0 (not the wrap-around at ±spacing/2).
-            if (d0 == 0.0 || d0.signum() != d1.signum())
-                && (d0 - d1).abs() < MARKER_SPACING_DEG / 3.0
-            {
+            // A sign change through 0 (not the wrap-around at ±spacing/2), counted once even
+            // when a sample lands exactly on it.
+            let through = (d0 <= 0.0 && d1 > 0.0) || (d0 >= 0.0 && d1 < 0.0);
+            if through && (d0 - d1).abs() < MARKER_SPACING_DEG / 3.0 {
                 let f = if d1 == d0 { 0.0 } else { d0 / (d0 - d1) };
                 crossings.push(t0 + ((t1 - t0) as f32 * f.clamp(0.0, 1.0)) as Micros);
             }

@@ -177,6 +177,9 @@ pub struct ClientToml {
     /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
     /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
     pub clock: String,
+    /// Read SDL game controllers and send them to the host (buttons reliable, sticks and
+    /// triggers latest-wins).
+    pub gamepads: bool,
 }
 
 /// The values of `client.clock`.
@@ -194,6 +197,7 @@ impl Default for ClientToml {
             state_dir: String::new(),
             paths: Vec::new(),
             clock: "auto".into(),
+            gamepads: true,
         }
     }
 }

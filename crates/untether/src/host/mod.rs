@@ -21,6 +21,7 @@
 
 mod audio;
 mod encode;
+mod gamepad;
 mod input;
 mod network;
 mod options;
@@ -57,6 +58,7 @@ use crate::identity::{Access, IdentityError};
 use crate::stats::{Samples, Stage};
 
 pub use encode::{FrameSender, SendInfo};
+pub use gamepad::{GamepadState, GAMEPAD_DEVICE, MAX_GAMEPADS};
 pub use input::{keys, scene_input};
 pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,

@@ -23,6 +23,7 @@ use untether_proto::{
 };
 
 use super::encode::EncoderEvent;
+use super::gamepad::Gamepads;
 use super::input::InputSink;
 use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
@@ -129,6 +130,8 @@ pub(crate) struct HostNet {
     shared: Arc<HostShared>,
     sink: InputSink,
     state: StateApplied,
+    /// The client's game controllers (state for the API, virtual pads through uinput).
+    pub gamepads: Gamepads,
     encoder: Sender<EncoderEvent>,
     control: VecDeque<Transmit>,
     frames: VecDeque<InFlight>,
@@ -161,6 +164,7 @@ impl HostNet {
             shared,
             sink,
             state: StateApplied::default(),
+            gamepads: Gamepads::default(),
             encoder,
             control: VecDeque::new(),
             frames: VecDeque::new(),
@@ -302,6 +306,8 @@ impl HostNet {
             if let Some(p) = changed.head_pose {
                 *lock(&self.shared.head_pose) = Some(p);
             }
+            let session = &self.session;
+            self.gamepads.on_state(|k| session.state_value(k));
             for (i, event) in changed.events.into_iter().enumerate() {
                 self.events.insert(
                     i,
@@ -328,7 +334,10 @@ impl HostNet {
                 HostEvent::KeyframeRequested => {
                     let _ = self.encoder.send(EncoderEvent::Keyframe);
                 }
-                HostEvent::Input(rec) => self.sink.deliver(&self.shared, self.epoch, rec),
+                HostEvent::Input(rec) => {
+                    self.gamepads.on_event(&rec.event);
+                    self.sink.deliver(&self.shared, self.epoch, rec)
+                }
                 HostEvent::Feedback(_) => {}
                 HostEvent::ClientRefused {
                     addr,
@@ -355,6 +364,9 @@ impl HostNet {
                     let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
                 }
             }
+        }
+        for note in self.gamepads.notes.drain(..) {
+            self.shared.note(note);
         }
         self.shared
             .link

@@ -82,6 +82,12 @@ impl Host {
         *lock(&self.shared.head_pose)
     }
 
+    /// Controller `n` (0..[`super::MAX_GAMEPADS`]) of the client as the host last heard it
+    /// (buttons held, sticks and triggers); None before it sent anything.
+    pub fn gamepad(&self, n: usize) -> Option<super::GamepadState> {
+        self.query(move |net| net.gamepads.state(n)).flatten()
+    }
+
     /// Publishes host → client state (rumble, other players, the application's own keys from
     /// [`untether_proto::state::keys::APP`]) on the latest-wins channel; the client reads it
     /// with `ClientContext::state_value`. False when the key table (4096) is full.

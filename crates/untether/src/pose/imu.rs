@@ -376,7 +376,7 @@ mod tests {
                 i * 1000,
                 ImuSample {
                     // Gravity's reaction (world up) seen from a head pitched up by p.
-                    accel: [0.0, 9.81 * p.cos(), 9.81 * p.sin()],
+                    accel: [0.0, 9.81 * p.cos(), -9.81 * p.sin()],
                     gyro: [0.0; 3],
                 },
             );
