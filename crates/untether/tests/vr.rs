@@ -122,3 +122,54 @@ fn frames_carry_the_pose_they_were_rendered_for_and_pose_to_photon_is_read_from_
         "pose-to-photon from pixels {pixels:.1} ms, from the frames' poses {metadata:.1} ms"
     );
 }
+
+/// The application API: the host renders for the client's pose and sends the frame with it
+/// (`send_frame_with_pose`), publishes state the client reads (the latest-wins channel the other
+/// way), and the client's decoded frames carry the pose. Headless, no display needed.
+#[test]
+fn the_api_sends_frames_with_their_pose_and_state_goes_both_ways() {
+    use untether::api::{ClientContext, Frame, HostContext, StateValue};
+    let (w, h) = (640u32, 360u32);
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    let mut host = HostContext::builder()
+        .size(w, h)
+        .fps(30)
+        .bind("127.0.0.1:0")
+        .synchronous(true)
+        .trust(host_trust)
+        .build()
+        .expect("host");
+    let mut b = ClientContext::builder(host.local_addr())
+        .trust(client_trust)
+        .duration(Some(Duration::from_secs(3)));
+    b.options_mut().vr.pose = "synthetic:sweep".into();
+    b.options_mut().vr.pose_rate_hz = 250;
+    let view = b.host_state();
+    let mut client = b.build();
+    client.start().unwrap();
+    assert!(host.wait_for_client(Duration::from_secs(5)));
+    let app_key = untether_proto::state::keys::APP + 7;
+    assert!(host.publish_state(app_key, StateValue::Int(-42)));
+    let pixels = vec![90u8; (w * h * 4) as usize];
+    let mut with_pose = 0;
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_millis(2500) {
+        let pose = host.head_pose();
+        with_pose += pose.is_some() as u32;
+        host.send_frame_with_pose(&Frame::bgra(&pixels, w as usize * 4, w, h), pose)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(33));
+    }
+    let run = client.wait().expect("client run");
+    host.stop();
+    assert!(with_pose > 20, "the host had the client's pose for {with_pose} frames");
+    assert_eq!(view.get(app_key), Some(StateValue::Int(-42)));
+    let posed = run.records.iter().filter(|r| r.pose.is_some()).count();
+    assert!(posed > 20, "{posed} decoded frames carry their pose");
+    // The sweep track sways sideways: positions arrive as the client sent them, not zero.
+    assert!(run
+        .records
+        .iter()
+        .filter_map(|r| r.pose)
+        .any(|p| p.pose.position[0] != 0.0));
+}

@@ -45,7 +45,7 @@ pub use input::{device_input, state_input, window_input};
 pub use options::{
     ClientAudio, ClientIo, ClientOptions, Display, InputDevice, ShownFrameFn, ShownFrameTap,
 };
-pub use pose::LocalPose;
+pub use pose::{HostStateView, LocalPose};
 pub use present::save_ppm;
 pub use record::{AudioRun, ClientRun, ClockMode, FrameRecord};
 
@@ -123,6 +123,8 @@ pub(crate) struct ClientShared {
     pub(crate) local_pose: Arc<LocalPose>,
     /// Mouse-look, when it is the pose source: window mouse motion turns the head.
     mouse_look: Option<crate::pose::MouseLook>,
+    /// Where the host's published state is copied for the application.
+    host_state: Option<HostStateView>,
     run: Mutex<ClientRun>,
     failure: Mutex<Option<ClientError>>,
 }
@@ -300,6 +302,7 @@ pub fn run_client_to_end(
         reconnecting: AtomicBool::new(false),
         decoded: Slot::new(),
         frame_poses: Default::default(),
+        host_state: io.host_state.clone(),
         local_pose: Default::default(),
         mouse_look: pose_source
             .as_ref()

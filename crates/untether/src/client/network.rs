@@ -506,6 +506,9 @@ impl Endpoint for ClientNet {
                 break;
             }
         }
+        if let Some(v) = &self.shared.host_state {
+            v.update(self.session.state_received());
+        }
         self.shared
             .connected
             .store(self.session.is_connected(), Ordering::SeqCst);

@@ -142,4 +142,6 @@ pub struct ClientIo {
     pub pin: Option<String>,
     /// The name the host's key is pinned under in `known_hosts.json` (default: its address).
     pub host_label: Option<String>,
+    /// Receives what the host publishes on the latest-wins channel.
+    pub host_state: Option<super::HostStateView>,
 }

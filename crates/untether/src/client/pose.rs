@@ -76,6 +76,42 @@ impl LocalPose {
     }
 }
 
+/// What the host published on the latest-wins channel (rumble, other players, application
+/// state), as the client's network driver last saw it: read it from any thread
+/// ([`crate::api::ClientBuilder::host_state`]).
+#[derive(Clone, Default)]
+pub struct HostStateView {
+    inner: std::sync::Arc<Mutex<(u64, std::collections::BTreeMap<untether_proto::StateKey, StateValue>)>>,
+}
+
+impl std::fmt::Debug for HostStateView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostStateView({} keys)", lock(&self.inner).1.len())
+    }
+}
+
+impl HostStateView {
+    /// The newest value of `key`.
+    pub fn get(&self, key: untether_proto::StateKey) -> Option<StateValue> {
+        lock(&self.inner).1.get(&key).copied()
+    }
+
+    /// Every key and value.
+    pub fn snapshot(&self) -> Vec<(untether_proto::StateKey, StateValue)> {
+        lock(&self.inner).1.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    /// Copies what changed in `rx` (called by the network driver).
+    pub(crate) fn update(&self, rx: &untether_proto::StateReceiver) {
+        let mut g = lock(&self.inner);
+        if g.0 == rx.changes() {
+            return;
+        }
+        g.0 = rx.changes();
+        g.1 = rx.iter().map(|(k, e)| (k, e.value)).collect();
+    }
+}
+
 /// Samples `source` at `rate_hz` until the client stops (or the source ends): each sample goes
 /// into `s.local_pose` and, while connected, to the host as key [`keys::HEAD_POSE`].
 pub(crate) fn pose_loop(
