@@ -20,13 +20,13 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use untether_proto::state::keys as untether_proto_keys;
 use untether::api::{
     AudioSpec, ClientContext, Conversion, EncoderKind, Frame, HostBuilder, HostContext, InputSpec,
     PixelFormat, SourceSpec,
 };
 use untether::client::{ClientAudio, ClientRun};
 use untether_media::stamp::{self, Stamp};
+use untether_proto::state::keys as untether_proto_keys;
 use untether_proto::{InputEvent, InputRecord};
 
 /// Success.
@@ -1189,8 +1189,8 @@ pub unsafe extern "C" fn untether_host_publish_state(
         if v.iter().any(|x| !x.is_finite()) {
             return fail(UNTETHER_ERR_INVALID, "values: not finite");
         }
-        let haptic = (untether_proto_keys::HAPTICS..untether_proto_keys::HAPTICS + 16)
-            .contains(&key);
+        let haptic =
+            (untether_proto_keys::HAPTICS..untether_proto_keys::HAPTICS + 16).contains(&key);
         let state = match (v.as_slice(), haptic) {
             ([], _) => StateValue::Int(value),
             ([a], _) => StateValue::Axis(*a),

@@ -162,7 +162,10 @@ fn the_api_sends_frames_with_their_pose_and_state_goes_both_ways() {
     }
     let run = client.wait().expect("client run");
     host.stop();
-    assert!(with_pose > 20, "the host had the client's pose for {with_pose} frames");
+    assert!(
+        with_pose > 20,
+        "the host had the client's pose for {with_pose} frames"
+    );
     assert_eq!(view.get(app_key), Some(StateValue::Int(-42)));
     let posed = run.records.iter().filter(|r| r.pose.is_some()).count();
     assert!(posed > 20, "{posed} decoded frames carry their pose");

@@ -81,7 +81,12 @@ impl LocalPose {
 /// ([`crate::api::ClientBuilder::host_state`]).
 #[derive(Clone, Default)]
 pub struct HostStateView {
-    inner: std::sync::Arc<Mutex<(u64, std::collections::BTreeMap<untether_proto::StateKey, StateValue>)>>,
+    inner: std::sync::Arc<
+        Mutex<(
+            u64,
+            std::collections::BTreeMap<untether_proto::StateKey, StateValue>,
+        )>,
+    >,
 }
 
 impl std::fmt::Debug for HostStateView {
