@@ -141,6 +141,52 @@ impl PoseMatcher {
     }
 }
 
+/// The presenter's side of the measurement: reads back the presented row after each present
+/// and records what it finds in the run.
+pub(crate) struct Probe {
+    matcher: PoseMatcher,
+    half_fov: f32,
+}
+
+impl Probe {
+    pub fn new(vr: &crate::config::VrToml) -> Probe {
+        Probe {
+            matcher: PoseMatcher::default(),
+            half_fov: (vr.fov_deg / 2.0).to_radians(),
+        }
+    }
+
+    /// After a present at `present_us` of `picture` (side-by-side stereo): the row through the
+    /// middle of the left eye's view.
+    pub fn measure(
+        &mut self,
+        s: &super::ClientShared,
+        presenter: &mut dyn untether_media::present::Presenter,
+        picture: &untether_media::codec::DecodedFrame,
+        present_us: Micros,
+    ) {
+        let (w, h) = (picture.width() / 2, picture.height());
+        let Some(row) = presenter.read_row(h / 2, w) else {
+            return;
+        };
+        let history = s
+            .local_pose
+            .between(present_us.saturating_sub(SEARCH_WINDOW_US), present_us);
+        let yaw = shown_yaw(&marker_columns(&row), w as usize, self.half_fov, |x| x);
+        let latency = yaw.and_then(|y| self.matcher.latency(&history, y, present_us));
+        let mut run = super::lock(&s.run);
+        match (yaw, latency) {
+            (None, _) => run.pose_photon_unread += 1,
+            (Some(_), Some(l)) if run.pose_to_photon.len() < super::record::MAX_RECORDS => {
+                run.pose_to_photon.push((present_us, l))
+            }
+            _ => {}
+        }
+        run.pose_photon_ambiguous = self.matcher.ambiguous;
+        run.pose_photon_unmatched = self.matcher.unmatched;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,51 +251,5 @@ mod tests {
         // A yaw the head never had.
         assert!(m.latency(&history(0, 100, 10.0), 20.0, 100_000).is_none());
         assert_eq!(m.unmatched, 1);
-    }
-}
-
-/// The presenter's side of the measurement: reads back the presented row after each present
-/// and records what it finds in the run.
-pub(crate) struct Probe {
-    matcher: PoseMatcher,
-    half_fov: f32,
-}
-
-impl Probe {
-    pub fn new(vr: &crate::config::VrToml) -> Probe {
-        Probe {
-            matcher: PoseMatcher::default(),
-            half_fov: (vr.fov_deg / 2.0).to_radians(),
-        }
-    }
-
-    /// After a present at `present_us` of `picture` (side-by-side stereo): the row through the
-    /// middle of the left eye's view.
-    pub fn measure(
-        &mut self,
-        s: &super::ClientShared,
-        presenter: &mut dyn untether_media::present::Presenter,
-        picture: &untether_media::codec::DecodedFrame,
-        present_us: Micros,
-    ) {
-        let (w, h) = (picture.width() / 2, picture.height());
-        let Some(row) = presenter.read_row(h / 2, w) else {
-            return;
-        };
-        let history = s
-            .local_pose
-            .between(present_us.saturating_sub(SEARCH_WINDOW_US), present_us);
-        let yaw = shown_yaw(&marker_columns(&row), w as usize, self.half_fov, |x| x);
-        let latency = yaw.and_then(|y| self.matcher.latency(&history, y, present_us));
-        let mut run = super::lock(&s.run);
-        match (yaw, latency) {
-            (None, _) => run.pose_photon_unread += 1,
-            (Some(_), Some(l)) if run.pose_to_photon.len() < super::record::MAX_RECORDS => {
-                run.pose_to_photon.push((present_us, l))
-            }
-            _ => {}
-        }
-        run.pose_photon_ambiguous = self.matcher.ambiguous;
-        run.pose_photon_unmatched = self.matcher.unmatched;
     }
 }

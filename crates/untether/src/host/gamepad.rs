@@ -91,7 +91,6 @@ impl Gamepads {
         if n >= MAX_GAMEPADS {
             return false;
         }
-        let code = code as u16;
         let pad = &mut self.pads[n];
         pad.seen = true;
         pad.buttons.retain(|b| *b != code);
@@ -106,7 +105,7 @@ impl Gamepads {
     pub fn on_state(&mut self, get: impl Fn(StateKey) -> Option<StateEntry>) {
         for n in 0..MAX_GAMEPADS {
             let mut changed = Vec::new();
-            for a in 0..AXES {
+            for (a, &abs) in ABS_CODES.iter().enumerate() {
                 let Some(e) = get(keys::gamepad_axis(n as u8, a as u8)) else {
                     continue;
                 };
@@ -120,7 +119,7 @@ impl Gamepads {
                     self.pads[n].seen = true;
                     changed.push(EvEvent::new(
                         EventType::ABSOLUTE.0,
-                        ABS_CODES[a],
+                        abs,
                         (v * 32767.0) as i32,
                     ));
                 }
