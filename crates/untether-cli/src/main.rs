@@ -95,6 +95,38 @@ enum Command {
     /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
     #[command(long_about = bench::LONG_ABOUT)]
     Bench(Box<bench::BenchArgs>),
+    /// Write a generated head-motion track file (docs/POSE.md) for `--pose track:FILE`.
+    Track(TrackArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct TrackArgs {
+    /// What the head does: sweep (yaw ±40° at 40°/s), turn (yaw at 60°/s), nod (pitch ±20° at 0.5 Hz), still.
+    #[arg(long, value_parser = untether::config::TRACK_KINDS, default_value = "sweep")]
+    kind: String,
+    /// Length in seconds (0.01–3600).
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Samples per second (1–10000).
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// The file to write (- : standard output).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    out: PathBuf,
+}
+
+fn run_track(args: TrackArgs) -> Result<()> {
+    let t = untether::pose::track::Track::generate(&args.kind, args.seconds, args.rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = t.to_text();
+    if args.out.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().write_all(text.as_bytes())?;
+    } else {
+        std::fs::write(&args.out, text)
+            .with_context(|| format!("cannot write {}", args.out.display()))?;
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -810,6 +842,7 @@ fn main() -> ExitCode {
         Command::Host(a) => run_host(a, &global),
         Command::Client(a) => run_client_cmd(a, &global),
         Command::Demo(a) => run_demo(a, &global),
+        Command::Track(a) => run_track(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
         Command::Pair(mut a) => load_config(&global).and_then(|cfg| {

@@ -2088,4 +2088,51 @@ mod trust_tests {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn pose_state_and_gamepad_calls_check_their_arguments() {
+        // SAFETY: the C API's own contract: valid or NULL pointers.
+        unsafe {
+            let mut pose = UntetherPose::default();
+            assert_eq!(
+                untether_host_head_pose(std::ptr::null_mut(), &mut pose),
+                UNTETHER_ERR_INVALID
+            );
+            let mut h: *mut UntetherHost = std::ptr::null_mut();
+            assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);
+            // Not started yet.
+            assert_eq!(untether_host_head_pose(h, &mut pose), UNTETHER_ERR_STATE);
+            assert_eq!(
+                untether_host_head_pose(h, std::ptr::null_mut()),
+                UNTETHER_ERR_INVALID
+            );
+            let mut pad = UntetherGamepad::default();
+            assert_eq!(untether_host_gamepad(h, 0, &mut pad), UNTETHER_ERR_STATE);
+            // A pose that is not a rotation is refused, whatever the host's state.
+            let bad = UntetherPose {
+                orientation: [0.0; 4],
+                ..Default::default()
+            };
+            assert_eq!(
+                untether_host_send_frame_pose(h, std::ptr::null(), &bad),
+                UNTETHER_ERR_INVALID
+            );
+            assert!(last_error().contains("unit quaternion"), "{}", last_error());
+            let three = [0.0f32; 3];
+            assert_eq!(
+                untether_host_publish_state(h, 0x1000, three.as_ptr(), 3, 0),
+                UNTETHER_ERR_INVALID
+            );
+            let nan = [f32::NAN];
+            assert_eq!(
+                untether_host_publish_state(h, 0x1000, nan.as_ptr(), 1, 0),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                untether_host_publish_state(h, 0x1000, std::ptr::null(), 0, 7),
+                UNTETHER_ERR_STATE
+            );
+            untether_host_free(h);
+        }
+    }
 }
