@@ -213,6 +213,7 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     Ok(DemoOptions {
         host,
         client: ClientOptions {
+            vr: Default::default(),
             host: ([127, 0, 0, 1], 0).into(),
             client,
             network,

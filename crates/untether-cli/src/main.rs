@@ -96,6 +96,38 @@ enum Command {
     /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
     #[command(long_about = bench::LONG_ABOUT)]
     Bench(Box<bench::BenchArgs>),
+    /// Write a generated head-motion track file (docs/POSE.md) for `--pose track:FILE`.
+    Track(TrackArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct TrackArgs {
+    /// What the head does: sweep (yaw ±40° at 40°/s), turn (yaw at 60°/s), nod (pitch ±20° at 0.5 Hz), still.
+    #[arg(long, value_parser = untether::config::TRACK_KINDS, default_value = "sweep")]
+    kind: String,
+    /// Length in seconds (0.01–3600).
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Samples per second (1–10000).
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// The file to write (- : standard output).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    out: PathBuf,
+}
+
+fn run_track(args: TrackArgs) -> Result<()> {
+    let t = untether::pose::track::Track::generate(&args.kind, args.seconds, args.rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = t.to_text();
+    if args.out.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().write_all(text.as_bytes())?;
+    } else {
+        std::fs::write(&args.out, text)
+            .with_context(|| format!("cannot write {}", args.out.display()))?;
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -134,6 +166,26 @@ struct VideoArgs {
     /// Test scene: walking speed in m/s, 0 = stand still [config: scene.walk_speed, default 0.6].
     #[arg(long, value_name = "M_PER_S")]
     walk: Option<f32>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct VrArgs {
+    /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    /// VR: eye separation (interpupillary distance) in millimetres, 40–90 [config: vr.ipd_mm, default 64].
+    #[arg(long, value_name = "MM")]
+    ipd: Option<f32>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct PoseArgs {
+    /// Head pose source: auto (mouse-look in a window, none headless), mouse, synthetic[:sweep|turn|nod|still] (a generated head-motion track), track:FILE (docs/POSE.md), imu[:PATH] (a Linux IIO or evdev IMU, fused with a Madgwick filter), none [config: vr.pose, default auto].
+    #[arg(long, value_name = "SOURCE")]
+    pose: Option<String>,
+    /// Head poses per second sent to the host, 1–1000 [config: vr.pose_rate_hz, default 500].
+    #[arg(long, value_name = "HZ")]
+    pose_rate: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -189,6 +241,8 @@ struct HostArgs {
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
+    vr: VrArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -240,6 +294,11 @@ struct ClientArgs {
     side: ClientSide,
     #[command(flatten)]
     io: ClientIoArgs,
+    /// VR: measure pose-to-photon from the presented pose markers (the host runs with --vr) [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    #[command(flatten)]
+    pose: PoseArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -259,6 +318,10 @@ struct DemoArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     rtsp: Option<String>,
     #[command(flatten)]
+    vr: VrArgs,
+    #[command(flatten)]
+    pose: PoseArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -273,7 +336,10 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 16] = [
+const FLAGS: &[(&str, &str)] = &[
+    ("vr.ipd_mm", "--ipd"),
+    ("vr.pose", "--pose"),
+    ("vr.pose_rate_hz", "--pose-rate"),
     ("network.transport", "--transport"),
     ("network.interface", "--interface"),
     ("video.resolution", "--resolution"),
@@ -362,6 +428,33 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     }
 }
 
+/// `--vr` and `--ipd`; with `--vr` the scene stands still unless `--spin`/`--walk` are given.
+fn apply_vr(cfg: &mut ConfigToml, vr: &VrArgs, video: Option<&VideoArgs>) {
+    if vr.vr {
+        cfg.vr.enabled = true;
+        if let Some(v) = video {
+            if v.spin.is_none() {
+                cfg.scene.spin_deg_per_s = 0.0;
+            }
+            if v.walk.is_none() {
+                cfg.scene.walk_speed = 0.0;
+            }
+        }
+    }
+    if let Some(i) = vr.ipd {
+        cfg.vr.ipd_mm = i;
+    }
+}
+
+fn apply_pose(cfg: &mut ConfigToml, p: &PoseArgs) {
+    if let Some(s) = &p.pose {
+        cfg.vr.pose = s.clone();
+    }
+    if let Some(r) = p.pose_rate {
+        cfg.vr.pose_rate_hz = r;
+    }
+}
+
 fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) {
     if let Some(t) = &n.transport {
         cfg.network.transport = t.clone();
@@ -387,7 +480,9 @@ fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
     let video = cfg.video.validate().map_err(with_flag)?;
     untether::config::validate_host(&video, &cfg.host, &cfg.network, &cfg.scene)
         .map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(HostOptions {
+        vr: cfg.vr.clone(),
         video,
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
@@ -427,7 +522,9 @@ fn client_options(
     common: &Common,
 ) -> Result<ClientOptions> {
     untether::config::validate_client(&cfg.client, &cfg.network).map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(ClientOptions {
+        vr: cfg.vr.clone(),
         host,
         client: cfg.client.clone(),
         network: cfg.network.clone(),
@@ -516,6 +613,7 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
 fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
+    apply_vr(&mut cfg, &args.vr, Some(&args.video));
     apply_net(&mut cfg, &args.net);
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
@@ -643,6 +741,15 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_client(&mut cfg, &args.side);
+    apply_vr(
+        &mut cfg,
+        &VrArgs {
+            vr: args.vr,
+            ipd: None,
+        },
+        None,
+    );
+    apply_pose(&mut cfg, &args.pose);
     apply_net(&mut cfg, &args.net);
     let sink = match args.io.sink.as_deref() {
         None => None,
@@ -729,8 +836,17 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
     apply_net(&mut cfg, &args.net);
-    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() {
-        // The demo measures input response by default.
+    apply_vr(&mut cfg, &args.vr, Some(&args.video));
+    apply_pose(&mut cfg, &args.pose);
+    if cfg.vr.enabled && cfg.vr.pose == "auto" {
+        // Nobody turns a head in a demo: a generated track that keeps turning (what the
+        // pose-to-photon measurement reads best).
+        cfg.vr.pose = "synthetic:turn".into();
+    }
+    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() && !cfg.vr.enabled
+    {
+        // The demo measures input response by default (not in VR: there the head pose is the
+        // input, measured as pose-to-photon, and a probe's look-around would turn the view).
         cfg.client.input_probe_interval_ms = 500;
     }
     if let Some(r) = &args.rtsp {
@@ -804,6 +920,7 @@ fn main() -> ExitCode {
         Command::Host(a) => run_host(a, &global),
         Command::Client(a) => run_client_cmd(a, &global),
         Command::Demo(a) => run_demo(a, &global),
+        Command::Track(a) => run_track(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
         Command::Pair(mut a) => load_config(&global).and_then(|cfg| {

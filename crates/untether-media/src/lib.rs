@@ -12,6 +12,7 @@ pub mod codec;
 pub mod convert;
 pub mod evdev;
 pub mod frame;
+pub mod gamepad;
 pub mod pipe;
 pub mod present;
 pub mod quality;

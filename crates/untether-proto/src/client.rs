@@ -14,8 +14,12 @@ use crate::handshake::{
 };
 use crate::keyframe::KeyframeRequester;
 use crate::paths::MAX_PATHS;
+use crate::pose::PoseSample;
 use crate::reliable::ReliableSender;
-use crate::state::{StateConfig, StateKey, StateSender, StateSenderStats, StateValue};
+use crate::state::{
+    Staleness, StateConfig, StateEntry, StateKey, StateReceiver, StateSender, StateSenderStats,
+    StateValue,
+};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
     self, caps, encode_control, encode_handshake, ByeReason, ControlFrame, Datagram, Feedback,
@@ -67,6 +71,8 @@ pub struct ClientConfig {
     pub suite_preference: Suite,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
+    /// The client → host latest-wins state channel's budget, bytes/s (0: none).
+    pub state_budget_bytes_per_s: u64,
     /// Ask the host to resend the data shards of a frame that cannot complete (ShardNack),
     /// when the RTT leaves time before the frame's deadline; such a frame is then given up
     /// when the retries fail instead of as soon as a newer frame completes.
@@ -124,6 +130,7 @@ impl ClientConfig {
             suite_preference: Suite::Aes256Gcm,
             entropy: rng.seed(),
             retransmit: true,
+            state_budget_bytes_per_s: 0,
         }
     }
 }
@@ -159,6 +166,12 @@ pub enum ClientEvent {
     Rtt(u64),
     /// An audio packet (unordered: the jitter buffer orders them by `seq`).
     Audio(crate::audio::AudioPacket),
+    /// The pose frame `frame_number` was rendered for (once per frame, whichever copy came
+    /// first; possibly after the frame itself).
+    FramePose {
+        frame_number: u32,
+        sample: PoseSample,
+    },
     /// The host takes the raw layer-2 transport: its MAC address and EtherType (answer to
     /// [`ClientSession::send_link_address`]; docs/PROTOCOL.md §7.3).
     LinkAddress {
@@ -201,6 +214,8 @@ pub struct ClientStats {
     pub inputs_refused: u64,
     pub assembler: AssemblerStats,
     pub state: StateSenderStats,
+    /// Host → client state packets received.
+    pub state_packets_received: u64,
     /// Retransmission: ShardNacks sent, and frames given up after them.
     pub shard_nacks_sent: u64,
     pub frames_abandoned: u64,
@@ -297,6 +312,10 @@ pub struct ClientSession {
     clock: ClockEstimator,
     input: ReliableSender,
     state_tx: StateSender,
+    /// Host → client state.
+    state_rx: StateReceiver,
+    /// The last frames whose pose arrived (the second copy of each is dropped).
+    poses_seen: VecDeque<u32>,
     /// Reused for opening protected datagrams (no per-packet allocation).
     scratch: Vec<u8>,
     hs_pn: u64,
@@ -355,7 +374,11 @@ impl ClientSession {
                 min_rto_us: cfg.min_rto_us.min(2_000),
                 initial_rto_us: 100_000,
                 keepalive_us: cfg.keepalive_us,
+                budget_bytes_per_s: cfg.state_budget_bytes_per_s,
+                ..StateConfig::default()
             }),
+            state_rx: StateReceiver::new(),
+            poses_seen: VecDeque::new(),
             cfg,
             state,
             scratch: Vec::with_capacity(2048),
@@ -579,6 +602,21 @@ impl ClientSession {
     /// The latest-wins sender (values, delivery, statistics).
     pub fn state_sender(&self) -> &StateSender {
         &self.state_tx
+    }
+
+    /// Staleness of the client → host state (see [`crate::state`]).
+    pub fn state_staleness(&self, now: Micros) -> Staleness {
+        self.state_tx.staleness(now)
+    }
+
+    /// The newest value of a key the host published (haptics, other players, …).
+    pub fn state_value(&self, key: StateKey) -> Option<StateEntry> {
+        self.state_rx.get(key).copied()
+    }
+
+    /// Everything the host published (changes: [`StateReceiver::changes`]).
+    pub fn state_received(&self) -> &StateReceiver {
+        &self.state_rx
     }
 
     fn flush_state(&mut self, now: Micros) {
@@ -1119,6 +1157,30 @@ impl ClientSession {
                 }
             }
             ControlFrame::StateAck(a) => self.state_tx.on_ack(now, &a),
+            ControlFrame::State(p) => {
+                self.stats.state_packets_received += 1;
+                self.state_rx.on_packet(now, &p);
+                if let Some(ack) = self.state_rx.poll_ack() {
+                    self.pending
+                        .retain(|f| !matches!(f, ControlFrame::StateAck(_)));
+                    self.pending.push(ControlFrame::StateAck(ack));
+                }
+            }
+            ControlFrame::FramePose {
+                frame_number,
+                sample,
+            } => {
+                if !self.poses_seen.contains(&frame_number) {
+                    if self.poses_seen.len() >= 16 {
+                        self.poses_seen.pop_front();
+                    }
+                    self.poses_seen.push_back(frame_number);
+                    self.events.push_back(ClientEvent::FramePose {
+                        frame_number,
+                        sample,
+                    });
+                }
+            }
             ControlFrame::Bye { reason } => {
                 self.close_state();
                 self.pending.clear();
@@ -1134,7 +1196,6 @@ impl ClientSession {
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
             | ControlFrame::Input { .. }
-            | ControlFrame::State(_)
             | ControlFrame::PathResponse { .. } => {}
             // Only meaningful while connecting (a repeated Accept after a lost one is ignored).
             ControlFrame::Accept(_) | ControlFrame::Reject(_) => {}

@@ -25,9 +25,13 @@ use crate::handshake::{
 };
 use crate::keyframe::{KeyframeDecision, KeyframeGate};
 use crate::paths::{Class, PathConfig, PathSet, PathStats, MAX_PATHS};
+use crate::pose::PoseSample;
 use crate::rate::{RateConfig, RateController, RateStats};
 use crate::reliable::{InputRecord, ReliableReceiver};
-use crate::state::{StateEntry, StateKey, StateReceiver};
+use crate::state::{
+    Staleness, StateConfig, StateEntry, StateKey, StateReceiver, StateSender, StateSenderStats,
+    StateValue,
+};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
     self, encode_control, encode_handshake, ByeReason, ControlFrame, Datagram, Feedback,
@@ -68,6 +72,9 @@ pub struct HostConfig {
     pub revoked_clients: Vec<PublicKey>,
     /// AEAD suites the host accepts ([`Suite::bit`] mask).
     pub suites: u8,
+    /// The host → client latest-wins state channel (its bandwidth budget): see
+    /// [`HostSession::publish_state`].
+    pub state: StateConfig,
     /// Send video shards authenticated but not encrypted (control and input stay encrypted).
     pub video_auth_only: bool,
     /// Keys change every 2^this packets.
@@ -145,6 +152,7 @@ impl HostConfig {
             allowed_clients: Vec::new(),
             revoked_clients: Vec::new(),
             suites: ALL_SUITES,
+            state: StateConfig::default(),
             video_auth_only: false,
             key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
             max_handshakes: 16,
@@ -296,6 +304,8 @@ pub struct HostStats {
     pub inputs_received: u64,
     pub inputs_duplicate: u64,
     pub state_packets_received: u64,
+    /// The host → client state channel's sender (the current client's).
+    pub state_out: StateSenderStats,
     pub clients_connected: u64,
     pub key_updates: u64,
     /// Client addresses added as paths (multipath).
@@ -332,6 +342,8 @@ struct Peer {
     window: PacketWindow,
     input: ReliableReceiver,
     state: StateReceiver,
+    /// Host → client state (seeded with every published value when the client connects).
+    state_tx: StateSender,
     /// Control frames waiting for the next control datagram.
     pending: Vec<ControlFrame>,
     feedback: Option<Feedback>,
@@ -462,6 +474,8 @@ pub struct HostSession {
     events: VecDeque<HostEvent>,
     pairing: VecDeque<PairingEvent>,
     stats: HostStats,
+    /// Host → client state as published (a new client gets all of it).
+    published: std::collections::BTreeMap<StateKey, StateValue>,
 }
 
 /// A frame kept for retransmission.
@@ -530,6 +544,7 @@ impl HostSession {
             events: VecDeque::new(),
             pairing: VecDeque::new(),
             stats: HostStats::default(),
+            published: Default::default(),
         }
     }
 
@@ -570,6 +585,7 @@ impl HostSession {
         s.keyframe_requests_ignored_already_sent = self.gate.ignored_already_sent;
         if let Some(p) = &self.peer {
             s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
+            s.state_out = p.state_tx.stats();
         }
         s
     }
@@ -633,6 +649,7 @@ impl HostSession {
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
             state: StateReceiver::new(),
+            state_tx: self.new_state_sender(now),
             pending: Vec::new(),
             feedback: None,
             loss: LossEstimator::new(),
@@ -1318,6 +1335,7 @@ impl HostSession {
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
             state: StateReceiver::new(),
+            state_tx: self.new_state_sender(now),
             pending: {
                 let mut pending = Vec::new();
                 Self::queue_accept(&mut pending, params, self.cfg.clock_id);
@@ -1555,6 +1573,7 @@ impl HostSession {
                     peer.pending.push(ControlFrame::StateAck(ack));
                 }
             }
+            ControlFrame::StateAck(a) => peer.state_tx.on_ack(now, &a),
             ControlFrame::Bye { .. } => {
                 let addr = peer.info.addr;
                 self.peer = None;
@@ -1576,8 +1595,8 @@ impl HostSession {
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
-            | ControlFrame::StateAck(_)
             | ControlFrame::ClockId { .. }
+            | ControlFrame::FramePose { .. }
             | ControlFrame::PathChallenge { .. } => {}
         }
     }
@@ -1773,6 +1792,45 @@ impl HostSession {
         }
     }
 
+    /// Queues the pose frame `frame_number` was rendered for (call it before
+    /// [`send_frame`](Self::send_frame), so it leaves ahead of the shards, and again with the
+    /// frame's timing: the client keeps the first copy).
+    pub fn send_frame_pose(&mut self, _now: Micros, frame_number: u32, sample: PoseSample) {
+        if let Some(peer) = self.peer.as_mut() {
+            peer.pending.push(ControlFrame::FramePose {
+                frame_number,
+                sample,
+            });
+        }
+    }
+
+    /// Publishes a key of host → client state (haptics, other players, application state) on
+    /// the latest-wins channel. Kept while no client is connected; a client that connects gets
+    /// every key's current value. False when the key table is full.
+    pub fn publish_state(&mut self, now: Micros, key: StateKey, value: StateValue) -> bool {
+        if !self.published.contains_key(&key) && self.published.len() >= crate::state::MAX_KEYS {
+            return false;
+        }
+        self.published.insert(key, value);
+        if let Some(peer) = self.peer.as_mut() {
+            return peer.state_tx.set(now, key, value);
+        }
+        true
+    }
+
+    /// Staleness of the host → client state (the current client's; None without one).
+    pub fn state_staleness(&self, now: Micros) -> Option<Staleness> {
+        self.peer.as_ref().map(|p| p.state_tx.staleness(now))
+    }
+
+    fn new_state_sender(&self, now: Micros) -> StateSender {
+        let mut tx = StateSender::new(self.cfg.state);
+        for (k, v) in &self.published {
+            tx.set(now, *k, *v);
+        }
+        tx
+    }
+
     /// Ends the session with the client (host shutting down).
     pub fn close(&mut self, now: Micros) {
         self.close_with(now, ByeReason::ShuttingDown);
@@ -1790,6 +1848,16 @@ impl HostSession {
     fn build_control(&mut self, now: Micros) -> Option<()> {
         let max = self.cfg.params.max_datagram as usize;
         let peer = self.peer.as_mut()?;
+        // Host → client state, once the application has published any (an idle channel
+        // sends nothing, not even its keep-alive).
+        if peer.state_tx.key_count() > 0 {
+            if let Some(p) = peer
+                .state_tx
+                .poll_packet(now, max.saturating_sub(HEADER_LEN + TAG_LEN + 3))
+            {
+                peer.pending.push(ControlFrame::State(p));
+            }
+        }
         if peer.pending.is_empty() {
             return None;
         }
@@ -1869,7 +1937,11 @@ impl HostSession {
             } else {
                 Micros::MAX
             };
-            keepalive.min(idle).min(paths).min(ping)
+            let state = match p.state_tx.key_count() {
+                0 => Micros::MAX,
+                _ => p.state_tx.poll_timeout().unwrap_or(Micros::MAX),
+            };
+            keepalive.min(idle).min(paths).min(ping).min(state)
         });
         [hs, peer].into_iter().flatten().min()
     }

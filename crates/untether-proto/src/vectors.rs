@@ -42,6 +42,13 @@ pub const PROTECTED_KEEPALIVE_AES: &str =
 pub const FINGERPRINT_ZERO_KEY: &str = "6X5Z-I2RL-MBVM-DIJB-IJMY-42JF";
 /// A StateAck body: ack(31) nak(33) ack(36), end 38.
 pub const STATE_ACK_EXAMPLE: &str = "0000002601030000001f0000002100000024";
+/// A FramePose frame: frame 300 rendered for the pose sampled at 1 000 000 µs (client clock),
+/// identity orientation, position (0, 1.5, −0.25) m.
+pub const FRAME_POSE_FRAME: &str =
+    "1400280000012c00000000000f42400000000000000000000000003f800000000000003fc00000be800000";
+/// A state entry: key 1 (head pose), a pose sample (the same pose and time).
+pub const POSE_SAMPLE_ENTRY: &str =
+    "00010700000000000f42400000000000000000000000003f800000000000003fc00000be800000";
 
 /// The handshake of docs/PROTOCOL.md §3.7: Noise message 1 (offer: both suites, AES preferred).
 pub const HANDSHAKE_MSG1: &str =
@@ -74,6 +81,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
     ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
     ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),
+    ("FRAME_POSE_FRAME", FRAME_POSE_FRAME),
+    ("POSE_SAMPLE_ENTRY", POSE_SAMPLE_ENTRY),
     ("HANDSHAKE_MSG1", HANDSHAKE_MSG1),
     ("HANDSHAKE_MSG2", HANDSHAKE_MSG2),
     ("HANDSHAKE_MSG3", HANDSHAKE_MSG3),

@@ -12,6 +12,7 @@
 
 use std::fmt;
 
+use crate::pose::PoseSample;
 use crate::state::{StateAck, StatePacket};
 
 /// The protocol version this implementation speaks.
@@ -944,6 +945,8 @@ pub mod frame_type {
     pub const PATH_RESPONSE: u8 = 0x0E;
     pub const SHARD_NACK: u8 = 0x0F;
     pub const CLOCK_ID: u8 = 0x10;
+    /// 0x14–0x17 are the pose's (0x15–0x17 reserved).
+    pub const FRAME_POSE: u8 = 0x14;
     pub const LINK_ADDRESS: u8 = 0x1C;
     pub const LINK_DECLINED: u8 = 0x1D;
 }
@@ -1081,6 +1084,13 @@ pub enum ControlFrame {
     ClockId {
         id: [u8; 16],
     },
+    /// Host → client: the head pose frame `frame_number` was rendered for, with the client's
+    /// sample time of that pose (echoed as the client sent it). Sent before the frame's first
+    /// shard and again after its last (beside its FrameTiming), so one lost copy loses nothing.
+    FramePose {
+        frame_number: u32,
+        sample: PoseSample,
+    },
     /// Both ways, after the Accept: "send me the data plane as raw layer-2 frames of this
     /// EtherType at this MAC address" (docs/PROTOCOL.md §7.3).
     LinkAddress {
@@ -1174,6 +1184,13 @@ impl ControlFrame {
             ControlFrame::ClockId { id } => {
                 out.extend_from_slice(id);
             }
+            ControlFrame::FramePose {
+                frame_number,
+                sample,
+            } => {
+                out.put_u32(*frame_number);
+                sample.encode(out);
+            }
             ControlFrame::LinkAddress { ethertype, mac } => {
                 out.put_u16(*ethertype);
                 out.extend_from_slice(mac);
@@ -1203,6 +1220,7 @@ impl ControlFrame {
             ControlFrame::PathResponse { .. } => PATH_RESPONSE,
             ControlFrame::ShardNack { .. } => SHARD_NACK,
             ControlFrame::ClockId { .. } => CLOCK_ID,
+            ControlFrame::FramePose { .. } => FRAME_POSE,
             ControlFrame::LinkAddress { .. } => LINK_ADDRESS,
             ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
         }
@@ -1236,6 +1254,7 @@ impl ControlFrame {
             ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
             ControlFrame::ShardNack { missing, .. } => 6 + 2 * missing.len().min(MAX_NACK_SHARDS),
             ControlFrame::ClockId { .. } => 16,
+            ControlFrame::FramePose { .. } => 4 + PoseSample::LEN,
             ControlFrame::LinkAddress { .. } => 8,
             ControlFrame::LinkDeclined { .. } => 1,
         }
@@ -1329,6 +1348,10 @@ impl ControlFrame {
                 id.copy_from_slice(r.bytes(16)?);
                 ControlFrame::ClockId { id }
             }
+            FRAME_POSE => ControlFrame::FramePose {
+                frame_number: r.u32()?,
+                sample: PoseSample::parse(&mut r)?,
+            },
             LINK_ADDRESS => {
                 let ethertype = r.u16()?;
                 let mut mac = [0u8; 6];
@@ -1688,6 +1711,34 @@ mod tests {
     }
 
     #[test]
+    fn frame_pose_vector() {
+        let sample = PoseSample {
+            sample_us: 1_000_000,
+            pose: crate::pose::Pose {
+                orientation: [0.0, 0.0, 0.0, 1.0],
+                position: [0.0, 1.5, -0.25],
+            },
+        };
+        let f = ControlFrame::FramePose {
+            frame_number: 300,
+            sample,
+        };
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        assert_eq!(out.len(), f.encoded_len());
+        assert_eq!(Hex(&out).to_string(), crate::vectors::FRAME_POSE_FRAME);
+        assert_eq!(parse_control(&out).unwrap(), vec![f]);
+        let mut entry = Vec::new();
+        crate::state::StateValue::PoseSample(sample).encode_entry(1, &mut entry);
+        assert_eq!(Hex(&entry).to_string(), crate::vectors::POSE_SAMPLE_ENTRY);
+        // A pose that is not a rotation is refused.
+        let mut bad_q = out.clone();
+        bad_q[15..19].copy_from_slice(&0f32.to_be_bytes());
+        bad_q[27..31].copy_from_slice(&0f32.to_be_bytes());
+        assert!(parse_control(&bad_q).is_err());
+    }
+
+    #[test]
     fn the_document_carries_the_vectors() {
         let doc: String = include_str!("../../../docs/PROTOCOL.md")
             .chars()
@@ -1796,6 +1847,22 @@ mod tests {
                 reason: ByeReason::from_u8(r)
             }),
             any::<[u8; 16]>().prop_map(|id| ControlFrame::ClockId { id }),
+            (any::<u32>(), any::<u64>(), 0usize..3, -100f32..100.0).prop_map(|(f, t, q, x)| {
+                ControlFrame::FramePose {
+                    frame_number: f,
+                    sample: PoseSample {
+                        sample_us: t,
+                        pose: crate::pose::Pose {
+                            orientation: [
+                                [0.0, 0.0, 0.0, 1.0],
+                                [1.0, 0.0, 0.0, 0.0],
+                                [0.0, 0.0, -1.0, 0.0],
+                            ][q],
+                            position: [x, 1.5, -x],
+                        },
+                    },
+                }
+            }),
             (any::<u16>(), any::<[u8; 6]>())
                 .prop_map(|(ethertype, mac)| ControlFrame::LinkAddress { ethertype, mac }),
             prop_oneof![Just(1u8), Just(2), Just(3), Just(255)].prop_map(|r| {

@@ -35,6 +35,7 @@ fn host_with(access: Access, audio: bool, rtsp: RtspToml) -> (Host, Arc<RtspServ
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
         network: cfg.network.clone(),
+        vr: Default::default(),
     };
     let (trust, _) = untether::identity::memory_pair();
     let trust = match trust {

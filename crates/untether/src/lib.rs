@@ -24,6 +24,7 @@ pub mod host;
 pub mod identity;
 pub mod link;
 pub mod pacing;
+pub mod pose;
 pub mod report;
 pub mod slot;
 pub mod stats;

@@ -220,12 +220,61 @@ impl HostContext {
         self.send_frame_at(frame, None)
     }
 
+    /// Like [`send_frame`](Self::send_frame), for a frame rendered for the client's head pose
+    /// `pose` (read with [`head_pose`](Self::head_pose) before rendering): the client gets the
+    /// pose with the frame, re-projects it to its newest pose at display time (late warp) and
+    /// measures pose-to-photon.
+    pub fn send_frame_with_pose(
+        &mut self,
+        frame: &Frame<'_>,
+        pose: Option<PoseSample>,
+    ) -> Result<SendInfo, HostError> {
+        self.send(frame, None, pose)
+    }
+
     /// Like [`send_frame`](Self::send_frame), with the time the frame was rendered
     /// ([`crate::clock::now_us`]), so glass-to-glass includes the time since.
     pub fn send_frame_at(
         &mut self,
         frame: &Frame<'_>,
         capture_us: Option<Micros>,
+    ) -> Result<SendInfo, HostError> {
+        self.send(frame, capture_us, None)
+    }
+
+    /// The newest head pose of the client (orientation, position, its sample time), None
+    /// before it sent one: render for it and pass it to
+    /// [`send_frame_with_pose`](Self::send_frame_with_pose).
+    pub fn head_pose(&self) -> Option<PoseSample> {
+        self.host.head_pose()
+    }
+
+    /// Publishes host → client state (rumble, other players, application state) on the
+    /// latest-wins channel; false when the key table (4096 keys) is full.
+    pub fn publish_state(&self, key: StateKey, value: StateValue) -> bool {
+        self.host.publish_state(key, value)
+    }
+
+    /// The client's game controller `n` as last heard (None before it sent anything).
+    pub fn gamepad(&self, n: usize) -> Option<crate::host::GamepadState> {
+        self.host.gamepad(n)
+    }
+
+    /// Like [`publish`](Self::publish), for a frame rendered for `pose`.
+    pub fn publish_with_pose(
+        &mut self,
+        frame: &Frame<'_>,
+        pose: Option<PoseSample>,
+    ) -> Result<(), HostError> {
+        let picture = self.adapter.adapt(frame, self.rgb)?;
+        self.host.publish_with_pose(&picture, pose)
+    }
+
+    fn send(
+        &mut self,
+        frame: &Frame<'_>,
+        capture_us: Option<Micros>,
+        pose: Option<PoseSample>,
     ) -> Result<SendInfo, HostError> {
         let Some(sender) = self.sender.as_mut() else {
             return Err(HostError::Usage(
@@ -237,7 +286,7 @@ impl HostContext {
             return Ok(SendInfo::default());
         }
         let picture = self.adapter.adapt(frame, self.rgb)?;
-        let mut info = sender.send(&picture, capture_us.or(Some(t0)))?;
+        let mut info = sender.send_frame(&picture, capture_us.or(Some(t0)), pose)?;
         info.blocked_us = crate::clock::now_us() - t0;
         Ok(info)
     }

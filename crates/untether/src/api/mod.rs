@@ -41,7 +41,7 @@ pub use untether_media::convert::Conversion;
 use untether_media::convert::I420Frame;
 use untether_media::x11::PointerMode;
 use untether_media::{BgraFrame, MediaError};
-pub use untether_proto::{InputEvent, InputRecord, Micros};
+pub use untether_proto::{InputEvent, InputRecord, Micros, Pose, PoseSample, StateKey, StateValue};
 use yuvutils_rs::{
     BufferStoreMut, YuvBiPlanarImage, YuvConversionMode, YuvPlanarImageMut, YuvRange,
     YuvStandardMatrix,

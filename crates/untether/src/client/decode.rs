@@ -54,6 +54,7 @@ pub(crate) fn decode_loop(
                     shown_us: 0,
                     bytes: frame.data.len(),
                     stamp,
+                    pose: None,
                     thumbnail: thumbnail(plane, stride, picture.width(), picture.height()),
                 };
                 {
@@ -62,6 +63,12 @@ pub(crate) fn decode_loop(
                     if stamp.is_none() {
                         run.stamp_unreadable += 1;
                     }
+                }
+                let pose = s.frame_poses.get(session, frame.frame_number);
+                let mut record = record;
+                record.pose = pose;
+                if pose.is_some() {
+                    lock(&s.run).frames_with_pose += 1;
                 }
                 if let Some(old) = s.decoded.put(Decoded { picture, record }) {
                     keep_record(&mut lock(&s.run), old.record);

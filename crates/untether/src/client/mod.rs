@@ -18,6 +18,8 @@ mod decode;
 mod input;
 mod network;
 mod options;
+pub mod photon;
+mod pose;
 mod present;
 mod record;
 
@@ -33,6 +35,7 @@ use untether_net::UdpEndpoint;
 use untether_proto::{fingerprint, ClientConfig, ClientSession, RejectReason};
 
 use crate::clock::now_us;
+use crate::config::PoseSpec;
 use crate::driver;
 use crate::identity::{ClientTrust, HostPin, IdentityError, Role, StateDir, KNOWN_HOSTS_FILE};
 use crate::slot::Slot;
@@ -42,6 +45,7 @@ pub use input::{device_input, state_input, window_input};
 pub use options::{
     ClientAudio, ClientIo, ClientOptions, Display, InputDevice, ShownFrameFn, ShownFrameTap,
 };
+pub use pose::{HostStateView, LocalPose};
 pub use present::save_ppm;
 pub use record::{AudioRun, ClientRun, ClockMode, FrameRecord};
 
@@ -113,6 +117,14 @@ pub(crate) struct ClientShared {
     /// last picture and says so).
     reconnecting: AtomicBool,
     decoded: Slot<Decoded>,
+    /// The pose each recent frame was rendered for (from the host's FramePose).
+    frame_poses: pose::FramePoses,
+    /// The newest local head poses (the pose source's), for late warp and pose-to-photon.
+    pub(crate) local_pose: Arc<LocalPose>,
+    /// Mouse-look, when it is the pose source: window mouse motion turns the head.
+    mouse_look: Option<crate::pose::MouseLook>,
+    /// Where the host's published state is copied for the application.
+    host_state: Option<HostStateView>,
     run: Mutex<ClientRun>,
     failure: Mutex<Option<ClientError>>,
 }
@@ -171,6 +183,7 @@ pub fn run_client_to_end(
     stop: Arc<AtomicBool>,
 ) -> Result<(ClientRun, Option<ClientError>), ClientError> {
     crate::config::validate_client(&options.client, &options.network)?;
+    options.vr.validate()?;
     let mut sink = match &io.sink {
         Some(path) => Some(PipeWriter::open(path)?),
         None => None,
@@ -296,14 +309,38 @@ pub fn run_client_to_end(
     cfg.keepalive_us = options.network.keepalive_ms * 1000;
     cfg.idle_timeout_us = options.network.idle_timeout_ms * 1000;
     cfg.retransmit = options.network.retransmit;
+    cfg.state_budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     cfg.clock_id = untether_net::clock_identity();
     let decoder = Decoder::new(c.decoder_threads)?;
+    // The head pose source: a failure to open it (no IMU, a bad track) stops the start.
+    let pose_spec = options.vr.pose_spec()?;
+    let mouse = crate::pose::MouseLook::default();
+    let pose_source = crate::pose::open(
+        &pose_spec,
+        options.display == Display::Window,
+        &mouse,
+        now_us(),
+    )
+    .map_err(|e| ClientError::Media(untether_media::MediaError::Other(e.to_string())))?;
+    if let Some(src) = &pose_source {
+        log::info!(
+            "client: head pose from {} at {} Hz",
+            src.name(),
+            options.vr.pose_rate_hz
+        );
+    }
     let shared = Arc::new(ClientShared {
         host: options.host,
         stop: AtomicBool::new(false),
         connected: AtomicBool::new(false),
         reconnecting: AtomicBool::new(false),
         decoded: Slot::new(),
+        frame_poses: Default::default(),
+        host_state: io.host_state.clone(),
+        local_pose: Default::default(),
+        mouse_look: pose_source
+            .as_ref()
+            .and(matches!(pose_spec, PoseSpec::Auto | PoseSpec::Mouse).then(|| mouse.clone())),
         run: Mutex::new(ClientRun {
             started_us: now,
             ..Default::default()
@@ -367,6 +404,15 @@ pub fn run_client_to_end(
             .map_err(ClientError::Thread)?
     };
     let mut device_threads = Vec::new();
+    if let Some(src) = pose_source {
+        let (s, n, rate) = (shared.clone(), net.clone(), options.vr.pose_rate_hz);
+        device_threads.push(
+            std::thread::Builder::new()
+                .name("client-pose".into())
+                .spawn(move || pose::pose_loop(&s, &n, src, rate))
+                .map_err(ClientError::Thread)?,
+        );
+    }
     for (i, dev) in io.input_devices.into_iter().enumerate() {
         let (s, n) = (shared.clone(), net.clone());
         let index = i.min(255) as u8;
@@ -403,6 +449,7 @@ pub fn run_client_to_end(
     let mut run = std::mem::take(&mut *lock(&shared.run));
     if let Some(n) = &client_net {
         run.stats = n.session.stats();
+        run.state_staleness = Some(n.session.state_staleness(now_us()));
         run.clock = n.session.clock();
         run.clock_mode = if n.session.shares_clock() {
             ClockMode::Shared

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use untether_media::audio::Playout;
 use untether_proto::{
     fingerprint, ClientConfig, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent,
-    Micros, PublicKey, RejectReason, Route,
+    Micros, PublicKey, RejectReason, Route, StateKey, StateValue,
 };
 
 use super::input::state_input;
@@ -83,6 +83,8 @@ pub(crate) enum InputKind {
 /// What other threads hand the client's network driver.
 pub(crate) enum ClientCommand {
     Input(InputKind, Vec<InputEvent>),
+    /// A key of continuous state (the pose source's head pose).
+    State(StateKey, StateValue),
     /// How long a frame took to decode, µs (for the host's quality feedback).
     DecodeTime(u64),
     /// A frame failed to decode: ask for a keyframe.
@@ -210,6 +212,14 @@ impl ClientNet {
         let (mut sent, mut refused, mut state) = (0, 0, 0);
         for ev in events {
             if kind == InputKind::Window {
+                if let (Some(m), InputEvent::PointerMotion { dx, dy, .. }) =
+                    (&self.shared.mouse_look, &ev)
+                {
+                    // Mouse-look is the head pose source: the motion turns the head (sent by
+                    // the pose thread), not the pointer.
+                    m.feed(*dx, *dy);
+                    continue;
+                }
                 // Continuous state goes on the latest-wins channel: only the newest value
                 // matters, and a lost one is never resent once a newer one exists.
                 if let Some((key, value)) = state_input(&ev) {
@@ -399,6 +409,13 @@ impl ClientNet {
                     self.done = true;
                 }
             }
+            ClientEvent::FramePose {
+                frame_number,
+                sample,
+            } => {
+                s.frame_poses
+                    .insert(self.session_number, frame_number, sample);
+            }
             ClientEvent::FrameTiming(t) => {
                 let mut run = super::lock(&s.run);
                 if run.timings.len() < MAX_RECORDS {
@@ -514,6 +531,11 @@ impl Endpoint for ClientNet {
     fn handle_command(&mut self, now: Micros, command: ClientCommand) {
         match command {
             ClientCommand::Input(kind, events) => self.send_inputs(now, kind, events),
+            ClientCommand::State(key, value) => {
+                if self.session.is_connected() && self.session.send_state(now, key, value) {
+                    super::lock(&self.shared.run).state_updates += 1;
+                }
+            }
             ClientCommand::DecodeTime(us) => self.session.note_decode_time(us),
             ClientCommand::DecodeFailed(frame_number) => {
                 self.session.decode_failed(now, frame_number)
@@ -533,6 +555,9 @@ impl Endpoint for ClientNet {
             if self.done {
                 break;
             }
+        }
+        if let Some(v) = &self.shared.host_state {
+            v.update(self.session.state_received());
         }
         self.shared
             .connected

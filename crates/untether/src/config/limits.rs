@@ -163,6 +163,27 @@ pub const RTSP_MAX_VIEWERS: Limit<u32> = Limit {
     min: 1,
     max: 256,
 };
+/// 0 = no budget.
+pub const STATE_BUDGET_KBPS: Limit<u32> = Limit {
+    key: "network.state_budget_kbps",
+    min: 0,
+    max: 1_000_000,
+};
+pub const IPD_MM: Limit<f32> = Limit {
+    key: "vr.ipd_mm",
+    min: 40.0,
+    max: 90.0,
+};
+pub const EYE_FOV_DEG: Limit<f32> = Limit {
+    key: "vr.fov_deg",
+    min: 40.0,
+    max: 140.0,
+};
+pub const POSE_RATE_HZ: Limit<u32> = Limit {
+    key: "vr.pose_rate_hz",
+    min: 1,
+    max: 1000,
+};
 
 /// Deserializes an integer key of the config file into its type `T`, refusing a value that
 /// does not fit with the key's own message ([`Limit::fit`]).
@@ -216,4 +237,6 @@ de_fns! {
     de_rtsp_mtu: RTSP_MTU -> u32,
     de_rtsp_keyframe_interval_ms: RTSP_KEYFRAME_INTERVAL_MS -> u64,
     de_rtsp_max_viewers: RTSP_MAX_VIEWERS -> u32,
+    de_state_budget_kbps: STATE_BUDGET_KBPS -> u32,
+    de_pose_rate_hz: POSE_RATE_HZ -> u32,
 }

@@ -13,10 +13,12 @@ use untether_proto::units;
 mod limits;
 mod rtsp;
 mod video;
+mod vr;
 
 pub use limits::*;
 pub use rtsp::*;
 pub use video::*;
+pub use vr::*;
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
@@ -177,6 +179,9 @@ pub struct ClientToml {
     /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
     /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
     pub clock: String,
+    /// Read SDL game controllers and send them to the host (buttons reliable, sticks and
+    /// triggers latest-wins).
+    pub gamepads: bool,
 }
 
 /// The values of `client.clock`.
@@ -194,6 +199,7 @@ impl Default for ClientToml {
             state_dir: String::new(),
             paths: Vec::new(),
             clock: "auto".into(),
+            gamepads: true,
         }
     }
 }
@@ -239,6 +245,11 @@ pub struct NetworkToml {
     /// segment limit).
     #[serde(deserialize_with = "limits::de_pacing_batch")]
     pub pacing_batch: u32,
+    /// Both sides: the bandwidth budget of the latest-wins state channel this side sends
+    /// (pointer, head pose, axes; the host's published state), kbit/s, overhead included
+    /// (0: none). Within it the stalest keys go first and only newest values leave.
+    #[serde(deserialize_with = "limits::de_state_budget_kbps")]
+    pub state_budget_kbps: u32,
     /// Both sides: the data plane's transport after the handshake (always over UDP): `"udp"`,
     /// or `"raw"` (Ethernet frames of EtherType 0x88B5 between the two interfaces' MAC
     /// addresses, on an AF_PACKET socket: needs CAP_NET_RAW, and both ends on one link;
@@ -274,6 +285,7 @@ impl Default for NetworkToml {
             retransmit: true,
             pacing: 0.0,
             pacing_batch: crate::pacing::DEFAULT_BATCH,
+            state_budget_kbps: 0,
             transport: "udp".to_string(),
             interface: String::new(),
         }
@@ -290,6 +302,7 @@ pub struct ConfigToml {
     pub client: ClientToml,
     pub network: NetworkToml,
     pub rtsp: RtspToml,
+    pub vr: VrToml,
 }
 
 impl ConfigToml {
@@ -334,6 +347,11 @@ impl NetworkToml {
         self.fec
             .parse()
             .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
+    }
+
+    /// The state channel's budget in bytes per second (0: none).
+    pub fn state_budget_bytes_per_s(&self) -> u64 {
+        self.state_budget_kbps as u64 * 1000 / 8
     }
 
     /// The multipath scheduler (`scheduler`).
@@ -389,6 +407,7 @@ impl NetworkToml {
         self.pacing()?;
         self.transport()?;
         MAX_DATAGRAM.check(self.max_datagram)?;
+        STATE_BUDGET_KBPS.check(self.state_budget_kbps)?;
         IDLE_TIMEOUT_MS.check(self.idle_timeout_ms)?;
         KEEPALIVE_MS.check(self.keepalive_ms)?;
         if self.keepalive_ms >= self.idle_timeout_ms {

@@ -11,7 +11,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
-use untether_proto::{FrameTiming, Micros};
+use untether_proto::{FrameTiming, Micros, PoseSample};
 
 use super::consumer::EncodedVideo;
 use super::network::{HostCommand, OutgoingFrame};
@@ -133,13 +133,14 @@ impl EncoderStage {
         self.epoch != self.shared.link.epoch() || self.keyframe_wanted
     }
 
-    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`) and
-    /// hands it to the network driver.
+    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`,
+    /// rendered for the client's head pose `pose`) and hands it to the network driver.
     pub fn send(
         &mut self,
         picture: &InputPicture<'_>,
         capture_us: Micros,
         capture_dur_us: u32,
+        pose: Option<PoseSample>,
     ) -> Result<SendInfo, HostError> {
         let shared = self.shared.clone();
         let s = &*shared;
@@ -223,6 +224,7 @@ impl EncoderStage {
             data: data.clone(),
             handed_us: now_us(),
             timing,
+            pose,
         }));
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
@@ -260,6 +262,18 @@ impl FrameSender {
         picture: &InputPicture<'_>,
         capture_us: Option<Micros>,
     ) -> Result<SendInfo, HostError> {
+        self.send_frame(picture, capture_us, None)
+    }
+
+    /// Like [`send`](Self::send), for a frame rendered for the client's head pose `pose` (as
+    /// read from [`crate::host::Host::head_pose`]): the client gets the pose with the frame,
+    /// re-projects the frame to its newest pose at display time and measures pose-to-photon.
+    pub fn send_frame(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Option<Micros>,
+        pose: Option<PoseSample>,
+    ) -> Result<SendInfo, HostError> {
         let t0 = now_us();
         let s = self.stage.shared.clone();
         if s.stopped() {
@@ -270,7 +284,9 @@ impl FrameSender {
         }
         s.counters.captured.fetch_add(1, Ordering::Relaxed);
         picture.check()?;
-        let mut info = self.stage.send(picture, capture_us.unwrap_or(t0), 0)?;
+        let mut info = self
+            .stage
+            .send(picture, capture_us.unwrap_or(t0), 0, pose)?;
         info.blocked_us = now_us() - t0;
         lock(&s.samples)
             .sync_blocked
@@ -342,18 +358,18 @@ mod tests {
         assert!(stage.must_send(), "the first frame is a keyframe");
         shared.link.new_client();
         for _ in 0..2 {
-            stage.send(&picture, now_us(), 0).unwrap();
+            stage.send(&picture, now_us(), 0, None).unwrap();
         }
         events.send(EncoderEvent::Keyframe).unwrap();
         assert!(stage.must_send());
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert!(!stage.must_send());
         events.send(EncoderEvent::Bitrate(500)).unwrap();
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
         // A new client: numbering restarts with a keyframe.
         shared.link.new_client();
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(
             frames(&mailbox),
             vec![
@@ -386,13 +402,13 @@ mod tests {
         shared.link.new_client();
         for _ in 0..3 {
             c.captured.fetch_add(1, Ordering::Relaxed);
-            stage.send(&picture, now_us(), 0).unwrap();
+            stage.send(&picture, now_us(), 0, None).unwrap();
         }
         assert_eq!(counts(&mailbox), vec![(1, 1), (2, 2), (3, 3)]);
         // The next client's first frame is its first, whatever the host did before.
         shared.link.new_client();
         c.captured.fetch_add(1, Ordering::Relaxed);
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(counts(&mailbox), vec![(1, 1)]);
     }
 
@@ -404,7 +420,7 @@ mod tests {
         let picture = bgra(&pixels);
         shared.link.new_client();
         assert!(matches!(
-            stage.send(&picture, now_us(), 0),
+            stage.send(&picture, now_us(), 0, None),
             Err(HostError::Stopped(_))
         ));
     }

@@ -22,6 +22,7 @@
 mod audio;
 mod consumer;
 mod encode;
+mod gamepad;
 mod input;
 mod network;
 mod options;
@@ -41,7 +42,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::{self as media_audio, SdlAudioCapture};
-use untether_media::codec::{Encoder, InputPicture};
+use untether_media::codec::Encoder;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
@@ -64,6 +65,7 @@ pub use consumer::{
     ViewerSummary,
 };
 pub use encode::{FrameSender, SendInfo};
+pub use gamepad::{GamepadState, GAMEPAD_DEVICE, MAX_GAMEPADS};
 pub use input::{keys, scene_input};
 pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
@@ -75,7 +77,7 @@ use encode::{encoder_config, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
 use pairing::host_security;
-use shared::{lock, CapturedFrame, HostShared};
+use shared::{lock, HostShared};
 use source_pipe::PipeSource;
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +143,8 @@ pub struct HostSummary {
     pub shards_retransmitted: u64,
     /// The other consumers of the stream (RTSP) and their viewers.
     pub consumers: Vec<ConsumerSummary>,
+    /// Staleness of the host → client state (what the host published), the current client's.
+    pub state_staleness: Option<untether_proto::Staleness>,
     /// The raw layer-2 transport: what the host's data plane ran on.
     pub link: crate::link::LinkReport,
 }
@@ -188,6 +192,7 @@ fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
     cfg.fec = options.network.fec_policy()?;
     cfg.paths.scheduler = options.network.scheduler()?;
     cfg.retransmit = options.network.retransmit;
+    cfg.state.budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     if options.network.adaptive_bitrate {
         cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
     }
@@ -383,6 +388,12 @@ impl Host {
                 let mut scene_cfg = SceneConfig::new(v.resolution.width, v.resolution.height);
                 scene_cfg.spin_deg_per_s = options.scene.spin_deg_per_s;
                 scene_cfg.walk_speed = options.scene.walk_speed;
+                if options.vr.enabled {
+                    scene_cfg.stereo = true;
+                    scene_cfg.pose_markers = true;
+                    scene_cfg.ipd_m = options.vr.ipd_mm / 1000.0;
+                    scene_cfg.fov_deg = options.vr.fov_deg;
+                }
                 let scene = Scene::new(scene_cfg)?;
                 let s = shared.clone();
                 threads.push(spawn("host-source", move || {
@@ -577,54 +588,6 @@ impl Host {
         move || s.request_stop()
     }
 
-    /// Publishes a frame of the application (app source with an encoder thread): it is copied
-    /// into a pooled buffer and the encoder thread encodes the newest one (latest wins; a
-    /// frame replaced before the encoder took it counts as dropped). Returns at once.
-    pub fn publish(&self, picture: &InputPicture<'_>) -> Result<(), HostError> {
-        if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
-            return Err(HostError::Usage(
-                "publish needs the app source with the encoder thread (synchronous mode uses a FrameSender)".into(),
-            ));
-        }
-        if self.is_stopped() {
-            return Err(HostError::Stopped(self.failure()));
-        }
-        picture.check()?;
-        let t0 = now_us();
-        let pixels = source_app::copy_picture(&self.shared, picture)?;
-        let capture_us = now_us();
-        self.shared
-            .counters
-            .captured
-            .fetch_add(1, Ordering::Relaxed);
-        let dur = (capture_us - t0) as u32;
-        lock(&self.shared.samples).capture.push_us(dur as i64);
-        if let Some(old) = self.shared.frames.put(CapturedFrame {
-            pixels,
-            capture_us,
-            capture_dur_us: dur,
-        }) {
-            self.shared.recycle(old.pixels);
-        }
-        Ok(())
-    }
-
-    /// The synchronous sender of an app host without an encoder thread: encodes on the
-    /// caller's thread. There is one per host.
-    pub fn frame_sender(&self) -> Result<FrameSender, HostError> {
-        if self.setup.source != SourceSpec::App || self.setup.encoder_thread {
-            return Err(HostError::Usage(
-                "a frame sender needs the app source without the encoder thread".into(),
-            ));
-        }
-        match lock(&self.sender_stage).take() {
-            Some(stage) => Ok(FrameSender { stage }),
-            None => Err(HostError::Usage(
-                "this host's frame sender was already taken".into(),
-            )),
-        }
-    }
-
     /// The next input event for the application (input sink: queue).
     pub fn poll_input(&self) -> Option<InputRecord> {
         let rec = lock(&self.shared.app_inputs).pop_front();
@@ -662,8 +625,15 @@ impl Host {
 
     /// What the host has measured so far.
     pub fn summary(&self) -> HostSummary {
-        let net = self.query(|n| (n.session.stats(), n.last_paths.clone(), n.target_kbps));
-        let (st, paths, target_kbps) = net.unwrap_or_default();
+        let net = self.query(|n| {
+            (
+                n.session.stats(),
+                n.last_paths.clone(),
+                n.target_kbps,
+                n.session.state_staleness(now_us()),
+            )
+        });
+        let (st, paths, target_kbps, state_staleness) = net.unwrap_or_default();
         let link = self.query(|n| n.link.report.clone()).unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
@@ -714,6 +684,7 @@ impl Host {
             final_bitrate_kbps: target_kbps,
             shards_retransmitted: st.shards_retransmitted,
             consumers: s.consumers.summaries(),
+            state_staleness: state_staleness.filter(|s| s.keys > 0),
             link,
         }
     }

@@ -19,10 +19,11 @@ use std::sync::Arc;
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    RejectReason, Transmit,
+    PoseSample, RejectReason, Transmit,
 };
 
 use super::encode::EncoderEvent;
+use super::gamepad::Gamepads;
 use super::input::InputSink;
 use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
@@ -76,12 +77,16 @@ pub(crate) struct OutgoingFrame {
     pub handed_us: Micros,
     /// Everything but the send times, filled in once the last datagram left.
     pub timing: FrameTiming,
+    /// The client's head pose it was rendered for (told to the client before its shards and
+    /// again after them).
+    pub pose: Option<PoseSample>,
 }
 
 /// A frame whose datagrams are going out.
 struct InFlight {
     frame_number: u32,
     timing: FrameTiming,
+    pose: Option<PoseSample>,
     handed_us: Micros,
     /// Batches not started yet, with the time each is due.
     batches: VecDeque<(Micros, Vec<Transmit>)>,
@@ -107,6 +112,7 @@ impl InFlight {
         InFlight {
             frame_number,
             timing,
+            pose: None,
             handed_us,
             batches,
             current: VecDeque::new(),
@@ -126,6 +132,8 @@ pub(crate) struct HostNet {
     shared: Arc<HostShared>,
     sink: InputSink,
     state: StateApplied,
+    /// The client's game controllers (state for the API, virtual pads through uinput).
+    pub gamepads: Gamepads,
     encoder: Sender<EncoderEvent>,
     control: VecDeque<Transmit>,
     frames: VecDeque<InFlight>,
@@ -160,6 +168,7 @@ impl HostNet {
             shared,
             sink,
             state: StateApplied::default(),
+            gamepads: Gamepads::default(),
             encoder,
             control: VecDeque::new(),
             frames: VecDeque::new(),
@@ -186,7 +195,11 @@ impl HostNet {
             // The client it was encoded for has gone.
             return;
         }
-        // What the session queued before the frame leaves before it.
+        // What the session queued before the frame leaves before it; the pose it was
+        // rendered for too (the first datagram of its first batch).
+        if let Some(p) = f.pose {
+            self.session.send_frame_pose(now, f.frame_number, p);
+        }
         self.drain_session(now);
         if self
             .session
@@ -213,12 +226,9 @@ impl HostNet {
         for older in self.frames.iter_mut() {
             older.hurry = true;
         }
-        self.frames.push_back(InFlight::new(
-            f.frame_number,
-            f.timing,
-            f.handed_us,
-            batches,
-        ));
+        let mut flight = InFlight::new(f.frame_number, f.timing, f.handed_us, batches);
+        flight.pose = f.pose;
+        self.frames.push_back(flight);
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
@@ -272,6 +282,10 @@ impl HostNet {
             ..f.timing
         };
         self.session.send_frame_timing(send_done, timing);
+        if let Some(p) = f.pose {
+            // The second copy, beside the timing: one lost control datagram loses no pose.
+            self.session.send_frame_pose(send_done, f.frame_number, p);
+        }
         self.drain_session(send_done);
         let mut sm = lock(&self.shared.samples);
         sm.send.push_us(send_us as i64);
@@ -294,7 +308,12 @@ impl HostNet {
                 self.session.state_value(state_keys::POINTER),
                 self.session.state_value(state_keys::HEAD_POSE),
             );
-            for (i, event) in changed.into_iter().enumerate() {
+            if let Some(p) = changed.head_pose {
+                *lock(&self.shared.head_pose) = Some(p);
+            }
+            let session = &self.session;
+            self.gamepads.on_state(|k| session.state_value(k));
+            for (i, event) in changed.events.into_iter().enumerate() {
                 self.events.insert(
                     i,
                     HostEvent::Input(InputRecord {
@@ -311,6 +330,7 @@ impl HostNet {
                         .note(format!("client {name:?} connected from {addr}"));
                     self.epoch = self.shared.link.new_client();
                     self.state = StateApplied::default();
+                    *lock(&self.shared.head_pose) = None;
                 }
                 HostEvent::ClientGone { addr, reason } => {
                     self.shared
@@ -334,7 +354,10 @@ impl HostNet {
                 HostEvent::KeyframeRequested => {
                     let _ = self.encoder.send(EncoderEvent::Keyframe);
                 }
-                HostEvent::Input(rec) => self.sink.deliver(&self.shared, self.epoch, rec),
+                HostEvent::Input(rec) => {
+                    self.gamepads.on_event(&rec.event);
+                    self.sink.deliver(&self.shared, self.epoch, rec)
+                }
                 HostEvent::Feedback(_) => {}
                 HostEvent::ClientRefused {
                     addr,
@@ -361,6 +384,9 @@ impl HostNet {
                     let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
                 }
             }
+        }
+        for note in self.gamepads.notes.drain(..) {
+            self.shared.note(note);
         }
         self.shared
             .link
@@ -630,6 +656,7 @@ mod tests {
                 data: Arc::new(vec![0; 100]),
                 handed_us: 0,
                 timing: FrameTiming::default(),
+                pose: None,
             },
         );
         assert!(net.frames.is_empty());

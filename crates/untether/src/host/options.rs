@@ -9,7 +9,7 @@ use untether_media::pipe::PipeFormat;
 use untether_media::x11::{CaptureTarget, PointerMode};
 use untether_proto::InputRecord;
 
-use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig};
+use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig, VrToml};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -19,12 +19,15 @@ pub struct HostOptions {
     pub scene: SceneToml,
     pub host: HostToml,
     pub network: NetworkToml,
+    /// Stereo rendering of the test scene (`vr.enabled`, `vr.ipd_mm`, `vr.fov_deg`).
+    pub vr: VrToml,
 }
 
 impl HostOptions {
     /// Checks every setting, naming the key and the allowed values of the first bad one.
     pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
-        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)
+        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)?;
+        self.vr.validate()
     }
 }
 
@@ -32,6 +35,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         let cfg = crate::config::ConfigToml::default();
         HostOptions {
+            vr: Default::default(),
             video: VideoConfig::default(),
             scene: cfg.scene,
             host: cfg.host,

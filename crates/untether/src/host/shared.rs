@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use untether_media::codec::InputPicture;
 use untether_media::convert::I420Frame;
 use untether_media::BgraFrame;
-use untether_proto::{InputRecord, Micros};
+use untether_proto::{InputRecord, Micros, PoseSample};
 
 use super::consumer::Consumers;
 use crate::slot::Slot;
@@ -50,6 +50,8 @@ pub(crate) struct CapturedFrame {
     pub pixels: Pixels,
     pub capture_us: Micros,
     pub capture_dur_us: u32,
+    /// The client's head pose the frame was rendered for (None: not rendered for a pose).
+    pub pose: Option<PoseSample>,
 }
 
 #[derive(Default)]
@@ -124,6 +126,10 @@ pub(crate) struct HostShared {
     /// The captured area's origin on the X screen (for absolute pointer replay).
     pub capture_origin: Mutex<(i32, i32)>,
     pub source_ended: AtomicBool,
+    /// The client's newest head pose (latest wins), published by the network driver: the scene
+    /// renders for it, [`crate::host::Host::head_pose`] reads it. `sample_us` 0: the client
+    /// sent a pose without its sample time.
+    pub head_pose: Mutex<Option<PoseSample>>,
     pub counters: Counters,
     pub samples: Mutex<HostSamples>,
     /// Other consumers of the encoded stream (RTSP), set once at start.
@@ -142,6 +148,7 @@ impl HostShared {
             app_inputs: Mutex::new(Default::default()),
             capture_origin: Mutex::new(capture_origin),
             source_ended: AtomicBool::new(false),
+            head_pose: Mutex::new(None),
             counters: Counters::default(),
             samples: Mutex::new(HostSamples::default()),
             consumers: Consumers::default(),

@@ -96,7 +96,7 @@ pub(crate) fn x11_loop(
             data: pixels,
             stride: w as usize * 4,
         };
-        if let Err(e) = stage.send(&picture, capture_us, dur) {
+        if let Err(e) = stage.send(&picture, capture_us, dur, None) {
             if !s.stopped() {
                 s.fail(format!("encoder: {e}"));
             }

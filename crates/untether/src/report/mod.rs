@@ -91,6 +91,54 @@ pub struct Latency {
     pub stages: BTreeMap<Stage, Pcts>,
     /// glass-to-glass minus convert, encode and decode, per frame.
     pub pipeline_overhead: Pcts,
+    /// A head pose sample on the client → the presented image shows that pose, read from the
+    /// presented pixels (the scene's pose markers; `client::photon`). Null without `--vr`.
+    pub pose_to_photon: Pcts,
+    /// Per shown frame: shown time − the client's sample time of the pose the host rendered it
+    /// for (from the FramePose metadata: pose-to-photon without late warp).
+    pub rendered_pose_to_photon: Pcts,
+}
+
+/// The latest-wins state channels: staleness per key (each key's worst, over keys) and the
+/// head pose bookkeeping.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StateReport {
+    /// Client → host (pointer, head pose, axes).
+    pub keys: usize,
+    pub staleness_ms: StalenessMs,
+    /// Host → client (what the host published); null without the host's summary.
+    pub host_keys: Option<usize>,
+    pub host_staleness_ms: Option<StalenessMs>,
+    pub updates_sent: u64,
+    /// Decoded frames whose FramePose was known.
+    pub frames_with_pose: u64,
+    /// Presents whose pose-to-photon could not be measured: no marker read, a yaw the head had
+    /// twice in the search window, or one it never had.
+    pub pose_photon_unread: u64,
+    pub pose_photon_ambiguous: u64,
+    pub pose_photon_unmatched: u64,
+}
+
+/// Staleness over keys, ms.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StalenessMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// At delivery, over every delivery.
+    pub mean: f64,
+}
+
+impl From<untether_proto::Staleness> for StalenessMs {
+    fn from(s: untether_proto::Staleness) -> Self {
+        let ms = |us: u64| us as f64 / 1000.0;
+        StalenessMs {
+            p50: ms(s.p50_us),
+            p99: ms(s.p99_us),
+            max: ms(s.max_us),
+            mean: ms(s.mean_us),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -232,6 +280,7 @@ pub struct Report {
     /// and had any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<crate::host::ConsumerSummary>,
+    pub state: StateReport,
 }
 
 /// One shown frame's measurements, client clock: what [`build`] summarises, for benchmarks
@@ -377,6 +426,27 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     for &(_, sent, seen) in &run.input_responses {
         response.push_us(seen as i64 - sent as i64);
     }
+    let mut pose_to_photon = Samples::default();
+    for &(_, l) in &run.pose_to_photon {
+        pose_to_photon.push_us(l as i64);
+    }
+    let mut rendered_pose = Samples::default();
+    for r in run.records.iter().filter(|r| r.shown_us > 0) {
+        if let Some(p) = r.pose.filter(|p| p.sample_us > 0) {
+            rendered_pose.push_us(r.shown_us as i64 - p.sample_us as i64);
+        }
+    }
+    let state = StateReport {
+        keys: run.state_staleness.map_or(0, |s| s.keys),
+        staleness_ms: run.state_staleness.map(Into::into).unwrap_or_default(),
+        host_keys: host.and_then(|h| h.state_staleness).map(|s| s.keys),
+        host_staleness_ms: host.and_then(|h| h.state_staleness).map(Into::into),
+        updates_sent: run.state_updates,
+        frames_with_pose: run.frames_with_pose,
+        pose_photon_unread: run.pose_photon_unread,
+        pose_photon_ambiguous: run.pose_photon_ambiguous,
+        pose_photon_unmatched: run.pose_photon_unmatched,
+    };
     let network = NetworkReport {
         bytes_sent: host.map_or(0, |h| h.bytes_sent),
         packets_sent: host.map_or(0, |h| h.packets_sent),
@@ -462,6 +532,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             timestamp_pixel_disagreement: (&disagree).into(),
             stages,
             pipeline_overhead: (&overhead).into(),
+            pose_to_photon: (&pose_to_photon).into(),
+            rendered_pose_to_photon: (&rendered_pose).into(),
         },
         quality: None,
         network,
@@ -482,6 +554,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
         audio,
         consumers: host.map(|h| h.consumers.clone()).unwrap_or_default(),
+        state,
     }
 }
 
