@@ -79,7 +79,12 @@ fn bench(c: &mut Criterion) {
         let aus: Vec<Vec<u8>> = fs
             .iter()
             .enumerate()
-            .map(|(i, f)| enc.encode(f, i == 0).expect("encode").data)
+            .map(|(i, f)| {
+                enc.encode(f, i == 0)
+                    .expect("encode")
+                    .expect("a frame")
+                    .data
+            })
             .collect();
         for threads in [1, 2] {
             let mut dec = Decoder::new(threads).expect("decoder");

@@ -48,16 +48,25 @@ pub enum AccessPolicy {
     Allowlist,
 }
 
+/// A codec a host can encode, and the refresh period of its stream
+/// ([`SessionParams::refresh_period`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecOffer {
+    pub codec: crate::wire::Codec,
+    pub refresh_period: u16,
+}
+
 /// Host settings.
 #[derive(Clone)]
 pub struct HostConfig {
     /// The session parameters every client is accepted with; `params.codec` is set per client
     /// from [`codecs`](Self::codecs).
     pub params: SessionParams,
-    /// The codecs this host can encode, best first (empty: only `params.codec`). A client is
-    /// given the first codec of its own list, in its order of preference, that is here
+    /// The codecs this host can encode, best first, each with its stream's refresh period
+    /// (empty: only `params.codec`, with `params.refresh_period`). A client is given the first
+    /// codec of its own list, in its order of preference, that is here
     /// ([`crate::wire::choose_codec`]); none in common is a Reject naming both lists.
-    pub codecs: Vec<crate::wire::Codec>,
+    pub codecs: Vec<CodecOffer>,
     /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
     /// client beside the Accept; None: not told (the client estimates the offset).
     pub clock_id: Option<[u8; 16]>,
@@ -1256,10 +1265,10 @@ impl HostSession {
             ))
         });
         // The codec: the client's first choice the host can encode.
-        let offered = if self.cfg.codecs.is_empty() {
+        let offered: Vec<crate::wire::Codec> = if self.cfg.codecs.is_empty() {
             vec![self.cfg.params.codec]
         } else {
-            self.cfg.codecs.clone()
+            self.cfg.codecs.iter().map(|o| o.codec).collect()
         };
         let codec = crate::wire::choose_codec(&offered, &info.decodes());
         let refusal = refusal.or_else(|| {
@@ -1317,6 +1326,9 @@ impl HostSession {
         }
         if let Ok(c) = codec {
             self.cfg.params.codec = c;
+            if let Some(o) = self.cfg.codecs.iter().find(|o| o.codec == c) {
+                self.cfg.params.refresh_period = o.refresh_period;
+            }
         }
         let params = self.cfg.params;
         self.peer = Some(Peer {

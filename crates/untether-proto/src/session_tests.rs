@@ -993,7 +993,12 @@ fn the_host_gives_each_client_its_first_codec_it_can_encode_or_names_both_lists(
     cfg.identity = hid.clone();
     cfg.entropy = [4; 32];
     cfg.access = AccessPolicy::Open;
-    cfg.codecs = vec![Codec::H264, Codec::Hevc];
+    cfg.codecs = [Codec::H264, Codec::Hevc]
+        .map(|codec| crate::host::CodecOffer {
+            codec,
+            refresh_period: if codec == Codec::Hevc { 30 } else { 0 },
+        })
+        .to_vec();
     w.host = HostSession::new(cfg);
     // A Raspberry Pi 5 prefers HEVC: it gets HEVC though the host lists H.264 first.
     let mut cc = ClientConfig::new("pi5");
@@ -1010,6 +1015,8 @@ fn the_host_gives_each_client_its_first_codec_it_can_encode_or_names_both_lists(
         })
         .expect("connected");
     assert_eq!(p.codec, Codec::Hevc);
+    // …with that codec's refresh period.
+    assert_eq!(p.refresh_period, 30);
     assert_eq!(w.host.params().codec, Codec::Hevc);
     c.close(w.now);
     run(&mut w, &mut c, 50_000);

@@ -71,10 +71,15 @@ pub fn report_config(
         width: v.resolution.width,
         height: v.resolution.height,
         fps: v.fps,
-        codec: "h264".into(),
-        encoder: v.path.encoder_name().into(),
+        codec: v.selection.codec_name().into(),
+        encoder: v.selection.encoder.name().into(),
+        decoder: String::new(),
+        refresh: match v.refresh {
+            untether_media::codec::Refresh::Idr => "idr".into(),
+            untether_media::codec::Refresh::Intra => format!("intra/{}", v.refresh_period),
+        },
         preset: v.preset.clone(),
-        conversion: v.path.conversion().name().into(),
+        conversion: v.selection.conversion.name().into(),
         bitrate_kbps: v.bitrate_kbps,
         transport: transport.into(),
         paths: 1,
@@ -140,7 +145,14 @@ pub fn run_demo_detailed(
         (_, Some(f)) => return Err(DemoError::HostFailed(f.clone())),
         (r, None) => r?,
     };
-    let config = report_config(&options.host, options.client.display, "udp-loopback");
+    let mut config = report_config(&options.host, options.client.display, "udp-loopback");
+    // What ran, rather than what was asked for (`auto`).
+    if let Some(e) = &summary.encoder {
+        config.encoder = e.clone();
+    }
+    if let Some(c) = &summary.codec {
+        config.codec = c.clone();
+    }
     let report = report::build(config, &run, Some(&summary));
     Ok(DemoRun {
         report,

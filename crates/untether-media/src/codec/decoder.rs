@@ -81,6 +81,16 @@ impl FromStr for DecoderChoice {
     }
 }
 
+/// The codec an FFmpeg decoder decodes, if it is one untether streams.
+pub fn decoder_codec(name: &str) -> Option<Codec> {
+    init_ffmpeg();
+    let c = ff::decoder::find_by_name(name)?;
+    if c.medium() != ff::media::Type::Video {
+        return None;
+    }
+    Codec::of_id(c.id(), false)
+}
+
 /// Every video decoder of this FFmpeg for a codec untether streams, by name.
 pub fn available_decoders() -> Vec<(String, Codec)> {
     init_ffmpeg();

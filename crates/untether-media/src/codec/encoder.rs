@@ -157,6 +157,9 @@ pub struct EncoderInfo {
     /// Frames an encoded frame comes out after its picture went in: 0 (at once), 1 for
     /// SVT-AV1 1.4, whose low-delay mode releases a frame when the next one arrives.
     pub delay_frames: u32,
+    /// It reads BGRA pictures as they are (libx264rgb; NVENC on a BGRA source): I420 pictures
+    /// must be converted before.
+    pub bgra_input: bool,
 }
 
 impl EncoderInfo {
@@ -714,6 +717,7 @@ impl FfmpegEncoder {
             refresh: cfg.refresh,
             refresh_period: cfg.refresh_period.max(2),
             delay_frames: 0,
+            bgra_input: settings.pixel == Pixel::BGRZ,
         };
         Ok(FfmpegEncoder {
             cfg,

@@ -147,6 +147,7 @@ impl SvtEncoder {
                 refresh: cfg.refresh,
                 refresh_period: cfg.refresh_period.max(2),
                 delay_frames: 1,
+                bgra_input: false,
             },
             converter: match cfg.conversion {
                 crate::convert::Conversion::Rgb => None,

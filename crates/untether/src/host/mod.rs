@@ -40,7 +40,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::{self as media_audio, SdlAudioCapture};
-use untether_media::codec::{Encoder, InputPicture};
+use untether_media::codec::InputPicture;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
@@ -64,7 +64,7 @@ pub use options::{
 pub use state_input::STATE_SEQ;
 
 use audio::AudioStage;
-use encode::{encoder_config, EncoderStage};
+use encode::{open_encoders, EncoderPlan, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
 use pairing::host_security;
@@ -132,6 +132,15 @@ pub struct HostSummary {
     pub final_bitrate_kbps: Option<u32>,
     /// Retransmission: data shards resent on the client's ShardNacks.
     pub shards_retransmitted: u64,
+    /// The encoder in use at the end (FFmpeg's name) and its codec.
+    pub encoder: Option<String>,
+    pub codec: Option<String>,
+    /// Keyframes the host asked the encoder for (joins, keyframe requests, the application).
+    pub forced_keyframes: u64,
+    /// Intra-refresh sweeps started.
+    pub refresh_sweeps: u64,
+    /// Adaptive-bitrate targets the encoder could not apply in place.
+    pub bitrate_changes_refused: u64,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -153,18 +162,20 @@ pub struct Host {
     capture: Option<SdlAudioCapture>,
 }
 
-/// The session parameters a host announces for its video settings.
+/// The session parameters a host announces for its video settings (the codec and refresh
+/// period are set per client from the codecs the host offers).
 fn session_params(options: &HostOptions) -> SessionParams {
     let v = &options.video;
     SessionParams {
         width: v.resolution.width.min(u16::MAX as u32) as u16,
         height: v.resolution.height.min(u16::MAX as u32) as u16,
         fps: v.fps as u16,
-        codec: v.codec(),
+        codec: crate::config::wire_codec(v.codecs()[0]),
         bitrate_kbps: v.bitrate_kbps,
         max_datagram: options.network.max_datagram,
         keepalive_ms: options.network.keepalive_ms as u32,
         idle_timeout_ms: options.network.idle_timeout_ms as u32,
+        refresh_period: 0,
     }
 }
 
@@ -257,9 +268,16 @@ impl Host {
         let socket = UdpEndpoint::bind(bind)?;
         let local_addr = socket.local_addr()?;
         let v = options.video.clone();
-        let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
-        // Build the encoder now so a bad configuration fails here, not on a thread.
-        let encoder = Encoder::new(encoder_cfg.clone())?;
+        let shared = Arc::new(HostShared::new(
+            capture.as_ref().map_or((0, 0), |c| c.origin()),
+        ));
+        // Open the encoders now so a bad configuration (or an absent device asked for by
+        // name) fails here, not on a thread.
+        let plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        let (encoder, offers) = open_encoders(&plan, &v, &shared)?;
+        host_cfg.params.codec = offers[0].codec;
+        host_cfg.params.refresh_period = offers[0].refresh_period;
+        host_cfg.codecs = offers;
         let pacing = options.network.pacing()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
         if pairing.access == Access::Open {
@@ -290,12 +308,9 @@ impl Host {
         }
         let public_key = session.host_key();
         let state_dir = pairing.dir.as_ref().map(|d| d.path().to_path_buf());
-        let shared = Arc::new(HostShared::new(
-            capture.as_ref().map_or((0, 0), |c| c.origin()),
-        ));
         let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
         let (encoder_events, encoder_rx) = mpsc::channel();
-        let stage = EncoderStage::new(encoder, encoder_rx, net.clone(), shared.clone());
+        let stage = EncoderStage::new(encoder, plan, encoder_rx, net.clone(), shared.clone());
         let audio = match setup.audio {
             AudioSpec::None => None,
             _ => Some(Arc::new(AudioStage::new(
@@ -663,7 +678,17 @@ impl Host {
             bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
             final_bitrate_kbps: target_kbps,
             shards_retransmitted: st.shards_retransmitted,
+            encoder: s.encoder().map(|e| e.name),
+            codec: s.encoder().map(|e| e.codec.name().to_string()),
+            forced_keyframes: c.forced_keyframes.load(Ordering::Relaxed),
+            refresh_sweeps: c.refresh_sweeps.load(Ordering::Relaxed),
+            bitrate_changes_refused: c.bitrate_changes_refused.load(Ordering::Relaxed),
         }
+    }
+
+    /// The encoder in use (it changes when a client gets another codec).
+    pub fn encoder_info(&self) -> Option<untether_media::codec::EncoderInfo> {
+        self.shared.encoder()
     }
 
     /// Stops the threads and returns the final summary.

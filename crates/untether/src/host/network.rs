@@ -69,6 +69,8 @@ pub(crate) struct OutgoingFrame {
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
+    /// An intra-refresh sweep starts with this frame.
+    pub refresh_start: bool,
     pub data: Vec<u8>,
     /// When the encoder handed it over: the start of its `send` stage.
     pub handed_us: Micros,
@@ -185,7 +187,14 @@ impl HostNet {
         self.drain_session(now);
         if self
             .session
-            .send_frame(now, f.frame_number, f.capture_us, f.keyframe, &f.data)
+            .send_frame_flagged(
+                now,
+                f.frame_number,
+                f.capture_us,
+                f.keyframe,
+                f.refresh_start,
+                &f.data,
+            )
             .is_err()
         {
             return;
@@ -302,8 +311,13 @@ impl HostNet {
         for ev in std::mem::take(&mut self.events) {
             match ev {
                 HostEvent::ClientConnected { addr, name } => {
+                    let codec = self.session.params().codec;
                     self.shared
-                        .note(format!("client {name:?} connected from {addr}"));
+                        .note(format!("client {name:?} connected from {addr} ({codec})"));
+                    // Before the epoch changes: the encoder stage reads it with the epoch.
+                    let _ = self
+                        .encoder
+                        .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
                     self.epoch = self.shared.link.new_client();
                     self.state = StateApplied::default();
                 }
@@ -320,6 +334,7 @@ impl HostNet {
                     addr,
                     fingerprint,
                     reason,
+                    message,
                 } => {
                     // One line per client and reason every REFUSAL_NOTE_EVERY_US: a client
                     // retrying its handshake does not flood the log.
@@ -330,10 +345,16 @@ impl HostNet {
                             self.refusal_notes.clear();
                         }
                         self.refusal_notes.insert(key, now + REFUSAL_NOTE_EVERY_US);
-                        self.shared.note(format!(
-                            "refused client {fingerprint} at {addr}: {}",
-                            refusal_text(reason)
-                        ));
+                        self.shared.note(match reason {
+                            // The message names both codec lists.
+                            RejectReason::Codec => {
+                                format!("refused client {fingerprint} at {addr}: {message}")
+                            }
+                            _ => format!(
+                                "refused client {fingerprint} at {addr}: {}",
+                                refusal_text(reason)
+                            ),
+                        });
                     }
                 }
                 HostEvent::BitrateChanged { kbps } => {
@@ -574,6 +595,7 @@ mod tests {
             addr: "127.0.0.1:5".parse().unwrap(),
             fingerprint: fp.into(),
             reason,
+            message: String::new(),
         };
         for _ in 0..3 {
             net.events.push(refused("aaaa", RejectReason::Busy));
@@ -600,6 +622,7 @@ mod tests {
                 frame_number: 0,
                 capture_us: 0,
                 keyframe: true,
+                refresh_start: false,
                 data: vec![0; 100],
                 handed_us: 0,
                 timing: FrameTiming::default(),

@@ -80,6 +80,12 @@ pub(crate) struct Counters {
     pub grab_errors: AtomicU64,
     pub audio_packets: AtomicU64,
     pub bitrate_changes: AtomicU64,
+    /// Bitrate targets the encoder could not apply in place (it keeps its rate).
+    pub bitrate_changes_refused: AtomicU64,
+    /// Keyframes the host asked the encoder for (a joining client, a request, the application).
+    pub forced_keyframes: AtomicU64,
+    /// Intra-refresh sweeps started.
+    pub refresh_sweeps: AtomicU64,
     /// Frames whose datagrams went out in more than one paced batch.
     pub paced_frames: AtomicU64,
 }
@@ -127,6 +133,8 @@ pub(crate) struct HostShared {
     pub samples: Mutex<HostSamples>,
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
+    /// The encoder in use (name, codec), for the summary.
+    encoder: Mutex<Option<untether_media::codec::EncoderInfo>>,
 }
 
 impl HostShared {
@@ -143,7 +151,17 @@ impl HostShared {
             samples: Mutex::new(HostSamples::default()),
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
+            encoder: Mutex::new(None),
         }
+    }
+
+    /// The encoder the stage opened.
+    pub fn set_encoder(&self, info: &untether_media::codec::EncoderInfo) {
+        *lock(&self.encoder) = Some(info.clone());
+    }
+
+    pub fn encoder(&self) -> Option<untether_media::codec::EncoderInfo> {
+        lock(&self.encoder).clone()
     }
 
     /// A fatal error: the host stops.

@@ -49,6 +49,10 @@ pub struct ReportConfig {
     pub fps: u32,
     pub codec: String,
     pub encoder: String,
+    /// The client's decoder (and hardware accelerator), e.g. `h264 (software)`.
+    pub decoder: String,
+    /// How the stream recovers: `idr`, or `intra/N` (an intra-refresh sweep every N frames).
+    pub refresh: String,
     pub preset: String,
     pub conversion: String,
     pub bitrate_kbps: u32,
