@@ -257,81 +257,108 @@ fn encoders_and_decoders(f: &mut Findings, w: u32, h: u32, n: u32) -> Result<()>
         f.encoders.push(c);
         f.checks.push(line);
     }
-    // Decoders: software first, then each hardware path whose device exists.
+    // Decoders: each software decoder, then each hardware path — one line when its device is
+    // missing, else one per codec.
+    // (libx264rgb's stream is decoded by h264 too: once is enough.)
+    if streams_has(&streams, Codec::H264) {
+        streams.retain(|(c, _)| *c != Codec::H264Rgb);
+    }
     for (codec, stream) in &streams {
-        let mut tries = vec![DecoderConfig::software(*codec, 2)];
-        for hwaccel in [
-            HwAccel::V4l2m2m,
-            HwAccel::Vaapi,
-            HwAccel::Cuda,
-            HwAccel::Vdpau,
-            HwAccel::Drm,
-        ] {
-            tries.push(DecoderConfig {
+        let cfg = DecoderConfig::software(*codec, 2);
+        f.decoders_try(&cfg, *codec, stream, w, h);
+    }
+    for hwaccel in [
+        HwAccel::V4l2m2m,
+        HwAccel::Vaapi,
+        HwAccel::Cuda,
+        HwAccel::Vdpau,
+        HwAccel::Drm,
+    ] {
+        let need = match hwaccel {
+            HwAccel::V4l2m2m => DeviceNeed::Video,
+            HwAccel::Cuda => DeviceNeed::Nvidia,
+            HwAccel::Vdpau => DeviceNeed::AnyGpu,
+            _ => DeviceNeed::Dri,
+        };
+        if let Err(why) = need.find() {
+            f.checks.push(Check {
+                fix: format!(
+                    "needs {}; --hwaccel {hwaccel} falls back to software",
+                    need.describe()
+                ),
+                ..check(
+                    "decoder",
+                    format!("--hwaccel {hwaccel}"),
+                    Status::Absent,
+                    why,
+                )
+            });
+            continue;
+        }
+        for (codec, stream) in &streams {
+            let cfg = DecoderConfig {
                 decoder: DecoderChoice::Auto,
                 hwaccel,
                 ..DecoderConfig::software(*codec, 2)
-            });
-        }
-        for cfg in tries {
-            let label = if cfg.hwaccel == HwAccel::None {
-                codec.software_decoder().to_string()
-            } else {
-                format!("{} with {}", codec.software_decoder(), cfg.hwaccel)
             };
-            let hardware = cfg.hwaccel != HwAccel::None;
-            let need = match cfg.hwaccel {
-                HwAccel::V4l2m2m => Some(DeviceNeed::Video),
-                HwAccel::Cuda => Some(DeviceNeed::Nvidia),
-                HwAccel::Vdpau => Some(DeviceNeed::AnyGpu),
-                HwAccel::None | HwAccel::Auto => None,
-                _ => Some(DeviceNeed::Dri),
-            };
-            let mut c = Codecs {
-                name: label.clone(),
-                codec: codec.name(),
-                hardware,
-                works: false,
-                ms_per_frame: None,
-                detail: String::new(),
-            };
-            let line = if let Some(Err(why)) = need.map(DeviceNeed::find) {
-                c.detail = why.clone();
-                Check {
-                    fix: format!(
-                        "needs {}; --hwaccel falls back to software",
-                        need.map_or("", DeviceNeed::describe)
-                    ),
-                    ..check("decoder", &label, Status::Absent, why)
-                }
-            } else {
-                match try_decoder(&cfg, stream) {
-                    Ok((what, ms)) => {
-                        c.works = true;
-                        c.ms_per_frame = Some(ms);
-                        c.detail = format!("{what}: {ms:.1} ms/frame at {w}x{h}");
-                        check("decoder", &label, Status::Ok, c.detail.clone())
-                    }
-                    Err(e) => {
-                        c.detail = e.clone();
-                        check(
-                            "decoder",
-                            &label,
-                            if hardware {
-                                Status::Absent
-                            } else {
-                                Status::Fail
-                            },
-                            e,
-                        )
-                    }
-                }
-            };
-            f.decoders.push(c);
-            f.checks.push(line);
+            f.decoders_try(&cfg, *codec, stream, w, h);
         }
     }
     Ok(())
+}
+
+fn streams_has(streams: &[(Codec, Vec<EncodedFrame>)], codec: Codec) -> bool {
+    streams.iter().any(|(c, _)| *c == codec)
+}
+
+impl Findings {
+    /// Decodes `stream` with `cfg`: one line, and the decoder's entry.
+    fn decoders_try(
+        &mut self,
+        cfg: &DecoderConfig,
+        codec: Codec,
+        stream: &[EncodedFrame],
+        w: u32,
+        h: u32,
+    ) {
+        let label = if cfg.hwaccel == HwAccel::None {
+            codec.software_decoder().to_string()
+        } else {
+            format!("{} with {}", codec.software_decoder(), cfg.hwaccel)
+        };
+        let hardware = cfg.hwaccel != HwAccel::None;
+        let mut c = Codecs {
+            name: label.clone(),
+            codec: codec.name(),
+            hardware,
+            works: false,
+            ms_per_frame: None,
+            detail: String::new(),
+        };
+        let line = match try_decoder(cfg, stream) {
+            Ok((what, ms)) => {
+                c.works = true;
+                c.ms_per_frame = Some(ms);
+                c.detail = format!("{what}: {ms:.1} ms/frame at {w}x{h}");
+                check("decoder", &label, Status::Ok, c.detail.clone())
+            }
+            Err(e) => {
+                c.detail = e.clone();
+                check(
+                    "decoder",
+                    &label,
+                    if hardware {
+                        Status::Absent
+                    } else {
+                        Status::Fail
+                    },
+                    e,
+                )
+            }
+        };
+        self.decoders.push(c);
+        self.checks.push(line);
+    }
 }
 
 fn list(paths: Vec<std::path::PathBuf>) -> String {

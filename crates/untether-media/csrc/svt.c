@@ -14,6 +14,7 @@ typedef struct ut_svt {
     EbBufferHeaderType in;
     EbSvtIOFormat io;
     EbBufferHeaderType *out;
+    int started;
 } ut_svt;
 
 /* A new encoder handle with SVT-AV1's defaults; NULL on failure. */
@@ -70,7 +71,9 @@ int ut_svt_start(ut_svt *s) {
     EbErrorType e = svt_av1_enc_set_parameter(s->handle, &s->cfg);
     if (e != EB_ErrorNone)
         return e;
-    return svt_av1_enc_init(s->handle);
+    e = svt_av1_enc_init(s->handle);
+    s->started = e == EB_ErrorNone;
+    return e;
 }
 
 /* Sends one 8-bit I420 picture (the planes are read during the call: SVT copies them). */
@@ -121,6 +124,24 @@ void ut_svt_free(ut_svt *s) {
         return;
     if (s->out)
         svt_av1_enc_release_out_buffer(&s->out);
+    if (s->started) {
+        /* End of stream, then drain (bounded): SVT-AV1 wants it before deinit. */
+        EbBufferHeaderType eos;
+        memset(&eos, 0, sizeof(eos));
+        eos.size = sizeof(eos);
+        eos.flags = EB_BUFFERFLAG_EOS;
+        eos.pic_type = EB_AV1_INVALID_PICTURE;
+        svt_av1_enc_send_picture(s->handle, &eos);
+        for (int i = 0; i < 64; i++) {
+            EbBufferHeaderType *p = NULL;
+            if (svt_av1_enc_get_packet(s->handle, &p, 1) != EB_ErrorNone || !p)
+                break;
+            int end = (p->flags & EB_BUFFERFLAG_EOS) != 0;
+            svt_av1_enc_release_out_buffer(&p);
+            if (end)
+                break;
+        }
+    }
     svt_av1_enc_deinit(s->handle);
     svt_av1_enc_deinit_handle(s->handle);
     free(s);

@@ -153,6 +153,7 @@ pub fn run_demo_detailed(
     if let Some(c) = &summary.codec {
         config.codec = c.clone();
     }
+    config.decoder = run.decoder.clone().unwrap_or_default();
     let report = report::build(config, &run, Some(&summary));
     Ok(DemoRun {
         report,
