@@ -431,7 +431,7 @@ impl Decoder {
                 if f.width() == 0 || f.height() == 0 {
                     return Err(MediaError::Other("decoded an empty picture".into()));
                 }
-                let f = self.to_system_memory(f)?;
+                let f = self.system_memory_picture(f)?;
                 Ok(Some(f))
             }
             Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => Ok(None),
@@ -441,7 +441,7 @@ impl Decoder {
 
     /// A hardware picture kept as DRM PRIME (if asked) or downloaded; any layout but I420 and
     /// GBR converted to I420.
-    fn to_system_memory(&mut self, f: frame::Video) -> Result<DecodedFrame> {
+    fn system_memory_picture(&mut self, f: frame::Video) -> Result<DecodedFrame> {
         let mut f = f;
         // SAFETY: reading fields of a frame we own.
         let hw = unsafe { !(*f.as_ptr()).hw_frames_ctx.is_null() };

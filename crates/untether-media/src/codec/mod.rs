@@ -4,8 +4,9 @@
 //! - [`Codec`]: what a stream is (h264, h264rgb, hevc, av1) and the names that select it;
 //! - [`family`]: the encoder families (x264, x265, SVT-AV1, NVENC, VAAPI, QSV, AMF, V4L2 M2M)
 //!   and their low-latency settings, in one table (docs/CODECS.md prints it);
-//! - [`encoder`]: [`Encoder`] (an [`EncoderBackend`]; the FFmpeg one is [`FfmpegEncoder`]),
-//!   [`open_encoder`] (by name, or `auto`: the best that opens, hardware first);
+//! - [`encoder`]: [`Encoder`] (an [`EncoderBackend`]), [`open_encoder`] (by name, or `auto`:
+//!   the best that opens, hardware first); [`ffmpeg`]: the FFmpeg backend ([`FfmpegEncoder`]),
+//!   [`svt`]: SVT-AV1 driven directly;
 //! - [`decoder`]: [`Decoder`] (software, by name, or with a hardware accelerator, falling back
 //!   to software), [`DecodedFrame`];
 //! - [`hw`]: hardware devices (`/dev/dri`, NVIDIA, `/dev/video*`) and FFmpeg device contexts;
@@ -16,6 +17,7 @@ pub mod bitstream;
 pub mod decoder;
 pub mod encoder;
 pub mod family;
+pub mod ffmpeg;
 pub mod hw;
 pub mod select;
 #[cfg(untether_svt)]
@@ -32,9 +34,10 @@ pub use decoder::{
 };
 pub use encoder::{
     open_encoder, EncodedFrame, Encoder, EncoderBackend, EncoderConfig, EncoderInfo, EncoderKind,
-    FfmpegEncoder, InputPicture, OpenedEncoder,
+    InputPicture, OpenedEncoder,
 };
 pub use family::Family;
+pub use ffmpeg::FfmpegEncoder;
 pub use select::{EncoderChoice, Selection, SelectionError, UnknownEncoder};
 
 /// Initialises FFmpeg once and quiets its log (errors it reports reach us as return codes).

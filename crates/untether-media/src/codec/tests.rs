@@ -227,7 +227,7 @@ fn intra_refresh_sweeps(encoder: &str, codec: Codec) {
         assert!(!f.keyframe, "{encoder}: frame {i} is an IDR");
         assert_eq!(
             f.refresh_start,
-            i as u32 % period == 0,
+            (i as u32).is_multiple_of(period),
             "{encoder}: frame {i}"
         );
         if f.refresh_start {
