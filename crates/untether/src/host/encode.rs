@@ -366,6 +366,12 @@ impl EncoderStage {
         if encoded.refresh_start {
             c.refresh_sweeps.fetch_add(1, Ordering::Relaxed);
         }
+        let largest = if encoded.keyframe {
+            &c.largest_keyframe
+        } else {
+            &c.largest_frame
+        };
+        largest.fetch_max(encoded.data.len() as u64, Ordering::Relaxed);
         let frame_number = self.frame_number;
         let bytes = encoded.data.len();
         {

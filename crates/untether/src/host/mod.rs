@@ -141,6 +141,9 @@ pub struct HostSummary {
     pub refresh_sweeps: u64,
     /// Adaptive-bitrate targets the encoder could not apply in place.
     pub bitrate_changes_refused: u64,
+    /// The largest keyframe and the largest other frame encoded, bytes (0: none).
+    pub largest_keyframe_bytes: u64,
+    pub largest_frame_bytes: u64,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -683,6 +686,8 @@ impl Host {
             forced_keyframes: c.forced_keyframes.load(Ordering::Relaxed),
             refresh_sweeps: c.refresh_sweeps.load(Ordering::Relaxed),
             bitrate_changes_refused: c.bitrate_changes_refused.load(Ordering::Relaxed),
+            largest_keyframe_bytes: c.largest_keyframe.load(Ordering::Relaxed),
+            largest_frame_bytes: c.largest_frame.load(Ordering::Relaxed),
         }
     }
 

@@ -86,6 +86,9 @@ pub(crate) struct Counters {
     pub forced_keyframes: AtomicU64,
     /// Intra-refresh sweeps started.
     pub refresh_sweeps: AtomicU64,
+    /// The largest keyframe and the largest other frame encoded, bytes.
+    pub largest_keyframe: AtomicU64,
+    pub largest_frame: AtomicU64,
     /// Frames whose datagrams went out in more than one paced batch.
     pub paced_frames: AtomicU64,
 }

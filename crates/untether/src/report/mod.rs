@@ -85,6 +85,9 @@ pub struct FrameCounts {
     /// for (a joining client, a keyframe request, the application).
     pub refresh_sweeps: Option<u64>,
     pub forced_keyframes: Option<u64>,
+    /// Host (demo only): the largest keyframe and the largest other frame encoded, bytes.
+    pub largest_keyframe_bytes: Option<u64>,
+    pub largest_frame_bytes: Option<u64>,
     /// The longest time between two shown frames (a freeze), and how many such gaps exceeded
     /// 100 ms.
     pub longest_freeze_ms: f64,
@@ -363,6 +366,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         held: run.held,
         refresh_sweeps: host.map(|h| h.refresh_sweeps),
         forced_keyframes: host.map(|h| h.forced_keyframes),
+        largest_keyframe_bytes: host.map(|h| h.largest_keyframe_bytes),
+        largest_frame_bytes: host.map(|h| h.largest_frame_bytes),
     };
     let duration_s = run
         .ended_us
@@ -514,6 +519,8 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "captured": h.captured, "encoded": h.encoded, "sent": h.sent,
             "dropped_host": h.dropped, "keyframes": h.keyframes,
             "forced_keyframes": h.forced_keyframes, "refresh_sweeps": h.refresh_sweeps,
+            "largest_keyframe_bytes": h.largest_keyframe_bytes,
+            "largest_frame_bytes": h.largest_frame_bytes,
         },
         "latency_ms": { "stages": stages },
         "network": {
