@@ -8,6 +8,7 @@ PACKAGES=(
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
   libavfilter-dev libavdevice-dev ffmpeg
   libsvtav1-dev libsvtav1enc-dev
+  libx264-dev
   libsdl2-dev
   xvfb xauth x11-utils x11-apps imagemagick
   iproute2 nftables

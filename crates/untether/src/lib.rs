@@ -22,6 +22,7 @@ pub mod config;
 pub mod driver;
 pub mod host;
 pub mod identity;
+pub mod link;
 pub mod pacing;
 pub mod report;
 pub mod slot;
@@ -145,7 +146,11 @@ pub fn run_demo_detailed(
         (_, Some(f)) => return Err(DemoError::HostFailed(f.clone())),
         (r, None) => r?,
     };
-    let mut config = report_config(&options.host, options.client.display, "udp-loopback");
+    let mut config = report_config(
+        &options.host,
+        options.client.display,
+        &format!("{}-loopback", run.link.transport),
+    );
     // What ran, rather than what was asked for (`auto`).
     if let Some(e) = &summary.encoder {
         config.encoder = e.clone();

@@ -202,6 +202,10 @@ pub struct DecoderConfig {
     /// Leave hardware pictures on the GPU as DRM PRIME (dma-buf) descriptors for a presenter
     /// that imports them; false: download every picture.
     pub keep_on_gpu: bool,
+    /// Take a frame's slices one [`Decoder::decode`] call at a time (`AV_CODEC_FLAG2_CHUNKS`):
+    /// each slice is decoded when it is given, and the picture comes out with the call that
+    /// gives the slice ending at the bottom of the picture.
+    pub chunks: bool,
 }
 
 impl DecoderConfig {
@@ -213,6 +217,7 @@ impl DecoderConfig {
             hwaccel: HwAccel::None,
             threads,
             keep_on_gpu: false,
+            chunks: false,
         }
     }
 }
@@ -276,6 +281,16 @@ impl Decoder {
     /// The software h264 decoder with `threads` slice threads, in low-delay mode.
     pub fn new(threads: usize) -> Result<Decoder> {
         Self::open_exact(&DecoderConfig::software(Codec::H264, threads), "h264", None)
+    }
+
+    /// The software h264 decoder taking a frame's slices one call at a time
+    /// ([`DecoderConfig::chunks`]).
+    pub fn new_chunked(threads: usize) -> Result<Decoder> {
+        let cfg = DecoderConfig {
+            chunks: true,
+            ..DecoderConfig::software(Codec::H264, threads)
+        };
+        Self::open_exact(&cfg, "h264", None)
     }
 
     /// Opens the decoder `cfg` asks for. A hardware path that cannot run here falls back to
@@ -392,9 +407,12 @@ impl Decoder {
             }
             device = Some(dev);
         }
-        // SAFETY: a plain field write before opening.
+        // SAFETY: plain field writes before opening.
         unsafe {
             (*ctx.as_mut_ptr()).flags2 |= ffi::AV_CODEC_FLAG2_SHOW_ALL;
+            if cfg.chunks {
+                (*ctx.as_mut_ptr()).flags2 |= ffi::AV_CODEC_FLAG2_CHUNKS;
+            }
         }
         let decoder = ctx
             .decoder()
@@ -737,6 +755,7 @@ mod tests {
             hwaccel: HwAccel::Vaapi,
             threads: 1,
             keep_on_gpu: false,
+            chunks: false,
         };
         let (d, note) = Decoder::open(&cfg).unwrap();
         if DeviceNeed::Dri.find().is_err() {
