@@ -25,7 +25,8 @@ pub const LONG_ABOUT: &str = "Check what this machine can do as an untether host
     the line gives its time per frame, or the device it lacks. Decoders: the software decoders, \
     and each hardware accelerator (--hwaccel) whose device exists, decode those frames. Then: \
     GPUs and video devices (/dev/dri, NVIDIA, /dev/video*), the display and a GL ES 3 context \
-    (what a GPU presenter needs), audio devices, the kernel's UDP buffer limits against the \
+    (what a GPU presenter needs), audio devices, the kernel's UDP buffer limits (net.core.rmem_max, \
+    wmem_max) against the \
     8 MiB untether asks for, clock synchronisation (chrony, PTP; needed only between two \
     machines), the state directory's permissions, and the CPU frequency governor.\n\n\
     Exit status 0 when both roles can run (an encoder and a decoder work, the state directory \

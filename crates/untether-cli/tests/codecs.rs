@@ -230,3 +230,45 @@ fn doctor_json_names_the_software_encoders_as_working() {
         }
     }
 }
+
+#[test]
+fn help_names_the_codec_flags_and_the_doctor() {
+    let t = |args: &[&str]| text(&untether().args(args).output().unwrap());
+    let top = t(&["--help"]);
+    assert!(top.contains("doctor"), "{top}");
+    let demo = t(&["demo", "--help"]);
+    for flag in [
+        "--codec",
+        "--encoder",
+        "--refresh",
+        "--refresh-period",
+        "--codecs",
+        "--decoder",
+        "--hwaccel",
+    ] {
+        assert!(demo.contains(flag), "demo --help lacks {flag}");
+    }
+    let client = t(&["client", "--help"]);
+    for flag in ["--codecs", "--decoder", "--hwaccel"] {
+        assert!(client.contains(flag), "client --help lacks {flag}");
+    }
+    let doctor = t(&["doctor", "--help"]);
+    assert!(doctor.contains("--json") && doctor.contains("rmem_max"), "{doctor}");
+    let bench = t(&["bench", "--help"]);
+    assert!(bench.contains("--codec") && bench.contains("--refresh"), "{bench}");
+    // A bad value names the flag and what is allowed.
+    let o = untether()
+        .args(["demo", "--refresh", "sometimes"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && text(&o).contains("intra"), "{}", text(&o));
+    let o = untether()
+        .args(["demo", "--codec", "hevc", "--refresh", "intra"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && text(&o).contains("--refresh") && text(&o).contains("--codec"),
+        "{}",
+        text(&o)
+    );
+}

@@ -317,7 +317,7 @@ impl HostNet {
                 HostEvent::ClientConnected { addr, name } => {
                     let codec = self.session.params().codec;
                     self.shared
-                        .note(format!("client {name:?} connected from {addr} ({codec})"));
+                        .note(format!("client {name:?} ({codec}) connected from {addr}"));
                     // Before the epoch changes: the encoder stage reads it with the epoch.
                     let _ = self
                         .encoder
