@@ -1,5 +1,6 @@
 //! A connected host and client joined by a network the fuzzer controls (drop, duplicate,
-//! reorder, corrupt, delay), with input, text and state traffic: the sessions never panic,
+//! reorder, corrupt, delay), with input, text and state traffic and frames that may start an
+//! intra-refresh sweep (the session refreshes every 4 frames): the sessions never panic,
 //! reliable input stays exactly-once and in order, and the host's state never goes backwards.
 #![no_main]
 use std::collections::VecDeque;
@@ -23,6 +24,7 @@ const PARAMS: SessionParams = SessionParams {
     max_datagram: 1200,
     keepalive_ms: 2000,
     idle_timeout_ms: 30_000,
+    refresh_period: 4,
 };
 
 fn configs() -> &'static (HostConfig, ClientConfig) {
@@ -101,7 +103,8 @@ fuzz_target!(|data: &[u8]| {
                     pose: untether_proto::Pose::from_angles(op as f32, 0.0, 0.0, [0.0, 1.5, 0.0]),
                 };
                 host.send_frame_pose(now, op as u32, sample);
-                let _ = host.send_frame(now, op as u32, now, op & 1 == 1, &[1; 2500]);
+                let _ =
+                    host.send_frame_flagged(now, op as u32, now, op & 1 == 1, op & 2 == 2, &[1; 2500]);
                 host.send_frame_pose(now, op as u32, sample);
             }
             5 => {

@@ -25,15 +25,17 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     and --pacing run every combination; a flag not given takes the configuration's default \
     (docs/CONFIG.md; preset: superfast).\n\n\
     --scenarios FILE reads [[scenario]] tables instead. Scenario keys: name, width, height, fps, \
-    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport (loopback, \
-    netns), rate, loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing, \
-    network_transport (udp, raw: what --transport sets).\n\n\
+    codec, encoder, refresh, refresh_period, preset, tune, bitrate_kbps, slices, gop, conversion, \
+    duration_s, transport (loopback, netns), rate, loss, spin_deg_per_s, fec, retransmit, \
+    adaptive_bitrate, scheduler, pacing, network_transport (udp, raw: what --transport sets).\n\n\
     Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
     (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
     Examples:\n\
     \x20 untether bench --duration 10\n\
     \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
     \x20 untether bench --resolution 360p --bitrate 2M,5M\n\
+    \x20 untether bench --codec h264,hevc,av1 --preset ultrafast     (the codecs side by side)\n\
+    \x20 untether bench --refresh idr,intra --loss 2%      (intra refresh against keyframes)\n\
     \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
     \x20 untether bench --peer rtsp-udp,rtsp-tcp     (ffmpeg playing the host's RTSP stream, UDP and TCP)\n\
     \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
@@ -52,9 +54,21 @@ pub struct BenchArgs {
     /// Frames per second (default: video.fps's).
     #[arg(long)]
     fps: Option<u32>,
-    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, … (default: superfast).
+    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, … (mapped per encoder family, docs/CODECS.md) (default: superfast).
     #[arg(long, value_name = "PRESETS")]
     preset: Option<String>,
+    /// Codec(s), comma-separated: h264, hevc, av1 (each with its best encoder: --encoder auto) (default: video.codec's).
+    #[arg(long, value_name = "CODECS")]
+    codec: Option<String>,
+    /// Encoder by name, or auto (default: video.encoder's).
+    #[arg(long, value_name = "NAME")]
+    encoder: Option<String>,
+    /// Refresh mode(s), comma-separated: idr (keyframes on demand), intra (intra-refresh sweeps) (default: video.refresh's).
+    #[arg(long, value_name = "MODES")]
+    refresh: Option<String>,
+    /// Frames per intra-refresh sweep (default: video.refresh_period's).
+    #[arg(long, value_name = "FRAMES")]
+    refresh_period: Option<u32>,
     /// Target bitrate(s), comma-separated: kbit/s (10000) or with a unit (10M, 8000k) (default: video.bitrate_kbps's).
     #[arg(long, visible_alias = "bitrate-kbps", value_name = "RATES")]
     bitrate: Option<String>,
@@ -179,6 +193,8 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     let d = Scenario::default();
     let base = Scenario {
         fps: a.fps.unwrap_or(d.fps),
+        encoder: a.encoder.clone().unwrap_or(d.encoder.clone()),
+        refresh_period: a.refresh_period.unwrap_or(d.refresh_period),
         gop: a.gop,
         duration_s: a.duration.as_secs_f64(),
         spin_deg_per_s: a.spin.unwrap_or(d.spin_deg_per_s),
@@ -209,57 +225,65 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     for size in list(&a.resolution, format!("{}x{}", d.width, d.height)) {
         let (width, height) =
             units::parse_resolution(&size).map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
-        for preset in list(&a.preset, &d.preset) {
-            for conversion in list(&a.conversion, &d.conversion) {
-                for rate in list(&a.bitrate, d.bitrate_kbps) {
-                    let bitrate_kbps = units::parse_bitrate(&rate)
-                        .map_err(|e| anyhow::anyhow!("--bitrate: {e}"))?;
-                    for fec in list(&a.fec, &d.fec) {
-                        for retransmit in
-                            list(&a.retransmit, if d.retransmit { "on" } else { "off" })
-                        {
-                            let retransmit = match retransmit.as_str() {
-                                "on" => true,
-                                "off" => false,
-                                other => {
-                                    bail!("--retransmit: unknown value {other:?}; allowed: on, off")
-                                }
-                            };
-                            for scheduler in list(&a.scheduler, &d.scheduler) {
-                                for slices in list(&a.slices, d.slices) {
-                                    let slices = match slices.parse::<u32>() {
+        for (codec, refresh) in list(&a.codec, &d.codec).into_iter().flat_map(|c| {
+            list(&a.refresh, &d.refresh)
+                .into_iter()
+                .map(move |r| (c.clone(), r))
+        }) {
+            for preset in list(&a.preset, &d.preset) {
+                for conversion in list(&a.conversion, &d.conversion) {
+                    for rate in list(&a.bitrate, d.bitrate_kbps) {
+                        let bitrate_kbps = units::parse_bitrate(&rate)
+                            .map_err(|e| anyhow::anyhow!("--bitrate: {e}"))?;
+                        for fec in list(&a.fec, &d.fec) {
+                            for retransmit in
+                                list(&a.retransmit, if d.retransmit { "on" } else { "off" })
+                            {
+                                let retransmit = match retransmit.as_str() {
+                                    "on" => true,
+                                    "off" => false,
+                                    other => {
+                                        bail!("--retransmit: unknown value {other:?}; allowed: on, off")
+                                    }
+                                };
+                                for scheduler in list(&a.scheduler, &d.scheduler) {
+                                    for slices in list(&a.slices, d.slices) {
+                                        let slices = match slices.parse::<u32>() {
                                     Ok(n) if n <= 16 => n,
                                     _ => bail!("--slices: {slices:?} is not a slice count; allowed: 0 (one per encoder thread) to 16"),
                                 };
-                                    for pacing in list(&a.pacing, d.pacing) {
-                                        for network_transport in
-                                            list(&a.transport, &d.network_transport)
-                                        {
-                                            if !untether::config::TRANSPORTS
-                                                .contains(&network_transport.as_str())
+                                        for pacing in list(&a.pacing, d.pacing) {
+                                            for network_transport in
+                                                list(&a.transport, &d.network_transport)
                                             {
-                                                bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
-                                            }
-                                            let pacing = pacing.parse::<f64>().map_err(|_| {
+                                                if !untether::config::TRANSPORTS
+                                                    .contains(&network_transport.as_str())
+                                                {
+                                                    bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
+                                                }
+                                                let pacing = pacing.parse::<f64>().map_err(|_| {
                                         anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
                                     })?;
-                                            untether::config::PACING
-                                                .check(pacing)
-                                                .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
-                                            out.push(Scenario {
-                                                width,
-                                                height,
-                                                preset: preset.clone(),
-                                                conversion: conversion.clone(),
-                                                bitrate_kbps,
-                                                fec: fec.clone(),
-                                                retransmit,
-                                                scheduler: scheduler.clone(),
-                                                pacing,
-                                                network_transport: network_transport.clone(),
-                                                slices,
-                                                ..base.clone()
-                                            });
+                                                untether::config::PACING.check(pacing).map_err(
+                                                    |e| anyhow::anyhow!("--pacing: {e}"),
+                                                )?;
+                                                out.push(Scenario {
+                                                    width,
+                                                    height,
+                                                    codec: codec.clone(),
+                                                    refresh: refresh.clone(),
+                                                    preset: preset.clone(),
+                                                    conversion: conversion.clone(),
+                                                    bitrate_kbps,
+                                                    fec: fec.clone(),
+                                                    retransmit,
+                                                    scheduler: scheduler.clone(),
+                                                    pacing,
+                                                    network_transport: network_transport.clone(),
+                                                    slices,
+                                                    ..base.clone()
+                                                });
+                                            }
                                         }
                                     }
                                 }

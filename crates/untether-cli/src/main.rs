@@ -13,10 +13,10 @@ use untether::config::{ConfigError, ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
-use untether_media::codec::VideoPath;
 use untether_media::x11::{CaptureTarget, PointerMode};
 
 mod bench;
+mod doctor;
 mod netem;
 mod pair;
 mod rtsp;
@@ -28,7 +28,8 @@ mod rtsp;
     propagate_version = true,
     about = "Low-latency streaming for untethered VR and interactive games",
     long_about = "Low-latency streaming for untethered VR and interactive games.\n\n\
-        A host renders (or captures) frames, encodes them with x264 and sends them over UDP with \
+        A host renders (or captures) frames, encodes them (H.264, HEVC or AV1, in software or on \
+        a GPU) and sends them over UDP with \
         untether's own protocol; a client reassembles, decodes and shows them, and sends the \
         user's input back.\n\n\
         Quick start on one machine:  untether demo\n\
@@ -98,6 +99,9 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Write a generated head-motion track file (docs/POSE.md) for `--pose track:FILE`.
     Track(TrackArgs),
+    /// Check what this machine can do and what to fix: encoders and decoders that open (with their time per frame), GPUs and video devices, display, audio, UDP buffers, clock sync, the state directory, the CPU governor.
+    #[command(long_about = doctor::LONG_ABOUT)]
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -151,15 +155,24 @@ struct VideoArgs {
     /// Encoder bitrate: kbit/s as a number (8000), or with a unit: 8000k, 8000kbps, 10M, 10mbit [config: video.bitrate_kbps, default 10000].
     #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
     bitrate: Option<u32>,
-    /// Video encoder [config: video.encoder, default libx264].
-    #[arg(long, value_parser = ["libx264", "libx264rgb"])]
+    /// Video codec: h264, hevc, av1, or auto (the first of the client's codecs, in its order of preference, whose encoder opens on this host; every codec's encoder is opened at start) [config: video.codec, default h264, or what --encoder encodes].
+    #[arg(long, value_parser = ["auto", "h264", "hevc", "av1"])]
+    codec: Option<String>,
+    /// Video encoder: auto (the best that opens, hardware first: *_nvenc, *_qsv, *_vaapi, *_amf, *_v4l2m2m, then libx264 / libx265 / libsvtav1; an absent device is one line saying so), or any FFmpeg encoder by name (libx264, libx264rgb, libx265, libsvtav1, h264_nvenc, hevc_vaapi, …: no fallback) [config: video.encoder, default auto].
+    #[arg(long, value_name = "NAME|auto")]
     encoder: Option<String>,
-    /// x264 preset [config: video.preset, default ultrafast].
+    /// Encoder preset, x264's names (mapped per encoder family: docs/CODECS.md) [config: video.preset, default ultrafast].
     #[arg(long, value_parser = untether::config::PRESETS)]
     preset: Option<String>,
     /// BGRA→YUV conversion: simd, swscale, or rgb (none; implies --encoder libx264rgb) [config: video.conversion, default simd].
     #[arg(long, value_parser = ["simd", "swscale", "rgb"])]
     conversion: Option<String>,
+    /// How a joining or recovering client gets a clean picture: idr (a keyframe when it joins or loses a frame) or intra (a column of intra blocks sweeps the picture every --refresh-period frames; the client waits for the next full sweep instead of asking; libx264 and NVENC) [config: video.refresh, default idr].
+    #[arg(long, value_parser = ["idr", "intra"])]
+    refresh: Option<String>,
+    /// Frames per intra-refresh sweep (and between the keyframes of libsvtav1, which cannot make one on demand) [config: video.refresh_period, default 30].
+    #[arg(long, value_name = "FRAMES")]
+    refresh_period: Option<u32>,
     /// Test scene: camera spin in degrees/second, counter-clockwise [config: scene.spin_deg_per_s, default 30].
     #[arg(long, value_name = "DEG_PER_S", allow_negative_numbers = true)]
     spin: Option<f32>,
@@ -260,6 +273,15 @@ struct ClientSide {
     /// Send a small synthetic look-around input every MS milliseconds and measure how long until a decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
     #[arg(long, value_name = "MS")]
     input_probe: Option<u64>,
+    /// The codecs this client decodes, preferred first, comma-separated: h264, h264rgb, hevc, av1 (the host picks the first it can encode) [config: client.codecs, default h264,h264rgb,hevc,av1].
+    #[arg(long, value_name = "LIST")]
+    codecs: Option<String>,
+    /// Decoder: auto (software, or the --hwaccel hardware falling back to software with one line), software, or an FFmpeg decoder by name (h264_v4l2m2m, hevc_cuvid, libdav1d, …: no fallback) [config: client.decoder, default auto].
+    #[arg(long, value_name = "auto|software|NAME")]
+    decoder: Option<String>,
+    /// Hardware decoding: none, auto (what this machine has), vaapi, cuda, vdpau, drm, v4l2m2m; untested on real hardware (docs/CODECS.md) [config: client.hwaccel, default none].
+    #[arg(long, value_parser = ["none", "auto", "vaapi", "cuda", "vdpau", "drm", "v4l2m2m"])]
+    hwaccel: Option<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -345,6 +367,12 @@ const FLAGS: &[(&str, &str)] = &[
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
+    ("video.codec", "--codec"),
+    ("video.refresh", "--refresh"),
+    ("video.refresh_period", "--refresh-period"),
+    ("client.codecs", "--codecs"),
+    ("client.decoder", "--decoder"),
+    ("client.hwaccel", "--hwaccel"),
     ("video.encoder", "--encoder"),
     ("video.conversion", "--conversion"),
     ("video.preset", "--preset"),
@@ -411,11 +439,18 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     if let Some(b) = v.bitrate {
         cfg.video.bitrate_kbps = b;
     }
-    // Flags win over the file: a flag for one of encoder/conversion replaces both, the other
-    // following from it (VideoPath::parse).
-    if v.encoder.is_some() || v.conversion.is_some() {
+    // Flags win over the file: a flag for one of codec/encoder/conversion replaces all three,
+    // the others following from it (Selection::parse).
+    if v.codec.is_some() || v.encoder.is_some() || v.conversion.is_some() {
+        cfg.video.codec = v.codec.clone();
         cfg.video.encoder = v.encoder.clone();
         cfg.video.conversion = v.conversion.clone();
+    }
+    if let Some(r) = &v.refresh {
+        cfg.video.refresh = r.clone();
+    }
+    if let Some(p) = v.refresh_period {
+        cfg.video.refresh_period = p;
     }
     if let Some(p) = &v.preset {
         cfg.video.preset = p.clone();
@@ -473,6 +508,19 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     }
     if let Some(p) = c.input_probe {
         cfg.client.input_probe_interval_ms = p;
+    }
+    if let Some(list) = &c.codecs {
+        cfg.client.codecs = list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    if let Some(d) = &c.decoder {
+        cfg.client.decoder = d.clone();
+    }
+    if let Some(h) = &c.hwaccel {
+        cfg.client.hwaccel = h.clone();
     }
 }
 
@@ -657,14 +705,24 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
         SourceSpec::App => "the application".to_string(),
     };
+    let encoder = host.encoder_info();
     eprintln!(
-        "untether host: listening on udp {} — {source}, {} @ {} fps, {} {} ({} conversion), {} kbit/s. Ctrl-C to stop.",
+        "untether host: listening on udp {} — {source}, {} @ {} fps, {} with {} {} ({} conversion, refresh {}), {} kbit/s. Ctrl-C to stop.",
         host.local_addr(),
         v.resolution,
         v.fps,
-        v.path.encoder_name(),
+        if v.selection.codec.is_none() {
+            "codec auto".to_string()
+        } else {
+            encoder.as_ref().map_or("?".into(), |e| e.codec.to_string())
+        },
+        encoder.as_ref().map_or("?".into(), |e| e.name.clone()),
         v.preset,
-        v.path.conversion().name(),
+        v.selection.conversion,
+        match v.refresh {
+            untether_media::codec::Refresh::Idr => "idr".to_string(),
+            untether_media::codec::Refresh::Intra => format!("intra every {} frames", v.refresh_period),
+        },
         v.bitrate_kbps
     );
     let access = options.host.access()?;
@@ -799,18 +857,25 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         host_opts.video.resolution.height = p.height as u32;
         host_opts.video.fps = p.fps as u32;
         host_opts.video.bitrate_kbps = p.bitrate_kbps;
-        if p.codec == untether::config::codec_of(VideoPath::Rgb) {
-            host_opts.video.path = VideoPath::Rgb;
-        }
     }
     let mut config = untether::report_config(&host_opts, options.display, &run.link.transport);
-    // The client does not know the host's preset or conversion path.
+    // The client knows the session's codec and refresh, not the host's encoder, preset or
+    // conversion (but RGB is never converted).
     config.preset = "unknown".into();
-    if params
-        .as_ref()
-        .is_some_and(|p| p.codec != untether::config::codec_of(VideoPath::Rgb))
-    {
-        config.conversion = "unknown".into();
+    config.encoder = "unknown".into();
+    config.decoder = run.decoder.clone().unwrap_or_default();
+    if let Some(p) = &params {
+        config.codec = p.codec.name().into();
+        config.refresh = if p.refresh_period > 0 {
+            format!("refreshing/{}", p.refresh_period)
+        } else {
+            "idr".into()
+        };
+        config.conversion = if p.codec == untether_proto::Codec::H264Rgb {
+            "rgb".into()
+        } else {
+            "unknown".into()
+        };
     }
     let report = report::build(config, &run, None);
     if to_stdout {
@@ -860,12 +925,14 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     let stop = stop_on_ctrl_c();
     let v = &host.video;
     eprintln!(
-        "untether demo: streaming the test scene {} @ {} fps with {} ({}, {} conversion) at {} kbit/s over loopback UDP for {:.0} s ({})…",
+        "untether demo: streaming the test scene {} @ {} fps, codec {}, encoder {} ({}, {} conversion, refresh {}) at {} kbit/s over loopback UDP for {:.0} s ({})…",
         v.resolution,
         v.fps,
-        v.path.encoder_name(),
+        v.selection.codec_name(),
+        v.selection.encoder,
         v.preset,
-        v.path.conversion().name(),
+        v.selection.conversion,
+        v.refresh,
         v.bitrate_kbps,
         client.duration.map_or(10.0, |d| d.as_secs_f64()),
         if client.display == Display::Window { "window" } else { "headless" }
@@ -908,6 +975,11 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    if std::env::var_os("SVT_LOG").is_none() {
+        // SVT-AV1 prints its banner and settings on stderr at every encoder start; errors only
+        // (set here, before any thread starts).
+        std::env::set_var("SVT_LOG", "1");
+    }
     let cli = Cli::parse();
     let global = cli.global;
     let mut log =
@@ -923,6 +995,7 @@ fn main() -> ExitCode {
         Command::Track(a) => run_track(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
+        Command::Doctor(a) => load_config(&global).and_then(|cfg| doctor::run(a, &cfg, &global)),
         Command::Pair(mut a) => load_config(&global).and_then(|cfg| {
             a.state_dir = global.state_dir.clone().or_else(|| {
                 (!cfg.host.state_dir.is_empty()).then(|| PathBuf::from(&cfg.host.state_dir))

@@ -352,20 +352,14 @@ mod tests {
         let mut f = BgraFrame::new(w, h).unwrap();
         scene.render(0.7, &mut f);
         let mut enc = Encoder::new(EncoderConfig {
-            width: w,
-            height: h,
-            fps: 60,
-            bitrate_kbps: 20_000,
-            preset: "ultrafast".into(),
             threads: 1,
             conversion: Conversion::Simd,
-            intra_refresh: false,
-            x264_params: String::new(),
+            ..EncoderConfig::new(w, h, 60, 20_000)
         })
         .unwrap();
         let pic = Decoder::new(1)
             .unwrap()
-            .decode(&enc.encode(&f, true).unwrap().data)
+            .decode(&enc.encode(&f, true).unwrap().unwrap().data)
             .unwrap()
             .unwrap();
         let expected = pic.to_bgra().unwrap();

@@ -22,7 +22,7 @@ use crate::state::{
 };
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
-    self, caps, encode_control, encode_handshake, ByeReason, ControlFrame, Datagram, Feedback,
+    self, encode_control, encode_handshake, ByeReason, Codec, ControlFrame, Datagram, Feedback,
     FrameTiming, Header, Hello, InputEvent, PacketType, RejectReason, SessionParams, TextChunk,
     HEADER_LEN, SHARD_HEADER_LEN,
 };
@@ -53,8 +53,9 @@ pub struct ClientConfig {
     pub feedback_interval_us: Micros,
     /// The largest datagram this client accepts.
     pub max_datagram: u16,
-    /// Codecs this client decodes ([`caps`] bits).
-    pub capabilities: u32,
+    /// The codecs this client decodes, preferred first: sent in the handshake (message 3,
+    /// authenticated), the host picks one ([`wire::choose_codec`]).
+    pub codecs: Vec<Codec>,
     /// SRTT ← α·RTT + (1−α)·SRTT.
     pub rtt_alpha: f64,
     /// Input retransmission timeout = β·SRTT (at least `min_rto_us`).
@@ -90,7 +91,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("keepalive_us", &self.keepalive_us)
             .field("idle_timeout_us", &self.idle_timeout_us)
             .field("max_datagram", &self.max_datagram)
-            .field("capabilities", &self.capabilities)
+            .field("codecs", &self.codecs)
             .field("identity", &self.identity)
             .field("host_key", &self.host_key.map(|k| fingerprint(&k)))
             .field("pin", &self.pin.as_ref().map(|_| "…"))
@@ -117,7 +118,9 @@ impl ClientConfig {
             ping_interval_us: 500_000,
             feedback_interval_us: 100_000,
             max_datagram: 1500,
-            capabilities: caps::H264 | caps::H264_RGB,
+            // What FFmpeg's software decoders here handle; H.264 first (the fastest to
+            // decode in software).
+            codecs: vec![Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1],
             rtt_alpha: 0.9,
             rto_beta: 2.0,
             min_rto_us: 5_000,
@@ -912,8 +915,9 @@ impl ClientSession {
                 }
                 let info = ClientInfoPayload {
                     max_datagram: self.cfg.max_datagram,
-                    capabilities: self.cfg.capabilities,
+                    capabilities: self.cfg.codecs.iter().fold(0, |m, c| m | c.cap()),
                     name: self.cfg.name.clone(),
+                    codecs: self.cfg.codecs.clone(),
                 };
                 let (msg3, keys) = match hs.finish(&info) {
                     Ok(x) => x,
@@ -1087,6 +1091,8 @@ impl ClientSession {
         // With retransmission a frame missing shards waits for them (its NACKs decide when
         // to give up), instead of being lost as soon as a newer frame completes.
         acfg.lost_when_overtaken = !self.cfg.retransmit;
+        // A stream that refreshes itself: a sweep start ends the wait for a keyframe.
+        acfg.refresh_period = params.refresh_period as u32;
         // The host's datagrams must fit what we said we can receive; shards are bounded by
         // its max_datagram (validated by the Accept's parser).
         let _ = SHARD_HEADER_LEN;
@@ -1098,7 +1104,11 @@ impl ClientSession {
             last_recv_us: now,
             last_send_us: now,
             assembler: Assembler::new(acfg),
-            requester: KeyframeRequester::new(interval),
+            requester: {
+                let mut r = KeyframeRequester::new(interval);
+                r.set_refresh_period(params.refresh_period as u32);
+                r
+            },
             next_ping_us: now,
             pings_in_burst: 0,
             next_feedback_us: now + self.cfg.feedback_interval_us,
@@ -1252,7 +1262,10 @@ impl ClientSession {
         for a in c.assembler.drain() {
             match a {
                 Assembled::Frame(f) => {
-                    if f.keyframe {
+                    if !f.hold {
+                        // A picture that can be shown (a keyframe, a frame in an intact chain,
+                        // the end of a recovery sweep): nothing to ask for. A held frame is a
+                        // sweep under way: the request waits on (a sweep can fail too).
                         c.requester.on_keyframe();
                     }
                     // RFC 3550 jitter: variation of (arrival − capture) between frames.

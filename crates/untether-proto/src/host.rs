@@ -52,10 +52,25 @@ pub enum AccessPolicy {
     Allowlist,
 }
 
+/// A codec a host can encode, and the refresh period of its stream
+/// ([`SessionParams::refresh_period`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecOffer {
+    pub codec: crate::wire::Codec,
+    pub refresh_period: u16,
+}
+
 /// Host settings.
 #[derive(Clone)]
 pub struct HostConfig {
+    /// The session parameters every client is accepted with; `params.codec` is set per client
+    /// from [`codecs`](Self::codecs).
     pub params: SessionParams,
+    /// The codecs this host can encode, best first, each with its stream's refresh period
+    /// (empty: only `params.codec`, with `params.refresh_period`). A client is given the first
+    /// codec of its own list, in its order of preference, that is here
+    /// ([`crate::wire::choose_codec`]); none in common is a Reject naming both lists.
+    pub codecs: Vec<CodecOffer>,
     /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
     /// client beside the Accept; None: not told (the client estimates the offset).
     pub clock_id: Option<[u8; 16]>,
@@ -111,6 +126,7 @@ impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")
             .field("params", &self.params)
+            .field("codecs", &self.codecs)
             .field("keyframe_cooldown_us", &self.keyframe_cooldown_us)
             .field("identity", &self.identity)
             .field("access", &self.access)
@@ -144,6 +160,7 @@ impl HostConfig {
         let mut rng = SessionRng::from_os();
         HostConfig {
             params,
+            codecs: Vec::new(),
             clock_id: None,
             keyframe_cooldown_us: 50_000,
             connection_id_seed: 0x5eed,
@@ -191,11 +208,13 @@ pub enum HostEvent {
     BitrateChanged {
         kbps: u32,
     },
-    /// An authenticated client was refused (not paired, revoked, busy …): for the operator.
+    /// An authenticated client was refused (not paired, revoked, busy, no codec in common …):
+    /// for the operator. `message` is what the client was told.
     ClientRefused {
         addr: SocketAddr,
         fingerprint: String,
         reason: RejectReason,
+        message: String,
     },
     /// The client at `addr` offers the raw layer-2 transport: it receives frames of
     /// `ethertype` at `mac` (answer with [`HostSession::send_link_frame`]; PROTOCOL.md §7.3).
@@ -1269,12 +1288,26 @@ impl HostSession {
                 ),
             ))
         });
+        // The codec: the client's first choice the host can encode.
+        let offered: Vec<crate::wire::Codec> = if self.cfg.codecs.is_empty() {
+            vec![self.cfg.params.codec]
+        } else {
+            self.cfg.codecs.iter().map(|o| o.codec).collect()
+        };
+        let codec = crate::wire::choose_codec(&offered, &info.decodes());
+        let refusal = refusal.or_else(|| {
+            codec
+                .as_ref()
+                .err()
+                .map(|why| (RejectReason::Codec, why.clone()))
+        });
         if let Some((reason, message)) = refusal {
             self.stats.clients_refused += 1;
             self.events.push_back(HostEvent::ClientRefused {
                 addr: from,
                 fingerprint: fp.clone(),
                 reason,
+                message: message.clone(),
             });
             let mut out = Vec::with_capacity(96 + message.len());
             encode_control(
@@ -1314,6 +1347,12 @@ impl HostSession {
                 addr,
                 reason: GoneReason::Replaced,
             });
+        }
+        if let Ok(c) = codec {
+            self.cfg.params.codec = c;
+            if let Some(o) = self.cfg.codecs.iter().find(|o| o.codec == c) {
+                self.cfg.params.refresh_period = o.refresh_period;
+            }
         }
         let params = self.cfg.params;
         self.peer = Some(Peer {
@@ -1614,6 +1653,25 @@ impl HostSession {
         keyframe: bool,
         data: &[u8],
     ) -> Result<usize, NoClient> {
+        self.send_frame_flagged(now, frame_number, capture_us, keyframe, false, data)
+    }
+
+    /// [`send_frame`](Self::send_frame), saying whether an intra-refresh sweep starts with
+    /// this frame (its shards carry [`crate::wire::shard_flags::REFRESH`]).
+    pub fn send_frame_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        let extra_flags = if refresh_start {
+            crate::wire::shard_flags::REFRESH
+        } else {
+            0
+        };
         let max = self.cfg.params.max_datagram as usize;
         let policy = self.cfg.fec;
         let (params, clock) = (self.cfg.params, self.cfg.clock_id);
@@ -1659,7 +1717,8 @@ impl HostSession {
             |k| policy.parity_count(k, keyframe, loss),
         );
         let mut kept = Vec::new();
-        for (sh, range) in shards {
+        for (mut sh, range) in shards {
+            sh.flags |= extra_flags;
             template.get_or_insert(sh);
             if self.cfg.retransmit && !sh.is_parity() {
                 kept.push((sh, range.clone()));

@@ -56,8 +56,8 @@ pub use crypto::Suite;
 pub use fec::{FecMode, FecPolicy};
 pub use handshake::{fingerprint, PublicKey, StaticKeypair};
 pub use host::{
-    AccessPolicy, AccessRequest, ClientInfo, HostConfig, HostEvent, HostSession, HostStats,
-    NoClient, PairingEvent, PairingPin,
+    AccessPolicy, AccessRequest, ClientInfo, CodecOffer, HostConfig, HostEvent, HostSession,
+    HostStats, NoClient, PairingEvent, PairingPin,
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
 pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};

@@ -12,6 +12,11 @@ pub const SHARD_HEADER: &str =
     "01100000000000000007000000000000000300000005010000010002000003e8000005dc00000000000f4240";
 /// An Accept control frame.
 pub const ACCEPT_FRAME: &str = "090015050002d0003c010000271004b0000007d000007530";
+/// An Accept control frame with a refresh period (HEVC, 30 frames).
+pub const ACCEPT_FRAME_REFRESH: &str = "090017050002d0003c030000271004b0000007d000007530001e";
+/// Message 3's plaintext payload with a codec list (max_datagram 1200, capabilities h264 and
+/// hevc, name "pi", codecs hevc then h264).
+pub const CLIENT_INFO_CODECS: &str = "04b00000000500027069020301";
 /// A Reject control frame (pending approval, "ask").
 pub const REJECT_FRAME: &str = "0a000606000361736b";
 /// The first 22 bytes of a Hello (connection id 0x0102030405060708, mode 0, no token, 34-byte
@@ -69,6 +74,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONTROL_PLAINTEXT", CONTROL_PLAINTEXT),
     ("SHARD_HEADER", SHARD_HEADER),
     ("ACCEPT_FRAME", ACCEPT_FRAME),
+    ("ACCEPT_FRAME_REFRESH", ACCEPT_FRAME_REFRESH),
+    ("CLIENT_INFO_CODECS", CLIENT_INFO_CODECS),
     ("REJECT_FRAME", REJECT_FRAME),
     ("HELLO_PREFIX", HELLO_PREFIX),
     ("VERSION_NEGOTIATION", VERSION_NEGOTIATION),

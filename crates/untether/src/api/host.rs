@@ -39,21 +39,44 @@ impl HostBuilder {
         self.options.video.bitrate_kbps = kbps;
         self
     }
-    /// libx264 (4:2:0) or libx264rgb (BGR as is, implies no conversion); see
-    /// [`VideoPath::with_encoder`].
-    pub fn encoder(mut self, kind: EncoderKind) -> Self {
-        self.options.video.path = self.options.video.path.with_encoder(kind);
+    /// libx264 (4:2:0) or libx264rgb (BGR as is, implies no conversion).
+    pub fn encoder(self, kind: EncoderKind) -> Self {
+        self.encoder_name(kind.name())
+    }
+    /// Any encoder by its FFmpeg name (`libx265`, `h264_nvenc`, …) or `auto`; its codec
+    /// follows (checked by [`build`](Self::build), which names the key).
+    pub fn encoder_name(mut self, name: &str) -> Self {
+        let sel = &mut self.options.video.selection;
+        if name == "auto" {
+            sel.encoder = EncoderChoice::Auto;
+            return self;
+        }
+        sel.encoder = EncoderChoice::Named(name.to_string());
+        sel.codec = untether_media::codec::encoder::codec_of_encoder(name).or(sel.codec);
+        sel.conversion = match (name, sel.conversion) {
+            ("libx264rgb", _) => Conversion::Rgb,
+            (_, Conversion::Rgb) => Conversion::Simd,
+            (_, c) => c,
+        };
         self
     }
-    /// BGRA→YUV conversion for libx264: SIMD (default) or swscale; [`Conversion::Rgb`] (none)
-    /// selects libx264rgb.
+    /// The codec (`None`: auto, the best the client and this host have in common).
+    pub fn codec(mut self, codec: Option<Codec>) -> Self {
+        self.options.video.selection.codec = codec;
+        self
+    }
+    /// BGRA→YUV conversion for encoders that take 4:2:0: SIMD (default) or swscale;
+    /// [`Conversion::Rgb`] (none) selects libx264rgb.
     pub fn conversion(mut self, c: Conversion) -> Self {
-        self.options.video.path = VideoPath::from_conversion(c);
-        self
-    }
-    /// Converter and encoder at once.
-    pub fn video_path(mut self, path: VideoPath) -> Self {
-        self.options.video.path = path;
+        let sel = &mut self.options.video.selection;
+        if c == Conversion::Rgb {
+            sel.encoder = EncoderChoice::Named("libx264rgb".into());
+            sel.codec = Some(Codec::H264Rgb);
+        } else if sel.conversion == Conversion::Rgb {
+            sel.encoder = EncoderChoice::Auto;
+            sel.codec = Some(Codec::H264);
+        }
+        sel.conversion = c;
         self
     }
     pub fn preset(mut self, preset: &str) -> Self {
@@ -64,9 +87,10 @@ impl HostBuilder {
         self.options.video.encoder_threads = n;
         self
     }
-    /// Periodic intra refresh instead of keyframes.
+    /// Intra refresh (a sweep every `video.refresh_period` frames) instead of keyframes for
+    /// joining and recovering clients (libx264 and NVENC).
     pub fn intra_refresh(mut self, on: bool) -> Self {
-        self.setup.intra_refresh = on;
+        self.options.video.refresh = if on { Refresh::Intra } else { Refresh::Idr };
         self
     }
     /// A keyframe every `frames` frames (0: only when a client joins or asks).
@@ -155,8 +179,8 @@ impl HostBuilder {
     /// Validates (with [`crate::config::validate_host`]: errors name the key and its range),
     /// binds the socket, opens the encoder and starts the threads.
     pub fn build(self) -> Result<HostContext, HostError> {
-        let rgb = self.options.video.path.is_rgb();
         let host = Host::start_with(self.options, self.setup)?;
+        let rgb = host.encoder_info().is_some_and(|e| e.bgra_input);
         let sender = match host.frame_sender() {
             Ok(s) => Some(s),
             Err(HostError::Usage(_)) => None,

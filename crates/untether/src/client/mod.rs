@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 
 use untether_media::audio::{AudioOut, Playout};
-use untether_media::codec::Decoder;
+use untether_media::codec::{Decoder, DecoderConfig};
 use untether_media::pipe::PipeWriter;
 use untether_net::UdpEndpoint;
 use untether_proto::{fingerprint, ClientConfig, ClientSession, RejectReason};
@@ -311,7 +311,18 @@ pub fn run_client_to_end(
     cfg.retransmit = options.network.retransmit;
     cfg.state_budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     cfg.clock_id = untether_net::clock_identity();
-    let decoder = Decoder::new(c.decoder_threads)?;
+    // What this client decodes: the configured list, less the codecs no decoder here opens
+    // (checked now, so that the host never picks one).
+    let (choice, hwaccel) = c.decoder_choice()?;
+    let decoder_cfg = DecoderConfig {
+        codec: untether_media::codec::Codec::H264,
+        decoder: choice,
+        hwaccel,
+        threads: c.decoder_threads,
+        keep_on_gpu: false,
+        chunks: false,
+    };
+    cfg.codecs = decodable(&c.codec_list()?, &decoder_cfg)?;
     // The head pose source: a failure to open it (no IMU, a bad track) stops the start.
     let pose_spec = options.vr.pose_spec()?;
     let mouse = crate::pose::MouseLook::default();
@@ -400,7 +411,7 @@ pub fn run_client_to_end(
         let (s, n) = (shared.clone(), net.clone());
         std::thread::Builder::new()
             .name("client-decode".into())
-            .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder))
+            .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder_cfg))
             .map_err(ClientError::Thread)?
     };
     let mut device_threads = Vec::new();
@@ -489,4 +500,38 @@ pub fn run_client_to_end(
         });
     }
     Ok((run, error))
+}
+
+/// The codecs of `wanted` a software decoder opens for here, in order (a hardware decoder is
+/// tried per session, falling back to this software one), as the wire names them. None: an
+/// error naming the list.
+fn decodable(
+    wanted: &[untether_media::codec::Codec],
+    cfg: &DecoderConfig,
+) -> Result<Vec<untether_proto::Codec>, ClientError> {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for &codec in wanted {
+        let sw = DecoderConfig::software(codec, 1);
+        let named_other = matches!(&cfg.decoder, untether_media::codec::DecoderChoice::Named(n)
+            if untether_media::codec::decoder::decoder_codec(n).is_some_and(|c| c.id() != codec.id()));
+        match Decoder::open(&sw) {
+            Ok(_) if !named_other => out.push(crate::config::wire_codec(codec)),
+            Ok(_) => missing.push(format!(
+                "{codec} (decoder {} decodes another codec)",
+                cfg.decoder
+            )),
+            Err(e) => missing.push(format!("{codec} ({e})")),
+        }
+    }
+    if !missing.is_empty() {
+        log::info!("client: not offering {}", missing.join(", "));
+    }
+    if out.is_empty() {
+        return Err(ClientError::Config(crate::config::ConfigError::Invalid {
+            key: "client.codecs".into(),
+            message: format!("no decoder here opens any of them: {}", missing.join(", ")),
+        }));
+    }
+    Ok(out)
 }

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent,
-    Micros, PublicKey, RejectReason, Route, StateKey, StateValue,
+    fingerprint, ClientConfig, ClientEvent, ClientSession, GoneReason, InputEvent, Micros,
+    PublicKey, RejectReason, Route, StateKey, StateValue,
 };
 
 use super::input::state_input;
@@ -99,8 +99,10 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames for the decode thread, with the number of the session they came from.
-    frames: Sender<(u32, CompleteFrame)>,
+    /// Complete frames for the decode thread, with the session they came from and its codec.
+    frames: Sender<super::decode::ToDecode>,
+    /// The current session's codec.
+    codec: untether_media::codec::Codec,
     /// (sequence number, send time) of each reliable window/probe event, for the presenter.
     sent_inputs: Sender<(u32, Micros)>,
     end_on_host_bye: bool,
@@ -128,7 +130,7 @@ impl ClientNet {
         shared: Arc<ClientShared>,
         known_hosts: Option<KnownHosts>,
         playout: Option<Arc<Mutex<Playout>>>,
-        frames: Sender<(u32, CompleteFrame)>,
+        frames: Sender<super::decode::ToDecode>,
         sent_inputs: Sender<(u32, Micros)>,
         end_on_host_bye: bool,
     ) -> ClientNet {
@@ -138,6 +140,7 @@ impl ClientNet {
             known_hosts,
             playout,
             frames,
+            codec: untether_media::codec::Codec::H264,
             sent_inputs,
             end_on_host_bye,
             done: false,
@@ -254,14 +257,20 @@ impl ClientNet {
         match ev {
             ClientEvent::Connected(params) => {
                 log::info!(
-                    "client: connected to {}: {}x{} @ {} fps, {:?}, {} kbit/s",
+                    "client: connected to {}: {}x{} @ {} fps, {}, {} kbit/s{}",
                     s.host,
                     params.width,
                     params.height,
                     params.fps,
                     params.codec,
-                    params.bitrate_kbps
+                    params.bitrate_kbps,
+                    if params.refresh_period > 0 {
+                        format!(", refreshing every {} frames", params.refresh_period)
+                    } else {
+                        String::new()
+                    }
                 );
+                self.codec = crate::config::media_codec(params.codec);
                 let host_key = self.session.host_key();
                 if host_key.is_some() {
                     // Later sessions (after the host went away) must reach the same host.
@@ -405,7 +414,12 @@ impl ClientNet {
             ClientEvent::Frame(frame) => {
                 // Decoding runs on its own thread so that audio, input acknowledgements and
                 // the next frame's shards are not held behind a decode.
-                if self.frames.send((self.session_number, frame)).is_err() {
+                let f = super::decode::ToDecode {
+                    session: self.session_number,
+                    codec: self.codec,
+                    frame,
+                };
+                if self.frames.send(f).is_err() {
                     self.done = true;
                 }
             }

@@ -88,6 +88,13 @@ pub struct ClientRun {
     pub clock_mode: ClockMode,
     pub decode_errors: u64,
     pub decoded: u64,
+    /// Frames decoded but not shown: an intra-refresh sweep after a join or a loss was still
+    /// under way (the picture was not yet clean). Decode errors among them are expected (a
+    /// reference the client never had) and counted here, not as errors.
+    pub held: u64,
+    pub held_decode_errors: u64,
+    /// The decoder of the last session (`h264 (software)`, `hevc with vaapi on …`).
+    pub decoder: Option<String>,
     pub shown: u64,
     pub dropped_presenter: u64,
     pub stamp_unreadable: u64,

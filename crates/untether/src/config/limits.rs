@@ -69,6 +69,12 @@ pub const ENCODER_THREADS: Limit<usize> = Limit {
     min: 1,
     max: 16,
 };
+/// Frames per intra-refresh sweep (or between an encoder's own keyframes).
+pub const REFRESH_PERIOD: Limit<u32> = Limit {
+    key: "video.refresh_period",
+    min: 2,
+    max: 600,
+};
 /// Frame width and height (and even: 4:2:0 chroma).
 pub const WIDTH: Limit<u32> = Limit {
     key: "video.resolution",
@@ -223,6 +229,7 @@ macro_rules! de_fns {
 de_fns! {
     de_fps: FPS -> u32,
     de_encoder_threads: ENCODER_THREADS -> usize,
+    de_refresh_period: REFRESH_PERIOD -> u32,
     de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
     de_pin_ttl_s: PIN_TTL_S -> u64,
     de_connect_timeout_ms: CONNECT_TIMEOUT_MS -> u64,

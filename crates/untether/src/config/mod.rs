@@ -7,7 +7,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use untether_media::codec::VideoPath;
+use untether_media::codec::{Codec, EncoderChoice, Refresh, Selection, SelectionError};
 use untether_proto::units;
 
 mod limits;
@@ -182,6 +182,16 @@ pub struct ClientToml {
     /// Read SDL game controllers and send them to the host (buttons reliable, sticks and
     /// triggers latest-wins).
     pub gamepads: bool,
+    /// The codecs this client decodes, preferred first (`h264`, `h264rgb`, `hevc`, `av1`): sent
+    /// to the host, which picks the first it can encode. Those no decoder here opens are left
+    /// out at start (with a line saying so).
+    pub codecs: Vec<String>,
+    /// `auto` (software, or the hardware `hwaccel` names, falling back to software), `software`,
+    /// or an FFmpeg decoder name (`h264_v4l2m2m`, `hevc_cuvid`, `libdav1d`, …; no fallback).
+    pub decoder: String,
+    /// Hardware decoding: `none`, `auto` (what this machine has), `vaapi`, `cuda`, `vdpau`,
+    /// `drm` or `v4l2m2m`.
+    pub hwaccel: String,
 }
 
 /// The values of `client.clock`.
@@ -200,6 +210,11 @@ impl Default for ClientToml {
             paths: Vec::new(),
             clock: "auto".into(),
             gamepads: true,
+            codecs: ["h264", "h264rgb", "hevc", "av1"]
+                .map(String::from)
+                .to_vec(),
+            decoder: "auto".into(),
+            hwaccel: "none".into(),
         }
     }
 }
@@ -424,6 +439,61 @@ impl NetworkToml {
 }
 
 impl ClientToml {
+    /// `client.codecs`, parsed: known names, each once, at least one.
+    pub fn codec_list(&self) -> Result<Vec<Codec>, ConfigError> {
+        let mut out = Vec::new();
+        for name in &self.codecs {
+            let c: Codec = name.parse().map_err(|_| {
+                invalid(
+                    "client.codecs",
+                    format!("unknown codec {name:?}; allowed: h264, h264rgb, hevc, av1"),
+                )
+            })?;
+            if out.contains(&c) {
+                return Err(invalid("client.codecs", format!("{name} is listed twice")));
+            }
+            out.push(c);
+        }
+        if out.is_empty() {
+            return Err(invalid(
+                "client.codecs",
+                "empty: list the codecs this client decodes (h264, h264rgb, hevc, av1)",
+            ));
+        }
+        Ok(out)
+    }
+
+    /// `client.decoder` and `client.hwaccel`, parsed and checked together.
+    pub fn decoder_choice(
+        &self,
+    ) -> Result<
+        (
+            untether_media::codec::DecoderChoice,
+            untether_media::codec::HwAccel,
+        ),
+        ConfigError,
+    > {
+        use untether_media::codec::{DecoderChoice, HwAccel};
+        let d: DecoderChoice = self
+            .decoder
+            .parse()
+            .map_err(|m: String| invalid("client.decoder", m))?;
+        let h: HwAccel = self
+            .hwaccel
+            .parse()
+            .map_err(|m: String| invalid("client.hwaccel", m))?;
+        if d == DecoderChoice::Software && !matches!(h, HwAccel::None | HwAccel::Auto) {
+            return Err(invalid(
+                "client.decoder, client.hwaccel",
+                format!(
+                    "decoder software and hwaccel {h} contradict each other: software decodes \
+                     on the CPU; use decoder auto with hwaccel {h}"
+                ),
+            ));
+        }
+        Ok((d, h))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         CONNECT_TIMEOUT_MS.check(self.connect_timeout_ms)?;
         REASSEMBLY_DEADLINE_MS.check(self.reassembly_deadline_ms)?;
@@ -445,6 +515,8 @@ impl ClientToml {
         if self.name.is_empty() || self.name.len() > 64 {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
         }
+        self.codec_list()?;
+        self.decoder_choice()?;
         if !CLOCK_MODES.contains(&self.clock.as_str()) {
             return Err(invalid(
                 "client.clock",

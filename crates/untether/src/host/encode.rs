@@ -6,11 +6,15 @@
 //! adaptive bitrate's new target) and the client epoch the driver publishes (a new client
 //! starts at frame 0 with a keyframe).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
+use untether_media::codec::{
+    open_encoder, Codec, EncodedFrame, Encoder, EncoderChoice, EncoderConfig, InputPicture,
+    OpenedEncoder,
+};
 use untether_proto::{FrameTiming, Micros, PoseSample};
 
 use super::consumer::EncodedVideo;
@@ -27,43 +31,112 @@ use crate::driver::Handle;
 pub(crate) enum EncoderEvent {
     /// The client lost a frame: the next one is a keyframe.
     Keyframe,
-    /// The adaptive bitrate controller's new target, kbit/s (x264 reconfigures its rate
-    /// control, no keyframe).
+    /// The adaptive bitrate controller's new target, kbit/s (x264 and NVENC reconfigure their
+    /// rate control, no keyframe; other encoders keep their rate).
     Bitrate(u32),
+    /// The codec the session chose for the client that is connecting (sent before the client
+    /// epoch changes): a different one opens its encoder.
+    Codec(Codec),
 }
 
-/// The encoder configuration of a host's video settings.
-pub(crate) fn encoder_config(
-    v: &VideoConfig,
-    setup: &HostSetup,
-    width: u32,
-    height: u32,
-) -> EncoderConfig {
-    let mut params = setup.x264_params.clone();
-    if setup.gop_frames > 0 {
-        if !params.is_empty() {
-            params.push(':');
+/// How the host opens its encoders: the configured choice and the settings every one gets.
+#[derive(Clone, Debug)]
+pub(crate) struct EncoderPlan {
+    pub choice: EncoderChoice,
+    /// Everything but the encoder's name (and, per codec, what follows from it).
+    pub base: EncoderConfig,
+}
+
+impl EncoderPlan {
+    pub fn new(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderPlan {
+        EncoderPlan {
+            choice: v.selection.encoder.clone(),
+            base: EncoderConfig {
+                preset: v.preset.clone(),
+                threads: v.encoder_threads,
+                conversion: v.selection.conversion,
+                input: setup.source.picture_kind(),
+                refresh: v.refresh,
+                refresh_period: v.refresh_period,
+                gop_frames: setup.gop_frames,
+                extra_params: setup.x264_params.clone(),
+                ..EncoderConfig::new(width, height, v.fps, v.bitrate_kbps)
+            },
         }
-        params.push_str(&format!("keyint={0}:min-keyint={0}", setup.gop_frames));
     }
-    EncoderConfig {
-        width,
-        height,
-        fps: v.fps,
-        bitrate_kbps: v.bitrate_kbps,
-        preset: v.preset.clone(),
-        threads: v.encoder_threads,
-        conversion: v.path.conversion(),
-        intra_refresh: setup.intra_refresh,
-        x264_params: params,
+
+    /// Opens the encoder for `codec` (for pictures of `width`×`height` at `kbps`): the one
+    /// named, or the best that opens (with a line naming what it passed over).
+    pub fn open(
+        &self,
+        codec: Codec,
+        width: u32,
+        height: u32,
+        kbps: u32,
+    ) -> Result<OpenedEncoder, HostError> {
+        let mut cfg = EncoderConfig {
+            width,
+            height,
+            bitrate_kbps: kbps,
+            ..self.base.clone()
+        };
+        if codec != Codec::H264Rgb && cfg.conversion == untether_media::convert::Conversion::Rgb {
+            cfg.conversion = untether_media::convert::Conversion::Simd;
+        }
+        Ok(open_encoder(&self.choice, codec, cfg)?)
     }
+}
+
+/// Opens the encoder of every codec the host may offer (one, or with `auto` each whose
+/// encoder opens here): the first one opened, to start with, and the offers.
+pub(crate) fn open_encoders(
+    plan: &EncoderPlan,
+    v: &crate::config::VideoConfig,
+    shared: &HostShared,
+) -> Result<(OpenedEncoder, Vec<untether_proto::CodecOffer>), HostError> {
+    let (w, h) = (v.resolution.width, v.resolution.height);
+    let codecs = v.codecs();
+    let mut first = None;
+    let mut offers = Vec::new();
+    let mut missing = Vec::new();
+    for c in &codecs {
+        match plan.open(*c, w, h, v.bitrate_kbps) {
+            Ok(o) => {
+                offers.push(untether_proto::CodecOffer {
+                    codec: crate::config::wire_codec(*c),
+                    refresh_period: o.encoder.info().refresh_frames().min(u16::MAX as u32) as u16,
+                });
+                if first.is_none() {
+                    first = Some(o);
+                }
+            }
+            Err(e) if codecs.len() > 1 => missing.push(format!("{c} ({e})")),
+            Err(e) => return Err(e),
+        }
+    }
+    if !missing.is_empty() {
+        shared.note(format!(
+            "codec auto: offering {}; not {}",
+            offers
+                .iter()
+                .map(|o| o.codec.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            missing.join("; ")
+        ));
+    }
+    let first = first.ok_or_else(|| {
+        HostError::Usage(format!("no encoder opens here: {}", missing.join("; ")))
+    })?;
+    Ok((first, offers))
 }
 
 /// What a send did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendInfo {
     /// False when no client is connected and no consumer (RTSP) has a viewer (nothing was
-    /// encoded).
+    /// encoded), or the encoder keeps the picture for now (an encoder with a frame of delay:
+    /// its frame comes with the next one).
     pub sent: bool,
     /// The protocol frame number (per client, from 0).
     pub frame_number: u32,
@@ -74,14 +147,28 @@ pub struct SendInfo {
     pub blocked_us: u64,
 }
 
+/// A picture inside the encoder (an encoder with a delay hands its frame back later).
+struct Inside {
+    input: u64,
+    capture_us: Micros,
+    capture_dur_us: u32,
+    start_us: Micros,
+    /// The head pose the picture was rendered for.
+    pose: Option<PoseSample>,
+}
+
 /// The encoder, its frame numbering and its link to the network driver.
 pub(crate) struct EncoderStage {
     encoder: Encoder,
-    cfg: EncoderConfig,
+    plan: EncoderPlan,
+    /// The codec the current client gets.
+    codec: Codec,
     frame_number: u32,
     epoch: u64,
     keyframe_wanted: bool,
     target_kbps: Option<u32>,
+    /// The last target the encoder refused to apply in place (not asked again).
+    refused_kbps: Option<u32>,
     /// Set by the application ([`FrameSender::request_keyframe`]).
     app_keyframe: AtomicBool,
     events: Receiver<EncoderEvent>,
@@ -90,27 +177,39 @@ pub(crate) struct EncoderStage {
     /// The host's (captured, encoded, dropped) counters when this client's session began: the
     /// counts each frame carries to the client are this session's.
     session_base: (u64, u64, u64),
+    /// Pictures handed to the current encoder, and those it has not handed back yet.
+    inputs: u64,
+    inside: VecDeque<Inside>,
 }
 
 impl EncoderStage {
     pub fn new(
-        encoder: Encoder,
+        opened: OpenedEncoder,
+        plan: EncoderPlan,
         events: Receiver<EncoderEvent>,
         net: Handle<HostCommand>,
         shared: Arc<HostShared>,
     ) -> Self {
+        if let Some(note) = &opened.note {
+            shared.note(note.clone());
+        }
+        shared.set_encoder(opened.encoder.info());
         EncoderStage {
-            cfg: encoder.config().clone(),
-            encoder,
+            codec: opened.encoder.info().codec,
+            encoder: opened.encoder,
+            plan,
             frame_number: 0,
             epoch: 0,
             keyframe_wanted: true,
             target_kbps: None,
+            refused_kbps: None,
             app_keyframe: AtomicBool::new(false),
             events,
             net,
             shared,
             session_base: (0, 0, 0),
+            inputs: 0,
+            inside: VecDeque::new(),
         }
     }
 
@@ -119,11 +218,18 @@ impl EncoderStage {
             match e {
                 EncoderEvent::Keyframe => self.keyframe_wanted = true,
                 EncoderEvent::Bitrate(kbps) => self.target_kbps = Some(kbps),
+                EncoderEvent::Codec(c) => self.codec = c,
             }
         }
         if self.app_keyframe.swap(false, Ordering::SeqCst) {
             self.keyframe_wanted = true;
         }
+    }
+
+    /// Whether the stream refreshes itself (intra refresh, or an encoder's own keyframes): a
+    /// joining client then waits for the refresh instead of getting a keyframe.
+    fn refreshes_itself(&self) -> bool {
+        self.encoder.info().refresh_frames() > 0
     }
 
     /// Whether the next frame must be sent even if nothing changed (a new client, or a
@@ -133,8 +239,28 @@ impl EncoderStage {
         self.epoch != self.shared.link.epoch() || self.keyframe_wanted
     }
 
+    /// A new encoder (another codec or size), starting with a keyframe; the pictures inside
+    /// the old one are dropped.
+    fn reopen(&mut self, w: u32, h: u32) -> Result<(), HostError> {
+        let kbps = self
+            .target_kbps
+            .unwrap_or(self.encoder.config().bitrate_kbps);
+        let opened = self.plan.open(self.codec, w, h, kbps)?;
+        if let Some(note) = &opened.note {
+            self.shared.note(note.clone());
+        }
+        self.shared.set_encoder(opened.encoder.info());
+        self.encoder = opened.encoder;
+        self.refused_kbps = None;
+        self.inputs = 0;
+        self.inside.clear();
+        self.keyframe_wanted = true;
+        Ok(())
+    }
+
     /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`,
-    /// rendered for the client's head pose `pose`) and hands it to the network driver.
+    /// rendered for the client's head pose `pose`) and hands the frame that comes out to the
+    /// network driver.
     pub fn send(
         &mut self,
         picture: &InputPicture<'_>,
@@ -147,10 +273,15 @@ impl EncoderStage {
         self.poll_events();
         let e = s.link.epoch();
         if e != self.epoch {
-            // A new client: its stream starts at frame 0 with a keyframe.
+            // A new client: its stream starts at frame 0 — with a keyframe, unless the stream
+            // refreshes itself (then the client waits for the next refresh). Its codec was
+            // sent before the epoch changed.
+            self.poll_events();
             self.epoch = e;
             self.frame_number = 0;
-            self.keyframe_wanted = true;
+            if !self.refreshes_itself() {
+                self.keyframe_wanted = true;
+            }
             let c = &s.counters;
             // This frame was captured for the new session, and is not encoded yet.
             self.session_base = (
@@ -160,46 +291,108 @@ impl EncoderStage {
             );
         }
         let (w, h) = picture.size();
-        if (w, h) != (self.cfg.width, self.cfg.height) {
-            // The source changed size: a new encoder, starting with a keyframe (the client's
-            // decoder follows the new SPS).
-            let mut cfg = self.cfg.clone();
-            cfg.width = w;
-            cfg.height = h;
-            if let Some(kbps) = self.target_kbps {
-                cfg.bitrate_kbps = kbps;
-            }
-            self.encoder = Encoder::new(cfg.clone())?;
-            self.cfg = cfg;
-            self.keyframe_wanted = true;
+        let cfg = self.encoder.config();
+        if (w, h) != (cfg.width, cfg.height) {
+            // The source changed size: the client's decoder follows the new parameter sets.
+            self.reopen(w, h)?;
             s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
+        } else if self.codec != self.encoder.info().codec {
+            self.reopen(w, h)?;
+            s.note(format!(
+                "this client gets {}: encoder {}",
+                self.codec,
+                self.encoder.info().name
+            ));
         }
         if let Some(target) = self.target_kbps {
-            if target != self.encoder.config().bitrate_kbps {
-                self.encoder.set_bitrate(target)?;
-                s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+            if target != self.encoder.config().bitrate_kbps && self.refused_kbps != Some(target) {
+                if self.encoder.set_bitrate(target)? {
+                    s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    if self.refused_kbps.is_none() {
+                        s.note(format!(
+                            "encoder {} cannot change its bitrate in place: it stays at {} \
+                             kbit/s (adaptive bitrate works with libx264 and NVENC)",
+                            self.encoder.info().name,
+                            self.encoder.config().bitrate_kbps
+                        ));
+                    }
+                    self.refused_kbps = Some(target);
+                    s.counters
+                        .bitrate_changes_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         let start = now_us();
         let force = std::mem::take(&mut self.keyframe_wanted);
-        let encoded = self.encoder.encode_picture(picture, force)?;
+        self.inside.push_back(Inside {
+            input: self.inputs,
+            capture_us,
+            capture_dur_us,
+            start_us: start,
+            pose,
+        });
+        self.inputs += 1;
+        let Some(encoded) = self.encoder.encode_picture(picture, force)? else {
+            // Inside the encoder for now; an asked-for keyframe is asked for again.
+            self.keyframe_wanted |= force;
+            return Ok(SendInfo::default());
+        };
+        // The picture this frame encodes (the oldest inside, for an encoder with a delay).
+        while self.inside.front().is_some_and(|i| i.input < encoded.input) {
+            self.inside.pop_front();
+        }
+        let meta = self.inside.pop_front().unwrap_or(Inside {
+            input: encoded.input,
+            capture_us,
+            capture_dur_us,
+            start_us: start,
+            pose,
+        });
+        if force && !encoded.keyframe && self.encoder.info().keyframes_on_demand {
+            self.keyframe_wanted = true;
+        }
+        self.hand_over(encoded, meta, force)
+    }
+
+    fn hand_over(
+        &mut self,
+        encoded: EncodedFrame,
+        meta: Inside,
+        forced: bool,
+    ) -> Result<SendInfo, HostError> {
+        let s = &*self.shared;
         let c = &s.counters;
         c.encoded.fetch_add(1, Ordering::Relaxed);
         if encoded.keyframe {
             c.keyframes.fetch_add(1, Ordering::Relaxed);
+            if forced {
+                c.forced_keyframes.fetch_add(1, Ordering::Relaxed);
+            }
         }
+        if encoded.refresh_start {
+            c.refresh_sweeps.fetch_add(1, Ordering::Relaxed);
+        }
+        let largest = if encoded.keyframe {
+            &c.largest_keyframe
+        } else {
+            &c.largest_frame
+        };
+        largest.fetch_max(encoded.data.len() as u64, Ordering::Relaxed);
         let frame_number = self.frame_number;
         let bytes = encoded.data.len();
         {
             let mut sm = lock(&s.samples);
-            sm.queue.push_us(start as i64 - capture_us as i64);
+            sm.queue
+                .push_us(meta.start_us as i64 - meta.capture_us as i64);
             sm.convert.push_us(encoded.convert_us as i64);
             sm.encode.push_us(encoded.encode_us as i64);
             sm.frame_bytes.push(bytes as f64 / 1000.0);
         }
         let timing = FrameTiming {
             frame_number,
-            capture_dur_us,
+            capture_dur_us: meta.capture_dur_us,
             convert_us: encoded.convert_us as u32,
             encode_us: encoded.encode_us as u32,
             send_us: 0,
@@ -219,12 +412,13 @@ impl EncoderStage {
         let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
             epoch: self.epoch,
             frame_number,
-            capture_us,
+            capture_us: meta.capture_us,
             keyframe: encoded.keyframe,
+            refresh_start: encoded.refresh_start,
             data: data.clone(),
             handed_us: now_us(),
             timing,
-            pose,
+            pose: meta.pose,
         }));
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
@@ -234,7 +428,7 @@ impl EncoderStage {
             s.consumers.video(&EncodedVideo {
                 data,
                 keyframe: encoded.keyframe,
-                capture_us,
+                capture_us: meta.capture_us,
             });
         }
         self.frame_number = self.frame_number.wrapping_add(1);
@@ -326,19 +520,20 @@ mod tests {
         mpsc::Sender<EncoderEvent>,
     );
 
-    /// A 128x72 encoder stage, its driver's mailbox and its event sender.
-    fn stage() -> Stage {
-        let cfg = encoder_config(
-            &HostOptions::default().video,
-            &HostSetup::default(),
-            128,
-            72,
-        );
+    /// A 512x288 encoder stage (the video settings `v`), its driver's mailbox and its event
+    /// sender.
+    fn stage_with(v: &crate::config::VideoConfig) -> Stage {
+        let plan = EncoderPlan::new(v, &HostSetup::default(), 512, 288);
+        let opened = plan.open(v.codecs()[0], 512, 288, v.bitrate_kbps).unwrap();
         let shared = Arc::new(HostShared::new((0, 0)));
         let (net, mailbox) = driver::channel().unwrap();
         let (events, rx) = mpsc::channel();
-        let stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        let stage = EncoderStage::new(opened, plan, rx, net, shared.clone());
         (stage, shared, mailbox, events)
+    }
+
+    fn stage() -> Stage {
+        stage_with(&HostOptions::default().video)
     }
 
     fn bgra(f: &BgraFrame) -> InputPicture<'_> {
@@ -353,7 +548,7 @@ mod tests {
     #[test]
     fn numbers_frames_per_client_and_follows_the_drivers_events() {
         let (mut stage, shared, mailbox, events) = stage();
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
         shared.link.new_client();
@@ -387,7 +582,7 @@ mod tests {
     #[test]
     fn the_counts_a_frame_carries_are_this_clients_session() {
         let (mut stage, shared, mailbox, _events) = stage();
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         let c = &shared.counters;
         let counts = |m: &driver::Mailbox<HostCommand>| -> Vec<(u32, u32)> {
@@ -416,12 +611,94 @@ mod tests {
     fn a_stopped_driver_is_an_error_not_a_silent_drop() {
         let (mut stage, shared, mailbox, _events) = stage();
         drop(mailbox);
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         shared.link.new_client();
         assert!(matches!(
             stage.send(&picture, now_us(), 0, None),
             Err(HostError::Stopped(_))
         ));
+    }
+
+    use untether_media::codec::Refresh;
+
+    fn flagged(m: &driver::Mailbox<HostCommand>) -> Vec<(u32, bool, bool)> {
+        m.drain()
+            .into_iter()
+            .filter_map(|c| match c {
+                HostCommand::Frame(f) => Some((f.frame_number, f.keyframe, f.refresh_start)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn with_intra_refresh_a_joining_client_gets_no_keyframe_but_sweeps_and_asked_for_idrs() {
+        let mut v = HostOptions::default().video;
+        v.refresh = Refresh::Intra;
+        v.refresh_period = 4;
+        let plan = EncoderPlan::new(&v, &HostSetup::default(), 512, 288);
+        let opened = plan.open(Codec::H264, 512, 288, 2000).unwrap();
+        assert_eq!(opened.encoder.info().refresh_frames(), 4);
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let (net, mailbox) = driver::channel().unwrap();
+        let (events, rx) = mpsc::channel();
+        let mut stage = EncoderStage::new(opened, plan, rx, net, shared.clone());
+        let pixels = BgraFrame::new(512, 288).unwrap();
+        let picture = InputPicture::Bgra {
+            width: 512,
+            height: 288,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        shared.link.new_client();
+        for _ in 0..6 {
+            stage.send(&picture, now_us(), 0, None).unwrap();
+        }
+        // The encoder's first frame is an IDR; sweeps start every 4 frames after it.
+        assert_eq!(
+            flagged(&mailbox),
+            vec![
+                (0, true, false),
+                (1, false, false),
+                (2, false, false),
+                (3, false, false),
+                (4, false, true),
+                (5, false, false)
+            ]
+        );
+        // A second client joins mid-sweep: no keyframe.
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(flagged(&mailbox), vec![(0, false, false)]);
+        // Asked for (the client's last resort): an IDR.
+        events.send(EncoderEvent::Keyframe).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(flagged(&mailbox), vec![(1, true, false)]);
+        let c = &shared.counters;
+        assert_eq!(c.refresh_sweeps.load(Ordering::Relaxed), 1);
+        assert_eq!(c.forced_keyframes.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_client_that_gets_another_codec_gets_another_encoder_starting_with_a_keyframe() {
+        let mut v = HostOptions::default().video;
+        v.selection.codec = None; // auto
+        let (mut stage, shared, mailbox, events) = stage_with(&v);
+        let pixels = BgraFrame::new(512, 288).unwrap();
+        let picture = InputPicture::Bgra {
+            width: 512,
+            height: 288,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(stage.encoder.info().name, "libx264");
+        events.send(EncoderEvent::Codec(Codec::Hevc)).unwrap();
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(stage.encoder.info().name, "libx265");
+        assert_eq!(flagged(&mailbox), vec![(0, true, false), (0, true, false)]);
     }
 }

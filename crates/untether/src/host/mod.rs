@@ -33,6 +33,7 @@ mod source_pipe;
 mod source_scene;
 mod source_x11;
 mod state_input;
+mod summary;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -42,7 +43,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::{self as media_audio, SdlAudioCapture};
-use untether_media::codec::Encoder;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
@@ -58,7 +58,7 @@ use crate::clock::now_us;
 use crate::config::{ConfigError, Resolution};
 use crate::driver::{self, Handle};
 use crate::identity::{Access, IdentityError};
-use crate::stats::{Samples, Stage};
+use crate::stats::Stage;
 
 pub use consumer::{
     Consumer, ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo,
@@ -71,9 +71,10 @@ pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
 };
 pub use state_input::STATE_SEQ;
+pub use summary::HostSummary;
 
 use audio::AudioStage;
-use encode::{encoder_config, EncoderStage};
+use encode::{open_encoders, EncoderPlan, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
 use pairing::host_security;
@@ -102,53 +103,6 @@ pub enum HostError {
     Stopped(Option<String>),
 }
 
-/// What the host measured.
-#[derive(Clone, Debug, Default)]
-pub struct HostSummary {
-    pub duration_s: f64,
-    pub captured: u64,
-    pub encoded: u64,
-    pub sent: u64,
-    pub keyframes: u64,
-    pub dropped: u64,
-    pub inputs_applied: u64,
-    /// Input events the sink could not apply (no X equivalent, a full queue).
-    pub inputs_dropped: u64,
-    /// Capture ticks skipped because nothing on screen changed.
-    pub unchanged: u64,
-    pub audio_packets: u64,
-    pub bytes_sent: u64,
-    pub packets_sent: u64,
-    pub malformed_datagrams: u64,
-    pub keyframe_requests_received: u64,
-    pub keyframe_requests_ignored: u64,
-    /// Frames sent in more than one paced batch (`network.pacing`; 0 when pacing is off).
-    /// Their `send` stage includes the pacing (the `pace` stage: time slept between batches).
-    pub paced_frames: u64,
-    /// The pacing window at the configured frame rate, µs (0: pacing off).
-    pub pacing_window_us: u64,
-    /// Per latency stage, what the host measured: capture, host_queue, convert, encode, send
-    /// always; pace, audio_encode, sync_blocked when they were measured.
-    pub stages: std::collections::BTreeMap<crate::stats::Stage, Samples>,
-    /// Encoded video frame sizes, kB (a size, not a stage).
-    pub frame_kbytes: Samples,
-    pub fatal: Option<String>,
-    pub events: Vec<String>,
-    /// The client's paths as the host saw them last (several with multipath).
-    pub paths: Vec<untether_proto::PathStats>,
-    /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
-    pub bitrate_changes: u64,
-    pub final_bitrate_kbps: Option<u32>,
-    /// Retransmission: data shards resent on the client's ShardNacks.
-    pub shards_retransmitted: u64,
-    /// The other consumers of the stream (RTSP) and their viewers.
-    pub consumers: Vec<ConsumerSummary>,
-    /// Staleness of the host → client state (what the host published), the current client's.
-    pub state_staleness: Option<untether_proto::Staleness>,
-    /// The raw layer-2 transport: what the host's data plane ran on.
-    pub link: crate::link::LinkReport,
-}
-
 /// A running host. Dropping it without [`Host::stop`] stops it too.
 pub struct Host {
     shared: Arc<HostShared>,
@@ -168,18 +122,20 @@ pub struct Host {
     capture: Option<SdlAudioCapture>,
 }
 
-/// The session parameters a host announces for its video settings.
+/// The session parameters a host announces for its video settings (the codec and refresh
+/// period are set per client from the codecs the host offers).
 fn session_params(options: &HostOptions) -> SessionParams {
     let v = &options.video;
     SessionParams {
         width: v.resolution.width.min(u16::MAX as u32) as u16,
         height: v.resolution.height.min(u16::MAX as u32) as u16,
         fps: v.fps as u16,
-        codec: v.codec(),
+        codec: crate::config::wire_codec(v.codecs()[0]),
         bitrate_kbps: v.bitrate_kbps,
         max_datagram: options.network.max_datagram,
         keepalive_ms: options.network.keepalive_ms as u32,
         idle_timeout_ms: options.network.idle_timeout_ms as u32,
+        refresh_period: 0,
     }
 }
 
@@ -292,9 +248,16 @@ impl Host {
             }
         };
         let v = options.video.clone();
-        let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
-        // Build the encoder now so a bad configuration fails here, not on a thread.
-        let encoder = Encoder::new(encoder_cfg.clone())?;
+        let shared = Arc::new(HostShared::new(
+            capture.as_ref().map_or((0, 0), |c| c.origin()),
+        ));
+        // Open the encoders now so a bad configuration (or an absent device asked for by
+        // name) fails here, not on a thread.
+        let plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        let (encoder, offers) = open_encoders(&plan, &v, &shared)?;
+        host_cfg.params.codec = offers[0].codec;
+        host_cfg.params.refresh_period = offers[0].refresh_period;
+        host_cfg.codecs = offers;
         let pacing = options.network.pacing()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
         if pairing.access == Access::Open {
@@ -325,9 +288,6 @@ impl Host {
         }
         let public_key = session.host_key();
         let state_dir = pairing.dir.as_ref().map(|d| d.path().to_path_buf());
-        let shared = Arc::new(HostShared::new(
-            capture.as_ref().map_or((0, 0), |c| c.origin()),
-        ));
         let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
         let (encoder_events, encoder_rx) = mpsc::channel();
         shared.consumers.set(
@@ -344,7 +304,7 @@ impl Host {
                 options.host.keyframe_cooldown_ms * 1000,
             ),
         );
-        let stage = EncoderStage::new(encoder, encoder_rx, net.clone(), shared.clone());
+        let stage = EncoderStage::new(encoder, plan, encoder_rx, net.clone(), shared.clone());
         let audio = match setup.audio {
             AudioSpec::None => None,
             _ => Some(Arc::new(AudioStage::new(
@@ -685,8 +645,20 @@ impl Host {
             shards_retransmitted: st.shards_retransmitted,
             consumers: s.consumers.summaries(),
             state_staleness: state_staleness.filter(|s| s.keys > 0),
+            encoder: s.encoder().map(|e| e.name),
+            codec: s.encoder().map(|e| e.codec.name().to_string()),
+            forced_keyframes: c.forced_keyframes.load(Ordering::Relaxed),
+            refresh_sweeps: c.refresh_sweeps.load(Ordering::Relaxed),
+            bitrate_changes_refused: c.bitrate_changes_refused.load(Ordering::Relaxed),
+            largest_keyframe_bytes: c.largest_keyframe.load(Ordering::Relaxed),
+            largest_frame_bytes: c.largest_frame.load(Ordering::Relaxed),
             link,
         }
+    }
+
+    /// The encoder in use (it changes when a client gets another codec).
+    pub fn encoder_info(&self) -> Option<untether_media::codec::EncoderInfo> {
+        self.shared.encoder()
     }
 
     /// Stops the threads and returns the final summary.

@@ -71,6 +71,8 @@ pub(crate) struct OutgoingFrame {
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
+    /// An intra-refresh sweep starts with this frame.
+    pub refresh_start: bool,
     /// The access unit, shared with the other consumers (RTSP).
     pub data: Arc<Vec<u8>>,
     /// When the encoder handed it over: the start of its `send` stage.
@@ -203,7 +205,14 @@ impl HostNet {
         self.drain_session(now);
         if self
             .session
-            .send_frame(now, f.frame_number, f.capture_us, f.keyframe, &f.data)
+            .send_frame_flagged(
+                now,
+                f.frame_number,
+                f.capture_us,
+                f.keyframe,
+                f.refresh_start,
+                &f.data,
+            )
             .is_err()
         {
             return;
@@ -326,8 +335,13 @@ impl HostNet {
         for ev in std::mem::take(&mut self.events) {
             match ev {
                 HostEvent::ClientConnected { addr, name } => {
+                    let codec = self.session.params().codec;
                     self.shared
-                        .note(format!("client {name:?} connected from {addr}"));
+                        .note(format!("client {name:?} ({codec}) connected from {addr}"));
+                    // Before the epoch changes: the encoder stage reads it with the epoch.
+                    let _ = self
+                        .encoder
+                        .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
                     self.epoch = self.shared.link.new_client();
                     self.state = StateApplied::default();
                     *lock(&self.shared.head_pose) = None;
@@ -363,6 +377,7 @@ impl HostNet {
                     addr,
                     fingerprint,
                     reason,
+                    message,
                 } => {
                     // One line per client and reason every REFUSAL_NOTE_EVERY_US: a client
                     // retrying its handshake does not flood the log.
@@ -373,10 +388,16 @@ impl HostNet {
                             self.refusal_notes.clear();
                         }
                         self.refusal_notes.insert(key, now + REFUSAL_NOTE_EVERY_US);
-                        self.shared.note(format!(
-                            "refused client {fingerprint} at {addr}: {}",
-                            refusal_text(reason)
-                        ));
+                        self.shared.note(match reason {
+                            // The message names both codec lists.
+                            RejectReason::Codec => {
+                                format!("refused client {fingerprint} at {addr}: {message}")
+                            }
+                            _ => format!(
+                                "refused client {fingerprint} at {addr}: {}",
+                                refusal_text(reason)
+                            ),
+                        });
                     }
                 }
                 HostEvent::BitrateChanged { kbps } => {
@@ -627,6 +648,7 @@ mod tests {
             addr: "127.0.0.1:5".parse().unwrap(),
             fingerprint: fp.into(),
             reason,
+            message: String::new(),
         };
         for _ in 0..3 {
             net.events.push(refused("aaaa", RejectReason::Busy));
@@ -653,6 +675,7 @@ mod tests {
                 frame_number: 0,
                 capture_us: 0,
                 keyframe: true,
+                refresh_start: false,
                 data: Arc::new(vec![0; 100]),
                 handed_us: 0,
                 timing: FrameTiming::default(),

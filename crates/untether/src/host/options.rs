@@ -62,6 +62,22 @@ pub enum SourceSpec {
     App,
 }
 
+impl SourceSpec {
+    /// What pictures the source produces (an encoder that takes either, NVENC, is opened for
+    /// them): I420 from an I420 pipe, BGRA otherwise (the application's I420 frames go to an
+    /// encoder that takes YUV, or are refused with a clear error by one that takes BGRA only).
+    pub fn picture_kind(&self) -> untether_media::codec::encoder::PictureKind {
+        use untether_media::codec::encoder::PictureKind;
+        match self {
+            SourceSpec::Pipe {
+                format: PipeFormat::I420,
+                ..
+            } => PictureKind::I420,
+            _ => PictureKind::Bgra,
+        }
+    }
+}
+
 /// A callback that receives every input event (on the host's network thread: return quickly).
 #[derive(Clone)]
 pub struct InputCallback(pub Arc<dyn Fn(&InputRecord) + Send + Sync>);
@@ -128,11 +144,10 @@ pub struct HostSetup {
     pub audio: AudioSpec,
     /// Opus bitrate, kbit/s.
     pub audio_bitrate_kbps: u32,
-    /// Periodic intra refresh instead of keyframes (requested keyframes are still IDRs).
-    pub intra_refresh: bool,
     /// A keyframe every this many frames (0: only when a client joins or asks).
     pub gop_frames: u32,
-    /// Extra x264 options, `key=value:key=value`.
+    /// Extra options for the encoder family's parameter string (`x264-params`, `x265-params`,
+    /// `svtav1-params`), `key=value:key=value`.
     pub x264_params: String,
     /// Stamp frame number and capture time into the top-left corner of frames from X11, pipe
     /// and application sources (the scene always stamps), for glass-to-glass from pixels.
@@ -158,7 +173,6 @@ impl Default for HostSetup {
             input: InputSpec::Auto,
             audio: AudioSpec::None,
             audio_bitrate_kbps: 128,
-            intra_refresh: false,
             gop_frames: 0,
             x264_params: String::new(),
             stamp: false,

@@ -83,6 +83,15 @@ pub(crate) struct Counters {
     pub grab_errors: AtomicU64,
     pub audio_packets: AtomicU64,
     pub bitrate_changes: AtomicU64,
+    /// Bitrate targets the encoder could not apply in place (it keeps its rate).
+    pub bitrate_changes_refused: AtomicU64,
+    /// Keyframes the host asked the encoder for (a joining client, a request, the application).
+    pub forced_keyframes: AtomicU64,
+    /// Intra-refresh sweeps started.
+    pub refresh_sweeps: AtomicU64,
+    /// The largest keyframe and the largest other frame encoded, bytes.
+    pub largest_keyframe: AtomicU64,
+    pub largest_frame: AtomicU64,
     /// Frames whose datagrams went out in more than one paced batch.
     pub paced_frames: AtomicU64,
 }
@@ -136,6 +145,8 @@ pub(crate) struct HostShared {
     pub consumers: Consumers,
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
+    /// The encoder in use (name, codec), for the summary.
+    encoder: Mutex<Option<untether_media::codec::EncoderInfo>>,
 }
 
 impl HostShared {
@@ -154,7 +165,17 @@ impl HostShared {
             consumers: Consumers::default(),
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
+            encoder: Mutex::new(None),
         }
+    }
+
+    /// The encoder the stage opened.
+    pub fn set_encoder(&self, info: &untether_media::codec::EncoderInfo) {
+        *lock(&self.encoder) = Some(info.clone());
+    }
+
+    pub fn encoder(&self) -> Option<untether_media::codec::EncoderInfo> {
+        lock(&self.encoder).clone()
     }
 
     /// A fatal error: the host stops.

@@ -49,6 +49,10 @@ pub struct ReportConfig {
     pub fps: u32,
     pub codec: String,
     pub encoder: String,
+    /// The client's decoder (and hardware accelerator), e.g. `h264 (software)`.
+    pub decoder: String,
+    /// How the stream recovers: `idr`, or `intra/N` (an intra-refresh sweep every N frames).
+    pub refresh: String,
     pub preset: String,
     pub conversion: String,
     pub bitrate_kbps: u32,
@@ -74,6 +78,16 @@ pub struct FrameCounts {
     pub dropped_client: u64,
     pub keyframes: u64,
     pub stamp_unreadable: u64,
+    /// Frames decoded but not shown: an intra-refresh sweep after a join or a loss was still
+    /// under way (the picture was not yet clean).
+    pub held: u64,
+    /// Host (demo only): intra-refresh sweeps started, and keyframes the host asked the encoder
+    /// for (a joining client, a keyframe request, the application).
+    pub refresh_sweeps: Option<u64>,
+    pub forced_keyframes: Option<u64>,
+    /// Host (demo only): the largest keyframe and the largest other frame encoded, bytes.
+    pub largest_keyframe_bytes: Option<u64>,
+    pub largest_frame_bytes: Option<u64>,
     /// The longest time between two shown frames (a freeze), and how many such gaps exceeded
     /// 100 ms.
     pub longest_freeze_ms: f64,
@@ -412,6 +426,11 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         dropped_client: run.dropped_presenter,
         keyframes: run.records.iter().filter(|r| r.keyframe).count() as u64,
         stamp_unreadable: run.stamp_unreadable,
+        held: run.held,
+        refresh_sweeps: host.map(|h| h.refresh_sweeps),
+        forced_keyframes: host.map(|h| h.forced_keyframes),
+        largest_keyframe_bytes: host.map(|h| h.largest_keyframe_bytes),
+        largest_frame_bytes: host.map(|h| h.largest_frame_bytes),
     };
     let duration_s = run
         .ended_us
@@ -591,6 +610,9 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
         "frames": {
             "captured": h.captured, "encoded": h.encoded, "sent": h.sent,
             "dropped_host": h.dropped, "keyframes": h.keyframes,
+            "forced_keyframes": h.forced_keyframes, "refresh_sweeps": h.refresh_sweeps,
+            "largest_keyframe_bytes": h.largest_keyframe_bytes,
+            "largest_frame_bytes": h.largest_frame_bytes,
         },
         "latency_ms": { "stages": stages },
         "network": {
@@ -600,6 +622,8 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "keyframe_requests_ignored": h.keyframe_requests_ignored,
             "paced_frames": h.paced_frames,
             "pacing_window_ms": h.pacing_window_us as f64 / 1000.0,
+            "bitrate_changes": h.bitrate_changes,
+            "bitrate_changes_refused": h.bitrate_changes_refused,
             "link": h.link,
         },
         "input": { "events_applied": h.inputs_applied, "events_dropped": h.inputs_dropped },
