@@ -3,7 +3,7 @@
 # and its qemu test need on Debian 12, on top of what scripts/setup.sh installs:
 #   - the arm64 architecture in dpkg (multiarch),
 #   - Debian's cross toolchain (gcc-aarch64-linux-gnu) and qemu-user (qemu-aarch64),
-#   - the arm64 development packages the `untether` binary links (FFmpeg, SDL2; libopus is
+#   - the arm64 development packages the `untether` binary links (FFmpeg, x264, SDL2; libopus is
 #     built by the opus crate) and the arm64 pkg-config wrapper (aarch64-linux-gnu-pkg-config),
 #   - the rustup target aarch64-unknown-linux-gnu.
 # They install side by side with the amd64 packages (apt moves amd64 libraries to the same
@@ -17,6 +17,7 @@ PACKAGES=(
   libc6-dev:arm64 pkgconf:arm64
   libavcodec-dev:arm64 libavformat-dev:arm64 libavutil-dev:arm64 libswscale-dev:arm64
   libswresample-dev:arm64 libavfilter-dev:arm64
+  libx264-dev:arm64
   libsdl2-dev:arm64
 )
 
