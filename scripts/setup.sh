@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs the system packages untether needs to build, test and run, on Debian 12.
 # Idempotent: installs only what is missing. Needs root or sudo.
+#
+# Optional targets install their extra packages only when asked for:
+#   scripts/setup.sh arm64   the aarch64 cross build and its qemu test (scripts/setup-arm64.sh)
 set -euo pipefail
+
+for target in "$@"; do
+  case "$target" in
+    arm64) ;;
+    *) echo "setup: unknown target '$target' (known: arm64)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   pkg-config clang libclang-dev cmake make
@@ -45,3 +55,9 @@ if ! command -v cargo >/dev/null; then
   fi
   exit 1
 fi
+
+for target in "$@"; do
+  case "$target" in
+    arm64) "$(dirname "$0")/setup-arm64.sh" ;;
+  esac
+done
