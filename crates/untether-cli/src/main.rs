@@ -190,6 +190,24 @@ struct ClientSide {
     /// Send a small synthetic look-around input every MS milliseconds and measure how long until a decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
     #[arg(long, value_name = "MS")]
     input_probe: Option<u64>,
+    /// The window's presenter: gl (OpenGL ES 3: YUV→RGB, lens distortion and late warp on the GPU), sdl (SDL's renderer), or auto (gl, else sdl with one line saying why) [config: client.presenter, default auto].
+    #[arg(long, value_parser = ["auto", "gl", "sdl"])]
+    presenter: Option<String>,
+    /// Start fullscreen. In the window: F11 or Alt+Enter toggles fullscreen, F10 captures/releases the mouse (relative mode, for games), F12 shows/hides the statistics overlay; these keys are not sent to the host [config: client.fullscreen].
+    #[arg(long)]
+    fullscreen: bool,
+    /// Start with the live statistics overlay shown (F12 toggles it) [config: client.overlay].
+    #[arg(long)]
+    overlay: bool,
+    /// VR: the stream is side-by-side stereo; each eye is pre-distorted for the headset's lenses and late-warped to the newest head pose by the GPU presenter [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    /// With --vr: the lens profile (TOML; see docs/lens/generic.toml, the built-in default) [config: vr.lens].
+    #[arg(long, value_name = "FILE")]
+    lens: Option<PathBuf>,
+    /// With --vr: re-project each picture to the newest head orientation when it is shown (rotational time-warp), or not, for comparison [config: vr.late_warp, default on].
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    late_warp: Option<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -250,7 +268,7 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 13] = [
+const FLAGS: [(&str, &str); 15] = [
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
@@ -263,6 +281,8 @@ const FLAGS: [(&str, &str); 13] = [
     ("client.name", "--name"),
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
+    ("client.presenter", "--presenter"),
+    ("vr.lens", "--lens"),
     ("scene.walk_speed", "--walk"),
 ];
 
@@ -329,6 +349,24 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     if let Some(p) = c.input_probe {
         cfg.client.input_probe_interval_ms = p;
     }
+    if let Some(p) = &c.presenter {
+        cfg.client.presenter = p.clone();
+    }
+    if c.fullscreen {
+        cfg.client.fullscreen = true;
+    }
+    if c.overlay {
+        cfg.client.overlay = true;
+    }
+    if c.vr {
+        cfg.vr.enabled = true;
+    }
+    if let Some(l) = &c.lens {
+        cfg.vr.lens = l.display().to_string();
+    }
+    if let Some(w) = &c.late_warp {
+        cfg.vr.late_warp = w == "on";
+    }
 }
 
 fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
@@ -375,10 +413,12 @@ fn client_options(
     common: &Common,
 ) -> Result<ClientOptions> {
     untether::config::validate_client(&cfg.client, &cfg.network).map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(ClientOptions {
         host,
         client: cfg.client.clone(),
         network: cfg.network.clone(),
+        vr: cfg.vr.clone(),
         display: display_for(cfg),
         duration: duration_of(common)?,
         save_frame: side.save_frame.clone(),

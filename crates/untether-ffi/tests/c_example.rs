@@ -64,6 +64,7 @@ fn stream(mode_args: &[&str], state_by_flag: bool) {
         host: ([127, 0, 0, 1], port).into(),
         client: cfg.client,
         network: cfg.network,
+        vr: Default::default(),
         display: Display::Headless,
         duration: Some(Duration::from_secs(2)),
         save_frame: None,

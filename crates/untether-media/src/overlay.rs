@@ -31,9 +31,10 @@ pub struct OverlayModel {
     pub bitrate_mbps: Option<f64>,
     /// Packets lost over the last interval, percent of the packets sent.
     pub loss_percent: Option<f64>,
-    /// Lost shards rebuilt from FEC parity, and shards the host resent, over the last interval.
+    /// Lost shards rebuilt from FEC parity, and retransmission requests (shard NACKs) sent,
+    /// over the last interval.
     pub fec_repaired: Option<u64>,
-    pub retransmitted: Option<u64>,
+    pub nacks: Option<u64>,
     /// Smoothed round-trip time, ms.
     pub rtt_ms: Option<f64>,
     /// Paths that carried datagrams in the last interval, and paths configured.
@@ -96,9 +97,9 @@ impl OverlayModel {
         };
         let count = |v: Option<u64>| v.map_or(NOT_MEASURED.to_string(), |v| v.to_string());
         out.push(format!(
-            "bitrate {bitrate}  loss {loss}  FEC repaired {}  resent {}",
+            "bitrate {bitrate}  loss {loss}  FEC repaired {}  NACKs {}",
             count(self.fec_repaired),
-            count(self.retransmitted)
+            count(self.nacks)
         ));
         let paths = match self.paths {
             Some((live, all)) => format!("{live}/{all}"),

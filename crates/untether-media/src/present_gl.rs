@@ -35,59 +35,80 @@ void main() {
 }
 "#;
 
-/// The video pass. Mirrors `Warp::sample_uv` and `LensProfile::distort` exactly.
-const VIDEO_SHADER: &str = r#"#version 300 es
+/// The video pass, specialised per variant by the `#define`s [`Variant::defines`] puts
+/// before it (a software GL like llvmpipe runs both sides of a branch, even a uniform one, so
+/// the paths a picture does not take are compiled out, not skipped). Mirrors
+/// `Warp::sample_uv` and `LensProfile::distort` exactly.
+const VIDEO_SHADER: &str = r#"
 precision highp float;
 in vec2 v_uv;
 out vec4 o_color;
 uniform highp sampler2D u_tex0;
 uniform highp sampler2D u_tex1;
 uniform highp sampler2D u_tex2;
-uniform int u_format;        // 0: Y, U, V planes; 1: G, B, R planes
 uniform mat3 u_yuv;          // (Y, U, V) - u_offset -> R, G, B
 uniform vec3 u_offset;
-uniform int u_stereo;        // 1: side by side, the left half for the left eye
-uniform int u_lens;
 uniform vec4 u_k;            // k1..k4
 uniform vec3 u_chroma;       // radius scale of R, G, B
 uniform vec2 u_center;       // the left lens centre in its viewport
 uniform float u_fit;         // 1 / (fit * f(fit^2))
 uniform float u_view_aspect; // eye viewport height / width
 uniform float u_pic_aspect;  // eye picture height / width
-uniform int u_warp;
 uniform mat3 u_rot;          // latest head space -> rendered head space
 uniform vec2 u_tan;          // tan(fov / 2): horizontal, vertical
 uniform vec2 u_texel;        // 1 / picture size
 
-vec3 rgb_at(vec2 t) {
-    vec3 s = vec3(texture(u_tex0, t).r, texture(u_tex1, t).r, texture(u_tex2, t).r);
-    if (u_format == 1) {
-        return s.zxy;
-    }
-    return clamp(u_yuv * (s - u_offset), 0.0, 1.0);
+// textureLod: no mipmaps, so no derivatives (cheap in the branches below).
+float plane(highp sampler2D s, vec2 t) {
+    return textureLod(s, t, 0.0).r;
 }
 
+#ifdef GBR
+// G, B, R planes.
+float red_at(vec2 t) { return plane(u_tex2, t); }
+float green_at(vec2 t) { return plane(u_tex0, t); }
+float blue_at(vec2 t) { return plane(u_tex1, t); }
+vec3 rgb_at(vec2 t) { return vec3(red_at(t), green_at(t), blue_at(t)); }
+#else
+// Y, U, V planes: red needs no U, blue no V (the matrix has zeros there).
+float red_at(vec2 t) {
+    float y = plane(u_tex0, t) - u_offset.x;
+    float v = plane(u_tex2, t) - u_offset.z;
+    return clamp(u_yuv[0].x * y + u_yuv[2].x * v, 0.0, 1.0);
+}
+float blue_at(vec2 t) {
+    float y = plane(u_tex0, t) - u_offset.x;
+    float u = plane(u_tex1, t) - u_offset.y;
+    return clamp(u_yuv[0].z * y + u_yuv[1].z * u, 0.0, 1.0);
+}
+vec3 rgb_at(vec2 t) {
+    vec3 s = vec3(plane(u_tex0, t), plane(u_tex1, t), plane(u_tex2, t));
+    return clamp(u_yuv * (s - u_offset), 0.0, 1.0);
+}
+float green_at(vec2 t) { return rgb_at(t).g; }
+#endif
+
 // A point of the eye's undistorted picture -> its texture coordinate; false: black.
-bool to_tex(vec2 p, int eye, out vec2 t) {
+bool to_tex(vec2 p, float eye, out vec2 t) {
     t = vec2(0.0);
-    if (u_warp == 1) {
-        vec3 d = vec3((2.0 * p.x - 1.0) * u_tan.x, (1.0 - 2.0 * p.y) * u_tan.y, -1.0);
-        vec3 r = u_rot * d;
-        if (r.z > -1e-6) {
-            return false;
-        }
-        p = vec2(0.5 + 0.5 * (r.x / -r.z) / u_tan.x, 0.5 - 0.5 * (r.y / -r.z) / u_tan.y);
+#ifdef WARP
+    vec3 d = vec3((2.0 * p.x - 1.0) * u_tan.x, (1.0 - 2.0 * p.y) * u_tan.y, -1.0);
+    vec3 r = u_rot * d;
+    if (r.z > -1e-6) {
+        return false;
     }
+    p = vec2(0.5 + 0.5 * (r.x / -r.z) / u_tan.x, 0.5 - 0.5 * (r.y / -r.z) / u_tan.y);
+#endif
     if (p.x < 0.0 || p.x > 1.0 || p.y < 0.0 || p.y > 1.0) {
         return false;
     }
-    if (u_stereo == 1) {
-        // Never filter across the middle into the other eye.
-        float lo = float(eye) * 0.5 + 0.5 * u_texel.x;
-        t = vec2(clamp(float(eye) * 0.5 + 0.5 * p.x, lo, lo + 0.5 - u_texel.x), p.y);
-    } else {
-        t = p;
-    }
+#ifdef STEREO
+    // Never filter across the middle into the other eye.
+    float lo = eye * 0.5 + 0.5 * u_texel.x;
+    t = vec2(clamp(eye * 0.5 + 0.5 * p.x, lo, lo + 0.5 - u_texel.x), p.y);
+#else
+    t = p;
+#endif
     return true;
 }
 
@@ -100,27 +121,65 @@ vec2 lens(vec2 s, vec2 c, float scale) {
 }
 
 void main() {
-    int eye = 0;
+    float eye = 0.0;
     vec2 s = v_uv;
-    if (u_stereo == 1) {
-        eye = s.x < 0.5 ? 0 : 1;
-        s.x = s.x * 2.0 - float(eye);
-    }
+#ifdef STEREO
+    eye = s.x < 0.5 ? 0.0 : 1.0;
+    s.x = s.x * 2.0 - eye;
+#endif
     vec2 t;
-    if (u_lens == 0) {
-        o_color = to_tex(s, eye, t) ? vec4(rgb_at(t), 1.0) : vec4(0.0, 0.0, 0.0, 1.0);
-        return;
-    }
-    vec2 c = eye == 0 ? u_center : vec2(1.0 - u_center.x, u_center.y);
+#ifdef LENS
+    vec2 c = vec2(eye == 0.0 ? u_center.x : 1.0 - u_center.x, u_center.y);
+#ifdef CHROMA
     vec3 col = vec3(0.0);
-    if (to_tex(lens(s, c, u_chroma.r), eye, t)) { col.r = rgb_at(t).r; }
-    if (to_tex(lens(s, c, u_chroma.g), eye, t)) { col.g = rgb_at(t).g; }
-    if (to_tex(lens(s, c, u_chroma.b), eye, t)) { col.b = rgb_at(t).b; }
+    if (to_tex(lens(s, c, u_chroma.r), eye, t)) { col.r = red_at(t); }
+    if (to_tex(lens(s, c, u_chroma.g), eye, t)) { col.g = green_at(t); }
+    if (to_tex(lens(s, c, u_chroma.b), eye, t)) { col.b = blue_at(t); }
     o_color = vec4(col, 1.0);
+#else
+    o_color = to_tex(lens(s, c, 1.0), eye, t) ? vec4(rgb_at(t), 1.0) : vec4(0.0, 0.0, 0.0, 1.0);
+#endif
+#elif defined(STEREO) || defined(WARP)
+    o_color = to_tex(s, eye, t) ? vec4(rgb_at(t), 1.0) : vec4(0.0, 0.0, 0.0, 1.0);
+#else
+    // The viewport is the picture: nothing can fall outside it.
+    o_color = vec4(rgb_at(s), 1.0);
+#endif
 }
 "#;
 
-const OVERLAY_SHADER: &str = r#"#version 300 es
+/// Which specialisation of the video shader draws a picture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Variant {
+    gbr: bool,
+    /// Side-by-side stereo with lens distortion (VR).
+    vr: bool,
+    /// Chromatic-aberration correction (a sample per colour channel; off when the profile's
+    /// scales are all 1).
+    chroma: bool,
+    warp: bool,
+}
+
+impl Variant {
+    fn defines(self) -> String {
+        let mut d = String::from("#version 300 es\n");
+        if self.gbr {
+            d.push_str("#define GBR 1\n");
+        }
+        if self.vr {
+            d.push_str("#define STEREO 1\n#define LENS 1\n");
+            if self.chroma {
+                d.push_str("#define CHROMA 1\n");
+            }
+        }
+        if self.warp {
+            d.push_str("#define WARP 1\n");
+        }
+        d
+    }
+}
+
+const OVERLAY_SHADER: &str = r#"
 precision mediump float;
 in vec2 v_uv;
 out vec4 o_color;
@@ -154,12 +213,13 @@ const R8_HALF: PlaneSpec = PlaneSpec {
     ..R8
 };
 
-/// The textures a picture format is uploaded into, and the shader's `u_format`. A new format
-/// (NV12: R8 + RG8 at half size) is one more arm here and one in the shader.
-fn plane_specs(format: PictureFormat) -> (&'static [PlaneSpec], i32) {
+/// The textures a picture format is uploaded into, and whether the shader reads them as G, B,
+/// R (else Y, U, V). A new format (NV12: R8 + RG8 at half size) is one more arm here and one
+/// shader variant.
+fn plane_specs(format: PictureFormat) -> (&'static [PlaneSpec], bool) {
     match format {
-        PictureFormat::I420 => (&[R8, R8_HALF, R8_HALF], 0),
-        PictureFormat::Gbrp => (&[R8, R8, R8], 1),
+        PictureFormat::I420 => (&[R8, R8_HALF, R8_HALF], false),
+        PictureFormat::Gbrp => (&[R8, R8, R8], true),
     }
 }
 
@@ -187,20 +247,19 @@ pub fn yuv_to_rgb(c: Colorimetry) -> (Mat3, [f32; 3]) {
     (m, [y0, 128.0 / 255.0, 128.0 / 255.0])
 }
 
-struct VideoUniforms {
+/// A compiled variant of the video shader and its uniforms (those compiled out are None).
+struct VideoProgram {
+    variant: Variant,
+    program: glow::Program,
     tex: [Option<glow::UniformLocation>; 3],
-    format: Option<glow::UniformLocation>,
     yuv: Option<glow::UniformLocation>,
     offset: Option<glow::UniformLocation>,
-    stereo: Option<glow::UniformLocation>,
-    lens: Option<glow::UniformLocation>,
     k: Option<glow::UniformLocation>,
     chroma: Option<glow::UniformLocation>,
     center: Option<glow::UniformLocation>,
     fit: Option<glow::UniformLocation>,
     view_aspect: Option<glow::UniformLocation>,
     pic_aspect: Option<glow::UniformLocation>,
-    warp: Option<glow::UniformLocation>,
     rot: Option<glow::UniformLocation>,
     tan: Option<glow::UniformLocation>,
     texel: Option<glow::UniformLocation>,
@@ -218,12 +277,16 @@ struct Loaded {
 /// The GPU presenter. Create and use it on one thread.
 pub struct GlPresenter {
     gl: glow::Context,
-    video: glow::Program,
-    vu: VideoUniforms,
+    /// The video shader's variants compiled so far (at most 2 formats × 3 modes).
+    programs: Vec<VideoProgram>,
     overlay_prog: glow::Program,
     overlay_loc: Option<glow::UniformLocation>,
     vao: glow::VertexArray,
     planes: Vec<glow::Texture>,
+    /// The planes' sampling filter (NEAREST or LINEAR; 0: not set since they were made).
+    filter: u32,
+    /// A software GL (llvmpipe, softpipe, SwiftShader): samples nearest, never bilinear.
+    software: bool,
     loaded: Option<Loaded>,
     lens: Option<LensProfile>,
     warp: Option<Warp>,
@@ -318,7 +381,7 @@ impl GlPresenter {
             }
         };
         // SAFETY: the context is current; everything below is plain GL object setup.
-        let (renderer, version, videop, overlay_prog, vao) = unsafe {
+        let (renderer, version, overlay_prog, vao, overlay_loc) = unsafe {
             let version = gl.get_parameter_string(glow::VERSION);
             if !version.starts_with("OpenGL ES 3") {
                 return Err(MediaError::Display(format!(
@@ -326,38 +389,22 @@ impl GlPresenter {
                 )));
             }
             let renderer = gl.get_parameter_string(glow::RENDERER);
-            let videop = program(&gl, VIDEO_SHADER, "video")?;
-            let overlay_prog = program(&gl, OVERLAY_SHADER, "overlay")?;
+            let overlay_src = format!("#version 300 es\n{OVERLAY_SHADER}");
+            let overlay_prog = program(&gl, &overlay_src, "overlay")?;
             let vao = gl.create_vertex_array().map_err(gl_err("vertex array"))?;
-            (renderer, version, videop, overlay_prog, vao)
+            let overlay_loc = gl.get_uniform_location(overlay_prog, "u_overlay");
+            (renderer, version, overlay_prog, vao, overlay_loc)
         };
-        // SAFETY: as above.
-        let (vu, overlay_loc) = unsafe {
-            let u = |n: &str| gl.get_uniform_location(videop, n);
-            (
-                VideoUniforms {
-                    tex: [u("u_tex0"), u("u_tex1"), u("u_tex2")],
-                    format: u("u_format"),
-                    yuv: u("u_yuv"),
-                    offset: u("u_offset"),
-                    stereo: u("u_stereo"),
-                    lens: u("u_lens"),
-                    k: u("u_k"),
-                    chroma: u("u_chroma"),
-                    center: u("u_center"),
-                    fit: u("u_fit"),
-                    view_aspect: u("u_view_aspect"),
-                    pic_aspect: u("u_pic_aspect"),
-                    warp: u("u_warp"),
-                    rot: u("u_rot"),
-                    tan: u("u_tan"),
-                    texel: u("u_texel"),
-                },
-                gl.get_uniform_location(overlay_prog, "u_overlay"),
-            )
-        };
+        let software = ["llvmpipe", "softpipe", "swrast", "SwiftShader"]
+            .iter()
+            .any(|s| renderer.contains(s));
         log::info!(
-            "GL presenter: {version}, {renderer}; vsync {}{}",
+            "GL presenter: {version}, {renderer}{}; vsync {}{}",
+            if software {
+                " (software: nearest sampling, bilinear costs ~5× there)"
+            } else {
+                ""
+            },
             if vsync { "on" } else { "off" },
             match &spec.vr {
                 Some(l) => format!("; VR: side-by-side stereo, lens profile {:?}", l.name),
@@ -367,12 +414,13 @@ impl GlPresenter {
         let events = sdl.event_pump().map_err(sdl_err("SDL events"))?;
         let mut p = GlPresenter {
             gl,
-            video: videop,
-            vu,
+            programs: Vec::new(),
             overlay_prog,
             overlay_loc,
             vao,
             planes: Vec::new(),
+            filter: 0,
+            software,
             loaded: None,
             lens: spec.vr.clone(),
             warp: None,
@@ -387,9 +435,59 @@ impl GlPresenter {
             video_sys,
             sdl,
         };
+        // Compile what this window will draw now: a shader that does not build fails here,
+        // where `--presenter auto` can still fall back, not at the first picture.
+        let vr = spec.vr.is_some();
+        let chroma = spec.vr.as_ref().is_some_and(|l| l.chromatic != [1.0; 3]);
+        p.program(Variant {
+            gbr: false,
+            vr,
+            chroma,
+            warp: false,
+        })?;
+        if vr {
+            p.program(Variant {
+                gbr: false,
+                vr,
+                chroma,
+                warp: true,
+            })?;
+        }
         // A black window until the first picture.
         p.clear_and_swap();
         Ok(p)
+    }
+
+    /// The index of `variant`'s program in `programs`, compiled on first use.
+    fn program(&mut self, variant: Variant) -> Result<usize> {
+        if let Some(i) = self.programs.iter().position(|p| p.variant == variant) {
+            return Ok(i);
+        }
+        let gl = &self.gl;
+        let src = format!("{}{VIDEO_SHADER}", variant.defines());
+        // SAFETY: the context is current on this thread.
+        let vp = unsafe {
+            let program = program(gl, &src, "video")?;
+            let u = |n: &str| gl.get_uniform_location(program, n);
+            VideoProgram {
+                variant,
+                program,
+                tex: [u("u_tex0"), u("u_tex1"), u("u_tex2")],
+                yuv: u("u_yuv"),
+                offset: u("u_offset"),
+                k: u("u_k"),
+                chroma: u("u_chroma"),
+                center: u("u_center"),
+                fit: u("u_fit"),
+                view_aspect: u("u_view_aspect"),
+                pic_aspect: u("u_pic_aspect"),
+                rot: u("u_rot"),
+                tan: u("u_tan"),
+                texel: u("u_texel"),
+            }
+        };
+        self.programs.push(vp);
+        Ok(self.programs.len() - 1)
     }
 
     /// Whether the display gave vsync.
@@ -432,6 +530,7 @@ impl GlPresenter {
         // (`DecodedFrame::plane`) and GL reads (height − 1) × row length + width texels.
         unsafe {
             if !same {
+                self.filter = 0;
                 for t in self.planes.drain(..) {
                     gl.delete_texture(t);
                 }
@@ -497,22 +596,38 @@ impl GlPresenter {
     }
 
     /// Draws the loaded picture (and the overlay) into the back buffer; false: nothing loaded.
-    fn draw(&mut self) -> bool {
+    fn draw(&mut self) -> Result<bool> {
         let Some(l) = self.loaded else {
-            return false;
+            return Ok(false);
         };
+        let (specs, gbr) = plane_specs(l.format);
+        let vr = self.lens.is_some();
         let (dw, dh) = self.window.drawable_size();
-        let gl = &self.gl;
-        let vu = &self.vu;
-        let stereo = self.lens.is_some();
         // Outside VR: the picture at its aspect, black bars around. In VR: each half of the
         // window is an eye's viewport.
-        let (vx, vy, vw, vh) = if stereo {
+        let (vx, vy, vw, vh) = if vr {
             (0, 0, dw as i32, dh as i32)
         } else {
             window::letterbox(dw, dh, l.width, l.height)
         };
-        let (specs, format) = plane_specs(l.format);
+        let warp = self.warp.filter(|w| vr && w.fov.is_valid());
+        let chroma = self.lens.as_ref().is_some_and(|l| l.chromatic != [1.0; 3]);
+        let index = self.program(Variant {
+            gbr,
+            vr,
+            chroma,
+            warp: warp.is_some(),
+        })?;
+        // Sample exactly at 1:1 (each output pixel on a texel centre), bilinearly when the
+        // picture is scaled or distorted, except on a software GL where bilinear costs ~5×.
+        let one_to_one = !vr && vw as u32 == l.width && vh as u32 == l.height;
+        let filter = if one_to_one || self.software {
+            glow::NEAREST
+        } else {
+            glow::LINEAR
+        };
+        let gl = &self.gl;
+        let vp = &self.programs[index];
         let (yuv, offset) = yuv_to_rgb(l.colour);
         // SAFETY: the context is current; the program, textures and VAO are this context's.
         unsafe {
@@ -521,55 +636,50 @@ impl GlPresenter {
             gl.clear(glow::COLOR_BUFFER_BIT);
             // GL's y runs upwards: the letterbox's top margin is its bottom one too.
             gl.viewport(vx, dh as i32 - vy - vh, vw, vh);
-            gl.use_program(Some(self.video));
+            gl.use_program(Some(vp.program));
             gl.bind_vertex_array(Some(self.vao));
             for (i, t) in self.planes.iter().enumerate().take(specs.len()) {
                 gl.active_texture(glow::TEXTURE0 + i as u32);
                 gl.bind_texture(glow::TEXTURE_2D, Some(*t));
-                gl.uniform_1_i32(vu.tex[i].as_ref(), i as i32);
+                if self.filter != filter {
+                    gl.tex_parameter_i32(glow::TEXTURE_2D, glow::TEXTURE_MIN_FILTER, filter as i32);
+                    gl.tex_parameter_i32(glow::TEXTURE_2D, glow::TEXTURE_MAG_FILTER, filter as i32);
+                }
+                gl.uniform_1_i32(vp.tex[i].as_ref(), i as i32);
             }
-            gl.uniform_1_i32(vu.format.as_ref(), format);
-            gl.uniform_matrix_3_f32_slice(vu.yuv.as_ref(), false, &yuv.to_cols_array());
-            gl.uniform_3_f32(vu.offset.as_ref(), offset[0], offset[1], offset[2]);
+            gl.uniform_matrix_3_f32_slice(vp.yuv.as_ref(), false, &yuv.to_cols_array());
+            gl.uniform_3_f32(vp.offset.as_ref(), offset[0], offset[1], offset[2]);
             gl.uniform_2_f32(
-                vu.texel.as_ref(),
+                vp.texel.as_ref(),
                 1.0 / l.width as f32,
                 1.0 / l.height as f32,
             );
-            gl.uniform_1_i32(vu.stereo.as_ref(), stereo as i32);
-            match &self.lens {
-                Some(lens) => {
-                    let k = lens.k4();
-                    gl.uniform_1_i32(vu.lens.as_ref(), 1);
-                    gl.uniform_4_f32(vu.k.as_ref(), k[0], k[1], k[2], k[3]);
-                    let c = lens.chromatic;
-                    gl.uniform_3_f32(vu.chroma.as_ref(), c[0], c[1], c[2]);
-                    gl.uniform_2_f32(vu.center.as_ref(), lens.center[0], lens.center[1]);
-                    gl.uniform_1_f32(vu.fit.as_ref(), lens.fit_scale());
-                    // Each eye's viewport and picture are half as wide.
-                    let eye_w = (vw as f32 / 2.0).max(1.0);
-                    gl.uniform_1_f32(vu.view_aspect.as_ref(), vh as f32 / eye_w);
-                    gl.uniform_1_f32(
-                        vu.pic_aspect.as_ref(),
-                        l.height as f32 / (l.width as f32 / 2.0).max(1.0),
-                    );
-                }
-                None => gl.uniform_1_i32(vu.lens.as_ref(), 0),
+            if let Some(lens) = &self.lens {
+                let k = lens.k4();
+                gl.uniform_4_f32(vp.k.as_ref(), k[0], k[1], k[2], k[3]);
+                let c = lens.chromatic;
+                gl.uniform_3_f32(vp.chroma.as_ref(), c[0], c[1], c[2]);
+                gl.uniform_2_f32(vp.center.as_ref(), lens.center[0], lens.center[1]);
+                gl.uniform_1_f32(vp.fit.as_ref(), lens.fit_scale());
+                // Each eye's viewport and picture are half as wide.
+                let eye_w = (vw as f32 / 2.0).max(1.0);
+                gl.uniform_1_f32(vp.view_aspect.as_ref(), vh as f32 / eye_w);
+                gl.uniform_1_f32(
+                    vp.pic_aspect.as_ref(),
+                    l.height as f32 / (l.width as f32 / 2.0).max(1.0),
+                );
             }
-            match self.warp.filter(|w| stereo && w.fov.is_valid()) {
-                Some(w) => {
-                    let t = w.fov.tan_half();
-                    gl.uniform_1_i32(vu.warp.as_ref(), 1);
-                    gl.uniform_matrix_3_f32_slice(
-                        vu.rot.as_ref(),
-                        false,
-                        &w.rotation().to_cols_array(),
-                    );
-                    gl.uniform_2_f32(vu.tan.as_ref(), t.x, t.y);
-                }
-                None => gl.uniform_1_i32(vu.warp.as_ref(), 0),
+            if let Some(w) = warp {
+                let t = w.fov.tan_half();
+                gl.uniform_matrix_3_f32_slice(
+                    vp.rot.as_ref(),
+                    false,
+                    &w.rotation().to_cols_array(),
+                );
+                gl.uniform_2_f32(vp.tan.as_ref(), t.x, t.y);
             }
             gl.draw_arrays(glow::TRIANGLES, 0, 3);
+            self.filter = filter;
             if self.overlay_on {
                 if let Some((t, w, h)) = self.overlay_tex {
                     gl.viewport(
@@ -589,7 +699,7 @@ impl GlPresenter {
                 }
             }
         }
-        true
+        Ok(true)
     }
 
     fn upload_overlay(&mut self, img: &RgbaImage) -> Result<()> {
@@ -647,7 +757,7 @@ impl GlPresenter {
     /// Draws the current picture and overlay into the back buffer and reads it back (top row
     /// first, RGBA), without showing it: what the window would show next. For tests.
     pub fn snapshot(&mut self) -> Result<Option<RgbaImage>> {
-        if !self.draw() {
+        if !self.draw()? {
             return Ok(None);
         }
         let (w, h) = self.window.drawable_size();
@@ -702,13 +812,13 @@ impl Presenter for GlPresenter {
 
     fn present(&mut self, picture: &DecodedFrame) -> Result<()> {
         self.upload(picture)?;
-        self.draw();
+        self.draw()?;
         self.window.gl_swap_window();
         Ok(())
     }
 
     fn redraw(&mut self) -> Result<bool> {
-        if !self.draw() {
+        if !self.draw()? {
             return Ok(false);
         }
         self.window.gl_swap_window();

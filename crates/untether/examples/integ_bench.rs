@@ -141,6 +141,7 @@ fn client_opts(host: std::net::SocketAddr, seconds: f64) -> ClientOptions {
         host,
         client: cfg.client,
         network: cfg.network,
+        vr: Default::default(),
         display: Display::Headless,
         duration: Some(Duration::from_secs_f64(seconds)),
         save_frame: None,

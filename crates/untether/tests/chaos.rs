@@ -105,6 +105,7 @@ fn a_forged_port_unreachable_does_not_end_a_live_session() {
         host: host_addr,
         client: cfg.client.clone(),
         network: cfg.network.clone(),
+        vr: Default::default(),
         display: Display::Headless,
         duration: Some(Duration::from_secs(4)),
         save_frame: None,

@@ -25,6 +25,7 @@ fn client_options(seconds: f64) -> ClientOptions {
         host: ([127, 0, 0, 1], 0).into(),
         client: cfg.client,
         network: cfg.network,
+        vr: Default::default(),
         display: Display::Headless,
         duration: Some(Duration::from_secs_f64(seconds)),
         save_frame: None,

@@ -32,6 +32,7 @@ fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptio
             host: ([127, 0, 0, 1], 0).into(),
             client: cfg.client.clone(),
             network: cfg.network.clone(),
+            vr: Default::default(),
             display: Display::Headless,
             duration: Some(Duration::from_secs_f64(seconds)),
             save_frame: None,

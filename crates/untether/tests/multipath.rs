@@ -94,6 +94,7 @@ fn stream_with(
             host: SocketAddr::new(machines.host_ip(), 0),
             client: cfg.client.clone(),
             network: cfg.network.clone(),
+            vr: Default::default(),
             display: Display::Headless,
             duration: Some(Duration::from_secs(seconds)),
             save_frame: None,

@@ -17,6 +17,7 @@ impl ClientBuilder {
                 host,
                 client: cfg.client,
                 network: cfg.network,
+                vr: Default::default(),
                 display: Display::Headless,
                 duration: None,
                 save_frame: None,

@@ -12,9 +12,11 @@ use untether_proto::units;
 
 mod limits;
 mod video;
+mod vr;
 
 pub use limits::*;
 pub use video::*;
+pub use vr::*;
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
@@ -175,6 +177,13 @@ pub struct ClientToml {
     /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
     /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
     pub clock: String,
+    /// The window's presenter: `auto` (the GPU presenter, or SDL's renderer when OpenGL ES 3
+    /// cannot start), `gl` or `sdl`.
+    pub presenter: String,
+    /// Start the window fullscreen (F11 or Alt+Enter toggles it).
+    pub fullscreen: bool,
+    /// Start with the statistics overlay shown (F12 toggles it).
+    pub overlay: bool,
 }
 
 /// The values of `client.clock`.
@@ -192,6 +201,9 @@ impl Default for ClientToml {
             state_dir: String::new(),
             paths: Vec::new(),
             clock: "auto".into(),
+            presenter: "auto".into(),
+            fullscreen: false,
+            overlay: false,
         }
     }
 }
@@ -264,6 +276,7 @@ pub struct ConfigToml {
     pub host: HostToml,
     pub client: ClientToml,
     pub network: NetworkToml,
+    pub vr: VrToml,
 }
 
 impl ConfigToml {
@@ -369,6 +382,7 @@ impl ClientToml {
         if self.name.is_empty() || self.name.len() > 64 {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
         }
+        self.presenter_kind()?;
         if !CLOCK_MODES.contains(&self.clock.as_str()) {
             return Err(invalid(
                 "client.clock",
@@ -380,6 +394,22 @@ impl ClientToml {
             ));
         }
         Ok(())
+    }
+}
+
+impl ClientToml {
+    /// The window's presenter (`presenter`).
+    pub fn presenter_kind(&self) -> Result<untether_media::present::PresenterKind, ConfigError> {
+        untether_media::present::PresenterKind::parse(&self.presenter).ok_or_else(|| {
+            invalid(
+                "client.presenter",
+                format!(
+                    "{:?}: expected one of {}",
+                    self.presenter,
+                    untether_media::present::PresenterKind::NAMES.join(", ")
+                ),
+            )
+        })
     }
 }
 
