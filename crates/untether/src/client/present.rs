@@ -183,6 +183,14 @@ pub(crate) fn present_loop(
                 p.kind(),
                 if lens.is_some() { " · vr" } else { "" }
             ));
+            if options.display == Display::Window {
+                let vr = if lens.is_some() && p.kind() == "gl" {
+                    "-vr"
+                } else {
+                    ""
+                };
+                lock(&s.run).presenter = Some(format!("{}-window{vr}", p.kind()));
+            }
             if view.overlay {
                 view.refresh_overlay(s, now);
                 p.set_overlay(Some(view.live.model()))?;

@@ -111,6 +111,9 @@ pub struct ClientRun {
     pub reconnects: Vec<(Micros, Micros)>,
     /// ICMP port-unreachable reports on the main path (a live session survives forged ones).
     pub refusals: u64,
+    /// What showed the pictures, for the report's `config.display`: `gl-window`,
+    /// `gl-window-vr`, `sdl-window` (None: no picture was shown, or headless).
+    pub presenter: Option<String>,
 }
 
 /// The most frames whose records we keep (10 minutes at 60 fps).

@@ -307,7 +307,11 @@ pub fn frame_row(r: &FrameRecord, timing: Option<&FrameTiming>, offset: i64) -> 
 
 /// Builds the report from what the client measured and, when the host ran in this process,
 /// what the host measured.
-pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) -> Report {
+pub fn build(mut config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) -> Report {
+    if let Some(p) = &run.presenter {
+        // What really drew (the GPU presenter, or SDL's renderer after a fallback).
+        config.display = p.clone();
+    }
     let offset = run.clock.map_or(0, |c| c.offset_us);
     let to_client = |host_us: u64| host_us as i64 - offset;
     let mut g2g = Samples::default();
