@@ -8,6 +8,7 @@ PACKAGES=(
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
   libavfilter-dev libavdevice-dev ffmpeg
   libsdl2-dev
+  libgl1-mesa-dri libglx-mesa0 libegl-mesa0 libgles2
   xvfb xauth x11-utils x11-apps imagemagick
   iproute2 nftables
 )
