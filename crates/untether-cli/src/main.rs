@@ -84,7 +84,7 @@ impl Global {
 enum Command {
     /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to one client at a time.
     Host(HostArgs),
-    /// Connect to a host, decode and show its stream, send keyboard and mouse back.
+    /// Connect to a host, decode and show its stream, send keyboard and mouse back. In the window: F11 or Alt+Enter fullscreen, F10 capture/release the mouse, F12 statistics overlay (not sent to the host).
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
     Demo(DemoArgs),
