@@ -812,3 +812,42 @@ fn ranges_and_units_are_named_in_one_style() {
         text(&o)
     );
 }
+
+/// Without OpenGL ES 3 (Mesa told to offer ES 2 only), `--presenter auto` falls back to SDL's
+/// renderer saying so in one line, and `--presenter gl` is an error that says why.
+#[test]
+fn the_sdl_renderer_takes_over_when_opengl_es_3_cannot_start() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    let report = tmp("fallback-report.json");
+    let out = untether()
+        .args(["demo", "--duration", "2", "--presenter", "auto", "--report"])
+        .arg(&report)
+        .env("MESA_GLES_VERSION_OVERRIDE", "2.0")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let said: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains("falling back to the SDL renderer"))
+        .collect();
+    assert_eq!(said.len(), 1, "{t}");
+    assert!(said[0].contains("GL presenter unavailable"), "{t}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["config"]["display"], "sdl-window", "{r}");
+    assert!(r["frames"]["shown"].as_u64().unwrap() > 0, "{r}");
+    let out = untether()
+        .args(["demo", "--duration", "2", "--presenter", "gl"])
+        .env("MESA_GLES_VERSION_OVERRIDE", "2.0")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("the GL presenter (--presenter gl) cannot start"),
+        "{t}"
+    );
+}

@@ -141,6 +141,13 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    // The overlay's own cost per frame: its blended quad over the picture (the text's
+    // rasterisation and upload happen every 0.5 s at most, above).
+    if let Ok(mut p) = GlPresenter::open(&spec(true)) {
+        p.present(&pics[0]).expect("present");
+        p.set_overlay(Some(&model())).expect("overlay");
+        g.bench_function("gl_overlay_quad_only", |b| b.iter(|| p.draw_overlay_only()));
+    }
     for (name, overlay) in [("sdl", false), ("sdl_overlay", true)] {
         let mut p = SdlPresenter::open(&spec(false)).expect("SDL window");
         if overlay {
