@@ -78,13 +78,14 @@ impl OverlayModel {
             ms(self.glass_to_glass_ms),
             ms(self.glass_to_glass_max_ms)
         ));
-        // Stages, four or five to a line.
+        // Stages, three to a line: a narrow panel covers less of the picture (and costs a
+        // software GL less to blend).
         let stages: Vec<String> = self
             .stages_ms
             .iter()
             .map(|(name, v)| format!("{} {}", short_stage(name), ms(*v)))
             .collect();
-        for chunk in stages.chunks(5) {
+        for chunk in stages.chunks(3) {
             out.push(format!(" {}", chunk.join("  ")));
         }
         let bitrate = match self.bitrate_mbps {
@@ -95,17 +96,20 @@ impl OverlayModel {
             Some(l) => format!("{l:.2} %"),
             None => NOT_MEASURED.into(),
         };
-        let count = |v: Option<u64>| v.map_or(NOT_MEASURED.to_string(), |v| v.to_string());
         out.push(format!(
-            "bitrate {bitrate}  loss {loss}  FEC repaired {}  NACKs {}",
-            count(self.fec_repaired),
-            count(self.nacks)
+            "{bitrate}  loss {loss}  RTT {} ms",
+            ms(self.rtt_ms)
         ));
+        let count = |v: Option<u64>| v.map_or(NOT_MEASURED.to_string(), |v| v.to_string());
         let paths = match self.paths {
             Some((live, all)) => format!("{live}/{all}"),
             None => NOT_MEASURED.into(),
         };
-        out.push(format!("RTT {} ms  paths {paths}", ms(self.rtt_ms)));
+        out.push(format!(
+            "FEC repaired {}  NACKs {}  paths {paths}",
+            count(self.fec_repaired),
+            count(self.nacks)
+        ));
         out.push(format!(
             "pose-to-photon {}{}",
             ms(self.pose_to_photon_ms),

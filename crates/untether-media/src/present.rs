@@ -213,7 +213,7 @@ impl RendererKind {
 }
 
 /// The overlay's text size, pixels.
-pub(crate) const OVERLAY_PX: f32 = 15.0;
+pub(crate) const OVERLAY_PX: f32 = 13.0;
 /// The overlay's distance from the window's top-left corner, pixels.
 pub(crate) const OVERLAY_MARGIN: i32 = 8;
 

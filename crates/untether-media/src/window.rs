@@ -14,8 +14,20 @@ pub(crate) fn sdl_err(what: &str) -> impl Fn(String) -> MediaError + '_ {
     move |e| MediaError::Display(format!("{what}: {e}"))
 }
 
-/// SDL with its video subsystem on a visible display.
+thread_local! {
+    /// SDL and its video subsystem, kept for the thread's life once started: quitting SDL's
+    /// video (and with it the GL library) and starting it again at once, as a fallback from
+    /// the GPU presenter to SDL's renderer does, made X11's driver fail now and then under
+    /// Xvfb (SDL then only found its off-screen driver).
+    static VIDEO: std::cell::RefCell<Option<(sdl2::Sdl, sdl2::VideoSubsystem)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// SDL with its video subsystem on a visible display (started once per thread).
 pub(crate) fn init_video() -> Result<(sdl2::Sdl, sdl2::VideoSubsystem)> {
+    if let Some(v) = VIDEO.with(|v| v.borrow().clone()) {
+        return Ok(v);
+    }
     let sdl = sdl2::init().map_err(sdl_err("SDL init"))?;
     let video = sdl.video().map_err(sdl_err(
         "SDL video (is there a display? set DISPLAY, or run headless)",
@@ -24,6 +36,7 @@ pub(crate) fn init_video() -> Result<(sdl2::Sdl, sdl2::VideoSubsystem)> {
         video.current_video_driver(),
         std::env::var("SDL_VIDEODRIVER").ok().as_deref(),
     )?;
+    VIDEO.with(|v| *v.borrow_mut() = Some((sdl.clone(), video.clone())));
     Ok((sdl, video))
 }
 
