@@ -352,8 +352,8 @@ fn vr_mode_shows_two_distorted_eye_views_and_the_overlay_on_top() {
     assert!(light > 100, "no overlay text: {light} light pixels");
     let mean = |img: &RgbaImage| {
         let (mut sum, mut n) = (0.0, 0.0);
-        for y in 62..96 {
-            for x in 250..500 {
+        for y in 56..90 {
+            for x in 200..280 {
                 sum += px(img, x, y)[1] as f64;
                 n += 1.0;
             }
