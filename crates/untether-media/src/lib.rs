@@ -24,6 +24,7 @@ pub mod stamp;
 pub mod warp;
 mod window;
 pub mod x11;
+pub mod x264;
 
 pub use frame::BgraFrame;
 
