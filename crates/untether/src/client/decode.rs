@@ -108,6 +108,8 @@ pub(crate) fn decode_loop(
                     bytes: frame.data.len(),
                     stamp,
                     pose: None,
+                    width: picture.width(),
+                    height: picture.height(),
                     thumbnail: thumbnail(plane, stride, picture.width(), picture.height()),
                 };
                 {
