@@ -89,6 +89,7 @@ fn stream_with(
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
+            webrtc: cfg.webrtc.clone(),
         },
         client: ClientOptions {
             host: SocketAddr::new(machines.host_ip(), 0),

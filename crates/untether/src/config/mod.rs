@@ -12,9 +12,11 @@ use untether_proto::units;
 
 mod limits;
 mod video;
+mod webrtc;
 
 pub use limits::*;
 pub use video::*;
+pub use webrtc::{CertSource, WebRtcToml};
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
@@ -264,6 +266,7 @@ pub struct ConfigToml {
     pub host: HostToml,
     pub client: ClientToml,
     pub network: NetworkToml,
+    pub webrtc: WebRtcToml,
 }
 
 impl ConfigToml {

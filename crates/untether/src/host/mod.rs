@@ -31,6 +31,7 @@ mod source_pipe;
 mod source_scene;
 mod source_x11;
 mod state_input;
+mod webrtc;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -62,6 +63,7 @@ pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
 };
 pub use state_input::STATE_SEQ;
+pub use webrtc::WebRtcSummary;
 
 use audio::AudioStage;
 use encode::{encoder_config, EncoderStage};
@@ -151,6 +153,8 @@ pub struct Host {
     sender_stage: Mutex<Option<EncoderStage>>,
     audio: Option<Arc<AudioStage>>,
     capture: Option<SdlAudioCapture>,
+    /// Where browsers find the page (`webrtc.listen`).
+    browsers: Option<webrtc::BrowserInfo>,
 }
 
 /// The session parameters a host announces for its video settings.
@@ -232,8 +236,9 @@ impl Host {
 
     /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
     /// Invalid settings are refused with the message the CLI gives, never replaced by defaults.
-    pub fn start_with(mut options: HostOptions, setup: HostSetup) -> Result<Host, HostError> {
+    pub fn start_with(mut options: HostOptions, mut setup: HostSetup) -> Result<Host, HostError> {
         options.validate()?;
+        webrtc::prepare(&options, &mut setup);
         let bind: SocketAddr = options
             .host
             .bind
@@ -305,6 +310,8 @@ impl Host {
         };
         let parked = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
+        let web = webrtc::start(&options, &pairing, audio.is_some(), &net, &shared)?;
+        let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
         {
             let (s, parked) = (shared.clone(), parked.clone());
             let mut host_net = HostNet::new(
@@ -316,9 +323,10 @@ impl Host {
                 pacing,
                 v.fps,
             );
+            host_net.webrtc = webrtc_side;
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
-                    driver::run(&mut host_net, &[socket], &mailbox, &s.stop)
+                    driver::run(&mut host_net, &sockets, &mailbox, &s.stop)
                 {
                     s.fail(format!("network: {e}"));
                 }
@@ -417,6 +425,7 @@ impl Host {
             sender_stage: Mutex::new(sender_stage),
             audio,
             capture: capture_dev,
+            browsers,
         })
     }
 

@@ -9,7 +9,7 @@ use untether_media::pipe::PipeFormat;
 use untether_media::x11::{CaptureTarget, PointerMode};
 use untether_proto::InputRecord;
 
-use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig};
+use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig, WebRtcToml};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -19,12 +19,15 @@ pub struct HostOptions {
     pub scene: SceneToml,
     pub host: HostToml,
     pub network: NetworkToml,
+    /// Browsers and WHIP publishing (`[webrtc]`; off by default).
+    pub webrtc: WebRtcToml,
 }
 
 impl HostOptions {
     /// Checks every setting, naming the key and the allowed values of the first bad one.
     pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
-        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)
+        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)?;
+        self.webrtc.validate()
     }
 }
 
@@ -36,6 +39,7 @@ impl Default for HostOptions {
             scene: cfg.scene,
             host: cfg.host,
             network: cfg.network,
+            webrtc: cfg.webrtc,
         }
     }
 }
