@@ -1,8 +1,9 @@
 # The two commands (see README.md):
 #   make demo   — install what is missing, build (release), stream the test scene host→client
 #                 on this machine for 10 s, print the latency report.
-#   make test   — install what is missing, run the whole test suite (unit, simulation,
-#                 loopback integration, SDL window under Xvfb).
+#   make test   — install what is missing (with Chromium, Janus and simple-whip-server for the
+#                 browser tests), run the whole test suite (unit, simulation, loopback
+#                 integration, SDL window under Xvfb, headless Chromium).
 SHELL := /bin/bash
 CARGO ?= cargo
 DEMO_ARGS ?=
@@ -24,7 +25,8 @@ build: setup
 demo: build
 	./target/release/untether demo --duration 10 --report target/demo-report.json $(DEMO_ARGS)
 
-test: setup
+test:
+	@./scripts/setup.sh browser
 	./scripts/test.sh
 
 lint: setup

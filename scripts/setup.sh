@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Installs the system packages untether needs to build, test and run, on Debian 12.
 # Idempotent: installs only what is missing. Needs root or sudo.
+#
+#   scripts/setup.sh           what building and the core tests need
+#   scripts/setup.sh browser   also Chromium, Janus and simple-whip-server: the browser and WHIP
+#                              tests (`make test` asks for them; `make demo` does not)
 set -euo pipefail
+WANT_BROWSER=0
+for a in "$@"; do
+  case "$a" in
+    browser) WANT_BROWSER=1 ;;
+    *) echo "setup: unknown target $a (known: browser)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   pkg-config clang libclang-dev cmake make
@@ -10,7 +21,11 @@ PACKAGES=(
   libsdl2-dev
   xvfb xauth x11-utils x11-apps imagemagick
   iproute2 nftables
+  libssl-dev
 )
+if [ "$WANT_BROWSER" = 1 ]; then
+  PACKAGES+=(chromium janus)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -28,6 +43,34 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# simple-whip-server (Debian's, node.js) in front of Janus. Its dependency node-websocket pulls
+# Debian's libnode108, which apt refuses beside a node.js from elsewhere (e.g. NodeSource's):
+# then its pure-JS dependencies come from apt as usual, and the package itself and
+# node-websocket (whose native parts fall back to JS) are unpacked, not installed, under
+# /usr/local/lib/untether/simple-whip-server, run with the node.js that is there.
+if [ "$WANT_BROWSER" = 1 ] && [ ! -f /usr/share/simple-whip-server/src/server.js ] \
+   && [ ! -f /usr/local/lib/untether/simple-whip-server/usr/share/simple-whip-server/src/server.js ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  node_origin="$(dpkg-query -W -f='${Version}' nodejs 2>/dev/null || true)"
+  if [ -z "$node_origin" ] || ! command -v node >/dev/null || [[ "$node_origin" == *deb12* || "$node_origin" == *dfsg* ]]; then
+    echo "setup: installing simple-whip-server"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends simple-whip-server >/dev/null
+  else
+    echo "setup: node.js $node_origin is not Debian's: unpacking simple-whip-server under /usr/local/lib/untether"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      node-async node-colors node-cors node-debug node-express node-es5-ext node-typedarray-to-buffer >/dev/null
+    tmp="$(mktemp -d)"
+    (cd "$tmp" && apt-get download -qq simple-whip-server node-websocket 2>/dev/null)
+    $SUDO mkdir -p /usr/local/lib/untether/simple-whip-server
+    for deb in "$tmp"/*.deb; do
+      $SUDO dpkg-deb -x "$deb" /usr/local/lib/untether/simple-whip-server
+    done
+    rm -rf "$tmp"
+  fi
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -98,6 +98,7 @@ pub(crate) fn sps_profile(au: &[u8]) -> Option<ProfileLevel> {
 }
 
 /// Whether an access unit starts a stream a decoder can join (an IDR slice).
+#[cfg(test)]
 pub(crate) fn is_idr(au: &[u8]) -> bool {
     nal_units(au).any(|n| n.first().is_some_and(|h| h & 0x1F == 5))
 }

@@ -585,14 +585,6 @@ impl WebRtc {
         })
     }
 
-    /// Browsers and the publication now: (id, label, connected, frames sent).
-    pub fn sessions(&self) -> Vec<(u64, String, bool, u64)> {
-        self.peers
-            .iter()
-            .map(|p| (p.id, p.label.clone(), p.connected, p.stats.frames_sent))
-            .collect()
-    }
-
     /// The current one-time link's token (made when there is none).
     pub fn link_token(&mut self, now: Micros) -> String {
         self.admission.link_token(now)

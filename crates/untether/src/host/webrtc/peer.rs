@@ -395,11 +395,6 @@ impl Peer {
             _ => {}
         }
     }
-
-    /// The micros of the session's next timer.
-    pub fn next_timeout_us(&self, clock: &Clock) -> Micros {
-        clock.micros(self.next_timeout)
-    }
 }
 
 #[cfg(test)]
