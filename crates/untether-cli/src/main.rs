@@ -593,7 +593,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
             let link = host.browser_link();
             if link != shown_link {
                 if let Some(l) = &link {
-                    eprintln!("untether host: browser link (the last one was used or expired): {l}");
+                    eprintln!(
+                        "untether host: browser link (the last one was used or expired): {l}"
+                    );
                 }
                 shown_link = link;
             }

@@ -111,7 +111,10 @@ fn a_browser_watches_reads_the_stamps_and_steers_the_scene() {
     assert!(page.lines("first-frame").is_empty(), "{}", page.tail());
     drop(page);
     let s = host.webrtc_summary().unwrap();
-    assert_eq!((s.browsers_refused, s.browsers_connected, s.frames_sent), (1, 0, 0));
+    assert_eq!(
+        (s.browsers_refused, s.browsers_connected, s.frames_sent),
+        (1, 0, 0)
+    );
 
     // With the link: frames, glass-to-glass from the stamps, input into the scene.
     let link = host.browser_link().unwrap();
@@ -131,7 +134,10 @@ fn a_browser_watches_reads_the_stamps_and_steers_the_scene() {
     // The same link again: used up.
     let mut again = Page::open(&chrome, &link).unwrap();
     let err = again.wait_for("error", Duration::from_secs(20));
-    assert!(err.as_ref().is_some_and(|e| e.contains("HTTP 403")), "{err:?}");
+    assert!(
+        err.as_ref().is_some_and(|e| e.contains("HTTP 403")),
+        "{err:?}"
+    );
     drop(again);
     drop(page);
     let s = host.webrtc_summary().unwrap();
@@ -169,7 +175,25 @@ fn the_page_reads_the_stamp_as_the_client_does() {
 #[test]
 fn host_publishes_by_whip_to_janus_and_a_browser_watches_the_videoroom() {
     let Some(chrome) = chromium() else { return };
-    let Some(janus) = common::janus::Janus::start() else {
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: the Janus test needs root (Janus runs in a network namespace)");
+        return;
+    }
+    let tb = untether_netem::netns::Testbed::create(None).unwrap();
+    // The host and the browser in the testbed's host namespace, Janus in its client one.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tb.enter(untether_netem::netns::Side::Host).unwrap();
+                whip_to_janus(&chrome, &tb);
+            })
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+    });
+}
+
+fn whip_to_janus(chrome: &std::path::Path, tb: &untether_netem::netns::Testbed) {
+    let Some(janus) = common::janus::Janus::start(tb) else {
         return;
     };
     let host = host(640, 360, 30, Some(janus.whip_endpoint()));
@@ -179,7 +203,7 @@ fn host_publishes_by_whip_to_janus_and_a_browser_watches_the_videoroom() {
         janus.http_api(),
         common::janus::ROOM
     );
-    let mut page = Page::open(&chrome, &url).unwrap();
+    let mut page = Page::open(chrome, &url).unwrap();
     let done = page.wait_for("done", Duration::from_secs(60));
     let s = host.webrtc_summary().unwrap();
     let done = done.unwrap_or_else(|| {

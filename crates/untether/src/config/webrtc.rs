@@ -137,7 +137,11 @@ impl WebRtcToml {
                 "a certificate is for the browser page: set webrtc.listen too",
             ));
         }
-        if self.publish_token.chars().any(|c| c.is_control() || c == ' ') {
+        if self
+            .publish_token
+            .chars()
+            .any(|c| c.is_control() || c == ' ')
+        {
             return Err(invalid(
                 "webrtc.publish_token",
                 "a bearer token has no spaces or control characters",
@@ -174,8 +178,14 @@ mod tests {
             publish: s.into(),
             ..Default::default()
         };
-        assert_eq!(bad(publish("rtmp://x/y")).as_deref(), Some("webrtc.publish"));
-        assert_eq!(bad(publish("http:///whip")).as_deref(), Some("webrtc.publish"));
+        assert_eq!(
+            bad(publish("rtmp://x/y")).as_deref(),
+            Some("webrtc.publish")
+        );
+        assert_eq!(
+            bad(publish("http:///whip")).as_deref(),
+            Some("webrtc.publish")
+        );
         let cert = WebRtcToml {
             cert: "/nonexistent/cert.pem".into(),
             listen: "127.0.0.1:0".into(),

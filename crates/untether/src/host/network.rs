@@ -140,8 +140,8 @@ pub(crate) struct HostNet {
     epoch: u64,
     /// When each (client, reason) refusal may be noted again.
     refusal_notes: std::collections::HashMap<(String, u8), Micros>,
-    /// Browsers and the WHIP publication (None: `[webrtc]` is off); their socket is
-    /// [`webrtc::SOCKET`](super::webrtc::SOCKET).
+    /// Browsers and the WHIP publication (None: `[webrtc]` is off); their sockets are
+    /// [`webrtc::SOCKET`](super::webrtc::SOCKET) and on.
     pub webrtc: Option<Box<super::webrtc::WebRtc>>,
 }
 
@@ -408,9 +408,9 @@ impl Endpoint for HostNet {
     }
 
     fn handle_datagram(&mut self, now: Micros, socket: usize, from: SocketAddr, data: &[u8]) {
-        if socket == super::webrtc::SOCKET {
+        if socket >= super::webrtc::SOCKET {
             if let Some(w) = &mut self.webrtc {
-                w.handle_datagram(now, from, data);
+                w.handle_datagram(now, socket, from, data);
             }
             return;
         }

@@ -1,6 +1,8 @@
 //! Janus 1.1.2 (Debian's `janus`) with its VideoRoom, behind `simple-whip-server` (Debian's,
-//! on node.js), started here on loopback with their own configuration files and free ports,
-//! and stopped (their process groups killed) when dropped. Never the system's configuration or
+//! on node.js), started here with their own configuration files and free ports in the client
+//! namespace of a two-namespace testbed (Janus gathers ICE candidates on every interface but
+//! loopback, so it needs one: the testbed's veth, which exists only on this machine), and
+//! stopped (their process groups killed) when dropped. Never the system's configuration or
 //! default ports.
 
 use std::net::{TcpListener, TcpStream};
@@ -10,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::browser::scratch_dir;
+use untether_netem::netns::{Side, Testbed};
 
 /// The VideoRoom room the host publishes into.
 pub const ROOM: u32 = 1234;
@@ -52,10 +55,10 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
-fn wait_port(port: u16, timeout: Duration) -> bool {
+fn wait_port(ip: std::net::Ipv4Addr, port: u16, timeout: Duration) -> bool {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        if TcpStream::connect((ip, port)).is_ok() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -63,9 +66,9 @@ fn wait_port(port: u16, timeout: Duration) -> bool {
     false
 }
 
-fn http_post_json(port: u16, path: &str, body: &str) -> Option<u16> {
+fn http_post_json(ip: std::net::Ipv4Addr, port: u16, path: &str, body: &str) -> Option<u16> {
     use std::io::{Read, Write};
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let mut s = TcpStream::connect((ip, port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let req = format!(
         "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -81,14 +84,16 @@ pub struct Janus {
     janus: Child,
     whip: Child,
     dir: PathBuf,
+    ip: std::net::Ipv4Addr,
     http_port: u16,
     whip_port: u16,
 }
 
 impl Janus {
-    /// Starts Janus and the WHIP server; None (after one line saying why) when they are not
-    /// installed.
-    pub fn start() -> Option<Janus> {
+    /// Starts Janus and the WHIP server in `tb`'s client namespace (call it from a thread in
+    /// the host namespace); None (after one line saying why) when they are not installed.
+    pub fn start(tb: &Testbed) -> Option<Janus> {
+        let ip = tb.client_addr();
         let janus_bin = Path::new("/usr/bin/janus");
         let Some(whip_src) = whip_sources() else {
             println!("skipped: simple-whip-server is not installed (scripts/setup.sh browser installs it)");
@@ -121,7 +126,7 @@ media: {{
     rtp_port_range = "{base}-{end}"
 }}
 nat: {{
-    ice_enforce_list = "127.0.0.1"
+    ice_enforce_list = "{ip}"
     ignore_mdns = true
 }}
 plugins: {{
@@ -150,7 +155,6 @@ events: {{
     base_path = "/janus"
     http = true
     port = {http_port}
-    ip = "127.0.0.1"
     https = false
 }}
 admin: {{
@@ -197,7 +201,7 @@ room-{ROOM}: {{
             ),
         );
         let mut janus = match spawn(
-            Command::new(janus_bin)
+            tb.command(Side::Client, janus_bin)
                 .arg(format!("--configs-folder={}", dir.display()))
                 .arg(format!("--config={}", dir.join("janus.jcfg").display()))
                 .arg("--disable-colors"),
@@ -209,7 +213,7 @@ room-{ROOM}: {{
                 return None;
             }
         };
-        if !wait_port(http_port, Duration::from_secs(15)) || !wait_port(ws_port, Duration::from_secs(5)) {
+        if !wait_port(ip, http_port, Duration::from_secs(15)) {
             let log = std::fs::read_to_string(dir.join("janus.log")).unwrap_or_default();
             kill(&mut janus);
             panic!("janus did not open its ports:\n{log}");
@@ -235,7 +239,7 @@ room-{ROOM}: {{
             "/usr/share/nodejs:/usr/lib/nodejs:{arch}:{private}/usr/share/nodejs:{private}{arch}"
         );
         let mut whip = match spawn(
-            Command::new("node")
+            tb.command(Side::Client, "node")
                 .arg("src/server.js")
                 .current_dir(&wdir)
                 .env("NODE_PATH", node_path)
@@ -249,7 +253,7 @@ room-{ROOM}: {{
                 return None;
             }
         };
-        if !wait_port(whip_port, Duration::from_secs(15)) {
+        if !wait_port(ip, whip_port, Duration::from_secs(15)) {
             let log = std::fs::read_to_string(dir.join("whip.log")).unwrap_or_default();
             kill(&mut whip);
             kill(&mut janus);
@@ -259,10 +263,12 @@ room-{ROOM}: {{
             janus,
             whip,
             dir,
+            ip,
             http_port,
             whip_port,
         };
         let created = http_post_json(
+            ip,
             whip_port,
             "/whip/create",
             &format!(r#"{{"id":"untether","room":{ROOM}}}"#),
@@ -273,21 +279,34 @@ room-{ROOM}: {{
 
     /// The WHIP endpoint the host publishes to.
     pub fn whip_endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}/whip/endpoint/untether", self.whip_port)
+        format!(
+            "http://{}:{}/whip/endpoint/untether",
+            self.ip, self.whip_port
+        )
     }
 
     /// Janus's HTTP API (the viewer page talks to it).
     pub fn http_api(&self) -> String {
-        format!("http://127.0.0.1:{}/janus", self.http_port)
+        format!("http://{}:{}/janus", self.ip, self.http_port)
     }
 
     pub fn log_tail(&self) -> String {
         let tail = |f: &str| {
             let t = std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
-            let lines: Vec<&str> = t.lines().collect();
-            lines[lines.len().saturating_sub(30)..].join("\n")
+            let lines: Vec<&str> = t.lines().filter(|l| !l.contains("still waiting")).collect();
+            let head = lines.len().min(40);
+            let tail = lines.len().saturating_sub(30).max(head);
+            format!(
+                "{}\n…\n{}",
+                lines[..head].join("\n"),
+                lines[tail..].join("\n")
+            )
         };
-        format!("--- janus\n{}\n--- whip\n{}", tail("janus.log"), tail("whip.log"))
+        format!(
+            "--- janus\n{}\n--- whip\n{}",
+            tail("janus.log"),
+            tail("whip.log")
+        )
     }
 }
 

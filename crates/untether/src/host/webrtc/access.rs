@@ -126,65 +126,64 @@ impl Admission {
         cred: &Credential,
         pins: &mut dyn PinCheck,
     ) -> Result<String, Refusal> {
-        let ok = match cred {
-            Credential::Token(t) => match &self.link {
-                Some((link, expires)) if ct_eq(link, t) => {
-                    if now >= *expires {
-                        self.link = None;
+        let ok =
+            match cred {
+                Credential::Token(t) => {
+                    match &self.link {
+                        Some((link, expires)) if ct_eq(link, t) => {
+                            if now >= *expires {
+                                self.link = None;
+                                return Err(Refusal::new(
+                                    403,
+                                    "this link has expired: ask the host for a new one",
+                                ));
+                            }
+                            // Single use: the next page needs the next link.
+                            self.link = None;
+                            true
+                        }
+                        _ if self.open => true,
+                        _ => return Err(Refusal::new(
+                            403,
+                            "this link was used or is not the host's: ask the host for a new one",
+                        )),
+                    }
+                }
+                Credential::Pin(p) => match pins.try_pin(now, p) {
+                    Ok(()) => true,
+                    Err(_) if self.open => true,
+                    Err(Some(left)) => {
                         return Err(Refusal::new(
                             403,
-                            "this link has expired: ask the host for a new one",
-                        ));
+                            format!("wrong or expired PIN ({left} attempts left)"),
+                        ))
                     }
-                    // Single use: the next page needs the next link.
-                    self.link = None;
-                    true
-                }
-                _ if self.open => true,
-                _ => {
-                    return Err(Refusal::new(
-                        403,
-                        "this link was used or is not the host's: ask the host for a new one",
-                    ))
-                }
-            },
-            Credential::Pin(p) => match pins.try_pin(now, p) {
-                Ok(()) => true,
-                Err(_) if self.open => true,
-                Err(Some(left)) => {
-                    return Err(Refusal::new(
-                        403,
-                        format!("wrong or expired PIN ({left} attempts left)"),
-                    ))
-                }
-                Err(None) => {
-                    return Err(Refusal::new(
+                    Err(None) => return Err(Refusal::new(
                         403,
                         "no pairing PIN is active on the host (run `untether pair --pin` there)",
+                    )),
+                },
+                Credential::Resume(r) => {
+                    self.resume.retain(|_, e| now < *e);
+                    if self.resume.keys().any(|k| ct_eq(k, r)) {
+                        true
+                    } else if self.open {
+                        true
+                    } else {
+                        return Err(Refusal::new(
+                            403,
+                            "this page's admission has expired: open a new link from the host",
+                        ));
+                    }
+                }
+                Credential::None if self.open => true,
+                Credential::None => {
+                    return Err(Refusal::new(
+                        401,
+                        "not admitted: open the link the host printed, or enter the host's PIN",
                     ))
                 }
-            },
-            Credential::Resume(r) => {
-                self.resume.retain(|_, e| now < *e);
-                if self.resume.keys().any(|k| ct_eq(k, r)) {
-                    true
-                } else if self.open {
-                    true
-                } else {
-                    return Err(Refusal::new(
-                        403,
-                        "this page's admission has expired: open a new link from the host",
-                    ));
-                }
-            }
-            Credential::None if self.open => true,
-            Credential::None => {
-                return Err(Refusal::new(
-                    401,
-                    "not admitted: open the link the host printed, or enter the host's PIN",
-                ))
-            }
-        };
+            };
         debug_assert!(ok);
         if self.resume.len() >= MAX_RESUME {
             if let Some(oldest) = self
@@ -205,8 +204,7 @@ impl Admission {
 /// Compares secrets without an early exit on the first difference.
 pub(crate) fn ct_eq(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -239,7 +237,9 @@ mod tests {
         let mut pins = Pins(None);
         let t = a.link_token(0);
         assert_eq!(a.current_link(0), Some(t.as_str()));
-        let resume = a.admit(1, &Credential::Token(t.clone()), &mut pins).unwrap();
+        let resume = a
+            .admit(1, &Credential::Token(t.clone()), &mut pins)
+            .unwrap();
         // Used up: the same link again is refused, and a new one is made.
         let r = a.admit(2, &Credential::Token(t.clone()), &mut pins);
         assert_eq!(r.unwrap_err().status, 403);
@@ -274,7 +274,9 @@ mod tests {
         let mut pins = Pins(Some(("123456".into(), 3)));
         let e = a.admit(0, &Credential::Pin("000000".into()), &mut pins);
         assert!(e.unwrap_err().reason.contains("2 attempts left"));
-        assert!(a.admit(0, &Credential::Pin("123456".into()), &mut pins).is_ok());
+        assert!(a
+            .admit(0, &Credential::Pin("123456".into()), &mut pins)
+            .is_ok());
         let e = a.admit(0, &Credential::Pin("123456".into()), &mut pins);
         assert!(e.unwrap_err().reason.contains("no pairing PIN"));
     }

@@ -1,8 +1,8 @@
 //! The host's API for browsers: the link to print, the page's address and certificate, what
 //! the WebRTC sessions counted.
 
-use crate::host::Host;
 use crate::clock::now_us;
+use crate::host::Host;
 
 pub use super::WebRtcSummary;
 

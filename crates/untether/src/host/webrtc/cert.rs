@@ -172,7 +172,9 @@ mod tests {
         let cert_a = &text[..text.find("-----BEGIN PRIVATE KEY").unwrap()];
         let key_b = &key_b[key_b.find("-----BEGIN PRIVATE KEY").unwrap()..];
         let mixed = format!("{cert_a}{key_b}").into_bytes();
-        assert!(from_pem(mixed, "t").unwrap_err().contains("does not belong"));
+        assert!(from_pem(mixed, "t")
+            .unwrap_err()
+            .contains("does not belong"));
         assert!(from_pem(b"garbage".to_vec(), "t").is_err());
     }
 }

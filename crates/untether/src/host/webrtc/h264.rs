@@ -142,9 +142,14 @@ mod tests {
 
     #[test]
     fn nal_units_split_on_three_and_four_byte_start_codes() {
-        let au = [0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0, 0, 1, 0x68, 9, 0, 0, 0, 1, 0x65, 1];
+        let au = [
+            0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0, 0, 1, 0x68, 9, 0, 0, 0, 1, 0x65, 1,
+        ];
         let nals: Vec<&[u8]> = nal_units(&au).collect();
-        assert_eq!(nals, vec![&[0x67, 0x42, 0xc0, 0x1f][..], &[0x68, 9], &[0x65, 1]]);
+        assert_eq!(
+            nals,
+            vec![&[0x67, 0x42, 0xc0, 0x1f][..], &[0x68, 9], &[0x65, 1]]
+        );
         assert_eq!(sps_profile(&au).unwrap().hex(), "42c01f");
         assert!(is_idr(&au));
         assert!(sps_profile(&[1, 2, 3]).is_none());

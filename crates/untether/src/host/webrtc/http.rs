@@ -143,34 +143,36 @@ fn handle(mut req: Request, net: &Handle<HostCommand>) {
             ],
         ),
         (Method::Get, "/clock") => with_headers(
-            Response::from_string(format!(
-                r#"{{"mono_us":{}}}"#,
-                crate::clock::now_us()
-            )),
+            Response::from_string(format!(r#"{{"mono_us":{}}}"#, crate::clock::now_us())),
             &[
                 ("Content-Type", "application/json"),
                 ("Cache-Control", "no-store"),
                 ("Access-Control-Allow-Origin", "*"),
             ],
         ),
-        (Method::Options, p) if p.starts_with("/whep") => {
-            with_headers(
-                Response::from_string("").with_status_code(StatusCode(204)),
-                &[
-                    ("Access-Control-Allow-Origin", "*"),
-                    ("Access-Control-Allow-Methods", "POST, DELETE, OPTIONS"),
-                    ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
-                    ("Access-Control-Expose-Headers", "Location, X-Untether-Resume"),
-                    ("Accept-Post", "application/sdp"),
-                ],
-            )
-        }
+        (Method::Options, p) if p.starts_with("/whep") => with_headers(
+            Response::from_string("").with_status_code(StatusCode(204)),
+            &[
+                ("Access-Control-Allow-Origin", "*"),
+                ("Access-Control-Allow-Methods", "POST, DELETE, OPTIONS"),
+                (
+                    "Access-Control-Allow-Headers",
+                    "Authorization, Content-Type",
+                ),
+                (
+                    "Access-Control-Expose-Headers",
+                    "Location, X-Untether-Resume",
+                ),
+                ("Accept-Post", "application/sdp"),
+            ],
+        ),
         (Method::Post, "/whep") => post_offer(&mut req, net),
         (Method::Delete, p) if p.starts_with("/whep/") => {
             match p["/whep/".len()..].parse::<u64>() {
                 Ok(id) => {
                     let (tx, rx) = mpsc::sync_channel(1);
-                    let sent = net.send(HostCommand::WebRtc(WebRtcCommand::Delete { id, reply: tx }));
+                    let sent =
+                        net.send(HostCommand::WebRtc(WebRtcCommand::Delete { id, reply: tx }));
                     match (sent, rx.recv_timeout(ANSWER_TIMEOUT)) {
                         (true, Ok(true)) => text(200, "session ended"),
                         (true, Ok(false)) => text(404, "no such session"),
@@ -180,9 +182,10 @@ fn handle(mut req: Request, net: &Handle<HostCommand>) {
                 Err(_) => text(404, "no such session"),
             }
         }
-        (Method::Get | Method::Head | Method::Post | Method::Delete | Method::Options, _) => {
-            text(404, "not found: the page is at /, the signalling endpoint at /whep")
-        }
+        (Method::Get | Method::Head | Method::Post | Method::Delete | Method::Options, _) => text(
+            404,
+            "not found: the page is at /, the signalling endpoint at /whep",
+        ),
         _ => text(405, "method not allowed"),
     };
     if let Err(e) = req.respond(response) {
@@ -256,7 +259,10 @@ fn post_offer(req: &mut Request, net: &Handle<HostCommand>) -> Response<std::io:
                     ("Location", &location),
                     ("X-Untether-Resume", &answer.resume),
                     ("Access-Control-Allow-Origin", "*"),
-                    ("Access-Control-Expose-Headers", "Location, X-Untether-Resume"),
+                    (
+                        "Access-Control-Expose-Headers",
+                        "Location, X-Untether-Resume",
+                    ),
                 ],
             )
         }

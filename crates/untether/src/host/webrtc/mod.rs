@@ -44,9 +44,10 @@ use super::network::OutgoingFrame;
 use super::shared::HostShared;
 use crate::driver::{Outgoing, Via};
 use access::Admission;
-use peer::{Clock, Kind, Peer, PeerEvent};
+use peer::{Clock, Kind, Out, Peer, PeerEvent};
 
-/// The driver's socket index of the WebRTC media socket.
+/// The driver's first WebRTC socket (0 is our protocol's): browsers' media, then the
+/// publication's (bound to the address that routes to the WHIP endpoint).
 pub(crate) const SOCKET: usize = 1;
 
 /// How long a browser may take from its answer to a connection (ICE + DTLS).
@@ -82,7 +83,10 @@ pub(crate) struct Publication {
 pub(crate) enum WebRtcCommand {
     Offer(Box<OfferRequest>),
     /// The browser's DELETE of its session (false: no such session).
-    Delete { id: u64, reply: SyncSender<bool> },
+    Delete {
+        id: u64,
+        reply: SyncSender<bool>,
+    },
     Publish(Box<Publication>),
     /// The WHIP publication ended on the thread's side (stop): close it.
     Unpublish,
@@ -118,16 +122,19 @@ pub struct WebRtcSummary {
 /// The browsers and the publication, as the host's driver holds them.
 pub(crate) struct WebRtc {
     clock: Clock,
-    /// The WebRTC socket's local address (port: the candidates'), and the address it was
-    /// asked to listen on (unspecified: the route towards each browser decides).
-    local: SocketAddr,
+    /// The browsers' socket (driver index, local address: its port is the candidates'), and
+    /// the address it was asked to listen on (unspecified: the route towards each browser
+    /// decides the candidate's address).
+    browser_socket: Option<(usize, SocketAddr)>,
     listen_ip: IpAddr,
+    /// The publication's socket.
+    publish_socket: Option<(usize, SocketAddr)>,
     peers: Vec<Peer>,
     pub admission: Admission,
     max_browsers: usize,
     next_id: u64,
-    out: VecDeque<(SocketAddr, Vec<u8>)>,
-    tmp: Vec<(SocketAddr, Vec<u8>)>,
+    out: VecDeque<(usize, SocketAddr, Vec<u8>)>,
+    tmp: Out,
     pub summary: WebRtcSummary,
     keyframe_cooldown_us: Micros,
     last_keyframe_us: Option<Micros>,
@@ -151,8 +158,9 @@ pub(crate) struct HostLink<'a> {
 
 impl WebRtc {
     pub fn new(
-        local: SocketAddr,
+        browser_socket: Option<(usize, SocketAddr)>,
         listen_ip: IpAddr,
+        publish_socket: Option<(usize, SocketAddr)>,
         open: bool,
         link_ttl_s: u64,
         max_browsers: u32,
@@ -160,8 +168,9 @@ impl WebRtc {
     ) -> WebRtc {
         WebRtc {
             clock: Clock::now(),
-            local,
+            browser_socket,
             listen_ip,
+            publish_socket,
             peers: Vec::new(),
             admission: Admission::new(open, link_ttl_s),
             max_browsers: max_browsers as usize,
@@ -195,9 +204,13 @@ impl WebRtc {
         Some(self.clock.micros(first))
     }
 
-    pub fn handle_datagram(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
+    pub fn handle_datagram(&mut self, now: Micros, socket: usize, from: SocketAddr, data: &[u8]) {
         let t = self.clock.instant(now);
-        match self.peers.iter_mut().find(|p| p.accepts(t, from, data)) {
+        let found = self
+            .peers
+            .iter_mut()
+            .find(|p| p.socket == socket && p.accepts(t, from, data));
+        match found {
             Some(p) => p.handle_datagram(t, from, data, &mut self.tmp),
             None => self.summary.datagrams_unmatched += 1,
         }
@@ -217,14 +230,14 @@ impl WebRtc {
         self.out.extend(self.tmp.drain(..));
     }
 
-    /// The candidate address a browser at `from` (or a WHIP endpoint) reaches us at.
-    fn candidate_for(&self, remote: IpAddr) -> SocketAddr {
+    /// The candidate address a browser at `from` reaches us at.
+    fn candidate_for(&self, remote: IpAddr, port: u16) -> SocketAddr {
         let ip = if self.listen_ip.is_unspecified() {
             route_source(remote).unwrap_or(self.listen_ip)
         } else {
             self.listen_ip
         };
-        SocketAddr::new(ip, self.local.port())
+        SocketAddr::new(ip, port)
     }
 
     /// Handles a command from the HTTP or WHIP thread.
@@ -267,6 +280,9 @@ impl WebRtc {
                 let _ = reply.send(found);
             }
             WebRtcCommand::Publish(p) => {
+                let Some(socket) = self.publish_socket else {
+                    return;
+                };
                 let id = self.next_id;
                 self.next_id += 1;
                 let mut peer = Peer::new(
@@ -275,7 +291,7 @@ impl WebRtc {
                     p.label.clone(),
                     p.rtc,
                     &p.mids,
-                    self.local,
+                    socket,
                     now,
                     &self.clock,
                 );
@@ -317,8 +333,11 @@ impl WebRtc {
                 ),
             ));
         }
+        let Some(socket) = self.browser_socket else {
+            return Err(Refusal::new(503, "this host does not serve browsers"));
+        };
         let mut rtc = req.config.build(self.clock.instant(now));
-        let cand = self.candidate_for(req.from.ip());
+        let cand = self.candidate_for(req.from.ip(), socket.1.port());
         let candidate = Candidate::host(cand, "udp")
             .map_err(|e| Refusal::new(500, format!("host candidate {cand}: {e}")))?;
         rtc.add_local_candidate(candidate);
@@ -334,7 +353,7 @@ impl WebRtc {
             req.from.to_string(),
             rtc,
             &peer::answer_mids(&answer),
-            self.local,
+            socket,
             now,
             &self.clock,
         );
@@ -348,9 +367,12 @@ impl WebRtc {
         }
         // Admission last, so that a refused offer uses up no link or PIN attempt for nothing
         // but a bad credential; until admitted, the session has sent nothing and is dropped.
-        let resume = self.admission.admit(now, &req.credential, pins).inspect_err(|e| {
-            shared.note(format!("refused browser at {}: {}", req.from, e.reason));
-        })?;
+        let resume = self
+            .admission
+            .admit(now, &req.credential, pins)
+            .inspect_err(|e| {
+                shared.note(format!("refused browser at {}: {}", req.from, e.reason));
+            })?;
         self.next_id += 1;
         peer.drain(&mut self.tmp);
         self.out.extend(self.tmp.drain(..));
@@ -428,10 +450,8 @@ impl WebRtc {
                         match p.kind {
                             Kind::Browser => {
                                 self.summary.browsers_connected += 1;
-                                link.shared.note(format!(
-                                    "browser {} ({}) connected",
-                                    p.id, p.label
-                                ));
+                                link.shared
+                                    .note(format!("browser {} ({}) connected", p.id, p.label));
                             }
                             Kind::Publisher => {
                                 self.summary.published = true;
@@ -463,7 +483,15 @@ impl WebRtc {
         self.peers.retain(|p| p.gone.is_none());
         self.update_roles(link.native_client, link.shared, link.epoch);
         for (id, data) in msgs {
-            self.on_input(now, id, &data, link.shared, link.sink, *link.epoch, link.native_client);
+            self.on_input(
+                now,
+                id,
+                &data,
+                link.shared,
+                link.sink,
+                *link.epoch,
+                link.native_client,
+            );
         }
         self.out.extend(self.tmp.drain(..));
     }
@@ -493,7 +521,9 @@ impl WebRtc {
             *epoch = shared.link.new_client();
             self.input_epoch = *epoch;
             self.input_seq = 0;
-            shared.note(format!("browser {id} is the controller (its input drives the host)"));
+            shared.note(format!(
+                "browser {id} is the controller (its input drives the host)"
+            ));
         }
         for p in self.peers.iter_mut().filter(|p| p.kind == Kind::Browser) {
             let role = if Some(p.id) == wanted {
@@ -578,8 +608,8 @@ impl WebRtc {
     }
 
     pub fn poll_transmit(&mut self) -> Option<Outgoing> {
-        self.out.pop_front().map(|(dst, payload)| Outgoing {
-            via: Via::Socket(SOCKET),
+        self.out.pop_front().map(|(socket, dst, payload)| Outgoing {
+            via: Via::Socket(socket),
             dst: Some(dst),
             payload,
         })
@@ -648,7 +678,8 @@ pub(crate) struct BrowserInfo {
 /// What [`start`] made: the driver's WebRTC side, its socket, the threads, the page's address.
 pub(crate) struct Started {
     pub webrtc: Box<WebRtc>,
-    pub socket: untether_net::UdpEndpoint,
+    /// The driver's sockets from [`SOCKET`] on.
+    pub sockets: Vec<untether_net::UdpEndpoint>,
     pub threads: Vec<std::thread::JoinHandle<()>>,
     pub browsers: Option<BrowserInfo>,
 }
@@ -669,7 +700,9 @@ impl Started {
             None => (vec![socket], None, None),
             Some(w) => {
                 threads.extend(w.threads);
-                (vec![socket, w.socket], Some(w.webrtc), w.browsers)
+                let mut all = vec![socket];
+                all.extend(w.sockets);
+                (all, Some(w.webrtc), w.browsers)
             }
         }
     }
@@ -700,7 +733,10 @@ pub(crate) fn start(
     if !w.enabled() {
         return Ok(None);
     }
-    let (dir, open) = (pairing.dir.as_ref(), pairing.access == crate::identity::Access::Open);
+    let (dir, open) = (
+        pairing.dir.as_ref(),
+        pairing.access == crate::identity::Access::Open,
+    );
     let bad = |m: String| HostError::Usage(m);
     let listen = w.listen_addr()?;
     let publish = w.publish_url()?;
@@ -712,34 +748,50 @@ pub(crate) fn start(
     };
     let mut threads = Vec::new();
     let mut browsers = None;
-    let mut udp_port = 0;
+    let mut sockets = Vec::new();
+    let mut browser_socket = None;
     if let Some(addr) = listen {
         let cert = cert::page_cert(&w.cert_source()?, dir, &[shown_ip]).map_err(bad)?;
         let http = start_http(addr, cert.as_ref(), net.clone(), shared.clone()).map_err(bad)?;
-        udp_port = http.addr.port();
         let scheme = if http.https { "https" } else { "http" };
         browsers = Some(BrowserInfo {
-            base_url: format!("{scheme}://{}/", SocketAddr::new(shown_ip, http.addr.port())),
+            base_url: format!(
+                "{scheme}://{}/",
+                SocketAddr::new(shown_ip, http.addr.port())
+            ),
             fingerprint: cert.map(|c| c.fingerprint),
         });
         threads.push(http.thread);
+        // The media on the HTTP port's number when it is free.
+        let udp = untether_net::UdpEndpoint::bind(SocketAddr::new(listen_ip, http.addr.port()))
+            .or_else(|_| untether_net::UdpEndpoint::bind(SocketAddr::new(listen_ip, 0)))?;
+        browser_socket = Some((SOCKET + sockets.len(), udp.local_addr()?));
+        sockets.push(udp);
     }
-    let socket = untether_net::UdpEndpoint::bind(SocketAddr::new(listen_ip, udp_port))
-        .or_else(|_| untether_net::UdpEndpoint::bind(SocketAddr::new(listen_ip, 0)))?;
-    let local = socket.local_addr()?;
+    let mut publish_socket = None;
+    if let Some(url) = &publish {
+        // On the address that routes to the endpoint (every interface if that is unknown).
+        let ip = whip::endpoint_ip(url)
+            .and_then(route_source)
+            .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let udp = untether_net::UdpEndpoint::bind(SocketAddr::new(ip, 0))?;
+        publish_socket = Some((SOCKET + sockets.len(), udp.local_addr()?));
+        sockets.push(udp);
+    }
     let webrtc = Box::new(WebRtc::new(
-        local,
+        browser_socket,
         listen_ip,
+        publish_socket,
         open,
         w.link_ttl_s,
         w.max_browsers,
         options.host.keyframe_cooldown_ms * 1000,
     ));
-    if let Some(url) = publish {
+    if let (Some(url), Some((_, local))) = (publish, publish_socket) {
         let p = start_whip(
             url,
             w.publish_token.clone(),
-            local.port(),
+            local,
             audio,
             net.clone(),
             shared.clone(),
@@ -749,7 +801,7 @@ pub(crate) fn start(
     }
     Ok(Some(Started {
         webrtc,
-        socket,
+        sockets,
         threads,
         browsers,
     }))

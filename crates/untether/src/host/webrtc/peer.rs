@@ -14,6 +14,9 @@ use str0m::net::{Protocol, Receive};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc};
 use untether_proto::Micros;
 
+/// Datagrams to send: (the driver's socket index, destination, bytes).
+pub(crate) type Out = Vec<(usize, SocketAddr, Vec<u8>)>;
+
 /// Maps the host's clock (CLOCK_MONOTONIC µs) to `Instant` (the same clock on Linux) and back.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clock {
@@ -99,6 +102,8 @@ pub(crate) struct Peer {
     /// The browser's HTTP address (or the WHIP endpoint), for logs.
     pub label: String,
     rtc: Rtc,
+    /// The driver's socket this session sends and receives on, and its address.
+    pub socket: usize,
     local: SocketAddr,
     video: Option<(Mid, Pt)>,
     audio: Option<(Mid, Pt)>,
@@ -123,7 +128,7 @@ impl Peer {
         label: String,
         rtc: Rtc,
         mids: &[Mid],
-        local: SocketAddr,
+        (socket, local): (usize, SocketAddr),
         now: Micros,
         clock: &Clock,
     ) -> Peer {
@@ -132,6 +137,7 @@ impl Peer {
             kind,
             label,
             rtc,
+            socket,
             local,
             video: None,
             audio: None,
@@ -201,13 +207,7 @@ impl Peer {
         }
     }
 
-    pub fn handle_datagram(
-        &mut self,
-        now: Instant,
-        from: SocketAddr,
-        data: &[u8],
-        out: &mut Vec<(SocketAddr, Vec<u8>)>,
-    ) {
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8], out: &mut Out) {
         self.stats.datagrams_in += 1;
         if let Ok(r) = Receive::new(Protocol::Udp, from, self.local, data) {
             let res = self.rtc.handle_input(Input::Receive(now, r));
@@ -219,7 +219,7 @@ impl Peer {
         self.next_timeout
     }
 
-    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut Out) {
         if now >= self.next_timeout {
             let res = self.rtc.handle_input(Input::Timeout(now));
             self.after(res, out);
@@ -234,7 +234,7 @@ impl Peer {
         capture_us: Micros,
         keyframe: bool,
         data: &Arc<[u8]>,
-        out: &mut Vec<(SocketAddr, Vec<u8>)>,
+        out: &mut Out,
     ) -> bool {
         let Some((mid, pt)) = self.video else {
             return false;
@@ -266,23 +266,14 @@ impl Peer {
     }
 
     /// Sends one Opus packet (10 ms) whose first sample was produced at `pts_us`.
-    pub fn send_audio(
-        &mut self,
-        pts: Instant,
-        pts_us: Micros,
-        opus: &[u8],
-        out: &mut Vec<(SocketAddr, Vec<u8>)>,
-    ) {
+    pub fn send_audio(&mut self, pts: Instant, pts_us: Micros, opus: &[u8], out: &mut Out) {
         let Some((mid, pt)) = self.audio else {
             return;
         };
         if !self.connected || self.gone.is_some() {
             return;
         }
-        let rtp_time = MediaTime::new(
-            pts_us.wrapping_mul(48) / 1000,
-            Frequency::FORTY_EIGHT_KHZ,
-        );
+        let rtp_time = MediaTime::new(pts_us.wrapping_mul(48) / 1000, Frequency::FORTY_EIGHT_KHZ);
         let res = match self.rtc.writer(mid) {
             Some(w) => w.write(pt, pts, rtp_time, opus.to_vec()),
             None => return,
@@ -294,7 +285,7 @@ impl Peer {
     }
 
     /// Sends a text message on the input channel (clock pongs).
-    pub fn send_text(&mut self, text: &str, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    pub fn send_text(&mut self, text: &str, out: &mut Out) {
         let Some(id) = self.input else {
             return;
         };
@@ -306,7 +297,7 @@ impl Peer {
     }
 
     /// Starts closing (DTLS close_notify, RTCP BYE).
-    pub fn close(&mut self, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    pub fn close(&mut self, out: &mut Out) {
         self.rtc.disconnect();
         self.drain(out);
         if self.gone.is_none() {
@@ -314,18 +305,19 @@ impl Peer {
         }
     }
 
-    fn after<T>(&mut self, res: Result<T, str0m::RtcError>, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    fn after<T>(&mut self, res: Result<T, str0m::RtcError>, out: &mut Out) {
         if let Err(e) = res {
             if self.gone.is_none() {
                 self.gone = Some(format!("WebRTC error: {e}"));
-                self.events.push(PeerEvent::Gone(format!("WebRTC error: {e}")));
+                self.events
+                    .push(PeerEvent::Gone(format!("WebRTC error: {e}")));
             }
         }
         self.drain(out);
     }
 
     /// Polls the session until it has nothing more to say; datagrams go to `out`.
-    pub fn drain(&mut self, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    pub fn drain(&mut self, out: &mut Out) {
         loop {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => {
@@ -334,13 +326,14 @@ impl Peer {
                 }
                 Ok(Output::Transmit(t)) => {
                     self.stats.bytes_out += t.contents.len() as u64;
-                    out.push((t.destination, t.contents.to_vec()));
+                    out.push((self.socket, t.destination, t.contents.to_vec()));
                 }
                 Ok(Output::Event(e)) => self.on_event(e),
                 Err(e) => {
                     if self.gone.is_none() {
                         self.gone = Some(format!("WebRTC error: {e}"));
-                        self.events.push(PeerEvent::Gone(format!("WebRTC error: {e}")));
+                        self.events
+                            .push(PeerEvent::Gone(format!("WebRTC error: {e}")));
                     }
                     // Nothing more will come out of a failed session; wake again soon.
                     self.next_timeout = Instant::now() + Duration::from_millis(100);
@@ -407,7 +400,10 @@ mod tests {
         let us = crate::clock::now_us();
         let back = c.micros(c.instant(us + 1234));
         assert_eq!(back, us + 1234);
-        assert_eq!(c.micros(c.instant(us.saturating_sub(500))), us.saturating_sub(500));
+        assert_eq!(
+            c.micros(c.instant(us.saturating_sub(500))),
+            us.saturating_sub(500)
+        );
     }
 }
 
@@ -430,7 +426,16 @@ mod answer_tests {
         let answer = rtc.sdp_api().accept_offer(offer).unwrap().to_sdp_string();
         let mids = answer_mids(&answer);
         assert_eq!(mids.len(), 3);
-        let mut peer = Peer::new(1, Kind::Browser, "t".into(), rtc, &mids, local, now, &clock);
+        let mut peer = Peer::new(
+            1,
+            Kind::Browser,
+            "t".into(),
+            rtc,
+            &mids,
+            (1, local),
+            now,
+            &clock,
+        );
         let mut out = Vec::new();
         peer.drain(&mut out);
         assert!(peer.has_video(), "{answer}");

@@ -40,7 +40,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// The endpoint's host address (for the candidate's route).
-fn endpoint_ip(url: &str) -> Option<IpAddr> {
+pub(crate) fn endpoint_ip(url: &str) -> Option<IpAddr> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))?;
@@ -70,7 +70,10 @@ pub(crate) fn resolve_location(endpoint: &str, location: &str) -> String {
     if location.starts_with('/') {
         format!("{}{location}", &endpoint[..origin_end])
     } else {
-        let dir_end = endpoint.rfind('/').filter(|&i| i >= origin_end).unwrap_or(origin_end);
+        let dir_end = endpoint
+            .rfind('/')
+            .filter(|&i| i >= origin_end)
+            .unwrap_or(origin_end);
         format!("{}/{location}", &endpoint[..dir_end])
     }
 }
@@ -79,13 +82,17 @@ pub(crate) fn resolve_location(endpoint: &str, location: &str) -> String {
 fn publish_once(
     url: &str,
     token: &str,
-    udp_port: u16,
+    socket: SocketAddr,
     audio: bool,
 ) -> Result<(Publication, Option<String>), String> {
-    let ip = endpoint_ip(url).ok_or_else(|| format!("cannot resolve the host of {url}"))?;
-    let local = route_source(ip).ok_or_else(|| format!("no route to {ip}"))?;
+    let cand = if socket.ip().is_unspecified() {
+        let ip = endpoint_ip(url).ok_or_else(|| format!("cannot resolve the host of {url}"))?;
+        let local = route_source(ip).ok_or_else(|| format!("no route to {ip}"))?;
+        SocketAddr::new(local, socket.port())
+    } else {
+        socket
+    };
     let mut rtc = rtc_config().build(Instant::now());
-    let cand = SocketAddr::new(local, udp_port);
     let candidate =
         Candidate::host(cand, "udp").map_err(|e| format!("host candidate {cand}: {e}"))?;
     rtc.add_local_candidate(candidate);
@@ -139,7 +146,7 @@ fn publish_once(
 pub(crate) fn start_whip(
     url: String,
     token: String,
-    udp_port: u16,
+    socket: SocketAddr,
     audio: bool,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
@@ -151,7 +158,7 @@ pub(crate) fn start_whip(
             let mut last_error = String::new();
             let mut resource = None;
             while !shared.stopped() {
-                match publish_once(&url, &token, udp_port, audio) {
+                match publish_once(&url, &token, socket, audio) {
                     Ok((publication, location)) => {
                         resource = location;
                         if !net.send(HostCommand::WebRtc(WebRtcCommand::Publish(Box::new(
@@ -215,10 +222,10 @@ mod tests {
             resolve_location(ep, "r/2"),
             "http://127.0.0.1:7080/whip/endpoint/r/2"
         );
+        assert_eq!(endpoint_ip(ep), Some("127.0.0.1".parse().unwrap()));
         assert_eq!(
-            endpoint_ip(ep),
-            Some("127.0.0.1".parse().unwrap())
+            endpoint_ip("http://[::1]:8/x"),
+            Some("::1".parse().unwrap())
         );
-        assert_eq!(endpoint_ip("http://[::1]:8/x"), Some("::1".parse().unwrap()));
     }
 }
