@@ -243,9 +243,12 @@ fn luma(f: &BgraFrame) -> Vec<u8> {
     y
 }
 
+/// A stamp's frame number, capture time and input count.
+pub type StampFields = (u32, u64, u32);
+
 /// Stamped pictures (clean, noisy, one with a flipped block) as BMP files in `dir`, each with
 /// what our reader (`untether_media::stamp::read_plane`) reads from it.
-pub fn stamp_pictures(dir: &Path) -> Vec<(String, Option<(u32, u64, u32)>)> {
+pub fn stamp_pictures(dir: &Path) -> Vec<(String, Option<StampFields>)> {
     let mut out = Vec::new();
     let cases: [(u32, u32, u32, &str); 5] = [
         (1280, 720, 0xDEAD_BEEF, "clean"),

@@ -807,19 +807,6 @@ pub(crate) fn start(
     }))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_route_source_towards_loopback_is_loopback() {
-        assert_eq!(
-            route_source("127.0.0.1".parse().unwrap()),
-            Some("127.0.0.1".parse().unwrap())
-        );
-    }
-}
-
 /// The host's pairing PIN as a browser's credential: the PIN lives in the session (as for our
 /// own clients); a right one is used up, a wrong one counts against its attempts.
 pub(crate) struct SessionPins<'a> {
@@ -872,5 +859,18 @@ impl PinCheck for SessionPins<'_> {
             }
         }
         Err(Some(left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_route_source_towards_loopback_is_loopback() {
+        assert_eq!(
+            route_source("127.0.0.1".parse().unwrap()),
+            Some("127.0.0.1".parse().unwrap())
+        );
     }
 }

@@ -344,48 +344,44 @@ impl Peer {
     }
 
     fn on_event(&mut self, e: Event) {
-        match e {
+        let gone = match e {
             Event::Connected => {
                 self.connected = true;
                 self.need_keyframe = true;
                 self.events.push(PeerEvent::Connected);
+                None
             }
             Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
-                if self.gone.is_none() {
-                    self.gone = Some("the connection was lost (ICE disconnected)".into());
-                    self.events
-                        .push(PeerEvent::Gone("the connection was lost".into()));
-                }
+                Some("the connection was lost (ICE disconnected)")
             }
-            Event::MediaAdded(m) => self.find_media(m.mid),
-            Event::ChannelOpen(id, label) => {
-                if label == "input" && self.kind == Kind::Browser {
-                    self.input = Some(id);
-                }
+            Event::Closed => Some("the remote closed the session"),
+            Event::MediaAdded(m) => {
+                self.find_media(m.mid);
+                None
             }
-            Event::ChannelData(d) => {
-                if Some(d.id) == self.input {
-                    self.stats.inputs += 1;
-                    self.events.push(PeerEvent::Input(d.data));
-                }
+            Event::ChannelOpen(id, label) if label == "input" && self.kind == Kind::Browser => {
+                self.input = Some(id);
+                None
             }
-            Event::ChannelClose(id) => {
-                if Some(id) == self.input {
-                    self.input = None;
-                }
+            Event::ChannelData(d) if Some(d.id) == self.input => {
+                self.stats.inputs += 1;
+                self.events.push(PeerEvent::Input(d.data));
+                None
+            }
+            Event::ChannelClose(id) if Some(id) == self.input => {
+                self.input = None;
+                None
             }
             Event::KeyframeRequest(_) => {
                 self.stats.keyframe_requests += 1;
                 self.events.push(PeerEvent::KeyframeRequest);
+                None
             }
-            Event::Closed => {
-                if self.gone.is_none() {
-                    self.gone = Some("the remote closed the session".into());
-                    self.events
-                        .push(PeerEvent::Gone("the remote closed the session".into()));
-                }
-            }
-            _ => {}
+            _ => None,
+        };
+        if let (Some(why), None) = (gone, &self.gone) {
+            self.gone = Some(why.to_string());
+            self.events.push(PeerEvent::Gone(why.to_string()));
         }
     }
 }
