@@ -355,6 +355,47 @@ mod tests {
     }
 
     #[test]
+    fn random_and_mutated_messages_never_panic() {
+        // A small deterministic generator (no fuzzer in this crate's tests): random bytes, and
+        // valid messages with bytes flipped, cut or repeated.
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let valid: [&[u8]; 4] = [
+            br#"{"k":"key","code":"KeyW","down":true}"#,
+            br#"{"k":"move","dx":3,"dy":-2,"x":640,"y":360}"#,
+            br#"{"k":"axis","pad":0,"axis":2,"value":-0.5}"#,
+            br#"{"k":"ping","t":123.4}"#,
+        ];
+        for i in 0..50_000 {
+            let mut m: Vec<u8> = if i % 2 == 0 {
+                (0..next() % 80).map(|_| next() as u8).collect()
+            } else {
+                valid[(next() % 4) as usize].to_vec()
+            };
+            for _ in 0..(next() % 4) {
+                if m.is_empty() {
+                    break;
+                }
+                let at = (next() as usize) % m.len();
+                match next() % 3 {
+                    0 => m[at] = next() as u8,
+                    1 => m.truncate(at),
+                    _ => {
+                        let b = m[at];
+                        m.insert(at, b);
+                    }
+                }
+            }
+            let _ = parse(&m);
+        }
+    }
+
+    #[test]
     fn malformed_messages_are_errors_never_panics() {
         for bad in [
             &b"not json"[..],
