@@ -332,7 +332,11 @@ fn example_config_parses() {
     assert_eq!(v, VideoConfig::default(), "the example shows the defaults");
     validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
     validate_client(&c.client, &c.network).unwrap();
-    assert_eq!(c.webrtc, WebRtcToml::default(), "the example shows the defaults");
+    assert_eq!(
+        c.webrtc,
+        WebRtcToml::default(),
+        "the example shows the defaults"
+    );
     c.webrtc.validate().unwrap();
 }
 

@@ -155,7 +155,7 @@ impl Admission {
                     Err(Some(left)) => {
                         return Err(Refusal::new(
                             403,
-                            format!("wrong or expired PIN ({left} attempts left)"),
+                            format!("wrong or expired PIN ({left} attempt(s) left)"),
                         ))
                     }
                     Err(None) => return Err(Refusal::new(
@@ -271,7 +271,7 @@ mod tests {
         let mut a = Admission::new(false, 60);
         let mut pins = Pins(Some(("123456".into(), 3)));
         let e = a.admit(0, &Credential::Pin("000000".into()), &mut pins);
-        assert!(e.unwrap_err().reason.contains("2 attempts left"));
+        assert!(e.unwrap_err().reason.contains("2 attempt(s) left"));
         assert!(a
             .admit(0, &Credential::Pin("123456".into()), &mut pins)
             .is_ok());
