@@ -10,8 +10,8 @@ use libfuzzer_sys::fuzz_target;
 use untether_proto::crypto::Suite;
 use untether_proto::state::keys;
 use untether_proto::{
-    ClientConfig, ClientSession, Codec, HostConfig, HostEvent, HostSession, InputEvent,
-    SessionParams, StateValue, StaticKeypair,
+    ClientConfig, ClientSession, Codec, ControlFrame, HostConfig, HostEvent, HostSession,
+    InputEvent, LinkDeclineReason, SessionParams, StateValue, StaticKeypair,
 };
 
 const PARAMS: SessionParams = SessionParams {
@@ -128,6 +128,10 @@ fuzz_target!(|data: &[u8]| {
                     client.handle_datagram(now, &d);
                 }
             }
+            12 => {
+                // The raw layer-2 offer (PROTOCOL.md §7.3); the host answers below.
+                client.send_link_address(now, 0x88B5, [2, 0, 0, 0, 0, op]);
+            }
             _ => {
                 if host.poll_timeout().is_some_and(|t| t <= now) {
                     host.handle_timeout(now);
@@ -148,9 +152,26 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         while let Some(ev) = host.poll_event() {
-            if let HostEvent::Input(rec) = ev {
-                assert_eq!(rec.seq, next_seq, "input out of order or duplicated");
-                next_seq += 1;
+            match ev {
+                HostEvent::Input(rec) => {
+                    assert_eq!(rec.seq, next_seq, "input out of order or duplicated");
+                    next_seq += 1;
+                }
+                HostEvent::LinkAddress { addr, mac, .. } => {
+                    assert_eq!(mac[..5], [2, 0, 0, 0, 0], "an offer the client never made");
+                    let answer = if mac[5] & 1 == 0 {
+                        ControlFrame::LinkAddress {
+                            ethertype: 0x88B5,
+                            mac: [2, 0, 0, 0, 1, 0],
+                        }
+                    } else {
+                        ControlFrame::LinkDeclined {
+                            reason: LinkDeclineReason::HostUsesUdp,
+                        }
+                    };
+                    host.send_link_frame(now, addr, answer);
+                }
+                _ => {}
             }
         }
         while client.poll_event().is_some() {}

@@ -189,6 +189,13 @@ pub enum HostEvent {
         fingerprint: String,
         reason: RejectReason,
     },
+    /// The client at `addr` offers the raw layer-2 transport: it receives frames of
+    /// `ethertype` at `mac` (answer with [`HostSession::send_link_frame`]; PROTOCOL.md §7.3).
+    LinkAddress {
+        addr: SocketAddr,
+        ethertype: u16,
+        mac: [u8; 6],
+    },
 }
 
 /// An unknown client asked for access (its key is authenticated: it completed the handshake).
@@ -1556,8 +1563,16 @@ impl HostSession {
                     reason: GoneReason::Bye,
                 });
             }
+            ControlFrame::LinkAddress { ethertype, mac } => {
+                self.events.push_back(HostEvent::LinkAddress {
+                    addr: peer.info.addr,
+                    ethertype,
+                    mac,
+                });
+            }
             // Only the host sends these.
-            ControlFrame::InputAck { .. }
+            ControlFrame::LinkDeclined { .. }
+            | ControlFrame::InputAck { .. }
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
@@ -1735,6 +1750,20 @@ impl HostSession {
             out,
         );
         Ok(())
+    }
+
+    /// Queues a raw layer-2 answer ([`ControlFrame::LinkAddress`] with the host's MAC, or
+    /// [`ControlFrame::LinkDeclined`]) for the client at `addr`; other frames are ignored.
+    pub fn send_link_frame(&mut self, _now: Micros, addr: SocketAddr, frame: ControlFrame) {
+        if !matches!(
+            frame,
+            ControlFrame::LinkAddress { .. } | ControlFrame::LinkDeclined { .. }
+        ) {
+            return;
+        }
+        if let Some(peer) = self.peer.as_mut().filter(|p| p.info.addr == addr) {
+            peer.pending.push(frame);
+        }
     }
 
     /// Queues a frame's timing report for the client.

@@ -64,7 +64,7 @@ pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
     sanitize_peer_text, ByeReason, Codec, ControlFrame, Feedback, FrameTiming, InputEvent,
-    RejectReason, SessionParams, TextChunk, WireError,
+    LinkDeclineReason, RejectReason, SessionParams, TextChunk, WireError,
 };
 
 /// A datagram to send.

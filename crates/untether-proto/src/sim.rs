@@ -583,7 +583,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 }
                 HostEvent::Feedback(_)
                 | HostEvent::BitrateChanged { .. }
-                | HostEvent::ClientRefused { .. } => {}
+                | HostEvent::ClientRefused { .. }
+                | HostEvent::LinkAddress { .. } => {}
             }
         }
         while let Some(ev) = client.poll_event() {

@@ -944,6 +944,46 @@ pub mod frame_type {
     pub const PATH_RESPONSE: u8 = 0x0E;
     pub const SHARD_NACK: u8 = 0x0F;
     pub const CLOCK_ID: u8 = 0x10;
+    pub const LINK_ADDRESS: u8 = 0x1C;
+    pub const LINK_DECLINED: u8 = 0x1D;
+}
+
+/// Why a host declines the raw layer-2 transport a client offered ([`ControlFrame::LinkDeclined`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LinkDeclineReason {
+    /// The host runs the data plane over UDP (`network.transport = "udp"`).
+    HostUsesUdp = 1,
+    /// The host has no raw socket (no CAP_NET_RAW, or its interface failed).
+    Unavailable = 2,
+    /// The host uses another EtherType.
+    EtherType = 3,
+    Other = 255,
+}
+
+impl LinkDeclineReason {
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            1 => LinkDeclineReason::HostUsesUdp,
+            2 => LinkDeclineReason::Unavailable,
+            3 => LinkDeclineReason::EtherType,
+            _ => LinkDeclineReason::Other,
+        }
+    }
+
+    /// What the user reads.
+    pub fn text(self) -> &'static str {
+        match self {
+            LinkDeclineReason::HostUsesUdp => {
+                "the host runs over UDP (network.transport = \"udp\")"
+            }
+            LinkDeclineReason::Unavailable => {
+                "the host cannot open raw layer 2 (no CAP_NET_RAW, or its interface failed)"
+            }
+            LinkDeclineReason::EtherType => "the host uses another EtherType",
+            LinkDeclineReason::Other => "the host declined",
+        }
+    }
 }
 
 /// Most shard indices one ShardNack names.
@@ -1041,6 +1081,16 @@ pub enum ControlFrame {
     ClockId {
         id: [u8; 16],
     },
+    /// Both ways, after the Accept: "send me the data plane as raw layer-2 frames of this
+    /// EtherType at this MAC address" (docs/PROTOCOL.md §7.3).
+    LinkAddress {
+        ethertype: u16,
+        mac: [u8; 6],
+    },
+    /// Host → client: the host does not take the raw layer-2 transport; stay on UDP.
+    LinkDeclined {
+        reason: LinkDeclineReason,
+    },
 }
 
 /// The longest control frame body.
@@ -1124,6 +1174,11 @@ impl ControlFrame {
             ControlFrame::ClockId { id } => {
                 out.extend_from_slice(id);
             }
+            ControlFrame::LinkAddress { ethertype, mac } => {
+                out.put_u16(*ethertype);
+                out.extend_from_slice(mac);
+            }
+            ControlFrame::LinkDeclined { reason } => out.put_u8(*reason as u8),
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1148,6 +1203,8 @@ impl ControlFrame {
             ControlFrame::PathResponse { .. } => PATH_RESPONSE,
             ControlFrame::ShardNack { .. } => SHARD_NACK,
             ControlFrame::ClockId { .. } => CLOCK_ID,
+            ControlFrame::LinkAddress { .. } => LINK_ADDRESS,
+            ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
         }
     }
 
@@ -1179,6 +1236,8 @@ impl ControlFrame {
             ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
             ControlFrame::ShardNack { missing, .. } => 6 + 2 * missing.len().min(MAX_NACK_SHARDS),
             ControlFrame::ClockId { .. } => 16,
+            ControlFrame::LinkAddress { .. } => 8,
+            ControlFrame::LinkDeclined { .. } => 1,
         }
     }
 
@@ -1270,6 +1329,15 @@ impl ControlFrame {
                 id.copy_from_slice(r.bytes(16)?);
                 ControlFrame::ClockId { id }
             }
+            LINK_ADDRESS => {
+                let ethertype = r.u16()?;
+                let mut mac = [0u8; 6];
+                mac.copy_from_slice(r.bytes(6)?);
+                ControlFrame::LinkAddress { ethertype, mac }
+            }
+            LINK_DECLINED => ControlFrame::LinkDeclined {
+                reason: LinkDeclineReason::from_u8(r.u8()?),
+            },
             _ => return Ok(None),
         };
         if !r.is_empty() {
@@ -1525,6 +1593,28 @@ mod tests {
         assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(nack)));
         // A count beyond what the body holds is an error, not an allocation.
         assert!(ControlFrame::parse_body(0x0F, &[0, 0, 1, 44, 0xff, 0xff, 0, 1]).is_err());
+        let mut out = Vec::new();
+        let link = ControlFrame::LinkAddress {
+            ethertype: 0x88B5,
+            mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
+        };
+        link.encode(&mut out);
+        assert_eq!(h(&out), v::LINK_ADDRESS_FRAME);
+        assert_eq!(out.len(), link.encoded_len());
+        assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(link)));
+        let mut out = Vec::new();
+        let declined = ControlFrame::LinkDeclined {
+            reason: LinkDeclineReason::HostUsesUdp,
+        };
+        declined.encode(&mut out);
+        assert_eq!(h(&out), v::LINK_DECLINED_FRAME);
+        assert_eq!(out.len(), declined.encoded_len());
+        assert_eq!(
+            ControlFrame::parse_body(out[0], &out[3..]),
+            Ok(Some(declined))
+        );
+        // A MAC address cut short is an error.
+        assert!(ControlFrame::parse_body(0x1C, &[0x88, 0xb5, 2, 0, 0x5e]).is_err());
     }
 
     /// Every vector in crate::vectors appears in docs/PROTOCOL.md.
@@ -1706,6 +1796,13 @@ mod tests {
                 reason: ByeReason::from_u8(r)
             }),
             any::<[u8; 16]>().prop_map(|id| ControlFrame::ClockId { id }),
+            (any::<u16>(), any::<[u8; 6]>())
+                .prop_map(|(ethertype, mac)| ControlFrame::LinkAddress { ethertype, mac }),
+            prop_oneof![Just(1u8), Just(2), Just(3), Just(255)].prop_map(|r| {
+                ControlFrame::LinkDeclined {
+                    reason: LinkDeclineReason::from_u8(r),
+                }
+            }),
         ]
     }
 

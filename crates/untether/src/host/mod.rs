@@ -45,6 +45,8 @@ use untether_media::codec::{Encoder, InputPicture};
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
+
+use crate::link::HostLink;
 pub use untether_proto::Codec;
 use untether_proto::{
     fingerprint, HostConfig, HostSession, InputRecord, Micros, PairingPin, PublicKey,
@@ -134,6 +136,8 @@ pub struct HostSummary {
     pub final_bitrate_kbps: Option<u32>,
     /// Retransmission: data shards resent on the client's ShardNacks.
     pub shards_retransmitted: u64,
+    /// The raw layer-2 transport: what the host's data plane ran on.
+    pub link: crate::link::LinkReport,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -261,6 +265,25 @@ impl Host {
         };
         let socket = UdpEndpoint::bind(bind)?;
         let local_addr = socket.local_addr()?;
+        let (raw, link) = match crate::link::open(&options.network, || {
+            crate::link::host_interface(local_addr)
+        })? {
+            crate::link::Opened::Udp => (None, None),
+            crate::link::Opened::Raw(r) => {
+                log::info!(
+                    "host: raw layer 2 on {} ({}, EtherType 0x{:04X}) for clients that offer it",
+                    r.interface(),
+                    r.mac(),
+                    r.ethertype()
+                );
+                let link = HostLink::raw(r.mac(), r.ethertype(), r.interface());
+                (Some(r), Some(link))
+            }
+            crate::link::Opened::Fallback(reason, line) => {
+                log::warn!("host: {line}");
+                (None, Some(HostLink::udp(reason, Some(line))))
+            }
+        };
         let v = options.video.clone();
         let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
         // Build the encoder now so a bad configuration fails here, not on a thread.
@@ -324,12 +347,17 @@ impl Host {
                 v.fps,
             );
             host_net.webrtc = webrtc_side;
+            if let Some(link) = link {
+                host_net.link = link;
+            }
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
-                    driver::run(&mut host_net, &sockets, &mailbox, &s.stop)
+                    driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
                 {
                     s.fail(format!("network: {e}"));
                 }
+                host_net.link.report.net_thread_cpu_ms =
+                    crate::link::thread_cpu_us() as f64 / 1000.0;
                 *lock(&parked) = Some(Box::new(host_net));
                 drop(mailbox);
             })?);
@@ -624,6 +652,7 @@ impl Host {
     pub fn summary(&self) -> HostSummary {
         let net = self.query(|n| (n.session.stats(), n.last_paths.clone(), n.target_kbps));
         let (st, paths, target_kbps) = net.unwrap_or_default();
+        let link = self.query(|n| n.link.report.clone()).unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -672,6 +701,7 @@ impl Host {
             bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
             final_bitrate_kbps: target_kbps,
             shards_retransmitted: st.shards_retransmitted,
+            link,
         }
     }
 

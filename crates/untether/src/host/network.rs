@@ -28,6 +28,7 @@ use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
 use super::state_input::{StateApplied, STATE_SEQ};
 use crate::driver::{Endpoint, Outgoing, Via};
+use crate::link::HostLink;
 use crate::pacing::{self, Pacing};
 
 /// How often the client's path statistics are copied for the summary.
@@ -140,6 +141,8 @@ pub(crate) struct HostNet {
     epoch: u64,
     /// When each (client, reason) refusal may be noted again.
     refusal_notes: std::collections::HashMap<(String, u8), Micros>,
+    /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
+    pub link: HostLink,
     /// Browsers and the WHIP publication (None: `[webrtc]` is off); their sockets are
     /// [`webrtc::SOCKET`](super::webrtc::SOCKET) and on.
     pub webrtc: Option<Box<super::webrtc::WebRtc>>,
@@ -172,6 +175,7 @@ impl HostNet {
             target_kbps: None,
             epoch: 0,
             refusal_notes: Default::default(),
+            link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
             webrtc: None,
         }
     }
@@ -316,6 +320,21 @@ impl HostNet {
                 HostEvent::ClientGone { addr, reason } => {
                     self.shared
                         .note(format!("client at {addr} gone ({reason:?})"));
+                    self.link.forget(addr);
+                }
+                HostEvent::LinkAddress {
+                    addr,
+                    ethertype,
+                    mac,
+                } => {
+                    let answer = self.link.on_link_address(now, addr, ethertype, mac);
+                    if matches!(answer, untether_proto::ControlFrame::LinkAddress { .. }) {
+                        self.shared.note(format!(
+                            "client at {addr} is at {} on layer 2: raw frames from now on",
+                            untether_net::MacAddr(mac)
+                        ));
+                    }
+                    self.session.send_link_frame(now, addr, answer);
                 }
                 HostEvent::KeyframeRequested => {
                     let _ = self.encoder.send(EncoderEvent::Keyframe);
@@ -351,7 +370,7 @@ impl HostNet {
         if let Some(w) = &mut self.webrtc {
             w.handle_events(
                 now,
-                super::webrtc::HostLink {
+                super::webrtc::DriverParts {
                     shared: &self.shared,
                     sink: &mut self.sink,
                     encoder: &self.encoder,
@@ -414,7 +433,14 @@ impl Endpoint for HostNet {
             }
             return;
         }
+        self.link.on_udp(from);
         self.session.handle_datagram(now, from, data);
+    }
+
+    fn handle_raw(&mut self, now: Micros, src: untether_net::MacAddr, data: &[u8]) {
+        if let Some(from) = self.link.on_raw(now, src) {
+            self.session.handle_datagram(now, from, data);
+        }
     }
 
     fn handle_timeout(&mut self, now: Micros) {
@@ -508,11 +534,11 @@ impl Endpoint for HostNet {
                 },
             },
         };
-        Some(Outgoing {
+        Some(self.link.route(Outgoing {
             via: Via::Socket(0),
             dst: Some(t.dst),
             payload: t.payload,
-        })
+        }))
     }
 
     fn send_failed(&mut self, dst: Option<SocketAddr>, error: std::io::Error) {

@@ -146,7 +146,7 @@ pub(crate) struct WebRtc {
 }
 
 /// What the driver lends the WebRTC side while it handles events.
-pub(crate) struct HostLink<'a> {
+pub(crate) struct DriverParts<'a> {
     pub shared: &'a HostShared,
     pub sink: &'a mut InputSink,
     pub encoder: &'a Sender<EncoderEvent>,
@@ -439,7 +439,7 @@ impl WebRtc {
 
     /// Acts on what the sessions reported: keyframe requests to the encoder, input to the
     /// sink (from the controller), roles, sessions that ended.
-    pub fn handle_events(&mut self, now: Micros, link: HostLink<'_>) {
+    pub fn handle_events(&mut self, now: Micros, link: DriverParts<'_>) {
         let mut keyframe = false;
         let mut msgs: Vec<(u64, Vec<u8>)> = Vec::new();
         for p in &mut self.peers {
