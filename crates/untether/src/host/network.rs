@@ -456,7 +456,7 @@ impl Endpoint for HostNet {
         match command {
             HostCommand::Frame(f) => {
                 if let Some(w) = &mut self.webrtc {
-                    w.send_frame(now, &f, &self.shared);
+                    w.send_frame(&f, &self.shared);
                 }
                 self.send_frame(now, f)
             }

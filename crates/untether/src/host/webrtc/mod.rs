@@ -395,7 +395,7 @@ impl WebRtc {
 
     /// Hands an encoded frame to every connected session (the same access unit our clients
     /// get: no second encode).
-    pub fn send_frame(&mut self, now: Micros, f: &OutgoingFrame, shared: &HostShared) {
+    pub fn send_frame(&mut self, f: &OutgoingFrame, shared: &HostShared) {
         if !self.peers.iter().any(|p| p.connected && p.gone.is_none()) {
             return;
         }
@@ -413,7 +413,6 @@ impl WebRtc {
         }
         let data: Arc<[u8]> = Arc::from(&f.data[..]);
         let capture = self.clock.instant(f.capture_us);
-        let _ = now;
         for p in &mut self.peers {
             if p.send_frame(capture, f.capture_us, f.keyframe, &data, &mut self.tmp) {
                 self.summary.frames_sent += 1;
@@ -484,7 +483,6 @@ impl WebRtc {
         self.update_roles(link.native_client, link.shared, link.epoch);
         for (id, data) in msgs {
             self.on_input(
-                now,
                 id,
                 &data,
                 link.shared,
@@ -541,7 +539,6 @@ impl WebRtc {
     #[allow(clippy::too_many_arguments)]
     fn on_input(
         &mut self,
-        now: Micros,
         id: u64,
         data: &[u8],
         shared: &HostShared,
@@ -565,7 +562,6 @@ impl WebRtc {
                         &mut self.tmp,
                     );
                 }
-                let _ = now;
             }
             Ok(input::Message::Input(event)) => {
                 if native || Some(id) != self.controller {
