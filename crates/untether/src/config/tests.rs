@@ -494,6 +494,12 @@ fn example_config_parses() {
     );
     assert_eq!(c.client.presenter, ClientToml::default().presenter);
     c.vr.validate().unwrap();
+    assert_eq!(
+        c.webrtc,
+        WebRtcToml::default(),
+        "the example shows the defaults"
+    );
+    c.webrtc.validate().unwrap();
 }
 
 #[test]
