@@ -230,14 +230,39 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
         },
     )?;
     host.network = network.clone();
+    let (vr, display) = if sc.vr {
+        if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
+            return Err(bad(
+                sc,
+                "vr",
+                true,
+                "VR shows the stream in a window (pose-to-photon is read from its pixels): \
+                 needs a display (run under xvfb-run -a -s \"-screen 0 1920x1080x24\" without one)"
+                    .into(),
+            ));
+        }
+        // The scene stands still but for the head: a generated track that keeps turning (what
+        // the pose-to-photon reading needs); no synthetic look-around (it turns the view too).
+        host.scene.spin_deg_per_s = 0.0;
+        host.scene.walk_speed = 0.0;
+        host.vr.enabled = true;
+        client.headless = false;
+        client.input_probe_interval_ms = 0;
+        let mut vr = host.vr.clone();
+        vr.pose = "synthetic:turn".into();
+        vr.late_warp = sc.late_warp;
+        (vr, Display::Window)
+    } else {
+        (Default::default(), Display::Headless)
+    };
     Ok(DemoOptions {
         host,
         client: ClientOptions {
-            vr: Default::default(),
+            vr,
             host: ([127, 0, 0, 1], 0).into(),
             client,
             network,
-            display: Display::Headless,
+            display,
             duration: Some(Duration::from_secs_f64(sc.duration_s)),
             save_frame: None,
         },

@@ -56,6 +56,13 @@ pub struct Scenario {
     /// The data plane after the handshake (`network.transport`): `udp`, or `raw` (raw layer-2
     /// frames between the veth ends' MAC addresses; needs `transport = "netns"`).
     pub network_transport: String,
+    /// VR: the host renders side-by-side stereo from the client's head pose (a generated
+    /// turning head, `synthetic:turn`); the client shows it in a window (the GPU presenter,
+    /// with lens distortion; needs a display, e.g. Xvfb) and measures pose-to-photon from the
+    /// presented pixels.
+    pub vr: bool,
+    /// With `vr`: the presenter's late warp (`vr.late_warp`).
+    pub late_warp: bool,
 }
 
 impl Default for Scenario {
@@ -90,6 +97,8 @@ impl Default for Scenario {
             scheduler: cfg.network.scheduler,
             pacing: cfg.network.pacing,
             network_transport: cfg.network.transport,
+            vr: false,
+            late_warp: cfg.vr.late_warp,
         }
     }
 }
@@ -128,6 +137,13 @@ impl Scenario {
         }
         if self.network_transport != d.network_transport {
             recovery.push_str(&format!("-{}", self.network_transport));
+        }
+        if self.vr {
+            recovery.push_str(if self.late_warp {
+                "-vr-warp"
+            } else {
+                "-vr-nowarp"
+            });
         }
         if self.refresh != d.refresh {
             recovery.push_str(&format!("-{}{}", self.refresh, self.refresh_period));

@@ -27,7 +27,8 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     --scenarios FILE reads [[scenario]] tables instead. Scenario keys: name, width, height, fps, \
     codec, encoder, refresh, refresh_period, preset, tune, bitrate_kbps, slices, gop, conversion, \
     duration_s, transport (loopback, netns), rate, loss, spin_deg_per_s, fec, retransmit, \
-    adaptive_bitrate, scheduler, pacing, network_transport (udp, raw: what --transport sets).\n\n\
+    adaptive_bitrate, scheduler, pacing, network_transport (udp, raw: what --transport sets), \
+    vr, late_warp (--vr, --late-warp).\n\n\
     Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
     (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
     Examples:\n\
@@ -41,7 +42,8 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
     \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
     \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
-    \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)";
+    \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)\n\
+    \x20 xvfb-run -a untether bench --vr --late-warp on,off   (pose-to-photon with and without late warp; a window)";
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -102,6 +104,12 @@ pub struct BenchArgs {
     /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
     #[arg(long, value_name = "FRACTIONS")]
     pacing: Option<String>,
+    /// VR: the host renders side-by-side stereo for a generated turning head (synthetic:turn); the client shows it in a window with the GPU presenter (lens distortion; needs a display: run under xvfb-run without one) and measures pose-to-photon from the presented pixels (latency_ms.pose_to_photon).
+    #[arg(long)]
+    vr: bool,
+    /// With --vr: the presenter's late warp, comma-separated to compare in one run: on, off (default: vr.late_warp's).
+    #[arg(long, value_name = "on|off", requires = "vr")]
+    late_warp: Option<String>,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -221,6 +229,19 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
         }
         return Ok(file.scenario);
     }
+    // VR and its late warp: an axis over every other combination.
+    let warps: Vec<(bool, bool)> = if a.vr {
+        list(&a.late_warp, if d.late_warp { "on" } else { "off" })
+            .iter()
+            .map(|w| {
+                untether::config::parse_on_off("--late-warp", w)
+                    .map(|on| (true, on))
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+            })
+            .collect::<Result<_>>()?
+    } else {
+        vec![(false, d.late_warp)]
+    };
     let mut out = Vec::new();
     for size in list(&a.resolution, format!("{}x{}", d.width, d.height)) {
         let (width, height) =
@@ -294,7 +315,21 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             }
         }
     }
-    Ok(out)
+    Ok(out
+        .into_iter()
+        .flat_map(|sc| {
+            warps.iter().map(move |&(vr, late_warp)| Scenario {
+                vr,
+                late_warp,
+                ..sc.clone()
+            })
+        })
+        .collect())
+}
+
+/// The median pose-to-photon of a VR run, ms.
+fn pose_p50(r: &ScenarioResult) -> Option<f64> {
+    r.report["latency_ms"]["pose_to_photon"]["p50"].as_f64()
 }
 
 fn file_stem(name: &str) -> String {
@@ -432,8 +467,25 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
                 write_json(path, &r.report)?;
             }
         }
+        let vr = if sc.vr {
+            let st = &r.report["state"];
+            let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+            format!(
+                "  pose-to-photon p50 {} ms (rendered pose: {} ms; {} read, {} unread, {} unmatched, {} ambiguous)",
+                pose_p50(&r).map_or("-".into(), |v| format!("{v:.2}")),
+                r.report["latency_ms"]["rendered_pose_to_photon"]["p50"]
+                    .as_f64()
+                    .map_or("-".into(), |v| format!("{v:.2}")),
+                n(&r.report["latency_ms"]["pose_to_photon"]["count"]),
+                n(&st["pose_photon_unread"]),
+                n(&st["pose_photon_unmatched"]),
+                n(&st["pose_photon_ambiguous"]),
+            )
+        } else {
+            String::new()
+        };
         let line = format!(
-            "{:<44} {:<15} glass-to-glass p50 {:>6} ms  ssim {}  → {}",
+            "{:<44} {:<15} glass-to-glass p50 {:>6} ms  ssim {}{vr}  → {}",
             sc.display_name(),
             system,
             p50(&r).map_or("-".into(), |v| format!("{v:.2}")),
@@ -494,6 +546,20 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
             );
         }
     }
+    let warp = |on: bool| {
+        results
+            .iter()
+            .filter(|r| r.report["scenario"]["vr"].as_bool() == Some(true))
+            .filter(|r| r.report["scenario"]["late_warp"].as_bool() == Some(on))
+            .filter_map(pose_p50)
+            .next()
+    };
+    if let (Some(on), Some(off)) = (warp(true), warp(false)) {
+        println!(
+            "\npose-to-photon p50: late warp on {on:.2} ms, off {off:.2} ms (on/off {:.2})",
+            if off > 0.0 { on / off } else { f64::NAN }
+        );
+    }
     if let Some(path) = &a.markdown {
         std::fs::write(path, markdown(&results, &notes))
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -521,8 +587,8 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
     for n in notes {
         t.push_str(&format!("- {n}\n"));
     }
-    t.push_str("\n| scenario | system | g2g p50 | g2g p95 | g2g p99 | convert | encode | network | decode | SSIM | PSNR Y dB | response p50 | frames shown |\n");
-    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("\n| scenario | system | g2g p50 | g2g p95 | g2g p99 | convert | encode | network | decode | SSIM | PSNR Y dB | response p50 | pose-to-photon p50 | frames shown |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in results {
         let l = &r.report["latency_ms"];
         let g = if l["glass_to_glass_pixels"]["p50"].is_number() {
@@ -532,7 +598,7 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
         };
         let st = |s: Stage| ms(&l["stages"][s.name()]["p50"]);
         t.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.name,
             r.system,
             ms(&g["p50"]),
@@ -549,6 +615,7 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
                 .as_f64()
                 .map_or("–".into(), |v| format!("{v:.1}")),
             ms(&r.report["input"]["response_delay_ms"]["rd"]["p50"]),
+            ms(&l["pose_to_photon"]["p50"]),
             r.report["frames"]["shown"]
                 .as_u64()
                 .map_or("–".into(), |v| v.to_string()),
@@ -598,6 +665,38 @@ mod tests {
     }
 
     #[test]
+    fn late_warp_on_and_off_are_an_axis_of_one_vr_run() {
+        let a = parse(&["--vr", "--late-warp", "on,off", "--resolution", "360p,720p"]);
+        let list = scenarios(&a).unwrap();
+        let got: Vec<(u32, bool, bool)> =
+            list.iter().map(|s| (s.height, s.vr, s.late_warp)).collect();
+        assert_eq!(
+            got,
+            [
+                (360, true, true),
+                (360, true, false),
+                (720, true, true),
+                (720, true, false)
+            ]
+        );
+        let names: std::collections::BTreeSet<String> =
+            list.iter().map(Scenario::display_name).collect();
+        assert_eq!(names.len(), 4, "every scenario has its own report file");
+        assert!(list[0].display_name().ends_with("-vr-warp"));
+        assert!(list[1].display_name().ends_with("-vr-nowarp"));
+        // --vr alone: the configuration's late warp (on).
+        let list = scenarios(&parse(&["--vr"])).unwrap();
+        assert_eq!(list.len(), 1);
+        assert!(list[0].vr && list[0].late_warp);
+        let e = scenarios(&parse(&["--vr", "--late-warp", "maybe"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--late-warp"), "{e}");
+        // --late-warp means nothing without --vr.
+        assert!(Cli::try_parse_from(["bench", "--late-warp", "on"]).is_err());
+    }
+
+    #[test]
     fn slices_and_transports_are_axes_of_one_run() {
         let a = parse(&["--netns", "--slices", "1,2,4,8", "--transport", "udp,raw"]);
         let list = scenarios(&a).unwrap();
@@ -612,7 +711,7 @@ mod tests {
             }
         }
         assert_eq!(got, want);
-        assert!(list.iter().all(|s| s.transport == "netns"));
+        assert!(list.iter().all(|s| s.transport == "netns" && !s.vr));
         let names: std::collections::BTreeSet<String> =
             list.iter().map(Scenario::display_name).collect();
         assert_eq!(names.len(), 8, "every scenario has its own report file");

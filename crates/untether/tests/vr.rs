@@ -127,6 +127,84 @@ fn frames_carry_the_pose_they_were_rendered_for_and_pose_to_photon_is_read_from_
     );
 }
 
+/// Late warp on, in a real window: what the presented pixels show is the rendered frame turned
+/// to the newest local pose, so they show a newer pose than the one the frame was rendered for
+/// (pose-to-photon from pixels below the FramePose metadata's), and every present is read.
+#[test]
+fn late_warp_shows_a_newer_pose_than_the_frame_was_rendered_for() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    let mut cfg = ConfigToml::default();
+    cfg.video.resolution = "640x360".into();
+    cfg.scene.spin_deg_per_s = 0.0;
+    cfg.scene.walk_speed = 0.0;
+    cfg.host.bind = "127.0.0.1:0".into();
+    cfg.vr.enabled = true;
+    cfg.vr.pose = "synthetic:turn".into();
+    cfg.vr.late_warp = true;
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    let host = untether::Host::start_with(
+        HostOptions {
+            vr: cfg.vr.clone(),
+            video: cfg.video.validate().unwrap(),
+            scene: cfg.scene.clone(),
+            host: cfg.host.clone(),
+            network: cfg.network.clone(),
+            webrtc: Default::default(),
+        },
+        HostSetup {
+            trust: host_trust,
+            ..Default::default()
+        },
+    )
+    .expect("host starts");
+    let opts = ClientOptions {
+        vr: cfg.vr.clone(),
+        host: host.local_addr(),
+        client: cfg.client.clone(),
+        network: cfg.network.clone(),
+        display: Display::Window,
+        duration: Some(Duration::from_secs(3)),
+        save_frame: None,
+    };
+    let io = ClientIo {
+        trust: client_trust,
+        ..Default::default()
+    };
+    let run = run_client_with(&opts, io, Arc::new(AtomicBool::new(false))).expect("client runs");
+    let summary = host.stop();
+    assert!(summary.fatal.is_none(), "{:?}", summary.fatal);
+    assert_eq!(run.presenter.as_deref(), Some("gl-window-vr"));
+    assert!(
+        run.pose_to_photon.len() >= 30,
+        "{} measured; unread {}, ambiguous {}, unmatched {}",
+        run.pose_to_photon.len(),
+        run.pose_photon_unread,
+        run.pose_photon_ambiguous,
+        run.pose_photon_unmatched
+    );
+    let pixels = median(
+        run.pose_to_photon
+            .iter()
+            .map(|&(_, l)| l as f64 / 1000.0)
+            .collect(),
+    );
+    let metadata = median(
+        run.records
+            .iter()
+            .filter(|r| r.shown_us > 0)
+            .filter_map(|r| r.pose.map(|p| (r.shown_us - p.sample_us) as f64 / 1000.0))
+            .collect(),
+    );
+    assert!(
+        pixels < metadata,
+        "with late warp the pixels show a pose {pixels:.1} ms old, the frames were rendered \
+         for poses {metadata:.1} ms old"
+    );
+}
+
 /// The application API: the host renders for the client's pose and sends the frame with it
 /// (`send_frame_with_pose`), publishes state the client reads (the latest-wins channel the other
 /// way), and the client's decoded frames carry the pose. Headless, no display needed.
