@@ -52,14 +52,15 @@ pub struct SliceEncoderConfig {
 
 /// One slice, handed to the sink as soon as x264 finished it.
 #[derive(Debug)]
-pub struct EncodedSlice<'a> {
+pub struct EncodedSlice {
     /// Position in picture order (top to bottom), `0..count`.
     pub index: u8,
     /// Slices of this frame.
     pub count: u8,
     pub keyframe: bool,
     /// Annex B: the slice NAL, preceded by the SPS/PPS (and SEI) for slice 0 of a keyframe.
-    pub data: &'a [u8],
+    /// The buffer x264 wrote it into, handed over as is.
+    pub data: Vec<u8>,
     /// When x264 finished it.
     pub done: Instant,
 }
@@ -78,12 +79,14 @@ pub struct SliceFrameInfo {
     pub encode_us: u64,
     /// From the call into x264 to the first slice handed over, µs.
     pub first_slice_us: u64,
+    /// From the call into x264 to the last slice handed over, µs.
+    pub last_slice_us: u64,
 }
 
 /// What the NAL callback needs, shared with x264's slice threads for one encode call.
 struct CallbackCtx<'a> {
     layout: &'a [i32],
-    sink: &'a (dyn Fn(EncodedSlice<'_>) + Sync),
+    sink: &'a (dyn Fn(EncodedSlice) + Sync),
     /// SPS/PPS/SEI of this frame (written before any slice), for slice 0.
     headers: Mutex<Vec<u8>>,
     state: Mutex<CallbackState>,
@@ -95,6 +98,7 @@ struct CallbackState {
     slices: usize,
     keyframe: bool,
     first: Option<Instant>,
+    last: Option<Instant>,
     /// A slice whose first macroblock is not in the layout (never expected).
     unknown: usize,
 }
@@ -147,12 +151,13 @@ unsafe extern "C" fn nalu_process(
         s.slices += 1;
         s.keyframe |= keyframe;
         s.first.get_or_insert(done);
+        s.last = Some(s.last.map_or(done, |l| l.max(done)));
     }
     (ctx.sink)(EncodedSlice {
         index: index as u8,
         count: ctx.layout.len() as u8,
         keyframe,
-        data: &data,
+        data,
         done,
     });
 }
@@ -384,7 +389,7 @@ impl SliceEncoder {
         &mut self,
         src: &InputPicture<'_>,
         force_keyframe: bool,
-        sink: &(dyn Fn(EncodedSlice<'_>) + Sync),
+        sink: &(dyn Fn(EncodedSlice) + Sync),
     ) -> Result<SliceFrameInfo> {
         src.check()?;
         let (w, h) = src.size();
@@ -485,6 +490,7 @@ impl SliceEncoder {
             convert_us: (t1 - t0).as_micros() as u64,
             encode_us: (t2 - t1).as_micros() as u64,
             first_slice_us: s.first.map_or(0, |f| (f - t1).as_micros() as u64),
+            last_slice_us: s.last.map_or(0, |f| (f - t1).as_micros() as u64),
         })
     }
 }
@@ -542,10 +548,10 @@ mod tests {
                         stride: f.stride,
                     },
                     i == 0,
-                    &|s: EncodedSlice<'_>| {
+                    &|s: EncodedSlice| {
                         got.lock()
                             .unwrap()
-                            .push((s.index, s.count, s.keyframe, s.data.to_vec()))
+                            .push((s.index, s.count, s.keyframe, s.data))
                     },
                 )
                 .unwrap();
