@@ -127,6 +127,9 @@ struct VideoArgs {
     /// BGRA→YUV conversion: simd, swscale, or rgb (none; implies --encoder libx264rgb) [config: video.conversion, default simd].
     #[arg(long, value_parser = ["simd", "swscale", "rgb"])]
     conversion: Option<String>,
+    /// Slices per frame, 1–16: with 2 or more, x264 runs through its own API and each slice is sent the moment x264 has written it, and the client decodes it as it arrives (a lost slice costs only its own region until the next keyframe); 1 sends frames whole. Needs libx264 [config: video.slices, default 1].
+    #[arg(long, value_name = "N")]
+    slices: Option<u8>,
     /// Test scene: camera spin in degrees/second, counter-clockwise [config: scene.spin_deg_per_s, default 30].
     #[arg(long, value_name = "DEG_PER_S", allow_negative_numbers = true)]
     spin: Option<f32>,
@@ -266,7 +269,7 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 15] = [
+const FLAGS: [(&str, &str); 16] = [
     ("network.transport", "--transport"),
     ("network.interface", "--interface"),
     ("video.resolution", "--resolution"),
@@ -275,6 +278,7 @@ const FLAGS: [(&str, &str); 15] = [
     ("video.encoder", "--encoder"),
     ("video.conversion", "--conversion"),
     ("video.preset", "--preset"),
+    ("video.slices", "--slices"),
     ("host.bind", "--bind"),
     ("host.access", "--access"),
     ("network.scheduler", "--scheduler"),
@@ -345,6 +349,9 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     }
     if let Some(p) = &v.preset {
         cfg.video.preset = p.clone();
+    }
+    if let Some(n) = v.slices {
+        cfg.video.slices = n;
     }
     if let Some(s) = v.spin {
         cfg.scene.spin_deg_per_s = s;

@@ -239,6 +239,7 @@ mod tests {
             threads: 2,
             slices: 4,
             conversion: Conversion::Simd,
+            x264_params: String::new(),
         })
         .unwrap();
         let mut scene = Scene::new(SceneConfig::new(W, H)).unwrap();

@@ -48,6 +48,10 @@ pub struct SliceEncoderConfig {
     pub slices: usize,
     /// BGRA → I420 converter for BGRA input (`Simd` or `Swscale`; `Rgb` is refused).
     pub conversion: Conversion,
+    /// More x264 options, `key=value:key=value` as x264's command line (`x264_param_parse`),
+    /// applied after ours (like FFmpeg's `x264-params`); an unknown key or bad value is an
+    /// error naming it.
+    pub x264_params: String,
 }
 
 /// One slice, handed to the sink as soon as x264 finished it.
@@ -257,6 +261,18 @@ fn open_param(cfg: &SliceEncoderConfig) -> Result<x::x264_param_t> {
     p.vui.i_transfer = 6;
     p.vui.i_colmatrix = 6;
     p.vui.b_fullrange = 0;
+    for kv in cfg.x264_params.split(':').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, "1"));
+        let (ck, cv) = (
+            CString::new(k).map_err(|_| bad(format!("bad option {kv:?}")))?,
+            CString::new(v).map_err(|_| bad(format!("bad option {kv:?}")))?,
+        );
+        // SAFETY: a parameter struct x264 filled, NUL-terminated name and value.
+        let rc = unsafe { x::x264_param_parse(&mut p, ck.as_ptr(), cv.as_ptr()) };
+        if rc != 0 {
+            return Err(bad(format!("option {kv:?}: unknown name or bad value")));
+        }
+    }
     p.nalu_process = Some(nalu_process);
     Ok(p)
 }
@@ -365,6 +381,12 @@ impl SliceEncoder {
     /// than threads do not divide the picture evenly).
     pub fn slice_count(&self) -> usize {
         self.layout.len()
+    }
+
+    /// The first macroblock of each slice, top to bottom (macroblocks count in rows of
+    /// `width / 16`).
+    pub fn layout(&self) -> &[i32] {
+        &self.layout
     }
 
     /// Changes the target (and VBV) bitrate from the next frame on, without a keyframe.
@@ -513,6 +535,7 @@ mod tests {
             threads,
             slices,
             conversion: Conversion::Simd,
+            x264_params: String::new(),
         }
     }
 
@@ -657,5 +680,18 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(e.contains("warp"), "{e}");
+        let e = SliceEncoder::new(SliceEncoderConfig {
+            x264_params: "keyint=30:no-such-option=1".into(),
+            ..cfg(640, 360, 2, 2)
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("no-such-option"), "{e}");
+        assert!(SliceEncoder::new(SliceEncoderConfig {
+            x264_params: "keyint=30:min-keyint=30:intra-refresh".into(),
+            ..cfg(640, 360, 2, 2)
+        })
+        .is_ok());
     }
 }

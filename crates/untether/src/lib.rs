@@ -77,6 +77,7 @@ pub fn report_config(
         preset: v.preset.clone(),
         conversion: v.path.conversion().name().into(),
         bitrate_kbps: v.bitrate_kbps,
+        slices: v.slices,
         transport: transport.into(),
         paths: 1,
         impairment: None,

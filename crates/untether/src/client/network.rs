@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent,
-    Micros, PublicKey, RejectReason, Route,
+    fingerprint, ClientConfig, ClientEvent, ClientSession, GoneReason, InputEvent, Micros,
+    PublicKey, RejectReason, Route,
 };
 
+use super::decode::Piece;
 use super::input::state_input;
 use super::record::MAX_RECORDS;
 use super::{ClientError, ClientShared};
@@ -97,8 +98,9 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames for the decode thread, with the number of the session they came from.
-    frames: Sender<(u32, CompleteFrame)>,
+    /// Complete frames (or slices) for the decode thread, in decode order, with the number of
+    /// the session they came from.
+    frames: Sender<(u32, Piece)>,
     /// (sequence number, send time) of each reliable window/probe event, for the presenter.
     sent_inputs: Sender<(u32, Micros)>,
     end_on_host_bye: bool,
@@ -126,7 +128,7 @@ impl ClientNet {
         shared: Arc<ClientShared>,
         known_hosts: Option<KnownHosts>,
         playout: Option<Arc<Mutex<Playout>>>,
-        frames: Sender<(u32, CompleteFrame)>,
+        frames: Sender<(u32, Piece)>,
         sent_inputs: Sender<(u32, Micros)>,
         end_on_host_bye: bool,
     ) -> ClientNet {
@@ -193,6 +195,13 @@ impl ClientNet {
                 self.shared.host,
                 r.attempt + 1
             );
+        }
+    }
+
+    /// Hands a frame or slice to the decode thread (its end of the channel gone: done).
+    fn hand_to_decoder(&mut self, piece: Piece) {
+        if self.frames.send((self.session_number, piece)).is_err() {
+            self.done = true;
         }
     }
 
@@ -395,8 +404,27 @@ impl ClientNet {
             ClientEvent::Frame(frame) => {
                 // Decoding runs on its own thread so that audio, input acknowledgements and
                 // the next frame's shards are not held behind a decode.
-                if self.frames.send((self.session_number, frame)).is_err() {
-                    self.done = true;
+                self.hand_to_decoder(Piece::Frame(frame));
+            }
+            ClientEvent::Slice(slice) => self.hand_to_decoder(Piece::Slice(slice)),
+            ClientEvent::SliceLost {
+                frame_number,
+                slice,
+                ..
+            } => self.hand_to_decoder(Piece::SliceLost {
+                frame_number,
+                slice,
+            }),
+            ClientEvent::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            } => {
+                let mut run = super::lock(&s.run);
+                if run.slice_timings.len() < MAX_RECORDS {
+                    run.slice_timings
+                        .insert(frame_number, (slice_count, first_out_us, last_out_us));
                 }
             }
             ClientEvent::FrameTiming(t) => {

@@ -476,3 +476,42 @@ fn integers_past_their_width_name_the_key_and_the_range() {
         "network.keepalive_ms: 5000 must be below network.idle_timeout_ms (5000)"
     );
 }
+
+#[test]
+fn slices_are_checked_by_the_one_validator() {
+    // The file's key: a count out of range names the key and its range.
+    let e = ConfigToml::parse("[video]\nslices = 17\n", "t.toml")
+        .map(|c| c.video.validate())
+        .and_then(|r| r.map(|_| ()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("video.slices") && e.contains("1..=16"), "{e}");
+    let e = ConfigToml::parse("[video]\nslices = -1\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("video.slices"), "{e}");
+    let mut v = VideoToml {
+        slices: 0,
+        ..Default::default()
+    };
+    let e = v.validate().unwrap_err().to_string();
+    assert!(e.starts_with("video.slices"), "{e}");
+    // Slices need libx264: libx264rgb sends frames whole.
+    v.slices = 4;
+    v.encoder = Some("libx264rgb".into());
+    let e = v.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("video.slices, video.encoder") && e.contains("libx264"),
+        "{e}"
+    );
+    v.encoder = None;
+    assert_eq!(v.validate().unwrap().slices, 4);
+    let c = ConfigToml::parse("[video]\nslices = 8\n", "t.toml").unwrap();
+    assert_eq!(c.video.validate().unwrap().slices, 8);
+    assert_eq!(VideoConfig::default().slices, 1);
+    // The wire and the encoder agree on the bound.
+    assert_eq!(
+        untether_proto::wire::MAX_SLICES as usize,
+        untether_media::x264::MAX_SLICES
+    );
+}

@@ -71,6 +71,9 @@ pub struct VideoToml {
     pub conversion: Option<String>,
     #[serde(deserialize_with = "limits::de_encoder_threads")]
     pub encoder_threads: usize,
+    /// Slices per frame, each sent as soon as x264 has it (1: frames are sent whole).
+    #[serde(deserialize_with = "limits::de_slices")]
+    pub slices: u8,
 }
 
 fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -115,6 +118,7 @@ impl From<&VideoConfig> for VideoToml {
             preset: v.preset.clone(),
             conversion: Some(v.path.conversion().name().into()),
             encoder_threads: v.encoder_threads,
+            slices: v.slices,
         }
     }
 }
@@ -131,6 +135,10 @@ pub struct VideoConfig {
     pub path: VideoPath,
     pub preset: String,
     pub encoder_threads: usize,
+    /// Slices per frame (`video.slices`): 1 sends frames whole (x264 through FFmpeg); 2 or
+    /// more encode with x264's own API and send each slice the moment x264 has written it
+    /// (docs/PROTOCOL.md §6.3).
+    pub slices: u8,
 }
 
 fn ser_display<S: serde::Serializer>(v: &impl fmt::Display, s: S) -> Result<S::Ok, S::Error> {
@@ -149,6 +157,7 @@ impl Default for VideoConfig {
             path: VideoPath::default(),
             preset: PRESETS[0].into(),
             encoder_threads: 2,
+            slices: 1,
         }
     }
 }
@@ -161,6 +170,17 @@ impl VideoConfig {
         BITRATE_KBPS.check(self.bitrate_kbps)?;
         check_preset(&self.preset)?;
         ENCODER_THREADS.check(self.encoder_threads)?;
+        SLICES.check(self.slices)?;
+        if self.slices > 1 && self.path.is_rgb() {
+            return Err(invalid(
+                "video.slices, video.encoder",
+                format!(
+                    "{} slices need libx264 (4:2:0, conversion simd or swscale): libx264rgb \
+                     sends frames whole (slices = 1)",
+                    self.slices
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -227,6 +247,7 @@ impl VideoToml {
             path,
             preset: self.preset.clone(),
             encoder_threads: self.encoder_threads,
+            slices: self.slices,
         };
         v.validate()?;
         Ok(v)

@@ -11,9 +11,11 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
+use untether_media::x264::SliceEncoder;
 use untether_proto::{FrameTiming, Micros};
 
-use super::network::{HostCommand, OutgoingFrame};
+use super::encode_slices::{self, slice_encoder_config};
+use super::network::{HostCommand, OutgoingFrame, SlicesDone};
 use super::options::HostSetup;
 use super::shared::{lock, HostShared};
 use super::HostError;
@@ -58,6 +60,55 @@ pub(crate) fn encoder_config(
     }
 }
 
+/// The stage's encoder: x264 through FFmpeg, frames whole; or x264 through its own API, each
+/// slice handed over as it is written (`video.slices` ≥ 2).
+// One per encoder stage, never moved on the frame path: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum VideoEncoder {
+    Whole(Encoder),
+    Sliced(SliceEncoder),
+}
+
+impl VideoEncoder {
+    /// The encoder for `cfg`: sliced with `slices` ≥ 2.
+    pub fn new(cfg: &EncoderConfig, slices: u8) -> Result<VideoEncoder, HostError> {
+        Ok(if slices > 1 {
+            VideoEncoder::Sliced(SliceEncoder::new(slice_encoder_config(cfg, slices))?)
+        } else {
+            VideoEncoder::Whole(Encoder::new(cfg.clone())?)
+        })
+    }
+
+    fn slices(&self) -> u8 {
+        match self {
+            VideoEncoder::Whole(_) => 1,
+            VideoEncoder::Sliced(e) => e.slice_count() as u8,
+        }
+    }
+
+    fn bitrate_kbps(&self) -> u32 {
+        match self {
+            VideoEncoder::Whole(e) => e.config().bitrate_kbps,
+            VideoEncoder::Sliced(e) => e.config().bitrate_kbps,
+        }
+    }
+
+    fn set_bitrate(&mut self, kbps: u32) -> Result<(), HostError> {
+        match self {
+            VideoEncoder::Whole(e) => e.set_bitrate(kbps)?,
+            VideoEncoder::Sliced(e) => e.set_bitrate(kbps)?,
+        }
+        Ok(())
+    }
+}
+
+/// What the encoder made of a picture: a whole frame to hand over, or a frame whose slices
+/// were handed over as they were written.
+enum Encoded {
+    Whole(Vec<u8>),
+    Sliced(encode_slices::SlicedFrame),
+}
+
 /// What a send did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendInfo {
@@ -74,8 +125,10 @@ pub struct SendInfo {
 
 /// The encoder, its frame numbering and its link to the network driver.
 pub(crate) struct EncoderStage {
-    encoder: Encoder,
+    encoder: VideoEncoder,
     cfg: EncoderConfig,
+    /// Slices per frame asked for (1: whole).
+    slices: u8,
     frame_number: u32,
     epoch: u64,
     keyframe_wanted: bool,
@@ -92,13 +145,15 @@ pub(crate) struct EncoderStage {
 
 impl EncoderStage {
     pub fn new(
-        encoder: Encoder,
+        cfg: EncoderConfig,
+        encoder: VideoEncoder,
         events: Receiver<EncoderEvent>,
         net: Handle<HostCommand>,
         shared: Arc<HostShared>,
     ) -> Self {
         EncoderStage {
-            cfg: encoder.config().clone(),
+            cfg,
+            slices: encoder.slices(),
             encoder,
             frame_number: 0,
             epoch: 0,
@@ -166,39 +221,74 @@ impl EncoderStage {
             if let Some(kbps) = self.target_kbps {
                 cfg.bitrate_kbps = kbps;
             }
-            self.encoder = Encoder::new(cfg.clone())?;
+            self.encoder = VideoEncoder::new(&cfg, self.slices)?;
             self.cfg = cfg;
             self.keyframe_wanted = true;
             s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
         }
         if let Some(target) = self.target_kbps {
-            if target != self.encoder.config().bitrate_kbps {
+            if target != self.encoder.bitrate_kbps() {
                 self.encoder.set_bitrate(target)?;
                 s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
             }
         }
         let start = now_us();
         let force = std::mem::take(&mut self.keyframe_wanted);
-        let encoded = self.encoder.encode_picture(picture, force)?;
+        let frame_number = self.frame_number;
+        let (keyframe, bytes, convert_us, encode_us, frame) = match &mut self.encoder {
+            VideoEncoder::Whole(enc) => {
+                let e = enc.encode_picture(picture, force)?;
+                (
+                    e.keyframe,
+                    e.data.len(),
+                    e.convert_us,
+                    e.encode_us,
+                    Encoded::Whole(e.data),
+                )
+            }
+            VideoEncoder::Sliced(enc) => {
+                let f = encode_slices::encode(
+                    enc,
+                    picture,
+                    force,
+                    &self.net,
+                    self.epoch,
+                    frame_number,
+                    capture_us,
+                )?;
+                let i = f.info;
+                (
+                    i.keyframe,
+                    i.bytes,
+                    i.convert_us,
+                    i.encode_us,
+                    Encoded::Sliced(f),
+                )
+            }
+        };
         let c = &s.counters;
         c.encoded.fetch_add(1, Ordering::Relaxed);
-        if encoded.keyframe {
+        if keyframe {
             c.keyframes.fetch_add(1, Ordering::Relaxed);
         }
-        let frame_number = self.frame_number;
-        let bytes = encoded.data.len();
         {
             let mut sm = lock(&s.samples);
             sm.queue.push_us(start as i64 - capture_us as i64);
-            sm.convert.push_us(encoded.convert_us as i64);
-            sm.encode.push_us(encoded.encode_us as i64);
+            sm.convert.push_us(convert_us as i64);
+            sm.encode.push_us(encode_us as i64);
             sm.frame_bytes.push(bytes as f64 / 1000.0);
+            if let Encoded::Sliced(f) = &frame {
+                sm.first_slice_out
+                    .push_us(f.first_out_us as i64 - capture_us as i64);
+                sm.last_slice_out
+                    .push_us(f.last_out_us as i64 - capture_us as i64);
+            }
         }
         let timing = FrameTiming {
             frame_number,
             capture_dur_us,
-            convert_us: encoded.convert_us as u32,
-            encode_us: encoded.encode_us as u32,
+            convert_us: convert_us as u32,
+            encode_us: encode_us as u32,
             send_us: 0,
             send_done_us: 0,
             frame_bytes: bytes as u32,
@@ -212,15 +302,26 @@ impl EncoderStage {
                 .saturating_sub(self.session_base.1) as u32,
             dropped: s.frames.replaced().saturating_sub(self.session_base.2) as u32,
         };
-        let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
-            epoch: self.epoch,
-            frame_number,
-            capture_us,
-            keyframe: encoded.keyframe,
-            data: encoded.data,
-            handed_us: now_us(),
-            timing,
-        }));
+        let since_capture = |t: Micros| t.saturating_sub(capture_us).min(u32::MAX as u64) as u32;
+        let handed = self.net.send(match frame {
+            Encoded::Whole(data) => HostCommand::Frame(OutgoingFrame {
+                epoch: self.epoch,
+                frame_number,
+                capture_us,
+                keyframe,
+                data,
+                handed_us: now_us(),
+                timing,
+            }),
+            Encoded::Sliced(f) => HostCommand::SlicesDone(SlicesDone {
+                epoch: self.epoch,
+                frame_number,
+                slice_count: f.info.slices as u8,
+                first_out_us: since_capture(f.first_out_us),
+                last_out_us: since_capture(f.last_out_us),
+                timing,
+            }),
+        });
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
         }
@@ -228,7 +329,7 @@ impl EncoderStage {
         Ok(SendInfo {
             sent: true,
             frame_number,
-            keyframe: encoded.keyframe,
+            keyframe,
             bytes,
             blocked_us: 0,
         })
@@ -310,7 +411,13 @@ mod tests {
         let shared = Arc::new(HostShared::new((0, 0)));
         let (net, mailbox) = driver::channel().unwrap();
         let (events, rx) = mpsc::channel();
-        let stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        let stage = EncoderStage::new(
+            cfg.clone(),
+            VideoEncoder::Whole(Encoder::new(cfg).unwrap()),
+            rx,
+            net,
+            shared.clone(),
+        );
         (stage, shared, mailbox, events)
     }
 

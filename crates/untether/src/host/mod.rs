@@ -21,6 +21,7 @@
 
 mod audio;
 mod encode;
+mod encode_slices;
 mod input;
 mod network;
 mod options;
@@ -40,7 +41,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::{self as media_audio, SdlAudioCapture};
-use untether_media::codec::{Encoder, InputPicture};
+use untether_media::codec::InputPicture;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
@@ -66,7 +67,7 @@ pub use options::{
 pub use state_input::STATE_SEQ;
 
 use audio::AudioStage;
-use encode::{encoder_config, EncoderStage};
+use encode::{encoder_config, EncoderStage, VideoEncoder};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
 use pairing::host_security;
@@ -125,6 +126,8 @@ pub struct HostSummary {
     pub stages: std::collections::BTreeMap<crate::stats::Stage, Samples>,
     /// Encoded video frame sizes, kB (a size, not a stage).
     pub frame_kbytes: Samples,
+    /// Frames sent in slices: capture → first / last slice handed to the network.
+    pub slice_out: (Samples, Samples),
     pub fatal: Option<String>,
     pub events: Vec<String>,
     /// The client's paths as the host saw them last (several with multipath).
@@ -282,7 +285,7 @@ impl Host {
         let v = options.video.clone();
         let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
         // Build the encoder now so a bad configuration fails here, not on a thread.
-        let encoder = Encoder::new(encoder_cfg.clone())?;
+        let encoder = VideoEncoder::new(&encoder_cfg, v.slices)?;
         let pacing = options.network.pacing()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
         if pairing.access == Access::Open {
@@ -318,7 +321,13 @@ impl Host {
         ));
         let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
         let (encoder_events, encoder_rx) = mpsc::channel();
-        let stage = EncoderStage::new(encoder, encoder_rx, net.clone(), shared.clone());
+        let stage = EncoderStage::new(
+            encoder_cfg,
+            encoder,
+            encoder_rx,
+            net.clone(),
+            shared.clone(),
+        );
         let audio = match setup.audio {
             AudioSpec::None => None,
             _ => Some(Arc::new(AudioStage::new(
@@ -342,6 +351,7 @@ impl Host {
             if let Some(link) = link {
                 host_net.link = link;
             }
+            host_net.lose_slices = setup.lose_slices.clone();
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
                     driver::run_with_raw(&mut host_net, &[socket], raw.as_ref(), &mailbox, &s.stop)
@@ -686,6 +696,10 @@ impl Host {
                 .map_or(0, |p| p.window_us(self.options.video.fps)),
             stages,
             frame_kbytes: samples.frame_bytes.clone(),
+            slice_out: (
+                samples.first_slice_out.clone(),
+                samples.last_slice_out.clone(),
+            ),
             fatal: s.fatal(),
             events: s.events(),
             paths,

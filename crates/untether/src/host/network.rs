@@ -19,7 +19,7 @@ use std::sync::Arc;
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    RejectReason, Transmit,
+    RejectReason, SliceId, Transmit,
 };
 
 use super::encode::EncoderEvent;
@@ -57,6 +57,11 @@ pub(crate) type Query = Arc<dyn Fn(&mut HostNet) + Send + Sync>;
 pub(crate) enum HostCommand {
     /// An encoded frame for the client of `epoch` (dropped if that client has gone).
     Frame(OutgoingFrame),
+    /// One slice of a frame sent in slices, the moment x264 wrote it (docs/PROTOCOL.md §6.3).
+    Slice(OutgoingSlice),
+    /// x264 finished a frame sent in slices (after its last [`HostCommand::Slice`]): its
+    /// timing, sent to the client once its last datagram has left.
+    SlicesDone(SlicesDone),
     /// Opus packets to send now.
     Audio(Vec<AudioPacket>),
     /// The source ended: say goodbye to the client.
@@ -77,11 +82,41 @@ pub(crate) struct OutgoingFrame {
     pub timing: FrameTiming,
 }
 
+/// One slice of a frame on its way from x264's slice thread to the network.
+pub(crate) struct OutgoingSlice {
+    pub epoch: u64,
+    pub frame_number: u32,
+    pub capture_us: Micros,
+    pub keyframe: bool,
+    pub slice: SliceId,
+    pub data: Vec<u8>,
+    /// When x264's slice thread handed it over.
+    pub handed_us: Micros,
+}
+
+/// The end of a frame sent in slices.
+pub(crate) struct SlicesDone {
+    pub epoch: u64,
+    pub frame_number: u32,
+    pub slice_count: u8,
+    /// Capture → first / last slice handed over, µs.
+    pub first_out_us: u32,
+    pub last_out_us: u32,
+    /// Everything but the send times.
+    pub timing: FrameTiming,
+}
+
 /// A frame whose datagrams are going out.
 struct InFlight {
     frame_number: u32,
     timing: FrameTiming,
+    /// When the encoder handed it over (a sliced frame: its latest slice so far).
     handed_us: Micros,
+    /// A frame sent in slices whose encoder has not finished: more slices may come, and it is
+    /// not finished when its datagrams so far have left.
+    open: bool,
+    /// A frame sent in slices: (slice count, capture → first slice out, → last slice out).
+    slices: Option<(u8, u32, u32)>,
     /// Batches not started yet, with the time each is due.
     batches: VecDeque<(Micros, Vec<Transmit>)>,
     /// The batch going out now.
@@ -107,6 +142,8 @@ impl InFlight {
             frame_number,
             timing,
             handed_us,
+            open: false,
+            slices: None,
             batches,
             current: VecDeque::new(),
             batch_count: 0,
@@ -141,6 +178,8 @@ pub(crate) struct HostNet {
     refusal_notes: std::collections::HashMap<(String, u8), Micros>,
     /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
     pub link: HostLink,
+    /// Slices never sent (`HostSetup::lose_slices`).
+    pub lose_slices: Vec<(u32, u8)>,
 }
 
 impl HostNet {
@@ -171,6 +210,7 @@ impl HostNet {
             epoch: 0,
             refusal_notes: Default::default(),
             link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
+            lose_slices: Vec::new(),
         }
     }
 
@@ -198,7 +238,98 @@ impl HostNet {
         while let Some(t) = self.session.poll_transmit(now) {
             datagrams.push(t);
         }
-        let window_us = self.pacing.window_us(self.fps);
+        let batches = self.batches(now, datagrams, self.pacing.window_us(self.fps));
+        for older in self.frames.iter_mut() {
+            older.open = false;
+            older.hurry = true;
+        }
+        self.frames.push_back(InFlight::new(
+            f.frame_number,
+            f.timing,
+            f.handed_us,
+            batches,
+        ));
+    }
+
+    /// One slice of a frame sent in slices: packetized, protected and queued at once behind
+    /// what is in flight, its datagrams paced over its share of the pacing window.
+    fn send_slice(&mut self, now: Micros, s: OutgoingSlice) {
+        if s.epoch != self.epoch || self.session.client().is_none() {
+            return;
+        }
+        if self.lose_slices.contains(&(s.frame_number, s.slice.index)) {
+            return;
+        }
+        self.drain_session(now);
+        if self
+            .session
+            .send_slice(
+                now,
+                s.frame_number,
+                s.capture_us,
+                s.keyframe,
+                s.slice,
+                &s.data,
+            )
+            .is_err()
+        {
+            return;
+        }
+        let mut datagrams = Vec::new();
+        while let Some(t) = self.session.poll_transmit(now) {
+            datagrams.push(t);
+        }
+        let window_us = self.pacing.window_us(self.fps) / s.slice.count.max(1) as u64;
+        let batches = self.batches(now, datagrams, window_us);
+        match self.frames.back_mut() {
+            Some(f) if f.open && f.frame_number == s.frame_number => {
+                f.batches.extend(batches);
+                f.handed_us = s.handed_us;
+            }
+            _ => {
+                for older in self.frames.iter_mut() {
+                    // A frame whose encoder never finished (it failed) ends here.
+                    older.open = false;
+                    older.hurry = true;
+                }
+                let mut f = InFlight::new(
+                    s.frame_number,
+                    FrameTiming {
+                        frame_number: s.frame_number,
+                        ..Default::default()
+                    },
+                    s.handed_us,
+                    batches,
+                );
+                f.open = true;
+                self.frames.push_back(f);
+            }
+        }
+    }
+
+    /// The encoder finished a frame sent in slices: it ends once its datagrams have left.
+    fn slices_done(&mut self, d: SlicesDone) {
+        if let Some(f) = self
+            .frames
+            .iter_mut()
+            .rev()
+            .find(|f| f.open && f.frame_number == d.frame_number)
+        {
+            if d.epoch == self.epoch {
+                f.timing = d.timing;
+                f.slices = Some((d.slice_count, d.first_out_us, d.last_out_us));
+            }
+            f.open = false;
+        }
+    }
+
+    /// `datagrams` in paced batches over `window_us` (one batch, due now, without pacing).
+    fn batches(
+        &self,
+        now: Micros,
+        datagrams: Vec<Transmit>,
+        window_us: u64,
+    ) -> VecDeque<(Micros, Vec<Transmit>)> {
         let mut batches = VecDeque::new();
         if window_us == 0 || datagrams.len() <= self.pacing.batch {
             batches.push_back((now, datagrams));
@@ -209,15 +340,7 @@ impl HostNet {
                 batches.push_back((now + offset, rest.by_ref().take(range.len()).collect()));
             }
         }
-        for older in self.frames.iter_mut() {
-            older.hurry = true;
-        }
-        self.frames.push_back(InFlight::new(
-            f.frame_number,
-            f.timing,
-            f.handed_us,
-            batches,
-        ));
+        batches
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
@@ -244,6 +367,8 @@ impl HostNet {
                     f.sending = true;
                 }
                 Some(_) => return None,
+                // More slices of it are coming.
+                None if f.open => return None,
                 None => {
                     let done = self.frames.pop_front()?;
                     self.finish_frame(done);
@@ -271,6 +396,10 @@ impl HostNet {
             ..f.timing
         };
         self.session.send_frame_timing(send_done, timing);
+        if let Some((count, first, last)) = f.slices {
+            self.session
+                .send_slice_timing(send_done, f.frame_number, count, first, last);
+        }
         self.drain_session(send_done);
         let mut sm = lock(&self.shared.samples);
         sm.send.push_us(send_us as i64);
@@ -426,6 +555,8 @@ impl Endpoint for HostNet {
     fn handle_command(&mut self, now: Micros, command: HostCommand) {
         match command {
             HostCommand::Frame(f) => self.send_frame(now, f),
+            HostCommand::Slice(s) => self.send_slice(now, s),
+            HostCommand::SlicesDone(d) => self.slices_done(d),
             HostCommand::Audio(packets) => {
                 for p in &packets {
                     if self.session.send_audio(now, p).is_ok() {

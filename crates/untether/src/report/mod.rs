@@ -52,6 +52,8 @@ pub struct ReportConfig {
     pub preset: String,
     pub conversion: String,
     pub bitrate_kbps: u32,
+    /// Slices per frame (`video.slices`; 1: frames sent whole).
+    pub slices: u8,
     pub transport: String,
     pub paths: u32,
     pub impairment: Option<String>,
@@ -74,6 +76,10 @@ pub struct FrameCounts {
     pub dropped_client: u64,
     pub keyframes: u64,
     pub stamp_unreadable: u64,
+    /// Frames sent in slices that were decoded with a lost slice's region concealed.
+    pub concealed: u64,
+    /// Slices given up (their frame still shown, the region concealed).
+    pub slices_lost: u64,
     /// The longest time between two shown frames (a freeze), and how many such gaps exceeded
     /// 100 ms.
     pub longest_freeze_ms: f64,
@@ -91,6 +97,21 @@ pub struct Latency {
     pub stages: BTreeMap<Stage, Pcts>,
     /// glass-to-glass minus convert, encode and decode, per frame.
     pub pipeline_overhead: Pcts,
+    /// Frames sent in slices: when their slices left the encoder and were decoded.
+    pub slices: SliceLatency,
+}
+
+/// The timeline of frames sent in slices, each a time since the frame's capture: the host's
+/// encoder handed the first and the last slice to the network; the client decoded the first
+/// slice and the last (the picture). Null with slices = 1.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SliceLatency {
+    /// Slices per frame (the most seen; 1: frames sent whole).
+    pub count: u8,
+    pub first_out: Pcts,
+    pub last_out: Pcts,
+    pub first_decoded: Pcts,
+    pub last_decoded: Pcts,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -262,7 +283,8 @@ pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
             let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
             shown - to_client(captured)
         });
-        let decode = r.decode_end_us as i64 - r.decode_start_us as i64;
+        // The time in the decoder (for a frame sent in slices, its calls' sum).
+        let decode = r.decode_us as i64;
         let mut stages = Vec::with_capacity(9);
         let mut overhead = None;
         // Timings are the current session's: an earlier session's frame numbers repeat.
@@ -289,7 +311,7 @@ pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
         }
         stages.push((
             Stage::Reassemble,
-            r.decode_start_us as i64 - r.last_shard_us as i64,
+            r.last_decode_start_us as i64 - r.last_shard_us as i64,
         ));
         stages.push((Stage::Decode, decode));
         stages.push((Stage::Present, r.shown_us as i64 - r.decode_end_us as i64));
@@ -334,6 +356,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         .into_iter()
         .map(|stage| (stage, st.get(&stage).map(Pcts::from).unwrap_or_default()))
         .collect();
+    let slices = slice_latency(run);
     let last_timing = run.timings.values().max_by_key(|t| t.frame_number);
     let s = &run.stats;
     let shown_at: Vec<u64> = run
@@ -359,6 +382,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         dropped_client: run.dropped_presenter,
         keyframes: run.records.iter().filter(|r| r.keyframe).count() as u64,
         stamp_unreadable: run.stamp_unreadable,
+        concealed: run.concealed,
+        slices_lost: s.assembler.slices_lost,
     };
     let duration_s = run
         .ended_us
@@ -458,6 +483,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             timestamp_pixel_disagreement: (&disagree).into(),
             stages,
             pipeline_overhead: (&overhead).into(),
+            slices,
         },
         quality: None,
         network,
@@ -477,6 +503,36 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         },
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
         audio,
+    }
+}
+
+/// The slice timeline of the frames of `run` sent in slices (its current session's).
+fn slice_latency(run: &ClientRun) -> SliceLatency {
+    let offset = run.clock.map_or(0, |c| c.offset_us);
+    let (mut first_out, mut last_out) = (Samples::default(), Samples::default());
+    let (mut first_dec, mut last_dec) = (Samples::default(), Samples::default());
+    let mut count = 1;
+    for r in run.records.iter().filter(|r| r.slices > 1) {
+        count = count.max(r.slices);
+        let captured = r.capture_us as i64 - offset;
+        if r.first_slice_decoded_us != 0 {
+            first_dec.push_us(r.first_slice_decoded_us as i64 - captured);
+        }
+        last_dec.push_us(r.decode_end_us as i64 - captured);
+        if r.session != run.session {
+            continue;
+        }
+        if let Some(&(_, first, last)) = run.slice_timings.get(&r.frame_number) {
+            first_out.push_us(first as i64);
+            last_out.push_us(last as i64);
+        }
+    }
+    SliceLatency {
+        count,
+        first_out: (&first_out).into(),
+        last_out: (&last_out).into(),
+        first_decoded: (&first_dec).into(),
+        last_decoded: (&last_dec).into(),
     }
 }
 
@@ -506,6 +562,7 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             )
         })
         .collect();
+    let slices = config.slices;
     serde_json::json!({
         "side": "host",
         "config": config,
@@ -514,7 +571,14 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "captured": h.captured, "encoded": h.encoded, "sent": h.sent,
             "dropped_host": h.dropped, "keyframes": h.keyframes,
         },
-        "latency_ms": { "stages": stages },
+        "latency_ms": {
+            "stages": stages,
+            "slices": {
+                "count": slices,
+                "first_out": Pcts::from(&h.slice_out.0),
+                "last_out": Pcts::from(&h.slice_out.1),
+            },
+        },
         "network": {
             "bytes_sent": h.bytes_sent, "packets_sent": h.packets_sent,
             "malformed": h.malformed_datagrams,
