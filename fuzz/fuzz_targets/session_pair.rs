@@ -1,5 +1,6 @@
 //! A connected host and client joined by a network the fuzzer controls (drop, duplicate,
-//! reorder, corrupt, delay), with input, text and state traffic: the sessions never panic,
+//! reorder, corrupt, delay), with input, text and state traffic and frames that may start an
+//! intra-refresh sweep (the session refreshes every 4 frames): the sessions never panic,
 //! reliable input stays exactly-once and in order, and the host's state never goes backwards.
 #![no_main]
 use std::collections::VecDeque;
@@ -23,6 +24,7 @@ const PARAMS: SessionParams = SessionParams {
     max_datagram: 1200,
     keepalive_ms: 2000,
     idle_timeout_ms: 30_000,
+    refresh_period: 4,
 };
 
 fn configs() -> &'static (HostConfig, ClientConfig) {
@@ -69,6 +71,9 @@ fuzz_target!(|data: &[u8]| {
     let mut next_seq = 0u32;
     let mut version = 0i32;
     let mut host_seen = 0i32;
+    let mut host_version = 0i64;
+    let mut client_seen = [0i64; 4];
+    let mut poses_seen: VecDeque<u32> = VecDeque::new();
     for &op in data {
         match op >> 4 {
             0 => now += (op as u64 & 15) * 1000,
@@ -92,7 +97,15 @@ fuzz_target!(|data: &[u8]| {
                 client.send_state(now, keys::POINTER, StateValue::Pointer { x: version, y: 0 });
             }
             4 => {
-                let _ = host.send_frame(now, op as u32, now, op & 1 == 1, &[1; 2500]);
+                // A frame rendered for a pose (the FramePose goes before and after it).
+                let sample = untether_proto::PoseSample {
+                    sample_us: now,
+                    pose: untether_proto::Pose::from_angles(op as f32, 0.0, 0.0, [0.0, 1.5, 0.0]),
+                };
+                host.send_frame_pose(now, op as u32, sample);
+                let _ =
+                    host.send_frame_flagged(now, op as u32, now, op & 1 == 1, op & 2 == 2, &[1; 2500]);
+                host.send_frame_pose(now, op as u32, sample);
             }
             5 => {
                 up.pop_front(); // drop
@@ -129,6 +142,16 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             12 => {
+                // The host publishes state (the channel's other direction), keys in the
+                // application's range.
+                host_version += 1;
+                host.publish_state(
+                    now,
+                    keys::APP + (op & 3) as u16,
+                    StateValue::Int(host_version),
+                );
+            }
+            13 => {
                 // The raw layer-2 offer (PROTOCOL.md §7.3); the host answers below.
                 client.send_link_address(now, 0x88B5, [2, 0, 0, 0, 0, op]);
             }
@@ -174,7 +197,27 @@ fuzz_target!(|data: &[u8]| {
                 _ => {}
             }
         }
-        while client.poll_event().is_some() {}
+        while let Some(ev) = client.poll_event() {
+            if let untether_proto::ClientEvent::FramePose { frame_number, .. } = ev {
+                // Each frame's pose is reported once, whichever copy came first.
+                assert!(
+                    !poses_seen.contains(&frame_number),
+                    "a frame's pose reported twice"
+                );
+                poses_seen.push_back(frame_number);
+                if poses_seen.len() > 8 {
+                    poses_seen.pop_front();
+                }
+            }
+        }
+        for k in 0..4u16 {
+            if let Some(e) = client.state_value(keys::APP + k) {
+                if let StateValue::Int(v) = e.value {
+                    assert!(v >= client_seen[k as usize], "host state went backwards");
+                    client_seen[k as usize] = v;
+                }
+            }
+        }
         if let Some(e) = host.state_value(keys::POINTER) {
             if let StateValue::Pointer { x, .. } = e.value {
                 assert!(x >= host_seen, "state went backwards");

@@ -14,10 +14,10 @@
 //! alone (no `slice-max-size`): [`SliceEncoder::new`] learns it by encoding one frame with a
 //! throwaway encoder of the same parameters, so no formula of x264's internals is copied here.
 //!
-//! Settings match the FFmpeg path's (`codec.rs`): `tune=zerolatency`, no B-frames, sliced
-//! threads, a one-frame VBV (max rate = bitrate, buffer = bitrate / fps), an infinite GOP
-//! without scene cuts, IDR keyframes only when asked, each with its SPS/PPS, BT.601 limited
-//! range in the VUI.
+//! Settings match the FFmpeg path's x264 family (`codec/family.rs`): `tune=zerolatency`, no
+//! B-frames, sliced threads, a one-frame VBV (max rate = bitrate, buffer = bitrate / fps), an
+//! infinite GOP without scene cuts, IDR keyframes only when asked, each with its SPS/PPS,
+//! BT.601 limited range in the VUI.
 
 use std::ffi::CString;
 use std::sync::Mutex;

@@ -6,6 +6,14 @@
 //! nothing but a keyframe is delivered until one arrives, so the decoder never sees a frame whose
 //! reference is missing and the client never shows a corrupted picture.
 //!
+//! **Intra refresh** (a session with a refresh period N, [`AssemblerConfig::refresh_period`]):
+//! the stream also recovers without a keyframe, by a sweep of intra blocks over N frames whose
+//! first frame is flagged ([`ShardHeader::refresh_start`]). After a loss (or when joining), the
+//! next sweep start is delivered like a keyframe, and it and the N − 2 frames after it are
+//! delivered **held** ([`CompleteFrame::hold`]): the decoder must decode them, the client must
+//! not show them, because until the sweep has covered the picture part of it is still wrong.
+//! The sweep's last frame is the first clean picture.
+//!
 //! Forward error correction ([`crate::fec`]): a frame may carry `parity_count` Reed–Solomon
 //! parity shards after its data shards. As soon as any `data_count` of its shards are present,
 //! the missing data shards are rebuilt and the frame is complete; shards of it that arrive later
@@ -144,6 +152,11 @@ pub fn max_frame_bytes(max_payload: usize) -> usize {
 pub struct CompleteFrame {
     pub frame_number: u32,
     pub keyframe: bool,
+    /// An intra-refresh sweep starts with this frame.
+    pub refresh_start: bool,
+    /// Decode it but do not show it: an intra-refresh sweep since a loss or a join is still
+    /// under way, so the picture is not yet clean.
+    pub hold: bool,
     /// Host clock.
     pub capture_us: Micros,
     /// Client clock: first and last shard received (of this slice).
@@ -204,6 +217,10 @@ pub struct AssemblerConfig {
     /// Most bytes of frames held at once (memory bound: a peer announcing 16 MiB frames cannot
     /// make the client hold 16 of them).
     pub max_bytes_in_flight: usize,
+    /// The session's refresh period (frames per intra-refresh sweep; 0: keyframes only): a
+    /// sweep start then ends the wait for a keyframe, and its frames are held until the sweep
+    /// is complete.
+    pub refresh_period: u32,
 }
 
 impl Default for AssemblerConfig {
@@ -213,6 +230,7 @@ impl Default for AssemblerConfig {
             lost_when_overtaken: true,
             max_frames_in_flight: 16,
             max_bytes_in_flight: 64 << 20,
+            refresh_period: 0,
         }
     }
 }
@@ -242,6 +260,10 @@ pub struct AssemblerStats {
     /// Slices of frames sent in slices: delivered, and given up.
     pub slices_complete: u64,
     pub slices_lost: u64,
+    /// Intra-refresh sweeps that ended a wait (after a loss or a join), and the frames
+    /// delivered held while they were under way.
+    pub refresh_recoveries: u64,
+    pub frames_held: u64,
     /// Parity shards received (included in `shards_received`).
     pub parity_received: u64,
     /// Data shards rebuilt from parity.
@@ -356,6 +378,8 @@ impl SliceState {
 struct FrameParts {
     count: u8,
     keyframe: bool,
+    /// An intra-refresh sweep starts with it.
+    refresh_start: bool,
     capture_us: Micros,
     /// The first shard of any of its slices.
     first_us: Micros,
@@ -373,6 +397,7 @@ impl FrameParts {
         FrameParts {
             count: h.slice_count,
             keyframe: h.keyframe(),
+            refresh_start: h.refresh_start(),
             capture_us: h.capture_us,
             first_us: now,
             slices: (0..h.slice_count.max(1))
@@ -388,6 +413,7 @@ impl FrameParts {
         self.count == h.slice_count
             && self.capture_us == h.capture_us
             && self.keyframe == h.keyframe()
+            && self.refresh_start == h.refresh_start()
     }
 
     fn sliced(&self) -> bool {
@@ -447,8 +473,11 @@ pub struct Assembler {
     partial: BTreeMap<u32, FrameParts>,
     /// Frames below this were delivered or given up.
     next: Option<u32>,
-    /// A frame was lost: only a keyframe can be delivered next.
+    /// A frame was lost: only a keyframe (or, with a refresh period, a sweep start) can be
+    /// delivered next.
     need_keyframe: bool,
+    /// Frames before this one are delivered held (a recovery sweep is under way).
+    hold_until: Option<u32>,
     /// Recently completed frames and slices (all data present), to count their later shards as
     /// unneeded rather than late.
     completed: BTreeMap<(u32, u8), ()>,
@@ -465,8 +494,9 @@ impl Assembler {
             cfg,
             partial: BTreeMap::new(),
             next: None,
-            // The stream starts with a keyframe.
+            // The stream starts with a keyframe (or, with a refresh period, a sweep start).
             need_keyframe: true,
+            hold_until: None,
             completed: BTreeMap::new(),
             fec: FecDecoder::new(),
             late_frames: BTreeMap::new(),
@@ -484,9 +514,16 @@ impl Assembler {
         self.need_keyframe
     }
 
-    /// Deliver nothing but a keyframe from now on (the decoder rejected a frame).
+    /// Deliver nothing but a keyframe (or a sweep start) from now on (the decoder rejected a
+    /// frame).
     pub fn require_keyframe(&mut self) {
         self.need_keyframe = true;
+        self.hold_until = None;
+    }
+
+    /// Whether a recovery sweep is under way (frames are delivered held).
+    pub fn holding(&self) -> bool {
+        self.hold_until.is_some()
     }
 
     /// The first frame number that has not been delivered or given up.
@@ -709,6 +746,7 @@ impl Assembler {
         self.close_open_before(f);
         self.stats.frames_lost += 1;
         self.need_keyframe = true;
+        self.hold_until = None;
         self.out.push(Assembled::Lost {
             frame_number: f,
             cause,
@@ -748,8 +786,10 @@ impl Assembler {
             return;
         };
         let keyframe = parts.keyframe;
-        if keyframe && (self.need_keyframe || self.next != Some(f)) {
-            // A keyframe resets the decoder: anything older no longer matters.
+        let sweep = self.cfg.refresh_period > 0 && self.need_keyframe && parts.refresh_start;
+        if (keyframe || sweep) && (self.need_keyframe || self.next != Some(f)) {
+            // A keyframe resets the decoder, a sweep start begins to: anything older no longer
+            // matters.
             let older: Vec<u32> = self.partial.range(..f).map(|(k, _)| *k).collect();
             for k in older {
                 if self.partial.get(&k).is_some_and(|p| p.started()) {
@@ -761,6 +801,12 @@ impl Assembler {
             }
             self.need_keyframe = false;
             self.next = Some(f);
+            self.hold_until = if keyframe {
+                None
+            } else {
+                self.stats.refresh_recoveries += 1;
+                Some(f.saturating_add(self.cfg.refresh_period - 1))
+            };
             self.deliver(f);
         } else if self.next == Some(f) && !self.need_keyframe {
             self.deliver(f);
@@ -835,9 +881,15 @@ impl Assembler {
     /// last slice last. A frame whose every slice is done is finished, and the frames waiting
     /// behind it follow.
     fn deliver(&mut self, f: u32) {
+        // Frames of a recovery sweep are delivered held (every slice of them); the first one
+        // past the sweep ends the hold.
+        let hold = self.hold_until.is_some_and(|until| f < until);
         let Some(parts) = self.partial.get_mut(&f) else {
             return;
         };
+        if !hold {
+            self.hold_until = None;
+        }
         if !parts.sliced() {
             if !parts.all_complete() {
                 return;
@@ -847,9 +899,14 @@ impl Assembler {
             };
             self.partial.remove(&f);
             self.stats.frames_complete += 1;
+            if hold {
+                self.stats.frames_held += 1;
+            }
             self.out.push(Assembled::Frame(CompleteFrame {
                 frame_number: f,
                 keyframe: p.header.keyframe(),
+                refresh_start: p.header.refresh_start(),
+                hold,
                 capture_us: p.header.capture_us,
                 first_shard_us: p.first_us,
                 last_shard_us: p.last_us,
@@ -876,16 +933,19 @@ impl Assembler {
                 order.extend(1..count - 1);
             }
             for i in order {
-                Self::hand_over(&mut self.out, &mut self.stats, f, parts, i);
+                Self::hand_over(&mut self.out, &mut self.stats, f, parts, i, hold);
             }
             if parts.slices[..count - 1].iter().all(SliceState::done) {
-                Self::hand_over(&mut self.out, &mut self.stats, f, parts, count - 1);
+                Self::hand_over(&mut self.out, &mut self.stats, f, parts, count - 1, hold);
             }
             if !parts.slices.iter().all(SliceState::done) {
                 return;
             }
             let (lost, delivered) = (parts.lost, parts.delivered);
             self.partial.remove(&f);
+            if hold && delivered > 0 {
+                self.stats.frames_held += 1;
+            }
             self.count_ended(lost, delivered);
             self.advance_past(f);
         }
@@ -917,6 +977,7 @@ impl Assembler {
         f: u32,
         parts: &mut FrameParts,
         i: usize,
+        hold: bool,
     ) {
         let slice = SliceId {
             index: i as u8,
@@ -932,6 +993,8 @@ impl Assembler {
                 out.push(Assembled::Slice(CompleteFrame {
                     frame_number: f,
                     keyframe: parts.keyframe,
+                    refresh_start: parts.refresh_start,
+                    hold,
                     capture_us: parts.capture_us,
                     first_shard_us: p.first_us,
                     last_shard_us: p.last_us,
@@ -1011,6 +1074,7 @@ impl Assembler {
         if !parts.sliced() || (!parts.started() && !parts.any_complete()) {
             self.stats.frames_lost += 1;
             self.need_keyframe = true;
+            self.hold_until = None;
             self.out.push(Assembled::Lost {
                 frame_number: f,
                 cause,
@@ -1019,8 +1083,12 @@ impl Assembler {
         }
         parts.lose_open(cause);
         let count = parts.count as usize;
+        let hold = self.hold_until.is_some_and(|until| f < until);
         for i in (0..count - 1).chain(std::iter::once(count - 1)) {
-            Self::hand_over(&mut self.out, &mut self.stats, f, &mut parts, i);
+            Self::hand_over(&mut self.out, &mut self.stats, f, &mut parts, i, hold);
+        }
+        if hold && parts.delivered > 0 {
+            self.stats.frames_held += 1;
         }
         self.count_ended(parts.lost, parts.delivered);
         self.late_frames.insert(f, ());
@@ -1036,6 +1104,7 @@ impl Assembler {
         } else {
             self.stats.frames_lost += 1;
             self.need_keyframe = true;
+            self.hold_until = None;
         }
     }
 
@@ -1212,6 +1281,110 @@ mod tests {
 
     fn frames(out: &mut Assembler) -> Vec<Assembled> {
         out.drain().collect()
+    }
+
+    /// Frame `f`'s shards, flagged as the start of an intra-refresh sweep when `refresh`.
+    fn frame(f: u32, key: bool, refresh: bool) -> Vec<(ShardHeader, Vec<u8>)> {
+        shards(f, key, 2500, 1000)
+            .into_iter()
+            .map(|(mut h, p)| {
+                if refresh {
+                    h.flags |= shard_flags::REFRESH;
+                }
+                (h, p)
+            })
+            .collect()
+    }
+
+    /// (frame, hold) of the frames delivered, and the numbers of the others.
+    fn outcome(a: &mut Assembler) -> (Vec<(u32, bool)>, Vec<u32>) {
+        let mut shown = Vec::new();
+        let mut not = Vec::new();
+        for x in a.drain() {
+            match x {
+                Assembled::Frame(f) => shown.push((f.frame_number, f.hold)),
+                Assembled::Lost { frame_number, .. } | Assembled::Skipped { frame_number } => {
+                    not.push(frame_number)
+                }
+                Assembled::Slice(_) | Assembled::SliceLost { .. } => {
+                    unreachable!("these frames are sent whole")
+                }
+            }
+        }
+        (shown, not)
+    }
+
+    #[test]
+    fn a_sweep_start_ends_the_wait_and_its_frames_are_held_until_it_has_covered_the_picture() {
+        let period = 4;
+        let mut a = Assembler::new(AssemblerConfig {
+            refresh_period: period,
+            ..Default::default()
+        });
+        // Joining mid-stream: frames 5–7 cannot be decoded, 8 starts a sweep (8 % 4 == 0).
+        for f in 5..14u32 {
+            for (h, p) in &frame(f, false, f % period == 0) {
+                a.insert(f as u64 * 16_000, h, p);
+            }
+        }
+        let (shown, not) = outcome(&mut a);
+        assert_eq!(not, vec![5, 6, 7]);
+        assert_eq!(
+            shown,
+            vec![
+                (8, true),
+                (9, true),
+                (10, true),
+                (11, false),
+                (12, false),
+                (13, false)
+            ]
+        );
+        assert_eq!(a.stats().refresh_recoveries, 1);
+        assert_eq!(a.stats().frames_held, 3);
+        // A loss during the next recovery: wait for the sweep after it.
+        for f in [14u32, 15] {
+            for (h, p) in &frame(f, false, false) {
+                a.insert(300_000, h, p);
+            }
+        }
+        let _ = outcome(&mut a);
+        a.require_keyframe(); // the decoder rejected 15
+        for f in 16..22u32 {
+            for (h, p) in &frame(f, false, f % period == 0) {
+                a.insert(400_000, h, p);
+            }
+        }
+        let (shown, _) = outcome(&mut a);
+        assert_eq!(
+            shown[..4],
+            [(16, true), (17, true), (18, true), (19, false)]
+        );
+        // A keyframe ends a hold at once.
+        for (h, p) in &frame(24, false, true) {
+            a.insert(500_000, h, p);
+        }
+        let _ = outcome(&mut a);
+        a.require_keyframe();
+        for (f, key) in [(25u32, true), (26, false)] {
+            for (h, p) in &frame(f, key, false) {
+                a.insert(600_000, h, p);
+            }
+        }
+        assert_eq!(outcome(&mut a).0, vec![(25, false), (26, false)]);
+    }
+
+    #[test]
+    fn without_a_refresh_period_a_sweep_flag_does_not_end_the_wait() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        for f in 4..6u32 {
+            for (h, p) in &frame(f, false, f == 4) {
+                a.insert(0, h, p);
+            }
+        }
+        let (shown, not) = outcome(&mut a);
+        assert!(shown.is_empty());
+        assert_eq!(not, vec![4, 5]);
     }
 
     #[test]
@@ -1594,6 +1767,46 @@ mod tests {
         // Shards of a slice already complete are unneeded, not late.
         insert_all(&mut a, 5, &s[1][..1]);
         assert_eq!(a.stats().shards_unneeded, 1);
+    }
+
+    #[test]
+    fn a_sweep_start_sent_in_slices_ends_the_wait_and_every_slice_of_the_sweep_is_held() {
+        let period = 4;
+        let mut a = Assembler::new(AssemblerConfig {
+            refresh_period: period,
+            ..Default::default()
+        });
+        // Joining mid-stream: 5–7 cannot be decoded, 8 starts a sweep; 2 slices per frame.
+        for f in 5..13u32 {
+            for i in 0..2 {
+                let mut s = slice_shards(f, false, i, 2, 1500, 0);
+                if f % period == 0 {
+                    for (h, _) in s.iter_mut() {
+                        h.flags |= shard_flags::REFRESH;
+                    }
+                }
+                insert_all(&mut a, f as u64 * 16_000, &s);
+            }
+        }
+        let mut held = Vec::new();
+        let mut not = Vec::new();
+        for x in a.drain() {
+            match x {
+                Assembled::Slice(c) => {
+                    assert_eq!(c.refresh_start, c.frame_number % period == 0);
+                    held.push((c.frame_number, c.slice.index, c.hold));
+                }
+                Assembled::Skipped { frame_number } => not.push(frame_number),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(not, vec![5, 6, 7]);
+        let expect: Vec<(u32, u8, bool)> = (8..13u32)
+            .flat_map(|f| [(f, 0, f < 11), (f, 1, f < 11)])
+            .collect();
+        assert_eq!(held, expect);
+        let st = a.stats();
+        assert_eq!((st.refresh_recoveries, st.frames_held), (1, 3));
     }
 
     #[test]

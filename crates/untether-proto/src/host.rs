@@ -25,9 +25,13 @@ use crate::handshake::{
 };
 use crate::keyframe::{KeyframeDecision, KeyframeGate};
 use crate::paths::{Class, PathConfig, PathSet, PathStats, MAX_PATHS};
+use crate::pose::PoseSample;
 use crate::rate::{RateConfig, RateController, RateStats};
 use crate::reliable::{InputRecord, ReliableReceiver};
-use crate::state::{StateEntry, StateKey, StateReceiver};
+use crate::state::{
+    Staleness, StateConfig, StateEntry, StateKey, StateReceiver, StateSender, StateSenderStats,
+    StateValue,
+};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
     self, encode_control, encode_handshake, ByeReason, ControlFrame, Datagram, Feedback,
@@ -48,10 +52,25 @@ pub enum AccessPolicy {
     Allowlist,
 }
 
+/// A codec a host can encode, and the refresh period of its stream
+/// ([`SessionParams::refresh_period`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecOffer {
+    pub codec: crate::wire::Codec,
+    pub refresh_period: u16,
+}
+
 /// Host settings.
 #[derive(Clone)]
 pub struct HostConfig {
+    /// The session parameters every client is accepted with; `params.codec` is set per client
+    /// from [`codecs`](Self::codecs).
     pub params: SessionParams,
+    /// The codecs this host can encode, best first, each with its stream's refresh period
+    /// (empty: only `params.codec`, with `params.refresh_period`). A client is given the first
+    /// codec of its own list, in its order of preference, that is here
+    /// ([`crate::wire::choose_codec`]); none in common is a Reject naming both lists.
+    pub codecs: Vec<CodecOffer>,
     /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
     /// client beside the Accept; None: not told (the client estimates the offset).
     pub clock_id: Option<[u8; 16]>,
@@ -68,6 +87,9 @@ pub struct HostConfig {
     pub revoked_clients: Vec<PublicKey>,
     /// AEAD suites the host accepts ([`Suite::bit`] mask).
     pub suites: u8,
+    /// The host → client latest-wins state channel (its bandwidth budget): see
+    /// [`HostSession::publish_state`].
+    pub state: StateConfig,
     /// Send video shards authenticated but not encrypted (control and input stay encrypted).
     pub video_auth_only: bool,
     /// Keys change every 2^this packets.
@@ -104,6 +126,7 @@ impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")
             .field("params", &self.params)
+            .field("codecs", &self.codecs)
             .field("keyframe_cooldown_us", &self.keyframe_cooldown_us)
             .field("identity", &self.identity)
             .field("access", &self.access)
@@ -137,6 +160,7 @@ impl HostConfig {
         let mut rng = SessionRng::from_os();
         HostConfig {
             params,
+            codecs: Vec::new(),
             clock_id: None,
             keyframe_cooldown_us: 50_000,
             connection_id_seed: 0x5eed,
@@ -145,6 +169,7 @@ impl HostConfig {
             allowed_clients: Vec::new(),
             revoked_clients: Vec::new(),
             suites: ALL_SUITES,
+            state: StateConfig::default(),
             video_auth_only: false,
             key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
             max_handshakes: 16,
@@ -183,11 +208,13 @@ pub enum HostEvent {
     BitrateChanged {
         kbps: u32,
     },
-    /// An authenticated client was refused (not paired, revoked, busy …): for the operator.
+    /// An authenticated client was refused (not paired, revoked, busy, no codec in common …):
+    /// for the operator. `message` is what the client was told.
     ClientRefused {
         addr: SocketAddr,
         fingerprint: String,
         reason: RejectReason,
+        message: String,
     },
     /// The client at `addr` offers the raw layer-2 transport: it receives frames of
     /// `ethertype` at `mac` (answer with [`HostSession::send_link_frame`]; PROTOCOL.md §7.3).
@@ -298,6 +325,8 @@ pub struct HostStats {
     pub inputs_received: u64,
     pub inputs_duplicate: u64,
     pub state_packets_received: u64,
+    /// The host → client state channel's sender (the current client's).
+    pub state_out: StateSenderStats,
     pub clients_connected: u64,
     pub key_updates: u64,
     /// Client addresses added as paths (multipath).
@@ -335,6 +364,8 @@ struct Peer {
     window: PacketWindow,
     input: ReliableReceiver,
     state: StateReceiver,
+    /// Host → client state (seeded with every published value when the client connects).
+    state_tx: StateSender,
     /// Control frames waiting for the next control datagram.
     pending: Vec<ControlFrame>,
     feedback: Option<Feedback>,
@@ -465,6 +496,8 @@ pub struct HostSession {
     events: VecDeque<HostEvent>,
     pairing: VecDeque<PairingEvent>,
     stats: HostStats,
+    /// Host → client state as published (a new client gets all of it).
+    published: std::collections::BTreeMap<StateKey, StateValue>,
 }
 
 /// A frame (or one slice of a frame sent in slices) kept for retransmission.
@@ -534,6 +567,7 @@ impl HostSession {
             events: VecDeque::new(),
             pairing: VecDeque::new(),
             stats: HostStats::default(),
+            published: Default::default(),
         }
     }
 
@@ -574,6 +608,7 @@ impl HostSession {
         s.keyframe_requests_ignored_already_sent = self.gate.ignored_already_sent;
         if let Some(p) = &self.peer {
             s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
+            s.state_out = p.state_tx.stats();
         }
         s
     }
@@ -637,6 +672,7 @@ impl HostSession {
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
             state: StateReceiver::new(),
+            state_tx: self.new_state_sender(now),
             pending: Vec::new(),
             feedback: None,
             loss: LossEstimator::new(),
@@ -1256,12 +1292,26 @@ impl HostSession {
                 ),
             ))
         });
+        // The codec: the client's first choice the host can encode.
+        let offered: Vec<crate::wire::Codec> = if self.cfg.codecs.is_empty() {
+            vec![self.cfg.params.codec]
+        } else {
+            self.cfg.codecs.iter().map(|o| o.codec).collect()
+        };
+        let codec = crate::wire::choose_codec(&offered, &info.decodes());
+        let refusal = refusal.or_else(|| {
+            codec
+                .as_ref()
+                .err()
+                .map(|why| (RejectReason::Codec, why.clone()))
+        });
         if let Some((reason, message)) = refusal {
             self.stats.clients_refused += 1;
             self.events.push_back(HostEvent::ClientRefused {
                 addr: from,
                 fingerprint: fp.clone(),
                 reason,
+                message: message.clone(),
             });
             let mut out = Vec::with_capacity(96 + message.len());
             encode_control(
@@ -1302,6 +1352,12 @@ impl HostSession {
                 reason: GoneReason::Replaced,
             });
         }
+        if let Ok(c) = codec {
+            self.cfg.params.codec = c;
+            if let Some(o) = self.cfg.codecs.iter().find(|o| o.codec == c) {
+                self.cfg.params.refresh_period = o.refresh_period;
+            }
+        }
         let params = self.cfg.params;
         self.peer = Some(Peer {
             info: ClientInfo {
@@ -1322,6 +1378,7 @@ impl HostSession {
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
             state: StateReceiver::new(),
+            state_tx: self.new_state_sender(now),
             pending: {
                 let mut pending = Vec::new();
                 Self::queue_accept(&mut pending, params, self.cfg.clock_id);
@@ -1530,6 +1587,7 @@ impl HostSession {
                     peer.pending.push(ControlFrame::StateAck(ack));
                 }
             }
+            ControlFrame::StateAck(a) => peer.state_tx.on_ack(now, &a),
             ControlFrame::Bye { .. } => {
                 let addr = peer.info.addr;
                 self.peer = None;
@@ -1552,8 +1610,8 @@ impl HostSession {
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
-            | ControlFrame::StateAck(_)
             | ControlFrame::ClockId { .. }
+            | ControlFrame::FramePose { .. }
             | ControlFrame::PathChallenge { .. } => {}
         }
     }
@@ -1571,11 +1629,26 @@ impl HostSession {
         keyframe: bool,
         data: &[u8],
     ) -> Result<usize, NoClient> {
-        self.send_slice(
+        self.send_frame_flagged(now, frame_number, capture_us, keyframe, false, data)
+    }
+
+    /// [`send_frame`](Self::send_frame), saying whether an intra-refresh sweep starts with
+    /// this frame (its shards carry [`crate::wire::shard_flags::REFRESH`]).
+    pub fn send_frame_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(
             now,
             frame_number,
             capture_us,
             keyframe,
+            refresh_start,
             SliceId::WHOLE,
             data,
         )
@@ -1595,6 +1668,28 @@ impl HostSession {
         slice: SliceId,
         data: &[u8],
     ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(now, frame_number, capture_us, keyframe, false, slice, data)
+    }
+
+    /// [`send_slice`](Self::send_slice), saying whether an intra-refresh sweep starts with
+    /// this frame (every slice of it says so: its shards carry
+    /// [`crate::wire::shard_flags::REFRESH`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_slice_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        slice: SliceId,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        let extra_flags = if refresh_start {
+            crate::wire::shard_flags::REFRESH
+        } else {
+            0
+        };
         let max = self.cfg.params.max_datagram as usize;
         let policy = self.cfg.fec;
         let (params, clock) = (self.cfg.params, self.cfg.clock_id);
@@ -1641,7 +1736,8 @@ impl HostSession {
             |k| policy.parity_count(k, keyframe, loss),
         );
         let mut kept = Vec::new();
-        for (sh, range) in shards {
+        for (mut sh, range) in shards {
+            sh.flags |= extra_flags;
             template.get_or_insert(sh);
             if self.cfg.retransmit && !sh.is_parity() {
                 kept.push((sh, range.clone()));
@@ -1848,6 +1944,45 @@ impl HostSession {
         }
     }
 
+    /// Queues the pose frame `frame_number` was rendered for (call it before
+    /// [`send_frame`](Self::send_frame), so it leaves ahead of the shards, and again with the
+    /// frame's timing: the client keeps the first copy).
+    pub fn send_frame_pose(&mut self, _now: Micros, frame_number: u32, sample: PoseSample) {
+        if let Some(peer) = self.peer.as_mut() {
+            peer.pending.push(ControlFrame::FramePose {
+                frame_number,
+                sample,
+            });
+        }
+    }
+
+    /// Publishes a key of host → client state (haptics, other players, application state) on
+    /// the latest-wins channel. Kept while no client is connected; a client that connects gets
+    /// every key's current value. False when the key table is full.
+    pub fn publish_state(&mut self, now: Micros, key: StateKey, value: StateValue) -> bool {
+        if !self.published.contains_key(&key) && self.published.len() >= crate::state::MAX_KEYS {
+            return false;
+        }
+        self.published.insert(key, value);
+        if let Some(peer) = self.peer.as_mut() {
+            return peer.state_tx.set(now, key, value);
+        }
+        true
+    }
+
+    /// Staleness of the host → client state (the current client's; None without one).
+    pub fn state_staleness(&self, now: Micros) -> Option<Staleness> {
+        self.peer.as_ref().map(|p| p.state_tx.staleness(now))
+    }
+
+    fn new_state_sender(&self, now: Micros) -> StateSender {
+        let mut tx = StateSender::new(self.cfg.state);
+        for (k, v) in &self.published {
+            tx.set(now, *k, *v);
+        }
+        tx
+    }
+
     /// Ends the session with the client (host shutting down).
     pub fn close(&mut self, now: Micros) {
         self.close_with(now, ByeReason::ShuttingDown);
@@ -1865,6 +2000,16 @@ impl HostSession {
     fn build_control(&mut self, now: Micros) -> Option<()> {
         let max = self.cfg.params.max_datagram as usize;
         let peer = self.peer.as_mut()?;
+        // Host → client state, once the application has published any (an idle channel
+        // sends nothing, not even its keep-alive).
+        if peer.state_tx.key_count() > 0 {
+            if let Some(p) = peer
+                .state_tx
+                .poll_packet(now, max.saturating_sub(HEADER_LEN + TAG_LEN + 3))
+            {
+                peer.pending.push(ControlFrame::State(p));
+            }
+        }
         if peer.pending.is_empty() {
             return None;
         }
@@ -1944,7 +2089,11 @@ impl HostSession {
             } else {
                 Micros::MAX
             };
-            keepalive.min(idle).min(paths).min(ping)
+            let state = match p.state_tx.key_count() {
+                0 => Micros::MAX,
+                _ => p.state_tx.poll_timeout().unwrap_or(Micros::MAX),
+            };
+            keepalive.min(idle).min(paths).min(ping).min(state)
         });
         [hs, peer].into_iter().flatten().min()
     }

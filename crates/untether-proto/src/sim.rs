@@ -225,6 +225,12 @@ pub struct SimConfig {
     pub slices: u8,
     /// (frame, slice) pairs the host's encoder never hands over: every shard of them lost.
     pub drop_slices: Vec<(u32, u8)>,
+    /// Intra refresh: the host's stream starts a sweep every this many frames and a joining or
+    /// recovering client waits for one (0: keyframes on demand).
+    pub refresh_period: u32,
+    /// Frames the host's stream had already sent when the client joins (with a refresh
+    /// period the client then joins mid-stream, without a keyframe; 0: it gets the first).
+    pub join_at_frame: u32,
 }
 
 impl Default for SimConfig {
@@ -255,6 +261,8 @@ impl Default for SimConfig {
             retransmit: true,
             slices: 1,
             drop_slices: Vec::new(),
+            refresh_period: 0,
+            join_at_frame: 0,
         }
     }
 }
@@ -268,8 +276,15 @@ pub struct SimResult {
     pub keyframe_requests_honoured: u64,
     /// Frames handed to the (simulated) decoder, in order.
     pub delivered: Vec<(u32, bool, Micros)>,
-    /// Frames handed over whose bytes differ from what was sent, or whose reference is missing.
+    /// Frames handed over whose bytes differ from what was sent, or shown (not held) whose
+    /// picture is not clean: a reference missing (no keyframe since the chain broke) or an
+    /// intra-refresh sweep since then not yet complete.
     pub corrupted: u64,
+    /// Delivered frames shown, and held (decoded, not shown: a recovery sweep under way).
+    pub shown: u64,
+    pub held: u64,
+    /// Intra-refresh sweep starts sent.
+    pub sweeps_sent: u64,
     pub inputs_sent: u32,
     /// Input sequence numbers as the host application received them.
     pub inputs_received: Vec<u32>,
@@ -372,6 +387,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         max_datagram: cfg.max_datagram,
         keepalive_ms: 2000,
         idle_timeout_ms: cfg.idle_timeout_ms,
+        refresh_period: cfg.refresh_period as u16,
     };
     let mut keys_rng = SessionRng::from_seed(seed_bytes(cfg.seed));
     let host_id = StaticKeypair::generate(&mut keys_rng);
@@ -436,8 +452,13 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     let mut next_flood = now.saturating_add(flood_interval);
     let mut want_key = true;
     let mut streaming = false;
-    // The decoder's state: the last frame it decoded, if its chain is intact.
+    // Frames since the stream's last keyframe (the stream may be older than the session).
+    let mut since_key: u32 = cfg.join_at_frame;
+    // The decoder's state: the last frame it decoded, if its chain is intact; whether its
+    // picture is clean, or the sweep start it is recovering from.
     let mut decoder_at: Option<u32> = None;
+    let mut clean = false;
+    let mut sweep_from: Option<u32> = None;
     let mut last_delivery: Option<Micros> = None;
     let mut sizes: std::collections::HashMap<u32, (bool, usize)> = Default::default();
     // The frame the decoder is taking slice by slice: (frame, slices seen, lost, intact).
@@ -449,6 +470,9 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             next_frame += interval;
             if streaming {
                 let key = std::mem::take(&mut want_key);
+                since_key = if key { 0 } else { since_key.saturating_add(1) };
+                let refresh =
+                    !key && cfg.refresh_period > 0 && since_key.is_multiple_of(cfg.refresh_period);
                 let len = if key {
                     cfg.keyframe_bytes
                 } else {
@@ -478,7 +502,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                         let slice = crate::assembler::SliceId { index: i, count: n };
                         let part = &data[slice_range(len, i, n)];
                         ok &= host
-                            .send_slice(now, frame_number, now, key, slice, part)
+                            .send_slice_flagged(now, frame_number, now, key, refresh, slice, part)
                             .is_ok();
                     }
                     host.send_frame_timing(
@@ -490,11 +514,13 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                     );
                     ok
                 } else {
-                    host.send_frame(now, frame_number, now, key, &data).is_ok()
+                    host.send_frame_flagged(now, frame_number, now, key, refresh, &data)
+                        .is_ok()
                 };
                 if sent {
                     r.frames_sent += 1;
                     r.keyframes_sent += key as u64;
+                    r.sweeps_sent += refresh as u64;
                     frame_number += 1;
                 }
             }
@@ -620,7 +646,9 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             match ev {
                 HostEvent::ClientConnected { .. } => {
                     streaming = true;
-                    want_key = true;
+                    // A stream that refreshes itself lets a client join without a keyframe
+                    // (unless the stream starts now).
+                    want_key = cfg.refresh_period == 0 || cfg.join_at_frame == 0;
                     frame_number = 0;
                 }
                 HostEvent::ClientGone { .. } => {
@@ -647,21 +675,44 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                     let intact = sizes.get(&f.frame_number).is_some_and(|&(k, len)| {
                         k == f.keyframe && f.data == frame_payload(f.frame_number, k, len)
                     });
-                    let has_reference =
-                        f.keyframe || decoder_at == Some(f.frame_number.wrapping_sub(1));
-                    if intact && has_reference {
-                        decoder_at = Some(f.frame_number);
-                    } else {
-                        r.corrupted += 1;
-                        decoder_at = None;
-                    }
-                    if let Some(prev) = last_delivery {
-                        if now - prev > r.longest_gap_us {
-                            r.longest_gap_us = now - prev;
-                            r.longest_gap_end_us = now;
+                    let n = f.frame_number;
+                    let chained = decoder_at == Some(n.wrapping_sub(1));
+                    if intact && f.keyframe {
+                        (decoder_at, clean, sweep_from) = (Some(n), true, None);
+                    } else if intact && (chained || f.refresh_start) {
+                        if f.refresh_start && !clean && sweep_from.is_none() {
+                            sweep_from = Some(n);
                         }
+                        if !chained {
+                            // Decoding resumes at a sweep start after a broken chain.
+                            (clean, sweep_from) = (false, Some(n));
+                        }
+                        decoder_at = Some(n);
+                        let period = cfg.refresh_period.max(1);
+                        if sweep_from.is_some_and(|s| n >= s.saturating_add(period - 1)) {
+                            (clean, sweep_from) = (true, None);
+                        }
+                    } else {
+                        (decoder_at, clean, sweep_from) = (None, false, None);
                     }
-                    last_delivery = Some(now);
+                    if !intact || (!f.hold && !clean) {
+                        r.corrupted += 1;
+                    }
+                    if f.hold {
+                        r.held += 1;
+                    } else {
+                        r.shown += 1;
+                    }
+                    if !f.hold {
+                        // A held frame is not shown: the freeze goes on.
+                        if let Some(prev) = last_delivery {
+                            if now - prev > r.longest_gap_us {
+                                r.longest_gap_us = now - prev;
+                                r.longest_gap_end_us = now;
+                            }
+                        }
+                        last_delivery = Some(now);
+                    }
                     r.delivered.push((f.frame_number, f.keyframe, now));
                     if let Some(&t) = sent_at.get(&f.frame_number) {
                         r.frame_latency_us.push(now - t);
@@ -1049,6 +1100,50 @@ mod tests {
             assert_eq!(r.client_events_gone, 0);
             assert_eq!(r.host_events_gone, 0);
         }
+    }
+
+    /// Intra refresh at the protocol level: under loss, and for a client joining mid-stream,
+    /// the client waits for a sweep instead of asking for keyframes, never shows a picture
+    /// before a sweep has covered it since the loss, and the stream keeps flowing.
+    #[test]
+    fn intra_refresh_recovers_without_keyframes_and_never_shows_an_unclean_picture() {
+        let mut recovered = 0;
+        for seed in 0..60u64 {
+            let lossy = LinkConfig {
+                loss: 0.02,
+                delay_us: 2000,
+                jitter_us: 1000,
+                ..Default::default()
+            };
+            let cfg = SimConfig {
+                seed,
+                duration_us: 4_000_000,
+                refresh_period: 30,
+                join_at_frame: 7 + seed as u32 % 23,
+                keyframe_bytes: 20_000,
+                down: lossy.clone(),
+                up: lossy,
+                retransmit: seed % 2 == 0,
+                ..Default::default()
+            };
+            let r = run(&cfg);
+            check_invariants(&cfg, &r);
+            // Joined mid-sweep: the first frames are held, never shown unclean.
+            assert!(r.held > 0, "seed {seed}: nothing held");
+            assert!(r.shown > 100, "seed {seed}: only {} shown", r.shown);
+            assert!(r.sweeps_sent >= 7, "seed {seed}: {} sweeps", r.sweeps_sent);
+            // Keyframes only as the last resort (a sweep start lost twice in a row).
+            assert!(
+                r.keyframes_sent <= 2,
+                "seed {seed}: {} keyframes",
+                r.keyframes_sent
+            );
+            recovered += r.client.assembler.refresh_recoveries;
+        }
+        assert!(
+            recovered > 60,
+            "losses were recovered by sweeps: {recovered}"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn options(seconds: f64, slices: u8) -> DemoOptions {
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
+            vr: cfg.vr.clone(),
         },
         client: ClientOptions {
             host: ([127, 0, 0, 1], 0).into(),
@@ -30,6 +31,7 @@ fn options(seconds: f64, slices: u8) -> DemoOptions {
             display: Display::Headless,
             duration: Some(Duration::from_secs_f64(seconds)),
             save_frame: None,
+            vr: cfg.vr.clone(),
         },
     }
 }
@@ -330,4 +332,81 @@ fn a_lost_slice_costs_only_its_region_until_the_keyframe() {
         }
     }
     assert!(checked >= 1, "neither damaged frame reached the screen");
+}
+
+/// Records every access unit the host hands its other consumers (as RTSP would get them).
+#[derive(Default)]
+struct Recorder(Mutex<Vec<(bool, Vec<u8>)>>);
+
+impl untether::host::StreamConsumer for Recorder {
+    fn attach(&self, _: untether::host::StreamInfo, _: untether::host::KeyframeRequests) {}
+    fn video(&self, frame: &untether::host::EncodedVideo) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((frame.keyframe, frame.data.to_vec()));
+    }
+    fn audio(&self, _: &untether_proto::AudioPacket) {}
+    fn watching(&self) -> bool {
+        false
+    }
+    fn summary(&self) -> untether::host::ConsumerSummary {
+        Default::default()
+    }
+}
+
+/// With slices, each frame still carries the head pose it was rendered for (its FramePose
+/// leaves ahead of its first slice), and the host's other consumers (RTSP) get every frame as
+/// one whole access unit that a plain decoder decodes to the full picture.
+#[test]
+fn sliced_frames_carry_their_pose_and_consumers_get_whole_access_units() {
+    let mut track = untether::pose::track::Track::generate("turn", 10.0, 500).unwrap();
+    for (_, p) in track.samples.iter_mut() {
+        p.position = [0.3, 0.0, 0.2];
+    }
+    let file =
+        std::env::temp_dir().join(format!("untether-slices-pose-{}.csv", std::process::id()));
+    std::fs::write(&file, track.to_text()).unwrap();
+    let mut opts = options(2.5, 4);
+    let mut cfg = ConfigToml::default();
+    cfg.video.slices = 4;
+    cfg.video.resolution = "640x360".into();
+    cfg.vr.enabled = true;
+    cfg.vr.pose = format!("track:{}", file.display());
+    cfg.vr.pose_rate_hz = 500;
+    opts.host.video = cfg.video.validate().unwrap();
+    opts.host.vr = cfg.vr.clone();
+    opts.client.vr = cfg.vr.clone();
+    let recorder = Arc::new(Recorder::default());
+    let setup = HostSetup {
+        consumers: vec![untether::host::Consumer(recorder.clone())],
+        ..Default::default()
+    };
+    let (run, host) = stream(opts, setup, ClientIo::default());
+    std::fs::remove_file(&file).ok();
+    assert!(run.decoded > 60, "{} frames decoded", run.decoded);
+    assert_eq!(run.stats.assembler.slices_lost, 0);
+    // Nearly every decoded frame knows its pose (the first frames may precede the first).
+    assert!(
+        run.frames_with_pose * 10 >= run.decoded * 9,
+        "{} of {} frames with a pose",
+        run.frames_with_pose,
+        run.decoded
+    );
+    let posed: Vec<_> = run.records.iter().filter_map(|r| r.pose).collect();
+    assert!(!posed.is_empty());
+    assert!(posed.iter().all(|p| p.pose.position == [0.3, 0.0, 0.2]));
+    assert!(run.records.iter().all(|r| r.slices == 4));
+    // The consumer's access units: one per encoded frame, each whole.
+    let units = recorder.0.lock().unwrap();
+    assert_eq!(units.len() as u64, host.encoded);
+    assert!(units[0].0, "the first is a keyframe");
+    let mut decoder = untether_media::codec::Decoder::new(1).unwrap();
+    for (i, (_, au)) in units.iter().enumerate() {
+        let picture = decoder
+            .decode(au)
+            .unwrap_or_else(|e| panic!("access unit {i}: {e}"))
+            .unwrap_or_else(|| panic!("access unit {i}: no picture"));
+        assert_eq!((picture.width(), picture.height()), (640, 360));
+    }
 }

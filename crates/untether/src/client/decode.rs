@@ -2,7 +2,13 @@
 //! in order, reads the pixel stamp and hands each picture to the presenter through a
 //! latest-wins slot (a picture replaced before it was shown is counted as dropped).
 //!
-//! A frame sent in slices (docs/PROTOCOL.md §6.3) arrives slice by slice, in decode order, and
+//! Each session has its codec: the decoder is opened for it (software, a named one, or with the
+//! hardware accelerator `client.hwaccel` names, falling back to software with one line) when the
+//! session's first frame arrives, and opened again when a later session has another codec.
+//! Frames the protocol marks *held* (an intra-refresh sweep after a join or a loss is under
+//! way) are decoded and not shown.
+//!
+//! A frame sent in slices (docs/PROTOCOL.md §6.3, H.264 from libx264 only) arrives slice by slice, in decode order, and
 //! each slice is decoded the moment it arrives ([`SliceDecoder`]); the picture comes out with
 //! the last one. A slice given up arrives as a [`Piece::SliceLost`]: at the frame's end the
 //! decoder conceals its region and the picture is shown all the same.
@@ -10,14 +16,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
-use untether_media::codec::{DecodedFrame, Decoder};
+use untether_media::codec::{Codec, DecodedFrame, Decoder, DecoderConfig};
 use untether_media::slice_decoder::{SliceDecoder, SlicePicture};
 use untether_media::stamp;
 use untether_proto::{CompleteFrame, Micros, SliceId};
 
 use super::network::ClientCommand;
 use super::record::{keep_record, FrameRecord};
-use super::{lock, ClientShared};
+use super::{lock, ClientError, ClientShared};
 use crate::clock::now_us;
 use crate::driver::Handle;
 
@@ -37,37 +43,86 @@ pub(crate) enum Piece {
     SliceLost { frame_number: u32, slice: SliceId },
 }
 
+/// A piece of session `session`, whose codec is `codec`.
+pub(crate) struct ToDecode {
+    pub session: u32,
+    pub codec: Codec,
+    pub piece: Piece,
+}
+
 /// The frame being decoded slice by slice: what its record will say.
 struct SlicedFrame {
     session: u32,
+    /// Decode it, do not show it (an intra-refresh sweep is under way).
+    hold: bool,
     record: FrameRecord,
+}
+
+/// Opens the decoder `cfg` asks for (for the codec of `cfg`), saying once why it fell back.
+pub(crate) fn open_decoder(s: &ClientShared, cfg: &DecoderConfig) -> Option<Decoder> {
+    match Decoder::open(cfg) {
+        Ok((d, note)) => {
+            if let Some(note) = note {
+                log::warn!("client: {note}");
+            }
+            log::info!("client: decoding {} with {}", cfg.codec, d.info());
+            lock(&s.run).decoder = Some(d.info().to_string());
+            Some(d)
+        }
+        Err(e) => {
+            s.finish(Some(ClientError::Media(e)));
+            None
+        }
+    }
 }
 
 /// Decodes the frames the network thread assembled, in order, and hands them to the presenter.
 pub(crate) fn decode_loop(
     s: &ClientShared,
     net: &Handle<ClientCommand>,
-    frames: mpsc::Receiver<(u32, Piece)>,
-    mut decoder: Decoder,
+    frames: mpsc::Receiver<ToDecode>,
+    config: DecoderConfig,
 ) {
+    let mut decoder: Option<(Codec, Decoder)> = None;
     let mut slices: Option<SliceDecoder> = None;
     let mut current: Option<SlicedFrame> = None;
     loop {
-        let (session, piece) = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
+        let ToDecode {
+            session,
+            codec,
+            piece,
+        } = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
             Ok(f) => f,
             Err(mpsc::RecvTimeoutError::Timeout) if !s.stop.load(Ordering::SeqCst) => continue,
             // The client stops (its driver may still hold the channel), or the driver ended.
             Err(_) => return,
         };
         match piece {
-            Piece::Frame(frame) => decode_whole(s, net, &mut decoder, session, frame),
+            Piece::Frame(frame) => {
+                if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
+                    let cfg = DecoderConfig {
+                        codec,
+                        ..config.clone()
+                    };
+                    match open_decoder(s, &cfg) {
+                        Some(d) => decoder = Some((codec, d)),
+                        None => return,
+                    }
+                }
+                let Some((_, decoder)) = decoder.as_mut() else {
+                    return;
+                };
+                decode_whole(s, net, decoder, session, frame)
+            }
             Piece::Slice(frame) => {
                 let d = match slice_decoder(s, &mut slices) {
                     Some(d) => d,
                     None => continue,
                 };
                 let (number, slice) = (frame.frame_number, frame.slice);
-                let r = &mut frame_record(&mut current, session, &frame).record;
+                let c = frame_record(&mut current, session, &frame);
+                c.hold |= frame.hold;
+                let r = &mut c.record;
                 r.first_shard_us = r.first_shard_us.min(frame.first_shard_us);
                 r.last_shard_us = r.last_shard_us.max(frame.last_shard_us);
                 r.bytes += frame.data.len();
@@ -104,6 +159,7 @@ pub(crate) fn decode_loop(
                     None => {
                         current = Some(SlicedFrame {
                             session,
+                            hold: false,
                             record: FrameRecord {
                                 session,
                                 frame_number,
@@ -153,6 +209,7 @@ fn frame_record<'a>(
     }
     current.get_or_insert_with(|| SlicedFrame {
         session,
+        hold: frame.hold,
         record: FrameRecord {
             session,
             frame_number: frame.frame_number,
@@ -192,12 +249,24 @@ fn slice_result(
             // The call that made the picture: reassemble runs up to its start.
             r.last_decode_start_us = start;
             r.decode_end_us = end;
+            if c.hold {
+                // Decoded to bring the picture back; not clean yet, so not shown.
+                lock(&s.run).held += 1;
+                return;
+            }
             net.send(ClientCommand::DecodeTime(r.decode_us));
             // The stamp sits in the first slice: concealed, it would show an older frame's.
             let readable = !p.first_lost;
             show(s, p.picture, c.record, readable);
         }
         Ok(None) => {}
+        Err(_) if current.as_ref().is_some_and(|c| c.hold) => {
+            // A frame decoded from a sweep start may lack references the client never had.
+            *current = None;
+            let mut run = lock(&s.run);
+            run.held += 1;
+            run.held_decode_errors += 1;
+        }
         Err(e) => {
             log::warn!("client: frame {frame_number} failed to decode: {e}");
             *current = None;
@@ -217,6 +286,10 @@ fn decode_whole(
 ) {
     let decode_start_us = now_us();
     match decoder.decode(&frame.data) {
+        Ok(Some(_)) if frame.hold => {
+            // Decoded to bring the picture back; not clean yet, so not shown.
+            lock(&s.run).held += 1;
+        }
         Ok(Some(picture)) => {
             let decode_end_us = now_us();
             net.send(ClientCommand::DecodeTime(decode_end_us - decode_start_us));
@@ -237,7 +310,18 @@ fn decode_whole(
             };
             show(s, picture, record, true);
         }
-        Ok(None) => {}
+        Ok(None) => {
+            if frame.hold {
+                lock(&s.run).held += 1;
+            }
+        }
+        Err(_) if frame.hold => {
+            // A frame decoded from a sweep start may lack references the client never had:
+            // expected, and no reason to ask for a keyframe.
+            let mut run = lock(&s.run);
+            run.held += 1;
+            run.held_decode_errors += 1;
+        }
         Err(e) => {
             log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
             lock(&s.run).decode_errors += 1;
@@ -246,8 +330,10 @@ fn decode_whole(
     }
 }
 
-/// Reads the picture's stamp and hands it to the presenter.
+/// Reads the picture's stamp, attaches the pose it was rendered for and hands it to the
+/// presenter.
 fn show(s: &ClientShared, picture: DecodedFrame, mut record: FrameRecord, stamp_readable: bool) {
+    record.pose = s.frame_poses.get(record.session, record.frame_number);
     let (plane, stride) = picture.luma();
     let stamp = stamp_readable
         .then(|| stamp::read_plane(plane, stride, picture.width(), picture.height()))
@@ -262,6 +348,9 @@ fn show(s: &ClientShared, picture: DecodedFrame, mut record: FrameRecord, stamp_
         }
         if record.slices_lost > 0 {
             run.concealed += 1;
+        }
+        if record.pose.is_some() {
+            run.frames_with_pose += 1;
         }
     }
     if let Some(old) = s.decoded.put(Decoded { picture, record }) {

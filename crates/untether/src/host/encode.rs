@@ -1,21 +1,24 @@
 //! The encoder stage: converts and encodes a picture, numbers it in the current client's
-//! stream and hands it to the network driver. Used by the encoder thread, the capture threads
-//! and the application's [`FrameSender`] alike.
+//! stream and hands it to the network driver, then to the other consumers (RTSP). Used by the
+//! encoder thread, the capture threads and the application's [`FrameSender`] alike.
 //!
 //! It follows the session through [`EncoderEvent`]s from the driver (a keyframe request, the
 //! adaptive bitrate's new target) and the client epoch the driver publishes (a new client
 //! starts at frame 0 with a keyframe).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
-use untether_media::x264::SliceEncoder;
-use untether_proto::{FrameTiming, Micros};
+use untether_media::codec::{
+    open_encoder, Codec, EncodedFrame, EncoderChoice, EncoderConfig, InputPicture,
+};
+use untether_proto::{FrameTiming, Micros, PoseSample};
 
-use super::encode_slices::{self, slice_encoder_config};
-use super::network::{HostCommand, OutgoingFrame, SlicesDone};
+use super::consumer::EncodedVideo;
+use super::encode_slices::{self, OpenedVideo, SliceTarget, SlicedFrame, VideoEncoder};
+use super::network::{HostCommand, OutgoingFrame};
 use super::options::HostSetup;
 use super::shared::{lock, HostShared};
 use super::HostError;
@@ -28,91 +31,119 @@ use crate::driver::Handle;
 pub(crate) enum EncoderEvent {
     /// The client lost a frame: the next one is a keyframe.
     Keyframe,
-    /// The adaptive bitrate controller's new target, kbit/s (x264 reconfigures its rate
-    /// control, no keyframe).
+    /// The adaptive bitrate controller's new target, kbit/s (x264 and NVENC reconfigure their
+    /// rate control, no keyframe; other encoders keep their rate).
     Bitrate(u32),
+    /// The codec the session chose for the client that is connecting (sent before the client
+    /// epoch changes): a different one opens its encoder.
+    Codec(Codec),
 }
 
-/// The encoder configuration of a host's video settings.
-pub(crate) fn encoder_config(
-    v: &VideoConfig,
-    setup: &HostSetup,
-    width: u32,
-    height: u32,
-) -> EncoderConfig {
-    let mut params = setup.x264_params.clone();
-    if setup.gop_frames > 0 {
-        if !params.is_empty() {
-            params.push(':');
-        }
-        params.push_str(&format!("keyint={0}:min-keyint={0}", setup.gop_frames));
-    }
-    EncoderConfig {
-        width,
-        height,
-        fps: v.fps,
-        bitrate_kbps: v.bitrate_kbps,
-        preset: v.preset.clone(),
-        threads: v.encoder_threads,
-        conversion: v.path.conversion(),
-        intra_refresh: setup.intra_refresh,
-        x264_params: params,
-    }
+/// How the host opens its encoders: the configured choice and the settings every one gets.
+#[derive(Clone, Debug)]
+pub(crate) struct EncoderPlan {
+    pub choice: EncoderChoice,
+    /// Slices per frame (`video.slices`; 1: whole frames, any encoder).
+    pub slices: u8,
+    /// Everything but the encoder's name (and, per codec, what follows from it).
+    pub base: EncoderConfig,
 }
 
-/// The stage's encoder: x264 through FFmpeg, frames whole; or x264 through its own API, each
-/// slice handed over as it is written (`video.slices` ≥ 2).
-// One per encoder stage, never moved on the frame path: its size does not matter.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum VideoEncoder {
-    Whole(Encoder),
-    Sliced(SliceEncoder),
-}
-
-impl VideoEncoder {
-    /// The encoder for `cfg`: sliced with `slices` ≥ 2.
-    pub fn new(cfg: &EncoderConfig, slices: u8) -> Result<VideoEncoder, HostError> {
-        Ok(if slices > 1 {
-            VideoEncoder::Sliced(SliceEncoder::new(slice_encoder_config(cfg, slices))?)
-        } else {
-            VideoEncoder::Whole(Encoder::new(cfg.clone())?)
-        })
-    }
-
-    fn slices(&self) -> u8 {
-        match self {
-            VideoEncoder::Whole(_) => 1,
-            VideoEncoder::Sliced(e) => e.slice_count() as u8,
+impl EncoderPlan {
+    pub fn new(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderPlan {
+        EncoderPlan {
+            choice: v.selection.encoder.clone(),
+            slices: v.slices,
+            base: EncoderConfig {
+                preset: v.preset.clone(),
+                threads: v.encoder_threads,
+                conversion: v.selection.conversion,
+                input: setup.source.picture_kind(),
+                refresh: v.refresh,
+                refresh_period: v.refresh_period,
+                gop_frames: setup.gop_frames,
+                extra_params: setup.x264_params.clone(),
+                ..EncoderConfig::new(width, height, v.fps, v.bitrate_kbps)
+            },
         }
     }
 
-    fn bitrate_kbps(&self) -> u32 {
-        match self {
-            VideoEncoder::Whole(e) => e.config().bitrate_kbps,
-            VideoEncoder::Sliced(e) => e.config().bitrate_kbps,
+    /// Opens the encoder for `codec` (for pictures of `width`×`height` at `kbps`): the one
+    /// named, or the best that opens (with a line naming what it passed over); with slices,
+    /// libx264 through its own API.
+    pub fn open(
+        &self,
+        codec: Codec,
+        width: u32,
+        height: u32,
+        kbps: u32,
+    ) -> Result<OpenedVideo, HostError> {
+        let mut cfg = EncoderConfig {
+            width,
+            height,
+            bitrate_kbps: kbps,
+            ..self.base.clone()
+        };
+        if codec != Codec::H264Rgb && cfg.conversion == untether_media::convert::Conversion::Rgb {
+            cfg.conversion = untether_media::convert::Conversion::Simd;
         }
-    }
-
-    fn set_bitrate(&mut self, kbps: u32) -> Result<(), HostError> {
-        match self {
-            VideoEncoder::Whole(e) => e.set_bitrate(kbps)?,
-            VideoEncoder::Sliced(e) => e.set_bitrate(kbps)?,
+        if self.slices > 1 {
+            return encode_slices::open_sliced(&self.choice, codec, cfg, self.slices);
         }
-        Ok(())
+        Ok(open_encoder(&self.choice, codec, cfg)?.into())
     }
 }
 
-/// What the encoder made of a picture: a whole frame to hand over, or a frame whose slices
-/// were handed over as they were written.
-enum Encoded {
-    Whole(Vec<u8>),
-    Sliced(encode_slices::SlicedFrame),
+/// Opens the encoder of every codec the host may offer (one, or with `auto` each whose
+/// encoder opens here): the first one opened, to start with, and the offers.
+pub(crate) fn open_encoders(
+    plan: &EncoderPlan,
+    v: &crate::config::VideoConfig,
+    shared: &HostShared,
+) -> Result<(OpenedVideo, Vec<untether_proto::CodecOffer>), HostError> {
+    let (w, h) = (v.resolution.width, v.resolution.height);
+    let codecs = v.codecs();
+    let mut first = None;
+    let mut offers = Vec::new();
+    let mut missing = Vec::new();
+    for c in &codecs {
+        match plan.open(*c, w, h, v.bitrate_kbps) {
+            Ok(o) => {
+                offers.push(untether_proto::CodecOffer {
+                    codec: crate::config::wire_codec(*c),
+                    refresh_period: o.encoder.info().refresh_frames().min(u16::MAX as u32) as u16,
+                });
+                if first.is_none() {
+                    first = Some(o);
+                }
+            }
+            Err(e) if codecs.len() > 1 => missing.push(format!("{c} ({e})")),
+            Err(e) => return Err(e),
+        }
+    }
+    if !missing.is_empty() {
+        shared.note(format!(
+            "codec auto: offering {}; not {}",
+            offers
+                .iter()
+                .map(|o| o.codec.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            missing.join("; ")
+        ));
+    }
+    let first = first.ok_or_else(|| {
+        HostError::Usage(format!("no encoder opens here: {}", missing.join("; ")))
+    })?;
+    Ok((first, offers))
 }
 
 /// What a send did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendInfo {
-    /// False when no client is connected (nothing was encoded).
+    /// False when no client is connected and no consumer (RTSP) has a viewer (nothing was
+    /// encoded), or the encoder keeps the picture for now (an encoder with a frame of delay:
+    /// its frame comes with the next one).
     pub sent: bool,
     /// The protocol frame number (per client, from 0).
     pub frame_number: u32,
@@ -123,16 +154,28 @@ pub struct SendInfo {
     pub blocked_us: u64,
 }
 
+/// A picture inside the encoder (an encoder with a delay hands its frame back later).
+struct Inside {
+    input: u64,
+    capture_us: Micros,
+    capture_dur_us: u32,
+    start_us: Micros,
+    /// The head pose the picture was rendered for.
+    pose: Option<PoseSample>,
+}
+
 /// The encoder, its frame numbering and its link to the network driver.
 pub(crate) struct EncoderStage {
     encoder: VideoEncoder,
-    cfg: EncoderConfig,
-    /// Slices per frame asked for (1: whole).
-    slices: u8,
+    plan: EncoderPlan,
+    /// The codec the current client gets.
+    codec: Codec,
     frame_number: u32,
     epoch: u64,
     keyframe_wanted: bool,
     target_kbps: Option<u32>,
+    /// The last target the encoder refused to apply in place (not asked again).
+    refused_kbps: Option<u32>,
     /// Set by the application ([`FrameSender::request_keyframe`]).
     app_keyframe: AtomicBool,
     events: Receiver<EncoderEvent>,
@@ -141,29 +184,39 @@ pub(crate) struct EncoderStage {
     /// The host's (captured, encoded, dropped) counters when this client's session began: the
     /// counts each frame carries to the client are this session's.
     session_base: (u64, u64, u64),
+    /// Pictures handed to the current encoder, and those it has not handed back yet.
+    inputs: u64,
+    inside: VecDeque<Inside>,
 }
 
 impl EncoderStage {
     pub fn new(
-        cfg: EncoderConfig,
-        encoder: VideoEncoder,
+        opened: OpenedVideo,
+        plan: EncoderPlan,
         events: Receiver<EncoderEvent>,
         net: Handle<HostCommand>,
         shared: Arc<HostShared>,
     ) -> Self {
+        if let Some(note) = &opened.note {
+            shared.note(note.clone());
+        }
+        shared.set_encoder(opened.encoder.info());
         EncoderStage {
-            cfg,
-            slices: encoder.slices(),
-            encoder,
+            codec: opened.encoder.info().codec,
+            encoder: opened.encoder,
+            plan,
             frame_number: 0,
             epoch: 0,
             keyframe_wanted: true,
             target_kbps: None,
+            refused_kbps: None,
             app_keyframe: AtomicBool::new(false),
             events,
             net,
             shared,
             session_base: (0, 0, 0),
+            inputs: 0,
+            inside: VecDeque::new(),
         }
     }
 
@@ -172,11 +225,18 @@ impl EncoderStage {
             match e {
                 EncoderEvent::Keyframe => self.keyframe_wanted = true,
                 EncoderEvent::Bitrate(kbps) => self.target_kbps = Some(kbps),
+                EncoderEvent::Codec(c) => self.codec = c,
             }
         }
         if self.app_keyframe.swap(false, Ordering::SeqCst) {
             self.keyframe_wanted = true;
         }
+    }
+
+    /// Whether the stream refreshes itself (intra refresh, or an encoder's own keyframes): a
+    /// joining client then waits for the refresh instead of getting a keyframe.
+    fn refreshes_itself(&self) -> bool {
+        self.encoder.info().refresh_frames() > 0
     }
 
     /// Whether the next frame must be sent even if nothing changed (a new client, or a
@@ -186,23 +246,49 @@ impl EncoderStage {
         self.epoch != self.shared.link.epoch() || self.keyframe_wanted
     }
 
-    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`) and
-    /// hands it to the network driver.
+    /// A new encoder (another codec or size), starting with a keyframe; the pictures inside
+    /// the old one are dropped.
+    fn reopen(&mut self, w: u32, h: u32) -> Result<(), HostError> {
+        let kbps = self
+            .target_kbps
+            .unwrap_or(self.encoder.config().bitrate_kbps);
+        let opened = self.plan.open(self.codec, w, h, kbps)?;
+        if let Some(note) = &opened.note {
+            self.shared.note(note.clone());
+        }
+        self.shared.set_encoder(opened.encoder.info());
+        self.encoder = opened.encoder;
+        self.refused_kbps = None;
+        self.inputs = 0;
+        self.inside.clear();
+        self.keyframe_wanted = true;
+        Ok(())
+    }
+
+    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`,
+    /// rendered for the client's head pose `pose`) and hands the frame that comes out to the
+    /// network driver.
     pub fn send(
         &mut self,
         picture: &InputPicture<'_>,
         capture_us: Micros,
         capture_dur_us: u32,
+        pose: Option<PoseSample>,
     ) -> Result<SendInfo, HostError> {
         let shared = self.shared.clone();
         let s = &*shared;
         self.poll_events();
         let e = s.link.epoch();
         if e != self.epoch {
-            // A new client: its stream starts at frame 0 with a keyframe.
+            // A new client: its stream starts at frame 0 — with a keyframe, unless the stream
+            // refreshes itself (then the client waits for the next refresh). Its codec was
+            // sent before the epoch changed.
+            self.poll_events();
             self.epoch = e;
             self.frame_number = 0;
-            self.keyframe_wanted = true;
+            if !self.refreshes_itself() {
+                self.keyframe_wanted = true;
+            }
             let c = &s.counters;
             // This frame was captured for the new session, and is not encoded yet.
             self.session_base = (
@@ -212,83 +298,142 @@ impl EncoderStage {
             );
         }
         let (w, h) = picture.size();
-        if (w, h) != (self.cfg.width, self.cfg.height) {
-            // The source changed size: a new encoder, starting with a keyframe (the client's
-            // decoder follows the new SPS).
-            let mut cfg = self.cfg.clone();
-            cfg.width = w;
-            cfg.height = h;
-            if let Some(kbps) = self.target_kbps {
-                cfg.bitrate_kbps = kbps;
-            }
-            self.encoder = VideoEncoder::new(&cfg, self.slices)?;
-            self.cfg = cfg;
-            self.keyframe_wanted = true;
+        let cfg = self.encoder.config();
+        if (w, h) != (cfg.width, cfg.height) {
+            // The source changed size: the client's decoder follows the new parameter sets.
+            self.reopen(w, h)?;
             s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
+        } else if self.codec != self.encoder.info().codec {
+            self.reopen(w, h)?;
+            s.note(format!(
+                "this client gets {}: encoder {}",
+                self.codec,
+                self.encoder.info().name
+            ));
         }
         if let Some(target) = self.target_kbps {
-            if target != self.encoder.bitrate_kbps() {
-                self.encoder.set_bitrate(target)?;
-                s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+            if target != self.encoder.config().bitrate_kbps && self.refused_kbps != Some(target) {
+                if self.encoder.set_bitrate(target)? {
+                    s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    if self.refused_kbps.is_none() {
+                        s.note(format!(
+                            "encoder {} cannot change its bitrate in place: it stays at {} \
+                             kbit/s (adaptive bitrate works with libx264 and NVENC)",
+                            self.encoder.info().name,
+                            self.encoder.config().bitrate_kbps
+                        ));
+                    }
+                    self.refused_kbps = Some(target);
+                    s.counters
+                        .bitrate_changes_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         let start = now_us();
         let force = std::mem::take(&mut self.keyframe_wanted);
-        let frame_number = self.frame_number;
-        let (keyframe, bytes, convert_us, encode_us, frame) = match &mut self.encoder {
-            VideoEncoder::Whole(enc) => {
-                let e = enc.encode_picture(picture, force)?;
-                (
-                    e.keyframe,
-                    e.data.len(),
-                    e.convert_us,
-                    e.encode_us,
-                    Encoded::Whole(e.data),
-                )
-            }
-            VideoEncoder::Sliced(enc) => {
-                let f = encode_slices::encode(
-                    enc,
-                    picture,
-                    force,
-                    &self.net,
-                    self.epoch,
-                    frame_number,
+        self.inside.push_back(Inside {
+            input: self.inputs,
+            capture_us,
+            capture_dur_us,
+            start_us: start,
+            pose,
+        });
+        self.inputs += 1;
+        let encoder = match &mut self.encoder {
+            VideoEncoder::Whole(e) => e,
+            VideoEncoder::Sliced(sliced) => {
+                // No delay: this picture's slices are on their way when x264 returns.
+                self.inside.clear();
+                let meta = Inside {
+                    input: self.inputs - 1,
                     capture_us,
-                )?;
-                let i = f.info;
-                (
-                    i.keyframe,
-                    i.bytes,
-                    i.convert_us,
-                    i.encode_us,
-                    Encoded::Sliced(f),
-                )
+                    capture_dur_us,
+                    start_us: start,
+                    pose,
+                };
+                let to = SliceTarget {
+                    net: &self.net,
+                    epoch: self.epoch,
+                    frame_number: self.frame_number,
+                    capture_us,
+                    pose,
+                    whole: !self.shared.consumers.is_empty(),
+                };
+                let (frame, encoded) = encode_slices::encode(sliced, picture, force, &to)?;
+                return self.hand_over(encoded, meta, force, Some(frame));
             }
         };
+        let Some(encoded) = encoder.encode_picture(picture, force)? else {
+            // Inside the encoder for now; an asked-for keyframe is asked for again.
+            self.keyframe_wanted |= force;
+            return Ok(SendInfo::default());
+        };
+        // The picture this frame encodes (the oldest inside, for an encoder with a delay).
+        while self.inside.front().is_some_and(|i| i.input < encoded.input) {
+            self.inside.pop_front();
+        }
+        let meta = self.inside.pop_front().unwrap_or(Inside {
+            input: encoded.input,
+            capture_us,
+            capture_dur_us,
+            start_us: start,
+            pose,
+        });
+        if force && !encoded.keyframe && self.encoder.info().keyframes_on_demand {
+            self.keyframe_wanted = true;
+        }
+        self.hand_over(encoded, meta, force, None)
+    }
+
+    /// Counts and times an encoded frame and hands it to the network driver (a frame sent in
+    /// slices: its end, its slices have gone already), then to the other consumers.
+    fn hand_over(
+        &mut self,
+        encoded: EncodedFrame,
+        meta: Inside,
+        forced: bool,
+        sliced: Option<SlicedFrame>,
+    ) -> Result<SendInfo, HostError> {
+        let s = &*self.shared;
         let c = &s.counters;
         c.encoded.fetch_add(1, Ordering::Relaxed);
-        if keyframe {
+        if encoded.keyframe {
             c.keyframes.fetch_add(1, Ordering::Relaxed);
+            if forced {
+                c.forced_keyframes.fetch_add(1, Ordering::Relaxed);
+            }
         }
+        if encoded.refresh_start {
+            c.refresh_sweeps.fetch_add(1, Ordering::Relaxed);
+        }
+        let largest = if encoded.keyframe {
+            &c.largest_keyframe
+        } else {
+            &c.largest_frame
+        };
+        let frame_number = self.frame_number;
+        let bytes = sliced.as_ref().map_or(encoded.data.len(), |f| f.info.bytes);
+        largest.fetch_max(bytes as u64, Ordering::Relaxed);
         {
             let mut sm = lock(&s.samples);
-            sm.queue.push_us(start as i64 - capture_us as i64);
-            sm.convert.push_us(convert_us as i64);
-            sm.encode.push_us(encode_us as i64);
+            sm.queue
+                .push_us(meta.start_us as i64 - meta.capture_us as i64);
+            sm.convert.push_us(encoded.convert_us as i64);
+            sm.encode.push_us(encoded.encode_us as i64);
             sm.frame_bytes.push(bytes as f64 / 1000.0);
-            if let Encoded::Sliced(f) = &frame {
-                sm.first_slice_out
-                    .push_us(f.first_out_us as i64 - capture_us as i64);
-                sm.last_slice_out
-                    .push_us(f.last_out_us as i64 - capture_us as i64);
+            if let Some(f) = &sliced {
+                let since = |t: Micros| t as i64 - meta.capture_us as i64;
+                sm.first_slice_out.push_us(since(f.first_out_us));
+                sm.last_slice_out.push_us(since(f.last_out_us));
             }
         }
         let timing = FrameTiming {
             frame_number,
-            capture_dur_us,
-            convert_us: convert_us as u32,
-            encode_us: encode_us as u32,
+            capture_dur_us: meta.capture_dur_us,
+            convert_us: encoded.convert_us as u32,
+            encode_us: encoded.encode_us as u32,
             send_us: 0,
             send_done_us: 0,
             frame_bytes: bytes as u32,
@@ -302,34 +447,40 @@ impl EncoderStage {
                 .saturating_sub(self.session_base.1) as u32,
             dropped: s.frames.replaced().saturating_sub(self.session_base.2) as u32,
         };
-        let since_capture = |t: Micros| t.saturating_sub(capture_us).min(u32::MAX as u64) as u32;
-        let handed = self.net.send(match frame {
-            Encoded::Whole(data) => HostCommand::Frame(OutgoingFrame {
+        let data = Arc::new(encoded.data);
+        let handed = self.net.send(match &sliced {
+            None => HostCommand::Frame(OutgoingFrame {
                 epoch: self.epoch,
                 frame_number,
-                capture_us,
-                keyframe,
-                data,
+                capture_us: meta.capture_us,
+                keyframe: encoded.keyframe,
+                refresh_start: encoded.refresh_start,
+                data: data.clone(),
                 handed_us: now_us(),
                 timing,
+                pose: meta.pose,
             }),
-            Encoded::Sliced(f) => HostCommand::SlicesDone(SlicesDone {
-                epoch: self.epoch,
-                frame_number,
-                slice_count: f.info.slices as u8,
-                first_out_us: since_capture(f.first_out_us),
-                last_out_us: since_capture(f.last_out_us),
-                timing,
-            }),
+            Some(f) => {
+                HostCommand::SlicesDone(f.done(self.epoch, frame_number, meta.capture_us, timing))
+            }
         });
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
+        }
+        // After our own clients, the other consumers (RTSP): the same access unit, shared
+        // (a frame sent in slices: its slices put together in picture order).
+        if !s.consumers.is_empty() && !data.is_empty() {
+            s.consumers.video(&EncodedVideo {
+                data,
+                keyframe: encoded.keyframe,
+                capture_us: meta.capture_us,
+            });
         }
         self.frame_number = self.frame_number.wrapping_add(1);
         Ok(SendInfo {
             sent: true,
             frame_number,
-            keyframe,
+            keyframe: encoded.keyframe,
             bytes,
             blocked_us: 0,
         })
@@ -350,17 +501,31 @@ impl FrameSender {
         picture: &InputPicture<'_>,
         capture_us: Option<Micros>,
     ) -> Result<SendInfo, HostError> {
+        self.send_frame(picture, capture_us, None)
+    }
+
+    /// Like [`send`](Self::send), for a frame rendered for the client's head pose `pose` (as
+    /// read from [`crate::host::Host::head_pose`]): the client gets the pose with the frame,
+    /// re-projects the frame to its newest pose at display time and measures pose-to-photon.
+    pub fn send_frame(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Option<Micros>,
+        pose: Option<PoseSample>,
+    ) -> Result<SendInfo, HostError> {
         let t0 = now_us();
         let s = self.stage.shared.clone();
         if s.stopped() {
             return Err(HostError::Stopped(s.fatal()));
         }
-        if !s.link.connected() {
+        if !s.watched() {
             return Ok(SendInfo::default());
         }
         s.counters.captured.fetch_add(1, Ordering::Relaxed);
         picture.check()?;
-        let mut info = self.stage.send(picture, capture_us.unwrap_or(t0), 0)?;
+        let mut info = self
+            .stage
+            .send(picture, capture_us.unwrap_or(t0), 0, pose)?;
         info.blocked_us = now_us() - t0;
         lock(&s.samples)
             .sync_blocked
@@ -400,25 +565,20 @@ mod tests {
         mpsc::Sender<EncoderEvent>,
     );
 
-    /// A 128x72 encoder stage, its driver's mailbox and its event sender.
-    fn stage() -> Stage {
-        let cfg = encoder_config(
-            &HostOptions::default().video,
-            &HostSetup::default(),
-            128,
-            72,
-        );
+    /// A 512x288 encoder stage (the video settings `v`), its driver's mailbox and its event
+    /// sender.
+    fn stage_with(v: &crate::config::VideoConfig) -> Stage {
+        let plan = EncoderPlan::new(v, &HostSetup::default(), 512, 288);
+        let opened = plan.open(v.codecs()[0], 512, 288, v.bitrate_kbps).unwrap();
         let shared = Arc::new(HostShared::new((0, 0)));
         let (net, mailbox) = driver::channel().unwrap();
         let (events, rx) = mpsc::channel();
-        let stage = EncoderStage::new(
-            cfg.clone(),
-            VideoEncoder::Whole(Encoder::new(cfg).unwrap()),
-            rx,
-            net,
-            shared.clone(),
-        );
+        let stage = EncoderStage::new(opened, plan, rx, net, shared.clone());
         (stage, shared, mailbox, events)
+    }
+
+    fn stage() -> Stage {
+        stage_with(&HostOptions::default().video)
     }
 
     fn bgra(f: &BgraFrame) -> InputPicture<'_> {
@@ -433,23 +593,23 @@ mod tests {
     #[test]
     fn numbers_frames_per_client_and_follows_the_drivers_events() {
         let (mut stage, shared, mailbox, events) = stage();
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
         shared.link.new_client();
         for _ in 0..2 {
-            stage.send(&picture, now_us(), 0).unwrap();
+            stage.send(&picture, now_us(), 0, None).unwrap();
         }
         events.send(EncoderEvent::Keyframe).unwrap();
         assert!(stage.must_send());
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert!(!stage.must_send());
         events.send(EncoderEvent::Bitrate(500)).unwrap();
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
         // A new client: numbering restarts with a keyframe.
         shared.link.new_client();
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(
             frames(&mailbox),
             vec![
@@ -467,7 +627,7 @@ mod tests {
     #[test]
     fn the_counts_a_frame_carries_are_this_clients_session() {
         let (mut stage, shared, mailbox, _events) = stage();
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         let c = &shared.counters;
         let counts = |m: &driver::Mailbox<HostCommand>| -> Vec<(u32, u32)> {
@@ -482,13 +642,13 @@ mod tests {
         shared.link.new_client();
         for _ in 0..3 {
             c.captured.fetch_add(1, Ordering::Relaxed);
-            stage.send(&picture, now_us(), 0).unwrap();
+            stage.send(&picture, now_us(), 0, None).unwrap();
         }
         assert_eq!(counts(&mailbox), vec![(1, 1), (2, 2), (3, 3)]);
         // The next client's first frame is its first, whatever the host did before.
         shared.link.new_client();
         c.captured.fetch_add(1, Ordering::Relaxed);
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(counts(&mailbox), vec![(1, 1)]);
     }
 
@@ -496,12 +656,94 @@ mod tests {
     fn a_stopped_driver_is_an_error_not_a_silent_drop() {
         let (mut stage, shared, mailbox, _events) = stage();
         drop(mailbox);
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         shared.link.new_client();
         assert!(matches!(
-            stage.send(&picture, now_us(), 0),
+            stage.send(&picture, now_us(), 0, None),
             Err(HostError::Stopped(_))
         ));
+    }
+
+    use untether_media::codec::Refresh;
+
+    fn flagged(m: &driver::Mailbox<HostCommand>) -> Vec<(u32, bool, bool)> {
+        m.drain()
+            .into_iter()
+            .filter_map(|c| match c {
+                HostCommand::Frame(f) => Some((f.frame_number, f.keyframe, f.refresh_start)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn with_intra_refresh_a_joining_client_gets_no_keyframe_but_sweeps_and_asked_for_idrs() {
+        let mut v = HostOptions::default().video;
+        v.refresh = Refresh::Intra;
+        v.refresh_period = 4;
+        let plan = EncoderPlan::new(&v, &HostSetup::default(), 512, 288);
+        let opened = plan.open(Codec::H264, 512, 288, 2000).unwrap();
+        assert_eq!(opened.encoder.info().refresh_frames(), 4);
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let (net, mailbox) = driver::channel().unwrap();
+        let (events, rx) = mpsc::channel();
+        let mut stage = EncoderStage::new(opened, plan, rx, net, shared.clone());
+        let pixels = BgraFrame::new(512, 288).unwrap();
+        let picture = InputPicture::Bgra {
+            width: 512,
+            height: 288,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        shared.link.new_client();
+        for _ in 0..6 {
+            stage.send(&picture, now_us(), 0, None).unwrap();
+        }
+        // The encoder's first frame is an IDR; sweeps start every 4 frames after it.
+        assert_eq!(
+            flagged(&mailbox),
+            vec![
+                (0, true, false),
+                (1, false, false),
+                (2, false, false),
+                (3, false, false),
+                (4, false, true),
+                (5, false, false)
+            ]
+        );
+        // A second client joins mid-sweep: no keyframe.
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(flagged(&mailbox), vec![(0, false, false)]);
+        // Asked for (the client's last resort): an IDR.
+        events.send(EncoderEvent::Keyframe).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(flagged(&mailbox), vec![(1, true, false)]);
+        let c = &shared.counters;
+        assert_eq!(c.refresh_sweeps.load(Ordering::Relaxed), 1);
+        assert_eq!(c.forced_keyframes.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_client_that_gets_another_codec_gets_another_encoder_starting_with_a_keyframe() {
+        let mut v = HostOptions::default().video;
+        v.selection.codec = None; // auto
+        let (mut stage, shared, mailbox, events) = stage_with(&v);
+        let pixels = BgraFrame::new(512, 288).unwrap();
+        let picture = InputPicture::Bgra {
+            width: 512,
+            height: 288,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(stage.encoder.info().name, "libx264");
+        events.send(EncoderEvent::Codec(Codec::Hevc)).unwrap();
+        shared.link.new_client();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(stage.encoder.info().name, "libx265");
+        assert_eq!(flagged(&mailbox), vec![(0, true, false), (0, true, false)]);
     }
 }

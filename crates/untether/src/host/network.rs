@@ -19,10 +19,11 @@ use std::sync::Arc;
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    RejectReason, SliceId, Transmit,
+    PoseSample, RejectReason, SliceId, Transmit,
 };
 
 use super::encode::EncoderEvent;
+use super::gamepad::Gamepads;
 use super::input::InputSink;
 use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
@@ -75,11 +76,17 @@ pub(crate) struct OutgoingFrame {
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
-    pub data: Vec<u8>,
+    /// An intra-refresh sweep starts with this frame.
+    pub refresh_start: bool,
+    /// The access unit, shared with the other consumers (RTSP).
+    pub data: Arc<Vec<u8>>,
     /// When the encoder handed it over: the start of its `send` stage.
     pub handed_us: Micros,
     /// Everything but the send times, filled in once the last datagram left.
     pub timing: FrameTiming,
+    /// The client's head pose it was rendered for (told to the client before its shards and
+    /// again after them).
+    pub pose: Option<PoseSample>,
 }
 
 /// One slice of a frame on its way from x264's slice thread to the network.
@@ -88,8 +95,12 @@ pub(crate) struct OutgoingSlice {
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
+    /// An intra-refresh sweep starts with its frame.
+    pub refresh_start: bool,
     pub slice: SliceId,
     pub data: Vec<u8>,
+    /// The client's head pose the frame was rendered for.
+    pub pose: Option<PoseSample>,
     /// When x264's slice thread handed it over.
     pub handed_us: Micros,
 }
@@ -110,6 +121,7 @@ pub(crate) struct SlicesDone {
 struct InFlight {
     frame_number: u32,
     timing: FrameTiming,
+    pose: Option<PoseSample>,
     /// When the encoder handed it over (a sliced frame: its latest slice so far).
     handed_us: Micros,
     /// A frame sent in slices whose encoder has not finished: more slices may come, and it is
@@ -141,6 +153,7 @@ impl InFlight {
         InFlight {
             frame_number,
             timing,
+            pose: None,
             handed_us,
             open: false,
             slices: None,
@@ -162,6 +175,8 @@ pub(crate) struct HostNet {
     shared: Arc<HostShared>,
     sink: InputSink,
     state: StateApplied,
+    /// The client's game controllers (state for the API, virtual pads through uinput).
+    pub gamepads: Gamepads,
     encoder: Sender<EncoderEvent>,
     control: VecDeque<Transmit>,
     frames: VecDeque<InFlight>,
@@ -198,6 +213,7 @@ impl HostNet {
             shared,
             sink,
             state: StateApplied::default(),
+            gamepads: Gamepads::default(),
             encoder,
             control: VecDeque::new(),
             frames: VecDeque::new(),
@@ -225,11 +241,22 @@ impl HostNet {
             // The client it was encoded for has gone.
             return;
         }
-        // What the session queued before the frame leaves before it.
+        // What the session queued before the frame leaves before it; the pose it was
+        // rendered for too (the first datagram of its first batch).
+        if let Some(p) = f.pose {
+            self.session.send_frame_pose(now, f.frame_number, p);
+        }
         self.drain_session(now);
         if self
             .session
-            .send_frame(now, f.frame_number, f.capture_us, f.keyframe, &f.data)
+            .send_frame_flagged(
+                now,
+                f.frame_number,
+                f.capture_us,
+                f.keyframe,
+                f.refresh_start,
+                &f.data,
+            )
             .is_err()
         {
             return;
@@ -243,12 +270,9 @@ impl HostNet {
             older.open = false;
             older.hurry = true;
         }
-        self.frames.push_back(InFlight::new(
-            f.frame_number,
-            f.timing,
-            f.handed_us,
-            batches,
-        ));
+        let mut flight = InFlight::new(f.frame_number, f.timing, f.handed_us, batches);
+        flight.pose = f.pose;
+        self.frames.push_back(flight);
     }
 
     /// One slice of a frame sent in slices: packetized, protected and queued at once behind
@@ -260,14 +284,25 @@ impl HostNet {
         if self.lose_slices.contains(&(s.frame_number, s.slice.index)) {
             return;
         }
+        let first = !self
+            .frames
+            .back()
+            .is_some_and(|f| f.open && f.frame_number == s.frame_number);
+        if first {
+            // The pose the frame was rendered for leaves ahead of its first slice.
+            if let Some(p) = s.pose {
+                self.session.send_frame_pose(now, s.frame_number, p);
+            }
+        }
         self.drain_session(now);
         if self
             .session
-            .send_slice(
+            .send_slice_flagged(
                 now,
                 s.frame_number,
                 s.capture_us,
                 s.keyframe,
+                s.refresh_start,
                 s.slice,
                 &s.data,
             )
@@ -302,6 +337,7 @@ impl HostNet {
                     batches,
                 );
                 f.open = true;
+                f.pose = s.pose;
                 self.frames.push_back(f);
             }
         }
@@ -400,6 +436,10 @@ impl HostNet {
             self.session
                 .send_slice_timing(send_done, f.frame_number, count, first, last);
         }
+        if let Some(p) = f.pose {
+            // The second copy, beside the timing: one lost control datagram loses no pose.
+            self.session.send_frame_pose(send_done, f.frame_number, p);
+        }
         self.drain_session(send_done);
         let mut sm = lock(&self.shared.samples);
         sm.send.push_us(send_us as i64);
@@ -422,7 +462,12 @@ impl HostNet {
                 self.session.state_value(state_keys::POINTER),
                 self.session.state_value(state_keys::HEAD_POSE),
             );
-            for (i, event) in changed.into_iter().enumerate() {
+            if let Some(p) = changed.head_pose {
+                *lock(&self.shared.head_pose) = Some(p);
+            }
+            let session = &self.session;
+            self.gamepads.on_state(|k| session.state_value(k));
+            for (i, event) in changed.events.into_iter().enumerate() {
                 self.events.insert(
                     i,
                     HostEvent::Input(InputRecord {
@@ -435,10 +480,16 @@ impl HostNet {
         for ev in std::mem::take(&mut self.events) {
             match ev {
                 HostEvent::ClientConnected { addr, name } => {
+                    let codec = self.session.params().codec;
                     self.shared
-                        .note(format!("client {name:?} connected from {addr}"));
+                        .note(format!("client {name:?} ({codec}) connected from {addr}"));
+                    // Before the epoch changes: the encoder stage reads it with the epoch.
+                    let _ = self
+                        .encoder
+                        .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
                     self.epoch = self.shared.link.new_client();
                     self.state = StateApplied::default();
+                    *lock(&self.shared.head_pose) = None;
                 }
                 HostEvent::ClientGone { addr, reason } => {
                     self.shared
@@ -462,12 +513,16 @@ impl HostNet {
                 HostEvent::KeyframeRequested => {
                     let _ = self.encoder.send(EncoderEvent::Keyframe);
                 }
-                HostEvent::Input(rec) => self.sink.deliver(&self.shared, self.epoch, rec),
+                HostEvent::Input(rec) => {
+                    self.gamepads.on_event(&rec.event);
+                    self.sink.deliver(&self.shared, self.epoch, rec)
+                }
                 HostEvent::Feedback(_) => {}
                 HostEvent::ClientRefused {
                     addr,
                     fingerprint,
                     reason,
+                    message,
                 } => {
                     // One line per client and reason every REFUSAL_NOTE_EVERY_US: a client
                     // retrying its handshake does not flood the log.
@@ -478,10 +533,16 @@ impl HostNet {
                             self.refusal_notes.clear();
                         }
                         self.refusal_notes.insert(key, now + REFUSAL_NOTE_EVERY_US);
-                        self.shared.note(format!(
-                            "refused client {fingerprint} at {addr}: {}",
-                            refusal_text(reason)
-                        ));
+                        self.shared.note(match reason {
+                            // The message names both codec lists.
+                            RejectReason::Codec => {
+                                format!("refused client {fingerprint} at {addr}: {message}")
+                            }
+                            _ => format!(
+                                "refused client {fingerprint} at {addr}: {}",
+                                refusal_text(reason)
+                            ),
+                        });
                     }
                 }
                 HostEvent::BitrateChanged { kbps } => {
@@ -489,6 +550,9 @@ impl HostNet {
                     let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
                 }
             }
+        }
+        for note in self.gamepads.notes.drain(..) {
+            self.shared.note(note);
         }
         self.shared
             .link
@@ -731,6 +795,7 @@ mod tests {
             addr: "127.0.0.1:5".parse().unwrap(),
             fingerprint: fp.into(),
             reason,
+            message: String::new(),
         };
         for _ in 0..3 {
             net.events.push(refused("aaaa", RejectReason::Busy));
@@ -757,9 +822,11 @@ mod tests {
                 frame_number: 0,
                 capture_us: 0,
                 keyframe: true,
-                data: vec![0; 100],
+                refresh_start: false,
+                data: Arc::new(vec![0; 100]),
                 handed_us: 0,
                 timing: FrameTiming::default(),
+                pose: None,
             },
         );
         assert!(net.frames.is_empty());

@@ -9,7 +9,7 @@ use untether_media::pipe::PipeFormat;
 use untether_media::x11::{CaptureTarget, PointerMode};
 use untether_proto::InputRecord;
 
-use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig};
+use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig, VrToml};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -19,12 +19,15 @@ pub struct HostOptions {
     pub scene: SceneToml,
     pub host: HostToml,
     pub network: NetworkToml,
+    /// Stereo rendering of the test scene (`vr.enabled`, `vr.ipd_mm`, `vr.fov_deg`).
+    pub vr: VrToml,
 }
 
 impl HostOptions {
     /// Checks every setting, naming the key and the allowed values of the first bad one.
     pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
-        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)
+        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)?;
+        self.vr.validate()
     }
 }
 
@@ -32,6 +35,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         let cfg = crate::config::ConfigToml::default();
         HostOptions {
+            vr: Default::default(),
             video: VideoConfig::default(),
             scene: cfg.scene,
             host: cfg.host,
@@ -56,6 +60,22 @@ pub enum SourceSpec {
     Pipe { path: String, format: PipeFormat },
     /// The application, through [`Host::publish`](super::Host::publish) or a [`FrameSender`](super::FrameSender).
     App,
+}
+
+impl SourceSpec {
+    /// What pictures the source produces (an encoder that takes either, NVENC, is opened for
+    /// them): I420 from an I420 pipe, BGRA otherwise (the application's I420 frames go to an
+    /// encoder that takes YUV, or are refused with a clear error by one that takes BGRA only).
+    pub fn picture_kind(&self) -> untether_media::codec::encoder::PictureKind {
+        use untether_media::codec::encoder::PictureKind;
+        match self {
+            SourceSpec::Pipe {
+                format: PipeFormat::I420,
+                ..
+            } => PictureKind::I420,
+            _ => PictureKind::Bgra,
+        }
+    }
 }
 
 /// A callback that receives every input event (on the host's network thread: return quickly).
@@ -124,11 +144,10 @@ pub struct HostSetup {
     pub audio: AudioSpec,
     /// Opus bitrate, kbit/s.
     pub audio_bitrate_kbps: u32,
-    /// Periodic intra refresh instead of keyframes (requested keyframes are still IDRs).
-    pub intra_refresh: bool,
     /// A keyframe every this many frames (0: only when a client joins or asks).
     pub gop_frames: u32,
-    /// Extra x264 options, `key=value:key=value`.
+    /// Extra options for the encoder family's parameter string (`x264-params`, `x265-params`,
+    /// `svtav1-params`), `key=value:key=value`.
     pub x264_params: String,
     /// Stamp frame number and capture time into the top-left corner of frames from X11, pipe
     /// and application sources (the scene always stamps), for glass-to-glass from pixels.
@@ -145,6 +164,10 @@ pub struct HostSetup {
     /// The host's identity and who may connect: the state directory and `host.access`
     /// (default), or in memory.
     pub trust: HostTrust,
+    /// Other consumers of the encoded stream besides the host's clients (an RTSP server, crate
+    /// `untether-rtsp`): each sees every encoded frame and audio packet, shared, and may ask
+    /// for keyframes.
+    pub consumers: Vec<super::Consumer>,
 }
 
 impl Default for HostSetup {
@@ -154,7 +177,6 @@ impl Default for HostSetup {
             input: InputSpec::Auto,
             audio: AudioSpec::None,
             audio_bitrate_kbps: 128,
-            intra_refresh: false,
             gop_frames: 0,
             x264_params: String::new(),
             stamp: false,
@@ -162,6 +184,7 @@ impl Default for HostSetup {
             sent_frame_tap: None,
             lose_slices: Vec::new(),
             trust: HostTrust::Stored,
+            consumers: Vec::new(),
         }
     }
 }
