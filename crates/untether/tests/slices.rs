@@ -23,6 +23,7 @@ fn options(seconds: f64, slices: u8) -> DemoOptions {
             host: cfg.host.clone(),
             network: cfg.network.clone(),
             vr: cfg.vr.clone(),
+            webrtc: cfg.webrtc.clone(),
         },
         client: ClientOptions {
             host: ([127, 0, 0, 1], 0).into(),

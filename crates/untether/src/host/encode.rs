@@ -45,6 +45,9 @@ pub(crate) struct EncoderPlan {
     pub choice: EncoderChoice,
     /// Slices per frame (`video.slices`; 1: whole frames, any encoder).
     pub slices: u8,
+    /// Frames sent in slices are also put together whole for the network driver (browsers
+    /// take frames whole).
+    pub whole_frames: bool,
     /// Everything but the encoder's name (and, per codec, what follows from it).
     pub base: EncoderConfig,
 }
@@ -54,6 +57,7 @@ impl EncoderPlan {
         EncoderPlan {
             choice: v.selection.encoder.clone(),
             slices: v.slices,
+            whole_frames: false,
             base: EncoderConfig {
                 preset: v.preset.clone(),
                 threads: v.encoder_threads,
@@ -359,7 +363,7 @@ impl EncoderStage {
                     frame_number: self.frame_number,
                     capture_us,
                     pose,
-                    whole: !self.shared.consumers.is_empty(),
+                    whole: self.plan.whole_frames || !self.shared.consumers.is_empty(),
                 };
                 let (frame, encoded) = encode_slices::encode(sliced, picture, force, &to)?;
                 return self.hand_over(encoded, meta, force, Some(frame));
@@ -460,9 +464,13 @@ impl EncoderStage {
                 timing,
                 pose: meta.pose,
             }),
-            Some(f) => {
-                HostCommand::SlicesDone(f.done(self.epoch, frame_number, meta.capture_us, timing))
-            }
+            Some(f) => HostCommand::SlicesDone(f.done(
+                self.epoch,
+                frame_number,
+                meta.capture_us,
+                (!data.is_empty()).then(|| data.clone()),
+                timing,
+            )),
         });
         if !handed {
             return Err(HostError::Stopped(s.fatal()));

@@ -10,7 +10,7 @@
 //! built in code.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use untether_media::codec::{
     Codec, EncodedFrame, Encoder, EncoderChoice, EncoderConfig, EncoderInfo, Family, Refresh,
@@ -170,12 +170,16 @@ impl SlicedFrame {
         epoch: u64,
         frame_number: u32,
         capture_us: Micros,
+        whole: Option<Arc<Vec<u8>>>,
         timing: FrameTiming,
     ) -> SlicesDone {
         let since_capture = |t: Micros| t.saturating_sub(capture_us).min(u32::MAX as u64) as u32;
         SlicesDone {
             epoch,
             frame_number,
+            keyframe: self.info.keyframe,
+            capture_us,
+            whole,
             slice_count: self.info.slices as u8,
             first_out_us: since_capture(self.first_out_us),
             last_out_us: since_capture(self.last_out_us),
@@ -192,7 +196,7 @@ pub(crate) struct SliceTarget<'a> {
     pub capture_us: Micros,
     pub pose: Option<PoseSample>,
     /// Also keep the whole access unit (the slices in picture order) for the other consumers
-    /// (RTSP), which take frames whole.
+    /// (RTSP) and browsers, which take frames whole.
     pub whole: bool,
 }
 

@@ -35,6 +35,7 @@ mod source_scene;
 mod source_x11;
 mod state_input;
 mod summary;
+mod webrtc;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -73,6 +74,7 @@ pub use options::{
 };
 pub use state_input::STATE_SEQ;
 pub use summary::HostSummary;
+pub use webrtc::WebRtcSummary;
 
 use audio::AudioStage;
 use encode::{open_encoders, EncoderPlan, EncoderStage};
@@ -121,6 +123,8 @@ pub struct Host {
     sender_stage: Mutex<Option<EncoderStage>>,
     audio: Option<Arc<AudioStage>>,
     capture: Option<SdlAudioCapture>,
+    /// Where browsers find the page (`webrtc.listen`).
+    browsers: Option<webrtc::BrowserInfo>,
 }
 
 /// The session parameters a host announces for its video settings (the codec and refresh
@@ -205,8 +209,9 @@ impl Host {
 
     /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
     /// Invalid settings are refused with the message the CLI gives, never replaced by defaults.
-    pub fn start_with(mut options: HostOptions, setup: HostSetup) -> Result<Host, HostError> {
+    pub fn start_with(mut options: HostOptions, mut setup: HostSetup) -> Result<Host, HostError> {
         options.validate()?;
+        webrtc::prepare(&options, &mut setup);
         let bind: SocketAddr = options
             .host
             .bind
@@ -254,7 +259,8 @@ impl Host {
         ));
         // Open the encoders now so a bad configuration (or an absent device asked for by
         // name) fails here, not on a thread.
-        let plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        let mut plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        plan.whole_frames = options.webrtc.enabled();
         let (encoder, offers) = open_encoders(&plan, &v, &shared)?;
         host_cfg.params.codec = offers[0].codec;
         host_cfg.params.refresh_period = offers[0].refresh_period;
@@ -315,6 +321,8 @@ impl Host {
         };
         let parked = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
+        let web = webrtc::start(&options, &pairing, audio.is_some(), &net, &shared)?;
+        let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
         {
             let (s, parked) = (shared.clone(), parked.clone());
             let mut host_net = HostNet::new(
@@ -326,13 +334,14 @@ impl Host {
                 pacing,
                 v.fps,
             );
+            host_net.webrtc = webrtc_side;
             if let Some(link) = link {
                 host_net.link = link;
             }
             host_net.lose_slices = setup.lose_slices.clone();
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
-                    driver::run_with_raw(&mut host_net, &[socket], raw.as_ref(), &mailbox, &s.stop)
+                    driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
                 {
                     s.fail(format!("network: {e}"));
                 }
@@ -439,6 +448,7 @@ impl Host {
             sender_stage: Mutex::new(sender_stage),
             audio,
             capture: capture_dev,
+            browsers,
         })
     }
 

@@ -68,6 +68,8 @@ pub(crate) enum HostCommand {
     /// The source ended: say goodbye to the client.
     Close,
     Query(Query),
+    /// Browsers and WHIP publishing (`super::webrtc`).
+    WebRtc(super::webrtc::WebRtcCommand),
 }
 
 /// An encoded frame on its way from the encoder stage to the network.
@@ -109,6 +111,11 @@ pub(crate) struct OutgoingSlice {
 pub(crate) struct SlicesDone {
     pub epoch: u64,
     pub frame_number: u32,
+    pub keyframe: bool,
+    pub capture_us: Micros,
+    /// The frame's slices put together in picture order, when browsers may be watching
+    /// (they take frames whole); shared with the other consumers.
+    pub whole: Option<Arc<Vec<u8>>>,
     pub slice_count: u8,
     /// Capture → first / last slice handed over, µs.
     pub first_out_us: u32,
@@ -195,6 +202,9 @@ pub(crate) struct HostNet {
     pub link: HostLink,
     /// Slices never sent (`HostSetup::lose_slices`).
     pub lose_slices: Vec<(u32, u8)>,
+    /// Browsers and the WHIP publication (None: `[webrtc]` is off); their sockets are
+    /// [`webrtc::SOCKET`](super::webrtc::SOCKET) and on.
+    pub webrtc: Option<Box<super::webrtc::WebRtc>>,
 }
 
 impl HostNet {
@@ -227,6 +237,7 @@ impl HostNet {
             refusal_notes: Default::default(),
             link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
             lose_slices: Vec::new(),
+            webrtc: None,
         }
     }
 
@@ -554,9 +565,22 @@ impl HostNet {
         for note in self.gamepads.notes.drain(..) {
             self.shared.note(note);
         }
+        if let Some(w) = &mut self.webrtc {
+            w.handle_events(
+                now,
+                super::webrtc::DriverParts {
+                    shared: &self.shared,
+                    sink: &mut self.sink,
+                    encoder: &self.encoder,
+                    epoch: &mut self.epoch,
+                    native_client: self.session.client().is_some(),
+                },
+            );
+        }
+        let browsers = self.webrtc.as_ref().is_some_and(|w| w.has_viewers());
         self.shared
             .link
-            .set_connected(self.session.client().is_some());
+            .set_connected(self.session.client().is_some() || browsers);
         if now >= self.next_paths_us {
             self.next_paths_us = now + PATHS_EVERY_US;
             let paths = self.session.path_stats();
@@ -593,13 +617,20 @@ impl Endpoint for HostNet {
             self.session.poll_timeout(),
             self.pairing.next_poll(),
             frame_due,
+            self.webrtc.as_ref().and_then(|w| w.poll_timeout()),
         ]
         .into_iter()
         .flatten()
         .min()
     }
 
-    fn handle_datagram(&mut self, now: Micros, _socket: usize, from: SocketAddr, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Micros, socket: usize, from: SocketAddr, data: &[u8]) {
+        if socket >= super::webrtc::SOCKET {
+            if let Some(w) = &mut self.webrtc {
+                w.handle_datagram(now, socket, from, data);
+            }
+            return;
+        }
         self.link.on_udp(from);
         self.session.handle_datagram(now, from, data);
     }
@@ -614,14 +645,31 @@ impl Endpoint for HostNet {
         if self.session.poll_timeout().is_some_and(|t| t <= now) {
             self.session.handle_timeout(now);
         }
+        if let Some(w) = &mut self.webrtc {
+            w.handle_timeout(now);
+        }
     }
 
     fn handle_command(&mut self, now: Micros, command: HostCommand) {
         match command {
-            HostCommand::Frame(f) => self.send_frame(now, f),
+            HostCommand::Frame(f) => {
+                if let Some(w) = &mut self.webrtc {
+                    w.send_frame(&f, &self.shared);
+                }
+                self.send_frame(now, f)
+            }
             HostCommand::Slice(s) => self.send_slice(now, s),
-            HostCommand::SlicesDone(d) => self.slices_done(d),
+            HostCommand::SlicesDone(d) => {
+                if let (Some(w), Some(data)) = (&mut self.webrtc, &d.whole) {
+                    // Browsers take frames whole: the slices put together.
+                    w.send_access_unit(data, d.keyframe, d.capture_us, &self.shared);
+                }
+                self.slices_done(d)
+            }
             HostCommand::Audio(packets) => {
+                if let Some(w) = &mut self.webrtc {
+                    w.send_audio(&packets);
+                }
                 for p in &packets {
                     if self.session.send_audio(now, p).is_ok() {
                         self.shared
@@ -633,6 +681,16 @@ impl Endpoint for HostNet {
             }
             HostCommand::Close => self.session.close(now),
             HostCommand::Query(q) => q(self),
+            HostCommand::WebRtc(c) => {
+                if let Some(w) = &mut self.webrtc {
+                    let mut pins = super::webrtc::SessionPins {
+                        session: &mut self.session,
+                        pairing: &mut self.pairing,
+                        shared: &self.shared,
+                    };
+                    w.handle_command(now, c, &self.shared, &mut pins);
+                }
+            }
         }
     }
 
@@ -642,6 +700,9 @@ impl Endpoint for HostNet {
     }
 
     fn handle_stop(&mut self, now: Micros) {
+        if let Some(w) = &mut self.webrtc {
+            w.close_all();
+        }
         // Every stop says goodbye, with why: the client ends at once instead of waiting out
         // its idle timeout (behind a relay, on another machine, it hears no ICMP).
         if let Some(c) = self.session.client() {
@@ -673,7 +734,10 @@ impl Endpoint for HostNet {
             Some(t) => t,
             None => match self.session.poll_transmit(now) {
                 Some(t) => t,
-                None => self.next_frame_datagram(now)?,
+                None => match self.next_frame_datagram(now) {
+                    Some(t) => t,
+                    None => return self.webrtc.as_mut().and_then(|w| w.poll_transmit()),
+                },
             },
         };
         Some(self.link.route(Outgoing {
