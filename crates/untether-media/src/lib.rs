@@ -21,6 +21,7 @@ pub mod present;
 pub mod present_gl;
 pub mod quality;
 pub mod scene;
+pub mod slice_decoder;
 pub mod stamp;
 pub mod warp;
 mod window;

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::assembler::{parity_header, shard_frame_fec};
+use crate::assembler::{parity_header, shard_slice_fec, SliceId};
 use crate::crypto::{Protection, Suite, ALL_SUITES, DEFAULT_KEY_UPDATE_LOG2, TAG_LEN};
 use crate::fec::{FecEncoder, FecPolicy, LossEstimator};
 use crate::handshake::{
@@ -288,6 +288,8 @@ pub struct HostStats {
     pub datagrams_received: u64,
     pub shards_sent: u64,
     pub frames_sent: u64,
+    /// Slices of frames sent in slices (docs/PROTOCOL.md §6.3).
+    pub slices_sent: u64,
     /// Parity shards sent (included in `shards_sent`).
     pub parity_shards_sent: u64,
     /// Frames sent with at least one parity shard.
@@ -332,8 +334,9 @@ pub struct HostStats {
     /// PathResponses that answered no challenge (stale, or from another address).
     pub path_responses_unknown: u64,
     pub path_challenges_sent: u64,
+    /// ShardNacks and SliceNacks received.
     pub shard_nacks_received: u64,
-    /// ShardNacks for frames no longer kept.
+    /// ShardNacks (SliceNacks) for frames (slices) no longer kept.
     pub shard_nacks_too_late: u64,
     pub shards_retransmitted: u64,
     /// Accepts sent again ahead of video frames because the client had not yet been heard
@@ -497,9 +500,10 @@ pub struct HostSession {
     published: std::collections::BTreeMap<StateKey, StateValue>,
 }
 
-/// A frame kept for retransmission.
+/// A frame (or one slice of a frame sent in slices) kept for retransmission.
 struct SentFrame {
     frame_number: u32,
+    slice_index: u8,
     keyframe: bool,
     data: Vec<u8>,
     /// Each data shard's header and byte range in `data`.
@@ -1544,41 +1548,12 @@ impl HostSession {
             ControlFrame::ShardNack {
                 frame_number,
                 missing,
-            } => {
-                self.stats.shard_nacks_received += 1;
-                let Some(f) = self.resend.iter().find(|f| f.frame_number == frame_number) else {
-                    self.stats.shard_nacks_too_late += 1;
-                    return;
-                };
-                let class = if f.keyframe {
-                    Class::KeyframeShard
-                } else {
-                    Class::Shard
-                };
-                peer.paths.schedule(class, now, &mut self.sched);
-                let (cid, encrypt) = (peer.info.connection_id, !peer.protection.video_auth_only);
-                for &i in missing.iter().take(wire::MAX_NACK_SHARDS) {
-                    let Some((sh, range)) = f.shards.get(i as usize) else {
-                        continue;
-                    };
-                    let Some(payload) = f.data.get(range.clone()) else {
-                        continue;
-                    };
-                    if !seal_shard(
-                        peer,
-                        &mut self.stats,
-                        &mut self.transmits,
-                        &self.sched,
-                        cid,
-                        sh,
-                        payload,
-                        encrypt,
-                    ) {
-                        break;
-                    }
-                    self.stats.shards_retransmitted += 1;
-                }
-            }
+            } => self.retransmit(now, frame_number, 0, &missing),
+            ControlFrame::SliceNack {
+                frame_number,
+                slice_index,
+                missing,
+            } => self.retransmit(now, frame_number, slice_index, &missing),
             ControlFrame::PathResponse { token } => {
                 if !peer.paths.on_response(now, from, token) {
                     self.stats.path_responses_unknown += 1;
@@ -1630,6 +1605,7 @@ impl HostSession {
             }
             // Only the host sends these.
             ControlFrame::LinkDeclined { .. }
+            | ControlFrame::SliceTiming { .. }
             | ControlFrame::InputAck { .. }
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
@@ -1665,6 +1641,48 @@ impl HostSession {
         capture_us: Micros,
         keyframe: bool,
         refresh_start: bool,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(
+            now,
+            frame_number,
+            capture_us,
+            keyframe,
+            refresh_start,
+            SliceId::WHOLE,
+            data,
+        )
+    }
+
+    /// Packetizes one slice of a frame sent in slices (docs/PROTOCOL.md §6.3) — its Annex B
+    /// NAL units — into protected shards of its own, then its own parity shards, as soon as
+    /// the encoder hands it over. Slices of a frame share its number, capture time and
+    /// keyframe flag; each may be sent as soon as it is encoded, in any order.
+    /// [`SliceId::WHOLE`] sends a whole frame ([`send_frame`](Self::send_frame)).
+    pub fn send_slice(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        slice: SliceId,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(now, frame_number, capture_us, keyframe, false, slice, data)
+    }
+
+    /// [`send_slice`](Self::send_slice), saying whether an intra-refresh sweep starts with
+    /// this frame (every slice of it says so: its shards carry
+    /// [`crate::wire::shard_flags::REFRESH`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_slice_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        slice: SliceId,
         data: &[u8],
     ) -> Result<usize, NoClient> {
         let extra_flags = if refresh_start {
@@ -1708,7 +1726,8 @@ impl HostSession {
         };
         peer.paths.schedule(class, now, &mut self.sched);
         let sched = &self.sched;
-        let shards = shard_frame_fec(
+        let shards = shard_slice_fec(
+            slice,
             frame_number,
             capture_us,
             keyframe,
@@ -1776,25 +1795,78 @@ impl HostSession {
         }
         peer.last_send_us = now;
         self.stats.shards_sent += n as u64;
-        self.stats.frames_sent += 1;
+        if slice.index == 0 {
+            self.stats.frames_sent += 1;
+        }
+        if slice.count > 1 {
+            self.stats.slices_sent += 1;
+        }
         if self.cfg.retransmit {
             self.resend.push_back(SentFrame {
                 frame_number,
+                slice_index: slice.index,
                 keyframe,
                 data: data.to_vec(),
                 shards: kept,
             });
-            while self.resend.len() > RESEND_FRAMES
+            // The last RESEND_FRAMES frames, whatever their slices.
+            let kept_entries = RESEND_FRAMES * slice.count.max(1) as usize;
+            while self.resend.len() > kept_entries
                 || (self.resend.len() > 1
                     && self.resend.iter().map(|f| f.data.len()).sum::<usize>() > RESEND_BYTES)
             {
                 self.resend.pop_front();
             }
         }
-        if keyframe {
+        if keyframe && slice.index == 0 {
             self.gate.on_keyframe_sent(frame_number);
         }
         Ok(n)
+    }
+
+    /// A client's ShardNack (slice 0 of a frame sent whole) or SliceNack: reseals the missing
+    /// data shards of a kept frame (slice) and queues them like its original shards.
+    fn retransmit(&mut self, now: Micros, frame_number: u32, slice_index: u8, missing: &[u16]) {
+        self.stats.shard_nacks_received += 1;
+        let Some(peer) = self.peer.as_mut() else {
+            return;
+        };
+        let Some(f) = self
+            .resend
+            .iter()
+            .find(|f| f.frame_number == frame_number && f.slice_index == slice_index)
+        else {
+            self.stats.shard_nacks_too_late += 1;
+            return;
+        };
+        let class = if f.keyframe {
+            Class::KeyframeShard
+        } else {
+            Class::Shard
+        };
+        peer.paths.schedule(class, now, &mut self.sched);
+        let (cid, encrypt) = (peer.info.connection_id, !peer.protection.video_auth_only);
+        for &i in missing.iter().take(wire::MAX_NACK_SHARDS) {
+            let Some((sh, range)) = f.shards.get(i as usize) else {
+                continue;
+            };
+            let Some(payload) = f.data.get(range.clone()) else {
+                continue;
+            };
+            if !seal_shard(
+                peer,
+                &mut self.stats,
+                &mut self.transmits,
+                &self.sched,
+                cid,
+                sh,
+                payload,
+                encrypt,
+            ) {
+                break;
+            }
+            self.stats.shards_retransmitted += 1;
+        }
     }
 
     /// Queues one audio packet for the client (one datagram, sent after queued shards).
@@ -1844,10 +1916,31 @@ impl HostSession {
         }
     }
 
-    /// Queues a frame's timing report for the client.
+    /// Queues a frame's timing report for the client. It leaves after the frame's last
+    /// datagram: for a frame sent in slices it is also the client's frame-end signal.
     pub fn send_frame_timing(&mut self, _now: Micros, timing: FrameTiming) {
         if let Some(peer) = self.peer.as_mut() {
             peer.pending.push(ControlFrame::FrameTiming(timing));
+        }
+    }
+
+    /// Queues a sliced frame's encoder timing (a SliceTiming frame, beside its FrameTiming):
+    /// when its first and last slice were handed to the network, µs after capture.
+    pub fn send_slice_timing(
+        &mut self,
+        _now: Micros,
+        frame_number: u32,
+        slice_count: u8,
+        first_out_us: u32,
+        last_out_us: u32,
+    ) {
+        if let Some(peer) = self.peer.as_mut() {
+            peer.pending.push(ControlFrame::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            });
         }
     }
 

@@ -19,6 +19,7 @@ use untether_proto::{
     PublicKey, RejectReason, Route, StateKey, StateValue,
 };
 
+use super::decode::Piece;
 use super::input::state_input;
 use super::record::MAX_RECORDS;
 use super::{ClientError, ClientShared};
@@ -99,7 +100,8 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames for the decode thread, with the session they came from and its codec.
+    /// Complete frames (or slices) for the decode thread, in decode order, with the session
+    /// they came from and its codec.
     frames: Sender<super::decode::ToDecode>,
     /// The current session's codec.
     codec: untether_media::codec::Codec,
@@ -201,6 +203,18 @@ impl ClientNet {
                 self.shared.host,
                 r.attempt + 1
             );
+        }
+    }
+
+    /// Hands a frame or slice to the decode thread (its end of the channel gone: done).
+    fn hand_to_decoder(&mut self, piece: Piece) {
+        let f = super::decode::ToDecode {
+            session: self.session_number,
+            codec: self.codec,
+            piece,
+        };
+        if self.frames.send(f).is_err() {
+            self.done = true;
         }
     }
 
@@ -417,13 +431,27 @@ impl ClientNet {
             ClientEvent::Frame(frame) => {
                 // Decoding runs on its own thread so that audio, input acknowledgements and
                 // the next frame's shards are not held behind a decode.
-                let f = super::decode::ToDecode {
-                    session: self.session_number,
-                    codec: self.codec,
-                    frame,
-                };
-                if self.frames.send(f).is_err() {
-                    self.done = true;
+                self.hand_to_decoder(Piece::Frame(frame));
+            }
+            ClientEvent::Slice(slice) => self.hand_to_decoder(Piece::Slice(slice)),
+            ClientEvent::SliceLost {
+                frame_number,
+                slice,
+                ..
+            } => self.hand_to_decoder(Piece::SliceLost {
+                frame_number,
+                slice,
+            }),
+            ClientEvent::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            } => {
+                let mut run = super::lock(&s.run);
+                if run.slice_timings.len() < MAX_RECORDS {
+                    run.slice_timings
+                        .insert(frame_number, (slice_count, first_out_us, last_out_us));
                 }
             }
             ClientEvent::FramePose {

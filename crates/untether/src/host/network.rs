@@ -19,7 +19,7 @@ use std::sync::Arc;
 use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    PoseSample, RejectReason, Transmit,
+    PoseSample, RejectReason, SliceId, Transmit,
 };
 
 use super::encode::EncoderEvent;
@@ -58,6 +58,11 @@ pub(crate) type Query = Arc<dyn Fn(&mut HostNet) + Send + Sync>;
 pub(crate) enum HostCommand {
     /// An encoded frame for the client of `epoch` (dropped if that client has gone).
     Frame(OutgoingFrame),
+    /// One slice of a frame sent in slices, the moment x264 wrote it (docs/PROTOCOL.md §6.3).
+    Slice(OutgoingSlice),
+    /// x264 finished a frame sent in slices (after its last [`HostCommand::Slice`]): its
+    /// timing, sent to the client once its last datagram has left.
+    SlicesDone(SlicesDone),
     /// Opus packets to send now.
     Audio(Vec<AudioPacket>),
     /// The source ended: say goodbye to the client.
@@ -86,12 +91,51 @@ pub(crate) struct OutgoingFrame {
     pub pose: Option<PoseSample>,
 }
 
+/// One slice of a frame on its way from x264's slice thread to the network.
+pub(crate) struct OutgoingSlice {
+    pub epoch: u64,
+    pub frame_number: u32,
+    pub capture_us: Micros,
+    pub keyframe: bool,
+    /// An intra-refresh sweep starts with its frame.
+    pub refresh_start: bool,
+    pub slice: SliceId,
+    pub data: Vec<u8>,
+    /// The client's head pose the frame was rendered for.
+    pub pose: Option<PoseSample>,
+    /// When x264's slice thread handed it over.
+    pub handed_us: Micros,
+}
+
+/// The end of a frame sent in slices.
+pub(crate) struct SlicesDone {
+    pub epoch: u64,
+    pub frame_number: u32,
+    pub keyframe: bool,
+    pub capture_us: Micros,
+    /// The frame's slices put together in picture order, when browsers may be watching
+    /// (they take frames whole); shared with the other consumers.
+    pub whole: Option<Arc<Vec<u8>>>,
+    pub slice_count: u8,
+    /// Capture → first / last slice handed over, µs.
+    pub first_out_us: u32,
+    pub last_out_us: u32,
+    /// Everything but the send times.
+    pub timing: FrameTiming,
+}
+
 /// A frame whose datagrams are going out.
 struct InFlight {
     frame_number: u32,
     timing: FrameTiming,
     pose: Option<PoseSample>,
+    /// When the encoder handed it over (a sliced frame: its latest slice so far).
     handed_us: Micros,
+    /// A frame sent in slices whose encoder has not finished: more slices may come, and it is
+    /// not finished when its datagrams so far have left.
+    open: bool,
+    /// A frame sent in slices: (slice count, capture → first slice out, → last slice out).
+    slices: Option<(u8, u32, u32)>,
     /// Batches not started yet, with the time each is due.
     batches: VecDeque<(Micros, Vec<Transmit>)>,
     /// The batch going out now.
@@ -118,6 +162,8 @@ impl InFlight {
             timing,
             pose: None,
             handed_us,
+            open: false,
+            slices: None,
             batches,
             current: VecDeque::new(),
             batch_count: 0,
@@ -154,6 +200,8 @@ pub(crate) struct HostNet {
     refusal_notes: std::collections::HashMap<(String, u8), Micros>,
     /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
     pub link: HostLink,
+    /// Slices never sent (`HostSetup::lose_slices`).
+    pub lose_slices: Vec<(u32, u8)>,
     /// Browsers and the WHIP publication (None: `[webrtc]` is off); their sockets are
     /// [`webrtc::SOCKET`](super::webrtc::SOCKET) and on.
     pub webrtc: Option<Box<super::webrtc::WebRtc>>,
@@ -188,6 +236,7 @@ impl HostNet {
             epoch: 0,
             refusal_notes: Default::default(),
             link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
+            lose_slices: Vec::new(),
             webrtc: None,
         }
     }
@@ -227,7 +276,107 @@ impl HostNet {
         while let Some(t) = self.session.poll_transmit(now) {
             datagrams.push(t);
         }
-        let window_us = self.pacing.window_us(self.fps);
+        let batches = self.batches(now, datagrams, self.pacing.window_us(self.fps));
+        for older in self.frames.iter_mut() {
+            older.open = false;
+            older.hurry = true;
+        }
+        let mut flight = InFlight::new(f.frame_number, f.timing, f.handed_us, batches);
+        flight.pose = f.pose;
+        self.frames.push_back(flight);
+    }
+
+    /// One slice of a frame sent in slices: packetized, protected and queued at once behind
+    /// what is in flight, its datagrams paced over its share of the pacing window.
+    fn send_slice(&mut self, now: Micros, s: OutgoingSlice) {
+        if s.epoch != self.epoch || self.session.client().is_none() {
+            return;
+        }
+        if self.lose_slices.contains(&(s.frame_number, s.slice.index)) {
+            return;
+        }
+        let first = !self
+            .frames
+            .back()
+            .is_some_and(|f| f.open && f.frame_number == s.frame_number);
+        if first {
+            // The pose the frame was rendered for leaves ahead of its first slice.
+            if let Some(p) = s.pose {
+                self.session.send_frame_pose(now, s.frame_number, p);
+            }
+        }
+        self.drain_session(now);
+        if self
+            .session
+            .send_slice_flagged(
+                now,
+                s.frame_number,
+                s.capture_us,
+                s.keyframe,
+                s.refresh_start,
+                s.slice,
+                &s.data,
+            )
+            .is_err()
+        {
+            return;
+        }
+        let mut datagrams = Vec::new();
+        while let Some(t) = self.session.poll_transmit(now) {
+            datagrams.push(t);
+        }
+        let window_us = self.pacing.window_us(self.fps) / s.slice.count.max(1) as u64;
+        let batches = self.batches(now, datagrams, window_us);
+        match self.frames.back_mut() {
+            Some(f) if f.open && f.frame_number == s.frame_number => {
+                f.batches.extend(batches);
+                f.handed_us = s.handed_us;
+            }
+            _ => {
+                for older in self.frames.iter_mut() {
+                    // A frame whose encoder never finished (it failed) ends here.
+                    older.open = false;
+                    older.hurry = true;
+                }
+                let mut f = InFlight::new(
+                    s.frame_number,
+                    FrameTiming {
+                        frame_number: s.frame_number,
+                        ..Default::default()
+                    },
+                    s.handed_us,
+                    batches,
+                );
+                f.open = true;
+                f.pose = s.pose;
+                self.frames.push_back(f);
+            }
+        }
+    }
+
+    /// The encoder finished a frame sent in slices: it ends once its datagrams have left.
+    fn slices_done(&mut self, d: SlicesDone) {
+        if let Some(f) = self
+            .frames
+            .iter_mut()
+            .rev()
+            .find(|f| f.open && f.frame_number == d.frame_number)
+        {
+            if d.epoch == self.epoch {
+                f.timing = d.timing;
+                f.slices = Some((d.slice_count, d.first_out_us, d.last_out_us));
+            }
+            f.open = false;
+        }
+    }
+
+    /// `datagrams` in paced batches over `window_us` (one batch, due now, without pacing).
+    fn batches(
+        &self,
+        now: Micros,
+        datagrams: Vec<Transmit>,
+        window_us: u64,
+    ) -> VecDeque<(Micros, Vec<Transmit>)> {
         let mut batches = VecDeque::new();
         if window_us == 0 || datagrams.len() <= self.pacing.batch {
             batches.push_back((now, datagrams));
@@ -238,12 +387,7 @@ impl HostNet {
                 batches.push_back((now + offset, rest.by_ref().take(range.len()).collect()));
             }
         }
-        for older in self.frames.iter_mut() {
-            older.hurry = true;
-        }
-        let mut flight = InFlight::new(f.frame_number, f.timing, f.handed_us, batches);
-        flight.pose = f.pose;
-        self.frames.push_back(flight);
+        batches
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
@@ -270,6 +414,8 @@ impl HostNet {
                     f.sending = true;
                 }
                 Some(_) => return None,
+                // More slices of it are coming.
+                None if f.open => return None,
                 None => {
                     let done = self.frames.pop_front()?;
                     self.finish_frame(done);
@@ -297,6 +443,10 @@ impl HostNet {
             ..f.timing
         };
         self.session.send_frame_timing(send_done, timing);
+        if let Some((count, first, last)) = f.slices {
+            self.session
+                .send_slice_timing(send_done, f.frame_number, count, first, last);
+        }
         if let Some(p) = f.pose {
             // The second copy, beside the timing: one lost control datagram loses no pose.
             self.session.send_frame_pose(send_done, f.frame_number, p);
@@ -507,6 +657,14 @@ impl Endpoint for HostNet {
                     w.send_frame(&f, &self.shared);
                 }
                 self.send_frame(now, f)
+            }
+            HostCommand::Slice(s) => self.send_slice(now, s),
+            HostCommand::SlicesDone(d) => {
+                if let (Some(w), Some(data)) = (&mut self.webrtc, &d.whole) {
+                    // Browsers take frames whole: the slices put together.
+                    w.send_access_unit(data, d.keyframe, d.capture_us, &self.shared);
+                }
+                self.slices_done(d)
             }
             HostCommand::Audio(packets) => {
                 if let Some(w) = &mut self.webrtc {
