@@ -25,6 +25,10 @@ pub const TEXT_INPUT_FRAME: &str = "05000b000000030001060368c3a9";
 pub const PATH_CHALLENGE_FRAME: &str = "0d00080102030405060708";
 /// A ShardNack frame: frame 300, data shards 2 and 5.
 pub const SHARD_NACK_FRAME: &str = "0f000a0000012c000200020005";
+/// A Role frame: viewer, input granted, version 7 (several clients per host, §7.3).
+pub const ROLE_FRAME: &str = "18000401010007";
+/// Its RoleAck.
+pub const ROLE_ACK_FRAME: &str = "1900020007";
 /// A State frame: pid 9, ank 8, pointer (640, −1).
 pub const STATE_FRAME: &str = "0b001400000009000000080100000100000280ffffffff";
 /// A protected keep-alive (empty Control), ChaCha20-Poly1305, secret 0x11 × 32, connection
@@ -65,6 +69,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("STATE_FRAME", STATE_FRAME),
     ("PATH_CHALLENGE_FRAME", PATH_CHALLENGE_FRAME),
     ("SHARD_NACK_FRAME", SHARD_NACK_FRAME),
+    ("ROLE_FRAME", ROLE_FRAME),
+    ("ROLE_ACK_FRAME", ROLE_ACK_FRAME),
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
     ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
     ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),

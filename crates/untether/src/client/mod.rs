@@ -112,6 +112,8 @@ pub(crate) struct ClientShared {
     /// The host went away and the driver is trying to reach it again (the presenter holds the
     /// last picture and says so).
     reconnecting: AtomicBool,
+    /// The role the host gave this client last: (role, input granted, paused).
+    role: Mutex<Option<(untether_proto::ClientRole, bool, bool)>>,
     decoded: Slot<Decoded>,
     run: Mutex<ClientRun>,
     failure: Mutex<Option<ClientError>>,
@@ -263,15 +265,23 @@ pub fn run_client_to_end(
     cfg.idle_timeout_us = options.network.idle_timeout_ms * 1000;
     cfg.retransmit = options.network.retransmit;
     cfg.clock_id = untether_net::clock_identity();
-    let decoder = Decoder::new(c.decoder_threads)?;
+    // `--no-decode` (a load-test viewer): frames are reassembled and counted, never decoded.
+    let decoder = if c.decode {
+        Some(Decoder::new(c.decoder_threads)?)
+    } else {
+        log::info!("client: --no-decode: frames are reassembled and counted, not decoded");
+        None
+    };
     let shared = Arc::new(ClientShared {
         host: options.host,
         stop: AtomicBool::new(false),
         connected: AtomicBool::new(false),
         reconnecting: AtomicBool::new(false),
+        role: Mutex::new(None),
         decoded: Slot::new(),
         run: Mutex::new(ClientRun {
             started_us: now,
+            decoding: c.decode,
             ..Default::default()
         }),
         failure: Mutex::new(None),
@@ -286,7 +296,7 @@ pub fn run_client_to_end(
         shared.clone(),
         known_hosts,
         playout.clone(),
-        frames_tx,
+        decoder.is_some().then_some(frames_tx),
         sent_tx,
         io.end_on_host_bye,
     );
@@ -310,12 +320,17 @@ pub fn run_client_to_end(
             })
             .map_err(ClientError::Thread)?
     };
-    let decode = {
-        let (s, n) = (shared.clone(), net.clone());
-        std::thread::Builder::new()
-            .name("client-decode".into())
-            .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder))
-            .map_err(ClientError::Thread)?
+    let decode = match decoder {
+        Some(decoder) => {
+            let (s, n) = (shared.clone(), net.clone());
+            Some(
+                std::thread::Builder::new()
+                    .name("client-decode".into())
+                    .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder))
+                    .map_err(ClientError::Thread)?,
+            )
+        }
+        None => None,
     };
     let mut device_threads = Vec::new();
     for (i, dev) in io.input_devices.into_iter().enumerate() {
@@ -343,7 +358,9 @@ pub fn run_client_to_end(
     net.send(ClientCommand::Close);
     shared.finish(None);
     let client_net = net_thread.join().ok();
-    let _ = decode.join();
+    if let Some(d) = decode {
+        let _ = d.join();
+    }
     for t in device_threads {
         let _ = t.join();
     }

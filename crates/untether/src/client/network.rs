@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientSession, CompleteFrame, GoneReason, InputEvent,
-    Micros, PublicKey, RejectReason, Route,
+    fingerprint, ClientConfig, ClientEvent, ClientRole, ClientSession, CompleteFrame, GoneReason,
+    InputEvent, Micros, PublicKey, RejectReason, Route,
 };
 
 use super::input::state_input;
@@ -96,8 +96,9 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames for the decode thread, with the number of the session they came from.
-    frames: Sender<(u32, CompleteFrame)>,
+    /// Complete frames for the decode thread, with the number of the session they came from
+    /// (None, `--no-decode`: frames are counted and dropped here).
+    frames: Option<Sender<(u32, CompleteFrame)>>,
     /// (sequence number, send time) of each reliable window/probe event, for the presenter.
     sent_inputs: Sender<(u32, Micros)>,
     end_on_host_bye: bool,
@@ -121,7 +122,7 @@ impl ClientNet {
         shared: Arc<ClientShared>,
         known_hosts: Option<KnownHosts>,
         playout: Option<Arc<Mutex<Playout>>>,
-        frames: Sender<(u32, CompleteFrame)>,
+        frames: Option<Sender<(u32, CompleteFrame)>>,
         sent_inputs: Sender<(u32, Micros)>,
         end_on_host_bye: bool,
     ) -> ClientNet {
@@ -356,6 +357,9 @@ impl ClientNet {
                     }
                     GoneReason::Replaced => "another run of this client took over",
                     GoneReason::Failed => "it stopped on a failure (see the host's log)",
+                    GoneReason::TooSlow => {
+                        "it dropped this viewer: this link stayed slower than the host's stream                          (paused to keyframes, it kept falling behind); a faster link, or the                          host streaming at a lower bitrate (--bitrate), would keep it"
+                    }
                     GoneReason::Timeout | GoneReason::ShuttingDown => "it went away",
                 };
                 self.finish(Some(ClientError::HostGone {
@@ -366,9 +370,44 @@ impl ClientNet {
             ClientEvent::Frame(frame) => {
                 // Decoding runs on its own thread so that audio, input acknowledgements and
                 // the next frame's shards are not held behind a decode.
-                if self.frames.send((self.session_number, frame)).is_err() {
-                    self.done = true;
+                match &self.frames {
+                    Some(tx) => {
+                        if tx.send((self.session_number, frame)).is_err() {
+                            self.done = true;
+                        }
+                    }
+                    None => super::lock(&s.run).undecoded += 1,
                 }
+            }
+            ClientEvent::Role {
+                role,
+                input_granted,
+                paused,
+            } => {
+                let what = match (role, input_granted, paused) {
+                    (ClientRole::Controller, ..) => {
+                        "the controller: its input drives the host's application".to_string()
+                    }
+                    (ClientRole::Viewer, granted, paused) => format!(
+                        "a viewer{}{}",
+                        if granted {
+                            " with input granted"
+                        } else {
+                            " (its input is not applied)"
+                        },
+                        if paused {
+                            "; paused to keyframes: this link cannot carry the stream"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                log::info!("client: this client is {what}");
+                *super::lock(&s.role) = Some((role, input_granted, paused));
+                let mut run = super::lock(&s.run);
+                run.role = Some(role);
+                run.input_granted = input_granted;
+                run.times_paused += paused as u32;
             }
             ClientEvent::FrameTiming(t) => {
                 let mut run = super::lock(&s.run);

@@ -41,7 +41,8 @@ pub(crate) fn present_loop(
     let mut next_probe = started + 1_000_000;
     let mut probe_sign = 1;
     let mut last_picture: Option<DecodedFrame> = None;
-    let mut showing_reconnect = false;
+    // What the window's title says besides the host (reconnecting, or this viewer's role).
+    let mut shown_status: Option<String> = None;
     loop {
         if stop.load(Ordering::SeqCst) || s.stop.load(Ordering::SeqCst) {
             break;
@@ -61,14 +62,11 @@ pub(crate) fn present_loop(
             }
         }
         let connected = s.connected.load(Ordering::SeqCst);
-        let reconnecting = s.reconnecting.load(Ordering::SeqCst);
-        if reconnecting != showing_reconnect {
-            showing_reconnect = reconnecting;
-            if let Some(p) = presenter.as_mut() {
-                p.set_status(
-                    reconnecting
-                        .then_some("host unreachable: holding the last picture, reconnecting"),
-                );
+        let status = status_text(s.reconnecting.load(Ordering::SeqCst), *lock(&s.role));
+        if let Some(p) = presenter.as_mut() {
+            if status != shown_status {
+                p.set_status(status.as_deref());
+                shown_status = status;
             }
         }
         if connected {
@@ -163,6 +161,29 @@ pub(crate) fn present_loop(
         save_ppm(&picture, path)?;
     }
     Ok(())
+}
+
+/// What the window's title says besides the host: reconnecting, or a viewer's role (nothing
+/// for the controller, or a host serving one client).
+fn status_text(
+    reconnecting: bool,
+    role: Option<(untether_proto::ClientRole, bool, bool)>,
+) -> Option<String> {
+    if reconnecting {
+        return Some("host unreachable: holding the last picture, reconnecting".into());
+    }
+    match role? {
+        (untether_proto::ClientRole::Controller, ..) => None,
+        (_, granted, paused) => Some(format!(
+            "viewer{}{}",
+            if granted { " · input granted" } else { "" },
+            if paused {
+                " · paused: this link cannot carry the stream"
+            } else {
+                ""
+            }
+        )),
+    }
 }
 
 /// Writes a decoded picture as a binary PPM.

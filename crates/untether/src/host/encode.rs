@@ -1,10 +1,9 @@
-//! The encoder stage: converts and encodes a picture, numbers it in the current client's
-//! stream and hands it to the network driver. Used by the encoder thread, the capture threads
-//! and the application's [`FrameSender`] alike.
+//! The encoder stage: converts and encodes a picture, numbers it in the host's one stream and
+//! hands it to the network driver, which sends it to every client. Used by the encoder thread,
+//! the capture threads and the application's [`FrameSender`] alike.
 //!
-//! It follows the session through [`EncoderEvent`]s from the driver (a keyframe request, the
-//! adaptive bitrate's new target) and the client epoch the driver publishes (a new client
-//! starts at frame 0 with a keyframe).
+//! It follows the clients through [`EncoderEvent`]s from the driver (a keyframe request — a
+//! client lost a frame, or one joined —, the adaptive bitrate's new target).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
@@ -63,7 +62,8 @@ pub(crate) fn encoder_config(
 pub struct SendInfo {
     /// False when no client is connected (nothing was encoded).
     pub sent: bool,
-    /// The protocol frame number (per client, from 0).
+    /// The protocol frame number (one numbering for the host's stream, whatever client sees
+    /// it; from 0 at the host's start).
     pub frame_number: u32,
     pub keyframe: bool,
     pub bytes: usize,
@@ -76,8 +76,8 @@ pub struct SendInfo {
 pub(crate) struct EncoderStage {
     encoder: Encoder,
     cfg: EncoderConfig,
+    /// The stream's next frame number (every client sees the same numbers).
     frame_number: u32,
-    epoch: u64,
     keyframe_wanted: bool,
     target_kbps: Option<u32>,
     /// Set by the application ([`FrameSender::request_keyframe`]).
@@ -85,9 +85,6 @@ pub(crate) struct EncoderStage {
     events: Receiver<EncoderEvent>,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
-    /// The host's (captured, encoded, dropped) counters when this client's session began: the
-    /// counts each frame carries to the client are this session's.
-    session_base: (u64, u64, u64),
 }
 
 impl EncoderStage {
@@ -101,14 +98,12 @@ impl EncoderStage {
             cfg: encoder.config().clone(),
             encoder,
             frame_number: 0,
-            epoch: 0,
             keyframe_wanted: true,
             target_kbps: None,
             app_keyframe: AtomicBool::new(false),
             events,
             net,
             shared,
-            session_base: (0, 0, 0),
         }
     }
 
@@ -124,11 +119,11 @@ impl EncoderStage {
         }
     }
 
-    /// Whether the next frame must be sent even if nothing changed (a new client, or a
-    /// keyframe was asked for).
+    /// Whether the next frame must be sent even if nothing changed (a keyframe was asked for:
+    /// a client joined, or lost a frame).
     pub fn must_send(&mut self) -> bool {
         self.poll_events();
-        self.epoch != self.shared.link.epoch() || self.keyframe_wanted
+        self.keyframe_wanted
     }
 
     /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`) and
@@ -142,20 +137,6 @@ impl EncoderStage {
         let shared = self.shared.clone();
         let s = &*shared;
         self.poll_events();
-        let e = s.link.epoch();
-        if e != self.epoch {
-            // A new client: its stream starts at frame 0 with a keyframe.
-            self.epoch = e;
-            self.frame_number = 0;
-            self.keyframe_wanted = true;
-            let c = &s.counters;
-            // This frame was captured for the new session, and is not encoded yet.
-            self.session_base = (
-                c.captured.load(Ordering::Relaxed).saturating_sub(1),
-                c.encoded.load(Ordering::Relaxed),
-                s.frames.replaced(),
-            );
-        }
         let (w, h) = picture.size();
         if (w, h) != (self.cfg.width, self.cfg.height) {
             // The source changed size: a new encoder, starting with a keyframe (the client's
@@ -202,22 +183,17 @@ impl EncoderStage {
             send_us: 0,
             send_done_us: 0,
             frame_bytes: bytes as u32,
-            captured: c
-                .captured
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.session_base.0) as u32,
-            encoded: c
-                .encoded
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.session_base.1) as u32,
-            dropped: s.frames.replaced().saturating_sub(self.session_base.2) as u32,
+            // The host's counts: the session makes them each client's (from its first frame).
+            captured: c.captured.load(Ordering::Relaxed) as u32,
+            encoded: c.encoded.load(Ordering::Relaxed) as u32,
+            dropped: s.frames.replaced() as u32,
         };
         let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
-            epoch: self.epoch,
             frame_number,
             capture_us,
             keyframe: encoded.keyframe,
-            data: encoded.data,
+            // Shared by every client's copy and the retransmission ring: never copied.
+            data: Arc::new(encoded.data),
             handed_us: now_us(),
             timing,
         }));
@@ -281,12 +257,12 @@ mod tests {
     use std::sync::mpsc;
     use untether_media::BgraFrame;
 
-    fn frames(mailbox: &driver::Mailbox<HostCommand>) -> Vec<(u64, u32, bool)> {
+    fn frames(mailbox: &driver::Mailbox<HostCommand>) -> Vec<(u32, bool)> {
         mailbox
             .drain()
             .into_iter()
             .filter_map(|c| match c {
-                HostCommand::Frame(f) => Some((f.epoch, f.frame_number, f.keyframe)),
+                HostCommand::Frame(f) => Some((f.frame_number, f.keyframe)),
                 _ => None,
             })
             .collect()
@@ -324,12 +300,12 @@ mod tests {
     }
 
     #[test]
-    fn numbers_frames_per_client_and_follows_the_drivers_events() {
+    fn numbers_frames_per_stream_and_follows_the_drivers_events() {
         let (mut stage, shared, mailbox, events) = stage();
         let pixels = BgraFrame::new(128, 72).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
-        shared.link.new_client();
+        shared.link.set_clients(1);
         for _ in 0..2 {
             stage.send(&picture, now_us(), 0).unwrap();
         }
@@ -340,25 +316,22 @@ mod tests {
         events.send(EncoderEvent::Bitrate(500)).unwrap();
         stage.send(&picture, now_us(), 0).unwrap();
         assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
-        // A new client: numbering restarts with a keyframe.
-        shared.link.new_client();
+        // Another client joins (the driver asks for its keyframe) and a new controller takes
+        // over: the numbering goes on, one stream for all.
+        shared.link.set_clients(2);
+        shared.link.new_controller();
+        events.send(EncoderEvent::Keyframe).unwrap();
         stage.send(&picture, now_us(), 0).unwrap();
         assert_eq!(
             frames(&mailbox),
-            vec![
-                (1, 0, true),
-                (1, 1, false),
-                (1, 2, true),
-                (1, 3, false),
-                (2, 0, true)
-            ]
+            vec![(0, true), (1, false), (2, true), (3, false), (4, true)]
         );
         assert_eq!(shared.counters.encoded.load(Ordering::Relaxed), 5);
         assert_eq!(shared.counters.keyframes.load(Ordering::Relaxed), 3);
     }
 
     #[test]
-    fn the_counts_a_frame_carries_are_this_clients_session() {
+    fn a_frame_carries_the_hosts_counts_for_the_session_to_make_each_clients() {
         let (mut stage, shared, mailbox, _events) = stage();
         let pixels = BgraFrame::new(128, 72).unwrap();
         let picture = bgra(&pixels);
@@ -372,17 +345,12 @@ mod tests {
                 })
                 .collect()
         };
-        shared.link.new_client();
+        shared.link.set_clients(1);
         for _ in 0..3 {
             c.captured.fetch_add(1, Ordering::Relaxed);
             stage.send(&picture, now_us(), 0).unwrap();
         }
         assert_eq!(counts(&mailbox), vec![(1, 1), (2, 2), (3, 3)]);
-        // The next client's first frame is its first, whatever the host did before.
-        shared.link.new_client();
-        c.captured.fetch_add(1, Ordering::Relaxed);
-        stage.send(&picture, now_us(), 0).unwrap();
-        assert_eq!(counts(&mailbox), vec![(1, 1)]);
     }
 
     #[test]
@@ -391,7 +359,7 @@ mod tests {
         drop(mailbox);
         let pixels = BgraFrame::new(128, 72).unwrap();
         let picture = bgra(&pixels);
-        shared.link.new_client();
+        shared.link.set_clients(1);
         assert!(matches!(
             stage.send(&picture, now_us(), 0),
             Err(HostError::Stopped(_))

@@ -7,9 +7,12 @@
 //!   encoded on the capture thread straight from shared memory), `source_pipe` (raw frames,
 //!   one read, one encode, no read-ahead), `source_app` ([`Host::publish`], or the
 //!   application's own thread with a [`FrameSender`]);
-//! - `encode`: conversion and encoding, frame numbering per client, the hand-over;
-//! - `network`: the driver thread that owns the protocol session and the socket (the loop in
-//!   [`crate::driver`]), pacing, and the session's events;
+//! - `encode`: conversion and encoding, frame numbering (one stream for every client), the
+//!   hand-over;
+//! - `network`: the driver thread that owns the protocol session (every client's) and the
+//!   socket (the loop in [`crate::driver`]), and the session's events; `inflight`: a frame's
+//!   datagrams on their way to every client, paced; `clients`: the roster of clients for the
+//!   summary;
 //! - `input` and `state_input`: where input goes (scene, queue, callback, XTEST);
 //! - `pairing`: identities, the allowlist and the PIN, persisted in the state directory;
 //! - `audio`: Opus from the tone, a capture device or the application;
@@ -20,7 +23,9 @@
 //! held across a send.
 
 mod audio;
+mod clients;
 mod encode;
+mod inflight;
 mod input;
 mod network;
 mod options;
@@ -56,6 +61,7 @@ use crate::driver::{self, Handle};
 use crate::identity::{Access, IdentityError};
 use crate::stats::{Samples, Stage};
 
+pub use clients::ClientSummary;
 pub use encode::{FrameSender, SendInfo};
 pub use input::{keys, scene_input};
 pub use options::{
@@ -130,8 +136,21 @@ pub struct HostSummary {
     /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
     pub bitrate_changes: u64,
     pub final_bitrate_kbps: Option<u32>,
-    /// Retransmission: data shards resent on the client's ShardNacks.
+    /// Retransmission: data shards resent on the clients' ShardNacks.
     pub shards_retransmitted: u64,
+    /// Every client of the run (connected now or gone), in the order they came.
+    pub clients: Vec<ClientSummary>,
+    /// The most clients served at once (`host.max_clients`).
+    pub max_clients: usize,
+    /// Frame copies sent: one per frame per client that received it (`sent` counts frames).
+    pub frame_copies_sent: u64,
+    /// Keyframes asked for because a client joined.
+    pub keyframes_for_joins: u64,
+    /// Input events of viewers without a grant, dropped.
+    pub inputs_dropped_viewer: u64,
+    /// Viewers paused to keyframes, and dropped, for a link slower than the stream.
+    pub viewers_paused: u64,
+    pub viewers_dropped: u64,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -177,6 +196,8 @@ fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
     cfg.fec = options.network.fec_policy()?;
     cfg.paths.scheduler = options.network.scheduler()?;
     cfg.retransmit = options.network.retransmit;
+    cfg.max_clients = options.host.max_clients;
+    cfg.health.action = options.host.slow_viewer()?;
     if options.network.adaptive_bitrate {
         cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
     }
@@ -613,8 +634,16 @@ impl Host {
 
     /// What the host has measured so far.
     pub fn summary(&self) -> HostSummary {
-        let net = self.query(|n| (n.session.stats(), n.last_paths.clone(), n.target_kbps));
-        let (st, paths, target_kbps) = net.unwrap_or_default();
+        let net = self.query(|n| {
+            n.roster_refresh();
+            (
+                n.session.stats(),
+                n.last_paths.clone(),
+                n.target_kbps,
+                n.roster.list(),
+            )
+        });
+        let (st, paths, target_kbps, clients) = net.unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -663,7 +692,49 @@ impl Host {
             bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
             final_bitrate_kbps: target_kbps,
             shards_retransmitted: st.shards_retransmitted,
+            clients,
+            max_clients: self.options.host.max_clients,
+            frame_copies_sent: st.frame_copies_sent,
+            keyframes_for_joins: st.keyframes_for_joins,
+            inputs_dropped_viewer: st.inputs_dropped_viewer,
+            viewers_paused: st.viewers_paused,
+            viewers_dropped: st.viewers_dropped,
         }
+    }
+
+    /// The clients of this run (connected now or gone), with their roles and figures.
+    pub fn clients(&self) -> Vec<ClientSummary> {
+        self.query(|n| {
+            n.roster_refresh();
+            n.roster.list()
+        })
+        .unwrap_or_default()
+    }
+
+    /// How many clients are connected now.
+    pub fn client_count(&self) -> usize {
+        self.shared.link.clients()
+    }
+
+    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
+    /// more characters, one match), for this run (`untether pair control` persists it in the
+    /// state directory instead). Returns the new controller.
+    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.hand_control(&q))
+            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
+    }
+
+    /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
+    /// for this run (`untether pair grant` persists it).
+    pub fn grant_input(
+        &self,
+        fingerprint: &str,
+        granted: bool,
+    ) -> Result<ClientSummary, HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.grant_input(&q, granted))
+            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 
     /// Stops the threads and returns the final summary.
