@@ -82,7 +82,7 @@ impl Global {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to one client at a time.
+    /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to several clients at once from one encoded stream (one controller, the others viewers).
     Host(HostArgs),
     /// Connect to a host, decode and show its stream, send keyboard and mouse back.
     Client(ClientArgs),
@@ -170,6 +170,12 @@ struct HostArgs {
     /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
     #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
     scheduler: Option<String>,
+    /// Most clients served at once, all from the one encoded stream: the first to connect controls (its input drives the application), the others watch (their input is dropped unless granted: `untether pair grant FINGERPRINT input`); `untether pair control FINGERPRINT` hands control over. One more is refused as busy (1–256) [config: host.max_clients, default 8].
+    #[arg(long, value_name = "N")]
+    max_clients: Option<usize>,
+    /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
+    #[arg(long, value_parser = ["pause", "drop"])]
+    slow_viewer: Option<String>,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
@@ -190,6 +196,9 @@ struct ClientSide {
     /// Send a small synthetic look-around input every MS milliseconds and measure how long until a decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
     #[arg(long, value_name = "MS")]
     input_probe: Option<u64>,
+    /// Receive and reassemble frames and count them, but do not decode or show them: a light viewer for load tests (implies --headless) [config: client.decode = false].
+    #[arg(long)]
+    no_decode: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -250,7 +259,7 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 13] = [
+const FLAGS: [(&str, &str); 15] = [
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
@@ -260,6 +269,8 @@ const FLAGS: [(&str, &str); 13] = [
     ("host.bind", "--bind"),
     ("host.access", "--access"),
     ("network.scheduler", "--scheduler"),
+    ("host.max_clients", "--max-clients"),
+    ("host.slow_viewer", "--slow-viewer"),
     ("client.name", "--name"),
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
@@ -328,6 +339,13 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     }
     if let Some(p) = c.input_probe {
         cfg.client.input_probe_interval_ms = p;
+    }
+    if c.no_decode {
+        cfg.client.decode = false;
+    }
+    if !cfg.client.decode {
+        // Nothing to show without decoding.
+        cfg.client.headless = true;
     }
 }
 
@@ -476,6 +494,12 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(sch) = &args.scheduler {
         cfg.network.scheduler = sch.clone();
     }
+    if let Some(n) = args.max_clients {
+        cfg.host.max_clients = n;
+    }
+    if let Some(v) = &args.slow_viewer {
+        cfg.host.slow_viewer = v.clone();
+    }
     if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
     }
@@ -513,9 +537,10 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     );
     let access = options.host.access()?;
     eprintln!(
-        "untether host: identity {} · access {}{}",
+        "untether host: identity {} · access {} · up to {} clients{}",
         host.fingerprint(),
         access.name(),
+        options.host.max_clients,
         host.state_dir()
             .map(|d| format!(" · state in {}", d.display()))
             .unwrap_or_default()
@@ -556,14 +581,20 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         bail!("host stopped: {f}");
     }
     eprintln!(
-        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes) · dropped {} · {:.1} MB sent",
+        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes, {} copies to {} client{}) · dropped {} · {:.1} MB sent",
         summary.captured,
         summary.encoded,
         summary.sent,
         summary.keyframes,
+        summary.frame_copies_sent,
+        summary.clients.len(),
+        if summary.clients.len() == 1 { "" } else { "s" },
         summary.dropped,
         summary.bytes_sent as f64 / 1e6
     );
+    for line in untether::report::client_lines(&summary.clients) {
+        eprintln!("untether host: {line}");
+    }
     if let Some(path) = &args.common.report {
         let config = untether::report_config(&options, Display::Headless, "udp");
         write_json(path, &report::build_host(config, &summary))?;
