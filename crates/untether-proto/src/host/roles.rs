@@ -63,6 +63,14 @@ impl HostSession {
         self.granted.contains(key)
     }
 
+    /// A keyframe for everyone asked for by something other than a client's loss (another
+    /// kind of consumer of the stream: an RTSP or WebRTC viewer's PLI/FIR), through the same
+    /// cooldown; true if the encoder is to make one ([`HostEvent::KeyframeRequested`]).
+    pub fn request_keyframe(&mut self, now: Micros) -> bool {
+        self.stats.keyframe_requests_received += 1;
+        self.keyframe_request(now, u32::MAX)
+    }
+
     /// Picks the controller and tells every client whose role changed.
     pub(super) fn assign_roles(&mut self, now: Micros) {
         let preferred = self

@@ -3,7 +3,12 @@
 //! refreshed from the session while it is connected and kept after it leaves.
 
 use serde::Serialize;
-use untether_proto::{ClientId, ClientRole, ClientStatus, GoneReason, Micros};
+use untether_proto::state::keys as state_keys;
+use untether_proto::{
+    ClientId, ClientRole, ClientStatus, GoneReason, HostEvent, InputRecord, Micros,
+};
+
+use super::state_input::STATE_SEQ;
 
 /// One client of the run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -182,6 +187,45 @@ fn find_connected(session: &untether_proto::HostSession, query: &str) -> Result<
 }
 
 impl super::network::HostNet {
+    /// `#3 "name"` for notes.
+    pub(super) fn who(&self, client: ClientId) -> String {
+        match self.roster.get(client) {
+            Some(c) => format!("#{} {:?} ({})", c.id, c.name, c.fingerprint),
+            None => format!("{client}"),
+        }
+    }
+
+    /// The latest-wins state of the controller (pointer and head pose) and of viewers granted
+    /// input (pointer only: the scene's pose is the controller's) as input records, ahead of
+    /// the reliable events of the same datagrams (a click lands where the pointer is).
+    pub(super) fn state_inputs(&mut self) {
+        let controller = self.session.controller();
+        let mut records = Vec::new();
+        for c in self.session.client_status() {
+            let id = c.info.id;
+            let is_controller = Some(id) == controller;
+            if !is_controller && !c.input_granted {
+                continue;
+            }
+            let pointer = self.session.state_value_of(id, state_keys::POINTER);
+            let head = is_controller
+                .then(|| self.session.state_value_of(id, state_keys::HEAD_POSE))
+                .flatten();
+            for event in self.state.entry(id).or_default().changes(pointer, head) {
+                records.push(HostEvent::Input {
+                    client: id,
+                    record: InputRecord {
+                        seq: STATE_SEQ,
+                        event,
+                    },
+                });
+            }
+        }
+        for (i, r) in records.into_iter().enumerate() {
+            self.events.insert(i, r);
+        }
+    }
+
     /// Copies the connected clients' figures into the roster.
     pub(crate) fn roster_refresh(&mut self) {
         self.roster.update(&self.session.client_status());
@@ -224,6 +268,44 @@ impl super::network::HostNet {
             .get(id)
             .cloned()
             .ok_or_else(|| super::HostError::Usage("the client left".into()))
+    }
+}
+
+/// Several clients, seen from the application.
+impl super::Host {
+    /// The clients of this run (connected now or gone), with their roles and figures.
+    pub fn clients(&self) -> Vec<ClientSummary> {
+        self.query(|n| {
+            n.roster_refresh();
+            n.roster.list()
+        })
+        .unwrap_or_default()
+    }
+
+    /// How many clients are connected now.
+    pub fn client_count(&self) -> usize {
+        self.shared.link.clients()
+    }
+
+    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
+    /// more characters, one match), for this run (`untether pair control` persists it in the
+    /// state directory instead). Returns the new controller.
+    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, super::HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.hand_control(&q))
+            .unwrap_or_else(|| Err(super::HostError::Stopped(self.failure())))
+    }
+
+    /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
+    /// for this run (`untether pair grant` persists it).
+    pub fn grant_input(
+        &self,
+        fingerprint: &str,
+        granted: bool,
+    ) -> Result<ClientSummary, super::HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.grant_input(&q, granted))
+            .unwrap_or_else(|| Err(super::HostError::Stopped(self.failure())))
     }
 }
 

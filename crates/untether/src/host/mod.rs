@@ -51,8 +51,7 @@ use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
 pub use untether_proto::Codec;
 use untether_proto::{
-    fingerprint, HostConfig, HostSession, InputRecord, Micros, PairingPin, PublicKey,
-    SessionParams, StateEntry,
+    fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, StateEntry,
 };
 
 use crate::clock::now_us;
@@ -73,6 +72,7 @@ use audio::AudioStage;
 use encode::{encoder_config, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
+use options::{session_config, session_params};
 use pairing::host_security;
 use shared::{lock, CapturedFrame, HostShared};
 use source_pipe::PipeSource;
@@ -170,39 +170,6 @@ pub struct Host {
     sender_stage: Mutex<Option<EncoderStage>>,
     audio: Option<Arc<AudioStage>>,
     capture: Option<SdlAudioCapture>,
-}
-
-/// The session parameters a host announces for its video settings.
-fn session_params(options: &HostOptions) -> SessionParams {
-    let v = &options.video;
-    SessionParams {
-        width: v.resolution.width.min(u16::MAX as u32) as u16,
-        height: v.resolution.height.min(u16::MAX as u32) as u16,
-        fps: v.fps as u16,
-        codec: v.codec(),
-        bitrate_kbps: v.bitrate_kbps,
-        max_datagram: options.network.max_datagram,
-        keepalive_ms: options.network.keepalive_ms as u32,
-        idle_timeout_ms: options.network.idle_timeout_ms as u32,
-    }
-}
-
-/// The protocol configuration of a host's options (the identity and allowlist come after).
-fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
-    let mut cfg = HostConfig::new(session_params(options));
-    // A client on this machine then knows the offset is exactly 0.
-    cfg.clock_id = untether_net::clock_identity();
-    cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
-    cfg.fec = options.network.fec_policy()?;
-    cfg.paths.scheduler = options.network.scheduler()?;
-    cfg.retransmit = options.network.retransmit;
-    cfg.max_clients = options.host.max_clients;
-    cfg.health.action = options.host.slow_viewer()?;
-    if options.network.adaptive_bitrate {
-        cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
-    }
-    cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
-    Ok(cfg)
 }
 
 /// Opens the input sink `setup` asks for.
@@ -700,41 +667,6 @@ impl Host {
             viewers_paused: st.viewers_paused,
             viewers_dropped: st.viewers_dropped,
         }
-    }
-
-    /// The clients of this run (connected now or gone), with their roles and figures.
-    pub fn clients(&self) -> Vec<ClientSummary> {
-        self.query(|n| {
-            n.roster_refresh();
-            n.roster.list()
-        })
-        .unwrap_or_default()
-    }
-
-    /// How many clients are connected now.
-    pub fn client_count(&self) -> usize {
-        self.shared.link.clients()
-    }
-
-    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
-    /// more characters, one match), for this run (`untether pair control` persists it in the
-    /// state directory instead). Returns the new controller.
-    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {
-        let q = fingerprint.to_string();
-        self.query(move |n| n.hand_control(&q))
-            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
-    }
-
-    /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
-    /// for this run (`untether pair grant` persists it).
-    pub fn grant_input(
-        &self,
-        fingerprint: &str,
-        granted: bool,
-    ) -> Result<ClientSummary, HostError> {
-        let q = fingerprint.to_string();
-        self.query(move |n| n.grant_input(&q, granted))
-            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 
     /// Stops the threads and returns the final summary.

@@ -19,7 +19,6 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use untether_proto::state::keys as state_keys;
 use untether_proto::{
     AudioPacket, ByeReason, ClientId, ClientRole, FrameMeta, FrameTiming, HostEvent, HostSession,
     InputRecord, Micros, PathStats, RejectReason, Transmit,
@@ -31,7 +30,7 @@ use super::inflight::{InFlight, Step};
 use super::input::InputSink;
 use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
-use super::state_input::{StateApplied, STATE_SEQ};
+use super::state_input::StateApplied;
 use crate::driver::{Endpoint, Outgoing, Via};
 use crate::pacing::Pacing;
 
@@ -88,13 +87,13 @@ pub(crate) struct HostNet {
     shared: Arc<HostShared>,
     sink: InputSink,
     /// Per client: the latest-wins state (pointer, head pose) already turned into input.
-    state: HashMap<ClientId, StateApplied>,
+    pub(super) state: HashMap<ClientId, StateApplied>,
     encoder: Sender<EncoderEvent>,
     control: VecDeque<Transmit>,
     frames: VecDeque<InFlight>,
     pacing: Pacing,
     fps: u32,
-    events: Vec<HostEvent>,
+    pub(super) events: Vec<HostEvent>,
     next_roster_us: Micros,
     /// The controller's paths as last seen (kept after it leaves).
     pub last_paths: Vec<PathStats>,
@@ -232,43 +231,20 @@ impl HostNet {
         }
     }
 
-    /// `#3 "name"` for notes.
-    fn who(&self, client: ClientId) -> String {
-        match self.roster.get(client) {
-            Some(c) => format!("#{} {:?} ({})", c.id, c.name, c.fingerprint),
-            None => format!("{client}"),
-        }
+    /// Hook for another kind of consumer of the one stream (an RTSP or WebRTC session the
+    /// driver serves beside the protocol's clients): a keyframe for everyone, through the
+    /// same cooldown as the clients' requests; true if one was asked for.
+    #[allow(dead_code)]
+    pub(crate) fn request_keyframe(&mut self, now: Micros) -> bool {
+        self.session.request_keyframe(now)
     }
 
-    /// The latest-wins state of the controller (pointer and head pose) and of viewers granted
-    /// input (pointer only: the scene's pose is the controller's) as input records, ahead of
-    /// the reliable events of the same datagrams (a click lands where the pointer is).
-    fn state_inputs(&mut self) {
-        let controller = self.session.controller();
-        let mut records = Vec::new();
-        for c in self.session.client_status() {
-            let id = c.info.id;
-            let is_controller = Some(id) == controller;
-            if !is_controller && !c.input_granted {
-                continue;
-            }
-            let pointer = self.session.state_value_of(id, state_keys::POINTER);
-            let head = is_controller
-                .then(|| self.session.state_value_of(id, state_keys::HEAD_POSE))
-                .flatten();
-            for event in self.state.entry(id).or_default().changes(pointer, head) {
-                records.push(HostEvent::Input {
-                    client: id,
-                    record: InputRecord {
-                        seq: STATE_SEQ,
-                        event,
-                    },
-                });
-            }
-        }
-        for (i, r) in records.into_iter().enumerate() {
-            self.events.insert(i, r);
-        }
+    /// Hook for another kind of consumer: its input into the same sink as the clients'
+    /// (`controller`: it is the one in control, so the scene counts its reliable events).
+    #[allow(dead_code)]
+    pub(crate) fn deliver_input(&mut self, controller: bool, record: InputRecord) {
+        self.sink
+            .deliver(&self.shared, self.epoch, controller, record);
     }
 
     fn dispatch(&mut self, now: Micros) {
