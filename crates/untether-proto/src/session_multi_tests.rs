@@ -457,3 +457,42 @@ fn audio_and_the_host_goodbye_reach_every_client() {
     }
     assert_eq!(w.host.client_count(), 0);
 }
+
+/// A room of clients switched on together: every Hello first, every message 3 late (busy
+/// clients). Returns how many connected.
+fn room(max_handshakes: usize) -> (usize, u64) {
+    let mut w = World::new(8, 32, 50_000);
+    let mut c = HostConfig::new(params());
+    c.identity = StaticKeypair::generate(&mut w.keys);
+    c.entropy = [8; 32];
+    c.max_clients = 32;
+    c.max_handshakes = max_handshakes;
+    w.host = HostSession::new(c);
+    for _ in 0..32 {
+        w.add();
+    }
+    // Every Hello reaches the host and every HelloReply its client …
+    for c in &mut w.clients {
+        while let Some(d) = c.session.poll_transmit(w.now) {
+            w.host.handle_datagram(w.now, c.addr, &d);
+        }
+    }
+    while let Some(t) = w.host.poll_transmit(w.now) {
+        if let Some(c) = w.clients.iter_mut().find(|c| c.addr == t.dst) {
+            c.session.handle_datagram(w.now, &t.payload);
+        }
+    }
+    // … before any message 3.
+    w.run(1_000_000);
+    let n = w.clients.iter().filter(|c| c.connected()).count();
+    (n, w.host.stats().handshakes_evicted)
+}
+
+#[test]
+fn a_room_of_clients_switched_on_together_connects_when_the_handshake_table_holds_them() {
+    // The table as the runtime sizes it (2 × max_clients): everyone connects.
+    assert_eq!(room(64), (32, 0));
+    // The protocol's bare default of 16: the later Hellos evict the earlier handshakes.
+    let (n, evicted) = room(16);
+    assert!(n < 32 && evicted > 0, "{n} connected, {evicted} evicted");
+}
