@@ -7,6 +7,7 @@ PACKAGES=(
   pkg-config clang libclang-dev cmake make
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
   libavfilter-dev libavdevice-dev ffmpeg
+  libx264-dev
   libsdl2-dev
   xvfb xauth x11-utils x11-apps imagemagick
   iproute2 nftables

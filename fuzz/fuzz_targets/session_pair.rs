@@ -14,8 +14,8 @@ use libfuzzer_sys::fuzz_target;
 use untether_proto::crypto::Suite;
 use untether_proto::state::keys;
 use untether_proto::{
-    ClientConfig, ClientSession, Codec, HostConfig, HostEvent, HostSession, InputEvent,
-    SessionParams, StateValue, StaticKeypair,
+    ClientConfig, ClientSession, Codec, ControlFrame, HostConfig, HostEvent, HostSession,
+    InputEvent, LinkDeclineReason, SessionParams, StateValue, StaticKeypair,
 };
 
 const PARAMS: SessionParams = SessionParams {
@@ -164,14 +164,16 @@ fuzz_target!(|data: &[u8]| {
             }
             12 => {
                 // The host's user: the viewer's input granted or taken back, or control
-                // handed to one of them.
+                // handed to one of them; or the client's raw layer-2 offer (PROTOCOL.md
+                // §7.3; the host answers below).
                 let (id, key) = ids[s];
                 match op & 7 {
-                    0 | 1 => host.grant_input(now, key),
-                    2 | 3 => host.revoke_input_grant(now, &key),
-                    _ => {
+                    0 => host.grant_input(now, key),
+                    1 => host.revoke_input_grant(now, &key),
+                    2 | 3 => {
                         host.hand_control(now, id);
                     }
+                    _ => side.client.send_link_address(now, 0x88B5, [2, 0, 0, 0, 0, op]),
                 }
             }
             _ => {
@@ -201,22 +203,42 @@ fuzz_target!(|data: &[u8]| {
             while side.client.poll_event().is_some() {}
         }
         while let Some(ev) = host.poll_event() {
-            if let HostEvent::Input { client, record } = ev {
-                let s = ids
-                    .iter()
-                    .position(|&(id, _)| id == client)
-                    .expect("input from a known client");
-                // Applied only while it controls or is granted input.
-                assert!(host.input_applies(client), "input applied without a right");
-                let side = &mut sides[s];
-                // Exactly once and in order per client (with no gap unless it lost its right
-                // for a while: records it sent then were dropped).
-                if side.lost_rights {
-                    assert!(record.seq >= side.next_seq, "input out of order or duplicated");
-                } else {
-                    assert_eq!(record.seq, side.next_seq, "input lost, out of order or duplicated");
+            match ev {
+                HostEvent::Input { client, record } => {
+                    let s = ids
+                        .iter()
+                        .position(|&(id, _)| id == client)
+                        .expect("input from a known client");
+                    // Applied only while it controls or is granted input.
+                    assert!(host.input_applies(client), "input applied without a right");
+                    let side = &mut sides[s];
+                    // Exactly once and in order per client (with no gap unless it lost its
+                    // right for a while: records it sent then were dropped).
+                    if side.lost_rights {
+                        assert!(record.seq >= side.next_seq, "input out of order or duplicated");
+                    } else {
+                        assert_eq!(
+                            record.seq, side.next_seq,
+                            "input lost, out of order or duplicated"
+                        );
+                    }
+                    side.next_seq = record.seq + 1;
                 }
-                side.next_seq = record.seq + 1;
+                HostEvent::LinkAddress { addr, mac, .. } => {
+                    assert_eq!(mac[..5], [2, 0, 0, 0, 0], "an offer the client never made");
+                    let answer = if mac[5] & 1 == 0 {
+                        ControlFrame::LinkAddress {
+                            ethertype: 0x88B5,
+                            mac: [2, 0, 0, 0, 1, 0],
+                        }
+                    } else {
+                        ControlFrame::LinkDeclined {
+                            reason: LinkDeclineReason::HostUsesUdp,
+                        }
+                    };
+                    host.send_link_frame(now, addr, answer);
+                }
+                _ => {}
             }
         }
         for (side, &(id, _)) in sides.iter_mut().zip(&ids) {

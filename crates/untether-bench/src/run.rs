@@ -180,6 +180,17 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     network.retransmit = sc.retransmit;
     network.adaptive_bitrate = sc.adaptive_bitrate;
     network.scheduler = sc.scheduler.clone();
+    network.transport = sc.network_transport.clone();
+    if sc.network_transport == "raw" && sc.transport != "netns" {
+        return Err(bad(
+            sc,
+            "network_transport",
+            "raw",
+            "raw layer 2 needs transport = \"netns\" (--netns: two namespaces over a veth \
+             pair); loopback has no MAC addresses"
+                .into(),
+        ));
+    }
     // The configuration's validator checks every range; its error names the scenario's key.
     untether::config::validate_host(&host.video, &host.host, &network, &host.scene).map_err(
         |e| {
@@ -191,6 +202,7 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
                 "network.pacing" => ("pacing", sc.pacing.to_string()),
                 "network.scheduler" => ("scheduler", sc.scheduler.clone()),
                 "network.fec" => ("fec", sc.fec.clone()),
+                "network.transport" => ("network_transport", sc.network_transport.clone()),
                 "scene.spin_deg_per_s" => ("spin_deg_per_s", sc.spin_deg_per_s.to_string()),
                 other => ("(config)", other.to_string()),
             };
@@ -680,8 +692,11 @@ fn run_in_namespaces(
         return Err(format!("host failed: {f}"));
     }
     let run = run?;
-    let mut config =
-        untether::report_config(&options.host, options.client.display, "udp-netns-veth");
+    let mut config = untether::report_config(
+        &options.host,
+        options.client.display,
+        &format!("{}-netns-veth", run.link.transport),
+    );
     config.impairment = testbed_impairment(tb, sc);
     let report = untether::report::build(config, &run, Some(&summary));
     Ok(untether::DemoRun {

@@ -48,6 +48,9 @@ pub struct Scenario {
     /// Host send pacing (`network.pacing`): the fraction of the frame interval a frame's
     /// datagrams are spread over, 0.0–1.0; 0 = off (one burst).
     pub pacing: f64,
+    /// The data plane after the handshake (`network.transport`): `udp`, or `raw` (raw layer-2
+    /// frames between the veth ends' MAC addresses; needs `transport = "netns"`).
+    pub network_transport: String,
 }
 
 impl Default for Scenario {
@@ -78,6 +81,7 @@ impl Default for Scenario {
             adaptive_bitrate: cfg.network.adaptive_bitrate,
             scheduler: cfg.network.scheduler,
             pacing: cfg.network.pacing,
+            network_transport: cfg.network.transport,
         }
     }
 }
@@ -110,6 +114,12 @@ impl Scenario {
         }
         if self.pacing > 0.0 {
             recovery.push_str(&format!("-pacing{}", self.pacing));
+        }
+        if self.slices > 0 {
+            recovery.push_str(&format!("-{}slices", self.slices));
+        }
+        if self.network_transport != d.network_transport {
+            recovery.push_str(&format!("-{}", self.network_transport));
         }
         format!(
             "{}p{}-{}-{}kbps-{}{}{}",

@@ -25,8 +25,9 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     and --pacing run every combination; a flag not given takes the configuration's default \
     (docs/CONFIG.md; preset: superfast).\n\n\
     --scenarios FILE reads [[scenario]] tables instead. Scenario keys: name, width, height, fps, \
-    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport, rate, \
-    loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing.\n\n\
+    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport (loopback, \
+    netns), rate, loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing, \
+    network_transport (udp, raw: what --transport sets).\n\n\
     Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
     (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
     Examples:\n\
@@ -36,7 +37,8 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
     \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
     \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
-    \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)";
+    \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
+    \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)";
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -58,9 +60,9 @@ pub struct BenchArgs {
     /// Conversion path(s), comma-separated: simd (yuvutils SIMD BGRA→I420), swscale, rgb (libx264rgb, no conversion).
     #[arg(long, value_name = "PATHS")]
     conversion: Option<String>,
-    /// x264 slices per frame (0: as untether's sliced threads decide).
-    #[arg(long, default_value_t = 0)]
-    slices: u32,
+    /// x264 slices per frame, comma-separated to compare, e.g. 1,2,4,8 (0: one per encoder thread, as untether's sliced threads decide). Each frame is still encoded, sent and decoded whole: sub-frame delivery of slices is not built yet.
+    #[arg(long, value_name = "COUNTS")]
+    slices: Option<String>,
     /// Keyframe interval in frames (0: keyframes only when the client asks).
     #[arg(long, default_value_t = 0)]
     gop: u32,
@@ -79,6 +81,9 @@ pub struct BenchArgs {
     /// Put host and client (or the peer's two ffmpeg processes) in two network namespaces joined by a veth pair (needs root); always torn down. Takes --rate (tbf) and --loss (the kernel drops packets, both ways).
     #[arg(long)]
     netns: bool,
+    /// Data plane(s) after the handshake, comma-separated to compare: udp, raw (raw layer-2 frames between the veth ends' MAC addresses; needs --netns) (default: network.transport's).
+    #[arg(long, value_name = "udp,raw")]
+    transport: Option<String>,
     /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
     #[arg(long, value_name = "FRACTIONS")]
     pacing: Option<String>,
@@ -173,7 +178,6 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     let d = Scenario::default();
     let base = Scenario {
         fps: a.fps.unwrap_or(d.fps),
-        slices: a.slices,
         gop: a.gop,
         duration_s: a.duration.as_secs_f64(),
         spin_deg_per_s: a.spin.unwrap_or(d.spin_deg_per_s),
@@ -221,25 +225,42 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
                                 }
                             };
                             for scheduler in list(&a.scheduler, &d.scheduler) {
-                                for pacing in list(&a.pacing, d.pacing) {
-                                    let pacing = pacing.parse::<f64>().map_err(|_| {
+                                for slices in list(&a.slices, d.slices) {
+                                    let slices = match slices.parse::<u32>() {
+                                    Ok(n) if n <= 16 => n,
+                                    _ => bail!("--slices: {slices:?} is not a slice count; allowed: 0 (one per encoder thread) to 16"),
+                                };
+                                    for pacing in list(&a.pacing, d.pacing) {
+                                        for network_transport in
+                                            list(&a.transport, &d.network_transport)
+                                        {
+                                            if !untether::config::TRANSPORTS
+                                                .contains(&network_transport.as_str())
+                                            {
+                                                bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
+                                            }
+                                            let pacing = pacing.parse::<f64>().map_err(|_| {
                                         anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
                                     })?;
-                                    untether::config::PACING
-                                        .check(pacing)
-                                        .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
-                                    out.push(Scenario {
-                                        width,
-                                        height,
-                                        preset: preset.clone(),
-                                        conversion: conversion.clone(),
-                                        bitrate_kbps,
-                                        fec: fec.clone(),
-                                        retransmit,
-                                        scheduler: scheduler.clone(),
-                                        pacing,
-                                        ..base.clone()
-                                    });
+                                            untether::config::PACING
+                                                .check(pacing)
+                                                .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
+                                            out.push(Scenario {
+                                                width,
+                                                height,
+                                                preset: preset.clone(),
+                                                conversion: conversion.clone(),
+                                                bitrate_kbps,
+                                                fec: fec.clone(),
+                                                retransmit,
+                                                scheduler: scheduler.clone(),
+                                                pacing,
+                                                network_transport: network_transport.clone(),
+                                                slices,
+                                                ..base.clone()
+                                            });
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -523,4 +544,50 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> BenchArgs {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn slices_and_transports_are_axes_of_one_run() {
+        let a = parse(&["--netns", "--slices", "1,2,4,8", "--transport", "udp,raw"]);
+        let list = scenarios(&a).unwrap();
+        let got: Vec<(u32, &str)> = list
+            .iter()
+            .map(|s| (s.slices, s.network_transport.as_str()))
+            .collect();
+        let mut want = Vec::new();
+        for n in [1, 2, 4, 8] {
+            for t in ["udp", "raw"] {
+                want.push((n, t));
+            }
+        }
+        assert_eq!(got, want);
+        assert!(list.iter().all(|s| s.transport == "netns"));
+        let names: std::collections::BTreeSet<String> =
+            list.iter().map(Scenario::display_name).collect();
+        assert_eq!(names.len(), 8, "every scenario has its own report file");
+        for (bad, flag) in [
+            (&["--slices", "17"][..], "--slices"),
+            (&["--transport", "tcp"][..], "--transport"),
+        ] {
+            let e = scenarios(&parse(bad)).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{e}");
+        }
+    }
 }

@@ -135,6 +135,16 @@ struct VideoArgs {
     walk: Option<f32>,
 }
 
+#[derive(Args, Debug, Clone, Default)]
+struct NetArgs {
+    /// Data plane after the handshake (which is always UDP): udp, or raw (Ethernet frames of EtherType 0x88B5 between the two interfaces' MAC addresses; needs CAP_NET_RAW and both ends on one link, else it stays on UDP and says why) [config: network.transport, default udp].
+    #[arg(long, value_parser = ["udp", "raw"])]
+    transport: Option<String>,
+    /// With --transport raw: the network interface (default: the one towards the peer; a host bound to 0.0.0.0: the only interface up) [config: network.interface].
+    #[arg(long, value_name = "NAME")]
+    interface: Option<String>,
+}
+
 #[derive(Args, Debug, Clone)]
 struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
@@ -176,6 +186,8 @@ struct HostArgs {
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
+    #[command(flatten)]
+    net: NetArgs,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
@@ -228,6 +240,8 @@ struct ClientArgs {
     #[arg(long = "path", value_name = "[LOCAL_IP@]HOST[:PORT]")]
     paths: Vec<String>,
     #[command(flatten)]
+    net: NetArgs,
+    #[command(flatten)]
     side: ClientSide,
     #[command(flatten)]
     io: ClientIoArgs,
@@ -239,6 +253,8 @@ struct ClientArgs {
 struct DemoArgs {
     #[command(flatten)]
     video: VideoArgs,
+    #[command(flatten)]
+    net: NetArgs,
     #[command(flatten)]
     side: ClientSide,
     /// Stream the test tone too and play it (SDL audio; SDL_AUDIODRIVER=dummy plays nowhere), reporting mouth-to-ear latency and the A/V offset.
@@ -259,7 +275,9 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 15] = [
+const FLAGS: [(&str, &str); 17] = [
+    ("network.transport", "--transport"),
+    ("network.interface", "--interface"),
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
@@ -296,6 +314,23 @@ fn with_flag(e: ConfigError) -> anyhow::Error {
     }
 }
 
+/// A host that would not start; a configuration error names its flag too.
+fn host_error(e: untether::HostError) -> anyhow::Error {
+    match e {
+        untether::HostError::Config(c) => with_flag(c),
+        e => e.into(),
+    }
+}
+
+/// A demo that would not start; a configuration error names its flag too.
+fn demo_error(e: untether::DemoError) -> anyhow::Error {
+    match e {
+        untether::DemoError::Host(h) => host_error(h),
+        untether::DemoError::Client(untether::ClientError::Config(c)) => with_flag(c),
+        e => e.into(),
+    }
+}
+
 fn load_config(global: &Global) -> Result<ConfigToml> {
     Ok(match &global.config {
         Some(path) => ConfigToml::load(path)?,
@@ -327,6 +362,15 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     }
     if let Some(w) = v.walk {
         cfg.scene.walk_speed = w;
+    }
+}
+
+fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) {
+    if let Some(t) = &n.transport {
+        cfg.network.transport = t.clone();
+    }
+    if let Some(i) = &n.interface {
+        cfg.network.interface = i.clone();
     }
 }
 
@@ -482,6 +526,7 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
 fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
+    apply_net(&mut cfg, &args.net);
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
     }
@@ -507,7 +552,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
-    let host = Host::start_with(options.clone(), setup.clone())?;
+    let host = Host::start_with(options.clone(), setup.clone()).map_err(host_error)?;
     let options = host.options().clone();
     let v = &options.video;
     let source = match &setup.source {
@@ -596,7 +641,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         eprintln!("untether host: {line}");
     }
     if let Some(path) = &args.common.report {
-        let config = untether::report_config(&options, Display::Headless, "udp");
+        let config = untether::report_config(&options, Display::Headless, &summary.link.transport);
         write_json(path, &report::build_host(config, &summary))?;
     }
     Ok(())
@@ -605,6 +650,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_client(&mut cfg, &args.side);
+    apply_net(&mut cfg, &args.net);
     let sink = match args.io.sink.as_deref() {
         None => None,
         Some(s) => match s.strip_prefix("pipe:") {
@@ -642,7 +688,10 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let stop = stop_on_ctrl_c();
     eprintln!("untether client: connecting to {host} …");
     // The report is shown on every exit, also when the host went away or refused.
-    let (run, ended_by) = untether::run_client_to_end(&options, io, stop)?;
+    let (run, ended_by) = untether::run_client_to_end(&options, io, stop).map_err(|e| match e {
+        untether::ClientError::Config(c) => with_flag(c),
+        e => e.into(),
+    })?;
     let params = run.params;
     let mut host_opts = host_options(&cfg)?;
     if let Some(p) = &params {
@@ -654,7 +703,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
             host_opts.video.path = VideoPath::Rgb;
         }
     }
-    let mut config = untether::report_config(&host_opts, options.display, "udp");
+    let mut config = untether::report_config(&host_opts, options.display, &run.link.transport);
     // The client does not know the host's preset or conversion path.
     config.preset = "unknown".into();
     if params
@@ -686,6 +735,7 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
+    apply_net(&mut cfg, &args.net);
     if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() {
         // The demo measures input response by default.
         cfg.client.input_probe_interval_ms = 500;
@@ -719,9 +769,10 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
                 ..Default::default()
             },
             stop,
-        )?
+        )
+        .map_err(demo_error)?
     } else {
-        untether::run_demo(DemoOptions { host, client }, stop)?
+        untether::run_demo(DemoOptions { host, client }, stop).map_err(demo_error)?
     };
     print!("{}", report.to_text());
     if let Some(path) = &args.common.report {

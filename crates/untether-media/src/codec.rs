@@ -609,6 +609,17 @@ unsafe impl Send for Decoder {}
 impl Decoder {
     /// A low-delay decoder with `threads` slice threads.
     pub fn new(threads: usize) -> Result<Decoder> {
+        Self::open(threads, false)
+    }
+
+    /// A low-delay decoder that takes a frame's slices one [`decode`](Self::decode) call at a
+    /// time (`AV_CODEC_FLAG2_CHUNKS`): each slice is decoded when it is given, and the picture
+    /// comes out with the call that gives the slice ending at the bottom of the picture.
+    pub fn new_chunked(threads: usize) -> Result<Decoder> {
+        Self::open(threads, true)
+    }
+
+    fn open(threads: usize, chunks: bool) -> Result<Decoder> {
         init_ffmpeg();
         let codec =
             ff::decoder::find(codec::Id::H264).ok_or_else(|| MediaError::EncoderMissing {
@@ -621,6 +632,10 @@ impl Decoder {
             ..Default::default()
         });
         ctx.set_flags(codec::Flags::LOW_DELAY);
+        if chunks {
+            // SAFETY: a plain field write on the context we own, before it is opened.
+            unsafe { (*ctx.as_mut_ptr()).flags2 |= ff::ffi::AV_CODEC_FLAG2_CHUNKS };
+        }
         let decoder = ctx.decoder().video().map_err(fferr("open h264 decoder"))?;
         Ok(Decoder {
             decoder,

@@ -18,6 +18,7 @@ pub mod quality;
 pub mod scene;
 pub mod stamp;
 pub mod x11;
+pub mod x264;
 
 pub use frame::BgraFrame;
 

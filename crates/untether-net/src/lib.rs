@@ -7,15 +7,18 @@
 //!
 //! It also holds the runtime's one clock, [`now_us`] and [`sleep_until`] (`CLOCK_MONOTONIC` in
 //! [`Micros`], the protocol's time unit), so everything that timestamps datagrams reads the same
-//! one. Only syscalls live here; the impairment relay behind `untether netem` is the crate
+//! one. [`raw`] is the raw layer-2 transport: the same datagrams in Ethernet frames of
+//! untether's own EtherType on an `AF_PACKET` socket. Only syscalls live here; the impairment relay behind `untether netem` is the crate
 //! `untether-netem`.
 
 #![warn(missing_docs)]
 
+pub mod raw;
 pub mod wake;
 
+pub use raw::{MacAddr, RawEndpoint, RawError};
 pub use untether_proto::Micros;
-pub use wake::{wait, Readiness, Waker};
+pub use wake::{wait, wait_fds, Readiness, Waker};
 
 use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
@@ -204,8 +207,8 @@ impl UdpEndpoint {
         Ok(endpoint)
     }
 
-    /// The socket's descriptor (for [`wait`]).
-    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+    /// The socket's descriptor (for [`wait_fds`]).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
         self.socket.as_raw_fd()
     }
 

@@ -82,9 +82,21 @@ pub fn wait(
     waker: Option<&Waker>,
     timeout: Duration,
 ) -> io::Result<Readiness> {
-    let mut fds: Vec<libc::pollfd> = endpoints
+    let fds: Vec<RawFd> = endpoints.iter().map(|e| e.raw_fd()).collect();
+    wait_fds(&fds, waker, timeout)
+}
+
+/// Like [`wait`], over any descriptors (UDP endpoints' and a raw layer-2 endpoint's,
+/// [`crate::raw::RawEndpoint::raw_fd`]); `readable` follows the order of `descriptors`.
+pub fn wait_fds(
+    descriptors: &[RawFd],
+    waker: Option<&Waker>,
+    timeout: Duration,
+) -> io::Result<Readiness> {
+    let endpoints = descriptors;
+    let mut fds: Vec<libc::pollfd> = descriptors
         .iter()
-        .map(|e| pollfd(e.raw_fd()))
+        .map(|&fd| pollfd(fd))
         .chain(waker.map(|w| pollfd(w.fd.as_raw_fd())))
         .collect();
     let ts = libc::timespec {

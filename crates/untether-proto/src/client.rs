@@ -168,6 +168,14 @@ pub enum ClientEvent {
         /// A viewer paused to keyframes only (its link cannot carry the stream).
         paused: bool,
     },
+    /// The host takes the raw layer-2 transport: its MAC address and EtherType (answer to
+    /// [`ClientSession::send_link_address`]; docs/PROTOCOL.md §7.3).
+    LinkAddress {
+        ethertype: u16,
+        mac: [u8; 6],
+    },
+    /// The host does not take the raw layer-2 transport: stay on UDP.
+    LinkDeclined(crate::wire::LinkDeclineReason),
 }
 
 /// Counters of the client session.
@@ -622,6 +630,20 @@ impl ClientSession {
             c.requester.on_loss(now, frame_number);
         }
         self.run_requester(now);
+    }
+
+    /// Offers the host the raw layer-2 transport: "send me frames of `ethertype` at `mac`"
+    /// (a LinkAddress control frame, sealed like every other; it goes out with the next
+    /// datagram). The host answers with its own LinkAddress ([`ClientEvent::LinkAddress`]) or a
+    /// LinkDeclined ([`ClientEvent::LinkDeclined`]). Ignored until connected.
+    pub fn send_link_address(&mut self, now: Micros, ethertype: u16, mac: [u8; 6]) {
+        if self.is_connected() {
+            self.pending
+                .retain(|f| !matches!(f, ControlFrame::LinkAddress { .. }));
+            self.pending
+                .push(ControlFrame::LinkAddress { ethertype, mac });
+            self.build_control(now);
+        }
     }
 
     /// Ends the session politely.
@@ -1108,6 +1130,12 @@ impl ClientSession {
                     .push_back(ClientEvent::InputAcked { next_expected });
             }
             ControlFrame::FrameTiming(t) => self.events.push_back(ClientEvent::FrameTiming(t)),
+            ControlFrame::LinkAddress { ethertype, mac } => self
+                .events
+                .push_back(ClientEvent::LinkAddress { ethertype, mac }),
+            ControlFrame::LinkDeclined { reason } => {
+                self.events.push_back(ClientEvent::LinkDeclined(reason))
+            }
             ControlFrame::ShardNack { .. } => {}
             ControlFrame::PathChallenge { token } => {
                 // Bounded: at most one per path per probe interval is expected.

@@ -68,7 +68,7 @@ pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
     sanitize_peer_text, ByeReason, ClientRole, Codec, ControlFrame, Feedback, FrameTiming,
-    InputEvent, RejectReason, SessionParams, TextChunk, WireError,
+    InputEvent, LinkDeclineReason, RejectReason, SessionParams, TextChunk, WireError,
 };
 
 /// A datagram to send.

@@ -991,3 +991,62 @@ fn a_flood_of_access_requests_keeps_the_pending_ones_and_is_limited_per_address(
     assert!(msg.contains("untether pair approve"), "{msg}");
     assert_eq!(w.host.access_requests().count(), max);
 }
+
+#[test]
+fn link_addresses_are_exchanged_sealed_after_the_accept() {
+    let (hid, cid) = ids(41);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![cid.public]);
+    let mut c = client(&w, &cid, None, 41);
+    // Before the Accept an offer is not sent at all.
+    c.send_link_address(w.now, 0x88B5, [2, 0, 0, 0, 0, 1]);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    while w.host.poll_event().is_some() {}
+    c.send_link_address(w.now, 0x88B5, [2, 0, 0, 0, 0, 1]);
+    // The offer travels sealed: its MAC address is not in the clear.
+    let d = c.poll_transmit(w.now).expect("the offer");
+    assert!(!d.windows(6).any(|x| x == [2, 0, 0, 0, 0, 1]));
+    let addr: SocketAddr = CLIENT.into();
+    w.host.handle_datagram(w.now, addr, &d);
+    let offered: Vec<HostEvent> = std::iter::from_fn(|| w.host.poll_event()).collect();
+    assert!(
+        offered.contains(&HostEvent::LinkAddress {
+            addr,
+            ethertype: 0x88B5,
+            mac: [2, 0, 0, 0, 0, 1]
+        }),
+        "{offered:?}"
+    );
+    // The host answers with its own; a frame of another kind is not sent this way.
+    w.host.send_link_frame(
+        w.now,
+        addr,
+        wire::ControlFrame::LinkAddress {
+            ethertype: 0x88B5,
+            mac: [2, 0, 0, 0, 0, 2],
+        },
+    );
+    w.host.send_link_frame(
+        w.now,
+        addr,
+        wire::ControlFrame::Bye {
+            reason: wire::ByeReason::Closed,
+        },
+    );
+    let ev = run(&mut w, &mut c, 20_000);
+    assert!(ev.contains(&ClientEvent::LinkAddress {
+        ethertype: 0x88B5,
+        mac: [2, 0, 0, 0, 0, 2]
+    }));
+    assert!(!ev.iter().any(|e| matches!(e, ClientEvent::HostGone(_))));
+    w.host.send_link_frame(
+        w.now,
+        addr,
+        wire::ControlFrame::LinkDeclined {
+            reason: wire::LinkDeclineReason::HostUsesUdp,
+        },
+    );
+    let ev = run(&mut w, &mut c, 20_000);
+    assert!(ev.contains(&ClientEvent::LinkDeclined(
+        wire::LinkDeclineReason::HostUsesUdp
+    )));
+}

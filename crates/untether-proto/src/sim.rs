@@ -729,6 +729,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 | HostEvent::ClientRefused { .. }
                 | HostEvent::RoleChanged { .. }
                 | HostEvent::ViewerPaused { .. } => {}
+                | HostEvent::LinkAddress { .. } => {}
             }
         }
         while let Some(ev) = client.poll_event() {

@@ -25,10 +25,14 @@ pub const TEXT_INPUT_FRAME: &str = "05000b000000030001060368c3a9";
 pub const PATH_CHALLENGE_FRAME: &str = "0d00080102030405060708";
 /// A ShardNack frame: frame 300, data shards 2 and 5.
 pub const SHARD_NACK_FRAME: &str = "0f000a0000012c000200020005";
-/// A Role frame: viewer, input granted, version 7 (several clients per host, §7.3).
+/// A Role frame: viewer, input granted, version 7 (several clients per host, §7.4).
 pub const ROLE_FRAME: &str = "18000401010007";
 /// Its RoleAck.
 pub const ROLE_ACK_FRAME: &str = "1900020007";
+/// A LinkAddress frame: EtherType 0x88B5, MAC 02:00:5e:10:00:01.
+pub const LINK_ADDRESS_FRAME: &str = "1c000888b502005e100001";
+/// A LinkDeclined frame: the host runs over UDP (reason 1).
+pub const LINK_DECLINED_FRAME: &str = "1d000101";
 /// A State frame: pid 9, ank 8, pointer (640, −1).
 pub const STATE_FRAME: &str = "0b001400000009000000080100000100000280ffffffff";
 /// A protected keep-alive (empty Control), ChaCha20-Poly1305, secret 0x11 × 32, connection
@@ -71,6 +75,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("SHARD_NACK_FRAME", SHARD_NACK_FRAME),
     ("ROLE_FRAME", ROLE_FRAME),
     ("ROLE_ACK_FRAME", ROLE_ACK_FRAME),
+    ("LINK_ADDRESS_FRAME", LINK_ADDRESS_FRAME),
+    ("LINK_DECLINED_FRAME", LINK_DECLINED_FRAME),
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
     ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
     ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),

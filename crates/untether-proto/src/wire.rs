@@ -944,12 +944,15 @@ pub mod frame_type {
     pub const PATH_RESPONSE: u8 = 0x0E;
     pub const SHARD_NACK: u8 = 0x0F;
     pub const CLOCK_ID: u8 = 0x10;
-    /// 0x11–0x13: reserved (codecs). 0x18–0x1B: several clients per host (0x1A, 0x1B unused).
+    /// 0x11–0x13: reserved (codecs); 0x18–0x1B: several clients per host (0x1A, 0x1B
+    /// unused); 0x1C–0x1F: the raw layer-2 transport.
     pub const ROLE: u8 = 0x18;
     pub const ROLE_ACK: u8 = 0x19;
+    pub const LINK_ADDRESS: u8 = 0x1C;
+    pub const LINK_DECLINED: u8 = 0x1D;
 }
 
-/// A client's part in a session of a host that serves several (docs/PROTOCOL.md §7.3).
+/// A client's part in a session of a host that serves several (docs/PROTOCOL.md §7.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ClientRole {
@@ -983,6 +986,44 @@ pub mod role_flags {
     pub const INPUT_GRANTED: u8 = 0x01;
     /// The viewer's link cannot carry the stream: it is sent keyframes only until it keeps up.
     pub const PAUSED: u8 = 0x02;
+}
+
+/// Why a host declines the raw layer-2 transport a client offered ([`ControlFrame::LinkDeclined`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LinkDeclineReason {
+    /// The host runs the data plane over UDP (`network.transport = "udp"`).
+    HostUsesUdp = 1,
+    /// The host has no raw socket (no CAP_NET_RAW, or its interface failed).
+    Unavailable = 2,
+    /// The host uses another EtherType.
+    EtherType = 3,
+    Other = 255,
+}
+
+impl LinkDeclineReason {
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            1 => LinkDeclineReason::HostUsesUdp,
+            2 => LinkDeclineReason::Unavailable,
+            3 => LinkDeclineReason::EtherType,
+            _ => LinkDeclineReason::Other,
+        }
+    }
+
+    /// What the user reads.
+    pub fn text(self) -> &'static str {
+        match self {
+            LinkDeclineReason::HostUsesUdp => {
+                "the host runs over UDP (network.transport = \"udp\")"
+            }
+            LinkDeclineReason::Unavailable => {
+                "the host cannot open raw layer 2 (no CAP_NET_RAW, or its interface failed)"
+            }
+            LinkDeclineReason::EtherType => "the host uses another EtherType",
+            LinkDeclineReason::Other => "the host declined",
+        }
+    }
 }
 
 /// Most shard indices one ShardNack names.
@@ -1096,6 +1137,15 @@ pub enum ControlFrame {
     /// Client → host: the Role of this version arrived.
     RoleAck {
         version: u16,
+    /// Both ways, after the Accept: "send me the data plane as raw layer-2 frames of this
+    /// EtherType at this MAC address" (docs/PROTOCOL.md §7.3).
+    LinkAddress {
+        ethertype: u16,
+        mac: [u8; 6],
+    },
+    /// Host → client: the host does not take the raw layer-2 transport; stay on UDP.
+    LinkDeclined {
+        reason: LinkDeclineReason,
     },
 }
 
@@ -1190,6 +1240,11 @@ impl ControlFrame {
                 out.put_u16(*version);
             }
             ControlFrame::RoleAck { version } => out.put_u16(*version),
+            ControlFrame::LinkAddress { ethertype, mac } => {
+                out.put_u16(*ethertype);
+                out.extend_from_slice(mac);
+            }
+            ControlFrame::LinkDeclined { reason } => out.put_u8(*reason as u8),
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1216,6 +1271,8 @@ impl ControlFrame {
             ControlFrame::ClockId { .. } => CLOCK_ID,
             ControlFrame::Role { .. } => ROLE,
             ControlFrame::RoleAck { .. } => ROLE_ACK,
+            ControlFrame::LinkAddress { .. } => LINK_ADDRESS,
+            ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
         }
     }
 
@@ -1249,6 +1306,8 @@ impl ControlFrame {
             ControlFrame::ClockId { .. } => 16,
             ControlFrame::Role { .. } => 4,
             ControlFrame::RoleAck { .. } => 2,
+            ControlFrame::LinkAddress { .. } => 8,
+            ControlFrame::LinkDeclined { .. } => 1,
         }
     }
 
@@ -1346,6 +1405,15 @@ impl ControlFrame {
                 version: r.u16()?,
             },
             ROLE_ACK => ControlFrame::RoleAck { version: r.u16()? },
+            LINK_ADDRESS => {
+                let ethertype = r.u16()?;
+                let mut mac = [0u8; 6];
+                mac.copy_from_slice(r.bytes(6)?);
+                ControlFrame::LinkAddress { ethertype, mac }
+            }
+            LINK_DECLINED => ControlFrame::LinkDeclined {
+                reason: LinkDeclineReason::from_u8(r.u8()?),
+            },
             _ => return Ok(None),
         };
         if !r.is_empty() {
@@ -1622,6 +1690,28 @@ mod tests {
         // A role a newer host might add reads as viewer (it never grants input by accident).
         assert_eq!(ClientRole::from_u8(9), ClientRole::Viewer);
         assert_eq!(ByeReason::from_u8(4), ByeReason::TooSlow);
+        let mut out = Vec::new();
+        let link = ControlFrame::LinkAddress {
+            ethertype: 0x88B5,
+            mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
+        };
+        link.encode(&mut out);
+        assert_eq!(h(&out), v::LINK_ADDRESS_FRAME);
+        assert_eq!(out.len(), link.encoded_len());
+        assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(link)));
+        let mut out = Vec::new();
+        let declined = ControlFrame::LinkDeclined {
+            reason: LinkDeclineReason::HostUsesUdp,
+        };
+        declined.encode(&mut out);
+        assert_eq!(h(&out), v::LINK_DECLINED_FRAME);
+        assert_eq!(out.len(), declined.encoded_len());
+        assert_eq!(
+            ControlFrame::parse_body(out[0], &out[3..]),
+            Ok(Some(declined))
+        );
+        // A MAC address cut short is an error.
+        assert!(ControlFrame::parse_body(0x1C, &[0x88, 0xb5, 2, 0, 0x5e]).is_err());
     }
 
     /// Every vector in crate::vectors appears in docs/PROTOCOL.md.
@@ -1815,6 +1905,13 @@ mod tests {
                 }
             }),
             any::<u16>().prop_map(|version| ControlFrame::RoleAck { version }),
+            (any::<u16>(), any::<[u8; 6]>())
+                .prop_map(|(ethertype, mac)| ControlFrame::LinkAddress { ethertype, mac }),
+            prop_oneof![Just(1u8), Just(2), Just(3), Just(255)].prop_map(|r| {
+                ControlFrame::LinkDeclined {
+                    reason: LinkDeclineReason::from_u8(r),
+                }
+            }),
         ]
     }
 

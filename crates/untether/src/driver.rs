@@ -8,7 +8,10 @@
 //!
 //! An [`Endpoint`] is what differs between host and client: what a datagram, a timeout and a
 //! command do, and which datagrams leave on which socket. [`run`] is the loop; it owns the
-//! sockets, so an endpoint never blocks on one.
+//! sockets, so an endpoint never blocks on one. With the raw layer-2 transport
+//! ([`run_with_raw`]) it also owns an `AF_PACKET` socket: frames from it reach the endpoint
+//! with their source MAC address ([`Endpoint::handle_raw`]), and a datagram the endpoint routes
+//! [`Via::Raw`] leaves as a frame to that MAC address.
 
 use std::io::IoSliceMut;
 use std::net::SocketAddr;
@@ -17,7 +20,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use untether_net::{Readiness, RecvMeta, UdpEndpoint, Waker};
+use untether_net::raw::RawBuffers;
+use untether_net::{MacAddr, RawEndpoint, Readiness, RecvMeta, UdpEndpoint, Waker};
 use untether_proto::Micros;
 
 use crate::clock::now_us;
@@ -35,6 +39,8 @@ pub enum Via {
     Socket(usize),
     /// Every socket (redundant multipath).
     All,
+    /// A raw layer-2 frame to this MAC address (the driver's raw socket; `dst` is ignored).
+    Raw(MacAddr),
 }
 
 /// A datagram to send: on an unconnected socket to `dst`, on a connected one to its peer.
@@ -55,6 +61,10 @@ pub trait Endpoint {
 
     /// A datagram arrived on socket `socket` from `from`.
     fn handle_datagram(&mut self, now: Micros, socket: usize, from: SocketAddr, data: &[u8]);
+
+    /// A datagram arrived in a raw layer-2 frame from `src` (the endpoint maps the MAC address
+    /// to its peer, or drops and counts it).
+    fn handle_raw(&mut self, _now: Micros, _src: MacAddr, _data: &[u8]) {}
 
     /// Socket `socket` (a connected one) reported ICMP port unreachable.
     fn handle_refused(&mut self, _now: Micros, _socket: usize) {}
@@ -154,10 +164,29 @@ pub fn run<E: Endpoint>(
     mailbox: &Mailbox<E::Command>,
     stop: &AtomicBool,
 ) -> Ended {
-    let refs: Vec<&UdpEndpoint> = sockets.iter().collect();
+    run_with_raw(endpoint, sockets, None, mailbox, stop)
+}
+
+/// Like [`run`], with a raw layer-2 socket beside the UDP ones: its frames reach
+/// [`Endpoint::handle_raw`] (after the UDP sockets' datagrams of the same turn), and datagrams
+/// routed [`Via::Raw`] leave on it.
+pub fn run_with_raw<E: Endpoint>(
+    endpoint: &mut E,
+    sockets: &[UdpEndpoint],
+    raw: Option<&RawEndpoint>,
+    mailbox: &Mailbox<E::Command>,
+    stop: &AtomicBool,
+) -> Ended {
+    let fds: Vec<std::os::fd::RawFd> = sockets
+        .iter()
+        .map(UdpEndpoint::raw_fd)
+        .chain(raw.map(RawEndpoint::raw_fd))
+        .collect();
     let mut bufs = RecvBuffers::new();
+    let mut raw_bufs = raw.map(|r| RawBuffers::new(r.mtu()));
+    let out = Sockets { udp: sockets, raw };
     // What the endpoint queued before the loop started (a client's first handshake message).
-    flush(endpoint, sockets);
+    flush_to(endpoint, &out);
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         let now = now_us();
@@ -169,12 +198,20 @@ pub fn run<E: Endpoint>(
                 .map_or(MAX_WAIT_US, |t| t.saturating_sub(now))
                 .min(MAX_WAIT_US)
         };
-        let ready =
-            match untether_net::wait(&refs, Some(&mailbox.waker), Duration::from_micros(wait_us)) {
-                Ok(r) => r,
-                Err(e) => return Ended::Failed(e),
-            };
+        let ready = match untether_net::wait_fds(
+            &fds,
+            Some(&mailbox.waker),
+            Duration::from_micros(wait_us),
+        ) {
+            Ok(r) => r,
+            Err(e) => return Ended::Failed(e),
+        };
         receive(endpoint, sockets, &ready, &mut bufs);
+        if let (Some(r), Some(b)) = (raw, raw_bufs.as_mut()) {
+            if ready.readable.get(sockets.len()).copied().unwrap_or(false) {
+                receive_raw(endpoint, r, b);
+            }
+        }
         while let Ok(c) = mailbox.commands.try_recv() {
             endpoint.handle_command(now_us(), c);
         }
@@ -186,11 +223,39 @@ pub fn run<E: Endpoint>(
         if stopping {
             endpoint.handle_stop(now);
         }
-        flush(endpoint, sockets);
+        flush_to(endpoint, &out);
         if stopping || endpoint.is_done() {
             return Ended::Done;
         }
     }
+}
+
+/// Reads what the raw socket holds (up to a burst) into the endpoint.
+fn receive_raw<E: Endpoint>(endpoint: &mut E, raw: &RawEndpoint, bufs: &mut RawBuffers) {
+    let mut read = 0;
+    while read < RECV_BURST {
+        match raw.recv_batch(bufs) {
+            Ok(0) => break,
+            Ok(n) => {
+                for i in 0..n {
+                    if let Some((src, d)) = bufs.get(i) {
+                        endpoint.handle_raw(now_us(), src, d);
+                    }
+                }
+                read += n;
+            }
+            Err(e) => {
+                log::debug!("receive on the raw socket: {e}");
+                break;
+            }
+        }
+    }
+}
+
+/// The sockets a flush sends on.
+struct Sockets<'a> {
+    udp: &'a [UdpEndpoint],
+    raw: Option<&'a RawEndpoint>,
 }
 
 /// Where received datagrams land: [`untether_net::BATCH_SIZE`] buffers of
@@ -312,13 +377,29 @@ impl Group {
     }
 
     /// Sends the group (one batched call per socket) and empties it.
-    fn send<E: Endpoint>(&mut self, endpoint: &mut E, sockets: &[UdpEndpoint]) {
+    fn send<E: Endpoint>(&mut self, endpoint: &mut E, out: &Sockets<'_>) {
         if self.count == 0 {
             return;
         }
+        let sockets = out.udp;
         let targets: &[UdpEndpoint] = match self.via {
             Via::Socket(i) => sockets.get(i).map_or(&[], std::slice::from_ref),
             Via::All => sockets,
+            Via::Raw(mac) => {
+                let r = match out.raw {
+                    Some(raw) => raw
+                        .send_batch(mac, self.contents.chunks(self.segment_size.max(1)))
+                        .map(|_| ()),
+                    None => Err(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "no raw layer-2 socket",
+                    )),
+                };
+                if let Err(e) = r {
+                    endpoint.send_failed(self.dst, e);
+                }
+                &[]
+            }
         };
         for s in targets {
             let r = if self.count == 1 {
@@ -346,17 +427,28 @@ impl Group {
 /// or full), before a datagram that cannot join it, and when the endpoint has nothing more now
 /// (a paced batch ends there): the order is kept and nothing waits for a later datagram.
 pub fn flush<E: Endpoint>(endpoint: &mut E, sockets: &[UdpEndpoint]) {
+    flush_to(
+        endpoint,
+        &Sockets {
+            udp: sockets,
+            raw: None,
+        },
+    )
+}
+
+/// [`flush`] over the UDP sockets and the raw one.
+fn flush_to<E: Endpoint>(endpoint: &mut E, out: &Sockets<'_>) {
     let mut group = Group::new();
-    while let Some(out) = endpoint.poll_transmit(now_us()) {
-        if !group.accepts(&out) {
-            group.send(endpoint, sockets);
+    while let Some(o) = endpoint.poll_transmit(now_us()) {
+        if !group.accepts(&o) {
+            group.send(endpoint, out);
         }
-        group.push(out);
+        group.push(o);
         if group.closed {
-            group.send(endpoint, sockets);
+            group.send(endpoint, out);
         }
     }
-    group.send(endpoint, sockets);
+    group.send(endpoint, out);
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod config;
 pub mod driver;
 pub mod host;
 pub mod identity;
+pub mod link;
 pub mod pacing;
 pub mod report;
 pub mod slot;
@@ -140,7 +141,11 @@ pub fn run_demo_detailed(
         (_, Some(f)) => return Err(DemoError::HostFailed(f.clone())),
         (r, None) => r?,
     };
-    let config = report_config(&options.host, options.client.display, "udp-loopback");
+    let config = report_config(
+        &options.host,
+        options.client.display,
+        &format!("{}-loopback", run.link.transport),
+    );
     let report = report::build(config, &run, Some(&summary));
     Ok(DemoRun {
         report,

@@ -258,6 +258,13 @@ pub enum HostEvent {
     },
     /// A viewer was paused to keyframes only (its link cannot carry the stream), or resumed.
     ViewerPaused { client: ClientId, paused: bool },
+    /// The client at `addr` offers the raw layer-2 transport: it receives frames of
+    /// `ethertype` at `mac` (answer with [`HostSession::send_link_frame`]; PROTOCOL.md §7.3).
+    LinkAddress {
+        addr: SocketAddr,
+        ethertype: u16,
+        mac: [u8; 6],
+    },
 }
 
 /// An unknown client asked for access (its key is authenticated: it completed the handshake).
@@ -827,6 +834,21 @@ impl HostSession {
     }
 
     // ---- send ----------------------------------------------------------------------------
+
+    /// Queues a raw layer-2 answer ([`wire::ControlFrame::LinkAddress`] with the host's MAC,
+    /// or [`wire::ControlFrame::LinkDeclined`]) for the client at `addr`; other frames are
+    /// ignored.
+    pub fn send_link_frame(&mut self, _now: Micros, addr: SocketAddr, frame: wire::ControlFrame) {
+        if !matches!(
+            frame,
+            wire::ControlFrame::LinkAddress { .. } | wire::ControlFrame::LinkDeclined { .. }
+        ) {
+            return;
+        }
+        if let Some(peer) = self.peers.iter_mut().find(|p| p.info.addr == addr) {
+            peer.pending.push(frame);
+        }
+    }
 
     /// Queues a frame's timing report for one client (its counts made relative to the first
     /// frame it was sent).

@@ -431,8 +431,16 @@ impl HostSession {
                 });
                 self.assign_roles(now);
             }
+            ControlFrame::LinkAddress { ethertype, mac } => {
+                self.events.push_back(HostEvent::LinkAddress {
+                    addr: peer.info.addr,
+                    ethertype,
+                    mac,
+                });
+            }
             // Only the host sends these.
-            ControlFrame::InputAck { .. }
+            ControlFrame::LinkDeclined { .. }
+            | ControlFrame::InputAck { .. }
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)

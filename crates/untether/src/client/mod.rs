@@ -134,6 +134,15 @@ impl ClientShared {
     }
 }
 
+/// The report of a client that wanted raw layer 2 but stays on UDP.
+fn link_note(line: &str) -> crate::link::LinkReport {
+    crate::link::LinkReport {
+        configured: "raw".into(),
+        note: Some(line.to_string()),
+        ..crate::link::LinkReport::udp()
+    }
+}
+
 /// Runs a client until the duration ends, the window closes, `stop` is set, or the session
 /// fails. The presenter runs on the calling thread.
 pub fn run_client(
@@ -257,6 +266,31 @@ pub fn run_client_to_end(
             local.map(|l| format!(" from {l}")).unwrap_or_default()
         );
     }
+    let (raw, link) =
+        if options.network.transport()? == crate::config::Transport::Raw && !c.paths.is_empty() {
+            let line = "raw layer 2 does not combine with multipath (client.paths); staying on UDP";
+            log::warn!("client: {line}");
+            (None, Some(link_note(line)))
+        } else {
+            match crate::link::open(&options.network, || {
+                crate::link::client_interface(options.host)
+            })? {
+                crate::link::Opened::Udp => (None, None),
+                crate::link::Opened::Raw(r) => {
+                    log::info!(
+                    "client: raw layer 2 on {} ({}, EtherType 0x{:04X}): offering it to the host",
+                    r.interface(),
+                    r.mac(),
+                    r.ethertype()
+                );
+                    (Some(r), None)
+                }
+                crate::link::Opened::Fallback(_, line) => {
+                    log::warn!("client: {line}");
+                    (None, Some(link_note(&line)))
+                }
+            }
+        };
     let now = now_us();
     cfg.nonce = now ^ ((std::process::id() as u64) << 40) ^ 0x9E37_79B9_7F4A_7C15;
     cfg.connect_timeout_us = c.connect_timeout_ms * 1000;
@@ -300,6 +334,14 @@ pub fn run_client_to_end(
         sent_tx,
         io.end_on_host_bye,
     );
+    if let Some(r) = &raw {
+        client_net.link = Some(crate::link::ClientLink::new(
+            r.mac(),
+            r.ethertype(),
+            options.host,
+            r.interface(),
+        ));
+    }
     let net_thread = {
         let s = shared.clone();
         let with_audio = playout.is_some();
@@ -311,11 +353,18 @@ pub fn run_client_to_end(
                 if with_audio {
                     untether_media::audio::raise_thread_priority();
                 }
-                let ended = driver::run(&mut client_net, &sockets, &mailbox, &s.stop);
+                let ended = driver::run_with_raw(
+                    &mut client_net,
+                    &sockets,
+                    raw.as_ref(),
+                    &mailbox,
+                    &s.stop,
+                );
                 if let driver::Ended::Failed(e) = ended {
                     s.finish(Some(ClientError::Net(e.into())));
                 }
                 s.finish(None);
+                client_net.cpu_us = crate::link::thread_cpu_us();
                 client_net
             })
             .map_err(ClientError::Thread)?
@@ -385,6 +434,14 @@ pub fn run_client_to_end(
             ClockMode::Estimated
         };
     }
+    run.link = match (&client_net, link) {
+        (Some(n), _) if n.link.is_some() => n.link.as_ref().map(|l| l.report.clone()),
+        (_, note) => note,
+    }
+    .unwrap_or_else(crate::link::LinkReport::udp);
+    run.link.net_thread_cpu_ms = client_net
+        .as_ref()
+        .map_or(0.0, |n| n.cpu_us as f64 / 1000.0);
     run.paths = paths;
     run.dropped_presenter = shared.decoded.replaced();
     run.ended_us = now_us();

@@ -25,6 +25,7 @@ use super::{ClientError, ClientShared};
 use crate::clock::now_us;
 use crate::driver::{Endpoint, Outgoing, Via};
 use crate::identity::{StateDir, KNOWN_HOSTS_FILE};
+use crate::link::{ClientAction, ClientLink};
 
 /// How long after an ICMP port-unreachable on a live session no authenticated datagram may
 /// arrive before the host counts as gone (a forged refusal, followed by the host's next
@@ -112,6 +113,10 @@ pub(crate) struct ClientNet {
     /// An ICMP refusal arrived on a live session at this time, with no authenticated datagram
     /// since.
     refused_since: Option<Micros>,
+    /// The raw layer-2 transport, when this client has a raw socket.
+    pub link: Option<ClientLink>,
+    /// CPU time of the network thread, µs (set when the driver ends).
+    pub cpu_us: u64,
 }
 
 impl ClientNet {
@@ -140,11 +145,16 @@ impl ClientNet {
             connected_once: false,
             reconnect: None,
             refused_since: None,
+            link: None,
+            cpu_us: 0,
         }
     }
 
     /// The host went away (silent, or its port closed): keep the picture, and try again.
     fn lost(&mut self, now: Micros, why: &str) {
+        if let Some(l) = self.link.as_mut() {
+            l.on_session_end();
+        }
         if self.reconnect.is_none() {
             log::warn!(
                 "client: host {} {why}; holding the last picture and reconnecting (Ctrl-C ends)",
@@ -289,10 +299,29 @@ impl ClientNet {
                         }
                     }
                 }
+                if let Some(l) = self.link.as_mut() {
+                    l.on_connected(now_us());
+                }
                 let mut run = super::lock(&s.run);
                 run.params = Some(params);
                 run.connected_us = Some(now_us());
                 run.host_key = host_key;
+            }
+            ClientEvent::LinkAddress { ethertype, mac } => {
+                if let Some(l) = self.link.as_mut() {
+                    l.on_link_address(now_us(), ethertype, mac);
+                    if l.report.transport == "raw" {
+                        log::info!(
+                            "client: the host is at {} on layer 2: raw frames from now on",
+                            untether_net::MacAddr(mac)
+                        );
+                    }
+                }
+            }
+            ClientEvent::LinkDeclined(reason) => {
+                if let Some(line) = self.link.as_mut().and_then(|l| l.on_declined(reason)) {
+                    log::warn!("client: {line}");
+                }
             }
             ClientEvent::Rejected {
                 reason: RejectReason::UntrustedHost,
@@ -439,7 +468,8 @@ impl Endpoint for ClientNet {
     fn poll_timeout(&self) -> Option<Micros> {
         let retry = self.reconnect.as_ref().and_then(|r| r.next_try_us);
         let refused = self.refused_since.map(|t| t + REFUSED_GRACE_US);
-        [self.session.poll_timeout(), retry, refused]
+        let link = self.link.as_ref().and_then(ClientLink::poll_timeout);
+        [self.session.poll_timeout(), retry, refused, link]
             .into_iter()
             .flatten()
             .min()
@@ -447,6 +477,14 @@ impl Endpoint for ClientNet {
 
     fn handle_datagram(&mut self, now: Micros, socket: usize, _from: SocketAddr, data: &[u8]) {
         self.session.handle_datagram_on(now, socket, data);
+    }
+
+    fn handle_raw(&mut self, now: Micros, src: untether_net::MacAddr, data: &[u8]) {
+        // Frames from the host's MAC only (learned from its sealed LinkAddress); they carry
+        // the main path's datagrams.
+        if self.link.as_mut().and_then(|l| l.on_raw(src)).is_some() {
+            self.session.handle_datagram_on(now, 0, data);
+        }
     }
 
     fn handle_refused(&mut self, now: Micros, socket: usize) {
@@ -498,6 +536,18 @@ impl Endpoint for ClientNet {
         if self.session.poll_timeout().is_some_and(|t| t <= now) {
             self.session.handle_timeout(now);
         }
+        let action = self
+            .link
+            .as_mut()
+            .filter(|l| l.poll_timeout().is_some_and(|t| t <= now))
+            .and_then(|l| l.handle_timeout(now));
+        match action {
+            Some(ClientAction::Offer { ethertype, mac }) => {
+                self.session.send_link_address(now, ethertype, mac)
+            }
+            Some(ClientAction::StayOnUdp(line)) => log::warn!("client: {line}"),
+            None => {}
+        }
     }
 
     fn handle_command(&mut self, now: Micros, command: ClientCommand) {
@@ -537,10 +587,14 @@ impl Endpoint for ClientNet {
         };
         // ECONNREFUSED from an earlier datagram can surface on send too; the receive path
         // reports it.
-        Some(Outgoing {
+        let out = Outgoing {
             via,
             dst: None,
             payload,
+        };
+        Some(match self.link.as_mut() {
+            Some(l) => l.route(out),
+            None => out,
         })
     }
 

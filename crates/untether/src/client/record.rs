@@ -72,6 +72,8 @@ impl ClockMode {
 #[derive(Clone, Debug, Default)]
 pub struct ClientRun {
     pub params: Option<SessionParams>,
+    /// The raw layer-2 transport: what the client's data plane ran on.
+    pub link: crate::link::LinkReport,
     pub started_us: Micros,
     pub connected_us: Option<Micros>,
     pub ended_us: Micros,

@@ -260,6 +260,27 @@ pub struct NetworkToml {
     /// segment limit).
     #[serde(deserialize_with = "limits::de_pacing_batch")]
     pub pacing_batch: u32,
+    /// Both sides: the data plane's transport after the handshake (always over UDP): `"udp"`,
+    /// or `"raw"` (Ethernet frames of EtherType 0x88B5 between the two interfaces' MAC
+    /// addresses, on an AF_PACKET socket: needs CAP_NET_RAW, and both ends on one link;
+    /// without CAP_NET_RAW, or when the peer declines, the session stays on UDP and says so).
+    pub transport: String,
+    /// Both sides, with `transport = "raw"`: the network interface (`""`: the one the route to
+    /// the peer uses; the host: the one holding `host.bind`'s address, or the only one up).
+    pub interface: String,
+}
+
+/// The data plane's transports (`network.transport`).
+pub const TRANSPORTS: [&str; 2] = ["udp", "raw"];
+
+/// The data plane's transport after the handshake.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP, as the handshake.
+    #[default]
+    Udp,
+    /// Raw layer-2 frames on an AF_PACKET socket (docs/PROTOCOL.md §7.3).
+    Raw,
 }
 
 impl Default for NetworkToml {
@@ -274,6 +295,8 @@ impl Default for NetworkToml {
             retransmit: true,
             pacing: 0.0,
             pacing_batch: crate::pacing::DEFAULT_BATCH,
+            transport: "udp".to_string(),
+            interface: String::new(),
         }
     }
 }
@@ -350,10 +373,41 @@ impl NetworkToml {
         })
     }
 
+    /// The data plane's transport (`transport`, `interface`; checked by
+    /// [`validate`](Self::validate)).
+    pub fn transport(&self) -> Result<Transport, ConfigError> {
+        let t = match self.transport.as_str() {
+            "udp" => Transport::Udp,
+            "raw" => Transport::Raw,
+            other => {
+                return Err(invalid(
+                    "network.transport",
+                    format!("{other:?}: expected one of {}", TRANSPORTS.join(", ")),
+                ))
+            }
+        };
+        let i = &self.interface;
+        // Linux interface names: 1–15 bytes, no '/', no whitespace, not "." or "..".
+        if !i.is_empty()
+            && (i.len() > 15
+                || i == "."
+                || i == ".."
+                || i.chars()
+                    .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()))
+        {
+            return Err(invalid(
+                "network.interface",
+                format!("{i:?} is not an interface name (1–15 characters, no '/', ':' or spaces; see `ip link`)"),
+            ));
+        }
+        Ok(t)
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.fec_policy()?;
         self.scheduler()?;
         self.pacing()?;
+        self.transport()?;
         MAX_DATAGRAM.check(self.max_datagram)?;
         IDLE_TIMEOUT_MS.check(self.idle_timeout_ms)?;
         KEEPALIVE_MS.check(self.keepalive_ms)?;

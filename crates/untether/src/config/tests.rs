@@ -146,6 +146,41 @@ fn pacing_is_validated_with_key_and_range() {
 }
 
 #[test]
+fn transport_and_interface_are_checked_with_their_keys() {
+    use crate::config::Transport;
+    assert_eq!(NetworkToml::default().transport().unwrap(), Transport::Udp);
+    let c = ConfigToml::parse(
+        "[network]\ntransport = \"raw\"\ninterface = \"veth0\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(c.network.transport().unwrap(), Transport::Raw);
+    assert_eq!(c.network.interface, "veth0");
+    let e = NetworkToml {
+        transport: "tcp".into(),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("network.transport:") && e.contains("udp, raw"),
+        "{e}"
+    );
+    for bad in ["eth0/1", "a-very-long-interface-name", "wl an0", ".."] {
+        let e = NetworkToml {
+            transport: "raw".into(),
+            interface: bad.into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("network.interface:"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn rgb_encoder_implies_rgb_path() {
     let v = VideoToml {
         encoder: Some("libx264rgb".into()),

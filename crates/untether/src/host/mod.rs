@@ -49,6 +49,8 @@ use untether_media::codec::{Encoder, InputPicture};
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
+
+use crate::link::HostLink;
 pub use untether_proto::Codec;
 use untether_proto::{
     fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, StateEntry,
@@ -151,6 +153,8 @@ pub struct HostSummary {
     /// Viewers paused to keyframes, and dropped, for a link slower than the stream.
     pub viewers_paused: u64,
     pub viewers_dropped: u64,
+    /// The raw layer-2 transport: what the host's data plane ran on.
+    pub link: crate::link::LinkReport,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -244,6 +248,25 @@ impl Host {
         };
         let socket = UdpEndpoint::bind(bind)?;
         let local_addr = socket.local_addr()?;
+        let (raw, link) = match crate::link::open(&options.network, || {
+            crate::link::host_interface(local_addr)
+        })? {
+            crate::link::Opened::Udp => (None, None),
+            crate::link::Opened::Raw(r) => {
+                log::info!(
+                    "host: raw layer 2 on {} ({}, EtherType 0x{:04X}) for clients that offer it",
+                    r.interface(),
+                    r.mac(),
+                    r.ethertype()
+                );
+                let link = HostLink::raw(r.mac(), r.ethertype(), r.interface());
+                (Some(r), Some(link))
+            }
+            crate::link::Opened::Fallback(reason, line) => {
+                log::warn!("host: {line}");
+                (None, Some(HostLink::udp(reason, Some(line))))
+            }
+        };
         let v = options.video.clone();
         let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
         // Build the encoder now so a bad configuration fails here, not on a thread.
@@ -304,12 +327,17 @@ impl Host {
                 pacing,
                 v.fps,
             );
+            if let Some(link) = link {
+                host_net.link = link;
+            }
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
-                    driver::run(&mut host_net, &[socket], &mailbox, &s.stop)
+                    driver::run_with_raw(&mut host_net, &[socket], raw.as_ref(), &mailbox, &s.stop)
                 {
                     s.fail(format!("network: {e}"));
                 }
+                host_net.link.report.net_thread_cpu_ms =
+                    crate::link::thread_cpu_us() as f64 / 1000.0;
                 *lock(&parked) = Some(Box::new(host_net));
                 drop(mailbox);
             })?);
@@ -608,9 +636,10 @@ impl Host {
                 n.last_paths.clone(),
                 n.target_kbps,
                 n.roster.list(),
+                n.link.report.clone(),
             )
         });
-        let (st, paths, target_kbps, clients) = net.unwrap_or_default();
+        let (st, paths, target_kbps, clients, link) = net.unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -666,6 +695,7 @@ impl Host {
             inputs_dropped_viewer: st.inputs_dropped_viewer,
             viewers_paused: st.viewers_paused,
             viewers_dropped: st.viewers_dropped,
+            link,
         }
     }
 

@@ -32,6 +32,7 @@ use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
 use super::state_input::StateApplied;
 use crate::driver::{Endpoint, Outgoing, Via};
+use crate::link::HostLink;
 use crate::pacing::Pacing;
 
 /// How often the clients' figures (and the controller's paths) are copied for the summary.
@@ -107,6 +108,8 @@ pub(crate) struct HostNet {
     clients_changed: bool,
     /// When each (client, reason) refusal may be noted again.
     refusal_notes: HashMap<(String, u8), Micros>,
+    /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
+    pub link: HostLink,
 }
 
 impl HostNet {
@@ -138,6 +141,7 @@ impl HostNet {
             roster: Roster::new(crate::clock::now_us()),
             clients_changed: false,
             refusal_notes: Default::default(),
+            link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
         }
     }
 
@@ -288,6 +292,7 @@ impl HostNet {
                     self.roster.gone(now, client, reason);
                     self.state.remove(&client);
                     self.clients_changed = true;
+                    self.link.forget(addr);
                     let why = match reason {
                         untether_proto::GoneReason::TooSlow => {
                             "dropped: its link stayed slower than the stream (told so)".to_string()
@@ -343,6 +348,20 @@ impl HostNet {
                             self.who(client)
                         )
                     });
+                }
+                HostEvent::LinkAddress {
+                    addr,
+                    ethertype,
+                    mac,
+                } => {
+                    let answer = self.link.on_link_address(now, addr, ethertype, mac);
+                    if matches!(answer, untether_proto::ControlFrame::LinkAddress { .. }) {
+                        self.shared.note(format!(
+                            "client at {addr} is at {} on layer 2: raw frames from now on",
+                            untether_net::MacAddr(mac)
+                        ));
+                    }
+                    self.session.send_link_frame(now, addr, answer);
                 }
                 HostEvent::KeyframeRequested => {
                     let _ = self.encoder.send(EncoderEvent::Keyframe);
@@ -421,7 +440,14 @@ impl Endpoint for HostNet {
     }
 
     fn handle_datagram(&mut self, now: Micros, _socket: usize, from: SocketAddr, data: &[u8]) {
+        self.link.on_udp(from);
         self.session.handle_datagram(now, from, data);
+    }
+
+    fn handle_raw(&mut self, now: Micros, src: untether_net::MacAddr, data: &[u8]) {
+        if let Some(from) = self.link.on_raw(now, src) {
+            self.session.handle_datagram(now, from, data);
+        }
     }
 
     fn handle_timeout(&mut self, now: Micros) {
@@ -502,11 +528,11 @@ impl Endpoint for HostNet {
                 None => self.next_frame_datagram(now)?,
             },
         };
-        Some(Outgoing {
+        Some(self.link.route(Outgoing {
             via: Via::Socket(0),
             dst: Some(t.dst),
             payload: t.payload,
-        })
+        }))
     }
 
     fn send_failed(&mut self, dst: Option<SocketAddr>, error: std::io::Error) {

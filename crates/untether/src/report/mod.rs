@@ -141,6 +141,16 @@ pub struct NetworkReport {
     /// Each time the host went away and the client reconnected (seconds since the client
     /// started; `resumed_s` null: it never came back).
     pub reconnects: Vec<ReconnectReport>,
+    /// The data plane's transport, each side (`network.transport`, raw layer 2).
+    pub link: LinkSides,
+}
+
+/// The raw layer-2 transport as each side saw it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LinkSides {
+    pub client: crate::link::LinkReport,
+    /// Null in a client-only report.
+    pub host: Option<crate::link::LinkReport>,
 }
 
 /// One loss of the host and the client's return to it.
@@ -412,6 +422,10 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         paced_frames: host.map(|h| h.paced_frames),
         pacing_window_ms: host.map(|h| h.pacing_window_us as f64 / 1000.0),
         refusals: run.refusals,
+        link: LinkSides {
+            client: run.link.clone(),
+            host: host.map(|h| h.link.clone()),
+        },
         reconnects: run
             .reconnects
             .iter()
@@ -534,6 +548,7 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "keyframe_requests_ignored": h.keyframe_requests_ignored,
             "paced_frames": h.paced_frames,
             "pacing_window_ms": h.pacing_window_us as f64 / 1000.0,
+            "link": h.link,
         },
         "input": {
             "events_applied": h.inputs_applied, "events_dropped": h.inputs_dropped,
