@@ -729,7 +729,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 | HostEvent::ClientRefused { .. }
                 | HostEvent::RoleChanged { .. }
                 | HostEvent::ViewerPaused { .. } => {}
-                | HostEvent::LinkAddress { .. } => {}
+                HostEvent::LinkAddress { .. } => {}
             }
         }
         while let Some(ev) = client.poll_event() {
@@ -1216,7 +1216,6 @@ mod tests {
                         input_interval_us: 50_000,
                         granted: true,
                         join_us: 200_000,
-                        ..Default::default()
                     },
                 ],
                 ..Default::default()

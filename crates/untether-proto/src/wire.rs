@@ -1137,6 +1137,7 @@ pub enum ControlFrame {
     /// Client → host: the Role of this version arrived.
     RoleAck {
         version: u16,
+    },
     /// Both ways, after the Accept: "send me the data plane as raw layer-2 frames of this
     /// EtherType at this MAC address" (docs/PROTOCOL.md §7.3).
     LinkAddress {
