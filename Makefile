@@ -2,7 +2,9 @@
 #   make demo   — install what is missing, build (release), stream the test scene host→client
 #                 on this machine for 10 s, print the latency report.
 #   make test   — install what is missing, run the whole test suite (unit, simulation,
-#                 loopback integration, SDL window under Xvfb).
+#                 loopback integration, SDL window under Xvfb, the aarch64 client under qemu).
+#   make arm64  — cross-build the `untether` binary for aarch64 (Raspberry Pi 4/5, any arm64
+#                 Linux): target/aarch64-unknown-linux-gnu/release/untether (docs/RASPBERRY-PI.md).
 SHELL := /bin/bash
 CARGO ?= cargo
 DEMO_ARGS ?=
@@ -13,7 +15,7 @@ CC ?= cc
 FFI_LIB := target/release/libuntether.so
 EXAMPLE := examples/c/build/stream_scene
 
-.PHONY: demo test setup build bench lint fmt clean ffi header example install
+.PHONY: demo test setup build bench lint fmt clean ffi header example install arm64
 
 setup:
 	@./scripts/setup.sh
@@ -26,6 +28,13 @@ demo: build
 
 test: setup
 	./scripts/test.sh
+
+# The aarch64 cross build: installs the cross toolchain, the arm64 libraries (Debian multiarch),
+# qemu-user and the rustup target on first use (scripts/setup-arm64.sh), then builds
+# (scripts/build-arm64.sh). The native build in target/release is left as it is.
+arm64:
+	@./scripts/setup.sh arm64
+	./scripts/build-arm64.sh
 
 lint: setup
 	$(CARGO) fmt --all -- --check

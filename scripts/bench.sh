@@ -18,7 +18,10 @@ DURATION=${DURATION:-10}
   --compare ffmpeg-rtp --out "$out/compare-rtp" --markdown "$out/compare-rtp.md"
 "$bin" bench --duration "$DURATION" --resolution 720p --preset superfast \
   --compare ffmpeg-rtp-tcp --out "$out/compare-rtp-tcp" --markdown "$out/compare-rtp-tcp.md"
-# 3. two machines on one box: network namespaces + veth, with and without a 20 Mbit/s tbf (root).
+# 3. untether's RTSP output (host --rtsp) played by ffmpeg over RTP/UDP and RTP/TCP.
+"$bin" bench --duration "$DURATION" --resolution 720p --preset superfast \
+  --peer rtsp-udp,rtsp-tcp --out "$out/rtsp" --markdown "$out/rtsp.md"
+# 4. two machines on one box: network namespaces + veth, with and without a 20 Mbit/s tbf (root).
 if [ "$(id -u)" = 0 ]; then
   "$bin" bench --duration "$DURATION" --resolution 720p --netns --out "$out/netns" \
     --markdown "$out/netns.md"
@@ -30,7 +33,7 @@ fi
   echo
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), no GPU;"
   echo "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg). Each scenario ${DURATION} s."
-  for part in untether compare-rtp compare-rtp-tcp netns netns-20mbit; do
+  for part in untether compare-rtp compare-rtp-tcp rtsp netns netns-20mbit; do
     [ -f "$out/$part.md" ] || continue
     echo
     echo "#### $part"

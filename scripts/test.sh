@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting and lints, then every test of every crate, then a 60 s fuzz
-# run. Tests that need a display run under Xvfb (xvfb-run provides DISPLAY); tests that need
-# root skip themselves with a message when not root.
+# The whole test suite: formatting and lints, then every test of every crate (the aarch64 client
+# under qemu among them), then a 60 s fuzz run. Tests that need a display run under Xvfb
+# (xvfb-run provides DISPLAY); tests that need root skip themselves with a message when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -11,6 +11,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --release --locked -p untether-cli -p untether-ffi
 # The C example the FFI test streams from.
 make --no-print-directory example
+# The aarch64 binary (cross build; installs its packages on first use): tests/arm64.rs in
+# untether-cli runs it under qemu-aarch64 as a client of the x86 host, and fails rather than
+# skips when it is missing (UNTETHER_REQUIRE_ARM64).
+make --no-print-directory arm64
+export UNTETHER_REQUIRE_ARM64=1
 # --no-fail-fast: one failing crate does not hide the results of the others.
 # In the release profile: the dependencies built above are reused as they are (a second,
 # test-profile build of FFmpeg's bindings, SDL2, x11rb and the rest would cost minutes on a

@@ -11,7 +11,12 @@ use untether_proto::window::PacketWindow;
 use untether_proto::wire::{InputEvent, Reader, ShardHeader};
 
 fuzz_target!(|data: &[u8]| {
-    let mut tx = StateSender::new(StateConfig::default());
+    // A budget (the first byte picks it; 0: none) exercises the token bucket's waits.
+    let budget = data.first().map_or(0, |b| (*b as u64 & 0x0f) * 2_000);
+    let mut tx = StateSender::new(StateConfig {
+        budget_bytes_per_s: budget,
+        ..StateConfig::default()
+    });
     let mut rx = StateReceiver::new();
     let mut rs = ReliableSender::new();
     let mut rr = ReliableReceiver::new();
@@ -24,8 +29,18 @@ fuzz_target!(|data: &[u8]| {
         now += (op as u64 & 7) * 500;
         match op >> 3 {
             0 => {
-                let key = r.u8().unwrap_or(0) as u16;
-                tx.set(now, key, StateValue::Axis((op as f32) / 255.0));
+                // Keys across the whole table (up to 4096 and past it: refused).
+                let key = r.u16().unwrap_or(0) & 0x1fff;
+                let v = match op & 3 {
+                    0 => StateValue::Axis((op as f32) / 255.0),
+                    1 => StateValue::Int(op as i64),
+                    2 => StateValue::Haptic { low: 0.5, high: 1.0 },
+                    _ => StateValue::PoseSample(untether_proto::PoseSample {
+                        sample_us: now,
+                        pose: untether_proto::Pose::from_angles(op as f32, 0.0, 0.0, [0.0; 3]),
+                    }),
+                };
+                tx.set(now, key, v);
             }
             1 => {
                 if let Some(p) = tx.poll_packet(now, 1 + r.u16().unwrap_or(0) as usize) {
@@ -81,6 +96,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         assert!(rx.history_len() <= MAX_HISTORY as usize);
+        assert!(tx.key_count() <= untether_proto::state::MAX_KEYS);
+        let st = tx.staleness(now);
+        assert!(st.p50_us <= st.p99_us && st.p99_us <= st.max_us);
         assert!(asm.in_flight() <= 16);
     }
     let _ = win.lost();

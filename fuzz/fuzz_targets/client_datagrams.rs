@@ -26,6 +26,7 @@ const PARAMS: SessionParams = SessionParams {
     max_datagram: 1200,
     keepalive_ms: 2000,
     idle_timeout_ms: 30_000,
+    refresh_period: 4,
 };
 
 fuzz_target!(|data: &[u8]| {

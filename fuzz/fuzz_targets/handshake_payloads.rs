@@ -10,7 +10,12 @@ fuzz_target!(|data: &[u8]| {
         let _ = Offer::parse(data, mode);
         let _ = SessionSetup::parse(data, mode);
     }
-    let _ = ClientInfoPayload::parse(data);
+    if let Ok(info) = ClientInfoPayload::parse(data) {
+        // What the host negotiates with: never more than 8 codecs, each once.
+        let codecs = info.decodes();
+        assert!(codecs.len() <= 8);
+        let _ = untether_proto::wire::choose_codec(&[untether_proto::Codec::Hevc], &codecs);
+    }
     if let Ok(a) = StateAck::parse(&mut Reader::new(data, "fuzz")) {
         for (range, _) in a.runs() {
             assert!(range.start() <= range.end());

@@ -27,6 +27,7 @@ fn config() -> &'static HostConfig {
             max_datagram: 1200,
             keepalive_ms: 2000,
             idle_timeout_ms: 30_000,
+            refresh_period: 4,
         });
         c.identity = StaticKeypair::from_private([5; 32]);
         c.entropy = [6; 32];

@@ -1,10 +1,12 @@
 //! A host with two connected clients — the controller and a viewer — joined by a network the
 //! fuzzer controls (drop, duplicate, reorder, corrupt, delay), with input, text and state
-//! traffic from both, frames for both, and the host's user granting and taking back the
-//! viewer's input and handing control back and forth: the sessions never panic, the input the
-//! host applies is each client's, exactly once and in order, none of it from a client while it
-//! had neither control nor a grant, and the scene's state (the controller's) never goes
-//! backwards while one client controls.
+//! traffic from both, frames for both (rendered for a pose, some starting an intra-refresh
+//! sweep: the stream refreshes every 4 frames), state the host publishes to both, and the
+//! host's user granting and taking back the viewer's input and handing control back and
+//! forth: the sessions never panic, the input the host applies is each client's, exactly once
+//! and in order, none of it from a client while it had neither control nor a grant, the
+//! scene's state (the controller's) never goes backwards while one client controls, the
+//! host's state never goes backwards at either client, and a frame's pose is reported once.
 #![no_main]
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -27,6 +29,7 @@ const PARAMS: SessionParams = SessionParams {
     max_datagram: 1200,
     keepalive_ms: 2000,
     idle_timeout_ms: 30_000,
+    refresh_period: 4,
 };
 
 fn configs() -> &'static (HostConfig, ClientConfig) {
@@ -55,6 +58,10 @@ struct Side {
     /// It was without control and without a grant at some point: its events sent then were
     /// dropped, so its applied sequence numbers may skip (never repeat or go back).
     lost_rights: bool,
+    /// The host's published state (application keys) as this client last saw it.
+    client_seen: [i64; 4],
+    /// Frames whose pose this client reported (the last few).
+    poses_seen: VecDeque<u32>,
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -85,6 +92,8 @@ fuzz_target!(|data: &[u8]| {
                 next_seq: 0,
                 version: 0,
                 lost_rights: false,
+                client_seen: [0; 4],
+                poses_seen: VecDeque::new(),
             }
         })
         .collect();
@@ -94,6 +103,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut host_seen = 0i32;
     let mut controller_at_seen = host.controller();
+    let mut host_version = 0i64;
     for &op in data {
         // Bit 3 picks the client most operations concern.
         let s = usize::from(op & 0x08 != 0);
@@ -126,7 +136,15 @@ fuzz_target!(|data: &[u8]| {
                 );
             }
             4 => {
-                let _ = host.send_frame(now, op as u32, now, op & 1 == 1, &[1; 2500]);
+                // A frame rendered for a pose (the FramePose goes before and after it).
+                let sample = untether_proto::PoseSample {
+                    sample_us: now,
+                    pose: untether_proto::Pose::from_angles(op as f32, 0.0, 0.0, [0.0, 1.5, 0.0]),
+                };
+                host.send_frame_pose(now, op as u32, sample);
+                let _ =
+                    host.send_frame_flagged(now, op as u32, now, op & 1 == 1, op & 2 == 2, &[1; 2500]);
+                host.send_frame_pose(now, op as u32, sample);
             }
             5 => {
                 side.up.pop_front(); // drop
@@ -176,6 +194,16 @@ fuzz_target!(|data: &[u8]| {
                     _ => side.client.send_link_address(now, 0x88B5, [2, 0, 0, 0, 0, op]),
                 }
             }
+            13 => {
+                // The host publishes state (the channel's other direction, to every client),
+                // keys in the application's range.
+                host_version += 1;
+                host.publish_state(
+                    now,
+                    keys::APP + (op & 3) as u16,
+                    StateValue::Int(host_version),
+                );
+            }
             _ => {
                 if host.poll_timeout().is_some_and(|t| t <= now) {
                     host.handle_timeout(now);
@@ -200,7 +228,19 @@ fuzz_target!(|data: &[u8]| {
                     side.up.push_back(p);
                 }
             }
-            while side.client.poll_event().is_some() {}
+            while let Some(ev) = side.client.poll_event() {
+                if let untether_proto::ClientEvent::FramePose { frame_number, .. } = ev {
+                    // Each frame's pose is reported once, whichever copy came first.
+                    assert!(
+                        !side.poses_seen.contains(&frame_number),
+                        "a frame's pose reported twice"
+                    );
+                    side.poses_seen.push_back(frame_number);
+                    if side.poses_seen.len() > 8 {
+                        side.poses_seen.pop_front();
+                    }
+                }
+            }
         }
         while let Some(ev) = host.poll_event() {
             match ev {
@@ -248,6 +288,16 @@ fuzz_target!(|data: &[u8]| {
             // A new controller: the scene's state is now its own.
             controller_at_seen = host.controller();
             host_seen = i32::MIN;
+        }
+        for side in sides.iter_mut() {
+            for k in 0..4u16 {
+                if let Some(e) = side.client.state_value(keys::APP + k) {
+                    if let StateValue::Int(v) = e.value {
+                        assert!(v >= side.client_seen[k as usize], "host state went backwards");
+                        side.client_seen[k as usize] = v;
+                    }
+                }
+            }
         }
         if let Some(e) = host.state_value(keys::POINTER) {
             if let StateValue::Pointer { x, .. } = e.value {

@@ -5,6 +5,8 @@
 //! - `ffmpeg-rtp`: RTP over UDP to 127.0.0.1 (the receiver reads an SDP we write).
 //! - `ffmpeg-rtp-tcp`: RTP interleaved over TCP: the receiver is an RTSP server
 //!   (`-rtsp_flags listen`), the sender pushes with `-rtsp_transport tcp`.
+//! - `rtsp-udp`, `rtsp-tcp`: not a peer of ours but untether's own RTSP output
+//!   (`untether host --rtsp`) played by `ffmpeg -i rtsp://…` (`rtsp_peer.rs`).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -32,7 +34,14 @@ pub enum PeerKind {
     FfmpegRtp,
     /// RTP interleaved over TCP (RTSP).
     FfmpegRtpTcp,
+    /// untether's host with its RTSP server, played by `ffmpeg -rtsp_transport udp`.
+    RtspUdp,
+    /// The same, `-rtsp_transport tcp` (RTP interleaved in the RTSP connection).
+    RtspTcp,
 }
+
+/// Every peer's name, as `--peer` takes them.
+pub const PEER_NAMES: [&str; 4] = ["ffmpeg-rtp", "ffmpeg-rtp-tcp", "rtsp-udp", "rtsp-tcp"];
 
 impl PeerKind {
     /// The name on the command line and in reports.
@@ -40,6 +49,8 @@ impl PeerKind {
         match self {
             PeerKind::FfmpegRtp => "ffmpeg-rtp",
             PeerKind::FfmpegRtpTcp => "ffmpeg-rtp-tcp",
+            PeerKind::RtspUdp => "rtsp-udp",
+            PeerKind::RtspTcp => "rtsp-tcp",
         }
     }
 }
@@ -50,8 +61,11 @@ impl FromStr for PeerKind {
         match s {
             "ffmpeg-rtp" => Ok(PeerKind::FfmpegRtp),
             "ffmpeg-rtp-tcp" => Ok(PeerKind::FfmpegRtpTcp),
+            "rtsp-udp" => Ok(PeerKind::RtspUdp),
+            "rtsp-tcp" => Ok(PeerKind::RtspTcp),
             _ => Err(format!(
-                "unknown peer {s:?}; allowed: ffmpeg-rtp, ffmpeg-rtp-tcp"
+                "unknown peer {s:?}; allowed: {}",
+                PEER_NAMES.join(", ")
             )),
         }
     }
@@ -67,10 +81,10 @@ pub enum PeerError {
 }
 
 /// Kills and reaps a child on every exit path.
-struct Reaped(Option<Child>, &'static str);
+pub(crate) struct Reaped(pub(crate) Option<Child>, pub(crate) &'static str);
 
 impl Reaped {
-    fn stderr_tail(&mut self) -> String {
+    pub(crate) fn stderr_tail(&mut self) -> String {
         let Some(mut c) = self.0.take() else {
             return String::new();
         };
@@ -161,7 +175,7 @@ fn encoder_args(sc: &Scenario) -> Vec<String> {
 // the stream, and with them the first keyframe, so every run lost its first GOP (a second of
 // frames) before the peer showed anything. Buffered, those packets come out a few frames late
 // once, then the stream runs as before (median within noise of the unbuffered one).
-const LOW_DELAY_IN: [&str; 6] = [
+pub(crate) const LOW_DELAY_IN: [&str; 6] = [
     "-flags",
     "low_delay",
     "-probesize",
@@ -170,10 +184,68 @@ const LOW_DELAY_IN: [&str; 6] = [
     "0",
 ];
 
-struct Received {
-    frame: u32,
+/// A frame the peer's player wrote out, with its stamp.
+pub(crate) struct Received {
+    pub(crate) frame: u32,
     captured_us: u64,
     shown_us: u64,
+}
+
+/// Reads raw I420 frames of `w`×`h` from `out` until it ends, each stamp read as soon as its
+/// frame is complete; the count of unreadable stamps beside.
+pub(crate) fn spawn_reader(
+    mut out: impl Read + Send + 'static,
+    w: u32,
+    h: u32,
+) -> Result<(std::thread::JoinHandle<Vec<Received>>, Arc<AtomicU64>), PeerError> {
+    let frame_len = (w * h + 2 * (w / 2) * (h / 2)) as usize;
+    let unreadable = Arc::new(AtomicU64::new(0));
+    let bad = unreadable.clone();
+    let reader = std::thread::Builder::new()
+        .name("peer-reader".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; frame_len];
+            let mut got = Vec::new();
+            while out.read_exact(&mut buf).is_ok() {
+                let shown = now_us();
+                match stamp::read_plane(&buf[..(w * h) as usize], w as usize, w, h) {
+                    Some(st) => got.push(Received {
+                        frame: st.frame_number,
+                        captured_us: stamp::unwrap_capture_us(st.capture_us, shown),
+                        shown_us: shown,
+                    }),
+                    None => {
+                        bad.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            got
+        })
+        .map_err(|e| PeerError::Failed(format!("reader thread: {e}")))?;
+    Ok((reader, unreadable))
+}
+
+/// What a peer run measured, for its report.
+pub(crate) struct PeerRun<'a> {
+    pub kind: PeerKind,
+    pub sc: &'a Scenario,
+    pub got: Vec<Received>,
+    pub captured: u64,
+    pub encoded: u64,
+    pub dropped_host: u64,
+    /// The first frame number the sender sent to this player (frames before it are not
+    /// lost: the player was not there yet).
+    pub first_frame: u64,
+    pub unreadable: u64,
+    pub duration_s: f64,
+    pub encoder: &'a str,
+    pub conversion: &'a str,
+    pub impairment: serde_json::Value,
+    /// Stages the peer's sender measured (the untether host behind `rtsp-*`), besides `total`.
+    pub stages: serde_json::Map<String, serde_json::Value>,
+    pub note: &'a str,
+    /// More fields for the report (`rtsp`: the RTSP server's summary).
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Runs `sc` through the peer; `progress` gets 0..1.
@@ -182,6 +254,9 @@ pub fn run_peer(
     sc: &Scenario,
     progress: &mut dyn FnMut(f64),
 ) -> Result<ScenarioResult, PeerError> {
+    if matches!(kind, PeerKind::RtspUdp | PeerKind::RtspTcp) {
+        return crate::rtsp_peer::run(kind, sc, progress);
+    }
     let (w, h, fps) = (sc.width, sc.height, sc.fps.max(1));
     let size = format!("{w}x{h}");
     let tcp = kind == PeerKind::FfmpegRtpTcp;
@@ -254,36 +329,13 @@ pub fn run_peer(
         ),
         "the receiving ffmpeg",
     );
-    let mut rx_out = receiver
+    let rx_out = receiver
         .0
         .as_mut()
         .and_then(|c| c.stdout.take())
         .ok_or_else(|| PeerError::Failed("no receiver stdout".into()))?;
     // Reader: one frame at a time, stamp read as soon as the frame is complete.
-    let frame_len = (w * h + 2 * (w / 2) * (h / 2)) as usize;
-    let unreadable = Arc::new(AtomicU64::new(0));
-    let bad = unreadable.clone();
-    let reader = std::thread::Builder::new()
-        .name("peer-reader".into())
-        .spawn(move || {
-            let mut buf = vec![0u8; frame_len];
-            let mut got = Vec::new();
-            while rx_out.read_exact(&mut buf).is_ok() {
-                let shown = now_us();
-                match stamp::read_plane(&buf[..(w * h) as usize], w as usize, w, h) {
-                    Some(st) => got.push(Received {
-                        frame: st.frame_number,
-                        captured_us: stamp::unwrap_capture_us(st.capture_us, shown),
-                        shown_us: shown,
-                    }),
-                    None => {
-                        bad.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            got
-        })
-        .map_err(|e| PeerError::Failed(format!("reader thread: {e}")))?;
+    let (reader, unreadable) = spawn_reader(rx_out, w, h)?;
     // Let the receiver open its socket (or RTSP listener).
     std::thread::sleep(Duration::from_millis(if tcp { 800 } else { 400 }));
     let mut tx_cmd = ffmpeg(Side::Host);
@@ -439,6 +491,43 @@ pub fn run_peer(
             kind.name()
         )));
     }
+    Ok(peer_result(PeerRun {
+        kind,
+        sc,
+        got,
+        captured,
+        encoded: captured - dropped,
+        dropped_host: dropped,
+        first_frame: 0,
+        unreadable: unreadable.load(Ordering::Relaxed),
+        duration_s: started.elapsed().as_secs_f64(),
+        encoder: "libx264 (ffmpeg command)",
+        conversion: "swscale (ffmpeg command)",
+        impairment: serde_json::json!(testbed
+            .as_ref()
+            .and_then(|tb| crate::run::testbed_impairment(tb, sc))),
+        stages: Default::default(),
+        note: "the ffmpeg command encodes (libx264, same preset/tune/bitrate/VBV/slices, a keyframe every second) and sends RTP; a second ffmpeg receives, decodes and writes raw I420 that untether reads back; glass-to-glass from the pixel stamps",
+        extra: Default::default(),
+    }))
+}
+
+/// The report of a peer run (the contract in docs/REPORT.md), glass-to-glass from the
+/// stamps of the frames the peer's player wrote out.
+pub(crate) fn peer_result(run: PeerRun<'_>) -> ScenarioResult {
+    let PeerRun {
+        kind,
+        sc,
+        got,
+        captured,
+        encoded,
+        dropped_host,
+        first_frame,
+        unreadable,
+        duration_s,
+        ..
+    } = run;
+    let (w, h, fps) = (sc.width, sc.height, sc.fps.max(1));
     let mut g2g = Samples::default();
     let t0 = got.first().map_or(0, |r| r.captured_us);
     let frames: Vec<FrameSample> = got
@@ -468,27 +557,30 @@ pub fn run_peer(
     };
     let longest_freeze_ms = gaps().max().unwrap_or(0) as f64 / 1000.0;
     let freezes_over_100ms = gaps().filter(|&g| g > 100_000).count();
-    let report = serde_json::json!({
+    let mut stages = run.stages;
+    stages.insert("total".into(), serde_json::json!(pcts));
+    let mut report = serde_json::json!({
         "config": {
-            "width": w, "height": h, "fps": fps, "codec": "h264", "encoder": "libx264 (ffmpeg command)",
-            "preset": sc.preset, "conversion": "swscale (ffmpeg command)", "bitrate_kbps": sc.bitrate_kbps,
+            "width": w, "height": h, "fps": fps, "codec": "h264", "encoder": run.encoder,
+            "preset": sc.preset, "conversion": run.conversion, "bitrate_kbps": sc.bitrate_kbps,
             "transport": kind.name(), "paths": 1,
-            "impairment": testbed.as_ref().and_then(|tb| crate::run::testbed_impairment(tb, sc)),
+            "impairment": run.impairment,
             "display": "headless",
             "machine": untether::report::machine_description(),
         },
-        "duration_s": started.elapsed().as_secs_f64(),
+        "duration_s": duration_s,
         "frames": {
-            "captured": captured, "encoded": captured - dropped, "sent": captured - dropped,
-            "complete": shown, "decoded": shown + unreadable.load(Ordering::Relaxed), "shown": shown,
-            "late": 0, "lost": (highest + 1).saturating_sub(shown + dropped), "corrupted": 0,
-            "dropped_host": dropped, "dropped_client": 0, "keyframes": null,
-            "stamp_unreadable": unreadable.load(Ordering::Relaxed),
+            "captured": captured, "encoded": encoded, "sent": encoded,
+            "complete": shown, "decoded": shown + unreadable, "shown": shown,
+            "late": 0, "lost": (highest + 1).saturating_sub(first_frame + shown + dropped_host),
+            "corrupted": 0,
+            "dropped_host": dropped_host, "dropped_client": 0, "keyframes": null,
+            "stamp_unreadable": unreadable,
             "longest_freeze_ms": longest_freeze_ms, "freezes_over_100ms": freezes_over_100ms,
         },
         "latency_ms": {
             "glass_to_glass": pcts, "glass_to_glass_pixels": pcts,
-            "stages": {"total": pcts},
+            "stages": stages,
         },
         "network": {
             "bytes_sent": null, "packets_sent": null, "packets_lost": null, "packets_recovered": null,
@@ -497,16 +589,19 @@ pub fn run_peer(
         "input": {"events_sent": 0, "events_applied": null, "response_ms": empty},
         "peer": {
             "kind": kind.name(),
-            "note": "the ffmpeg command encodes (libx264, same preset/tune/bitrate/VBV/slices, a keyframe every second) and sends RTP; a second ffmpeg receives, decodes and writes raw I420 that untether reads back; glass-to-glass from the pixel stamps",
+            "note": run.note,
         },
     });
-    Ok(ScenarioResult {
+    if let Some(obj) = report.as_object_mut() {
+        obj.extend(run.extra);
+    }
+    ScenarioResult {
         name: sc.display_name(),
         system: kind.name().into(),
         report,
         frames,
         quality: Vec::new(),
         response: Vec::new(),
-        duration_s: started.elapsed().as_secs_f64(),
-    })
+        duration_s,
+    }
 }

@@ -14,7 +14,7 @@ use untether::{
     ClientIo, ClientOptions, ClientRun, DemoOptions, Display, HostOptions, HostSetup, SentFrameTap,
     ShownFrameTap,
 };
-use untether_media::codec::{InputPicture, PictureFormat, VideoPath};
+use untether_media::codec::{InputPicture, PictureFormat, Selection};
 use untether_media::quality::{CompareSpace, Picture, QualityMeter};
 use untether_media::{stamp, BgraFrame};
 
@@ -147,21 +147,39 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
             "allowed: zerolatency (untether always encodes with it)".into(),
         ));
     }
-    // A key left at its default follows from the other (conversion = "rgb" alone means
-    // libx264rgb), as in the configuration.
+    // A key left at its default follows from the others (conversion = "rgb" alone means
+    // libx264rgb, an encoder its codec), as in the configuration.
     let d = Scenario::default();
     let given = |v: &str, default: &str| (v != default).then(|| v.to_string());
-    host.video.path = VideoPath::parse(
-        given(&sc.encoder, &d.encoder).as_deref(),
+    let codec = given(&sc.codec, &d.codec);
+    let encoder = given(&sc.encoder, &d.encoder);
+    host.video.selection = Selection::parse(
+        codec
+            .as_deref()
+            .or(if encoder.is_some() || sc.conversion == "rgb" {
+                None
+            } else {
+                Some(sc.codec.as_str())
+            }),
+        encoder.as_deref(),
         given(&sc.conversion, &d.conversion).as_deref(),
     )
     .map_err(|e| {
-        use untether_media::codec::VideoPathError as E;
+        use untether_media::codec::SelectionError as E;
         match e {
+            E::Codec(_) => bad(sc, "codec", &sc.codec, e.to_string()),
             E::Encoder(_) => bad(sc, "encoder", &sc.encoder, e.to_string()),
+            E::Contradiction { keys, .. } if keys.contains("video.codec") => {
+                bad(sc, "codec", &sc.codec, e.to_string())
+            }
             _ => bad(sc, "conversion", &sc.conversion, e.to_string()),
         }
     })?;
+    host.video.refresh = sc
+        .refresh
+        .parse()
+        .map_err(|m: String| bad(sc, "refresh", &sc.refresh, m))?;
+    host.video.refresh_period = sc.refresh_period;
     if !(sc.duration_s > 0.5 && sc.duration_s <= 3600.0) {
         return Err(bad(
             sc,
@@ -199,6 +217,8 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
                 "video.fps" => ("fps", sc.fps.to_string()),
                 "video.bitrate_kbps" => ("bitrate_kbps", sc.bitrate_kbps.to_string()),
                 "video.preset" => ("preset", sc.preset.clone()),
+                "video.refresh_period" => ("refresh_period", sc.refresh_period.to_string()),
+                k if k.starts_with("video.refresh") => ("refresh", sc.refresh.clone()),
                 "network.pacing" => ("pacing", sc.pacing.to_string()),
                 "network.scheduler" => ("scheduler", sc.scheduler.clone()),
                 "network.fec" => ("fec", sc.fec.clone()),
@@ -213,6 +233,7 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     Ok(DemoOptions {
         host,
         client: ClientOptions {
+            vr: Default::default(),
             host: ([127, 0, 0, 1], 0).into(),
             client,
             network,
@@ -367,11 +388,12 @@ pub fn run_untether(
     let fps = sc.fps;
     let plan = bench.quality;
     let (w, h) = (sc.width, sc.height);
-    let space = if options.host.video.path.is_rgb() {
-        CompareSpace::Gbr
-    } else {
-        CompareSpace::Yuv420
-    };
+    let space =
+        if options.host.video.selection.conversion == untether_media::convert::Conversion::Rgb {
+            CompareSpace::Gbr
+        } else {
+            CompareSpace::Yuv420
+        };
     let worker = (plan.batch_frames > 0).then(|| QualityWorker::start(w, h, space));
     let mut io = ClientIo::default();
     if let Some(worker) = &worker {

@@ -12,9 +12,14 @@ pub struct Scenario {
     pub width: u32,
     pub height: u32,
     pub fps: u32,
-    /// `libx264` (the conversion path picks the converter); `libx264rgb` is what
+    /// The codec: h264, hevc, av1 (`video.codec`).
+    pub codec: String,
+    /// `auto` or an FFmpeg encoder name (`video.encoder`); `libx264rgb` is what
     /// `conversion = "rgb"` selects.
     pub encoder: String,
+    /// `idr` or `intra` (`video.refresh`), and the sweep period in frames.
+    pub refresh: String,
+    pub refresh_period: u32,
     /// x264 preset: ultrafast, superfast, veryfast, …
     pub preset: String,
     /// x264 tune (untether always uses zerolatency; the peer gets the same).
@@ -64,13 +69,16 @@ impl Default for Scenario {
             width: video.resolution.width,
             height: video.resolution.height,
             fps: video.fps,
-            encoder: video.path.encoder_name().into(),
+            codec: video.selection.codec_name().into(),
+            encoder: video.selection.encoder.name().into(),
+            refresh: video.refresh.name().into(),
+            refresh_period: video.refresh_period,
             preset: "superfast".into(),
             tune: "zerolatency".into(),
             bitrate_kbps: video.bitrate_kbps,
             slices: 0,
             gop: 0,
-            conversion: video.path.conversion().name().into(),
+            conversion: video.selection.conversion.name().into(),
             duration_s: 10.0,
             transport: "loopback".into(),
             rate: None,
@@ -121,8 +129,16 @@ impl Scenario {
         if self.network_transport != d.network_transport {
             recovery.push_str(&format!("-{}", self.network_transport));
         }
+        if self.refresh != d.refresh {
+            recovery.push_str(&format!("-{}{}", self.refresh, self.refresh_period));
+        }
+        let codec = if self.codec == d.codec {
+            String::new()
+        } else {
+            format!("-{}", self.codec)
+        };
         format!(
-            "{}p{}-{}-{}kbps-{}{}{}",
+            "{}p{}{codec}-{}-{}kbps-{}{}{}",
             self.height,
             self.fps,
             self.preset,

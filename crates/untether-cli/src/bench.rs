@@ -25,16 +25,19 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     and --pacing run every combination; a flag not given takes the configuration's default \
     (docs/CONFIG.md; preset: superfast).\n\n\
     --scenarios FILE reads [[scenario]] tables instead. Scenario keys: name, width, height, fps, \
-    encoder, preset, tune, bitrate_kbps, slices, gop, conversion, duration_s, transport (loopback, \
-    netns), rate, loss, spin_deg_per_s, fec, retransmit, adaptive_bitrate, scheduler, pacing, \
-    network_transport (udp, raw: what --transport sets).\n\n\
+    codec, encoder, refresh, refresh_period, preset, tune, bitrate_kbps, slices, gop, conversion, \
+    duration_s, transport (loopback, netns), rate, loss, spin_deg_per_s, fec, retransmit, \
+    adaptive_bitrate, scheduler, pacing, network_transport (udp, raw: what --transport sets).\n\n\
     Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
     (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
     Examples:\n\
     \x20 untether bench --duration 10\n\
     \x20 untether bench --resolution 720p,1080p --preset ultrafast,superfast\n\
     \x20 untether bench --resolution 360p --bitrate 2M,5M\n\
+    \x20 untether bench --codec h264,hevc,av1 --preset ultrafast     (the codecs side by side)\n\
+    \x20 untether bench --refresh idr,intra --loss 2%      (intra refresh against keyframes)\n\
     \x20 untether bench --compare ffmpeg-rtp          (untether and the ffmpeg peer, alternating)\n\
+    \x20 untether bench --peer rtsp-udp,rtsp-tcp     (ffmpeg playing the host's RTSP stream, UDP and TCP)\n\
     \x20 untether bench --netns --rate 20mbit         (two namespaces, tbf rate limit; root)\n\
     \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
     \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
@@ -51,9 +54,21 @@ pub struct BenchArgs {
     /// Frames per second (default: video.fps's).
     #[arg(long)]
     fps: Option<u32>,
-    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, … (default: superfast).
+    /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, … (mapped per encoder family, docs/CODECS.md) (default: superfast).
     #[arg(long, value_name = "PRESETS")]
     preset: Option<String>,
+    /// Codec(s), comma-separated: h264, hevc, av1 (each with its best encoder: --encoder auto) (default: video.codec's).
+    #[arg(long, value_name = "CODECS")]
+    codec: Option<String>,
+    /// Encoder by name, or auto (default: video.encoder's).
+    #[arg(long, value_name = "NAME")]
+    encoder: Option<String>,
+    /// Refresh mode(s), comma-separated: idr (keyframes on demand), intra (intra-refresh sweeps) (default: video.refresh's).
+    #[arg(long, value_name = "MODES")]
+    refresh: Option<String>,
+    /// Frames per intra-refresh sweep (default: video.refresh_period's).
+    #[arg(long, value_name = "FRAMES")]
+    refresh_period: Option<u32>,
     /// Target bitrate(s), comma-separated: kbit/s (10000) or with a unit (10M, 8000k) (default: video.bitrate_kbps's).
     #[arg(long, visible_alias = "bitrate-kbps", value_name = "RATES")]
     bitrate: Option<String>,
@@ -72,8 +87,8 @@ pub struct BenchArgs {
     /// Camera spin of the test scene, degrees per second (default: scene.spin_deg_per_s's).
     #[arg(long, allow_negative_numbers = true)]
     spin: Option<f64>,
-    /// Measure this peer instead of untether: ffmpeg-rtp (RTP over UDP) or ffmpeg-rtp-tcp (RTP interleaved over RTSP/TCP).
-    #[arg(long, value_name = "PEER", conflicts_with = "compare")]
+    /// Measure these peers instead of untether, comma-separated: ffmpeg-rtp (the ffmpeg command encodes and sends RTP over UDP to a second ffmpeg), ffmpeg-rtp-tcp (the same, RTP interleaved over RTSP/TCP), rtsp-udp / rtsp-tcp (untether's host with its RTSP server, `host --rtsp`, played by `ffmpeg -rtsp_transport udp|tcp -i rtsp://…`; loopback only).
+    #[arg(long, value_name = "PEERS", conflicts_with = "compare")]
     peer: Option<String>,
     /// Measure untether and this peer in one run, alternating, and compare them (ratio of glass-to-glass medians).
     #[arg(long, value_name = "PEER")]
@@ -178,6 +193,8 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     let d = Scenario::default();
     let base = Scenario {
         fps: a.fps.unwrap_or(d.fps),
+        encoder: a.encoder.clone().unwrap_or(d.encoder.clone()),
+        refresh_period: a.refresh_period.unwrap_or(d.refresh_period),
         gop: a.gop,
         duration_s: a.duration.as_secs_f64(),
         spin_deg_per_s: a.spin.unwrap_or(d.spin_deg_per_s),
@@ -208,57 +225,65 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
     for size in list(&a.resolution, format!("{}x{}", d.width, d.height)) {
         let (width, height) =
             units::parse_resolution(&size).map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
-        for preset in list(&a.preset, &d.preset) {
-            for conversion in list(&a.conversion, &d.conversion) {
-                for rate in list(&a.bitrate, d.bitrate_kbps) {
-                    let bitrate_kbps = units::parse_bitrate(&rate)
-                        .map_err(|e| anyhow::anyhow!("--bitrate: {e}"))?;
-                    for fec in list(&a.fec, &d.fec) {
-                        for retransmit in
-                            list(&a.retransmit, if d.retransmit { "on" } else { "off" })
-                        {
-                            let retransmit = match retransmit.as_str() {
-                                "on" => true,
-                                "off" => false,
-                                other => {
-                                    bail!("--retransmit: unknown value {other:?}; allowed: on, off")
-                                }
-                            };
-                            for scheduler in list(&a.scheduler, &d.scheduler) {
-                                for slices in list(&a.slices, d.slices) {
-                                    let slices = match slices.parse::<u32>() {
+        for (codec, refresh) in list(&a.codec, &d.codec).into_iter().flat_map(|c| {
+            list(&a.refresh, &d.refresh)
+                .into_iter()
+                .map(move |r| (c.clone(), r))
+        }) {
+            for preset in list(&a.preset, &d.preset) {
+                for conversion in list(&a.conversion, &d.conversion) {
+                    for rate in list(&a.bitrate, d.bitrate_kbps) {
+                        let bitrate_kbps = units::parse_bitrate(&rate)
+                            .map_err(|e| anyhow::anyhow!("--bitrate: {e}"))?;
+                        for fec in list(&a.fec, &d.fec) {
+                            for retransmit in
+                                list(&a.retransmit, if d.retransmit { "on" } else { "off" })
+                            {
+                                let retransmit = match retransmit.as_str() {
+                                    "on" => true,
+                                    "off" => false,
+                                    other => {
+                                        bail!("--retransmit: unknown value {other:?}; allowed: on, off")
+                                    }
+                                };
+                                for scheduler in list(&a.scheduler, &d.scheduler) {
+                                    for slices in list(&a.slices, d.slices) {
+                                        let slices = match slices.parse::<u32>() {
                                     Ok(n) if n <= 16 => n,
                                     _ => bail!("--slices: {slices:?} is not a slice count; allowed: 0 (one per encoder thread) to 16"),
                                 };
-                                    for pacing in list(&a.pacing, d.pacing) {
-                                        for network_transport in
-                                            list(&a.transport, &d.network_transport)
-                                        {
-                                            if !untether::config::TRANSPORTS
-                                                .contains(&network_transport.as_str())
+                                        for pacing in list(&a.pacing, d.pacing) {
+                                            for network_transport in
+                                                list(&a.transport, &d.network_transport)
                                             {
-                                                bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
-                                            }
-                                            let pacing = pacing.parse::<f64>().map_err(|_| {
+                                                if !untether::config::TRANSPORTS
+                                                    .contains(&network_transport.as_str())
+                                                {
+                                                    bail!("--transport: unknown value {network_transport:?}; allowed: udp, raw");
+                                                }
+                                                let pacing = pacing.parse::<f64>().map_err(|_| {
                                         anyhow::anyhow!("--pacing: {pacing:?} is not a number; allowed: a fraction 0.0 to 1.0 (0 = off), e.g. 0.5")
                                     })?;
-                                            untether::config::PACING
-                                                .check(pacing)
-                                                .map_err(|e| anyhow::anyhow!("--pacing: {e}"))?;
-                                            out.push(Scenario {
-                                                width,
-                                                height,
-                                                preset: preset.clone(),
-                                                conversion: conversion.clone(),
-                                                bitrate_kbps,
-                                                fec: fec.clone(),
-                                                retransmit,
-                                                scheduler: scheduler.clone(),
-                                                pacing,
-                                                network_transport: network_transport.clone(),
-                                                slices,
-                                                ..base.clone()
-                                            });
+                                                untether::config::PACING.check(pacing).map_err(
+                                                    |e| anyhow::anyhow!("--pacing: {e}"),
+                                                )?;
+                                                out.push(Scenario {
+                                                    width,
+                                                    height,
+                                                    codec: codec.clone(),
+                                                    refresh: refresh.clone(),
+                                                    preset: preset.clone(),
+                                                    conversion: conversion.clone(),
+                                                    bitrate_kbps,
+                                                    fec: fec.clone(),
+                                                    retransmit,
+                                                    scheduler: scheduler.clone(),
+                                                    pacing,
+                                                    network_transport: network_transport.clone(),
+                                                    slices,
+                                                    ..base.clone()
+                                                });
+                                            }
                                         }
                                     }
                                 }
@@ -303,10 +328,18 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         }
         return Ok(());
     }
-    let peer = match a.peer.as_deref().or(a.compare.as_deref()) {
-        Some(p) => Some(p.parse::<PeerKind>().map_err(|e| anyhow::anyhow!("{e}"))?),
-        None => None,
+    let peers = match a.peer.as_deref().or(a.compare.as_deref()) {
+        Some(list) => list
+            .split(',')
+            .map(|p| p.trim().parse::<PeerKind>())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--peer/--compare: {e}"))?,
+        None => Vec::new(),
     };
+    if a.compare.is_some() && peers.len() != 1 {
+        bail!("--compare takes one peer (--peer takes several)");
+    }
+    let peer = peers.first().copied();
     let list = scenarios(&a)?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
@@ -356,7 +389,8 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
                 runs.push((sc.clone(), Some(p)));
                 runs.push((sc.clone(), None));
             }
-            (None, p) => runs.push((sc.clone(), p)),
+            (None, None) => runs.push((sc.clone(), None)),
+            (None, Some(_)) => runs.extend(peers.iter().map(|&p| (sc.clone(), Some(p)))),
             (Some(_), None) => unreachable!("--compare always names a peer"),
         }
     }

@@ -13,12 +13,13 @@ use untether::config::{ConfigError, ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
-use untether_media::codec::VideoPath;
 use untether_media::x11::{CaptureTarget, PointerMode};
 
 mod bench;
+mod doctor;
 mod netem;
 mod pair;
+mod rtsp;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -27,7 +28,8 @@ mod pair;
     propagate_version = true,
     about = "Low-latency streaming for untethered VR and interactive games",
     long_about = "Low-latency streaming for untethered VR and interactive games.\n\n\
-        A host renders (or captures) frames, encodes them with x264 and sends them over UDP with \
+        A host renders (or captures) frames, encodes them (H.264, HEVC or AV1, in software or on \
+        a GPU) and sends them over UDP with \
         untether's own protocol; a client reassembles, decodes and shows them, and sends the \
         user's input back.\n\n\
         Quick start on one machine:  untether demo\n\
@@ -95,6 +97,41 @@ enum Command {
     /// Measure: run scenarios (test scene host→client, or an ffmpeg RTP peer), write JSON reports and an HTML report with plots.
     #[command(long_about = bench::LONG_ABOUT)]
     Bench(Box<bench::BenchArgs>),
+    /// Write a generated head-motion track file (docs/POSE.md) for `--pose track:FILE`.
+    Track(TrackArgs),
+    /// Check what this machine can do and what to fix: encoders and decoders that open (with their time per frame), GPUs and video devices, display, audio, UDP buffers, clock sync, the state directory, the CPU governor.
+    #[command(long_about = doctor::LONG_ABOUT)]
+    Doctor(doctor::DoctorArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct TrackArgs {
+    /// What the head does: sweep (yaw ±40° at 40°/s), turn (yaw at 60°/s), nod (pitch ±20° at 0.5 Hz), still.
+    #[arg(long, value_parser = untether::config::TRACK_KINDS, default_value = "sweep")]
+    kind: String,
+    /// Length in seconds (0.01–3600).
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Samples per second (1–10000).
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// The file to write (- : standard output).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    out: PathBuf,
+}
+
+fn run_track(args: TrackArgs) -> Result<()> {
+    let t = untether::pose::track::Track::generate(&args.kind, args.seconds, args.rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = t.to_text();
+    if args.out.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().write_all(text.as_bytes())?;
+    } else {
+        std::fs::write(&args.out, text)
+            .with_context(|| format!("cannot write {}", args.out.display()))?;
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -118,21 +155,50 @@ struct VideoArgs {
     /// Encoder bitrate: kbit/s as a number (8000), or with a unit: 8000k, 8000kbps, 10M, 10mbit [config: video.bitrate_kbps, default 10000].
     #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
     bitrate: Option<u32>,
-    /// Video encoder [config: video.encoder, default libx264].
-    #[arg(long, value_parser = ["libx264", "libx264rgb"])]
+    /// Video codec: h264, hevc, av1, or auto (the first of the client's codecs, in its order of preference, whose encoder opens on this host; every codec's encoder is opened at start) [config: video.codec, default h264, or what --encoder encodes].
+    #[arg(long, value_parser = ["auto", "h264", "hevc", "av1"])]
+    codec: Option<String>,
+    /// Video encoder: auto (the best that opens, hardware first: *_nvenc, *_qsv, *_vaapi, *_amf, *_v4l2m2m, then libx264 / libx265 / libsvtav1; an absent device is one line saying so), or any FFmpeg encoder by name (libx264, libx264rgb, libx265, libsvtav1, h264_nvenc, hevc_vaapi, …: no fallback) [config: video.encoder, default auto].
+    #[arg(long, value_name = "NAME|auto")]
     encoder: Option<String>,
-    /// x264 preset [config: video.preset, default ultrafast].
+    /// Encoder preset, x264's names (mapped per encoder family: docs/CODECS.md) [config: video.preset, default ultrafast].
     #[arg(long, value_parser = untether::config::PRESETS)]
     preset: Option<String>,
     /// BGRA→YUV conversion: simd, swscale, or rgb (none; implies --encoder libx264rgb) [config: video.conversion, default simd].
     #[arg(long, value_parser = ["simd", "swscale", "rgb"])]
     conversion: Option<String>,
+    /// How a joining or recovering client gets a clean picture: idr (a keyframe when it joins or loses a frame) or intra (a column of intra blocks sweeps the picture every --refresh-period frames; the client waits for the next full sweep instead of asking; libx264 and NVENC) [config: video.refresh, default idr].
+    #[arg(long, value_parser = ["idr", "intra"])]
+    refresh: Option<String>,
+    /// Frames per intra-refresh sweep (and between the keyframes of libsvtav1, which cannot make one on demand) [config: video.refresh_period, default 30].
+    #[arg(long, value_name = "FRAMES")]
+    refresh_period: Option<u32>,
     /// Test scene: camera spin in degrees/second, counter-clockwise [config: scene.spin_deg_per_s, default 30].
     #[arg(long, value_name = "DEG_PER_S", allow_negative_numbers = true)]
     spin: Option<f32>,
     /// Test scene: walking speed in m/s, 0 = stand still [config: scene.walk_speed, default 0.6].
     #[arg(long, value_name = "M_PER_S")]
     walk: Option<f32>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct VrArgs {
+    /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    /// VR: eye separation (interpupillary distance) in millimetres, 40–90 [config: vr.ipd_mm, default 64].
+    #[arg(long, value_name = "MM")]
+    ipd: Option<f32>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct PoseArgs {
+    /// Head pose source: auto (mouse-look in a window, none headless), mouse, synthetic[:sweep|turn|nod|still] (a generated head-motion track), track:FILE (docs/POSE.md), imu[:PATH] (a Linux IIO or evdev IMU, fused with a Madgwick filter), none [config: vr.pose, default auto].
+    #[arg(long, value_name = "SOURCE")]
+    pose: Option<String>,
+    /// Head poses per second sent to the host, 1–1000 [config: vr.pose_rate_hz, default 500].
+    #[arg(long, value_name = "HZ")]
+    pose_rate: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -177,6 +243,9 @@ struct HostArgs {
     /// Who may connect: allowlist (clients approved with `untether pair`, or paired by PIN), pin (also print a one-time PIN now and accept it), open (anyone who can reach the port: only on a trusted network!) [config: host.access, default allowlist].
     #[arg(long, value_parser = ["allowlist", "open", "pin"])]
     access: Option<String>,
+    /// Also serve the stream to ordinary players (ffplay, VLC, GStreamer) over RTSP on this TCP address, e.g. 0.0.0.0:8554: rtsp://HOST:8554/untether, the same encoded stream (no second encode), with digest authentication unless --access open [config: rtsp.listen, rtsp.*].
+    #[arg(long, value_name = "ADDR:PORT")]
+    rtsp: Option<String>,
     /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
     #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
     scheduler: Option<String>,
@@ -190,6 +259,8 @@ struct HostArgs {
     net: NetArgs,
     #[command(flatten)]
     video: VideoArgs,
+    #[command(flatten)]
+    vr: VrArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -211,6 +282,15 @@ struct ClientSide {
     /// Receive and reassemble frames and count them, but do not decode or show them: a light viewer for load tests (implies --headless) [config: client.decode = false].
     #[arg(long)]
     no_decode: bool,
+    /// The codecs this client decodes, preferred first, comma-separated: h264, h264rgb, hevc, av1 (the host picks the first it can encode) [config: client.codecs, default h264,h264rgb,hevc,av1].
+    #[arg(long, value_name = "LIST")]
+    codecs: Option<String>,
+    /// Decoder: auto (software, or the --hwaccel hardware falling back to software with one line), software, or an FFmpeg decoder by name (h264_v4l2m2m, hevc_cuvid, libdav1d, …: no fallback) [config: client.decoder, default auto].
+    #[arg(long, value_name = "auto|software|NAME")]
+    decoder: Option<String>,
+    /// Hardware decoding: none, auto (what this machine has), vaapi, cuda, vdpau, drm, v4l2m2m; untested on real hardware (docs/CODECS.md) [config: client.hwaccel, default none].
+    #[arg(long, value_parser = ["none", "auto", "vaapi", "cuda", "vdpau", "drm", "v4l2m2m"])]
+    hwaccel: Option<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -245,6 +325,11 @@ struct ClientArgs {
     side: ClientSide,
     #[command(flatten)]
     io: ClientIoArgs,
+    /// VR: measure pose-to-photon from the presented pose markers (the host runs with --vr) [config: vr.enabled].
+    #[arg(long)]
+    vr: bool,
+    #[command(flatten)]
+    pose: PoseArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -260,6 +345,13 @@ struct DemoArgs {
     /// Stream the test tone too and play it (SDL audio; SDL_AUDIODRIVER=dummy plays nowhere), reporting mouth-to-ear latency and the A/V offset.
     #[arg(long)]
     audio: bool,
+    /// Also serve the demo's stream over RTSP on this TCP address (e.g. 127.0.0.1:8554) to watch it in ffplay, VLC or GStreamer; digest authentication, the password is printed [config: rtsp.listen, rtsp.*].
+    #[arg(long, value_name = "ADDR:PORT")]
+    rtsp: Option<String>,
+    #[command(flatten)]
+    vr: VrArgs,
+    #[command(flatten)]
+    pose: PoseArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -275,12 +367,21 @@ pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The flag that sets a config key, for error messages.
-const FLAGS: [(&str, &str); 17] = [
+const FLAGS: &[(&str, &str)] = &[
+    ("vr.ipd_mm", "--ipd"),
+    ("vr.pose", "--pose"),
+    ("vr.pose_rate_hz", "--pose-rate"),
     ("network.transport", "--transport"),
     ("network.interface", "--interface"),
     ("video.resolution", "--resolution"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
+    ("video.codec", "--codec"),
+    ("video.refresh", "--refresh"),
+    ("video.refresh_period", "--refresh-period"),
+    ("client.codecs", "--codecs"),
+    ("client.decoder", "--decoder"),
+    ("client.hwaccel", "--hwaccel"),
     ("video.encoder", "--encoder"),
     ("video.conversion", "--conversion"),
     ("video.preset", "--preset"),
@@ -293,6 +394,7 @@ const FLAGS: [(&str, &str); 17] = [
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
     ("scene.walk_speed", "--walk"),
+    ("rtsp.listen", "--rtsp"),
 ];
 
 /// A config error that names the flag setting the key too: `video.fps (--fps): …`.
@@ -348,11 +450,18 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     if let Some(b) = v.bitrate {
         cfg.video.bitrate_kbps = b;
     }
-    // Flags win over the file: a flag for one of encoder/conversion replaces both, the other
-    // following from it (VideoPath::parse).
-    if v.encoder.is_some() || v.conversion.is_some() {
+    // Flags win over the file: a flag for one of codec/encoder/conversion replaces all three,
+    // the others following from it (Selection::parse).
+    if v.codec.is_some() || v.encoder.is_some() || v.conversion.is_some() {
+        cfg.video.codec = v.codec.clone();
         cfg.video.encoder = v.encoder.clone();
         cfg.video.conversion = v.conversion.clone();
+    }
+    if let Some(r) = &v.refresh {
+        cfg.video.refresh = r.clone();
+    }
+    if let Some(p) = v.refresh_period {
+        cfg.video.refresh_period = p;
     }
     if let Some(p) = &v.preset {
         cfg.video.preset = p.clone();
@@ -362,6 +471,33 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     }
     if let Some(w) = v.walk {
         cfg.scene.walk_speed = w;
+    }
+}
+
+/// `--vr` and `--ipd`; with `--vr` the scene stands still unless `--spin`/`--walk` are given.
+fn apply_vr(cfg: &mut ConfigToml, vr: &VrArgs, video: Option<&VideoArgs>) {
+    if vr.vr {
+        cfg.vr.enabled = true;
+        if let Some(v) = video {
+            if v.spin.is_none() {
+                cfg.scene.spin_deg_per_s = 0.0;
+            }
+            if v.walk.is_none() {
+                cfg.scene.walk_speed = 0.0;
+            }
+        }
+    }
+    if let Some(i) = vr.ipd {
+        cfg.vr.ipd_mm = i;
+    }
+}
+
+fn apply_pose(cfg: &mut ConfigToml, p: &PoseArgs) {
+    if let Some(s) = &p.pose {
+        cfg.vr.pose = s.clone();
+    }
+    if let Some(r) = p.pose_rate {
+        cfg.vr.pose_rate_hz = r;
     }
 }
 
@@ -391,13 +527,28 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
         // Nothing to show without decoding.
         cfg.client.headless = true;
     }
+    if let Some(list) = &c.codecs {
+        cfg.client.codecs = list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    if let Some(d) = &c.decoder {
+        cfg.client.decoder = d.clone();
+    }
+    if let Some(h) = &c.hwaccel {
+        cfg.client.hwaccel = h.clone();
+    }
 }
 
 fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
     let video = cfg.video.validate().map_err(with_flag)?;
     untether::config::validate_host(&video, &cfg.host, &cfg.network, &cfg.scene)
         .map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(HostOptions {
+        vr: cfg.vr.clone(),
         video,
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
@@ -437,7 +588,9 @@ fn client_options(
     common: &Common,
 ) -> Result<ClientOptions> {
     untether::config::validate_client(&cfg.client, &cfg.network).map_err(with_flag)?;
+    cfg.vr.validate().map_err(with_flag)?;
     Ok(ClientOptions {
+        vr: cfg.vr.clone(),
         host,
         client: cfg.client.clone(),
         network: cfg.network.clone(),
@@ -526,6 +679,7 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
 fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
+    apply_vr(&mut cfg, &args.vr, Some(&args.video));
     apply_net(&mut cfg, &args.net);
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
@@ -548,10 +702,15 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
     }
+    if let Some(r) = &args.rtsp {
+        cfg.rtsp.listen = r.clone();
+    }
     let options = host_options(&cfg)?;
-    let setup = host_setup(&args)?;
+    cfg.rtsp.validate().map_err(with_flag)?;
+    let mut setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
+    let rtsp = rtsp::start(&cfg, options.host.access()?, &mut setup)?;
     let host = Host::start_with(options.clone(), setup.clone()).map_err(host_error)?;
     let options = host.options().clone();
     let v = &options.video;
@@ -570,14 +729,24 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
         SourceSpec::App => "the application".to_string(),
     };
+    let encoder = host.encoder_info();
     eprintln!(
-        "untether host: listening on udp {} — {source}, {} @ {} fps, {} {} ({} conversion), {} kbit/s. Ctrl-C to stop.",
+        "untether host: listening on udp {} — {source}, {} @ {} fps, {} with {} {} ({} conversion, refresh {}), {} kbit/s. Ctrl-C to stop.",
         host.local_addr(),
         v.resolution,
         v.fps,
-        v.path.encoder_name(),
+        if v.selection.codec.is_none() {
+            "codec auto".to_string()
+        } else {
+            encoder.as_ref().map_or("?".into(), |e| e.codec.to_string())
+        },
+        encoder.as_ref().map_or("?".into(), |e| e.name.clone()),
         v.preset,
-        v.path.conversion().name(),
+        v.selection.conversion,
+        match v.refresh {
+            untether_media::codec::Refresh::Idr => "idr".to_string(),
+            untether_media::codec::Refresh::Intra => format!("intra every {} frames", v.refresh_period),
+        },
         v.bitrate_kbps
     );
     let access = options.host.access()?;
@@ -595,6 +764,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
             "untether host: WARNING: access is OPEN — anyone who can reach udp {} may connect and send input. Use --access allowlist (the default) or pin on untrusted networks.",
             host.local_addr()
         );
+    }
+    if let Some(server) = &rtsp {
+        rtsp::announce("host", server, &cfg, access);
     }
     let mut shown_pin = None;
     let mut paired = 0;
@@ -621,7 +793,12 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         paired = p.len();
         std::thread::sleep(Duration::from_millis(50));
     }
-    let summary = host.stop();
+    let mut summary = host.stop();
+    if let Some(server) = &rtsp {
+        // After the server closed its viewers' connections: they are listed as gone.
+        server.stop();
+        summary.consumers = vec![untether::host::StreamConsumer::summary(&**server)];
+    }
     if let Some(f) = &summary.fatal {
         bail!("host stopped: {f}");
     }
@@ -640,6 +817,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     for line in untether::report::client_lines(&summary.clients) {
         eprintln!("untether host: {line}");
     }
+    for c in &summary.consumers {
+        eprintln!("untether host: {c}");
+    }
     if let Some(path) = &args.common.report {
         let config = untether::report_config(&options, Display::Headless, &summary.link.transport);
         write_json(path, &report::build_host(config, &summary))?;
@@ -650,6 +830,15 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_client(&mut cfg, &args.side);
+    apply_vr(
+        &mut cfg,
+        &VrArgs {
+            vr: args.vr,
+            ipd: None,
+        },
+        None,
+    );
+    apply_pose(&mut cfg, &args.pose);
     apply_net(&mut cfg, &args.net);
     let sink = match args.io.sink.as_deref() {
         None => None,
@@ -699,18 +888,25 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         host_opts.video.resolution.height = p.height as u32;
         host_opts.video.fps = p.fps as u32;
         host_opts.video.bitrate_kbps = p.bitrate_kbps;
-        if p.codec == untether::config::codec_of(VideoPath::Rgb) {
-            host_opts.video.path = VideoPath::Rgb;
-        }
     }
     let mut config = untether::report_config(&host_opts, options.display, &run.link.transport);
-    // The client does not know the host's preset or conversion path.
+    // The client knows the session's codec and refresh, not the host's encoder, preset or
+    // conversion (but RGB is never converted).
     config.preset = "unknown".into();
-    if params
-        .as_ref()
-        .is_some_and(|p| p.codec != untether::config::codec_of(VideoPath::Rgb))
-    {
-        config.conversion = "unknown".into();
+    config.encoder = "unknown".into();
+    config.decoder = run.decoder.clone().unwrap_or_default();
+    if let Some(p) = &params {
+        config.codec = p.codec.name().into();
+        config.refresh = if p.refresh_period > 0 {
+            format!("refreshing/{}", p.refresh_period)
+        } else {
+            "idr".into()
+        };
+        config.conversion = if p.codec == untether_proto::Codec::H264Rgb {
+            "rgb".into()
+        } else {
+            "unknown".into()
+        };
     }
     let report = report::build(config, &run, None);
     if to_stdout {
@@ -736,44 +932,58 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
     apply_net(&mut cfg, &args.net);
-    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() {
-        // The demo measures input response by default.
+    apply_vr(&mut cfg, &args.vr, Some(&args.video));
+    apply_pose(&mut cfg, &args.pose);
+    if cfg.vr.enabled && cfg.vr.pose == "auto" {
+        // Nobody turns a head in a demo: a generated track that keeps turning (what the
+        // pose-to-photon measurement reads best).
+        cfg.vr.pose = "synthetic:turn".into();
+    }
+    if cfg.client.input_probe_interval_ms == 0 && args.side.input_probe.is_none() && !cfg.vr.enabled
+    {
+        // The demo measures input response by default (not in VR: there the head pose is the
+        // input, measured as pose-to-photon, and a probe's look-around would turn the view).
         cfg.client.input_probe_interval_ms = 500;
     }
+    if let Some(r) = &args.rtsp {
+        cfg.rtsp.listen = r.clone();
+    }
     let host = host_options(&cfg)?;
+    cfg.rtsp.validate().map_err(with_flag)?;
     let mut common = args.common.clone();
     common.duration = Some(common.duration.unwrap_or(Duration::from_secs(10)));
     let client = client_options(&cfg, ([127, 0, 0, 1], 0).into(), &args.side, &common)?;
     let stop = stop_on_ctrl_c();
     let v = &host.video;
     eprintln!(
-        "untether demo: streaming the test scene {} @ {} fps with {} ({}, {} conversion) at {} kbit/s over loopback UDP for {:.0} s ({})…",
+        "untether demo: streaming the test scene {} @ {} fps, codec {}, encoder {} ({}, {} conversion, refresh {}) at {} kbit/s over loopback UDP for {:.0} s ({})…",
         v.resolution,
         v.fps,
-        v.path.encoder_name(),
+        v.selection.codec_name(),
+        v.selection.encoder,
         v.preset,
-        v.path.conversion().name(),
+        v.selection.conversion,
+        v.refresh,
         v.bitrate_kbps,
         client.duration.map_or(10.0, |d| d.as_secs_f64()),
         if client.display == Display::Window { "window" } else { "headless" }
     );
-    let report = if args.audio {
-        untether::run_demo_with(
-            DemoOptions { host, client },
-            HostSetup {
-                audio: AudioSpec::Tone,
-                ..Default::default()
-            },
-            ClientIo {
-                audio: Some(ClientAudio::default()),
-                ..Default::default()
-            },
-            stop,
-        )
-        .map_err(demo_error)?
-    } else {
-        untether::run_demo(DemoOptions { host, client }, stop).map_err(demo_error)?
-    };
+    let mut setup = HostSetup::default();
+    let mut io = ClientIo::default();
+    if args.audio {
+        setup.audio = AudioSpec::Tone;
+        io.audio = Some(ClientAudio::default());
+    }
+    // The demo's host admits only its own client: RTSP viewers authenticate.
+    let rtsp = rtsp::start(&cfg, Access::Allowlist, &mut setup)?;
+    if let Some(server) = &rtsp {
+        rtsp::announce("demo", server, &cfg, Access::Allowlist);
+    }
+    let report = untether::run_demo_with(DemoOptions { host, client }, setup, io, stop);
+    if let Some(server) = &rtsp {
+        server.stop();
+    }
+    let report = report.map_err(demo_error)?;
     print!("{}", report.to_text());
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;
@@ -796,6 +1006,11 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    if std::env::var_os("SVT_LOG").is_none() {
+        // SVT-AV1 prints its banner and settings on stderr at every encoder start; errors only
+        // (set here, before any thread starts).
+        std::env::set_var("SVT_LOG", "1");
+    }
     let cli = Cli::parse();
     let global = cli.global;
     let mut log =
@@ -808,8 +1023,10 @@ fn main() -> ExitCode {
         Command::Host(a) => run_host(a, &global),
         Command::Client(a) => run_client_cmd(a, &global),
         Command::Demo(a) => run_demo(a, &global),
+        Command::Track(a) => run_track(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
+        Command::Doctor(a) => load_config(&global).and_then(|cfg| doctor::run(a, &cfg, &global)),
         Command::Pair(mut a) => load_config(&global).and_then(|cfg| {
             a.state_dir = global.state_dir.clone().or_else(|| {
                 (!cfg.host.state_dir.is_empty()).then(|| PathBuf::from(&cfg.host.state_dir))

@@ -69,6 +69,32 @@ fn start_host(state: &Path, port: u16) -> (Child, Instant) {
     (host, up)
 }
 
+/// Starts `untether netem ARGS` and returns it once it relays (its "relaying with seed" line),
+/// so a client started next never meets a port nobody listens on yet.
+fn start_relay(state: &Path, args: &[&str]) -> Child {
+    let mut relay = untether(state)
+        .arg("netem")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("relay starts");
+    let stderr = relay.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent && line.contains("relaying with seed") {
+                let _ = tx.send(());
+                sent = true;
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the relay says it relays");
+    relay
+}
+
 fn report(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("the client wrote its report");
     serde_json::from_str(&text).expect("JSON")
@@ -134,18 +160,15 @@ fn a_host_stopped_behind_a_relay_ends_its_client_within_a_second_with_the_report
     let port = free_port();
     let relay_port = free_port();
     let (mut host, _) = start_host(&hs, port);
-    let mut relay = untether(&cs)
-        .args([
-            "netem",
+    let mut relay = start_relay(
+        &cs,
+        &[
             "--listen",
             &format!("127.0.0.1:{relay_port}"),
             "--target",
             &format!("127.0.0.1:{port}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("relay starts");
+        ],
+    );
     let client = untether(&cs)
         .args([
             "client",
@@ -217,9 +240,9 @@ fn glass_to_glass_over_a_one_way_delay_matches_an_outside_observer() {
     let (w, h) = (640usize, 360usize);
     let (port, relay_port) = (free_port(), free_port());
     let (mut host, _) = start_host(&state.join("host"), port);
-    let mut relay = untether(&state.join("relay"))
-        .args([
-            "netem",
+    let mut relay = start_relay(
+        &state.join("relay"),
+        &[
             "--listen",
             &format!("127.0.0.1:{relay_port}"),
             "--target",
@@ -228,11 +251,8 @@ fn glass_to_glass_over_a_one_way_delay_matches_an_outside_observer() {
             "down",
             "--delay",
             "20ms",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("relay");
+        ],
+    );
     let report = state.join("report.json");
     let mut client = untether(&state.join("client"))
         .args([
@@ -246,9 +266,16 @@ fn glass_to_glass_over_a_one_way_delay_matches_an_outside_observer() {
         ])
         .arg(&report)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("client");
+    // Its messages, for the failure below.
+    let mut client_err = client.stderr.take().expect("stderr");
+    let client_log = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = client_err.read_to_string(&mut s);
+        s
+    });
     // The outside observer: every frame's age when it comes out of the client's pipe.
     let mut out = client.stdout.take().expect("stdout");
     let mut frame = vec![0u8; w * h * 3 / 2];
@@ -265,7 +292,8 @@ fn glass_to_glass_over_a_one_way_delay_matches_an_outside_observer() {
     let _ = host.kill();
     let _ = relay.wait();
     let _ = host.wait();
-    assert!(status.success(), "client: {status}");
+    let client_log = client_log.join().unwrap_or_default();
+    assert!(status.success(), "client: {status}: {client_log}");
     assert!(ages.len() > 100, "{} frames read", ages.len());
     ages.sort_by(f64::total_cmp);
     let observed = untether_proto::stats::percentile(&ages, 50.0).expect("frames");

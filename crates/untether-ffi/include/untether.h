@@ -154,6 +154,22 @@ typedef struct UntetherFrame {
   uint64_t capture_us;
 } UntetherFrame;
 
+// A head pose: orientation quaternion (x, y, z, w; +y up, −z forward), position in metres,
+// and when the client sampled it (the client's clock, µs; 0: unknown). docs/PROTOCOL.md §8.3.
+typedef struct UntetherPose {
+  float orientation[4];
+  float position[3];
+  uint64_t sample_us;
+} UntetherPose;
+
+// One of the client's game controllers: the Linux `BTN_*` codes held (`button_count` of
+// them) and the axes (left x, left y, right x, right y −1..1; left, right trigger 0..1).
+typedef struct UntetherGamepad {
+  uint16_t buttons[16];
+  uint32_t button_count;
+  float axes[6];
+} UntetherGamepad;
+
 // Counters of a client run.
 typedef struct UntetherClientStats {
   uint64_t frames_decoded;
@@ -269,6 +285,32 @@ int untether_host_send_frame(struct UntetherHost *host, const struct UntetherFra
 // UNTETHER_MODE_THREAD: copies `frame` (NULL: the registered frame buffer) for the sending
 // thread and returns at once; the newest published frame wins.
 int untether_host_publish_frame(struct UntetherHost *host, const struct UntetherFrame *frame);
+
+// UNTETHER_MODE_SYNC: like untether_host_send_frame, for a frame rendered for the client's
+// head pose `pose` (from untether_host_head_pose; NULL: none): the client gets the pose with
+// the frame (late warp, pose-to-photon).
+int untether_host_send_frame_pose(struct UntetherHost *host,
+                                  const struct UntetherFrame *frame,
+                                  const struct UntetherPose *pose);
+
+// The client's newest head pose: 1 and `*pose` filled, 0 when it has sent none, or a
+// negative error.
+int untether_host_head_pose(struct UntetherHost *host, struct UntetherPose *pose);
+
+// The client's game controller `n` (0–3): 1 and `*pad` filled, 0 when it has sent nothing,
+// or a negative error.
+int untether_host_gamepad(struct UntetherHost *host, uint32_t n, struct UntetherGamepad *pad);
+
+// Publishes host → client state on the latest-wins channel: key `key` (0x1000 and up are the
+// application's; 0x200 + n is controller n's rumble) set to `count` floats — 1: an axis,
+// 2: a stick (or with key 0x200 + n, rumble low/high 0..1) — or, with `count` 0, to the
+// integer `value`. 1 when queued, 0 when the key table (4096 keys) is full, or a negative
+// error.
+int untether_host_publish_state(struct UntetherHost *host,
+                                uint16_t key,
+                                const float *values,
+                                uintptr_t count,
+                                int64_t value);
 
 // Takes the next input event: 1 and `*event` filled, 0 when there is none, or a negative
 // error. (Without an input callback, events queue here; the oldest are dropped past 4096.)

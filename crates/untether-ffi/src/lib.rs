@@ -26,6 +26,7 @@ use untether::api::{
 };
 use untether::client::{ClientAudio, ClientRun};
 use untether_media::stamp::{self, Stamp};
+use untether_proto::state::keys as untether_proto_keys;
 use untether_proto::{InputEvent, InputRecord};
 
 /// Success.
@@ -170,6 +171,26 @@ pub struct UntetherInputEvent {
     pub f: [f32; 3],
     /// UNTETHER_INPUT_TEXT only: the text, NUL-terminated.
     pub text: [c_char; 33],
+}
+
+/// A head pose: orientation quaternion (x, y, z, w; +y up, −z forward), position in metres,
+/// and when the client sampled it (the client's clock, µs; 0: unknown). docs/PROTOCOL.md §8.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UntetherPose {
+    pub orientation: [f32; 4],
+    pub position: [f32; 3],
+    pub sample_us: u64,
+}
+
+/// One of the client's game controllers: the Linux `BTN_*` codes held (`button_count` of
+/// them) and the axes (left x, left y, right x, right y −1..1; left, right trigger 0..1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UntetherGamepad {
+    pub buttons: [u16; 16],
+    pub button_count: u32,
+    pub axes: [f32; 6],
 }
 
 /// Called on the host's network thread for every input event; return quickly.
@@ -1023,6 +1044,168 @@ pub unsafe extern "C" fn untether_host_publish_frame(
             Ok(()) => UNTETHER_OK,
             Err(e) => fail(host_error_code(&e), e.to_string()),
         }
+    })
+}
+
+/// UNTETHER_MODE_SYNC: like untether_host_send_frame, for a frame rendered for the client's
+/// head pose `pose` (from untether_host_head_pose; NULL: none): the client gets the pose with
+/// the frame (late warp, pose-to-photon).
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_send_frame_pose(
+    host: *mut UntetherHost,
+    frame: *const UntetherFrame,
+    pose: *const UntetherPose,
+) -> c_int {
+    guard(|| {
+        let h = match unsafe { host_ref(host) } {
+            Ok(h) => h,
+            Err(rc) => return rc,
+        };
+        let pose = if pose.is_null() {
+            None
+        } else {
+            // SAFETY: checked non-null; the caller passes a valid UntetherPose.
+            let p = unsafe { *pose };
+            let pose = untether::api::Pose {
+                orientation: p.orientation,
+                position: p.position,
+            };
+            if !pose.is_valid() {
+                return fail(
+                    UNTETHER_ERR_INVALID,
+                    "pose: not finite, or the orientation is not a unit quaternion",
+                );
+            }
+            Some(untether::api::PoseSample {
+                sample_us: p.sample_us,
+                pose,
+            })
+        };
+        let (f, _) = match unsafe { frame_of(h, frame) } {
+            Ok(x) => x,
+            Err(rc) => return rc,
+        };
+        let ctx = match running(h) {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        match ctx.send_frame_with_pose(&f, pose) {
+            Ok(info) => info.sent as c_int,
+            Err(e) => fail(host_error_code(&e), e.to_string()),
+        }
+    })
+}
+
+/// The client's newest head pose: 1 and `*pose` filled, 0 when it has sent none, or a
+/// negative error.
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_head_pose(
+    host: *mut UntetherHost,
+    pose: *mut UntetherPose,
+) -> c_int {
+    guard(|| {
+        if pose.is_null() {
+            return fail(UNTETHER_ERR_INVALID, "pose is NULL");
+        }
+        let ctx = match unsafe { running_host(host) } {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        match ctx.head_pose() {
+            Some(p) => {
+                // SAFETY: checked non-null.
+                unsafe {
+                    *pose = UntetherPose {
+                        orientation: p.pose.orientation,
+                        position: p.pose.position,
+                        sample_us: p.sample_us,
+                    }
+                };
+                1
+            }
+            None => 0,
+        }
+    })
+}
+
+/// The client's game controller `n` (0–3): 1 and `*pad` filled, 0 when it has sent nothing,
+/// or a negative error.
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_gamepad(
+    host: *mut UntetherHost,
+    n: u32,
+    pad: *mut UntetherGamepad,
+) -> c_int {
+    guard(|| {
+        if pad.is_null() {
+            return fail(UNTETHER_ERR_INVALID, "pad is NULL");
+        }
+        let ctx = match unsafe { running_host(host) } {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        match ctx.gamepad(n as usize) {
+            Some(g) => {
+                let mut out = UntetherGamepad {
+                    axes: g.axes,
+                    ..Default::default()
+                };
+                for (i, b) in g.buttons.iter().take(16).enumerate() {
+                    out.buttons[i] = *b;
+                    out.button_count = i as u32 + 1;
+                }
+                // SAFETY: checked non-null.
+                unsafe { *pad = out };
+                1
+            }
+            None => 0,
+        }
+    })
+}
+
+/// Publishes host → client state on the latest-wins channel: key `key` (0x1000 and up are the
+/// application's; 0x200 + n is controller n's rumble) set to `count` floats — 1: an axis,
+/// 2: a stick (or with key 0x200 + n, rumble low/high 0..1) — or, with `count` 0, to the
+/// integer `value`. 1 when queued, 0 when the key table (4096 keys) is full, or a negative
+/// error.
+#[no_mangle]
+pub unsafe extern "C" fn untether_host_publish_state(
+    host: *mut UntetherHost,
+    key: u16,
+    values: *const f32,
+    count: usize,
+    value: i64,
+) -> c_int {
+    guard(|| {
+        use untether::api::StateValue;
+        let v: Vec<f32> = if count == 0 {
+            Vec::new()
+        } else if values.is_null() || count > 2 {
+            return fail(UNTETHER_ERR_INVALID, "values: NULL, or more than 2");
+        } else {
+            // SAFETY: non-null, `count` (≤ 2) floats as documented.
+            unsafe { std::slice::from_raw_parts(values, count) }.to_vec()
+        };
+        if v.iter().any(|x| !x.is_finite()) {
+            return fail(UNTETHER_ERR_INVALID, "values: not finite");
+        }
+        let haptic =
+            (untether_proto_keys::HAPTICS..untether_proto_keys::HAPTICS + 16).contains(&key);
+        let state = match (v.as_slice(), haptic) {
+            ([], _) => StateValue::Int(value),
+            ([a], _) => StateValue::Axis(*a),
+            ([low, high], true) => StateValue::Haptic {
+                low: *low,
+                high: *high,
+            },
+            ([x, y], false) => StateValue::Stick { x: *x, y: *y },
+            _ => return fail(UNTETHER_ERR_INVALID, "values"),
+        };
+        let ctx = match unsafe { running_host(host) } {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        ctx.publish_state(key, state) as c_int
     })
 }
 
@@ -1904,5 +2087,52 @@ mod trust_tests {
             untether_client_free(c);
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pose_state_and_gamepad_calls_check_their_arguments() {
+        // SAFETY: the C API's own contract: valid or NULL pointers.
+        unsafe {
+            let mut pose = UntetherPose::default();
+            assert_eq!(
+                untether_host_head_pose(std::ptr::null_mut(), &mut pose),
+                UNTETHER_ERR_INVALID
+            );
+            let mut h: *mut UntetherHost = std::ptr::null_mut();
+            assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);
+            // Not started yet.
+            assert_eq!(untether_host_head_pose(h, &mut pose), UNTETHER_ERR_STATE);
+            assert_eq!(
+                untether_host_head_pose(h, std::ptr::null_mut()),
+                UNTETHER_ERR_INVALID
+            );
+            let mut pad = UntetherGamepad::default();
+            assert_eq!(untether_host_gamepad(h, 0, &mut pad), UNTETHER_ERR_STATE);
+            // A pose that is not a rotation is refused, whatever the host's state.
+            let bad = UntetherPose {
+                orientation: [0.0; 4],
+                ..Default::default()
+            };
+            assert_eq!(
+                untether_host_send_frame_pose(h, std::ptr::null(), &bad),
+                UNTETHER_ERR_INVALID
+            );
+            assert!(last_error().contains("unit quaternion"), "{}", last_error());
+            let three = [0.0f32; 3];
+            assert_eq!(
+                untether_host_publish_state(h, 0x1000, three.as_ptr(), 3, 0),
+                UNTETHER_ERR_INVALID
+            );
+            let nan = [f32::NAN];
+            assert_eq!(
+                untether_host_publish_state(h, 0x1000, nan.as_ptr(), 1, 0),
+                UNTETHER_ERR_INVALID
+            );
+            assert_eq!(
+                untether_host_publish_state(h, 0x1000, std::ptr::null(), 0, 7),
+                UNTETHER_ERR_STATE
+            );
+            untether_host_free(h);
+        }
     }
 }

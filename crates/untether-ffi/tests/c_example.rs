@@ -61,6 +61,7 @@ fn stream(mode_args: &[&str], state_by_flag: bool) {
     std::thread::sleep(Duration::from_millis(300));
     let cfg = ConfigToml::default();
     let opts = ClientOptions {
+        vr: Default::default(),
         host: ([127, 0, 0, 1], port).into(),
         client: cfg.client,
         network: cfg.network,

@@ -19,16 +19,15 @@ fn frames(w: u32, h: u32, n: usize) -> Vec<BgraFrame> {
 }
 
 fn cfg(w: u32, h: u32, kbps: u32, preset: &str, conversion: Conversion) -> EncoderConfig {
+    let encoder = if conversion == Conversion::Rgb {
+        "libx264rgb"
+    } else {
+        "libx264"
+    };
     EncoderConfig {
-        width: w,
-        height: h,
-        fps: 60,
-        bitrate_kbps: kbps,
         preset: preset.into(),
-        threads: 2,
         conversion,
-        intra_refresh: false,
-        x264_params: String::new(),
+        ..EncoderConfig::new(w, h, 60, kbps).with_encoder(encoder)
     }
 }
 
@@ -67,7 +66,9 @@ fn bench(c: &mut Criterion) {
                 |b| {
                     b.iter(|| {
                         i += 1;
-                        enc.encode(&fs[i % fs.len()], i == 1).expect("encode")
+                        enc.encode(&fs[i % fs.len()], i == 1)
+                            .expect("encode")
+                            .expect("a frame")
                     })
                 },
             );
@@ -78,7 +79,12 @@ fn bench(c: &mut Criterion) {
         let aus: Vec<Vec<u8>> = fs
             .iter()
             .enumerate()
-            .map(|(i, f)| enc.encode(f, i == 0).expect("encode").data)
+            .map(|(i, f)| {
+                enc.encode(f, i == 0)
+                    .expect("encode")
+                    .expect("a frame")
+                    .data
+            })
             .collect();
         for threads in [1, 2] {
             let mut dec = Decoder::new(threads).expect("decoder");

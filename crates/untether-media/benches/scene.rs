@@ -31,6 +31,23 @@ fn bench(c: &mut Criterion) {
             b.iter(|| stamp::read_plane(&y, w as usize, w, h))
         });
     }
+    // VR: two eye views side by side (each half the width) from a head pose, with the pose
+    // markers: what `--vr` renders on the host.
+    for (name, w, h) in [("720p", 1280, 720), ("1080p", 1920, 1080)] {
+        let mut cfg = SceneConfig::new(w, h);
+        cfg.stereo = true;
+        cfg.pose_markers = true;
+        let mut s = Scene::new(cfg).expect("scene");
+        let mut f = BgraFrame::new(w, h).expect("frame");
+        let mut t = 0.0;
+        g.bench_function(format!("render {name} stereo"), |b| {
+            b.iter(|| {
+                t += 1.0 / 60.0;
+                s.set_head_pose((t * 60.0) as f32 % 360.0, 5.0, [0.1, 0.0, -0.1]);
+                s.render(t, &mut f)
+            })
+        });
+    }
     g.finish();
 }
 

@@ -9,15 +9,10 @@ fn main() {
     cfg.spin_deg_per_s = spin;
     let mut scene = Scene::new(cfg).unwrap();
     let mut enc = Encoder::new(EncoderConfig {
-        width: w,
-        height: h,
-        fps: 60,
-        bitrate_kbps: kbps,
         preset,
-        threads: 2,
         conversion: Conversion::Simd,
-        intra_refresh: false,
-        x264_params: std::env::var("XP").unwrap_or_default(),
+        extra_params: std::env::var("XP").unwrap_or_default(),
+        ..EncoderConfig::new(w, h, 60, kbps)
     })
     .unwrap();
     let mut dec = Decoder::new(2).unwrap();
@@ -26,7 +21,7 @@ fn main() {
     let (mut ssim, mut psnr, mut n, mut bytes, mut et) = (0.0, 0.0, 0.0, 0usize, 0u64);
     for i in 0..180 {
         scene.render(i as f64 / 60.0, &mut f);
-        let e = enc.encode(&f, i == 0).unwrap();
+        let e = enc.encode(&f, i == 0).unwrap().unwrap();
         bytes += e.data.len();
         et += e.encode_us;
         let pic = dec.decode(&e.data).unwrap().unwrap();

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod convert;
 pub mod evdev;
 pub mod frame;
+pub mod gamepad;
 pub mod pipe;
 pub mod present;
 pub mod quality;
@@ -37,10 +38,12 @@ pub enum MediaError {
         #[source]
         source: ffmpeg_next::Error,
     },
-    #[error(
-        "encoder {name:?} is not available in this FFmpeg build (install libavcodec with libx264)"
-    )]
+    #[error("encoder {name:?} is not in this FFmpeg build")]
     EncoderMissing { name: String },
+    /// An encoder or decoder that cannot run here, and why (a missing device, a feature it
+    /// lacks): one line, complete.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("colour conversion failed: {0}")]
     Conversion(String),
     #[error("display: {0}")]

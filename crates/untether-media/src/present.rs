@@ -54,6 +54,11 @@ pub trait Presenter {
     /// Says something about the stream where the user sees it (a window's title), e.g. that
     /// the picture is held while the host is unreachable; None: nothing to say.
     fn set_status(&mut self, _status: Option<&str>) {}
+    /// Reads back `width` pixels of row `y` of what was last presented, as BGRA (the
+    /// pose-to-photon measurement reads the pose markers there); None: not supported.
+    fn read_row(&mut self, _y: u32, _width: u32) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// SDL video drivers that show nothing to anyone: a window on one of them is not a display.
@@ -179,6 +184,18 @@ impl SdlPresenter {
 }
 
 impl Presenter for SdlPresenter {
+    fn read_row(&mut self, y: u32, width: u32) -> Option<Vec<u8>> {
+        // ARGB8888 is B, G, R, A in memory on little-endian machines.
+        let fmt = if cfg!(target_endian = "little") {
+            PixelFormatEnum::ARGB8888
+        } else {
+            PixelFormatEnum::BGRA8888
+        };
+        self.canvas
+            .read_pixels(sdl2::rect::Rect::new(0, y as i32, width, 1), fmt)
+            .ok()
+    }
+
     fn set_status(&mut self, status: Option<&str>) {
         let window = self.canvas.window_mut();
         let base = window
@@ -335,20 +352,14 @@ mod tests {
         let mut f = BgraFrame::new(w, h).unwrap();
         scene.render(0.7, &mut f);
         let mut enc = Encoder::new(EncoderConfig {
-            width: w,
-            height: h,
-            fps: 60,
-            bitrate_kbps: 20_000,
-            preset: "ultrafast".into(),
             threads: 1,
             conversion: Conversion::Simd,
-            intra_refresh: false,
-            x264_params: String::new(),
+            ..EncoderConfig::new(w, h, 60, 20_000)
         })
         .unwrap();
         let pic = Decoder::new(1)
             .unwrap()
-            .decode(&enc.encode(&f, true).unwrap().data)
+            .decode(&enc.encode(&f, true).unwrap().unwrap().data)
             .unwrap()
             .unwrap();
         let expected = pic.to_bgra().unwrap();

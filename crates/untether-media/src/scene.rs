@@ -4,6 +4,14 @@
 //! that answers input: pointer deltas turn and tilt it, held keys walk it, a head pose sets its
 //! orientation.
 //!
+//! **Stereo** (`SceneConfig::stereo`): two eye views side by side (left eye in the left half),
+//! each from the head's pose — orientation (yaw and pitch; a ray caster has no roll), position
+//! (x, z on the floor, y as the eye height) — offset by ±IPD/2 along the head's right axis.
+//! **Pose markers** (`SceneConfig::pose_markers`): thin white bars with black edges drawn at
+//! infinity at every [`MARKER_SPACING_DEG`] of world azimuth (a marker's column depends on the
+//! view's yaw only, not on its position), over the middle half of each view's rows: the client
+//! reads from the presented pixels which yaw the picture shows (pose-to-photon).
+//!
 //! Fast enough for 1080p60 on one core: textures are precomputed (256×256, procedural, with
 //! fine grain so the encoder has real work), walls are drawn column by column with fixed-point
 //! texture stepping, floor and ceiling row by row with incremental stepping, fog is one
@@ -27,6 +35,12 @@ pub struct SceneConfig {
     pub key_speed: f32,
     /// Degrees of turn per pixel of pointer motion.
     pub pointer_deg_per_px: f32,
+    /// Two eye views side by side (each half the width, `fov_deg` horizontally each).
+    pub stereo: bool,
+    /// Eye separation (interpupillary distance), metres: each eye sits ±IPD/2 from the head.
+    pub ipd_m: f32,
+    /// Draw the pose markers (see the module docs).
+    pub pose_markers: bool,
 }
 
 impl SceneConfig {
@@ -39,6 +53,9 @@ impl SceneConfig {
             fov_deg: 90.0,
             key_speed: 2.0,
             pointer_deg_per_px: 0.15,
+            stereo: false,
+            ipd_m: 0.064,
+            pose_markers: false,
         }
     }
 }
@@ -63,6 +80,40 @@ pub enum SceneInput {
     HeadPose { yaw_deg: f32, pitch_deg: f32 },
 }
 
+/// World azimuth between two pose markers, degrees (markers at 0°, 30°, 60°, …).
+pub const MARKER_SPACING_DEG: f32 = 30.0;
+
+/// One view to render: where the eye is and where it looks, and which columns of the frame.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    px: f32,
+    py: f32,
+    yaw: f32,
+    pitch: f32,
+    /// Eye height, 0..1 of the wall height (0.5: half way up).
+    height: f32,
+    x0: usize,
+    w: usize,
+}
+
+/// The column of a direction `delta_rad` to the left of a view's centre (None: outside), for
+/// a view `w` pixels wide with half horizontal field of view `half_fov` (radians): the ray
+/// caster's projection, `x = (1 − tan δ / tan(fov/2))·w/2 − 0.5`.
+pub fn column_of(delta_rad: f32, w: usize, half_fov: f32) -> Option<f32> {
+    if delta_rad.abs() >= std::f32::consts::FRAC_PI_2 {
+        return None;
+    }
+    let cam = -delta_rad.tan() / half_fov.tan();
+    (cam.abs() <= 1.0).then(|| (cam + 1.0) * w as f32 / 2.0 - 0.5)
+}
+
+/// The inverse of [`column_of`]: how far left of the view's centre (radians) column `x` (may
+/// be fractional) looks.
+pub fn delta_of_column(x: f32, w: usize, half_fov: f32) -> f32 {
+    let cam = 2.0 * (x + 0.5) / w as f32 - 1.0;
+    -(cam * half_fov.tan()).atan()
+}
+
 const TEX: usize = 256;
 const MAP: usize = 24;
 const CENTER: f32 = 12.0;
@@ -83,6 +134,8 @@ pub struct Scene {
     pointer_pitch: f32,
     head_yaw: f32,
     head_pitch: f32,
+    /// The head's position (x right, y up, z back, metres) relative to the camera's path.
+    head_position: [f32; 3],
     keys: [bool; 4],
     /// Per column, the rows [top, bottom) its wall covers (scratch, reused).
     extents: Vec<(u32, u32)>,
@@ -398,6 +451,7 @@ impl Scene {
             pointer_pitch: 0.0,
             head_yaw: 0.0,
             head_pitch: 0.0,
+            head_position: [0.0; 3],
             keys: [false; 4],
             extents: Vec::new(),
             offset: (0.0, 0.0),
@@ -427,6 +481,18 @@ impl Scene {
                     self.head_pitch = pitch_deg.clamp(-MAX_PITCH_DEG, MAX_PITCH_DEG);
                 }
             }
+        }
+    }
+
+    /// Sets the head's pose: yaw (degrees, positive to the left) and pitch (degrees, positive
+    /// up), added to the camera's path orientation, and its position (metres: x right, y up,
+    /// z back) relative to the camera's path, y being the eye's height above the resting one.
+    /// Non-finite values are ignored.
+    pub fn set_head_pose(&mut self, yaw_deg: f32, pitch_deg: f32, position: [f32; 3]) {
+        if yaw_deg.is_finite() && pitch_deg.is_finite() && position.iter().all(|v| v.is_finite()) {
+            self.head_yaw = yaw_deg;
+            self.head_pitch = pitch_deg.clamp(-MAX_PITCH_DEG, MAX_PITCH_DEG);
+            self.head_position = position.map(|v| v.clamp(-8.0, 8.0));
         }
     }
 
@@ -483,20 +549,61 @@ impl Scene {
         (px, py, yaw, pitch)
     }
 
+    /// The views of a frame at the camera's pose: one, or two eyes side by side.
+    fn views(&self, px: f32, py: f32, yaw: f32, pitch: f32, base_yaw: f32) -> Vec<View> {
+        let w = self.cfg.width as usize;
+        // The head's offset in the map: forward is the path's direction (without the head's
+        // own yaw), right is its clockwise normal.
+        let (fx, fy) = (base_yaw.cos(), base_yaw.sin());
+        let (rx, ry) = (fy, -fx);
+        let [hx, hy, hz] = self.head_position;
+        let (cx, cy) = (px + fx * -hz + rx * hx, py + fy * -hz + ry * hx);
+        let height = (0.5 + hy).clamp(0.05, 0.95);
+        if !self.cfg.stereo {
+            return vec![View {
+                px: cx,
+                py: cy,
+                yaw,
+                pitch,
+                height,
+                x0: 0,
+                w,
+            }];
+        }
+        // Each eye ±IPD/2 along the head's right axis (the head's own yaw included).
+        let half = self.cfg.ipd_m.clamp(0.0, 0.2) / 2.0;
+        let (ex, ey) = (yaw.sin() * half, -yaw.cos() * half);
+        let lw = w / 2;
+        vec![
+            View {
+                px: cx - ex,
+                py: cy - ey,
+                yaw,
+                pitch,
+                height,
+                x0: 0,
+                w: lw,
+            },
+            View {
+                px: cx + ex,
+                py: cy + ey,
+                yaw,
+                pitch,
+                height,
+                x0: lw,
+                w: w - lw,
+            },
+        ]
+    }
+
     /// Renders the scene at time `t` (seconds) into `out`.
     pub fn render(&mut self, t: f64, out: &mut BgraFrame) {
         if (out.width, out.height) != (self.cfg.width, self.cfg.height) {
             return;
         }
         let (px, py, yaw, pitch) = self.camera(t);
-        let (w, h) = (self.cfg.width as usize, self.cfg.height as usize);
-        let half_fov = (self.cfg.fov_deg.clamp(30.0, 150.0) / 2.0).to_radians();
-        // Screen y grows downwards; world y grows "up" the map. Direction and camera plane:
-        let (dir_x, dir_y) = (yaw.cos(), yaw.sin());
-        let plane = half_fov.tan();
-        let (plane_x, plane_y) = (dir_y * plane, -dir_x * plane);
-        let focal = (w as f32 / 2.0) / plane;
-        let horizon = h as f32 / 2.0 + pitch.tan() * focal;
+        let base_yaw = yaw - self.head_yaw.to_radians();
+        let h = self.cfg.height as usize;
         let stride = out.stride;
         if !(out.data.as_ptr() as usize).is_multiple_of(4)
             || !stride.is_multiple_of(4)
@@ -508,6 +615,68 @@ impl Scene {
         // above), so the prefix is empty and `body` covers the whole frame.
         let (_, body, _) = unsafe { out.data.align_to_mut::<u32>() };
         let pitch_px = stride / 4;
+        for view in self.views(px, py, yaw, pitch, base_yaw) {
+            self.render_view(view, body, pitch_px, h);
+            if self.cfg.pose_markers {
+                self.draw_markers(view, body, pitch_px, h);
+            }
+        }
+    }
+
+    /// The half horizontal field of view of each view, radians.
+    pub fn half_fov(&self) -> f32 {
+        (self.cfg.fov_deg.clamp(30.0, 150.0) / 2.0).to_radians()
+    }
+
+    /// Pose markers at infinity: a bar at every [`MARKER_SPACING_DEG`] of world azimuth, over
+    /// the middle half of the rows.
+    fn draw_markers(&self, v: View, body: &mut [u32], pitch_px: usize, h: usize) {
+        let half_fov = self.half_fov();
+        let yaw_deg = v.yaw.to_degrees();
+        let first = ((yaw_deg - 90.0) / MARKER_SPACING_DEG).floor() as i32;
+        let last = ((yaw_deg + 90.0) / MARKER_SPACING_DEG).ceil() as i32;
+        // Widths scale with the view: a 4-pixel white core and 2-pixel black edges at 640.
+        let core = (v.w as f32 / 160.0).max(2.0);
+        let edge = (v.w as f32 / 320.0).max(1.0);
+        for k in first..=last {
+            let az = (k as f32 * MARKER_SPACING_DEG).to_radians();
+            let Some(xc) = column_of(az - v.yaw, v.w, half_fov) else {
+                continue;
+            };
+            let x_lo = (xc - core / 2.0 - edge).floor().max(0.0) as usize;
+            let x_hi = ((xc + core / 2.0 + edge).ceil() as usize).min(v.w.saturating_sub(1));
+            for y in h / 4..3 * h / 4 {
+                let row = &mut body[y * pitch_px + v.x0..y * pitch_px + v.x0 + v.w];
+                for (x, p) in row.iter_mut().enumerate().take(x_hi + 1).skip(x_lo) {
+                    let d = (x as f32 - xc).abs();
+                    *p = if d <= core / 2.0 {
+                        0xFFFF_FFFF
+                    } else {
+                        0xFF00_0000
+                    };
+                }
+            }
+        }
+    }
+
+    /// Renders one view into its columns of `body`.
+    fn render_view(&mut self, v: View, body: &mut [u32], pitch_px: usize, h: usize) {
+        let View {
+            px,
+            py,
+            yaw,
+            pitch,
+            height,
+            x0,
+            w,
+        } = v;
+        let half_fov = self.half_fov();
+        // Screen y grows downwards; world y grows "up" the map. Direction and camera plane:
+        let (dir_x, dir_y) = (yaw.cos(), yaw.sin());
+        let plane = half_fov.tan();
+        let (plane_x, plane_y) = (dir_y * plane, -dir_x * plane);
+        let focal = (w as f32 / 2.0) / plane;
+        let horizon = h as f32 / 2.0 + pitch.tan() * focal;
         let texs = &self.textures;
 
         // Walls first, column by column (DDA ray casting), remembering what each column
@@ -579,9 +748,9 @@ impl Scene {
                 tu = TEX - 1 - tu;
             }
             let line = focal / dist;
-            let top = horizon - 0.5 * line;
+            let top = horizon - (1.0 - height) * line;
             let y0 = top.max(0.0) as usize;
-            let y1 = ((horizon + 0.5 * line).ceil().max(0.0) as usize).min(h);
+            let y1 = ((horizon + height * line).ceil().max(0.0) as usize).min(h);
             extents[x] = (y0 as u32, y1.max(y0) as u32);
             let mut vis = visibility(dist);
             if side == 1 {
@@ -596,7 +765,7 @@ impl Scene {
             for y in y0..y1 {
                 let texel = tex
                     [((((v >> 16) as usize).min(TEX - 1) >> level) * TEX + tu) & (TEX * TEX - 1)];
-                body[y * pitch_px + x] = fog(texel, vis, frb, fg);
+                body[y * pitch_px + x0 + x] = fog(texel, vis, frb, fg);
                 v = v.wrapping_add(step);
             }
         }
@@ -605,7 +774,7 @@ impl Scene {
         let (lx, ly) = (dir_x - plane_x, dir_y - plane_y);
         let (rx, ry) = (dir_x + plane_x, dir_y + plane_y);
         for y in 0..h {
-            let row = &mut body[y * pitch_px..y * pitch_px + w];
+            let row = &mut body[y * pitch_px + x0..y * pitch_px + x0 + w];
             let dy = y as f32 + 0.5 - horizon;
             let yy = y as u32;
             let uncovered = |row: &mut [u32]| {
@@ -620,7 +789,7 @@ impl Scene {
                 continue;
             }
             let floor = dy > 0.0;
-            let dist = 0.5 * focal / dy.abs();
+            let dist = if floor { height } else { 1.0 - height } * focal / dy.abs();
             let vis = visibility(dist);
             if vis == 0 {
                 uncovered(row);
@@ -777,6 +946,81 @@ mod tests {
         for i in 0..2000 {
             let f = render(&mut s, i as f64 / 60.0);
             assert!(f.data.chunks_exact(4).all(|p| p[3] == 255));
+        }
+    }
+
+    fn still(w: u32, h: u32) -> SceneConfig {
+        let mut cfg = SceneConfig::new(w, h);
+        cfg.spin_deg_per_s = 0.0;
+        cfg.walk_speed = 0.0;
+        cfg
+    }
+
+    #[test]
+    fn stereo_renders_two_eyes_from_the_head_pose() {
+        let mut cfg = still(640, 360);
+        cfg.stereo = true;
+        cfg.ipd_m = 0.0;
+        let mut s = Scene::new(cfg.clone()).unwrap();
+        let f = render(&mut s, 1.0);
+        // Without eye separation both halves are the same picture.
+        for y in 0..360 {
+            let row = f.row(y);
+            assert_eq!(&row[..320 * 4], &row[320 * 4..]);
+        }
+        cfg.ipd_m = 0.064;
+        let mut s = Scene::new(cfg).unwrap();
+        let g = render(&mut s, 1.0);
+        let (l, r): (Vec<u8>, Vec<u8>) = (0..360)
+            .map(|y| (g.row(y)[..1280].to_vec(), g.row(y)[1280..].to_vec()))
+            .fold((vec![], vec![]), |(mut a, mut b), (x, y)| {
+                a.extend(x);
+                b.extend(y);
+                (a, b)
+            });
+        let d = l
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| (*a as f64 - *b as f64).abs())
+            .sum::<f64>()
+            / l.len() as f64;
+        assert!(d > 0.5 && d < 40.0, "parallax between the eyes: {d}");
+        // Moving the head forward and up changes what each eye sees.
+        s.set_head_pose(0.0, 0.0, [0.0, 0.2, -0.5]);
+        assert!(diff(&g, &render(&mut s, 1.0)) > 2.0);
+    }
+
+    #[test]
+    fn pose_markers_show_the_views_yaw() {
+        let mut cfg = still(640, 360);
+        cfg.pose_markers = true;
+        let mut s = Scene::new(cfg).unwrap();
+        for yaw in [0.0f32, 7.5, -12.0, 44.0] {
+            s.set_head_pose(yaw, 0.0, [0.0; 3]);
+            let f = render(&mut s, 1.0);
+            // White runs on the middle row.
+            let row = f.row(180);
+            let mut runs = Vec::new();
+            let mut start = None;
+            for x in 0..640usize {
+                let white = row[x * 4] == 255 && row[x * 4 + 1] == 255 && row[x * 4 + 2] == 255;
+                match (white, start) {
+                    (true, None) => start = Some(x),
+                    (false, Some(a)) => {
+                        runs.push((a + x - 1) as f32 / 2.0);
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            assert!(!runs.is_empty(), "yaw {yaw}: no marker");
+            for xc in runs {
+                let delta = delta_of_column(xc, 640, s.half_fov()).to_degrees();
+                // The marker's azimuth is a multiple of 30°: yaw + delta.
+                let az = yaw + delta;
+                let off = (az / MARKER_SPACING_DEG).round() * MARKER_SPACING_DEG - az;
+                assert!(off.abs() < 0.3, "yaw {yaw}: marker at {xc} is {off}° off");
+            }
         }
     }
 }

@@ -149,22 +149,17 @@ fn rgb_round_trip(
     use untether_media::convert::Conversion;
     let mut scene = Scene::new(SceneConfig::new(w, h)).expect("scene");
     let mut enc = Encoder::new(EncoderConfig {
-        width: w,
-        height: h,
-        fps: 60,
-        bitrate_kbps: kbps,
         preset: "superfast".into(),
-        threads: 2,
         conversion: Conversion::Rgb,
-        intra_refresh: false,
-        x264_params: x264_params.into(),
+        extra_params: x264_params.into(),
+        ..EncoderConfig::new(w, h, 60, kbps).with_encoder("libx264rgb")
     })
     .expect("libx264rgb encoder");
     let mut dec = Decoder::new(2).expect("decoder");
     let mut f = BgraFrame::new(w, h).expect("frame");
     for i in 0..frames {
         scene.render(i as f64 / 60.0, &mut f);
-        let e = enc.encode(&f, i == 0).expect("encode");
+        let e = enc.encode(&f, i == 0).expect("encode").expect("a frame");
         let pic = dec
             .decode(&e.data)
             .expect("decode")

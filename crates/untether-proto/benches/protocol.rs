@@ -97,6 +97,7 @@ fn handshake(c: &mut Criterion) {
         max_datagram: 1200,
         capabilities: 3,
         name: "bench".into(),
+        codecs: Vec::new(),
     };
     let mut g = c.benchmark_group("handshake");
     for pin in [None, Some("123456")] {

@@ -6,6 +6,14 @@
 //! nothing but a keyframe is delivered until one arrives, so the decoder never sees a frame whose
 //! reference is missing and the client never shows a corrupted picture.
 //!
+//! **Intra refresh** (a session with a refresh period N, [`AssemblerConfig::refresh_period`]):
+//! the stream also recovers without a keyframe, by a sweep of intra blocks over N frames whose
+//! first frame is flagged ([`ShardHeader::refresh_start`]). After a loss (or when joining), the
+//! next sweep start is delivered like a keyframe, and it and the N − 2 frames after it are
+//! delivered **held** ([`CompleteFrame::hold`]): the decoder must decode them, the client must
+//! not show them, because until the sweep has covered the picture part of it is still wrong.
+//! The sweep's last frame is the first clean picture.
+//!
 //! Forward error correction ([`crate::fec`]): a frame may carry `parity_count` Reed–Solomon
 //! parity shards after its data shards. As soon as any `data_count` of its shards are present,
 //! the missing data shards are rebuilt and the frame is complete; shards of it that arrive later
@@ -89,6 +97,11 @@ pub fn max_frame_bytes(max_payload: usize) -> usize {
 pub struct CompleteFrame {
     pub frame_number: u32,
     pub keyframe: bool,
+    /// An intra-refresh sweep starts with this frame.
+    pub refresh_start: bool,
+    /// Decode it but do not show it: an intra-refresh sweep since a loss or a join is still
+    /// under way, so the picture is not yet clean.
+    pub hold: bool,
     /// Host clock.
     pub capture_us: Micros,
     /// Client clock: first and last shard received.
@@ -140,6 +153,10 @@ pub struct AssemblerConfig {
     /// Most bytes of frames held at once (memory bound: a peer announcing 16 MiB frames cannot
     /// make the client hold 16 of them).
     pub max_bytes_in_flight: usize,
+    /// The session's refresh period (frames per intra-refresh sweep; 0: keyframes only): a
+    /// sweep start then ends the wait for a keyframe, and its frames are held until the sweep
+    /// is complete.
+    pub refresh_period: u32,
 }
 
 impl Default for AssemblerConfig {
@@ -149,6 +166,7 @@ impl Default for AssemblerConfig {
             lost_when_overtaken: true,
             max_frames_in_flight: 16,
             max_bytes_in_flight: 64 << 20,
+            refresh_period: 0,
         }
     }
 }
@@ -167,6 +185,10 @@ pub struct AssemblerStats {
     pub frames_skipped: u64,
     /// Frames that had at least one shard arrive after they were delivered or given up.
     pub frames_late: u64,
+    /// Intra-refresh sweeps that ended a wait (after a loss or a join), and the frames
+    /// delivered held while they were under way.
+    pub refresh_recoveries: u64,
+    pub frames_held: u64,
     /// Parity shards received (included in `shards_received`).
     pub parity_received: u64,
     /// Data shards rebuilt from parity.
@@ -233,6 +255,7 @@ impl Partial {
             && a.frame_bytes == h.frame_bytes
             && a.capture_us == h.capture_us
             && a.keyframe() == h.keyframe()
+            && a.refresh_start() == h.refresh_start()
     }
 }
 
@@ -242,8 +265,11 @@ pub struct Assembler {
     partial: BTreeMap<u32, Partial>,
     /// Frames below this were delivered or given up.
     next: Option<u32>,
-    /// A frame was lost: only a keyframe can be delivered next.
+    /// A frame was lost: only a keyframe (or, with a refresh period, a sweep start) can be
+    /// delivered next.
     need_keyframe: bool,
+    /// Frames before this one are delivered held (a recovery sweep is under way).
+    hold_until: Option<u32>,
     /// Recently completed frames (all data present), to count their later shards as unneeded
     /// rather than late.
     completed: BTreeMap<u32, ()>,
@@ -260,8 +286,9 @@ impl Assembler {
             cfg,
             partial: BTreeMap::new(),
             next: None,
-            // The stream starts with a keyframe.
+            // The stream starts with a keyframe (or, with a refresh period, a sweep start).
             need_keyframe: true,
+            hold_until: None,
             completed: BTreeMap::new(),
             fec: FecDecoder::new(),
             late_frames: BTreeMap::new(),
@@ -279,9 +306,16 @@ impl Assembler {
         self.need_keyframe
     }
 
-    /// Deliver nothing but a keyframe from now on (the decoder rejected a frame).
+    /// Deliver nothing but a keyframe (or a sweep start) from now on (the decoder rejected a
+    /// frame).
     pub fn require_keyframe(&mut self) {
         self.need_keyframe = true;
+        self.hold_until = None;
+    }
+
+    /// Whether a recovery sweep is under way (frames are delivered held).
+    pub fn holding(&self) -> bool {
+        self.hold_until.is_some()
     }
 
     /// The first frame number that has not been delivered or given up.
@@ -455,6 +489,7 @@ impl Assembler {
     fn give_up(&mut self, f: u32, cause: LossCause) {
         self.stats.frames_lost += 1;
         self.need_keyframe = true;
+        self.hold_until = None;
         self.out.push(Assembled::Lost {
             frame_number: f,
             cause,
@@ -475,14 +510,27 @@ impl Assembler {
 
     fn on_complete(&mut self, f: u32) {
         let keyframe = self.partial.get(&f).is_some_and(|p| p.header.keyframe());
-        if keyframe {
-            // A keyframe resets the decoder: anything older no longer matters.
+        let sweep = self.cfg.refresh_period > 0
+            && self.need_keyframe
+            && self
+                .partial
+                .get(&f)
+                .is_some_and(|p| p.header.refresh_start());
+        if keyframe || sweep {
+            // A keyframe resets the decoder, a sweep start begins to: anything older no longer
+            // matters.
             let older: Vec<u32> = self.partial.range(..f).map(|(k, _)| *k).collect();
             for k in older {
                 self.partial.remove(&k);
                 self.give_up(k, LossCause::Overtaken);
             }
             self.need_keyframe = false;
+            self.hold_until = if keyframe {
+                None
+            } else {
+                self.stats.refresh_recoveries += 1;
+                Some(f.saturating_add(self.cfg.refresh_period - 1))
+            };
             self.deliver(f);
         } else if self.next == Some(f) && !self.need_keyframe {
             self.deliver(f);
@@ -521,9 +569,17 @@ impl Assembler {
             return;
         };
         self.stats.frames_complete += 1;
+        let hold = self.hold_until.is_some_and(|until| f < until);
+        if hold {
+            self.stats.frames_held += 1;
+        } else {
+            self.hold_until = None;
+        }
         self.out.push(Assembled::Frame(CompleteFrame {
             frame_number: f,
             keyframe: p.header.keyframe(),
+            refresh_start: p.header.refresh_start(),
+            hold,
             capture_us: p.header.capture_us,
             first_shard_us: p.first_us,
             last_shard_us: p.last_us,
@@ -603,6 +659,107 @@ mod tests {
 
     fn frames(out: &mut Assembler) -> Vec<Assembled> {
         out.drain().collect()
+    }
+
+    /// Frame `f`'s shards, flagged as the start of an intra-refresh sweep when `refresh`.
+    fn frame(f: u32, key: bool, refresh: bool) -> Vec<(ShardHeader, Vec<u8>)> {
+        shards(f, key, 2500, 1000)
+            .into_iter()
+            .map(|(mut h, p)| {
+                if refresh {
+                    h.flags |= shard_flags::REFRESH;
+                }
+                (h, p)
+            })
+            .collect()
+    }
+
+    /// (frame, hold) of the frames delivered, and the numbers of the others.
+    fn outcome(a: &mut Assembler) -> (Vec<(u32, bool)>, Vec<u32>) {
+        let mut shown = Vec::new();
+        let mut not = Vec::new();
+        for x in a.drain() {
+            match x {
+                Assembled::Frame(f) => shown.push((f.frame_number, f.hold)),
+                Assembled::Lost { frame_number, .. } | Assembled::Skipped { frame_number } => {
+                    not.push(frame_number)
+                }
+            }
+        }
+        (shown, not)
+    }
+
+    #[test]
+    fn a_sweep_start_ends_the_wait_and_its_frames_are_held_until_it_has_covered_the_picture() {
+        let period = 4;
+        let mut a = Assembler::new(AssemblerConfig {
+            refresh_period: period,
+            ..Default::default()
+        });
+        // Joining mid-stream: frames 5–7 cannot be decoded, 8 starts a sweep (8 % 4 == 0).
+        for f in 5..14u32 {
+            for (h, p) in &frame(f, false, f % period == 0) {
+                a.insert(f as u64 * 16_000, h, p);
+            }
+        }
+        let (shown, not) = outcome(&mut a);
+        assert_eq!(not, vec![5, 6, 7]);
+        assert_eq!(
+            shown,
+            vec![
+                (8, true),
+                (9, true),
+                (10, true),
+                (11, false),
+                (12, false),
+                (13, false)
+            ]
+        );
+        assert_eq!(a.stats().refresh_recoveries, 1);
+        assert_eq!(a.stats().frames_held, 3);
+        // A loss during the next recovery: wait for the sweep after it.
+        for f in [14u32, 15] {
+            for (h, p) in &frame(f, false, false) {
+                a.insert(300_000, h, p);
+            }
+        }
+        let _ = outcome(&mut a);
+        a.require_keyframe(); // the decoder rejected 15
+        for f in 16..22u32 {
+            for (h, p) in &frame(f, false, f % period == 0) {
+                a.insert(400_000, h, p);
+            }
+        }
+        let (shown, _) = outcome(&mut a);
+        assert_eq!(
+            shown[..4],
+            [(16, true), (17, true), (18, true), (19, false)]
+        );
+        // A keyframe ends a hold at once.
+        for (h, p) in &frame(24, false, true) {
+            a.insert(500_000, h, p);
+        }
+        let _ = outcome(&mut a);
+        a.require_keyframe();
+        for (f, key) in [(25u32, true), (26, false)] {
+            for (h, p) in &frame(f, key, false) {
+                a.insert(600_000, h, p);
+            }
+        }
+        assert_eq!(outcome(&mut a).0, vec![(25, false), (26, false)]);
+    }
+
+    #[test]
+    fn without_a_refresh_period_a_sweep_flag_does_not_end_the_wait() {
+        let mut a = Assembler::new(AssemblerConfig::default());
+        for f in 4..6u32 {
+            for (h, p) in &frame(f, false, f == 4) {
+                a.insert(0, h, p);
+            }
+        }
+        let (shown, not) = outcome(&mut a);
+        assert!(shown.is_empty());
+        assert_eq!(not, vec![4, 5]);
     }
 
     #[test]

@@ -14,11 +14,15 @@ use crate::handshake::{
 };
 use crate::keyframe::KeyframeRequester;
 use crate::paths::MAX_PATHS;
+use crate::pose::PoseSample;
 use crate::reliable::ReliableSender;
-use crate::state::{StateConfig, StateKey, StateSender, StateSenderStats, StateValue};
+use crate::state::{
+    Staleness, StateConfig, StateEntry, StateKey, StateReceiver, StateSender, StateSenderStats,
+    StateValue,
+};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
-    self, caps, encode_control, encode_handshake, role_flags, ByeReason, ClientRole, ControlFrame,
+    self, encode_control, encode_handshake, role_flags, ByeReason, ClientRole, Codec, ControlFrame,
     Datagram, Feedback, FrameTiming, Header, Hello, InputEvent, PacketType, RejectReason,
     SessionParams, TextChunk, HEADER_LEN, SHARD_HEADER_LEN,
 };
@@ -49,8 +53,9 @@ pub struct ClientConfig {
     pub feedback_interval_us: Micros,
     /// The largest datagram this client accepts.
     pub max_datagram: u16,
-    /// Codecs this client decodes ([`caps`] bits).
-    pub capabilities: u32,
+    /// The codecs this client decodes, preferred first: sent in the handshake (message 3,
+    /// authenticated), the host picks one ([`wire::choose_codec`]).
+    pub codecs: Vec<Codec>,
     /// SRTT ← α·RTT + (1−α)·SRTT.
     pub rtt_alpha: f64,
     /// Input retransmission timeout = β·SRTT (at least `min_rto_us`).
@@ -67,6 +72,8 @@ pub struct ClientConfig {
     pub suite_preference: Suite,
     /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
     pub entropy: [u8; 32],
+    /// The client → host latest-wins state channel's budget, bytes/s (0: none).
+    pub state_budget_bytes_per_s: u64,
     /// Ask the host to resend the data shards of a frame that cannot complete (ShardNack),
     /// when the RTT leaves time before the frame's deadline; such a frame is then given up
     /// when the retries fail instead of as soon as a newer frame completes.
@@ -84,7 +91,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("keepalive_us", &self.keepalive_us)
             .field("idle_timeout_us", &self.idle_timeout_us)
             .field("max_datagram", &self.max_datagram)
-            .field("capabilities", &self.capabilities)
+            .field("codecs", &self.codecs)
             .field("identity", &self.identity)
             .field("host_key", &self.host_key.map(|k| fingerprint(&k)))
             .field("pin", &self.pin.as_ref().map(|_| "…"))
@@ -111,7 +118,9 @@ impl ClientConfig {
             ping_interval_us: 500_000,
             feedback_interval_us: 100_000,
             max_datagram: 1500,
-            capabilities: caps::H264 | caps::H264_RGB,
+            // What FFmpeg's software decoders here handle; H.264 first (the fastest to
+            // decode in software).
+            codecs: vec![Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1],
             rtt_alpha: 0.9,
             rto_beta: 2.0,
             min_rto_us: 5_000,
@@ -124,6 +133,7 @@ impl ClientConfig {
             suite_preference: Suite::Aes256Gcm,
             entropy: rng.seed(),
             retransmit: true,
+            state_budget_bytes_per_s: 0,
         }
     }
 }
@@ -168,6 +178,12 @@ pub enum ClientEvent {
         /// A viewer paused to keyframes only (its link cannot carry the stream).
         paused: bool,
     },
+    /// The pose frame `frame_number` was rendered for (once per frame, whichever copy came
+    /// first; possibly after the frame itself).
+    FramePose {
+        frame_number: u32,
+        sample: PoseSample,
+    },
     /// The host takes the raw layer-2 transport: its MAC address and EtherType (answer to
     /// [`ClientSession::send_link_address`]; docs/PROTOCOL.md §7.3).
     LinkAddress {
@@ -210,6 +226,8 @@ pub struct ClientStats {
     pub inputs_refused: u64,
     pub assembler: AssemblerStats,
     pub state: StateSenderStats,
+    /// Host → client state packets received.
+    pub state_packets_received: u64,
     /// Retransmission: ShardNacks sent, and frames given up after them.
     pub shard_nacks_sent: u64,
     pub frames_abandoned: u64,
@@ -306,6 +324,10 @@ pub struct ClientSession {
     clock: ClockEstimator,
     input: ReliableSender,
     state_tx: StateSender,
+    /// Host → client state.
+    state_rx: StateReceiver,
+    /// The last frames whose pose arrived (the second copy of each is dropped).
+    poses_seen: VecDeque<u32>,
     /// Reused for opening protected datagrams (no per-packet allocation).
     scratch: Vec<u8>,
     hs_pn: u64,
@@ -366,7 +388,11 @@ impl ClientSession {
                 min_rto_us: cfg.min_rto_us.min(2_000),
                 initial_rto_us: 100_000,
                 keepalive_us: cfg.keepalive_us,
+                budget_bytes_per_s: cfg.state_budget_bytes_per_s,
+                ..StateConfig::default()
             }),
+            state_rx: StateReceiver::new(),
+            poses_seen: VecDeque::new(),
             cfg,
             state,
             scratch: Vec::with_capacity(2048),
@@ -596,6 +622,21 @@ impl ClientSession {
     /// The latest-wins sender (values, delivery, statistics).
     pub fn state_sender(&self) -> &StateSender {
         &self.state_tx
+    }
+
+    /// Staleness of the client → host state (see [`crate::state`]).
+    pub fn state_staleness(&self, now: Micros) -> Staleness {
+        self.state_tx.staleness(now)
+    }
+
+    /// The newest value of a key the host published (haptics, other players, …).
+    pub fn state_value(&self, key: StateKey) -> Option<StateEntry> {
+        self.state_rx.get(key).copied()
+    }
+
+    /// Everything the host published (changes: [`StateReceiver::changes`]).
+    pub fn state_received(&self) -> &StateReceiver {
+        &self.state_rx
     }
 
     fn flush_state(&mut self, now: Micros) {
@@ -891,8 +932,9 @@ impl ClientSession {
                 }
                 let info = ClientInfoPayload {
                     max_datagram: self.cfg.max_datagram,
-                    capabilities: self.cfg.capabilities,
+                    capabilities: self.cfg.codecs.iter().fold(0, |m, c| m | c.cap()),
                     name: self.cfg.name.clone(),
+                    codecs: self.cfg.codecs.clone(),
                 };
                 let (msg3, keys) = match hs.finish(&info) {
                     Ok(x) => x,
@@ -962,10 +1004,10 @@ impl ClientSession {
                     match f {
                         ControlFrame::Accept(params) => {
                             self.on_accept(now, params);
-                            // What rides beside the Accept (the client's role) is for the
-                            // session just opened.
+                            // What rides beside the Accept (the client's role, the host's
+                            // state) is for the session just opened.
                             for f in frames {
-                                if matches!(f, ControlFrame::Role { .. }) {
+                                if matches!(f, ControlFrame::Role { .. } | ControlFrame::State(_)) {
                                     self.on_control(now, f);
                                 }
                             }
@@ -1074,6 +1116,8 @@ impl ClientSession {
         // With retransmission a frame missing shards waits for them (its NACKs decide when
         // to give up), instead of being lost as soon as a newer frame completes.
         acfg.lost_when_overtaken = !self.cfg.retransmit;
+        // A stream that refreshes itself: a sweep start ends the wait for a keyframe.
+        acfg.refresh_period = params.refresh_period as u32;
         // The host's datagrams must fit what we said we can receive; shards are bounded by
         // its max_datagram (validated by the Accept's parser).
         let _ = SHARD_HEADER_LEN;
@@ -1085,7 +1129,11 @@ impl ClientSession {
             last_recv_us: now,
             last_send_us: now,
             assembler: Assembler::new(acfg),
-            requester: KeyframeRequester::new(interval),
+            requester: {
+                let mut r = KeyframeRequester::new(interval);
+                r.set_refresh_period(params.refresh_period as u32);
+                r
+            },
             next_ping_us: now,
             pings_in_burst: 0,
             next_feedback_us: now + self.cfg.feedback_interval_us,
@@ -1166,6 +1214,30 @@ impl ClientSession {
                     });
                 }
             }
+            ControlFrame::State(p) => {
+                self.stats.state_packets_received += 1;
+                self.state_rx.on_packet(now, &p);
+                if let Some(ack) = self.state_rx.poll_ack() {
+                    self.pending
+                        .retain(|f| !matches!(f, ControlFrame::StateAck(_)));
+                    self.pending.push(ControlFrame::StateAck(ack));
+                }
+            }
+            ControlFrame::FramePose {
+                frame_number,
+                sample,
+            } => {
+                if !self.poses_seen.contains(&frame_number) {
+                    if self.poses_seen.len() >= 16 {
+                        self.poses_seen.pop_front();
+                    }
+                    self.poses_seen.push_back(frame_number);
+                    self.events.push_back(ClientEvent::FramePose {
+                        frame_number,
+                        sample,
+                    });
+                }
+            }
             ControlFrame::Bye { reason } => {
                 self.close_state();
                 self.pending.clear();
@@ -1182,7 +1254,6 @@ impl ClientSession {
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
             | ControlFrame::Input { .. }
-            | ControlFrame::State(_)
             | ControlFrame::RoleAck { .. }
             | ControlFrame::PathResponse { .. } => {}
             // Only meaningful while connecting (a repeated Accept after a lost one is ignored).
@@ -1240,7 +1311,10 @@ impl ClientSession {
         for a in c.assembler.drain() {
             match a {
                 Assembled::Frame(f) => {
-                    if f.keyframe {
+                    if !f.hold {
+                        // A picture that can be shown (a keyframe, a frame in an intact chain,
+                        // the end of a recovery sweep): nothing to ask for. A held frame is a
+                        // sweep under way: the request waits on (a sweep can fail too).
                         c.requester.on_keyframe();
                     }
                     // RFC 3550 jitter: variation of (arrival − capture) between frames.

@@ -29,7 +29,7 @@ use snow::{Builder, HandshakeState};
 use spake2::{Ed25519Group, Identity, Password, Spake2};
 
 use crate::crypto::{Suite, ALL_SUITES};
-use crate::wire::{Put, Reader, WireError, MAX_NAME_LEN};
+use crate::wire::{Codec, Put, Reader, WireError, MAX_NAME_LEN};
 
 /// The Noise protocol names.
 pub const NOISE_XX: &str = "Noise_XX_25519_ChaChaPoly_BLAKE2s";
@@ -359,12 +359,22 @@ impl SessionSetup {
     }
 }
 
-/// Message 3's payload (encrypted): who the client is.
+/// The most codecs a client lists.
+pub const MAX_CODECS: usize = 8;
+
+/// Message 3's payload (encrypted, so authenticated with the rest of the handshake): who the
+/// client is and what it decodes.
+/// `max_datagram u16 ‖ capabilities u32 ‖ name (u16 length ‖ UTF-8) [‖ count u8 ‖ codec u8 ×
+/// count]`: the codecs it decodes in its order of preference (absent: those of its
+/// [`crate::wire::caps`] bits, in id order).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientInfoPayload {
     pub max_datagram: u16,
+    /// [`crate::wire::caps`] bits: the codecs it decodes, as a set.
     pub capabilities: u32,
     pub name: String,
+    /// The codecs it decodes, preferred first (at most [`MAX_CODECS`]; empty: not sent).
+    pub codecs: Vec<Codec>,
 }
 
 impl ClientInfoPayload {
@@ -372,14 +382,52 @@ impl ClientInfoPayload {
         out.put_u16(self.max_datagram);
         out.put_u32(self.capabilities);
         out.put_str(&self.name, MAX_NAME_LEN);
+        if !self.codecs.is_empty() {
+            let n = self.codecs.len().min(MAX_CODECS);
+            out.put_u8(n as u8);
+            for c in &self.codecs[..n] {
+                out.put_u8(*c as u8);
+            }
+        }
     }
     pub fn parse(b: &[u8]) -> Result<ClientInfoPayload, WireError> {
         let mut r = Reader::new(b, "hello finish");
+        let max_datagram = r.u16()?;
+        let capabilities = r.u32()?;
+        let name = r.peer_text("finish.name", MAX_NAME_LEN)?;
+        let mut codecs = Vec::new();
+        if !r.is_empty() {
+            let n = r.u8()? as usize;
+            if n > MAX_CODECS {
+                return Err(WireError::Field {
+                    field: "finish.codecs",
+                    reason: "more than 8",
+                });
+            }
+            for &id in r.bytes(n)? {
+                // A codec this host does not know is one it cannot encode: skipped.
+                if let Ok(c) = Codec::from_u8(id) {
+                    if !codecs.contains(&c) {
+                        codecs.push(c);
+                    }
+                }
+            }
+        }
         Ok(ClientInfoPayload {
-            max_datagram: r.u16()?,
-            capabilities: r.u32()?,
-            name: r.peer_text("finish.name", MAX_NAME_LEN)?,
+            max_datagram,
+            capabilities,
+            name,
+            codecs,
         })
+    }
+
+    /// What the client decodes, preferred first: its list, or its capability bits.
+    pub fn decodes(&self) -> Vec<Codec> {
+        if self.codecs.is_empty() {
+            Codec::from_caps(self.capabilities)
+        } else {
+            self.codecs.clone()
+        }
     }
 }
 
@@ -626,6 +674,7 @@ mod tests {
             max_datagram: 1400,
             capabilities: 3,
             name: "quest".into(),
+            codecs: vec![Codec::Hevc, Codec::H264],
         };
         let (m3, ck) = c.finish(&info)?;
         let (ckey, got, hk) = h.finish(&m3)?;
@@ -661,6 +710,49 @@ mod tests {
         let last = m2.len() - 1;
         m2[last] ^= 1;
         assert!(c.read_reply(&m2).is_err());
+    }
+
+    #[test]
+    fn the_codec_list_is_optional_bounded_and_falls_back_to_the_capability_bits() {
+        use crate::wire::{caps, Hex};
+        let info = ClientInfoPayload {
+            max_datagram: 1200,
+            capabilities: caps::H264 | caps::HEVC,
+            name: "pi".into(),
+            codecs: vec![Codec::Hevc, Codec::H264],
+        };
+        let mut b = Vec::new();
+        info.encode(&mut b);
+        assert_eq!(Hex(&b).to_string(), crate::vectors::CLIENT_INFO_CODECS);
+        assert_eq!(ClientInfoPayload::parse(&b).unwrap(), info);
+        assert_eq!(info.decodes(), vec![Codec::Hevc, Codec::H264]);
+        // Without the list: the bits, in id order.
+        let old = ClientInfoPayload {
+            codecs: Vec::new(),
+            ..info.clone()
+        };
+        let mut b = Vec::new();
+        old.encode(&mut b);
+        assert_eq!(b.len(), 2 + 4 + 2 + 2);
+        let parsed = ClientInfoPayload::parse(&b).unwrap();
+        assert_eq!(parsed.decodes(), vec![Codec::H264, Codec::Hevc]);
+        // Unknown ids are skipped, repeats once, more than 8 refused, a short list truncated.
+        let mut b = Vec::new();
+        old.encode(&mut b);
+        b.extend_from_slice(&[4, 9, 4, 4, 1]);
+        assert_eq!(
+            ClientInfoPayload::parse(&b).unwrap().codecs,
+            vec![Codec::Av1, Codec::H264]
+        );
+        let mut b = Vec::new();
+        old.encode(&mut b);
+        b.push(9);
+        b.extend_from_slice(&[1; 9]);
+        assert!(ClientInfoPayload::parse(&b).is_err());
+        let mut b = Vec::new();
+        old.encode(&mut b);
+        b.extend_from_slice(&[3, 1]);
+        assert!(ClientInfoPayload::parse(&b).is_err());
     }
 
     #[test]
@@ -738,6 +830,7 @@ mod tests {
             max_datagram: 1200,
             capabilities: 1,
             name: "pi".into(),
+            codecs: Vec::new(),
         }
         .encode(&mut info);
         let n = c.write_message(&info, &mut buf).unwrap();
@@ -760,6 +853,7 @@ mod tests {
                     max_datagram: 1200,
                     keepalive_ms: 2000,
                     idle_timeout_ms: 30_000,
+                    refresh_period: 0,
                 },
             )],
             &mut accept,

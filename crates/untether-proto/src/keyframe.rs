@@ -1,6 +1,11 @@
 //! Keyframe requests: the client asks after a loss and repeats every frame interval until a
 //! keyframe arrives; the host honours a request unless it honoured one within the cooldown or
 //! has already sent a keyframe newer than the loss.
+//!
+//! A stream that refreshes itself (a session with a refresh period: intra-refresh sweeps, or
+//! an encoder's periodic keyframes) recovers without asking: the requester then waits two
+//! refresh periods (and two frames) for the stream's own refresh before it asks for a
+//! keyframe after all — the sweep start after a loss may itself be lost.
 
 use crate::Micros;
 
@@ -8,6 +13,8 @@ use crate::Micros;
 #[derive(Clone, Debug)]
 pub struct KeyframeRequester {
     interval_us: Micros,
+    /// Frames per refresh (0: none; ask at once).
+    refresh_period: u32,
     /// (newest lost frame, when to send next) while a keyframe is awaited.
     active: Option<(u32, Micros)>,
     pub requests_sent: u64,
@@ -18,6 +25,7 @@ impl KeyframeRequester {
     pub fn new(interval_us: Micros) -> Self {
         KeyframeRequester {
             interval_us: interval_us.max(1),
+            refresh_period: 0,
             active: None,
             requests_sent: 0,
         }
@@ -27,17 +35,33 @@ impl KeyframeRequester {
         self.interval_us = interval_us.max(1);
     }
 
+    /// The session's refresh period in frames (0: the stream does not refresh itself).
+    pub fn set_refresh_period(&mut self, frames: u32) {
+        self.refresh_period = frames;
+    }
+
+    /// How long after a loss the first request waits: 0, or two refresh periods and two
+    /// frames when the stream refreshes itself.
+    pub fn first_wait_us(&self) -> Micros {
+        if self.refresh_period == 0 {
+            0
+        } else {
+            (2 * self.refresh_period as u64 + 2) * self.interval_us
+        }
+    }
+
     /// A frame was lost (or could not be decoded): a keyframe is needed. The request names the
     /// newest lost frame, so a host that already answered an older loss with a keyframe that was
     /// itself lost still sees the request as new.
     pub fn on_loss(&mut self, now: Micros, lost_frame: u32) {
         match &mut self.active {
             Some((f, _)) => *f = (*f).max(lost_frame),
-            None => self.active = Some((lost_frame, now)),
+            None => self.active = Some((lost_frame, now + self.first_wait_us())),
         }
     }
 
-    /// A keyframe arrived: stop asking.
+    /// The picture is clean again (a keyframe arrived, or a refresh sweep completed): stop
+    /// asking.
     pub fn on_keyframe(&mut self) {
         self.active = None;
     }
@@ -141,6 +165,25 @@ mod tests {
         assert_eq!(r.poll_timeout(), Some(16_767 + 16_667));
         r.on_keyframe();
         assert_eq!(r.poll(100_000), None);
+        assert_eq!(r.requests_sent, 2);
+    }
+
+    #[test]
+    fn a_refreshing_stream_is_given_two_periods_before_a_keyframe_is_asked_for() {
+        let mut r = KeyframeRequester::new(10_000);
+        r.set_refresh_period(30);
+        assert_eq!(r.first_wait_us(), 62 * 10_000);
+        r.on_loss(0, 7);
+        assert_eq!(r.poll(0), None);
+        assert_eq!(r.poll(619_999), None);
+        assert_eq!(r.poll_timeout(), Some(620_000));
+        // The sweep came: nothing is asked.
+        r.on_keyframe();
+        assert_eq!(r.poll(700_000), None);
+        // It did not come: ask, then every frame.
+        r.on_loss(1_000_000, 90);
+        assert_eq!(r.poll(1_620_000), Some(90));
+        assert_eq!(r.poll(1_630_000), Some(90));
         assert_eq!(r.requests_sent, 2);
     }
 

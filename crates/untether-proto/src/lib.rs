@@ -12,7 +12,7 @@
 //!   (AEAD packet protection, key updates), [`window`] (replay protection).
 //! - Units: [`assembler`] (shards ↔ frames, loss detection), [`keyframe`] (requests and the
 //!   host's cooldown), [`reliable`] (the ordered input channel), [`state`] (the latest-wins
-//!   state channel), [`clock`] (offset and RTT), [`window`] (duplicate detection and packet
+//!   state channel), [`pose`] (head poses and quaternions), [`clock`] (offset and RTT), [`window`] (duplicate detection and packet
 //!   loss counting).
 //! - [`stats`]: the one percentile definition (nearest rank) and [`stats::Samples`], a
 //!   session's latency samples in bounded memory.
@@ -30,6 +30,7 @@ pub mod handshake;
 pub mod host;
 pub mod keyframe;
 pub mod paths;
+pub mod pose;
 pub mod rate;
 pub mod reliable;
 #[cfg(test)]
@@ -37,6 +38,7 @@ mod session_multi_tests;
 #[cfg(test)]
 mod session_tests;
 pub mod sim;
+pub mod sim_state;
 pub mod state;
 pub mod stats;
 pub mod units;
@@ -57,15 +59,16 @@ pub use crypto::Suite;
 pub use fec::{FecMode, FecPolicy};
 pub use handshake::{fingerprint, PublicKey, StaticKeypair};
 pub use host::{
-    AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, FrameMeta,
-    HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,
+    AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, CodecOffer,
+    FrameMeta, HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,
     PairingPin, SlowViewer, StreamState,
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
 pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};
+pub use pose::{Pose, PoseSample};
 pub use rate::{RateConfig, RateController, RateStats};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
-pub use state::{StateEntry, StateKey, StateReceiver, StateSender, StateValue};
+pub use state::{Staleness, StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
     sanitize_peer_text, ByeReason, ClientRole, Codec, ControlFrame, Feedback, FrameTiming,
     InputEvent, LinkDeclineReason, RejectReason, SessionParams, TextChunk, WireError,

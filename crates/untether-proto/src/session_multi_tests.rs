@@ -19,6 +19,7 @@ fn params() -> SessionParams {
         max_datagram: 1200,
         keepalive_ms: 2000,
         idle_timeout_ms: 30_000,
+        refresh_period: 0,
     }
 }
 
@@ -73,6 +74,16 @@ struct World {
 
 impl World {
     fn new(seed: u8, max_clients: usize, cooldown_us: Micros) -> World {
+        World::with(seed, max_clients, cooldown_us, |_| {})
+    }
+
+    /// [`World::new`] with the host's configuration edited by `edit`.
+    fn with(
+        seed: u8,
+        max_clients: usize,
+        cooldown_us: Micros,
+        edit: impl FnOnce(&mut HostConfig),
+    ) -> World {
         let mut keys = SessionRng::from_seed([seed; 32]);
         let host_id = StaticKeypair::generate(&mut keys);
         let mut c = HostConfig::new(params());
@@ -81,6 +92,7 @@ impl World {
         c.access = AccessPolicy::Open;
         c.max_clients = max_clients;
         c.keyframe_cooldown_us = cooldown_us;
+        edit(&mut c);
         World {
             host: HostSession::new(c),
             now: 1_000_000,
@@ -92,12 +104,18 @@ impl World {
 
     /// A new client (index returned) that starts connecting now.
     fn add(&mut self) -> usize {
+        self.add_with(|_| {})
+    }
+
+    /// [`World::add`] with the client's configuration edited by `edit`.
+    fn add_with(&mut self, edit: impl FnOnce(&mut ClientConfig)) -> usize {
         let n = self.clients.len();
         let id = StaticKeypair::generate(&mut self.keys);
         let mut c = ClientConfig::new(format!("c{n}"));
         c.identity = id.clone();
         c.entropy = [n as u8 + 40; 32];
         c.nonce = 1000 + n as u64;
+        edit(&mut c);
         self.clients.push(Client {
             addr: ([10, 0, 1, n as u8 + 1], 4000).into(),
             id,
@@ -495,4 +513,164 @@ fn a_room_of_clients_switched_on_together_connects_when_the_handshake_table_hold
     // The protocol's bare default of 16: the later Hellos evict the earlier handshakes.
     let (n, evicted) = room(16);
     assert!(n < 32 && evicted > 0, "{n} connected, {evicted} evicted");
+}
+
+/// One stream, one codec: the first client chooses it among the host's, a client that joins is
+/// given it (whatever it prefers), and one that cannot decode it is refused naming both lists.
+#[test]
+fn the_first_client_chooses_the_streams_codec_and_the_others_join_it_or_are_refused() {
+    use crate::host::CodecOffer;
+    let mut w = World::with(7, 8, 50_000, |c| {
+        c.codecs = vec![
+            CodecOffer {
+                codec: Codec::H264,
+                refresh_period: 0,
+            },
+            CodecOffer {
+                codec: Codec::Hevc,
+                refresh_period: 30,
+            },
+        ];
+    });
+    let connected = |c: &Client| {
+        c.events.iter().find_map(|e| match e {
+            ClientEvent::Connected(p) => Some(*p),
+            _ => None,
+        })
+    };
+    w.add_with(|c| c.codecs = vec![Codec::Av1, Codec::Hevc, Codec::H264]);
+    w.run(300_000);
+    let first = connected(&w.clients[0]).expect("the first client connects");
+    assert_eq!(
+        first.codec,
+        Codec::Hevc,
+        "its first choice the host encodes"
+    );
+    assert_eq!(first.refresh_period, 30, "with that codec's refresh period");
+    assert_eq!(w.host.params().codec, Codec::Hevc, "the stream's codec");
+    // A self-refreshing stream: the first client's join asked for no keyframe.
+    assert_eq!(w.keyframe_requests(), 0);
+    w.add_with(|c| c.codecs = vec![Codec::H264, Codec::Hevc]);
+    w.run(300_000);
+    let second = connected(&w.clients[1]).expect("the second client connects");
+    assert_eq!(
+        second.codec,
+        Codec::Hevc,
+        "the stream's codec, not its first choice"
+    );
+    w.add_with(|c| c.codecs = vec![Codec::H264]);
+    w.run(300_000);
+    assert!(connected(&w.clients[2]).is_none());
+    let refused = w.clients[2].events.iter().find_map(|e| match e {
+        ClientEvent::Rejected { reason, message } => Some((*reason, message.clone())),
+        _ => None,
+    });
+    let (reason, message) = refused.expect("refused");
+    assert_eq!(reason, RejectReason::Codec);
+    assert!(
+        message.contains("hevc") && message.contains("h264"),
+        "{message}"
+    );
+    assert!(w.host_events.iter().any(|e| matches!(
+        e,
+        HostEvent::ClientRefused { reason: RejectReason::Codec, message: m, .. } if *m == message
+    )));
+    assert_eq!(w.host.client_count(), 2);
+}
+
+/// What the host publishes reaches every client on its own channel, a late one included; a
+/// frame's pose goes to the controller only.
+#[test]
+fn published_state_reaches_every_client_and_a_frames_pose_only_the_controller() {
+    use crate::state::{keys, StateValue};
+    let mut w = World::new(8, 8, 50_000);
+    assert!(w.host.publish_state(w.now, keys::APP, StateValue::Int(5)));
+    w.add();
+    w.add();
+    w.run(300_000);
+    assert_eq!(w.host.client_count(), 2);
+    assert!(w
+        .host
+        .publish_state(w.now, keys::APP + 1, StateValue::Int(6)));
+    w.add();
+    w.run(500_000);
+    assert_eq!(w.host.client_count(), 3);
+    for (i, c) in w.clients.iter().enumerate() {
+        for (k, v) in [(keys::APP, 5), (keys::APP + 1, 6)] {
+            let got = c.session.state_value(k).map(|e| e.value);
+            assert_eq!(got, Some(StateValue::Int(v)), "client {i}, key {k:#x}");
+        }
+    }
+    let controller = w.host.controller().expect("a controller");
+    let sample = crate::pose::PoseSample {
+        sample_us: 1234,
+        pose: crate::pose::Pose::from_angles(10.0, 0.0, 0.0, [0.0, 1.5, 0.0]),
+    };
+    w.host.send_frame_pose(w.now, 77, sample);
+    w.run(50_000);
+    for (i, c) in w.clients.iter().enumerate() {
+        let poses = c
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    ClientEvent::FramePose {
+                        frame_number: 77,
+                        ..
+                    }
+                )
+            })
+            .count();
+        let is_controller = w.id(i) == controller;
+        assert_eq!(poses, is_controller as usize, "client {i}");
+    }
+}
+
+/// A stream that refreshes itself: a client that joins asks for no keyframe and is sent
+/// nothing until a sweep starts (its shards flagged), then every frame.
+#[test]
+fn a_join_on_a_self_refreshing_stream_waits_for_the_next_sweep_without_a_keyframe() {
+    let mut w = World::with(9, 8, 50_000, |c| c.params.refresh_period = 4);
+    w.add();
+    w.run(300_000);
+    let mut number = 0u32;
+    let mut send = |w: &mut World, key: bool| {
+        let refresh = !key && number % 4 == 0;
+        let data = crate::sim::frame_payload(number, key, 3000);
+        let _ = w
+            .host
+            .send_frame_flagged(w.now, number, w.now, key, refresh, &data);
+        number += 1;
+        w.run(16_000);
+    };
+    send(&mut w, true);
+    for _ in 0..5 {
+        send(&mut w, false);
+    }
+    w.keyframe_requests();
+    w.add();
+    w.run(300_000);
+    assert_eq!(w.host.client_count(), 2);
+    for _ in 0..10 {
+        send(&mut w, false);
+    }
+    assert_eq!(w.keyframe_requests(), 0, "a join asks for no keyframe");
+    let status = w.host.client_status();
+    let joiner = &status[1];
+    assert_eq!(joiner.state, StreamState::Live);
+    assert!(joiner.frames_skipped > 0, "nothing before the sweep");
+    // Its first frame is the sweep's start (numbers 8 or 12 here), and it held nothing it
+    // could not decode: the session delivered each frame after it.
+    let got: Vec<u32> = w.clients[1]
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Frame(f) => Some(f.frame_number),
+            _ => None,
+        })
+        .collect();
+    assert!(!got.is_empty(), "the joiner got frames");
+    assert_eq!(got[0] % 4, 0, "it starts at a sweep: {got:?}");
+    assert!(got.windows(2).all(|p| p[1] == p[0] + 1), "{got:?}");
 }

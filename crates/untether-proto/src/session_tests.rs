@@ -21,6 +21,7 @@ fn params() -> SessionParams {
         max_datagram: 1200,
         keepalive_ms: 2000,
         idle_timeout_ms: 30_000,
+        refresh_period: 0,
     }
 }
 
@@ -990,6 +991,64 @@ fn a_flood_of_access_requests_keeps_the_pending_ones_and_is_limited_per_address(
     let (_, msg) = request_from(&mut w, 300, flood);
     assert!(msg.contains("untether pair approve"), "{msg}");
     assert_eq!(w.host.access_requests().count(), max);
+}
+
+#[test]
+fn the_host_gives_each_client_its_first_codec_it_can_encode_or_names_both_lists() {
+    let (hid, cid) = ids(31);
+    let mut w = host(&hid, AccessPolicy::Open, vec![]);
+    let mut cfg = HostConfig::new(params());
+    cfg.identity = hid.clone();
+    cfg.entropy = [4; 32];
+    cfg.access = AccessPolicy::Open;
+    cfg.codecs = [Codec::H264, Codec::Hevc]
+        .map(|codec| crate::host::CodecOffer {
+            codec,
+            refresh_period: if codec == Codec::Hevc { 30 } else { 0 },
+        })
+        .to_vec();
+    w.host = HostSession::new(cfg);
+    // A Raspberry Pi 5 prefers HEVC: it gets HEVC though the host lists H.264 first.
+    let mut cc = ClientConfig::new("pi5");
+    cc.identity = cid.clone();
+    cc.entropy = [7; 32];
+    cc.codecs = vec![Codec::Hevc, Codec::H264];
+    let mut c = ClientSession::new(cc, w.now);
+    let ev = run(&mut w, &mut c, 300_000);
+    let p = ev
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::Connected(p) => Some(*p),
+            _ => None,
+        })
+        .expect("connected");
+    assert_eq!(p.codec, Codec::Hevc);
+    // …with that codec's refresh period.
+    assert_eq!(p.refresh_period, 30);
+    assert_eq!(w.host.params().codec, Codec::Hevc);
+    c.close(w.now);
+    run(&mut w, &mut c, 50_000);
+    // An AV1-only client: refused, both lists named, on both sides.
+    let mut cc = ClientConfig::new("av1");
+    cc.identity = cid.clone();
+    cc.entropy = [8; 32];
+    cc.nonce = 2;
+    cc.codecs = vec![Codec::Av1];
+    let mut c = ClientSession::new(cc, w.now);
+    let ev = run(&mut w, &mut c, 300_000);
+    assert!(!connected(&ev));
+    let (reason, msg) = rejected(&ev).expect("refused");
+    assert_eq!(reason, RejectReason::Codec);
+    assert!(msg.contains("h264, hevc") && msg.contains("av1"), "{msg}");
+    let host_saw = std::iter::from_fn(|| w.host.poll_event()).find_map(|e| match e {
+        HostEvent::ClientRefused {
+            reason: RejectReason::Codec,
+            message,
+            ..
+        } => Some(message),
+        _ => None,
+    });
+    assert_eq!(host_saw.as_deref(), Some(msg.as_str()));
 }
 
 #[test]

@@ -223,6 +223,12 @@ pub struct SimConfig {
     /// More clients on the same host, each with its own links (the first client, above, is
     /// admitted first and so is the controller; these are viewers).
     pub viewers: Vec<SimViewer>,
+    /// Intra refresh: the host's stream starts a sweep every this many frames and a joining or
+    /// recovering client waits for one (0: keyframes on demand).
+    pub refresh_period: u32,
+    /// Frames the host's stream had already sent when the client joins (with a refresh
+    /// period the client then joins mid-stream, without a keyframe; 0: it gets the first).
+    pub join_at_frame: u32,
 }
 
 /// One more client of a simulated host.
@@ -282,6 +288,8 @@ impl Default for SimConfig {
             scheduler: crate::paths::Scheduler::default(),
             retransmit: true,
             viewers: Vec::new(),
+            refresh_period: 0,
+            join_at_frame: 0,
         }
     }
 }
@@ -295,8 +303,15 @@ pub struct SimResult {
     pub keyframe_requests_honoured: u64,
     /// Frames handed to the (simulated) decoder, in order.
     pub delivered: Vec<(u32, bool, Micros)>,
-    /// Frames handed over whose bytes differ from what was sent, or whose reference is missing.
+    /// Frames handed over whose bytes differ from what was sent, or shown (not held) whose
+    /// picture is not clean: a reference missing (no keyframe since the chain broke) or an
+    /// intra-refresh sweep since then not yet complete.
     pub corrupted: u64,
+    /// Delivered frames shown, and held (decoded, not shown: a recovery sweep under way).
+    pub shown: u64,
+    pub held: u64,
+    /// Intra-refresh sweep starts sent.
+    pub sweeps_sent: u64,
     pub inputs_sent: u32,
     /// Input sequence numbers as the host application received them.
     pub inputs_received: Vec<u32>,
@@ -396,6 +411,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         max_datagram: cfg.max_datagram,
         keepalive_ms: 2000,
         idle_timeout_ms: cfg.idle_timeout_ms,
+        refresh_period: cfg.refresh_period as u16,
     };
     let mut keys_rng = SessionRng::from_seed(seed_bytes(cfg.seed));
     let host_id = StaticKeypair::generate(&mut keys_rng);
@@ -507,8 +523,13 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     let mut next_flood = now.saturating_add(flood_interval);
     let mut want_key = true;
     let mut streaming = false;
-    // The decoder's state: the last frame it decoded, if its chain is intact.
+    // Frames since the stream's last keyframe (the stream may be older than the session).
+    let mut since_key: u32 = cfg.join_at_frame;
+    // The decoder's state: the last frame it decoded, if its chain is intact; whether its
+    // picture is clean, or the sweep start it is recovering from.
     let mut decoder_at: Option<u32> = None;
+    let mut clean = false;
+    let mut sweep_from: Option<u32> = None;
     let mut last_delivery: Option<Micros> = None;
     let mut sizes: std::collections::HashMap<u32, (bool, usize)> = Default::default();
     let mut sent_at: std::collections::HashMap<u32, Micros> = Default::default();
@@ -518,6 +539,9 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             next_frame += interval;
             if streaming {
                 let key = std::mem::take(&mut want_key);
+                since_key = if key { 0 } else { since_key.saturating_add(1) };
+                let refresh =
+                    !key && cfg.refresh_period > 0 && since_key.is_multiple_of(cfg.refresh_period);
                 let len = if key {
                     cfg.keyframe_bytes
                 } else {
@@ -533,10 +557,14 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 if sent_at.len() > 4096 {
                     sent_at.remove(&frame_number.wrapping_sub(4096));
                 }
-                if host.send_frame(now, frame_number, now, key, &data).is_ok() {
+                if host
+                    .send_frame_flagged(now, frame_number, now, key, refresh, &data)
+                    .is_ok()
+                {
                     r.frames_sent += 1;
                     r.keyframes_sent += key as u64;
                     r.frames.push((frame_number, key, now));
+                    r.sweeps_sent += refresh as u64;
                     frame_number += 1;
                 }
             }
@@ -697,7 +725,12 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             match ev {
                 HostEvent::ClientConnected { client, addr, .. } => {
                     // The stream goes on for whoever joins: the session asks for the
-                    // joiner's keyframe itself.
+                    // joiner's keyframe itself (none when the stream refreshes itself). A
+                    // stream that starts now starts with one, unless it is older than the
+                    // session (`join_at_frame`) and refreshes itself.
+                    if !streaming {
+                        want_key = cfg.refresh_period == 0 || cfg.join_at_frame == 0;
+                    }
                     streaming = true;
                     if addr == client_addr {
                         main_id = Some(client);
@@ -739,21 +772,44 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                     let intact = sizes.get(&f.frame_number).is_some_and(|&(k, len)| {
                         k == f.keyframe && f.data == frame_payload(f.frame_number, k, len)
                     });
-                    let has_reference =
-                        f.keyframe || decoder_at == Some(f.frame_number.wrapping_sub(1));
-                    if intact && has_reference {
-                        decoder_at = Some(f.frame_number);
-                    } else {
-                        r.corrupted += 1;
-                        decoder_at = None;
-                    }
-                    if let Some(prev) = last_delivery {
-                        if now - prev > r.longest_gap_us {
-                            r.longest_gap_us = now - prev;
-                            r.longest_gap_end_us = now;
+                    let n = f.frame_number;
+                    let chained = decoder_at == Some(n.wrapping_sub(1));
+                    if intact && f.keyframe {
+                        (decoder_at, clean, sweep_from) = (Some(n), true, None);
+                    } else if intact && (chained || f.refresh_start) {
+                        if f.refresh_start && !clean && sweep_from.is_none() {
+                            sweep_from = Some(n);
                         }
+                        if !chained {
+                            // Decoding resumes at a sweep start after a broken chain.
+                            (clean, sweep_from) = (false, Some(n));
+                        }
+                        decoder_at = Some(n);
+                        let period = cfg.refresh_period.max(1);
+                        if sweep_from.is_some_and(|s| n >= s.saturating_add(period - 1)) {
+                            (clean, sweep_from) = (true, None);
+                        }
+                    } else {
+                        (decoder_at, clean, sweep_from) = (None, false, None);
                     }
-                    last_delivery = Some(now);
+                    if !intact || (!f.hold && !clean) {
+                        r.corrupted += 1;
+                    }
+                    if f.hold {
+                        r.held += 1;
+                    } else {
+                        r.shown += 1;
+                    }
+                    if !f.hold {
+                        // A held frame is not shown: the freeze goes on.
+                        if let Some(prev) = last_delivery {
+                            if now - prev > r.longest_gap_us {
+                                r.longest_gap_us = now - prev;
+                                r.longest_gap_end_us = now;
+                            }
+                        }
+                        last_delivery = Some(now);
+                    }
                     r.delivered.push((f.frame_number, f.keyframe, now));
                     if let Some(&t) = sent_at.get(&f.frame_number) {
                         r.frame_latency_us.push(now - t);
@@ -1115,6 +1171,50 @@ mod tests {
             assert_eq!(r.client_events_gone, 0);
             assert_eq!(r.host_events_gone, 0);
         }
+    }
+
+    /// Intra refresh at the protocol level: under loss, and for a client joining mid-stream,
+    /// the client waits for a sweep instead of asking for keyframes, never shows a picture
+    /// before a sweep has covered it since the loss, and the stream keeps flowing.
+    #[test]
+    fn intra_refresh_recovers_without_keyframes_and_never_shows_an_unclean_picture() {
+        let mut recovered = 0;
+        for seed in 0..60u64 {
+            let lossy = LinkConfig {
+                loss: 0.02,
+                delay_us: 2000,
+                jitter_us: 1000,
+                ..Default::default()
+            };
+            let cfg = SimConfig {
+                seed,
+                duration_us: 4_000_000,
+                refresh_period: 30,
+                join_at_frame: 7 + seed as u32 % 23,
+                keyframe_bytes: 20_000,
+                down: lossy.clone(),
+                up: lossy,
+                retransmit: seed % 2 == 0,
+                ..Default::default()
+            };
+            let r = run(&cfg);
+            check_invariants(&cfg, &r);
+            // Joined mid-sweep: the first frames are held, never shown unclean.
+            assert!(r.held > 0, "seed {seed}: nothing held");
+            assert!(r.shown > 100, "seed {seed}: only {} shown", r.shown);
+            assert!(r.sweeps_sent >= 7, "seed {seed}: {} sweeps", r.sweeps_sent);
+            // Keyframes only as the last resort (a sweep start lost twice in a row).
+            assert!(
+                r.keyframes_sent <= 2,
+                "seed {seed}: {} keyframes",
+                r.keyframes_sent
+            );
+            recovered += r.client.assembler.refresh_recoveries;
+        }
+        assert!(
+            recovered > 60,
+            "losses were recovered by sweeps: {recovered}"
+        );
     }
 
     #[test]

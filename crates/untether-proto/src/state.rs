@@ -1,15 +1,17 @@
 //! The latest-wins state channel (after Verse): continuous state — pointer position, head pose,
-//! IMU, controller axes — where only the newest value of each key matters.
+//! IMU, controller axes, haptics, other players, application state — where only the newest
+//! value of each key matters. Both sides have one: the client sends its input state to the host,
+//! the host publishes state to the client, on the same control frames (`State`, `StateAck`).
 //!
-//! - The sender keeps one value per key. Setting a key marks it dirty; the next packet carries
-//!   every dirty key. Every packet has an id (`pid`, 0, 1, 2, …).
+//! - The sender keeps one value per key (up to [`MAX_KEYS`]). Setting a key queues it; the
+//!   next packet carries queued keys. Every packet has an id (`pid`, 0, 1, 2, …).
 //! - The receiver applies an entry only if its packet id is above the id that last set the key
 //!   (so a late or duplicated packet never rolls a key back), and acknowledges with a
 //!   [`StateAck`]: the received/missing pids since the sender's "Ank id", as ACK/NAK runs
 //!   compressed to their starts — `ack(31) nak(33) ack(36) … end 38`.
-//! - On a NAK (or when a packet is unresolved for RTO = β·SRTT), the sender resends **only the
-//!   entries of that packet that are still the newest value of their key** and not yet known
-//!   to be delivered; obsolete entries are never resent (counted in
+//! - On a NAK (or when a packet is unresolved for RTO = β·SRTT), the sender queues again **only
+//!   the entries of that packet that are still the newest value of their key** and not yet
+//!   known to be delivered; obsolete entries are never resent (counted in
 //!   [`StateSenderStats::obsolete_skipped`]).
 //! - The Ank id ("acknowledgement of acknowledgements") is the oldest pid the sender has not
 //!   yet resolved (acked or given up); it rides in every packet and the receiver forgets
@@ -17,11 +19,26 @@
 //! - SRTT ← α·RTT + (1−α)·SRTT from the time between a packet and the ACK that first covers it
 //!   (α = 0.9); an empty packet every `keepalive` (2 s) when idle keeps the RTT fresh.
 //!
+//! **Budget.** A sender may be given a bandwidth budget ([`StateConfig::budget_bytes_per_s`], a
+//! token bucket counting each packet with [`StateConfig::packet_overhead`]). Within it, what
+//! leaves is always each key's newest value (read when the packet is built, never an older one
+//! that waited), and the queued keys go **in the order their receiver's copy went out of date**:
+//! the key that has been stale longest first. (Most-recently-changed-first would starve every
+//! key that changes a little earlier in each tick; this order bounds every key's staleness by
+//! how many keys share the budget.) Keys set again while queued keep their place.
+//!
+//! **Staleness** of a key: how long the receiver's copy has been out of date — from when the
+//! sender first had a value the receiver did not (the set time of the version after the last
+//! delivered one) until a newer version is delivered. The sender measures it per key from its
+//! acks (delivery ≈ the ack's arrival − SRTT/2) and keeps each key's worst and mean
+//! ([`StateSender::staleness`]); a key still stale counts with its staleness so far.
+//!
 //! Everything is bounded: keys ([`MAX_KEYS`]), packets in flight ([`MAX_IN_FLIGHT`]), receiver
 //! history ([`MAX_HISTORY`]) and runs per ack ([`MAX_RUNS`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::pose::{Pose, PoseSample};
 use crate::wire::{bad, Put, Reader, WireError};
 use crate::Micros;
 
@@ -33,31 +50,48 @@ pub mod keys {
     use super::StateKey;
     /// The pointer's absolute position in the client's window ([`super::StateValue::Pointer`]).
     pub const POINTER: StateKey = 0;
-    /// The head pose ([`super::StateValue::Pose`] or [`super::StateValue::Angles`]).
+    /// The head pose ([`super::StateValue::PoseSample`], or the older
+    /// [`super::StateValue::Pose`] / [`super::StateValue::Angles`]).
     pub const HEAD_POSE: StateKey = 1;
     /// The headset's IMU ([`super::StateValue::Imu`]).
     pub const IMU: StateKey = 2;
-    /// First key of controller axes / sticks; controller `n`, axis `a` = `AXES + 16·n + a`.
+    /// First key of controller axes / sticks; controller `n`, axis `a` = `AXES + 16·n + a`
+    /// (client → host). See [`gamepad_axis`].
     pub const AXES: StateKey = 0x100;
+    /// First key of controller rumble (host → client): controller `n` = `HAPTICS + n`
+    /// ([`super::StateValue::Haptic`]).
+    pub const HAPTICS: StateKey = 0x200;
+    /// First key an application may use for its own state in either direction (other players,
+    /// scores, …): `APP..=u16::MAX`.
+    pub const APP: StateKey = 0x1000;
+
+    /// The key of axis `axis` (0..16) of controller `controller` (0..16).
+    pub fn gamepad_axis(controller: u8, axis: u8) -> StateKey {
+        AXES + 16 * (controller as StateKey % 16) + (axis as StateKey % 16)
+    }
 }
 
-/// Most keys either side tracks.
-pub const MAX_KEYS: usize = 64;
+/// Most keys either side tracks (sender and receiver alike).
+pub const MAX_KEYS: usize = 4096;
 /// Most packets the sender tracks unresolved; beyond, the oldest is treated as lost.
 pub const MAX_IN_FLIGHT: usize = 512;
 /// Most packet ids the receiver remembers (from the sender's Ank id).
 pub const MAX_HISTORY: u32 = 1024;
 /// Most runs in one [`StateAck`].
 pub const MAX_RUNS: usize = 64;
-/// Most entries in one state packet.
-pub const MAX_ENTRIES: usize = 64;
+/// Most entries in one state packet (its count is one byte).
+pub const MAX_ENTRIES: usize = 255;
+/// Bytes a state packet costs on the wire beyond its own encoding when it travels alone: the
+/// datagram header (18), the control frame header (3) and the AEAD tag (16).
+pub const PACKET_OVERHEAD: usize = 37;
 
 /// A value of continuous state.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum StateValue {
     /// Absolute pointer position (window pixels).
     Pointer { x: i32, y: i32 },
-    /// Orientation quaternion (x, y, z, w) and position in metres.
+    /// Orientation quaternion (x, y, z, w) and position in metres (no sample time: prefer
+    /// [`StateValue::PoseSample`]).
     Pose {
         orientation: [f32; 4],
         position: [f32; 3],
@@ -70,6 +104,13 @@ pub enum StateValue {
     Axis(f32),
     /// Two axes, −1..1 (a stick, a touchpad).
     Stick { x: f32, y: f32 },
+    /// A head pose and when the client sampled it (client clock): what the host renders for
+    /// and echoes with the frame ([`crate::pose`]).
+    PoseSample(PoseSample),
+    /// Rumble: the low- and high-frequency motors' strength, 0..1 (host → client).
+    Haptic { low: f32, high: f32 },
+    /// An application's integer (a score, a mode, an id).
+    Int(i64),
 }
 
 mod kind {
@@ -79,6 +120,9 @@ mod kind {
     pub const IMU: u8 = 4;
     pub const AXIS: u8 = 5;
     pub const STICK: u8 = 6;
+    pub const POSE_SAMPLE: u8 = 7;
+    pub const HAPTIC: u8 = 8;
+    pub const INT: u8 = 9;
 }
 
 impl StateValue {
@@ -91,6 +135,9 @@ impl StateValue {
             StateValue::Imu { .. } => 24,
             StateValue::Axis(_) => 4,
             StateValue::Stick { .. } => 8,
+            StateValue::PoseSample(_) => PoseSample::LEN,
+            StateValue::Haptic { .. } => 8,
+            StateValue::Int(_) => 8,
         }
     }
 
@@ -99,8 +146,28 @@ impl StateValue {
         3 + self.value_len()
     }
 
-    fn floats(&self, out: &mut Vec<u8>, v: &[f32]) {
-        let _ = self;
+    /// The pose this value describes (a head pose key), if it is one.
+    pub fn pose(&self) -> Option<(Pose, Option<Micros>)> {
+        match *self {
+            StateValue::PoseSample(s) => Some((s.pose, Some(s.sample_us))),
+            StateValue::Pose {
+                orientation,
+                position,
+            } => Some((
+                Pose {
+                    orientation: crate::pose::quat_normalize(orientation),
+                    position,
+                },
+                None,
+            )),
+            StateValue::Angles { yaw, pitch, roll } => {
+                Some((Pose::from_angles(yaw, pitch, roll, [0.0; 3]), None))
+            }
+            _ => None,
+        }
+    }
+
+    fn floats(out: &mut Vec<u8>, v: &[f32]) {
         for f in v {
             out.put_f32(*f);
         }
@@ -119,17 +186,17 @@ impl StateValue {
                 position,
             } => {
                 out.put_u8(kind::POSE);
-                self.floats(out, orientation);
-                self.floats(out, position);
+                Self::floats(out, orientation);
+                Self::floats(out, position);
             }
             StateValue::Angles { yaw, pitch, roll } => {
                 out.put_u8(kind::ANGLES);
-                self.floats(out, &[*yaw, *pitch, *roll]);
+                Self::floats(out, &[*yaw, *pitch, *roll]);
             }
             StateValue::Imu { accel, gyro } => {
                 out.put_u8(kind::IMU);
-                self.floats(out, accel);
-                self.floats(out, gyro);
+                Self::floats(out, accel);
+                Self::floats(out, gyro);
             }
             StateValue::Axis(a) => {
                 out.put_u8(kind::AXIS);
@@ -137,7 +204,19 @@ impl StateValue {
             }
             StateValue::Stick { x, y } => {
                 out.put_u8(kind::STICK);
-                self.floats(out, &[*x, *y]);
+                Self::floats(out, &[*x, *y]);
+            }
+            StateValue::PoseSample(s) => {
+                out.put_u8(kind::POSE_SAMPLE);
+                s.encode(out);
+            }
+            StateValue::Haptic { low, high } => {
+                out.put_u8(kind::HAPTIC);
+                Self::floats(out, &[*low, *high]);
+            }
+            StateValue::Int(v) => {
+                out.put_u8(kind::INT);
+                out.put_u64(*v as u64);
             }
         }
     }
@@ -172,6 +251,12 @@ impl StateValue {
             },
             kind::AXIS => StateValue::Axis(f(r)?),
             kind::STICK => StateValue::Stick { x: f(r)?, y: f(r)? },
+            kind::POSE_SAMPLE => StateValue::PoseSample(PoseSample::parse(r)?),
+            kind::HAPTIC => StateValue::Haptic {
+                low: f(r)?,
+                high: f(r)?,
+            },
+            kind::INT => StateValue::Int(r.u64()? as i64),
             _ => return Err(bad("state.kind", "unknown state value kind")),
         };
         Ok((key, v))
@@ -198,8 +283,8 @@ impl StatePacket {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.put_u32(self.pid);
         out.put_u32(self.ank);
-        out.put_u8(self.entries.len() as u8);
-        for (k, v) in &self.entries {
+        out.put_u8(self.entries.len().min(MAX_ENTRIES) as u8);
+        for (k, v) in self.entries.iter().take(MAX_ENTRIES) {
             v.encode_entry(*k, out);
         }
     }
@@ -283,16 +368,36 @@ impl StateAck {
 // ---------------------------------------------------------------------------------------------
 // Sender
 
+/// Versions of one key sent and not resolved that a later set made obsolete: (sent version,
+/// set time of the version after it). Bounded per key; beyond, the oldest is forgotten (the
+/// key's staleness is then over- rather than under-estimated).
+const MAX_SUPERSEDED: usize = 32;
+
 struct KeyState {
     value: StateValue,
     /// Incremented by every set.
     version: u64,
-    /// When the current value was set (for the age statistics of tests).
+    /// When the current value was set.
     set_us: Micros,
-    /// The current version is known to be delivered.
-    delivered: bool,
-    /// To be sent in the next packet.
-    dirty: bool,
+    /// The newest version known to be delivered (0: none).
+    delivered_version: u64,
+    /// The newest version sent (0: none).
+    sent_version: u64,
+    /// Since when the receiver's copy is out of date (None: it has the current value).
+    stale_since: Option<Micros>,
+    superseded: VecDeque<(u64, Micros)>,
+    /// Queued to be sent (its place in the queue is `(stale_since, key)`).
+    queued: Option<Micros>,
+    /// Staleness measured at each delivery: worst, sum and count, µs.
+    worst_us: u64,
+    sum_us: u64,
+    deliveries: u64,
+}
+
+impl KeyState {
+    fn delivered(&self) -> bool {
+        self.delivered_version == self.version
+    }
 }
 
 struct Sent {
@@ -316,6 +421,26 @@ pub struct StateSenderStats {
     pub packets_nacked: u64,
     pub packets_timed_out: u64,
     pub sets_refused: u64,
+    /// Bytes the budget counted (packets and their overhead).
+    pub bytes_sent: u64,
+    /// Times a packet waited for the budget.
+    pub budget_waits: u64,
+}
+
+/// Staleness over keys (see the module docs): each key's worst staleness, then their
+/// percentiles over keys; µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Staleness {
+    /// Keys with a value.
+    pub keys: usize,
+    /// Keys whose receiver copy is out of date now.
+    pub stale_now: usize,
+    /// Over keys, of each key's worst staleness.
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// Mean staleness at delivery over every delivery of every key.
+    pub mean_us: u64,
 }
 
 /// Sender settings.
@@ -330,6 +455,10 @@ pub struct StateConfig {
     pub initial_rto_us: Micros,
     /// An empty packet when nothing was sent for this long.
     pub keepalive_us: Micros,
+    /// Bytes per second the channel may use, overhead included (0: no budget).
+    pub budget_bytes_per_s: u64,
+    /// Bytes counted per packet beyond its encoding ([`PACKET_OVERHEAD`]).
+    pub packet_overhead: usize,
 }
 
 impl Default for StateConfig {
@@ -340,7 +469,47 @@ impl Default for StateConfig {
             min_rto_us: 2_000,
             initial_rto_us: 100_000,
             keepalive_us: 2_000_000,
+            budget_bytes_per_s: 0,
+            packet_overhead: PACKET_OVERHEAD,
         }
+    }
+}
+
+/// The budget's token bucket.
+#[derive(Clone, Copy)]
+struct Budget {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last_us: Option<Micros>,
+}
+
+impl Budget {
+    fn new(bytes_per_s: u64) -> Budget {
+        let rate = bytes_per_s as f64;
+        // 20 ms of the budget, and at least two full datagrams.
+        let burst = (rate * 0.02).max(2500.0);
+        Budget {
+            rate,
+            burst,
+            tokens: burst,
+            last_us: None,
+        }
+    }
+    fn refill(&mut self, now: Micros) {
+        if let Some(last) = self.last_us {
+            let dt = now.saturating_sub(last) as f64 / 1e6;
+            self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+        }
+        self.last_us = Some(self.last_us.map_or(now, |l| l.max(now)));
+    }
+    /// When `bytes` tokens will be there.
+    fn ready_at(&self, bytes: f64) -> Micros {
+        let last = self.last_us.unwrap_or(0);
+        if self.tokens >= bytes {
+            return last;
+        }
+        last + (((bytes - self.tokens) / self.rate) * 1e6).ceil() as Micros
     }
 }
 
@@ -348,18 +517,29 @@ impl Default for StateConfig {
 pub struct StateSender {
     cfg: StateConfig,
     values: BTreeMap<StateKey, KeyState>,
+    /// Queued keys, stalest first.
+    queue: BTreeSet<(Micros, StateKey)>,
+    /// The encoded length of every queued entry.
+    queued_bytes: usize,
+    /// The `max_bytes` of the last poll (what one packet may carry).
+    packet_room: usize,
     next_pid: u32,
     in_flight: VecDeque<Sent>,
     srtt_us: Option<f64>,
     last_send_us: Option<Micros>,
+    budget: Option<Budget>,
     stats: StateSenderStats,
 }
 
 impl StateSender {
     pub fn new(cfg: StateConfig) -> Self {
         StateSender {
+            budget: (cfg.budget_bytes_per_s > 0).then(|| Budget::new(cfg.budget_bytes_per_s)),
             cfg,
             values: BTreeMap::new(),
+            queue: BTreeSet::new(),
+            queued_bytes: 0,
+            packet_room: 1150,
             next_pid: 0,
             in_flight: VecDeque::new(),
             srtt_us: None,
@@ -370,6 +550,10 @@ impl StateSender {
 
     pub fn stats(&self) -> StateSenderStats {
         self.stats
+    }
+
+    pub fn config(&self) -> &StateConfig {
+        &self.cfg
     }
 
     /// Smoothed RTT from this channel's acks.
@@ -395,14 +579,24 @@ impl StateSender {
         self.values.get(&key).map(|k| k.version)
     }
 
+    /// How many keys have a value.
+    pub fn key_count(&self) -> usize {
+        self.values.len()
+    }
+
     /// Whether the current value of every key is known to be delivered.
     pub fn all_delivered(&self) -> bool {
-        self.values.values().all(|k| k.delivered)
+        self.values.values().all(|k| k.delivered())
     }
 
     /// Packets sent and not yet resolved.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Keys waiting to be sent.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
     }
 
     /// The Ank id: the oldest unresolved pid (or the next pid when all are resolved).
@@ -413,47 +607,132 @@ impl StateSender {
             .map_or(self.next_pid, |s| s.pid)
     }
 
+    fn enqueue(
+        queue: &mut BTreeSet<(Micros, StateKey)>,
+        bytes: &mut usize,
+        key: StateKey,
+        k: &mut KeyState,
+    ) {
+        if k.queued.is_none() {
+            let at = k.stale_since.unwrap_or(k.set_us);
+            queue.insert((at, key));
+            *bytes += k.value.entry_len();
+            k.queued = Some(at);
+        }
+    }
+
+    fn dequeue(
+        queue: &mut BTreeSet<(Micros, StateKey)>,
+        bytes: &mut usize,
+        key: StateKey,
+        k: &mut KeyState,
+    ) {
+        if let Some(at) = k.queued.take() {
+            queue.remove(&(at, key));
+            *bytes = bytes.saturating_sub(k.value.entry_len());
+        }
+    }
+
     /// Sets a key's value; false when the key table is full (the value is dropped, counted).
     pub fn set(&mut self, now: Micros, key: StateKey, value: StateValue) -> bool {
         if let Some(k) = self.values.get_mut(&key) {
+            if k.sent_version == k.version && k.delivered_version < k.version {
+                // The version in flight is obsolete from now on.
+                if k.superseded.len() >= MAX_SUPERSEDED {
+                    k.superseded.pop_front();
+                }
+                k.superseded.push_back((k.version, now));
+            }
+            if k.queued.is_some() {
+                self.queued_bytes = self.queued_bytes + value.entry_len() - k.value.entry_len();
+            }
             k.value = value;
             k.version += 1;
             k.set_us = now;
-            k.delivered = false;
-            k.dirty = true;
+            if k.stale_since.is_none() {
+                k.stale_since = Some(now);
+            }
+            Self::enqueue(&mut self.queue, &mut self.queued_bytes, key, k);
             return true;
         }
         if self.values.len() >= MAX_KEYS {
             self.stats.sets_refused += 1;
             return false;
         }
-        self.values.insert(
-            key,
-            KeyState {
-                value,
-                version: 1,
-                set_us: now,
-                delivered: false,
-                dirty: true,
-            },
-        );
+        let mut k = KeyState {
+            value,
+            version: 1,
+            set_us: now,
+            delivered_version: 0,
+            sent_version: 0,
+            stale_since: Some(now),
+            superseded: VecDeque::new(),
+            queued: None,
+            worst_us: 0,
+            sum_us: 0,
+            deliveries: 0,
+        };
+        Self::enqueue(&mut self.queue, &mut self.queued_bytes, key, &mut k);
+        self.values.insert(key, k);
         true
     }
 
-    /// Whether a packet is ready (dirty keys) or a keep-alive is due.
-    pub fn wants_to_send(&self, now: Micros) -> bool {
-        self.values.values().any(|k| k.dirty)
-            || self
-                .last_send_us
-                .is_none_or(|t| now >= t + self.cfg.keepalive_us)
+    /// What the next packet costs the budget: everything queued, or a full packet (so that a
+    /// spent budget sends full packets, not a trickle of one-entry packets whose overhead
+    /// would eat it).
+    fn next_cost(&self) -> Option<usize> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        let body = self
+            .queued_bytes
+            .min(self.packet_room.saturating_sub(9))
+            .max(7);
+        Some(9 + body + self.cfg.packet_overhead)
     }
 
-    /// The next packet, with as many dirty keys as fit in `max_bytes` (of frame body): None if
-    /// nothing is dirty and no keep-alive is due.
+    /// Whether a packet is ready (queued keys) or a keep-alive is due, within the budget.
+    pub fn wants_to_send(&self, now: Micros) -> bool {
+        let due = !self.queue.is_empty()
+            || self
+                .last_send_us
+                .is_none_or(|t| now >= t + self.cfg.keepalive_us);
+        due && self.budget_ready_at(now) <= now
+    }
+
+    /// When the budget allows the next packet (now, without a budget).
+    fn budget_ready_at(&self, now: Micros) -> Micros {
+        let Some(b) = &self.budget else {
+            return now;
+        };
+        let cost = self.next_cost().unwrap_or(9 + self.cfg.packet_overhead) as f64;
+        let mut b2 = *b;
+        b2.refill(now);
+        b2.ready_at(cost)
+    }
+
+    /// The next packet, with as many queued keys as fit in `max_bytes` (of frame body) and the
+    /// budget, stalest first: None if nothing is queued and no keep-alive is due, or the budget
+    /// is spent (see [`poll_timeout`](Self::poll_timeout)).
     pub fn poll_packet(&mut self, now: Micros, max_bytes: usize) -> Option<StatePacket> {
         self.handle_timeout(now);
-        if !self.wants_to_send(now) || self.next_pid == u32::MAX {
+        let due = !self.queue.is_empty()
+            || self
+                .last_send_us
+                .is_none_or(|t| now >= t + self.cfg.keepalive_us);
+        if !due || self.next_pid == u32::MAX {
             return None;
+        }
+        let mut room = max_bytes;
+        self.packet_room = max_bytes;
+        let cost = self.next_cost().unwrap_or(9 + self.cfg.packet_overhead);
+        if let Some(b) = self.budget.as_mut() {
+            b.refill(now);
+            if b.tokens < cost as f64 {
+                self.stats.budget_waits += 1;
+                return None;
+            }
+            room = room.min((b.tokens as usize).saturating_sub(self.cfg.packet_overhead));
         }
         if self.in_flight.len() >= MAX_IN_FLIGHT {
             // Bound memory: the oldest packet is given up as lost.
@@ -469,23 +748,41 @@ impl StateSender {
         let mut entries = Vec::new();
         let mut recorded = Vec::new();
         let mut len = 9;
-        for (&key, k) in self.values.iter_mut() {
-            if !k.dirty {
-                continue;
-            }
-            let l = k.value.entry_len();
-            if len + l > max_bytes || entries.len() >= MAX_ENTRIES {
+        let mut taken = Vec::new();
+        for &(at, key) in self.queue.iter() {
+            if entries.len() >= MAX_ENTRIES || room.saturating_sub(len) < 7 {
                 break;
             }
+            let Some(k) = self.values.get(&key) else {
+                taken.push((at, key));
+                continue;
+            };
+            let l = k.value.entry_len();
+            if len + l > room {
+                continue;
+            }
             len += l;
-            k.dirty = false;
             entries.push((key, k.value));
             recorded.push((key, k.version));
+            taken.push((at, key));
+        }
+        for (at, key) in taken {
+            self.queue.remove(&(at, key));
+            if let Some(k) = self.values.get_mut(&key) {
+                k.queued = None;
+                self.queued_bytes = self.queued_bytes.saturating_sub(k.value.entry_len());
+                k.sent_version = k.version;
+            }
         }
         self.stats.packets_sent += 1;
         self.stats.entries_sent += entries.len() as u64;
         if entries.is_empty() {
             self.stats.empty_packets_sent += 1;
+        }
+        let cost = len + self.cfg.packet_overhead;
+        self.stats.bytes_sent += cost as u64;
+        if let Some(b) = self.budget.as_mut() {
+            b.tokens -= cost as f64;
         }
         self.in_flight.push_back(Sent {
             pid,
@@ -498,7 +795,7 @@ impl StateSender {
     }
 
     /// A lost packet: its entries that are still the newest value of their key (and not known
-    /// delivered) become dirty again; the others are obsolete and are not resent.
+    /// delivered) are queued again; the others are obsolete and are not resent.
     fn resolve_lost(&mut self, i: usize) {
         let Some(s) = self.in_flight.get_mut(i) else {
             return;
@@ -506,9 +803,9 @@ impl StateSender {
         s.resolved = true;
         for &(key, version) in &s.entries {
             match self.values.get_mut(&key) {
-                Some(k) if k.version == version && !k.delivered => {
-                    if !k.dirty {
-                        k.dirty = true;
+                Some(k) if k.version == version && !k.delivered() => {
+                    if k.queued.is_none() {
+                        Self::enqueue(&mut self.queue, &mut self.queued_bytes, key, k);
                         self.stats.entries_resent += 1;
                     }
                 }
@@ -523,6 +820,41 @@ impl StateSender {
         }
     }
 
+    /// A version of a key reached the receiver at about `arrival`.
+    fn on_delivered(&mut self, key: StateKey, version: u64, arrival: Micros) {
+        let Some(k) = self.values.get_mut(&key) else {
+            return;
+        };
+        if version <= k.delivered_version {
+            return;
+        }
+        if let Some(since) = k.stale_since {
+            let st = arrival.saturating_sub(since);
+            k.worst_us = k.worst_us.max(st);
+            k.sum_us = k.sum_us.saturating_add(st);
+            k.deliveries += 1;
+        }
+        k.delivered_version = version;
+        if version == k.version {
+            k.stale_since = None;
+            k.superseded.clear();
+            Self::dequeue(&mut self.queue, &mut self.queued_bytes, key, k);
+        } else {
+            // Newer versions exist: the receiver's copy is out of date since the next one
+            // was set (unknown if forgotten: keep the older time, an over-estimate).
+            if let Some(&(_, next_set)) = k.superseded.iter().find(|(v, _)| *v == version) {
+                k.stale_since = Some(next_set);
+                if let Some(at) = k.queued {
+                    // Keep the queue ordered by the new time.
+                    self.queue.remove(&(at, key));
+                    self.queue.insert((next_set, key));
+                    k.queued = Some(next_set);
+                }
+            }
+            k.superseded.retain(|(v, _)| *v > version);
+        }
+    }
+
     /// Takes an ACK/NAK report from the receiver.
     pub fn on_ack(&mut self, now: Micros, ack: &StateAck) {
         if ack.end >= self.next_pid {
@@ -534,6 +866,7 @@ impl StateSender {
             None => return,
         };
         let mut rtt_sample = None;
+        let mut delivered = Vec::new();
         for (range, acked) in ack.runs() {
             let (lo, hi) = (*range.start(), *range.end());
             if hi < base {
@@ -551,14 +884,7 @@ impl StateSender {
                     if s.pid == ack.end {
                         rtt_sample = Some(now.saturating_sub(s.sent_us));
                     }
-                    for &(key, version) in &s.entries {
-                        if let Some(k) = self.values.get_mut(&key) {
-                            if k.version == version {
-                                k.delivered = true;
-                                k.dirty = false;
-                            }
-                        }
-                    }
+                    delivered.extend_from_slice(&s.entries);
                 } else {
                     self.stats.packets_nacked += 1;
                     self.resolve_lost(i);
@@ -571,6 +897,11 @@ impl StateSender {
                 None => r,
                 Some(s) => self.cfg.alpha * r + (1.0 - self.cfg.alpha) * s,
             });
+        }
+        let one_way = self.srtt_us.map_or(0, |s| (s / 2.0) as Micros);
+        let arrival = now.saturating_sub(one_way);
+        for (key, version) in delivered {
+            self.on_delivered(key, version, arrival);
         }
         self.trim();
     }
@@ -588,7 +919,8 @@ impl StateSender {
         self.trim();
     }
 
-    /// When something is due: an RTO expiry, a keep-alive, or a dirty key (now).
+    /// When something is due: an RTO expiry, a keep-alive, or queued keys (now, or when the
+    /// budget allows).
     pub fn poll_timeout(&self) -> Option<Micros> {
         let rto = self.rto_us();
         let expiry = self
@@ -598,12 +930,36 @@ impl StateSender {
             .map(|s| s.sent_us + rto)
             .min();
         let keepalive = self.last_send_us.map(|t| t + self.cfg.keepalive_us);
-        let dirty = self
-            .values
-            .values()
-            .any(|k| k.dirty)
-            .then_some(self.last_send_us.unwrap_or(0));
-        [expiry, keepalive, dirty].into_iter().flatten().min()
+        let queued = (!self.queue.is_empty()).then(|| match &self.budget {
+            Some(b) => b.ready_at(self.next_cost().unwrap_or(0) as f64),
+            None => self.last_send_us.unwrap_or(0),
+        });
+        [expiry, keepalive, queued].into_iter().flatten().min()
+    }
+
+    /// Staleness over keys at `now` (see the module docs).
+    pub fn staleness(&self, now: Micros) -> Staleness {
+        let mut worst: Vec<u64> = Vec::with_capacity(self.values.len());
+        let (mut sum, mut n, mut stale_now) = (0u64, 0u64, 0usize);
+        for k in self.values.values() {
+            let ongoing = k.stale_since.map_or(0, |s| now.saturating_sub(s));
+            if k.stale_since.is_some() {
+                stale_now += 1;
+            }
+            worst.push(k.worst_us.max(ongoing));
+            sum = sum.saturating_add(k.sum_us);
+            n += k.deliveries;
+        }
+        worst.sort_unstable();
+        let pick = |p: f64| crate::stats::percentile(&worst, p).unwrap_or(0);
+        Staleness {
+            keys: worst.len(),
+            stale_now,
+            p50_us: pick(50.0),
+            p99_us: pick(99.0),
+            max_us: worst.last().copied().unwrap_or(0),
+            mean_us: sum.checked_div(n).unwrap_or(0),
+        }
     }
 }
 
@@ -893,7 +1249,8 @@ mod tests {
         for key in 0..MAX_KEYS as u16 {
             assert!(s.set(1, key, StateValue::Axis(0.5)));
         }
-        assert!(!s.set(1, 999, StateValue::Axis(0.5)));
+        assert!(!s.set(1, MAX_KEYS as u16 + 7, StateValue::Axis(0.5)));
+        assert_eq!(s.stats().sets_refused, 1);
         // A packet never exceeds its byte budget.
         let pk = s.poll_packet(2, 100).unwrap();
         assert!(pk.encoded_len() <= 100);
@@ -1015,11 +1372,151 @@ mod tests {
             }
             assert!(
                 s.all_delivered(),
-                "seed {seed}: {:?} in flight {} dirty {:?}",
+                "seed {seed}: {:?} in flight {} next {:?}",
                 s.stats(),
                 s.in_flight(),
                 s.poll_timeout()
             );
+        }
+    }
+
+    /// Drives a sender and receiver over a lossless link with `delay` each way for `steps`
+    /// ms; every key of `keys` changes every `every` ms.
+    fn run_link(
+        s: &mut StateSender,
+        r: &mut StateReceiver,
+        keys: u16,
+        every: u64,
+        steps: u64,
+        delay: Micros,
+    ) -> u64 {
+        let mut up: VecDeque<(Micros, StatePacket)> = VecDeque::new();
+        let mut down: VecDeque<(Micros, StateAck)> = VecDeque::new();
+        let mut bytes = 0u64;
+        for ms in 0..steps {
+            let now = ms * 1000;
+            if ms % every == 0 {
+                for k in 0..keys {
+                    s.set(now, k, StateValue::Axis((ms % 1000) as f32 / 1000.0));
+                }
+            }
+            while let Some(p) = s.poll_packet(now, 1150) {
+                bytes += (p.encoded_len() + PACKET_OVERHEAD) as u64;
+                up.push_back((now + delay, p));
+            }
+            while up.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, p) = up.pop_front().unwrap();
+                r.on_packet(now, &p);
+                if let Some(a) = r.poll_ack() {
+                    down.push_back((now + delay, a));
+                }
+            }
+            while down.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, a) = down.pop_front().unwrap();
+                s.on_ack(now, &a);
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn four_thousand_keys_fit_and_converge() {
+        let mut s = StateSender::new(StateConfig::default());
+        let mut r = StateReceiver::new();
+        for k in 0..MAX_KEYS as u16 {
+            assert!(s.set(0, k, StateValue::Int(k as i64)));
+        }
+        assert!(!s.set(0, MAX_KEYS as u16, StateValue::Int(0)));
+        run_link(&mut s, &mut r, 0, 1, 200, 2_000);
+        assert!(s.all_delivered());
+        assert_eq!(r.iter().count(), MAX_KEYS);
+        assert_eq!(r.get(4095).unwrap().value, StateValue::Int(4095));
+    }
+
+    #[test]
+    fn the_budget_is_kept_and_the_stalest_key_goes_first() {
+        // 64 keys changing every 10 ms (about 16 kB/s of entries) under a 4 kB/s budget.
+        let cfg = StateConfig {
+            budget_bytes_per_s: 4_000,
+            ..StateConfig::default()
+        };
+        let mut s = StateSender::new(cfg);
+        let mut r = StateReceiver::new();
+        let bytes = run_link(&mut s, &mut r, 64, 10, 5_000, 1_000);
+        // 5 s at 4 kB/s plus the initial burst.
+        assert!(bytes <= 5 * 4_000 + 2_500, "{bytes} bytes");
+        assert!(s.stats().budget_waits > 0);
+        // No key starves: every key reached the receiver, and its worst staleness stays
+        // within what sharing the budget implies (64 keys × 10 B at 4 kB/s: ~0.2 s per round).
+        assert_eq!(r.iter().count(), 64);
+        let st = s.staleness(5_000_000);
+        assert_eq!(st.keys, 64);
+        assert!(st.max_us < 600_000, "{st:?}");
+        assert!(st.p50_us > 50_000, "the budget must show: {st:?}");
+    }
+
+    #[test]
+    fn staleness_without_a_budget_is_about_the_one_way_delay() {
+        let mut s = StateSender::new(StateConfig::default());
+        let mut r = StateReceiver::new();
+        run_link(&mut s, &mut r, 16, 10, 2_000, 3_000);
+        let st = s.staleness(2_000_000);
+        // Stale from a set until its delivery 3 ms later (±1 ms of stepping).
+        assert!(st.mean_us >= 2_000 && st.mean_us <= 5_000, "{st:?}");
+        assert!(st.max_us <= 8_000, "{st:?}");
+    }
+
+    #[test]
+    fn a_value_set_while_queued_keeps_its_place_and_only_the_newest_leaves() {
+        let cfg = StateConfig {
+            budget_bytes_per_s: 1_000,
+            ..StateConfig::default()
+        };
+        let mut s = StateSender::new(cfg);
+        // Spend the burst.
+        for k in 0..100u16 {
+            s.set(0, k, StateValue::PoseSample(Default::default()));
+        }
+        while s.poll_packet(0, 1150).is_some() {}
+        assert!(s.queued() > 0);
+        s.set(10, 7, StateValue::Int(1));
+        s.set(20, 7, StateValue::Int(2));
+        // Later, when tokens come back, key 7 leaves once, with its newest value.
+        let mut seen = Vec::new();
+        for ms in 1..2000u64 {
+            while let Some(p) = s.poll_packet(ms * 1000, 1150) {
+                seen.extend(p.entries.into_iter().filter(|(k, _)| *k == 7));
+            }
+        }
+        assert_eq!(seen, vec![(7, StateValue::Int(2))]);
+    }
+
+    #[test]
+    fn new_kinds_round_trip() {
+        let values = [
+            StateValue::PoseSample(crate::pose::PoseSample {
+                sample_us: 123_456,
+                pose: crate::pose::Pose::from_angles(30.0, -10.0, 0.0, [0.1, 1.7, -0.2]),
+            }),
+            StateValue::Haptic {
+                low: 0.25,
+                high: 1.0,
+            },
+            StateValue::Int(-42),
+        ];
+        for v in values {
+            let mut out = Vec::new();
+            v.encode_entry(9, &mut out);
+            assert_eq!(out.len(), v.entry_len());
+            let (k, back) = StateValue::parse_entry(&mut Reader::new(&out, "t")).unwrap();
+            assert_eq!(k, 9);
+            match (v, back) {
+                (StateValue::PoseSample(a), StateValue::PoseSample(b)) => {
+                    assert_eq!(a.sample_us, b.sample_us);
+                    assert!(crate::pose::quat_angle(a.pose.orientation, b.pose.orientation) < 1e-3);
+                }
+                (a, b) => assert_eq!(a, b),
+            }
         }
     }
 }

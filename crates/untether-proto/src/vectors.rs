@@ -12,6 +12,11 @@ pub const SHARD_HEADER: &str =
     "01100000000000000007000000000000000300000005010000010002000003e8000005dc00000000000f4240";
 /// An Accept control frame.
 pub const ACCEPT_FRAME: &str = "090015050002d0003c010000271004b0000007d000007530";
+/// An Accept control frame with a refresh period (HEVC, 30 frames).
+pub const ACCEPT_FRAME_REFRESH: &str = "090017050002d0003c030000271004b0000007d000007530001e";
+/// Message 3's plaintext payload with a codec list (max_datagram 1200, capabilities h264 and
+/// hevc, name "pi", codecs hevc then h264).
+pub const CLIENT_INFO_CODECS: &str = "04b00000000500027069020301";
 /// A Reject control frame (pending approval, "ask").
 pub const REJECT_FRAME: &str = "0a000606000361736b";
 /// The first 22 bytes of a Hello (connection id 0x0102030405060708, mode 0, no token, 34-byte
@@ -46,6 +51,13 @@ pub const PROTECTED_KEEPALIVE_AES: &str =
 pub const FINGERPRINT_ZERO_KEY: &str = "6X5Z-I2RL-MBVM-DIJB-IJMY-42JF";
 /// A StateAck body: ack(31) nak(33) ack(36), end 38.
 pub const STATE_ACK_EXAMPLE: &str = "0000002601030000001f0000002100000024";
+/// A FramePose frame: frame 300 rendered for the pose sampled at 1 000 000 µs (client clock),
+/// identity orientation, position (0, 1.5, −0.25) m.
+pub const FRAME_POSE_FRAME: &str =
+    "1400280000012c00000000000f42400000000000000000000000003f800000000000003fc00000be800000";
+/// A state entry: key 1 (head pose), a pose sample (the same pose and time).
+pub const POSE_SAMPLE_ENTRY: &str =
+    "00010700000000000f42400000000000000000000000003f800000000000003fc00000be800000";
 
 /// The handshake of docs/PROTOCOL.md §3.7: Noise message 1 (offer: both suites, AES preferred).
 pub const HANDSHAKE_MSG1: &str =
@@ -66,6 +78,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONTROL_PLAINTEXT", CONTROL_PLAINTEXT),
     ("SHARD_HEADER", SHARD_HEADER),
     ("ACCEPT_FRAME", ACCEPT_FRAME),
+    ("ACCEPT_FRAME_REFRESH", ACCEPT_FRAME_REFRESH),
+    ("CLIENT_INFO_CODECS", CLIENT_INFO_CODECS),
     ("REJECT_FRAME", REJECT_FRAME),
     ("HELLO_PREFIX", HELLO_PREFIX),
     ("VERSION_NEGOTIATION", VERSION_NEGOTIATION),
@@ -80,6 +94,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
     ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
     ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),
+    ("FRAME_POSE_FRAME", FRAME_POSE_FRAME),
+    ("POSE_SAMPLE_ENTRY", POSE_SAMPLE_ENTRY),
     ("HANDSHAKE_MSG1", HANDSHAKE_MSG1),
     ("HANDSHAKE_MSG2", HANDSHAKE_MSG2),
     ("HANDSHAKE_MSG3", HANDSHAKE_MSG3),

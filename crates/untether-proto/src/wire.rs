@@ -12,6 +12,7 @@
 
 use std::fmt;
 
+use crate::pose::PoseSample;
 use crate::state::{StateAck, StatePacket};
 
 /// The protocol version this implementation speaks.
@@ -318,12 +319,17 @@ impl Put for Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // Handshake messages
 
-/// Capability bits of a client (in the handshake's message 3).
+/// Capability bits of a client (in the handshake's message 3): the codecs it decodes, as a
+/// set (its order of preference is the list after its name, [`Codec`] ids).
 pub mod caps {
     /// The client decodes H.264 4:2:0.
     pub const H264: u32 = 1 << 0;
     /// The client decodes the RGB (4:4:4 GBR) stream of libx264rgb.
     pub const H264_RGB: u32 = 1 << 1;
+    /// The client decodes HEVC 4:2:0.
+    pub const HEVC: u32 = 1 << 2;
+    /// The client decodes AV1 4:2:0.
+    pub const AV1: u32 = 1 << 3;
 }
 
 /// Client → host: Noise message 1, padded so that the datagram is at least
@@ -404,24 +410,91 @@ impl VersionNegotiation {
     }
 }
 
-/// The codec of a session's video stream.
+/// The codec of a session's video stream (its id on the wire).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Codec {
-    /// H.264, 4:2:0 (libx264).
+    /// H.264, 4:2:0 (libx264, the hardware H.264 encoders).
     H264 = 1,
     /// H.264 High 4:4:4 of planar GBR (libx264rgb).
     H264Rgb = 2,
+    /// HEVC, 4:2:0.
+    Hevc = 3,
+    /// AV1, 4:2:0.
+    Av1 = 4,
 }
 
 impl Codec {
+    pub const ALL: [Codec; 4] = [Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1];
+
     pub fn from_u8(v: u8) -> Result<Self, WireError> {
-        match v {
-            1 => Ok(Codec::H264),
-            2 => Ok(Codec::H264Rgb),
-            _ => Err(bad("accept.codec", "unknown codec")),
+        Codec::ALL
+            .into_iter()
+            .find(|c| *c as u8 == v)
+            .ok_or(bad("accept.codec", "unknown codec"))
+    }
+
+    /// Its name (`h264`, `h264rgb`, `hevc`, `av1`), as in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::H264 => "h264",
+            Codec::H264Rgb => "h264rgb",
+            Codec::Hevc => "hevc",
+            Codec::Av1 => "av1",
         }
     }
+
+    /// Its [`caps`] bit.
+    pub fn cap(self) -> u32 {
+        match self {
+            Codec::H264 => caps::H264,
+            Codec::H264Rgb => caps::H264_RGB,
+            Codec::Hevc => caps::HEVC,
+            Codec::Av1 => caps::AV1,
+        }
+    }
+
+    /// The codecs of a [`caps`] mask, in id order (a client that sent no list).
+    pub fn from_caps(mask: u32) -> Vec<Codec> {
+        Codec::ALL
+            .into_iter()
+            .filter(|c| mask & c.cap() != 0)
+            .collect()
+    }
+
+    /// `h264, hevc` (for messages).
+    pub fn list(codecs: &[Codec]) -> String {
+        if codecs.is_empty() {
+            return "(none)".into();
+        }
+        codecs
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Display for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The codec a host picks for a client: the first of the client's codecs, in its order of
+/// preference, that the host can encode. Err: none in common, with both lists named.
+pub fn choose_codec(host: &[Codec], client: &[Codec]) -> Result<Codec, String> {
+    client
+        .iter()
+        .copied()
+        .find(|c| host.contains(c))
+        .ok_or_else(|| {
+            format!(
+                "no video codec in common: the host encodes {}, this client decodes {}",
+                Codec::list(host),
+                Codec::list(client)
+            )
+        })
 }
 
 /// What the host tells the client about the session in its Accept.
@@ -436,10 +509,21 @@ pub struct SessionParams {
     pub max_datagram: u16,
     pub keepalive_ms: u32,
     pub idle_timeout_ms: u32,
+    /// 0: keyframes on demand (a joining or recovering client asks for one). N > 0: the stream
+    /// refreshes itself every N frames — an intra-refresh sweep starts (shards flagged
+    /// [`shard_flags::REFRESH`]; the picture is clean N − 1 frames later) or a keyframe comes
+    /// — so a client waits for the next refresh instead of asking. Sent only when non-zero.
+    pub refresh_period: u16,
 }
 
 impl SessionParams {
+    /// The Accept's length without the optional refresh period.
     pub const LEN: usize = 21;
+
+    /// The encoded length.
+    pub fn encoded_len(&self) -> usize {
+        Self::LEN + if self.refresh_period > 0 { 2 } else { 0 }
+    }
 
     /// One frame interval in microseconds.
     pub fn frame_interval_us(&self) -> u64 {
@@ -456,6 +540,9 @@ impl SessionParams {
         out.put_u16(self.max_datagram);
         out.put_u32(self.keepalive_ms);
         out.put_u32(self.idle_timeout_ms);
+        if self.refresh_period > 0 {
+            out.put_u16(self.refresh_period);
+        }
     }
 
     pub fn parse(body: &[u8]) -> Result<SessionParams, WireError> {
@@ -469,6 +556,7 @@ impl SessionParams {
             max_datagram: r.u16()?,
             keepalive_ms: r.u32()?,
             idle_timeout_ms: r.u32()?,
+            refresh_period: if r.remaining() >= 2 { r.u16()? } else { 0 },
         };
         if p.width == 0 || p.height == 0 {
             return Err(bad("accept.size", "zero width or height"));
@@ -572,6 +660,10 @@ pub mod shard_flags {
     pub const PARITY: u8 = 1 << 1;
     /// This is a retransmission.
     pub const RETRANSMIT: u8 = 1 << 2;
+    /// An intra-refresh sweep starts with this frame (sessions with a refresh period): a client
+    /// waiting for a clean picture decodes from here and shows the picture `refresh_period − 1`
+    /// frames later.
+    pub const REFRESH: u8 = 1 << 3;
 }
 
 /// The header of one video shard.
@@ -597,6 +689,10 @@ pub struct ShardHeader {
 impl ShardHeader {
     pub fn keyframe(&self) -> bool {
         self.flags & shard_flags::KEYFRAME != 0
+    }
+    /// An intra-refresh sweep starts with this frame.
+    pub fn refresh_start(&self) -> bool {
+        self.flags & shard_flags::REFRESH != 0
     }
     pub fn is_parity(&self) -> bool {
         self.shard_index >= self.data_count
@@ -944,8 +1040,9 @@ pub mod frame_type {
     pub const PATH_RESPONSE: u8 = 0x0E;
     pub const SHARD_NACK: u8 = 0x0F;
     pub const CLOCK_ID: u8 = 0x10;
-    /// 0x11–0x13: reserved (codecs); 0x18–0x1B: several clients per host (0x1A, 0x1B
-    /// unused); 0x1C–0x1F: the raw layer-2 transport.
+    /// 0x11–0x13: reserved (codecs); 0x14–0x17: the pose's (0x15–0x17 reserved); 0x18–0x1B:
+    /// several clients per host (0x1A, 0x1B unused); 0x1C–0x1F: the raw layer-2 transport.
+    pub const FRAME_POSE: u8 = 0x14;
     pub const ROLE: u8 = 0x18;
     pub const ROLE_ACK: u8 = 0x19;
     pub const LINK_ADDRESS: u8 = 0x1C;
@@ -1138,6 +1235,13 @@ pub enum ControlFrame {
     RoleAck {
         version: u16,
     },
+    /// Host → client: the head pose frame `frame_number` was rendered for, with the client's
+    /// sample time of that pose (echoed as the client sent it). Sent before the frame's first
+    /// shard and again after its last (beside its FrameTiming), so one lost copy loses nothing.
+    FramePose {
+        frame_number: u32,
+        sample: PoseSample,
+    },
     /// Both ways, after the Accept: "send me the data plane as raw layer-2 frames of this
     /// EtherType at this MAC address" (docs/PROTOCOL.md §7.3).
     LinkAddress {
@@ -1241,6 +1345,13 @@ impl ControlFrame {
                 out.put_u16(*version);
             }
             ControlFrame::RoleAck { version } => out.put_u16(*version),
+            ControlFrame::FramePose {
+                frame_number,
+                sample,
+            } => {
+                out.put_u32(*frame_number);
+                sample.encode(out);
+            }
             ControlFrame::LinkAddress { ethertype, mac } => {
                 out.put_u16(*ethertype);
                 out.extend_from_slice(mac);
@@ -1272,6 +1383,7 @@ impl ControlFrame {
             ControlFrame::ClockId { .. } => CLOCK_ID,
             ControlFrame::Role { .. } => ROLE,
             ControlFrame::RoleAck { .. } => ROLE_ACK,
+            ControlFrame::FramePose { .. } => FRAME_POSE,
             ControlFrame::LinkAddress { .. } => LINK_ADDRESS,
             ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
         }
@@ -1290,7 +1402,7 @@ impl ControlFrame {
             ControlFrame::InputAck { .. } => 4,
             ControlFrame::FrameTiming(_) => 44,
             ControlFrame::Bye { .. } => 1,
-            ControlFrame::Accept(_) => SessionParams::LEN,
+            ControlFrame::Accept(p) => p.encoded_len(),
             ControlFrame::Reject(r) => {
                 3 + {
                     let mut end = r.message.len().min(MAX_MESSAGE_LEN);
@@ -1307,6 +1419,7 @@ impl ControlFrame {
             ControlFrame::ClockId { .. } => 16,
             ControlFrame::Role { .. } => 4,
             ControlFrame::RoleAck { .. } => 2,
+            ControlFrame::FramePose { .. } => 4 + PoseSample::LEN,
             ControlFrame::LinkAddress { .. } => 8,
             ControlFrame::LinkDeclined { .. } => 1,
         }
@@ -1406,6 +1519,10 @@ impl ControlFrame {
                 version: r.u16()?,
             },
             ROLE_ACK => ControlFrame::RoleAck { version: r.u16()? },
+            FRAME_POSE => ControlFrame::FramePose {
+                frame_number: r.u32()?,
+                sample: PoseSample::parse(&mut r)?,
+            },
             LINK_ADDRESS => {
                 let ethertype = r.u16()?;
                 let mut mac = [0u8; 6];
@@ -1576,10 +1693,21 @@ mod tests {
             max_datagram: 1200,
             keepalive_ms: 2000,
             idle_timeout_ms: 30_000,
+            refresh_period: 0,
         };
         let mut out = Vec::new();
         ControlFrame::Accept(p).encode(&mut out);
         assert_eq!(h(&out), v::ACCEPT_FRAME);
+        assert_eq!(parse_control(&out).unwrap(), vec![ControlFrame::Accept(p)]);
+        // With a refresh period (HEVC, intra refresh every 30 frames): two bytes more.
+        let p = SessionParams {
+            codec: Codec::Hevc,
+            refresh_period: 30,
+            ..p
+        };
+        let mut out = Vec::new();
+        ControlFrame::Accept(p).encode(&mut out);
+        assert_eq!(h(&out), v::ACCEPT_FRAME_REFRESH);
         assert_eq!(parse_control(&out).unwrap(), vec![ControlFrame::Accept(p)]);
 
         // A protected Reject frame: pending approval, "ask".
@@ -1775,6 +1903,7 @@ mod tests {
             max_datagram: 1200,
             capabilities: 1,
             name: "\u{1b}[31mred".into(),
+            codecs: Vec::new(),
         }
         .encode(&mut out);
         assert_eq!(
@@ -1783,6 +1912,34 @@ mod tests {
                 .name,
             "\\u{1b}[31mred"
         );
+    }
+
+    #[test]
+    fn frame_pose_vector() {
+        let sample = PoseSample {
+            sample_us: 1_000_000,
+            pose: crate::pose::Pose {
+                orientation: [0.0, 0.0, 0.0, 1.0],
+                position: [0.0, 1.5, -0.25],
+            },
+        };
+        let f = ControlFrame::FramePose {
+            frame_number: 300,
+            sample,
+        };
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        assert_eq!(out.len(), f.encoded_len());
+        assert_eq!(Hex(&out).to_string(), crate::vectors::FRAME_POSE_FRAME);
+        assert_eq!(parse_control(&out).unwrap(), vec![f]);
+        let mut entry = Vec::new();
+        crate::state::StateValue::PoseSample(sample).encode_entry(1, &mut entry);
+        assert_eq!(Hex(&entry).to_string(), crate::vectors::POSE_SAMPLE_ENTRY);
+        // A pose that is not a rotation is refused.
+        let mut bad_q = out.clone();
+        bad_q[15..19].copy_from_slice(&0f32.to_be_bytes());
+        bad_q[27..31].copy_from_slice(&0f32.to_be_bytes());
+        assert!(parse_control(&bad_q).is_err());
     }
 
     #[test]
@@ -1906,6 +2063,22 @@ mod tests {
                 }
             }),
             any::<u16>().prop_map(|version| ControlFrame::RoleAck { version }),
+            (any::<u32>(), any::<u64>(), 0usize..3, -100f32..100.0).prop_map(|(f, t, q, x)| {
+                ControlFrame::FramePose {
+                    frame_number: f,
+                    sample: PoseSample {
+                        sample_us: t,
+                        pose: crate::pose::Pose {
+                            orientation: [
+                                [0.0, 0.0, 0.0, 1.0],
+                                [1.0, 0.0, 0.0, 0.0],
+                                [0.0, 0.0, -1.0, 0.0],
+                            ][q],
+                            position: [x, 1.5, -x],
+                        },
+                    },
+                }
+            }),
             (any::<u16>(), any::<[u8; 6]>())
                 .prop_map(|(ethertype, mac)| ControlFrame::LinkAddress { ethertype, mac }),
             prop_oneof![Just(1u8), Just(2), Just(3), Just(255)].prop_map(|r| {

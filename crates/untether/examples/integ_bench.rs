@@ -138,6 +138,7 @@ fn xvfb() -> Xvfb {
 fn client_opts(host: std::net::SocketAddr, seconds: f64) -> ClientOptions {
     let cfg = ConfigToml::default();
     ClientOptions {
+        vr: Default::default(),
         host,
         client: cfg.client,
         network: cfg.network,

@@ -110,6 +110,7 @@ fn client(
         display: Display::Headless,
         duration: Some(Duration::from_secs_f64(seconds)),
         save_frame: None,
+        vr: Default::default(),
     };
     let handle = std::thread::spawn(move || {
         if nice != 0 {

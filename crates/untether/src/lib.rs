@@ -24,6 +24,7 @@ pub mod host;
 pub mod identity;
 pub mod link;
 pub mod pacing;
+pub mod pose;
 pub mod report;
 pub mod slot;
 pub mod stats;
@@ -72,10 +73,15 @@ pub fn report_config(
         width: v.resolution.width,
         height: v.resolution.height,
         fps: v.fps,
-        codec: "h264".into(),
-        encoder: v.path.encoder_name().into(),
+        codec: v.selection.codec_name().into(),
+        encoder: v.selection.encoder.name().into(),
+        decoder: String::new(),
+        refresh: match v.refresh {
+            untether_media::codec::Refresh::Idr => "idr".into(),
+            untether_media::codec::Refresh::Intra => format!("intra/{}", v.refresh_period),
+        },
         preset: v.preset.clone(),
-        conversion: v.path.conversion().name().into(),
+        conversion: v.selection.conversion.name().into(),
         bitrate_kbps: v.bitrate_kbps,
         transport: transport.into(),
         paths: 1,
@@ -141,11 +147,19 @@ pub fn run_demo_detailed(
         (_, Some(f)) => return Err(DemoError::HostFailed(f.clone())),
         (r, None) => r?,
     };
-    let config = report_config(
+    let mut config = report_config(
         &options.host,
         options.client.display,
         &format!("{}-loopback", run.link.transport),
     );
+    // What ran, rather than what was asked for (`auto`).
+    if let Some(e) = &summary.encoder {
+        config.encoder = e.clone();
+    }
+    if let Some(c) = &summary.codec {
+        config.codec = c.clone();
+    }
+    config.decoder = run.decoder.clone().unwrap_or_default();
     let report = report::build(config, &run, Some(&summary));
     Ok(DemoRun {
         report,

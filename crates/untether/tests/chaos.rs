@@ -85,6 +85,7 @@ fn a_forged_port_unreachable_does_not_end_a_live_session() {
     let mut video = cfg.video.validate().unwrap();
     video.fps = 60;
     let mut host_options = HostOptions {
+        vr: Default::default(),
         video,
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
@@ -102,6 +103,7 @@ fn a_forged_port_unreachable_does_not_end_a_live_session() {
     .expect("host starts");
     let host_addr = host.local_addr();
     let client_options = ClientOptions {
+        vr: Default::default(),
         host: host_addr,
         client: cfg.client.clone(),
         network: cfg.network.clone(),

@@ -22,6 +22,7 @@ use untether_proto::InputEvent;
 fn client_options(seconds: f64) -> ClientOptions {
     let cfg = ConfigToml::default();
     ClientOptions {
+        vr: Default::default(),
         host: ([127, 0, 0, 1], 0).into(),
         client: cfg.client,
         network: cfg.network,

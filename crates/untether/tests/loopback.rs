@@ -23,12 +23,14 @@ fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptio
     cfg.client.input_probe_interval_ms = probe_ms;
     DemoOptions {
         host: HostOptions {
+            vr: Default::default(),
             video: cfg.video.validate().unwrap(),
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
         },
         client: ClientOptions {
+            vr: Default::default(),
             host: ([127, 0, 0, 1], 0).into(),
             client: cfg.client.clone(),
             network: cfg.network.clone(),
@@ -118,6 +120,7 @@ fn loopback_stream_decodes_frames_in_order_and_timestamps_agree_with_pixels() {
     // Glass-to-glass read from pixels and from protocol timestamps agree.
     let config = untether::report_config(
         &untether::HostOptions {
+            vr: Default::default(),
             ..options(1.0, false, 0, "libx264").host
         },
         Display::Headless,

@@ -39,6 +39,7 @@ fn client_options(host: SocketAddr, seconds: f64, probe_ms: u64, name: &str) -> 
         display: Display::Headless,
         duration: Some(Duration::from_secs_f64(seconds)),
         save_frame: None,
+        vr: Default::default(),
     }
 }
 

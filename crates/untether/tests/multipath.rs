@@ -85,12 +85,14 @@ fn stream_with(
     cfg.host.bind = SocketAddr::new(machines.host_ip(), 0).to_string();
     let opts = DemoOptions {
         host: HostOptions {
+            vr: Default::default(),
             video: cfg.video.validate().unwrap(),
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
         },
         client: ClientOptions {
+            vr: Default::default(),
             host: SocketAddr::new(machines.host_ip(), 0),
             client: cfg.client.clone(),
             network: cfg.network.clone(),

@@ -56,6 +56,7 @@ fn client_at(
     c.state_dir = state.display().to_string();
     c.name = "test-client".into();
     let opts = ClientOptions {
+        vr: Default::default(),
         host: addr,
         client: c,
         network: cfg.network,
@@ -302,6 +303,7 @@ fn pointer_and_head_pose_travel_on_the_latest_wins_channel_and_reach_the_scene()
     .expect("host");
     let cfg = ConfigToml::default();
     let opts = ClientOptions {
+        vr: Default::default(),
         host: host.local_addr(),
         client: cfg.client,
         network: cfg.network,

@@ -30,7 +30,9 @@ pub struct FrameMeta {
     pub capture_us: Micros,
     pub keyframe: bool,
     /// A client may start decoding here: a keyframe, or (intra refresh) the first frame of a
-    /// refresh sweep. A client that just joined, or a paused viewer, is sent only these.
+    /// refresh sweep. A client that just joined, or a paused viewer, is sent only these. An
+    /// entry point that is not a keyframe is a sweep's start: its shards carry
+    /// [`wire::shard_flags::REFRESH`].
     pub entry_point: bool,
 }
 
@@ -63,6 +65,30 @@ pub(super) struct SentFrame {
 }
 
 impl HostSession {
+    /// [`send_frame`](Self::send_frame), saying whether an intra-refresh sweep starts with
+    /// this frame (its shards carry [`wire::shard_flags::REFRESH`], and a client waiting for
+    /// a picture may start on it).
+    pub fn send_frame_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        let mut out = Vec::new();
+        let meta = FrameMeta {
+            entry_point: keyframe || refresh_start,
+            ..FrameMeta::new(frame_number, capture_us, keyframe)
+        };
+        let n = self.send_frame_shared(now, &meta, &Arc::new(data.to_vec()), &mut out)?;
+        for c in out {
+            self.transmits.extend(c.datagrams);
+        }
+        Ok(n)
+    }
+
     /// Packetizes one encoded frame (an Annex B access unit) for every client that takes it
     /// and queues the datagrams (controller first) for [`poll_transmit`](Self::poll_transmit);
     /// returns how many it queued. Copies `data` once (for the retransmission ring): the
@@ -128,9 +154,10 @@ impl HostSession {
         if receivers.is_empty() {
             return Ok(0);
         }
-        let (params, clock) = (self.cfg.params, self.cfg.clock_id);
+        let clock = self.cfg.clock_id;
         for &i in &receivers {
             let p = &mut self.peers[i];
+            let params = p.params;
             if !p.confirmed
                 && now >= p.accept_sent_us + ACCEPT_REPEAT_US
                 && now < p.info.connected_us + ACCEPT_REPEAT_FOR_US
@@ -157,6 +184,11 @@ impl HostSession {
             .map(|&i| self.peers[i].loss.loss())
             .collect();
         let mut needs = vec![0usize; receivers.len()];
+        let extra_flags = if meta.entry_point && !keyframe {
+            wire::shard_flags::REFRESH
+        } else {
+            0
+        };
         let shards: Vec<(ShardHeader, Range<usize>)> = shard_frame_fec(
             meta.frame_number,
             meta.capture_us,
@@ -170,6 +202,10 @@ impl HostSession {
                 needs.iter().copied().max().unwrap_or(0)
             },
         )
+        .map(|(mut sh, range)| {
+            sh.flags |= extra_flags;
+            (sh, range)
+        })
         .collect();
         let Some(&(template, _)) = shards.first() else {
             return Ok(0);

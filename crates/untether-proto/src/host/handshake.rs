@@ -545,12 +545,35 @@ impl HostSession {
                 ),
             ))
         });
+        // The codec: the client's first choice the host can encode. The host has one stream
+        // (one encoder): while other clients watch it, a newcomer is given its codec.
+        let others = self.peers.iter().any(|p| p.info.key != key);
+        let offered: Vec<wire::Codec> = if others || self.cfg.codecs.is_empty() {
+            vec![self.cfg.params.codec]
+        } else {
+            self.cfg.codecs.iter().map(|o| o.codec).collect()
+        };
+        let codec = wire::choose_codec(&offered, &info.decodes());
+        let refusal = refusal.or_else(|| {
+            codec.as_ref().err().map(|why| {
+                let why = if others && self.cfg.codecs.len() > 1 {
+                    format!(
+                        "{why} (the stream the host's other clients are watching; the host \
+                         offers the others when none is connected)"
+                    )
+                } else {
+                    why.clone()
+                };
+                (RejectReason::Codec, why)
+            })
+        });
         if let Some((reason, message)) = refusal {
             self.stats.clients_refused += 1;
             self.events.push_back(HostEvent::ClientRefused {
                 addr: from,
                 fingerprint: fp.clone(),
                 reason,
+                message: message.clone(),
             });
             let mut out = Vec::with_capacity(96 + message.len());
             encode_control(
@@ -608,9 +631,18 @@ impl HostSession {
             fingerprint: fp,
             suite: p.setup.suite,
         };
+        if let (Ok(c), false) = (codec, others) {
+            // The first client (or a lone client's new run) sets the stream's codec.
+            self.cfg.params.codec = c;
+            if let Some(o) = self.cfg.codecs.iter().find(|o| o.codec == c) {
+                self.cfg.params.refresh_period = o.refresh_period;
+            }
+        }
         let token_seed = self.rng.next_u64();
         let peer = Peer::new(
             &self.cfg,
+            self.cfg.params,
+            &self.published,
             info.clone(),
             cid,
             msg3.to_vec(),
@@ -653,7 +685,6 @@ impl HostSession {
     /// client has not yet shown it has the Accept, and no Accept went out in the last
     /// [`HANDSHAKE_REPEAT_ANSWER_US`]. Anything else is dropped.
     fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
-        let params = self.cfg.params;
         let clock = self.cfg.clock_id;
         let Some(peer) = self
             .peers
@@ -670,7 +701,7 @@ impl HostSession {
         if peer.confirmed || now < peer.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
             return;
         }
-        super::peer::queue_accept(&mut peer.pending, params, clock);
+        super::peer::queue_accept(&mut peer.pending, peer.params, clock);
         peer.accept_sent_us = now;
     }
 

@@ -40,9 +40,12 @@ use crate::fec::{FecEncoder, FecPolicy};
 use crate::handshake::{PublicKey, SessionRng, StaticKeypair};
 use crate::keyframe::KeyframeGate;
 use crate::paths::{PathConfig, PathStats, MAX_PATHS};
+use crate::pose::PoseSample;
 use crate::rate::{RateConfig, RateController, RateStats};
 use crate::reliable::InputRecord;
-use crate::state::{StateEntry, StateKey, StateReceiver};
+use crate::state::{
+    Staleness, StateConfig, StateEntry, StateKey, StateReceiver, StateSenderStats, StateValue,
+};
 use crate::wire::{
     self, ByeReason, ClientRole, Feedback, FrameTiming, RejectReason, SessionParams,
 };
@@ -68,10 +71,28 @@ pub enum AccessPolicy {
     Allowlist,
 }
 
+/// A codec a host can encode, and the refresh period of its stream
+/// ([`SessionParams::refresh_period`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecOffer {
+    pub codec: crate::wire::Codec,
+    pub refresh_period: u16,
+}
+
 /// Host settings.
 #[derive(Clone)]
 pub struct HostConfig {
+    /// The session parameters every client is accepted with; `params.codec` (and
+    /// `params.refresh_period`) are the stream's, set from [`codecs`](Self::codecs) when the
+    /// first client is admitted.
     pub params: SessionParams,
+    /// The codecs this host can encode, best first, each with its stream's refresh period
+    /// (empty: only `params.codec`, with `params.refresh_period`). The host has one stream: a
+    /// client admitted while no other is connected is given the first codec of its own list,
+    /// in its order of preference, that is here ([`crate::wire::choose_codec`]), and the
+    /// stream takes that codec; a client joining others is given the stream's codec. None in
+    /// common is a Reject naming both lists.
+    pub codecs: Vec<CodecOffer>,
     /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
     /// client beside the Accept; None: not told (the client estimates the offset).
     pub clock_id: Option<[u8; 16]>,
@@ -88,6 +109,9 @@ pub struct HostConfig {
     pub revoked_clients: Vec<PublicKey>,
     /// AEAD suites the host accepts ([`Suite::bit`] mask).
     pub suites: u8,
+    /// The host → client latest-wins state channel (its bandwidth budget, per client): see
+    /// [`HostSession::publish_state`].
+    pub state: StateConfig,
     /// Send video shards authenticated but not encrypted (control and input stay encrypted).
     pub video_auth_only: bool,
     /// Keys change every 2^this packets.
@@ -125,7 +149,8 @@ pub struct HostConfig {
     /// The stream refreshes itself (intra refresh): a client that joins waits for the next
     /// frame marked as an entry point ([`FrameMeta::entry_point`], the start of a refresh
     /// sweep) instead of asking the encoder for a keyframe for everyone. False (the default):
-    /// a join asks for a keyframe, within the keyframe cooldown.
+    /// a join asks for a keyframe, within the keyframe cooldown — unless the stream's
+    /// `params.refresh_period` is non-zero, which means the same.
     pub stream_refreshes: bool,
 }
 
@@ -134,12 +159,14 @@ impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")
             .field("params", &self.params)
+            .field("codecs", &self.codecs)
             .field("keyframe_cooldown_us", &self.keyframe_cooldown_us)
             .field("identity", &self.identity)
             .field("access", &self.access)
             .field("allowed_clients", &self.allowed_clients.len())
             .field("revoked_clients", &self.revoked_clients.len())
             .field("suites", &self.suites)
+            .field("state", &self.state)
             .field("video_auth_only", &self.video_auth_only)
             .field("key_update_log2", &self.key_update_log2)
             .field("max_handshakes", &self.max_handshakes)
@@ -173,6 +200,7 @@ impl HostConfig {
         let mut rng = SessionRng::from_os();
         HostConfig {
             params,
+            codecs: Vec::new(),
             clock_id: None,
             keyframe_cooldown_us: 50_000,
             connection_id_seed: 0x5eed,
@@ -181,6 +209,7 @@ impl HostConfig {
             allowed_clients: Vec::new(),
             revoked_clients: Vec::new(),
             suites: ALL_SUITES,
+            state: StateConfig::default(),
             video_auth_only: false,
             key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
             max_handshakes: 16,
@@ -243,11 +272,13 @@ pub enum HostEvent {
     /// The adaptive bitrate controller (on the controller's link) set a new target:
     /// reconfigure the encoder.
     BitrateChanged { kbps: u32 },
-    /// An authenticated client was refused (not paired, revoked, busy …): for the operator.
+    /// An authenticated client was refused (not paired, revoked, busy, no codec in common …):
+    /// for the operator. `message` is what the client was told.
     ClientRefused {
         addr: SocketAddr,
         fingerprint: String,
         reason: RejectReason,
+        message: String,
     },
     /// A client's role changed (a new controller, a grant given or taken): the controller's
     /// input and pose drive the application from now on.
@@ -426,6 +457,8 @@ pub struct HostStats {
     /// Input events of viewers without an input grant, dropped.
     pub inputs_dropped_viewer: u64,
     pub state_packets_received: u64,
+    /// The host → client state channel's sender (the controller's).
+    pub state_out: StateSenderStats,
     pub clients_connected: u64,
     pub key_updates: u64,
     /// Client addresses added as paths (multipath).
@@ -508,6 +541,8 @@ pub struct HostSession {
     events: VecDeque<HostEvent>,
     pairing: VecDeque<PairingEvent>,
     stats: HostStats,
+    /// Host → client state as published (a client that connects gets all of it).
+    published: std::collections::BTreeMap<StateKey, StateValue>,
 }
 
 impl HostSession {
@@ -553,6 +588,7 @@ impl HostSession {
             events: VecDeque::new(),
             pairing: VecDeque::new(),
             stats: HostStats::default(),
+            published: Default::default(),
         }
     }
 
@@ -598,6 +634,9 @@ impl HostSession {
         s.keyframe_requests_ignored_already_sent = self.gate.ignored_already_sent;
         for p in &self.peers {
             s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
+        }
+        if let Some(p) = self.controller_peer() {
+            s.state_out = p.state_tx.stats();
         }
         s
     }
@@ -708,6 +747,8 @@ impl HostSession {
         };
         let mut p = Peer::new(
             &self.cfg,
+            self.cfg.params,
+            &self.published,
             info,
             1,
             Vec::new(),
@@ -875,6 +916,49 @@ impl HostSession {
         for id in ids {
             self.send_frame_timing_to(now, id, timing);
         }
+    }
+
+    /// Queues the pose frame `frame_number` was rendered for, for the controller (the pose is
+    /// its head's, its sample time on its clock; viewers are sent the picture without it and
+    /// show it as it is). Call it before sending the frame, so it leaves ahead of the shards,
+    /// and again with the frame's timing: the client keeps the first copy.
+    pub fn send_frame_pose(&mut self, _now: Micros, frame_number: u32, sample: PoseSample) {
+        let Some(id) = self.controller else {
+            return;
+        };
+        if let Some(i) = self.peer_index(id) {
+            self.peers[i].pending.push(wire::ControlFrame::FramePose {
+                frame_number,
+                sample,
+            });
+        }
+    }
+
+    /// Publishes a key of host → client state (haptics, other players, application state) on
+    /// the latest-wins channel, to every client (each has its own channel, acknowledgements
+    /// and budget). Kept while no client is connected; a client that connects gets every
+    /// key's current value. False when the key table is full.
+    pub fn publish_state(&mut self, now: Micros, key: StateKey, value: StateValue) -> bool {
+        if !self.published.contains_key(&key) && self.published.len() >= crate::state::MAX_KEYS {
+            return false;
+        }
+        self.published.insert(key, value);
+        let mut ok = true;
+        for p in &mut self.peers {
+            ok &= p.state_tx.set(now, key, value);
+        }
+        ok
+    }
+
+    /// Staleness of the host → client state (the controller's; None without a client).
+    pub fn state_staleness(&self, now: Micros) -> Option<Staleness> {
+        self.controller_peer().map(|p| p.state_tx.staleness(now))
+    }
+
+    /// Staleness of one client's host → client state.
+    pub fn state_staleness_of(&self, client: ClientId, now: Micros) -> Option<Staleness> {
+        let i = self.peer_index(client)?;
+        Some(self.peers[i].state_tx.staleness(now))
     }
 
     /// Ends every session (host shutting down).

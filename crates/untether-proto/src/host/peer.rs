@@ -13,7 +13,7 @@ use crate::keyframe::KeyframeDecision;
 use crate::paths::{Class, PathSet};
 use crate::rate::RateController;
 use crate::reliable::ReliableReceiver;
-use crate::state::StateReceiver;
+use crate::state::{StateKey, StateReceiver, StateSender, StateValue};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
     self, encode_control, ByeReason, ClientRole, ControlFrame, Feedback, Header, PacketType,
@@ -59,6 +59,11 @@ pub(super) struct Peer {
     pub window: PacketWindow,
     pub input: ReliableReceiver,
     pub state: StateReceiver,
+    /// Host → client state (seeded with every published value when the client connects).
+    pub state_tx: StateSender,
+    /// What its Accept said: the stream's parameters, with the codec it was given and the
+    /// stream's refresh period.
+    pub params: wire::SessionParams,
     /// Control frames waiting for the next control datagram.
     pub pending: Vec<ControlFrame>,
     pub feedback: Option<Feedback>,
@@ -99,6 +104,8 @@ impl Peer {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: &HostConfig,
+        params: wire::SessionParams,
+        published: &std::collections::BTreeMap<StateKey, StateValue>,
         info: ClientInfo,
         handshake_cid: u64,
         handshake_msg3: Vec<u8>,
@@ -107,8 +114,12 @@ impl Peer {
         token_seed: u64,
     ) -> Peer {
         let mut pending = Vec::new();
-        queue_accept(&mut pending, cfg.params, cfg.clock_id);
+        queue_accept(&mut pending, params, cfg.clock_id);
         let addr = info.addr;
+        let mut state_tx = StateSender::new(cfg.state);
+        for (k, v) in published {
+            state_tx.set(now, *k, *v);
+        }
         Peer {
             info,
             handshake_cid,
@@ -120,6 +131,8 @@ impl Peer {
             window: PacketWindow::new(),
             input: ReliableReceiver::new(),
             state: StateReceiver::new(),
+            state_tx,
+            params,
             pending,
             feedback: None,
             loss: LossEstimator::new(),
@@ -203,7 +216,18 @@ impl Peer {
         } else {
             Micros::MAX
         };
-        Some(keepalive.min(idle).min(paths).min(ping).min(role))
+        let state = match self.state_tx.key_count() {
+            0 => Micros::MAX,
+            _ => self.state_tx.poll_timeout().unwrap_or(Micros::MAX),
+        };
+        Some(
+            keepalive
+                .min(idle)
+                .min(paths)
+                .min(ping)
+                .min(role)
+                .min(state),
+        )
     }
 }
 
@@ -417,6 +441,7 @@ impl HostSession {
                     peer.pending.push(ControlFrame::StateAck(ack));
                 }
             }
+            ControlFrame::StateAck(a) => peer.state_tx.on_ack(now, &a),
             ControlFrame::RoleAck { version } => {
                 if version == peer.role_version {
                     peer.role_acked = true;
@@ -444,8 +469,8 @@ impl HostSession {
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
-            | ControlFrame::StateAck(_)
             | ControlFrame::ClockId { .. }
+            | ControlFrame::FramePose { .. }
             | ControlFrame::Role { .. }
             | ControlFrame::PathChallenge { .. } => {}
         }
@@ -589,6 +614,16 @@ impl HostSession {
     pub(super) fn build_controls_of(&mut self, now: Micros, i: usize) -> bool {
         let max = self.cfg.params.max_datagram as usize;
         let peer = &mut self.peers[i];
+        // Host → client state, once the application has published any (an idle channel
+        // sends nothing, not even its keep-alive).
+        if peer.state_tx.key_count() > 0 {
+            if let Some(p) = peer
+                .state_tx
+                .poll_packet(now, max.saturating_sub(HEADER_LEN + TAG_LEN + 3))
+            {
+                peer.pending.push(ControlFrame::State(p));
+            }
+        }
         let mut closing = false;
         while !peer.pending.is_empty() {
             let mut frames = Vec::new();

@@ -12,8 +12,9 @@
 //!
 //! Joining: a new client is sent nothing until an entry point — a keyframe, asked for at once
 //! (within the keyframe cooldown: a join during the cooldown waits for its end, so joins cost
-//! at most one keyframe per cooldown), or with [`super::HostConfig::stream_refreshes`] the
-//! next refresh sweep, with no keyframe asked for.
+//! at most one keyframe per cooldown), or, when the stream refreshes itself (a non-zero
+//! refresh period in its parameters, or [`super::HostConfig::stream_refreshes`]), the next
+//! refresh sweep, with no keyframe asked for.
 
 use super::{ClientId, HostEvent, HostSession};
 use crate::handshake::PublicKey;
@@ -169,7 +170,7 @@ impl HostSession {
     /// A client waits for a picture it can start on: with a self-refreshing stream, the next
     /// sweep; otherwise a keyframe for everyone, within the cooldown.
     pub(super) fn request_entry_point(&mut self, now: Micros) {
-        if self.cfg.stream_refreshes {
+        if self.cfg.stream_refreshes || self.cfg.params.refresh_period > 0 {
             return;
         }
         self.request_join_keyframe(now);

@@ -14,6 +14,7 @@ impl ClientBuilder {
         let cfg = crate::config::ConfigToml::default();
         ClientBuilder {
             options: ClientOptions {
+                vr: Default::default(),
                 host,
                 client: cfg.client,
                 network: cfg.network,
@@ -74,6 +75,13 @@ impl ClientBuilder {
     pub fn pin(mut self, pin: &str) -> Self {
         self.io.pin = Some(pin.to_string());
         self
+    }
+    /// What the host publishes on the latest-wins channel (rumble, other players, application
+    /// state): the returned view is updated while the client runs.
+    pub fn host_state(&mut self) -> crate::client::HostStateView {
+        let v = crate::client::HostStateView::default();
+        self.io.host_state = Some(v.clone());
+        v
     }
     pub fn input_device(mut self, dev: InputDevice) -> Self {
         self.io.input_devices.push(dev);

@@ -39,21 +39,44 @@ impl HostBuilder {
         self.options.video.bitrate_kbps = kbps;
         self
     }
-    /// libx264 (4:2:0) or libx264rgb (BGR as is, implies no conversion); see
-    /// [`VideoPath::with_encoder`].
-    pub fn encoder(mut self, kind: EncoderKind) -> Self {
-        self.options.video.path = self.options.video.path.with_encoder(kind);
+    /// libx264 (4:2:0) or libx264rgb (BGR as is, implies no conversion).
+    pub fn encoder(self, kind: EncoderKind) -> Self {
+        self.encoder_name(kind.name())
+    }
+    /// Any encoder by its FFmpeg name (`libx265`, `h264_nvenc`, …) or `auto`; its codec
+    /// follows (checked by [`build`](Self::build), which names the key).
+    pub fn encoder_name(mut self, name: &str) -> Self {
+        let sel = &mut self.options.video.selection;
+        if name == "auto" {
+            sel.encoder = EncoderChoice::Auto;
+            return self;
+        }
+        sel.encoder = EncoderChoice::Named(name.to_string());
+        sel.codec = untether_media::codec::encoder::codec_of_encoder(name).or(sel.codec);
+        sel.conversion = match (name, sel.conversion) {
+            ("libx264rgb", _) => Conversion::Rgb,
+            (_, Conversion::Rgb) => Conversion::Simd,
+            (_, c) => c,
+        };
         self
     }
-    /// BGRA→YUV conversion for libx264: SIMD (default) or swscale; [`Conversion::Rgb`] (none)
-    /// selects libx264rgb.
+    /// The codec (`None`: auto, the best the client and this host have in common).
+    pub fn codec(mut self, codec: Option<Codec>) -> Self {
+        self.options.video.selection.codec = codec;
+        self
+    }
+    /// BGRA→YUV conversion for encoders that take 4:2:0: SIMD (default) or swscale;
+    /// [`Conversion::Rgb`] (none) selects libx264rgb.
     pub fn conversion(mut self, c: Conversion) -> Self {
-        self.options.video.path = VideoPath::from_conversion(c);
-        self
-    }
-    /// Converter and encoder at once.
-    pub fn video_path(mut self, path: VideoPath) -> Self {
-        self.options.video.path = path;
+        let sel = &mut self.options.video.selection;
+        if c == Conversion::Rgb {
+            sel.encoder = EncoderChoice::Named("libx264rgb".into());
+            sel.codec = Some(Codec::H264Rgb);
+        } else if sel.conversion == Conversion::Rgb {
+            sel.encoder = EncoderChoice::Auto;
+            sel.codec = Some(Codec::H264);
+        }
+        sel.conversion = c;
         self
     }
     pub fn preset(mut self, preset: &str) -> Self {
@@ -64,9 +87,10 @@ impl HostBuilder {
         self.options.video.encoder_threads = n;
         self
     }
-    /// Periodic intra refresh instead of keyframes.
+    /// Intra refresh (a sweep every `video.refresh_period` frames) instead of keyframes for
+    /// joining and recovering clients (libx264 and NVENC).
     pub fn intra_refresh(mut self, on: bool) -> Self {
-        self.setup.intra_refresh = on;
+        self.options.video.refresh = if on { Refresh::Intra } else { Refresh::Idr };
         self
     }
     /// A keyframe every `frames` frames (0: only when a client joins or asks).
@@ -155,8 +179,8 @@ impl HostBuilder {
     /// Validates (with [`crate::config::validate_host`]: errors name the key and its range),
     /// binds the socket, opens the encoder and starts the threads.
     pub fn build(self) -> Result<HostContext, HostError> {
-        let rgb = self.options.video.path.is_rgb();
         let host = Host::start_with(self.options, self.setup)?;
+        let rgb = host.encoder_info().is_some_and(|e| e.bgra_input);
         let sender = match host.frame_sender() {
             Ok(s) => Some(s),
             Err(HostError::Usage(_)) => None,
@@ -220,12 +244,61 @@ impl HostContext {
         self.send_frame_at(frame, None)
     }
 
+    /// Like [`send_frame`](Self::send_frame), for a frame rendered for the client's head pose
+    /// `pose` (read with [`head_pose`](Self::head_pose) before rendering): the client gets the
+    /// pose with the frame, re-projects it to its newest pose at display time (late warp) and
+    /// measures pose-to-photon.
+    pub fn send_frame_with_pose(
+        &mut self,
+        frame: &Frame<'_>,
+        pose: Option<PoseSample>,
+    ) -> Result<SendInfo, HostError> {
+        self.send(frame, None, pose)
+    }
+
     /// Like [`send_frame`](Self::send_frame), with the time the frame was rendered
     /// ([`crate::clock::now_us`]), so glass-to-glass includes the time since.
     pub fn send_frame_at(
         &mut self,
         frame: &Frame<'_>,
         capture_us: Option<Micros>,
+    ) -> Result<SendInfo, HostError> {
+        self.send(frame, capture_us, None)
+    }
+
+    /// The newest head pose of the client (orientation, position, its sample time), None
+    /// before it sent one: render for it and pass it to
+    /// [`send_frame_with_pose`](Self::send_frame_with_pose).
+    pub fn head_pose(&self) -> Option<PoseSample> {
+        self.host.head_pose()
+    }
+
+    /// Publishes host → client state (rumble, other players, application state) on the
+    /// latest-wins channel; false when the key table (4096 keys) is full.
+    pub fn publish_state(&self, key: StateKey, value: StateValue) -> bool {
+        self.host.publish_state(key, value)
+    }
+
+    /// The client's game controller `n` as last heard (None before it sent anything).
+    pub fn gamepad(&self, n: usize) -> Option<crate::host::GamepadState> {
+        self.host.gamepad(n)
+    }
+
+    /// Like [`publish`](Self::publish), for a frame rendered for `pose`.
+    pub fn publish_with_pose(
+        &mut self,
+        frame: &Frame<'_>,
+        pose: Option<PoseSample>,
+    ) -> Result<(), HostError> {
+        let picture = self.adapter.adapt(frame, self.rgb)?;
+        self.host.publish_with_pose(&picture, pose)
+    }
+
+    fn send(
+        &mut self,
+        frame: &Frame<'_>,
+        capture_us: Option<Micros>,
+        pose: Option<PoseSample>,
     ) -> Result<SendInfo, HostError> {
         let Some(sender) = self.sender.as_mut() else {
             return Err(HostError::Usage(
@@ -237,7 +310,7 @@ impl HostContext {
             return Ok(SendInfo::default());
         }
         let picture = self.adapter.adapt(frame, self.rgb)?;
-        let mut info = sender.send(&picture, capture_us.or(Some(t0)))?;
+        let mut info = sender.send_frame(&picture, capture_us.or(Some(t0)), pose)?;
         info.blocked_us = crate::clock::now_us() - t0;
         Ok(info)
     }

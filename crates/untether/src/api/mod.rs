@@ -36,12 +36,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use untether_media::codec::{EncoderKind, InputPicture, VideoPath};
+pub use untether_media::codec::{Codec, EncoderChoice, EncoderKind, InputPicture, Refresh};
 pub use untether_media::convert::Conversion;
 use untether_media::convert::I420Frame;
 use untether_media::x11::PointerMode;
 use untether_media::{BgraFrame, MediaError};
-pub use untether_proto::{InputEvent, InputRecord, Micros};
+pub use untether_proto::{InputEvent, InputRecord, Micros, Pose, PoseSample, StateKey, StateValue};
 use yuvutils_rs::{
     BufferStoreMut, YuvBiPlanarImage, YuvConversionMode, YuvPlanarImageMut, YuvRange,
     YuvStandardMatrix,

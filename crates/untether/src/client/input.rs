@@ -110,6 +110,37 @@ pub fn state_input(event: &InputEvent) -> Option<(untether_proto::StateKey, Stat
     }
 }
 
+/// Game controller changes as the protocol carries them: buttons as reliable events of device
+/// `GAMEPAD_DEVICE + controller`, axes as latest-wins keys `gamepad_axis(controller, axis)`.
+pub fn gamepad_input(
+    changes: Vec<untether_media::gamepad::GamepadChange>,
+) -> (Vec<InputEvent>, Vec<(untether_proto::StateKey, StateValue)>) {
+    use untether_media::gamepad::GamepadChange;
+    let (mut buttons, mut axes) = (Vec::new(), Vec::new());
+    for c in changes {
+        match c {
+            GamepadChange::Button {
+                controller,
+                code,
+                down,
+            } => buttons.push(InputEvent::Button {
+                device: crate::host::GAMEPAD_DEVICE.saturating_add(controller),
+                code,
+                down,
+            }),
+            GamepadChange::Axis {
+                controller,
+                axis,
+                value,
+            } => axes.push((
+                state_keys::gamepad_axis(controller, axis),
+                StateValue::Axis(value),
+            )),
+        }
+    }
+    (buttons, axes)
+}
+
 /// Turns window events into protocol input events.
 pub fn window_input(event: &WindowEvent) -> Option<InputEvent> {
     match *event {

@@ -18,6 +18,8 @@ mod decode;
 mod input;
 mod network;
 mod options;
+pub mod photon;
+mod pose;
 mod present;
 mod record;
 
@@ -27,12 +29,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 
 use untether_media::audio::{AudioOut, Playout};
-use untether_media::codec::Decoder;
+use untether_media::codec::{Decoder, DecoderConfig};
 use untether_media::pipe::PipeWriter;
 use untether_net::UdpEndpoint;
 use untether_proto::{fingerprint, ClientConfig, ClientSession, RejectReason};
 
 use crate::clock::now_us;
+use crate::config::PoseSpec;
 use crate::driver;
 use crate::identity::{ClientTrust, HostPin, IdentityError, Role, StateDir, KNOWN_HOSTS_FILE};
 use crate::slot::Slot;
@@ -42,6 +45,7 @@ pub use input::{device_input, state_input, window_input};
 pub use options::{
     ClientAudio, ClientIo, ClientOptions, Display, InputDevice, ShownFrameFn, ShownFrameTap,
 };
+pub use pose::{HostStateView, LocalPose};
 pub use present::save_ppm;
 pub use record::{AudioRun, ClientRun, ClockMode, FrameRecord};
 
@@ -115,6 +119,14 @@ pub(crate) struct ClientShared {
     /// The role the host gave this client last: (role, input granted, paused).
     role: Mutex<Option<(untether_proto::ClientRole, bool, bool)>>,
     decoded: Slot<Decoded>,
+    /// The pose each recent frame was rendered for (from the host's FramePose).
+    frame_poses: pose::FramePoses,
+    /// The newest local head poses (the pose source's), for late warp and pose-to-photon.
+    pub(crate) local_pose: Arc<LocalPose>,
+    /// Mouse-look, when it is the pose source: window mouse motion turns the head.
+    mouse_look: Option<crate::pose::MouseLook>,
+    /// Where the host's published state is copied for the application.
+    host_state: Option<HostStateView>,
     run: Mutex<ClientRun>,
     failure: Mutex<Option<ClientError>>,
 }
@@ -173,6 +185,7 @@ pub fn run_client_to_end(
     stop: Arc<AtomicBool>,
 ) -> Result<(ClientRun, Option<ClientError>), ClientError> {
     crate::config::validate_client(&options.client, &options.network)?;
+    options.vr.validate()?;
     let mut sink = match &io.sink {
         Some(path) => Some(PipeWriter::open(path)?),
         None => None,
@@ -298,14 +311,42 @@ pub fn run_client_to_end(
     cfg.keepalive_us = options.network.keepalive_ms * 1000;
     cfg.idle_timeout_us = options.network.idle_timeout_ms * 1000;
     cfg.retransmit = options.network.retransmit;
+    cfg.state_budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     cfg.clock_id = untether_net::clock_identity();
-    // `--no-decode` (a load-test viewer): frames are reassembled and counted, never decoded.
-    let decoder = if c.decode {
-        Some(Decoder::new(c.decoder_threads)?)
-    } else {
-        log::info!("client: --no-decode: frames are reassembled and counted, not decoded");
-        None
+    // What this client decodes: the configured list, less the codecs no decoder here opens
+    // (checked now, so that the host never picks one).
+    let (choice, hwaccel) = c.decoder_choice()?;
+    let decoder_cfg = DecoderConfig {
+        codec: untether_media::codec::Codec::H264,
+        decoder: choice,
+        hwaccel,
+        threads: c.decoder_threads,
+        keep_on_gpu: false,
+        chunks: false,
     };
+    cfg.codecs = decodable(&c.codec_list()?, &decoder_cfg)?;
+    // `--no-decode` (a load-test viewer): frames are reassembled and counted, never decoded
+    // (the client still offers only codecs it could decode).
+    if !c.decode {
+        log::info!("client: --no-decode: frames are reassembled and counted, not decoded");
+    }
+    // The head pose source: a failure to open it (no IMU, a bad track) stops the start.
+    let pose_spec = options.vr.pose_spec()?;
+    let mouse = crate::pose::MouseLook::default();
+    let pose_source = crate::pose::open(
+        &pose_spec,
+        options.display == Display::Window,
+        &mouse,
+        now_us(),
+    )
+    .map_err(|e| ClientError::Media(untether_media::MediaError::Other(e.to_string())))?;
+    if let Some(src) = &pose_source {
+        log::info!(
+            "client: head pose from {} at {} Hz",
+            src.name(),
+            options.vr.pose_rate_hz
+        );
+    }
     let shared = Arc::new(ClientShared {
         host: options.host,
         stop: AtomicBool::new(false),
@@ -313,6 +354,12 @@ pub fn run_client_to_end(
         reconnecting: AtomicBool::new(false),
         role: Mutex::new(None),
         decoded: Slot::new(),
+        frame_poses: Default::default(),
+        host_state: io.host_state.clone(),
+        local_pose: Default::default(),
+        mouse_look: pose_source
+            .as_ref()
+            .and(matches!(pose_spec, PoseSpec::Auto | PoseSpec::Mouse).then(|| mouse.clone())),
         run: Mutex::new(ClientRun {
             started_us: now,
             decoding: c.decode,
@@ -330,7 +377,7 @@ pub fn run_client_to_end(
         shared.clone(),
         known_hosts,
         playout.clone(),
-        decoder.is_some().then_some(frames_tx),
+        c.decode.then_some(frames_tx),
         sent_tx,
         io.end_on_host_bye,
     );
@@ -369,19 +416,27 @@ pub fn run_client_to_end(
             })
             .map_err(ClientError::Thread)?
     };
-    let decode = match decoder {
-        Some(decoder) => {
-            let (s, n) = (shared.clone(), net.clone());
-            Some(
-                std::thread::Builder::new()
-                    .name("client-decode".into())
-                    .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder))
-                    .map_err(ClientError::Thread)?,
-            )
-        }
-        None => None,
+    let decode = if c.decode {
+        let (s, n) = (shared.clone(), net.clone());
+        Some(
+            std::thread::Builder::new()
+                .name("client-decode".into())
+                .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder_cfg))
+                .map_err(ClientError::Thread)?,
+        )
+    } else {
+        None
     };
     let mut device_threads = Vec::new();
+    if let Some(src) = pose_source {
+        let (s, n, rate) = (shared.clone(), net.clone(), options.vr.pose_rate_hz);
+        device_threads.push(
+            std::thread::Builder::new()
+                .name("client-pose".into())
+                .spawn(move || pose::pose_loop(&s, &n, src, rate))
+                .map_err(ClientError::Thread)?,
+        );
+    }
     for (i, dev) in io.input_devices.into_iter().enumerate() {
         let (s, n) = (shared.clone(), net.clone());
         let index = i.min(255) as u8;
@@ -420,6 +475,7 @@ pub fn run_client_to_end(
     let mut run = std::mem::take(&mut *lock(&shared.run));
     if let Some(n) = &client_net {
         run.stats = n.session.stats();
+        run.state_staleness = Some(n.session.state_staleness(now_us()));
         run.clock = n.session.clock();
         run.clock_mode = if n.session.shares_clock() {
             ClockMode::Shared
@@ -459,4 +515,38 @@ pub fn run_client_to_end(
         });
     }
     Ok((run, error))
+}
+
+/// The codecs of `wanted` a software decoder opens for here, in order (a hardware decoder is
+/// tried per session, falling back to this software one), as the wire names them. None: an
+/// error naming the list.
+fn decodable(
+    wanted: &[untether_media::codec::Codec],
+    cfg: &DecoderConfig,
+) -> Result<Vec<untether_proto::Codec>, ClientError> {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for &codec in wanted {
+        let sw = DecoderConfig::software(codec, 1);
+        let named_other = matches!(&cfg.decoder, untether_media::codec::DecoderChoice::Named(n)
+            if untether_media::codec::decoder::decoder_codec(n).is_some_and(|c| c.id() != codec.id()));
+        match Decoder::open(&sw) {
+            Ok(_) if !named_other => out.push(crate::config::wire_codec(codec)),
+            Ok(_) => missing.push(format!(
+                "{codec} (decoder {} decodes another codec)",
+                cfg.decoder
+            )),
+            Err(e) => missing.push(format!("{codec} ({e})")),
+        }
+    }
+    if !missing.is_empty() {
+        log::info!("client: not offering {}", missing.join(", "));
+    }
+    if out.is_empty() {
+        return Err(ClientError::Config(crate::config::ConfigError::Invalid {
+            key: "client.codecs".into(),
+            message: format!("no decoder here opens any of them: {}", missing.join(", ")),
+        }));
+    }
+    Ok(out)
 }

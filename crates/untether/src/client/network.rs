@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientRole, ClientSession, CompleteFrame, GoneReason,
-    InputEvent, Micros, PublicKey, RejectReason, Route,
+    fingerprint, ClientConfig, ClientEvent, ClientRole, ClientSession, GoneReason, InputEvent,
+    Micros, PublicKey, RejectReason, Route, StateKey, StateValue,
 };
 
 use super::input::state_input;
@@ -83,6 +83,8 @@ pub(crate) enum InputKind {
 /// What other threads hand the client's network driver.
 pub(crate) enum ClientCommand {
     Input(InputKind, Vec<InputEvent>),
+    /// A key of continuous state (the pose source's head pose).
+    State(StateKey, StateValue),
     /// How long a frame took to decode, µs (for the host's quality feedback).
     DecodeTime(u64),
     /// A frame failed to decode: ask for a keyframe.
@@ -97,9 +99,11 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames for the decode thread, with the number of the session they came from
+    /// Complete frames for the decode thread, with the session they came from and its codec
     /// (None, `--no-decode`: frames are counted and dropped here).
-    frames: Option<Sender<(u32, CompleteFrame)>>,
+    frames: Option<Sender<super::decode::ToDecode>>,
+    /// The current session's codec.
+    codec: untether_media::codec::Codec,
     /// (sequence number, send time) of each reliable window/probe event, for the presenter.
     sent_inputs: Sender<(u32, Micros)>,
     end_on_host_bye: bool,
@@ -127,7 +131,7 @@ impl ClientNet {
         shared: Arc<ClientShared>,
         known_hosts: Option<KnownHosts>,
         playout: Option<Arc<Mutex<Playout>>>,
-        frames: Option<Sender<(u32, CompleteFrame)>>,
+        frames: Option<Sender<super::decode::ToDecode>>,
         sent_inputs: Sender<(u32, Micros)>,
         end_on_host_bye: bool,
     ) -> ClientNet {
@@ -137,6 +141,7 @@ impl ClientNet {
             known_hosts,
             playout,
             frames,
+            codec: untether_media::codec::Codec::H264,
             sent_inputs,
             end_on_host_bye,
             done: false,
@@ -211,6 +216,14 @@ impl ClientNet {
         let (mut sent, mut refused, mut state) = (0, 0, 0);
         for ev in events {
             if kind == InputKind::Window {
+                if let (Some(m), InputEvent::PointerMotion { dx, dy, .. }) =
+                    (&self.shared.mouse_look, &ev)
+                {
+                    // Mouse-look is the head pose source: the motion turns the head (sent by
+                    // the pose thread), not the pointer.
+                    m.feed(*dx, *dy);
+                    continue;
+                }
                 // Continuous state goes on the latest-wins channel: only the newest value
                 // matters, and a lost one is never resent once a newer one exists.
                 if let Some((key, value)) = state_input(&ev) {
@@ -245,14 +258,20 @@ impl ClientNet {
         match ev {
             ClientEvent::Connected(params) => {
                 log::info!(
-                    "client: connected to {}: {}x{} @ {} fps, {:?}, {} kbit/s",
+                    "client: connected to {}: {}x{} @ {} fps, {}, {} kbit/s{}",
                     s.host,
                     params.width,
                     params.height,
                     params.fps,
                     params.codec,
-                    params.bitrate_kbps
+                    params.bitrate_kbps,
+                    if params.refresh_period > 0 {
+                        format!(", refreshing every {} frames", params.refresh_period)
+                    } else {
+                        String::new()
+                    }
                 );
+                self.codec = crate::config::media_codec(params.codec);
                 let host_key = self.session.host_key();
                 if host_key.is_some() {
                     // Later sessions (after the host went away) must reach the same host.
@@ -401,7 +420,12 @@ impl ClientNet {
                 // the next frame's shards are not held behind a decode.
                 match &self.frames {
                     Some(tx) => {
-                        if tx.send((self.session_number, frame)).is_err() {
+                        let f = super::decode::ToDecode {
+                            session: self.session_number,
+                            codec: self.codec,
+                            frame,
+                        };
+                        if tx.send(f).is_err() {
                             self.done = true;
                         }
                     }
@@ -437,6 +461,13 @@ impl ClientNet {
                 run.role = Some(role);
                 run.input_granted = input_granted;
                 run.times_paused += paused as u32;
+            }
+            ClientEvent::FramePose {
+                frame_number,
+                sample,
+            } => {
+                s.frame_poses
+                    .insert(self.session_number, frame_number, sample);
             }
             ClientEvent::FrameTiming(t) => {
                 let mut run = super::lock(&s.run);
@@ -553,6 +584,11 @@ impl Endpoint for ClientNet {
     fn handle_command(&mut self, now: Micros, command: ClientCommand) {
         match command {
             ClientCommand::Input(kind, events) => self.send_inputs(now, kind, events),
+            ClientCommand::State(key, value) => {
+                if self.session.is_connected() && self.session.send_state(now, key, value) {
+                    super::lock(&self.shared.run).state_updates += 1;
+                }
+            }
             ClientCommand::DecodeTime(us) => self.session.note_decode_time(us),
             ClientCommand::DecodeFailed(frame_number) => {
                 self.session.decode_failed(now, frame_number)
@@ -572,6 +608,9 @@ impl Endpoint for ClientNet {
             if self.done {
                 break;
             }
+        }
+        if let Some(v) = &self.shared.host_state {
+            v.update(self.session.state_received());
         }
         self.shared
             .connected

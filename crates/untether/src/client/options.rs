@@ -13,7 +13,7 @@ use untether_proto::InputEvent;
 
 use super::record::FrameRecord;
 use super::ClientError;
-use crate::config::{ClientToml, NetworkToml};
+use crate::config::{ClientToml, NetworkToml, VrToml};
 use crate::identity::ClientTrust;
 
 /// Where decoded pictures go.
@@ -30,6 +30,8 @@ pub struct ClientOptions {
     pub host: SocketAddr,
     pub client: ClientToml,
     pub network: NetworkToml,
+    /// The head pose source (`vr.pose`, `vr.pose_rate_hz`) and VR presentation.
+    pub vr: VrToml,
     pub display: Display,
     /// Stop after this long (None: until the window closes, the host leaves or `stop` is set).
     pub duration: Option<Duration>,
@@ -140,4 +142,6 @@ pub struct ClientIo {
     pub pin: Option<String>,
     /// The name the host's key is pinned under in `known_hosts.json` (default: its address).
     pub host_label: Option<String>,
+    /// Receives what the host publishes on the latest-wins channel.
+    pub host_state: Option<super::HostStateView>,
 }

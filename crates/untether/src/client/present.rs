@@ -43,6 +43,19 @@ pub(crate) fn present_loop(
     let mut last_picture: Option<DecodedFrame> = None;
     // What the window's title says besides the host (reconnecting, or this viewer's role).
     let mut shown_status: Option<String> = None;
+    let mut photon_probe = super::photon::Probe::new(&options.vr);
+    // Game controllers, polled here (SDL's thread); after the presenter, so dropped first.
+    let mut gamepads = if options.client.gamepads {
+        match untether_media::gamepad::Gamepads::open() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                log::warn!("client: no game controllers: SDL: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     loop {
         if stop.load(Ordering::SeqCst) || s.stop.load(Ordering::SeqCst) {
             break;
@@ -72,6 +85,15 @@ pub(crate) fn present_loop(
         if connected {
             if let Some(rx) = &inject {
                 window.extend(rx.try_iter().take(1024));
+            }
+            if let Some(g) = gamepads.as_mut() {
+                let (buttons, axes) = super::input::gamepad_input(g.poll());
+                for (key, value) in axes {
+                    net.send(ClientCommand::State(key, value));
+                }
+                if !buttons.is_empty() {
+                    net.send(ClientCommand::Input(InputKind::Device, buttons));
+                }
             }
             if !window.is_empty() {
                 net.send(ClientCommand::Input(InputKind::Window, window));
@@ -113,6 +135,9 @@ pub(crate) fn present_loop(
         }
         if let Some(p) = presenter.as_mut() {
             p.present(&item.picture)?;
+            if options.vr.enabled {
+                photon_probe.measure(s, p.as_mut(), &item.picture, now_us());
+            }
         }
         if let Some(w) = sink.as_deref_mut() {
             if let Err(e) = w.write(&item.picture) {

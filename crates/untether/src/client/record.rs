@@ -40,6 +40,10 @@ pub struct FrameRecord {
     pub shown_us: Micros,
     pub bytes: usize,
     pub stamp: Option<Stamp>,
+    /// The head pose the host rendered this frame for, with the client's sample time (None:
+    /// not rendered for a pose, or its FramePose was lost twice): what late warp re-projects
+    /// from.
+    pub pose: Option<untether_proto::PoseSample>,
     /// A 16×9 grid of luma samples from below the stamp: enough to see that the picture
     /// changed (input took effect, or a freeze), far too little to store pictures.
     pub thumbnail: Vec<u8>,
@@ -84,12 +88,30 @@ pub struct ClientRun {
     pub clock_mode: ClockMode,
     pub decode_errors: u64,
     pub decoded: u64,
+    /// Frames decoded but not shown: an intra-refresh sweep after a join or a loss was still
+    /// under way (the picture was not yet clean). Decode errors among them are expected (a
+    /// reference the client never had) and counted here, not as errors.
+    pub held: u64,
+    pub held_decode_errors: u64,
+    /// The decoder of the last session (`h264 (software)`, `hevc with vaapi on …`).
+    pub decoder: Option<String>,
     pub shown: u64,
     pub dropped_presenter: u64,
     pub stamp_unreadable: u64,
     pub inputs_sent: u64,
     /// Pointer positions and head poses set on the latest-wins state channel.
     pub state_updates: u64,
+    /// Decoded frames whose head pose (the host's FramePose) was known.
+    pub frames_with_pose: u64,
+    /// Staleness of the client → host state channel at the end of the run.
+    pub state_staleness: Option<untether_proto::Staleness>,
+    /// Pose-to-photon samples (present time, latency), client clock, µs (`client::photon`).
+    pub pose_to_photon: Vec<(Micros, Micros)>,
+    /// Presents not measured: no marker read, a yaw the head had twice in the window, one it
+    /// never had.
+    pub pose_photon_unread: u64,
+    pub pose_photon_ambiguous: u64,
+    pub pose_photon_unmatched: u64,
     /// The host's key (authenticated by the handshake), once connected.
     pub host_key: Option<PublicKey>,
     /// Input events the session refused (too many unacknowledged: the host is unreachable).

@@ -69,6 +69,12 @@ pub const ENCODER_THREADS: Limit<usize> = Limit {
     min: 1,
     max: 16,
 };
+/// Frames per intra-refresh sweep (or between an encoder's own keyframes).
+pub const REFRESH_PERIOD: Limit<u32> = Limit {
+    key: "video.refresh_period",
+    min: 2,
+    max: 600,
+};
 /// Frame width and height (and even: 4:2:0 chroma).
 pub const WIDTH: Limit<u32> = Limit {
     key: "video.resolution",
@@ -147,6 +153,50 @@ pub const PACING_BATCH: Limit<u32> = Limit {
     max: crate::pacing::MAX_BATCH,
 };
 
+pub const RTSP_QUEUE_FRAMES: Limit<u32> = Limit {
+    key: "rtsp.queue_frames",
+    min: 1,
+    max: 60,
+};
+/// 0 = only on demand; otherwise at least 100 ms (checked by `RtspToml::validate`).
+pub const RTSP_KEYFRAME_INTERVAL_MS: Limit<u64> = Limit {
+    key: "rtsp.keyframe_interval_ms",
+    min: 0,
+    max: 60_000,
+};
+/// An RTP packet's size: at least what a minimum IPv4 MTU leaves, at most a jumbo frame.
+pub const RTSP_MTU: Limit<u32> = Limit {
+    key: "rtsp.mtu",
+    min: 400,
+    max: 9000,
+};
+pub const RTSP_MAX_VIEWERS: Limit<u32> = Limit {
+    key: "rtsp.max_viewers",
+    min: 1,
+    max: 256,
+};
+/// 0 = no budget.
+pub const STATE_BUDGET_KBPS: Limit<u32> = Limit {
+    key: "network.state_budget_kbps",
+    min: 0,
+    max: 1_000_000,
+};
+pub const IPD_MM: Limit<f32> = Limit {
+    key: "vr.ipd_mm",
+    min: 40.0,
+    max: 90.0,
+};
+pub const EYE_FOV_DEG: Limit<f32> = Limit {
+    key: "vr.fov_deg",
+    min: 40.0,
+    max: 140.0,
+};
+pub const POSE_RATE_HZ: Limit<u32> = Limit {
+    key: "vr.pose_rate_hz",
+    min: 1,
+    max: 1000,
+};
+
 /// Deserializes an integer key of the config file into its type `T`, refusing a value that
 /// does not fit with the key's own message ([`Limit::fit`]).
 pub(super) fn de_fit<'de, D, T>(d: D, limit: Limit<T>) -> Result<T, D::Error>
@@ -185,6 +235,7 @@ macro_rules! de_fns {
 de_fns! {
     de_fps: FPS -> u32,
     de_encoder_threads: ENCODER_THREADS -> usize,
+    de_refresh_period: REFRESH_PERIOD -> u32,
     de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
     de_pin_ttl_s: PIN_TTL_S -> u64,
     de_max_clients: MAX_CLIENTS -> usize,
@@ -196,4 +247,10 @@ de_fns! {
     de_keepalive_ms: KEEPALIVE_MS -> u64,
     de_idle_timeout_ms: IDLE_TIMEOUT_MS -> u64,
     de_pacing_batch: PACING_BATCH -> u32,
+    de_rtsp_queue_frames: RTSP_QUEUE_FRAMES -> u32,
+    de_rtsp_mtu: RTSP_MTU -> u32,
+    de_rtsp_keyframe_interval_ms: RTSP_KEYFRAME_INTERVAL_MS -> u64,
+    de_rtsp_max_viewers: RTSP_MAX_VIEWERS -> u32,
+    de_state_budget_kbps: STATE_BUDGET_KBPS -> u32,
+    de_pose_rate_hz: POSE_RATE_HZ -> u32,
 }

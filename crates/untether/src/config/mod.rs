@@ -7,14 +7,18 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use untether_media::codec::VideoPath;
+use untether_media::codec::{Codec, EncoderChoice, Refresh, Selection, SelectionError};
 use untether_proto::units;
 
 mod limits;
+mod rtsp;
 mod video;
+mod vr;
 
 pub use limits::*;
+pub use rtsp::*;
 pub use video::*;
+pub use vr::*;
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
@@ -197,6 +201,19 @@ pub struct ClientToml {
     /// Decode and present the stream (false, `--no-decode`: receive and reassemble frames and
     /// count them only — a load-test viewer).
     pub decode: bool,
+    /// Read SDL game controllers and send them to the host (buttons reliable, sticks and
+    /// triggers latest-wins).
+    pub gamepads: bool,
+    /// The codecs this client decodes, preferred first (`h264`, `h264rgb`, `hevc`, `av1`): sent
+    /// to the host, which picks the first it can encode. Those no decoder here opens are left
+    /// out at start (with a line saying so).
+    pub codecs: Vec<String>,
+    /// `auto` (software, or the hardware `hwaccel` names, falling back to software), `software`,
+    /// or an FFmpeg decoder name (`h264_v4l2m2m`, `hevc_cuvid`, `libdav1d`, …; no fallback).
+    pub decoder: String,
+    /// Hardware decoding: `none`, `auto` (what this machine has), `vaapi`, `cuda`, `vdpau`,
+    /// `drm` or `v4l2m2m`.
+    pub hwaccel: String,
 }
 
 /// The values of `client.clock`.
@@ -215,6 +232,12 @@ impl Default for ClientToml {
             paths: Vec::new(),
             clock: "auto".into(),
             decode: true,
+            gamepads: true,
+            codecs: ["h264", "h264rgb", "hevc", "av1"]
+                .map(String::from)
+                .to_vec(),
+            decoder: "auto".into(),
+            hwaccel: "none".into(),
         }
     }
 }
@@ -260,6 +283,11 @@ pub struct NetworkToml {
     /// segment limit).
     #[serde(deserialize_with = "limits::de_pacing_batch")]
     pub pacing_batch: u32,
+    /// Both sides: the bandwidth budget of the latest-wins state channel this side sends
+    /// (pointer, head pose, axes; the host's published state), kbit/s, overhead included
+    /// (0: none). Within it the stalest keys go first and only newest values leave.
+    #[serde(deserialize_with = "limits::de_state_budget_kbps")]
+    pub state_budget_kbps: u32,
     /// Both sides: the data plane's transport after the handshake (always over UDP): `"udp"`,
     /// or `"raw"` (Ethernet frames of EtherType 0x88B5 between the two interfaces' MAC
     /// addresses, on an AF_PACKET socket: needs CAP_NET_RAW, and both ends on one link;
@@ -295,6 +323,7 @@ impl Default for NetworkToml {
             retransmit: true,
             pacing: 0.0,
             pacing_batch: crate::pacing::DEFAULT_BATCH,
+            state_budget_kbps: 0,
             transport: "udp".to_string(),
             interface: String::new(),
         }
@@ -310,6 +339,8 @@ pub struct ConfigToml {
     pub host: HostToml,
     pub client: ClientToml,
     pub network: NetworkToml,
+    pub rtsp: RtspToml,
+    pub vr: VrToml,
 }
 
 impl ConfigToml {
@@ -354,6 +385,11 @@ impl NetworkToml {
         self.fec
             .parse()
             .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
+    }
+
+    /// The state channel's budget in bytes per second (0: none).
+    pub fn state_budget_bytes_per_s(&self) -> u64 {
+        self.state_budget_kbps as u64 * 1000 / 8
     }
 
     /// The multipath scheduler (`scheduler`).
@@ -409,6 +445,7 @@ impl NetworkToml {
         self.pacing()?;
         self.transport()?;
         MAX_DATAGRAM.check(self.max_datagram)?;
+        STATE_BUDGET_KBPS.check(self.state_budget_kbps)?;
         IDLE_TIMEOUT_MS.check(self.idle_timeout_ms)?;
         KEEPALIVE_MS.check(self.keepalive_ms)?;
         if self.keepalive_ms >= self.idle_timeout_ms {
@@ -425,6 +462,61 @@ impl NetworkToml {
 }
 
 impl ClientToml {
+    /// `client.codecs`, parsed: known names, each once, at least one.
+    pub fn codec_list(&self) -> Result<Vec<Codec>, ConfigError> {
+        let mut out = Vec::new();
+        for name in &self.codecs {
+            let c: Codec = name.parse().map_err(|_| {
+                invalid(
+                    "client.codecs",
+                    format!("unknown codec {name:?}; allowed: h264, h264rgb, hevc, av1"),
+                )
+            })?;
+            if out.contains(&c) {
+                return Err(invalid("client.codecs", format!("{name} is listed twice")));
+            }
+            out.push(c);
+        }
+        if out.is_empty() {
+            return Err(invalid(
+                "client.codecs",
+                "empty: list the codecs this client decodes (h264, h264rgb, hevc, av1)",
+            ));
+        }
+        Ok(out)
+    }
+
+    /// `client.decoder` and `client.hwaccel`, parsed and checked together.
+    pub fn decoder_choice(
+        &self,
+    ) -> Result<
+        (
+            untether_media::codec::DecoderChoice,
+            untether_media::codec::HwAccel,
+        ),
+        ConfigError,
+    > {
+        use untether_media::codec::{DecoderChoice, HwAccel};
+        let d: DecoderChoice = self
+            .decoder
+            .parse()
+            .map_err(|m: String| invalid("client.decoder", m))?;
+        let h: HwAccel = self
+            .hwaccel
+            .parse()
+            .map_err(|m: String| invalid("client.hwaccel", m))?;
+        if d == DecoderChoice::Software && !matches!(h, HwAccel::None | HwAccel::Auto) {
+            return Err(invalid(
+                "client.decoder, client.hwaccel",
+                format!(
+                    "decoder software and hwaccel {h} contradict each other: software decodes \
+                     on the CPU; use decoder auto with hwaccel {h}"
+                ),
+            ));
+        }
+        Ok((d, h))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         CONNECT_TIMEOUT_MS.check(self.connect_timeout_ms)?;
         REASSEMBLY_DEADLINE_MS.check(self.reassembly_deadline_ms)?;
@@ -446,6 +538,8 @@ impl ClientToml {
         if self.name.is_empty() || self.name.len() > 64 {
             return Err(invalid("client.name", "must be 1 to 64 bytes"));
         }
+        self.codec_list()?;
+        self.decoder_choice()?;
         if !CLOCK_MODES.contains(&self.clock.as_str()) {
             return Err(invalid(
                 "client.clock",

@@ -79,7 +79,7 @@ fn bad_values_name_key_and_allowed_values() {
     };
     let e = v.validate().unwrap_err().to_string();
     assert!(
-        e.starts_with("video.encoder") && e.contains("libx264rgb"),
+        e.starts_with("video.encoder") && e.contains("libx264rgb") && e.contains("libx265"),
         "{e}"
     );
     v = VideoToml {
@@ -182,24 +182,26 @@ fn transport_and_interface_are_checked_with_their_keys() {
 
 #[test]
 fn rgb_encoder_implies_rgb_path() {
+    use untether_media::codec::{Codec, EncoderChoice};
+    use untether_media::convert::Conversion;
     let v = VideoToml {
         encoder: Some("libx264rgb".into()),
         ..Default::default()
     }
     .validate()
     .unwrap();
-    assert_eq!(v.path, VideoPath::Rgb);
-    assert_eq!(
-        v.path.conversion(),
-        untether_media::convert::Conversion::Rgb
-    );
-    assert_eq!(v.codec(), untether_proto::Codec::H264Rgb);
+    assert_eq!(v.selection.conversion, Conversion::Rgb);
+    assert_eq!(v.selection.codec, Some(Codec::H264Rgb));
+    assert_eq!(wire_codec(v.codecs()[0]), untether_proto::Codec::H264Rgb);
     let v = ConfigToml::parse("[video]\nconversion = \"rgb\"\n", "t.toml")
         .unwrap()
         .video
         .validate()
         .unwrap();
-    assert_eq!(v.path, VideoPath::Rgb);
+    assert_eq!(
+        v.selection.encoder,
+        EncoderChoice::Named("libx264rgb".into())
+    );
     let e = VideoToml {
         encoder: Some("libx264".into()),
         conversion: Some("rgb".into()),
@@ -228,14 +230,126 @@ fn rgb_encoder_implies_rgb_path() {
 }
 
 #[test]
+fn codec_encoder_and_refresh_keys() {
+    use untether_media::codec::{Codec, EncoderChoice, Refresh};
+    let v = |toml: &str| ConfigToml::parse(toml, "t.toml").unwrap().video.validate();
+    // Defaults: H.264, the best encoder that opens, keyframes on demand.
+    let d = v("").unwrap();
+    assert_eq!(d.codecs(), vec![Codec::H264]);
+    assert_eq!(d.selection.encoder, EncoderChoice::Auto);
+    assert_eq!((d.refresh, d.refresh_period), (Refresh::Idr, 30));
+    // An encoder's codec follows from it; auto offers every codec.
+    assert_eq!(
+        v("[video]\nencoder = \"libx265\"\n").unwrap().codecs(),
+        vec![Codec::Hevc]
+    );
+    assert_eq!(
+        v("[video]\ncodec = \"auto\"\n").unwrap().codecs(),
+        vec![Codec::H264, Codec::Hevc, Codec::Av1]
+    );
+    let e = v("[video]\ncodec = \"av1\"\nencoder = \"libx264\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("video.codec, video.encoder:") && e.contains("libx264"),
+        "{e}"
+    );
+    let e = v("[video]\ncodec = \"vp8\"\n").unwrap_err().to_string();
+    assert!(e.starts_with("video.codec:") && e.contains("hevc"), "{e}");
+    let e = v("[video]\nencoder = \"x265\"\n").unwrap_err().to_string();
+    assert!(
+        e.starts_with("video.encoder:") && e.contains("libx265"),
+        "{e}"
+    );
+    // Intra refresh: x264 and NVENC only, refused clearly elsewhere.
+    let i = v("[video]\nrefresh = \"intra\"\nrefresh_period = 20\n").unwrap();
+    assert_eq!((i.refresh, i.refresh_period), (Refresh::Intra, 20));
+    assert!(v("[video]\nrefresh = \"intra\"\nencoder = \"h264_nvenc\"\n").is_ok());
+    let e = v("[video]\nrefresh = \"intra\"\nencoder = \"libx265\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("video.refresh, video.encoder:") && e.contains("libx265"),
+        "{e}"
+    );
+    let e = v("[video]\nrefresh = \"intra\"\ncodec = \"av1\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("video.refresh, video.codec:"), "{e}");
+    let e = v("[video]\nrefresh = \"sometimes\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("video.refresh:") && e.contains("idr, intra"),
+        "{e}"
+    );
+    let e = ConfigToml::parse("[video]\nrefresh_period = 1\n", "t.toml")
+        .map(|c| c.video.validate().map(|_| ()))
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "video.refresh_period: 1 is out of range 2..=600");
+}
+
+#[test]
+fn client_codecs_decoder_and_hwaccel_keys() {
+    use untether_media::codec::{Codec, DecoderChoice, HwAccel};
+    let c = ClientToml::default();
+    assert_eq!(
+        c.codec_list().unwrap(),
+        vec![Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1]
+    );
+    assert_eq!(
+        c.decoder_choice().unwrap(),
+        (DecoderChoice::Auto, HwAccel::None)
+    );
+    let with = |f: &dyn Fn(&mut ClientToml)| {
+        let mut c = ClientToml::default();
+        f(&mut c);
+        c.validate().map_err(|e| e.to_string())
+    };
+    let e = with(&|c| c.codecs = vec!["hevc".into(), "mpeg2".into()]).unwrap_err();
+    assert!(
+        e.starts_with("client.codecs:") && e.contains("mpeg2"),
+        "{e}"
+    );
+    let e = with(&|c| c.codecs = vec!["hevc".into(), "hevc".into()]).unwrap_err();
+    assert!(e.contains("twice"), "{e}");
+    assert!(with(&|c| c.codecs = vec![]).is_err());
+    let e = with(&|c| c.hwaccel = "opencl".into()).unwrap_err();
+    assert!(
+        e.starts_with("client.hwaccel:") && e.contains("vaapi"),
+        "{e}"
+    );
+    let e = with(&|c| c.decoder = "magic".into()).unwrap_err();
+    assert!(
+        e.starts_with("client.decoder:") && e.contains("software"),
+        "{e}"
+    );
+    let e = with(&|c| {
+        c.decoder = "software".into();
+        c.hwaccel = "vaapi".into();
+    })
+    .unwrap_err();
+    assert!(e.starts_with("client.decoder, client.hwaccel:"), "{e}");
+    assert!(with(&|c| {
+        c.decoder = "h264_v4l2m2m".into();
+        c.hwaccel = "vaapi".into();
+    })
+    .is_ok());
+}
+
+#[test]
 fn defaults_are_written_once() {
     assert_eq!(
         VideoToml::default().validate().unwrap(),
         VideoConfig::default()
     );
     let t = VideoToml::from(&VideoConfig::default());
-    assert_eq!(t.encoder.as_deref(), Some("libx264"));
+    assert_eq!(t.codec.as_deref(), Some("h264"));
+    assert_eq!(t.encoder.as_deref(), Some("auto"));
     assert_eq!(t.conversion.as_deref(), Some("simd"));
+    assert_eq!(t.refresh, "idr");
     assert_eq!(t.validate().unwrap(), VideoConfig::default());
 }
 
@@ -367,6 +481,12 @@ fn example_config_parses() {
     assert_eq!(v, VideoConfig::default(), "the example shows the defaults");
     validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
     validate_client(&c.client, &c.network).unwrap();
+    assert_eq!(
+        c.rtsp,
+        RtspToml::default(),
+        "the example shows the defaults"
+    );
+    c.rtsp.validate().unwrap();
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `[video]`: the frame size, rate, bitrate, preset and video path, in text form
-//! ([`VideoToml`]) and validated ([`VideoConfig`]).
+//! `[video]`: the frame size, rate, bitrate, codec, encoder, conversion, refresh and preset, in
+//! text form ([`VideoToml`]) and validated ([`VideoConfig`]).
 
 #[allow(unused_imports)]
 use super::*;
@@ -61,8 +61,12 @@ pub struct VideoToml {
     /// kbit/s: a number, or a string with a unit (`"10M"`, [`units::parse_bitrate`]).
     #[serde(deserialize_with = "de_bitrate")]
     pub bitrate_kbps: u32,
-    /// `libx264` or `libx264rgb`; not given: follows from `conversion` (see
-    /// [`VideoPath::parse`]).
+    /// `h264`, `hevc`, `av1` or `auto` (the best the client and this host have in common);
+    /// not given: follows from `encoder`, else h264 (see [`Selection::parse`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codec: Option<String>,
+    /// `auto` (the best that opens, hardware first) or an FFmpeg encoder name (`libx264`,
+    /// `libx264rgb`, `libx265`, `libsvtav1`, `h264_nvenc`, `hevc_vaapi`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encoder: Option<String>,
     pub preset: String,
@@ -71,6 +75,13 @@ pub struct VideoToml {
     pub conversion: Option<String>,
     #[serde(deserialize_with = "limits::de_encoder_threads")]
     pub encoder_threads: usize,
+    /// `idr` (keyframes when a client joins or loses a frame) or `intra` (an intra-refresh
+    /// sweep every `refresh_period` frames; clients wait for one instead of asking).
+    pub refresh: String,
+    /// Frames per intra-refresh sweep, and between the keyframes of an encoder that cannot
+    /// make one on demand (libsvtav1).
+    #[serde(deserialize_with = "limits::de_refresh_period")]
+    pub refresh_period: u32,
 }
 
 fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -94,10 +105,11 @@ fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
 }
 
 impl Default for VideoToml {
-    /// [`VideoConfig::default`], with `encoder` and `conversion` left out (they follow from
-    /// each other, so a file may name just one).
+    /// [`VideoConfig::default`], with `codec`, `encoder` and `conversion` left out (they follow
+    /// from each other, so a file may name just one).
     fn default() -> Self {
         VideoToml {
+            codec: None,
             encoder: None,
             conversion: None,
             ..VideoToml::from(&VideoConfig::default())
@@ -111,10 +123,13 @@ impl From<&VideoConfig> for VideoToml {
             resolution: v.resolution.to_string(),
             fps: v.fps,
             bitrate_kbps: v.bitrate_kbps,
-            encoder: Some(v.path.encoder_name().into()),
+            codec: Some(v.selection.codec_name().into()),
+            encoder: Some(v.selection.encoder.name().into()),
             preset: v.preset.clone(),
-            conversion: Some(v.path.conversion().name().into()),
+            conversion: Some(v.selection.conversion.name().into()),
             encoder_threads: v.encoder_threads,
+            refresh: v.refresh.name().into(),
+            refresh_period: v.refresh_period,
         }
     }
 }
@@ -126,11 +141,23 @@ pub struct VideoConfig {
     pub resolution: Resolution,
     pub fps: u32,
     pub bitrate_kbps: u32,
-    /// Converter and encoder (`video.conversion`, `video.encoder`).
-    #[serde(serialize_with = "ser_display")]
-    pub path: VideoPath,
+    /// Codec, encoder and converter (`video.codec`, `video.encoder`, `video.conversion`).
+    #[serde(serialize_with = "ser_selection")]
+    pub selection: Selection,
     pub preset: String,
     pub encoder_threads: usize,
+    #[serde(serialize_with = "ser_display")]
+    pub refresh: Refresh,
+    pub refresh_period: u32,
+}
+
+fn ser_selection<S: serde::Serializer>(v: &Selection, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!(
+        "codec {}, encoder {}, conversion {}",
+        v.codec_name(),
+        v.encoder,
+        v.conversion
+    ))
 }
 
 fn ser_display<S: serde::Serializer>(v: &impl fmt::Display, s: S) -> Result<S::Ok, S::Error> {
@@ -146,9 +173,16 @@ impl Default for VideoConfig {
             },
             fps: 60,
             bitrate_kbps: 10_000,
-            path: VideoPath::default(),
+            // H.264 (every client decodes it; `auto` opens an encoder for every codec at
+            // start), the best encoder that opens.
+            selection: Selection {
+                codec: Some(Codec::H264),
+                ..Selection::default()
+            },
             preset: PRESETS[0].into(),
             encoder_threads: 2,
+            refresh: Refresh::Idr,
+            refresh_period: 30,
         }
     }
 }
@@ -161,20 +195,54 @@ impl VideoConfig {
         BITRATE_KBPS.check(self.bitrate_kbps)?;
         check_preset(&self.preset)?;
         ENCODER_THREADS.check(self.encoder_threads)?;
+        REFRESH_PERIOD.check(self.refresh_period)?;
+        if self.refresh == Refresh::Intra {
+            if let EncoderChoice::Named(n) = &self.selection.encoder {
+                if !untether_media::codec::Family::of(n).traits().intra_refresh {
+                    return Err(invalid(
+                        "video.refresh, video.encoder",
+                        untether_media::codec::encoder::no_intra_refresh(n),
+                    ));
+                }
+            }
+            if matches!(self.selection.codec, Some(Codec::Av1 | Codec::Hevc)) {
+                return Err(invalid(
+                    "video.refresh, video.codec",
+                    format!(
+                        "refresh intra needs an encoder with a usable intra refresh (libx264, \
+                         *_nvenc); none of this FFmpeg's {} encoders has one: use refresh idr \
+                         or codec h264",
+                        self.selection.codec_name()
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
-    /// The stream's codec, from the video path.
-    pub fn codec(&self) -> untether_proto::Codec {
-        codec_of(self.path)
+    /// The codecs this host may offer, best first (one, or with `auto` every codec).
+    pub fn codecs(&self) -> Vec<Codec> {
+        self.selection.codecs()
     }
 }
 
-/// The codec a video path produces (the media crate does not know the wire's codecs).
-pub fn codec_of(path: VideoPath) -> untether_proto::Codec {
-    match path {
-        VideoPath::Yuv420Simd | VideoPath::Yuv420Swscale => untether_proto::Codec::H264,
-        VideoPath::Rgb => untether_proto::Codec::H264Rgb,
+/// The wire's codec of a media codec.
+pub fn wire_codec(c: Codec) -> untether_proto::Codec {
+    match c {
+        Codec::H264 => untether_proto::Codec::H264,
+        Codec::H264Rgb => untether_proto::Codec::H264Rgb,
+        Codec::Hevc => untether_proto::Codec::Hevc,
+        Codec::Av1 => untether_proto::Codec::Av1,
+    }
+}
+
+/// The media codec of a wire codec.
+pub fn media_codec(c: untether_proto::Codec) -> Codec {
+    match c {
+        untether_proto::Codec::H264 => Codec::H264,
+        untether_proto::Codec::H264Rgb => Codec::H264Rgb,
+        untether_proto::Codec::Hevc => Codec::Hevc,
+        untether_proto::Codec::Av1 => Codec::Av1,
     }
 }
 
@@ -209,26 +277,41 @@ impl VideoToml {
             .resolution
             .parse::<Resolution>()
             .map_err(|m| invalid("video.resolution", m.to_string()))?;
-        let path =
-            VideoPath::parse(self.encoder.as_deref(), self.conversion.as_deref()).map_err(|e| {
-                use untether_media::codec::VideoPathError as E;
-                match e {
-                    E::Encoder(e) => invalid("video.encoder", e.to_string()),
-                    E::Conversion(e) => invalid("video.conversion", e.to_string()),
-                    E::Contradiction { .. } => {
-                        invalid("video.encoder, video.conversion", e.to_string())
-                    }
-                }
-            })?;
+        let mut selection = Selection::parse(
+            self.codec.as_deref(),
+            self.encoder.as_deref(),
+            self.conversion.as_deref(),
+        )
+        .map_err(selection_error)?;
+        if self.codec.is_none() && selection.codec.is_none() {
+            // Not given: H.264, unless the encoder says otherwise.
+            selection.codec = Some(Codec::H264);
+        }
+        let refresh = self
+            .refresh
+            .parse::<Refresh>()
+            .map_err(|m| invalid("video.refresh", m))?;
         let v = VideoConfig {
             resolution,
             fps: self.fps,
             bitrate_kbps: self.bitrate_kbps,
-            path,
+            selection,
             preset: self.preset.clone(),
             encoder_threads: self.encoder_threads,
+            refresh,
+            refresh_period: self.refresh_period,
         };
         v.validate()?;
         Ok(v)
+    }
+}
+
+/// A [`SelectionError`] as a config error naming its keys.
+pub fn selection_error(e: SelectionError) -> ConfigError {
+    match &e {
+        SelectionError::Codec(_) => invalid("video.codec", e.to_string()),
+        SelectionError::Encoder(_) => invalid("video.encoder", e.to_string()),
+        SelectionError::Conversion(_) => invalid("video.conversion", e.to_string()),
+        SelectionError::Contradiction { keys, .. } => invalid(keys, e.to_string()),
     }
 }

@@ -27,7 +27,8 @@ impl AudioStage {
         })
     }
 
-    /// Encodes PCM into Opus packets and hands them to the network driver.
+    /// Encodes PCM into Opus packets and hands them to the network driver and the other
+    /// consumers (RTSP).
     pub fn push(
         &self,
         s: &HostShared,
@@ -59,6 +60,9 @@ impl AudioStage {
             }
         }
         drop(guard);
+        for p in &packets {
+            s.consumers.audio(p);
+        }
         if !self.net.send(HostCommand::Audio(packets)) {
             return Err(HostError::Stopped(s.fatal()));
         }
@@ -76,7 +80,7 @@ pub(crate) fn tone_loop(s: &HostShared, stage: &AudioStage) {
     let frame = audio::FRAME_US;
     let mut pts = now_us() / frame * frame;
     while !s.stopped() {
-        if !s.link.connected() {
+        if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             pts = now_us() / frame * frame;
             continue;

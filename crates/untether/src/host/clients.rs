@@ -211,7 +211,15 @@ impl super::network::HostNet {
             let head = is_controller
                 .then(|| self.session.state_value_of(id, state_keys::HEAD_POSE))
                 .flatten();
-            for event in self.state.entry(id).or_default().changes(pointer, head) {
+            let changed = self.state.entry(id).or_default().changes(pointer, head);
+            if is_controller {
+                if let Some(p) = changed.head_pose {
+                    *super::shared::lock(&self.shared.head_pose) = Some(p);
+                }
+                let session = &self.session;
+                self.gamepads.on_state(|k| session.state_value_of(id, k));
+            }
+            for event in changed.events {
                 records.push(HostEvent::Input {
                     client: id,
                     record: InputRecord {

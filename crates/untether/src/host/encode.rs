@@ -1,17 +1,24 @@
 //! The encoder stage: converts and encodes a picture, numbers it in the host's one stream and
-//! hands it to the network driver, which sends it to every client. Used by the encoder thread,
-//! the capture threads and the application's [`FrameSender`] alike.
+//! hands it to the network driver, which sends it to every client, then to the other
+//! consumers (RTSP). Used by the encoder thread, the capture threads and the application's
+//! [`FrameSender`] alike.
 //!
 //! It follows the clients through [`EncoderEvent`]s from the driver (a keyframe request — a
-//! client lost a frame, or one joined —, the adaptive bitrate's new target).
+//! client lost a frame, or one joined —, the adaptive bitrate's new target, the stream's
+//! codec).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use untether_media::codec::{Encoder, EncoderConfig, InputPicture};
-use untether_proto::{FrameTiming, Micros};
+use untether_media::codec::{
+    open_encoder, Codec, EncodedFrame, Encoder, EncoderChoice, EncoderConfig, InputPicture,
+    OpenedEncoder,
+};
+use untether_proto::{FrameTiming, Micros, PoseSample};
 
+use super::consumer::EncodedVideo;
 use super::network::{HostCommand, OutgoingFrame};
 use super::options::HostSetup;
 use super::shared::{lock, HostShared};
@@ -23,44 +30,114 @@ use crate::driver::Handle;
 /// What the network driver tells the encoder stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EncoderEvent {
-    /// The client lost a frame: the next one is a keyframe.
+    /// A client lost a frame, or one joined: the next one is a keyframe.
     Keyframe,
-    /// The adaptive bitrate controller's new target, kbit/s (x264 reconfigures its rate
-    /// control, no keyframe).
+    /// The adaptive bitrate controller's new target, kbit/s (x264 and NVENC reconfigure their
+    /// rate control, no keyframe; other encoders keep their rate).
     Bitrate(u32),
+    /// The stream's codec, as the session chose it for the first client to connect (the
+    /// others join that stream): a different one opens its encoder.
+    Codec(Codec),
 }
 
-/// The encoder configuration of a host's video settings.
-pub(crate) fn encoder_config(
-    v: &VideoConfig,
-    setup: &HostSetup,
-    width: u32,
-    height: u32,
-) -> EncoderConfig {
-    let mut params = setup.x264_params.clone();
-    if setup.gop_frames > 0 {
-        if !params.is_empty() {
-            params.push(':');
+/// How the host opens its encoders: the configured choice and the settings every one gets.
+#[derive(Clone, Debug)]
+pub(crate) struct EncoderPlan {
+    pub choice: EncoderChoice,
+    /// Everything but the encoder's name (and, per codec, what follows from it).
+    pub base: EncoderConfig,
+}
+
+impl EncoderPlan {
+    pub fn new(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderPlan {
+        EncoderPlan {
+            choice: v.selection.encoder.clone(),
+            base: EncoderConfig {
+                preset: v.preset.clone(),
+                threads: v.encoder_threads,
+                conversion: v.selection.conversion,
+                input: setup.source.picture_kind(),
+                refresh: v.refresh,
+                refresh_period: v.refresh_period,
+                gop_frames: setup.gop_frames,
+                extra_params: setup.x264_params.clone(),
+                ..EncoderConfig::new(width, height, v.fps, v.bitrate_kbps)
+            },
         }
-        params.push_str(&format!("keyint={0}:min-keyint={0}", setup.gop_frames));
     }
-    EncoderConfig {
-        width,
-        height,
-        fps: v.fps,
-        bitrate_kbps: v.bitrate_kbps,
-        preset: v.preset.clone(),
-        threads: v.encoder_threads,
-        conversion: v.path.conversion(),
-        intra_refresh: setup.intra_refresh,
-        x264_params: params,
+
+    /// Opens the encoder for `codec` (for pictures of `width`×`height` at `kbps`): the one
+    /// named, or the best that opens (with a line naming what it passed over).
+    pub fn open(
+        &self,
+        codec: Codec,
+        width: u32,
+        height: u32,
+        kbps: u32,
+    ) -> Result<OpenedEncoder, HostError> {
+        let mut cfg = EncoderConfig {
+            width,
+            height,
+            bitrate_kbps: kbps,
+            ..self.base.clone()
+        };
+        if codec != Codec::H264Rgb && cfg.conversion == untether_media::convert::Conversion::Rgb {
+            cfg.conversion = untether_media::convert::Conversion::Simd;
+        }
+        Ok(open_encoder(&self.choice, codec, cfg)?)
     }
+}
+
+/// Opens the encoder of every codec the host may offer (one, or with `auto` each whose
+/// encoder opens here): the first one opened, to start with, and the offers.
+pub(crate) fn open_encoders(
+    plan: &EncoderPlan,
+    v: &crate::config::VideoConfig,
+    shared: &HostShared,
+) -> Result<(OpenedEncoder, Vec<untether_proto::CodecOffer>), HostError> {
+    let (w, h) = (v.resolution.width, v.resolution.height);
+    let codecs = v.codecs();
+    let mut first = None;
+    let mut offers = Vec::new();
+    let mut missing = Vec::new();
+    for c in &codecs {
+        match plan.open(*c, w, h, v.bitrate_kbps) {
+            Ok(o) => {
+                offers.push(untether_proto::CodecOffer {
+                    codec: crate::config::wire_codec(*c),
+                    refresh_period: o.encoder.info().refresh_frames().min(u16::MAX as u32) as u16,
+                });
+                if first.is_none() {
+                    first = Some(o);
+                }
+            }
+            Err(e) if codecs.len() > 1 => missing.push(format!("{c} ({e})")),
+            Err(e) => return Err(e),
+        }
+    }
+    if !missing.is_empty() {
+        shared.note(format!(
+            "codec auto: offering {}; not {}",
+            offers
+                .iter()
+                .map(|o| o.codec.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            missing.join("; ")
+        ));
+    }
+    let first = first.ok_or_else(|| {
+        HostError::Usage(format!("no encoder opens here: {}", missing.join("; ")))
+    })?;
+    Ok((first, offers))
 }
 
 /// What a send did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendInfo {
-    /// False when no client is connected (nothing was encoded).
+    /// False when no client is connected and no consumer (RTSP) has a viewer (nothing was
+    /// encoded), or the encoder keeps the picture for now (an encoder with a frame of delay:
+    /// its frame comes with the next one).
     pub sent: bool,
     /// The protocol frame number (one numbering for the host's stream, whatever client sees
     /// it; from 0 at the host's start).
@@ -72,38 +149,64 @@ pub struct SendInfo {
     pub blocked_us: u64,
 }
 
+/// A picture inside the encoder (an encoder with a delay hands its frame back later).
+struct Inside {
+    input: u64,
+    capture_us: Micros,
+    capture_dur_us: u32,
+    start_us: Micros,
+    /// The head pose the picture was rendered for.
+    pose: Option<PoseSample>,
+}
+
 /// The encoder, its frame numbering and its link to the network driver.
 pub(crate) struct EncoderStage {
     encoder: Encoder,
-    cfg: EncoderConfig,
+    plan: EncoderPlan,
+    /// The stream's codec (every client gets it).
+    codec: Codec,
     /// The stream's next frame number (every client sees the same numbers).
     frame_number: u32,
     keyframe_wanted: bool,
     target_kbps: Option<u32>,
+    /// The last target the encoder refused to apply in place (not asked again).
+    refused_kbps: Option<u32>,
     /// Set by the application ([`FrameSender::request_keyframe`]).
     app_keyframe: AtomicBool,
     events: Receiver<EncoderEvent>,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
+    /// Pictures handed to the current encoder, and those it has not handed back yet.
+    inputs: u64,
+    inside: VecDeque<Inside>,
 }
 
 impl EncoderStage {
     pub fn new(
-        encoder: Encoder,
+        opened: OpenedEncoder,
+        plan: EncoderPlan,
         events: Receiver<EncoderEvent>,
         net: Handle<HostCommand>,
         shared: Arc<HostShared>,
     ) -> Self {
+        if let Some(note) = &opened.note {
+            shared.note(note.clone());
+        }
+        shared.set_encoder(opened.encoder.info());
         EncoderStage {
-            cfg: encoder.config().clone(),
-            encoder,
+            codec: opened.encoder.info().codec,
+            encoder: opened.encoder,
+            plan,
             frame_number: 0,
             keyframe_wanted: true,
             target_kbps: None,
+            refused_kbps: None,
             app_keyframe: AtomicBool::new(false),
             events,
             net,
             shared,
+            inputs: 0,
+            inside: VecDeque::new(),
         }
     }
 
@@ -112,6 +215,7 @@ impl EncoderStage {
             match e {
                 EncoderEvent::Keyframe => self.keyframe_wanted = true,
                 EncoderEvent::Bitrate(kbps) => self.target_kbps = Some(kbps),
+                EncoderEvent::Codec(c) => self.codec = c,
             }
         }
         if self.app_keyframe.swap(false, Ordering::SeqCst) {
@@ -120,64 +224,149 @@ impl EncoderStage {
     }
 
     /// Whether the next frame must be sent even if nothing changed (a keyframe was asked for:
-    /// a client joined, or lost a frame).
+    /// a client joined, or lost a frame; or the stream changes codec). Whether a joining
+    /// client waits for the stream's next refresh instead is the session's decision (the
+    /// refresh period is in its parameters).
     pub fn must_send(&mut self) -> bool {
         self.poll_events();
-        self.keyframe_wanted
+        self.keyframe_wanted || self.codec != self.encoder.info().codec
     }
 
-    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`) and
-    /// hands it to the network driver.
+    /// A new encoder (another codec or size), starting with a keyframe; the pictures inside
+    /// the old one are dropped.
+    fn reopen(&mut self, w: u32, h: u32) -> Result<(), HostError> {
+        let kbps = self
+            .target_kbps
+            .unwrap_or(self.encoder.config().bitrate_kbps);
+        let opened = self.plan.open(self.codec, w, h, kbps)?;
+        if let Some(note) = &opened.note {
+            self.shared.note(note.clone());
+        }
+        self.shared.set_encoder(opened.encoder.info());
+        self.encoder = opened.encoder;
+        self.refused_kbps = None;
+        self.inputs = 0;
+        self.inside.clear();
+        self.keyframe_wanted = true;
+        Ok(())
+    }
+
+    /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`,
+    /// rendered for the client's head pose `pose`) and hands the frame that comes out to the
+    /// network driver.
     pub fn send(
         &mut self,
         picture: &InputPicture<'_>,
         capture_us: Micros,
         capture_dur_us: u32,
+        pose: Option<PoseSample>,
     ) -> Result<SendInfo, HostError> {
         let shared = self.shared.clone();
         let s = &*shared;
         self.poll_events();
         let (w, h) = picture.size();
-        if (w, h) != (self.cfg.width, self.cfg.height) {
-            // The source changed size: a new encoder, starting with a keyframe (the client's
-            // decoder follows the new SPS).
-            let mut cfg = self.cfg.clone();
-            cfg.width = w;
-            cfg.height = h;
-            if let Some(kbps) = self.target_kbps {
-                cfg.bitrate_kbps = kbps;
-            }
-            self.encoder = Encoder::new(cfg.clone())?;
-            self.cfg = cfg;
-            self.keyframe_wanted = true;
+        let cfg = self.encoder.config();
+        if (w, h) != (cfg.width, cfg.height) {
+            // The source changed size: the client's decoder follows the new parameter sets.
+            self.reopen(w, h)?;
             s.note(format!("the source is now {w}x{h}: new encoder, keyframe"));
+        } else if self.codec != self.encoder.info().codec {
+            self.reopen(w, h)?;
+            s.note(format!(
+                "the stream is now {} (the first client's choice): encoder {}",
+                self.codec,
+                self.encoder.info().name
+            ));
         }
         if let Some(target) = self.target_kbps {
-            if target != self.encoder.config().bitrate_kbps {
-                self.encoder.set_bitrate(target)?;
-                s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+            if target != self.encoder.config().bitrate_kbps && self.refused_kbps != Some(target) {
+                if self.encoder.set_bitrate(target)? {
+                    s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    if self.refused_kbps.is_none() {
+                        s.note(format!(
+                            "encoder {} cannot change its bitrate in place: it stays at {} \
+                             kbit/s (adaptive bitrate works with libx264 and NVENC)",
+                            self.encoder.info().name,
+                            self.encoder.config().bitrate_kbps
+                        ));
+                    }
+                    self.refused_kbps = Some(target);
+                    s.counters
+                        .bitrate_changes_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         let start = now_us();
         let force = std::mem::take(&mut self.keyframe_wanted);
-        let encoded = self.encoder.encode_picture(picture, force)?;
+        self.inside.push_back(Inside {
+            input: self.inputs,
+            capture_us,
+            capture_dur_us,
+            start_us: start,
+            pose,
+        });
+        self.inputs += 1;
+        let Some(encoded) = self.encoder.encode_picture(picture, force)? else {
+            // Inside the encoder for now; an asked-for keyframe is asked for again.
+            self.keyframe_wanted |= force;
+            return Ok(SendInfo::default());
+        };
+        // The picture this frame encodes (the oldest inside, for an encoder with a delay).
+        while self.inside.front().is_some_and(|i| i.input < encoded.input) {
+            self.inside.pop_front();
+        }
+        let meta = self.inside.pop_front().unwrap_or(Inside {
+            input: encoded.input,
+            capture_us,
+            capture_dur_us,
+            start_us: start,
+            pose,
+        });
+        if force && !encoded.keyframe && self.encoder.info().keyframes_on_demand {
+            self.keyframe_wanted = true;
+        }
+        self.hand_over(encoded, meta, force)
+    }
+
+    fn hand_over(
+        &mut self,
+        encoded: EncodedFrame,
+        meta: Inside,
+        forced: bool,
+    ) -> Result<SendInfo, HostError> {
+        let s = &*self.shared;
         let c = &s.counters;
         c.encoded.fetch_add(1, Ordering::Relaxed);
         if encoded.keyframe {
             c.keyframes.fetch_add(1, Ordering::Relaxed);
+            if forced {
+                c.forced_keyframes.fetch_add(1, Ordering::Relaxed);
+            }
         }
+        if encoded.refresh_start {
+            c.refresh_sweeps.fetch_add(1, Ordering::Relaxed);
+        }
+        let largest = if encoded.keyframe {
+            &c.largest_keyframe
+        } else {
+            &c.largest_frame
+        };
+        largest.fetch_max(encoded.data.len() as u64, Ordering::Relaxed);
         let frame_number = self.frame_number;
         let bytes = encoded.data.len();
         {
             let mut sm = lock(&s.samples);
-            sm.queue.push_us(start as i64 - capture_us as i64);
+            sm.queue
+                .push_us(meta.start_us as i64 - meta.capture_us as i64);
             sm.convert.push_us(encoded.convert_us as i64);
             sm.encode.push_us(encoded.encode_us as i64);
             sm.frame_bytes.push(bytes as f64 / 1000.0);
         }
         let timing = FrameTiming {
             frame_number,
-            capture_dur_us,
+            capture_dur_us: meta.capture_dur_us,
             convert_us: encoded.convert_us as u32,
             encode_us: encoded.encode_us as u32,
             send_us: 0,
@@ -188,17 +377,29 @@ impl EncoderStage {
             encoded: c.encoded.load(Ordering::Relaxed) as u32,
             dropped: s.frames.replaced() as u32,
         };
+        // Shared by every client's copy, the retransmission ring and the other consumers:
+        // never copied.
+        let data = Arc::new(encoded.data);
         let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
             frame_number,
-            capture_us,
+            capture_us: meta.capture_us,
             keyframe: encoded.keyframe,
-            // Shared by every client's copy and the retransmission ring: never copied.
-            data: Arc::new(encoded.data),
+            refresh_start: encoded.refresh_start,
+            data: data.clone(),
             handed_us: now_us(),
             timing,
+            pose: meta.pose,
         }));
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
+        }
+        // After our own clients, the other consumers (RTSP): the same access unit, shared.
+        if !s.consumers.is_empty() {
+            s.consumers.video(&EncodedVideo {
+                data,
+                keyframe: encoded.keyframe,
+                capture_us: meta.capture_us,
+            });
         }
         self.frame_number = self.frame_number.wrapping_add(1);
         Ok(SendInfo {
@@ -225,17 +426,31 @@ impl FrameSender {
         picture: &InputPicture<'_>,
         capture_us: Option<Micros>,
     ) -> Result<SendInfo, HostError> {
+        self.send_frame(picture, capture_us, None)
+    }
+
+    /// Like [`send`](Self::send), for a frame rendered for the client's head pose `pose` (as
+    /// read from [`crate::host::Host::head_pose`]): the client gets the pose with the frame,
+    /// re-projects the frame to its newest pose at display time and measures pose-to-photon.
+    pub fn send_frame(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Option<Micros>,
+        pose: Option<PoseSample>,
+    ) -> Result<SendInfo, HostError> {
         let t0 = now_us();
         let s = self.stage.shared.clone();
         if s.stopped() {
             return Err(HostError::Stopped(s.fatal()));
         }
-        if !s.link.connected() {
+        if !s.watched() {
             return Ok(SendInfo::default());
         }
         s.counters.captured.fetch_add(1, Ordering::Relaxed);
         picture.check()?;
-        let mut info = self.stage.send(picture, capture_us.unwrap_or(t0), 0)?;
+        let mut info = self
+            .stage
+            .send(picture, capture_us.unwrap_or(t0), 0, pose)?;
         info.blocked_us = now_us() - t0;
         lock(&s.samples)
             .sync_blocked
@@ -275,19 +490,20 @@ mod tests {
         mpsc::Sender<EncoderEvent>,
     );
 
-    /// A 128x72 encoder stage, its driver's mailbox and its event sender.
-    fn stage() -> Stage {
-        let cfg = encoder_config(
-            &HostOptions::default().video,
-            &HostSetup::default(),
-            128,
-            72,
-        );
+    /// A 512x288 encoder stage (the video settings `v`), its driver's mailbox and its event
+    /// sender.
+    fn stage_with(v: &crate::config::VideoConfig) -> Stage {
+        let plan = EncoderPlan::new(v, &HostSetup::default(), 512, 288);
+        let opened = plan.open(v.codecs()[0], 512, 288, v.bitrate_kbps).unwrap();
         let shared = Arc::new(HostShared::new((0, 0)));
         let (net, mailbox) = driver::channel().unwrap();
         let (events, rx) = mpsc::channel();
-        let stage = EncoderStage::new(Encoder::new(cfg).unwrap(), rx, net, shared.clone());
+        let stage = EncoderStage::new(opened, plan, rx, net, shared.clone());
         (stage, shared, mailbox, events)
+    }
+
+    fn stage() -> Stage {
+        stage_with(&HostOptions::default().video)
     }
 
     fn bgra(f: &BgraFrame) -> InputPicture<'_> {
@@ -302,26 +518,26 @@ mod tests {
     #[test]
     fn numbers_frames_per_stream_and_follows_the_drivers_events() {
         let (mut stage, shared, mailbox, events) = stage();
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
         shared.link.set_clients(1);
         for _ in 0..2 {
-            stage.send(&picture, now_us(), 0).unwrap();
+            stage.send(&picture, now_us(), 0, None).unwrap();
         }
         events.send(EncoderEvent::Keyframe).unwrap();
         assert!(stage.must_send());
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert!(!stage.must_send());
         events.send(EncoderEvent::Bitrate(500)).unwrap();
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
         // Another client joins (the driver asks for its keyframe) and a new controller takes
         // over: the numbering goes on, one stream for all.
         shared.link.set_clients(2);
         shared.link.new_controller();
         events.send(EncoderEvent::Keyframe).unwrap();
-        stage.send(&picture, now_us(), 0).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(
             frames(&mailbox),
             vec![(0, true), (1, false), (2, true), (3, false), (4, true)]
@@ -333,7 +549,7 @@ mod tests {
     #[test]
     fn a_frame_carries_the_hosts_counts_for_the_session_to_make_each_clients() {
         let (mut stage, shared, mailbox, _events) = stage();
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         let c = &shared.counters;
         let counts = |m: &driver::Mailbox<HostCommand>| -> Vec<(u32, u32)> {
@@ -348,7 +564,7 @@ mod tests {
         shared.link.set_clients(1);
         for _ in 0..3 {
             c.captured.fetch_add(1, Ordering::Relaxed);
-            stage.send(&picture, now_us(), 0).unwrap();
+            stage.send(&picture, now_us(), 0, None).unwrap();
         }
         assert_eq!(counts(&mailbox), vec![(1, 1), (2, 2), (3, 3)]);
     }
@@ -357,12 +573,97 @@ mod tests {
     fn a_stopped_driver_is_an_error_not_a_silent_drop() {
         let (mut stage, shared, mailbox, _events) = stage();
         drop(mailbox);
-        let pixels = BgraFrame::new(128, 72).unwrap();
+        let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         shared.link.set_clients(1);
         assert!(matches!(
-            stage.send(&picture, now_us(), 0),
+            stage.send(&picture, now_us(), 0, None),
             Err(HostError::Stopped(_))
         ));
+    }
+
+    use untether_media::codec::Refresh;
+
+    fn flagged(m: &driver::Mailbox<HostCommand>) -> Vec<(u32, bool, bool)> {
+        m.drain()
+            .into_iter()
+            .filter_map(|c| match c {
+                HostCommand::Frame(f) => Some((f.frame_number, f.keyframe, f.refresh_start)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn with_intra_refresh_the_stream_sweeps_and_makes_keyframes_only_when_asked() {
+        let mut v = HostOptions::default().video;
+        v.refresh = Refresh::Intra;
+        v.refresh_period = 4;
+        let plan = EncoderPlan::new(&v, &HostSetup::default(), 512, 288);
+        let opened = plan.open(Codec::H264, 512, 288, 2000).unwrap();
+        assert_eq!(opened.encoder.info().refresh_frames(), 4);
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let (net, mailbox) = driver::channel().unwrap();
+        let (events, rx) = mpsc::channel();
+        let mut stage = EncoderStage::new(opened, plan, rx, net, shared.clone());
+        let pixels = BgraFrame::new(512, 288).unwrap();
+        let picture = InputPicture::Bgra {
+            width: 512,
+            height: 288,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        shared.link.set_clients(1);
+        for _ in 0..6 {
+            stage.send(&picture, now_us(), 0, None).unwrap();
+        }
+        // The encoder's first frame is an IDR; sweeps start every 4 frames after it.
+        assert_eq!(
+            flagged(&mailbox),
+            vec![
+                (0, true, false),
+                (1, false, false),
+                (2, false, false),
+                (3, false, false),
+                (4, false, true),
+                (5, false, false)
+            ]
+        );
+        // A second client joins mid-sweep: the session asks for no keyframe (it waits for the
+        // next sweep), and the stream goes on.
+        shared.link.set_clients(2);
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(flagged(&mailbox), vec![(6, false, false)]);
+        // Asked for (a client's last resort): an IDR.
+        events.send(EncoderEvent::Keyframe).unwrap();
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(flagged(&mailbox), vec![(7, true, false)]);
+        let c = &shared.counters;
+        assert_eq!(c.refresh_sweeps.load(Ordering::Relaxed), 1);
+        assert_eq!(c.forced_keyframes.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_stream_that_changes_codec_gets_another_encoder_starting_with_a_keyframe() {
+        let mut v = HostOptions::default().video;
+        v.selection.codec = None; // auto
+        let (mut stage, shared, mailbox, events) = stage_with(&v);
+        let pixels = BgraFrame::new(512, 288).unwrap();
+        let picture = InputPicture::Bgra {
+            width: 512,
+            height: 288,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        shared.link.set_clients(1);
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(stage.encoder.info().name, "libx264");
+        assert!(!stage.must_send());
+        // The first client of a new run of the stream decodes HEVC first.
+        events.send(EncoderEvent::Codec(Codec::Hevc)).unwrap();
+        assert!(stage.must_send());
+        stage.send(&picture, now_us(), 0, None).unwrap();
+        assert_eq!(stage.encoder.info().name, "libx265");
+        assert_eq!(flagged(&mailbox), vec![(0, true, false), (1, true, false)]);
     }
 }

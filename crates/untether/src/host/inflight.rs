@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use untether_proto::{ClientDatagrams, ClientId, FrameTiming, Micros, Transmit};
+use untether_proto::{ClientDatagrams, ClientId, FrameTiming, Micros, PoseSample, Transmit};
 
 use crate::pacing::{self, Pacing};
 
@@ -13,6 +13,8 @@ use crate::pacing::{self, Pacing};
 pub(crate) struct InFlight {
     pub frame_number: u32,
     pub timing: FrameTiming,
+    /// The controller's head pose it was rendered for (told again beside its timing).
+    pub pose: Option<PoseSample>,
     pub handed_us: Micros,
     /// Batches not started yet, with the time each is due.
     pub batches: VecDeque<(Micros, Vec<(ClientId, Transmit)>)>,
@@ -89,6 +91,7 @@ impl InFlight {
         InFlight {
             frame_number,
             timing,
+            pose: None,
             handed_us,
             batches,
             current: VecDeque::new(),

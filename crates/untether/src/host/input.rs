@@ -205,10 +205,9 @@ pub fn scene_input(event: &InputEvent) -> Option<SceneInput> {
             };
             Some(SceneInput::Key { key, down })
         }
-        InputEvent::HeadPose { yaw, pitch, .. } => Some(SceneInput::HeadPose {
-            yaw_deg: yaw,
-            pitch_deg: pitch,
-        }),
+        // The scene renders for the whole head pose (orientation and position), which it
+        // reads from the driver's newest pose before each frame, not from events.
+        InputEvent::HeadPose { .. } => None,
         // A relative device (mouse) looks around like the window's pointer.
         InputEvent::Axis {
             relative: true,

@@ -24,7 +24,9 @@
 
 mod audio;
 mod clients;
+mod consumer;
 mod encode;
+mod gamepad;
 mod inflight;
 mod input;
 mod network;
@@ -36,6 +38,7 @@ mod source_pipe;
 mod source_scene;
 mod source_x11;
 mod state_input;
+mod summary;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -45,7 +48,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::{self as media_audio, SdlAudioCapture};
-use untether_media::codec::{Encoder, InputPicture};
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
@@ -60,23 +62,29 @@ use crate::clock::now_us;
 use crate::config::{ConfigError, Resolution};
 use crate::driver::{self, Handle};
 use crate::identity::{Access, IdentityError};
-use crate::stats::{Samples, Stage};
+use crate::stats::Stage;
 
 pub use clients::ClientSummary;
+pub use consumer::{
+    Consumer, ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo,
+    ViewerSummary,
+};
 pub use encode::{FrameSender, SendInfo};
+pub use gamepad::{GamepadState, GAMEPAD_DEVICE, MAX_GAMEPADS};
 pub use input::{keys, scene_input};
 pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
 };
 pub use state_input::STATE_SEQ;
+pub use summary::HostSummary;
 
 use audio::AudioStage;
-use encode::{encoder_config, EncoderStage};
+use encode::{open_encoders, EncoderPlan, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
 use options::{session_config, session_params};
 use pairing::host_security;
-use shared::{lock, CapturedFrame, HostShared};
+use shared::{lock, HostShared};
 use source_pipe::PipeSource;
 
 #[derive(Debug, thiserror::Error)]
@@ -99,62 +107,6 @@ pub enum HostError {
     /// The host stopped (a fatal error, or it was asked to).
     #[error("the host has stopped{}", .0.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
     Stopped(Option<String>),
-}
-
-/// What the host measured.
-#[derive(Clone, Debug, Default)]
-pub struct HostSummary {
-    pub duration_s: f64,
-    pub captured: u64,
-    pub encoded: u64,
-    pub sent: u64,
-    pub keyframes: u64,
-    pub dropped: u64,
-    pub inputs_applied: u64,
-    /// Input events the sink could not apply (no X equivalent, a full queue).
-    pub inputs_dropped: u64,
-    /// Capture ticks skipped because nothing on screen changed.
-    pub unchanged: u64,
-    pub audio_packets: u64,
-    pub bytes_sent: u64,
-    pub packets_sent: u64,
-    pub malformed_datagrams: u64,
-    pub keyframe_requests_received: u64,
-    pub keyframe_requests_ignored: u64,
-    /// Frames sent in more than one paced batch (`network.pacing`; 0 when pacing is off).
-    /// Their `send` stage includes the pacing (the `pace` stage: time slept between batches).
-    pub paced_frames: u64,
-    /// The pacing window at the configured frame rate, µs (0: pacing off).
-    pub pacing_window_us: u64,
-    /// Per latency stage, what the host measured: capture, host_queue, convert, encode, send
-    /// always; pace, audio_encode, sync_blocked when they were measured.
-    pub stages: std::collections::BTreeMap<crate::stats::Stage, Samples>,
-    /// Encoded video frame sizes, kB (a size, not a stage).
-    pub frame_kbytes: Samples,
-    pub fatal: Option<String>,
-    pub events: Vec<String>,
-    /// The client's paths as the host saw them last (several with multipath).
-    pub paths: Vec<untether_proto::PathStats>,
-    /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
-    pub bitrate_changes: u64,
-    pub final_bitrate_kbps: Option<u32>,
-    /// Retransmission: data shards resent on the clients' ShardNacks.
-    pub shards_retransmitted: u64,
-    /// Every client of the run (connected now or gone), in the order they came.
-    pub clients: Vec<ClientSummary>,
-    /// The most clients served at once (`host.max_clients`).
-    pub max_clients: usize,
-    /// Frame copies sent: one per frame per client that received it (`sent` counts frames).
-    pub frame_copies_sent: u64,
-    /// Keyframes asked for because a client joined.
-    pub keyframes_for_joins: u64,
-    /// Input events of viewers without a grant, dropped.
-    pub inputs_dropped_viewer: u64,
-    /// Viewers paused to keyframes, and dropped, for a link slower than the stream.
-    pub viewers_paused: u64,
-    pub viewers_dropped: u64,
-    /// The raw layer-2 transport: what the host's data plane ran on.
-    pub link: crate::link::LinkReport,
 }
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -268,9 +220,16 @@ impl Host {
             }
         };
         let v = options.video.clone();
-        let encoder_cfg = encoder_config(&v, &setup, v.resolution.width, v.resolution.height);
-        // Build the encoder now so a bad configuration fails here, not on a thread.
-        let encoder = Encoder::new(encoder_cfg.clone())?;
+        let shared = Arc::new(HostShared::new(
+            capture.as_ref().map_or((0, 0), |c| c.origin()),
+        ));
+        // Open the encoders now so a bad configuration (or an absent device asked for by
+        // name) fails here, not on a thread.
+        let plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        let (encoder, offers) = open_encoders(&plan, &v, &shared)?;
+        host_cfg.params.codec = offers[0].codec;
+        host_cfg.params.refresh_period = offers[0].refresh_period;
+        host_cfg.codecs = offers;
         let pacing = options.network.pacing()?;
         let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
         if pairing.access == Access::Open {
@@ -301,12 +260,23 @@ impl Host {
         }
         let public_key = session.host_key();
         let state_dir = pairing.dir.as_ref().map(|d| d.path().to_path_buf());
-        let shared = Arc::new(HostShared::new(
-            capture.as_ref().map_or((0, 0), |c| c.origin()),
-        ));
         let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
         let (encoder_events, encoder_rx) = mpsc::channel();
-        let stage = EncoderStage::new(encoder, encoder_rx, net.clone(), shared.clone());
+        shared.consumers.set(
+            &setup.consumers,
+            StreamInfo {
+                width: v.resolution.width,
+                height: v.resolution.height,
+                fps: v.fps,
+                audio_channels: (setup.audio != AudioSpec::None)
+                    .then_some(media_audio::CHANNELS as u8),
+            },
+            &KeyframeRequests::new(
+                encoder_events.clone(),
+                options.host.keyframe_cooldown_ms * 1000,
+            ),
+        );
+        let stage = EncoderStage::new(encoder, plan, encoder_rx, net.clone(), shared.clone());
         let audio = match setup.audio {
             AudioSpec::None => None,
             _ => Some(Arc::new(AudioStage::new(
@@ -350,6 +320,12 @@ impl Host {
                 let mut scene_cfg = SceneConfig::new(v.resolution.width, v.resolution.height);
                 scene_cfg.spin_deg_per_s = options.scene.spin_deg_per_s;
                 scene_cfg.walk_speed = options.scene.walk_speed;
+                if options.vr.enabled {
+                    scene_cfg.stereo = true;
+                    scene_cfg.pose_markers = true;
+                    scene_cfg.ipd_m = options.vr.ipd_mm / 1000.0;
+                    scene_cfg.fov_deg = options.vr.fov_deg;
+                }
                 let scene = Scene::new(scene_cfg)?;
                 let s = shared.clone();
                 threads.push(spawn("host-source", move || {
@@ -403,7 +379,7 @@ impl Host {
             (AudioSpec::Capture { device }, Some(stage)) => {
                 let (s, stage) = (shared.clone(), stage.clone());
                 let sink: media_audio::CaptureSink = Box::new(move |pcm: &[i16], pts: u64| {
-                    if s.link.connected() {
+                    if s.watched() {
                         if let Err(e) = stage.push(&s, pcm, media_audio::CHANNELS, pts) {
                             log::warn!("host: audio: {e}");
                         }
@@ -544,54 +520,6 @@ impl Host {
         move || s.request_stop()
     }
 
-    /// Publishes a frame of the application (app source with an encoder thread): it is copied
-    /// into a pooled buffer and the encoder thread encodes the newest one (latest wins; a
-    /// frame replaced before the encoder took it counts as dropped). Returns at once.
-    pub fn publish(&self, picture: &InputPicture<'_>) -> Result<(), HostError> {
-        if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
-            return Err(HostError::Usage(
-                "publish needs the app source with the encoder thread (synchronous mode uses a FrameSender)".into(),
-            ));
-        }
-        if self.is_stopped() {
-            return Err(HostError::Stopped(self.failure()));
-        }
-        picture.check()?;
-        let t0 = now_us();
-        let pixels = source_app::copy_picture(&self.shared, picture)?;
-        let capture_us = now_us();
-        self.shared
-            .counters
-            .captured
-            .fetch_add(1, Ordering::Relaxed);
-        let dur = (capture_us - t0) as u32;
-        lock(&self.shared.samples).capture.push_us(dur as i64);
-        if let Some(old) = self.shared.frames.put(CapturedFrame {
-            pixels,
-            capture_us,
-            capture_dur_us: dur,
-        }) {
-            self.shared.recycle(old.pixels);
-        }
-        Ok(())
-    }
-
-    /// The synchronous sender of an app host without an encoder thread: encodes on the
-    /// caller's thread. There is one per host.
-    pub fn frame_sender(&self) -> Result<FrameSender, HostError> {
-        if self.setup.source != SourceSpec::App || self.setup.encoder_thread {
-            return Err(HostError::Usage(
-                "a frame sender needs the app source without the encoder thread".into(),
-            ));
-        }
-        match lock(&self.sender_stage).take() {
-            Some(stage) => Ok(FrameSender { stage }),
-            None => Err(HostError::Usage(
-                "this host's frame sender was already taken".into(),
-            )),
-        }
-    }
-
     /// The next input event for the application (input sink: queue).
     pub fn poll_input(&self) -> Option<InputRecord> {
         let rec = lock(&self.shared.app_inputs).pop_front();
@@ -606,7 +534,7 @@ impl Host {
 
     /// Pushes interleaved 48 kHz PCM (`channels` 1 or 2) whose first sample was produced at
     /// `pts_us` (host clock, [`crate::clock::now_us`]); every complete 10 ms is encoded and
-    /// sent at once. Without a client the audio is dropped.
+    /// sent at once. Without a client or a consumer's viewer the audio is dropped.
     pub fn push_audio(
         &self,
         pcm: &[i16],
@@ -621,7 +549,7 @@ impl Host {
                 "this host has no audio stream (set an audio source)".into(),
             ));
         };
-        if !self.has_client() {
+        if !self.shared.watched() {
             return Ok(());
         }
         stage.push(&self.shared, pcm, channels, pts_us)
@@ -637,9 +565,10 @@ impl Host {
                 n.target_kbps,
                 n.roster.list(),
                 n.link.report.clone(),
+                n.session.state_staleness(now_us()),
             )
         });
-        let (st, paths, target_kbps, clients, link) = net.unwrap_or_default();
+        let (st, paths, target_kbps, clients, link, state_staleness) = net.unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -695,8 +624,23 @@ impl Host {
             inputs_dropped_viewer: st.inputs_dropped_viewer,
             viewers_paused: st.viewers_paused,
             viewers_dropped: st.viewers_dropped,
+            consumers: s.consumers.summaries(),
+            state_staleness: state_staleness.filter(|s| s.keys > 0),
+            encoder: s.encoder().map(|e| e.name),
+            codec: s.encoder().map(|e| e.codec.name().to_string()),
+            forced_keyframes: c.forced_keyframes.load(Ordering::Relaxed),
+            refresh_sweeps: c.refresh_sweeps.load(Ordering::Relaxed),
+            bitrate_changes_refused: c.bitrate_changes_refused.load(Ordering::Relaxed),
+            largest_keyframe_bytes: c.largest_keyframe.load(Ordering::Relaxed),
+            largest_frame_bytes: c.largest_frame.load(Ordering::Relaxed),
             link,
         }
+    }
+
+    /// The encoder in use (it changes when the stream changes codec: the first client to
+    /// connect while none is may prefer another).
+    pub fn encoder_info(&self) -> Option<untether_media::codec::EncoderInfo> {
+        self.shared.encoder()
     }
 
     /// Stops the threads and returns the final summary.

@@ -21,11 +21,12 @@ use std::sync::Arc;
 
 use untether_proto::{
     AudioPacket, ByeReason, ClientId, ClientRole, FrameMeta, FrameTiming, HostEvent, HostSession,
-    InputRecord, Micros, PathStats, RejectReason, Transmit,
+    InputRecord, Micros, PathStats, PoseSample, RejectReason, Transmit,
 };
 
 use super::clients::Roster;
 use super::encode::EncoderEvent;
+use super::gamepad::Gamepads;
 use super::inflight::{InFlight, Step};
 use super::input::InputSink;
 use super::pairing::Pairing;
@@ -73,22 +74,30 @@ pub(crate) struct OutgoingFrame {
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
-    /// The encoder's buffer, shared by every client's copy and the retransmission ring.
+    /// An intra-refresh sweep starts with this frame.
+    pub refresh_start: bool,
+    /// The encoder's buffer, shared by every client's copy, the retransmission ring and the
+    /// other consumers (RTSP).
     pub data: Arc<Vec<u8>>,
     /// When the encoder handed it over: the start of its `send` stage.
     pub handed_us: Micros,
     /// Everything but the send times, filled in once each client's last datagram left.
     pub timing: FrameTiming,
+    /// The client's head pose it was rendered for (told to the client before its shards and
+    /// again after them).
+    pub pose: Option<PoseSample>,
 }
 
 /// The host's network side, run by [`crate::driver::run`].
 pub(crate) struct HostNet {
     pub session: HostSession,
     pub pairing: Pairing,
-    shared: Arc<HostShared>,
+    pub(super) shared: Arc<HostShared>,
     sink: InputSink,
     /// Per client: the latest-wins state (pointer, head pose) already turned into input.
     pub(super) state: HashMap<ClientId, StateApplied>,
+    /// The controller's game controllers (state for the API, virtual pads through uinput).
+    pub gamepads: Gamepads,
     encoder: Sender<EncoderEvent>,
     control: VecDeque<Transmit>,
     frames: VecDeque<InFlight>,
@@ -128,6 +137,7 @@ impl HostNet {
             shared,
             sink,
             state: HashMap::new(),
+            gamepads: Gamepads::default(),
             encoder,
             control: VecDeque::new(),
             frames: VecDeque::new(),
@@ -156,9 +166,17 @@ impl HostNet {
             // Nobody to send it to (the last client left after it was encoded).
             return;
         }
-        // What the session queued before the frame leaves before it.
+        // What the session queued before the frame leaves before it; the pose it was
+        // rendered for too (the first datagram of its first batch).
+        if let Some(p) = f.pose {
+            self.session.send_frame_pose(now, f.frame_number, p);
+        }
         self.drain_session(now);
-        let meta = FrameMeta::new(f.frame_number, f.capture_us, f.keyframe);
+        // A client waiting for a picture may start on a keyframe or a refresh sweep's start.
+        let meta = FrameMeta {
+            entry_point: f.keyframe || f.refresh_start,
+            ..FrameMeta::new(f.frame_number, f.capture_us, f.keyframe)
+        };
         let mut out = Vec::with_capacity(self.session.client_count());
         if self
             .session
@@ -176,7 +194,7 @@ impl HostNet {
         for older in self.frames.iter_mut() {
             older.hurry = true;
         }
-        self.frames.push_back(InFlight::new(
+        let mut flight = InFlight::new(
             f.frame_number,
             f.timing,
             f.handed_us,
@@ -184,7 +202,9 @@ impl HostNet {
             out,
             self.pacing,
             self.fps,
-        ));
+        );
+        flight.pose = f.pose;
+        self.frames.push_back(flight);
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; times each client's
@@ -202,8 +222,15 @@ impl HostNet {
                         send_done_us: send_done,
                         ..f.timing
                     };
+                    let pose = f.pose;
+                    let controller = self.session.controller();
                     for c in clients {
                         self.session.send_frame_timing_to(send_done, c, timing);
+                        if let (Some(p), true) = (pose, Some(c) == controller) {
+                            // The second copy, beside the timing: one lost control datagram
+                            // loses no pose.
+                            self.session.send_frame_pose(send_done, f.frame_number, p);
+                        }
                     }
                     self.drain_session(send_done);
                 }
@@ -272,16 +299,24 @@ impl HostNet {
                 } => {
                     self.roster.update(&self.session.client_status());
                     self.clients_changed = true;
+                    let codec = self.session.params().codec;
                     self.shared.note(format!(
-                        "client {} connected from {addr} as {} ({} of at most {} connected)",
+                        "client {} ({codec}) connected from {addr} as {} ({} of at most {} \
+                         connected)",
                         self.who(client),
                         role.name(),
                         self.session.client_count(),
                         self.session.max_clients(),
                     ));
                     let _ = name;
+                    // The stream's codec (the first client's choice; the same for the others):
+                    // a different one opens its encoder, starting with a keyframe.
+                    let _ = self
+                        .encoder
+                        .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
                     if role == ClientRole::Controller {
                         self.epoch = self.shared.link.new_controller();
+                        *lock(&self.shared.head_pose) = None;
                     }
                 }
                 HostEvent::ClientGone {
@@ -321,6 +356,8 @@ impl HostNet {
                         .note(format!("client {} {what}", self.who(client)));
                     if role == ClientRole::Controller {
                         self.epoch = self.shared.link.new_controller();
+                        // The scene renders for the new controller's head from its next pose.
+                        *lock(&self.shared.head_pose) = None;
                     }
                 }
                 HostEvent::ViewerPaused { client, paused } => {
@@ -368,6 +405,7 @@ impl HostNet {
                 }
                 HostEvent::Input { client, record } => {
                     let is_controller = Some(client) == controller;
+                    self.gamepads.on_event(&record.event);
                     self.sink
                         .deliver(&self.shared, self.epoch, is_controller, record)
                 }
@@ -376,6 +414,7 @@ impl HostNet {
                     addr,
                     fingerprint,
                     reason,
+                    message,
                 } => {
                     // One line per client and reason every REFUSAL_NOTE_EVERY_US: a client
                     // retrying its handshake does not flood the log.
@@ -386,10 +425,16 @@ impl HostNet {
                             self.refusal_notes.clear();
                         }
                         self.refusal_notes.insert(key, now + REFUSAL_NOTE_EVERY_US);
-                        self.shared.note(format!(
-                            "refused client {fingerprint} at {addr}: {}",
-                            refusal_text(reason)
-                        ));
+                        self.shared.note(match reason {
+                            // The message names both codec lists.
+                            RejectReason::Codec => {
+                                format!("refused client {fingerprint} at {addr}: {message}")
+                            }
+                            _ => format!(
+                                "refused client {fingerprint} at {addr}: {}",
+                                refusal_text(reason)
+                            ),
+                        });
                     }
                 }
                 HostEvent::BitrateChanged { kbps } => {
@@ -397,6 +442,9 @@ impl HostNet {
                     let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
                 }
             }
+        }
+        for note in self.gamepads.notes.drain(..) {
+            self.shared.note(note);
         }
         self.shared.link.set_clients(self.session.client_count());
         if std::mem::take(&mut self.clients_changed) {
@@ -655,6 +703,7 @@ mod tests {
             addr: "127.0.0.1:5".parse().unwrap(),
             fingerprint: fp.into(),
             reason,
+            message: String::new(),
         };
         for _ in 0..3 {
             net.events.push(refused("aaaa", RejectReason::Busy));
@@ -680,9 +729,11 @@ mod tests {
                 frame_number: 0,
                 capture_us: 0,
                 keyframe: true,
+                refresh_start: false,
                 data: Arc::new(vec![0; 100]),
                 handed_us: 0,
                 timing: FrameTiming::default(),
+                pose: None,
             },
         );
         assert!(net.frames.is_empty());

@@ -10,7 +10,7 @@ use untether_media::x11::{CaptureTarget, PointerMode};
 use untether_proto::{HostConfig, InputRecord, SessionParams};
 
 use crate::clock::now_us;
-use crate::config::{ConfigError, HostToml, NetworkToml, SceneToml, VideoConfig};
+use crate::config::{ConfigError, HostToml, NetworkToml, SceneToml, VideoConfig, VrToml};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -20,12 +20,15 @@ pub struct HostOptions {
     pub scene: SceneToml,
     pub host: HostToml,
     pub network: NetworkToml,
+    /// Stereo rendering of the test scene (`vr.enabled`, `vr.ipd_mm`, `vr.fov_deg`).
+    pub vr: VrToml,
 }
 
 impl HostOptions {
     /// Checks every setting, naming the key and the allowed values of the first bad one.
     pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
-        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)
+        crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)?;
+        self.vr.validate()
     }
 }
 
@@ -33,6 +36,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         let cfg = crate::config::ConfigToml::default();
         HostOptions {
+            vr: Default::default(),
             video: VideoConfig::default(),
             scene: cfg.scene,
             host: cfg.host,
@@ -57,6 +61,22 @@ pub enum SourceSpec {
     Pipe { path: String, format: PipeFormat },
     /// The application, through [`Host::publish`](super::Host::publish) or a [`FrameSender`](super::FrameSender).
     App,
+}
+
+impl SourceSpec {
+    /// What pictures the source produces (an encoder that takes either, NVENC, is opened for
+    /// them): I420 from an I420 pipe, BGRA otherwise (the application's I420 frames go to an
+    /// encoder that takes YUV, or are refused with a clear error by one that takes BGRA only).
+    pub fn picture_kind(&self) -> untether_media::codec::encoder::PictureKind {
+        use untether_media::codec::encoder::PictureKind;
+        match self {
+            SourceSpec::Pipe {
+                format: PipeFormat::I420,
+                ..
+            } => PictureKind::I420,
+            _ => PictureKind::Bgra,
+        }
+    }
 }
 
 /// A callback that receives every input event (on the host's network thread: return quickly).
@@ -125,11 +145,10 @@ pub struct HostSetup {
     pub audio: AudioSpec,
     /// Opus bitrate, kbit/s.
     pub audio_bitrate_kbps: u32,
-    /// Periodic intra refresh instead of keyframes (requested keyframes are still IDRs).
-    pub intra_refresh: bool,
     /// A keyframe every this many frames (0: only when a client joins or asks).
     pub gop_frames: u32,
-    /// Extra x264 options, `key=value:key=value`.
+    /// Extra options for the encoder family's parameter string (`x264-params`, `x265-params`,
+    /// `svtav1-params`), `key=value:key=value`.
     pub x264_params: String,
     /// Stamp frame number and capture time into the top-left corner of frames from X11, pipe
     /// and application sources (the scene always stamps), for glass-to-glass from pixels.
@@ -142,6 +161,10 @@ pub struct HostSetup {
     /// The host's identity and who may connect: the state directory and `host.access`
     /// (default), or in memory.
     pub trust: HostTrust,
+    /// Other consumers of the encoded stream besides the host's clients (an RTSP server, crate
+    /// `untether-rtsp`): each sees every encoded frame and audio packet, shared, and may ask
+    /// for keyframes.
+    pub consumers: Vec<super::Consumer>,
 }
 
 impl Default for HostSetup {
@@ -151,29 +174,31 @@ impl Default for HostSetup {
             input: InputSpec::Auto,
             audio: AudioSpec::None,
             audio_bitrate_kbps: 128,
-            intra_refresh: false,
             gop_frames: 0,
             x264_params: String::new(),
             stamp: false,
             encoder_thread: true,
             sent_frame_tap: None,
             trust: HostTrust::Stored,
+            consumers: Vec::new(),
         }
     }
 }
 
-/// The session parameters a host announces for its video settings.
+/// The session parameters a host announces for its video settings (the stream's codec and
+/// refresh period are set from the codecs the host offers, by the first client's choice).
 pub(crate) fn session_params(options: &HostOptions) -> SessionParams {
     let v = &options.video;
     SessionParams {
         width: v.resolution.width.min(u16::MAX as u32) as u16,
         height: v.resolution.height.min(u16::MAX as u32) as u16,
         fps: v.fps as u16,
-        codec: v.codec(),
+        codec: crate::config::wire_codec(v.codecs()[0]),
         bitrate_kbps: v.bitrate_kbps,
         max_datagram: options.network.max_datagram,
         keepalive_ms: options.network.keepalive_ms as u32,
         idle_timeout_ms: options.network.idle_timeout_ms as u32,
+        refresh_period: 0,
     }
 }
 
@@ -186,6 +211,7 @@ pub(crate) fn session_config(options: &HostOptions) -> Result<HostConfig, Config
     cfg.fec = options.network.fec_policy()?;
     cfg.paths.scheduler = options.network.scheduler()?;
     cfg.retransmit = options.network.retransmit;
+    cfg.state.budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     cfg.max_clients = options.host.max_clients;
     // Room for every client to be mid-handshake at once (a room of headsets switched on
     // together) besides the handshakes of strangers: the table is bounded either way.

@@ -384,6 +384,7 @@ pub(crate) mod tests {
             max_datagram: 1200,
             keepalive_ms: 2000,
             idle_timeout_ms: 30_000,
+            refresh_period: 0,
         }
     }
 

@@ -8,8 +8,9 @@ use std::sync::{Mutex, MutexGuard};
 use untether_media::codec::InputPicture;
 use untether_media::convert::I420Frame;
 use untether_media::BgraFrame;
-use untether_proto::{InputRecord, Micros};
+use untether_proto::{InputRecord, Micros, PoseSample};
 
+use super::consumer::Consumers;
 use crate::slot::Slot;
 use crate::stats::Samples;
 
@@ -49,6 +50,8 @@ pub(crate) struct CapturedFrame {
     pub pixels: Pixels,
     pub capture_us: Micros,
     pub capture_dur_us: u32,
+    /// The client's head pose the frame was rendered for (None: not rendered for a pose).
+    pub pose: Option<PoseSample>,
 }
 
 #[derive(Default)]
@@ -80,6 +83,15 @@ pub(crate) struct Counters {
     pub grab_errors: AtomicU64,
     pub audio_packets: AtomicU64,
     pub bitrate_changes: AtomicU64,
+    /// Bitrate targets the encoder could not apply in place (it keeps its rate).
+    pub bitrate_changes_refused: AtomicU64,
+    /// Keyframes the host asked the encoder for (a joining client, a request, the application).
+    pub forced_keyframes: AtomicU64,
+    /// Intra-refresh sweeps started.
+    pub refresh_sweeps: AtomicU64,
+    /// The largest keyframe and the largest other frame encoded, bytes.
+    pub largest_keyframe: AtomicU64,
+    pub largest_frame: AtomicU64,
     /// Frames whose datagrams went out in more than one paced batch.
     pub paced_frames: AtomicU64,
 }
@@ -129,10 +141,18 @@ pub(crate) struct HostShared {
     /// The captured area's origin on the X screen (for absolute pointer replay).
     pub capture_origin: Mutex<(i32, i32)>,
     pub source_ended: AtomicBool,
+    /// The client's newest head pose (latest wins), published by the network driver: the scene
+    /// renders for it, [`crate::host::Host::head_pose`] reads it. `sample_us` 0: the client
+    /// sent a pose without its sample time.
+    pub head_pose: Mutex<Option<PoseSample>>,
     pub counters: Counters,
     pub samples: Mutex<HostSamples>,
+    /// Other consumers of the encoded stream (RTSP), set once at start.
+    pub consumers: Consumers,
     fatal: Mutex<Option<String>>,
     events: Mutex<Vec<String>>,
+    /// The encoder in use (name, codec), for the summary.
+    encoder: Mutex<Option<untether_media::codec::EncoderInfo>>,
 }
 
 impl HostShared {
@@ -145,11 +165,23 @@ impl HostShared {
             app_inputs: Mutex::new(Default::default()),
             capture_origin: Mutex::new(capture_origin),
             source_ended: AtomicBool::new(false),
+            head_pose: Mutex::new(None),
             counters: Counters::default(),
             samples: Mutex::new(HostSamples::default()),
+            consumers: Consumers::default(),
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
+            encoder: Mutex::new(None),
         }
+    }
+
+    /// The encoder the stage opened.
+    pub fn set_encoder(&self, info: &untether_media::codec::EncoderInfo) {
+        *lock(&self.encoder) = Some(info.clone());
+    }
+
+    pub fn encoder(&self) -> Option<untether_media::codec::EncoderInfo> {
+        lock(&self.encoder).clone()
     }
 
     /// A fatal error: the host stops.
@@ -185,10 +217,16 @@ impl HostShared {
         lock(&self.events).clone()
     }
 
-    /// Waits for a client; false when the host stops first.
+    /// Whether anyone watches: a client is connected, or a consumer (RTSP) has a viewer. The
+    /// sources produce frames only then.
+    pub fn watched(&self) -> bool {
+        self.link.connected() || self.consumers.watching()
+    }
+
+    /// Waits for a client or a consumer's viewer; false when the host stops first.
     pub fn wait_client(&self) -> bool {
         while !self.stopped() {
-            if self.link.connected() {
+            if self.watched() {
                 return true;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));

@@ -113,7 +113,7 @@ pub(crate) fn pipe_loop(
         // Reading includes waiting for the writer: a pipe frame costs nothing to "capture".
         lock(&s.samples).capture.push_us(0);
         let picture = raw_picture(&buf, format, width, height);
-        if let Err(e) = stage.send(&picture, capture_us, 0) {
+        if let Err(e) = stage.send(&picture, capture_us, 0, None) {
             if !s.stopped() {
                 s.fail(format!("encoder: {e}"));
             }

@@ -1,5 +1,6 @@
 //! The built-in test scene as a frame source: renders on its own thread at the frame rate,
-//! applies the client's input before each frame, stamps frame number, capture time and the
+//! applies the client's input before each frame and renders for the client's newest head pose
+//! (the frame carries that pose to the client), stamps frame number, capture time and the
 //! input it has applied into the pixels, and puts the frame in the slot for the encoder thread
 //! (latest wins, replaced frames counted as dropped).
 
@@ -57,7 +58,7 @@ pub(crate) fn scene_loop(
     let mut inputs_applied: u32 = 0;
     let mut epoch = s.link.epoch();
     while !s.stopped() {
-        if !s.link.connected() {
+        if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             ticker.resync(now_us());
             continue;
@@ -69,6 +70,13 @@ pub(crate) fn scene_loop(
         }
         ticker.wait();
         inputs_applied = apply_input(s, &mut scene, &inputs, epoch, inputs_applied);
+        // The newest head pose, read just before rendering (as a VR application locates its
+        // views): the frame is rendered for it and carries it.
+        let pose = *lock(&s.head_pose);
+        if let Some(p) = pose {
+            let (yaw, pitch, _roll) = p.pose.angles_deg();
+            scene.set_head_pose(yaw, pitch, p.pose.position);
+        }
         let mut pixels = match lock(&s.spare).pop() {
             Some(Pixels::Bgra(p)) => p,
             _ => match BgraFrame::new(w, h) {
@@ -95,6 +103,7 @@ pub(crate) fn scene_loop(
             pixels: Pixels::Bgra(pixels),
             capture_us,
             capture_dur_us,
+            pose,
         }) {
             s.recycle(old.pixels);
         }
@@ -115,6 +124,7 @@ pub(crate) fn encode_loop(
             &frame.pixels.picture(),
             frame.capture_us,
             frame.capture_dur_us,
+            frame.pose,
         );
         if let (Ok(_), Some(tap)) = (&r, &tap) {
             (tap.0)(&frame.pixels.picture());

@@ -40,7 +40,7 @@ pub(crate) fn x11_loop(
         }
     ));
     while !s.stopped() {
-        if !s.link.connected() {
+        if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             ticker.resync(now_us());
             continue;
@@ -96,7 +96,7 @@ pub(crate) fn x11_loop(
             data: pixels,
             stride: w as usize * 4,
         };
-        if let Err(e) = stage.send(&picture, capture_us, dur) {
+        if let Err(e) = stage.send(&picture, capture_us, dur, None) {
             if !s.stopped() {
                 s.fail(format!("encoder: {e}"));
             }

@@ -69,6 +69,20 @@ impl StateDir {
         self.path.join(name)
     }
 
+    /// The checks every read makes, made now without creating or changing anything
+    /// (`untether doctor`): the directory and its lists must be private (owner you or root, no
+    /// group/other write). Ok(false): the directory does not exist yet (it is made, 0700, on
+    /// first use).
+    pub fn check(&self) -> Result<bool> {
+        if !self.check_dir()? {
+            return Ok(false);
+        }
+        self.allowed()?;
+        self.revoked()?;
+        self.known_hosts()?;
+        Ok(true)
+    }
+
     /// Checks the directory if it exists (false: it does not).
     fn check_dir(&self) -> Result<bool> {
         match fs::metadata(&self.path) {

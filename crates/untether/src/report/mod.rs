@@ -49,6 +49,10 @@ pub struct ReportConfig {
     pub fps: u32,
     pub codec: String,
     pub encoder: String,
+    /// The client's decoder (and hardware accelerator), e.g. `h264 (software)`.
+    pub decoder: String,
+    /// How the stream recovers: `idr`, or `intra/N` (an intra-refresh sweep every N frames).
+    pub refresh: String,
     pub preset: String,
     pub conversion: String,
     pub bitrate_kbps: u32,
@@ -74,6 +78,16 @@ pub struct FrameCounts {
     pub dropped_client: u64,
     pub keyframes: u64,
     pub stamp_unreadable: u64,
+    /// Frames decoded but not shown: an intra-refresh sweep after a join or a loss was still
+    /// under way (the picture was not yet clean).
+    pub held: u64,
+    /// Host (demo only): intra-refresh sweeps started, and keyframes the host asked the encoder
+    /// for (a joining client, a keyframe request, the application).
+    pub refresh_sweeps: Option<u64>,
+    pub forced_keyframes: Option<u64>,
+    /// Host (demo only): the largest keyframe and the largest other frame encoded, bytes.
+    pub largest_keyframe_bytes: Option<u64>,
+    pub largest_frame_bytes: Option<u64>,
     /// The longest time between two shown frames (a freeze), and how many such gaps exceeded
     /// 100 ms.
     pub longest_freeze_ms: f64,
@@ -91,6 +105,54 @@ pub struct Latency {
     pub stages: BTreeMap<Stage, Pcts>,
     /// glass-to-glass minus convert, encode and decode, per frame.
     pub pipeline_overhead: Pcts,
+    /// A head pose sample on the client → the presented image shows that pose, read from the
+    /// presented pixels (the scene's pose markers; `client::photon`). Null without `--vr`.
+    pub pose_to_photon: Pcts,
+    /// Per shown frame: shown time − the client's sample time of the pose the host rendered it
+    /// for (from the FramePose metadata: pose-to-photon without late warp).
+    pub rendered_pose_to_photon: Pcts,
+}
+
+/// The latest-wins state channels: staleness per key (each key's worst, over keys) and the
+/// head pose bookkeeping.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StateReport {
+    /// Client → host (pointer, head pose, axes).
+    pub keys: usize,
+    pub staleness_ms: StalenessMs,
+    /// Host → client (what the host published); null without the host's summary.
+    pub host_keys: Option<usize>,
+    pub host_staleness_ms: Option<StalenessMs>,
+    pub updates_sent: u64,
+    /// Decoded frames whose FramePose was known.
+    pub frames_with_pose: u64,
+    /// Presents whose pose-to-photon could not be measured: no marker read, a yaw the head had
+    /// twice in the search window, or one it never had.
+    pub pose_photon_unread: u64,
+    pub pose_photon_ambiguous: u64,
+    pub pose_photon_unmatched: u64,
+}
+
+/// Staleness over keys, ms.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StalenessMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// At delivery, over every delivery.
+    pub mean: f64,
+}
+
+impl From<untether_proto::Staleness> for StalenessMs {
+    fn from(s: untether_proto::Staleness) -> Self {
+        let ms = |us: u64| us as f64 / 1000.0;
+        StalenessMs {
+            p50: ms(s.p50_us),
+            p99: ms(s.p99_us),
+            max: ms(s.max_us),
+            mean: ms(s.mean_us),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -232,6 +294,11 @@ pub struct Report {
     pub role: Option<RoleReport>,
     /// The host's clients (with the host's summary: the demo, bench); empty otherwise.
     pub clients: Vec<crate::host::ClientSummary>,
+    /// The host's other consumers (RTSP) and their viewers, when the host ran in this process
+    /// and had any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<crate::host::ConsumerSummary>,
+    pub state: StateReport,
 }
 
 /// A client's role as the host told it.
@@ -377,6 +444,11 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         dropped_client: run.dropped_presenter,
         keyframes: run.records.iter().filter(|r| r.keyframe).count() as u64,
         stamp_unreadable: run.stamp_unreadable,
+        held: run.held,
+        refresh_sweeps: host.map(|h| h.refresh_sweeps),
+        forced_keyframes: host.map(|h| h.forced_keyframes),
+        largest_keyframe_bytes: host.map(|h| h.largest_keyframe_bytes),
+        largest_frame_bytes: host.map(|h| h.largest_frame_bytes),
     };
     let duration_s = run
         .ended_us
@@ -391,6 +463,27 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     for &(_, sent, seen) in &run.input_responses {
         response.push_us(seen as i64 - sent as i64);
     }
+    let mut pose_to_photon = Samples::default();
+    for &(_, l) in &run.pose_to_photon {
+        pose_to_photon.push_us(l as i64);
+    }
+    let mut rendered_pose = Samples::default();
+    for r in run.records.iter().filter(|r| r.shown_us > 0) {
+        if let Some(p) = r.pose.filter(|p| p.sample_us > 0) {
+            rendered_pose.push_us(r.shown_us as i64 - p.sample_us as i64);
+        }
+    }
+    let state = StateReport {
+        keys: run.state_staleness.map_or(0, |s| s.keys),
+        staleness_ms: run.state_staleness.map(Into::into).unwrap_or_default(),
+        host_keys: host.and_then(|h| h.state_staleness).map(|s| s.keys),
+        host_staleness_ms: host.and_then(|h| h.state_staleness).map(Into::into),
+        updates_sent: run.state_updates,
+        frames_with_pose: run.frames_with_pose,
+        pose_photon_unread: run.pose_photon_unread,
+        pose_photon_ambiguous: run.pose_photon_ambiguous,
+        pose_photon_unmatched: run.pose_photon_unmatched,
+    };
     let network = NetworkReport {
         bytes_sent: host.map_or(0, |h| h.bytes_sent),
         packets_sent: host.map_or(0, |h| h.packets_sent),
@@ -476,6 +569,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             timestamp_pixel_disagreement: (&disagree).into(),
             stages,
             pipeline_overhead: (&overhead).into(),
+            pose_to_photon: (&pose_to_photon).into(),
+            rendered_pose_to_photon: (&rendered_pose).into(),
         },
         quality: None,
         network,
@@ -503,6 +598,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             undecoded: run.undecoded,
         }),
         clients: host.map(|h| h.clients.clone()).unwrap_or_default(),
+        consumers: host.map(|h| h.consumers.clone()).unwrap_or_default(),
+        state,
     }
 }
 
@@ -539,6 +636,9 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
         "frames": {
             "captured": h.captured, "encoded": h.encoded, "sent": h.sent,
             "dropped_host": h.dropped, "keyframes": h.keyframes,
+            "forced_keyframes": h.forced_keyframes, "refresh_sweeps": h.refresh_sweeps,
+            "largest_keyframe_bytes": h.largest_keyframe_bytes,
+            "largest_frame_bytes": h.largest_frame_bytes,
         },
         "latency_ms": { "stages": stages },
         "network": {
@@ -548,6 +648,8 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "keyframe_requests_ignored": h.keyframe_requests_ignored,
             "paced_frames": h.paced_frames,
             "pacing_window_ms": h.pacing_window_us as f64 / 1000.0,
+            "bitrate_changes": h.bitrate_changes,
+            "bitrate_changes_refused": h.bitrate_changes_refused,
             "link": h.link,
         },
         "input": {
@@ -563,6 +665,7 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
         "unchanged_ticks": h.unchanged,
         "audio_packets_sent": h.audio_packets,
         "host_events": h.events,
+        "consumers": h.consumers,
     })
 }
 

@@ -17,15 +17,27 @@ impl Report {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "untether latency report — {}x{} @ {} fps, {} ({} preset, {} conversion), {} kbit/s, {} ({}), {:.1} s",
-            c.width, c.height, c.fps, c.encoder, c.preset, c.conversion, c.bitrate_kbps, c.transport, c.display, self.duration_s
+            "untether latency report — {}x{} @ {} fps, {} by {} ({} preset, {} conversion, refresh {}), {} kbit/s, {} ({}), {:.1} s",
+            c.width, c.height, c.fps, c.codec, c.encoder, c.preset, c.conversion, c.refresh, c.bitrate_kbps, c.transport, c.display, self.duration_s
         );
+        if !c.decoder.is_empty() {
+            let _ = writeln!(o, "decoder: {}", c.decoder);
+        }
         let _ = writeln!(o, "machine: {}", c.machine);
         let _ = writeln!(
             o,
             "frames: captured {} · encoded {} · sent {} · complete {} · decoded {} · shown {} · late {} · lost {} · corrupted {} · dropped host {} / client {} · keyframes {}",
             f.captured, f.encoded, f.sent, f.complete, f.decoded, f.shown, f.late, f.lost, f.corrupted, f.dropped_host, f.dropped_client, f.keyframes
         );
+        if f.held > 0 || f.refresh_sweeps.is_some_and(|s| s > 0) {
+            let _ = writeln!(
+                o,
+                "intra refresh: {} sweeps · {} frames held until a sweep was complete · {} keyframes asked for",
+                f.refresh_sweeps.map_or("?".into(), |s| s.to_string()),
+                f.held,
+                f.forced_keyframes.map_or("?".into(), |s| s.to_string())
+            );
+        }
         let _ = writeln!(
             o,
             "{:<28} {:>8} {:>8} {:>8} {:>8}",
@@ -144,6 +156,9 @@ impl Report {
         }
         for line in client_lines(&self.clients) {
             let _ = writeln!(o, "{line}");
+        }
+        for c in &self.consumers {
+            let _ = writeln!(o, "{c}");
         }
         let _ = writeln!(
             o,

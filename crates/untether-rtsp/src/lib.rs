@@ -1,0 +1,513 @@
+//! RTSP for ordinary players (ffplay, VLC, GStreamer): the host's one encoded stream, served by
+//! gst-rtsp-server over RTP/UDP and RTP/TCP interleaved, without a second encode.
+//!
+//! [`RtspServer`] is a [`StreamConsumer`] of an untether host (`HostSetup::consumers`): it gets
+//! every x264 access unit and Opus packet as the host produces them (shared, never copied for
+//! it), hands them to one shared media pipeline (`appsrc ! rtph264pay`, `appsrc ! rtpopuspay`)
+//! whose packets gst-rtsp-server sends to every viewer, and asks the encoder for a keyframe
+//! when a viewer starts playing, when a player asks (RTCP PLI/FIR), or after it had to drop a
+//! frame. The encoder never waits for it: a full queue drops, counts, and skips to the next
+//! keyframe. Viewers authenticate with RTSP digest unless the host is open.
+//!
+//! Threads: gst-rtsp-server runs on its own GLib main loop (`host-rtsp`); its media pipelines
+//! have their GStreamer streaming threads. The host's threads only push into `appsrc`s.
+//!
+//! This is its own crate so that GStreamer stays out of the `untether` library and the C API.
+
+mod auth;
+mod feed;
+mod ffi;
+mod media;
+mod viewers;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gst_rtsp_server::glib;
+use gst_rtsp_server::gst_rtsp::{RTSPHeaderField, RTSPLowerTrans, RTSPStatusCode};
+use gst_rtsp_server::prelude::*;
+use gst_rtsp_server::{
+    RTSPClient, RTSPFilterResult, RTSPMediaFactory, RTSPServer, RTSPSuspendMode,
+    RTSP_PERM_MEDIA_FACTORY_ACCESS, RTSP_PERM_MEDIA_FACTORY_CONSTRUCT,
+};
+use untether::config::{ConfigError, RtspAuth, RtspToml};
+use untether::host::{ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo};
+use untether::identity::Access;
+use untether_proto::AudioPacket;
+
+use auth::CountingAuth;
+pub use auth::Credentials;
+use media::{Media, Pushed};
+use viewers::Viewers;
+
+/// The GStreamer elements the server needs, and the Debian package of each.
+const ELEMENTS: [(&str, &str); 4] = [
+    ("appsrc", "gstreamer1.0-plugins-base"),
+    ("rtph264pay", "gstreamer1.0-plugins-good"),
+    ("rtpopuspay", "gstreamer1.0-plugins-good"),
+    ("rtpbin", "gstreamer1.0-plugins-good"),
+];
+
+/// How often sessions whose viewer went away without a TEARDOWN are looked for.
+const SESSION_CLEANUP: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RtspError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("rtsp.listen is empty: no RTSP server was asked for")]
+    Off,
+    #[error("RTSP: cannot start GStreamer: {0}")]
+    Init(String),
+    #[error(
+        "RTSP: the GStreamer element {element} is missing: install {package} (scripts/setup.sh does)"
+    )]
+    MissingElement {
+        element: &'static str,
+        package: &'static str,
+    },
+    #[error("RTSP: cannot listen on {addr} (rtsp.listen, --rtsp): {reason}")]
+    Listen { addr: SocketAddr, reason: String },
+    #[error("RTSP: cannot start its thread: {0}")]
+    Thread(std::io::Error),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Default)]
+struct Counters {
+    frames_sent: AtomicU64,
+    frames_dropped: AtomicU64,
+    frames_skipped: AtomicU64,
+    audio_sent: AtomicU64,
+    audio_dropped: AtomicU64,
+}
+
+/// What the host's threads and the server's callbacks share.
+struct Inner {
+    cfg: RtspToml,
+    credentials: Option<Credentials>,
+    local_addr: SocketAddr,
+    started: Instant,
+    server: RTSPServer,
+    stream: OnceLock<StreamInfo>,
+    keyframes: OnceLock<KeyframeRequests>,
+    medias: Mutex<Vec<Media>>,
+    viewers: Mutex<Viewers>,
+    counters: Counters,
+    next_client: AtomicU64,
+}
+
+impl Inner {
+    fn now_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn request_keyframe(&self) {
+        if let Some(k) = self.keyframes.get() {
+            k.request();
+        }
+    }
+
+    /// A new media (the first viewer's DESCRIBE, or after all had left): its feeds.
+    fn media_configured(&self, media: &gst_rtsp_server::RTSPMedia, this: Weak<Inner>) {
+        let fps = self.stream.get().map_or(60, |s| s.fps);
+        let Some(m) = Media::new(
+            media,
+            self.cfg.queue_frames,
+            self.cfg.keyframe_interval_ms,
+            fps,
+        ) else {
+            log::error!("rtsp: the media pipeline has no appsrc named video");
+            return;
+        };
+        media.connect_unprepared(move |media| {
+            if let Some(inner) = this.upgrade() {
+                lock(&inner.medias).retain(|m| &m.media != media);
+            }
+        });
+        lock(&self.medias).push(m);
+        // Its first frame must be a keyframe: ask now rather than at the next frame.
+        self.request_keyframe();
+    }
+
+    /// A connection: a viewer, or turned away when `rtsp.max_viewers` are there.
+    fn client_connected(self: &Arc<Self>, client: &RTSPClient) {
+        let id = self.next_client.fetch_add(1, Ordering::Relaxed);
+        let ip = ffi::client_ip(client).unwrap_or_else(|| "?".into());
+        let admitted = lock(&self.viewers).join(id, ip.clone(), self.now_s());
+        if !admitted {
+            log::warn!(
+                "rtsp: turned away a viewer at {ip}: {} are watching (rtsp.max_viewers)",
+                self.cfg.max_viewers
+            );
+            // Every request of this connection is answered 503 Service Unavailable.
+            let busy = |_: &RTSPClient, _: &gst_rtsp_server::RTSPContext| {
+                RTSPStatusCode::ServiceUnavailable
+            };
+            client.connect_pre_describe_request(busy);
+            client.connect_pre_setup_request(busy);
+            client.connect_pre_play_request(busy);
+            return;
+        }
+        log::info!("rtsp: viewer connected from {ip}");
+        let weak = Arc::downgrade(self);
+        client.connect_setup_request(move |_, ctx| {
+            if let Some(inner) = weak.upgrade() {
+                if let Some(t) = ffi::request_header(ctx, RTSPHeaderField::Transport) {
+                    lock(&inner.viewers).set_transport(id, ffi::transport_name(&t));
+                }
+            }
+        });
+        let weak = Arc::downgrade(self);
+        client.connect_play_request(move |_, _| {
+            if let Some(inner) = weak.upgrade() {
+                // A viewer starting to play needs a picture it can decode: a keyframe.
+                let mut want = false;
+                for m in lock(&inner.medias).iter_mut() {
+                    m.viewer_plays();
+                    want |= m.needs_keyframe();
+                }
+                if want {
+                    inner.request_keyframe();
+                }
+                let v = lock(&inner.viewers);
+                log::info!(
+                    "rtsp: viewer at {} playing ({})",
+                    v.address(id).unwrap_or("?"),
+                    v.summaries()
+                        .last()
+                        .map(|s| s.transport.clone())
+                        .unwrap_or_default()
+                );
+            }
+        });
+        let weak = Arc::downgrade(self);
+        client.connect_closed(move |_| {
+            if let Some(inner) = weak.upgrade() {
+                let now = inner.now_s();
+                if let Some(v) = lock(&inner.viewers).leave(id, now) {
+                    log::info!(
+                        "rtsp: viewer at {} left after {:.1} s",
+                        v.address,
+                        now - v.connected_s
+                    );
+                }
+            }
+        });
+    }
+
+    /// A 401 went out: a challenge (no credentials yet) or a refusal (wrong ones).
+    fn unauthorized(&self, had_credentials: bool, ctx: &gst_rtsp_server::RTSPContext) {
+        let ip = ctx
+            .client()
+            .and_then(ffi::client_ip)
+            .unwrap_or_else(|| "?".into());
+        let mut v = lock(&self.viewers);
+        if had_credentials {
+            v.refused += 1;
+            // One line per refusal is enough: a player does not retry wrong credentials.
+            log::warn!("rtsp: refused a viewer at {ip}: wrong user or password");
+        } else {
+            v.challenged += 1;
+            log::debug!("rtsp: asked the viewer at {ip} for credentials (401)");
+        }
+    }
+}
+
+/// An RTSP server for an untether host. Give it to the host as a consumer
+/// (`HostSetup::consumers`); the stream is mounted when the host attaches it.
+pub struct RtspServer {
+    inner: Arc<Inner>,
+    main_loop: glib::MainLoop,
+    context: glib::MainContext,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl RtspServer {
+    /// Checks `cfg`, starts GStreamer and listens on `rtsp.listen`. Viewers must authenticate
+    /// (digest) unless `rtsp.auth`, or `auto` with an open host (`access`), says otherwise.
+    pub fn start(cfg: &RtspToml, access: Access) -> Result<RtspServer, RtspError> {
+        cfg.validate()?;
+        let addr = cfg.listen_addr()?.ok_or(RtspError::Off)?;
+        let auth_mode = cfg.auth_mode(access)?;
+        cfg.transports()?;
+        gst::init().map_err(|e| RtspError::Init(e.to_string()))?;
+        for (element, package) in ELEMENTS {
+            if gst::ElementFactory::find(element).is_none() {
+                return Err(RtspError::MissingElement { element, package });
+            }
+        }
+        let server = RTSPServer::new();
+        server.set_address(&addr.ip().to_string());
+        server.set_service(&addr.port().to_string());
+        let credentials =
+            (auth_mode == RtspAuth::Digest).then(|| Credentials::new(&cfg.user, &cfg.password));
+        let context = glib::MainContext::new();
+        let source = server
+            .attach(Some(&context))
+            .map_err(|_| RtspError::Listen {
+                addr,
+                // gst-rtsp-server only says it failed: ask the system why.
+                reason: match std::net::TcpListener::bind(addr) {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "the RTSP server could not open its socket".into(),
+                },
+            })?;
+        let port = u16::try_from(server.bound_port()).unwrap_or(addr.port());
+        let inner = Arc::new(Inner {
+            cfg: cfg.clone(),
+            credentials: credentials.clone(),
+            local_addr: SocketAddr::new(addr.ip(), port),
+            started: Instant::now(),
+            server: server.clone(),
+            stream: OnceLock::new(),
+            keyframes: OnceLock::new(),
+            medias: Mutex::new(Vec::new()),
+            viewers: Mutex::new(Viewers::new(cfg.max_viewers)),
+            counters: Counters::default(),
+            next_client: AtomicU64::new(0),
+        });
+        if let Some(c) = &credentials {
+            let weak = Arc::downgrade(&inner);
+            let auth = CountingAuth::digest(
+                c,
+                Box::new(move |had, ctx| {
+                    if let Some(inner) = weak.upgrade() {
+                        inner.unauthorized(had, ctx);
+                    }
+                }),
+            );
+            server.set_auth(Some(&auth));
+        }
+        let weak = Arc::downgrade(&inner);
+        server.connect_client_connected(move |_, client| {
+            if let Some(inner) = weak.upgrade() {
+                inner.client_connected(client);
+            }
+        });
+        // Sessions of players that vanished without a TEARDOWN time out (60 s) only when
+        // someone looks.
+        let pool_server = server.clone();
+        glib::timeout_source_new(
+            SESSION_CLEANUP,
+            Some("untether-rtsp-cleanup"),
+            glib::Priority::DEFAULT,
+            move || {
+                if let Some(pool) = pool_server.session_pool() {
+                    pool.cleanup();
+                }
+                glib::ControlFlow::Continue
+            },
+        )
+        .attach(Some(&context));
+        let main_loop = glib::MainLoop::new(Some(&context), false);
+        let thread = {
+            let (main_loop, context) = (main_loop.clone(), context.clone());
+            std::thread::Builder::new()
+                .name("host-rtsp".into())
+                .spawn(move || {
+                    let run = context.with_thread_default(|| main_loop.run());
+                    if run.is_err() {
+                        log::error!("rtsp: the server's main context is in use elsewhere");
+                    }
+                    // The listening socket closes with its source (ours, not the default
+                    // context's: `SourceId::remove` would look there).
+                    if let Some(src) = context.find_source_by_id(&source) {
+                        src.destroy();
+                    }
+                })
+                .map_err(RtspError::Thread)?
+        };
+        log::info!(
+            "rtsp: listening on {} ({})",
+            inner.local_addr,
+            if inner.credentials.is_some() {
+                "digest authentication"
+            } else {
+                "no authentication"
+            }
+        );
+        Ok(RtspServer {
+            inner,
+            main_loop,
+            context,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// The address the server listens on (the port it got, when asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr
+    }
+
+    /// The digest credentials viewers need (None: no authentication).
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.inner.credentials.as_ref()
+    }
+
+    /// The stream's URL as a player on `host` opens it, with the credentials when
+    /// `with_credentials` (`rtsp://untether:PASSWORD@HOST:PORT/untether`).
+    pub fn url_for(&self, host: &str, with_credentials: bool) -> String {
+        let host = match host.parse::<IpAddr>() {
+            Ok(IpAddr::V6(ip)) => format!("[{ip}]"),
+            _ => host.to_string(),
+        };
+        let userinfo = match (&self.inner.credentials, with_credentials) {
+            (Some(c), true) => c.userinfo(),
+            _ => String::new(),
+        };
+        format!(
+            "rtsp://{userinfo}{host}:{}{}",
+            self.inner.local_addr.port(),
+            self.inner.cfg.path
+        )
+    }
+
+    /// The URL on the address it listens on (without credentials), as in the summary.
+    pub fn url(&self) -> String {
+        self.url_for(&self.inner.local_addr.ip().to_string(), false)
+    }
+
+    /// Viewers connected now.
+    pub fn viewers(&self) -> usize {
+        lock(&self.inner.viewers).connected()
+    }
+
+    /// Ends the streams, closes every viewer's connection and the listening socket, and
+    /// stops the server's thread. Called by `Drop` too.
+    pub fn stop(&self) {
+        let Some(thread) = lock(&self.thread).take() else {
+            return;
+        };
+        for m in lock(&self.inner.medias).iter() {
+            m.end();
+        }
+        let (server, main_loop) = (self.inner.server.clone(), self.main_loop.clone());
+        self.context.invoke(move || {
+            server.client_filter(Some(&mut |_, _| RTSPFilterResult::Remove));
+            if let Some(pool) = server.session_pool() {
+                pool.filter(Some(&mut |_, _| RTSPFilterResult::Remove));
+            }
+            main_loop.quit();
+        });
+        let _ = thread.join();
+        lock(&self.inner.medias).clear();
+    }
+
+    fn mount(&self, stream: &StreamInfo) {
+        let cfg = &self.inner.cfg;
+        let factory = RTSPMediaFactory::new();
+        factory.set_launch(&media::launch_line(
+            stream.audio_channels,
+            cfg.queue_frames,
+            cfg.mtu,
+        ));
+        // One pipeline for every viewer: each frame is packetized once.
+        factory.set_shared(true);
+        factory.set_suspend_mode(RTSPSuspendMode::None);
+        let (udp, tcp) = cfg.transports().unwrap_or((true, true));
+        let mut protocols = RTSPLowerTrans::empty();
+        if udp {
+            protocols |= RTSPLowerTrans::UDP;
+        }
+        if tcp {
+            protocols |= RTSPLowerTrans::TCP;
+        }
+        factory.set_protocols(protocols);
+        if self.inner.credentials.is_some() {
+            factory.add_role_from_structure(
+                &gst::Structure::builder(auth::VIEWER_ROLE)
+                    .field(RTSP_PERM_MEDIA_FACTORY_ACCESS.as_str(), true)
+                    .field(RTSP_PERM_MEDIA_FACTORY_CONSTRUCT.as_str(), true)
+                    .build(),
+            );
+        }
+        let weak = Arc::downgrade(&self.inner);
+        factory.connect_media_configure(move |_, media| {
+            if let Some(inner) = weak.upgrade() {
+                inner.media_configured(media, weak.clone());
+            }
+        });
+        if let Some(mounts) = self.inner.server.mount_points() {
+            mounts.add_factory(&cfg.path, factory);
+        }
+    }
+}
+
+impl Drop for RtspServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl StreamConsumer for RtspServer {
+    fn attach(&self, stream: StreamInfo, keyframes: KeyframeRequests) {
+        if self.inner.stream.set(stream).is_err() {
+            log::warn!("rtsp: attached to a second host; ignored");
+            return;
+        }
+        let _ = self.inner.keyframes.set(keyframes);
+        self.mount(&stream);
+    }
+
+    fn video(&self, frame: &EncodedVideo) {
+        let c = &self.inner.counters;
+        let mut want = false;
+        for m in lock(&self.inner.medias).iter_mut() {
+            let counter = match m.push_video(frame) {
+                Pushed::Sent => &c.frames_sent,
+                Pushed::Dropped => &c.frames_dropped,
+                Pushed::Skipped => &c.frames_skipped,
+                Pushed::Gone => continue,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            want |= m.needs_keyframe();
+        }
+        if want {
+            self.inner.request_keyframe();
+        }
+    }
+
+    fn audio(&self, packet: &AudioPacket) {
+        let c = &self.inner.counters;
+        for m in lock(&self.inner.medias).iter_mut() {
+            match m.push_audio(packet) {
+                Some(Pushed::Sent) => c.audio_sent.fetch_add(1, Ordering::Relaxed),
+                Some(Pushed::Dropped) => c.audio_dropped.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
+        }
+    }
+
+    /// A viewer is connected and a media exists: gst-rtsp-server makes one only for a viewer
+    /// it let in, so an unauthenticated connection does not make the host render and encode.
+    fn watching(&self) -> bool {
+        self.viewers() > 0 && !lock(&self.inner.medias).is_empty()
+    }
+
+    fn summary(&self) -> ConsumerSummary {
+        let c = &self.inner.counters;
+        let v = lock(&self.inner.viewers);
+        let (asked, ignored) = self.inner.keyframes.get().map_or((0, 0), |k| k.counts());
+        ConsumerSummary {
+            kind: "rtsp".into(),
+            url: self.url(),
+            viewers: v.summaries(),
+            viewers_total: v.total,
+            refused: v.refused + v.turned_away,
+            frames_sent: c.frames_sent.load(Ordering::Relaxed),
+            frames_dropped: c.frames_dropped.load(Ordering::Relaxed),
+            frames_skipped: c.frames_skipped.load(Ordering::Relaxed),
+            audio_packets_sent: c.audio_sent.load(Ordering::Relaxed),
+            audio_packets_dropped: c.audio_dropped.load(Ordering::Relaxed),
+            keyframe_requests: asked,
+            keyframe_requests_ignored: ignored,
+        }
+    }
+}

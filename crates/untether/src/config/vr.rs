@@ -1,0 +1,133 @@
+//! `[vr]`: stereo on the host (the scene's two eye views, their separation and field of view)
+//! and the client's head pose source.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// `[vr]`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VrToml {
+    /// Host: the test scene renders two eye views side by side from the client's head pose,
+    /// with pose markers. Client: VR presentation (see docs/CONFIG.md).
+    pub enabled: bool,
+    /// Host: eye separation (interpupillary distance), millimetres.
+    pub ipd_mm: f32,
+    /// Host: each eye's horizontal field of view, degrees.
+    pub fov_deg: f32,
+    /// Client: where head poses come from: `auto` (`mouse` with a window, none headless),
+    /// `mouse`, `synthetic[:sweep|turn|nod|still]`, `track:FILE`, `imu[:PATH]`, `none`.
+    pub pose: String,
+    /// Client: head poses per second sent to the host (the pose source's rate).
+    #[serde(deserialize_with = "limits::de_pose_rate_hz")]
+    pub pose_rate_hz: u32,
+}
+
+impl Default for VrToml {
+    fn default() -> Self {
+        VrToml {
+            enabled: false,
+            ipd_mm: 64.0,
+            fov_deg: 90.0,
+            pose: "auto".into(),
+            pose_rate_hz: 500,
+        }
+    }
+}
+
+/// Where the client's head poses come from (`vr.pose`, `--pose`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoseSpec {
+    /// Mouse-look in a window; nothing headless.
+    Auto,
+    None,
+    /// Mouse motion in the client window turns the head.
+    Mouse,
+    /// A generated head-motion track of this kind.
+    Synthetic(String),
+    /// A head-motion track file (docs/POSE.md).
+    Track(std::path::PathBuf),
+    /// A Linux IMU (IIO or evdev) fused into an orientation; None: the first one found.
+    Imu(Option<std::path::PathBuf>),
+}
+
+/// The kinds of generated head-motion tracks.
+pub const TRACK_KINDS: [&str; 4] = ["sweep", "turn", "nod", "still"];
+
+impl FromStr for PoseSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, arg) = match s.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (s, None),
+        };
+        let what = "expected auto, mouse, synthetic[:sweep|turn|nod|still], track:FILE, \
+                    imu[:PATH] or none";
+        Ok(match (name, arg) {
+            ("auto", None) => PoseSpec::Auto,
+            ("none", None) => PoseSpec::None,
+            ("mouse", None) => PoseSpec::Mouse,
+            ("synthetic", None) => PoseSpec::Synthetic("sweep".into()),
+            ("synthetic", Some(k)) if TRACK_KINDS.contains(&k) => PoseSpec::Synthetic(k.into()),
+            ("synthetic", Some(k)) => {
+                return Err(format!(
+                    "{s:?}: unknown track kind {k:?} (expected one of {})",
+                    TRACK_KINDS.join(", ")
+                ))
+            }
+            ("track", Some(f)) if !f.is_empty() => PoseSpec::Track(f.into()),
+            ("imu", None) => PoseSpec::Imu(None),
+            ("imu", Some(p)) if !p.is_empty() => PoseSpec::Imu(Some(p.into())),
+            _ => return Err(format!("{s:?}: {what}")),
+        })
+    }
+}
+
+impl VrToml {
+    /// The pose source (`pose`).
+    pub fn pose_spec(&self) -> Result<PoseSpec, ConfigError> {
+        self.pose.parse().map_err(|m: String| invalid("vr.pose", m))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        IPD_MM.check(self.ipd_mm)?;
+        EYE_FOV_DEG.check(self.fov_deg)?;
+        POSE_RATE_HZ.check(self.pose_rate_hz)?;
+        self.pose_spec()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pose_sources_parse_and_bad_ones_name_the_key() {
+        assert_eq!("mouse".parse(), Ok(PoseSpec::Mouse));
+        assert_eq!("synthetic".parse(), Ok(PoseSpec::Synthetic("sweep".into())));
+        assert_eq!(
+            "track:/tmp/t.csv".parse(),
+            Ok(PoseSpec::Track("/tmp/t.csv".into()))
+        );
+        assert_eq!("imu".parse(), Ok(PoseSpec::Imu(None)));
+        let v = VrToml {
+            pose: "synthetic:spin".into(),
+            ..Default::default()
+        };
+        let e = v.validate().unwrap_err().to_string();
+        assert!(e.starts_with("vr.pose:") && e.contains("sweep"), "{e}");
+        let v = VrToml {
+            ipd_mm: 5.0,
+            ..Default::default()
+        };
+        assert!(v
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("vr.ipd_mm"));
+        let c = ConfigToml::parse("[vr]\nenabled = true\npose_rate_hz = 5000\n", "t").unwrap();
+        let e = c.vr.validate().unwrap_err().to_string();
+        assert!(e.contains("vr.pose_rate_hz"), "{e}");
+    }
+}
