@@ -1,8 +1,10 @@
 # The two commands (see README.md):
 #   make demo   — install what is missing, build (release), stream the test scene host→client
 #                 on this machine for 10 s, print the latency report.
-#   make test   — install what is missing, run the whole test suite (unit, simulation,
-#                 loopback integration, SDL window under Xvfb, the aarch64 client under qemu).
+#   make test   — install what is missing (with Chromium, Janus and simple-whip-server for the
+#                 browser tests), run the whole test suite (unit, simulation, loopback
+#                 integration, SDL window under Xvfb, headless Chromium, the aarch64 client under
+#                 qemu).
 #   make arm64  — cross-build the `untether` binary for aarch64 (Raspberry Pi 4/5, any arm64
 #                 Linux): target/aarch64-unknown-linux-gnu/release/untether (docs/RASPBERRY-PI.md).
 SHELL := /bin/bash
@@ -26,7 +28,8 @@ build: setup
 demo: build
 	./target/release/untether demo --duration 10 --report target/demo-report.json $(DEMO_ARGS)
 
-test: setup
+test:
+	@./scripts/setup.sh browser
 	./scripts/test.sh
 
 # The aarch64 cross build: installs the cross toolchain, the arm64 libraries (Debian multiarch),

@@ -2,14 +2,18 @@
 # Installs the system packages untether needs to build, test and run, on Debian 12.
 # Idempotent: installs only what is missing. Needs root or sudo.
 #
-# Optional targets install their extra packages only when asked for:
-#   scripts/setup.sh arm64   the aarch64 cross build and its qemu test (scripts/setup-arm64.sh)
+#   scripts/setup.sh           what building and the core tests need
+# Optional targets install their extra packages only when asked for (`make test` asks for both;
+# `make demo` for neither):
+#   scripts/setup.sh arm64     the aarch64 cross build and its qemu test (scripts/setup-arm64.sh)
+#   scripts/setup.sh browser   Chromium, Janus and simple-whip-server: the browser and WHIP tests
 set -euo pipefail
-
-for target in "$@"; do
-  case "$target" in
+WANT_BROWSER=0
+for a in "$@"; do
+  case "$a" in
+    browser) WANT_BROWSER=1 ;;
     arm64) ;;
-    *) echo "setup: unknown target '$target' (known: arm64)" >&2; exit 2 ;;
+    *) echo "setup: unknown target '$a' (known: arm64, browser)" >&2; exit 2 ;;
   esac
 done
 
@@ -27,7 +31,11 @@ PACKAGES=(
   # bad). The player side of the tests: gst-launch-1.0 (tools) with avdec_h264 (libav).
   libgstrtspserver-1.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools gstreamer1.0-libav
+  libssl-dev
 )
+if [ "$WANT_BROWSER" = 1 ]; then
+  PACKAGES+=(chromium janus)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -45,6 +53,34 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# simple-whip-server (Debian's, node.js) in front of Janus. Its dependency node-websocket pulls
+# Debian's libnode108, which apt refuses beside a node.js from elsewhere (e.g. NodeSource's):
+# then its pure-JS dependencies come from apt as usual, and the package itself and
+# node-websocket (whose native parts fall back to JS) are unpacked, not installed, under
+# /usr/local/lib/untether/simple-whip-server, run with the node.js that is there.
+if [ "$WANT_BROWSER" = 1 ] && [ ! -f /usr/share/simple-whip-server/src/server.js ] \
+   && [ ! -f /usr/local/lib/untether/simple-whip-server/usr/share/simple-whip-server/src/server.js ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  node_origin="$(dpkg-query -W -f='${Version}' nodejs 2>/dev/null || true)"
+  if [ -z "$node_origin" ] || ! command -v node >/dev/null || [[ "$node_origin" == *deb12* || "$node_origin" == *dfsg* ]]; then
+    echo "setup: installing simple-whip-server"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends simple-whip-server >/dev/null
+  else
+    echo "setup: node.js $node_origin is not Debian's: unpacking simple-whip-server under /usr/local/lib/untether"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      node-async node-colors node-cors node-debug node-express node-es5-ext node-typedarray-to-buffer >/dev/null
+    tmp="$(mktemp -d)"
+    (cd "$tmp" && apt-get download -qq simple-whip-server node-websocket 2>/dev/null)
+    $SUDO mkdir -p /usr/local/lib/untether/simple-whip-server
+    for deb in "$tmp"/*.deb; do
+      $SUDO dpkg-deb -x "$deb" /usr/local/lib/untether/simple-whip-server
+    done
+    rm -rf "$tmp"
+  fi
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -181,6 +181,38 @@ struct VideoArgs {
     walk: Option<f32>,
 }
 
+/// Browsers and WHIP publishing (`[webrtc]`, docs/BROWSER.md).
+#[derive(Args, Debug, Clone, Default)]
+struct WebRtcArgs {
+    /// Serve browsers: the page and its WHEP-style signalling on TCP ADDR:PORT, their media on UDP (the same port when free). The host prints a one-time link for each browser (or use the PIN) [config: webrtc.listen, default off].
+    #[arg(long, value_name = "ADDR:PORT")]
+    webrtc: Option<String>,
+    /// HTTPS for the page: auto (a self-signed certificate kept in the state directory; its fingerprint is printed) or a PEM FILE with the certificate chain and its key [config: webrtc.cert, default plain HTTP].
+    #[arg(long, value_name = "auto|FILE")]
+    webrtc_cert: Option<String>,
+    /// Publish the stream once to a WHIP endpoint (http(s)://…, or whip:// for http://), e.g. Janus behind simple-whip-server [config: webrtc.publish].
+    #[arg(long, value_name = "URL")]
+    publish: Option<String>,
+    /// The bearer token the WHIP endpoint asks for [config: webrtc.publish_token].
+    #[arg(long, value_name = "TOKEN", requires = "publish")]
+    publish_token: Option<String>,
+}
+
+fn apply_webrtc(cfg: &mut ConfigToml, w: &WebRtcArgs) {
+    if let Some(v) = &w.webrtc {
+        cfg.webrtc.listen = v.clone();
+    }
+    if let Some(v) = &w.webrtc_cert {
+        cfg.webrtc.cert = v.clone();
+    }
+    if let Some(v) = &w.publish {
+        cfg.webrtc.publish = v.clone();
+    }
+    if let Some(v) = &w.publish_token {
+        cfg.webrtc.publish_token = v.clone();
+    }
+}
+
 #[derive(Args, Debug, Clone, Default)]
 struct VrArgs {
     /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise [config: vr.enabled].
@@ -255,6 +287,8 @@ struct HostArgs {
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
+    #[command(flatten)]
+    webrtc: WebRtcArgs,
     #[command(flatten)]
     net: NetArgs,
     #[command(flatten)]
@@ -353,6 +387,8 @@ struct DemoArgs {
     #[command(flatten)]
     pose: PoseArgs,
     #[command(flatten)]
+    webrtc: WebRtcArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -371,6 +407,10 @@ const FLAGS: &[(&str, &str)] = &[
     ("vr.ipd_mm", "--ipd"),
     ("vr.pose", "--pose"),
     ("vr.pose_rate_hz", "--pose-rate"),
+    ("webrtc.listen", "--webrtc"),
+    ("webrtc.cert", "--webrtc-cert"),
+    ("webrtc.publish", "--publish"),
+    ("webrtc.publish_token", "--publish-token"),
     ("network.transport", "--transport"),
     ("network.interface", "--interface"),
     ("video.resolution", "--resolution"),
@@ -547,12 +587,14 @@ fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
     untether::config::validate_host(&video, &cfg.host, &cfg.network, &cfg.scene)
         .map_err(with_flag)?;
     cfg.vr.validate().map_err(with_flag)?;
+    cfg.webrtc.validate().map_err(with_flag)?;
     Ok(HostOptions {
         vr: cfg.vr.clone(),
         video,
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
         network: cfg.network.clone(),
+        webrtc: cfg.webrtc.clone(),
     })
 }
 
@@ -699,6 +741,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(v) = &args.slow_viewer {
         cfg.host.slow_viewer = v.clone();
     }
+    apply_webrtc(&mut cfg, &args.webrtc);
     if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
     }
@@ -768,6 +811,8 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(server) = &rtsp {
         rtsp::announce("host", server, &cfg, access);
     }
+    print_browser_access(&host);
+    let mut shown_link = host.browser_link();
     let mut shown_pin = None;
     let mut paired = 0;
     let started = std::time::Instant::now();
@@ -786,6 +831,17 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
             );
         }
         shown_pin = pin;
+        if shown_link.is_some() {
+            let link = host.browser_link();
+            if link != shown_link {
+                if let Some(l) = &link {
+                    eprintln!(
+                        "untether host: browser link (the last one was used or expired): {l}"
+                    );
+                }
+                shown_link = link;
+            }
+        }
         let p = host.paired_clients();
         for fp in p.iter().skip(paired) {
             eprintln!("untether host: paired with {fp}; it is on the allowlist now");
@@ -825,6 +881,24 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         write_json(path, &report::build_host(config, &summary))?;
     }
     Ok(())
+}
+
+/// Tells where browsers watch: the one-time link, the PIN page, the certificate's fingerprint.
+fn print_browser_access(host: &Host) {
+    let Some(url) = host.browser_url() else {
+        return;
+    };
+    let ttl = host.options().webrtc.link_ttl_s;
+    if let Some(link) = host.browser_link() {
+        eprintln!(
+            "untether host: browsers: open {link} (one browser, valid {ttl} s; a new link is printed when it is used), or {url} and the pairing PIN"
+        );
+    }
+    if let Some(fp) = host.browser_cert_fingerprint() {
+        eprintln!(
+            "untether host: the page's self-signed certificate: SHA-256 {fp} (check it against what the browser shows before you accept it)"
+        );
+    }
 }
 
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
@@ -931,6 +1005,7 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
+    apply_webrtc(&mut cfg, &args.webrtc);
     apply_net(&mut cfg, &args.net);
     apply_vr(&mut cfg, &args.vr, Some(&args.video));
     apply_pose(&mut cfg, &args.pose);

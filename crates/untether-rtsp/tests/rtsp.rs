@@ -36,6 +36,7 @@ fn host_with(access: Access, audio: bool, rtsp: RtspToml) -> (Host, Arc<RtspServ
         host: cfg.host.clone(),
         network: cfg.network.clone(),
         vr: Default::default(),
+        webrtc: Default::default(),
     };
     let (trust, _) = untether::identity::memory_pair();
     let trust = match trust {

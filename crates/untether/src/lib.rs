@@ -138,6 +138,10 @@ pub fn run_demo_detailed(
         io.trust = client;
     }
     let host = Host::start_with(options.host.clone(), setup)?;
+    if let Some(link) = host.browser_link() {
+        // The demo's host serves browsers too (`--webrtc`): beside this client, as a viewer.
+        log::info!("demo: browsers: open {link} (one browser; the link is single-use)");
+    }
     options.client.host = host.local_addr();
     let run = client::run_client_with(&options.client, io, stop);
     // Let the host account for the Bye before stopping it.

@@ -90,6 +90,7 @@ fn a_forged_port_unreachable_does_not_end_a_live_session() {
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
         network: cfg.network.clone(),
+        webrtc: cfg.webrtc.clone(),
     };
     host_options.host.bind = "127.0.0.1:0".into();
     let (host_trust, client_trust) = untether::identity::memory_pair();

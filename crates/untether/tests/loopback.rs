@@ -28,6 +28,7 @@ fn options(seconds: f64, still: bool, probe_ms: u64, encoder: &str) -> DemoOptio
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
+            webrtc: cfg.webrtc.clone(),
         },
         client: ClientOptions {
             vr: Default::default(),

@@ -90,6 +90,7 @@ fn stream_with(
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
+            webrtc: cfg.webrtc.clone(),
         },
         client: ClientOptions {
             vr: Default::default(),

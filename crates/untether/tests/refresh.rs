@@ -26,6 +26,7 @@ fn a_client_joining_an_intra_refresh_stream_waits_for_a_sweep_and_never_forces_a
         host: cfg.host.clone(),
         network: cfg.network.clone(),
         vr: Default::default(),
+        webrtc: Default::default(),
     };
     host_opts.host.bind = "127.0.0.1:0".into();
     let host = untether::Host::start_with(

@@ -48,6 +48,7 @@ fn frames_carry_the_pose_they_were_rendered_for_and_pose_to_photon_is_read_from_
             scene: cfg.scene.clone(),
             host: cfg.host.clone(),
             network: cfg.network.clone(),
+            webrtc: Default::default(),
         },
         HostSetup {
             trust: host_trust,

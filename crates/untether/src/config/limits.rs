@@ -254,3 +254,21 @@ de_fns! {
     de_state_budget_kbps: STATE_BUDGET_KBPS -> u32,
     de_pose_rate_hz: POSE_RATE_HZ -> u32,
 }
+
+/// How long a one-time browser link is valid.
+pub const WEBRTC_LINK_TTL_S: Limit<u64> = Limit {
+    key: "webrtc.link_ttl_s",
+    min: 10,
+    max: 86_400,
+};
+/// Browsers served at once (each is one str0m session on the host's network thread).
+pub const WEBRTC_MAX_BROWSERS: Limit<u32> = Limit {
+    key: "webrtc.max_browsers",
+    min: 1,
+    max: 32,
+};
+
+de_fns! {
+    de_webrtc_link_ttl_s: WEBRTC_LINK_TTL_S -> u64,
+    de_webrtc_max_browsers: WEBRTC_MAX_BROWSERS -> u32,
+}

@@ -14,11 +14,13 @@ mod limits;
 mod rtsp;
 mod video;
 mod vr;
+mod webrtc;
 
 pub use limits::*;
 pub use rtsp::*;
 pub use video::*;
 pub use vr::*;
+pub use webrtc::{CertSource, WebRtcToml};
 
 /// The UDP port a host listens on by default.
 pub const DEFAULT_PORT: u16 = 9710;
@@ -341,6 +343,7 @@ pub struct ConfigToml {
     pub network: NetworkToml,
     pub rtsp: RtspToml,
     pub vr: VrToml,
+    pub webrtc: WebRtcToml,
 }
 
 impl ConfigToml {

@@ -487,6 +487,12 @@ fn example_config_parses() {
         "the example shows the defaults"
     );
     c.rtsp.validate().unwrap();
+    assert_eq!(
+        c.webrtc,
+        WebRtcToml::default(),
+        "the example shows the defaults"
+    );
+    c.webrtc.validate().unwrap();
 }
 
 #[test]

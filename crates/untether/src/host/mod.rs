@@ -39,6 +39,7 @@ mod source_scene;
 mod source_x11;
 mod state_input;
 mod summary;
+mod webrtc;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -77,6 +78,7 @@ pub use options::{
 };
 pub use state_input::STATE_SEQ;
 pub use summary::HostSummary;
+pub use webrtc::WebRtcSummary;
 
 use audio::AudioStage;
 use encode::{open_encoders, EncoderPlan, EncoderStage};
@@ -126,6 +128,8 @@ pub struct Host {
     sender_stage: Mutex<Option<EncoderStage>>,
     audio: Option<Arc<AudioStage>>,
     capture: Option<SdlAudioCapture>,
+    /// Where browsers find the page (`webrtc.listen`).
+    browsers: Option<webrtc::BrowserInfo>,
 }
 
 /// Opens the input sink `setup` asks for.
@@ -176,8 +180,9 @@ impl Host {
 
     /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
     /// Invalid settings are refused with the message the CLI gives, never replaced by defaults.
-    pub fn start_with(mut options: HostOptions, setup: HostSetup) -> Result<Host, HostError> {
+    pub fn start_with(mut options: HostOptions, mut setup: HostSetup) -> Result<Host, HostError> {
         options.validate()?;
+        webrtc::prepare(&options, &mut setup);
         let bind: SocketAddr = options
             .host
             .bind
@@ -286,6 +291,8 @@ impl Host {
         };
         let parked = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
+        let web = webrtc::start(&options, &pairing, audio.is_some(), &net, &shared)?;
+        let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
         {
             let (s, parked) = (shared.clone(), parked.clone());
             let mut host_net = HostNet::new(
@@ -297,12 +304,13 @@ impl Host {
                 pacing,
                 v.fps,
             );
+            host_net.webrtc = webrtc_side;
             if let Some(link) = link {
                 host_net.link = link;
             }
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
-                    driver::run_with_raw(&mut host_net, &[socket], raw.as_ref(), &mailbox, &s.stop)
+                    driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
                 {
                     s.fail(format!("network: {e}"));
                 }
@@ -409,6 +417,7 @@ impl Host {
             sender_stage: Mutex::new(sender_stage),
             audio,
             capture: capture_dev,
+            browsers,
         })
     }
 

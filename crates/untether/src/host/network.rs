@@ -67,6 +67,8 @@ pub(crate) enum HostCommand {
     /// The source ended: say goodbye to the clients.
     Close,
     Query(Query),
+    /// Browsers and WHIP publishing (`super::webrtc`).
+    WebRtc(super::webrtc::WebRtcCommand),
 }
 
 /// An encoded frame on its way from the encoder stage to the network.
@@ -119,6 +121,9 @@ pub(crate) struct HostNet {
     refusal_notes: HashMap<(String, u8), Micros>,
     /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
     pub link: HostLink,
+    /// Browsers and the WHIP publication (None: `[webrtc]` is off); their sockets are
+    /// [`webrtc::SOCKET`](super::webrtc::SOCKET) and on.
+    pub webrtc: Option<Box<super::webrtc::WebRtc>>,
 }
 
 impl HostNet {
@@ -152,6 +157,7 @@ impl HostNet {
             clients_changed: false,
             refusal_notes: Default::default(),
             link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
+            webrtc: None,
         }
     }
 
@@ -446,6 +452,20 @@ impl HostNet {
         for note in self.gamepads.notes.drain(..) {
             self.shared.note(note);
         }
+        if let Some(w) = &mut self.webrtc {
+            w.handle_events(
+                now,
+                super::webrtc::DriverParts {
+                    shared: &self.shared,
+                    sink: &mut self.sink,
+                    encoder: &self.encoder,
+                    epoch: &mut self.epoch,
+                    native_client: self.session.client_count() > 0,
+                },
+            );
+        }
+        let browsers = self.webrtc.as_ref().is_some_and(|w| w.has_viewers());
+        self.shared.link.set_browsers(browsers);
         self.shared.link.set_clients(self.session.client_count());
         if std::mem::take(&mut self.clients_changed) {
             self.pairing.write_clients(&self.session);
@@ -481,13 +501,20 @@ impl Endpoint for HostNet {
             self.session.poll_timeout(),
             self.pairing.next_poll(),
             frame_due,
+            self.webrtc.as_ref().and_then(|w| w.poll_timeout()),
         ]
         .into_iter()
         .flatten()
         .min()
     }
 
-    fn handle_datagram(&mut self, now: Micros, _socket: usize, from: SocketAddr, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Micros, socket: usize, from: SocketAddr, data: &[u8]) {
+        if socket >= super::webrtc::SOCKET {
+            if let Some(w) = &mut self.webrtc {
+                w.handle_datagram(now, socket, from, data);
+            }
+            return;
+        }
         self.link.on_udp(from);
         self.session.handle_datagram(now, from, data);
     }
@@ -502,12 +529,23 @@ impl Endpoint for HostNet {
         if self.session.poll_timeout().is_some_and(|t| t <= now) {
             self.session.handle_timeout(now);
         }
+        if let Some(w) = &mut self.webrtc {
+            w.handle_timeout(now);
+        }
     }
 
     fn handle_command(&mut self, now: Micros, command: HostCommand) {
         match command {
-            HostCommand::Frame(f) => self.send_frame(now, f),
+            HostCommand::Frame(f) => {
+                if let Some(w) = &mut self.webrtc {
+                    w.send_frame(&f, &self.shared);
+                }
+                self.send_frame(now, f)
+            }
             HostCommand::Audio(packets) => {
+                if let Some(w) = &mut self.webrtc {
+                    w.send_audio(&packets);
+                }
                 for p in &packets {
                     if self.session.send_audio(now, p).is_ok() {
                         self.shared
@@ -519,6 +557,16 @@ impl Endpoint for HostNet {
             }
             HostCommand::Close => self.session.close(now),
             HostCommand::Query(q) => q(self),
+            HostCommand::WebRtc(c) => {
+                if let Some(w) = &mut self.webrtc {
+                    let mut pins = super::webrtc::SessionPins {
+                        session: &mut self.session,
+                        pairing: &mut self.pairing,
+                        shared: &self.shared,
+                    };
+                    w.handle_command(now, c, &self.shared, &mut pins);
+                }
+            }
         }
     }
 
@@ -528,6 +576,9 @@ impl Endpoint for HostNet {
     }
 
     fn handle_stop(&mut self, now: Micros) {
+        if let Some(w) = &mut self.webrtc {
+            w.close_all();
+        }
         // Every stop says goodbye, with why: the clients end at once instead of waiting out
         // their idle timeout (behind a relay, on another machine, they hear no ICMP).
         let n = self.session.client_count();
@@ -573,7 +624,10 @@ impl Endpoint for HostNet {
             Some(t) => t,
             None => match self.session.poll_transmit(now) {
                 Some(t) => t,
-                None => self.next_frame_datagram(now)?,
+                None => match self.next_frame_datagram(now) {
+                    Some(t) => t,
+                    None => return self.webrtc.as_mut().and_then(|w| w.poll_transmit()),
+                },
             },
         };
         Some(self.link.route(Outgoing {

@@ -10,7 +10,9 @@ use untether_media::x11::{CaptureTarget, PointerMode};
 use untether_proto::{HostConfig, InputRecord, SessionParams};
 
 use crate::clock::now_us;
-use crate::config::{ConfigError, HostToml, NetworkToml, SceneToml, VideoConfig, VrToml};
+use crate::config::{
+    ConfigError, HostToml, NetworkToml, SceneToml, VideoConfig, VrToml, WebRtcToml,
+};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -22,13 +24,16 @@ pub struct HostOptions {
     pub network: NetworkToml,
     /// Stereo rendering of the test scene (`vr.enabled`, `vr.ipd_mm`, `vr.fov_deg`).
     pub vr: VrToml,
+    /// Browsers and WHIP publishing (`[webrtc]`; off by default).
+    pub webrtc: WebRtcToml,
 }
 
 impl HostOptions {
     /// Checks every setting, naming the key and the allowed values of the first bad one.
     pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
         crate::config::validate_host(&self.video, &self.host, &self.network, &self.scene)?;
-        self.vr.validate()
+        self.vr.validate()?;
+        self.webrtc.validate()
     }
 }
 
@@ -41,6 +46,7 @@ impl Default for HostOptions {
             scene: cfg.scene,
             host: cfg.host,
             network: cfg.network,
+            webrtc: cfg.webrtc,
         }
     }
 }

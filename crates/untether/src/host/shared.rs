@@ -99,17 +99,19 @@ pub(crate) struct Counters {
 /// What the network driver publishes about its clients (read by the sources and the API).
 #[derive(Default)]
 pub(crate) struct Link {
-    /// How many clients are connected (0: the sources idle).
+    /// How many clients are connected (0 and no browser: the sources idle).
     clients: AtomicUsize,
+    /// A browser (WebRTC) or a WHIP publication takes the stream.
+    browsers: AtomicBool,
     /// Bumped when a new controller takes over: the input the scene applies (and counts in
     /// its stamp) is the new controller's from then on.
     epoch: AtomicU64,
 }
 
 impl Link {
-    /// Whether any client is connected.
+    /// Whether any client is connected (one of ours, or a browser).
     pub fn connected(&self) -> bool {
-        self.clients() > 0
+        self.clients() > 0 || self.browsers.load(Ordering::SeqCst)
     }
 
     pub fn clients(&self) -> usize {
@@ -122,6 +124,11 @@ impl Link {
 
     pub(crate) fn set_clients(&self, n: usize) {
         self.clients.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether browsers (or a WHIP publication) take the stream.
+    pub(crate) fn set_browsers(&self, on: bool) {
+        self.browsers.store(on, Ordering::SeqCst);
     }
 
     /// A new controller: the next epoch.

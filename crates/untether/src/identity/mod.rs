@@ -57,6 +57,8 @@ pub const REVOKED_FILE: &str = "revoked_clients.json";
 pub const PENDING_FILE: &str = "pending_requests.json";
 /// The one-time PIN of `untether pair --pin` (or `untether host --access pin`).
 pub const PIN_FILE: &str = "pairing_pin.json";
+/// The browser page's self-signed certificate and key (`webrtc.cert = "auto"`), PEM.
+pub const WEBRTC_CERT_FILE: &str = "webrtc_cert.pem";
 /// The client's trusted host keys.
 pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
 

@@ -461,6 +461,19 @@ impl StateDir {
         }
     }
 
+    // ---- the browser page's certificate (host, `webrtc.cert = "auto"`) ---------------------
+
+    /// The self-signed certificate and key of the browser page (PEM), if one was made.
+    pub fn webrtc_cert(&self) -> Result<Option<Vec<u8>>> {
+        self.read(WEBRTC_CERT_FILE)
+    }
+
+    /// Keeps the browser page's self-signed certificate and key (PEM, mode 0600), so its
+    /// fingerprint stays the same across restarts.
+    pub fn save_webrtc_cert(&self, pem: &[u8]) -> Result<()> {
+        self.write(WEBRTC_CERT_FILE, pem)
+    }
+
     // ---- known hosts (client) -------------------------------------------------------------
 
     pub fn known_hosts(&self) -> Result<Vec<KnownHost>> {

@@ -1,0 +1,292 @@
+//! Who may watch from a browser. A browser is admitted like any client: with a one-time link
+//! the host prints (`http://HOST:PORT/?token=…`: single use, expiring), or with the host's
+//! pairing PIN typed into the page (the PIN of `untether host --access pin` or `untether pair
+//! --pin`: it is used up as a client's would be). An admitted page gets a resume secret, valid
+//! while this host runs, so that a reload or a dropped connection gets back in without a new
+//! link. With `--access open` every browser is admitted. Nothing streams to a browser that was
+//! not admitted: its offer is refused before a WebRTC session exists.
+
+use std::collections::HashMap;
+
+use untether_proto::Micros;
+
+/// What a page presents with its offer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Credential {
+    None,
+    /// From a one-time link.
+    Token(String),
+    /// The host's pairing PIN.
+    Pin(String),
+    /// What an admitted page was given to come back with.
+    Resume(String),
+}
+
+impl Credential {
+    /// Reads `Authorization: Bearer token:…|pin:…|resume:…`.
+    pub fn from_authorization(value: Option<&str>) -> Credential {
+        let Some(v) = value.and_then(|v| v.trim().strip_prefix("Bearer ")) else {
+            return Credential::None;
+        };
+        let v = v.trim();
+        if let Some(t) = v.strip_prefix("token:") {
+            Credential::Token(t.to_string())
+        } else if let Some(p) = v.strip_prefix("pin:") {
+            Credential::Pin(p.to_string())
+        } else if let Some(r) = v.strip_prefix("resume:") {
+            Credential::Resume(r.to_string())
+        } else {
+            // A bare bearer token is a link's token (what WHEP players send).
+            Credential::Token(v.to_string())
+        }
+    }
+}
+
+/// Why a page was not admitted (HTTP 401/403 with this one line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub status: u16,
+    pub reason: String,
+}
+
+impl Refusal {
+    pub fn new(status: u16, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What a PIN check needs from the host's pairing state (the PIN lives in the session).
+pub(crate) trait PinCheck {
+    /// Whether `pin` is the live PIN: Ok uses it up; Err(attempts left) counts a wrong one.
+    fn try_pin(&mut self, now: Micros, pin: &str) -> Result<(), Option<u32>>;
+}
+
+/// A secret: 128 random bits as 32 hex digits.
+pub(crate) fn secret() -> String {
+    let s = untether_proto::handshake::os_seed();
+    s[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How long an admitted page may come back with its resume secret.
+const RESUME_TTL_US: Micros = 12 * 3600 * 1_000_000;
+/// The most resume secrets kept (the oldest are forgotten first).
+const MAX_RESUME: usize = 64;
+
+/// The links and resume secrets of a host.
+pub(crate) struct Admission {
+    pub open: bool,
+    link_ttl_us: Micros,
+    /// The current one-time link's token and when it expires.
+    link: Option<(String, Micros)>,
+    resume: HashMap<String, Micros>,
+    /// Bumped whenever a new link is made (the CLI prints each).
+    pub links_made: u64,
+}
+
+impl Admission {
+    pub fn new(open: bool, link_ttl_s: u64) -> Admission {
+        Admission {
+            open,
+            link_ttl_us: link_ttl_s * 1_000_000,
+            link: None,
+            resume: HashMap::new(),
+            links_made: 0,
+        }
+    }
+
+    /// The current one-time link's token, made anew when there is none or it expired.
+    pub fn link_token(&mut self, now: Micros) -> String {
+        match &self.link {
+            Some((t, expires)) if now < *expires => t.clone(),
+            _ => {
+                let t = secret();
+                self.link = Some((t.clone(), now + self.link_ttl_us));
+                self.links_made += 1;
+                t
+            }
+        }
+    }
+
+    /// The current link's token without making one.
+    #[cfg(test)]
+    pub fn current_link(&self, now: Micros) -> Option<&str> {
+        self.link
+            .as_ref()
+            .filter(|(_, e)| now < *e)
+            .map(|(t, _)| t.as_str())
+    }
+
+    /// Admits or refuses a page; an admitted one gets a resume secret.
+    pub fn admit(
+        &mut self,
+        now: Micros,
+        cred: &Credential,
+        pins: &mut dyn PinCheck,
+    ) -> Result<String, Refusal> {
+        let ok =
+            match cred {
+                Credential::Token(t) => {
+                    match &self.link {
+                        Some((link, expires)) if ct_eq(link, t) => {
+                            if now >= *expires {
+                                self.link = None;
+                                return Err(Refusal::new(
+                                    403,
+                                    "this link has expired: ask the host for a new one",
+                                ));
+                            }
+                            // Single use: the next page needs the next link.
+                            self.link = None;
+                            true
+                        }
+                        _ if self.open => true,
+                        _ => return Err(Refusal::new(
+                            403,
+                            "this link was used or is not the host's: ask the host for a new one",
+                        )),
+                    }
+                }
+                Credential::Pin(p) => match pins.try_pin(now, p) {
+                    Ok(()) => true,
+                    Err(_) if self.open => true,
+                    Err(Some(left)) => {
+                        return Err(Refusal::new(
+                            403,
+                            format!("wrong or expired PIN ({left} attempt(s) left)"),
+                        ))
+                    }
+                    Err(None) => return Err(Refusal::new(
+                        403,
+                        "no pairing PIN is active on the host (run `untether pair --pin` there)",
+                    )),
+                },
+                Credential::Resume(r) => {
+                    self.resume.retain(|_, e| now < *e);
+                    if self.resume.keys().any(|k| ct_eq(k, r)) || self.open {
+                        true
+                    } else {
+                        return Err(Refusal::new(
+                            403,
+                            "this page's admission has expired: open a new link from the host",
+                        ));
+                    }
+                }
+                Credential::None if self.open => true,
+                Credential::None => {
+                    return Err(Refusal::new(
+                        401,
+                        "not admitted: open the link the host printed, or enter the host's PIN",
+                    ))
+                }
+            };
+        debug_assert!(ok);
+        if self.resume.len() >= MAX_RESUME {
+            if let Some(oldest) = self
+                .resume
+                .iter()
+                .min_by_key(|(_, e)| **e)
+                .map(|(k, _)| k.clone())
+            {
+                self.resume.remove(&oldest);
+            }
+        }
+        let r = secret();
+        self.resume.insert(r.clone(), now + RESUME_TTL_US);
+        Ok(r)
+    }
+}
+
+/// Compares secrets without an early exit on the first difference.
+pub(crate) fn ct_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Pins(Option<(String, u32)>);
+    impl PinCheck for Pins {
+        fn try_pin(&mut self, _now: Micros, pin: &str) -> Result<(), Option<u32>> {
+            match &mut self.0 {
+                Some((p, _)) if p == pin => {
+                    self.0 = None;
+                    Ok(())
+                }
+                Some((_, left)) => {
+                    *left = left.saturating_sub(1);
+                    Err(Some(*left))
+                }
+                None => Err(None),
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_admits_once_and_expires() {
+        let mut a = Admission::new(false, 60);
+        let mut pins = Pins(None);
+        let t = a.link_token(0);
+        assert_eq!(a.current_link(0), Some(t.as_str()));
+        let resume = a
+            .admit(1, &Credential::Token(t.clone()), &mut pins)
+            .unwrap();
+        // Used up: the same link again is refused, and a new one is made.
+        let r = a.admit(2, &Credential::Token(t.clone()), &mut pins);
+        assert_eq!(r.unwrap_err().status, 403);
+        let t2 = a.link_token(3);
+        assert_ne!(t, t2);
+        assert_eq!(a.links_made, 2);
+        // Expired.
+        let r = a.admit(61_000_000, &Credential::Token(t2), &mut pins);
+        assert!(r.unwrap_err().reason.contains("expired"));
+        // The admitted page comes back with its resume secret.
+        assert!(a.admit(5, &Credential::Resume(resume), &mut pins).is_ok());
+        assert!(a
+            .admit(5, &Credential::Resume("0".repeat(32)), &mut pins)
+            .is_err());
+    }
+
+    #[test]
+    fn nothing_is_admitted_without_a_credential_unless_open() {
+        let mut pins = Pins(None);
+        let mut a = Admission::new(false, 60);
+        assert_eq!(
+            a.admit(0, &Credential::None, &mut pins).unwrap_err().status,
+            401
+        );
+        let mut open = Admission::new(true, 60);
+        assert!(open.admit(0, &Credential::None, &mut pins).is_ok());
+    }
+
+    #[test]
+    fn the_pin_is_used_up_and_wrong_ones_count() {
+        let mut a = Admission::new(false, 60);
+        let mut pins = Pins(Some(("123456".into(), 3)));
+        let e = a.admit(0, &Credential::Pin("000000".into()), &mut pins);
+        assert!(e.unwrap_err().reason.contains("2 attempt(s) left"));
+        assert!(a
+            .admit(0, &Credential::Pin("123456".into()), &mut pins)
+            .is_ok());
+        let e = a.admit(0, &Credential::Pin("123456".into()), &mut pins);
+        assert!(e.unwrap_err().reason.contains("no pairing PIN"));
+    }
+
+    #[test]
+    fn the_authorization_header_names_the_credential() {
+        let c = |v| Credential::from_authorization(Some(v));
+        assert_eq!(c("Bearer token:abc"), Credential::Token("abc".into()));
+        assert_eq!(c("Bearer pin:123456"), Credential::Pin("123456".into()));
+        assert_eq!(c("Bearer resume:ff"), Credential::Resume("ff".into()));
+        assert_eq!(c("Bearer abc"), Credential::Token("abc".into()));
+        assert_eq!(c("Basic abc"), Credential::None);
+        assert_eq!(Credential::from_authorization(None), Credential::None);
+    }
+}
