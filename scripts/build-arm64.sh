@@ -33,7 +33,9 @@ done
 rustup target list --installed 2>/dev/null | grep -qx "$TARGET" \
   || { echo "build-arm64: the rustup target $TARGET is missing: run scripts/setup.sh arm64" >&2; exit 1; }
 
-cargo build --release --locked --target "$TARGET" -p untether-cli "$@"
+# Without the `rtsp` feature: Debian 12 cannot install the arm64 GStreamer development packages
+# beside the amd64 ones, and a Pi client does not serve RTSP (`--rtsp` says so there).
+cargo build --release --locked --target "$TARGET" -p untether-cli --no-default-features "$@"
 bin="target/$TARGET/release/untether"
 machine=$(aarch64-linux-gnu-readelf -h "$bin" | sed -n 's/^ *Machine: *//p')
 echo "build-arm64: $bin ($machine)"

@@ -19,6 +19,7 @@ PACKAGES=(
   libswresample-dev:arm64 libavfilter-dev:arm64
   libx264-dev:arm64
   libsdl2-dev:arm64
+  libssl-dev:arm64
 )
 
 SUDO=""

@@ -7,6 +7,7 @@
 pub mod contract;
 pub mod html;
 pub mod peer;
+#[cfg(feature = "rtsp")]
 mod rtsp_peer;
 pub mod run;
 pub mod scenario;

@@ -255,7 +255,14 @@ pub fn run_peer(
     progress: &mut dyn FnMut(f64),
 ) -> Result<ScenarioResult, PeerError> {
     if matches!(kind, PeerKind::RtspUdp | PeerKind::RtspTcp) {
+        #[cfg(feature = "rtsp")]
         return crate::rtsp_peer::run(kind, sc, progress);
+        #[cfg(not(feature = "rtsp"))]
+        return Err(PeerError::Failed(format!(
+            "peer {}: this build of untether has no RTSP server (built without the `rtsp` \
+             feature, as the aarch64 client build is)",
+            kind.name()
+        )));
     }
     let (w, h, fps) = (sc.width, sc.height, sc.fps.max(1));
     let size = format!("{w}x{h}");

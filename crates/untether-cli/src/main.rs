@@ -19,6 +19,10 @@ mod bench;
 mod doctor;
 mod netem;
 mod pair;
+#[cfg(feature = "rtsp")]
+mod rtsp;
+#[cfg(not(feature = "rtsp"))]
+#[path = "rtsp_off.rs"]
 mod rtsp;
 
 #[derive(Parser, Debug)]
@@ -853,7 +857,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(server) = &rtsp {
         // After the server closed its viewers' connections: they are listed as gone.
         server.stop();
-        summary.consumers = vec![untether::host::StreamConsumer::summary(&**server)];
+        summary.consumers = vec![rtsp::summary(server)];
     }
     if let Some(f) = &summary.fatal {
         bail!("host stopped: {f}");

@@ -26,6 +26,11 @@ pub fn start(
     Ok(Some(server))
 }
 
+/// What the server saw (its viewers), for the host's summary.
+pub fn summary(server: &RtspServer) -> untether::host::ConsumerSummary {
+    untether::host::StreamConsumer::summary(server)
+}
+
 /// Names the flag beside the key: `rtsp.listen (--rtsp): …`.
 fn with_flag(e: untether_rtsp::RtspError) -> anyhow::Error {
     match e {
