@@ -636,7 +636,7 @@ fn a_join_on_a_self_refreshing_stream_waits_for_the_next_sweep_without_a_keyfram
     w.run(300_000);
     let mut number = 0u32;
     let mut send = |w: &mut World, key: bool| {
-        let refresh = !key && number % 4 == 0;
+        let refresh = !key && number.is_multiple_of(4);
         let data = crate::sim::frame_payload(number, key, 3000);
         let _ = w
             .host
