@@ -30,7 +30,8 @@ pub struct FrameMeta {
     pub capture_us: Micros,
     pub keyframe: bool,
     /// A client may start decoding here: a keyframe, or (intra refresh) the first frame of a
-    /// refresh sweep. A client that just joined, or a paused viewer, is sent only these. An
+    /// refresh sweep. A client that just joined is sent only these (a paused viewer only
+    /// keyframes). An
     /// entry point that is not a keyframe is a sweep's start: its shards carry
     /// [`wire::shard_flags::REFRESH`].
     pub entry_point: bool,
@@ -118,8 +119,8 @@ impl HostSession {
     /// Packetizes one encoded frame once — its shards, and the Reed–Solomon parity the
     /// receiving client with the most loss needs — then seals each receiving client's copy
     /// (data shards, then the parity its own loss needs) into `out`, one entry per client, the
-    /// controller first. A client that just joined, or a paused viewer, takes only entry
-    /// points. Control datagrams that must precede the shards (a repeated Accept) go to
+    /// controller first. A client that just joined takes only entry points, a paused viewer
+    /// only keyframes. Control datagrams that must precede the shards (a repeated Accept) go to
     /// [`poll_transmit`](Self::poll_transmit). Returns how many datagrams went into `out`.
     pub fn send_frame_shared(
         &mut self,
@@ -145,7 +146,7 @@ impl HostSession {
         order.sort_by_key(|&i| self.peers[i].role != ClientRole::Controller);
         let mut receivers = Vec::with_capacity(order.len());
         for i in order {
-            if self.peers[i].takes(meta.entry_point) {
+            if self.peers[i].takes(meta.keyframe, meta.entry_point) {
                 receivers.push(i);
             } else {
                 self.peers[i].counters.frames_skipped += 1;

@@ -171,9 +171,16 @@ impl Peer {
         }
     }
 
-    /// Whether this client is sent a frame (`entry`: one it can start decoding on).
-    pub fn takes(&self, entry: bool) -> bool {
-        entry || (!self.awaiting_entry && !self.health.is_paused())
+    /// Whether this client is sent a frame (`entry`: one it can start decoding on). A paused
+    /// viewer takes keyframes only (a refresh sweep's first frame is no picture on its own:
+    /// the rest of the sweep it would not get); a client waiting for its first picture, any
+    /// entry point (it takes every frame after it).
+    pub fn takes(&self, keyframe: bool, entry: bool) -> bool {
+        if self.health.is_paused() {
+            keyframe
+        } else {
+            entry || !self.awaiting_entry
+        }
     }
 
     pub fn status(&self) -> ClientStatus {
