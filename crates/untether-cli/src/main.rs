@@ -177,6 +177,9 @@ struct VideoArgs {
     /// Frames per intra-refresh sweep (and between the keyframes of libsvtav1, which cannot make one on demand) [config: video.refresh_period, default 30].
     #[arg(long, value_name = "FRAMES")]
     refresh_period: Option<u32>,
+    /// Slices per frame, 1–16: with 2 or more, x264 runs through its own API and each slice is sent the moment x264 has written it, and the client decodes it as it arrives (a lost slice costs only its own region until the next keyframe); 1 sends frames whole. Needs codec h264, encoder libx264 (auto then means libx264) and refresh idr; anything else is refused by name [config: video.slices, default 1].
+    #[arg(long, value_name = "N")]
+    slices: Option<u8>,
     /// Test scene: camera spin in degrees/second, counter-clockwise [config: scene.spin_deg_per_s, default 30].
     #[arg(long, value_name = "DEG_PER_S", allow_negative_numbers = true)]
     spin: Option<f32>,
@@ -429,6 +432,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("video.encoder", "--encoder"),
     ("video.conversion", "--conversion"),
     ("video.preset", "--preset"),
+    ("video.slices", "--slices"),
     ("host.bind", "--bind"),
     ("host.access", "--access"),
     ("network.scheduler", "--scheduler"),
@@ -509,6 +513,9 @@ fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
     }
     if let Some(p) = &v.preset {
         cfg.video.preset = p.clone();
+    }
+    if let Some(n) = v.slices {
+        cfg.video.slices = n;
     }
     if let Some(s) = v.spin {
         cfg.scene.spin_deg_per_s = s;

@@ -812,6 +812,26 @@ fn ranges_and_units_are_named_in_one_style() {
         "{}",
         text(&o)
     );
+    // Slices need libx264's sliced mode: another codec, encoder or refresh is refused by name.
+    for (args, keys) in [
+        (
+            &["demo", "--slices", "4", "--codec", "hevc"][..],
+            "video.slices, video.codec (--codec, --slices)",
+        ),
+        (
+            &["demo", "--slices", "4", "--encoder", "libx264rgb"][..],
+            "video.slices, video.encoder (--encoder, --slices)",
+        ),
+        (
+            &["demo", "--slices", "4", "--refresh", "intra"][..],
+            "video.slices, video.refresh (--refresh, --slices)",
+        ),
+        (&["demo", "--slices", "17"][..], "video.slices (--slices)"),
+    ] {
+        let o = run(args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(text(&o).contains(keys), "{args:?}: {}", text(&o));
+    }
     // The bench takes the same units: 10M is 10000 kbit/s, 360p is 640x360 (the scenario's
     // name shows both; fps 0 stops it before anything runs).
     let o = run(&[

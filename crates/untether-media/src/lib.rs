@@ -17,6 +17,7 @@ pub mod pipe;
 pub mod present;
 pub mod quality;
 pub mod scene;
+pub mod slice_decoder;
 pub mod stamp;
 pub mod x11;
 pub mod x264;

@@ -14,10 +14,10 @@
 //! alone (no `slice-max-size`): [`SliceEncoder::new`] learns it by encoding one frame with a
 //! throwaway encoder of the same parameters, so no formula of x264's internals is copied here.
 //!
-//! Settings match the FFmpeg path's (`codec.rs`): `tune=zerolatency`, no B-frames, sliced
-//! threads, a one-frame VBV (max rate = bitrate, buffer = bitrate / fps), an infinite GOP
-//! without scene cuts, IDR keyframes only when asked, each with its SPS/PPS, BT.601 limited
-//! range in the VUI.
+//! Settings match the FFmpeg path's x264 family (`codec/family.rs`): `tune=zerolatency`, no
+//! B-frames, sliced threads, a one-frame VBV (max rate = bitrate, buffer = bitrate / fps), an
+//! infinite GOP without scene cuts, IDR keyframes only when asked, each with its SPS/PPS,
+//! BT.601 limited range in the VUI.
 
 use std::ffi::CString;
 use std::sync::Mutex;
@@ -48,18 +48,23 @@ pub struct SliceEncoderConfig {
     pub slices: usize,
     /// BGRA → I420 converter for BGRA input (`Simd` or `Swscale`; `Rgb` is refused).
     pub conversion: Conversion,
+    /// More x264 options, `key=value:key=value` as x264's command line (`x264_param_parse`),
+    /// applied after ours (like FFmpeg's `x264-params`); an unknown key or bad value is an
+    /// error naming it.
+    pub x264_params: String,
 }
 
 /// One slice, handed to the sink as soon as x264 finished it.
 #[derive(Debug)]
-pub struct EncodedSlice<'a> {
+pub struct EncodedSlice {
     /// Position in picture order (top to bottom), `0..count`.
     pub index: u8,
     /// Slices of this frame.
     pub count: u8,
     pub keyframe: bool,
     /// Annex B: the slice NAL, preceded by the SPS/PPS (and SEI) for slice 0 of a keyframe.
-    pub data: &'a [u8],
+    /// The buffer x264 wrote it into, handed over as is.
+    pub data: Vec<u8>,
     /// When x264 finished it.
     pub done: Instant,
 }
@@ -78,12 +83,14 @@ pub struct SliceFrameInfo {
     pub encode_us: u64,
     /// From the call into x264 to the first slice handed over, µs.
     pub first_slice_us: u64,
+    /// From the call into x264 to the last slice handed over, µs.
+    pub last_slice_us: u64,
 }
 
 /// What the NAL callback needs, shared with x264's slice threads for one encode call.
 struct CallbackCtx<'a> {
     layout: &'a [i32],
-    sink: &'a (dyn Fn(EncodedSlice<'_>) + Sync),
+    sink: &'a (dyn Fn(EncodedSlice) + Sync),
     /// SPS/PPS/SEI of this frame (written before any slice), for slice 0.
     headers: Mutex<Vec<u8>>,
     state: Mutex<CallbackState>,
@@ -95,6 +102,7 @@ struct CallbackState {
     slices: usize,
     keyframe: bool,
     first: Option<Instant>,
+    last: Option<Instant>,
     /// A slice whose first macroblock is not in the layout (never expected).
     unknown: usize,
 }
@@ -147,12 +155,13 @@ unsafe extern "C" fn nalu_process(
         s.slices += 1;
         s.keyframe |= keyframe;
         s.first.get_or_insert(done);
+        s.last = Some(s.last.map_or(done, |l| l.max(done)));
     }
     (ctx.sink)(EncodedSlice {
         index: index as u8,
         count: ctx.layout.len() as u8,
         keyframe,
-        data: &data,
+        data,
         done,
     });
 }
@@ -252,6 +261,18 @@ fn open_param(cfg: &SliceEncoderConfig) -> Result<x::x264_param_t> {
     p.vui.i_transfer = 6;
     p.vui.i_colmatrix = 6;
     p.vui.b_fullrange = 0;
+    for kv in cfg.x264_params.split(':').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, "1"));
+        let (ck, cv) = (
+            CString::new(k).map_err(|_| bad(format!("bad option {kv:?}")))?,
+            CString::new(v).map_err(|_| bad(format!("bad option {kv:?}")))?,
+        );
+        // SAFETY: a parameter struct x264 filled, NUL-terminated name and value.
+        let rc = unsafe { x::x264_param_parse(&mut p, ck.as_ptr(), cv.as_ptr()) };
+        if rc != 0 {
+            return Err(bad(format!("option {kv:?}: unknown name or bad value")));
+        }
+    }
     p.nalu_process = Some(nalu_process);
     Ok(p)
 }
@@ -362,6 +383,12 @@ impl SliceEncoder {
         self.layout.len()
     }
 
+    /// The first macroblock of each slice, top to bottom (macroblocks count in rows of
+    /// `width / 16`).
+    pub fn layout(&self) -> &[i32] {
+        &self.layout
+    }
+
     /// Changes the target (and VBV) bitrate from the next frame on, without a keyframe.
     pub fn set_bitrate(&mut self, kbps: u32) -> Result<()> {
         if kbps == 0 {
@@ -384,7 +411,7 @@ impl SliceEncoder {
         &mut self,
         src: &InputPicture<'_>,
         force_keyframe: bool,
-        sink: &(dyn Fn(EncodedSlice<'_>) + Sync),
+        sink: &(dyn Fn(EncodedSlice) + Sync),
     ) -> Result<SliceFrameInfo> {
         src.check()?;
         let (w, h) = src.size();
@@ -485,6 +512,7 @@ impl SliceEncoder {
             convert_us: (t1 - t0).as_micros() as u64,
             encode_us: (t2 - t1).as_micros() as u64,
             first_slice_us: s.first.map_or(0, |f| (f - t1).as_micros() as u64),
+            last_slice_us: s.last.map_or(0, |f| (f - t1).as_micros() as u64),
         })
     }
 }
@@ -507,6 +535,7 @@ mod tests {
             threads,
             slices,
             conversion: Conversion::Simd,
+            x264_params: String::new(),
         }
     }
 
@@ -542,10 +571,10 @@ mod tests {
                         stride: f.stride,
                     },
                     i == 0,
-                    &|s: EncodedSlice<'_>| {
+                    &|s: EncodedSlice| {
                         got.lock()
                             .unwrap()
-                            .push((s.index, s.count, s.keyframe, s.data.to_vec()))
+                            .push((s.index, s.count, s.keyframe, s.data))
                     },
                 )
                 .unwrap();
@@ -651,5 +680,18 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(e.contains("warp"), "{e}");
+        let e = SliceEncoder::new(SliceEncoderConfig {
+            x264_params: "keyint=30:no-such-option=1".into(),
+            ..cfg(640, 360, 2, 2)
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("no-such-option"), "{e}");
+        assert!(SliceEncoder::new(SliceEncoderConfig {
+            x264_params: "keyint=30:min-keyint=30:intra-refresh".into(),
+            ..cfg(640, 360, 2, 2)
+        })
+        .is_ok());
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::assembler::{
-    Assembled, Assembler, AssemblerConfig, AssemblerStats, CompleteFrame, LossCause,
+    Assembled, Assembler, AssemblerConfig, AssemblerStats, CompleteFrame, LossCause, SliceId,
 };
 use crate::clock::{ClockEstimate, ClockEstimator, ClockSample};
 use crate::crypto::{Protection, Suite, ALL_SUITES, TAG_LEN};
@@ -151,6 +151,23 @@ pub enum ClientEvent {
     HostGone(GoneReason),
     /// A complete, decodable frame, in order.
     Frame(CompleteFrame),
+    /// One slice of a frame sent in slices, in decode order (slice 0 first, the last slice
+    /// last; docs/PROTOCOL.md §6.3).
+    Slice(CompleteFrame),
+    /// A slice given up, in decode order: the rest of its frame is still delivered (its
+    /// region concealed by the decoder); a keyframe has been requested.
+    SliceLost {
+        frame_number: u32,
+        slice: SliceId,
+        cause: LossCause,
+    },
+    /// When a sliced frame's first and last slice left the host's encoder, µs after capture.
+    SliceTiming {
+        frame_number: u32,
+        slice_count: u8,
+        first_out_us: u32,
+        last_out_us: u32,
+    },
     /// A frame lost in the network; a keyframe has been requested.
     FrameLost {
         frame_number: u32,
@@ -228,9 +245,11 @@ pub struct ClientStats {
     pub state: StateSenderStats,
     /// Host → client state packets received.
     pub state_packets_received: u64,
-    /// Retransmission: ShardNacks sent, and frames given up after them.
+    /// Retransmission: ShardNacks (and SliceNacks) sent, and frames (slices) given up after
+    /// them.
     pub shard_nacks_sent: u64,
     pub frames_abandoned: u64,
+    pub slices_abandoned: u64,
     /// Per path (multipath; index as given to [`ClientSession::handle_datagram_on`]).
     pub paths: [ClientPathStats; MAX_PATHS],
     /// PathChallenges answered.
@@ -307,8 +326,9 @@ struct Connected {
     /// RFC 3550 interarrival jitter over frames, microseconds.
     jitter_us: f64,
     last_arrival: Option<(Micros, Micros)>,
-    /// Retransmission: ShardNacks sent per frame (count, last time), bounded.
-    nacks: std::collections::BTreeMap<u32, (u8, Micros)>,
+    /// Retransmission: ShardNacks (SliceNacks) sent per frame and slice (count, last time),
+    /// bounded.
+    nacks: std::collections::BTreeMap<(u32, u8), (u8, Micros)>,
     /// When a NACKed frame is due for its retry or its abandonment.
     next_nack_us: Option<Micros>,
 }
@@ -1177,14 +1197,31 @@ impl ClientSession {
                 self.events
                     .push_back(ClientEvent::InputAcked { next_expected });
             }
-            ControlFrame::FrameTiming(t) => self.events.push_back(ClientEvent::FrameTiming(t)),
+            ControlFrame::FrameTiming(t) => {
+                // It leaves the host after the frame's last datagram: the frame-end signal.
+                if let State::Connected(c) = &mut self.state {
+                    c.assembler.frame_sent(now, t.frame_number);
+                }
+                self.events.push_back(ClientEvent::FrameTiming(t))
+            }
+            ControlFrame::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            } => self.events.push_back(ClientEvent::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            }),
             ControlFrame::LinkAddress { ethertype, mac } => self
                 .events
                 .push_back(ClientEvent::LinkAddress { ethertype, mac }),
             ControlFrame::LinkDeclined { reason } => {
                 self.events.push_back(ClientEvent::LinkDeclined(reason))
             }
-            ControlFrame::ShardNack { .. } => {}
+            ControlFrame::ShardNack { .. } | ControlFrame::SliceNack { .. } => {}
             ControlFrame::PathChallenge { token } => {
                 // Bounded: at most one per path per probe interval is expected.
                 if self.path_responses.len() < 4 * MAX_PATHS {
@@ -1275,30 +1312,45 @@ impl ClientSession {
         let deadline = c.assembler.deadline();
         let gap = srtt * 3 / 2 + 1_000;
         c.next_nack_us = None;
-        for (f, first_us, missing) in c.assembler.unrecoverable() {
-            let (count, last) = c.nacks.get(&f).copied().unwrap_or((0, 0));
-            let time_left = now + srtt < first_us + deadline;
+        for u in c.assembler.unrecoverable() {
+            let (f, slice) = (u.frame_number, u.slice);
+            let key = (f, slice.index);
+            let (count, last) = c.nacks.get(&key).copied().unwrap_or((0, 0));
+            let time_left = now + srtt < u.first_us + deadline;
             let retry_due = count == 0 || now >= last + gap;
             if !retry_due {
                 c.next_nack_us = Some(c.next_nack_us.map_or(last + gap, |t| t.min(last + gap)));
                 continue;
             }
             if count >= MAX_NACKS_PER_FRAME || !time_left {
-                c.assembler.abandon(f);
-                self.stats.frames_abandoned += 1;
+                if slice.count > 1 {
+                    c.assembler.abandon_slice(f, slice);
+                    self.stats.slices_abandoned += 1;
+                } else {
+                    c.assembler.abandon(f);
+                    self.stats.frames_abandoned += 1;
+                }
                 continue;
             }
-            c.nacks.insert(f, (count + 1, now));
+            c.nacks.insert(key, (count + 1, now));
             c.next_nack_us = Some(c.next_nack_us.map_or(now + gap, |t| t.min(now + gap)));
-            while c.nacks.len() > 64 {
+            while c.nacks.len() > 256 {
                 c.nacks.pop_first();
             }
             self.stats.shard_nacks_sent += 1;
-            let mut missing = missing;
+            let mut missing = u.missing;
             missing.truncate(crate::wire::MAX_NACK_SHARDS);
-            self.pending.push(ControlFrame::ShardNack {
-                frame_number: f,
-                missing,
+            self.pending.push(if slice.count > 1 {
+                ControlFrame::SliceNack {
+                    frame_number: f,
+                    slice_index: slice.index,
+                    missing,
+                }
+            } else {
+                ControlFrame::ShardNack {
+                    frame_number: f,
+                    missing,
+                }
             });
         }
     }
@@ -1326,6 +1378,37 @@ impl ClientSession {
                     }
                     c.last_arrival = Some(transit);
                     self.events.push_back(ClientEvent::Frame(f));
+                }
+                Assembled::Slice(f) => {
+                    // A keyframe's first slice ends the wait; a loss in it (reported after)
+                    // asks again.
+                    if f.keyframe && f.slice.index == 0 {
+                        c.requester.on_keyframe();
+                    }
+                    if f.slice.index == 0 {
+                        let transit = (f.first_shard_us, f.capture_us);
+                        if let Some((pa, pc)) = c.last_arrival {
+                            let d = (f.first_shard_us as i64 - pa as i64)
+                                - (f.capture_us as i64 - pc as i64);
+                            c.jitter_us += (d.unsigned_abs() as f64 - c.jitter_us) / 16.0;
+                        }
+                        c.last_arrival = Some(transit);
+                    }
+                    self.events.push_back(ClientEvent::Slice(f));
+                }
+                Assembled::SliceLost {
+                    frame_number,
+                    slice,
+                    cause,
+                } => {
+                    // The region stays concealed until a keyframe repairs it.
+                    c.requester.on_loss(now, frame_number);
+                    loss = true;
+                    self.events.push_back(ClientEvent::SliceLost {
+                        frame_number,
+                        slice,
+                        cause,
+                    });
                 }
                 Assembled::Lost {
                     frame_number,

@@ -51,7 +51,7 @@ use std::net::SocketAddr;
 /// Microseconds of a monotonic clock (the caller's).
 pub type Micros = u64;
 
-pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause};
+pub use assembler::{Assembled, Assembler, AssemblerConfig, CompleteFrame, LossCause, SliceId};
 pub use audio::{AudioPacket, AUDIO_RATE};
 pub use client::{ClientConfig, ClientEvent, ClientPathStats, ClientSession, ClientStats, Route};
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};

@@ -223,6 +223,11 @@ pub struct SimConfig {
     /// More clients on the same host, each with its own links (the first client, above, is
     /// admitted first and so is the controller; these are viewers).
     pub viewers: Vec<SimViewer>,
+    /// Frames are sent in this many slices (1: whole), each as soon as it is "encoded" (in a
+    /// shuffled order, as slice threads finish), then the frame's FrameTiming.
+    pub slices: u8,
+    /// (frame, slice) pairs the host's encoder never hands over: every shard of them lost.
+    pub drop_slices: Vec<(u32, u8)>,
     /// Intra refresh: the host's stream starts a sweep every this many frames and a joining or
     /// recovering client waits for one (0: keyframes on demand).
     pub refresh_period: u32,
@@ -288,6 +293,8 @@ impl Default for SimConfig {
             scheduler: crate::paths::Scheduler::default(),
             retransmit: true,
             viewers: Vec::new(),
+            slices: 1,
+            drop_slices: Vec::new(),
             refresh_period: 0,
             join_at_frame: 0,
         }
@@ -345,6 +352,15 @@ pub struct SimResult {
     pub max_state_history: usize,
     /// Per delivered frame: delivery time − send time.
     pub frame_latency_us: Vec<Micros>,
+    /// Frames sent in slices that were shown with some slices lost (concealed): the frame
+    /// and its lost slices.
+    pub partial: Vec<(u32, Vec<u8>)>,
+    /// Slices handed to the decoder, and slices reported lost.
+    pub slices_delivered: u64,
+    pub slices_lost: u64,
+    /// Slices handed over out of decode order (slice 0 not first, the last not last, a frame
+    /// interleaved with another).
+    pub slice_order_violations: u64,
     /// The host's paths at the end.
     pub host_paths: Vec<crate::paths::PathStats>,
     /// Every frame the host application encoded and handed over: (number, keyframe, time).
@@ -383,6 +399,13 @@ pub fn frame_payload(n: u32, key: bool, len: usize) -> Vec<u8> {
             (x >> 56) as u8
         })
         .collect()
+}
+
+/// Slice `i` of `n` of a frame's bytes: contiguous, nearly equal parts.
+pub fn slice_range(len: usize, i: u8, n: u8) -> std::ops::Range<usize> {
+    let n = n.max(1) as usize;
+    let i = i as usize;
+    (len * i / n)..(len * (i + 1) / n)
 }
 
 /// The input event with sequence number `seq` in the simulation: keys, and text every 5th.
@@ -532,6 +555,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     let mut sweep_from: Option<u32> = None;
     let mut last_delivery: Option<Micros> = None;
     let mut sizes: std::collections::HashMap<u32, (bool, usize)> = Default::default();
+    // The frame the decoder is taking slice by slice: (frame, slices seen, lost, intact).
+    let mut slicing: Option<(u32, Vec<u8>, Vec<u8>, bool)> = None;
     let mut sent_at: std::collections::HashMap<u32, Micros> = Default::default();
     while now < end {
         // Host application: a frame per interval while a client is connected.
@@ -557,10 +582,36 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 if sent_at.len() > 4096 {
                     sent_at.remove(&frame_number.wrapping_sub(4096));
                 }
-                if host
-                    .send_frame_flagged(now, frame_number, now, key, refresh, &data)
-                    .is_ok()
-                {
+                let sent = if cfg.slices > 1 {
+                    let n = cfg.slices;
+                    let mut order: Vec<u8> = (0..n).collect();
+                    for i in (1..order.len()).rev() {
+                        order.swap(i, rng.range(0, i as u64) as usize);
+                    }
+                    let mut ok = true;
+                    for i in order {
+                        if cfg.drop_slices.contains(&(frame_number, i)) {
+                            continue;
+                        }
+                        let slice = crate::assembler::SliceId { index: i, count: n };
+                        let part = &data[slice_range(len, i, n)];
+                        ok &= host
+                            .send_slice_flagged(now, frame_number, now, key, refresh, slice, part)
+                            .is_ok();
+                    }
+                    host.send_frame_timing(
+                        now,
+                        wire::FrameTiming {
+                            frame_number,
+                            ..Default::default()
+                        },
+                    );
+                    ok
+                } else {
+                    host.send_frame_flagged(now, frame_number, now, key, refresh, &data)
+                        .is_ok()
+                };
+                if sent {
                     r.frames_sent += 1;
                     r.keyframes_sent += key as u64;
                     r.frames.push((frame_number, key, now));
@@ -815,6 +866,75 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                         r.frame_latency_us.push(now - t);
                     }
                 }
+                ClientEvent::Slice(f) => {
+                    r.slices_delivered += 1;
+                    let intact = sizes.get(&f.frame_number).is_some_and(|&(k, len)| {
+                        let whole = frame_payload(f.frame_number, k, len);
+                        k == f.keyframe
+                            && whole.get(slice_range(len, f.slice.index, f.slice.count))
+                                == Some(&f.data[..])
+                    });
+                    let ended =
+                        take_slice(&mut slicing, &mut r, f.frame_number, f.slice, intact, false);
+                    if let Some((frame, lost, intact)) = ended {
+                        let has_reference = f.keyframe || decoder_at == Some(frame.wrapping_sub(1));
+                        if intact && has_reference && lost.len() < f.slice.count as usize {
+                            decoder_at = Some(frame);
+                        } else {
+                            r.corrupted += 1;
+                            decoder_at = None;
+                        }
+                        if !lost.is_empty() {
+                            r.partial.push((frame, lost));
+                        }
+                        if let Some(prev) = last_delivery {
+                            if now - prev > r.longest_gap_us {
+                                r.longest_gap_us = now - prev;
+                                r.longest_gap_end_us = now;
+                            }
+                        }
+                        last_delivery = Some(now);
+                        r.delivered.push((frame, f.keyframe, now));
+                        if let Some(&t) = sent_at.get(&frame) {
+                            r.frame_latency_us.push(now - t);
+                        }
+                    }
+                }
+                ClientEvent::SliceLost {
+                    frame_number,
+                    slice,
+                    ..
+                } => {
+                    r.slices_lost += 1;
+                    let ended = take_slice(&mut slicing, &mut r, frame_number, slice, true, true);
+                    if let Some((frame, lost, intact)) = ended {
+                        let key = sizes.get(&frame).is_some_and(|s| s.0);
+                        if lost.len() == slice.count as usize {
+                            // Nothing of it decoded: the chain is broken until a keyframe.
+                            decoder_at = None;
+                        } else {
+                            let has_reference = key || decoder_at == Some(frame.wrapping_sub(1));
+                            if intact && has_reference {
+                                decoder_at = Some(frame);
+                            } else {
+                                r.corrupted += 1;
+                                decoder_at = None;
+                            }
+                            if let Some(prev) = last_delivery {
+                                if now - prev > r.longest_gap_us {
+                                    r.longest_gap_us = now - prev;
+                                    r.longest_gap_end_us = now;
+                                }
+                            }
+                            last_delivery = Some(now);
+                            r.delivered.push((frame, key, now));
+                            if let Some(&t) = sent_at.get(&frame) {
+                                r.frame_latency_us.push(now - t);
+                            }
+                        }
+                        r.partial.push((frame, lost));
+                    }
+                }
                 ClientEvent::HostGone(_) => r.client_events_gone += 1,
                 _ => {}
             }
@@ -955,6 +1075,40 @@ impl SimClient {
     }
 }
 
+/// The simulated decoder takes one slice (or the report of a lost one) of a frame sent in
+/// slices; checks decode order. When the frame ends (its last slice), returns (frame, lost
+/// slices, every slice intact).
+fn take_slice(
+    slicing: &mut Option<(u32, Vec<u8>, Vec<u8>, bool)>,
+    r: &mut SimResult,
+    frame: u32,
+    slice: crate::assembler::SliceId,
+    intact: bool,
+    lost: bool,
+) -> Option<(u32, Vec<u8>, bool)> {
+    if slicing.as_ref().is_some_and(|s| s.0 != frame) {
+        // A frame left unfinished: another one started.
+        r.slice_order_violations += 1;
+        *slicing = None;
+    }
+    let s = slicing.get_or_insert_with(|| (frame, Vec::new(), Vec::new(), true));
+    let first_ok = !s.1.is_empty() || slice.index == 0;
+    let last_ok = !slice.is_last() || s.1.len() + 1 == slice.count as usize;
+    if !first_ok || !last_ok || s.1.contains(&slice.index) {
+        r.slice_order_violations += 1;
+    }
+    s.1.push(slice.index);
+    if lost {
+        s.2.push(slice.index);
+    }
+    s.3 &= intact;
+    if slice.is_last() {
+        let (f, _, lost, intact) = slicing.take()?;
+        return Some((f, lost, intact));
+    }
+    None
+}
+
 fn seed_bytes(seed: u64) -> [u8; 32] {
     let mut rng = SimRng::new(seed);
     let mut out = [0u8; 32];
@@ -981,6 +1135,11 @@ mod tests {
         assert_eq!(
             r.corrupted, 0,
             "seed {}: a corrupted frame reached the decoder",
+            cfg.seed
+        );
+        assert_eq!(
+            r.slice_order_violations, 0,
+            "seed {}: slices out of decode order",
             cfg.seed
         );
         // Delivered frame numbers strictly increase.
@@ -1913,5 +2072,101 @@ mod multipath_sim {
             (r as f64) <= 0.75 * s as f64,
             "p99 {r} µs with two paths vs {s} µs with one"
         );
+    }
+}
+
+#[cfg(test)]
+mod slice_sim {
+    use super::*;
+
+    fn wifi(loss: f64) -> LinkConfig {
+        LinkConfig {
+            loss,
+            delay_us: 3000,
+            jitter_us: 1000,
+            ..Default::default()
+        }
+    }
+
+    /// Frames in 4 slices through a lossy link, with and without retransmission: nothing
+    /// corrupted reaches the decoder, slices come in decode order, and slice losses cost only
+    /// their frame's region (the frame is still shown).
+    #[test]
+    fn sliced_frames_stream_through_loss_in_decode_order() {
+        for retransmit in [true, false] {
+            for seed in 1..=4u64 {
+                let cfg = SimConfig {
+                    seed,
+                    slices: 4,
+                    retransmit,
+                    fec: FecPolicy::OFF,
+                    down: wifi(0.02),
+                    up: wifi(0.02),
+                    duration_us: 3_000_000,
+                    frame_bytes: (8_000, 20_000),
+                    ..Default::default()
+                };
+                let r = run(&cfg);
+                super::tests::check_invariants_pub(&cfg, &r);
+                let shown = r.delivered.len() as f64 / r.frames_sent.max(1) as f64;
+                eprintln!(
+                    "seed {seed}, retransmit {retransmit}: {}/{} frames shown ({:.1} %), {} in part, {} slices lost, {} slices abandoned",
+                    r.delivered.len(),
+                    r.frames_sent,
+                    100.0 * shown,
+                    r.partial.len(),
+                    r.slices_lost,
+                    r.client.slices_abandoned
+                );
+                assert!(r.slices_delivered > 0);
+                // A frame that lost some of its slices, not all, was still shown.
+                for (f, lost) in r.partial.iter().filter(|p| p.1.len() < 4) {
+                    assert!(!lost.is_empty());
+                    assert!(r.delivered.iter().any(|d| d.0 == *f), "frame {f}");
+                }
+            }
+        }
+    }
+
+    /// One slice never sent (every shard lost) on a clean link: its frame is shown without it
+    /// at once (the host's FrameTiming ends the frame), the frames after it keep coming (no
+    /// freeze), a keyframe is asked for and arrives, and after it every frame is whole.
+    #[test]
+    fn a_dropped_slice_costs_its_region_until_the_keyframe() {
+        for slice in [0u8, 2, 3] {
+            let cfg = SimConfig {
+                seed: 9,
+                slices: 4,
+                drop_slices: vec![(30, slice)],
+                down: wifi(0.0),
+                up: wifi(0.0),
+                duration_us: 2_000_000,
+                ..Default::default()
+            };
+            let r = run(&cfg);
+            super::tests::check_invariants_pub(&cfg, &r);
+            assert_eq!(r.partial, vec![(30, vec![slice])], "slice {slice}");
+            // Frame 30 and every frame after it were shown.
+            let shown: Vec<u32> = r.delivered.iter().map(|d| d.0).collect();
+            let last = *shown.last().unwrap();
+            assert!(last > 60);
+            for f in 25..=last {
+                assert!(shown.contains(&f), "slice {slice}: frame {f} not shown");
+            }
+            // Frame 30 came out a frame-end grace after it was sent, not at the deadline.
+            let i30 = shown.iter().position(|&f| f == 30).unwrap();
+            let latency = r.frame_latency_us[i30];
+            assert!(
+                latency < 10_000,
+                "slice {slice}: frame 30 after {latency} µs"
+            );
+            // The keyframe request was honoured: a keyframe after frame 30 repaired it.
+            assert!(r.keyframe_requests_honoured >= 1, "slice {slice}");
+            let key_after = r.delivered.iter().find(|d| d.0 > 30 && d.1);
+            assert!(
+                key_after.is_some(),
+                "slice {slice}: no keyframe after the loss"
+            );
+        }
     }
 }

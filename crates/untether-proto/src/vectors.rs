@@ -7,9 +7,13 @@ pub const KEEPALIVE_HEADER: &str = "012001020304050607080000000000000009";
 /// 0xaabbccddeeff0011, packet number 42.
 pub const CONTROL_PLAINTEXT: &str =
     "0120aabbccddeeff0011000000000000002a0100040000012c06000400000007";
-/// A shard's datagram header and shard header (connection id 7, packet number 3).
+/// A shard's datagram header and shard header (connection id 7, packet number 3): frame 5
+/// sent whole (slice 0 of 1).
 pub const SHARD_HEADER: &str =
     "01100000000000000007000000000000000300000005010000010002000003e8000005dc00000000000f4240";
+/// A parity shard of slice 2 of 4 (connection id 7, packet number 4).
+pub const SLICE_SHARD_HEADER: &str =
+    "01100000000000000007000000000000000400000009023200030003000103e8000009c400000000001e8480";
 /// An Accept control frame.
 pub const ACCEPT_FRAME: &str = "090015050002d0003c010000271004b0000007d000007530";
 /// An Accept control frame with a refresh period (HEVC, 30 frames).
@@ -34,6 +38,10 @@ pub const SHARD_NACK_FRAME: &str = "0f000a0000012c000200020005";
 pub const ROLE_FRAME: &str = "18000401010007";
 /// Its RoleAck.
 pub const ROLE_ACK_FRAME: &str = "1900020007";
+/// A SliceNack frame: frame 300, slice 3, data shards 2 and 5.
+pub const SLICE_NACK_FRAME: &str = "1e000b0000012c03000200020005";
+/// A SliceTiming frame: frame 300, 4 slices, first out 2.5 ms and last out 4 ms after capture.
+pub const SLICE_TIMING_FRAME: &str = "1f000d0000012c04000009c400000fa0";
 /// A LinkAddress frame: EtherType 0x88B5, MAC 02:00:5e:10:00:01.
 pub const LINK_ADDRESS_FRAME: &str = "1c000888b502005e100001";
 /// A LinkDeclined frame: the host runs over UDP (reason 1).
@@ -77,6 +85,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("KEEPALIVE_HEADER", KEEPALIVE_HEADER),
     ("CONTROL_PLAINTEXT", CONTROL_PLAINTEXT),
     ("SHARD_HEADER", SHARD_HEADER),
+    ("SLICE_SHARD_HEADER", SLICE_SHARD_HEADER),
     ("ACCEPT_FRAME", ACCEPT_FRAME),
     ("ACCEPT_FRAME_REFRESH", ACCEPT_FRAME_REFRESH),
     ("CLIENT_INFO_CODECS", CLIENT_INFO_CODECS),
@@ -89,6 +98,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("SHARD_NACK_FRAME", SHARD_NACK_FRAME),
     ("ROLE_FRAME", ROLE_FRAME),
     ("ROLE_ACK_FRAME", ROLE_ACK_FRAME),
+    ("SLICE_NACK_FRAME", SLICE_NACK_FRAME),
+    ("SLICE_TIMING_FRAME", SLICE_TIMING_FRAME),
     ("LINK_ADDRESS_FRAME", LINK_ADDRESS_FRAME),
     ("LINK_DECLINED_FRAME", LINK_DECLINED_FRAME),
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),

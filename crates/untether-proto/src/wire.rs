@@ -23,6 +23,8 @@ pub const VERSION_NEGOTIATION: u8 = 0;
 pub const HEADER_LEN: usize = 18;
 /// Bytes in a video shard's header (after the datagram header).
 pub const SHARD_HEADER_LEN: usize = 26;
+/// The most slices a frame may be cut into (docs/PROTOCOL.md §6.3).
+pub const MAX_SLICES: u8 = 16;
 /// A Hello is padded to at least this many bytes, so that the host's answer to an address that
 /// has not proven it can receive is never larger than what that address sent.
 pub const HELLO_MIN_LEN: usize = 1200;
@@ -667,20 +669,27 @@ pub mod shard_flags {
 }
 
 /// The header of one video shard.
+///
+/// A frame is sent as `slice_count` **slices** (1: whole), each cut into its own shards and
+/// protected by its own parity: the shard counts, `shard_len` and `frame_bytes` describe the
+/// shard's slice (the whole frame when `slice_count` is 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardHeader {
     /// Counts encoded frames of this session from 0.
     pub frame_number: u32,
     pub flags: u8,
-    /// The slice this shard belongs to (0 while frames are sent whole).
+    /// The slice this shard belongs to, `0..slice_count`, top to bottom.
     pub slice_index: u8,
+    /// How many slices the frame has (1 to [`MAX_SLICES`]; 1: the frame is sent whole). On
+    /// the wire both share one byte: `(slice_count − 1) << 4 | slice_index`.
+    pub slice_count: u8,
     /// 0..data_count are data shards, data_count..data_count+parity_count parity shards.
     pub shard_index: u16,
     pub data_count: u16,
     pub parity_count: u16,
     /// Length of every shard but the last data shard (which may be shorter on the wire).
     pub shard_len: u16,
-    /// Exact length of the frame's bytes.
+    /// Exact length of the slice's bytes (the frame's, sent whole).
     pub frame_bytes: u32,
     /// When the frame was captured, host clock, microseconds.
     pub capture_us: u64,
@@ -711,7 +720,7 @@ impl ShardHeader {
     pub fn write(&self, out: &mut Vec<u8>) {
         out.put_u32(self.frame_number);
         out.put_u8(self.flags);
-        out.put_u8(self.slice_index);
+        out.put_u8((self.slice_count.saturating_sub(1) & 0x0F) << 4 | (self.slice_index & 0x0F));
         out.put_u16(self.shard_index);
         out.put_u16(self.data_count);
         out.put_u16(self.parity_count);
@@ -724,10 +733,14 @@ impl ShardHeader {
     /// payload's length.
     pub fn parse(body: &[u8]) -> Result<(ShardHeader, &[u8]), WireError> {
         let mut r = Reader::new(body, "shard header");
+        let frame_number = r.u32()?;
+        let flags = r.u8()?;
+        let slice = r.u8()?;
         let h = ShardHeader {
-            frame_number: r.u32()?,
-            flags: r.u8()?,
-            slice_index: r.u8()?,
+            frame_number,
+            flags,
+            slice_index: slice & 0x0F,
+            slice_count: (slice >> 4) + 1,
             shard_index: r.u16()?,
             data_count: r.u16()?,
             parity_count: r.u16()?,
@@ -736,6 +749,9 @@ impl ShardHeader {
             capture_us: r.u64()?,
         };
         let payload = r.rest();
+        if h.slice_index >= h.slice_count {
+            return Err(bad("shard.slice", "slice_index is not below slice_count"));
+        }
         if h.data_count == 0 || h.shard_len == 0 {
             return Err(bad(
                 "shard.data_count",
@@ -1047,6 +1063,8 @@ pub mod frame_type {
     pub const ROLE_ACK: u8 = 0x19;
     pub const LINK_ADDRESS: u8 = 0x1C;
     pub const LINK_DECLINED: u8 = 0x1D;
+    pub const SLICE_NACK: u8 = 0x1E;
+    pub const SLICE_TIMING: u8 = 0x1F;
 }
 
 /// A client's part in a session of a host that serves several (docs/PROTOCOL.md §7.4).
@@ -1252,6 +1270,21 @@ pub enum ControlFrame {
     LinkDeclined {
         reason: LinkDeclineReason,
     },
+    /// Client → host: resend these data shards of this slice of a frame sent in slices
+    /// (retransmission, §6.3; at most [`MAX_NACK_SHARDS`] indices).
+    SliceNack {
+        frame_number: u32,
+        slice_index: u8,
+        missing: Vec<u16>,
+    },
+    /// Host → client, beside a sliced frame's FrameTiming: when its first and its last slice
+    /// were handed to the network, µs after the frame's capture (host clock).
+    SliceTiming {
+        frame_number: u32,
+        slice_count: u8,
+        first_out_us: u32,
+        last_out_us: u32,
+    },
 }
 
 /// The longest control frame body.
@@ -1357,6 +1390,30 @@ impl ControlFrame {
                 out.extend_from_slice(mac);
             }
             ControlFrame::LinkDeclined { reason } => out.put_u8(*reason as u8),
+            ControlFrame::SliceNack {
+                frame_number,
+                slice_index,
+                missing,
+            } => {
+                out.put_u32(*frame_number);
+                out.put_u8(*slice_index);
+                let n = missing.len().min(MAX_NACK_SHARDS);
+                out.put_u16(n as u16);
+                for &i in &missing[..n] {
+                    out.put_u16(i);
+                }
+            }
+            ControlFrame::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            } => {
+                out.put_u32(*frame_number);
+                out.put_u8(*slice_count);
+                out.put_u32(*first_out_us);
+                out.put_u32(*last_out_us);
+            }
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1386,6 +1443,8 @@ impl ControlFrame {
             ControlFrame::FramePose { .. } => FRAME_POSE,
             ControlFrame::LinkAddress { .. } => LINK_ADDRESS,
             ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
+            ControlFrame::SliceNack { .. } => SLICE_NACK,
+            ControlFrame::SliceTiming { .. } => SLICE_TIMING,
         }
     }
 
@@ -1422,6 +1481,8 @@ impl ControlFrame {
             ControlFrame::FramePose { .. } => 4 + PoseSample::LEN,
             ControlFrame::LinkAddress { .. } => 8,
             ControlFrame::LinkDeclined { .. } => 1,
+            ControlFrame::SliceNack { missing, .. } => 7 + 2 * missing.len().min(MAX_NACK_SHARDS),
+            ControlFrame::SliceTiming { .. } => 13,
         }
     }
 
@@ -1531,6 +1592,32 @@ impl ControlFrame {
             }
             LINK_DECLINED => ControlFrame::LinkDeclined {
                 reason: LinkDeclineReason::from_u8(r.u8()?),
+            },
+            SLICE_NACK => {
+                let frame_number = r.u32()?;
+                let slice_index = r.u8()?;
+                let n = r.u16()? as usize;
+                if n > MAX_NACK_SHARDS || n > r.remaining() / 2 {
+                    return Err(bad(
+                        "slice_nack.count",
+                        "more indices than allowed or present",
+                    ));
+                }
+                let mut missing = Vec::with_capacity(n);
+                for _ in 0..n {
+                    missing.push(r.u16()?);
+                }
+                ControlFrame::SliceNack {
+                    frame_number,
+                    slice_index,
+                    missing,
+                }
+            }
+            SLICE_TIMING => ControlFrame::SliceTiming {
+                frame_number: r.u32()?,
+                slice_count: r.u8()?,
+                first_out_us: r.u32()?,
+                last_out_us: r.u32()?,
             },
             _ => return Ok(None),
         };
@@ -1667,6 +1754,7 @@ mod tests {
             frame_number: 5,
             flags: shard_flags::KEYFRAME,
             slice_index: 0,
+            slice_count: 1,
             shard_index: 1,
             data_count: 2,
             parity_count: 0,
@@ -1681,6 +1769,35 @@ mod tests {
         out.extend(std::iter::repeat_n(0xEE, 500));
         let (sh2, payload) = ShardHeader::parse(&out[HEADER_LEN..]).unwrap();
         assert_eq!((sh2, payload), (sh, &[0xEE; 500][..]));
+        // A frame in slices: parity shard 0 of slice 2 of 4 of P-frame 9 (3 data shards of
+        // 1000 bytes, a 2500-byte slice), captured at 2 000 000 µs.
+        let sh = ShardHeader {
+            frame_number: 9,
+            flags: shard_flags::PARITY,
+            slice_index: 2,
+            slice_count: 4,
+            shard_index: 3,
+            data_count: 3,
+            parity_count: 1,
+            shard_len: 1000,
+            frame_bytes: 2500,
+            capture_us: 2_000_000,
+        };
+        let mut out = Vec::new();
+        Header::new(PacketType::Shard, 7, 4).write(&mut out);
+        sh.write(&mut out);
+        assert_eq!(h(&out), v::SLICE_SHARD_HEADER);
+        out.extend(std::iter::repeat_n(0xEE, 1000));
+        let (sh2, _) = ShardHeader::parse(&out[HEADER_LEN..]).unwrap();
+        assert_eq!(sh2, sh);
+        // An index beyond the count is refused.
+        let mut out = Vec::new();
+        sh.write(&mut out);
+        out[5] = 0x34;
+        out.extend(std::iter::repeat_n(0xEE, 1000));
+        assert!(ShardHeader::parse(&out).is_err(), "slice 4 of 4");
+        out[5] = 0xF0;
+        assert_eq!(ShardHeader::parse(&out).map(|(h, _)| h.slice_count), Ok(16));
 
         // An Accept control frame: 1280x720 @ 60, H.264, 10 000 kbit/s, 1200-byte datagrams,
         // keep-alive 2 s, idle 30 s.
@@ -1819,6 +1936,31 @@ mod tests {
         // A role a newer host might add reads as viewer (it never grants input by accident).
         assert_eq!(ClientRole::from_u8(9), ClientRole::Viewer);
         assert_eq!(ByeReason::from_u8(4), ByeReason::TooSlow);
+        let mut out = Vec::new();
+        let nack = ControlFrame::SliceNack {
+            frame_number: 300,
+            slice_index: 3,
+            missing: vec![2, 5],
+        };
+        nack.encode(&mut out);
+        assert_eq!(h(&out), v::SLICE_NACK_FRAME);
+        assert_eq!(out.len(), nack.encoded_len());
+        assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(nack)));
+        assert!(ControlFrame::parse_body(0x1E, &[0, 0, 1, 44, 3, 0xff, 0xff, 0, 1]).is_err());
+        let mut out = Vec::new();
+        let timing = ControlFrame::SliceTiming {
+            frame_number: 300,
+            slice_count: 4,
+            first_out_us: 2_500,
+            last_out_us: 4_000,
+        };
+        timing.encode(&mut out);
+        assert_eq!(h(&out), v::SLICE_TIMING_FRAME);
+        assert_eq!(out.len(), timing.encoded_len());
+        assert_eq!(
+            ControlFrame::parse_body(out[0], &out[3..]),
+            Ok(Some(timing))
+        );
         let mut out = Vec::new();
         let link = ControlFrame::LinkAddress {
             ethertype: 0x88B5,
@@ -2086,6 +2228,26 @@ mod tests {
                     reason: LinkDeclineReason::from_u8(r),
                 }
             }),
+            (
+                any::<u32>(),
+                any::<u8>(),
+                proptest::collection::vec(any::<u16>(), 0..40)
+            )
+                .prop_map(|(frame_number, slice_index, missing)| {
+                    ControlFrame::SliceNack {
+                        frame_number,
+                        slice_index,
+                        missing,
+                    }
+                }),
+            (any::<u32>(), any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(f, c, a, b)| {
+                ControlFrame::SliceTiming {
+                    frame_number: f,
+                    slice_count: c,
+                    first_out_us: a,
+                    last_out_us: b,
+                }
+            }),
         ]
     }
 
@@ -2103,7 +2265,8 @@ mod tests {
 
         #[test]
         fn shard_round_trips(frame_number in any::<u32>(), key in any::<bool>(), data_count in 1u16..300, parity_count in 0u16..60,
-                             shard_len in 1u16..1400, last_fill in 1u16..1400, idx in any::<u16>(), capture_us in any::<u64>()) {
+                             shard_len in 1u16..1400, last_fill in 1u16..1400, idx in any::<u16>(), capture_us in any::<u64>(),
+                             slice_count in 1u8..=MAX_SLICES, slice_seed in any::<u8>()) {
             // Parity: at most data_count shards, and an even shard_len.
             let parity_count = parity_count.min(data_count);
             let shard_len = if parity_count > 0 { (shard_len & !1).max(2) } else { shard_len };
@@ -2114,7 +2277,8 @@ mod tests {
             let h = ShardHeader {
                 frame_number,
                 flags: (key as u8) | if parity { shard_flags::PARITY } else { 0 },
-                slice_index: 0,
+                slice_index: slice_seed % slice_count,
+                slice_count,
                 shard_index,
                 data_count,
                 parity_count,

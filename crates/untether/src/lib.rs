@@ -83,6 +83,7 @@ pub fn report_config(
         preset: v.preset.clone(),
         conversion: v.selection.conversion.name().into(),
         bitrate_kbps: v.bitrate_kbps,
+        slices: v.slices,
         transport: transport.into(),
         paths: 1,
         impairment: None,

@@ -22,7 +22,13 @@ use untether::{Host, HostOptions, HostSetup};
 
 /// A host of the test scene at `w`x`h`, `fps`, serving browsers on loopback (access by link).
 fn host(w: u32, h: u32, fps: u32, publish: Option<String>) -> Host {
+    host_sliced(w, h, fps, publish, 1)
+}
+
+/// [`host`], its frames encoded in `slices` slices (`video.slices`).
+fn host_sliced(w: u32, h: u32, fps: u32, publish: Option<String>, slices: u8) -> Host {
     let mut cfg = ConfigToml::default();
+    cfg.video.slices = slices;
     cfg.video.resolution = format!("{w}x{h}");
     cfg.video.fps = fps;
     cfg.video.bitrate_kbps = 4000;
@@ -145,6 +151,26 @@ fn a_browser_watches_reads_the_stamps_and_steers_the_scene() {
     assert!(s.inputs_delivered >= 1 && s.frames_sent >= 30, "{s:?}");
     let summary = host.stop();
     assert!(summary.inputs_applied >= 1, "{summary:?}");
+}
+
+/// With `video.slices`, browsers (which take frames whole) get each frame's slices put
+/// together: frames arrive and their stamps read.
+#[test]
+fn a_browser_watches_a_host_that_sends_slices() {
+    let Some(chrome) = chromium() else { return };
+    let host = host_sliced(640, 360, 30, None, 4);
+    let link = host.browser_link().unwrap();
+    let mut page = Page::open(&chrome, &format!("{link}&seconds=3")).unwrap();
+    let done = page.wait_for("done", Duration::from_secs(40));
+    let done = done.unwrap_or_else(|| panic!("no result from the page:\n{}", page.tail()));
+    eprintln!("browser (4 slices): {done}");
+    let v: serde_json::Value = serde_json::from_str(&done).unwrap();
+    assert!(v["frames"].as_u64().unwrap() >= 30, "{done}");
+    assert!(v["stamped"].as_u64().unwrap() >= 20, "{done}");
+    drop(page);
+    let s = host.webrtc_summary().unwrap();
+    assert!(s.frames_sent >= 30, "{s:?}");
+    host.stop();
 }
 
 #[test]

@@ -435,6 +435,40 @@ impl Decoder {
         &self.info
     }
 
+    /// Turns `AV_CODEC_FLAG2_CHUNKS` on or off between calls.
+    pub fn set_chunks(&mut self, on: bool) {
+        // SAFETY: a plain field write on the context we own; the h264 decoder reads flags2 on
+        // every call and keeps no copy of it (no frame threads).
+        unsafe {
+            let ctx = self.decoder.as_mut_ptr();
+            if on {
+                (*ctx).flags2 |= ffi::AV_CODEC_FLAG2_CHUNKS;
+            } else {
+                (*ctx).flags2 &= !ffi::AV_CODEC_FLAG2_CHUNKS;
+            }
+        }
+    }
+
+    /// Turns the h264 decoder's error resilience (`enable_er`: concealment of missing
+    /// macroblocks from the reference) on or off between calls.
+    pub fn set_error_resilience(&mut self, on: bool) -> Result<()> {
+        let name = c"enable_er";
+        let value = if on { c"1" } else { c"0" };
+        // SAFETY: priv_data is the h264 decoder's own context (an AVClass-enabled struct);
+        // av_opt_set validates the option's name and value.
+        let rc = unsafe {
+            let ctx = self.decoder.as_mut_ptr();
+            ffi::av_opt_set((*ctx).priv_data, name.as_ptr(), value.as_ptr(), 0)
+        };
+        if rc < 0 {
+            return Err(MediaError::Other(format!(
+                "{} decoder: enable_er: error {rc}",
+                self.info.name
+            )));
+        }
+        Ok(())
+    }
+
     /// Decodes one access unit. Its picture comes out at once (Ok(Some)); Ok(None) if the
     /// decoder produced nothing (e.g. parameter sets only); Err for data it rejects.
     pub fn decode(&mut self, access_unit: &[u8]) -> Result<Option<DecodedFrame>> {

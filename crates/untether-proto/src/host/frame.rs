@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::peer::{queue_accept, seal_shard, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
 use super::{ClientId, HostSession, NoClient};
-use crate::assembler::{parity_header, shard_frame_fec};
+use crate::assembler::{parity_header, shard_slice_fec, SliceId};
 use crate::crypto::TAG_LEN;
 use crate::paths::Class;
 use crate::wire::{self, ClientRole, ShardHeader, HEADER_LEN, SHARD_HEADER_LEN};
@@ -35,6 +35,10 @@ pub struct FrameMeta {
     /// entry point that is not a keyframe is a sweep's start: its shards carry
     /// [`wire::shard_flags::REFRESH`].
     pub entry_point: bool,
+    /// Which slice of the frame this is (docs/PROTOCOL.md §6.3): [`SliceId::WHOLE`] for a
+    /// frame sent whole. Every slice of a frame carries the frame's meta; a client waiting for
+    /// a picture starts at slice 0 of an entry point.
+    pub slice: SliceId,
 }
 
 impl FrameMeta {
@@ -45,6 +49,7 @@ impl FrameMeta {
             capture_us,
             keyframe,
             entry_point: keyframe,
+            slice: SliceId::WHOLE,
         }
     }
 }
@@ -56,9 +61,10 @@ pub struct ClientDatagrams {
     pub datagrams: Vec<Transmit>,
 }
 
-/// A frame kept for retransmission.
+/// A frame (or one slice of a frame sent in slices) kept for retransmission.
 pub(super) struct SentFrame {
     frame_number: u32,
+    slice_index: u8,
     keyframe: bool,
     data: Arc<Vec<u8>>,
     /// Each data shard's header and byte range in `data`.
@@ -81,6 +87,50 @@ impl HostSession {
         let mut out = Vec::new();
         let meta = FrameMeta {
             entry_point: keyframe || refresh_start,
+            ..FrameMeta::new(frame_number, capture_us, keyframe)
+        };
+        let n = self.send_frame_shared(now, &meta, &Arc::new(data.to_vec()), &mut out)?;
+        for c in out {
+            self.transmits.extend(c.datagrams);
+        }
+        Ok(n)
+    }
+
+    /// Packetizes one slice of a frame sent in slices (docs/PROTOCOL.md §6.3) — its Annex B
+    /// NAL units — into shards of its own and its own parity, for every client that takes it,
+    /// as soon as the encoder hands it over. Slices of a frame share its number, capture time
+    /// and keyframe flag; each may be sent as soon as it is encoded, in any order.
+    /// [`SliceId::WHOLE`] sends a whole frame ([`send_frame`](Self::send_frame)).
+    pub fn send_slice(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        slice: SliceId,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(now, frame_number, capture_us, keyframe, false, slice, data)
+    }
+
+    /// [`send_slice`](Self::send_slice), saying whether an intra-refresh sweep starts with
+    /// this frame (every slice of it says so: its shards carry
+    /// [`wire::shard_flags::REFRESH`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_slice_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        slice: SliceId,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        let mut out = Vec::new();
+        let meta = FrameMeta {
+            entry_point: keyframe || refresh_start,
+            slice,
             ..FrameMeta::new(frame_number, capture_us, keyframe)
         };
         let n = self.send_frame_shared(now, &meta, &Arc::new(data.to_vec()), &mut out)?;
@@ -137,18 +187,21 @@ impl HostSession {
         }
         let policy = self.cfg.fec;
         let keyframe = meta.keyframe;
-        if keyframe {
+        let slice = meta.slice;
+        let first_slice = slice.index == 0;
+        if keyframe && first_slice {
             self.gate.on_keyframe_sent(meta.frame_number);
         }
         self.next_frame = Some(meta.frame_number.wrapping_add(1));
-        // Who takes it, controller first.
+        // Who takes it, controller first (a client waiting for a picture starts at the first
+        // slice of an entry point).
         let mut order: Vec<usize> = (0..self.peers.len()).collect();
         order.sort_by_key(|&i| self.peers[i].role != ClientRole::Controller);
         let mut receivers = Vec::with_capacity(order.len());
         for i in order {
-            if self.peers[i].takes(meta.keyframe, meta.entry_point) {
+            if self.peers[i].takes(meta.keyframe, meta.entry_point && first_slice) {
                 receivers.push(i);
-            } else {
+            } else if first_slice {
                 self.peers[i].counters.frames_skipped += 1;
             }
         }
@@ -190,7 +243,8 @@ impl HostSession {
         } else {
             0
         };
-        let shards: Vec<(ShardHeader, Range<usize>)> = shard_frame_fec(
+        let shards: Vec<(ShardHeader, Range<usize>)> = shard_slice_fec(
+            slice,
             meta.frame_number,
             meta.capture_us,
             keyframe,
@@ -278,30 +332,36 @@ impl HostSession {
                 }
             }
             peer.last_send_us = now;
-            peer.counters.frames_sent += 1;
+            peer.counters.frames_sent += first_slice as u64;
             peer.counters.parity_shards_sent += parity_sent as u64;
-            if meta.entry_point {
+            if meta.entry_point && first_slice {
                 peer.awaiting_entry = false;
             }
             self.stats.shards_sent += (sealed + parity_sent) as u64;
             self.stats.parity_shards_sent += parity_sent as u64;
-            self.stats.frame_copies_sent += 1;
+            self.stats.frame_copies_sent += first_slice as u64;
             total += datagrams.len();
             out.push(ClientDatagrams {
                 client: peer.info.id,
                 datagrams,
             });
         }
-        self.stats.frames_sent += 1;
-        self.stats.frames_with_parity += (parity > 0) as u64;
+        self.stats.frames_sent += first_slice as u64;
+        if slice.count > 1 {
+            self.stats.slices_sent += 1;
+        }
+        self.stats.frames_with_parity += (parity > 0 && first_slice) as u64;
         if self.cfg.retransmit {
             self.resend.push_back(SentFrame {
                 frame_number: meta.frame_number,
+                slice_index: slice.index,
                 keyframe,
                 data: data.clone(),
                 shards,
             });
-            while self.resend.len() > RESEND_FRAMES
+            // The last RESEND_FRAMES frames, whatever their slices.
+            let kept_entries = RESEND_FRAMES * slice.count.max(1) as usize;
+            while self.resend.len() > kept_entries
                 || (self.resend.len() > 1
                     && self.resend.iter().map(|f| f.data.len()).sum::<usize>() > RESEND_BYTES)
             {
@@ -311,10 +371,22 @@ impl HostSession {
         Ok(total)
     }
 
-    /// A client's ShardNack: its missing data shards of a kept frame, sealed for it.
-    pub(super) fn retransmit(&mut self, now: Micros, i: usize, frame_number: u32, missing: &[u16]) {
+    /// A client's ShardNack (slice 0 of a frame sent whole) or SliceNack: its missing data
+    /// shards of a kept frame (slice), sealed for it.
+    pub(super) fn retransmit(
+        &mut self,
+        now: Micros,
+        i: usize,
+        frame_number: u32,
+        slice_index: u8,
+        missing: &[u16],
+    ) {
         self.stats.shard_nacks_received += 1;
-        let Some(f) = self.resend.iter().find(|f| f.frame_number == frame_number) else {
+        let Some(f) = self
+            .resend
+            .iter()
+            .find(|f| f.frame_number == frame_number && f.slice_index == slice_index)
+        else {
             self.stats.shard_nacks_too_late += 1;
             return;
         };

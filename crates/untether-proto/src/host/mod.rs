@@ -414,6 +414,8 @@ pub struct HostStats {
     pub shards_sent: u64,
     /// Frames sent to at least one client (a frame counts once however many received it).
     pub frames_sent: u64,
+    /// Slices of frames sent in slices (docs/PROTOCOL.md §6.3).
+    pub slices_sent: u64,
     /// Frame copies sent: one per client that received the frame.
     pub frame_copies_sent: u64,
     /// Parity shards sent (included in `shards_sent`).
@@ -466,8 +468,9 @@ pub struct HostStats {
     /// PathResponses that answered no challenge (stale, or from another address).
     pub path_responses_unknown: u64,
     pub path_challenges_sent: u64,
+    /// ShardNacks and SliceNacks received.
     pub shard_nacks_received: u64,
-    /// ShardNacks for frames no longer kept.
+    /// ShardNacks (SliceNacks) for frames (slices) no longer kept.
     pub shard_nacks_too_late: u64,
     pub shards_retransmitted: u64,
     /// Accepts sent again ahead of video frames because the client had not yet been heard
@@ -907,6 +910,50 @@ impl HostSession {
                 dropped: timing.dropped.saturating_sub(base.2),
                 ..timing
             }));
+        }
+    }
+
+    /// Queues a sliced frame's encoder timing for one client (a SliceTiming frame, beside its
+    /// FrameTiming): when its first and last slice were handed to the network, µs after
+    /// capture.
+    pub fn send_slice_timing_to(
+        &mut self,
+        _now: Micros,
+        client: ClientId,
+        frame_number: u32,
+        slice_count: u8,
+        first_out_us: u32,
+        last_out_us: u32,
+    ) {
+        if let Some(i) = self.peer_index(client) {
+            self.peers[i].pending.push(wire::ControlFrame::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            });
+        }
+    }
+
+    /// [`send_slice_timing_to`](Self::send_slice_timing_to) every client.
+    pub fn send_slice_timing(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        slice_count: u8,
+        first_out_us: u32,
+        last_out_us: u32,
+    ) {
+        let ids: Vec<ClientId> = self.peers.iter().map(|p| p.info.id).collect();
+        for id in ids {
+            self.send_slice_timing_to(
+                now,
+                id,
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            );
         }
     }
 

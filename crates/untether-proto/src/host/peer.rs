@@ -405,7 +405,12 @@ impl HostSession {
             ControlFrame::ShardNack {
                 frame_number,
                 missing,
-            } => self.retransmit(now, i, frame_number, &missing),
+            } => self.retransmit(now, i, frame_number, 0, &missing),
+            ControlFrame::SliceNack {
+                frame_number,
+                slice_index,
+                missing,
+            } => self.retransmit(now, i, frame_number, slice_index, &missing),
             ControlFrame::PathResponse { token } => {
                 if !peer.paths.on_response(now, from, token) {
                     self.stats.path_responses_unknown += 1;
@@ -472,6 +477,7 @@ impl HostSession {
             }
             // Only the host sends these.
             ControlFrame::LinkDeclined { .. }
+            | ControlFrame::SliceTiming { .. }
             | ControlFrame::InputAck { .. }
             | ControlFrame::FrameTiming(_)
             | ControlFrame::Accept(_)

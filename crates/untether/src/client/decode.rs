@@ -7,13 +7,19 @@
 //! session's first frame arrives, and opened again when a later session has another codec.
 //! Frames the protocol marks *held* (an intra-refresh sweep after a join or a loss is under
 //! way) are decoded and not shown.
+//!
+//! A frame sent in slices (docs/PROTOCOL.md §6.3, H.264 from libx264 only) arrives slice by slice, in decode order, and
+//! each slice is decoded the moment it arrives ([`SliceDecoder`]); the picture comes out with
+//! the last one. A slice given up arrives as a [`Piece::SliceLost`]: at the frame's end the
+//! decoder conceals its region and the picture is shown all the same.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
 use untether_media::codec::{Codec, DecodedFrame, Decoder, DecoderConfig};
+use untether_media::slice_decoder::{SliceDecoder, SlicePicture};
 use untether_media::stamp;
-use untether_proto::CompleteFrame;
+use untether_proto::{CompleteFrame, Micros, SliceId};
 
 use super::network::ClientCommand;
 use super::record::{keep_record, FrameRecord};
@@ -27,11 +33,29 @@ pub(crate) struct Decoded {
     pub record: FrameRecord,
 }
 
-/// A complete frame of session `session`, whose codec is `codec`.
+/// What the network driver hands the decode thread, in decode order.
+pub(crate) enum Piece {
+    /// A frame sent whole.
+    Frame(CompleteFrame),
+    /// One slice of a frame sent in slices.
+    Slice(CompleteFrame),
+    /// A slice of it that was given up.
+    SliceLost { frame_number: u32, slice: SliceId },
+}
+
+/// A piece of session `session`, whose codec is `codec`.
 pub(crate) struct ToDecode {
     pub session: u32,
     pub codec: Codec,
-    pub frame: CompleteFrame,
+    pub piece: Piece,
+}
+
+/// The frame being decoded slice by slice: what its record will say.
+struct SlicedFrame {
+    session: u32,
+    /// Decode it, do not show it (an intra-refresh sweep is under way).
+    hold: bool,
+    record: FrameRecord,
 }
 
 /// Opens the decoder `cfg` asks for (for the codec of `cfg`), saying once why it fell back.
@@ -60,91 +84,277 @@ pub(crate) fn decode_loop(
     config: DecoderConfig,
 ) {
     let mut decoder: Option<(Codec, Decoder)> = None;
+    let mut slices: Option<SliceDecoder> = None;
+    let mut current: Option<SlicedFrame> = None;
     loop {
         let ToDecode {
             session,
             codec,
-            frame,
+            piece,
         } = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
             Ok(f) => f,
             Err(mpsc::RecvTimeoutError::Timeout) if !s.stop.load(Ordering::SeqCst) => continue,
             // The client stops (its driver may still hold the channel), or the driver ended.
             Err(_) => return,
         };
-        if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
-            let cfg = DecoderConfig {
-                codec,
-                ..config.clone()
-            };
-            match open_decoder(s, &cfg) {
-                Some(d) => decoder = Some((codec, d)),
-                None => return,
-            }
-        }
-        let Some((_, decoder)) = decoder.as_mut() else {
-            return;
-        };
-        let decode_start_us = now_us();
-        match decoder.decode(&frame.data) {
-            Ok(Some(_)) if frame.hold => {
-                // Decoded to bring the picture back; not clean yet, so not shown.
-                lock(&s.run).held += 1;
-            }
-            Ok(Some(picture)) => {
-                let decode_end_us = now_us();
-                net.send(ClientCommand::DecodeTime(decode_end_us - decode_start_us));
-                let (plane, stride) = picture.luma();
-                let stamp = stamp::read_plane(plane, stride, picture.width(), picture.height());
-                let record = FrameRecord {
-                    session,
-                    frame_number: frame.frame_number,
-                    keyframe: frame.keyframe,
-                    capture_us: frame.capture_us,
-                    first_shard_us: frame.first_shard_us,
-                    last_shard_us: frame.last_shard_us,
-                    decode_start_us,
-                    decode_end_us,
-                    shown_us: 0,
-                    bytes: frame.data.len(),
-                    stamp,
-                    pose: None,
-                    thumbnail: thumbnail(plane, stride, picture.width(), picture.height()),
-                };
-                {
-                    let mut run = lock(&s.run);
-                    run.decoded += 1;
-                    if stamp.is_none() {
-                        run.stamp_unreadable += 1;
+        match piece {
+            Piece::Frame(frame) => {
+                if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
+                    let cfg = DecoderConfig {
+                        codec,
+                        ..config.clone()
+                    };
+                    match open_decoder(s, &cfg) {
+                        Some(d) => decoder = Some((codec, d)),
+                        None => return,
                     }
                 }
-                let pose = s.frame_poses.get(session, frame.frame_number);
-                let mut record = record;
-                record.pose = pose;
-                if pose.is_some() {
-                    lock(&s.run).frames_with_pose += 1;
-                }
-                if let Some(old) = s.decoded.put(Decoded { picture, record }) {
-                    keep_record(&mut lock(&s.run), old.record);
-                }
+                let Some((_, decoder)) = decoder.as_mut() else {
+                    return;
+                };
+                decode_whole(s, net, decoder, session, frame)
             }
-            Ok(None) => {
-                if frame.hold {
-                    lock(&s.run).held += 1;
+            Piece::Slice(frame) => {
+                let d = match slice_decoder(s, &mut slices) {
+                    Some(d) => d,
+                    None => continue,
+                };
+                let (number, slice) = (frame.frame_number, frame.slice);
+                let c = frame_record(&mut current, session, &frame);
+                c.hold |= frame.hold;
+                let r = &mut c.record;
+                r.first_shard_us = r.first_shard_us.min(frame.first_shard_us);
+                r.last_shard_us = r.last_shard_us.max(frame.last_shard_us);
+                r.bytes += frame.data.len();
+                let start = now_us();
+                let out = d.slice(number, slice.index, slice.count, frame.data);
+                let end = now_us();
+                if r.first_slice_decoded_us == 0 {
+                    r.first_slice_decoded_us = end;
+                    r.decode_start_us = start;
                 }
+                r.decode_us += end - start;
+                slice_result(s, net, &mut current, number, start, end, out);
             }
-            Err(_) if frame.hold => {
-                // A frame decoded from a sweep start may lack references the client never
-                // had: expected, and no reason to ask for a keyframe.
-                let mut run = lock(&s.run);
-                run.held += 1;
-                run.held_decode_errors += 1;
-            }
-            Err(e) => {
-                log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
-                lock(&s.run).decode_errors += 1;
-                net.send(ClientCommand::DecodeFailed(frame.frame_number));
+            Piece::SliceLost {
+                frame_number,
+                slice,
+            } => {
+                let d = match slice_decoder(s, &mut slices) {
+                    Some(d) => d,
+                    None => continue,
+                };
+                let start = now_us();
+                let out = d.lost(frame_number, slice.index, slice.count);
+                let end = now_us();
+                match current
+                    .as_mut()
+                    .filter(|c| c.record.frame_number == frame_number)
+                {
+                    Some(c) => {
+                        c.record.slices_lost += 1;
+                        c.record.decode_us += end - start;
+                    }
+                    // Nothing of the frame arrived yet: its record starts here.
+                    None => {
+                        current = Some(SlicedFrame {
+                            session,
+                            hold: false,
+                            record: FrameRecord {
+                                session,
+                                frame_number,
+                                slices: slice.count,
+                                slices_lost: 1,
+                                first_shard_us: Micros::MAX,
+                                ..Default::default()
+                            },
+                        })
+                    }
+                }
+                slice_result(s, net, &mut current, frame_number, start, end, out);
             }
         }
+    }
+}
+
+/// The slice decoder, made with the first slice.
+fn slice_decoder<'a>(
+    s: &ClientShared,
+    slices: &'a mut Option<SliceDecoder>,
+) -> Option<&'a mut SliceDecoder> {
+    if slices.is_none() {
+        match SliceDecoder::new() {
+            Ok(d) => *slices = Some(d),
+            Err(e) => {
+                log::warn!("client: the slice decoder failed to open: {e}");
+                lock(&s.run).decode_errors += 1;
+                return None;
+            }
+        }
+    }
+    slices.as_mut()
+}
+
+/// The record of the frame `frame`'s slice belongs to (a new one for a new frame).
+fn frame_record<'a>(
+    current: &'a mut Option<SlicedFrame>,
+    session: u32,
+    frame: &CompleteFrame,
+) -> &'a mut SlicedFrame {
+    if current
+        .as_ref()
+        .is_some_and(|c| c.record.frame_number != frame.frame_number || c.session != session)
+    {
+        *current = None;
+    }
+    current.get_or_insert_with(|| SlicedFrame {
+        session,
+        hold: frame.hold,
+        record: FrameRecord {
+            session,
+            frame_number: frame.frame_number,
+            keyframe: frame.keyframe,
+            capture_us: frame.capture_us,
+            first_shard_us: Micros::MAX,
+            slices: frame.slice.count,
+            ..Default::default()
+        },
+    })
+}
+
+/// What a slice (or a lost one) gave: the frame's picture when it ended it.
+fn slice_result(
+    s: &ClientShared,
+    net: &Handle<ClientCommand>,
+    current: &mut Option<SlicedFrame>,
+    frame_number: u32,
+    start: Micros,
+    end: Micros,
+    out: untether_media::Result<Option<SlicePicture>>,
+) {
+    match out {
+        Ok(Some(p)) => {
+            let Some(mut c) = current.take() else {
+                return;
+            };
+            let r = &mut c.record;
+            if r.first_shard_us == Micros::MAX {
+                r.first_shard_us = r.last_shard_us;
+            }
+            r.decode_start_us = if r.decode_start_us == 0 {
+                start
+            } else {
+                r.decode_start_us
+            };
+            // The call that made the picture: reassemble runs up to its start.
+            r.last_decode_start_us = start;
+            r.decode_end_us = end;
+            if c.hold {
+                // Decoded to bring the picture back; not clean yet, so not shown.
+                lock(&s.run).held += 1;
+                return;
+            }
+            net.send(ClientCommand::DecodeTime(r.decode_us));
+            // The stamp sits in the first slice: concealed, it would show an older frame's.
+            let readable = !p.first_lost;
+            show(s, p.picture, c.record, readable);
+        }
+        Ok(None) => {}
+        Err(_) if current.as_ref().is_some_and(|c| c.hold) => {
+            // A frame decoded from a sweep start may lack references the client never had.
+            *current = None;
+            let mut run = lock(&s.run);
+            run.held += 1;
+            run.held_decode_errors += 1;
+        }
+        Err(e) => {
+            log::warn!("client: frame {frame_number} failed to decode: {e}");
+            *current = None;
+            lock(&s.run).decode_errors += 1;
+            net.send(ClientCommand::DecodeFailed(frame_number));
+        }
+    }
+}
+
+/// A frame sent whole: decoded in one call.
+fn decode_whole(
+    s: &ClientShared,
+    net: &Handle<ClientCommand>,
+    decoder: &mut Decoder,
+    session: u32,
+    frame: CompleteFrame,
+) {
+    let decode_start_us = now_us();
+    match decoder.decode(&frame.data) {
+        Ok(Some(_)) if frame.hold => {
+            // Decoded to bring the picture back; not clean yet, so not shown.
+            lock(&s.run).held += 1;
+        }
+        Ok(Some(picture)) => {
+            let decode_end_us = now_us();
+            net.send(ClientCommand::DecodeTime(decode_end_us - decode_start_us));
+            let record = FrameRecord {
+                session,
+                frame_number: frame.frame_number,
+                keyframe: frame.keyframe,
+                capture_us: frame.capture_us,
+                first_shard_us: frame.first_shard_us,
+                last_shard_us: frame.last_shard_us,
+                decode_start_us,
+                last_decode_start_us: decode_start_us,
+                decode_end_us,
+                decode_us: decode_end_us - decode_start_us,
+                bytes: frame.data.len(),
+                slices: 1,
+                ..Default::default()
+            };
+            show(s, picture, record, true);
+        }
+        Ok(None) => {
+            if frame.hold {
+                lock(&s.run).held += 1;
+            }
+        }
+        Err(_) if frame.hold => {
+            // A frame decoded from a sweep start may lack references the client never had:
+            // expected, and no reason to ask for a keyframe.
+            let mut run = lock(&s.run);
+            run.held += 1;
+            run.held_decode_errors += 1;
+        }
+        Err(e) => {
+            log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
+            lock(&s.run).decode_errors += 1;
+            net.send(ClientCommand::DecodeFailed(frame.frame_number));
+        }
+    }
+}
+
+/// Reads the picture's stamp, attaches the pose it was rendered for and hands it to the
+/// presenter.
+fn show(s: &ClientShared, picture: DecodedFrame, mut record: FrameRecord, stamp_readable: bool) {
+    record.pose = s.frame_poses.get(record.session, record.frame_number);
+    let (plane, stride) = picture.luma();
+    let stamp = stamp_readable
+        .then(|| stamp::read_plane(plane, stride, picture.width(), picture.height()))
+        .flatten();
+    record.stamp = stamp;
+    record.thumbnail = thumbnail(plane, stride, picture.width(), picture.height());
+    {
+        let mut run = lock(&s.run);
+        run.decoded += 1;
+        if stamp.is_none() {
+            run.stamp_unreadable += 1;
+        }
+        if record.slices_lost > 0 {
+            run.concealed += 1;
+        }
+        if record.pose.is_some() {
+            run.frames_with_pose += 1;
+        }
+    }
+    if let Some(old) = s.decoded.put(Decoded { picture, record }) {
+        keep_record(&mut lock(&s.run), old.record);
     }
 }
 

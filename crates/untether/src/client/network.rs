@@ -19,6 +19,7 @@ use untether_proto::{
     Micros, PublicKey, RejectReason, Route, StateKey, StateValue,
 };
 
+use super::decode::Piece;
 use super::input::state_input;
 use super::record::MAX_RECORDS;
 use super::{ClientError, ClientShared};
@@ -99,8 +100,8 @@ pub(crate) struct ClientNet {
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames for the decode thread, with the session they came from and its codec
-    /// (None, `--no-decode`: frames are counted and dropped here).
+    /// Complete frames (or slices) for the decode thread, in decode order, with the session
+    /// they came from and its codec (None, `--no-decode`: frames are counted and dropped here).
     frames: Option<Sender<super::decode::ToDecode>>,
     /// The current session's codec.
     codec: untether_media::codec::Codec,
@@ -199,6 +200,31 @@ impl ClientNet {
                 self.shared.host,
                 r.attempt + 1
             );
+        }
+    }
+
+    /// Hands a frame or slice to the decode thread (its end of the channel gone: done).
+    fn hand_to_decoder(&mut self, piece: Piece) {
+        let Some(tx) = &self.frames else {
+            // `--no-decode`: a frame is counted when it is complete (a sliced one at its last
+            // slice).
+            let whole = match &piece {
+                Piece::Frame(_) => true,
+                Piece::Slice(f) => f.slice.index + 1 >= f.slice.count,
+                Piece::SliceLost { .. } => false,
+            };
+            if whole {
+                super::lock(&self.shared.run).undecoded += 1;
+            }
+            return;
+        };
+        let f = super::decode::ToDecode {
+            session: self.session_number,
+            codec: self.codec,
+            piece,
+        };
+        if tx.send(f).is_err() {
+            self.done = true;
         }
     }
 
@@ -418,18 +444,27 @@ impl ClientNet {
             ClientEvent::Frame(frame) => {
                 // Decoding runs on its own thread so that audio, input acknowledgements and
                 // the next frame's shards are not held behind a decode.
-                match &self.frames {
-                    Some(tx) => {
-                        let f = super::decode::ToDecode {
-                            session: self.session_number,
-                            codec: self.codec,
-                            frame,
-                        };
-                        if tx.send(f).is_err() {
-                            self.done = true;
-                        }
-                    }
-                    None => super::lock(&s.run).undecoded += 1,
+                self.hand_to_decoder(Piece::Frame(frame));
+            }
+            ClientEvent::Slice(slice) => self.hand_to_decoder(Piece::Slice(slice)),
+            ClientEvent::SliceLost {
+                frame_number,
+                slice,
+                ..
+            } => self.hand_to_decoder(Piece::SliceLost {
+                frame_number,
+                slice,
+            }),
+            ClientEvent::SliceTiming {
+                frame_number,
+                slice_count,
+                first_out_us,
+                last_out_us,
+            } => {
+                let mut run = super::lock(&s.run);
+                if run.slice_timings.len() < MAX_RECORDS {
+                    run.slice_timings
+                        .insert(frame_number, (slice_count, first_out_us, last_out_us));
                 }
             }
             ClientEvent::Role {

@@ -34,8 +34,20 @@ pub struct FrameRecord {
     pub capture_us: Micros,
     pub first_shard_us: Micros,
     pub last_shard_us: Micros,
+    /// The decoder's first call for the frame (a frame sent in slices: its first slice's).
     pub decode_start_us: Micros,
+    /// The call that gave the picture (the same for a frame sent whole).
+    pub last_decode_start_us: Micros,
     pub decode_end_us: Micros,
+    /// Time spent in the decoder for this frame, µs (for a frame sent in slices, the sum of
+    /// its calls: they are spread over its arrival).
+    pub decode_us: u64,
+    /// Slices the frame was sent in (1: whole), and how many of them were lost (their region
+    /// concealed).
+    pub slices: u8,
+    pub slices_lost: u8,
+    /// A frame sent in slices: when its first slice was decoded (0: sent whole).
+    pub first_slice_decoded_us: Micros,
     /// 0 when the picture was never shown (a newer one replaced it first).
     pub shown_us: Micros,
     pub bytes: usize,
@@ -98,6 +110,11 @@ pub struct ClientRun {
     pub shown: u64,
     pub dropped_presenter: u64,
     pub stamp_unreadable: u64,
+    /// Pictures decoded with the region of a lost slice concealed.
+    pub concealed: u64,
+    /// Frames sent in slices: when the host's encoder handed their first and last slice to
+    /// the network, µs after capture (SliceTiming), with the slice count.
+    pub slice_timings: HashMap<u32, (u8, u32, u32)>,
     pub inputs_sent: u64,
     /// Pointer positions and head poses set on the latest-wins state channel.
     pub state_updates: u64,

@@ -75,6 +75,12 @@ pub const REFRESH_PERIOD: Limit<u32> = Limit {
     min: 2,
     max: 600,
 };
+/// Slices per frame (1: frames are sent whole); the wire's bound (docs/PROTOCOL.md §6.3).
+pub const SLICES: Limit<u8> = Limit {
+    key: "video.slices",
+    min: 1,
+    max: untether_proto::wire::MAX_SLICES,
+};
 /// Frame width and height (and even: 4:2:0 chroma).
 pub const WIDTH: Limit<u32> = Limit {
     key: "video.resolution",
@@ -236,6 +242,7 @@ de_fns! {
     de_fps: FPS -> u32,
     de_encoder_threads: ENCODER_THREADS -> usize,
     de_refresh_period: REFRESH_PERIOD -> u32,
+    de_slices: SLICES -> u8,
     de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
     de_pin_ttl_s: PIN_TTL_S -> u64,
     de_max_clients: MAX_CLIENTS -> usize,

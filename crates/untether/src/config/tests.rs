@@ -639,3 +639,101 @@ fn several_clients_keys_are_checked() {
         "{e}"
     );
 }
+
+#[test]
+fn slices_are_checked_by_the_one_validator() {
+    // The file's key: a count out of range names the key and its range.
+    let e = ConfigToml::parse("[video]\nslices = 17\n", "t.toml")
+        .map(|c| c.video.validate())
+        .and_then(|r| r.map(|_| ()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("video.slices") && e.contains("1..=16"), "{e}");
+    let e = ConfigToml::parse("[video]\nslices = -1\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("video.slices"), "{e}");
+    let mut v = VideoToml {
+        slices: 0,
+        ..Default::default()
+    };
+    let e = v.validate().unwrap_err().to_string();
+    assert!(e.starts_with("video.slices"), "{e}");
+    // Slices need libx264: libx264rgb sends frames whole.
+    v.slices = 4;
+    v.encoder = Some("libx264rgb".into());
+    let e = v.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("video.slices, video.encoder") && e.contains("libx264"),
+        "{e}"
+    );
+    v.encoder = None;
+    assert_eq!(v.validate().unwrap().slices, 4);
+    let c = ConfigToml::parse("[video]\nslices = 8\n", "t.toml").unwrap();
+    assert_eq!(c.video.validate().unwrap().slices, 8);
+    assert_eq!(VideoConfig::default().slices, 1);
+    // The wire and the encoder agree on the bound.
+    assert_eq!(
+        untether_proto::wire::MAX_SLICES as usize,
+        untether_media::x264::MAX_SLICES
+    );
+}
+
+#[test]
+fn slices_are_refused_by_name_where_libx264_does_not_send_them() {
+    use untether_media::codec::{Codec, EncoderChoice, Refresh};
+    let named = |n: &str| EncoderChoice::Named(n.into());
+    let h264 = Some(Codec::H264);
+    assert!(slices_refused(1, None, &named("libx265"), Refresh::Intra).is_none());
+    assert!(slices_refused(4, h264, &EncoderChoice::Auto, Refresh::Idr).is_none());
+    assert!(slices_refused(4, h264, &named("libx264"), Refresh::Idr).is_none());
+    let (keys, why) = slices_refused(4, h264, &named("h264_nvenc"), Refresh::Idr).unwrap();
+    assert_eq!(keys, "video.slices, video.encoder");
+    assert!(
+        why.contains("h264_nvenc") && why.contains("libx264"),
+        "{why}"
+    );
+    let (keys, why) =
+        slices_refused(2, Some(Codec::Hevc), &EncoderChoice::Auto, Refresh::Idr).unwrap();
+    assert_eq!(keys, "video.slices, video.codec");
+    assert!(why.contains("hevc"), "{why}");
+    let (keys, why) = slices_refused(2, None, &EncoderChoice::Auto, Refresh::Idr).unwrap();
+    assert_eq!(keys, "video.slices, video.codec");
+    assert!(why.contains("auto"), "{why}");
+    let (keys, why) = slices_refused(8, h264, &EncoderChoice::Auto, Refresh::Intra).unwrap();
+    assert_eq!(keys, "video.slices, video.refresh");
+    assert!(why.contains("refresh idr"), "{why}");
+    // Through the file's keys, as the CLI's flags go.
+    for (toml, keys) in [
+        (
+            "slices = 4\ncodec = \"hevc\"\n",
+            "video.slices, video.codec",
+        ),
+        (
+            "slices = 4\ncodec = \"auto\"\n",
+            "video.slices, video.codec",
+        ),
+        (
+            "slices = 4\nencoder = \"libx265\"\n",
+            "video.slices, video.encoder",
+        ),
+        (
+            "slices = 4\nrefresh = \"intra\"\n",
+            "video.slices, video.refresh",
+        ),
+    ] {
+        let e = ConfigToml::parse(&format!("[video]\n{toml}"), "t.toml")
+            .unwrap()
+            .video
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(keys), "{toml}: {e}");
+    }
+    let c = ConfigToml::parse(
+        "[video]\nslices = 4\ncodec = \"h264\"\nencoder = \"libx264\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(c.video.validate().unwrap().slices, 4);
+}

@@ -82,6 +82,10 @@ pub struct VideoToml {
     /// make one on demand (libsvtav1).
     #[serde(deserialize_with = "limits::de_refresh_period")]
     pub refresh_period: u32,
+    /// Slices per frame, each sent as soon as x264 has it (1: frames are sent whole; 2 or
+    /// more need codec h264, encoder libx264 or auto, refresh idr).
+    #[serde(deserialize_with = "limits::de_slices")]
+    pub slices: u8,
 }
 
 fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -130,6 +134,7 @@ impl From<&VideoConfig> for VideoToml {
             encoder_threads: v.encoder_threads,
             refresh: v.refresh.name().into(),
             refresh_period: v.refresh_period,
+            slices: v.slices,
         }
     }
 }
@@ -149,6 +154,10 @@ pub struct VideoConfig {
     #[serde(serialize_with = "ser_display")]
     pub refresh: Refresh,
     pub refresh_period: u32,
+    /// Slices per frame (`video.slices`): 1 sends frames whole (any encoder); 2 or more encode
+    /// with libx264 through x264's own API and send each slice the moment x264 has written it
+    /// (docs/PROTOCOL.md §6.3).
+    pub slices: u8,
 }
 
 fn ser_selection<S: serde::Serializer>(v: &Selection, s: S) -> Result<S::Ok, S::Error> {
@@ -183,6 +192,7 @@ impl Default for VideoConfig {
             encoder_threads: 2,
             refresh: Refresh::Idr,
             refresh_period: 30,
+            slices: 1,
         }
     }
 }
@@ -217,6 +227,15 @@ impl VideoConfig {
                 ));
             }
         }
+        SLICES.check(self.slices)?;
+        if let Some((keys, why)) = slices_refused(
+            self.slices,
+            self.selection.codec,
+            &self.selection.encoder,
+            self.refresh,
+        ) {
+            return Err(invalid(keys, why));
+        }
         Ok(())
     }
 
@@ -224,6 +243,58 @@ impl VideoConfig {
     pub fn codecs(&self) -> Vec<Codec> {
         self.selection.codecs()
     }
+}
+
+/// Why slices cannot be sent with this codec, encoder or refresh (None: they can).
+pub fn slices_refused(
+    slices: u8,
+    codec: Option<Codec>,
+    encoder: &EncoderChoice,
+    refresh: Refresh,
+) -> Option<(&'static str, String)> {
+    if slices < 2 {
+        return None;
+    }
+    let why = format!(
+        "{slices} slices are sent with libx264 through x264's own API (codec h264, encoder \
+         libx264 or auto, refresh idr)"
+    );
+    if let EncoderChoice::Named(n) = encoder {
+        if n != "libx264" {
+            return Some((
+                "video.slices, video.encoder",
+                format!("{why}: encoder {n} sends frames whole; use slices = 1 for it"),
+            ));
+        }
+    }
+    match codec {
+        Some(Codec::H264) => {}
+        Some(c) => {
+            return Some((
+                "video.slices, video.codec",
+                format!("{why}: codec {c} is sent whole; use slices = 1, or codec h264"),
+            ))
+        }
+        None => {
+            return Some((
+                "video.slices, video.codec",
+                format!(
+                    "{why}: codec auto may choose hevc or av1 per client; name codec h264 \
+                     (or use slices = 1)"
+                ),
+            ))
+        }
+    }
+    if refresh == Refresh::Intra {
+        return Some((
+            "video.slices, video.refresh",
+            format!(
+                "{why}: the sliced encoder makes keyframes on demand only, not intra-refresh \
+                 sweeps; use refresh idr, or slices = 1"
+            ),
+        ));
+    }
+    None
 }
 
 /// The wire's codec of a media codec.
@@ -300,6 +371,7 @@ impl VideoToml {
             encoder_threads: self.encoder_threads,
             refresh,
             refresh_period: self.refresh_period,
+            slices: self.slices,
         };
         v.validate()?;
         Ok(v)

@@ -2,7 +2,8 @@
 //! (crate `untether-rtsp`), and whatever else serves viewers that are not our own clients.
 //!
 //! A consumer sees every encoded video frame as the encoder stage produced it (the x264 access
-//! unit, shared through an `Arc`, never copied for it) and every Opus packet as the audio
+//! unit, shared through an `Arc`, never copied for it; a frame sent in slices is put together
+//! from its slices once) and every Opus packet as the audio
 //! stage produced it, on the producing thread: it must hand them over to its own threads at
 //! once (bounded; when full it drops, counts and asks for a keyframe), never block. It asks the
 //! encoder for a keyframe through [`KeyframeRequests`] (the encoder stage's event channel,

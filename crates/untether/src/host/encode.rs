@@ -13,12 +13,12 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use untether_media::codec::{
-    open_encoder, Codec, EncodedFrame, Encoder, EncoderChoice, EncoderConfig, InputPicture,
-    OpenedEncoder,
+    open_encoder, Codec, EncodedFrame, EncoderChoice, EncoderConfig, InputPicture,
 };
 use untether_proto::{FrameTiming, Micros, PoseSample};
 
 use super::consumer::EncodedVideo;
+use super::encode_slices::{self, OpenedVideo, SliceTarget, SlicedFrame, VideoEncoder};
 use super::network::{HostCommand, OutgoingFrame};
 use super::options::HostSetup;
 use super::shared::{lock, HostShared};
@@ -44,6 +44,11 @@ pub(crate) enum EncoderEvent {
 #[derive(Clone, Debug)]
 pub(crate) struct EncoderPlan {
     pub choice: EncoderChoice,
+    /// Slices per frame (`video.slices`; 1: whole frames, any encoder).
+    pub slices: u8,
+    /// Frames sent in slices are also put together whole for the network driver (browsers
+    /// take frames whole).
+    pub whole_frames: bool,
     /// Everything but the encoder's name (and, per codec, what follows from it).
     pub base: EncoderConfig,
 }
@@ -52,6 +57,8 @@ impl EncoderPlan {
     pub fn new(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderPlan {
         EncoderPlan {
             choice: v.selection.encoder.clone(),
+            slices: v.slices,
+            whole_frames: false,
             base: EncoderConfig {
                 preset: v.preset.clone(),
                 threads: v.encoder_threads,
@@ -67,14 +74,15 @@ impl EncoderPlan {
     }
 
     /// Opens the encoder for `codec` (for pictures of `width`×`height` at `kbps`): the one
-    /// named, or the best that opens (with a line naming what it passed over).
+    /// named, or the best that opens (with a line naming what it passed over); with slices,
+    /// libx264 through its own API.
     pub fn open(
         &self,
         codec: Codec,
         width: u32,
         height: u32,
         kbps: u32,
-    ) -> Result<OpenedEncoder, HostError> {
+    ) -> Result<OpenedVideo, HostError> {
         let mut cfg = EncoderConfig {
             width,
             height,
@@ -84,7 +92,10 @@ impl EncoderPlan {
         if codec != Codec::H264Rgb && cfg.conversion == untether_media::convert::Conversion::Rgb {
             cfg.conversion = untether_media::convert::Conversion::Simd;
         }
-        Ok(open_encoder(&self.choice, codec, cfg)?)
+        if self.slices > 1 {
+            return encode_slices::open_sliced(&self.choice, codec, cfg, self.slices);
+        }
+        Ok(open_encoder(&self.choice, codec, cfg)?.into())
     }
 }
 
@@ -94,7 +105,7 @@ pub(crate) fn open_encoders(
     plan: &EncoderPlan,
     v: &crate::config::VideoConfig,
     shared: &HostShared,
-) -> Result<(OpenedEncoder, Vec<untether_proto::CodecOffer>), HostError> {
+) -> Result<(OpenedVideo, Vec<untether_proto::CodecOffer>), HostError> {
     let (w, h) = (v.resolution.width, v.resolution.height);
     let codecs = v.codecs();
     let mut first = None;
@@ -161,7 +172,7 @@ struct Inside {
 
 /// The encoder, its frame numbering and its link to the network driver.
 pub(crate) struct EncoderStage {
-    encoder: Encoder,
+    encoder: VideoEncoder,
     plan: EncoderPlan,
     /// The stream's codec (every client gets it).
     codec: Codec,
@@ -183,7 +194,7 @@ pub(crate) struct EncoderStage {
 
 impl EncoderStage {
     pub fn new(
-        opened: OpenedEncoder,
+        opened: OpenedVideo,
         plan: EncoderPlan,
         events: Receiver<EncoderEvent>,
         net: Handle<HostCommand>,
@@ -308,7 +319,30 @@ impl EncoderStage {
             pose,
         });
         self.inputs += 1;
-        let Some(encoded) = self.encoder.encode_picture(picture, force)? else {
+        let encoder = match &mut self.encoder {
+            VideoEncoder::Whole(e) => e,
+            VideoEncoder::Sliced(sliced) => {
+                // No delay: this picture's slices are on their way when x264 returns.
+                self.inside.clear();
+                let meta = Inside {
+                    input: self.inputs - 1,
+                    capture_us,
+                    capture_dur_us,
+                    start_us: start,
+                    pose,
+                };
+                let to = SliceTarget {
+                    net: &self.net,
+                    frame_number: self.frame_number,
+                    capture_us,
+                    pose,
+                    whole: self.plan.whole_frames || !self.shared.consumers.is_empty(),
+                };
+                let (frame, encoded) = encode_slices::encode(sliced, picture, force, &to)?;
+                return self.hand_over(encoded, meta, force, Some(frame));
+            }
+        };
+        let Some(encoded) = encoder.encode_picture(picture, force)? else {
             // Inside the encoder for now; an asked-for keyframe is asked for again.
             self.keyframe_wanted |= force;
             return Ok(SendInfo::default());
@@ -327,14 +361,17 @@ impl EncoderStage {
         if force && !encoded.keyframe && self.encoder.info().keyframes_on_demand {
             self.keyframe_wanted = true;
         }
-        self.hand_over(encoded, meta, force)
+        self.hand_over(encoded, meta, force, None)
     }
 
+    /// Counts and times an encoded frame and hands it to the network driver (a frame sent in
+    /// slices: its end, its slices have gone already), then to the other consumers.
     fn hand_over(
         &mut self,
         encoded: EncodedFrame,
         meta: Inside,
         forced: bool,
+        sliced: Option<SlicedFrame>,
     ) -> Result<SendInfo, HostError> {
         let s = &*self.shared;
         let c = &s.counters;
@@ -353,9 +390,9 @@ impl EncoderStage {
         } else {
             &c.largest_frame
         };
-        largest.fetch_max(encoded.data.len() as u64, Ordering::Relaxed);
         let frame_number = self.frame_number;
-        let bytes = encoded.data.len();
+        let bytes = sliced.as_ref().map_or(encoded.data.len(), |f| f.info.bytes);
+        largest.fetch_max(bytes as u64, Ordering::Relaxed);
         {
             let mut sm = lock(&s.samples);
             sm.queue
@@ -363,6 +400,11 @@ impl EncoderStage {
             sm.convert.push_us(encoded.convert_us as i64);
             sm.encode.push_us(encoded.encode_us as i64);
             sm.frame_bytes.push(bytes as f64 / 1000.0);
+            if let Some(f) = &sliced {
+                let since = |t: Micros| t as i64 - meta.capture_us as i64;
+                sm.first_slice_out.push_us(since(f.first_out_us));
+                sm.last_slice_out.push_us(since(f.last_out_us));
+            }
         }
         let timing = FrameTiming {
             frame_number,
@@ -380,21 +422,30 @@ impl EncoderStage {
         // Shared by every client's copy, the retransmission ring and the other consumers:
         // never copied.
         let data = Arc::new(encoded.data);
-        let handed = self.net.send(HostCommand::Frame(OutgoingFrame {
-            frame_number,
-            capture_us: meta.capture_us,
-            keyframe: encoded.keyframe,
-            refresh_start: encoded.refresh_start,
-            data: data.clone(),
-            handed_us: now_us(),
-            timing,
-            pose: meta.pose,
-        }));
+        let handed = self.net.send(match &sliced {
+            None => HostCommand::Frame(OutgoingFrame {
+                frame_number,
+                capture_us: meta.capture_us,
+                keyframe: encoded.keyframe,
+                refresh_start: encoded.refresh_start,
+                data: data.clone(),
+                handed_us: now_us(),
+                timing,
+                pose: meta.pose,
+            }),
+            Some(f) => HostCommand::SlicesDone(f.done(
+                frame_number,
+                meta.capture_us,
+                (!data.is_empty()).then(|| data.clone()),
+                timing,
+            )),
+        });
         if !handed {
             return Err(HostError::Stopped(s.fatal()));
         }
-        // After our own clients, the other consumers (RTSP): the same access unit, shared.
-        if !s.consumers.is_empty() {
+        // After our own clients, the other consumers (RTSP): the same access unit, shared
+        // (a frame sent in slices: its slices put together in picture order).
+        if !s.consumers.is_empty() && !data.is_empty() {
             s.consumers.video(&EncodedVideo {
                 data,
                 keyframe: encoded.keyframe,

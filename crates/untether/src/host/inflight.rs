@@ -15,7 +15,15 @@ pub(crate) struct InFlight {
     pub timing: FrameTiming,
     /// The controller's head pose it was rendered for (told again beside its timing).
     pub pose: Option<PoseSample>,
+    /// When the encoder handed it over (a sliced frame: its latest slice so far).
     pub handed_us: Micros,
+    /// A frame sent in slices whose encoder has not finished: more slices may come, so a
+    /// client whose datagrams so far have left is not timed yet, and the frame is not done.
+    pub open: bool,
+    /// A frame sent in slices: (slice count, capture → first slice out, → last slice out).
+    pub slices: Option<(u8, u32, u32)>,
+    /// Clients whose datagrams have all left while the frame was open (timed when it closes).
+    waiting: Vec<ClientId>,
     /// Batches not started yet, with the time each is due.
     pub batches: VecDeque<(Micros, Vec<(ClientId, Transmit)>)>,
     /// The batch going out now.
@@ -58,12 +66,47 @@ impl InFlight {
         pacing: Pacing,
         fps: u32,
     ) -> InFlight {
-        let window_us = pacing.window_us(fps);
-        let remaining = clients
-            .iter()
-            .map(|c| (c.client, c.datagrams.len()))
-            .filter(|&(_, n)| n > 0)
-            .collect();
+        let mut f = InFlight {
+            frame_number,
+            timing,
+            pose: None,
+            handed_us,
+            open: false,
+            slices: None,
+            waiting: Vec::new(),
+            batches: VecDeque::new(),
+            current: VecDeque::new(),
+            remaining: Vec::new(),
+            leaving: Vec::new(),
+            batch_count: 0,
+            waited_us: 0,
+            last_batch_end: None,
+            sending: false,
+            hurry: false,
+        };
+        f.add(now, clients, pacing, pacing.window_us(fps));
+        f
+    }
+
+    /// More datagrams of this frame (a slice of a frame sent in slices), due from `now`, each
+    /// client's paced over `window_us` (0: at once).
+    pub fn add(
+        &mut self,
+        now: Micros,
+        clients: Vec<ClientDatagrams>,
+        pacing: Pacing,
+        window_us: u64,
+    ) {
+        for c in &clients {
+            if c.datagrams.is_empty() {
+                continue;
+            }
+            self.waiting.retain(|w| *w != c.client);
+            match self.remaining.iter_mut().find(|(id, _)| *id == c.client) {
+                Some(r) => r.1 += c.datagrams.len(),
+                None => self.remaining.push((c.client, c.datagrams.len())),
+            }
+        }
         // Batch offsets → the datagrams due then, each client's in its order, clients in the
         // order given (the controller's first).
         let mut by_offset: BTreeMap<u64, Vec<(ClientId, Transmit)>> = BTreeMap::new();
@@ -84,25 +127,16 @@ impl InFlight {
                     .extend(rest.by_ref().take(range.len()).map(|t| (c.client, t)));
             }
         }
-        let batches = by_offset
-            .into_iter()
-            .map(|(offset, b)| (now + offset, b))
-            .collect();
-        InFlight {
-            frame_number,
-            timing,
-            pose: None,
-            handed_us,
-            batches,
-            current: VecDeque::new(),
-            remaining,
-            leaving: Vec::new(),
-            batch_count: 0,
-            waited_us: 0,
-            last_batch_end: None,
-            sending: false,
-            hurry: false,
-        }
+        self.batches
+            .extend(by_offset.into_iter().map(|(offset, b)| (now + offset, b)));
+    }
+
+    /// The encoder finished the frame (or a newer one came): no more slices; the clients whose
+    /// datagrams have all left are timed now.
+    pub fn close(&mut self) {
+        self.open = false;
+        let waiting = std::mem::take(&mut self.waiting);
+        self.leaving.extend(waiting);
     }
 
     /// When this frame next has something to send (`Some(0)`: now).
@@ -124,7 +158,11 @@ impl InFlight {
                 if let Some(r) = self.remaining.iter_mut().find(|(c, _)| *c == client) {
                     r.1 = r.1.saturating_sub(1);
                     if r.1 == 0 {
-                        self.leaving.push(client);
+                        if self.open {
+                            self.waiting.push(client);
+                        } else {
+                            self.leaving.push(client);
+                        }
                     }
                 }
                 return Step::Send(t);
@@ -146,6 +184,8 @@ impl InFlight {
                     self.sending = true;
                 }
                 Some(_) => return Step::Wait,
+                // More slices of it are coming.
+                None if self.open => return Step::Wait,
                 None => return Step::Done,
             }
         }
@@ -242,5 +282,30 @@ mod tests {
         assert_eq!(run(&mut f, 0).0, vec![1]);
         f.hurry = true;
         assert_eq!(run(&mut f, 1), (vec![2, 3], vec![1]));
+    }
+
+    #[test]
+    fn a_sliced_frame_times_each_client_only_once_the_encoder_has_finished_it() {
+        let mut f = InFlight::new(
+            4,
+            FrameTiming::default(),
+            0,
+            100,
+            vec![datagrams(1, &[1]), datagrams(2, &[2])],
+            Pacing::default(),
+            60,
+        );
+        f.open = true;
+        // The first slice has left: nobody is timed, and the frame is not done.
+        assert_eq!(run(&mut f, 100), (vec![1, 2], vec![]));
+        assert!(matches!(f.step(100), Step::Wait));
+        // The second slice, for client 1 only; then the encoder finishes the frame.
+        f.add(110, vec![datagrams(1, &[3])], Pacing::default(), 0);
+        assert_eq!(run(&mut f, 110), (vec![3], vec![]));
+        f.close();
+        let (sent, mut left) = run(&mut f, 120);
+        left.sort();
+        assert_eq!((sent, left), (vec![], vec![1, 2]));
+        assert!(matches!(f.step(120), Step::Done));
     }
 }

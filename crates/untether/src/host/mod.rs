@@ -26,6 +26,7 @@ mod audio;
 mod clients;
 mod consumer;
 mod encode;
+mod encode_slices;
 mod gamepad;
 mod inflight;
 mod input;
@@ -230,7 +231,8 @@ impl Host {
         ));
         // Open the encoders now so a bad configuration (or an absent device asked for by
         // name) fails here, not on a thread.
-        let plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        let mut plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
+        plan.whole_frames = options.webrtc.enabled();
         let (encoder, offers) = open_encoders(&plan, &v, &shared)?;
         host_cfg.params.codec = offers[0].codec;
         host_cfg.params.refresh_period = offers[0].refresh_period;
@@ -308,6 +310,7 @@ impl Host {
             if let Some(link) = link {
                 host_net.link = link;
             }
+            host_net.lose_slices = setup.lose_slices.clone();
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
                     driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
@@ -620,6 +623,10 @@ impl Host {
                 .map_or(0, |p| p.window_us(self.options.video.fps)),
             stages,
             frame_kbytes: samples.frame_bytes.clone(),
+            slice_out: (
+                samples.first_slice_out.clone(),
+                samples.last_slice_out.clone(),
+            ),
             fatal: s.fatal(),
             events: s.events(),
             paths,

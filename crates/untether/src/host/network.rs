@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use untether_proto::{
     AudioPacket, ByeReason, ClientId, ClientRole, FrameMeta, FrameTiming, HostEvent, HostSession,
-    InputRecord, Micros, PathStats, PoseSample, RejectReason, Transmit,
+    InputRecord, Micros, PathStats, PoseSample, RejectReason, SliceId, Transmit,
 };
 
 use super::clients::Roster;
@@ -62,6 +62,11 @@ pub(crate) type Query = Arc<dyn Fn(&mut HostNet) + Send + Sync>;
 pub(crate) enum HostCommand {
     /// An encoded frame for every client (dropped when none is connected).
     Frame(OutgoingFrame),
+    /// One slice of a frame sent in slices, the moment x264 wrote it (docs/PROTOCOL.md §6.3).
+    Slice(OutgoingSlice),
+    /// x264 finished a frame sent in slices (after its last [`HostCommand::Slice`]): its
+    /// timing, sent to the client once its last datagram has left.
+    SlicesDone(SlicesDone),
     /// Opus packets to send now (to every client).
     Audio(Vec<AudioPacket>),
     /// The source ended: say goodbye to the clients.
@@ -88,6 +93,37 @@ pub(crate) struct OutgoingFrame {
     /// The client's head pose it was rendered for (told to the client before its shards and
     /// again after them).
     pub pose: Option<PoseSample>,
+}
+
+/// One slice of a frame on its way from x264's slice thread to the network.
+pub(crate) struct OutgoingSlice {
+    pub frame_number: u32,
+    pub capture_us: Micros,
+    pub keyframe: bool,
+    /// An intra-refresh sweep starts with its frame.
+    pub refresh_start: bool,
+    pub slice: SliceId,
+    pub data: Vec<u8>,
+    /// The client's head pose the frame was rendered for.
+    pub pose: Option<PoseSample>,
+    /// When x264's slice thread handed it over.
+    pub handed_us: Micros,
+}
+
+/// The end of a frame sent in slices.
+pub(crate) struct SlicesDone {
+    pub frame_number: u32,
+    pub keyframe: bool,
+    pub capture_us: Micros,
+    /// The frame's slices put together in picture order, when browsers may be watching
+    /// (they take frames whole); shared with the other consumers.
+    pub whole: Option<Arc<Vec<u8>>>,
+    pub slice_count: u8,
+    /// Capture → first / last slice handed over, µs.
+    pub first_out_us: u32,
+    pub last_out_us: u32,
+    /// Everything but the send times.
+    pub timing: FrameTiming,
 }
 
 /// The host's network side, run by [`crate::driver::run`].
@@ -121,6 +157,8 @@ pub(crate) struct HostNet {
     refusal_notes: HashMap<(String, u8), Micros>,
     /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
     pub link: HostLink,
+    /// Slices never sent (`HostSetup::lose_slices`).
+    pub lose_slices: Vec<(u32, u8)>,
     /// Browsers and the WHIP publication (None: `[webrtc]` is off); their sockets are
     /// [`webrtc::SOCKET`](super::webrtc::SOCKET) and on.
     pub webrtc: Option<Box<super::webrtc::WebRtc>>,
@@ -157,6 +195,7 @@ impl HostNet {
             clients_changed: false,
             refusal_notes: Default::default(),
             link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
+            lose_slices: Vec::new(),
             webrtc: None,
         }
     }
@@ -198,6 +237,7 @@ impl HostNet {
             return;
         }
         for older in self.frames.iter_mut() {
+            older.close();
             older.hurry = true;
         }
         let mut flight = InFlight::new(
@@ -211,6 +251,89 @@ impl HostNet {
         );
         flight.pose = f.pose;
         self.frames.push_back(flight);
+    }
+
+    /// One slice of a frame sent in slices: packetized once, sealed for every client that
+    /// takes it and queued at once behind what is in flight, each client's datagrams paced
+    /// over its share of the pacing window.
+    fn send_slice(&mut self, now: Micros, s: OutgoingSlice) {
+        if self.session.client_count() == 0 {
+            return;
+        }
+        if self.lose_slices.contains(&(s.frame_number, s.slice.index)) {
+            return;
+        }
+        let first = !self
+            .frames
+            .back()
+            .is_some_and(|f| f.open && f.frame_number == s.frame_number);
+        if first {
+            // The pose the frame was rendered for leaves ahead of its first slice.
+            if let Some(p) = s.pose {
+                self.session.send_frame_pose(now, s.frame_number, p);
+            }
+        }
+        self.drain_session(now);
+        let meta = FrameMeta {
+            entry_point: s.keyframe || s.refresh_start,
+            slice: s.slice,
+            ..FrameMeta::new(s.frame_number, s.capture_us, s.keyframe)
+        };
+        let mut out = Vec::with_capacity(self.session.client_count());
+        if self
+            .session
+            .send_frame_shared(now, &meta, &Arc::new(s.data), &mut out)
+            .is_err()
+        {
+            return;
+        }
+        // A repeated Accept goes ahead of the shards.
+        self.drain_session(now);
+        let window_us = self.pacing.window_us(self.fps) / s.slice.count.max(1) as u64;
+        match self.frames.back_mut() {
+            Some(f) if f.open && f.frame_number == s.frame_number => {
+                f.add(now, out, self.pacing, window_us);
+                f.handed_us = s.handed_us;
+            }
+            _ => {
+                for older in self.frames.iter_mut() {
+                    // A frame whose encoder never finished (it failed) ends here.
+                    older.close();
+                    older.hurry = true;
+                }
+                let mut f = InFlight::new(
+                    s.frame_number,
+                    FrameTiming {
+                        frame_number: s.frame_number,
+                        ..Default::default()
+                    },
+                    s.handed_us,
+                    now,
+                    Vec::new(),
+                    self.pacing,
+                    self.fps,
+                );
+                f.add(now, out, self.pacing, window_us);
+                f.open = true;
+                f.pose = s.pose;
+                self.frames.push_back(f);
+            }
+        }
+    }
+
+    /// The encoder finished a frame sent in slices: each client's copy is timed (the client's
+    /// frame-end signal) once its datagrams have left; the frame ends when all have.
+    fn slices_done(&mut self, d: SlicesDone) {
+        if let Some(f) = self
+            .frames
+            .iter_mut()
+            .rev()
+            .find(|f| f.open && f.frame_number == d.frame_number)
+        {
+            f.timing = d.timing;
+            f.slices = Some((d.slice_count, d.first_out_us, d.last_out_us));
+            f.close();
+        }
     }
 
     /// The next datagram of the oldest frame in flight, if one is due; times each client's
@@ -230,8 +353,19 @@ impl HostNet {
                     };
                     let pose = f.pose;
                     let controller = self.session.controller();
+                    let slices = f.slices;
                     for c in clients {
                         self.session.send_frame_timing_to(send_done, c, timing);
+                        if let Some((count, first, last)) = slices {
+                            self.session.send_slice_timing_to(
+                                send_done,
+                                c,
+                                f.frame_number,
+                                count,
+                                first,
+                                last,
+                            );
+                        }
                         if let (Some(p), true) = (pose, Some(c) == controller) {
                             // The second copy, beside the timing: one lost control datagram
                             // loses no pose.
@@ -541,6 +675,14 @@ impl Endpoint for HostNet {
                     w.send_frame(&f, &self.shared);
                 }
                 self.send_frame(now, f)
+            }
+            HostCommand::Slice(s) => self.send_slice(now, s),
+            HostCommand::SlicesDone(d) => {
+                if let (Some(w), Some(data)) = (&mut self.webrtc, &d.whole) {
+                    // Browsers take frames whole: the slices put together.
+                    w.send_access_unit(data, d.keyframe, d.capture_us, &self.shared);
+                }
+                self.slices_done(d)
             }
             HostCommand::Audio(packets) => {
                 if let Some(w) = &mut self.webrtc {

@@ -164,6 +164,10 @@ pub struct HostSetup {
     pub encoder_thread: bool,
     /// Sees every sent picture (scene, X11 and pipe sources), see [`SentFrameTap`].
     pub sent_frame_tap: Option<SentFrameTap>,
+    /// An impairment for tests and demonstrations (frames sent in slices): these slices
+    /// (frame number, slice index) of each client's stream are never sent, as if every one of
+    /// their shards had been lost on the network.
+    pub lose_slices: Vec<(u32, u8)>,
     /// The host's identity and who may connect: the state directory and `host.access`
     /// (default), or in memory.
     pub trust: HostTrust,
@@ -185,6 +189,7 @@ impl Default for HostSetup {
             stamp: false,
             encoder_thread: true,
             sent_frame_tap: None,
+            lose_slices: Vec::new(),
             trust: HostTrust::Stored,
             consumers: Vec::new(),
         }

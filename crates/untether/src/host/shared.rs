@@ -68,6 +68,9 @@ pub(crate) struct HostSamples {
     pub audio_encode: Samples,
     /// Time the caller of a synchronous send was blocked.
     pub sync_blocked: Samples,
+    /// Frames sent in slices: capture → first / last slice handed to the network driver.
+    pub first_slice_out: Samples,
+    pub last_slice_out: Samples,
 }
 
 #[derive(Default)]

@@ -32,6 +32,8 @@ pub struct HostSummary {
     pub stages: std::collections::BTreeMap<crate::stats::Stage, Samples>,
     /// Encoded video frame sizes, kB (a size, not a stage).
     pub frame_kbytes: Samples,
+    /// Frames sent in slices: capture → first / last slice handed to the network.
+    pub slice_out: (Samples, Samples),
     pub fatal: Option<String>,
     pub events: Vec<String>,
     /// The client's paths as the host saw them last (several with multipath).

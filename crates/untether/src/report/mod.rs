@@ -56,6 +56,8 @@ pub struct ReportConfig {
     pub preset: String,
     pub conversion: String,
     pub bitrate_kbps: u32,
+    /// Slices per frame (`video.slices`; 1: frames sent whole).
+    pub slices: u8,
     pub transport: String,
     pub paths: u32,
     pub impairment: Option<String>,
@@ -88,6 +90,10 @@ pub struct FrameCounts {
     /// Host (demo only): the largest keyframe and the largest other frame encoded, bytes.
     pub largest_keyframe_bytes: Option<u64>,
     pub largest_frame_bytes: Option<u64>,
+    /// Frames sent in slices that were decoded with a lost slice's region concealed.
+    pub concealed: u64,
+    /// Slices given up (their frame still shown, the region concealed).
+    pub slices_lost: u64,
     /// The longest time between two shown frames (a freeze), and how many such gaps exceeded
     /// 100 ms.
     pub longest_freeze_ms: f64,
@@ -111,6 +117,21 @@ pub struct Latency {
     /// Per shown frame: shown time − the client's sample time of the pose the host rendered it
     /// for (from the FramePose metadata: pose-to-photon without late warp).
     pub rendered_pose_to_photon: Pcts,
+    /// Frames sent in slices: when their slices left the encoder and were decoded.
+    pub slices: SliceLatency,
+}
+
+/// The timeline of frames sent in slices, each a time since the frame's capture: the host's
+/// encoder handed the first and the last slice to the network; the client decoded the first
+/// slice and the last (the picture). Null with slices = 1.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SliceLatency {
+    /// Slices per frame (the most seen; 1: frames sent whole).
+    pub count: u8,
+    pub first_out: Pcts,
+    pub last_out: Pcts,
+    pub first_decoded: Pcts,
+    pub last_decoded: Pcts,
 }
 
 /// The latest-wins state channels: staleness per key (each key's worst, over keys) and the
@@ -347,7 +368,8 @@ pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
             let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
             shown - to_client(captured)
         });
-        let decode = r.decode_end_us as i64 - r.decode_start_us as i64;
+        // The time in the decoder (for a frame sent in slices, its calls' sum).
+        let decode = r.decode_us as i64;
         let mut stages = Vec::with_capacity(9);
         let mut overhead = None;
         // Timings are the current session's: an earlier session's frame numbers repeat.
@@ -374,7 +396,7 @@ pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
         }
         stages.push((
             Stage::Reassemble,
-            r.decode_start_us as i64 - r.last_shard_us as i64,
+            r.last_decode_start_us as i64 - r.last_shard_us as i64,
         ));
         stages.push((Stage::Decode, decode));
         stages.push((Stage::Present, r.shown_us as i64 - r.decode_end_us as i64));
@@ -419,6 +441,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         .into_iter()
         .map(|stage| (stage, st.get(&stage).map(Pcts::from).unwrap_or_default()))
         .collect();
+    let slices = slice_latency(run);
     let last_timing = run.timings.values().max_by_key(|t| t.frame_number);
     let s = &run.stats;
     let shown_at: Vec<u64> = run
@@ -449,6 +472,8 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
         forced_keyframes: host.map(|h| h.forced_keyframes),
         largest_keyframe_bytes: host.map(|h| h.largest_keyframe_bytes),
         largest_frame_bytes: host.map(|h| h.largest_frame_bytes),
+        concealed: run.concealed,
+        slices_lost: s.assembler.slices_lost,
     };
     let duration_s = run
         .ended_us
@@ -571,6 +596,7 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
             pipeline_overhead: (&overhead).into(),
             pose_to_photon: (&pose_to_photon).into(),
             rendered_pose_to_photon: (&rendered_pose).into(),
+            slices,
         },
         quality: None,
         network,
@@ -603,6 +629,36 @@ pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) 
     }
 }
 
+/// The slice timeline of the frames of `run` sent in slices (its current session's).
+fn slice_latency(run: &ClientRun) -> SliceLatency {
+    let offset = run.clock.map_or(0, |c| c.offset_us);
+    let (mut first_out, mut last_out) = (Samples::default(), Samples::default());
+    let (mut first_dec, mut last_dec) = (Samples::default(), Samples::default());
+    let mut count = 1;
+    for r in run.records.iter().filter(|r| r.slices > 1) {
+        count = count.max(r.slices);
+        let captured = r.capture_us as i64 - offset;
+        if r.first_slice_decoded_us != 0 {
+            first_dec.push_us(r.first_slice_decoded_us as i64 - captured);
+        }
+        last_dec.push_us(r.decode_end_us as i64 - captured);
+        if r.session != run.session {
+            continue;
+        }
+        if let Some(&(_, first, last)) = run.slice_timings.get(&r.frame_number) {
+            first_out.push_us(first as i64);
+            last_out.push_us(last as i64);
+        }
+    }
+    SliceLatency {
+        count,
+        first_out: (&first_out).into(),
+        last_out: (&last_out).into(),
+        first_decoded: (&first_dec).into(),
+        last_decoded: (&last_dec).into(),
+    }
+}
+
 /// A one-line description of this machine for reports: cores, CPU model, GPU (none used).
 pub fn machine_description() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -629,6 +685,7 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             )
         })
         .collect();
+    let slices = config.slices;
     serde_json::json!({
         "side": "host",
         "config": config,
@@ -640,7 +697,14 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "largest_keyframe_bytes": h.largest_keyframe_bytes,
             "largest_frame_bytes": h.largest_frame_bytes,
         },
-        "latency_ms": { "stages": stages },
+        "latency_ms": {
+            "stages": stages,
+            "slices": {
+                "count": slices,
+                "first_out": Pcts::from(&h.slice_out.0),
+                "last_out": Pcts::from(&h.slice_out.1),
+            },
+        },
         "network": {
             "bytes_sent": h.bytes_sent, "packets_sent": h.packets_sent,
             "malformed": h.malformed_datagrams,

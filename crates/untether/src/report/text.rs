@@ -38,6 +38,13 @@ impl Report {
                 f.forced_keyframes.map_or("?".into(), |s| s.to_string())
             );
         }
+        if f.concealed > 0 || f.slices_lost > 0 {
+            let _ = writeln!(
+                o,
+                "slices: {} lost · {} frames shown with a lost slice's region concealed",
+                f.slices_lost, f.concealed
+            );
+        }
         let _ = writeln!(
             o,
             "{:<28} {:>8} {:>8} {:>8} {:>8}",
@@ -62,6 +69,13 @@ impl Report {
             }
         }
         row("pipeline overhead", &l.pipeline_overhead);
+        if l.slices.count > 1 {
+            let sl = &l.slices;
+            row(&format!("{} slices: first out", sl.count), &sl.first_out);
+            row("  last out", &sl.last_out);
+            row("  first decoded", &sl.first_decoded);
+            row("  last decoded", &sl.last_decoded);
+        }
         row("input response", &self.input.response_ms);
         let n = &self.network;
         let _ = writeln!(

@@ -396,11 +396,23 @@ impl WebRtc {
     /// Hands an encoded frame to every connected session (the same access unit our clients
     /// get: no second encode).
     pub fn send_frame(&mut self, f: &OutgoingFrame, shared: &HostShared) {
+        self.send_access_unit(&f.data, f.keyframe, f.capture_us, shared);
+    }
+
+    /// Hands an access unit (a frame sent whole, or a sliced frame's slices put together) to
+    /// every connected session.
+    pub fn send_access_unit(
+        &mut self,
+        au: &[u8],
+        keyframe: bool,
+        capture_us: Micros,
+        shared: &HostShared,
+    ) {
         if !self.peers.iter().any(|p| p.connected && p.gone.is_none()) {
             return;
         }
-        if f.keyframe && !self.profile_noted {
-            if let Some(p) = h264::sps_profile(&f.data) {
+        if keyframe && !self.profile_noted {
+            if let Some(p) = h264::sps_profile(au) {
                 self.profile_noted = true;
                 if !p.constrained_baseline() {
                     shared.note(format!(
@@ -411,10 +423,10 @@ impl WebRtc {
                 }
             }
         }
-        let data: Arc<[u8]> = Arc::from(&f.data[..]);
-        let capture = self.clock.instant(f.capture_us);
+        let data: Arc<[u8]> = Arc::from(au);
+        let capture = self.clock.instant(capture_us);
         for p in &mut self.peers {
-            if p.send_frame(capture, f.capture_us, f.keyframe, &data, &mut self.tmp) {
+            if p.send_frame(capture, capture_us, keyframe, &data, &mut self.tmp) {
                 self.summary.frames_sent += 1;
                 if p.kind == Kind::Publisher {
                     self.summary.publish_frames += 1;
