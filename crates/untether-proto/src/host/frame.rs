@@ -37,7 +37,7 @@ pub struct FrameMeta {
     pub entry_point: bool,
     /// Which slice of the frame this is (docs/PROTOCOL.md §6.3): [`SliceId::WHOLE`] for a
     /// frame sent whole. Every slice of a frame carries the frame's meta; a client waiting for
-    /// a picture starts at slice 0 of an entry point.
+    /// a picture starts at an entry point's first slice to be sent (slices come in any order).
     pub slice: SliceId,
 }
 
@@ -193,13 +193,13 @@ impl HostSession {
             self.gate.on_keyframe_sent(meta.frame_number);
         }
         self.next_frame = Some(meta.frame_number.wrapping_add(1));
-        // Who takes it, controller first (a client waiting for a picture starts at the first
-        // slice of an entry point).
+        // Who takes it, controller first (a client waiting for a picture starts at any slice
+        // of an entry point: slices come in any order, and the rest of that frame follows).
         let mut order: Vec<usize> = (0..self.peers.len()).collect();
         order.sort_by_key(|&i| self.peers[i].role != ClientRole::Controller);
         let mut receivers = Vec::with_capacity(order.len());
         for i in order {
-            if self.peers[i].takes(meta.keyframe, meta.entry_point && first_slice) {
+            if self.peers[i].takes(meta.keyframe, meta.entry_point) {
                 receivers.push(i);
             } else if first_slice {
                 self.peers[i].counters.frames_skipped += 1;
@@ -334,7 +334,7 @@ impl HostSession {
             peer.last_send_us = now;
             peer.counters.frames_sent += first_slice as u64;
             peer.counters.parity_shards_sent += parity_sent as u64;
-            if meta.entry_point && first_slice {
+            if meta.entry_point {
                 peer.awaiting_entry = false;
             }
             self.stats.shards_sent += (sealed + parity_sent) as u64;
