@@ -24,6 +24,7 @@ PACKAGES=(
   libsvtav1-dev libsvtav1enc-dev
   libx264-dev
   libsdl2-dev
+  libgl1-mesa-dri libglx-mesa0 libegl-mesa0 libgles2
   xvfb xauth x11-utils x11-apps imagemagick
   iproute2 nftables
   # RTSP for ordinary players (untether host --rtsp; the binary links gst-rtsp-server):

@@ -90,7 +90,7 @@ impl Global {
 enum Command {
     /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to several clients at once from one encoded stream (one controller, the others viewers).
     Host(HostArgs),
-    /// Connect to a host, decode and show its stream, send keyboard and mouse back.
+    /// Connect to a host, decode and show its stream, send keyboard and mouse back. In the window: F11 or Alt+Enter fullscreen, F10 capture/release the mouse, F12 statistics overlay (not sent to the host).
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
     Demo(DemoArgs),
@@ -222,7 +222,7 @@ fn apply_webrtc(cfg: &mut ConfigToml, w: &WebRtcArgs) {
 
 #[derive(Args, Debug, Clone, Default)]
 struct VrArgs {
-    /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise [config: vr.enabled].
+    /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise (a demo's window also shows it as a headset would: lens distortion and late warp, see --lens, --late-warp) [config: vr.enabled].
     #[arg(long)]
     vr: bool,
     /// VR: eye separation (interpupillary distance) in millimetres, 40–90 [config: vr.ipd_mm, default 64].
@@ -332,6 +332,21 @@ struct ClientSide {
     /// Hardware decoding: none, auto (what this machine has), vaapi, cuda, vdpau, drm, v4l2m2m; untested on real hardware (docs/CODECS.md) [config: client.hwaccel, default none].
     #[arg(long, value_parser = ["none", "auto", "vaapi", "cuda", "vdpau", "drm", "v4l2m2m"])]
     hwaccel: Option<String>,
+    /// The window's presenter: gl (OpenGL ES 3: YUV→RGB, lens distortion and late warp on the GPU), sdl (SDL's renderer), or auto (gl, else sdl with one line saying why) [config: client.presenter, default auto].
+    #[arg(long, value_parser = ["auto", "gl", "sdl"])]
+    presenter: Option<String>,
+    /// Start fullscreen. In the window: F11 or Alt+Enter toggles fullscreen, F10 captures/releases the mouse (relative mode, for games), F12 shows/hides the statistics overlay; these keys are not sent to the host [config: client.fullscreen].
+    #[arg(long)]
+    fullscreen: bool,
+    /// Start with the live statistics overlay shown (F12 toggles it) [config: client.overlay].
+    #[arg(long)]
+    overlay: bool,
+    /// With --vr: the lens profile (TOML; see docs/lens/generic.toml, the built-in default) [config: vr.lens].
+    #[arg(long, value_name = "FILE")]
+    lens: Option<PathBuf>,
+    /// With --vr: re-project each picture to the newest head orientation when it is shown (rotational time-warp), or not, for comparison [config: vr.late_warp, default on].
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    late_warp: Option<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -366,7 +381,7 @@ struct ClientArgs {
     side: ClientSide,
     #[command(flatten)]
     io: ClientIoArgs,
-    /// VR: measure pose-to-photon from the presented pose markers (the host runs with --vr) [config: vr.enabled].
+    /// VR (the host runs with --vr): the stream is side-by-side stereo; the GPU presenter pre-distorts each eye for the headset's lenses and late-warps it to the newest head pose, and pose-to-photon is measured from the presented pose markers [config: vr.enabled].
     #[arg(long)]
     vr: bool,
     #[command(flatten)]
@@ -441,6 +456,8 @@ const FLAGS: &[(&str, &str)] = &[
     ("client.name", "--name"),
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
+    ("client.presenter", "--presenter"),
+    ("vr.lens", "--lens"),
     ("scene.walk_speed", "--walk"),
     ("rtsp.listen", "--rtsp"),
 ];
@@ -590,6 +607,21 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     }
     if let Some(h) = &c.hwaccel {
         cfg.client.hwaccel = h.clone();
+    }
+    if let Some(p) = &c.presenter {
+        cfg.client.presenter = p.clone();
+    }
+    if c.fullscreen {
+        cfg.client.fullscreen = true;
+    }
+    if c.overlay {
+        cfg.client.overlay = true;
+    }
+    if let Some(l) = &c.lens {
+        cfg.vr.lens = l.display().to_string();
+    }
+    if let Some(w) = &c.late_warp {
+        cfg.vr.late_warp = w == "on";
     }
 }
 

@@ -378,14 +378,12 @@ fn read_ppm(path: &Path) -> (usize, usize, Vec<u8>) {
     (w, h, pixels)
 }
 
-#[test]
-fn sdl_window_shows_the_decoded_frame() {
-    if std::env::var_os("DISPLAY").is_none() {
-        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
-        return;
-    }
-    let frame = tmp("last-frame.ppm");
-    let shot = tmp("screen.ppm");
+/// Runs `untether demo` (a still scene) with `extra` flags under the display, grabs the
+/// screen after 3 s; returns (last decoded frame, screenshot, the demo's stderr).
+type Ppm = (usize, usize, Vec<u8>);
+fn demo_screenshot(name: &str, extra: &[&str]) -> (Ppm, Ppm, String) {
+    let frame = tmp(&format!("{name}-frame.ppm"));
+    let shot = tmp(&format!("{name}-screen.ppm"));
     // A still scene, so the screenshot and the last decoded frame show the same picture.
     let demo = untether()
         .args([
@@ -401,6 +399,9 @@ fn sdl_window_shows_the_decoded_frame() {
             "--save-frame",
         ])
         .arg(&frame)
+        .args(extra)
+        // The presenter says what it is at info level.
+        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -411,30 +412,158 @@ fn sdl_window_shows_the_decoded_frame() {
         .arg(&shot)
         .status();
     let out = demo.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "demo failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "demo failed: {stderr}");
     assert!(grab.expect("imagemagick's import is installed").success());
-    let (fw, fh, fpx) = read_ppm(&frame);
-    let (sw, sh, spx) = read_ppm(&shot);
-    assert_eq!((fw, fh), (1280, 720));
-    // The window is centred on the screen; compare a 256×256 block at the centre of both.
-    let (n, mut diff) = (256usize, 0f64);
-    for y in 0..n {
-        for x in 0..n {
-            for c in 0..3 {
-                let f = fpx[((fh / 2 - n / 2 + y) * fw + fw / 2 - n / 2 + x) * 3 + c] as f64;
-                let s = spx[((sh / 2 - n / 2 + y) * sw + sw / 2 - n / 2 + x) * 3 + c] as f64;
-                diff += (f - s).abs();
+    (read_ppm(&frame), read_ppm(&shot), stderr)
+}
+
+/// The centre of the white bar (a run of near-white pixels 2 to 40 wide between dark ones)
+/// nearest column `x` in a row of RGB pixels.
+fn bar_nearest(row: &[[u8; 3]], x: f32) -> Option<f32> {
+    let white = |p: &[u8; 3]| p.iter().all(|&v| v > 200);
+    let dark = |i: usize| row.get(i).is_some_and(|p| p.iter().all(|&v| v < 90));
+    let mut best: Option<f32> = None;
+    let mut i = 0;
+    while i < row.len() {
+        if !white(&row[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < row.len() && white(&row[i]) {
+            i += 1;
+        }
+        let edges = (start >= 3 && (1..=3).any(|k| dark(start - k))) && (0..3).any(|k| dark(i + k));
+        if (2..=40).contains(&(i - start)) && edges {
+            let c = (start + i - 1) as f32 / 2.0;
+            if best.is_none_or(|b| (c - x).abs() < (b - x).abs()) {
+                best = Some(c);
             }
         }
     }
-    let mean = diff / (n * n * 3) as f64;
+    best
+}
+
+/// The mean absolute difference of an n×n block of two RGB pictures, at (fx, fy) in the first
+/// and (sx, sy) in the second.
+fn block_diff(f: &Ppm, fx: usize, fy: usize, s: &Ppm, sx: usize, sy: usize, n: usize) -> f64 {
+    let mut diff = 0f64;
+    for y in 0..n {
+        for x in 0..n {
+            for c in 0..3 {
+                let a = f.2[((fy + y) * f.0 + fx + x) * 3 + c] as f64;
+                let b = s.2[((sy + y) * s.0 + sx + x) * 3 + c] as f64;
+                diff += (a - b).abs();
+            }
+        }
+    }
+    diff / (n * n * 3) as f64
+}
+
+#[test]
+fn the_window_shows_the_decoded_frame_with_either_presenter() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    for presenter in ["gl", "sdl"] {
+        let (frame, shot, stderr) =
+            demo_screenshot(&format!("mono-{presenter}"), &["--presenter", presenter]);
+        assert_eq!((frame.0, frame.1), (1280, 720));
+        // The window is centred on the screen; compare a 256×256 block at the centre of both,
+        // and a block in the top-left corner below the pixel stamp (no overlay unless asked
+        // for).
+        let (ox, oy) = ((shot.0 - 1280) / 2, (shot.1 - 720) / 2);
+        let centre = block_diff(&frame, 512, 232, &shot, ox + 512, oy + 232, 256);
+        assert!(
+            centre < 6.0,
+            "{presenter}: screen centre differs from the decoded frame by {centre:.1} on average"
+        );
+        let corner = block_diff(&frame, 8, 64, &shot, ox + 8, oy + 64, 96);
+        assert!(
+            corner < 8.0,
+            "{presenter}: the top-left corner differs by {corner:.1}"
+        );
+        if presenter == "gl" {
+            assert!(stderr.contains("GL presenter: OpenGL ES 3"), "{stderr}");
+        }
+    }
+}
+
+/// Issue 17's screenshot test of the client window, from the real client in `untether demo
+/// --vr --overlay`: two lens-distorted eye views (black corners, each eye picture's centre at
+/// its lens centre) and the statistics overlay over the video in the top-left corner.
+#[test]
+fn the_vr_window_shows_two_distorted_eye_views_and_the_overlay() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    // A head that stands still (a demo's VR head turns by default): the last decoded frame is
+    // what the window shows, late-warped by the identity.
+    let (frame, shot, stderr) =
+        demo_screenshot("vr", &["--vr", "--overlay", "--pose", "synthetic:still"]);
+    assert!(stderr.contains("VR: side-by-side stereo"), "{stderr}");
+    let (ox, oy) = ((shot.0 - 1280) / 2, (shot.1 - 720) / 2);
+    let px = |x: usize, y: usize| {
+        let i = ((oy + y) * shot.0 + ox + x) * 3;
+        [shot.2[i], shot.2[i + 1], shot.2[i + 2]]
+    };
+    for eye_x in [0usize, 640] {
+        // The corners of each eye's viewport (away from the overlay) are black.
+        for (x, y) in [(eye_x + 2, 717), (eye_x + 637, 717), (eye_x + 637, 2)] {
+            assert!(
+                px(x, y).iter().all(|&v| v < 10),
+                "corner {x},{y} is not black: {:?}",
+                px(x, y)
+            );
+        }
+        // The generic lens's centre is its viewport's: there the eye picture's centre shows.
+        // The scene's pose marker at the view's centre (world azimuth 0, the head still at
+        // yaw 0) is a sharp vertical bar: on the middle row it sits at the same column in the
+        // decoded eye picture and in the window (the lens magnifies around that column and
+        // moves it nowhere).
+        let row_of = |p: &Ppm, x0: usize, y: usize| -> Vec<[u8; 3]> {
+            (x0..x0 + 640)
+                .map(|x| {
+                    let i = (y * p.0 + x) * 3;
+                    [p.2[i], p.2[i + 1], p.2[i + 2]]
+                })
+                .collect()
+        };
+        let in_frame = bar_nearest(&row_of(&frame, eye_x, 360), 319.5);
+        let in_window = bar_nearest(&row_of(&shot, ox + eye_x, oy + 360), 319.5);
+        let (Some(f), Some(w)) = (in_frame, in_window) else {
+            panic!("eye at {eye_x}: no centre marker (frame {in_frame:?}, window {in_window:?})");
+        };
+        assert!(
+            (f - 319.5).abs() < 3.0 && (w - f).abs() < 1.5,
+            "eye at {eye_x}: the centre marker is at {f:.1} in the picture, {w:.1} in the window"
+        );
+        // Away from the centre the picture is distorted: the same point differs.
+        let off = block_diff(
+            &frame,
+            eye_x + 60,
+            560,
+            &shot,
+            ox + eye_x + 60,
+            oy + 560,
+            16,
+        );
+        assert!(
+            off > 25.0,
+            "eye at {eye_x}: no distortion ({off:.1} at the same point)"
+        );
+    }
+    // The overlay: light text in the (otherwise black) top-left corner of the left eye.
+    let light = (12..100)
+        .flat_map(|y| (12..300).map(move |x| (x, y)))
+        .filter(|&(x, y)| px(x, y).iter().all(|&v| v > 180))
+        .count();
     assert!(
-        mean < 6.0,
-        "screen centre differs from the decoded frame by {mean:.1} on average"
+        light > 150,
+        "no overlay text in the top-left corner ({light} light pixels)"
     );
 }
 
@@ -855,5 +984,44 @@ fn ranges_and_units_are_named_in_one_style() {
         text(&o).contains("--bitrate") && text(&o).contains("10M"),
         "{}",
         text(&o)
+    );
+}
+
+/// Without OpenGL ES 3 (Mesa told to offer ES 2 only), `--presenter auto` falls back to SDL's
+/// renderer saying so in one line, and `--presenter gl` is an error that says why.
+#[test]
+fn the_sdl_renderer_takes_over_when_opengl_es_3_cannot_start() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    let report = tmp("fallback-report.json");
+    let out = untether()
+        .args(["demo", "--duration", "2", "--presenter", "auto", "--report"])
+        .arg(&report)
+        .env("MESA_GLES_VERSION_OVERRIDE", "2.0")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let said: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains("falling back to the SDL renderer"))
+        .collect();
+    assert_eq!(said.len(), 1, "{t}");
+    assert!(said[0].contains("GL presenter unavailable"), "{t}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["config"]["display"], "sdl-window", "{r}");
+    assert!(r["frames"]["shown"].as_u64().unwrap() > 0, "{r}");
+    let out = untether()
+        .args(["demo", "--duration", "2", "--presenter", "gl"])
+        .env("MESA_GLES_VERSION_OVERRIDE", "2.0")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("the GL presenter (--presenter gl) cannot start"),
+        "{t}"
     );
 }

@@ -1,5 +1,6 @@
 //! untether's media stages: the built-in test scene and its pixel stamp, colour conversion,
-//! FFmpeg encoders and decoders, and presenters (SDL2 window or headless sink).
+//! FFmpeg encoders and decoders, and presenters (the GPU presenter — OpenGL ES 3 with lens
+//! distortion, late warp and the statistics overlay —, the SDL renderer, or a headless sink).
 //!
 //! Also: X11 capture and XTEST input replay ([`x11`]), raw frames through pipes ([`pipe`]),
 //! Linux input devices ([`evdev`]) and audio ([`audio`]: Opus, jitter buffer, SDL playback and
@@ -13,12 +14,17 @@ pub mod convert;
 pub mod evdev;
 pub mod frame;
 pub mod gamepad;
+pub mod lens;
+pub mod overlay;
 pub mod pipe;
 pub mod present;
+pub mod present_gl;
 pub mod quality;
 pub mod scene;
 pub mod slice_decoder;
 pub mod stamp;
+pub mod warp;
+mod window;
 pub mod x11;
 pub mod x264;
 

@@ -1,27 +1,31 @@
-//! Presenters: an SDL2 window that shows decoded pictures at 1:1 and returns the window's
-//! keyboard and mouse events, or a headless sink.
+//! Presenters: a window that shows decoded pictures and returns the window's keyboard and
+//! mouse events — the GPU presenter (OpenGL ES 3, [`crate::present_gl`]) or the SDL renderer
+//! (this file, the fallback) — or a headless sink. [`open_window`] picks one
+//! (`--presenter gl|sdl|auto`).
 //!
-//! The window gets a streaming IYUV texture for 4:2:0 pictures (SDL does the YUV→RGB step on
-//! the renderer, told explicitly to use BT.601 — the matrix of the whole pipeline) and an
-//! ARGB8888 texture for GBR pictures. Vsync is off: a frame is shown as soon as it is decoded.
-//! The renderer is SDL's software renderer by default, which measured faster than Mesa's
-//! llvmpipe GL under Xvfb on the dev box (docs/BENCHMARKS.md); set
-//! `UNTETHER_SDL_RENDERER=accelerated` to use the GPU renderer on a machine with one.
+//! The SDL renderer gets a streaming IYUV texture for 4:2:0 pictures (SDL does the YUV→RGB step
+//! on the renderer, told explicitly to use BT.601 — the matrix of the whole pipeline) and an
+//! ARGB8888 texture for GBR pictures. Its vsync is off: a frame is shown as soon as it is
+//! decoded. It is SDL's software renderer by default; set `UNTETHER_SDL_RENDERER=accelerated`
+//! to use SDL's GPU renderer on a machine with one. It cannot distort for lenses or late-warp:
+//! with `--vr` it shows the side-by-side picture as it is, and says so.
 
-use sdl2::event::{Event, WindowEvent as SdlWindowEvent};
-use sdl2::mouse::MouseButton;
 use sdl2::pixels::PixelFormatEnum;
-use sdl2::render::{Canvas, Texture, TextureCreator};
+use sdl2::render::{BlendMode, Canvas, Texture, TextureCreator};
 use sdl2::video::{Window, WindowContext};
 use sdl2::EventPump;
 
 use crate::codec::{DecodedFrame, PictureFormat};
+use crate::lens::LensProfile;
+use crate::overlay::{OverlayModel, TextRaster};
+use crate::warp::Warp;
+use crate::window::{self, sdl_err};
 use crate::{MediaError, Result};
 
 /// An input event from the window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowEvent {
-    /// `code` is an SDL keycode; `repeat` marks auto-repeat.
+    /// `code` is an SDL keycode ([`keys`]); `repeat` marks auto-repeat.
     Key {
         code: i32,
         down: bool,
@@ -43,22 +47,58 @@ pub enum WindowEvent {
         dx: i32,
         dy: i32,
     },
+    /// The window was uncovered, resized or changed fullscreen state: show the last picture
+    /// again ([`Presenter::redraw`]).
+    Exposed,
     /// The window was closed.
     Quit,
 }
 
-/// Shows decoded pictures.
+/// SDL keycodes of the keys the client's window uses for itself (`WindowEvent::Key::code`).
+pub mod keys {
+    use sdl2::sys::SDL_KeyCode as K;
+    pub const F10: i32 = K::SDLK_F10 as i32;
+    pub const F11: i32 = K::SDLK_F11 as i32;
+    pub const F12: i32 = K::SDLK_F12 as i32;
+    pub const RETURN: i32 = K::SDLK_RETURN as i32;
+    pub const LALT: i32 = K::SDLK_LALT as i32;
+    pub const RALT: i32 = K::SDLK_RALT as i32;
+}
+
+/// Shows decoded pictures. Runs on the thread that made it (SDL wants the thread that made
+/// the window).
 pub trait Presenter {
+    /// Uploads a new picture and shows it, with the current warp and overlay.
     fn present(&mut self, picture: &DecodedFrame) -> Result<()>;
+    /// Shows the last picture again (after a warp, overlay or window change); Ok(false):
+    /// nothing shown yet.
+    fn redraw(&mut self) -> Result<bool> {
+        Ok(false)
+    }
     fn poll_events(&mut self) -> Vec<WindowEvent>;
-    /// Says something about the stream where the user sees it (a window's title), e.g. that
-    /// the picture is held while the host is unreachable; None: nothing to say.
-    fn set_status(&mut self, _status: Option<&str>) {}
-    /// Reads back `width` pixels of row `y` of what was last presented, as BGRA (the
-    /// pose-to-photon measurement reads the pose markers there); None: not supported.
+    /// Reads back `width` pixels of row `y` of what was last presented (window coordinates,
+    /// top row 0), as BGRA (the pose-to-photon measurement reads the pose markers there);
+    /// None: not supported.
     fn read_row(&mut self, _y: u32, _width: u32) -> Option<Vec<u8>> {
         None
     }
+    /// The window's title (keys, the stream's state: the user sees it there).
+    fn set_title(&mut self, _title: &str) {}
+    /// The late warp of the pictures shown from now on (None: none). Only the GPU presenter
+    /// in VR mode warps.
+    fn set_warp(&mut self, _warp: Option<Warp>) {}
+    /// The statistics overlay (None: hidden); its text is rasterised again only when it
+    /// changed.
+    fn set_overlay(&mut self, _overlay: Option<&OverlayModel>) -> Result<()> {
+        Ok(())
+    }
+    fn set_fullscreen(&mut self, _on: bool) -> Result<()> {
+        Ok(())
+    }
+    /// Captures the mouse (relative mode, for games) or releases it.
+    fn set_mouse_captured(&mut self, _on: bool) {}
+    /// What draws: "gl", "sdl" or "headless".
+    fn kind(&self) -> &'static str;
 }
 
 /// SDL video drivers that show nothing to anyone: a window on one of them is not a display.
@@ -89,6 +129,76 @@ impl Presenter for HeadlessPresenter {
     fn poll_events(&mut self) -> Vec<WindowEvent> {
         Vec::new()
     }
+    fn kind(&self) -> &'static str {
+        "headless"
+    }
+}
+
+/// Which windowed presenter (`--presenter`, `client.presenter`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PresenterKind {
+    /// The GPU presenter, or the SDL renderer when it cannot start (one log line says why).
+    #[default]
+    Auto,
+    /// The GPU presenter (OpenGL ES 3) or an error.
+    Gl,
+    /// SDL's renderer.
+    Sdl,
+}
+
+impl PresenterKind {
+    pub const NAMES: [&'static str; 3] = ["auto", "gl", "sdl"];
+
+    pub fn parse(s: &str) -> Option<PresenterKind> {
+        match s {
+            "auto" => Some(PresenterKind::Auto),
+            "gl" => Some(PresenterKind::Gl),
+            "sdl" => Some(PresenterKind::Sdl),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PresenterKind::Auto => "auto",
+            PresenterKind::Gl => "gl",
+            PresenterKind::Sdl => "sdl",
+        }
+    }
+}
+
+/// What a window is opened with.
+#[derive(Clone, Debug)]
+pub struct WindowSpec {
+    pub title: String,
+    /// The picture's size: the window's initial size.
+    pub width: u32,
+    pub height: u32,
+    pub fullscreen: bool,
+    /// VR: the picture is side-by-side stereo, pre-distorted per eye for this lens profile.
+    pub vr: Option<LensProfile>,
+}
+
+/// Opens the window `kind` asks for; `Auto` falls back to the SDL renderer, saying why in one
+/// line, when the GPU presenter cannot start.
+pub fn open_window(kind: PresenterKind, spec: &WindowSpec) -> Result<Box<dyn Presenter>> {
+    match kind {
+        PresenterKind::Sdl => Ok(Box::new(SdlPresenter::open(spec)?)),
+        PresenterKind::Gl => Ok(Box::new(
+            crate::present_gl::GlPresenter::open(spec).map_err(|e| {
+                MediaError::Display(format!(
+                    "the GL presenter (--presenter gl) cannot start: {e}"
+                ))
+            })?,
+        )),
+        PresenterKind::Auto => match crate::present_gl::GlPresenter::open(spec) {
+            Ok(p) => Ok(Box::new(p)),
+            Err(e) => {
+                log::warn!("GL presenter unavailable ({e}): falling back to the SDL renderer");
+                Ok(Box::new(SdlPresenter::open(spec)?))
+            }
+        },
+    }
 }
 
 /// Which SDL renderer.
@@ -108,25 +218,40 @@ impl RendererKind {
     }
 }
 
-fn sdl_err(what: &str) -> impl Fn(String) -> MediaError + '_ {
-    move |e| MediaError::Display(format!("{what}: {e}"))
-}
+/// The overlay's text size, pixels.
+pub(crate) const OVERLAY_PX: f32 = 13.0;
+/// The overlay's distance from the window's top-left corner, pixels.
+pub(crate) const OVERLAY_MARGIN: i32 = 8;
 
-/// An SDL2 window the size of the stream. Create and use it on one thread.
+/// An SDL2 window with SDL's renderer (the fallback presenter). Create and use it on one
+/// thread.
 pub struct SdlPresenter {
     // Field order is drop order: textures before their creator, the canvas, then SDL.
     texture: Option<(Texture, PictureFormat, u32, u32)>,
-    scratch: Vec<u8>,
+    overlay_texture: Option<(Texture, u32, u32)>,
+    overlay: Option<TextRaster>,
+    overlay_on: bool,
     creator: TextureCreator<WindowContext>,
     canvas: Canvas<Window>,
     events: EventPump,
     _video: sdl2::VideoSubsystem,
-    _sdl: sdl2::Sdl,
+    sdl: sdl2::Sdl,
 }
 
 impl SdlPresenter {
     pub fn new(title: &str, width: u32, height: u32, fullscreen: bool) -> Result<Self> {
         Self::with_renderer(title, width, height, fullscreen, RendererKind::from_env())
+    }
+
+    /// A window for `spec` (with `--vr`, the side-by-side picture is shown undistorted).
+    pub fn open(spec: &WindowSpec) -> Result<Self> {
+        if spec.vr.is_some() {
+            log::warn!(
+                "--vr: the SDL renderer cannot distort for lenses or late-warp; showing the \
+                 side-by-side picture as it is (use the GL presenter)"
+            );
+        }
+        Self::new(&spec.title, spec.width, spec.height, spec.fullscreen)
     }
 
     pub fn with_renderer(
@@ -136,14 +261,7 @@ impl SdlPresenter {
         fullscreen: bool,
         renderer: RendererKind,
     ) -> Result<Self> {
-        let sdl = sdl2::init().map_err(sdl_err("SDL init"))?;
-        let video = sdl.video().map_err(sdl_err(
-            "SDL video (is there a display? set DISPLAY, or run headless)",
-        ))?;
-        check_visible_driver(
-            video.current_video_driver(),
-            std::env::var("SDL_VIDEODRIVER").ok().as_deref(),
-        )?;
+        let (sdl, video) = window::init_video()?;
         // SAFETY: a plain setter of SDL global state, called after SDL_Init on this thread.
         unsafe {
             sdl2::sys::SDL_SetYUVConversionMode(
@@ -151,7 +269,7 @@ impl SdlPresenter {
             );
         }
         let mut wb = video.window(title, width, height);
-        wb.position_centered();
+        wb.position_centered().resizable();
         if fullscreen {
             wb.fullscreen_desktop();
         }
@@ -166,6 +284,10 @@ impl SdlPresenter {
         let mut canvas = cb
             .build()
             .map_err(|e| MediaError::Display(format!("SDL renderer: {e}")))?;
+        // Keeps the picture's aspect in a resized or fullscreen window (black bars).
+        canvas
+            .set_logical_size(width, height)
+            .map_err(|e| MediaError::Display(format!("SDL logical size: {e}")))?;
         canvas.set_draw_color(sdl2::pixels::Color::RGB(0, 0, 0));
         canvas.clear();
         canvas.present();
@@ -173,13 +295,35 @@ impl SdlPresenter {
         let events = sdl.event_pump().map_err(sdl_err("SDL events"))?;
         Ok(SdlPresenter {
             texture: None,
-            scratch: Vec::new(),
+            overlay_texture: None,
+            overlay: None,
+            overlay_on: false,
             creator,
             canvas,
             events,
             _video: video,
-            _sdl: sdl,
+            sdl,
         })
+    }
+
+    fn draw(&mut self) -> Result<bool> {
+        let Some((tex, ..)) = self.texture.as_ref() else {
+            return Ok(false);
+        };
+        self.canvas.clear();
+        self.canvas
+            .copy(tex, None, None)
+            .map_err(sdl_err("SDL copy"))?;
+        if self.overlay_on {
+            if let Some((t, w, h)) = &self.overlay_texture {
+                let dst = sdl2::rect::Rect::new(OVERLAY_MARGIN, OVERLAY_MARGIN, *w, *h);
+                self.canvas
+                    .copy(t, None, dst)
+                    .map_err(sdl_err("SDL overlay copy"))?;
+            }
+        }
+        self.canvas.present();
+        Ok(true)
     }
 }
 
@@ -196,20 +340,61 @@ impl Presenter for SdlPresenter {
             .ok()
     }
 
-    fn set_status(&mut self, status: Option<&str>) {
-        let window = self.canvas.window_mut();
-        let base = window
-            .title()
-            .split(" — [")
-            .next()
-            .unwrap_or("")
-            .to_string();
-        let title = match status {
-            Some(st) => format!("{base} — [{st}]"),
-            None => base,
+    fn kind(&self) -> &'static str {
+        "sdl"
+    }
+
+    fn set_title(&mut self, title: &str) {
+        window::set_title(self.canvas.window_mut(), title);
+    }
+
+    fn set_fullscreen(&mut self, on: bool) -> Result<()> {
+        window::set_fullscreen(self.canvas.window_mut(), on)
+    }
+
+    fn set_mouse_captured(&mut self, on: bool) {
+        window::set_mouse_captured(&self.sdl, on);
+    }
+
+    fn set_overlay(&mut self, overlay: Option<&OverlayModel>) -> Result<()> {
+        let Some(model) = overlay else {
+            self.overlay_on = false;
+            return Ok(());
         };
-        // A title with a NUL byte cannot be set; the status is also in the log.
-        let _ = window.set_title(&title);
+        self.overlay_on = true;
+        if self.overlay.is_none() {
+            self.overlay = Some(TextRaster::new(OVERLAY_PX)?);
+        }
+        let Some(raster) = self.overlay.as_mut() else {
+            return Ok(());
+        };
+        if !raster.update(&model.lines()) {
+            return Ok(());
+        }
+        let img = raster.image();
+        if !matches!(&self.overlay_texture, Some((_, w, h)) if *w == img.width && *h == img.height)
+        {
+            let mut t = self
+                .creator
+                .create_texture_streaming(PixelFormatEnum::ABGR8888, img.width, img.height)
+                .map_err(|e| MediaError::Display(format!("SDL overlay texture: {e}")))?;
+            t.set_blend_mode(BlendMode::Blend);
+            if let Some((old, ..)) = self.overlay_texture.take() {
+                // SAFETY: the old texture belongs to this renderer and is no longer used.
+                unsafe { old.destroy() };
+            }
+            self.overlay_texture = Some((t, img.width, img.height));
+        }
+        if let Some((t, ..)) = self.overlay_texture.as_mut() {
+            // ABGR8888 is R, G, B, A in memory on little-endian machines: the image's order.
+            t.update(None, &img.data, img.width as usize * 4)
+                .map_err(|e| MediaError::Display(format!("SDL overlay upload: {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn redraw(&mut self) -> Result<bool> {
+        self.draw()
     }
 
     fn present(&mut self, picture: &DecodedFrame) -> Result<()> {
@@ -228,6 +413,9 @@ impl Presenter for SdlPresenter {
                 unsafe { old.destroy() };
             }
             self.texture = Some((t, fmt, w, h));
+            self.canvas
+                .set_logical_size(w, h)
+                .map_err(|e| MediaError::Display(format!("SDL logical size: {e}")))?;
         }
         let Some((tex, ..)) = self.texture.as_mut() else {
             return Err(MediaError::Display("no texture".into()));
@@ -240,84 +428,17 @@ impl Presenter for SdlPresenter {
             }
             PictureFormat::Gbrp => {
                 let bgra = picture.to_bgra()?;
-                self.scratch.clear();
                 tex.update(None, &bgra.data, bgra.stride)
                     .map_err(|e| MediaError::Display(format!("SDL upload: {e}")))?;
             }
         }
-        self.canvas.clear();
-        self.canvas
-            .copy(tex, None, None)
-            .map_err(sdl_err("SDL copy"))?;
-        self.canvas.present();
+        self.draw()?;
         Ok(())
     }
 
     fn poll_events(&mut self) -> Vec<WindowEvent> {
-        let mut out = Vec::new();
-        for e in self.events.poll_iter() {
-            let ev = match e {
-                Event::Quit { .. } => Some(WindowEvent::Quit),
-                Event::Window {
-                    win_event: SdlWindowEvent::Close,
-                    ..
-                } => Some(WindowEvent::Quit),
-                Event::KeyDown {
-                    keycode: Some(k),
-                    repeat,
-                    ..
-                } => Some(WindowEvent::Key {
-                    code: k.into_i32(),
-                    down: true,
-                    repeat,
-                }),
-                Event::KeyUp {
-                    keycode: Some(k),
-                    repeat,
-                    ..
-                } => Some(WindowEvent::Key {
-                    code: k.into_i32(),
-                    down: false,
-                    repeat,
-                }),
-                Event::MouseMotion {
-                    x, y, xrel, yrel, ..
-                } => Some(WindowEvent::MouseMotion {
-                    x,
-                    y,
-                    dx: xrel,
-                    dy: yrel,
-                }),
-                Event::MouseButtonDown { mouse_btn, .. } => {
-                    button(mouse_btn).map(|b| WindowEvent::MouseButton {
-                        button: b,
-                        down: true,
-                    })
-                }
-                Event::MouseButtonUp { mouse_btn, .. } => {
-                    button(mouse_btn).map(|b| WindowEvent::MouseButton {
-                        button: b,
-                        down: false,
-                    })
-                }
-                Event::MouseWheel { x, y, .. } => Some(WindowEvent::Wheel { dx: x, dy: y }),
-                _ => None,
-            };
-            out.extend(ev);
-        }
-        out
+        window::poll_events(&mut self.events)
     }
-}
-
-fn button(b: MouseButton) -> Option<u8> {
-    Some(match b {
-        MouseButton::Left => 1,
-        MouseButton::Middle => 2,
-        MouseButton::Right => 3,
-        MouseButton::X1 => 4,
-        MouseButton::X2 => 5,
-        MouseButton::Unknown => return None,
-    })
 }
 
 #[cfg(test)]

@@ -271,3 +271,68 @@ fn paced_sends_still_decode_every_frame_in_order() {
         "pixel frame numbers not increasing: {numbers:?}"
     );
 }
+
+/// VR in a real window (Xvfb): the GL presenter asks the application's warp source for every
+/// picture it shows (and between pictures), the report says what drew; with late warp off it
+/// never asks.
+#[test]
+fn the_vr_window_asks_the_warp_source_for_every_picture_unless_late_warp_is_off() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use untether::client::WarpSource;
+    use untether_media::warp::{Fov, Quat, Warp};
+    for late_warp in [true, false] {
+        let mut opts = options(2.5, false, 0, "libx264");
+        opts.client.display = Display::Window;
+        opts.client.client.presenter = "gl".into();
+        opts.client.vr.enabled = true;
+        opts.client.vr.late_warp = late_warp;
+        opts.host.host.bind = "127.0.0.1:0".into();
+        let (host_trust, client_trust) = untether::identity::memory_pair();
+        let host = untether::Host::start_with(
+            opts.host.clone(),
+            untether::HostSetup {
+                trust: host_trust,
+                ..Default::default()
+            },
+        )
+        .expect("host starts");
+        opts.client.host = host.local_addr();
+        let asked = Arc::new(AtomicU64::new(0));
+        let counter = asked.clone();
+        let run = untether::client::run_client_with(
+            &opts.client,
+            untether::ClientIo {
+                trust: client_trust,
+                warp: Some(WarpSource(Box::new(move |r: &FrameRecord| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    // A head that keeps turning: a new warp every time.
+                    Some(Warp {
+                        rendered: Quat::IDENTITY,
+                        latest: Quat::from_rotation_y((r.frame_number % 10) as f32 * 0.01),
+                        fov: Fov::from_horizontal(1.6, 640, 720),
+                    })
+                }))),
+                ..Default::default()
+            },
+            Arc::new(AtomicBool::new(false)),
+        )
+        .expect("client runs");
+        host.stop();
+        assert!(run.shown > 0);
+        assert_eq!(run.presenter.as_deref(), Some("gl-window-vr"));
+        let asked = asked.load(Ordering::SeqCst);
+        if late_warp {
+            assert!(
+                asked >= run.shown,
+                "asked {asked} times for {} pictures",
+                run.shown
+            );
+        } else {
+            assert_eq!(asked, 0, "late warp is off");
+        }
+    }
+}

@@ -40,6 +40,9 @@ fn frames_carry_the_pose_they_were_rendered_for_and_pose_to_photon_is_read_from_
     cfg.vr.enabled = true;
     cfg.vr.pose = format!("track:{}", file.display());
     cfg.vr.pose_rate_hz = 500;
+    // The picture shows the pose it was rendered for (lens distortion, no late warp): the
+    // pixels and the metadata must agree.
+    cfg.vr.late_warp = false;
     let (host_trust, client_trust) = untether::identity::memory_pair();
     let host = untether::Host::start_with(
         HostOptions {
@@ -95,7 +98,7 @@ fn frames_carry_the_pose_they_were_rendered_for_and_pose_to_photon_is_read_from_
     let posed: Vec<_> = run.records.iter().filter_map(|r| r.pose).collect();
     assert!(posed.iter().all(|p| p.pose.position == [0.3, 0.0, 0.2]));
     // Pose-to-photon from the window's pixels, and from the FramePose metadata: the picture
-    // shows the pose it was rendered for (no late warp here), so both agree within the
+    // shows the pose it was rendered for (late warp off), so both agree within the
     // track's sampling (2 ms) and the marker's reading.
     assert!(
         run.pose_to_photon.len() >= 30,

@@ -632,6 +632,21 @@ pub struct DecodedFrame {
 // SAFETY: the frame is reference counted and owned; nothing else mutates its buffers.
 unsafe impl Send for DecodedFrame {}
 
+/// How a picture's YUV samples map to RGB, as the stream says (a GBR picture has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Colorimetry {
+    pub matrix: YuvMatrix,
+    /// Full range (0–255, "JPEG"); otherwise limited (16–235 luma, 16–240 chroma, "MPEG").
+    pub full_range: bool,
+}
+
+/// The YUV→RGB matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum YuvMatrix {
+    Bt601,
+    Bt709,
+}
+
 /// The layout of a decoded picture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PictureFormat {
@@ -656,6 +671,20 @@ impl DecodedFrame {
         } else {
             PictureFormat::I420
         }
+    }
+
+    /// The stream's colour matrix and range: BT.709 when the stream says so, else BT.601
+    /// (what untether's own encoder writes, and the usual reading of "unspecified" at these
+    /// sizes); full range for YUVJ pictures or a stream that says so, else limited.
+    pub fn colorimetry(&self) -> Colorimetry {
+        use ff::util::color::{Range, Space};
+        let matrix = match self.frame.color_space() {
+            Space::BT709 => YuvMatrix::Bt709,
+            _ => YuvMatrix::Bt601,
+        };
+        let full_range =
+            self.frame.format() == Pixel::YUVJ420P || self.frame.color_range() == Range::JPEG;
+        Colorimetry { matrix, full_range }
     }
 
     /// The DRM PRIME descriptor of a picture left on the GPU ([`DecoderConfig::keep_on_gpu`]):

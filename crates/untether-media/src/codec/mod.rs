@@ -30,7 +30,8 @@ use std::sync::Once;
 use ffmpeg_next as ff;
 
 pub use decoder::{
-    DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo, HwAccel, PictureFormat,
+    Colorimetry, DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo, HwAccel,
+    PictureFormat, YuvMatrix,
 };
 pub use encoder::{
     open_encoder, EncodedFrame, Encoder, EncoderBackend, EncoderConfig, EncoderInfo, EncoderKind,

@@ -340,6 +340,9 @@ fn show(s: &ClientShared, picture: DecodedFrame, mut record: FrameRecord, stamp_
         .flatten();
     record.stamp = stamp;
     record.thumbnail = thumbnail(plane, stride, picture.width(), picture.height());
+    // The picture's size, for the presenter's late warp.
+    record.width = picture.width();
+    record.height = picture.height();
     {
         let mut run = lock(&s.run);
         run.decoded += 1;

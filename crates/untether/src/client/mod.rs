@@ -9,13 +9,16 @@
 //!   slot;
 //! - `present`: the presenter on the calling thread (SDL wants the thread that made the
 //!   window) and/or a pipe sink, the window's input, input response timing;
-//! - `input`: registered evdev devices (a thread each) and which channel each event takes;
+//! - `input`: the window's own keys, registered evdev devices (a thread each) and which
+//!   channel each event takes;
+//! - `live`: the running statistics the window's overlay shows;
 //! - `options`: what the client is told; `record`: what a run measured.
 //!
 //! No thread but the driver touches the session: the others hand it commands.
 
 mod decode;
 mod input;
+mod live;
 mod network;
 mod options;
 pub mod photon;
@@ -41,9 +44,12 @@ use crate::identity::{ClientTrust, HostPin, IdentityError, Role, StateDir, KNOWN
 use crate::slot::Slot;
 
 pub use decode::thumbnail;
-pub use input::{device_input, state_input, window_input};
+pub use input::{
+    device_input, state_input, window_input, Routed, WindowAction, WindowKeys, WINDOW_KEYS,
+};
 pub use options::{
     ClientAudio, ClientIo, ClientOptions, Display, InputDevice, ShownFrameFn, ShownFrameTap,
+    WarpFn, WarpSource,
 };
 pub use pose::{HostStateView, LocalPose};
 pub use present::save_ppm;
@@ -128,6 +134,10 @@ pub(crate) struct ClientShared {
     /// Where the host's published state is copied for the application.
     host_state: Option<HostStateView>,
     run: Mutex<ClientRun>,
+    /// The driver's counters for the overlay, published every 250 ms (a copy under the lock).
+    live: Mutex<Option<live::NetSnapshot>>,
+    /// Paths to the host (1 without multipath).
+    paths: usize,
     failure: Mutex<Option<ClientError>>,
 }
 
@@ -365,6 +375,8 @@ pub fn run_client_to_end(
             decoding: c.decode,
             ..Default::default()
         }),
+        live: Mutex::new(None),
+        paths: paths.len(),
         failure: Mutex::new(None),
     });
     let session = ClientSession::new(cfg.clone(), now);
@@ -457,6 +469,7 @@ pub fn run_client_to_end(
         sink.as_mut(),
         io.inject,
         io.shown_frame_tap,
+        io.warp,
     );
     // Say goodbye (the driver handles every command sent before the stop), then stop.
     net.send(ClientCommand::Close);

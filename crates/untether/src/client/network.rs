@@ -118,6 +118,8 @@ pub(crate) struct ClientNet {
     /// An ICMP refusal arrived on a live session at this time, with no authenticated datagram
     /// since.
     refused_since: Option<Micros>,
+    /// When the counters for the overlay are next published.
+    next_live_us: Micros,
     /// The raw layer-2 transport, when this client has a raw socket.
     pub link: Option<ClientLink>,
     /// CPU time of the network thread, µs (set when the driver ends).
@@ -150,6 +152,7 @@ impl ClientNet {
             session_number: 0,
             connected_once: false,
             reconnect: None,
+            next_live_us: 0,
             refused_since: None,
             link: None,
             cpu_us: 0,
@@ -650,6 +653,18 @@ impl Endpoint for ClientNet {
         self.shared
             .connected
             .store(self.session.is_connected(), Ordering::SeqCst);
+        let now = now_us();
+        if now >= self.next_live_us {
+            self.next_live_us = now + super::live::PUBLISH_EVERY_US;
+            let snapshot = super::live::NetSnapshot {
+                at_us: now,
+                stats: self.session.stats(),
+                srtt_us: self.session.srtt_us(),
+                clock_offset_us: self.session.clock().map_or(0, |c| c.offset_us),
+                paths: self.shared.paths,
+            };
+            *super::lock(&self.shared.live) = Some(snapshot);
+        }
     }
 
     fn poll_transmit(&mut self, now: Micros) -> Option<Outgoing> {

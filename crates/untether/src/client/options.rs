@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use untether_media::codec::DecodedFrame;
+use untether_media::warp::Warp;
 use untether_proto::InputEvent;
 
 use super::record::FrameRecord;
@@ -30,7 +31,8 @@ pub struct ClientOptions {
     pub host: SocketAddr,
     pub client: ClientToml,
     pub network: NetworkToml,
-    /// The head pose source (`vr.pose`, `vr.pose_rate_hz`) and VR presentation.
+    /// VR (`[vr]`): the head pose source (`vr.pose`, `vr.pose_rate_hz`) and the display path
+    /// (side-by-side stereo with lens distortion and late warp).
     pub vr: VrToml,
     pub display: Display,
     /// Stop after this long (None: until the window closes, the host leaves or `stop` is set).
@@ -119,6 +121,22 @@ impl std::fmt::Debug for ShownFrameTap {
     }
 }
 
+/// The late warp's input for each picture the GPU presenter shows in VR mode: given the
+/// record of the picture on screen, the head orientation its frame was rendered for and the
+/// newest local one ([`Warp`]), or None (no warp). Called on the presenter thread for every
+/// new picture and, between pictures, at every presenter turn (the picture is shown again
+/// when the warp changed): keep it short. Only used with `vr.enabled` and `vr.late_warp`.
+pub struct WarpSource(pub WarpFn);
+
+/// The function a [`WarpSource`] calls.
+pub type WarpFn = Box<dyn FnMut(&FrameRecord) -> Option<Warp> + Send>;
+
+impl std::fmt::Debug for WarpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WarpSource")
+    }
+}
+
 /// What the client does beyond showing the stream: a pipe sink, input devices, audio.
 #[derive(Debug, Default)]
 pub struct ClientIo {
@@ -135,6 +153,8 @@ pub struct ClientIo {
     pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
     /// Sees every shown picture, see [`ShownFrameTap`].
     pub shown_frame_tap: Option<ShownFrameTap>,
+    /// The late warp's poses (VR), see [`WarpSource`].
+    pub warp: Option<WarpSource>,
     /// The client's identity and the host keys it trusts: the state directory (default) or
     /// in memory.
     pub trust: ClientTrust,

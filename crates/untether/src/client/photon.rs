@@ -15,7 +15,9 @@
 //! within the search window (a track turning back) is ambiguous: such a present is not counted
 //! ([`PoseMatcher::ambiguous`]), nor one where no marker was readable.
 
+use untether_media::lens::{Eye, LensProfile};
 use untether_media::scene::{delta_of_column, MARKER_SPACING_DEG};
+use untether_media::warp::Vec2;
 use untether_proto::{Micros, PoseSample};
 
 /// How far back a pose may lie (the ambiguity limit of the `turn` track is 500 ms).
@@ -146,33 +148,48 @@ impl PoseMatcher {
 pub(crate) struct Probe {
     matcher: PoseMatcher,
     half_fov: f32,
+    /// The GPU presenter's lens profile in VR: its columns are mapped back through it.
+    lens: Option<LensProfile>,
 }
 
 impl Probe {
-    pub fn new(vr: &crate::config::VrToml) -> Probe {
+    pub fn new(vr: &crate::config::VrToml, lens: Option<&LensProfile>) -> Probe {
         Probe {
             matcher: PoseMatcher::default(),
             half_fov: (vr.fov_deg / 2.0).to_radians(),
+            lens: lens.cloned(),
         }
     }
 
     /// After a present at `present_us` of `picture` (side-by-side stereo): the row through the
-    /// middle of the left eye's view.
+    /// middle of the left eye's view. Returns the pose-to-photon latency in ms when one was
+    /// read and matched.
     pub fn measure(
         &mut self,
         s: &super::ClientShared,
         presenter: &mut dyn untether_media::present::Presenter,
         picture: &untether_media::codec::DecodedFrame,
         present_us: Micros,
-    ) {
+    ) -> Option<f64> {
         let (w, h) = (picture.width() / 2, picture.height());
-        let Some(row) = presenter.read_row(h / 2, w) else {
-            return;
-        };
+        let row = presenter.read_row(h / 2, w);
         let history = s
             .local_pose
             .between(present_us.saturating_sub(SEARCH_WINDOW_US), present_us);
-        let yaw = shown_yaw(&marker_columns(&row), w as usize, self.half_fov, |x| x);
+        // Only the GPU presenter distorts for the lens; its left eye's viewport is the left
+        // half of the window, the size of the left eye's picture.
+        let lens = self
+            .lens
+            .as_ref()
+            .filter(|_| presenter.kind() == "gl" && w > 0);
+        let aspect = h as f32 / w.max(1) as f32;
+        let to_view = |x: f32| match lens {
+            Some(l) => view_column(l, x, w, (h / 2) as f32 + 0.5, h, aspect),
+            None => x,
+        };
+        let yaw = row
+            .as_deref()
+            .and_then(|r| shown_yaw(&marker_columns(r), w as usize, self.half_fov, to_view));
         let latency = yaw.and_then(|y| self.matcher.latency(&history, y, present_us));
         let mut run = super::lock(&s.run);
         match (yaw, latency) {
@@ -184,7 +201,19 @@ impl Probe {
         }
         run.pose_photon_ambiguous = self.matcher.ambiguous;
         run.pose_photon_unmatched = self.matcher.unmatched;
+        latency.map(|l| l as f64 / 1000.0)
     }
+}
+
+/// The column of the left eye's undistorted view (`w` pixels wide, pixel centres at integers)
+/// that the presented column `x` of the left eye's viewport (as wide, height/width `aspect`)
+/// shows on the row at `y` (of `h`; a marker row is level with the lens centre when the
+/// profile's centre is at mid-height): the presenter's own lens mapping (green channel).
+pub fn view_column(lens: &LensProfile, x: f32, w: u32, y: f32, h: u32, aspect: f32) -> f32 {
+    let w = w.max(1) as f32;
+    let uv = Vec2::new((x + 0.5) / w, y / h.max(1) as f32);
+    let p = lens.distort(Eye::Left, uv, aspect, aspect, 1);
+    p.x * w - 0.5
 }
 
 #[cfg(test)]

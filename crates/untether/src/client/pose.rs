@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
+use untether_media::warp::{Fov, Quat, Warp};
 use untether_proto::state::keys;
 use untether_proto::{Micros, PoseSample, StateValue};
 
@@ -74,6 +75,32 @@ impl LocalPose {
             .copied()
             .collect()
     }
+}
+
+/// The late warp of a side-by-side stereo picture `width`×`height` rendered for `rendered`
+/// and shown at `latest` (the newest local pose), each eye `fov_rad` wide over its half of the
+/// picture. Both orientations are the protocol's (head → world, +y up, −z forward), the
+/// convention [`Warp`] uses too. None: not a picture a warp applies to.
+pub(crate) fn pose_warp(
+    rendered: PoseSample,
+    latest: PoseSample,
+    fov_rad: f32,
+    width: u32,
+    height: u32,
+) -> Option<Warp> {
+    if width < 2 || height == 0 || !rendered.pose.is_valid() || !latest.pose.is_valid() {
+        return None;
+    }
+    let quat = |p: PoseSample| {
+        let [x, y, z, w] = p.pose.orientation;
+        Quat::from_xyzw(x, y, z, w)
+    };
+    let fov = Fov::from_horizontal(fov_rad, width / 2, height);
+    fov.is_valid().then(|| Warp {
+        rendered: quat(rendered),
+        latest: quat(latest),
+        fov,
+    })
 }
 
 /// What the host published on the latest-wins channel (rumble, other players, application

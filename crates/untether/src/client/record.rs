@@ -56,6 +56,9 @@ pub struct FrameRecord {
     /// not rendered for a pose, or its FramePose was lost twice): what late warp re-projects
     /// from.
     pub pose: Option<untether_proto::PoseSample>,
+    /// The decoded picture's size, pixels (a side-by-side stereo picture: both eyes).
+    pub width: u32,
+    pub height: u32,
     /// A 16×9 grid of luma samples from below the stamp: enough to see that the picture
     /// changed (input took effect, or a freeze), far too little to store pictures.
     pub thumbnail: Vec<u8>,
@@ -162,6 +165,9 @@ pub struct ClientRun {
     pub undecoded: u64,
     /// The run decoded (false: `--no-decode`).
     pub decoding: bool,
+    /// What showed the pictures, for the report's `config.display`: `gl-window`,
+    /// `gl-window-vr`, `sdl-window` (None: no picture was shown, or headless).
+    pub presenter: Option<String>,
 }
 
 /// The most frames whose records we keep (10 minutes at 60 fps).

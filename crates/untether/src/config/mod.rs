@@ -216,6 +216,13 @@ pub struct ClientToml {
     /// Hardware decoding: `none`, `auto` (what this machine has), `vaapi`, `cuda`, `vdpau`,
     /// `drm` or `v4l2m2m`.
     pub hwaccel: String,
+    /// The window's presenter: `auto` (the GPU presenter, or SDL's renderer when OpenGL ES 3
+    /// cannot start), `gl` or `sdl`.
+    pub presenter: String,
+    /// Start the window fullscreen (F11 or Alt+Enter toggles it).
+    pub fullscreen: bool,
+    /// Start with the statistics overlay shown (F12 toggles it).
+    pub overlay: bool,
 }
 
 /// The values of `client.clock`.
@@ -240,6 +247,9 @@ impl Default for ClientToml {
                 .to_vec(),
             decoder: "auto".into(),
             hwaccel: "none".into(),
+            presenter: "auto".into(),
+            fullscreen: false,
+            overlay: false,
         }
     }
 }
@@ -543,6 +553,7 @@ impl ClientToml {
         }
         self.codec_list()?;
         self.decoder_choice()?;
+        self.presenter_kind()?;
         if !CLOCK_MODES.contains(&self.clock.as_str()) {
             return Err(invalid(
                 "client.clock",
@@ -554,6 +565,22 @@ impl ClientToml {
             ));
         }
         Ok(())
+    }
+}
+
+impl ClientToml {
+    /// The window's presenter (`presenter`).
+    pub fn presenter_kind(&self) -> Result<untether_media::present::PresenterKind, ConfigError> {
+        untether_media::present::PresenterKind::parse(&self.presenter).ok_or_else(|| {
+            invalid(
+                "client.presenter",
+                format!(
+                    "{:?}: expected one of {}",
+                    self.presenter,
+                    untether_media::present::PresenterKind::NAMES.join(", ")
+                ),
+            )
+        })
     }
 }
 

@@ -488,6 +488,13 @@ fn example_config_parses() {
     );
     c.rtsp.validate().unwrap();
     assert_eq!(
+        c.vr,
+        VrToml::default(),
+        "the example shows the [vr] defaults"
+    );
+    assert_eq!(c.client.presenter, ClientToml::default().presenter);
+    c.vr.validate().unwrap();
+    assert_eq!(
         c.webrtc,
         WebRtcToml::default(),
         "the example shows the defaults"
@@ -736,4 +743,65 @@ fn slices_are_refused_by_name_where_libx264_does_not_send_them() {
     )
     .unwrap();
     assert_eq!(c.video.validate().unwrap().slices, 4);
+}
+
+#[test]
+fn display_and_vr_keys_are_checked() {
+    let c = ConfigToml::parse(
+        "[client]\npresenter = \"gl\"\nfullscreen = true\noverlay = true\n[vr]\nenabled = true\nlate_warp = false\n",
+        "t",
+    )
+    .unwrap();
+    validate_client(&c.client, &c.network).unwrap();
+    assert_eq!(
+        c.client.presenter_kind().unwrap(),
+        untether_media::present::PresenterKind::Gl
+    );
+    assert!(c.vr.enabled && !c.vr.late_warp && c.client.fullscreen && c.client.overlay);
+    assert_eq!(c.vr.lens_profile().unwrap().name, "generic");
+    let bad = ClientToml {
+        presenter: "vulkan".into(),
+        ..Default::default()
+    };
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("client.presenter") && e.contains("auto, gl, sdl"),
+        "{e}"
+    );
+    // A lens profile is read and checked at start; the error names vr.lens, the file and
+    // the profile's key.
+    let dir = std::env::temp_dir().join(format!("untether-lens-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        "name = \"x\"\nk = [0.2]\nchromatic = [1.0, 1.0, 1.5]\ncenter = [0.5, 0.5]\nfit = 1.0\n",
+    )
+    .unwrap();
+    let vr = VrToml {
+        lens: file.display().to_string(),
+        ..Default::default()
+    };
+    let e = vr.validate().unwrap_err();
+    assert_eq!(e.key(), Some("vr.lens"));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("bad.toml") && msg.contains("chromatic: the blue scale 1.5"),
+        "{msg}"
+    );
+    let missing = VrToml {
+        lens: "/nonexistent/lens.toml".into(),
+        ..Default::default()
+    };
+    assert!(missing
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("cannot read it"));
+    let e = ConfigToml::parse("[vr]\nlens_file = \"x\"\n", "t").unwrap_err();
+    assert!(e.to_string().contains("lens_file"), "{e}");
+    assert!(parse_on_off("--late-warp", "on").unwrap());
+    assert!(!parse_on_off("--late-warp", "off").unwrap());
+    assert!(parse_on_off("--late-warp", "maybe").is_err());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,19 +1,24 @@
-//! `[vr]`: stereo on the host (the scene's two eye views, their separation and field of view)
-//! and the client's head pose source.
+//! `[vr]`: VR on both sides. Host: the scene's two eye views side by side, their separation
+//! and field of view. Client: the head pose source, and the display path: the GPU presenter
+//! pre-distorts each eye for the headset's lenses (`lens`: a profile file, the built-in generic
+//! one by default) and late-warps it to the newest head pose (`late_warp`).
 
 #[allow(unused_imports)]
 use super::*;
+use untether_media::lens::LensProfile;
 
 /// `[vr]`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct VrToml {
-    /// Host: the test scene renders two eye views side by side from the client's head pose,
-    /// with pose markers. Client: VR presentation (see docs/CONFIG.md).
+    /// VR mode (`--vr`). Host: the test scene renders two eye views side by side from the
+    /// client's head pose, with pose markers. Client: the stream is side-by-side stereo, shown
+    /// with lens distortion and late warp, and pose-to-photon is measured.
     pub enabled: bool,
     /// Host: eye separation (interpupillary distance), millimetres.
     pub ipd_mm: f32,
-    /// Host: each eye's horizontal field of view, degrees.
+    /// Each eye's horizontal field of view, degrees: the host renders with it, the client's
+    /// late warp and pose-to-photon reading assume it (both sides must agree).
     pub fov_deg: f32,
     /// Client: where head poses come from: `auto` (`mouse` with a window, none headless),
     /// `mouse`, `synthetic[:sweep|turn|nod|still]`, `track:FILE`, `imu[:PATH]`, `none`.
@@ -21,6 +26,12 @@ pub struct VrToml {
     /// Client: head poses per second sent to the host (the pose source's rate).
     #[serde(deserialize_with = "limits::de_pose_rate_hz")]
     pub pose_rate_hz: u32,
+    /// Client: the lens profile file (TOML, docs/lens/generic.toml); empty: the built-in
+    /// generic profile (`--lens FILE`).
+    pub lens: String,
+    /// Client: re-project each picture to the newest head orientation at present time
+    /// (rotational time-warp) before the lens distortion (`--late-warp on|off`).
+    pub late_warp: bool,
 }
 
 impl Default for VrToml {
@@ -31,6 +42,8 @@ impl Default for VrToml {
             fov_deg: 90.0,
             pose: "auto".into(),
             pose_rate_hz: 500,
+            lens: String::new(),
+            late_warp: true,
         }
     }
 }
@@ -89,12 +102,34 @@ impl VrToml {
         self.pose.parse().map_err(|m: String| invalid("vr.pose", m))
     }
 
+    /// The lens profile: the file `lens` names (read and checked), or the built-in one. The
+    /// error names `vr.lens` and the profile's own key.
+    pub fn lens_profile(&self) -> Result<LensProfile, ConfigError> {
+        if self.lens.trim().is_empty() {
+            return Ok(LensProfile::generic());
+        }
+        LensProfile::load(std::path::Path::new(self.lens.trim()))
+            .map_err(|e| invalid("vr.lens", e.to_string()))
+    }
+
+    /// Checks every key; the lens profile (when one is named) whether or not VR is on: a bad
+    /// file is an error before anything starts, not when VR is first used.
     pub fn validate(&self) -> Result<(), ConfigError> {
         IPD_MM.check(self.ipd_mm)?;
         EYE_FOV_DEG.check(self.fov_deg)?;
         POSE_RATE_HZ.check(self.pose_rate_hz)?;
         self.pose_spec()?;
+        self.lens_profile()?;
         Ok(())
+    }
+}
+
+/// `on`/`off` (also `true`/`false`) for `--late-warp`.
+pub fn parse_on_off(flag: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(invalid(flag, format!("{other:?}: expected on or off"))),
     }
 }
 

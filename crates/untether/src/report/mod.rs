@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::client::ClientRun;
+use crate::client::{ClientRun, FrameRecord};
 use crate::host::HostSummary;
 use crate::stats::{Samples, Stage, Summary};
+use untether_proto::FrameTiming;
 
 /// Percentiles in milliseconds; null when nothing was measured.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
@@ -358,65 +359,76 @@ pub struct FrameRow {
 /// Every shown frame of `run` as a [`FrameRow`], in display order.
 pub fn frame_rows(run: &ClientRun) -> Vec<FrameRow> {
     let offset = run.clock.map_or(0, |c| c.offset_us);
-    let to_client = |host_us: u64| host_us as i64 - offset;
     let mut rows = Vec::with_capacity(run.records.len());
     for r in run.records.iter().filter(|r| r.shown_us != 0) {
-        let shown = r.shown_us as i64;
-        let g = shown - to_client(r.capture_us);
-        let gp = r.stamp.map(|stamp| {
-            let reference = (r.shown_us as i64 + offset).max(0) as u64;
-            let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
-            shown - to_client(captured)
-        });
-        // The time in the decoder (for a frame sent in slices, its calls' sum).
-        let decode = r.decode_us as i64;
-        let mut stages = Vec::with_capacity(9);
-        let mut overhead = None;
         // Timings are the current session's: an earlier session's frame numbers repeat.
         let timing = run
             .timings
             .get(&r.frame_number)
             .filter(|_| r.session == run.session);
-        if let Some(t) = timing {
-            let send_start = t.send_done_us as i64 - t.send_us as i64;
-            stages.push((Stage::Capture, t.capture_dur_us as i64));
-            stages.push((
-                Stage::HostQueue,
-                send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
-            ));
-            stages.push((Stage::Convert, t.convert_us as i64));
-            stages.push((Stage::Encode, t.encode_us as i64));
-            stages.push((Stage::Send, t.send_us as i64));
-            // Clock-offset error can make this slightly negative on one machine: clamp.
-            stages.push((
-                Stage::Network,
-                (r.last_shard_us as i64 - to_client(t.send_done_us)).max(0),
-            ));
-            overhead = Some(g - t.convert_us as i64 - t.encode_us as i64 - decode);
-        }
-        stages.push((
-            Stage::Reassemble,
-            r.last_decode_start_us as i64 - r.last_shard_us as i64,
-        ));
-        stages.push((Stage::Decode, decode));
-        stages.push((Stage::Present, r.shown_us as i64 - r.decode_end_us as i64));
-        rows.push(FrameRow {
-            frame_number: r.frame_number,
-            keyframe: r.keyframe,
-            captured_us: to_client(r.capture_us),
-            glass_to_glass_us: g,
-            glass_to_glass_pixels_us: gp,
-            stages_us: stages,
-            overhead_us: overhead,
-            bytes: r.bytes,
-        });
+        rows.push(frame_row(r, timing, offset));
     }
     rows
 }
 
+/// One shown frame's row: `timing` is the host's report for it (None: not arrived, or another
+/// session's), `offset` the host clock minus the client's, µs. The one place the stages of a
+/// frame are defined (the report and the client's live overlay both use it).
+pub fn frame_row(r: &FrameRecord, timing: Option<&FrameTiming>, offset: i64) -> FrameRow {
+    let to_client = |host_us: u64| host_us as i64 - offset;
+    let shown = r.shown_us as i64;
+    let g = shown - to_client(r.capture_us);
+    let gp = r.stamp.map(|stamp| {
+        let reference = (r.shown_us as i64 + offset).max(0) as u64;
+        let captured = untether_media::stamp::unwrap_capture_us(stamp.capture_us, reference);
+        shown - to_client(captured)
+    });
+    // The time in the decoder (for a frame sent in slices, its calls' sum).
+    let decode = r.decode_us as i64;
+    let mut stages = Vec::with_capacity(9);
+    let mut overhead = None;
+    if let Some(t) = timing {
+        let send_start = t.send_done_us as i64 - t.send_us as i64;
+        stages.push((Stage::Capture, t.capture_dur_us as i64));
+        stages.push((
+            Stage::HostQueue,
+            send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64,
+        ));
+        stages.push((Stage::Convert, t.convert_us as i64));
+        stages.push((Stage::Encode, t.encode_us as i64));
+        stages.push((Stage::Send, t.send_us as i64));
+        // Clock-offset error can make this slightly negative on one machine: clamp.
+        stages.push((
+            Stage::Network,
+            (r.last_shard_us as i64 - to_client(t.send_done_us)).max(0),
+        ));
+        overhead = Some(g - t.convert_us as i64 - t.encode_us as i64 - decode);
+    }
+    stages.push((
+        Stage::Reassemble,
+        r.last_decode_start_us as i64 - r.last_shard_us as i64,
+    ));
+    stages.push((Stage::Decode, decode));
+    stages.push((Stage::Present, r.shown_us as i64 - r.decode_end_us as i64));
+    FrameRow {
+        frame_number: r.frame_number,
+        keyframe: r.keyframe,
+        captured_us: to_client(r.capture_us),
+        glass_to_glass_us: g,
+        glass_to_glass_pixels_us: gp,
+        stages_us: stages,
+        overhead_us: overhead,
+        bytes: r.bytes,
+    }
+}
+
 /// Builds the report from what the client measured and, when the host ran in this process,
 /// what the host measured.
-pub fn build(config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) -> Report {
+pub fn build(mut config: ReportConfig, run: &ClientRun, host: Option<&HostSummary>) -> Report {
+    if let Some(p) = &run.presenter {
+        // What really drew (the GPU presenter, or SDL's renderer after a fallback).
+        config.display = p.clone();
+    }
     let offset = run.clock.map_or(0, |c| c.offset_us);
     let to_client = |host_us: u64| host_us as i64 - offset;
     let mut g2g = Samples::default();

@@ -1,0 +1,423 @@
+//! The GPU presenter in a real window under a display (Xvfb with Mesa's llvmpipe in `make
+//! test`): what it shows is read back from its back buffer and checked against the CPU model
+//! of the same arithmetic (`LensProfile::distort`, `Warp::sample_uv`) — two distorted eye
+//! views with black corners, the picture's centres where the lens profile puts them, straight
+//! lines shown curved where the model says, the overlay drawn over the video only while on.
+
+use untether_media::codec::{DecodedFrame, Decoder, Encoder, EncoderConfig};
+use untether_media::convert::Conversion;
+use untether_media::lens::{Eye, LensProfile};
+use untether_media::overlay::{OverlayModel, RgbaImage};
+use untether_media::present::{Presenter, WindowSpec};
+use untether_media::present_gl::GlPresenter;
+use untether_media::scene::{Scene, SceneConfig};
+use untether_media::warp::{Fov, Quat, Vec2, Warp};
+use untether_media::BgraFrame;
+
+fn display() -> bool {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return false;
+    }
+    true
+}
+
+/// Encodes and decodes `f` (a keyframe at a high bitrate): a real decoded picture.
+fn decoded(f: &BgraFrame) -> DecodedFrame {
+    let mut enc = Encoder::new(EncoderConfig {
+        threads: 1,
+        conversion: Conversion::Simd,
+        ..EncoderConfig::new(f.width, f.height, 60, 40_000)
+    })
+    .unwrap();
+    Decoder::new(1)
+        .unwrap()
+        .decode(&enc.encode(f, true).unwrap().unwrap().data)
+        .unwrap()
+        .unwrap()
+}
+
+fn open(w: u32, h: u32, vr: Option<LensProfile>) -> GlPresenter {
+    GlPresenter::open(&WindowSpec {
+        title: "untether GL test".into(),
+        width: w,
+        height: h,
+        fullscreen: false,
+        vr,
+    })
+    .expect("the GL presenter starts under Xvfb (Mesa llvmpipe, OpenGL ES 3)")
+}
+
+fn px(img: &RgbaImage, x: u32, y: u32) -> [u8; 4] {
+    let i = ((y * img.width + x) * 4) as usize;
+    [
+        img.data[i],
+        img.data[i + 1],
+        img.data[i + 2],
+        img.data[i + 3],
+    ]
+}
+
+/// With `UNTETHER_TEST_DUMP=DIR`, writes `img` there as a PPM, to look at.
+fn dump(name: &str, img: &RgbaImage) {
+    if let Some(dir) = std::env::var_os("UNTETHER_TEST_DUMP") {
+        let mut out = format!("P6\n{} {}\n255\n", img.width, img.height).into_bytes();
+        for p in img.data.chunks(4) {
+            out.extend_from_slice(&p[..3]);
+        }
+        let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{name}.ppm")), out);
+    }
+}
+
+/// Mean absolute difference of the RGB channels over a rectangle.
+fn mad(a: &RgbaImage, b: &RgbaImage, x0: u32, y0: u32, x1: u32, y1: u32) -> f64 {
+    let (mut sum, mut n) = (0.0, 0.0);
+    for y in y0..y1 {
+        for x in x0..x1 {
+            let (p, q) = (px(a, x, y), px(b, x, y));
+            for c in 0..3 {
+                sum += (p[c] as f64 - q[c] as f64).abs();
+                n += 1.0;
+            }
+        }
+    }
+    sum / n
+}
+
+#[test]
+fn the_gl_window_shows_the_decoded_picture_in_rgb() {
+    if !display() {
+        return;
+    }
+    let (w, h) = (640, 360);
+    let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();
+    let mut f = BgraFrame::new(w, h).unwrap();
+    scene.render(0.7, &mut f);
+    let pic = decoded(&f);
+    let expected = pic.to_bgra().unwrap();
+    let mut p = open(w, h, None);
+    assert_eq!(p.kind(), "gl");
+    // Twice: the second upload reuses the textures.
+    p.present(&pic).unwrap();
+    p.present(&pic).unwrap();
+    let shot = p.snapshot().unwrap().unwrap();
+    dump("mono", &shot);
+    dump(
+        "mono-expected",
+        &RgbaImage {
+            width: w,
+            height: h,
+            data: expected
+                .data
+                .chunks(4)
+                .flat_map(|p| [p[2], p[1], p[0], 255])
+                .collect(),
+        },
+    );
+    assert_eq!((shot.width, shot.height), (w, h));
+    // The shader's BT.601 limited-range conversion against the CPU's (yuvutils).
+    let (mut sum, mut n) = (0.0, 0.0);
+    for y in h / 8..7 * h / 8 {
+        for x in w / 8..7 * w / 8 {
+            let s = px(&shot, x, y);
+            let i = (y as usize * expected.stride) + x as usize * 4;
+            let e = &expected.data[i..i + 3];
+            // RGBA against BGRA.
+            for (c, ec) in [(0, 2), (1, 1), (2, 0)] {
+                sum += (s[c] as f64 - e[ec] as f64).abs();
+                n += 1.0;
+            }
+        }
+    }
+    let m = sum / n;
+    assert!(
+        m < 3.0,
+        "the window differs from the decoded picture by {m}"
+    );
+}
+
+const EYE_W: u32 = 640;
+const H: u32 = 720;
+const LINE_V: f32 = 0.25;
+
+/// A side-by-side test picture: per eye a light background, dark horizontal lines at a
+/// quarter and three quarters of the height, a dark vertical line at a quarter of the width,
+/// and a square marker at the eye picture's centre (green left, magenta right).
+fn stereo_test_picture() -> BgraFrame {
+    let mut f = BgraFrame::new(2 * EYE_W, H).unwrap();
+    for y in 0..H {
+        let row = f.row_mut(y);
+        for x in 0..2 * EYE_W {
+            let (eye, ex) = ((x / EYE_W) as usize, x % EYE_W);
+            let line = (y as i32 - (H as f32 * LINE_V) as i32).abs() < 3
+                || (y as i32 - (H as f32 * 0.75) as i32).abs() < 3
+                || (ex as i32 - (EYE_W / 4) as i32).abs() < 3;
+            let marker = (ex as i32 - (EYE_W / 2) as i32).abs() < 24
+                && (y as i32 - (H / 2) as i32).abs() < 24;
+            let bgr = if marker {
+                if eye == 0 {
+                    [0, 200, 0]
+                } else {
+                    [200, 0, 200]
+                }
+            } else if line {
+                [30, 30, 30]
+            } else {
+                [210, 210, 210]
+            };
+            row[4 * x as usize..4 * x as usize + 3].copy_from_slice(&bgr);
+        }
+    }
+    f
+}
+
+fn test_lens() -> LensProfile {
+    let mut l = LensProfile::generic();
+    // Lenses closer together than the viewports' centres: the picture centres move inwards.
+    l.center = [0.58, 0.5];
+    l
+}
+
+/// What the window should show, computed on the CPU from the decoded picture with the same
+/// model (nearest sample; the shader filters bilinearly).
+fn model(pic: &BgraFrame, lens: &LensProfile, warp: Option<Warp>) -> RgbaImage {
+    let (ww, wh) = (2 * EYE_W, H);
+    let aspect = H as f32 / EYE_W as f32;
+    let mut data = Vec::with_capacity((ww * wh * 4) as usize);
+    for y in 0..wh {
+        for x in 0..ww {
+            let (eye, ex) = if x < EYE_W {
+                (Eye::Left, x)
+            } else {
+                (Eye::Right, x - EYE_W)
+            };
+            let s = Vec2::new(
+                (ex as f32 + 0.5) / EYE_W as f32,
+                (y as f32 + 0.5) / wh as f32,
+            );
+            let mut rgb = [0u8; 3];
+            for (c, out) in rgb.iter_mut().enumerate() {
+                let p = lens.distort(eye, s, aspect, aspect, c);
+                let p = match warp {
+                    Some(w) => w.sample_uv(p),
+                    None => (p.x >= 0.0 && p.x <= 1.0 && p.y >= 0.0 && p.y <= 1.0).then_some(p),
+                };
+                if let Some(p) = p {
+                    let px = ((p.x * EYE_W as f32) as u32).min(EYE_W - 1)
+                        + if eye == Eye::Right { EYE_W } else { 0 };
+                    let py = ((p.y * H as f32) as u32).min(H - 1);
+                    let i = py as usize * pic.stride + px as usize * 4;
+                    *out = pic.data[i + 2 - c];
+                }
+            }
+            data.extend_from_slice(&[rgb[0], rgb[1], rgb[2], 255]);
+        }
+    }
+    RgbaImage {
+        width: ww,
+        height: wh,
+        data,
+    }
+}
+
+/// The row of the darkest green sample in column `x` between rows `y0` and `y1`.
+fn darkest_row(img: &RgbaImage, x: u32, y0: u32, y1: u32) -> u32 {
+    (y0..y1).min_by_key(|&y| px(img, x, y)[1]).unwrap()
+}
+
+/// The screen row (eye viewport uv) where the picture row `v` shows in column `u`, by
+/// bisection on the model (green channel).
+fn predicted_row(lens: &LensProfile, eye: Eye, u: f32, v: f32) -> f32 {
+    let aspect = H as f32 / EYE_W as f32;
+    let (mut lo, mut hi) = (0.0f32, 0.5f32);
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        if lens.distort(eye, Vec2::new(u, mid), aspect, aspect, 1).y < v {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// The screenshot test of issue 17: two distorted eye views and the overlay, checked from
+/// what the presenter drew.
+#[test]
+fn vr_mode_shows_two_distorted_eye_views_and_the_overlay_on_top() {
+    if !display() {
+        return;
+    }
+    let lens = test_lens();
+    let f = stereo_test_picture();
+    let pic = decoded(&f);
+    let src = pic.to_bgra().unwrap();
+    let mut p = open(2 * EYE_W, H, Some(lens.clone()));
+    p.present(&pic).unwrap();
+    let shot = p.snapshot().unwrap().unwrap();
+    assert_eq!((shot.width, shot.height), (2 * EYE_W, H));
+
+    // The whole picture against the CPU model of the same arithmetic.
+    let expected = model(&src, &lens, None);
+    dump("vr", &shot);
+    dump("vr-model", &expected);
+    let m = mad(&shot, &expected, 0, 0, 2 * EYE_W, H);
+    assert!(m < 6.0, "the GL picture differs from the lens model by {m}");
+
+    for (eye, x0) in [(Eye::Left, 0), (Eye::Right, EYE_W)] {
+        // The corners of each eye's viewport are black (outside the picture).
+        for (cx, cy) in [(2, 2), (EYE_W - 3, 2), (2, H - 3), (EYE_W - 3, H - 3)] {
+            let c = px(&shot, x0 + cx, cy);
+            assert!(
+                c[..3].iter().all(|&v| v < 8),
+                "{eye:?} corner {cx},{cy}: {c:?}"
+            );
+        }
+        // The eye picture's centre (its marker) is where the lens centre is.
+        let centre = lens.picture_centre_on_screen(eye);
+        let (mx, my) = (
+            x0 + (centre.x * EYE_W as f32) as u32,
+            (centre.y * H as f32) as u32,
+        );
+        let c = px(&shot, mx, my);
+        match eye {
+            Eye::Left => assert!(c[1] > 150 && c[0] < 60 && c[2] < 60, "left centre {c:?}"),
+            Eye::Right => assert!(c[0] > 150 && c[2] > 150 && c[1] < 60, "right centre {c:?}"),
+        }
+        // ... and not at the viewport's middle, 8 % of its width (51 px) towards the nose.
+        let middle = px(&shot, x0 + EYE_W / 2, my);
+        assert_ne!(
+            &middle[..3],
+            &c[..3],
+            "{eye:?}: the marker is at the middle"
+        );
+        // The straight line at a quarter of the height shows curved, bowed outwards (barrel):
+        // higher up at the lens centre's column than towards the sides, each row where the
+        // model puts it.
+        let mut rows = Vec::new();
+        for du in [0.0f32, -0.3, 0.3] {
+            let u = centre.x + du;
+            let predicted = predicted_row(&lens, eye, u, LINE_V) * H as f32;
+            let x = x0 + (u * EYE_W as f32) as u32;
+            let seen = darkest_row(
+                &shot,
+                x,
+                (predicted - 12.0).max(0.0) as u32,
+                predicted as u32 + 12,
+            );
+            assert!(
+                (seen as f32 - predicted).abs() <= 2.5,
+                "{eye:?} column {x}: the line is at row {seen}, the model says {predicted:.1}"
+            );
+            rows.push(predicted);
+        }
+        assert!(
+            rows[1] - rows[0] > 6.0 && rows[2] - rows[0] > 6.0,
+            "{eye:?}: a straight line should curve: rows {rows:?}"
+        );
+    }
+
+    // The overlay: drawn over the video in its corner only while on.
+    let mut model_text = OverlayModel {
+        header: "gl · 1280x720 · vr".into(),
+        fps: Some(60.0),
+        glass_to_glass_ms: Some(7.9),
+        ..Default::default()
+    };
+    model_text.set_pose_to_photon(None);
+    p.set_overlay(Some(&model_text)).unwrap();
+    let with = p.snapshot().unwrap().unwrap();
+    dump("vr-overlay", &with);
+    p.set_overlay(None).unwrap();
+    let without = p.snapshot().unwrap().unwrap();
+    assert_eq!(
+        without, shot,
+        "with the overlay off the window is the video alone"
+    );
+    // The overlay's panel is at the top-left, 8 px in: its text is light, and where it lies
+    // over the picture (not the black corner) it darkens it.
+    let light = (10..40)
+        .flat_map(|y| (10..200).map(move |x| (x, y)))
+        .filter(|&(x, y)| {
+            px(&with, x, y)[..3].iter().all(|&v| v > 200)
+                && px(&without, x, y)[..3].iter().all(|&v| v < 20)
+        })
+        .count();
+    assert!(light > 100, "no overlay text: {light} light pixels");
+    let mean = |img: &RgbaImage| {
+        let (mut sum, mut n) = (0.0, 0.0);
+        for y in 56..90 {
+            for x in 200..280 {
+                sum += px(img, x, y)[1] as f64;
+                n += 1.0;
+            }
+        }
+        sum / n
+    };
+    let (dark, bright) = (mean(&with), mean(&without));
+    assert!(
+        bright > 150.0 && dark < 0.6 * bright,
+        "the overlay's panel should darken the video under it: {dark} vs {bright}"
+    );
+    // Below and right of the panel nothing changed.
+    assert_eq!(
+        mad(&with, &without, 0, 300, 2 * EYE_W, H),
+        0.0,
+        "the overlay is drawn outside its corner"
+    );
+}
+
+#[test]
+fn late_warp_moves_the_picture_by_the_head_rotation() {
+    if !display() {
+        return;
+    }
+    let lens = test_lens();
+    let pic = decoded(&stereo_test_picture());
+    let src = pic.to_bgra().unwrap();
+    let mut p = open(2 * EYE_W, H, Some(lens.clone()));
+    let fov = Fov::from_horizontal(90f32.to_radians(), EYE_W, H);
+    p.present(&pic).unwrap();
+    let plain = p.snapshot().unwrap().unwrap();
+    // No head motion: the same picture as without warp.
+    p.set_warp(Some(Warp::identity(fov)));
+    p.redraw().unwrap();
+    let identity = p.snapshot().unwrap().unwrap();
+    assert!(mad(&identity, &plain, 0, 0, 2 * EYE_W, H) < 0.5);
+    // The head turned left by 10° since the frame was rendered: the world moves right.
+    let warp = Warp {
+        rendered: Quat::IDENTITY,
+        latest: Quat::from_rotation_y(10f32.to_radians()),
+        fov,
+    };
+    p.set_warp(Some(warp));
+    p.redraw().unwrap();
+    let warped = p.snapshot().unwrap().unwrap();
+    let m = mad(&warped, &model(&src, &lens, Some(warp)), 0, 0, 2 * EYE_W, H);
+    assert!(m < 6.0, "the warped picture differs from the model by {m}");
+    // The left eye's green marker moved right of the lens centre.
+    let centre_x = (lens.center_of(Eye::Left).x * EYE_W as f32) as u32;
+    let green: Vec<u32> = (0..EYE_W)
+        .filter(|&x| {
+            let c = px(&warped, x, H / 2);
+            c[1] > 150 && c[0] < 80
+        })
+        .collect();
+    assert!(!green.is_empty(), "the marker left the view");
+    let mean = green.iter().sum::<u32>() as f32 / green.len() as f32;
+    assert!(
+        mean > centre_x as f32 + 30.0,
+        "marker at x {mean}, lens centre {centre_x}"
+    );
+    // Turned fully around: nothing of the picture is in view.
+    p.set_warp(Some(Warp {
+        latest: Quat::from_rotation_y(std::f32::consts::PI),
+        ..warp
+    }));
+    p.redraw().unwrap();
+    let behind = p.snapshot().unwrap().unwrap();
+    assert!(behind
+        .data
+        .chunks(4)
+        .all(|c| c[..3].iter().all(|&v| v == 0)));
+}
