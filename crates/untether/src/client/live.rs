@@ -179,7 +179,9 @@ mod tests {
             capture_us: capture,
             last_shard_us: capture + 5_000,
             decode_start_us: capture + 5_100,
+            last_decode_start_us: capture + 5_100,
             decode_end_us: capture + 6_100,
+            decode_us: 1_000,
             shown_us: shown,
             thumbnail: vec![7; 144],
             ..Default::default()
