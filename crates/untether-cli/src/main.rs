@@ -88,7 +88,7 @@ impl Global {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to one client at a time.
+    /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to several clients at once from one encoded stream (one controller, the others viewers).
     Host(HostArgs),
     /// Connect to a host, decode and show its stream, send keyboard and mouse back. In the window: F11 or Alt+Enter fullscreen, F10 capture/release the mouse, F12 statistics overlay (not sent to the host).
     Client(ClientArgs),
@@ -288,6 +288,12 @@ struct HostArgs {
     /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
     #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
     scheduler: Option<String>,
+    /// Most clients served at once, all from the one encoded stream: the first to connect controls (its input drives the application), the others watch (their input is dropped unless granted: `untether pair grant FINGERPRINT input`); `untether pair control FINGERPRINT` hands control over. One more is refused as busy (1–256) [config: host.max_clients, default 8].
+    #[arg(long, value_name = "N")]
+    max_clients: Option<usize>,
+    /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
+    #[arg(long, value_parser = ["pause", "drop"])]
+    slow_viewer: Option<String>,
     #[command(flatten)]
     webrtc: WebRtcArgs,
     #[command(flatten)]
@@ -314,6 +320,9 @@ struct ClientSide {
     /// Send a small synthetic look-around input every MS milliseconds and measure how long until a decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
     #[arg(long, value_name = "MS")]
     input_probe: Option<u64>,
+    /// Receive and reassemble frames and count them, but do not decode or show them: a light viewer for load tests (implies --headless) [config: client.decode = false].
+    #[arg(long)]
+    no_decode: bool,
     /// The codecs this client decodes, preferred first, comma-separated: h264, h264rgb, hevc, av1 (the host picks the first it can encode) [config: client.codecs, default h264,h264rgb,hevc,av1].
     #[arg(long, value_name = "LIST")]
     codecs: Option<String>,
@@ -442,6 +451,8 @@ const FLAGS: &[(&str, &str)] = &[
     ("host.bind", "--bind"),
     ("host.access", "--access"),
     ("network.scheduler", "--scheduler"),
+    ("host.max_clients", "--max-clients"),
+    ("host.slow_viewer", "--slow-viewer"),
     ("client.name", "--name"),
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
@@ -576,6 +587,13 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     }
     if let Some(p) = c.input_probe {
         cfg.client.input_probe_interval_ms = p;
+    }
+    if c.no_decode {
+        cfg.client.decode = false;
+    }
+    if !cfg.client.decode {
+        // Nothing to show without decoding.
+        cfg.client.headless = true;
     }
     if let Some(list) = &c.codecs {
         cfg.client.codecs = list
@@ -760,6 +778,12 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(sch) = &args.scheduler {
         cfg.network.scheduler = sch.clone();
     }
+    if let Some(n) = args.max_clients {
+        cfg.host.max_clients = n;
+    }
+    if let Some(v) = &args.slow_viewer {
+        cfg.host.slow_viewer = v.clone();
+    }
     apply_webrtc(&mut cfg, &args.webrtc);
     if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
@@ -813,9 +837,10 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     );
     let access = options.host.access()?;
     eprintln!(
-        "untether host: identity {} · access {}{}",
+        "untether host: identity {} · access {} · up to {} clients{}",
         host.fingerprint(),
         access.name(),
+        options.host.max_clients,
         host.state_dir()
             .map(|d| format!(" · state in {}", d.display()))
             .unwrap_or_default()
@@ -877,14 +902,20 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         bail!("host stopped: {f}");
     }
     eprintln!(
-        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes) · dropped {} · {:.1} MB sent",
+        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes, {} copies to {} client{}) · dropped {} · {:.1} MB sent",
         summary.captured,
         summary.encoded,
         summary.sent,
         summary.keyframes,
+        summary.frame_copies_sent,
+        summary.clients.len(),
+        if summary.clients.len() == 1 { "" } else { "s" },
         summary.dropped,
         summary.bytes_sent as f64 / 1e6
     );
+    for line in untether::report::client_lines(&summary.clients) {
+        eprintln!("untether host: {line}");
+    }
     for c in &summary.consumers {
         eprintln!("untether host: {c}");
     }

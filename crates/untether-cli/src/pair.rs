@@ -7,6 +7,10 @@
 //! untether pair deny ABCD-EFGH     forget a request
 //! untether pair revoke ABCD-EFGH   remove an allowed client (it is refused from then on)
 //! untether pair --pin [--wait]     create a one-time PIN to type on the client
+//! untether pair grant ABCD-EFGH input      let a viewer's input through
+//! untether pair revoke-grant ABCD-EFGH     take it back
+//! untether pair control ABCD-EFGH  hand control to this client (whenever it is connected)
+//! untether pair control --release  forget the hand-over
 //! ```
 //! The running host writes the pending requests and picks up approvals, revocations and the
 //! PIN from the same directory (see `untether::identity`).
@@ -26,7 +30,14 @@ use untether::identity::{fingerprint, unix_now, Role, StateDir};
     client shows its own at start) and it connects on its next try. Or pair with a PIN: \
     `untether pair --pin --wait` here, then `untether client HOST --pin PIN` on the client \
     (`untether host --access pin` prints a PIN at start instead). The running host re-reads \
-    the allowlist within a second: approvals and revocations need no restart."
+    the allowlist within a second: approvals and revocations need no restart.\n\n\
+    Several clients: the first to connect controls (its input drives the application), the \
+    others are viewers whose input is dropped. `untether pair grant FINGERPRINT input` lets \
+    a viewer's input through (`revoke-grant` takes it back); `untether pair control \
+    FINGERPRINT` makes that client the controller whenever it is connected (`--release` \
+    forgets it; the current controller then keeps control, and when it leaves the \
+    longest-connected client takes over). The running host applies these within a second; \
+    `untether pair` lists the connected clients and their roles."
 )]
 pub struct PairArgs {
     #[command(subcommand)]
@@ -66,6 +77,28 @@ pub enum PairAction {
     Revoke { fingerprint: String },
     /// List only the allowed clients.
     Allowed,
+    /// Let a viewer's input through (it is dropped otherwise): the client by fingerprint (4 or
+    /// more of its characters), hex key or name, among the allowed and the connected clients;
+    /// then what is granted (`input`).
+    Grant {
+        fingerprint: String,
+        #[arg(value_parser = ["input"])]
+        what: String,
+    },
+    /// Take a viewer's input grant back (by fingerprint, hex key or name).
+    RevokeGrant {
+        fingerprint: String,
+        #[arg(value_parser = ["input"], default_value = "input")]
+        what: String,
+    },
+    /// Hand control to a client (by fingerprint, hex key or name, allowed or connected): it is
+    /// the controller whenever it is connected. --release forgets the hand-over.
+    Control {
+        #[arg(required_unless_present = "release", conflicts_with = "release")]
+        fingerprint: Option<String>,
+        #[arg(long)]
+        release: bool,
+    },
 }
 
 /// Runs `untether pair`, printing to stdout.
@@ -158,6 +191,7 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
                 }
             }
             list_allowed(&dir, out)?;
+            list_roles(&dir, out)?;
             if let Some(pin) = dir.current_pin()? {
                 writeln!(
                     out,
@@ -185,6 +219,98 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
             )?;
         }
         PairAction::Allowed => list_allowed(&dir, out)?,
+        PairAction::Grant { fingerprint, .. } => {
+            let e = dir.grant_input(&fingerprint)?;
+            writeln!(
+                out,
+                "Granted input to {} ({:?}): its input is applied while it is a viewer (the \
+                 running host picks this up within a second).",
+                e.fingerprint(),
+                e.name
+            )?;
+        }
+        PairAction::RevokeGrant { fingerprint, .. } => {
+            let e = dir.revoke_input_grant(&fingerprint)?;
+            writeln!(
+                out,
+                "Took the input grant of {} ({:?}) back: its input is dropped while it is a \
+                 viewer.",
+                e.fingerprint(),
+                e.name
+            )?;
+        }
+        PairAction::Control {
+            fingerprint: Some(fp),
+            ..
+        } => {
+            let e = dir.hand_control(&fp)?;
+            writeln!(
+                out,
+                "Handed control to {} ({:?}): it controls whenever it is connected (the running \
+                 host switches within a second).",
+                e.fingerprint(),
+                e.name
+            )?;
+        }
+        PairAction::Control {
+            fingerprint: None, ..
+        } => match dir.release_control()? {
+            Some(e) => writeln!(
+                out,
+                "Released control from {} ({:?}): the current controller keeps it; when it \
+                 leaves, the longest-connected client takes over.",
+                e.fingerprint(),
+                e.name
+            )?,
+            None => writeln!(out, "Control was not handed to anyone.")?,
+        },
+    }
+    Ok(())
+}
+
+/// The connected clients (as the running host wrote them), the input grants and the control
+/// hand-over.
+fn list_roles(dir: &StateDir, out: &mut impl Write) -> anyhow::Result<()> {
+    match dir.connected_clients()? {
+        Some(f) if !f.clients.is_empty() => {
+            writeln!(out, "Connected now (host pid {}):", f.host_pid)?;
+            for c in &f.clients {
+                writeln!(
+                    out,
+                    "  {}  {:<20} {:<10}{} from {}, {}",
+                    c.fingerprint,
+                    format!("{:?}", c.name),
+                    c.role,
+                    if c.input_granted { " +input" } else { "" },
+                    c.addr,
+                    ago(c.since)
+                )?;
+            }
+        }
+        Some(_) => writeln!(out, "No client is connected.")?,
+        None => {}
+    }
+    let grants = dir.input_grants()?;
+    if !grants.is_empty() {
+        writeln!(out, "Viewers granted input:")?;
+        for e in &grants {
+            writeln!(
+                out,
+                "  {}  {:<20} granted {}",
+                e.fingerprint(),
+                format!("{:?}", e.name),
+                ago(e.added)
+            )?;
+        }
+    }
+    if let Some(e) = dir.control()? {
+        writeln!(
+            out,
+            "Control handed to {} ({:?}) {}.",
+            e.fingerprint(),
+            e.name,
+            ago(e.added)
+        )?;
     }
     Ok(())
 }
@@ -294,6 +420,42 @@ mod tests {
         assert!(s.contains("One-time PIN"), "{s}");
         assert!(cd.current_pin().unwrap().is_some());
         assert!(run_args(&["--state-dir", d, "deny", "7"]).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn grants_and_control_hand_over() {
+        let dir = std::env::temp_dir().join(format!("untether-pair-roles-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = dir.to_str().unwrap();
+        let cd = StateDir::at(&dir);
+        cd.allow(&[5; 32], "spectator").unwrap();
+        let fp = fingerprint(&[5; 32]);
+        let s = run_args(&["--state-dir", d, "grant", &fp[..9], "input"]).unwrap();
+        assert!(s.starts_with("Granted input"), "{s}");
+        assert_eq!(cd.input_grants().unwrap().len(), 1);
+        // Only input can be granted; the error names what can.
+        let e = run_args(&["--state-dir", d, "grant", &fp, "audio"]).unwrap_err();
+        assert!(e.to_string().contains("input"), "{e}");
+        let s = run_args(&["--state-dir", d]).unwrap();
+        assert!(
+            s.contains("Viewers granted input") && s.contains(&fp),
+            "{s}"
+        );
+        let s = run_args(&["--state-dir", d, "revoke-grant", &fp]).unwrap();
+        assert!(s.starts_with("Took the input grant"), "{s}");
+        assert!(cd.input_grants().unwrap().is_empty());
+        let s = run_args(&["--state-dir", d, "control", "spectator"]).unwrap();
+        assert!(s.starts_with("Handed control"), "{s}");
+        assert!(run_args(&["--state-dir", d])
+            .unwrap()
+            .contains("Control handed to"));
+        let s = run_args(&["--state-dir", d, "control", "--release"]).unwrap();
+        assert!(s.starts_with("Released control"), "{s}");
+        // Naming nobody known is an error that says where to look.
+        let e = run_args(&["--state-dir", d, "control", "ZZZZ-ZZZZ"]).unwrap_err();
+        assert!(e.to_string().contains("untether pair"), "{e}");
+        assert!(run_args(&["--state-dir", d, "control"]).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

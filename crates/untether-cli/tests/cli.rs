@@ -62,6 +62,16 @@ fn help_explains_every_command() {
     ] {
         assert!(t.contains(flag), "demo --help lacks {flag}");
     }
+    let t = text(&run(&["host", "--help"]));
+    assert!(
+        t.contains("--max-clients") && t.contains("--slow-viewer"),
+        "{t}"
+    );
+    assert!(text(&run(&["client", "--help"])).contains("--no-decode"));
+    let t = text(&run(&["pair", "--help"]));
+    for word in ["grant", "revoke-grant", "control"] {
+        assert!(t.contains(word), "pair --help lacks {word}: {t}");
+    }
 }
 
 #[test]
@@ -223,6 +233,113 @@ fn host_and_client_as_two_processes() {
         serde_json::from_slice(&std::fs::read(&host_report).unwrap()).unwrap();
     assert!(h["frames"]["sent"].as_u64().unwrap() > 100, "{h}");
     assert!(h["input"]["events_applied"].as_u64().unwrap() >= 3, "{h}");
+}
+
+#[test]
+fn several_clients_as_processes_one_encode_roles_and_a_busy_refusal() {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let host_report = tmp("multi-host.json");
+    let host = untether()
+        .args(["host", "--access", "open", "--max-clients", "3"])
+        .args([
+            "--resolution",
+            "640x360",
+            "--bitrate",
+            "2M",
+            "--bind",
+            &addr,
+        ])
+        .args(["--duration", "7", "--report"])
+        .arg(&host_report)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = |name: &str, secs: &str, extra: &[&str], report: Option<&Path>| {
+        let mut c = untether();
+        // Each client its own identity (a state directory each).
+        c.args([
+            "client",
+            &addr,
+            "--headless",
+            "--name",
+            name,
+            "--duration",
+            secs,
+        ])
+        .arg("--state-dir")
+        .arg(tmp(&format!("state-{name}")))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        if let Some(r) = report {
+            c.arg("--report").arg(r);
+        }
+        c.spawn().unwrap()
+    };
+    // The controller stays longest (when it leaves, the next client takes control).
+    let controller = client("controller", "5", &[], None);
+    std::thread::sleep(Duration::from_millis(500));
+    let viewer_report = tmp("multi-viewer.json");
+    let viewers = [
+        client("viewer1", "3.5", &["--no-decode"], Some(&viewer_report)),
+        client("viewer2", "3.5", &["--no-decode"], None),
+    ];
+    std::thread::sleep(Duration::from_millis(1000));
+    // A fourth: the host serves at most three.
+    let o = untether()
+        .args([
+            "client",
+            &addr,
+            "--headless",
+            "--duration",
+            "2",
+            "--state-dir",
+        ])
+        .arg(tmp("state-fourth"))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("maximum of 3 clients") && t.contains("--max-clients"),
+        "{t}"
+    );
+    for c in viewers.into_iter().chain([controller]) {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "client failed: {}", text(&o));
+    }
+    let out = host.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "host failed: {stderr}");
+    // The host's output lists each client with its role.
+    assert!(stderr.contains("clients:"), "{stderr}");
+    assert!(
+        stderr.contains("controller") && stderr.contains("viewer"),
+        "{stderr}"
+    );
+    let h: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&host_report).unwrap()).unwrap();
+    let clients = h["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 3, "{h}");
+    assert_eq!(clients[0]["role"], "controller", "{h}");
+    // One encode, three copies.
+    let sent = h["frames"]["sent"].as_u64().unwrap();
+    assert!(sent > 100, "{h}");
+    assert!(h["frame_copies_sent"].as_u64().unwrap() > 2 * sent, "{h}");
+    // The no-decode viewer received frames, decoded none, and knew it was a viewer.
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&viewer_report).unwrap()).unwrap();
+    assert_eq!(v["role"]["role"], "viewer", "{v}");
+    assert_eq!(v["role"]["decoded"], false, "{v}");
+    assert!(v["role"]["undecoded"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(v["frames"]["decoded"].as_u64(), Some(0), "{v}");
 }
 
 /// Reads a binary PPM (P6, maxval 255 or 65535) as (width, height, 8-bit rgb).

@@ -22,9 +22,9 @@ use crate::state::{
 };
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
-    self, encode_control, encode_handshake, ByeReason, Codec, ControlFrame, Datagram, Feedback,
-    FrameTiming, Header, Hello, InputEvent, PacketType, RejectReason, SessionParams, TextChunk,
-    HEADER_LEN, SHARD_HEADER_LEN,
+    self, encode_control, encode_handshake, role_flags, ByeReason, ClientRole, Codec, ControlFrame,
+    Datagram, Feedback, FrameTiming, Header, Hello, InputEvent, PacketType, RejectReason,
+    SessionParams, TextChunk, HEADER_LEN, SHARD_HEADER_LEN,
 };
 use crate::{GoneReason, Micros};
 
@@ -186,6 +186,15 @@ pub enum ClientEvent {
     Rtt(u64),
     /// An audio packet (unordered: the jitter buffer orders them by `seq`).
     Audio(crate::audio::AudioPacket),
+    /// The host told this client its role (a host serving several clients): at the start and
+    /// on every change.
+    Role {
+        role: ClientRole,
+        /// A viewer whose input the host applies.
+        input_granted: bool,
+        /// A viewer paused to keyframes only (its link cannot carry the stream).
+        paused: bool,
+    },
     /// The pose frame `frame_number` was rendered for (once per frame, whichever copy came
     /// first; possibly after the frame itself).
     FramePose {
@@ -354,6 +363,8 @@ pub struct ClientSession {
     decode_us: u32,
     /// The assembler's and requester's counters when the session left the Connected state.
     final_counters: Option<(AssemblerStats, u64)>,
+    /// The last role the host told (role, flags, version).
+    role: Option<(ClientRole, u8, u16)>,
 }
 
 /// ShardNacks per frame before it is given up.
@@ -418,6 +429,7 @@ impl ClientSession {
             stats: ClientStats::default(),
             decode_us: 0,
             final_counters: None,
+            role: None,
         }
     }
 
@@ -499,6 +511,11 @@ impl ClientSession {
             State::Connected(c) => Some(c.protection.sealer.suite()),
             _ => None,
         }
+    }
+
+    /// The role the host gave this client (None: not told, a host serving one client).
+    pub fn role(&self) -> Option<ClientRole> {
+        self.role.map(|(r, _, _)| r)
     }
 
     pub fn is_connected(&self) -> bool {
@@ -1002,10 +1019,18 @@ impl ClientSession {
                         self.shared_clock = self.cfg.clock_id.is_some_and(|own| own == *id);
                     }
                 }
-                for f in frames {
+                let mut frames = frames.into_iter();
+                while let Some(f) = frames.next() {
                     match f {
                         ControlFrame::Accept(params) => {
                             self.on_accept(now, params);
+                            // What rides beside the Accept (the client's role, the host's
+                            // state) is for the session just opened.
+                            for f in frames {
+                                if matches!(f, ControlFrame::Role { .. } | ControlFrame::State(_)) {
+                                    self.on_control(now, f);
+                                }
+                            }
                             return;
                         }
                         ControlFrame::Reject(r) => return self.fail(r.reason, r.message),
@@ -1204,6 +1229,28 @@ impl ClientSession {
                 }
             }
             ControlFrame::StateAck(a) => self.state_tx.on_ack(now, &a),
+            ControlFrame::Role {
+                role,
+                flags,
+                version,
+            } => {
+                // Acknowledged every time (the host repeats it until it hears this); acted on
+                // when newer than the last one seen (a late copy of an older one is not).
+                self.pending
+                    .retain(|f| !matches!(f, ControlFrame::RoleAck { .. }));
+                self.pending.push(ControlFrame::RoleAck { version });
+                let newer = self
+                    .role
+                    .is_none_or(|(_, _, v)| (version.wrapping_sub(v) as i16) > 0);
+                if newer {
+                    self.role = Some((role, flags, version));
+                    self.events.push_back(ClientEvent::Role {
+                        role,
+                        input_granted: flags & role_flags::INPUT_GRANTED != 0,
+                        paused: flags & role_flags::PAUSED != 0,
+                    });
+                }
+            }
             ControlFrame::State(p) => {
                 self.stats.state_packets_received += 1;
                 self.state_rx.on_packet(now, &p);
@@ -1235,6 +1282,7 @@ impl ClientSession {
                     ByeReason::ShuttingDown => GoneReason::ShuttingDown,
                     ByeReason::Replaced => GoneReason::Replaced,
                     ByeReason::Failed => GoneReason::Failed,
+                    ByeReason::TooSlow => GoneReason::TooSlow,
                     ByeReason::Closed | ByeReason::Other => GoneReason::Bye,
                 };
                 self.events.push_back(ClientEvent::HostGone(gone));
@@ -1243,6 +1291,7 @@ impl ClientSession {
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
             | ControlFrame::Input { .. }
+            | ControlFrame::RoleAck { .. }
             | ControlFrame::PathResponse { .. } => {}
             // Only meaningful while connecting (a repeated Accept after a lost one is ignored).
             ControlFrame::Accept(_) | ControlFrame::Reject(_) => {}

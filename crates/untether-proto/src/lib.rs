@@ -4,7 +4,8 @@
 //! time and repeatably (see [`sim`]).
 //!
 //! - [`wire`]: the datagram header and every message (docs/PROTOCOL.md is the spec).
-//! - [`host::HostSession`] / [`client::ClientSession`]: the two endpoints, driven by
+//! - [`host::HostSession`] (several clients, one stream) / [`client::ClientSession`]: the two
+//!   endpoints, driven by
 //!   `handle_datagram` / `handle_timeout`, queried with `poll_transmit` / `poll_event` /
 //!   `poll_timeout` (the shape of quinn-proto and str0m).
 //! - Security: [`handshake`] (Noise `XX` via `snow`, PIN pairing through SPAKE2), [`crypto`]
@@ -33,6 +34,8 @@ pub mod pose;
 pub mod rate;
 pub mod reliable;
 #[cfg(test)]
+mod session_multi_tests;
+#[cfg(test)]
 mod session_tests;
 pub mod sim;
 pub mod sim_state;
@@ -56,8 +59,9 @@ pub use crypto::Suite;
 pub use fec::{FecMode, FecPolicy};
 pub use handshake::{fingerprint, PublicKey, StaticKeypair};
 pub use host::{
-    AccessPolicy, AccessRequest, ClientInfo, CodecOffer, HostConfig, HostEvent, HostSession,
-    HostStats, NoClient, PairingEvent, PairingPin,
+    AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, CodecOffer,
+    FrameMeta, HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,
+    PairingPin, SlowViewer, StreamState,
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
 pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};
@@ -66,8 +70,8 @@ pub use rate::{RateConfig, RateController, RateStats};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{Staleness, StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
-    sanitize_peer_text, ByeReason, Codec, ControlFrame, Feedback, FrameTiming, InputEvent,
-    LinkDeclineReason, RejectReason, SessionParams, TextChunk, WireError,
+    sanitize_peer_text, ByeReason, ClientRole, Codec, ControlFrame, Feedback, FrameTiming,
+    InputEvent, LinkDeclineReason, RejectReason, SessionParams, TextChunk, WireError,
 };
 
 /// A datagram to send.
@@ -90,4 +94,7 @@ pub enum GoneReason {
     ShuttingDown,
     /// The host said it stopped on a failure.
     Failed,
+    /// Host → viewer: its link stayed slower than the stream; the host dropped it (sustained
+    /// loss or queueing, after being paused to keyframes).
+    TooSlow,
 }

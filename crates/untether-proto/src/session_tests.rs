@@ -239,7 +239,7 @@ fn replayed_and_tampered_datagrams_are_rejected() {
     let inputs = |h: &mut HostSession| {
         let mut n = 0;
         while let Some(e) = h.poll_event() {
-            n += matches!(e, HostEvent::Input(_)) as u32;
+            n += matches!(e, HostEvent::Input { .. }) as u32;
         }
         n
     };
@@ -416,18 +416,26 @@ fn a_lost_accept_rides_again_ahead_of_the_next_video_frame() {
 fn a_restarted_client_replaces_its_session_but_another_client_is_busy() {
     let (hid, cid) = ids(9);
     let (_, other) = ids(10);
+    // A host serving one client at a time (host.max_clients = 1).
     let mut w = host(
         &hid,
         AccessPolicy::Allowlist,
         vec![cid.public, other.public],
     );
+    let mut c = HostConfig::new(params());
+    c.identity = hid.clone();
+    c.entropy = [4; 32];
+    c.access = AccessPolicy::Allowlist;
+    c.allowed_clients = vec![cid.public, other.public];
+    c.max_clients = 1;
+    w.host = HostSession::new(c);
     let mut c = client(&w, &cid, None, 91);
     assert!(connected(&run(&mut w, &mut c, 300_000)));
     let mut o = client(&w, &other, None, 92);
-    assert_eq!(
-        rejected(&run(&mut w, &mut o, 300_000)).unwrap().0,
-        RejectReason::Busy
-    );
+    let (reason, message) = rejected(&run(&mut w, &mut o, 300_000)).unwrap();
+    assert_eq!(reason, RejectReason::Busy);
+    assert!(message.contains("maximum of 1 client"), "{message}");
+    assert!(message.contains("max_clients"), "{message}");
     let mut c2 = client(&w, &cid, None, 93);
     assert!(connected(&run(&mut w, &mut c2, 300_000)));
     let gone: Vec<_> = std::iter::from_fn(|| w.host.poll_event()).collect();

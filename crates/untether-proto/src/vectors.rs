@@ -34,6 +34,10 @@ pub const TEXT_INPUT_FRAME: &str = "05000b000000030001060368c3a9";
 pub const PATH_CHALLENGE_FRAME: &str = "0d00080102030405060708";
 /// A ShardNack frame: frame 300, data shards 2 and 5.
 pub const SHARD_NACK_FRAME: &str = "0f000a0000012c000200020005";
+/// A Role frame: viewer, input granted, version 7 (several clients per host, §7.4).
+pub const ROLE_FRAME: &str = "18000401010007";
+/// Its RoleAck.
+pub const ROLE_ACK_FRAME: &str = "1900020007";
 /// A SliceNack frame: frame 300, slice 3, data shards 2 and 5.
 pub const SLICE_NACK_FRAME: &str = "1e000b0000012c03000200020005";
 /// A SliceTiming frame: frame 300, 4 slices, first out 2.5 ms and last out 4 ms after capture.
@@ -92,6 +96,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("STATE_FRAME", STATE_FRAME),
     ("PATH_CHALLENGE_FRAME", PATH_CHALLENGE_FRAME),
     ("SHARD_NACK_FRAME", SHARD_NACK_FRAME),
+    ("ROLE_FRAME", ROLE_FRAME),
+    ("ROLE_ACK_FRAME", ROLE_ACK_FRAME),
     ("SLICE_NACK_FRAME", SLICE_NACK_FRAME),
     ("SLICE_TIMING_FRAME", SLICE_TIMING_FRAME),
     ("LINK_ADDRESS_FRAME", LINK_ADDRESS_FRAME),

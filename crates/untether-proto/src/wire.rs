@@ -1056,12 +1056,51 @@ pub mod frame_type {
     pub const PATH_RESPONSE: u8 = 0x0E;
     pub const SHARD_NACK: u8 = 0x0F;
     pub const CLOCK_ID: u8 = 0x10;
-    /// 0x14–0x17 are the pose's (0x15–0x17 reserved).
+    /// 0x11–0x13: reserved (codecs); 0x14–0x17: the pose's (0x15–0x17 reserved); 0x18–0x1B:
+    /// several clients per host (0x1A, 0x1B unused); 0x1C–0x1F: the raw layer-2 transport.
     pub const FRAME_POSE: u8 = 0x14;
+    pub const ROLE: u8 = 0x18;
+    pub const ROLE_ACK: u8 = 0x19;
     pub const LINK_ADDRESS: u8 = 0x1C;
     pub const LINK_DECLINED: u8 = 0x1D;
     pub const SLICE_NACK: u8 = 0x1E;
     pub const SLICE_TIMING: u8 = 0x1F;
+}
+
+/// A client's part in a session of a host that serves several (docs/PROTOCOL.md §7.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ClientRole {
+    /// Its input drives the application, its head pose is the scene's pose, the adaptive
+    /// bitrate follows its link.
+    Controller = 0,
+    /// It watches: its input is dropped (and counted) unless the host granted it input.
+    Viewer = 1,
+}
+
+impl ClientRole {
+    /// Unknown values read as viewer (the safe side: nothing a newer host says grants input).
+    pub fn from_u8(v: u8) -> ClientRole {
+        match v {
+            0 => ClientRole::Controller,
+            _ => ClientRole::Viewer,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientRole::Controller => "controller",
+            ClientRole::Viewer => "viewer",
+        }
+    }
+}
+
+/// Flags of a [`ControlFrame::Role`].
+pub mod role_flags {
+    /// A viewer whose input the host applies (`untether pair grant FINGERPRINT input`).
+    pub const INPUT_GRANTED: u8 = 0x01;
+    /// The viewer's link cannot carry the stream: it is sent keyframes only until it keeps up.
+    pub const PAUSED: u8 = 0x02;
 }
 
 /// Why a host declines the raw layer-2 transport a client offered ([`ControlFrame::LinkDeclined`]).
@@ -1117,6 +1156,9 @@ pub enum ByeReason {
     Replaced = 2,
     /// The host stopped on a failure (a lost display, an encoder error).
     Failed = 3,
+    /// Host → viewer: its link stayed slower than the stream (sustained loss or queueing
+    /// after being paused to keyframes); it was dropped so it cannot slow the others.
+    TooSlow = 4,
     Other = 255,
 }
 
@@ -1127,6 +1169,7 @@ impl ByeReason {
             1 => ByeReason::ShuttingDown,
             2 => ByeReason::Replaced,
             3 => ByeReason::Failed,
+            4 => ByeReason::TooSlow,
             _ => ByeReason::Other,
         }
     }
@@ -1196,6 +1239,19 @@ pub enum ControlFrame {
     /// one clock, so the clock offset is exactly 0, not an estimate.
     ClockId {
         id: [u8; 16],
+    },
+    /// Host → client: its role on a host that serves several clients, sent beside the Accept
+    /// and again on every change, repeated until acknowledged. `version` grows with each
+    /// change (wrapping); a client acts on a version newer than the last it saw.
+    Role {
+        role: ClientRole,
+        /// [`role_flags`].
+        flags: u8,
+        version: u16,
+    },
+    /// Client → host: the Role of this version arrived.
+    RoleAck {
+        version: u16,
     },
     /// Host → client: the head pose frame `frame_number` was rendered for, with the client's
     /// sample time of that pose (echoed as the client sent it). Sent before the frame's first
@@ -1312,6 +1368,16 @@ impl ControlFrame {
             ControlFrame::ClockId { id } => {
                 out.extend_from_slice(id);
             }
+            ControlFrame::Role {
+                role,
+                flags,
+                version,
+            } => {
+                out.put_u8(*role as u8);
+                out.put_u8(*flags);
+                out.put_u16(*version);
+            }
+            ControlFrame::RoleAck { version } => out.put_u16(*version),
             ControlFrame::FramePose {
                 frame_number,
                 sample,
@@ -1372,6 +1438,8 @@ impl ControlFrame {
             ControlFrame::PathResponse { .. } => PATH_RESPONSE,
             ControlFrame::ShardNack { .. } => SHARD_NACK,
             ControlFrame::ClockId { .. } => CLOCK_ID,
+            ControlFrame::Role { .. } => ROLE,
+            ControlFrame::RoleAck { .. } => ROLE_ACK,
             ControlFrame::FramePose { .. } => FRAME_POSE,
             ControlFrame::LinkAddress { .. } => LINK_ADDRESS,
             ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
@@ -1408,6 +1476,8 @@ impl ControlFrame {
             ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
             ControlFrame::ShardNack { missing, .. } => 6 + 2 * missing.len().min(MAX_NACK_SHARDS),
             ControlFrame::ClockId { .. } => 16,
+            ControlFrame::Role { .. } => 4,
+            ControlFrame::RoleAck { .. } => 2,
             ControlFrame::FramePose { .. } => 4 + PoseSample::LEN,
             ControlFrame::LinkAddress { .. } => 8,
             ControlFrame::LinkDeclined { .. } => 1,
@@ -1504,6 +1574,12 @@ impl ControlFrame {
                 id.copy_from_slice(r.bytes(16)?);
                 ControlFrame::ClockId { id }
             }
+            ROLE => ControlFrame::Role {
+                role: ClientRole::from_u8(r.u8()?),
+                flags: r.u8()?,
+                version: r.u16()?,
+            },
+            ROLE_ACK => ControlFrame::RoleAck { version: r.u16()? },
             FRAME_POSE => ControlFrame::FramePose {
                 frame_number: r.u32()?,
                 sample: PoseSample::parse(&mut r)?,
@@ -1839,6 +1915,27 @@ mod tests {
         assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(nack)));
         // A count beyond what the body holds is an error, not an allocation.
         assert!(ControlFrame::parse_body(0x0F, &[0, 0, 1, 44, 0xff, 0xff, 0, 1]).is_err());
+        // Several clients: a Role (viewer, input granted, version 7) and its RoleAck.
+        for (frame, hex) in [
+            (
+                ControlFrame::Role {
+                    role: ClientRole::Viewer,
+                    flags: role_flags::INPUT_GRANTED,
+                    version: 7,
+                },
+                v::ROLE_FRAME,
+            ),
+            (ControlFrame::RoleAck { version: 7 }, v::ROLE_ACK_FRAME),
+        ] {
+            let mut out = Vec::new();
+            frame.encode(&mut out);
+            assert_eq!(h(&out), hex);
+            assert_eq!(out.len(), frame.encoded_len());
+            assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(frame)));
+        }
+        // A role a newer host might add reads as viewer (it never grants input by accident).
+        assert_eq!(ClientRole::from_u8(9), ClientRole::Viewer);
+        assert_eq!(ByeReason::from_u8(4), ByeReason::TooSlow);
         let mut out = Vec::new();
         let nack = ControlFrame::SliceNack {
             frame_number: 300,
@@ -2096,6 +2193,18 @@ mod tests {
                 reason: ByeReason::from_u8(r)
             }),
             any::<[u8; 16]>().prop_map(|id| ControlFrame::ClockId { id }),
+            (any::<bool>(), any::<u8>(), any::<u16>()).prop_map(|(c, flags, version)| {
+                ControlFrame::Role {
+                    role: if c {
+                        ClientRole::Controller
+                    } else {
+                        ClientRole::Viewer
+                    },
+                    flags,
+                    version,
+                }
+            }),
+            any::<u16>().prop_map(|version| ControlFrame::RoleAck { version }),
             (any::<u32>(), any::<u64>(), 0usize..3, -100f32..100.0).prop_map(|(f, t, q, x)| {
                 ControlFrame::FramePose {
                     frame_number: f,

@@ -124,12 +124,11 @@ fn a_forged_port_unreachable_does_not_end_a_live_session() {
     });
     assert!(host.wait_for_client(Duration::from_secs(5)));
     std::thread::sleep(Duration::from_millis(500));
-    // The host's note names the client's address ("… connected from 127.0.0.1:PORT").
-    let client_addr = host
-        .summary()
-        .events
-        .iter()
-        .find_map(|e| e.split("connected from ").nth(1)?.parse().ok())
+    // The host lists its clients with their addresses.
+    let client_addr: std::net::SocketAddr = host
+        .clients()
+        .first()
+        .and_then(|c| c.addr.parse().ok())
         .expect("the client's address");
     let (std::net::SocketAddr::V4(from), std::net::SocketAddr::V4(to)) = (client_addr, host_addr)
     else {

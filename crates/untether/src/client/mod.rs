@@ -122,6 +122,8 @@ pub(crate) struct ClientShared {
     /// The host went away and the driver is trying to reach it again (the presenter holds the
     /// last picture and says so).
     reconnecting: AtomicBool,
+    /// The role the host gave this client last: (role, input granted, paused).
+    role: Mutex<Option<(untether_proto::ClientRole, bool, bool)>>,
     decoded: Slot<Decoded>,
     /// The pose each recent frame was rendered for (from the host's FramePose).
     frame_poses: pose::FramePoses,
@@ -333,6 +335,11 @@ pub fn run_client_to_end(
         chunks: false,
     };
     cfg.codecs = decodable(&c.codec_list()?, &decoder_cfg)?;
+    // `--no-decode` (a load-test viewer): frames are reassembled and counted, never decoded
+    // (the client still offers only codecs it could decode).
+    if !c.decode {
+        log::info!("client: --no-decode: frames are reassembled and counted, not decoded");
+    }
     // The head pose source: a failure to open it (no IMU, a bad track) stops the start.
     let pose_spec = options.vr.pose_spec()?;
     let mouse = crate::pose::MouseLook::default();
@@ -355,6 +362,7 @@ pub fn run_client_to_end(
         stop: AtomicBool::new(false),
         connected: AtomicBool::new(false),
         reconnecting: AtomicBool::new(false),
+        role: Mutex::new(None),
         decoded: Slot::new(),
         frame_poses: Default::default(),
         host_state: io.host_state.clone(),
@@ -364,6 +372,7 @@ pub fn run_client_to_end(
             .and(matches!(pose_spec, PoseSpec::Auto | PoseSpec::Mouse).then(|| mouse.clone())),
         run: Mutex::new(ClientRun {
             started_us: now,
+            decoding: c.decode,
             ..Default::default()
         }),
         live: Mutex::new(None),
@@ -380,7 +389,7 @@ pub fn run_client_to_end(
         shared.clone(),
         known_hosts,
         playout.clone(),
-        frames_tx,
+        c.decode.then_some(frames_tx),
         sent_tx,
         io.end_on_host_bye,
     );
@@ -419,12 +428,16 @@ pub fn run_client_to_end(
             })
             .map_err(ClientError::Thread)?
     };
-    let decode = {
+    let decode = if c.decode {
         let (s, n) = (shared.clone(), net.clone());
-        std::thread::Builder::new()
-            .name("client-decode".into())
-            .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder_cfg))
-            .map_err(ClientError::Thread)?
+        Some(
+            std::thread::Builder::new()
+                .name("client-decode".into())
+                .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder_cfg))
+                .map_err(ClientError::Thread)?,
+        )
+    } else {
+        None
     };
     let mut device_threads = Vec::new();
     if let Some(src) = pose_source {
@@ -462,7 +475,9 @@ pub fn run_client_to_end(
     net.send(ClientCommand::Close);
     shared.finish(None);
     let client_net = net_thread.join().ok();
-    let _ = decode.join();
+    if let Some(d) = decode {
+        let _ = d.join();
+    }
     for t in device_threads {
         let _ = t.join();
     }

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientSession, GoneReason, InputEvent, Micros,
-    PublicKey, RejectReason, Route, StateKey, StateValue,
+    fingerprint, ClientConfig, ClientEvent, ClientRole, ClientSession, GoneReason, InputEvent,
+    Micros, PublicKey, RejectReason, Route, StateKey, StateValue,
 };
 
 use super::decode::Piece;
@@ -101,8 +101,8 @@ pub(crate) struct ClientNet {
     known_hosts: Option<KnownHosts>,
     playout: Option<Arc<Mutex<Playout>>>,
     /// Complete frames (or slices) for the decode thread, in decode order, with the session
-    /// they came from and its codec.
-    frames: Sender<super::decode::ToDecode>,
+    /// they came from and its codec (None, `--no-decode`: frames are counted and dropped here).
+    frames: Option<Sender<super::decode::ToDecode>>,
     /// The current session's codec.
     codec: untether_media::codec::Codec,
     /// (sequence number, send time) of each reliable window/probe event, for the presenter.
@@ -134,7 +134,7 @@ impl ClientNet {
         shared: Arc<ClientShared>,
         known_hosts: Option<KnownHosts>,
         playout: Option<Arc<Mutex<Playout>>>,
-        frames: Sender<super::decode::ToDecode>,
+        frames: Option<Sender<super::decode::ToDecode>>,
         sent_inputs: Sender<(u32, Micros)>,
         end_on_host_bye: bool,
     ) -> ClientNet {
@@ -208,12 +208,25 @@ impl ClientNet {
 
     /// Hands a frame or slice to the decode thread (its end of the channel gone: done).
     fn hand_to_decoder(&mut self, piece: Piece) {
+        let Some(tx) = &self.frames else {
+            // `--no-decode`: a frame is counted when it is complete (a sliced one at its last
+            // slice).
+            let whole = match &piece {
+                Piece::Frame(_) => true,
+                Piece::Slice(f) => f.slice.index + 1 >= f.slice.count,
+                Piece::SliceLost { .. } => false,
+            };
+            if whole {
+                super::lock(&self.shared.run).undecoded += 1;
+            }
+            return;
+        };
         let f = super::decode::ToDecode {
             session: self.session_number,
             codec: self.codec,
             piece,
         };
-        if self.frames.send(f).is_err() {
+        if tx.send(f).is_err() {
             self.done = true;
         }
     }
@@ -421,6 +434,9 @@ impl ClientNet {
                     }
                     GoneReason::Replaced => "another run of this client took over",
                     GoneReason::Failed => "it stopped on a failure (see the host's log)",
+                    GoneReason::TooSlow => {
+                        "it dropped this viewer: this link stayed slower than the host's stream                          (paused to keyframes, it kept falling behind); a faster link, or the                          host streaming at a lower bitrate (--bitrate), would keep it"
+                    }
                     GoneReason::Timeout | GoneReason::ShuttingDown => "it went away",
                 };
                 self.finish(Some(ClientError::HostGone {
@@ -453,6 +469,36 @@ impl ClientNet {
                     run.slice_timings
                         .insert(frame_number, (slice_count, first_out_us, last_out_us));
                 }
+            }
+            ClientEvent::Role {
+                role,
+                input_granted,
+                paused,
+            } => {
+                let what = match (role, input_granted, paused) {
+                    (ClientRole::Controller, ..) => {
+                        "the controller: its input drives the host's application".to_string()
+                    }
+                    (ClientRole::Viewer, granted, paused) => format!(
+                        "a viewer{}{}",
+                        if granted {
+                            " with input granted"
+                        } else {
+                            " (its input is not applied)"
+                        },
+                        if paused {
+                            "; paused to keyframes: this link cannot carry the stream"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                log::info!("client: this client is {what}");
+                *super::lock(&s.role) = Some((role, input_granted, paused));
+                let mut run = super::lock(&s.run);
+                run.role = Some(role);
+                run.input_granted = input_granted;
+                run.times_paused += paused as u32;
             }
             ClientEvent::FramePose {
                 frame_number,

@@ -71,7 +71,6 @@ pub(crate) fn present_loop(
     let mut next_probe = started + 1_000_000;
     let mut probe_sign = 1;
     let mut last_picture: Option<DecodedFrame> = None;
-    let mut showing_reconnect = false;
     let mut photon_probe = super::photon::Probe::new(&options.vr, lens.as_ref());
     // Game controllers, polled here (SDL's thread); after the presenter, so dropped first.
     let mut gamepads = if options.client.gamepads {
@@ -114,11 +113,10 @@ pub(crate) fn present_loop(
             }
         }
         let connected = s.connected.load(Ordering::SeqCst);
-        let reconnecting = s.reconnecting.load(Ordering::SeqCst);
-        if reconnecting != showing_reconnect {
-            showing_reconnect = reconnecting;
-            view.status =
-                reconnecting.then_some("host unreachable: holding the last picture, reconnecting");
+        // What the title says besides the host: reconnecting, or this viewer's role.
+        let status = status_text(s.reconnecting.load(Ordering::SeqCst), *lock(&s.role));
+        if status != view.status {
+            view.status = status;
             if let Some(p) = presenter.as_mut() {
                 p.set_title(&view.title());
             }
@@ -291,6 +289,29 @@ pub(crate) fn present_loop(
     Ok(())
 }
 
+/// What the window's title says besides the host: reconnecting, or a viewer's role (nothing
+/// for the controller, or a host serving one client).
+fn status_text(
+    reconnecting: bool,
+    role: Option<(untether_proto::ClientRole, bool, bool)>,
+) -> Option<String> {
+    if reconnecting {
+        return Some("host unreachable: holding the last picture, reconnecting".into());
+    }
+    match role? {
+        (untether_proto::ClientRole::Controller, ..) => None,
+        (_, granted, paused) => Some(format!(
+            "viewer{}{}",
+            if granted { " · input granted" } else { "" },
+            if paused {
+                " · paused: this link cannot carry the stream"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
 /// The late warp's poses when the application gives none: the pose the frame was rendered for
 /// (the host's FramePose, [`FrameRecord::pose`]) and the newest sample of the client's pose
 /// source ([`super::LocalPose::latest`]), each eye's field of view `vr.fov_deg` over its half of
@@ -308,8 +329,8 @@ struct View {
     keys: WindowKeys,
     fullscreen: bool,
     overlay: bool,
-    /// Something about the stream the title says (the host is unreachable).
-    status: Option<&'static str>,
+    /// Something about the stream the title says (the host is unreachable, a viewer's role).
+    status: Option<String>,
     live: LiveOverlay,
     host: String,
 }
@@ -322,7 +343,7 @@ impl View {
         } else {
             WINDOW_KEYS.to_string()
         };
-        match self.status {
+        match &self.status {
             Some(st) => format!("untether — {} — [{st}] — {keys}", self.host),
             None => format!("untether — {} — {keys}", self.host),
         }

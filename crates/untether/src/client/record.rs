@@ -155,6 +155,16 @@ pub struct ClientRun {
     pub reconnects: Vec<(Micros, Micros)>,
     /// ICMP port-unreachable reports on the main path (a live session survives forged ones).
     pub refusals: u64,
+    /// The role the host gave this client last (a host serving several clients).
+    pub role: Option<untether_proto::ClientRole>,
+    /// A viewer whose input the host applies.
+    pub input_granted: bool,
+    /// Times the host paused this viewer to keyframes (its link could not carry the stream).
+    pub times_paused: u32,
+    /// `--no-decode`: complete frames received and dropped undecoded.
+    pub undecoded: u64,
+    /// The run decoded (false: `--no-decode`).
+    pub decoding: bool,
     /// What showed the pictures, for the report's `config.display`: `gl-window`,
     /// `gl-window-vr`, `sdl-window` (None: no picture was shown, or headless).
     pub presenter: Option<String>,

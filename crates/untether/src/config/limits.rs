@@ -98,6 +98,12 @@ pub const KEYFRAME_COOLDOWN_MS: Limit<u64> = Limit {
     min: 0,
     max: 10_000,
 };
+/// Clients served at once (several clients, one stream; docs/ARCHITECTURE.md).
+pub const MAX_CLIENTS: Limit<usize> = Limit {
+    key: "host.max_clients",
+    min: 1,
+    max: 256,
+};
 pub const PIN_TTL_S: Limit<u64> = Limit {
     key: "host.pin_ttl_s",
     min: 10,
@@ -239,6 +245,7 @@ de_fns! {
     de_slices: SLICES -> u8,
     de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
     de_pin_ttl_s: PIN_TTL_S -> u64,
+    de_max_clients: MAX_CLIENTS -> usize,
     de_connect_timeout_ms: CONNECT_TIMEOUT_MS -> u64,
     de_reassembly_deadline_ms: REASSEMBLY_DEADLINE_MS -> u64,
     de_decoder_threads: DECODER_THREADS -> usize,

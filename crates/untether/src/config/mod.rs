@@ -111,7 +111,16 @@ pub struct HostToml {
     /// How long a PIN made by `access = "pin"` is valid, seconds.
     #[serde(deserialize_with = "limits::de_pin_ttl_s")]
     pub pin_ttl_s: u64,
+    /// Most clients served at once, all from the one encoded stream.
+    #[serde(deserialize_with = "limits::de_max_clients")]
+    pub max_clients: usize,
+    /// A viewer whose link cannot carry the stream: `"pause"` (keyframes only, then dropped
+    /// if it keeps falling behind) or `"drop"` (at once).
+    pub slow_viewer: String,
 }
+
+/// The values of `host.slow_viewer`.
+pub const SLOW_VIEWER: [&str; 2] = ["pause", "drop"];
 
 impl Default for HostToml {
     fn default() -> Self {
@@ -121,6 +130,8 @@ impl Default for HostToml {
             access: "allowlist".into(),
             state_dir: String::new(),
             pin_ttl_s: 300,
+            max_clients: untether_proto::host::DEFAULT_MAX_CLIENTS,
+            slow_viewer: "pause".into(),
         }
     }
 }
@@ -148,11 +159,19 @@ impl HostToml {
         })
     }
 
+    /// What to do with a viewer that cannot keep up (`slow_viewer`).
+    pub fn slow_viewer(&self) -> Result<untether_proto::SlowViewer, ConfigError> {
+        untether_proto::SlowViewer::parse(&self.slow_viewer)
+            .map_err(|m| invalid("host.slow_viewer", m))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.access()?;
         self.bind_addr()?;
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
+        MAX_CLIENTS.check(self.max_clients)?;
+        self.slow_viewer()?;
         Ok(())
     }
 }
@@ -181,6 +200,9 @@ pub struct ClientToml {
     /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
     /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
     pub clock: String,
+    /// Decode and present the stream (false, `--no-decode`: receive and reassemble frames and
+    /// count them only — a load-test viewer).
+    pub decode: bool,
     /// Read SDL game controllers and send them to the host (buttons reliable, sticks and
     /// triggers latest-wins).
     pub gamepads: bool,
@@ -218,6 +240,7 @@ impl Default for ClientToml {
             state_dir: String::new(),
             paths: Vec::new(),
             clock: "auto".into(),
+            decode: true,
             gamepads: true,
             codecs: ["h264", "h264rgb", "hevc", "av1"]
                 .map(String::from)

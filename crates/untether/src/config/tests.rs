@@ -672,6 +672,43 @@ fn display_and_vr_keys_are_checked() {
 }
 
 #[test]
+fn several_clients_keys_are_checked() {
+    let c = ConfigToml::parse(
+        "[host]\nmax_clients = 32\nslow_viewer = \"drop\"\n[client]\ndecode = false\n",
+        "t",
+    )
+    .unwrap();
+    c.host.validate().unwrap();
+    assert_eq!(
+        c.host.slow_viewer().unwrap(),
+        untether_proto::SlowViewer::Drop
+    );
+    assert!(!c.client.decode);
+    let mut h = HostToml::default();
+    assert_eq!(h.max_clients, 8);
+    h.max_clients = 0;
+    assert_eq!(
+        h.validate().unwrap_err().to_string(),
+        "host.max_clients: 0 is out of range 1..=256"
+    );
+    h.max_clients = 8;
+    h.slow_viewer = "kick".into();
+    let e = h.validate().unwrap_err().to_string();
+    assert!(
+        e.starts_with("host.slow_viewer") && e.contains("pause or drop"),
+        "{e}"
+    );
+    // Past its width in the file: the key and its range, not the Rust type.
+    let e = ConfigToml::parse("[host]\nmax_clients = -1\n", "t")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("host.max_clients") && e.contains("1..=256"),
+        "{e}"
+    );
+}
+
+#[test]
 fn slices_are_checked_by_the_one_validator() {
     // The file's key: a count out of range names the key and its range.
     let e = ConfigToml::parse("[video]\nslices = 17\n", "t.toml")

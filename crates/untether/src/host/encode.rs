@@ -1,10 +1,11 @@
-//! The encoder stage: converts and encodes a picture, numbers it in the current client's
-//! stream and hands it to the network driver, then to the other consumers (RTSP). Used by the
-//! encoder thread, the capture threads and the application's [`FrameSender`] alike.
+//! The encoder stage: converts and encodes a picture, numbers it in the host's one stream and
+//! hands it to the network driver, which sends it to every client, then to the other
+//! consumers (RTSP). Used by the encoder thread, the capture threads and the application's
+//! [`FrameSender`] alike.
 //!
-//! It follows the session through [`EncoderEvent`]s from the driver (a keyframe request, the
-//! adaptive bitrate's new target) and the client epoch the driver publishes (a new client
-//! starts at frame 0 with a keyframe).
+//! It follows the clients through [`EncoderEvent`]s from the driver (a keyframe request — a
+//! client lost a frame, or one joined —, the adaptive bitrate's new target, the stream's
+//! codec).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,13 +30,13 @@ use crate::driver::Handle;
 /// What the network driver tells the encoder stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EncoderEvent {
-    /// The client lost a frame: the next one is a keyframe.
+    /// A client lost a frame, or one joined: the next one is a keyframe.
     Keyframe,
     /// The adaptive bitrate controller's new target, kbit/s (x264 and NVENC reconfigure their
     /// rate control, no keyframe; other encoders keep their rate).
     Bitrate(u32),
-    /// The codec the session chose for the client that is connecting (sent before the client
-    /// epoch changes): a different one opens its encoder.
+    /// The stream's codec, as the session chose it for the first client to connect (the
+    /// others join that stream): a different one opens its encoder.
     Codec(Codec),
 }
 
@@ -149,7 +150,8 @@ pub struct SendInfo {
     /// encoded), or the encoder keeps the picture for now (an encoder with a frame of delay:
     /// its frame comes with the next one).
     pub sent: bool,
-    /// The protocol frame number (per client, from 0).
+    /// The protocol frame number (one numbering for the host's stream, whatever client sees
+    /// it; from 0 at the host's start).
     pub frame_number: u32,
     pub keyframe: bool,
     pub bytes: usize,
@@ -172,10 +174,10 @@ struct Inside {
 pub(crate) struct EncoderStage {
     encoder: VideoEncoder,
     plan: EncoderPlan,
-    /// The codec the current client gets.
+    /// The stream's codec (every client gets it).
     codec: Codec,
+    /// The stream's next frame number (every client sees the same numbers).
     frame_number: u32,
-    epoch: u64,
     keyframe_wanted: bool,
     target_kbps: Option<u32>,
     /// The last target the encoder refused to apply in place (not asked again).
@@ -185,9 +187,6 @@ pub(crate) struct EncoderStage {
     events: Receiver<EncoderEvent>,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
-    /// The host's (captured, encoded, dropped) counters when this client's session began: the
-    /// counts each frame carries to the client are this session's.
-    session_base: (u64, u64, u64),
     /// Pictures handed to the current encoder, and those it has not handed back yet.
     inputs: u64,
     inside: VecDeque<Inside>,
@@ -210,7 +209,6 @@ impl EncoderStage {
             encoder: opened.encoder,
             plan,
             frame_number: 0,
-            epoch: 0,
             keyframe_wanted: true,
             target_kbps: None,
             refused_kbps: None,
@@ -218,7 +216,6 @@ impl EncoderStage {
             events,
             net,
             shared,
-            session_base: (0, 0, 0),
             inputs: 0,
             inside: VecDeque::new(),
         }
@@ -237,17 +234,13 @@ impl EncoderStage {
         }
     }
 
-    /// Whether the stream refreshes itself (intra refresh, or an encoder's own keyframes): a
-    /// joining client then waits for the refresh instead of getting a keyframe.
-    fn refreshes_itself(&self) -> bool {
-        self.encoder.info().refresh_frames() > 0
-    }
-
-    /// Whether the next frame must be sent even if nothing changed (a new client, or a
-    /// keyframe was asked for).
+    /// Whether the next frame must be sent even if nothing changed (a keyframe was asked for:
+    /// a client joined, or lost a frame; or the stream changes codec). Whether a joining
+    /// client waits for the stream's next refresh instead is the session's decision (the
+    /// refresh period is in its parameters).
     pub fn must_send(&mut self) -> bool {
         self.poll_events();
-        self.epoch != self.shared.link.epoch() || self.keyframe_wanted
+        self.keyframe_wanted || self.codec != self.encoder.info().codec
     }
 
     /// A new encoder (another codec or size), starting with a keyframe; the pictures inside
@@ -282,25 +275,6 @@ impl EncoderStage {
         let shared = self.shared.clone();
         let s = &*shared;
         self.poll_events();
-        let e = s.link.epoch();
-        if e != self.epoch {
-            // A new client: its stream starts at frame 0 — with a keyframe, unless the stream
-            // refreshes itself (then the client waits for the next refresh). Its codec was
-            // sent before the epoch changed.
-            self.poll_events();
-            self.epoch = e;
-            self.frame_number = 0;
-            if !self.refreshes_itself() {
-                self.keyframe_wanted = true;
-            }
-            let c = &s.counters;
-            // This frame was captured for the new session, and is not encoded yet.
-            self.session_base = (
-                c.captured.load(Ordering::Relaxed).saturating_sub(1),
-                c.encoded.load(Ordering::Relaxed),
-                s.frames.replaced(),
-            );
-        }
         let (w, h) = picture.size();
         let cfg = self.encoder.config();
         if (w, h) != (cfg.width, cfg.height) {
@@ -310,7 +284,7 @@ impl EncoderStage {
         } else if self.codec != self.encoder.info().codec {
             self.reopen(w, h)?;
             s.note(format!(
-                "this client gets {}: encoder {}",
+                "the stream is now {} (the first client's choice): encoder {}",
                 self.codec,
                 self.encoder.info().name
             ));
@@ -359,7 +333,6 @@ impl EncoderStage {
                 };
                 let to = SliceTarget {
                     net: &self.net,
-                    epoch: self.epoch,
                     frame_number: self.frame_number,
                     capture_us,
                     pose,
@@ -441,20 +414,16 @@ impl EncoderStage {
             send_us: 0,
             send_done_us: 0,
             frame_bytes: bytes as u32,
-            captured: c
-                .captured
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.session_base.0) as u32,
-            encoded: c
-                .encoded
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.session_base.1) as u32,
-            dropped: s.frames.replaced().saturating_sub(self.session_base.2) as u32,
+            // The host's counts: the session makes them each client's (from its first frame).
+            captured: c.captured.load(Ordering::Relaxed) as u32,
+            encoded: c.encoded.load(Ordering::Relaxed) as u32,
+            dropped: s.frames.replaced() as u32,
         };
+        // Shared by every client's copy, the retransmission ring and the other consumers:
+        // never copied.
         let data = Arc::new(encoded.data);
         let handed = self.net.send(match &sliced {
             None => HostCommand::Frame(OutgoingFrame {
-                epoch: self.epoch,
                 frame_number,
                 capture_us: meta.capture_us,
                 keyframe: encoded.keyframe,
@@ -465,7 +434,6 @@ impl EncoderStage {
                 pose: meta.pose,
             }),
             Some(f) => HostCommand::SlicesDone(f.done(
-                self.epoch,
                 frame_number,
                 meta.capture_us,
                 (!data.is_empty()).then(|| data.clone()),
@@ -555,12 +523,12 @@ mod tests {
     use std::sync::mpsc;
     use untether_media::BgraFrame;
 
-    fn frames(mailbox: &driver::Mailbox<HostCommand>) -> Vec<(u64, u32, bool)> {
+    fn frames(mailbox: &driver::Mailbox<HostCommand>) -> Vec<(u32, bool)> {
         mailbox
             .drain()
             .into_iter()
             .filter_map(|c| match c {
-                HostCommand::Frame(f) => Some((f.epoch, f.frame_number, f.keyframe)),
+                HostCommand::Frame(f) => Some((f.frame_number, f.keyframe)),
                 _ => None,
             })
             .collect()
@@ -599,12 +567,12 @@ mod tests {
     }
 
     #[test]
-    fn numbers_frames_per_client_and_follows_the_drivers_events() {
+    fn numbers_frames_per_stream_and_follows_the_drivers_events() {
         let (mut stage, shared, mailbox, events) = stage();
         let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
-        shared.link.new_client();
+        shared.link.set_clients(1);
         for _ in 0..2 {
             stage.send(&picture, now_us(), 0, None).unwrap();
         }
@@ -615,25 +583,22 @@ mod tests {
         events.send(EncoderEvent::Bitrate(500)).unwrap();
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
-        // A new client: numbering restarts with a keyframe.
-        shared.link.new_client();
+        // Another client joins (the driver asks for its keyframe) and a new controller takes
+        // over: the numbering goes on, one stream for all.
+        shared.link.set_clients(2);
+        shared.link.new_controller();
+        events.send(EncoderEvent::Keyframe).unwrap();
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(
             frames(&mailbox),
-            vec![
-                (1, 0, true),
-                (1, 1, false),
-                (1, 2, true),
-                (1, 3, false),
-                (2, 0, true)
-            ]
+            vec![(0, true), (1, false), (2, true), (3, false), (4, true)]
         );
         assert_eq!(shared.counters.encoded.load(Ordering::Relaxed), 5);
         assert_eq!(shared.counters.keyframes.load(Ordering::Relaxed), 3);
     }
 
     #[test]
-    fn the_counts_a_frame_carries_are_this_clients_session() {
+    fn a_frame_carries_the_hosts_counts_for_the_session_to_make_each_clients() {
         let (mut stage, shared, mailbox, _events) = stage();
         let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
@@ -647,17 +612,12 @@ mod tests {
                 })
                 .collect()
         };
-        shared.link.new_client();
+        shared.link.set_clients(1);
         for _ in 0..3 {
             c.captured.fetch_add(1, Ordering::Relaxed);
             stage.send(&picture, now_us(), 0, None).unwrap();
         }
         assert_eq!(counts(&mailbox), vec![(1, 1), (2, 2), (3, 3)]);
-        // The next client's first frame is its first, whatever the host did before.
-        shared.link.new_client();
-        c.captured.fetch_add(1, Ordering::Relaxed);
-        stage.send(&picture, now_us(), 0, None).unwrap();
-        assert_eq!(counts(&mailbox), vec![(1, 1)]);
     }
 
     #[test]
@@ -666,7 +626,7 @@ mod tests {
         drop(mailbox);
         let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
-        shared.link.new_client();
+        shared.link.set_clients(1);
         assert!(matches!(
             stage.send(&picture, now_us(), 0, None),
             Err(HostError::Stopped(_))
@@ -686,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn with_intra_refresh_a_joining_client_gets_no_keyframe_but_sweeps_and_asked_for_idrs() {
+    fn with_intra_refresh_the_stream_sweeps_and_makes_keyframes_only_when_asked() {
         let mut v = HostOptions::default().video;
         v.refresh = Refresh::Intra;
         v.refresh_period = 4;
@@ -704,7 +664,7 @@ mod tests {
             data: &pixels.data,
             stride: pixels.stride,
         };
-        shared.link.new_client();
+        shared.link.set_clients(1);
         for _ in 0..6 {
             stage.send(&picture, now_us(), 0, None).unwrap();
         }
@@ -720,21 +680,22 @@ mod tests {
                 (5, false, false)
             ]
         );
-        // A second client joins mid-sweep: no keyframe.
-        shared.link.new_client();
+        // A second client joins mid-sweep: the session asks for no keyframe (it waits for the
+        // next sweep), and the stream goes on.
+        shared.link.set_clients(2);
         stage.send(&picture, now_us(), 0, None).unwrap();
-        assert_eq!(flagged(&mailbox), vec![(0, false, false)]);
-        // Asked for (the client's last resort): an IDR.
+        assert_eq!(flagged(&mailbox), vec![(6, false, false)]);
+        // Asked for (a client's last resort): an IDR.
         events.send(EncoderEvent::Keyframe).unwrap();
         stage.send(&picture, now_us(), 0, None).unwrap();
-        assert_eq!(flagged(&mailbox), vec![(1, true, false)]);
+        assert_eq!(flagged(&mailbox), vec![(7, true, false)]);
         let c = &shared.counters;
         assert_eq!(c.refresh_sweeps.load(Ordering::Relaxed), 1);
         assert_eq!(c.forced_keyframes.load(Ordering::Relaxed), 2);
     }
 
     #[test]
-    fn a_client_that_gets_another_codec_gets_another_encoder_starting_with_a_keyframe() {
+    fn a_stream_that_changes_codec_gets_another_encoder_starting_with_a_keyframe() {
         let mut v = HostOptions::default().video;
         v.selection.codec = None; // auto
         let (mut stage, shared, mailbox, events) = stage_with(&v);
@@ -745,13 +706,15 @@ mod tests {
             data: &pixels.data,
             stride: pixels.stride,
         };
-        shared.link.new_client();
+        shared.link.set_clients(1);
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(stage.encoder.info().name, "libx264");
+        assert!(!stage.must_send());
+        // The first client of a new run of the stream decodes HEVC first.
         events.send(EncoderEvent::Codec(Codec::Hevc)).unwrap();
-        shared.link.new_client();
+        assert!(stage.must_send());
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(stage.encoder.info().name, "libx265");
-        assert_eq!(flagged(&mailbox), vec![(0, true, false), (0, true, false)]);
+        assert_eq!(flagged(&mailbox), vec![(0, true, false), (1, true, false)]);
     }
 }

@@ -164,10 +164,9 @@ pub(crate) struct SlicedFrame {
 }
 
 impl SlicedFrame {
-    /// The end of this frame (its timing once x264 is done), for the client of `epoch`.
+    /// The end of this frame (its timing once x264 is done).
     pub fn done(
         &self,
-        epoch: u64,
         frame_number: u32,
         capture_us: Micros,
         whole: Option<Arc<Vec<u8>>>,
@@ -175,7 +174,6 @@ impl SlicedFrame {
     ) -> SlicesDone {
         let since_capture = |t: Micros| t.saturating_sub(capture_us).min(u32::MAX as u64) as u32;
         SlicesDone {
-            epoch,
             frame_number,
             keyframe: self.info.keyframe,
             capture_us,
@@ -188,10 +186,9 @@ impl SlicedFrame {
     }
 }
 
-/// Where the sliced frame goes: the client of `epoch` as frame `frame_number`.
+/// Where the sliced frame goes: the host's one stream, as frame `frame_number`.
 pub(crate) struct SliceTarget<'a> {
     pub net: &'a Handle<HostCommand>,
-    pub epoch: u64,
     pub frame_number: u32,
     pub capture_us: Micros,
     pub pose: Option<PoseSample>,
@@ -223,7 +220,6 @@ pub(crate) fn encode(
             }
         }
         let handed = to.net.send(HostCommand::Slice(OutgoingSlice {
-            epoch: to.epoch,
             frame_number: to.frame_number,
             capture_us: to.capture_us,
             keyframe: sl.keyframe,

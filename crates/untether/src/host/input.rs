@@ -16,9 +16,16 @@ use super::shared::{lock, HostShared};
 /// The most input events waiting for the scene or the application.
 pub(crate) const INPUT_QUEUE: usize = 4096;
 
-/// An input record for the scene, tagged with the client epoch it came from (records of a
-/// client that has gone are not applied to the next one's scene).
-pub(crate) type SceneRecord = (u64, InputRecord);
+/// An input record for the scene, tagged with the controller epoch it came in (records sent
+/// before another client took control are not applied), and whether it is the controller's:
+/// the scene counts only the controller's reliable events in its stamp (a granted viewer's
+/// are applied but numbered by its own channel).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SceneRecord {
+    pub epoch: u64,
+    pub controller: bool,
+    pub record: InputRecord,
+}
 
 /// Where the network driver delivers input.
 pub(crate) enum InputSink {
@@ -32,11 +39,16 @@ pub(crate) enum InputSink {
 }
 
 impl InputSink {
-    /// Delivers one input event of the client of `epoch`.
-    pub fn deliver(&mut self, s: &HostShared, epoch: u64, rec: InputRecord) {
+    /// Delivers one input event that came in controller epoch `epoch`, from the controller
+    /// (`controller`) or a viewer granted input.
+    pub fn deliver(&mut self, s: &HostShared, epoch: u64, controller: bool, rec: InputRecord) {
         let c = &s.counters;
         match self {
-            InputSink::Scene(tx) => match tx.try_send((epoch, rec)) {
+            InputSink::Scene(tx) => match tx.try_send(SceneRecord {
+                epoch,
+                controller,
+                record: rec,
+            }) {
                 Ok(()) => {}
                 // The scene stalled (or ended): drop, counted.
                 Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
@@ -234,7 +246,7 @@ mod tests {
         let s = HostShared::new((0, 0));
         let mut sink = InputSink::Queue;
         for i in 0..(INPUT_QUEUE as u32 + 3) {
-            sink.deliver(&s, 1, key(i));
+            sink.deliver(&s, 1, true, key(i));
         }
         let q = lock(&s.app_inputs);
         assert_eq!(q.len(), INPUT_QUEUE);
@@ -249,7 +261,7 @@ mod tests {
             assert!(r.seq != 1, "the application's callback panics on event 1");
         })));
         for i in 0..3 {
-            sink.deliver(&s, 1, key(i));
+            sink.deliver(&s, 1, true, key(i));
         }
         assert_eq!(s.counters.inputs_applied.load(Ordering::Relaxed), 2);
         assert_eq!(s.counters.inputs_dropped.load(Ordering::Relaxed), 1);
@@ -260,9 +272,9 @@ mod tests {
         let s = HostShared::new((0, 0));
         let (tx, rx) = sync_channel(1);
         let mut sink = InputSink::Scene(tx);
-        sink.deliver(&s, 4, key(0));
-        sink.deliver(&s, 4, key(1));
-        assert_eq!(rx.try_recv().map(|(e, r)| (e, r.seq)), Ok((4, 0)));
+        sink.deliver(&s, 4, true, key(0));
+        sink.deliver(&s, 4, true, key(1));
+        assert_eq!(rx.try_recv().map(|r| (r.epoch, r.record.seq)), Ok((4, 0)));
         assert_eq!(s.counters.inputs_dropped.load(Ordering::Relaxed), 1);
     }
 

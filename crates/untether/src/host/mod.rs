@@ -7,9 +7,12 @@
 //!   encoded on the capture thread straight from shared memory), `source_pipe` (raw frames,
 //!   one read, one encode, no read-ahead), `source_app` ([`Host::publish`], or the
 //!   application's own thread with a [`FrameSender`]);
-//! - `encode`: conversion and encoding, frame numbering per client, the hand-over;
-//! - `network`: the driver thread that owns the protocol session and the socket (the loop in
-//!   [`crate::driver`]), pacing, and the session's events;
+//! - `encode`: conversion and encoding, frame numbering (one stream for every client), the
+//!   hand-over;
+//! - `network`: the driver thread that owns the protocol session (every client's) and the
+//!   socket (the loop in [`crate::driver`]), and the session's events; `inflight`: a frame's
+//!   datagrams on their way to every client, paced; `clients`: the roster of clients for the
+//!   summary;
 //! - `input` and `state_input`: where input goes (scene, queue, callback, XTEST);
 //! - `pairing`: identities, the allowlist and the PIN, persisted in the state directory;
 //! - `audio`: Opus from the tone, a capture device or the application;
@@ -20,10 +23,12 @@
 //! held across a send.
 
 mod audio;
+mod clients;
 mod consumer;
 mod encode;
 mod encode_slices;
 mod gamepad;
+mod inflight;
 mod input;
 mod network;
 mod options;
@@ -52,8 +57,7 @@ use untether_net::UdpEndpoint;
 use crate::link::HostLink;
 pub use untether_proto::Codec;
 use untether_proto::{
-    fingerprint, HostConfig, HostSession, InputRecord, Micros, PairingPin, PublicKey,
-    SessionParams, StateEntry,
+    fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, StateEntry,
 };
 
 use crate::clock::now_us;
@@ -62,6 +66,7 @@ use crate::driver::{self, Handle};
 use crate::identity::{Access, IdentityError};
 use crate::stats::Stage;
 
+pub use clients::ClientSummary;
 pub use consumer::{
     Consumer, ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo,
     ViewerSummary,
@@ -80,6 +85,7 @@ use audio::AudioStage;
 use encode::{open_encoders, EncoderPlan, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
 use network::{HostCommand, HostNet};
+use options::{session_config, session_params};
 use pairing::host_security;
 use shared::{lock, HostShared};
 use source_pipe::PipeSource;
@@ -125,40 +131,6 @@ pub struct Host {
     capture: Option<SdlAudioCapture>,
     /// Where browsers find the page (`webrtc.listen`).
     browsers: Option<webrtc::BrowserInfo>,
-}
-
-/// The session parameters a host announces for its video settings (the codec and refresh
-/// period are set per client from the codecs the host offers).
-fn session_params(options: &HostOptions) -> SessionParams {
-    let v = &options.video;
-    SessionParams {
-        width: v.resolution.width.min(u16::MAX as u32) as u16,
-        height: v.resolution.height.min(u16::MAX as u32) as u16,
-        fps: v.fps as u16,
-        codec: crate::config::wire_codec(v.codecs()[0]),
-        bitrate_kbps: v.bitrate_kbps,
-        max_datagram: options.network.max_datagram,
-        keepalive_ms: options.network.keepalive_ms as u32,
-        idle_timeout_ms: options.network.idle_timeout_ms as u32,
-        refresh_period: 0,
-    }
-}
-
-/// The protocol configuration of a host's options (the identity and allowlist come after).
-fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
-    let mut cfg = HostConfig::new(session_params(options));
-    // A client on this machine then knows the offset is exactly 0.
-    cfg.clock_id = untether_net::clock_identity();
-    cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
-    cfg.fec = options.network.fec_policy()?;
-    cfg.paths.scheduler = options.network.scheduler()?;
-    cfg.retransmit = options.network.retransmit;
-    cfg.state.budget_bytes_per_s = options.network.state_budget_bytes_per_s();
-    if options.network.adaptive_bitrate {
-        cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
-    }
-    cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
-    Ok(cfg)
 }
 
 /// Opens the input sink `setup` asks for.
@@ -598,15 +570,17 @@ impl Host {
     /// What the host has measured so far.
     pub fn summary(&self) -> HostSummary {
         let net = self.query(|n| {
+            n.roster_refresh();
             (
                 n.session.stats(),
                 n.last_paths.clone(),
                 n.target_kbps,
+                n.roster.list(),
+                n.link.report.clone(),
                 n.session.state_staleness(now_us()),
             )
         });
-        let (st, paths, target_kbps, state_staleness) = net.unwrap_or_default();
-        let link = self.query(|n| n.link.report.clone()).unwrap_or_default();
+        let (st, paths, target_kbps, clients, link, state_staleness) = net.unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -659,6 +633,13 @@ impl Host {
             bitrate_changes: c.bitrate_changes.load(Ordering::Relaxed),
             final_bitrate_kbps: target_kbps,
             shards_retransmitted: st.shards_retransmitted,
+            clients,
+            max_clients: self.options.host.max_clients,
+            frame_copies_sent: st.frame_copies_sent,
+            keyframes_for_joins: st.keyframes_for_joins,
+            inputs_dropped_viewer: st.inputs_dropped_viewer,
+            viewers_paused: st.viewers_paused,
+            viewers_dropped: st.viewers_dropped,
             consumers: s.consumers.summaries(),
             state_staleness: state_staleness.filter(|s| s.keys > 0),
             encoder: s.encoder().map(|e| e.name),
@@ -672,7 +653,8 @@ impl Host {
         }
     }
 
-    /// The encoder in use (it changes when a client gets another codec).
+    /// The encoder in use (it changes when the stream changes codec: the first client to
+    /// connect while none is may prefer another).
     pub fn encoder_info(&self) -> Option<untether_media::codec::EncoderInfo> {
         self.shared.encoder()
     }

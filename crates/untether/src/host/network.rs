@@ -1,39 +1,43 @@
-//! The host's network driver: the one thread that owns the [`HostSession`] and its socket.
+//! The host's network driver: the one thread that owns the [`HostSession`] (every client's
+//! session) and its socket.
 //!
-//! Other threads hand it [`HostCommand`]s: an encoded frame (packetized, protected and sent
-//! here, in paced batches with `network.pacing`), audio packets, a goodbye, or a query. What
-//! the session reports goes out as events: keyframe requests and bitrate changes to the
-//! encoder stage ([`EncoderEvent`]), input to the [`InputSink`], the connection state to
-//! [`Link`](super::shared::Link), notes to the summary.
+//! Other threads hand it [`HostCommand`]s: an encoded frame (packetized once, sealed for every
+//! client and sent here, each client's share in paced batches with `network.pacing`), audio
+//! packets, a goodbye, or a query. What the session reports goes out as events: keyframe
+//! requests and bitrate changes to the encoder stage ([`EncoderEvent`]), the controller's (and
+//! granted viewers') input to the [`InputSink`], the client count and controller epoch to
+//! [`Link`](super::shared::Link), notes and the client roster to the summary, the connected
+//! clients to the state directory.
 //!
 //! Control replies (acks, pongs, keep-alives) never wait behind a paced frame: they leave
 //! between its batches, with newer packet numbers, which the client's packet window accepts
 //! out of order.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use untether_proto::state::keys as state_keys;
 use untether_proto::{
-    AudioPacket, ByeReason, FrameTiming, HostEvent, HostSession, InputRecord, Micros, PathStats,
-    PoseSample, RejectReason, SliceId, Transmit,
+    AudioPacket, ByeReason, ClientId, ClientRole, FrameMeta, FrameTiming, HostEvent, HostSession,
+    InputRecord, Micros, PathStats, PoseSample, RejectReason, SliceId, Transmit,
 };
 
+use super::clients::Roster;
 use super::encode::EncoderEvent;
 use super::gamepad::Gamepads;
+use super::inflight::{InFlight, Step};
 use super::input::InputSink;
 use super::pairing::Pairing;
 use super::shared::{lock, HostShared};
-use super::state_input::{StateApplied, STATE_SEQ};
+use super::state_input::StateApplied;
 use crate::driver::{Endpoint, Outgoing, Via};
 use crate::link::HostLink;
-use crate::pacing::{self, Pacing};
+use crate::pacing::Pacing;
 
-/// How often the client's path statistics are copied for the summary.
-const PATHS_EVERY_US: Micros = 200_000;
+/// How often the clients' figures (and the controller's paths) are copied for the summary.
+const ROSTER_EVERY_US: Micros = 200_000;
 
 /// How often one client's refusals for one reason are noted.
 const REFUSAL_NOTE_EVERY_US: Micros = 10_000_000;
@@ -44,7 +48,7 @@ fn refusal_text(reason: RejectReason) -> &'static str {
         RejectReason::PendingApproval => {
             "not paired (see the access request above, or `untether pair`)"
         }
-        RejectReason::Busy => "busy: another client is connected",
+        RejectReason::Busy => "busy: the host serves its maximum of clients (host.max_clients)",
         RejectReason::NotAllowed => "not allowed (revoked, or not on the allowlist)",
         RejectReason::Pin => "wrong, expired or used-up PIN",
         _ => "refused by the access policy",
@@ -56,16 +60,16 @@ pub(crate) type Query = Arc<dyn Fn(&mut HostNet) + Send + Sync>;
 
 /// What other threads hand the host's network driver.
 pub(crate) enum HostCommand {
-    /// An encoded frame for the client of `epoch` (dropped if that client has gone).
+    /// An encoded frame for every client (dropped when none is connected).
     Frame(OutgoingFrame),
     /// One slice of a frame sent in slices, the moment x264 wrote it (docs/PROTOCOL.md §6.3).
     Slice(OutgoingSlice),
     /// x264 finished a frame sent in slices (after its last [`HostCommand::Slice`]): its
     /// timing, sent to the client once its last datagram has left.
     SlicesDone(SlicesDone),
-    /// Opus packets to send now.
+    /// Opus packets to send now (to every client).
     Audio(Vec<AudioPacket>),
-    /// The source ended: say goodbye to the client.
+    /// The source ended: say goodbye to the clients.
     Close,
     Query(Query),
     /// Browsers and WHIP publishing (`super::webrtc`).
@@ -74,17 +78,17 @@ pub(crate) enum HostCommand {
 
 /// An encoded frame on its way from the encoder stage to the network.
 pub(crate) struct OutgoingFrame {
-    pub epoch: u64,
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
     /// An intra-refresh sweep starts with this frame.
     pub refresh_start: bool,
-    /// The access unit, shared with the other consumers (RTSP).
+    /// The encoder's buffer, shared by every client's copy, the retransmission ring and the
+    /// other consumers (RTSP).
     pub data: Arc<Vec<u8>>,
     /// When the encoder handed it over: the start of its `send` stage.
     pub handed_us: Micros,
-    /// Everything but the send times, filled in once the last datagram left.
+    /// Everything but the send times, filled in once each client's last datagram left.
     pub timing: FrameTiming,
     /// The client's head pose it was rendered for (told to the client before its shards and
     /// again after them).
@@ -93,7 +97,6 @@ pub(crate) struct OutgoingFrame {
 
 /// One slice of a frame on its way from x264's slice thread to the network.
 pub(crate) struct OutgoingSlice {
-    pub epoch: u64,
     pub frame_number: u32,
     pub capture_us: Micros,
     pub keyframe: bool,
@@ -109,7 +112,6 @@ pub(crate) struct OutgoingSlice {
 
 /// The end of a frame sent in slices.
 pub(crate) struct SlicesDone {
-    pub epoch: u64,
     pub frame_number: u32,
     pub keyframe: bool,
     pub capture_us: Micros,
@@ -124,80 +126,35 @@ pub(crate) struct SlicesDone {
     pub timing: FrameTiming,
 }
 
-/// A frame whose datagrams are going out.
-struct InFlight {
-    frame_number: u32,
-    timing: FrameTiming,
-    pose: Option<PoseSample>,
-    /// When the encoder handed it over (a sliced frame: its latest slice so far).
-    handed_us: Micros,
-    /// A frame sent in slices whose encoder has not finished: more slices may come, and it is
-    /// not finished when its datagrams so far have left.
-    open: bool,
-    /// A frame sent in slices: (slice count, capture → first slice out, → last slice out).
-    slices: Option<(u8, u32, u32)>,
-    /// Batches not started yet, with the time each is due.
-    batches: VecDeque<(Micros, Vec<Transmit>)>,
-    /// The batch going out now.
-    current: VecDeque<Transmit>,
-    batch_count: u64,
-    /// Time between batches not spent sending (the pacing), µs.
-    waited_us: u64,
-    last_batch_end: Option<Micros>,
-    /// The current batch is going out.
-    sending: bool,
-    /// A newer frame is waiting: send the rest at once.
-    hurry: bool,
-}
-
-impl InFlight {
-    fn new(
-        frame_number: u32,
-        timing: FrameTiming,
-        handed_us: Micros,
-        batches: VecDeque<(Micros, Vec<Transmit>)>,
-    ) -> InFlight {
-        InFlight {
-            frame_number,
-            timing,
-            pose: None,
-            handed_us,
-            open: false,
-            slices: None,
-            batches,
-            current: VecDeque::new(),
-            batch_count: 0,
-            waited_us: 0,
-            last_batch_end: None,
-            sending: false,
-            hurry: false,
-        }
-    }
-}
-
 /// The host's network side, run by [`crate::driver::run`].
 pub(crate) struct HostNet {
     pub session: HostSession,
     pub pairing: Pairing,
-    shared: Arc<HostShared>,
+    pub(super) shared: Arc<HostShared>,
     sink: InputSink,
-    state: StateApplied,
-    /// The client's game controllers (state for the API, virtual pads through uinput).
+    /// Per client: the latest-wins state (pointer, head pose) already turned into input.
+    pub(super) state: HashMap<ClientId, StateApplied>,
+    /// The controller's game controllers (state for the API, virtual pads through uinput).
     pub gamepads: Gamepads,
     encoder: Sender<EncoderEvent>,
     control: VecDeque<Transmit>,
     frames: VecDeque<InFlight>,
     pacing: Pacing,
     fps: u32,
-    events: Vec<HostEvent>,
-    next_paths_us: Micros,
-    /// The client's paths as last seen (kept after it leaves).
+    pub(super) events: Vec<HostEvent>,
+    next_roster_us: Micros,
+    /// The controller's paths as last seen (kept after it leaves).
     pub last_paths: Vec<PathStats>,
     /// The adaptive bitrate controller's latest target, kbit/s.
     pub target_kbps: Option<u32>,
+    /// The controller epoch ([`Link`](super::shared::Link)): input is tagged with it.
     epoch: u64,
+    /// Every client of this run, for the summary and the report.
+    pub roster: Roster,
+    /// The connected clients changed: tell the state directory.
+    clients_changed: bool,
     /// When each (client, reason) refusal may be noted again.
-    refusal_notes: std::collections::HashMap<(String, u8), Micros>,
+    refusal_notes: HashMap<(String, u8), Micros>,
     /// The raw layer-2 transport: clients' MAC addresses and which of them are on raw.
     pub link: HostLink,
     /// Slices never sent (`HostSetup::lose_slices`).
@@ -222,7 +179,7 @@ impl HostNet {
             pairing,
             shared,
             sink,
-            state: StateApplied::default(),
+            state: HashMap::new(),
             gamepads: Gamepads::default(),
             encoder,
             control: VecDeque::new(),
@@ -230,10 +187,12 @@ impl HostNet {
             pacing,
             fps,
             events: Vec::new(),
-            next_paths_us: 0,
+            next_roster_us: 0,
             last_paths: Vec::new(),
             target_kbps: None,
             epoch: 0,
+            roster: Roster::new(crate::clock::now_us()),
+            clients_changed: false,
             refusal_notes: Default::default(),
             link: HostLink::udp(untether_proto::LinkDeclineReason::HostUsesUdp, None),
             lose_slices: Vec::new(),
@@ -248,8 +207,8 @@ impl HostNet {
     }
 
     fn send_frame(&mut self, now: Micros, f: OutgoingFrame) {
-        if f.epoch != self.epoch || self.session.client().is_none() {
-            // The client it was encoded for has gone.
+        if self.session.client_count() == 0 {
+            // Nobody to send it to (the last client left after it was encoded).
             return;
         }
         // What the session queued before the frame leaves before it; the pose it was
@@ -258,38 +217,47 @@ impl HostNet {
             self.session.send_frame_pose(now, f.frame_number, p);
         }
         self.drain_session(now);
+        // A client waiting for a picture may start on a keyframe or a refresh sweep's start.
+        let meta = FrameMeta {
+            entry_point: f.keyframe || f.refresh_start,
+            ..FrameMeta::new(f.frame_number, f.capture_us, f.keyframe)
+        };
+        let mut out = Vec::with_capacity(self.session.client_count());
         if self
             .session
-            .send_frame_flagged(
-                now,
-                f.frame_number,
-                f.capture_us,
-                f.keyframe,
-                f.refresh_start,
-                &f.data,
-            )
+            .send_frame_shared(now, &meta, &f.data, &mut out)
             .is_err()
         {
             return;
         }
-        let mut datagrams = Vec::new();
-        while let Some(t) = self.session.poll_transmit(now) {
-            datagrams.push(t);
+        // A repeated Accept goes ahead of the shards.
+        self.drain_session(now);
+        if out.iter().all(|c| c.datagrams.is_empty()) {
+            // Every client is waiting for a keyframe (just joined) or paused.
+            return;
         }
-        let batches = self.batches(now, datagrams, self.pacing.window_us(self.fps));
         for older in self.frames.iter_mut() {
-            older.open = false;
+            older.close();
             older.hurry = true;
         }
-        let mut flight = InFlight::new(f.frame_number, f.timing, f.handed_us, batches);
+        let mut flight = InFlight::new(
+            f.frame_number,
+            f.timing,
+            f.handed_us,
+            now,
+            out,
+            self.pacing,
+            self.fps,
+        );
         flight.pose = f.pose;
         self.frames.push_back(flight);
     }
 
-    /// One slice of a frame sent in slices: packetized, protected and queued at once behind
-    /// what is in flight, its datagrams paced over its share of the pacing window.
+    /// One slice of a frame sent in slices: packetized once, sealed for every client that
+    /// takes it and queued at once behind what is in flight, each client's datagrams paced
+    /// over its share of the pacing window.
     fn send_slice(&mut self, now: Micros, s: OutgoingSlice) {
-        if s.epoch != self.epoch || self.session.client().is_none() {
+        if self.session.client_count() == 0 {
             return;
         }
         if self.lose_slices.contains(&(s.frame_number, s.slice.index)) {
@@ -306,36 +274,31 @@ impl HostNet {
             }
         }
         self.drain_session(now);
+        let meta = FrameMeta {
+            entry_point: s.keyframe || s.refresh_start,
+            slice: s.slice,
+            ..FrameMeta::new(s.frame_number, s.capture_us, s.keyframe)
+        };
+        let mut out = Vec::with_capacity(self.session.client_count());
         if self
             .session
-            .send_slice_flagged(
-                now,
-                s.frame_number,
-                s.capture_us,
-                s.keyframe,
-                s.refresh_start,
-                s.slice,
-                &s.data,
-            )
+            .send_frame_shared(now, &meta, &Arc::new(s.data), &mut out)
             .is_err()
         {
             return;
         }
-        let mut datagrams = Vec::new();
-        while let Some(t) = self.session.poll_transmit(now) {
-            datagrams.push(t);
-        }
+        // A repeated Accept goes ahead of the shards.
+        self.drain_session(now);
         let window_us = self.pacing.window_us(self.fps) / s.slice.count.max(1) as u64;
-        let batches = self.batches(now, datagrams, window_us);
         match self.frames.back_mut() {
             Some(f) if f.open && f.frame_number == s.frame_number => {
-                f.batches.extend(batches);
+                f.add(now, out, self.pacing, window_us);
                 f.handed_us = s.handed_us;
             }
             _ => {
                 for older in self.frames.iter_mut() {
                     // A frame whose encoder never finished (it failed) ends here.
-                    older.open = false;
+                    older.close();
                     older.hurry = true;
                 }
                 let mut f = InFlight::new(
@@ -345,8 +308,12 @@ impl HostNet {
                         ..Default::default()
                     },
                     s.handed_us,
-                    batches,
+                    now,
+                    Vec::new(),
+                    self.pacing,
+                    self.fps,
                 );
+                f.add(now, out, self.pacing, window_us);
                 f.open = true;
                 f.pose = s.pose;
                 self.frames.push_back(f);
@@ -354,7 +321,8 @@ impl HostNet {
         }
     }
 
-    /// The encoder finished a frame sent in slices: it ends once its datagrams have left.
+    /// The encoder finished a frame sent in slices: each client's copy is timed (the client's
+    /// frame-end signal) once its datagrams have left; the frame ends when all have.
     fn slices_done(&mut self, d: SlicesDone) {
         if let Some(f) = self
             .frames
@@ -362,61 +330,52 @@ impl HostNet {
             .rev()
             .find(|f| f.open && f.frame_number == d.frame_number)
         {
-            if d.epoch == self.epoch {
-                f.timing = d.timing;
-                f.slices = Some((d.slice_count, d.first_out_us, d.last_out_us));
-            }
-            f.open = false;
+            f.timing = d.timing;
+            f.slices = Some((d.slice_count, d.first_out_us, d.last_out_us));
+            f.close();
         }
     }
 
-    /// `datagrams` in paced batches over `window_us` (one batch, due now, without pacing).
-    fn batches(
-        &self,
-        now: Micros,
-        datagrams: Vec<Transmit>,
-        window_us: u64,
-    ) -> VecDeque<(Micros, Vec<Transmit>)> {
-        let mut batches = VecDeque::new();
-        if window_us == 0 || datagrams.len() <= self.pacing.batch {
-            batches.push_back((now, datagrams));
-        } else {
-            let mut rest = datagrams.into_iter();
-            let n = rest.len();
-            for (range, offset) in pacing::schedule(n, self.pacing.batch, window_us) {
-                batches.push_back((now + offset, rest.by_ref().take(range.len()).collect()));
-            }
-        }
-        batches
-    }
-
-    /// The next datagram of the oldest frame in flight, if one is due; finishes frames whose
-    /// datagrams have all left (their timing goes to the client). The loop sends each datagram
-    /// before it asks for the next, so an empty current batch has left.
+    /// The next datagram of the oldest frame in flight, if one is due; times each client's
+    /// copy when its last datagram has left, and finishes frames whose datagrams have all left.
     fn next_frame_datagram(&mut self, now: Micros) -> Option<Transmit> {
         loop {
             let f = self.frames.front_mut()?;
-            if let Some(t) = f.current.pop_front() {
-                return Some(t);
-            }
-            if f.sending {
-                f.sending = false;
-                f.last_batch_end = Some(now);
-            }
-            match f.batches.front() {
-                Some(&(due, _)) if due <= now || f.hurry => {
-                    let (_, batch) = f.batches.pop_front()?;
-                    if let Some(end) = f.last_batch_end {
-                        f.waited_us += now.saturating_sub(end);
+            match f.step(now) {
+                Step::Send(t) => return Some(t),
+                Step::Left(clients) => {
+                    let send_done = crate::clock::now_us();
+                    let timing = FrameTiming {
+                        frame_number: f.frame_number,
+                        send_us: send_done.saturating_sub(f.handed_us).min(u32::MAX as u64) as u32,
+                        send_done_us: send_done,
+                        ..f.timing
+                    };
+                    let pose = f.pose;
+                    let controller = self.session.controller();
+                    let slices = f.slices;
+                    for c in clients {
+                        self.session.send_frame_timing_to(send_done, c, timing);
+                        if let Some((count, first, last)) = slices {
+                            self.session.send_slice_timing_to(
+                                send_done,
+                                c,
+                                f.frame_number,
+                                count,
+                                first,
+                                last,
+                            );
+                        }
+                        if let (Some(p), true) = (pose, Some(c) == controller) {
+                            // The second copy, beside the timing: one lost control datagram
+                            // loses no pose.
+                            self.session.send_frame_pose(send_done, f.frame_number, p);
+                        }
                     }
-                    f.batch_count += 1;
-                    f.current = batch.into();
-                    f.sending = true;
+                    self.drain_session(send_done);
                 }
-                Some(_) => return None,
-                // More slices of it are coming.
-                None if f.open => return None,
-                None => {
+                Step::Wait => return None,
+                Step::Done => {
                     let done = self.frames.pop_front()?;
                     self.finish_frame(done);
                     if let Some(t) = self.control.pop_front() {
@@ -427,7 +386,7 @@ impl HostNet {
         }
     }
 
-    /// The frame's last datagram has left: record its send time and tell the client.
+    /// The frame's last datagram has left, to every client: record its send time.
     fn finish_frame(&mut self, f: InFlight) {
         let send_done = crate::clock::now_us();
         let c = &self.shared.counters;
@@ -436,27 +395,27 @@ impl HostNet {
             c.paced_frames.fetch_add(1, Ordering::Relaxed);
         }
         let send_us = send_done.saturating_sub(f.handed_us);
-        let timing = FrameTiming {
-            frame_number: f.frame_number,
-            send_us: send_us.min(u64::from(u32::MAX)) as u32,
-            send_done_us: send_done,
-            ..f.timing
-        };
-        self.session.send_frame_timing(send_done, timing);
-        if let Some((count, first, last)) = f.slices {
-            self.session
-                .send_slice_timing(send_done, f.frame_number, count, first, last);
-        }
-        if let Some(p) = f.pose {
-            // The second copy, beside the timing: one lost control datagram loses no pose.
-            self.session.send_frame_pose(send_done, f.frame_number, p);
-        }
-        self.drain_session(send_done);
         let mut sm = lock(&self.shared.samples);
         sm.send.push_us(send_us as i64);
         if self.pacing.window_us(self.fps) > 0 {
             sm.pace.push_us(f.waited_us as i64);
         }
+    }
+
+    /// Hook for another kind of consumer of the one stream (an RTSP or WebRTC session the
+    /// driver serves beside the protocol's clients): a keyframe for everyone, through the
+    /// same cooldown as the clients' requests; true if one was asked for.
+    #[allow(dead_code)]
+    pub(crate) fn request_keyframe(&mut self, now: Micros) -> bool {
+        self.session.request_keyframe(now)
+    }
+
+    /// Hook for another kind of consumer: its input into the same sink as the clients'
+    /// (`controller`: it is the one in control, so the scene counts its reliable events).
+    #[allow(dead_code)]
+    pub(crate) fn deliver_input(&mut self, controller: bool, record: InputRecord) {
+        self.sink
+            .deliver(&self.shared, self.epoch, controller, record);
     }
 
     fn dispatch(&mut self, now: Micros) {
@@ -466,46 +425,106 @@ impl HostNet {
         while let Some(ev) = self.session.poll_event() {
             self.events.push(ev);
         }
-        if self.session.client().is_some() {
-            // The latest-wins state (pointer, head pose) goes to the sink before the reliable
-            // events of the same datagrams (a click lands where the pointer is).
-            let changed = self.state.changes(
-                self.session.state_value(state_keys::POINTER),
-                self.session.state_value(state_keys::HEAD_POSE),
-            );
-            if let Some(p) = changed.head_pose {
-                *lock(&self.shared.head_pose) = Some(p);
-            }
-            let session = &self.session;
-            self.gamepads.on_state(|k| session.state_value(k));
-            for (i, event) in changed.events.into_iter().enumerate() {
-                self.events.insert(
-                    i,
-                    HostEvent::Input(InputRecord {
-                        seq: STATE_SEQ,
-                        event,
-                    }),
-                );
-            }
+        if self.session.client_count() > 0 {
+            self.state_inputs();
         }
+        let controller = self.session.controller();
         for ev in std::mem::take(&mut self.events) {
             match ev {
-                HostEvent::ClientConnected { addr, name } => {
+                HostEvent::ClientConnected {
+                    client,
+                    addr,
+                    name,
+                    role,
+                } => {
+                    self.roster.update(&self.session.client_status());
+                    self.clients_changed = true;
                     let codec = self.session.params().codec;
-                    self.shared
-                        .note(format!("client {name:?} ({codec}) connected from {addr}"));
-                    // Before the epoch changes: the encoder stage reads it with the epoch.
+                    self.shared.note(format!(
+                        "client {} ({codec}) connected from {addr} as {} ({} of at most {} \
+                         connected)",
+                        self.who(client),
+                        role.name(),
+                        self.session.client_count(),
+                        self.session.max_clients(),
+                    ));
+                    let _ = name;
+                    // The stream's codec (the first client's choice; the same for the others):
+                    // a different one opens its encoder, starting with a keyframe.
                     let _ = self
                         .encoder
                         .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
-                    self.epoch = self.shared.link.new_client();
-                    self.state = StateApplied::default();
-                    *lock(&self.shared.head_pose) = None;
+                    if role == ClientRole::Controller {
+                        self.epoch = self.shared.link.new_controller();
+                        *lock(&self.shared.head_pose) = None;
+                    }
                 }
-                HostEvent::ClientGone { addr, reason } => {
-                    self.shared
-                        .note(format!("client at {addr} gone ({reason:?})"));
+                HostEvent::ClientGone {
+                    client,
+                    addr,
+                    reason,
+                } => {
+                    self.roster.gone(now, client, reason);
+                    self.state.remove(&client);
+                    self.clients_changed = true;
                     self.link.forget(addr);
+                    let why = match reason {
+                        untether_proto::GoneReason::TooSlow => {
+                            "dropped: its link stayed slower than the stream (told so)".to_string()
+                        }
+                        r => format!("gone ({r:?})"),
+                    };
+                    self.shared.note(format!(
+                        "client {} at {addr} {why} ({} connected)",
+                        self.who(client),
+                        self.session.client_count()
+                    ));
+                }
+                HostEvent::RoleChanged {
+                    client,
+                    role,
+                    input_granted,
+                } => {
+                    self.roster.update(&self.session.client_status());
+                    self.clients_changed = true;
+                    let what = match (role, input_granted) {
+                        (ClientRole::Controller, _) => "is now the controller".to_string(),
+                        (ClientRole::Viewer, true) => "is a viewer with input granted".into(),
+                        (ClientRole::Viewer, false) => "is a viewer (its input is dropped)".into(),
+                    };
+                    self.shared
+                        .note(format!("client {} {what}", self.who(client)));
+                    if role == ClientRole::Controller {
+                        self.epoch = self.shared.link.new_controller();
+                        // The scene renders for the new controller's head from its next pose.
+                        *lock(&self.shared.head_pose) = None;
+                    }
+                }
+                HostEvent::ViewerPaused { client, paused } => {
+                    self.roster.update(&self.session.client_status());
+                    let figures = self
+                        .roster
+                        .get(client)
+                        .map(|c| {
+                            format!(
+                                "loss {:.0} %, RTT {}",
+                                c.loss.unwrap_or(0.0) * 100.0,
+                                c.rtt_ms.map_or("?".into(), |r| format!("{r:.0} ms"))
+                            )
+                        })
+                        .unwrap_or_default();
+                    self.shared.note(if paused {
+                        format!(
+                            "viewer {} paused to keyframes: its link cannot carry the stream \
+                             ({figures})",
+                            self.who(client)
+                        )
+                    } else {
+                        format!(
+                            "viewer {} resumed (from the next keyframe)",
+                            self.who(client)
+                        )
+                    });
                 }
                 HostEvent::LinkAddress {
                     addr,
@@ -524,11 +543,13 @@ impl HostNet {
                 HostEvent::KeyframeRequested => {
                     let _ = self.encoder.send(EncoderEvent::Keyframe);
                 }
-                HostEvent::Input(rec) => {
-                    self.gamepads.on_event(&rec.event);
-                    self.sink.deliver(&self.shared, self.epoch, rec)
+                HostEvent::Input { client, record } => {
+                    let is_controller = Some(client) == controller;
+                    self.gamepads.on_event(&record.event);
+                    self.sink
+                        .deliver(&self.shared, self.epoch, is_controller, record)
                 }
-                HostEvent::Feedback(_) => {}
+                HostEvent::Feedback { .. } => {}
                 HostEvent::ClientRefused {
                     addr,
                     fingerprint,
@@ -573,16 +594,19 @@ impl HostNet {
                     sink: &mut self.sink,
                     encoder: &self.encoder,
                     epoch: &mut self.epoch,
-                    native_client: self.session.client().is_some(),
+                    native_client: self.session.client_count() > 0,
                 },
             );
         }
         let browsers = self.webrtc.as_ref().is_some_and(|w| w.has_viewers());
-        self.shared
-            .link
-            .set_connected(self.session.client().is_some() || browsers);
-        if now >= self.next_paths_us {
-            self.next_paths_us = now + PATHS_EVERY_US;
+        self.shared.link.set_browsers(browsers);
+        self.shared.link.set_clients(self.session.client_count());
+        if std::mem::take(&mut self.clients_changed) {
+            self.pairing.write_clients(&self.session);
+        }
+        if now >= self.next_roster_us {
+            self.next_roster_us = now + ROSTER_EVERY_US;
+            self.roster.update(&self.session.client_status());
             let paths = self.session.path_stats();
             if !paths.is_empty() {
                 for (i, p) in paths.iter().enumerate() {
@@ -590,7 +614,7 @@ impl HostNet {
                     if before.is_some_and(|b| b != (p.addr, p.alive)) || (before.is_none() && i > 0)
                     {
                         self.shared.note(format!(
-                            "client path {i}: {} ({})",
+                            "controller path {i}: {} ({})",
                             p.addr,
                             if p.alive { "alive" } else { "dead" }
                         ));
@@ -606,13 +630,7 @@ impl Endpoint for HostNet {
     type Command = HostCommand;
 
     fn poll_timeout(&self) -> Option<Micros> {
-        let frame_due = self.frames.front().and_then(|f| {
-            if f.current.is_empty() {
-                f.batches.front().map(|&(due, _)| due)
-            } else {
-                Some(0)
-            }
-        });
+        let frame_due = self.frames.front().and_then(InFlight::due);
         [
             self.session.poll_timeout(),
             self.pairing.next_poll(),
@@ -703,13 +721,14 @@ impl Endpoint for HostNet {
         if let Some(w) = &mut self.webrtc {
             w.close_all();
         }
-        // Every stop says goodbye, with why: the client ends at once instead of waiting out
-        // its idle timeout (behind a relay, on another machine, it hears no ICMP).
-        if let Some(c) = self.session.client() {
+        // Every stop says goodbye, with why: the clients end at once instead of waiting out
+        // their idle timeout (behind a relay, on another machine, they hear no ICMP).
+        let n = self.session.client_count();
+        if n > 0 {
             let failed = self.shared.fatal().is_some();
             self.shared.note(format!(
-                "saying goodbye to the client at {} ({})",
-                c.addr,
+                "saying goodbye to {n} client{} ({})",
+                if n == 1 { "" } else { "s" },
                 if failed {
                     "host failed"
                 } else {
@@ -721,12 +740,25 @@ impl Endpoint for HostNet {
             } else {
                 ByeReason::ShuttingDown
             };
+            self.roster.update(&self.session.client_status());
+            for c in self.session.clients() {
+                self.roster.gone(
+                    now,
+                    c.id,
+                    if failed {
+                        untether_proto::GoneReason::Failed
+                    } else {
+                        untether_proto::GoneReason::ShuttingDown
+                    },
+                );
+            }
             self.session.close_with(now, reason);
             // The goodbye leaves before the rest of a paced frame.
             for f in self.frames.iter_mut() {
                 f.hurry = true;
             }
         }
+        self.pairing.clear_clients();
     }
 
     fn poll_transmit(&mut self, now: Micros) -> Option<Outgoing> {
@@ -789,20 +821,25 @@ mod tests {
         )
     }
 
-    fn datagram(n: u8) -> Transmit {
-        Transmit {
-            dst: "127.0.0.1:9".parse().unwrap(),
-            payload: vec![n],
-        }
-    }
-
-    /// A frame of `batches` (due time, datagram bytes).
-    fn in_flight(frame_number: u32, batches: &[(Micros, &[u8])]) -> InFlight {
-        let batches = batches
-            .iter()
-            .map(|&(due, b)| (due, b.iter().map(|&n| datagram(n)).collect()))
-            .collect();
-        InFlight::new(frame_number, FrameTiming::default(), 0, batches)
+    fn in_flight(frame_number: u32, client: u32, bytes: &[u8], pacing: Pacing) -> InFlight {
+        InFlight::new(
+            frame_number,
+            FrameTiming::default(),
+            0,
+            100,
+            vec![untether_proto::ClientDatagrams {
+                client: ClientId(client),
+                datagrams: bytes
+                    .iter()
+                    .map(|&n| Transmit {
+                        dst: "127.0.0.1:9".parse().unwrap(),
+                        payload: vec![n],
+                    })
+                    .collect(),
+            }],
+            pacing,
+            60,
+        )
     }
 
     fn sent(net: &mut HostNet, now: Micros) -> Vec<u8> {
@@ -813,42 +850,45 @@ mod tests {
 
     #[test]
     fn paced_batches_leave_at_their_time_and_control_never_waits() {
-        let mut net = host_net(Pacing {
+        let pacing = Pacing {
             fraction: 0.5,
             batch: 2,
-        });
-        net.frames
-            .push_back(in_flight(7, &[(100, &[1, 2]), (2_000, &[3])]));
+        };
+        let mut net = host_net(pacing);
+        let window = pacing.window_us(60);
+        net.frames.push_back(in_flight(7, 1, &[1, 2, 3], pacing));
         assert_eq!(sent(&mut net, 100), vec![1, 2]);
-        // The next batch is due at 2 000: the driver sleeps until then.
-        assert!(net.poll_timeout().is_some_and(|t| t <= 2_000));
+        // The next batch is due half a window later: the driver sleeps until then.
+        assert!(net.poll_timeout().is_some_and(|t| t <= 100 + window / 2));
         // A control reply queued meanwhile leaves at once, ahead of the frame's rest.
-        net.control.push_back(datagram(99));
+        net.control.push_back(Transmit {
+            dst: "127.0.0.1:9".parse().unwrap(),
+            payload: vec![99],
+        });
         assert_eq!(sent(&mut net, 500), vec![99]);
-        assert_eq!(sent(&mut net, 2_000), vec![3]);
+        assert_eq!(sent(&mut net, 100 + window / 2), vec![3]);
         // The frame is finished: counted once, as paced (two batches), its wait recorded.
         assert!(net.frames.is_empty());
         let c = &net.shared.counters;
         assert_eq!(c.sent.load(Ordering::Relaxed), 1);
         assert_eq!(c.paced_frames.load(Ordering::Relaxed), 1);
-        let pace = lock(&net.shared.samples).pace.summary().map(|s| s.max);
-        assert_eq!(pace, Some(1.9), "waited from 100 to 2 000 µs");
+        assert!(lock(&net.shared.samples).pace.summary().is_some());
     }
 
     #[test]
     fn a_newer_frame_hurries_the_older_one_out_in_order() {
-        let mut net = host_net(Pacing {
+        let pacing = Pacing {
             fraction: 0.5,
             batch: 1,
-        });
-        net.frames
-            .push_back(in_flight(1, &[(0, &[1]), (5_000, &[2]), (6_000, &[3])]));
-        assert_eq!(sent(&mut net, 0), vec![1]);
+        };
+        let mut net = host_net(pacing);
+        net.frames.push_back(in_flight(1, 1, &[1, 2, 3], pacing));
+        assert_eq!(sent(&mut net, 100), vec![1]);
         for f in net.frames.iter_mut() {
             f.hurry = true;
         }
-        net.frames.push_back(in_flight(2, &[(0, &[4])]));
-        assert_eq!(sent(&mut net, 10), vec![2, 3, 4]);
+        net.frames.push_back(in_flight(2, 1, &[4], pacing));
+        assert_eq!(sent(&mut net, 110), vec![2, 3, 4]);
         assert_eq!(net.shared.counters.sent.load(Ordering::Relaxed), 2);
     }
 
@@ -877,12 +917,11 @@ mod tests {
     }
 
     #[test]
-    fn frames_for_a_client_that_left_are_dropped() {
+    fn frames_without_a_client_are_dropped() {
         let mut net = host_net(Pacing::default());
         net.send_frame(
             0,
             OutgoingFrame {
-                epoch: 3,
                 frame_number: 0,
                 capture_us: 0,
                 keyframe: true,

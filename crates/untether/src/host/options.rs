@@ -7,9 +7,12 @@ use std::sync::Arc;
 use untether_media::codec::InputPicture;
 use untether_media::pipe::PipeFormat;
 use untether_media::x11::{CaptureTarget, PointerMode};
-use untether_proto::InputRecord;
+use untether_proto::{HostConfig, InputRecord, SessionParams};
 
-use crate::config::{HostToml, NetworkToml, SceneToml, VideoConfig, VrToml, WebRtcToml};
+use crate::clock::now_us;
+use crate::config::{
+    ConfigError, HostToml, NetworkToml, SceneToml, VideoConfig, VrToml, WebRtcToml,
+};
 use crate::identity::HostTrust;
 
 /// Everything the host needs to run.
@@ -191,4 +194,43 @@ impl Default for HostSetup {
             consumers: Vec::new(),
         }
     }
+}
+
+/// The session parameters a host announces for its video settings (the stream's codec and
+/// refresh period are set from the codecs the host offers, by the first client's choice).
+pub(crate) fn session_params(options: &HostOptions) -> SessionParams {
+    let v = &options.video;
+    SessionParams {
+        width: v.resolution.width.min(u16::MAX as u32) as u16,
+        height: v.resolution.height.min(u16::MAX as u32) as u16,
+        fps: v.fps as u16,
+        codec: crate::config::wire_codec(v.codecs()[0]),
+        bitrate_kbps: v.bitrate_kbps,
+        max_datagram: options.network.max_datagram,
+        keepalive_ms: options.network.keepalive_ms as u32,
+        idle_timeout_ms: options.network.idle_timeout_ms as u32,
+        refresh_period: 0,
+    }
+}
+
+/// The protocol configuration of a host's options (the identity and allowlist come after).
+pub(crate) fn session_config(options: &HostOptions) -> Result<HostConfig, ConfigError> {
+    let mut cfg = HostConfig::new(session_params(options));
+    // A client on this machine then knows the offset is exactly 0.
+    cfg.clock_id = untether_net::clock_identity();
+    cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
+    cfg.fec = options.network.fec_policy()?;
+    cfg.paths.scheduler = options.network.scheduler()?;
+    cfg.retransmit = options.network.retransmit;
+    cfg.state.budget_bytes_per_s = options.network.state_budget_bytes_per_s();
+    cfg.max_clients = options.host.max_clients;
+    // Room for every client to be mid-handshake at once (a room of headsets switched on
+    // together) besides the handshakes of strangers: the table is bounded either way.
+    cfg.max_handshakes = cfg.max_handshakes.max(2 * cfg.max_clients);
+    cfg.health.action = options.host.slow_viewer()?;
+    if options.network.adaptive_bitrate {
+        cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
+    }
+    cfg.connection_id_seed = now_us() ^ (std::process::id() as u64) << 32;
+    Ok(cfg)
 }

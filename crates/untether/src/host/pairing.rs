@@ -1,6 +1,9 @@
 //! Pairing and its persistence: the host's identity and allowlist from the state directory
 //! (or memory), re-read when `untether pair` changes them while the host runs, and what the
-//! session reports (access requests, PIN pairings, wrong PINs) written back.
+//! session reports (access requests, PIN pairings, wrong PINs) written back. Roles too: the
+//! input grants and the control hand-over (`untether pair grant`, `untether pair control`) are
+//! re-read the same way, and the connected clients are written to `clients.json` for
+//! `untether pair` to show.
 
 use untether_proto::{
     fingerprint, AccessPolicy, HostConfig, HostSession, Micros, PairingEvent, PairingPin, PublicKey,
@@ -9,14 +12,17 @@ use untether_proto::{
 use super::shared::HostShared;
 use super::HostError;
 use crate::config::HostToml;
-use crate::identity::{unix_now, Access, HostTrust, IdentityError, Role, StateDir};
+use crate::identity::{
+    key_hex, unix_now, Access, ClientsFile, ConnectedClient, HostTrust, IdentityError, Role,
+    StateDir,
+};
 
 /// The host's side of identities and pairing: the state directory it polls, and what it last
 /// read from there.
 pub(crate) struct Pairing {
     pub dir: Option<StateDir>,
     pub access: Access,
-    stamp: [Option<std::time::SystemTime>; 4],
+    stamp: [Option<std::time::SystemTime>; 6],
     next_poll_us: Micros,
     allowed: std::collections::HashSet<PublicKey>,
     revoked: std::collections::HashSet<PublicKey>,
@@ -24,6 +30,11 @@ pub(crate) struct Pairing {
     pub pin: Option<String>,
     /// Fingerprints of clients that paired with a PIN during this run.
     pub paired: Vec<String>,
+    /// Viewers granted input, and the client control was handed to, as last read.
+    granted: std::collections::HashSet<PublicKey>,
+    control: Option<PublicKey>,
+    /// `clients.json` could not be written (said once).
+    clients_warned: bool,
 }
 
 /// How often the state directory is polled for changes.
@@ -38,12 +49,15 @@ pub(crate) fn host_security(
     let mut pairing = Pairing {
         dir: None,
         access: Access::Allowlist,
-        stamp: [None; 4],
+        stamp: [None; 6],
         next_poll_us: 0,
         allowed: Default::default(),
         revoked: Default::default(),
         pin: None,
         paired: Vec::new(),
+        granted: Default::default(),
+        control: None,
+        clients_warned: false,
     };
     match trust {
         HostTrust::Stored => {
@@ -166,6 +180,43 @@ impl Pairing {
                 Err(e) => log::warn!("host: cannot re-read the pending requests: {e}"),
             }
         }
+        if stamp[4] != old[4] {
+            match dir.input_grants() {
+                Ok(entries) => {
+                    let granted: std::collections::HashSet<PublicKey> =
+                        entries.iter().filter_map(|e| e.public_key()).collect();
+                    for k in granted.difference(&self.granted) {
+                        log::info!("host: {} may send input as a viewer", fingerprint(k));
+                        session.grant_input(now, *k);
+                    }
+                    for k in self.granted.difference(&granted) {
+                        log::info!("host: {}'s input grant was taken back", fingerprint(k));
+                        session.revoke_input_grant(now, k);
+                    }
+                    self.granted = granted;
+                }
+                Err(e) => log::warn!("host: cannot re-read the input grants: {e}"),
+            }
+        }
+        if stamp[5] != old[5] {
+            match dir.control() {
+                Ok(entry) => {
+                    let key = entry.and_then(|e| e.public_key());
+                    if key != self.control {
+                        match &key {
+                            Some(k) => log::info!(
+                                "host: control handed to {} (it controls whenever connected)",
+                                fingerprint(k)
+                            ),
+                            None => log::info!("host: control hand-over released"),
+                        }
+                        session.set_preferred_controller(now, key);
+                        self.control = key;
+                    }
+                }
+                Err(e) => log::warn!("host: cannot re-read the control hand-over: {e}"),
+            }
+        }
         if stamp[2] != old[2] {
             match dir.current_pin() {
                 Ok(Some(pf)) => {
@@ -190,6 +241,48 @@ impl Pairing {
                     self.pin = None;
                 }
                 Err(e) => log::warn!("host: cannot read the pairing PIN: {e}"),
+            }
+        }
+    }
+
+    /// Writes the connected clients to `clients.json` (for `untether pair`).
+    pub fn write_clients(&mut self, session: &HostSession) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let now = unix_now();
+        let clients = session
+            .client_status()
+            .into_iter()
+            .map(|c| ConnectedClient {
+                key: key_hex(&c.info.key),
+                fingerprint: c.info.fingerprint.clone(),
+                name: untether_proto::sanitize_peer_text(&c.info.name),
+                addr: c.info.addr.to_string(),
+                role: c.role.name().to_string(),
+                input_granted: c.input_granted,
+                since: now.saturating_sub(
+                    crate::clock::now_us().saturating_sub(c.info.connected_us) / 1_000_000,
+                ),
+            })
+            .collect();
+        let f = ClientsFile {
+            host_pid: std::process::id(),
+            updated: now,
+            clients,
+        };
+        if let Err(e) = dir.write_connected_clients(&f) {
+            if !std::mem::replace(&mut self.clients_warned, true) {
+                log::warn!("host: cannot write the connected clients: {e}");
+            }
+        }
+    }
+
+    /// The host stops: no connected clients any more.
+    pub fn clear_clients(&mut self) {
+        if let Some(dir) = &self.dir {
+            if let Err(e) = dir.clear_connected_clients() {
+                log::warn!("host: cannot remove the connected clients' file: {e}");
             }
         }
     }

@@ -2,7 +2,7 @@
 //! connection state the driver publishes, the frame slot between a source and the encoder,
 //! counters and stage samples. The protocol session is not here: the driver owns it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use untether_media::codec::InputPicture;
@@ -99,30 +99,43 @@ pub(crate) struct Counters {
     pub paced_frames: AtomicU64,
 }
 
-/// What the network driver publishes about the connection (read by the sources and the API).
+/// What the network driver publishes about its clients (read by the sources and the API).
 #[derive(Default)]
 pub(crate) struct Link {
-    connected: AtomicBool,
-    /// Bumped when a client connects: the encoder restarts frame numbering with a keyframe.
+    /// How many clients are connected (0 and no browser: the sources idle).
+    clients: AtomicUsize,
+    /// A browser (WebRTC) or a WHIP publication takes the stream.
+    browsers: AtomicBool,
+    /// Bumped when a new controller takes over: the input the scene applies (and counts in
+    /// its stamp) is the new controller's from then on.
     epoch: AtomicU64,
 }
 
 impl Link {
+    /// Whether any client is connected (one of ours, or a browser).
     pub fn connected(&self) -> bool {
-        self.connected.load(Ordering::SeqCst)
+        self.clients() > 0 || self.browsers.load(Ordering::SeqCst)
+    }
+
+    pub fn clients(&self) -> usize {
+        self.clients.load(Ordering::SeqCst)
     }
 
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn set_connected(&self, c: bool) {
-        self.connected.store(c, Ordering::SeqCst);
+    pub(crate) fn set_clients(&self, n: usize) {
+        self.clients.store(n, Ordering::SeqCst);
     }
 
-    /// A new client: the next epoch.
-    pub(crate) fn new_client(&self) -> u64 {
-        self.connected.store(true, Ordering::SeqCst);
+    /// Whether browsers (or a WHIP publication) take the stream.
+    pub(crate) fn set_browsers(&self, on: bool) {
+        self.browsers.store(on, Ordering::SeqCst);
+    }
+
+    /// A new controller: the next epoch.
+    pub(crate) fn new_controller(&self) -> u64 {
         self.epoch.fetch_add(1, Ordering::SeqCst) + 1
     }
 }
@@ -245,13 +258,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn link_epochs_count_clients() {
+    fn link_counts_clients_and_controller_epochs() {
         let l = Link::default();
         assert!(!l.connected());
-        assert_eq!(l.new_client(), 1);
+        l.set_clients(3);
         assert!(l.connected());
-        l.set_connected(false);
-        assert_eq!(l.new_client(), 2);
+        assert_eq!(l.clients(), 3);
+        assert_eq!(l.new_controller(), 1);
+        l.set_clients(0);
+        assert!(!l.connected());
+        assert_eq!(l.new_controller(), 2);
         assert_eq!(l.epoch(), 2);
     }
 

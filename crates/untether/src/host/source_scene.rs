@@ -19,9 +19,10 @@ use super::state_input::STATE_SEQ;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
 
-/// Applies the queued input of the current client to the scene; returns the stamp's input
-/// count (the client's reliable channel numbers events 0, 1, 2, … so "applied > seq" means
-/// "seq is reflected").
+/// Applies the queued input of the current controller (and of viewers granted input) to the
+/// scene; returns the stamp's input count: the controller's reliable channel numbers events
+/// 0, 1, 2, … so "applied > seq" means "seq is reflected". A granted viewer's events move the
+/// scene but not the count (their numbers are its own channel's).
 pub(crate) fn apply_input(
     s: &HostShared,
     scene: &mut Scene,
@@ -29,15 +30,15 @@ pub(crate) fn apply_input(
     epoch: u64,
     mut applied: u32,
 ) -> u32 {
-    for (e, rec) in inputs.try_iter() {
-        if e != epoch {
+    for r in inputs.try_iter() {
+        if r.epoch != epoch {
             continue;
         }
-        if let Some(input) = scene_input(&rec.event) {
+        if let Some(input) = scene_input(&r.record.event) {
             scene.apply_input(input);
         }
-        if rec.seq != STATE_SEQ {
-            applied = rec.seq.wrapping_add(1);
+        if r.controller && r.record.seq != STATE_SEQ {
+            applied = r.record.seq.wrapping_add(1);
         }
         s.counters.inputs_applied.fetch_add(1, Ordering::Relaxed);
     }
@@ -146,36 +147,39 @@ mod tests {
     use untether_proto::{InputEvent, InputRecord};
 
     #[test]
-    fn input_of_the_current_client_is_applied_and_counted() {
+    fn input_of_the_current_controller_is_applied_and_counted() {
         let s = HostShared::new((0, 0));
         let mut scene = Scene::new(SceneConfig::new(64, 36)).unwrap();
         let (tx, rx) = sync_channel(16);
-        let key = |seq| InputRecord {
-            seq,
-            event: InputEvent::Key {
-                code: super::super::input::keys::W,
-                down: true,
-            },
-        };
-        tx.send((1, key(0))).unwrap();
-        tx.send((2, key(0))).unwrap();
-        tx.send((2, key(1))).unwrap();
-        tx.send((
-            2,
-            InputRecord {
-                seq: STATE_SEQ,
-                event: InputEvent::PointerMotion {
-                    x: 1,
-                    y: 1,
-                    dx: 1,
-                    dy: 0,
+        let rec = |epoch, controller, seq| SceneRecord {
+            epoch,
+            controller,
+            record: InputRecord {
+                seq,
+                event: if seq == STATE_SEQ {
+                    InputEvent::PointerMotion {
+                        x: 1,
+                        y: 1,
+                        dx: 1,
+                        dy: 0,
+                    }
+                } else {
+                    InputEvent::Key {
+                        code: super::super::input::keys::W,
+                        down: true,
+                    }
                 },
             },
-        ))
-        .unwrap();
-        // Epoch 2 is current: the old client's record is skipped; the state record counts as
-        // applied but does not move the reliable count.
+        };
+        tx.send(rec(1, true, 0)).unwrap();
+        tx.send(rec(2, true, 0)).unwrap();
+        tx.send(rec(2, true, 1)).unwrap();
+        tx.send(rec(2, true, STATE_SEQ)).unwrap();
+        // A granted viewer's event 7: applied, but the count is the controller's.
+        tx.send(rec(2, false, 7)).unwrap();
+        // Epoch 2 is current: the old controller's record is skipped; the state record and
+        // the viewer's count as applied but do not move the reliable count.
         assert_eq!(apply_input(&s, &mut scene, &rx, 2, 0), 2);
-        assert_eq!(s.counters.inputs_applied.load(Ordering::Relaxed), 3);
+        assert_eq!(s.counters.inputs_applied.load(Ordering::Relaxed), 4);
     }
 }

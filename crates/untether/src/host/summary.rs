@@ -41,8 +41,21 @@ pub struct HostSummary {
     /// Adaptive bitrate: encoder reconfigurations, and the target at the end (kbit/s).
     pub bitrate_changes: u64,
     pub final_bitrate_kbps: Option<u32>,
-    /// Retransmission: data shards resent on the client's ShardNacks.
+    /// Retransmission: data shards resent on the clients' ShardNacks.
     pub shards_retransmitted: u64,
+    /// Every client of the run (connected now or gone), in the order they came.
+    pub clients: Vec<super::ClientSummary>,
+    /// The most clients served at once (`host.max_clients`).
+    pub max_clients: usize,
+    /// Frame copies sent: one per frame per client that received it (`sent` counts frames).
+    pub frame_copies_sent: u64,
+    /// Keyframes asked for because a client joined.
+    pub keyframes_for_joins: u64,
+    /// Input events of viewers without a grant, dropped.
+    pub inputs_dropped_viewer: u64,
+    /// Viewers paused to keyframes, and dropped, for a link slower than the stream.
+    pub viewers_paused: u64,
+    pub viewers_dropped: u64,
     /// The encoder in use at the end (FFmpeg's name) and its codec.
     pub encoder: Option<String>,
     pub codec: Option<String>,
@@ -57,7 +70,7 @@ pub struct HostSummary {
     pub largest_frame_bytes: u64,
     /// The other consumers of the stream (RTSP) and their viewers.
     pub consumers: Vec<super::ConsumerSummary>,
-    /// Staleness of the host → client state (what the host published), the current client's.
+    /// Staleness of the host → client state (what the host published), the controller's.
     pub state_staleness: Option<untether_proto::Staleness>,
     /// The raw layer-2 transport: what the host's data plane ran on.
     pub link: crate::link::LinkReport,

@@ -22,6 +22,9 @@
 //! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32: when full, new requests are refused, the old ones stay |
 //! | `pairing_pin.json` | `untether pair --pin` | `{pin, expires, attempts_left}` |
 //! | `known_hosts.json` | the client (trust on first use) | `[{host, addr, key, added}]`: the name typed and the address it resolved to |
+//! | `input_grants.json` | `untether pair grant FINGERPRINT input` / `revoke-grant` (the host re-reads it within a second) | `[{key, name, added}]`: viewers whose input the host applies |
+//! | `control.json` | `untether pair control FINGERPRINT` / `--release` (re-read within a second) | `{key, name, added}`: the client that controls whenever it is connected |
+//! | `clients.json` | the running host, when a client comes, goes or changes role (removed when it stops) | `{host_pid, updated, clients: [{key, fingerprint, name, addr, role, input_granted, since}]}` |
 //!
 //! Keys are shown to users as fingerprints ([`untether_proto::fingerprint`]):
 //! `ABCD-EFGH-IJKL-MNOP-QRST-UVWX`. A pending request is approved or denied by its
@@ -29,8 +32,10 @@
 //! its hex key, never by its place in the list (a flood of requests moves it) nor by its
 //! name (the client chose it).
 
+mod roles;
 mod state_dir;
 
+pub use roles::{ClientsFile, ConnectedClient, CLIENTS_FILE, CONTROL_FILE, GRANTS_FILE};
 pub use state_dir::StateDir;
 
 use std::fs;

@@ -46,15 +46,18 @@ impl StateDir {
         self.file(name)
     }
 
-    /// Modification times of the allowlist, the revoked list, the PIN file and the pending
-    /// requests: the running host polls this and re-reads what changed.
-    pub fn stamp(&self) -> [Option<SystemTime>; 4] {
+    /// Modification times of the allowlist, the revoked list, the PIN file, the pending
+    /// requests, the input grants and the control hand-over: the running host polls this and
+    /// re-reads what changed.
+    pub fn stamp(&self) -> [Option<SystemTime>; 6] {
         let m = |n: &str| fs::metadata(self.file(n)).and_then(|m| m.modified()).ok();
         [
             m(ALLOWED_FILE),
             m(REVOKED_FILE),
             m(PIN_FILE),
             m(PENDING_FILE),
+            m(GRANTS_FILE),
+            m(CONTROL_FILE),
         ]
     }
 
@@ -62,7 +65,7 @@ impl StateDir {
         &self.path
     }
 
-    fn file(&self, name: &str) -> PathBuf {
+    pub(super) fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 
@@ -166,7 +169,7 @@ impl StateDir {
         Ok(Some((bytes, meta.mode())))
     }
 
-    fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Option<T>> {
+    pub(super) fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Option<T>> {
         let Some(bytes) = self.read(name)? else {
             return Ok(None);
         };
@@ -178,7 +181,7 @@ impl StateDir {
             })
     }
 
-    fn write_json<T: Serialize>(&self, name: &str, v: &T) -> Result<()> {
+    pub(super) fn write_json<T: Serialize>(&self, name: &str, v: &T) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(v).map_err(|e| IdentityError::Corrupt {
             path: self.file(name),
             reason: e.to_string(),
@@ -591,7 +594,7 @@ fn check_private(path: &Path, meta: &fs::Metadata, what: &'static str) -> Result
     })
 }
 
-fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usize> {
+pub(super) fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usize> {
     let keys: Vec<&str> = keys.collect();
     let hits: Vec<usize> = (0..keys.len())
         .filter(|&i| matches(query, keys[i]))
@@ -612,7 +615,7 @@ fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usiz
 }
 
 /// The only entry whose name is exactly `query`.
-fn find_name<'a>(query: &str, names: impl Iterator<Item = &'a str>) -> Option<usize> {
+pub(super) fn find_name<'a>(query: &str, names: impl Iterator<Item = &'a str>) -> Option<usize> {
     let hits: Vec<usize> = names
         .enumerate()
         .filter(|(_, n)| *n == query.trim())

@@ -312,11 +312,29 @@ pub struct Report {
     pub host_events: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audio: Option<AudioReport>,
+    /// This client's role on a host serving several clients (None: the host did not say).
+    pub role: Option<RoleReport>,
+    /// The host's clients (with the host's summary: the demo, bench); empty otherwise.
+    pub clients: Vec<crate::host::ClientSummary>,
     /// The host's other consumers (RTSP) and their viewers, when the host ran in this process
     /// and had any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<crate::host::ConsumerSummary>,
     pub state: StateReport,
+}
+
+/// A client's role as the host told it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoleReport {
+    /// `controller` or `viewer`.
+    pub role: &'static str,
+    pub input_granted: bool,
+    /// Times the host paused it to keyframes (its link could not carry the stream).
+    pub times_paused: u32,
+    /// False with `--no-decode` (frames received and counted, not decoded).
+    pub decoded: bool,
+    /// `--no-decode`: complete frames received.
+    pub undecoded: u64,
 }
 
 /// One shown frame's measurements, client clock: what [`build`] summarises, for benchmarks
@@ -610,6 +628,14 @@ pub fn build(mut config: ReportConfig, run: &ClientRun, host: Option<&HostSummar
         },
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
         audio,
+        role: run.role.map(|r| RoleReport {
+            role: r.name(),
+            input_granted: run.input_granted,
+            times_paused: run.times_paused,
+            decoded: run.decoding,
+            undecoded: run.undecoded,
+        }),
+        clients: host.map(|h| h.clients.clone()).unwrap_or_default(),
         consumers: host.map(|h| h.consumers.clone()).unwrap_or_default(),
         state,
     }
@@ -702,7 +728,16 @@ pub fn build_host(config: ReportConfig, h: &HostSummary) -> serde_json::Value {
             "bitrate_changes_refused": h.bitrate_changes_refused,
             "link": h.link,
         },
-        "input": { "events_applied": h.inputs_applied, "events_dropped": h.inputs_dropped },
+        "input": {
+            "events_applied": h.inputs_applied, "events_dropped": h.inputs_dropped,
+            "events_dropped_viewer": h.inputs_dropped_viewer,
+        },
+        "clients": h.clients,
+        "max_clients": h.max_clients,
+        "frame_copies_sent": h.frame_copies_sent,
+        "keyframes_for_joins": h.keyframes_for_joins,
+        "viewers_paused": h.viewers_paused,
+        "viewers_dropped": h.viewers_dropped,
         "unchanged_ticks": h.unchanged,
         "audio_packets_sent": h.audio_packets,
         "host_events": h.events,
@@ -734,6 +769,8 @@ fn path_reports(run: &ClientRun, host: Option<&HostSummary>) -> Vec<PathReport> 
 }
 
 mod text;
+
+pub use text::client_lines;
 
 #[cfg(test)]
 mod tests {

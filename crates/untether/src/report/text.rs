@@ -140,6 +140,37 @@ impl Report {
                 a.underruns
             );
         }
+        if let Some(r) = &self.role {
+            let _ = writeln!(
+                o,
+                "role: {}{}{}{}",
+                r.role,
+                if r.input_granted {
+                    " (input granted)"
+                } else if r.role == "viewer" {
+                    " (input not applied)"
+                } else {
+                    ""
+                },
+                if r.times_paused > 0 {
+                    format!(
+                        " · paused to keyframes {} time{} (link slower than the stream)",
+                        r.times_paused,
+                        if r.times_paused == 1 { "" } else { "s" }
+                    )
+                } else {
+                    String::new()
+                },
+                if r.decoded {
+                    String::new()
+                } else {
+                    format!(" · --no-decode: {} frames received undecoded", r.undecoded)
+                }
+            );
+        }
+        for line in client_lines(&self.clients) {
+            let _ = writeln!(o, "{line}");
+        }
         for c in &self.consumers {
             let _ = writeln!(o, "{c}");
         }
@@ -154,4 +185,50 @@ impl Report {
         );
         o
     }
+}
+
+/// The host's clients, a line each: number, name, fingerprint, role, address, state, frames
+/// sent, loss, RTT, input dropped (the `untether host` output and the text report).
+pub fn client_lines(clients: &[crate::host::ClientSummary]) -> Vec<String> {
+    let mut out = Vec::new();
+    if clients.is_empty() {
+        return out;
+    }
+    out.push(format!(
+        "clients: {:<4} {:<16} {:<14} {:<10} {:<21} {:<18} {:>7} {:>6} {:>7} {:>9}",
+        "#",
+        "name",
+        "fingerprint",
+        "role",
+        "address",
+        "state",
+        "frames",
+        "loss",
+        "rtt",
+        "input drop"
+    ));
+    for c in clients {
+        let fp: String = c.fingerprint.chars().take(14).collect();
+        let name: String = c.name.chars().take(16).collect();
+        let role = if c.role == "viewer" && c.input_granted {
+            "viewer+in"
+        } else {
+            c.role
+        };
+        let state: String = c.state.chars().take(18).collect();
+        out.push(format!(
+            "         {:<4} {:<16} {:<14} {:<10} {:<21} {:<18} {:>7} {:>6} {:>7} {:>9}",
+            c.id,
+            name,
+            fp,
+            role,
+            c.addr,
+            state,
+            c.frames_sent,
+            c.loss.map_or("—".into(), |l| format!("{:.1}%", l * 100.0)),
+            c.rtt_ms.map_or("—".into(), |r| format!("{r:.1}ms")),
+            c.inputs_dropped
+        ));
+    }
+    out
 }

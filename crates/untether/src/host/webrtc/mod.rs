@@ -150,7 +150,7 @@ pub(crate) struct DriverParts<'a> {
     pub shared: &'a HostShared,
     pub sink: &'a mut InputSink,
     pub encoder: &'a Sender<EncoderEvent>,
-    /// The client epoch the driver publishes; bumped when a browser becomes the controller.
+    /// The controller epoch the driver publishes; bumped when a browser becomes the controller.
     pub epoch: &'a mut u64,
     /// One of our own clients is connected (browsers are viewers then).
     pub native_client: bool,
@@ -528,7 +528,7 @@ impl WebRtc {
         }
         self.controller = wanted;
         if let Some(id) = wanted {
-            *epoch = shared.link.new_client();
+            *epoch = shared.link.new_controller();
             self.input_epoch = *epoch;
             self.input_seq = 0;
             shared.note(format!(
@@ -588,7 +588,7 @@ impl WebRtc {
                 let seq = self.input_seq;
                 self.input_seq = self.input_seq.wrapping_add(1);
                 self.summary.inputs_delivered += 1;
-                sink.deliver(shared, epoch, InputRecord { seq, event });
+                sink.deliver(shared, epoch, true, InputRecord { seq, event });
             }
             Ok(input::Message::Ignored) => {
                 // Counted in the numbering too: the page numbers every event it sends.

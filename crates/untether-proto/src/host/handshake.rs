@@ -1,0 +1,764 @@
+//! The handshake responder, shared by every client: Hellos and Retry tokens under one rate
+//! limit, the bounded table of handshakes in progress, PIN checks, access requests, and the
+//! decision after message 3 (refuse, replace a client's old session, or admit it while
+//! `max_clients` allows).
+
+use std::net::SocketAddr;
+
+use super::peer::Peer;
+use super::{
+    AccessPolicy, AccessRequest, ClientId, ClientInfo, HostEvent, HostSession, PairingEvent,
+};
+use crate::crypto::Protection;
+use crate::handshake::{fingerprint, HostHandshake, Mode, PublicKey, SessionSetup};
+use crate::wire::{
+    self, encode_control, encode_handshake, ByeReason, ControlFrame, Header, PacketType, Reject,
+    RejectReason, VersionNegotiation, HEADER_LEN,
+};
+use crate::{GoneReason, Micros};
+
+/// The least time between two answers to repeated handshake messages of one handshake (an
+/// Accept or a Reject again for a repeated HelloFinish): half the client's 200 ms repeat, so
+/// each real repeat is answered and a flood of copies is not.
+pub const HANDSHAKE_REPEAT_ANSWER_US: Micros = 100_000;
+/// The anti-amplification factor for unvalidated addresses.
+pub const AMPLIFICATION_FACTOR: u64 = 3;
+/// Retry tokens are valid for their 10 s slot and the next.
+const RETRY_SLOT_US: Micros = 10_000_000;
+
+pub(super) enum PendingState {
+    /// Message 2 sent; waiting for message 3.
+    AwaitFinish(Box<HostHandshake>),
+    /// Refused after message 3: the protected Reject to repeat if message 3 is repeated.
+    Refused {
+        reject: Vec<u8>,
+        /// The authenticated message 3: only identical copies are answered.
+        msg3: Vec<u8>,
+        /// When the Reject was last sent.
+        sent_us: Micros,
+    },
+}
+
+/// A handshake in progress (bounded by `max_handshakes`).
+pub(super) struct Pending {
+    addr: SocketAddr,
+    client_cid: u64,
+    pub(super) created_us: Micros,
+    state: PendingState,
+    msg2: Vec<u8>,
+    setup: SessionSetup,
+    mode: Mode,
+    /// PIN mode: the PIN the handshake's SPAKE2 key came from. Message 3 is checked only if
+    /// that PIN is still the live one with attempts left (each PIN handshake in progress
+    /// holds one of them).
+    pub(super) pin: Option<String>,
+    /// Anti-amplification: bytes received from (authentic ones only, after message 3) and
+    /// sent to the address.
+    received: u64,
+    sent: u64,
+}
+
+impl Pending {
+    /// Whether `out` fits in the 3× budget; charges it if so.
+    fn charge(&mut self, out: usize) -> bool {
+        if self.sent + out as u64 > AMPLIFICATION_FACTOR * self.received {
+            return false;
+        }
+        self.sent += out as u64;
+        true
+    }
+
+    /// A PIN handshake holding one of the PIN's attempts.
+    fn holds_pin_attempt(&self) -> bool {
+        self.pin.is_some() && matches!(self.state, PendingState::AwaitFinish(_))
+    }
+}
+
+/// A token bucket.
+pub(super) struct Bucket {
+    tokens: f64,
+    rate_per_us: f64,
+    burst: f64,
+    last_us: Micros,
+}
+
+impl Bucket {
+    /// `rate` per second, `burst` at most (and at first).
+    pub(super) fn new(rate: f64, burst: f64) -> Bucket {
+        Bucket {
+            tokens: burst,
+            rate_per_us: rate / 1e6,
+            burst: burst.max(1.0),
+            last_us: 0,
+        }
+    }
+
+    fn take(&mut self, now: Micros) -> bool {
+        let dt = now.saturating_sub(self.last_us) as f64;
+        self.last_us = self.last_us.max(now);
+        self.tokens = (self.tokens + dt * self.rate_per_us).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl HostSession {
+    pub(super) fn version_negotiation(
+        &mut self,
+        now: Micros,
+        to: SocketAddr,
+        theirs: u8,
+        len: usize,
+    ) {
+        // Answer only datagrams as large as a Hello (the answer is far smaller: no
+        // amplification), and within the handshake rate.
+        if len < wire::HELLO_MIN_LEN || !self.bucket.take(now) {
+            return;
+        }
+        let mut out = Vec::with_capacity(128);
+        VersionNegotiation {
+            versions: vec![wire::VERSION],
+            message: format!(
+                "this host speaks untether protocol version {}, the client version {theirs}: \
+                 install matching versions of untether on both machines",
+                wire::VERSION
+            ),
+        }
+        .encode(&mut out);
+        self.stats.version_negotiations_sent += 1;
+        self.reply(to, out);
+    }
+
+    /// A Retry token: `slot u32 ‖ HMAC-SHA256(key, slot ‖ address ‖ port ‖ cid)[..16]`.
+    fn make_token(&self, _now: Micros, addr: SocketAddr, cid: u64, slot: u64) -> Vec<u8> {
+        let slot = slot as u32;
+        let mut ctx = ring::hmac::Context::with_key(&self.retry_key);
+        ctx.update(&slot.to_be_bytes());
+        match addr.ip() {
+            std::net::IpAddr::V4(a) => ctx.update(&a.octets()),
+            std::net::IpAddr::V6(a) => ctx.update(&a.octets()),
+        }
+        ctx.update(&addr.port().to_be_bytes());
+        ctx.update(&cid.to_be_bytes());
+        let tag = ctx.sign();
+        let mut t = Vec::with_capacity(20);
+        t.extend_from_slice(&slot.to_be_bytes());
+        t.extend_from_slice(&tag.as_ref()[..16]);
+        t
+    }
+
+    /// A token is valid for its address and handshake id during its 10 s slot and the next.
+    fn token_valid(&self, now: Micros, addr: SocketAddr, cid: u64, token: &[u8]) -> bool {
+        if token.len() != 20 {
+            return false;
+        }
+        let slot = u32::from_be_bytes([token[0], token[1], token[2], token[3]]) as u64;
+        let cur = (now / RETRY_SLOT_US) & u32::MAX as u64;
+        if slot != cur && slot + 1 != cur {
+            return false;
+        }
+        let expect = self.make_token(now, addr, cid, slot);
+        // Constant time: no early exit on the first differing byte.
+        expect
+            .iter()
+            .zip(token)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+
+    /// A cleartext Reject, sent only if it is at most `budget` bytes (what the address may
+    /// still receive: 3× what it sent, less what it was sent).
+    fn cleartext_reject(
+        &mut self,
+        to: SocketAddr,
+        cid: u64,
+        budget: u64,
+        reason: RejectReason,
+        message: String,
+    ) {
+        self.stats.hellos_rejected += 1;
+        let mut out = Vec::with_capacity(64 + message.len());
+        Reject { reason, message }.encode(&Header::new(PacketType::Reject, cid, 0), &mut out);
+        if out.len() as u64 > budget {
+            self.stats.amplification_limited += 1;
+            return;
+        }
+        self.reply(to, out);
+    }
+
+    pub(super) fn expire_handshakes(&mut self, now: Micros) {
+        let timeout = self.cfg.handshake_timeout_us;
+        self.pending.retain(|p| now < p.created_us + timeout);
+    }
+
+    pub(super) fn on_hello(
+        &mut self,
+        now: Micros,
+        from: SocketAddr,
+        header: &Header,
+        hello: wire::Hello<'_>,
+        len: usize,
+    ) {
+        if len < wire::HELLO_MIN_LEN || header.connection_id == 0 {
+            // Unpadded: answering could amplify a spoofed source's traffic.
+            self.stats.malformed_datagrams += 1;
+            return;
+        }
+        let cid = header.connection_id;
+        // A repeated Hello: our reply was lost. Send it again within the address's budget.
+        if let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.addr == from && p.client_cid == cid)
+        {
+            let p = &mut self.pending[i];
+            p.received += len as u64;
+            if let PendingState::AwaitFinish(_) = p.state {
+                let mut out = Vec::with_capacity(HEADER_LEN + p.msg2.len());
+                encode_handshake(
+                    &Header::new(PacketType::HelloReply, cid, 0),
+                    &p.msg2,
+                    &mut out,
+                );
+                if !p.charge(out.len()) {
+                    self.stats.amplification_limited += 1;
+                    return;
+                }
+                self.reply(from, out);
+            }
+            return;
+        }
+        // Rate limit: a Hello carrying a valid Retry token comes from an address that receives
+        // what we send (not a spoofed flood) and draws from a separate, larger budget; others
+        // get a Retry (small, stateless) when the budget is used up.
+        let validated = !hello.token.is_empty() && self.token_valid(now, from, cid, hello.token);
+        let allowed = if validated {
+            self.validated_bucket.take(now)
+        } else {
+            self.bucket.take(now)
+        };
+        if !allowed {
+            self.stats.handshakes_rate_limited += 1;
+            if !validated {
+                let token = self.make_token(now, from, cid, now / RETRY_SLOT_US);
+                let mut out = Vec::with_capacity(HEADER_LEN + token.len());
+                encode_handshake(&Header::new(PacketType::Retry, cid, 0), &token, &mut out);
+                if out.len() <= AMPLIFICATION_FACTOR as usize * len {
+                    self.stats.retries_sent += 1;
+                    self.reply(from, out);
+                }
+            }
+            return;
+        }
+        let Some(mode) = Mode::from_u8(hello.mode) else {
+            return self.cleartext_reject(
+                from,
+                cid,
+                AMPLIFICATION_FACTOR * len as u64,
+                RejectReason::Other,
+                format!("unknown handshake mode {}", hello.mode),
+            );
+        };
+        let pin = match mode {
+            Mode::Known => None,
+            Mode::Pin => match &self.pin {
+                Some(p) if now < p.expires_us && p.attempts_left > 0 => Some(p.pin.clone()),
+                _ => {
+                    return self.cleartext_reject(
+                        from,
+                        cid,
+                        AMPLIFICATION_FACTOR * len as u64,
+                        RejectReason::Pin,
+                        "no pairing PIN is active on the host: run `untether pair --pin` there"
+                            .into(),
+                    )
+                }
+            },
+        };
+        self.expire_handshakes(now);
+        if let (Some(_), Some(live)) = (&pin, &self.pin) {
+            // Each PIN handshake in progress holds one of the attempts left (its message 3 is
+            // checked only while the PIN has attempts left): beyond, the oldest makes room, so
+            // concurrent guesses never get more checks than the attempts.
+            let attempts = live.attempts_left as usize;
+            while self
+                .pending
+                .iter()
+                .filter(|p| p.holds_pin_attempt())
+                .count()
+                >= attempts
+            {
+                let Some(oldest) = self.pending.iter().position(Pending::holds_pin_attempt) else {
+                    break;
+                };
+                self.pending.remove(oldest);
+                self.stats.handshakes_evicted += 1;
+            }
+        }
+        if self.pending.len() >= self.cfg.max_handshakes.max(1) {
+            // Evict the oldest: a flood must outpace the rate limit within one round trip to
+            // displace a real client's handshake.
+            self.pending.remove(0);
+            self.stats.handshakes_evicted += 1;
+        }
+        let mut session_cid = self.rng.next_u64();
+        while session_cid == 0 {
+            session_cid = self.rng.next_u64();
+        }
+        let host_suites = self.cfg.suites;
+        let (log2, auth_only) = (self.cfg.key_update_log2, self.cfg.video_auth_only);
+        let result = HostHandshake::respond(
+            &self.cfg.identity,
+            mode,
+            hello.noise,
+            pin.as_deref(),
+            &mut self.rng,
+            |offer| {
+                Some(SessionSetup {
+                    connection_id: session_cid,
+                    suite: offer.choose(host_suites)?,
+                    key_update_log2: log2,
+                    video_auth_only: auth_only,
+                    spake: None,
+                })
+            },
+        );
+        let (hs, msg2, _summary, setup) = match result {
+            Ok(x) => x,
+            Err(crate::handshake::HandshakeError::NoSuite) => {
+                return self.cleartext_reject(
+                    from,
+                    cid,
+                    AMPLIFICATION_FACTOR * len as u64,
+                    RejectReason::Other,
+                    "no cipher suite in common with the host".into(),
+                )
+            }
+            Err(_) => {
+                self.stats.handshakes_failed += 1;
+                return;
+            }
+        };
+        self.stats.handshakes_started += 1;
+        let mut out = Vec::with_capacity(HEADER_LEN + msg2.len());
+        encode_handshake(
+            &Header::new(PacketType::HelloReply, cid, 0),
+            &msg2,
+            &mut out,
+        );
+        let mut p = Pending {
+            addr: from,
+            client_cid: cid,
+            created_us: now,
+            state: PendingState::AwaitFinish(Box::new(hs)),
+            msg2,
+            setup,
+            mode,
+            pin,
+            received: len as u64,
+            sent: 0,
+        };
+        if p.charge(out.len()) {
+            self.reply(from, out);
+        } else {
+            self.stats.amplification_limited += 1;
+        }
+        self.pending.push(p);
+    }
+
+    pub(super) fn on_finish(
+        &mut self,
+        now: Micros,
+        from: SocketAddr,
+        header: &Header,
+        msg3: &[u8],
+        len: usize,
+    ) {
+        let cid = header.connection_id;
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.addr == from && p.client_cid == cid)
+        else {
+            return self.on_finish_repeat(now, from, cid, msg3);
+        };
+        let p = &mut self.pending[i];
+        let hs = match &mut p.state {
+            PendingState::AwaitFinish(hs) => hs,
+            PendingState::Refused {
+                reject,
+                msg3: first,
+                sent_us,
+            } => {
+                // Only a copy of the authenticated message 3 is a repeat (the Reject was
+                // lost); it is answered at most once per interval and within the address's
+                // 3× budget, which only such copies add to.
+                if msg3 != first.as_slice() {
+                    self.stats.auth_failures += 1;
+                    return;
+                }
+                p.received += len as u64;
+                if now < *sent_us + HANDSHAKE_REPEAT_ANSWER_US {
+                    return;
+                }
+                let out = reject.clone();
+                *sent_us = now;
+                if !p.charge(out.len()) {
+                    self.stats.amplification_limited += 1;
+                    return;
+                }
+                return self.reply(from, out);
+            }
+        };
+        if let Some(pin) = &p.pin {
+            // Checked only under the live PIN with attempts left: attempts used up (by
+            // concurrent guesses), the PIN expired, replaced or used by another client mean
+            // this guess is refused unread.
+            let live = self
+                .pin
+                .as_ref()
+                .is_some_and(|l| &l.pin == pin && now < l.expires_us && l.attempts_left > 0);
+            if !live {
+                // (An unread message 3 adds nothing to the address's budget.)
+                let budget = (AMPLIFICATION_FACTOR * p.received).saturating_sub(p.sent);
+                self.pending.remove(i);
+                self.stats.handshakes_failed += 1;
+                return self.cleartext_reject(
+                    from,
+                    cid,
+                    budget,
+                    RejectReason::Pin,
+                    "the pairing PIN is no longer active on the host (used up, expired or \
+                     replaced): run `untether pair --pin` there for a new one"
+                        .into(),
+                );
+            }
+        }
+        let (key, info, keys) = match hs.finish(msg3) {
+            Ok(x) => x,
+            Err(_) => {
+                // Forged or corrupted message 3, or (PIN mode) the wrong PIN.
+                let mode = p.mode;
+                // (A message 3 that failed adds nothing to the address's budget.)
+                let budget = (AMPLIFICATION_FACTOR * p.received).saturating_sub(p.sent);
+                self.pending.remove(i);
+                self.stats.handshakes_failed += 1;
+                if mode == Mode::Pin {
+                    self.stats.pin_failures += 1;
+                    let left = match &mut self.pin {
+                        Some(pin) => {
+                            pin.attempts_left = pin.attempts_left.saturating_sub(1);
+                            pin.attempts_left
+                        }
+                        None => 0,
+                    };
+                    if left == 0 {
+                        self.pin = None;
+                    }
+                    self.pairing_event(PairingEvent::PinFailed {
+                        addr: from,
+                        attempts_left: left,
+                    });
+                    self.cleartext_reject(
+                        from,
+                        cid,
+                        budget,
+                        RejectReason::Pin,
+                        format!("wrong PIN ({left} attempts left)"),
+                    );
+                }
+                return;
+            }
+        };
+        // Message 3 is authentic: it counts towards the address's budget.
+        p.received += len as u64;
+        // The client proved it received message 2: the address is validated.
+        let p = self.pending.remove(i);
+        self.stats.handshakes_completed += 1;
+        let mut protection = Protection::new(
+            p.setup.suite,
+            keys.send,
+            keys.recv,
+            p.setup.key_update_log2,
+            p.setup.video_auth_only,
+        );
+        let fp = fingerprint(&key);
+        // Authorization.
+        let refusal = if p.mode == Mode::Pin {
+            // The PIN was right (message 3 authenticated under the SPAKE2 key): pair.
+            self.pin = None;
+            self.allowed.insert(key);
+            self.requests.retain(|r| r.key != key);
+            self.pairing_event(PairingEvent::Paired {
+                key,
+                fingerprint: fp.clone(),
+                name: info.name.clone(),
+            });
+            None
+        } else if self.revoked.contains(&key) {
+            Some((
+                RejectReason::NotAllowed,
+                format!("this client's access ({fp}) was revoked on the host"),
+            ))
+        } else if self.cfg.access == AccessPolicy::Allowlist && !self.allowed.contains(&key) {
+            let message = match self.note_access_request(now, from, key, &fp, &info.name) {
+                Ok(()) => format!(
+                    "this client ({fp}) is not paired with the host: approve it there with \
+                     `untether pair approve {fp}`, or pair with a PIN (`untether pair --pin` on \
+                     the host, then connect with --pin)"
+                ),
+                Err(why) => format!(
+                    "this client ({fp}) is not paired with the host, and its access request was \
+                     not recorded: {why}. Pair with a PIN instead (`untether pair --pin` on the \
+                     host, then connect with --pin), or try again later"
+                ),
+            };
+            Some((RejectReason::PendingApproval, message))
+        } else {
+            None
+        };
+        let refusal = refusal.or_else(|| {
+            // The same client again (a restarted run) replaces its old session below.
+            let replaces = self.peers.iter().any(|p| p.info.key == key);
+            let max = self.max_clients();
+            if replaces || self.peers.len() < max {
+                return None;
+            }
+            let names: Vec<String> = self
+                .peers
+                .iter()
+                .take(4)
+                .map(|p| format!("{:?}", p.info.name))
+                .collect();
+            Some((
+                RejectReason::Busy,
+                format!(
+                    "the host serves its maximum of {max} client{} ({}{}); try again when one \
+                     leaves, or raise host.max_clients (--max-clients) on the host",
+                    if max == 1 { "" } else { "s" },
+                    names.join(", "),
+                    if self.peers.len() > 4 { ", …" } else { "" }
+                ),
+            ))
+        });
+        // The codec: the client's first choice the host can encode. The host has one stream
+        // (one encoder): while other clients watch it, a newcomer is given its codec.
+        let others = self.peers.iter().any(|p| p.info.key != key);
+        let offered: Vec<wire::Codec> = if others || self.cfg.codecs.is_empty() {
+            vec![self.cfg.params.codec]
+        } else {
+            self.cfg.codecs.iter().map(|o| o.codec).collect()
+        };
+        let codec = wire::choose_codec(&offered, &info.decodes());
+        let refusal = refusal.or_else(|| {
+            codec.as_ref().err().map(|why| {
+                let why = if others && self.cfg.codecs.len() > 1 {
+                    format!(
+                        "{why} (the stream the host's other clients are watching; the host \
+                         offers the others when none is connected)"
+                    )
+                } else {
+                    why.clone()
+                };
+                (RejectReason::Codec, why)
+            })
+        });
+        if let Some((reason, message)) = refusal {
+            self.stats.clients_refused += 1;
+            self.events.push_back(HostEvent::ClientRefused {
+                addr: from,
+                fingerprint: fp.clone(),
+                reason,
+                message: message.clone(),
+            });
+            let mut out = Vec::with_capacity(96 + message.len());
+            encode_control(
+                &Header::new(PacketType::Control, p.setup.connection_id, 0),
+                &[ControlFrame::Reject(Reject { reason, message })],
+                &mut out,
+            );
+            if protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, 0, true)
+                .is_ok()
+            {
+                let mut p = p;
+                if p.charge(out.len()) {
+                    self.reply(from, out.clone());
+                } else {
+                    self.stats.amplification_limited += 1;
+                }
+                p.state = PendingState::Refused {
+                    reject: out,
+                    msg3: msg3.to_vec(),
+                    sent_us: now,
+                };
+                self.pending.push(p);
+            }
+            return;
+        }
+        // A restarted run of a connected client: tell the old run why (sealed with its keys)
+        // and take its place (and its role: a controller that restarts stays in control).
+        let mut place = self.peers.len();
+        let mut was_controller = false;
+        if let Some(i) = self.peers.iter().position(|p| p.info.key == key) {
+            self.peers[i].pending.push(ControlFrame::Bye {
+                reason: ByeReason::Replaced,
+            });
+            self.build_controls_of(now, i);
+            let old = self.peers.remove(i);
+            was_controller = self.controller == Some(old.info.id);
+            place = i;
+            self.events.push_back(HostEvent::ClientGone {
+                client: old.info.id,
+                addr: old.info.addr,
+                reason: GoneReason::Replaced,
+            });
+        }
+        let id = ClientId(self.next_client);
+        self.next_client = self.next_client.wrapping_add(1).max(1);
+        let info = ClientInfo {
+            id,
+            addr: from,
+            name: info.name.clone(),
+            connection_id: p.setup.connection_id,
+            connected_us: now,
+            key,
+            fingerprint: fp,
+            suite: p.setup.suite,
+        };
+        if let (Ok(c), false) = (codec, others) {
+            // The first client (or a lone client's new run) sets the stream's codec.
+            self.cfg.params.codec = c;
+            if let Some(o) = self.cfg.codecs.iter().find(|o| o.codec == c) {
+                self.cfg.params.refresh_period = o.refresh_period;
+            }
+        }
+        let token_seed = self.rng.next_u64();
+        let peer = Peer::new(
+            &self.cfg,
+            self.cfg.params,
+            &self.published,
+            info.clone(),
+            cid,
+            msg3.to_vec(),
+            protection,
+            now,
+            token_seed,
+        );
+        self.peers.insert(place, peer);
+        if was_controller {
+            self.controller = Some(id);
+        }
+        self.stats.clients_connected += 1;
+        // Roles first (the new client's Role rides beside its Accept), then its keyframe.
+        let mark = self.events.len();
+        self.assign_roles(now);
+        let role = self.peers[place].role;
+        // (Its role is in ClientConnected: no RoleChanged for it.)
+        let mut k = mark;
+        while k < self.events.len() {
+            if matches!(self.events[k], HostEvent::RoleChanged { client, .. } if client == id) {
+                self.events.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        self.events.insert(
+            mark,
+            HostEvent::ClientConnected {
+                client: id,
+                addr: from,
+                name: info.name,
+                role,
+            },
+        );
+        self.request_entry_point(now);
+    }
+
+    /// A HelloFinish that matches no handshake in progress: a connected client's repeat (its
+    /// Accept was lost) draws the Accept again — if it is an exact copy of its message 3, the
+    /// client has not yet shown it has the Accept, and no Accept went out in the last
+    /// [`HANDSHAKE_REPEAT_ANSWER_US`]. Anything else is dropped.
+    fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
+        let clock = self.cfg.clock_id;
+        let Some(peer) = self
+            .peers
+            .iter_mut()
+            .find(|p| p.handshake_cid == cid && p.info.addr == from)
+        else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        if msg3 != peer.handshake_msg3.as_slice() {
+            self.stats.auth_failures += 1;
+            return;
+        }
+        if peer.confirmed || now < peer.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
+            return;
+        }
+        super::peer::queue_accept(&mut peer.pending, peer.params, clock);
+        peer.accept_sent_us = now;
+    }
+
+    /// Records an access request (or refreshes a pending one). A new one is refused, and
+    /// counted, when the list is full or its address made too many this minute: a flood of
+    /// requests never pushes out the ones already pending. Err says why.
+    fn note_access_request(
+        &mut self,
+        now: Micros,
+        addr: SocketAddr,
+        key: PublicKey,
+        fp: &str,
+        name: &str,
+    ) -> Result<(), &'static str> {
+        self.stats.access_requests += 1;
+        if let Some(r) = self.requests.iter_mut().find(|r| r.key == key) {
+            r.last_us = now;
+            r.attempts += 1;
+            r.addr = addr;
+            return Ok(());
+        }
+        if self.requests.len() >= self.cfg.max_access_requests.max(1) {
+            self.stats.access_requests_refused += 1;
+            return Err("the host's list of pending access requests is full");
+        }
+        const MINUTE_US: Micros = 60_000_000;
+        const MAX_ADDRESSES: usize = 1024;
+        if self.request_counts.len() >= MAX_ADDRESSES {
+            self.request_counts
+                .retain(|_, (start, _)| now < *start + MINUTE_US);
+        }
+        let ip = addr.ip();
+        let known = self.request_counts.contains_key(&ip);
+        if !known && self.request_counts.len() >= MAX_ADDRESSES {
+            self.stats.access_requests_refused += 1;
+            return Err("the host is receiving access requests from too many addresses");
+        }
+        let count = self.request_counts.entry(ip).or_insert((now, 0));
+        if now >= count.0 + MINUTE_US {
+            *count = (now, 0);
+        }
+        if count.1 >= self.cfg.access_requests_per_minute {
+            self.stats.access_requests_refused += 1;
+            return Err("too many new access requests came from this address in the last minute");
+        }
+        count.1 += 1;
+        let r = AccessRequest {
+            key,
+            fingerprint: fp.to_string(),
+            name: name.to_string(),
+            addr,
+            first_us: now,
+            last_us: now,
+            attempts: 1,
+        };
+        self.requests.push_back(r.clone());
+        self.pairing_event(PairingEvent::AccessRequested(r));
+        Ok(())
+    }
+}

@@ -1,0 +1,781 @@
+//! One client's session on the host: its keys and packet numbers, paths, input channels,
+//! feedback, bitrate and health, and what it is sent; the protected datagrams it sends, and
+//! the control datagrams built for it.
+
+use std::net::SocketAddr;
+
+use super::health::{Verdict, ViewerHealth};
+use super::{arr, ClientInfo, ClientStatus, HostConfig, HostEvent, HostSession, HostStats};
+use super::{StreamState, RATE_PING_INTERVAL_US};
+use crate::crypto::{Protection, TAG_LEN};
+use crate::fec::LossEstimator;
+use crate::keyframe::KeyframeDecision;
+use crate::paths::{Class, PathSet};
+use crate::rate::RateController;
+use crate::reliable::ReliableReceiver;
+use crate::state::{StateKey, StateReceiver, StateSender, StateValue};
+use crate::window::{PacketWindow, Seen};
+use crate::wire::{
+    self, encode_control, ByeReason, ClientRole, ControlFrame, Feedback, Header, PacketType,
+    HEADER_LEN, SHARD_HEADER_LEN,
+};
+use crate::{GoneReason, Micros, Transmit};
+
+/// How often an unconfirmed Accept is repeated ahead of video frames.
+pub(super) const ACCEPT_REPEAT_US: Micros = 15_000;
+/// For how long after the session starts.
+pub(super) const ACCEPT_REPEAT_FOR_US: Micros = 2_000_000;
+/// An unacknowledged Role is sent again after this long.
+pub(super) const ROLE_REPEAT_US: Micros = 200_000;
+/// A paused viewer's keyframe requests are honoured at most this often.
+const PAUSED_KEYFRAME_INTERVAL_US: Micros = 1_000_000;
+
+/// Per-client counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PeerCounters {
+    pub frames_sent: u64,
+    pub frames_skipped: u64,
+    pub bytes_sent: u64,
+    pub datagrams_sent: u64,
+    pub parity_shards_sent: u64,
+    pub shards_retransmitted: u64,
+    pub keyframe_requests: u64,
+    pub inputs_received: u64,
+    pub inputs_dropped: u64,
+}
+
+pub(super) struct Peer {
+    pub info: ClientInfo,
+    /// The connection id of the client's handshake datagrams (a repeated HelloFinish means
+    /// the Accept was lost).
+    pub handshake_cid: u64,
+    /// The client's message 3: only an identical copy is a repeat that may draw the Accept
+    /// again (anything else with that connection id is forged).
+    pub handshake_msg3: Vec<u8>,
+    pub protection: Protection,
+    pub last_recv_us: Micros,
+    pub last_send_us: Micros,
+    pub next_pn: u64,
+    pub window: PacketWindow,
+    pub input: ReliableReceiver,
+    pub state: StateReceiver,
+    /// Host → client state (seeded with every published value when the client connects).
+    pub state_tx: StateSender,
+    /// What its Accept said: the stream's parameters, with the codec it was given and the
+    /// stream's refresh period.
+    pub params: wire::SessionParams,
+    /// Control frames waiting for the next control datagram.
+    pub pending: Vec<ControlFrame>,
+    pub feedback: Option<Feedback>,
+    /// Downstream loss, from the client's Feedback (drives its adaptive FEC).
+    pub loss: LossEstimator,
+    /// The client's addresses (path 0: the handshake's) and the scheduler.
+    pub paths: PathSet,
+    /// Adaptive bitrate, when on (only the controller's sets the encoder's bitrate; a
+    /// viewer's gives its queueing delay).
+    pub rate: Option<RateController>,
+    pub next_ping_us: Micros,
+    pub next_ping_id: u32,
+    /// Whether a protected datagram from the client has arrived since the Accept (so it has
+    /// the Accept). Until then the Accept rides again ahead of each video frame, at most every
+    /// [`ACCEPT_REPEAT_US`], for [`ACCEPT_REPEAT_FOR_US`]: a lost Accept otherwise costs the
+    /// client's 200 ms HelloFinish repeat, a dozen frames it cannot read.
+    pub confirmed: bool,
+    pub accept_sent_us: Micros,
+    pub role: ClientRole,
+    pub input_granted: bool,
+    /// The role (and flags) last told, its version, and whether the client acknowledged it.
+    pub role_version: u16,
+    pub role_told: Option<(ClientRole, u8)>,
+    pub role_acked: bool,
+    pub role_sent_us: Micros,
+    /// Joined, and not yet sent a frame it can start decoding on.
+    pub awaiting_entry: bool,
+    pub health: ViewerHealth,
+    pub last_paused_keyframe_us: Option<Micros>,
+    /// The host's (captured, encoded, dropped) counts before its first frame.
+    pub timing_base: Option<(u32, u32, u32)>,
+    pub counters: PeerCounters,
+}
+
+impl Peer {
+    /// A new client session: the Accept (and the clock identity and the role beside it) are
+    /// the first control frames it is sent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: &HostConfig,
+        params: wire::SessionParams,
+        published: &std::collections::BTreeMap<StateKey, StateValue>,
+        info: ClientInfo,
+        handshake_cid: u64,
+        handshake_msg3: Vec<u8>,
+        protection: Protection,
+        now: Micros,
+        token_seed: u64,
+    ) -> Peer {
+        let mut pending = Vec::new();
+        queue_accept(&mut pending, params, cfg.clock_id);
+        let addr = info.addr;
+        let mut state_tx = StateSender::new(cfg.state);
+        for (k, v) in published {
+            state_tx.set(now, *k, *v);
+        }
+        Peer {
+            info,
+            handshake_cid,
+            handshake_msg3,
+            protection,
+            last_recv_us: now,
+            last_send_us: now,
+            next_pn: 0,
+            window: PacketWindow::new(),
+            input: ReliableReceiver::new(),
+            state: StateReceiver::new(),
+            state_tx,
+            params,
+            pending,
+            feedback: None,
+            loss: LossEstimator::new(),
+            paths: PathSet::new(cfg.paths, addr, now, token_seed),
+            rate: cfg.rate.map(RateController::new),
+            next_ping_us: now,
+            next_ping_id: 0,
+            confirmed: false,
+            accept_sent_us: now,
+            role: ClientRole::Viewer,
+            input_granted: false,
+            role_version: 0,
+            role_told: None,
+            role_acked: false,
+            role_sent_us: now,
+            awaiting_entry: true,
+            health: ViewerHealth::new(cfg.health),
+            last_paused_keyframe_us: None,
+            timing_base: None,
+            counters: PeerCounters::default(),
+        }
+    }
+
+    /// The controller's input applies, and a viewer's with a grant.
+    pub fn input_applies(&self) -> bool {
+        self.role == ClientRole::Controller || self.input_granted
+    }
+
+    pub fn stream_state(&self) -> StreamState {
+        if self.awaiting_entry {
+            StreamState::AwaitingPicture
+        } else if self.health.is_paused() {
+            StreamState::Paused
+        } else {
+            StreamState::Live
+        }
+    }
+
+    /// Whether this client is sent a frame (`entry`: one it can start decoding on). A paused
+    /// viewer takes keyframes only (a refresh sweep's first frame is no picture on its own:
+    /// the rest of the sweep it would not get); a client waiting for its first picture, any
+    /// entry point (it takes every frame after it).
+    pub fn takes(&self, keyframe: bool, entry: bool) -> bool {
+        if self.health.is_paused() {
+            keyframe
+        } else {
+            entry || !self.awaiting_entry
+        }
+    }
+
+    pub fn status(&self) -> ClientStatus {
+        let c = &self.counters;
+        ClientStatus {
+            info: self.info.clone(),
+            role: self.role,
+            input_granted: self.input_granted,
+            state: self.stream_state(),
+            frames_sent: c.frames_sent,
+            frames_skipped: c.frames_skipped,
+            bytes_sent: c.bytes_sent,
+            datagrams_sent: c.datagrams_sent,
+            parity_shards_sent: c.parity_shards_sent,
+            shards_retransmitted: c.shards_retransmitted,
+            keyframe_requests: c.keyframe_requests,
+            inputs_received: c.inputs_received,
+            inputs_dropped: c.inputs_dropped,
+            pauses: self.health.pauses() as u32,
+            loss: self.loss.loss(),
+            rtt_us: self
+                .feedback
+                .and_then(|f| (f.srtt_us > 0).then_some(f.srtt_us as u64)),
+            queue_us: self.rate.as_ref().and_then(RateController::queue_delay_us),
+        }
+    }
+
+    /// The peer's next timer.
+    pub fn poll_timeout(&self, cfg: &HostConfig) -> Option<Micros> {
+        let keepalive = self.last_send_us + cfg.params.keepalive_ms as u64 * 1000;
+        let idle = self.last_recv_us + cfg.params.idle_timeout_ms as u64 * 1000;
+        let paths = self.paths.next_timeout().unwrap_or(Micros::MAX);
+        let ping = if self.rate.is_some() {
+            self.next_ping_us
+        } else {
+            Micros::MAX
+        };
+        let role = if self.role_told.is_some() && !self.role_acked {
+            self.role_sent_us + ROLE_REPEAT_US
+        } else {
+            Micros::MAX
+        };
+        let state = match self.state_tx.key_count() {
+            0 => Micros::MAX,
+            _ => self.state_tx.poll_timeout().unwrap_or(Micros::MAX),
+        };
+        Some(
+            keepalive
+                .min(idle)
+                .min(paths)
+                .min(ping)
+                .min(role)
+                .min(state),
+        )
+    }
+}
+
+/// Puts the Accept (and the clock identity beside it) first in `pending`.
+pub(super) fn queue_accept(
+    pending: &mut Vec<ControlFrame>,
+    params: wire::SessionParams,
+    clock: Option<[u8; 16]>,
+) {
+    pending.retain(|f| !matches!(f, ControlFrame::Accept(_) | ControlFrame::ClockId { .. }));
+    if let Some(id) = clock {
+        pending.insert(0, ControlFrame::ClockId { id });
+    }
+    pending.insert(0, ControlFrame::Accept(params));
+}
+
+impl HostSession {
+    pub(super) fn on_protected(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
+        let cid = u64::from_be_bytes(arr(&data[2..10]));
+        let pn = u64::from_be_bytes(arr(&data[10..18]));
+        let Some(i) = self.peers.iter().position(|p| p.info.connection_id == cid) else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        let peer = &mut self.peers[i];
+        let path = peer.paths.find(from);
+        let seen = peer.window.check(pn);
+        if seen == Seen::TooOld {
+            // Too far behind to be of use: dropped before any work, and credits no path.
+            self.stats.duplicate_datagrams += 1;
+            return;
+        }
+        // A copy from another path (multipath) or a replay is opened too: only an authentic
+        // datagram credits a path's anti-amplification budget (and its counters).
+        self.scratch.clear();
+        self.scratch.extend_from_slice(data);
+        let len = match peer
+            .protection
+            .opener
+            .open(&mut self.scratch, HEADER_LEN, pn, true)
+        {
+            Ok(n) => n,
+            Err(_) => {
+                self.stats.auth_failures += 1;
+                return;
+            }
+        };
+        // An authentic datagram from a new address: a new path of this client (validated by a
+        // PathChallenge before it carries anything). A copy that lost the race from another
+        // path is authentic too, and still counts as a duplicate.
+        let path = match path {
+            Some(i) => i,
+            None => match peer.paths.add(from, now) {
+                Some(i) => {
+                    self.stats.paths_added += 1;
+                    i
+                }
+                None => {
+                    self.stats.unknown_connection += 1;
+                    return;
+                }
+            },
+        };
+        peer.paths.on_received(path, data.len());
+        if seen != Seen::New {
+            self.stats.duplicate_datagrams += 1;
+            return;
+        }
+        // Record only now that the datagram is authentic.
+        peer.window.record(pn);
+        peer.last_recv_us = now;
+        peer.confirmed = true;
+        let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + len]) {
+            Ok(f) => f,
+            Err(_) => {
+                self.stats.malformed_datagrams += 1;
+                return;
+            }
+        };
+        let id = peer.info.id;
+        for f in frames {
+            // A frame may end the session (Bye, a dropped viewer): the rest is not for anyone.
+            let Some(i) = self.peer_index(id) else {
+                return;
+            };
+            self.on_control(now, i, from, f);
+        }
+    }
+
+    fn on_control(&mut self, now: Micros, i: usize, from: SocketAddr, f: ControlFrame) {
+        let peer = &mut self.peers[i];
+        match f {
+            ControlFrame::KeyframeRequest { lost_frame } => {
+                self.stats.keyframe_requests_received += 1;
+                peer.counters.keyframe_requests += 1;
+                if peer.awaiting_entry {
+                    // Its first picture is on its way (the join asked for it).
+                    return;
+                }
+                if peer.health.is_paused() {
+                    // A paused viewer gets the keyframes others cause, and at most one of its
+                    // own a second: it must not make everyone's stream a string of keyframes.
+                    if peer
+                        .last_paused_keyframe_us
+                        .is_some_and(|t| now < t + PAUSED_KEYFRAME_INTERVAL_US)
+                    {
+                        self.stats.keyframe_requests_ignored_paused += 1;
+                        return;
+                    }
+                    peer.last_paused_keyframe_us = Some(now);
+                }
+                self.keyframe_request(now, lost_frame);
+            }
+            ControlFrame::Feedback(fb) => {
+                peer.feedback = Some(fb);
+                peer.loss.on_feedback(&fb);
+                let is_controller = peer.role == ClientRole::Controller;
+                let mut bitrate = None;
+                if let Some(rate) = peer.rate.as_mut() {
+                    let mean =
+                        self.stats.bytes_sent as f64 / self.stats.datagrams_sent.max(1) as f64;
+                    if let (_, Some(kbps)) = rate.on_feedback(now, &fb, mean) {
+                        bitrate = Some(kbps);
+                    }
+                }
+                let verdict = if is_controller {
+                    Verdict::Keep
+                } else {
+                    let queue = peer.rate.as_ref().and_then(RateController::queue_delay_us);
+                    peer.health.on_feedback(now, &fb, queue)
+                };
+                let id = peer.info.id;
+                self.events.push_back(HostEvent::Feedback {
+                    client: id,
+                    feedback: fb,
+                });
+                if let Some(kbps) = bitrate.filter(|_| is_controller) {
+                    // The bitrate follows the controller's link only.
+                    self.target_kbps = Some(kbps);
+                    self.events.push_back(HostEvent::BitrateChanged { kbps });
+                }
+                self.on_verdict(now, i, verdict);
+            }
+            ControlFrame::Ping { id, sent_us } => {
+                // The pong's send time is stamped when the datagram is built.
+                peer.pending.push(ControlFrame::Pong {
+                    id,
+                    ping_sent_us: sent_us,
+                    received_us: now,
+                    sent_us: 0,
+                });
+            }
+            ControlFrame::Pong {
+                ping_sent_us,
+                received_us,
+                sent_us,
+                ..
+            } => {
+                // A pong to the host's own ping (adaptive bitrate): RTT without the client's
+                // turnaround.
+                if let Some(rate) = peer.rate.as_mut() {
+                    if ping_sent_us <= now {
+                        let turnaround = sent_us.saturating_sub(received_us);
+                        rate.on_rtt(now, (now - ping_sent_us).saturating_sub(turnaround));
+                    }
+                }
+            }
+            ControlFrame::ShardNack {
+                frame_number,
+                missing,
+            } => self.retransmit(now, i, frame_number, 0, &missing),
+            ControlFrame::SliceNack {
+                frame_number,
+                slice_index,
+                missing,
+            } => self.retransmit(now, i, frame_number, slice_index, &missing),
+            ControlFrame::PathResponse { token } => {
+                if !peer.paths.on_response(now, from, token) {
+                    self.stats.path_responses_unknown += 1;
+                }
+                peer.paths.update(now);
+            }
+            ControlFrame::Input { first_seq, events } => {
+                let mut out = Vec::new();
+                let before = peer.input.duplicates;
+                peer.input.on_events(first_seq, &events, &mut out);
+                self.stats.inputs_duplicate += peer.input.duplicates - before;
+                self.stats.inputs_received += out.len() as u64;
+                peer.counters.inputs_received += out.len() as u64;
+                // Acknowledged whatever the role (the client's channel must not stall);
+                // delivered only from the controller and viewers with a grant.
+                if peer.input_applies() {
+                    let client = peer.info.id;
+                    for record in out {
+                        self.events.push_back(HostEvent::Input { client, record });
+                    }
+                } else {
+                    peer.counters.inputs_dropped += out.len() as u64;
+                    self.stats.inputs_dropped_viewer += out.len() as u64;
+                }
+                if peer.input.ack_due {
+                    peer.input.ack_due = false;
+                    peer.pending
+                        .retain(|f| !matches!(f, ControlFrame::InputAck { .. }));
+                    peer.pending.push(ControlFrame::InputAck {
+                        next_expected: peer.input.next_expected(),
+                    });
+                }
+            }
+            ControlFrame::State(p) => {
+                self.stats.state_packets_received += 1;
+                peer.state.on_packet(now, &p);
+                if let Some(ack) = peer.state.poll_ack() {
+                    peer.pending
+                        .retain(|f| !matches!(f, ControlFrame::StateAck(_)));
+                    peer.pending.push(ControlFrame::StateAck(ack));
+                }
+            }
+            ControlFrame::StateAck(a) => peer.state_tx.on_ack(now, &a),
+            ControlFrame::RoleAck { version } => {
+                if version == peer.role_version {
+                    peer.role_acked = true;
+                }
+            }
+            ControlFrame::Bye { .. } => {
+                let p = self.peers.remove(i);
+                self.events.push_back(HostEvent::ClientGone {
+                    client: p.info.id,
+                    addr: p.info.addr,
+                    reason: GoneReason::Bye,
+                });
+                self.assign_roles(now);
+            }
+            ControlFrame::LinkAddress { ethertype, mac } => {
+                self.events.push_back(HostEvent::LinkAddress {
+                    addr: peer.info.addr,
+                    ethertype,
+                    mac,
+                });
+            }
+            // Only the host sends these.
+            ControlFrame::LinkDeclined { .. }
+            | ControlFrame::SliceTiming { .. }
+            | ControlFrame::InputAck { .. }
+            | ControlFrame::FrameTiming(_)
+            | ControlFrame::Accept(_)
+            | ControlFrame::Reject(_)
+            | ControlFrame::ClockId { .. }
+            | ControlFrame::FramePose { .. }
+            | ControlFrame::Role { .. }
+            | ControlFrame::PathChallenge { .. } => {}
+        }
+    }
+
+    /// A keyframe request through the shared cooldown.
+    pub(super) fn keyframe_request(&mut self, now: Micros, lost_frame: u32) -> bool {
+        if self.gate.on_request(now, lost_frame) == KeyframeDecision::Honour {
+            self.last_honoured_us = Some(now);
+            self.events.push_back(HostEvent::KeyframeRequested);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Acts on a viewer's health verdict.
+    fn on_verdict(&mut self, now: Micros, i: usize, verdict: Verdict) {
+        let id = self.peers[i].info.id;
+        match verdict {
+            Verdict::Keep => {}
+            Verdict::Pause => {
+                self.stats.viewers_paused += 1;
+                self.events.push_back(HostEvent::ViewerPaused {
+                    client: id,
+                    paused: true,
+                });
+                self.tell_role(now, i);
+            }
+            Verdict::Resume => {
+                self.events.push_back(HostEvent::ViewerPaused {
+                    client: id,
+                    paused: false,
+                });
+                self.tell_role(now, i);
+                // Its decoder needs a fresh start: the next keyframe (within the cooldown).
+                self.peers[i].awaiting_entry = true;
+                self.request_entry_point(now);
+            }
+            Verdict::Drop => {
+                self.stats.viewers_dropped += 1;
+                self.end_peer(now, i, ByeReason::TooSlow, GoneReason::TooSlow);
+            }
+        }
+    }
+
+    /// One peer's timers: keep-alive, the unacknowledged Role, pings, path probes.
+    pub(super) fn peer_timers(&mut self, now: Micros, i: usize) {
+        let keepalive_us = self.cfg.params.keepalive_ms as u64 * 1000;
+        let peer = &mut self.peers[i];
+        if peer.role_told.is_some() && !peer.role_acked && now >= peer.role_sent_us + ROLE_REPEAT_US
+        {
+            self.tell_role_again(now, i);
+        }
+        let peer = &mut self.peers[i];
+        if now >= peer.last_send_us + keepalive_us && peer.pending.is_empty() {
+            // An empty control datagram.
+            let mut out = Vec::with_capacity(HEADER_LEN + TAG_LEN);
+            let pn = peer.next_pn;
+            encode_control(
+                &Header::new(PacketType::Control, peer.info.connection_id, pn),
+                &[],
+                &mut out,
+            );
+            peer.next_pn += 1;
+            peer.last_send_us = now;
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_ok()
+            {
+                peer.paths.schedule(Class::Control, now, &mut self.sched);
+                fan_out(peer, &self.sched, &mut self.stats, &mut self.transmits, out);
+            }
+        }
+        self.probe_paths(now, i);
+    }
+
+    /// Multipath: PathChallenges due on each path (each in its own datagram, to that path
+    /// only), and path liveness. Adaptive bitrate: the periodic ping.
+    fn probe_paths(&mut self, now: Micros, i: usize) {
+        let peer = &mut self.peers[i];
+        if peer.rate.is_some() && now >= peer.next_ping_us {
+            peer.next_ping_us = now + RATE_PING_INTERVAL_US;
+            peer.next_ping_id = peer.next_ping_id.wrapping_add(1);
+            // Stamped when the datagram is built.
+            peer.pending.push(ControlFrame::Ping {
+                id: peer.next_ping_id,
+                sent_us: now,
+            });
+        }
+        peer.paths.update(now);
+        let mut due = Vec::new();
+        peer.paths.due_challenges(now, &mut due);
+        for (addr, token) in due {
+            let mut out = Vec::with_capacity(HEADER_LEN + 11 + TAG_LEN);
+            let pn = peer.next_pn;
+            encode_control(
+                &Header::new(PacketType::Control, peer.info.connection_id, pn),
+                &[ControlFrame::PathChallenge { token }],
+                &mut out,
+            );
+            peer.next_pn += 1;
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_err()
+            {
+                continue;
+            }
+            let Some(p) = peer.paths.find(addr) else {
+                continue;
+            };
+            self.stats.path_challenges_sent += 1;
+            fan_out(peer, &[p], &mut self.stats, &mut self.control_out, out);
+        }
+    }
+
+    /// Builds the control datagrams of every client with frames pending; clients told Bye
+    /// (the host closing) leave.
+    pub(super) fn build_controls(&mut self, now: Micros) {
+        let mut i = 0;
+        let mut closed = false;
+        while i < self.peers.len() {
+            if self.build_controls_of(now, i) {
+                self.peers.remove(i);
+                closed = true;
+            } else {
+                i += 1;
+            }
+        }
+        if closed {
+            self.assign_roles(now);
+        }
+    }
+
+    /// Builds every pending control frame of peer `i` into protected datagrams (a copy per
+    /// scheduled path) on `control_out`; true if a Bye went out.
+    pub(super) fn build_controls_of(&mut self, now: Micros, i: usize) -> bool {
+        let max = self.cfg.params.max_datagram as usize;
+        let peer = &mut self.peers[i];
+        // Host → client state, once the application has published any (an idle channel
+        // sends nothing, not even its keep-alive).
+        if peer.state_tx.key_count() > 0 {
+            if let Some(p) = peer
+                .state_tx
+                .poll_packet(now, max.saturating_sub(HEADER_LEN + TAG_LEN + 3))
+            {
+                peer.pending.push(ControlFrame::State(p));
+            }
+        }
+        let mut closing = false;
+        while !peer.pending.is_empty() {
+            let mut frames = Vec::new();
+            let mut len = HEADER_LEN + TAG_LEN;
+            while let Some(f) = peer.pending.first() {
+                let l = f.encoded_len();
+                if !frames.is_empty() && len + l > max {
+                    break;
+                }
+                let mut f = peer.pending.remove(0);
+                if let ControlFrame::Pong { sent_us, .. } | ControlFrame::Ping { sent_us, .. } =
+                    &mut f
+                {
+                    *sent_us = now;
+                }
+                closing |= matches!(f, ControlFrame::Bye { .. });
+                len += l;
+                frames.push(f);
+            }
+            let mut out = Vec::with_capacity(len);
+            let pn = peer.next_pn;
+            encode_control(
+                &Header::new(PacketType::Control, peer.info.connection_id, pn),
+                &frames,
+                &mut out,
+            );
+            peer.next_pn += 1;
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_err()
+            {
+                continue;
+            }
+            peer.last_send_us = now;
+            peer.paths.schedule(Class::Control, now, &mut self.sched);
+            fan_out(
+                peer,
+                &self.sched,
+                &mut self.stats,
+                &mut self.control_out,
+                out,
+            );
+        }
+        closing
+    }
+
+    /// Queues one audio packet for every client that is sent frames (one datagram each, after
+    /// queued shards). Returns how many clients it was queued for.
+    pub fn send_audio(
+        &mut self,
+        now: Micros,
+        packet: &crate::audio::AudioPacket,
+    ) -> Result<usize, super::NoClient> {
+        if self.peers.is_empty() {
+            return Err(super::NoClient);
+        }
+        let mut body = Vec::with_capacity(packet.encoded_len());
+        packet.encode(&mut body);
+        let mut n = 0;
+        for peer in &mut self.peers {
+            let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TAG_LEN);
+            let pn = peer.next_pn;
+            Header::new(PacketType::Audio, peer.info.connection_id, pn).write(&mut out);
+            peer.next_pn += 1;
+            out.extend_from_slice(&body);
+            // Audio is always encrypted, like control and input.
+            if peer
+                .protection
+                .sealer
+                .seal(&mut out, HEADER_LEN, pn, true)
+                .is_err()
+            {
+                continue;
+            }
+            peer.last_send_us = now;
+            peer.paths.schedule(Class::Control, now, &mut self.sched);
+            fan_out(peer, &self.sched, &mut self.stats, &mut self.transmits, out);
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// Queues `payload` on each scheduled path of `peer` (copies for all but the last), counting
+/// it.
+pub(super) fn fan_out(
+    peer: &mut Peer,
+    sched: &[usize],
+    stats: &mut HostStats,
+    queue: &mut impl Extend<Transmit>,
+    payload: Vec<u8>,
+) {
+    let len = payload.len();
+    let mut payload = Some(payload);
+    for (k, &i) in sched.iter().enumerate() {
+        let Some(dst) = peer.paths.addr(i) else {
+            continue;
+        };
+        let p = if k + 1 == sched.len() {
+            payload.take().unwrap_or_default()
+        } else {
+            payload.clone().unwrap_or_default()
+        };
+        peer.paths.on_sent(i, len);
+        stats.bytes_sent += len as u64;
+        stats.datagrams_sent += 1;
+        peer.counters.bytes_sent += len as u64;
+        peer.counters.datagrams_sent += 1;
+        queue.extend(std::iter::once(Transmit { dst, payload: p }));
+    }
+}
+
+/// Seals one shard (data or parity) for `peer` into a datagram and queues it; false if
+/// sealing failed.
+pub(super) fn seal_shard(
+    peer: &mut Peer,
+    stats: &mut HostStats,
+    queue: &mut impl Extend<Transmit>,
+    sched: &[usize],
+    sh: &wire::ShardHeader,
+    payload: &[u8],
+) -> bool {
+    let mut out = Vec::with_capacity(HEADER_LEN + SHARD_HEADER_LEN + payload.len() + TAG_LEN);
+    let pn = peer.next_pn;
+    Header::new(PacketType::Shard, peer.info.connection_id, pn).write(&mut out);
+    peer.next_pn += 1;
+    sh.write(&mut out);
+    out.extend_from_slice(payload);
+    let encrypt = !peer.protection.video_auth_only;
+    if peer
+        .protection
+        .sealer
+        .seal(&mut out, HEADER_LEN, pn, encrypt)
+        .is_err()
+    {
+        return false;
+    }
+    fan_out(peer, sched, stats, queue, out);
+    true
+}

@@ -1,0 +1,378 @@
+//! The host's clients as the summary and the report list them: every client of the run, each
+//! with its role, address, stream state and figures (frames sent, loss, RTT, input dropped),
+//! refreshed from the session while it is connected and kept after it leaves.
+
+use serde::Serialize;
+use untether_proto::state::keys as state_keys;
+use untether_proto::{
+    ClientId, ClientRole, ClientStatus, GoneReason, HostEvent, InputRecord, Micros,
+};
+
+use super::state_input::STATE_SEQ;
+
+/// One client of the run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClientSummary {
+    /// The host's number for its session (`#3`: the third admitted).
+    pub id: u32,
+    pub fingerprint: String,
+    /// The name it gave itself (escaped: its own claim, never used to approve anything).
+    pub name: String,
+    pub addr: String,
+    /// `controller` or `viewer` (the last role it had).
+    pub role: &'static str,
+    pub input_granted: bool,
+    /// `live`, `paused` (keyframes only), `awaiting picture`, or `gone: REASON`.
+    pub state: String,
+    /// Seconds since the host started.
+    pub connected_s: f64,
+    pub left_s: Option<f64>,
+    pub frames_sent: u64,
+    /// Frames it was not sent: before its first picture, or while paused.
+    pub frames_skipped: u64,
+    pub bytes_sent: u64,
+    pub shards_retransmitted: u64,
+    pub keyframe_requests: u64,
+    pub inputs_received: u64,
+    /// Of them dropped: a viewer without an input grant.
+    pub inputs_dropped: u64,
+    pub pauses: u32,
+    /// Downstream datagram loss it reported (0..1).
+    pub loss: Option<f64>,
+    /// Its smoothed RTT as it reported it.
+    pub rtt_ms: Option<f64>,
+    /// Queueing delay the host's pings measured (adaptive bitrate).
+    pub queue_ms: Option<f64>,
+}
+
+/// Most clients kept (the oldest that left are forgotten first).
+const MAX_CLIENTS_KEPT: usize = 1024;
+
+/// Every client of the run.
+#[derive(Default)]
+pub(crate) struct Roster {
+    started_us: Micros,
+    entries: Vec<ClientSummary>,
+}
+
+fn role_name(role: ClientRole) -> &'static str {
+    role.name()
+}
+
+fn gone_name(reason: GoneReason) -> &'static str {
+    match reason {
+        GoneReason::Timeout => "silent (idle timeout)",
+        GoneReason::Bye => "left (or was revoked)",
+        GoneReason::Replaced => "replaced by a new run of the same client",
+        GoneReason::ShuttingDown => "host stopped",
+        GoneReason::Failed => "host failed",
+        GoneReason::TooSlow => "dropped: its link could not carry the stream",
+    }
+}
+
+impl Roster {
+    pub fn new(started_us: Micros) -> Roster {
+        Roster {
+            started_us,
+            entries: Vec::new(),
+        }
+    }
+
+    fn secs(&self, t: Micros) -> f64 {
+        ((t.saturating_sub(self.started_us)) as f64 / 1e5).round() / 10.0
+    }
+
+    /// Refreshes (or adds) the connected clients' entries.
+    pub fn update(&mut self, clients: &[ClientStatus]) {
+        for c in clients {
+            let i = match self.entries.iter().position(|e| e.id == c.info.id.0) {
+                Some(i) => i,
+                None => {
+                    if self.entries.len() >= MAX_CLIENTS_KEPT {
+                        if let Some(old) = self.entries.iter().position(|e| e.left_s.is_some()) {
+                            self.entries.remove(old);
+                        }
+                    }
+                    let connected_s = self.secs(c.info.connected_us);
+                    self.entries.push(ClientSummary {
+                        id: c.info.id.0,
+                        fingerprint: c.info.fingerprint.clone(),
+                        name: untether_proto::sanitize_peer_text(&c.info.name),
+                        addr: c.info.addr.to_string(),
+                        role: role_name(c.role),
+                        input_granted: false,
+                        state: String::new(),
+                        connected_s,
+                        left_s: None,
+                        frames_sent: 0,
+                        frames_skipped: 0,
+                        bytes_sent: 0,
+                        shards_retransmitted: 0,
+                        keyframe_requests: 0,
+                        inputs_received: 0,
+                        inputs_dropped: 0,
+                        pauses: 0,
+                        loss: None,
+                        rtt_ms: None,
+                        queue_ms: None,
+                    });
+                    self.entries.len() - 1
+                }
+            };
+            let e = &mut self.entries[i];
+            e.role = role_name(c.role);
+            e.input_granted = c.input_granted;
+            e.state = c.state.name().to_string();
+            e.frames_sent = c.frames_sent;
+            e.frames_skipped = c.frames_skipped;
+            e.bytes_sent = c.bytes_sent;
+            e.shards_retransmitted = c.shards_retransmitted;
+            e.keyframe_requests = c.keyframe_requests;
+            e.inputs_received = c.inputs_received;
+            e.inputs_dropped = c.inputs_dropped;
+            e.pauses = e.pauses.max(c.pauses);
+            e.loss = c.loss;
+            e.rtt_ms = c.rtt_us.map(|us| us as f64 / 1000.0);
+            e.queue_ms = c.queue_us.map(|us| us as f64 / 1000.0);
+        }
+    }
+
+    /// A client left.
+    pub fn gone(&mut self, now: Micros, id: ClientId, reason: GoneReason) {
+        let left = self.secs(now);
+        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id.0) {
+            e.state = format!("gone: {}", gone_name(reason));
+            e.left_s = Some(left);
+        }
+    }
+
+    pub fn get(&self, id: ClientId) -> Option<&ClientSummary> {
+        self.entries.iter().find(|e| e.id == id.0)
+    }
+
+    pub fn list(&self) -> Vec<ClientSummary> {
+        self.entries.clone()
+    }
+}
+
+/// The connected client whose fingerprint starts with `query` (4 or more characters, dashes
+/// and case ignored, exactly one match).
+fn find_connected(session: &untether_proto::HostSession, query: &str) -> Result<ClientId, String> {
+    let norm = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_uppercase())
+            .collect()
+    };
+    let q = norm(query);
+    if q.len() < 4 {
+        return Err(format!(
+            "{query:?}: give 4 or more characters of the client's fingerprint"
+        ));
+    }
+    let hits: Vec<&untether_proto::ClientInfo> = session
+        .clients()
+        .filter(|c| norm(&c.fingerprint).starts_with(&q))
+        .collect();
+    match hits.as_slice() {
+        [c] => Ok(c.id),
+        [] => Err(format!(
+            "no connected client's fingerprint starts with {query:?}"
+        )),
+        _ => Err(format!(
+            "{query:?} matches {} connected clients: give more of the fingerprint",
+            hits.len()
+        )),
+    }
+}
+
+impl super::network::HostNet {
+    /// `#3 "name"` for notes.
+    pub(super) fn who(&self, client: ClientId) -> String {
+        match self.roster.get(client) {
+            Some(c) => format!("#{} {:?} ({})", c.id, c.name, c.fingerprint),
+            None => format!("{client}"),
+        }
+    }
+
+    /// The latest-wins state of the controller (pointer and head pose) and of viewers granted
+    /// input (pointer only: the scene's pose is the controller's) as input records, ahead of
+    /// the reliable events of the same datagrams (a click lands where the pointer is).
+    pub(super) fn state_inputs(&mut self) {
+        let controller = self.session.controller();
+        let mut records = Vec::new();
+        for c in self.session.client_status() {
+            let id = c.info.id;
+            let is_controller = Some(id) == controller;
+            if !is_controller && !c.input_granted {
+                continue;
+            }
+            let pointer = self.session.state_value_of(id, state_keys::POINTER);
+            let head = is_controller
+                .then(|| self.session.state_value_of(id, state_keys::HEAD_POSE))
+                .flatten();
+            let changed = self.state.entry(id).or_default().changes(pointer, head);
+            if is_controller {
+                if let Some(p) = changed.head_pose {
+                    *super::shared::lock(&self.shared.head_pose) = Some(p);
+                }
+                let session = &self.session;
+                self.gamepads.on_state(|k| session.state_value_of(id, k));
+            }
+            for event in changed.events {
+                records.push(HostEvent::Input {
+                    client: id,
+                    record: InputRecord {
+                        seq: STATE_SEQ,
+                        event,
+                    },
+                });
+            }
+        }
+        for (i, r) in records.into_iter().enumerate() {
+            self.events.insert(i, r);
+        }
+    }
+
+    /// Copies the connected clients' figures into the roster.
+    pub(crate) fn roster_refresh(&mut self) {
+        self.roster.update(&self.session.client_status());
+    }
+
+    /// Hands control to a connected client (by fingerprint) for this run.
+    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, super::HostError> {
+        let id = find_connected(&self.session, query).map_err(super::HostError::Usage)?;
+        self.session.hand_control(crate::clock::now_us(), id);
+        self.roster_refresh();
+        self.pairing.write_clients(&self.session);
+        self.roster
+            .get(id)
+            .cloned()
+            .ok_or_else(|| super::HostError::Usage("the client left".into()))
+    }
+
+    /// Grants (or takes back) a connected viewer's input for this run.
+    pub(crate) fn grant_input(
+        &mut self,
+        query: &str,
+        granted: bool,
+    ) -> Result<ClientSummary, super::HostError> {
+        let id = find_connected(&self.session, query).map_err(super::HostError::Usage)?;
+        let key = self
+            .session
+            .clients()
+            .find(|c| c.id == id)
+            .map(|c| c.key)
+            .ok_or_else(|| super::HostError::Usage("the client left".into()))?;
+        let now = crate::clock::now_us();
+        if granted {
+            self.session.grant_input(now, key);
+        } else {
+            self.session.revoke_input_grant(now, &key);
+        }
+        self.roster_refresh();
+        self.pairing.write_clients(&self.session);
+        self.roster
+            .get(id)
+            .cloned()
+            .ok_or_else(|| super::HostError::Usage("the client left".into()))
+    }
+}
+
+/// Several clients, seen from the application.
+impl super::Host {
+    /// The clients of this run (connected now or gone), with their roles and figures.
+    pub fn clients(&self) -> Vec<ClientSummary> {
+        self.query(|n| {
+            n.roster_refresh();
+            n.roster.list()
+        })
+        .unwrap_or_default()
+    }
+
+    /// How many clients are connected now.
+    pub fn client_count(&self) -> usize {
+        self.shared.link.clients()
+    }
+
+    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
+    /// more characters, one match), for this run (`untether pair control` persists it in the
+    /// state directory instead). Returns the new controller.
+    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, super::HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.hand_control(&q))
+            .unwrap_or_else(|| Err(super::HostError::Stopped(self.failure())))
+    }
+
+    /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
+    /// for this run (`untether pair grant` persists it).
+    pub fn grant_input(
+        &self,
+        fingerprint: &str,
+        granted: bool,
+    ) -> Result<ClientSummary, super::HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.grant_input(&q, granted))
+            .unwrap_or_else(|| Err(super::HostError::Stopped(self.failure())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use untether_proto::{ClientInfo, StreamState, Suite};
+
+    fn status(id: u32, role: ClientRole) -> ClientStatus {
+        ClientStatus {
+            info: ClientInfo {
+                id: ClientId(id),
+                addr: "10.0.0.2:4000".parse().unwrap(),
+                name: "head\u{1b}[31mset".into(),
+                connection_id: 1,
+                connected_us: 2_500_000,
+                key: [1; 32],
+                fingerprint: "ABCD".into(),
+                suite: Suite::ChaCha20Poly1305,
+            },
+            role,
+            input_granted: false,
+            state: StreamState::Live,
+            frames_sent: 10,
+            frames_skipped: 1,
+            bytes_sent: 1000,
+            datagrams_sent: 5,
+            parity_shards_sent: 0,
+            shards_retransmitted: 0,
+            keyframe_requests: 0,
+            inputs_received: 3,
+            inputs_dropped: 3,
+            pauses: 0,
+            loss: Some(0.01),
+            rtt_us: Some(1500),
+            queue_us: None,
+        }
+    }
+
+    #[test]
+    fn clients_are_kept_after_they_leave_with_their_last_figures() {
+        let mut r = Roster::new(1_000_000);
+        r.update(&[
+            status(1, ClientRole::Controller),
+            status(2, ClientRole::Viewer),
+        ]);
+        let mut s = status(2, ClientRole::Viewer);
+        s.frames_sent = 20;
+        r.update(&[s]);
+        r.gone(4_000_000, ClientId(2), GoneReason::TooSlow);
+        let l = r.list();
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0].role, "controller");
+        assert_eq!(l[0].connected_s, 1.5);
+        assert_eq!(l[1].frames_sent, 20);
+        assert_eq!(l[1].left_s, Some(3.0));
+        assert!(l[1].state.contains("could not carry"), "{}", l[1].state);
+        assert_eq!(l[1].rtt_ms, Some(1.5));
+        // The client's own name never reaches a terminal raw.
+        assert!(!l[0].name.contains('\u{1b}'));
+    }
+}
