@@ -180,6 +180,23 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
         .parse()
         .map_err(|m: String| bad(sc, "refresh", &sc.refresh, m))?;
     host.video.refresh_period = sc.refresh_period;
+    if sc.slices > 0 {
+        // The real sliced path (`video.slices`): x264 through its own API, each slice sent as
+        // x264 finishes it and decoded as it arrives.
+        host.video.slices = u8::try_from(sc.slices)
+            .ok()
+            .filter(|n| (1..=16).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    sc,
+                    "slices",
+                    sc.slices,
+                    "allowed: 0 or 1 (frames sent whole) up to 16 slices a frame (libx264, codec \
+                     h264, refresh idr)"
+                        .into(),
+                )
+            })?;
+    }
     if !(sc.duration_s > 0.5 && sc.duration_s <= 3600.0) {
         return Err(bad(
             sc,
@@ -269,16 +286,13 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     })
 }
 
-/// The host setup a scenario stands for (GOP, slices).
+/// The host setup a scenario stands for (its GOP; slices are `video.slices`, set with the
+/// options).
 pub fn host_setup(sc: &Scenario) -> HostSetup {
-    let mut setup = HostSetup {
+    HostSetup {
         gop_frames: sc.gop,
         ..Default::default()
-    };
-    if sc.slices > 0 {
-        setup.x264_params = format!("slices={}", sc.slices);
     }
-    setup
 }
 
 /// Reads the stamp of a BGRA picture from its G channel (the stamp is grey).

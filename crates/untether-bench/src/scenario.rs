@@ -25,7 +25,8 @@ pub struct Scenario {
     /// x264 tune (untether always uses zerolatency; the peer gets the same).
     pub tune: String,
     pub bitrate_kbps: u32,
-    /// x264 slices per frame (0: x264 chooses; untether uses sliced threads = encoder threads).
+    /// Slices per frame (`video.slices`; 0 or 1: frames sent whole): 2–16 send each slice as
+    /// x264 finishes it (libx264, codec h264).
     pub slices: u32,
     /// Keyframe interval in frames (0: infinite — keyframes only when asked).
     pub gop: u32,

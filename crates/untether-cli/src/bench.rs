@@ -77,7 +77,7 @@ pub struct BenchArgs {
     /// Conversion path(s), comma-separated: simd (yuvutils SIMD BGRA→I420), swscale, rgb (libx264rgb, no conversion).
     #[arg(long, value_name = "PATHS")]
     conversion: Option<String>,
-    /// x264 slices per frame, comma-separated to compare, e.g. 1,2,4,8 (0: one per encoder thread, as untether's sliced threads decide). Each frame is still encoded, sent and decoded whole: sub-frame delivery of slices is not built yet.
+    /// Slices per frame, comma-separated to compare, e.g. 1,2,4,8 (video.slices: 0 or 1 send frames whole; 2–16 send each slice as x264 finishes it and decode it as it arrives; libx264, codec h264, refresh idr).
     #[arg(long, value_name = "COUNTS")]
     slices: Option<String>,
     /// Keyframe interval in frames (0: keyframes only when the client asks).
