@@ -84,16 +84,15 @@ impl HostSession {
         refresh_start: bool,
         data: &[u8],
     ) -> Result<usize, NoClient> {
-        let mut out = Vec::new();
-        let meta = FrameMeta {
-            entry_point: keyframe || refresh_start,
-            ..FrameMeta::new(frame_number, capture_us, keyframe)
-        };
-        let n = self.send_frame_shared(now, &meta, &Arc::new(data.to_vec()), &mut out)?;
-        for c in out {
-            self.transmits.extend(c.datagrams);
-        }
-        Ok(n)
+        self.send_slice_flagged(
+            now,
+            frame_number,
+            capture_us,
+            keyframe,
+            refresh_start,
+            SliceId::WHOLE,
+            data,
+        )
     }
 
     /// Packetizes one slice of a frame sent in slices (docs/PROTOCOL.md §6.3) — its Annex B
@@ -153,17 +152,7 @@ impl HostSession {
         keyframe: bool,
         data: &[u8],
     ) -> Result<usize, NoClient> {
-        let mut out = Vec::new();
-        let n = self.send_frame_shared(
-            now,
-            &FrameMeta::new(frame_number, capture_us, keyframe),
-            &Arc::new(data.to_vec()),
-            &mut out,
-        )?;
-        for c in out {
-            self.transmits.extend(c.datagrams);
-        }
-        Ok(n)
+        self.send_frame_flagged(now, frame_number, capture_us, keyframe, false, data)
     }
 
     /// Packetizes one encoded frame once — its shards, and the Reed–Solomon parity the

@@ -99,6 +99,24 @@ pub(super) struct Peer {
 }
 
 impl Peer {
+    /// One sealed control datagram of `frames` (none: a keep-alive), numbered with this
+    /// client's next packet number; None when sealing fails (the number is spent either way).
+    fn seal_control(&mut self, frames: &[ControlFrame], capacity: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(capacity);
+        let pn = self.next_pn;
+        encode_control(
+            &Header::new(PacketType::Control, self.info.connection_id, pn),
+            frames,
+            &mut out,
+        );
+        self.next_pn += 1;
+        self.protection
+            .sealer
+            .seal(&mut out, HEADER_LEN, pn, true)
+            .ok()
+            .map(|_| out)
+    }
+
     /// A new client session: the Accept (and the clock identity and the role beside it) are
     /// the first control frames it is sent.
     #[allow(clippy::too_many_arguments)]
@@ -541,21 +559,8 @@ impl HostSession {
         let peer = &mut self.peers[i];
         if now >= peer.last_send_us + keepalive_us && peer.pending.is_empty() {
             // An empty control datagram.
-            let mut out = Vec::with_capacity(HEADER_LEN + TAG_LEN);
-            let pn = peer.next_pn;
-            encode_control(
-                &Header::new(PacketType::Control, peer.info.connection_id, pn),
-                &[],
-                &mut out,
-            );
-            peer.next_pn += 1;
             peer.last_send_us = now;
-            if peer
-                .protection
-                .sealer
-                .seal(&mut out, HEADER_LEN, pn, true)
-                .is_ok()
-            {
+            if let Some(out) = peer.seal_control(&[], HEADER_LEN + TAG_LEN) {
                 peer.paths.schedule(Class::Control, now, &mut self.sched);
                 fan_out(peer, &self.sched, &mut self.stats, &mut self.transmits, out);
             }
@@ -580,22 +585,12 @@ impl HostSession {
         let mut due = Vec::new();
         peer.paths.due_challenges(now, &mut due);
         for (addr, token) in due {
-            let mut out = Vec::with_capacity(HEADER_LEN + 11 + TAG_LEN);
-            let pn = peer.next_pn;
-            encode_control(
-                &Header::new(PacketType::Control, peer.info.connection_id, pn),
+            let Some(out) = peer.seal_control(
                 &[ControlFrame::PathChallenge { token }],
-                &mut out,
-            );
-            peer.next_pn += 1;
-            if peer
-                .protection
-                .sealer
-                .seal(&mut out, HEADER_LEN, pn, true)
-                .is_err()
-            {
+                HEADER_LEN + 11 + TAG_LEN,
+            ) else {
                 continue;
-            }
+            };
             let Some(p) = peer.paths.find(addr) else {
                 continue;
             };
@@ -656,22 +651,9 @@ impl HostSession {
                 len += l;
                 frames.push(f);
             }
-            let mut out = Vec::with_capacity(len);
-            let pn = peer.next_pn;
-            encode_control(
-                &Header::new(PacketType::Control, peer.info.connection_id, pn),
-                &frames,
-                &mut out,
-            );
-            peer.next_pn += 1;
-            if peer
-                .protection
-                .sealer
-                .seal(&mut out, HEADER_LEN, pn, true)
-                .is_err()
-            {
+            let Some(out) = peer.seal_control(&frames, len) else {
                 continue;
-            }
+            };
             peer.last_send_us = now;
             peer.paths.schedule(Class::Control, now, &mut self.sched);
             fan_out(
