@@ -7,7 +7,7 @@ use std::time::Duration;
 use untether_media::audio::{self, AudioEncoder, EncodedAudio, Tone};
 use untether_proto::{AudioPacket, Micros};
 
-use super::network::HostCommand;
+use super::commands::HostCommand;
 use super::shared::{lock, HostShared};
 use super::HostError;
 use crate::clock::{now_us, sleep_until};

@@ -24,6 +24,7 @@
 
 mod audio;
 mod clients;
+mod commands;
 mod consumer;
 mod encode;
 mod encode_slices;
@@ -32,7 +33,9 @@ mod inflight;
 mod input;
 mod network;
 mod options;
+mod outbox;
 mod pairing;
+mod refusals;
 mod shared;
 mod source_app;
 mod source_pipe;
@@ -82,9 +85,10 @@ pub use summary::HostSummary;
 pub use webrtc::WebRtcSummary;
 
 use audio::AudioStage;
+use commands::HostCommand;
 use encode::{open_encoders, EncoderPlan, EncoderStage};
 use input::{InputSink, INPUT_QUEUE};
-use network::{HostCommand, HostNet};
+use network::HostNet;
 use options::{session_config, session_params};
 use pairing::host_security;
 use shared::{lock, HostShared};
@@ -310,7 +314,7 @@ impl Host {
             if let Some(link) = link {
                 host_net.link = link;
             }
-            host_net.lose_slices = setup.lose_slices.clone();
+            host_net.outbox.set_lose_slices(setup.lose_slices.clone());
             threads.push(spawn("host-net", move || {
                 if let driver::Ended::Failed(e) =
                     driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
@@ -434,8 +438,10 @@ impl Host {
         let (tx, rx) = mpsc::sync_channel(1);
         let q = {
             let f = f.clone();
-            Arc::new(move |n: &mut HostNet| {
-                let _ = tx.send(f(n));
+            Arc::new(move |n: &mut dyn std::any::Any| {
+                if let Some(n) = n.downcast_mut::<HostNet>() {
+                    let _ = tx.send(f(n));
+                }
             })
         };
         if self.net.send(HostCommand::Query(q)) {

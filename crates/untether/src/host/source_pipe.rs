@@ -9,8 +9,8 @@ use untether_media::codec::InputPicture;
 use untether_media::pipe::{PipeFormat, PipeReader};
 use untether_media::stamp::{self, Stamp};
 
+use super::commands::HostCommand;
 use super::encode::EncoderStage;
-use super::network::HostCommand;
 use super::shared::{lock, HostShared};
 use crate::clock::now_us;
 use crate::driver::Handle;
