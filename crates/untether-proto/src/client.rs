@@ -522,6 +522,15 @@ impl ClientSession {
         matches!(self.state, State::Connected(_))
     }
 
+    /// Queues a control frame as it is, sent with the next datagram once connected. For peers
+    /// that misbehave on purpose (the NACK-flood bench, tests of the host's budgets): a client
+    /// that follows the protocol never needs it.
+    pub fn queue_control(&mut self, frame: ControlFrame) {
+        if self.is_connected() && self.pending.len() < 1024 {
+            self.pending.push(frame);
+        }
+    }
+
     /// When the last authenticated datagram arrived (None before the session is connected).
     pub fn last_authentic_us(&self) -> Option<Micros> {
         match &self.state {
