@@ -34,6 +34,8 @@ pub mod pose;
 pub mod rate;
 pub mod reliable;
 #[cfg(test)]
+mod session_abuse_tests;
+#[cfg(test)]
 mod session_multi_tests;
 #[cfg(test)]
 mod session_tests;

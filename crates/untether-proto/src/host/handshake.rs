@@ -610,7 +610,7 @@ impl HostSession {
                 reason: ByeReason::Replaced,
             });
             self.build_controls_of(now, i);
-            let old = self.peers.remove(i);
+            let old = self.remove_peer(i);
             was_controller = self.controller == Some(old.info.id);
             place = i;
             self.events.push_back(HostEvent::ClientGone {

@@ -30,6 +30,7 @@ mod frame;
 mod handshake;
 pub mod health;
 mod peer;
+mod resend;
 mod roles;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -55,7 +56,6 @@ pub use frame::{ClientDatagrams, FrameMeta};
 pub use handshake::{AMPLIFICATION_FACTOR, HANDSHAKE_REPEAT_ANSWER_US};
 pub use health::{HealthConfig, SlowViewer};
 
-use frame::SentFrame;
 use handshake::{Bucket, Pending};
 use peer::Peer;
 
@@ -473,6 +473,12 @@ pub struct HostStats {
     /// ShardNacks (SliceNacks) for frames (slices) no longer kept.
     pub shard_nacks_too_late: u64,
     pub shards_retransmitted: u64,
+    /// Shard indices a NACK named more than once (or past the frame's shards): not resent.
+    pub shard_nacks_duplicates: u64,
+    /// Shards not resent because they had been resent to that client twice already.
+    pub shard_resends_over_limit: u64,
+    /// Shards not resent because the client's resend byte budget was spent.
+    pub shard_resends_over_budget: u64,
     /// Accepts sent again ahead of video frames because the client had not yet been heard
     /// from under the session keys.
     pub accepts_repeated: u64,
@@ -536,7 +542,7 @@ pub struct HostSession {
     parity_buf: Vec<u8>,
     transmits: VecDeque<Transmit>,
     /// Retransmission: the last frames sent (shared by every client).
-    resend: VecDeque<SentFrame>,
+    resend: resend::ResendStore,
     /// Control datagrams (copies per path), sent before queued shards.
     control_out: VecDeque<Transmit>,
     /// The paths chosen for the datagram being queued (reused).
@@ -585,7 +591,7 @@ impl HostSession {
             request_counts: HashMap::new(),
             pin: None,
             transmits: VecDeque::new(),
-            resend: VecDeque::new(),
+            resend: resend::ResendStore::new(),
             control_out: VecDeque::new(),
             sched: Vec::with_capacity(MAX_PATHS),
             events: VecDeque::new(),
@@ -635,6 +641,10 @@ impl HostSession {
         s.keyframe_requests_honoured = self.gate.honoured;
         s.keyframe_requests_ignored_cooldown = self.gate.ignored_cooldown;
         s.keyframe_requests_ignored_already_sent = self.gate.ignored_already_sent;
+        let r = self.resend.stats();
+        s.shard_nacks_duplicates = r.duplicates;
+        s.shard_resends_over_limit = r.over_shard_limit;
+        s.shard_resends_over_budget = r.over_budget;
         for p in &self.peers {
             s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
         }
@@ -642,6 +652,13 @@ impl HostSession {
             s.state_out = p.state_tx.stats();
         }
         s
+    }
+
+    /// Removes peer `i` and what the stream kept for it.
+    fn remove_peer(&mut self, i: usize) -> Peer {
+        let p = self.peers.remove(i);
+        self.resend.forget(p.info.id);
+        p
     }
 
     fn peer_index(&self, id: ClientId) -> Option<usize> {
@@ -1043,7 +1060,7 @@ impl HostSession {
             .push(wire::ControlFrame::Bye { reason: bye });
         // Flush the Bye now: the session is over whatever the application does next.
         self.build_controls_of(now, i);
-        let p = self.peers.remove(i);
+        let p = self.remove_peer(i);
         self.events.push_back(HostEvent::ClientGone {
             client: p.info.id,
             addr: p.info.addr,
@@ -1095,7 +1112,7 @@ impl HostSession {
         let mut gone = false;
         while i < self.peers.len() {
             if now >= self.peers[i].last_recv_us + idle_us {
-                let p = self.peers.remove(i);
+                let p = self.remove_peer(i);
                 self.events.push_back(HostEvent::ClientGone {
                     client: p.info.id,
                     addr: p.info.addr,

@@ -478,7 +478,7 @@ impl HostSession {
                 }
             }
             ControlFrame::Bye { .. } => {
-                let p = self.peers.remove(i);
+                let p = self.remove_peer(i);
                 self.events.push_back(HostEvent::ClientGone {
                     client: p.info.id,
                     addr: p.info.addr,
@@ -606,7 +606,7 @@ impl HostSession {
         let mut closed = false;
         while i < self.peers.len() {
             if self.build_controls_of(now, i) {
-                self.peers.remove(i);
+                self.remove_peer(i);
                 closed = true;
             } else {
                 i += 1;
