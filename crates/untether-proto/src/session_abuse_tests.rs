@@ -1,8 +1,12 @@
 //! Session-level tests of admitted clients misbehaving: NACK floods, keyframe-request spam,
 //! rejoin storms (docs/PROTOCOL.md, "Retransmission" and "Keyframe requests").
 
+use crate::client::{ClientConfig, ClientSession};
 use crate::fec::FecPolicy;
-use crate::session_multi_tests::World;
+use crate::host::{
+    AccessPolicy, HostConfig, StreamState, ACCESS_REQUEST_TTL_US, DEFAULT_MAX_ACCESS_REQUESTS,
+};
+use crate::session_multi_tests::{params, World};
 use crate::wire::ControlFrame;
 
 /// A viewer flooding ShardNacks (every shard of every kept frame, each named twice, every
@@ -70,4 +74,114 @@ fn a_nack_flood_draws_a_bounded_answer_and_honest_loss_is_still_recovered() {
     assert!(of(lossy_id).shards_retransmitted > 0);
     let got: Vec<u32> = w.clients[lossy].frames().iter().map(|f| f.0).collect();
     assert_eq!(got, (0..frames).collect::<Vec<u32>>());
+}
+
+/// Frames 1..=count, one every 16 ms, through [`World::frame`] (a keyframe when one was asked
+/// for), `each` before each; returns how many keyframes were asked for.
+fn frames(
+    w: &mut World,
+    from: u32,
+    count: u32,
+    want_key: &mut bool,
+    mut each: impl FnMut(&mut World, u32),
+) -> u32 {
+    let mut keyframes = 0;
+    for n in from..from + count {
+        each(w, n);
+        w.frame(n, want_key);
+        keyframes += *want_key as u32;
+    }
+    keyframes
+}
+
+#[test]
+fn a_viewer_spamming_keyframe_requests_is_honoured_once_a_second_the_controller_per_cooldown() {
+    let mut w = World::new(21, 8, 50_000);
+    let ctl = w.add();
+    let viewer = w.add();
+    w.run(100_000);
+    let mut want_key = true;
+    w.frame(0, &mut want_key);
+    want_key = false;
+    // Two seconds of a request every frame, each naming the newest frame.
+    let keyframes = frames(&mut w, 1, 120, &mut want_key, |w, n| {
+        w.clients[viewer]
+            .session
+            .queue_control_for_test(ControlFrame::KeyframeRequest { lost_frame: n })
+    });
+    assert!(
+        keyframes <= 3,
+        "{keyframes} keyframes for one viewer in 2 s"
+    );
+    assert!(w.host.stats().keyframe_requests_ignored_limit > 100);
+    // The controller's loss is answered within its cooldown, as before.
+    want_key = false;
+    let keyframes = frames(&mut w, 121, 4, &mut want_key, |w, n| {
+        w.clients[ctl]
+            .session
+            .queue_control_for_test(ControlFrame::KeyframeRequest { lost_frame: n })
+    });
+    assert!(keyframes >= 1);
+}
+
+/// A new run of client `i` (the same key, a new session) connecting now.
+fn rejoin(w: &mut World, i: usize, run: u64) {
+    let mut c = ClientConfig::new(format!("c{i}"));
+    c.identity = w.clients[i].id.clone();
+    c.entropy = [run as u8 + 100; 32];
+    c.nonce = 5000 + run;
+    w.clients[i].session = ClientSession::new(c, w.now);
+    w.clients[i].events.clear();
+}
+
+#[test]
+fn a_viewer_rejoining_29_times_a_second_causes_a_few_keyframes_and_still_gets_its_picture() {
+    let mut w = World::new(22, 8, 50_000);
+    w.add();
+    let v = w.add();
+    w.run(100_000);
+    let mut want_key = true;
+    w.frame(0, &mut want_key);
+    want_key = false;
+    // A rejoin every other frame (34 ms) for a second.
+    let keyframes = frames(&mut w, 1, 58, &mut want_key, |w, n| {
+        if n % 2 == 1 {
+            rejoin(w, v, n as u64);
+        }
+    });
+    assert!(keyframes <= 4, "{keyframes} keyframes for 29 rejoins");
+    assert!(w.host.stats().joins_backed_off > 0);
+    // It stops rejoining: its join keyframe comes within the backoff's cap.
+    let keyframes = frames(&mut w, 59, 300, &mut want_key, |_, _| {});
+    assert!(keyframes >= 1);
+    assert!(w.clients[v].frames().first().is_some_and(|f| f.1));
+    assert_eq!(w.host.client_status()[1].state, StreamState::Live);
+}
+
+#[test]
+fn a_pending_access_request_expires_unless_repeated_and_32_are_kept() {
+    assert_eq!(
+        HostConfig::new(params()).max_access_requests,
+        DEFAULT_MAX_ACCESS_REQUESTS
+    );
+    assert_eq!(DEFAULT_MAX_ACCESS_REQUESTS, 32);
+    let mut w = World::with(23, 8, 50_000, |c| c.access = AccessPolicy::Allowlist);
+    w.add();
+    let b = w.add();
+    w.run(300_000);
+    assert_eq!(w.host.access_requests().count(), 2);
+    let t = w.now;
+    // Four minutes later, b asks again; the other does not.
+    w.now += 240_000_000;
+    w.host.handle_timeout(w.now);
+    assert_eq!(w.host.access_requests().count(), 2);
+    rejoin(&mut w, b, 1);
+    w.run(300_000);
+    // Past the first requests' TTL: only b's is left.
+    w.now = t + ACCESS_REQUEST_TTL_US + 1_000;
+    assert!(w.host.poll_timeout().is_some_and(|x| x <= w.now));
+    w.host.handle_timeout(w.now);
+    let left: Vec<_> = w.host.access_requests().map(|r| r.key).collect();
+    assert_eq!(left, vec![w.clients[b].id.public]);
+    assert_eq!(w.host.stats().access_requests_expired, 1);
 }

@@ -165,7 +165,7 @@ impl HostSession {
         let slice = meta.slice;
         let first_slice = slice.index == 0;
         if keyframe && first_slice {
-            self.gate.on_keyframe_sent(meta.frame_number);
+            self.keyframes.on_keyframe_sent(meta.frame_number);
         }
         self.next_frame = Some(meta.frame_number.wrapping_add(1));
         // Who takes it, controller first (a client waiting for a picture starts at any slice

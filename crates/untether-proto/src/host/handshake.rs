@@ -190,6 +190,15 @@ impl HostSession {
         self.reply(to, out);
     }
 
+    /// Forgets the access requests not repeated within the TTL.
+    pub(super) fn expire_access_requests(&mut self, now: Micros) {
+        let ttl = self.cfg.access_request_ttl_us;
+        let before = self.requests.len();
+        self.requests
+            .retain(|r| now < r.last_us.saturating_add(ttl));
+        self.stats.access_requests_expired += (before - self.requests.len()) as u64;
+    }
+
     pub(super) fn expire_handshakes(&mut self, now: Micros) {
         let timeout = self.cfg.handshake_timeout_us;
         self.pending.retain(|p| now < p.created_us + timeout);
@@ -677,6 +686,8 @@ impl HostSession {
                 role,
             },
         );
+        // A key that keeps reconnecting waits longer and longer for its join keyframe.
+        self.keyframes.on_join(now, id, Some(key));
         self.request_entry_point(now);
     }
 
@@ -717,6 +728,7 @@ impl HostSession {
         name: &str,
     ) -> Result<(), &'static str> {
         self.stats.access_requests += 1;
+        self.expire_access_requests(now);
         if let Some(r) = self.requests.iter_mut().find(|r| r.key == key) {
             r.last_us = now;
             r.attempts += 1;

@@ -29,6 +29,7 @@
 mod frame;
 mod handshake;
 pub mod health;
+mod keyframes;
 mod peer;
 mod resend;
 mod roles;
@@ -39,7 +40,6 @@ use std::net::{IpAddr, SocketAddr};
 use crate::crypto::{Suite, ALL_SUITES, DEFAULT_KEY_UPDATE_LOG2};
 use crate::fec::{FecEncoder, FecPolicy};
 use crate::handshake::{PublicKey, SessionRng, StaticKeypair};
-use crate::keyframe::KeyframeGate;
 use crate::paths::{PathConfig, PathStats, MAX_PATHS};
 use crate::pose::PoseSample;
 use crate::rate::{RateConfig, RateController, RateStats};
@@ -124,9 +124,14 @@ pub struct HostConfig {
     pub handshake_rate: u32,
     /// … and in a burst.
     pub handshake_burst: u32,
-    /// Most pending access requests kept: when full, new ones are refused (and counted in
-    /// [`HostStats::access_requests_refused`]); the old ones stay until approved or denied.
+    /// Most pending access requests kept (default [`DEFAULT_MAX_ACCESS_REQUESTS`], the size
+    /// of the runtime's `pending_requests.json`): when full, new ones are refused (and counted
+    /// in [`HostStats::access_requests_refused`]); the old ones stay until approved, denied,
+    /// or expired.
     pub max_access_requests: usize,
+    /// A pending access request not repeated for this long is forgotten (default
+    /// [`ACCESS_REQUEST_TTL_US`], 5 minutes): a client still waiting retries well within it.
+    pub access_request_ttl_us: Micros,
     /// New access requests (a key not yet pending) accepted from one IP address per minute;
     /// more are refused and counted. A repeated request from a pending key is not new.
     pub access_requests_per_minute: u32,
@@ -174,6 +179,7 @@ impl std::fmt::Debug for HostConfig {
             .field("handshake_rate", &self.handshake_rate)
             .field("handshake_burst", &self.handshake_burst)
             .field("max_access_requests", &self.max_access_requests)
+            .field("access_request_ttl_us", &self.access_request_ttl_us)
             .field(
                 "access_requests_per_minute",
                 &self.access_requests_per_minute,
@@ -188,6 +194,12 @@ impl std::fmt::Debug for HostConfig {
             .finish_non_exhaustive()
     }
 }
+
+/// The default of [`HostConfig::max_access_requests`]: as many as the runtime keeps on disk
+/// (`pending_requests.json`).
+pub const DEFAULT_MAX_ACCESS_REQUESTS: usize = 32;
+/// The default of [`HostConfig::access_request_ttl_us`]: 5 minutes.
+pub const ACCESS_REQUEST_TTL_US: Micros = 300_000_000;
 
 /// The default of [`HostConfig::max_clients`] (`host.max_clients`).
 pub const DEFAULT_MAX_CLIENTS: usize = 8;
@@ -216,7 +228,8 @@ impl HostConfig {
             handshake_timeout_us: 5_000_000,
             handshake_rate: 200,
             handshake_burst: 32,
-            max_access_requests: 16,
+            max_access_requests: DEFAULT_MAX_ACCESS_REQUESTS,
+            access_request_ttl_us: ACCESS_REQUEST_TTL_US,
             access_requests_per_minute: 4,
             entropy: rng.seed(),
             fec: FecPolicy::default(),
@@ -444,6 +457,8 @@ pub struct HostStats {
     /// New access requests refused: the pending list was full, or their address had made
     /// too many this minute.
     pub access_requests_refused: u64,
+    /// Pending access requests forgotten: not repeated within the TTL.
+    pub access_requests_expired: u64,
     pub clients_refused: u64,
     pub pin_failures: u64,
     pub keyframe_requests_received: u64,
@@ -452,8 +467,14 @@ pub struct HostStats {
     pub keyframe_requests_ignored_already_sent: u64,
     /// Keyframes asked for because a client joined.
     pub keyframes_for_joins: u64,
-    /// Keyframe requests of paused viewers beyond one a second (ignored).
+    /// Keyframe requests of paused viewers beyond one a second (ignored; also counted in
+    /// `keyframe_requests_ignored_limit`).
     pub keyframe_requests_ignored_paused: u64,
+    /// Keyframe requests of viewers beyond their own one a second, or beyond the two a second
+    /// all viewers together may cause (ignored).
+    pub keyframe_requests_ignored_limit: u64,
+    /// Joins whose keyframe was put off because their key kept reconnecting.
+    pub joins_backed_off: u64,
     pub inputs_received: u64,
     pub inputs_duplicate: u64,
     /// Input events of viewers without an input grant, dropped.
@@ -523,11 +544,8 @@ pub struct HostSession {
     /// New access requests per source IP address in the current minute: (minute start, count).
     request_counts: HashMap<IpAddr, (Micros, u32)>,
     pin: Option<PairingPin>,
-    gate: KeyframeGate,
-    /// When the gate last honoured a request (its cooldown runs from there).
-    last_honoured_us: Option<Micros>,
-    /// A client joined while the cooldown ran: ask for its keyframe when it ends.
-    join_keyframe_due: Option<Micros>,
+    /// The one keyframe gate, with its limits per requester and the joins waiting.
+    keyframes: keyframes::Keyframes,
     /// The next frame number to be sent (frames are numbered per stream, not per client).
     next_frame: Option<u32>,
     rng: SessionRng,
@@ -563,9 +581,7 @@ impl HostSession {
         let mut rng = SessionRng::from_seed(seed);
         let retry_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &rng.seed());
         HostSession {
-            gate: KeyframeGate::new(cfg.keyframe_cooldown_us),
-            last_honoured_us: None,
-            join_keyframe_due: None,
+            keyframes: keyframes::Keyframes::new(cfg.keyframe_cooldown_us),
             next_frame: None,
             rng,
             retry_key,
@@ -638,9 +654,13 @@ impl HostSession {
 
     pub fn stats(&self) -> HostStats {
         let mut s = self.stats;
-        s.keyframe_requests_honoured = self.gate.honoured;
-        s.keyframe_requests_ignored_cooldown = self.gate.ignored_cooldown;
-        s.keyframe_requests_ignored_already_sent = self.gate.ignored_already_sent;
+        let gate = self.keyframes.gate();
+        s.keyframe_requests_honoured = gate.honoured;
+        s.keyframe_requests_ignored_cooldown = gate.ignored_cooldown;
+        s.keyframe_requests_ignored_already_sent = gate.ignored_already_sent;
+        let limits = self.keyframes.stats();
+        s.keyframe_requests_ignored_limit = limits.viewer_limited;
+        s.joins_backed_off = limits.joins_backed_off;
         let r = self.resend.stats();
         s.shard_nacks_duplicates = r.duplicates;
         s.shard_resends_over_limit = r.over_shard_limit;
@@ -658,6 +678,7 @@ impl HostSession {
     fn remove_peer(&mut self, i: usize) -> Peer {
         let p = self.peers.remove(i);
         self.resend.forget(p.info.id);
+        self.keyframes.forget(p.info.id);
         p
     }
 
@@ -1097,7 +1118,12 @@ impl HostSession {
             .iter()
             .filter_map(|p| p.poll_timeout(&self.cfg))
             .min();
-        [hs, peers, self.join_keyframe_due]
+        let requests = self
+            .requests
+            .iter()
+            .map(|r| r.last_us + self.cfg.access_request_ttl_us)
+            .min();
+        [hs, peers, self.keyframes.poll_timeout(), requests]
             .into_iter()
             .flatten()
             .min()
@@ -1107,6 +1133,7 @@ impl HostSession {
     /// expiry, a join's deferred keyframe.
     pub fn handle_timeout(&mut self, now: Micros) {
         self.expire_handshakes(now);
+        self.expire_access_requests(now);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
         let mut i = 0;
         let mut gone = false;
@@ -1127,8 +1154,7 @@ impl HostSession {
         if gone {
             self.assign_roles(now);
         }
-        if self.join_keyframe_due.is_some_and(|t| t <= now) {
-            self.join_keyframe_due = None;
+        if self.keyframes.take_join_due(now) {
             self.request_join_keyframe(now);
         }
     }

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 
 use super::health::{Verdict, ViewerHealth};
+use super::keyframes::Requester;
 use super::{arr, ClientInfo, ClientStatus, HostConfig, HostEvent, HostSession, HostStats};
 use super::{StreamState, RATE_PING_INTERVAL_US};
 use crate::crypto::{Protection, TAG_LEN};
@@ -27,8 +28,6 @@ pub(super) const ACCEPT_REPEAT_US: Micros = 15_000;
 pub(super) const ACCEPT_REPEAT_FOR_US: Micros = 2_000_000;
 /// An unacknowledged Role is sent again after this long.
 pub(super) const ROLE_REPEAT_US: Micros = 200_000;
-/// A paused viewer's keyframe requests are honoured at most this often.
-const PAUSED_KEYFRAME_INTERVAL_US: Micros = 1_000_000;
 
 /// Per-client counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -92,7 +91,6 @@ pub(super) struct Peer {
     /// Joined, and not yet sent a frame it can start decoding on.
     pub awaiting_entry: bool,
     pub health: ViewerHealth,
-    pub last_paused_keyframe_us: Option<Micros>,
     /// The host's (captured, encoded, dropped) counts before its first frame.
     pub timing_base: Option<(u32, u32, u32)>,
     pub counters: PeerCounters,
@@ -168,7 +166,6 @@ impl Peer {
             role_sent_us: now,
             awaiting_entry: true,
             health: ViewerHealth::new(cfg.health),
-            last_paused_keyframe_us: None,
             timing_base: None,
             counters: PeerCounters::default(),
         }
@@ -352,19 +349,19 @@ impl HostSession {
                     // Its first picture is on its way (the join asked for it).
                     return;
                 }
-                if peer.health.is_paused() {
-                    // A paused viewer gets the keyframes others cause, and at most one of its
-                    // own a second: it must not make everyone's stream a string of keyframes.
-                    if peer
-                        .last_paused_keyframe_us
-                        .is_some_and(|t| now < t + PAUSED_KEYFRAME_INTERVAL_US)
-                    {
-                        self.stats.keyframe_requests_ignored_paused += 1;
-                        return;
-                    }
-                    peer.last_paused_keyframe_us = Some(now);
+                // A viewer (paused or not) gets the keyframes others cause, and at most one of
+                // its own a second: it must not make everyone's stream a string of keyframes.
+                let who = if peer.role == ClientRole::Controller {
+                    Requester::Controller
+                } else {
+                    Requester::Viewer(peer.info.id)
+                };
+                let paused = peer.health.is_paused();
+                if self.keyframe_request(now, who, lost_frame) == KeyframeDecision::Limited
+                    && paused
+                {
+                    self.stats.keyframe_requests_ignored_paused += 1;
                 }
-                self.keyframe_request(now, lost_frame);
             }
             ControlFrame::Feedback(fb) => {
                 peer.feedback = Some(fb);
@@ -507,15 +504,18 @@ impl HostSession {
         }
     }
 
-    /// A keyframe request through the shared cooldown.
-    pub(super) fn keyframe_request(&mut self, now: Micros, lost_frame: u32) -> bool {
-        if self.gate.on_request(now, lost_frame) == KeyframeDecision::Honour {
-            self.last_honoured_us = Some(now);
+    /// A keyframe request through the one gate, with the requester's limits.
+    pub(super) fn keyframe_request(
+        &mut self,
+        now: Micros,
+        who: Requester,
+        lost_frame: u32,
+    ) -> KeyframeDecision {
+        let d = self.keyframes.request(now, who, lost_frame);
+        if d == KeyframeDecision::Honour {
             self.events.push_back(HostEvent::KeyframeRequested);
-            true
-        } else {
-            false
         }
+        d
     }
 
     /// Acts on a viewer's health verdict.

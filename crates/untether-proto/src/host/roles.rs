@@ -16,8 +16,10 @@
 //! refresh period in its parameters, or [`super::HostConfig::stream_refreshes`]), the next
 //! refresh sweep, with no keyframe asked for.
 
+use super::keyframes::Requester;
 use super::{ClientId, HostEvent, HostSession};
 use crate::handshake::PublicKey;
+use crate::keyframe::KeyframeDecision;
 use crate::wire::{role_flags, ClientRole, ControlFrame};
 use crate::Micros;
 
@@ -69,7 +71,7 @@ impl HostSession {
     /// cooldown; true if the encoder is to make one ([`HostEvent::KeyframeRequested`]).
     pub fn request_keyframe(&mut self, now: Micros) -> bool {
         self.stats.keyframe_requests_received += 1;
-        self.keyframe_request(now, u32::MAX)
+        self.keyframe_request(now, Requester::Host, u32::MAX) == KeyframeDecision::Honour
     }
 
     /// Picks the controller and tells every client whose role changed.
@@ -179,21 +181,18 @@ impl HostSession {
     /// Asks for a keyframe for the clients waiting for their first picture, now or (during
     /// the keyframe cooldown) when it ends.
     pub(super) fn request_join_keyframe(&mut self, now: Micros) {
-        if !self.peers.iter().any(|p| p.awaiting_entry) {
+        let waiting: Vec<(ClientId, bool)> = self
+            .peers
+            .iter()
+            .filter(|p| p.awaiting_entry)
+            .map(|p| (p.info.id, p.role != ClientRole::Controller))
+            .collect();
+        if waiting.is_empty() {
             return;
         }
-        let cooldown_end = self
-            .last_honoured_us
-            .map(|t| t + self.cfg.keyframe_cooldown_us)
-            .filter(|&end| end > now);
-        if let Some(end) = cooldown_end {
-            // A keyframe was just asked for (it may be this one's): look again when the
-            // cooldown ends.
-            self.join_keyframe_due = Some(self.join_keyframe_due.map_or(end, |d| d.min(end)));
-            return;
-        }
-        // No lost frame to name: any keyframe from now on will do.
-        if self.keyframe_request(now, u32::MAX) {
+        // Within the cooldown, a backoff or the viewers' budget: the gate sets a timer.
+        if self.keyframes.join(now, &waiting) {
+            self.events.push_back(HostEvent::KeyframeRequested);
             self.stats.keyframes_for_joins += 1;
         }
     }
