@@ -4,10 +4,12 @@
 use crate::client::{ClientConfig, ClientSession};
 use crate::fec::FecPolicy;
 use crate::host::{
-    AccessPolicy, HostConfig, StreamState, ACCESS_REQUEST_TTL_US, DEFAULT_MAX_ACCESS_REQUESTS,
+    AccessPolicy, ClientId, HostConfig, HostEvent, ReceiverKind, StreamState,
+    ACCESS_REQUEST_TTL_US, DEFAULT_MAX_ACCESS_REQUESTS,
 };
+use crate::keyframe::KeyframeDecision;
 use crate::session_multi_tests::{params, World};
-use crate::wire::ControlFrame;
+use crate::wire::{ByeReason, ClientRole, ControlFrame};
 
 /// A viewer flooding ShardNacks (every shard of every kept frame, each named twice, every
 /// frame interval) draws at most its resend budget back (a quarter of the stream's rate);
@@ -184,4 +186,68 @@ fn a_pending_access_request_expires_unless_repeated_and_32_are_kept() {
     let left: Vec<_> = w.host.access_requests().map(|r| r.key).collect();
     assert_eq!(left, vec![w.clients[b].id.public]);
     assert_eq!(w.host.stats().access_requests_expired, 1);
+}
+
+#[test]
+fn receivers_of_other_kinds_share_the_one_roles_authority_and_the_keyframe_gate() {
+    let mut w = World::new(24, 8, 50_000);
+    let now = w.now;
+    let rtsp = w.host.attach_receiver(now, ReceiverKind::Rtsp);
+    let b1 = w.host.attach_receiver(now, ReceiverKind::Browser);
+    let b2 = w.host.attach_receiver(now, ReceiverKind::Browser);
+    // No native client: the oldest browser controls; RTSP players never do.
+    assert_eq!(w.host.controller(), Some(b1));
+    assert_eq!(w.host.role_of(rtsp), Some(ClientRole::Viewer));
+    assert_eq!(w.host.role_of(b2), Some(ClientRole::Viewer));
+    assert!(w.host.input_applies(b1));
+    assert!(!w.host.input_applies(b2) && !w.host.input_applies(rtsp));
+    // A native client connects (its id from the same space): it takes control.
+    let c = w.add();
+    w.run(100_000);
+    let cid = w.id(c);
+    assert!(cid.0 > b2.0);
+    assert_eq!(w.host.controller(), Some(cid));
+    assert_eq!(w.host.role_of(cid), Some(ClientRole::Controller));
+    assert_eq!(w.host.role_of(b1), Some(ClientRole::Viewer));
+    assert!(w.host.input_applies(cid) && !w.host.input_applies(b1));
+    // A browser viewer's PLIs go through the one gate with a viewer's limit.
+    w.keyframe_requests();
+    let mut honoured = 0;
+    for _ in 0..60 {
+        if w.host.receiver_keyframe_request(w.now, b2) == KeyframeDecision::Honour {
+            honoured += 1;
+        }
+        w.run(16_000);
+    }
+    assert!((1..=2).contains(&honoured), "{honoured}");
+    assert_eq!(w.keyframe_requests(), honoured);
+    assert_eq!(
+        w.host.receiver_keyframe_request(w.now, ClientId(999)),
+        KeyframeDecision::Limited
+    );
+    // The native client leaves: the oldest browser controls again; it detaches: the next.
+    w.host.close_client(w.now, cid, ByeReason::Closed);
+    assert_eq!(w.host.controller(), Some(b1));
+    w.host.detach_receiver(w.now, b1);
+    assert_eq!(w.host.controller(), Some(b2));
+    assert_eq!(w.host.role_of(b1), None);
+    w.run(1_000);
+    let changes: Vec<(ClientId, ClientRole)> = w
+        .host_events
+        .iter()
+        .filter_map(|e| match e {
+            HostEvent::ReceiverRoleChanged { receiver, role, .. } => Some((*receiver, *role)),
+            _ => None,
+        })
+        .collect();
+    use ClientRole::{Controller, Viewer};
+    assert_eq!(
+        changes,
+        [
+            (b1, Controller),
+            (b1, Viewer),
+            (b1, Controller),
+            (b2, Controller)
+        ]
+    );
 }

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use super::ClientId;
+use super::super::ClientId;
 use crate::handshake::PublicKey;
 use crate::keyframe::{KeyframeDecision, KeyframeGate};
 use crate::Micros;
@@ -38,7 +38,7 @@ const MAX_KEYS: usize = 1024;
 
 /// Who asks for a keyframe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Requester {
+pub(in crate::host) enum Requester {
     /// The controller: the cooldown only.
     Controller,
     /// A receiver that does not control: its own interval and the viewers' budget.
@@ -58,7 +58,7 @@ pub struct KeyframeLimitStats {
 }
 
 /// The gate and its limits.
-pub(super) struct Keyframes {
+pub(in crate::host) struct Keyframes {
     gate: KeyframeGate,
     cooldown_us: Micros,
     last_honoured_us: Option<Micros>,
@@ -76,7 +76,7 @@ pub(super) struct Keyframes {
 }
 
 impl Keyframes {
-    pub(super) fn new(cooldown_us: Micros) -> Keyframes {
+    pub(in crate::host) fn new(cooldown_us: Micros) -> Keyframes {
         Keyframes {
             gate: KeyframeGate::new(cooldown_us),
             cooldown_us,
@@ -92,21 +92,21 @@ impl Keyframes {
     }
 
     /// The gate's counters (honoured, ignored in the cooldown, ignored as already sent).
-    pub(super) fn gate(&self) -> &KeyframeGate {
+    pub(in crate::host) fn gate(&self) -> &KeyframeGate {
         &self.gate
     }
 
-    pub(super) fn stats(&self) -> KeyframeLimitStats {
+    pub(in crate::host) fn stats(&self) -> KeyframeLimitStats {
         self.stats
     }
 
     /// When a waiting join should be looked at again.
-    pub(super) fn poll_timeout(&self) -> Option<Micros> {
+    pub(in crate::host) fn poll_timeout(&self) -> Option<Micros> {
         self.join_due
     }
 
     /// Whether a waiting join is due now (and forgets the timer: the caller asks again).
-    pub(super) fn take_join_due(&mut self, now: Micros) -> bool {
+    pub(in crate::host) fn take_join_due(&mut self, now: Micros) -> bool {
         if self.join_due.is_some_and(|t| t <= now) {
             self.join_due = None;
             return true;
@@ -122,7 +122,7 @@ impl Keyframes {
     }
 
     /// A keyframe request for a loss of `lost_frame` (`u32::MAX`: any keyframe from now on).
-    pub(super) fn request(
+    pub(in crate::host) fn request(
         &mut self,
         now: Micros,
         who: Requester,
@@ -151,13 +151,18 @@ impl Keyframes {
     }
 
     /// A keyframe with this number went out.
-    pub(super) fn on_keyframe_sent(&mut self, frame_number: u32) {
+    pub(in crate::host) fn on_keyframe_sent(&mut self, frame_number: u32) {
         self.gate.on_keyframe_sent(frame_number);
     }
 
     /// A receiver joined (`key`: a native client's, for the rejoin backoff): returns how long
     /// its join keyframe waits.
-    pub(super) fn on_join(&mut self, now: Micros, id: ClientId, key: Option<PublicKey>) -> Micros {
+    pub(in crate::host) fn on_join(
+        &mut self,
+        now: Micros,
+        id: ClientId,
+        key: Option<PublicKey>,
+    ) -> Micros {
         let Some(key) = key else {
             return 0;
         };
@@ -188,7 +193,7 @@ impl Keyframes {
     }
 
     /// A receiver left (or stopped waiting for good).
-    pub(super) fn forget(&mut self, id: ClientId) {
+    pub(in crate::host) fn forget(&mut self, id: ClientId) {
         self.viewer_last.remove(&id);
         self.not_before.remove(&id);
     }
@@ -196,7 +201,7 @@ impl Keyframes {
     /// The receivers waiting for their first picture (`true`: a viewer): whether to ask the
     /// encoder for a keyframe now. If not, and some still wait, a timer is set for when the
     /// cooldown, a backoff or the viewers' budget allows one.
-    pub(super) fn join(&mut self, now: Micros, waiting: &[(ClientId, bool)]) -> bool {
+    pub(in crate::host) fn join(&mut self, now: Micros, waiting: &[(ClientId, bool)]) -> bool {
         let waiting: Vec<(ClientId, bool, Micros)> = waiting
             .iter()
             .map(|&(id, viewer)| (id, viewer, self.not_before.get(&id).copied().unwrap_or(0)))

@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::ClientId;
+use super::super::ClientId;
 use crate::crypto::TAG_LEN;
 use crate::wire::{self, ShardHeader, HEADER_LEN, SHARD_HEADER_LEN};
 use crate::Micros;
@@ -49,7 +49,7 @@ pub struct ResendStats {
 }
 
 /// A frame (or one slice of a frame sent in slices) kept for retransmission.
-pub(super) struct SentFrame {
+pub(in crate::host) struct SentFrame {
     frame_number: u32,
     slice_index: u8,
     keyframe: bool,
@@ -61,7 +61,7 @@ pub(super) struct SentFrame {
 }
 
 impl SentFrame {
-    pub(super) fn new(
+    pub(in crate::host) fn new(
         frame_number: u32,
         slice_index: u8,
         keyframe: bool,
@@ -80,7 +80,7 @@ impl SentFrame {
 }
 
 /// The shards to resend to one client, as the store allowed them.
-pub(super) struct Resend {
+pub(in crate::host) struct Resend {
     pub keyframe: bool,
     pub data: Arc<Vec<u8>>,
     pub shards: Vec<(ShardHeader, Range<usize>)>,
@@ -94,14 +94,14 @@ struct Budget {
 }
 
 /// The kept frames and every client's resend budget.
-pub(super) struct ResendStore {
+pub(in crate::host) struct ResendStore {
     frames: VecDeque<SentFrame>,
     budgets: HashMap<ClientId, Budget>,
     stats: ResendStats,
 }
 
 impl ResendStore {
-    pub(super) fn new() -> ResendStore {
+    pub(in crate::host) fn new() -> ResendStore {
         ResendStore {
             frames: VecDeque::new(),
             budgets: HashMap::new(),
@@ -109,13 +109,13 @@ impl ResendStore {
         }
     }
 
-    pub(super) fn stats(&self) -> ResendStats {
+    pub(in crate::host) fn stats(&self) -> ResendStats {
         self.stats
     }
 
     /// Keeps a frame (slice) just sent; the oldest go beyond [`RESEND_FRAMES`] frames (of
     /// `slice_count` slices each) or [`RESEND_BYTES`].
-    pub(super) fn keep(&mut self, frame: SentFrame, slice_count: u8) {
+    pub(in crate::host) fn keep(&mut self, frame: SentFrame, slice_count: u8) {
         self.frames.push_back(frame);
         let kept_entries = RESEND_FRAMES * slice_count.max(1) as usize;
         while self.frames.len() > kept_entries
@@ -127,7 +127,7 @@ impl ResendStore {
     }
 
     /// A client left: its budget and counts go.
-    pub(super) fn forget(&mut self, client: ClientId) {
+    pub(in crate::host) fn forget(&mut self, client: ClientId) {
         self.budgets.remove(&client);
         for f in &mut self.frames {
             f.resent.remove(&client);
@@ -150,7 +150,7 @@ impl ResendStore {
     /// None if the frame is no longer kept. `kbps`, `fps` and `max_datagram` are the
     /// stream's.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_nack(
+    pub(in crate::host) fn on_nack(
         &mut self,
         now: Micros,
         client: ClientId,

@@ -8,9 +8,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::peer::{queue_accept, seal_shard, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
+use super::super::out::seal_shard;
+use super::super::peer::{queue_accept, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
+use super::super::{ClientId, HostSession, NoClient};
 use super::resend::SentFrame;
-use super::{ClientId, HostSession, NoClient};
+use super::Stream;
 use crate::assembler::{parity_header, shard_slice_fec, SliceId};
 use crate::crypto::TAG_LEN;
 use crate::paths::Class;
@@ -165,9 +167,9 @@ impl HostSession {
         let slice = meta.slice;
         let first_slice = slice.index == 0;
         if keyframe && first_slice {
-            self.keyframes.on_keyframe_sent(meta.frame_number);
+            self.stream.keyframes.on_keyframe_sent(meta.frame_number);
         }
-        self.next_frame = Some(meta.frame_number.wrapping_add(1));
+        self.stream.next_frame = Some(meta.frame_number.wrapping_add(1));
         // Who takes it, controller first (a client waiting for a picture starts at any slice
         // of an entry point: slices come in any order, and the rest of that frame follows).
         let mut order: Vec<usize> = (0..self.peers.len()).collect();
@@ -244,11 +246,14 @@ impl HostSession {
         // The parity, once.
         let mut parity = 0;
         if m > 0 {
-            let buf = &mut self.parity_buf;
+            let Stream {
+                parity_buf: buf,
+                fec,
+                ..
+            } = &mut self.stream;
             buf.clear();
             buf.resize(m * l, 0);
-            let ok = self
-                .fec
+            let ok = fec
                 .encode(data, l, m, |i, s| {
                     if let Some(d) = buf.get_mut(i * l..(i + 1) * l) {
                         d.copy_from_slice(s);
@@ -287,6 +292,7 @@ impl HostSession {
             let mut parity_sent = 0;
             if sealed == shards.len() {
                 for (j, shard) in self
+                    .stream
                     .parity_buf
                     .chunks(l.max(1))
                     .take(parity.min(needs[r]))
@@ -334,7 +340,7 @@ impl HostSession {
                 data.clone(),
                 shards,
             );
-            self.resend.keep(kept, slice.count);
+            self.stream.resend.keep(kept, slice.count);
         }
         Ok(total)
     }
@@ -342,7 +348,7 @@ impl HostSession {
     /// A client's ShardNack (slice 0 of a frame sent whole) or SliceNack: its missing data
     /// shards of a kept frame (slice), deduplicated, each at most twice, within its resend
     /// byte budget ([`super::resend`]), sealed for it.
-    pub(super) fn retransmit(
+    pub(in crate::host) fn retransmit(
         &mut self,
         now: Micros,
         i: usize,
@@ -357,9 +363,10 @@ impl HostSession {
             self.cfg.params.max_datagram as u64,
         );
         let id = self.peers[i].info.id;
-        let Some(r) = self
-            .resend
-            .on_nack(now, id, frame_number, slice_index, missing, stream)
+        let Some(r) =
+            self.stream
+                .resend
+                .on_nack(now, id, frame_number, slice_index, missing, stream)
         else {
             self.stats.shard_nacks_too_late += 1;
             return;
