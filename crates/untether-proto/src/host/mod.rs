@@ -11,12 +11,18 @@
 //! admitted by the same handshake responder, pairing rules and rate limits, each with its own
 //! keys, packet numbers, paths, input channels, FEC amount, retransmissions and role. They all
 //! receive the host's one stream: a frame's shard layout and its Reed–Solomon parity are
-//! computed once ([`frame`]), then sealed and queued per client (controller first); the last
+//! computed once ([`stream`]), then sealed and queued per client (controller first); the last
 //! frames' shards are kept once, in a shared ring, for every client's retransmissions. One
 //! client is the **controller** (its input drives the application, its head pose is the
 //! scene's, the adaptive bitrate follows its link); the others are **viewers** whose input is
 //! dropped and counted unless granted ([`roles`]). A viewer that cannot keep up is paused to
 //! keyframes, then dropped ([`health`]); it never holds the others back.
+//!
+//! `HostSession` composes owned sub-machines, each with private state and its own tests:
+//! [`admission`] (who may open a session), [`roles`] (the one authority on who controls, over
+//! native clients and receivers of other kinds: [`HostSession::attach_receiver`]), [`stream`]
+//! (frame numbering, FEC, the resend store with per-client budgets, the one keyframe gate with
+//! per-requester limits), and the peers ([`peer`]).
 //!
 //! Security (docs/PROTOCOL.md): a Noise `XX` handshake authenticates both sides; every datagram
 //! after it is AEAD-protected; the client's static key must be on the allowlist (or paired with
