@@ -819,6 +819,13 @@ impl ClientSession {
         self.transmits.pop_front()
     }
 
+    /// Tests only: queues any control frame (a misbehaving client's) for the next control
+    /// datagram.
+    #[cfg(test)]
+    pub(crate) fn queue_control_for_test(&mut self, f: ControlFrame) {
+        self.pending.push(f);
+    }
+
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
     }

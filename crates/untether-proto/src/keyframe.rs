@@ -95,6 +95,9 @@ pub enum KeyframeDecision {
     Cooldown,
     /// A keyframe newer than the lost frame is already on its way.
     AlreadySent,
+    /// The requester's own limit (a viewer: one a second, all viewers together two a second;
+    /// host::keyframes).
+    Limited,
 }
 
 /// Host side: the cooldown against repeated requests.

@@ -34,6 +34,8 @@ pub mod pose;
 pub mod rate;
 pub mod reliable;
 #[cfg(test)]
+mod session_abuse_tests;
+#[cfg(test)]
 mod session_multi_tests;
 #[cfg(test)]
 mod session_tests;
@@ -61,7 +63,7 @@ pub use handshake::{fingerprint, PublicKey, StaticKeypair};
 pub use host::{
     AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, CodecOffer,
     FrameMeta, HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,
-    PairingPin, SlowViewer, StreamState,
+    PairingPin, ReceiverKind, SlowViewer, StreamState,
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
 pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};

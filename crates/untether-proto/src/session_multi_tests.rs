@@ -9,7 +9,7 @@ use crate::host::{AccessPolicy, ClientId, HostConfig, HostEvent, HostSession, St
 use crate::wire::{ClientRole, Codec, InputEvent, PacketType, RejectReason, SessionParams};
 use crate::{GoneReason, Micros};
 
-fn params() -> SessionParams {
+pub(crate) fn params() -> SessionParams {
     SessionParams {
         width: 1280,
         height: 720,
@@ -24,16 +24,20 @@ fn params() -> SessionParams {
 }
 
 /// A client of the test host at its own address.
-struct Client {
-    addr: SocketAddr,
-    id: StaticKeypair,
-    session: ClientSession,
-    events: Vec<ClientEvent>,
-    shards: u64,
+pub(crate) struct Client {
+    pub(crate) addr: SocketAddr,
+    pub(crate) id: StaticKeypair,
+    pub(crate) session: ClientSession,
+    pub(crate) events: Vec<ClientEvent>,
+    pub(crate) shards: u64,
+    /// Drop every this-many-th shard sent to it (0: none).
+    pub(crate) drop_every: u64,
+    /// Bytes it sent the host.
+    pub(crate) bytes_sent: u64,
 }
 
 impl Client {
-    fn frames(&self) -> Vec<(u32, bool)> {
+    pub(crate) fn frames(&self) -> Vec<(u32, bool)> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -43,7 +47,7 @@ impl Client {
             .collect()
     }
 
-    fn roles(&self) -> Vec<(ClientRole, bool)> {
+    pub(crate) fn roles(&self) -> Vec<(ClientRole, bool)> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -57,28 +61,28 @@ impl Client {
             .collect()
     }
 
-    fn connected(&self) -> bool {
+    pub(crate) fn connected(&self) -> bool {
         self.events
             .iter()
             .any(|e| matches!(e, ClientEvent::Connected(_)))
     }
 }
 
-struct World {
-    host: HostSession,
-    now: Micros,
-    clients: Vec<Client>,
-    host_events: Vec<HostEvent>,
+pub(crate) struct World {
+    pub(crate) host: HostSession,
+    pub(crate) now: Micros,
+    pub(crate) clients: Vec<Client>,
+    pub(crate) host_events: Vec<HostEvent>,
     keys: SessionRng,
 }
 
 impl World {
-    fn new(seed: u8, max_clients: usize, cooldown_us: Micros) -> World {
+    pub(crate) fn new(seed: u8, max_clients: usize, cooldown_us: Micros) -> World {
         World::with(seed, max_clients, cooldown_us, |_| {})
     }
 
     /// [`World::new`] with the host's configuration edited by `edit`.
-    fn with(
+    pub(crate) fn with(
         seed: u8,
         max_clients: usize,
         cooldown_us: Micros,
@@ -103,12 +107,12 @@ impl World {
     }
 
     /// A new client (index returned) that starts connecting now.
-    fn add(&mut self) -> usize {
+    pub(crate) fn add(&mut self) -> usize {
         self.add_with(|_| {})
     }
 
     /// [`World::add`] with the client's configuration edited by `edit`.
-    fn add_with(&mut self, edit: impl FnOnce(&mut ClientConfig)) -> usize {
+    pub(crate) fn add_with(&mut self, edit: impl FnOnce(&mut ClientConfig)) -> usize {
         let n = self.clients.len();
         let id = StaticKeypair::generate(&mut self.keys);
         let mut c = ClientConfig::new(format!("c{n}"));
@@ -122,17 +126,20 @@ impl World {
             session: ClientSession::new(c, self.now),
             events: Vec::new(),
             shards: 0,
+            drop_every: 0,
+            bytes_sent: 0,
         });
         n
     }
 
     /// Exchanges datagrams (1 ms each way) until `until` from now.
-    fn run(&mut self, until: Micros) {
+    pub(crate) fn run(&mut self, until: Micros) {
         let end = self.now + until;
         while self.now < end {
             let mut moved = false;
             for c in &mut self.clients {
                 while let Some(d) = c.session.poll_transmit(self.now) {
+                    c.bytes_sent += d.len() as u64;
                     self.host.handle_datagram(self.now + 1000, c.addr, &d);
                     moved = true;
                 }
@@ -141,6 +148,10 @@ impl World {
                 if let Some(c) = self.clients.iter_mut().find(|c| c.addr == t.dst) {
                     if t.payload[1] == PacketType::Shard as u8 {
                         c.shards += 1;
+                        if c.drop_every > 0 && c.shards % c.drop_every == 0 {
+                            moved = true;
+                            continue;
+                        }
                     }
                     c.session.handle_datagram(self.now + 1000, &t.payload);
                 }
@@ -169,7 +180,7 @@ impl World {
     }
 
     /// The host's id for client `i`.
-    fn id(&self, i: usize) -> ClientId {
+    pub(crate) fn id(&self, i: usize) -> ClientId {
         let key = self.clients[i].id.public;
         self.host
             .clients()
@@ -179,7 +190,7 @@ impl World {
     }
 
     /// Keyframe requests the host application was handed so far (and forgets them).
-    fn keyframe_requests(&mut self) -> usize {
+    pub(crate) fn keyframe_requests(&mut self) -> usize {
         let n = self
             .host_events
             .iter()
@@ -191,7 +202,7 @@ impl World {
     }
 
     /// The host application: one frame (a keyframe if one was asked for).
-    fn frame(&mut self, number: u32, keyframe_wanted: &mut bool) {
+    pub(crate) fn frame(&mut self, number: u32, keyframe_wanted: &mut bool) {
         let key = std::mem::take(keyframe_wanted);
         let data = crate::sim::frame_payload(number, key, if key { 9000 } else { 3000 });
         let _ = self.host.send_frame(self.now, number, self.now, key, &data);

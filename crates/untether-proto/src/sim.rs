@@ -812,6 +812,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 | HostEvent::BitrateChanged { .. }
                 | HostEvent::ClientRefused { .. }
                 | HostEvent::RoleChanged { .. }
+                | HostEvent::ReceiverRoleChanged { .. }
                 | HostEvent::ViewerPaused { .. } => {}
                 HostEvent::LinkAddress { .. } => {}
             }

@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 
 use super::health::{Verdict, ViewerHealth};
-use super::{arr, ClientInfo, ClientStatus, HostConfig, HostEvent, HostSession, HostStats};
+use super::out::fan_out;
+use super::stream::keyframes::Requester;
+use super::{arr, ClientInfo, ClientStatus, HostConfig, HostEvent, HostSession};
 use super::{StreamState, RATE_PING_INTERVAL_US};
 use crate::crypto::{Protection, TAG_LEN};
 use crate::fec::LossEstimator;
@@ -17,9 +19,9 @@ use crate::state::{StateKey, StateReceiver, StateSender, StateValue};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
     self, encode_control, ByeReason, ClientRole, ControlFrame, Feedback, Header, PacketType,
-    HEADER_LEN, SHARD_HEADER_LEN,
+    HEADER_LEN,
 };
-use crate::{GoneReason, Micros, Transmit};
+use crate::{GoneReason, Micros};
 
 /// How often an unconfirmed Accept is repeated ahead of video frames.
 pub(super) const ACCEPT_REPEAT_US: Micros = 15_000;
@@ -27,8 +29,6 @@ pub(super) const ACCEPT_REPEAT_US: Micros = 15_000;
 pub(super) const ACCEPT_REPEAT_FOR_US: Micros = 2_000_000;
 /// An unacknowledged Role is sent again after this long.
 pub(super) const ROLE_REPEAT_US: Micros = 200_000;
-/// A paused viewer's keyframe requests are honoured at most this often.
-const PAUSED_KEYFRAME_INTERVAL_US: Micros = 1_000_000;
 
 /// Per-client counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -92,7 +92,6 @@ pub(super) struct Peer {
     /// Joined, and not yet sent a frame it can start decoding on.
     pub awaiting_entry: bool,
     pub health: ViewerHealth,
-    pub last_paused_keyframe_us: Option<Micros>,
     /// The host's (captured, encoded, dropped) counts before its first frame.
     pub timing_base: Option<(u32, u32, u32)>,
     pub counters: PeerCounters,
@@ -168,7 +167,6 @@ impl Peer {
             role_sent_us: now,
             awaiting_entry: true,
             health: ViewerHealth::new(cfg.health),
-            last_paused_keyframe_us: None,
             timing_base: None,
             counters: PeerCounters::default(),
         }
@@ -352,19 +350,19 @@ impl HostSession {
                     // Its first picture is on its way (the join asked for it).
                     return;
                 }
-                if peer.health.is_paused() {
-                    // A paused viewer gets the keyframes others cause, and at most one of its
-                    // own a second: it must not make everyone's stream a string of keyframes.
-                    if peer
-                        .last_paused_keyframe_us
-                        .is_some_and(|t| now < t + PAUSED_KEYFRAME_INTERVAL_US)
-                    {
-                        self.stats.keyframe_requests_ignored_paused += 1;
-                        return;
-                    }
-                    peer.last_paused_keyframe_us = Some(now);
+                // A viewer (paused or not) gets the keyframes others cause, and at most one of
+                // its own a second: it must not make everyone's stream a string of keyframes.
+                let who = if peer.role == ClientRole::Controller {
+                    Requester::Controller
+                } else {
+                    Requester::Viewer(peer.info.id)
+                };
+                let paused = peer.health.is_paused();
+                if self.keyframe_request(now, who, lost_frame) == KeyframeDecision::Limited
+                    && paused
+                {
+                    self.stats.keyframe_requests_ignored_paused += 1;
                 }
-                self.keyframe_request(now, lost_frame);
             }
             ControlFrame::Feedback(fb) => {
                 peer.feedback = Some(fb);
@@ -478,7 +476,7 @@ impl HostSession {
                 }
             }
             ControlFrame::Bye { .. } => {
-                let p = self.peers.remove(i);
+                let p = self.remove_peer(i);
                 self.events.push_back(HostEvent::ClientGone {
                     client: p.info.id,
                     addr: p.info.addr,
@@ -507,15 +505,18 @@ impl HostSession {
         }
     }
 
-    /// A keyframe request through the shared cooldown.
-    pub(super) fn keyframe_request(&mut self, now: Micros, lost_frame: u32) -> bool {
-        if self.gate.on_request(now, lost_frame) == KeyframeDecision::Honour {
-            self.last_honoured_us = Some(now);
+    /// A keyframe request through the one gate, with the requester's limits.
+    pub(super) fn keyframe_request(
+        &mut self,
+        now: Micros,
+        who: Requester,
+        lost_frame: u32,
+    ) -> KeyframeDecision {
+        let d = self.stream.keyframes().request(now, who, lost_frame);
+        if d == KeyframeDecision::Honour {
             self.events.push_back(HostEvent::KeyframeRequested);
-            true
-        } else {
-            false
         }
+        d
     }
 
     /// Acts on a viewer's health verdict.
@@ -606,7 +607,7 @@ impl HostSession {
         let mut closed = false;
         while i < self.peers.len() {
             if self.build_controls_of(now, i) {
-                self.peers.remove(i);
+                self.remove_peer(i);
                 closed = true;
             } else {
                 i += 1;
@@ -666,98 +667,4 @@ impl HostSession {
         }
         closing
     }
-
-    /// Queues one audio packet for every client that is sent frames (one datagram each, after
-    /// queued shards). Returns how many clients it was queued for.
-    pub fn send_audio(
-        &mut self,
-        now: Micros,
-        packet: &crate::audio::AudioPacket,
-    ) -> Result<usize, super::NoClient> {
-        if self.peers.is_empty() {
-            return Err(super::NoClient);
-        }
-        let mut body = Vec::with_capacity(packet.encoded_len());
-        packet.encode(&mut body);
-        let mut n = 0;
-        for peer in &mut self.peers {
-            let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TAG_LEN);
-            let pn = peer.next_pn;
-            Header::new(PacketType::Audio, peer.info.connection_id, pn).write(&mut out);
-            peer.next_pn += 1;
-            out.extend_from_slice(&body);
-            // Audio is always encrypted, like control and input.
-            if peer
-                .protection
-                .sealer
-                .seal(&mut out, HEADER_LEN, pn, true)
-                .is_err()
-            {
-                continue;
-            }
-            peer.last_send_us = now;
-            peer.paths.schedule(Class::Control, now, &mut self.sched);
-            fan_out(peer, &self.sched, &mut self.stats, &mut self.transmits, out);
-            n += 1;
-        }
-        Ok(n)
-    }
-}
-
-/// Queues `payload` on each scheduled path of `peer` (copies for all but the last), counting
-/// it.
-pub(super) fn fan_out(
-    peer: &mut Peer,
-    sched: &[usize],
-    stats: &mut HostStats,
-    queue: &mut impl Extend<Transmit>,
-    payload: Vec<u8>,
-) {
-    let len = payload.len();
-    let mut payload = Some(payload);
-    for (k, &i) in sched.iter().enumerate() {
-        let Some(dst) = peer.paths.addr(i) else {
-            continue;
-        };
-        let p = if k + 1 == sched.len() {
-            payload.take().unwrap_or_default()
-        } else {
-            payload.clone().unwrap_or_default()
-        };
-        peer.paths.on_sent(i, len);
-        stats.bytes_sent += len as u64;
-        stats.datagrams_sent += 1;
-        peer.counters.bytes_sent += len as u64;
-        peer.counters.datagrams_sent += 1;
-        queue.extend(std::iter::once(Transmit { dst, payload: p }));
-    }
-}
-
-/// Seals one shard (data or parity) for `peer` into a datagram and queues it; false if
-/// sealing failed.
-pub(super) fn seal_shard(
-    peer: &mut Peer,
-    stats: &mut HostStats,
-    queue: &mut impl Extend<Transmit>,
-    sched: &[usize],
-    sh: &wire::ShardHeader,
-    payload: &[u8],
-) -> bool {
-    let mut out = Vec::with_capacity(HEADER_LEN + SHARD_HEADER_LEN + payload.len() + TAG_LEN);
-    let pn = peer.next_pn;
-    Header::new(PacketType::Shard, peer.info.connection_id, pn).write(&mut out);
-    peer.next_pn += 1;
-    sh.write(&mut out);
-    out.extend_from_slice(payload);
-    let encrypt = !peer.protection.video_auth_only;
-    if peer
-        .protection
-        .sealer
-        .seal(&mut out, HEADER_LEN, pn, encrypt)
-        .is_err()
-    {
-        return false;
-    }
-    fan_out(peer, sched, stats, queue, out);
-    true
 }

@@ -15,9 +15,19 @@
 //! at most one keyframe per cooldown), or, when the stream refreshes itself (a non-zero
 //! refresh period in its parameters, or [`super::HostConfig::stream_refreshes`]), the next
 //! refresh sweep, with no keyframe asked for.
+//!
+//! Receivers of other kinds (browsers over WebRTC, RTSP players, WHIP publications: they live
+//! outside this crate) register with [`HostSession::attach_receiver`] and are ruled by the same
+//! [`Roles`]: a browser controls only while no native client is connected (then the oldest
+//! browser); RTSP players and publications never control and have no input. Their keyframe
+//! requests go through the same gate, with a viewer's limits unless they control.
 
-use super::{ClientId, HostEvent, HostSession};
+use std::collections::HashSet;
+
+use super::stream::keyframes::Requester;
+use super::{ClientId, HostEvent, HostSession, ReceiverKind};
 use crate::handshake::PublicKey;
+use crate::keyframe::KeyframeDecision;
 use crate::wire::{role_flags, ClientRole, ControlFrame};
 use crate::Micros;
 
@@ -25,13 +35,8 @@ impl HostSession {
     /// Hands control to the client with this key whenever it is connected (None: the default
     /// rule). Takes effect at once if it is connected.
     pub fn set_preferred_controller(&mut self, now: Micros, key: Option<PublicKey>) {
-        self.preferred_controller = key;
+        self.roles.preferred = key;
         self.assign_roles(now);
-    }
-
-    /// The key control was handed to, if any.
-    pub fn preferred_controller(&self) -> Option<PublicKey> {
-        self.preferred_controller
     }
 
     /// Hands control to a connected client now (and whenever it reconnects); false if there
@@ -47,21 +52,16 @@ impl HostSession {
 
     /// Lets a viewer's input through (by key, connected or not).
     pub fn grant_input(&mut self, now: Micros, key: PublicKey) {
-        if self.granted.insert(key) {
+        if self.roles.granted.insert(key) {
             self.assign_roles(now);
         }
     }
 
     /// Takes a viewer's input grant back.
     pub fn revoke_input_grant(&mut self, now: Micros, key: &PublicKey) {
-        if self.granted.remove(key) {
+        if self.roles.granted.remove(key) {
             self.assign_roles(now);
         }
-    }
-
-    /// Whether the client with this key has an input grant.
-    pub fn is_input_granted(&self, key: &PublicKey) -> bool {
-        self.granted.contains(key)
     }
 
     /// A keyframe for everyone asked for by something other than a client's loss (another
@@ -69,21 +69,15 @@ impl HostSession {
     /// cooldown; true if the encoder is to make one ([`HostEvent::KeyframeRequested`]).
     pub fn request_keyframe(&mut self, now: Micros) -> bool {
         self.stats.keyframe_requests_received += 1;
-        self.keyframe_request(now, u32::MAX)
+        self.keyframe_request(now, Requester::Host, u32::MAX) == KeyframeDecision::Honour
     }
 
     /// Picks the controller and tells every client whose role changed.
     pub(super) fn assign_roles(&mut self, now: Micros) {
-        let preferred = self
-            .preferred_controller
-            .and_then(|k| self.peers.iter().find(|p| p.info.key == k))
-            .map(|p| p.info.id);
-        let current = self.controller.filter(|&c| self.peer_index(c).is_some());
-        let want = preferred
-            .or(current)
-            .or_else(|| self.peers.first().map(|p| p.info.id));
-        if want != self.controller {
-            self.controller = want;
+        let natives: Vec<(ClientId, PublicKey)> =
+            self.peers.iter().map(|p| (p.info.id, p.info.key)).collect();
+        let want = self.roles.decide(&natives);
+        if let Some(want) = want {
             if want.is_some() {
                 self.stats.controller_changes += 1;
             }
@@ -100,12 +94,7 @@ impl HostSession {
         let mut resumed = false;
         for i in 0..self.peers.len() {
             let p = &mut self.peers[i];
-            let role = if Some(p.info.id) == self.controller {
-                ClientRole::Controller
-            } else {
-                ClientRole::Viewer
-            };
-            let granted = role == ClientRole::Viewer && self.granted.contains(&p.info.key);
+            let (role, granted) = self.roles.native_role(p.info.id, &p.info.key);
             if role != p.role || granted != p.input_granted {
                 if role == ClientRole::Controller && p.health.is_paused() {
                     // A paused viewer taking control is judged no more: it takes every frame
@@ -125,6 +114,13 @@ impl HostSession {
                 });
             }
             self.tell_role(now, i);
+        }
+        for (receiver, kind, role) in self.roles.receiver_changes() {
+            self.events.push_back(HostEvent::ReceiverRoleChanged {
+                receiver,
+                kind,
+                role,
+            });
         }
         if resumed {
             self.request_entry_point(now);
@@ -179,22 +175,255 @@ impl HostSession {
     /// Asks for a keyframe for the clients waiting for their first picture, now or (during
     /// the keyframe cooldown) when it ends.
     pub(super) fn request_join_keyframe(&mut self, now: Micros) {
-        if !self.peers.iter().any(|p| p.awaiting_entry) {
+        let waiting: Vec<(ClientId, bool)> = self
+            .peers
+            .iter()
+            .filter(|p| p.awaiting_entry)
+            .map(|p| (p.info.id, p.role != ClientRole::Controller))
+            .collect();
+        if waiting.is_empty() {
             return;
         }
-        let cooldown_end = self
-            .last_honoured_us
-            .map(|t| t + self.cfg.keyframe_cooldown_us)
-            .filter(|&end| end > now);
-        if let Some(end) = cooldown_end {
-            // A keyframe was just asked for (it may be this one's): look again when the
-            // cooldown ends.
-            self.join_keyframe_due = Some(self.join_keyframe_due.map_or(end, |d| d.min(end)));
-            return;
-        }
-        // No lost frame to name: any keyframe from now on will do.
-        if self.keyframe_request(now, u32::MAX) {
+        // Within the cooldown, a backoff or the viewers' budget: the gate sets a timer.
+        if self.stream.keyframes().join(now, &waiting) {
+            self.events.push_back(HostEvent::KeyframeRequested);
             self.stats.keyframes_for_joins += 1;
         }
+    }
+}
+
+impl HostSession {
+    /// Registers a receiver of another kind (a browser, an RTSP player, a WHIP publication):
+    /// it gets an id from the same space as native clients' and its role from the same rule
+    /// ([`role_of`](Self::role_of); a change is a [`HostEvent::ReceiverRoleChanged`]).
+    pub fn attach_receiver(&mut self, now: Micros, kind: ReceiverKind) -> ClientId {
+        let id = ClientId(self.next_client);
+        self.next_client = self.next_client.wrapping_add(1).max(1);
+        self.roles.receivers.push(Receiver {
+            id,
+            kind,
+            role: ClientRole::Viewer,
+        });
+        self.assign_roles(now);
+        id
+    }
+
+    /// A receiver of another kind left (its role passes on by the same rule).
+    pub fn detach_receiver(&mut self, now: Micros, id: ClientId) {
+        let before = self.roles.receivers.len();
+        self.roles.receivers.retain(|r| r.id != id);
+        if self.roles.receivers.len() != before {
+            self.stream.forget(id);
+            self.assign_roles(now);
+        }
+    }
+
+    /// A keyframe request (PLI/FIR, an RTSP player joining) from a receiver of another kind,
+    /// through the one gate: the cooldown, and a viewer's limits unless it controls. When
+    /// honoured, [`HostEvent::KeyframeRequested`] is emitted, as for a native client. An
+    /// unknown id is refused ([`KeyframeDecision::Limited`]).
+    pub fn receiver_keyframe_request(&mut self, now: Micros, id: ClientId) -> KeyframeDecision {
+        self.stats.keyframe_requests_received += 1;
+        if !self.roles.receivers.iter().any(|r| r.id == id) {
+            return KeyframeDecision::Limited;
+        }
+        let who = if self.roles.controller == Some(id) {
+            Requester::Controller
+        } else {
+            Requester::Viewer(id)
+        };
+        // No lost frame to name: any keyframe from now on will do.
+        self.keyframe_request(now, who, u32::MAX)
+    }
+
+    /// The role the one authority gives a native client or a receiver of another kind (None:
+    /// no such id).
+    pub fn role_of(&self, id: ClientId) -> Option<ClientRole> {
+        if let Some(i) = self.peer_index(id) {
+            return Some(self.roles.native_role(id, &self.peers[i].info.key).0);
+        }
+        self.roles.receiver(id).map(|r| r.role)
+    }
+
+    /// Whether an id's input reaches the application: the controller's (a native client's, or
+    /// a browser's while it controls), or a native viewer's with a grant. RTSP players and
+    /// publications never.
+    pub fn input_applies(&self, id: ClientId) -> bool {
+        if let Some(i) = self.peer_index(id) {
+            let (role, granted) = self.roles.native_role(id, &self.peers[i].info.key);
+            return role == ClientRole::Controller || granted;
+        }
+        self.roles
+            .receiver(id)
+            .is_some_and(|r| r.kind.may_control() && r.role == ClientRole::Controller)
+    }
+}
+
+/// A receiver of another kind, as [`Roles`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Receiver {
+    id: ClientId,
+    kind: ReceiverKind,
+    /// The role last reported.
+    role: ClientRole,
+}
+
+/// Who controls: the one authority over native clients and receivers of other kinds.
+#[derive(Default)]
+pub(super) struct Roles {
+    controller: Option<ClientId>,
+    /// The key the host's user handed control to (`untether pair control`): the controller
+    /// whenever it is connected.
+    preferred: Option<PublicKey>,
+    /// Keys of native viewers whose input is applied.
+    granted: HashSet<PublicKey>,
+    /// Receivers of other kinds, in the order they attached.
+    receivers: Vec<Receiver>,
+}
+
+impl Roles {
+    pub(super) fn new() -> Roles {
+        Roles::default()
+    }
+
+    pub(super) fn controller(&self) -> Option<ClientId> {
+        self.controller
+    }
+
+    /// A restarted run of the controller (the same key) takes its place, and control.
+    pub(super) fn inherit_control(&mut self, id: ClientId) {
+        self.controller = Some(id);
+    }
+
+    fn receiver(&self, id: ClientId) -> Option<&Receiver> {
+        self.receivers.iter().find(|r| r.id == id)
+    }
+
+    /// Decides who controls among the native clients (`natives`, id and key, in admission
+    /// order) and the receivers: the preferred key whenever it is connected; else the current
+    /// controller while it stays (a browser only while no native client is there); else the
+    /// longest-connected native client; else the current browser; else the oldest browser.
+    /// Some(new controller) if it changed.
+    pub(super) fn decide(&mut self, natives: &[(ClientId, PublicKey)]) -> Option<Option<ClientId>> {
+        let preferred = self
+            .preferred
+            .and_then(|k| natives.iter().find(|n| n.1 == k))
+            .map(|n| n.0);
+        let current = self.controller;
+        let native_current = current.filter(|c| natives.iter().any(|n| n.0 == *c));
+        let browser_current =
+            current.filter(|&c| self.receiver(c).is_some_and(|r| r.kind.may_control()));
+        let want = preferred
+            .or(native_current)
+            .or_else(|| natives.first().map(|n| n.0))
+            .or(browser_current)
+            .or_else(|| {
+                self.receivers
+                    .iter()
+                    .find(|r| r.kind.may_control())
+                    .map(|r| r.id)
+            });
+        if want == current {
+            return None;
+        }
+        self.controller = want;
+        Some(want)
+    }
+
+    /// A native client's role, and whether it is a viewer with an input grant.
+    pub(super) fn native_role(&self, id: ClientId, key: &PublicKey) -> (ClientRole, bool) {
+        if self.controller == Some(id) {
+            (ClientRole::Controller, false)
+        } else {
+            (ClientRole::Viewer, self.granted.contains(key))
+        }
+    }
+
+    /// The receivers whose role changed since last asked (now recorded).
+    pub(super) fn receiver_changes(&mut self) -> Vec<(ClientId, ReceiverKind, ClientRole)> {
+        let controller = self.controller;
+        let mut out = Vec::new();
+        for r in &mut self.receivers {
+            let role = if Some(r.id) == controller {
+                ClientRole::Controller
+            } else {
+                ClientRole::Viewer
+            };
+            if role != r.role {
+                r.role = role;
+                out.push((r.id, r.kind, role));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attach(r: &mut Roles, id: u32, kind: ReceiverKind) {
+        r.receivers.push(Receiver {
+            id: ClientId(id),
+            kind,
+            role: ClientRole::Viewer,
+        });
+    }
+
+    #[test]
+    fn a_browser_controls_only_while_no_native_client_is_connected() {
+        let mut r = Roles::new();
+        attach(&mut r, 1, ReceiverKind::Rtsp);
+        attach(&mut r, 2, ReceiverKind::Publication);
+        // RTSP players and publications never control, even alone.
+        assert_eq!(r.decide(&[]), None);
+        attach(&mut r, 3, ReceiverKind::Browser);
+        attach(&mut r, 4, ReceiverKind::Browser);
+        assert_eq!(r.decide(&[]), Some(Some(ClientId(3))));
+        assert_eq!(
+            r.receiver_changes(),
+            [(ClientId(3), ReceiverKind::Browser, ClientRole::Controller)]
+        );
+        // A native client connects: it takes control from the browser.
+        let natives = [(ClientId(5), [5; 32])];
+        assert_eq!(r.decide(&natives), Some(Some(ClientId(5))));
+        assert_eq!(
+            r.receiver_changes(),
+            [(ClientId(3), ReceiverKind::Browser, ClientRole::Viewer)]
+        );
+        assert_eq!(
+            r.native_role(ClientId(5), &[5; 32]).0,
+            ClientRole::Controller
+        );
+        // It leaves, and the first browser left is the oldest: 4 once 3 has gone.
+        r.receivers.retain(|x| x.id != ClientId(3));
+        assert_eq!(r.decide(&[]), Some(Some(ClientId(4))));
+        assert_eq!(
+            r.receiver_changes(),
+            [(ClientId(4), ReceiverKind::Browser, ClientRole::Controller)]
+        );
+    }
+
+    #[test]
+    fn the_preferred_key_then_the_current_then_the_longest_connected_native_controls() {
+        let mut r = Roles::new();
+        attach(&mut r, 9, ReceiverKind::Browser);
+        let (a, b, c) = (
+            (ClientId(1), [1; 32]),
+            (ClientId(2), [2; 32]),
+            (ClientId(3), [3; 32]),
+        );
+        assert_eq!(r.decide(&[a, b]), Some(Some(a.0)));
+        // The current controller stays when others come.
+        assert_eq!(r.decide(&[a, b, c]), None);
+        // The preferred key takes over whenever it is connected …
+        r.preferred = Some(c.1);
+        assert_eq!(r.decide(&[a, b, c]), Some(Some(c.0)));
+        // … and when it leaves, the longest-connected native, never the browser.
+        assert_eq!(r.decide(&[a, b]), Some(Some(a.0)));
+        r.granted.insert(b.1);
+        assert_eq!(r.native_role(b.0, &b.1), (ClientRole::Viewer, true));
+        assert_eq!(r.native_role(a.0, &a.1), (ClientRole::Controller, false));
+        assert!(r.receiver_changes().is_empty());
     }
 }

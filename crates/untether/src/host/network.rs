@@ -271,6 +271,9 @@ impl HostNet {
                     self.target_kbps = Some(kbps);
                     let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
                 }
+                // Browsers and RTSP players do not attach to the session yet (they keep
+                // their own roles and gate): no receiver of another kind changes role.
+                HostEvent::ReceiverRoleChanged { .. } => {}
             }
         }
         for note in self.gamepads.notes.drain(..) {

@@ -64,7 +64,7 @@ pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
 
 /// Most pending access requests kept on disk: when full, new requests are refused (the old ones
 /// stay until the user approves or denies them).
-pub const MAX_PENDING: usize = 32;
+pub const MAX_PENDING: usize = untether_proto::host::DEFAULT_MAX_ACCESS_REQUESTS;
 /// The fewest fingerprint characters (dashes not counted) that name a pending request.
 pub const MIN_FINGERPRINT_CHARS: usize = 8;
 /// Most entries in the allowlist, the revoked list and the known hosts (a sanity bound).

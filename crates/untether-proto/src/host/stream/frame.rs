@@ -8,18 +8,16 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::peer::{queue_accept, seal_shard, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
-use super::{ClientId, HostSession, NoClient};
+use super::super::out::seal_shard;
+use super::super::peer::{queue_accept, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
+use super::super::{ClientId, HostSession, NoClient};
+use super::resend::SentFrame;
+use super::Stream;
 use crate::assembler::{parity_header, shard_slice_fec, SliceId};
 use crate::crypto::TAG_LEN;
 use crate::paths::Class;
 use crate::wire::{self, ClientRole, ShardHeader, HEADER_LEN, SHARD_HEADER_LEN};
 use crate::{Micros, Transmit};
-
-/// Frames kept for retransmission (about 130 ms at 60 fps) …
-const RESEND_FRAMES: usize = 8;
-/// … and at most this many bytes of them.
-const RESEND_BYTES: usize = 4 << 20;
 
 /// What the host says about an encoded frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,16 +57,6 @@ impl FrameMeta {
 pub struct ClientDatagrams {
     pub client: ClientId,
     pub datagrams: Vec<Transmit>,
-}
-
-/// A frame (or one slice of a frame sent in slices) kept for retransmission.
-pub(super) struct SentFrame {
-    frame_number: u32,
-    slice_index: u8,
-    keyframe: bool,
-    data: Arc<Vec<u8>>,
-    /// Each data shard's header and byte range in `data`.
-    shards: Vec<(ShardHeader, Range<usize>)>,
 }
 
 impl HostSession {
@@ -179,9 +167,9 @@ impl HostSession {
         let slice = meta.slice;
         let first_slice = slice.index == 0;
         if keyframe && first_slice {
-            self.gate.on_keyframe_sent(meta.frame_number);
+            self.stream.keyframes.on_keyframe_sent(meta.frame_number);
         }
-        self.next_frame = Some(meta.frame_number.wrapping_add(1));
+        self.stream.next_frame = Some(meta.frame_number.wrapping_add(1));
         // Who takes it, controller first (a client waiting for a picture starts at any slice
         // of an entry point: slices come in any order, and the rest of that frame follows).
         let mut order: Vec<usize> = (0..self.peers.len()).collect();
@@ -258,11 +246,14 @@ impl HostSession {
         // The parity, once.
         let mut parity = 0;
         if m > 0 {
-            let buf = &mut self.parity_buf;
+            let Stream {
+                parity_buf: buf,
+                fec,
+                ..
+            } = &mut self.stream;
             buf.clear();
             buf.resize(m * l, 0);
-            let ok = self
-                .fec
+            let ok = fec
                 .encode(data, l, m, |i, s| {
                     if let Some(d) = buf.get_mut(i * l..(i + 1) * l) {
                         d.copy_from_slice(s);
@@ -301,6 +292,7 @@ impl HostSession {
             let mut parity_sent = 0;
             if sealed == shards.len() {
                 for (j, shard) in self
+                    .stream
                     .parity_buf
                     .chunks(l.max(1))
                     .take(parity.min(needs[r]))
@@ -341,28 +333,22 @@ impl HostSession {
         }
         self.stats.frames_with_parity += (parity > 0 && first_slice) as u64;
         if self.cfg.retransmit {
-            self.resend.push_back(SentFrame {
-                frame_number: meta.frame_number,
-                slice_index: slice.index,
+            let kept = SentFrame::new(
+                meta.frame_number,
+                slice.index,
                 keyframe,
-                data: data.clone(),
+                data.clone(),
                 shards,
-            });
-            // The last RESEND_FRAMES frames, whatever their slices.
-            let kept_entries = RESEND_FRAMES * slice.count.max(1) as usize;
-            while self.resend.len() > kept_entries
-                || (self.resend.len() > 1
-                    && self.resend.iter().map(|f| f.data.len()).sum::<usize>() > RESEND_BYTES)
-            {
-                self.resend.pop_front();
-            }
+            );
+            self.stream.resend.keep(kept, slice.count);
         }
         Ok(total)
     }
 
     /// A client's ShardNack (slice 0 of a frame sent whole) or SliceNack: its missing data
-    /// shards of a kept frame (slice), sealed for it.
-    pub(super) fn retransmit(
+    /// shards of a kept frame (slice), deduplicated, each at most twice, within its resend
+    /// byte budget ([`super::resend`]), sealed for it.
+    pub(in crate::host) fn retransmit(
         &mut self,
         now: Micros,
         i: usize,
@@ -371,26 +357,32 @@ impl HostSession {
         missing: &[u16],
     ) {
         self.stats.shard_nacks_received += 1;
-        let Some(f) = self
-            .resend
-            .iter()
-            .find(|f| f.frame_number == frame_number && f.slice_index == slice_index)
+        let stream = (
+            self.target_kbps.unwrap_or(self.cfg.params.bitrate_kbps),
+            self.cfg.params.fps as u32,
+            self.cfg.params.max_datagram as u64,
+        );
+        let id = self.peers[i].info.id;
+        let Some(r) =
+            self.stream
+                .resend
+                .on_nack(now, id, frame_number, slice_index, missing, stream)
         else {
             self.stats.shard_nacks_too_late += 1;
             return;
         };
-        let class = if f.keyframe {
+        if r.shards.is_empty() {
+            return;
+        }
+        let class = if r.keyframe {
             Class::KeyframeShard
         } else {
             Class::Shard
         };
         let peer = &mut self.peers[i];
         peer.paths.schedule(class, now, &mut self.sched);
-        for &k in missing.iter().take(wire::MAX_NACK_SHARDS) {
-            let Some((sh, range)) = f.shards.get(k as usize) else {
-                continue;
-            };
-            let Some(payload) = f.data.get(range.clone()) else {
+        for (sh, range) in &r.shards {
+            let Some(payload) = r.data.get(range.clone()) else {
                 continue;
             };
             if !seal_shard(

@@ -5,12 +5,10 @@
 
 use std::net::SocketAddr;
 
-use super::peer::Peer;
-use super::{
-    AccessPolicy, AccessRequest, ClientId, ClientInfo, HostEvent, HostSession, PairingEvent,
-};
+use super::super::peer::Peer;
+use super::super::{AccessPolicy, ClientId, ClientInfo, HostEvent, HostSession, PairingEvent};
 use crate::crypto::Protection;
-use crate::handshake::{fingerprint, HostHandshake, Mode, PublicKey, SessionSetup};
+use crate::handshake::{fingerprint, HostHandshake, Mode, SessionSetup};
 use crate::wire::{
     self, encode_control, encode_handshake, ByeReason, ControlFrame, Header, PacketType, Reject,
     RejectReason, VersionNegotiation, HEADER_LEN,
@@ -24,9 +22,9 @@ pub const HANDSHAKE_REPEAT_ANSWER_US: Micros = 100_000;
 /// The anti-amplification factor for unvalidated addresses.
 pub const AMPLIFICATION_FACTOR: u64 = 3;
 /// Retry tokens are valid for their 10 s slot and the next.
-const RETRY_SLOT_US: Micros = 10_000_000;
+pub(in crate::host) const RETRY_SLOT_US: Micros = 10_000_000;
 
-pub(super) enum PendingState {
+pub(in crate::host) enum PendingState {
     /// Message 2 sent; waiting for message 3.
     AwaitFinish(Box<HostHandshake>),
     /// Refused after message 3: the protected Reject to repeat if message 3 is repeated.
@@ -40,10 +38,10 @@ pub(super) enum PendingState {
 }
 
 /// A handshake in progress (bounded by `max_handshakes`).
-pub(super) struct Pending {
+pub(in crate::host) struct Pending {
     addr: SocketAddr,
     client_cid: u64,
-    pub(super) created_us: Micros,
+    pub(in crate::host) created_us: Micros,
     state: PendingState,
     msg2: Vec<u8>,
     setup: SessionSetup,
@@ -51,7 +49,7 @@ pub(super) struct Pending {
     /// PIN mode: the PIN the handshake's SPAKE2 key came from. Message 3 is checked only if
     /// that PIN is still the live one with attempts left (each PIN handshake in progress
     /// holds one of them).
-    pub(super) pin: Option<String>,
+    pub(in crate::host) pin: Option<String>,
     /// Anti-amplification: bytes received from (authentic ones only, after message 3) and
     /// sent to the address.
     received: u64,
@@ -74,40 +72,8 @@ impl Pending {
     }
 }
 
-/// A token bucket.
-pub(super) struct Bucket {
-    tokens: f64,
-    rate_per_us: f64,
-    burst: f64,
-    last_us: Micros,
-}
-
-impl Bucket {
-    /// `rate` per second, `burst` at most (and at first).
-    pub(super) fn new(rate: f64, burst: f64) -> Bucket {
-        Bucket {
-            tokens: burst,
-            rate_per_us: rate / 1e6,
-            burst: burst.max(1.0),
-            last_us: 0,
-        }
-    }
-
-    fn take(&mut self, now: Micros) -> bool {
-        let dt = now.saturating_sub(self.last_us) as f64;
-        self.last_us = self.last_us.max(now);
-        self.tokens = (self.tokens + dt * self.rate_per_us).min(self.burst);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
 impl HostSession {
-    pub(super) fn version_negotiation(
+    pub(in crate::host) fn version_negotiation(
         &mut self,
         now: Micros,
         to: SocketAddr,
@@ -116,7 +82,7 @@ impl HostSession {
     ) {
         // Answer only datagrams as large as a Hello (the answer is far smaller: no
         // amplification), and within the handshake rate.
-        if len < wire::HELLO_MIN_LEN || !self.bucket.take(now) {
+        if len < wire::HELLO_MIN_LEN || !self.admission.bucket.take(now) {
             return;
         }
         let mut out = Vec::with_capacity(128);
@@ -131,43 +97,6 @@ impl HostSession {
         .encode(&mut out);
         self.stats.version_negotiations_sent += 1;
         self.reply(to, out);
-    }
-
-    /// A Retry token: `slot u32 ‖ HMAC-SHA256(key, slot ‖ address ‖ port ‖ cid)[..16]`.
-    fn make_token(&self, _now: Micros, addr: SocketAddr, cid: u64, slot: u64) -> Vec<u8> {
-        let slot = slot as u32;
-        let mut ctx = ring::hmac::Context::with_key(&self.retry_key);
-        ctx.update(&slot.to_be_bytes());
-        match addr.ip() {
-            std::net::IpAddr::V4(a) => ctx.update(&a.octets()),
-            std::net::IpAddr::V6(a) => ctx.update(&a.octets()),
-        }
-        ctx.update(&addr.port().to_be_bytes());
-        ctx.update(&cid.to_be_bytes());
-        let tag = ctx.sign();
-        let mut t = Vec::with_capacity(20);
-        t.extend_from_slice(&slot.to_be_bytes());
-        t.extend_from_slice(&tag.as_ref()[..16]);
-        t
-    }
-
-    /// A token is valid for its address and handshake id during its 10 s slot and the next.
-    fn token_valid(&self, now: Micros, addr: SocketAddr, cid: u64, token: &[u8]) -> bool {
-        if token.len() != 20 {
-            return false;
-        }
-        let slot = u32::from_be_bytes([token[0], token[1], token[2], token[3]]) as u64;
-        let cur = (now / RETRY_SLOT_US) & u32::MAX as u64;
-        if slot != cur && slot + 1 != cur {
-            return false;
-        }
-        let expect = self.make_token(now, addr, cid, slot);
-        // Constant time: no early exit on the first differing byte.
-        expect
-            .iter()
-            .zip(token)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
     }
 
     /// A cleartext Reject, sent only if it is at most `budget` bytes (what the address may
@@ -190,12 +119,7 @@ impl HostSession {
         self.reply(to, out);
     }
 
-    pub(super) fn expire_handshakes(&mut self, now: Micros) {
-        let timeout = self.cfg.handshake_timeout_us;
-        self.pending.retain(|p| now < p.created_us + timeout);
-    }
-
-    pub(super) fn on_hello(
+    pub(in crate::host) fn on_hello(
         &mut self,
         now: Micros,
         from: SocketAddr,
@@ -211,11 +135,12 @@ impl HostSession {
         let cid = header.connection_id;
         // A repeated Hello: our reply was lost. Send it again within the address's budget.
         if let Some(i) = self
+            .admission
             .pending
             .iter()
             .position(|p| p.addr == from && p.client_cid == cid)
         {
-            let p = &mut self.pending[i];
+            let p = &mut self.admission.pending[i];
             p.received += len as u64;
             if let PendingState::AwaitFinish(_) = p.state {
                 let mut out = Vec::with_capacity(HEADER_LEN + p.msg2.len());
@@ -235,16 +160,19 @@ impl HostSession {
         // Rate limit: a Hello carrying a valid Retry token comes from an address that receives
         // what we send (not a spoofed flood) and draws from a separate, larger budget; others
         // get a Retry (small, stateless) when the budget is used up.
-        let validated = !hello.token.is_empty() && self.token_valid(now, from, cid, hello.token);
+        let validated =
+            !hello.token.is_empty() && self.admission.token_valid(now, from, cid, hello.token);
         let allowed = if validated {
-            self.validated_bucket.take(now)
+            self.admission.validated_bucket.take(now)
         } else {
-            self.bucket.take(now)
+            self.admission.bucket.take(now)
         };
         if !allowed {
             self.stats.handshakes_rate_limited += 1;
             if !validated {
-                let token = self.make_token(now, from, cid, now / RETRY_SLOT_US);
+                let token = self
+                    .admission
+                    .make_token(now, from, cid, now / RETRY_SLOT_US);
                 let mut out = Vec::with_capacity(HEADER_LEN + token.len());
                 encode_handshake(&Header::new(PacketType::Retry, cid, 0), &token, &mut out);
                 if out.len() <= AMPLIFICATION_FACTOR as usize * len {
@@ -265,7 +193,7 @@ impl HostSession {
         };
         let pin = match mode {
             Mode::Known => None,
-            Mode::Pin => match &self.pin {
+            Mode::Pin => match &self.admission.pin {
                 Some(p) if now < p.expires_us && p.attempts_left > 0 => Some(p.pin.clone()),
                 _ => {
                     return self.cleartext_reject(
@@ -279,30 +207,37 @@ impl HostSession {
                 }
             },
         };
-        self.expire_handshakes(now);
-        if let (Some(_), Some(live)) = (&pin, &self.pin) {
+        self.admission
+            .expire_handshakes(now, self.cfg.handshake_timeout_us);
+        if let (Some(_), Some(live)) = (&pin, &self.admission.pin) {
             // Each PIN handshake in progress holds one of the attempts left (its message 3 is
             // checked only while the PIN has attempts left): beyond, the oldest makes room, so
             // concurrent guesses never get more checks than the attempts.
             let attempts = live.attempts_left as usize;
             while self
+                .admission
                 .pending
                 .iter()
                 .filter(|p| p.holds_pin_attempt())
                 .count()
                 >= attempts
             {
-                let Some(oldest) = self.pending.iter().position(Pending::holds_pin_attempt) else {
+                let Some(oldest) = self
+                    .admission
+                    .pending
+                    .iter()
+                    .position(Pending::holds_pin_attempt)
+                else {
                     break;
                 };
-                self.pending.remove(oldest);
+                self.admission.pending.remove(oldest);
                 self.stats.handshakes_evicted += 1;
             }
         }
-        if self.pending.len() >= self.cfg.max_handshakes.max(1) {
+        if self.admission.pending.len() >= self.cfg.max_handshakes.max(1) {
             // Evict the oldest: a flood must outpace the rate limit within one round trip to
             // displace a real client's handshake.
-            self.pending.remove(0);
+            self.admission.pending.remove(0);
             self.stats.handshakes_evicted += 1;
         }
         let mut session_cid = self.rng.next_u64();
@@ -367,10 +302,10 @@ impl HostSession {
         } else {
             self.stats.amplification_limited += 1;
         }
-        self.pending.push(p);
+        self.admission.pending.push(p);
     }
 
-    pub(super) fn on_finish(
+    pub(in crate::host) fn on_finish(
         &mut self,
         now: Micros,
         from: SocketAddr,
@@ -380,13 +315,14 @@ impl HostSession {
     ) {
         let cid = header.connection_id;
         let Some(i) = self
+            .admission
             .pending
             .iter()
             .position(|p| p.addr == from && p.client_cid == cid)
         else {
             return self.on_finish_repeat(now, from, cid, msg3);
         };
-        let p = &mut self.pending[i];
+        let p = &mut self.admission.pending[i];
         let hs = match &mut p.state {
             PendingState::AwaitFinish(hs) => hs,
             PendingState::Refused {
@@ -419,13 +355,14 @@ impl HostSession {
             // concurrent guesses), the PIN expired, replaced or used by another client mean
             // this guess is refused unread.
             let live = self
+                .admission
                 .pin
                 .as_ref()
                 .is_some_and(|l| &l.pin == pin && now < l.expires_us && l.attempts_left > 0);
             if !live {
                 // (An unread message 3 adds nothing to the address's budget.)
                 let budget = (AMPLIFICATION_FACTOR * p.received).saturating_sub(p.sent);
-                self.pending.remove(i);
+                self.admission.pending.remove(i);
                 self.stats.handshakes_failed += 1;
                 return self.cleartext_reject(
                     from,
@@ -445,11 +382,11 @@ impl HostSession {
                 let mode = p.mode;
                 // (A message 3 that failed adds nothing to the address's budget.)
                 let budget = (AMPLIFICATION_FACTOR * p.received).saturating_sub(p.sent);
-                self.pending.remove(i);
+                self.admission.pending.remove(i);
                 self.stats.handshakes_failed += 1;
                 if mode == Mode::Pin {
                     self.stats.pin_failures += 1;
-                    let left = match &mut self.pin {
+                    let left = match &mut self.admission.pin {
                         Some(pin) => {
                             pin.attempts_left = pin.attempts_left.saturating_sub(1);
                             pin.attempts_left
@@ -457,9 +394,9 @@ impl HostSession {
                         None => 0,
                     };
                     if left == 0 {
-                        self.pin = None;
+                        self.admission.pin = None;
                     }
-                    self.pairing_event(PairingEvent::PinFailed {
+                    self.admission.pairing_event(PairingEvent::PinFailed {
                         addr: from,
                         attempts_left: left,
                     });
@@ -477,7 +414,7 @@ impl HostSession {
         // Message 3 is authentic: it counts towards the address's budget.
         p.received += len as u64;
         // The client proved it received message 2: the address is validated.
-        let p = self.pending.remove(i);
+        let p = self.admission.pending.remove(i);
         self.stats.handshakes_completed += 1;
         let mut protection = Protection::new(
             p.setup.suite,
@@ -490,22 +427,32 @@ impl HostSession {
         // Authorization.
         let refusal = if p.mode == Mode::Pin {
             // The PIN was right (message 3 authenticated under the SPAKE2 key): pair.
-            self.pin = None;
-            self.allowed.insert(key);
-            self.requests.retain(|r| r.key != key);
-            self.pairing_event(PairingEvent::Paired {
+            self.admission.pin = None;
+            self.admission.allowed.insert(key);
+            self.admission.requests.retain(|r| r.key != key);
+            self.admission.pairing_event(PairingEvent::Paired {
                 key,
                 fingerprint: fp.clone(),
                 name: info.name.clone(),
             });
             None
-        } else if self.revoked.contains(&key) {
+        } else if self.admission.revoked.contains(&key) {
             Some((
                 RejectReason::NotAllowed,
                 format!("this client's access ({fp}) was revoked on the host"),
             ))
-        } else if self.cfg.access == AccessPolicy::Allowlist && !self.allowed.contains(&key) {
-            let message = match self.note_access_request(now, from, key, &fp, &info.name) {
+        } else if self.cfg.access == AccessPolicy::Allowlist
+            && !self.admission.allowed.contains(&key)
+        {
+            let message = match self.admission.note_access_request(
+                now,
+                from,
+                key,
+                &fp,
+                &info.name,
+                &self.cfg,
+                &mut self.stats,
+            ) {
                 Ok(()) => format!(
                     "this client ({fp}) is not paired with the host: approve it there with \
                      `untether pair approve {fp}`, or pair with a PIN (`untether pair --pin` on \
@@ -597,7 +544,7 @@ impl HostSession {
                     msg3: msg3.to_vec(),
                     sent_us: now,
                 };
-                self.pending.push(p);
+                self.admission.pending.push(p);
             }
             return;
         }
@@ -610,8 +557,8 @@ impl HostSession {
                 reason: ByeReason::Replaced,
             });
             self.build_controls_of(now, i);
-            let old = self.peers.remove(i);
-            was_controller = self.controller == Some(old.info.id);
+            let old = self.remove_peer(i);
+            was_controller = self.roles.controller() == Some(old.info.id);
             place = i;
             self.events.push_back(HostEvent::ClientGone {
                 client: old.info.id,
@@ -652,7 +599,7 @@ impl HostSession {
         );
         self.peers.insert(place, peer);
         if was_controller {
-            self.controller = Some(id);
+            self.roles.inherit_control(id);
         }
         self.stats.clients_connected += 1;
         // Roles first (the new client's Role rides beside its Accept), then its keyframe.
@@ -677,6 +624,8 @@ impl HostSession {
                 role,
             },
         );
+        // A key that keeps reconnecting waits longer and longer for its join keyframe.
+        self.stream.keyframes().on_join(now, id, Some(key));
         self.request_entry_point(now);
     }
 
@@ -701,64 +650,7 @@ impl HostSession {
         if peer.confirmed || now < peer.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
             return;
         }
-        super::peer::queue_accept(&mut peer.pending, peer.params, clock);
+        super::super::peer::queue_accept(&mut peer.pending, peer.params, clock);
         peer.accept_sent_us = now;
-    }
-
-    /// Records an access request (or refreshes a pending one). A new one is refused, and
-    /// counted, when the list is full or its address made too many this minute: a flood of
-    /// requests never pushes out the ones already pending. Err says why.
-    fn note_access_request(
-        &mut self,
-        now: Micros,
-        addr: SocketAddr,
-        key: PublicKey,
-        fp: &str,
-        name: &str,
-    ) -> Result<(), &'static str> {
-        self.stats.access_requests += 1;
-        if let Some(r) = self.requests.iter_mut().find(|r| r.key == key) {
-            r.last_us = now;
-            r.attempts += 1;
-            r.addr = addr;
-            return Ok(());
-        }
-        if self.requests.len() >= self.cfg.max_access_requests.max(1) {
-            self.stats.access_requests_refused += 1;
-            return Err("the host's list of pending access requests is full");
-        }
-        const MINUTE_US: Micros = 60_000_000;
-        const MAX_ADDRESSES: usize = 1024;
-        if self.request_counts.len() >= MAX_ADDRESSES {
-            self.request_counts
-                .retain(|_, (start, _)| now < *start + MINUTE_US);
-        }
-        let ip = addr.ip();
-        let known = self.request_counts.contains_key(&ip);
-        if !known && self.request_counts.len() >= MAX_ADDRESSES {
-            self.stats.access_requests_refused += 1;
-            return Err("the host is receiving access requests from too many addresses");
-        }
-        let count = self.request_counts.entry(ip).or_insert((now, 0));
-        if now >= count.0 + MINUTE_US {
-            *count = (now, 0);
-        }
-        if count.1 >= self.cfg.access_requests_per_minute {
-            self.stats.access_requests_refused += 1;
-            return Err("too many new access requests came from this address in the last minute");
-        }
-        count.1 += 1;
-        let r = AccessRequest {
-            key,
-            fingerprint: fp.to_string(),
-            name: name.to_string(),
-            addr,
-            first_us: now,
-            last_us: now,
-            attempts: 1,
-        };
-        self.requests.push_back(r.clone());
-        self.pairing_event(PairingEvent::AccessRequested(r));
-        Ok(())
     }
 }

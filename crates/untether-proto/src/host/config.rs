@@ -1,0 +1,198 @@
+//! The host's settings ([`HostConfig`]) and their defaults.
+
+use crate::crypto::{ALL_SUITES, DEFAULT_KEY_UPDATE_LOG2};
+use crate::fec::FecPolicy;
+use crate::handshake::{PublicKey, SessionRng, StaticKeypair};
+use crate::paths::PathConfig;
+use crate::rate::RateConfig;
+use crate::state::StateConfig;
+use crate::wire::SessionParams;
+use crate::Micros;
+
+use super::HealthConfig;
+#[allow(unused_imports)]
+use super::{HostSession, HostStats};
+
+/// Who may open a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessPolicy {
+    /// Any client that completes the handshake (still authenticated and encrypted). For demos
+    /// and tests on a trusted machine.
+    Open,
+    /// Only clients whose key is allowed ([`HostConfig::allowed_clients`],
+    /// [`HostSession::allow_client`]) or that pair with the current one-time PIN. Others leave
+    /// an access request for the host's user.
+    Allowlist,
+}
+
+/// A codec a host can encode, and the refresh period of its stream
+/// ([`SessionParams::refresh_period`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecOffer {
+    pub codec: crate::wire::Codec,
+    pub refresh_period: u16,
+}
+
+/// Host settings.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// The session parameters every client is accepted with; `params.codec` (and
+    /// `params.refresh_period`) are the stream's, set from [`codecs`](Self::codecs) when the
+    /// first client is admitted.
+    pub params: SessionParams,
+    /// The codecs this host can encode, best first, each with its stream's refresh period
+    /// (empty: only `params.codec`, with `params.refresh_period`). The host has one stream: a
+    /// client admitted while no other is connected is given the first codec of its own list,
+    /// in its order of preference, that is here ([`crate::wire::choose_codec`]), and the
+    /// stream takes that codec; a client joining others is given the stream's codec. None in
+    /// common is a Reject naming both lists.
+    pub codecs: Vec<CodecOffer>,
+    /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
+    /// client beside the Accept; None: not told (the client estimates the offset).
+    pub clock_id: Option<[u8; 16]>,
+    /// After honouring a keyframe request, ignore further ones for this long.
+    pub keyframe_cooldown_us: Micros,
+    /// Mixed into the random generator's seed (kept for compatibility; `entropy` is the seed).
+    pub connection_id_seed: u64,
+    /// The host's long-term key pair (its identity).
+    pub identity: StaticKeypair,
+    pub access: AccessPolicy,
+    /// Keys of clients allowed to connect (with [`AccessPolicy::Allowlist`]).
+    pub allowed_clients: Vec<PublicKey>,
+    /// Keys of clients whose access was revoked: refused without an access request.
+    pub revoked_clients: Vec<PublicKey>,
+    /// AEAD suites the host accepts ([`Suite::bit`] mask).
+    pub suites: u8,
+    /// The host → client latest-wins state channel (its bandwidth budget, per client): see
+    /// [`HostSession::publish_state`].
+    pub state: StateConfig,
+    /// Send video shards authenticated but not encrypted (control and input stay encrypted).
+    pub video_auth_only: bool,
+    /// Keys change every 2^this packets.
+    pub key_update_log2: u8,
+    /// Most handshakes in progress; a new one evicts the oldest.
+    pub max_handshakes: usize,
+    /// A handshake not finished within this is dropped.
+    pub handshake_timeout_us: Micros,
+    /// New handshakes (and replies to unknown addresses) per second, sustained …
+    pub handshake_rate: u32,
+    /// … and in a burst.
+    pub handshake_burst: u32,
+    /// Most pending access requests kept (default [`DEFAULT_MAX_ACCESS_REQUESTS`], the size
+    /// of the runtime's `pending_requests.json`): when full, new ones are refused (and counted
+    /// in [`HostStats::access_requests_refused`]); the old ones stay until approved, denied,
+    /// or expired.
+    pub max_access_requests: usize,
+    /// A pending access request not repeated for this long is forgotten (default
+    /// [`ACCESS_REQUEST_TTL_US`], 5 minutes): a client still waiting retries well within it.
+    pub access_request_ttl_us: Micros,
+    /// New access requests (a key not yet pending) accepted from one IP address per minute;
+    /// more are refused and counted. A repeated request from a pending key is not new.
+    pub access_requests_per_minute: u32,
+    /// Seeds the session's CSPRNG (ephemeral keys, connection ids, SPAKE2).
+    pub entropy: [u8; 32],
+    /// Reed–Solomon parity per video frame (default: adaptive, 5–50 %), chosen per client
+    /// from its own loss.
+    pub fec: FecPolicy,
+    /// Multipath: the scheduler and the path probes (used once a client has several paths).
+    pub paths: PathConfig,
+    /// Adaptive bitrate (None: the configured bitrate, fixed). With it, the host pings every
+    /// client every 100 ms for the queueing delay; the controller's link sets the bitrate.
+    pub rate: Option<RateConfig>,
+    /// Keep the last frames' data shards and resend those a client's ShardNack names.
+    pub retransmit: bool,
+    /// Most clients served at once (at least 1); one more is refused as busy.
+    pub max_clients: usize,
+    /// When a viewer cannot keep up with the stream.
+    pub health: HealthConfig,
+    /// The stream refreshes itself (intra refresh): a client that joins waits for the next
+    /// frame marked as an entry point ([`FrameMeta::entry_point`], the start of a refresh
+    /// sweep) instead of asking the encoder for a keyframe for everyone. False (the default):
+    /// a join asks for a keyframe, within the keyframe cooldown — unless the stream's
+    /// `params.refresh_period` is non-zero, which means the same.
+    pub stream_refreshes: bool,
+}
+
+impl std::fmt::Debug for HostConfig {
+    /// Shows the configuration without secrets (the private key and the entropy).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("params", &self.params)
+            .field("codecs", &self.codecs)
+            .field("keyframe_cooldown_us", &self.keyframe_cooldown_us)
+            .field("identity", &self.identity)
+            .field("access", &self.access)
+            .field("allowed_clients", &self.allowed_clients.len())
+            .field("revoked_clients", &self.revoked_clients.len())
+            .field("suites", &self.suites)
+            .field("state", &self.state)
+            .field("video_auth_only", &self.video_auth_only)
+            .field("key_update_log2", &self.key_update_log2)
+            .field("max_handshakes", &self.max_handshakes)
+            .field("handshake_timeout_us", &self.handshake_timeout_us)
+            .field("handshake_rate", &self.handshake_rate)
+            .field("handshake_burst", &self.handshake_burst)
+            .field("max_access_requests", &self.max_access_requests)
+            .field("access_request_ttl_us", &self.access_request_ttl_us)
+            .field(
+                "access_requests_per_minute",
+                &self.access_requests_per_minute,
+            )
+            .field("fec", &self.fec)
+            .field("paths", &self.paths)
+            .field("rate", &self.rate)
+            .field("retransmit", &self.retransmit)
+            .field("max_clients", &self.max_clients)
+            .field("health", &self.health)
+            .field("stream_refreshes", &self.stream_refreshes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default of [`HostConfig::max_access_requests`]: as many as the runtime keeps on disk
+/// (`pending_requests.json`).
+pub const DEFAULT_MAX_ACCESS_REQUESTS: usize = 32;
+/// The default of [`HostConfig::access_request_ttl_us`]: 5 minutes.
+pub const ACCESS_REQUEST_TTL_US: Micros = 300_000_000;
+
+/// The default of [`HostConfig::max_clients`] (`host.max_clients`).
+pub const DEFAULT_MAX_CLIENTS: usize = 8;
+
+impl HostConfig {
+    /// Defaults with a fresh random identity and entropy from the OS, and
+    /// [`AccessPolicy::Open`] (the runtime sets [`AccessPolicy::Allowlist`] and the stored
+    /// identity once pairing is wired in).
+    pub fn new(params: SessionParams) -> Self {
+        let mut rng = SessionRng::from_os();
+        HostConfig {
+            params,
+            codecs: Vec::new(),
+            clock_id: None,
+            keyframe_cooldown_us: 50_000,
+            connection_id_seed: 0x5eed,
+            identity: StaticKeypair::generate(&mut rng),
+            access: AccessPolicy::Open,
+            allowed_clients: Vec::new(),
+            revoked_clients: Vec::new(),
+            suites: ALL_SUITES,
+            state: StateConfig::default(),
+            video_auth_only: false,
+            key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
+            max_handshakes: 16,
+            handshake_timeout_us: 5_000_000,
+            handshake_rate: 200,
+            handshake_burst: 32,
+            max_access_requests: DEFAULT_MAX_ACCESS_REQUESTS,
+            access_request_ttl_us: ACCESS_REQUEST_TTL_US,
+            access_requests_per_minute: 4,
+            entropy: rng.seed(),
+            fec: FecPolicy::default(),
+            paths: PathConfig::default(),
+            rate: None,
+            retransmit: true,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            health: HealthConfig::default(),
+            stream_refreshes: false,
+        }
+    }
+}
