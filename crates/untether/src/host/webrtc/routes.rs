@@ -130,13 +130,9 @@ impl Routes {
             );
         }
         let credential = Credential::from_authorization(request_header(&req, "Authorization"));
-        let body = match read_body(req).await {
-            Ok(b) => b,
-            Err(reply) => return reply,
-        };
-        let offer = match parse_offer(&body) {
+        let offer = match read_body(req).await.and_then(|b| parse_offer(&b)) {
             Ok(o) => o,
-            Err(reply) => return reply,
+            Err((status, reason)) => return text(status, &reason),
         };
         let (tx, rx) = oneshot::channel();
         let request = OfferRequest {
@@ -198,41 +194,51 @@ impl Routes {
     }
 }
 
+/// Why a request is refused: its status and a one-line reason.
+type Refused = (u16, String);
+
+fn refused(status: u16, reason: &str) -> Refused {
+    (status, reason.to_string())
+}
+
 /// The offer's body, within [`MAX_OFFER`] bytes and [`BODY_READ`].
-async fn read_body(req: Request<Incoming>) -> Result<Bytes, Reply> {
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Refused> {
     let declared = request_header(&req, "Content-Length").and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_OFFER as u64) {
         return Err(too_large());
     }
     let body = Limited::new(req.into_body(), MAX_OFFER).collect();
     match tokio::time::timeout(BODY_READ, body).await {
-        Err(_) => Err(text(
+        Err(_) => Err(refused(
             408,
             &format!("the offer did not arrive within {} s", BODY_READ.as_secs()),
         )),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Ok(Err(e)) => Err(text(400, &format!("cannot read the offer: {e}"))),
+        Ok(Err(e)) => Err(refused(400, &format!("cannot read the offer: {e}"))),
         Ok(Ok(c)) => Ok(c.to_bytes()),
     }
 }
 
-fn too_large() -> Reply {
-    text(413, &format!("the offer is larger than {MAX_OFFER} bytes"))
+fn too_large() -> Refused {
+    refused(413, &format!("the offer is larger than {MAX_OFFER} bytes"))
 }
 
 /// Checks and parses an offer's text.
-fn parse_offer(body: &[u8]) -> Result<SdpOffer, Reply> {
+fn parse_offer(body: &[u8]) -> Result<SdpOffer, Refused> {
     let Ok(sdp) = std::str::from_utf8(body) else {
-        return Err(text(400, "malformed offer: not UTF-8 text"));
+        return Err(refused(400, "malformed offer: not UTF-8 text"));
     };
     if !sdp.trim_start().starts_with("v=0") {
-        return Err(text(400, "malformed offer: an SDP offer starts with v=0"));
+        return Err(refused(
+            400,
+            "malformed offer: an SDP offer starts with v=0",
+        ));
     }
     let offer = SdpOffer::from_sdp_string(sdp)
-        .map_err(|e| text(400, &format!("malformed SDP offer: {}", parse_error(&e))))?;
+        .map_err(|e| refused(400, &format!("malformed SDP offer: {}", parse_error(&e))))?;
     if !offers_h264(sdp) {
         // Before admission, so that such a browser uses up no link or PIN.
-        return Err(text(
+        return Err(refused(
             406,
             "this browser offers no H.264 (the one stream the host encodes); Chrome, Edge and \
              Safari do, Firefox with its OpenH264 plugin",
@@ -320,8 +326,8 @@ mod tests {
         assert!(offers_h264(
             "m=video 9 UDP/TLS/RTP/SAVPF 102\r\na=rtpmap:102 H264/90000\r\n"
         ));
-        assert!(matches!(parse_offer(b"nonsense"), Err(r) if r.status() == 400));
-        assert!(matches!(parse_offer(&[0xff, 0xfe]), Err(r) if r.status() == 400));
+        assert!(matches!(parse_offer(b"nonsense"), Err((400, _))));
+        assert!(matches!(parse_offer(&[0xff, 0xfe]), Err((400, _))));
     }
 
     #[test]
