@@ -478,6 +478,9 @@ fn connections_are_capped_and_take_no_thread_each() {
     }
     let turned_away = refused.iter().filter(|r| **r).count();
     let during = threads();
+    eprintln!(
+        "{n} connections: {turned_away} turned away; threads {before} before, {during} with them"
+    );
     assert!(turned_away >= n - 64, "{turned_away} of {n} turned away");
     assert!(
         during < before + 16,
