@@ -27,6 +27,18 @@ fn host(w: u32, h: u32, fps: u32, publish: Option<String>) -> Host {
 
 /// [`host`], its frames encoded in `slices` slices (`video.slices`).
 fn host_sliced(w: u32, h: u32, fps: u32, publish: Option<String>, slices: u8) -> Host {
+    host_with(w, h, fps, publish, slices, |_| {})
+}
+
+/// [`host_sliced`], its options changed by `tweak` last.
+fn host_with(
+    w: u32,
+    h: u32,
+    fps: u32,
+    publish: Option<String>,
+    slices: u8,
+    tweak: impl FnOnce(&mut HostOptions),
+) -> Host {
     let mut cfg = ConfigToml::default();
     cfg.video.slices = slices;
     cfg.video.resolution = format!("{w}x{h}");
@@ -47,6 +59,7 @@ fn host_sliced(w: u32, h: u32, fps: u32, publish: Option<String>, slices: u8) ->
     if let Some(p) = publish {
         options.webrtc.publish = p;
     }
+    tweak(&mut options);
     let setup = HostSetup {
         trust: HostTrust::Memory {
             identity: ephemeral_keypair(),
@@ -248,4 +261,286 @@ fn whip_to_janus(chrome: &std::path::Path, tb: &untether_netem::netns::Testbed) 
     drop(page);
     host.stop();
     drop(janus);
+}
+
+// ---- the page's server under load and abuse (no Chromium needed) --------------------------
+
+/// A response as read off the wire.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn parse(raw: &str) -> Reply {
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+            .collect();
+        Reply {
+            status,
+            headers,
+            body: body.to_string(),
+        }
+    }
+}
+
+/// One HTTP/1.0 request with `headers` (Content-Length added) on a new connection.
+fn request(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    Reply::parse(&resp)
+}
+
+/// An offer like a browser's (receive video and audio, an input channel), made by str0m.
+fn offer_sdp() -> String {
+    use str0m::media::{Direction, MediaKind};
+    let mut rtc = str0m::Rtc::new(std::time::Instant::now());
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+    api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
+    api.add_channel("input".into());
+    api.apply().unwrap().0.to_sdp_string()
+}
+
+fn post_offer(base: &str, credential: Option<&str>) -> Reply {
+    let auth = credential.map(|c| format!("Bearer {c}"));
+    let mut headers = vec![
+        ("Content-Type", "application/sdp"),
+        ("Origin", "http://elsewhere.example"),
+    ];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a));
+    }
+    request(base, "POST", "/whep", &headers, &offer_sdp())
+}
+
+fn token_of(link: &str) -> String {
+    link.split("token=").nth(1).unwrap().to_string()
+}
+
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Hole: `DELETE /whep/N` ended any session without a credential, N counted from 1, and
+/// every origin was allowed.
+#[test]
+fn a_session_ends_only_with_its_secret_and_no_other_origin_may_ask() {
+    let host = host(640, 360, 30, None);
+    let base = host.browser_url().unwrap();
+    let link = host.browser_link().unwrap();
+    let a = post_offer(&base, Some(&format!("token:{}", token_of(&link))));
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert!(a.header("Access-Control-Allow-Origin").is_none());
+    let location = a.header("Location").unwrap().to_string();
+    let id = location.strip_prefix("/whep/").unwrap();
+    assert!(
+        id.len() >= 32 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{location}"
+    );
+    let secret = a.header("X-Untether-Session").unwrap().to_string();
+    // The ids of the old scheme, and the session without or with a wrong secret: refused.
+    for n in 1..4 {
+        let r = request(&base, "DELETE", &format!("/whep/{n}"), &[], "");
+        assert_eq!(r.status, 404);
+    }
+    let r = request(&base, "DELETE", &location, &[], "");
+    assert_eq!(r.status, 401, "{}", r.body);
+    let wrong = format!("Bearer {}", "0".repeat(32));
+    let r = request(&base, "DELETE", &location, &[("Authorization", &wrong)], "");
+    assert_eq!(r.status, 403, "{}", r.body);
+    let pre = request(
+        &base,
+        "OPTIONS",
+        "/whep",
+        &[
+            ("Origin", "http://elsewhere.example"),
+            ("Access-Control-Request-Method", "DELETE"),
+        ],
+        "",
+    );
+    assert!(pre.header("Access-Control-Allow-Origin").is_none());
+    assert!(pre.header("Access-Control-Allow-Methods").is_none());
+    let right = format!("Bearer {secret}");
+    let r = request(&base, "DELETE", &location, &[("Authorization", &right)], "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    host.stop();
+}
+
+/// Hole: one POST with an unfinished body blocked the server (and the host's stop).
+#[test]
+fn a_slow_offer_holds_up_neither_the_page_nor_the_host_stopping() {
+    let host = host(640, 360, 30, None);
+    let base = host.browser_url().unwrap();
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(
+        b"POST /whep HTTP/1.1\r\nHost: h\r\nContent-Type: application/sdp\r\n\
+          Content-Length: 5000\r\n\r\nv=0\r\n",
+    )
+    .unwrap();
+    // Another client loads the page meanwhile.
+    let (status, page) = http(&base, "GET", "/", "text/plain", "");
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>untether</title>"));
+    // The host stops while the slow client still holds its connection.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        host.stop();
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "the host did not stop while a client held a request open"
+    );
+    drop(slow);
+}
+
+/// Hole: with `--webrtc-cert auto`, one idle TCP connection blocked the TLS accept loop.
+#[test]
+fn an_idle_connection_does_not_hold_up_the_tls_page() {
+    use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+    let host = host_with(640, 360, 30, None, 1, |o| o.webrtc.cert = "auto".into());
+    let base = host.browser_url().unwrap();
+    assert!(base.starts_with("https://"), "{base}");
+    let addr = base.trim_start_matches("https://").trim_end_matches('/');
+    let _idle = TcpStream::connect(addr).unwrap();
+    let mut c = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    c.set_verify(SslVerifyMode::NONE);
+    let c = c.build();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut tls = c.connect("localhost", tcp).expect("a TLS handshake");
+    tls.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut resp = Vec::new();
+    let _ = tls.read_to_end(&mut resp);
+    let r = Reply::parse(&String::from_utf8_lossy(&resp));
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("<title>untether</title>"));
+    host.stop();
+}
+
+/// Hole: a thread per connection, unbounded. Now: tasks on one thread, a cap, excess refused.
+#[test]
+fn connections_are_capped_and_take_no_thread_each() {
+    let host = host(640, 360, 30, None);
+    let base = host.browser_url().unwrap();
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let before = threads();
+    let n = 200;
+    let conns: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for c in &conns {
+        c.set_nonblocking(true).unwrap();
+    }
+    // Wait until the server has turned away all it does not serve (it serves at most 64).
+    let mut refused = vec![false; n];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while refused.iter().filter(|r| **r).count() < n - 64 && std::time::Instant::now() < deadline {
+        for (c, r) in conns.iter().zip(refused.iter_mut()).filter(|(_, r)| !**r) {
+            let mut buf = [0u8; 256];
+            match (&*c).read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // Closed, reset, or answered 503: turned away.
+                Ok(0) | Err(_) => *r = true,
+                Ok(k) => {
+                    assert!(String::from_utf8_lossy(&buf[..k]).contains(" 503 "));
+                    *r = true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let turned_away = refused.iter().filter(|r| **r).count();
+    let during = threads();
+    eprintln!(
+        "{n} connections: {turned_away} turned away; threads {before} before, {during} with them"
+    );
+    assert!(turned_away >= n - 64, "{turned_away} of {n} turned away");
+    assert!(
+        during < before + 16,
+        "{n} connections: {before} threads before, {during} with them"
+    );
+    drop(conns);
+    // The slots come back: the page loads again.
+    let (status, _) = http(&base, "GET", "/", "text/plain", "");
+    assert_eq!(status, 200);
+    host.stop();
+}
+
+/// Hole: an unauthenticated offer cost a DTLS certificate and an `Rtc`; a flood of them went
+/// unchecked. Now: admission first, and one address's offers are rate limited.
+#[test]
+fn a_flood_of_offers_is_refused_with_429_and_builds_no_session() {
+    let host = host(640, 360, 30, None);
+    let base = host.browser_url().unwrap();
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        let r = post_offer(&base, None);
+        if r.status == 429 {
+            assert!(r.body.contains("too many offers"), "{}", r.body);
+            assert!(r.header("Retry-After").is_some());
+        }
+        statuses.push(r.status);
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let s = host.webrtc_summary().unwrap();
+    let unauthorized = statuses.iter().filter(|s| **s == 401).count() as u64;
+    assert_eq!(s.browsers_refused, unauthorized, "{s:?}");
+    assert_eq!(s.sessions_built, 0, "{s:?}");
+    host.stop();
+}
+
+/// Hole: a resume secret was a reusable bearer token (one filled every seat). Now it holds
+/// one session at a time: coming back with it replaces that session.
+#[test]
+fn a_resume_secret_fills_one_seat() {
+    let host = host_with(640, 360, 30, None, 1, |o| o.webrtc.max_browsers = 2);
+    let base = host.browser_url().unwrap();
+    let link = host.browser_link().unwrap();
+    let first = post_offer(&base, Some(&format!("token:{}", token_of(&link))));
+    assert_eq!(first.status, 201, "{}", first.body);
+    let resume = first.header("X-Untether-Resume").unwrap().to_string();
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        let again = post_offer(&base, Some(&format!("resume:{resume}")));
+        assert_eq!(again.status, 201, "{}", again.body);
+        kept.push(again.header("X-Untether-Resume").map(String::from));
+    }
+    // The secret stays the page's (it is not a new bearer token each time).
+    assert!(kept.iter().all(|k| k.as_deref() == Some(resume.as_str())));
+    // One seat taken, whatever the secret was used for: another page gets the other.
+    let link = host.browser_link().unwrap();
+    let other = post_offer(&base, Some(&format!("token:{}", token_of(&link))));
+    assert_eq!(other.status, 201, "{}", other.body);
+    host.stop();
 }

@@ -3,8 +3,11 @@
 //! pairing PIN typed into the page (the PIN of `untether host --access pin` or `untether pair
 //! --pin`: it is used up as a client's would be). An admitted page gets a resume secret, valid
 //! while this host runs, so that a reload or a dropped connection gets back in without a new
-//! link. With `--access open` every browser is admitted. Nothing streams to a browser that was
-//! not admitted: its offer is refused before a WebRTC session exists.
+//! link. A resume secret belongs to one session at a time: coming back with it **replaces**
+//! the session it holds (a reload's old session may live on until its ICE times out, and the
+//! page must not be locked out by its own ghost; a copied secret so gains one seat, never
+//! more). With `--access open` every browser is admitted. Nothing streams to a browser that
+//! was not admitted: its offer is refused before any certificate or WebRTC session exists.
 
 use std::collections::HashMap;
 
@@ -64,10 +67,30 @@ pub(crate) trait PinCheck {
     fn try_pin(&mut self, now: Micros, pin: &str) -> Result<(), Option<u32>>;
 }
 
-/// A secret: 128 random bits as 32 hex digits.
+/// A secret: 128 random bits from the OS's generator (`getrandom(2)`), as 32 hex digits.
 pub(crate) fn secret() -> String {
-    let s = untether_proto::handshake::os_seed();
-    s[..16].iter().map(|b| format!("{b:02x}")).collect()
+    let mut b = [0u8; 16];
+    os_random(&mut b);
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Fills `buf` from the kernel's generator (ring's, which reads the same, if the call fails).
+fn os_random(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: the pointer and length describe `rest`, which the call may write.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            let seed = untether_proto::handshake::os_seed();
+            for (b, s) in rest.iter_mut().zip(seed.iter().cycle()) {
+                *b = *s;
+            }
+            return;
+        }
+    }
 }
 
 /// How long an admitted page may come back with its resume secret.
@@ -75,15 +98,29 @@ const RESUME_TTL_US: Micros = 12 * 3600 * 1_000_000;
 /// The most resume secrets kept (the oldest are forgotten first).
 const MAX_RESUME: usize = 64;
 
+/// A resume secret: until when it admits, and the session it holds now.
+#[derive(Clone, Copy, Debug)]
+struct Resume {
+    expires_us: Micros,
+    session: Option<u64>,
+}
+
+/// An admitted page: its resume secret, and the session that secret held (to be replaced).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    pub resume: String,
+    pub replaces: Option<u64>,
+}
+
 /// The links and resume secrets of a host.
 pub(crate) struct Admission {
-    pub open: bool,
+    open: bool,
     link_ttl_us: Micros,
     /// The current one-time link's token and when it expires.
     link: Option<(String, Micros)>,
-    resume: HashMap<String, Micros>,
+    resume: HashMap<String, Resume>,
     /// Bumped whenever a new link is made (the CLI prints each).
-    pub links_made: u64,
+    links_made: u64,
 }
 
 impl Admission {
@@ -119,13 +156,48 @@ impl Admission {
             .map(|(t, _)| t.as_str())
     }
 
-    /// Admits or refuses a page; an admitted one gets a resume secret.
+    /// How many links were made (the CLI prints each).
+    #[cfg(test)]
+    pub fn links_made(&self) -> u64 {
+        self.links_made
+    }
+
+    /// The live resume secret equal to `r` (compared in constant time).
+    fn find_resume(&self, now: Micros, r: &str) -> Option<String> {
+        self.resume
+            .iter()
+            .filter(|(_, v)| now < v.expires_us)
+            .find(|(k, _)| ct_eq(k, r))
+            .map(|(k, _)| k.clone())
+    }
+
+    /// The session a page presenting `cred` would replace (its resume secret's), without
+    /// admitting anything.
+    pub fn replaces(&self, now: Micros, cred: &Credential) -> Option<u64> {
+        match cred {
+            Credential::Resume(r) => {
+                let k = self.find_resume(now, r)?;
+                self.resume.get(&k).and_then(|v| v.session)
+            }
+            _ => None,
+        }
+    }
+
+    /// Gives the session `id` the resume secret `resume` (the one it was admitted with).
+    pub fn bind(&mut self, resume: &str, id: u64) {
+        if let Some(v) = self.resume.get_mut(resume) {
+            v.session = Some(id);
+        }
+    }
+
+    /// Admits or refuses a page; an admitted one gets a resume secret (the same one when it
+    /// came back with it, which then replaces the session it held).
     pub fn admit(
         &mut self,
         now: Micros,
         cred: &Credential,
         pins: &mut dyn PinCheck,
-    ) -> Result<String, Refusal> {
+    ) -> Result<Admitted, Refusal> {
         let ok =
             match cred {
                 Credential::Token(t) => {
@@ -164,8 +236,14 @@ impl Admission {
                     )),
                 },
                 Credential::Resume(r) => {
-                    self.resume.retain(|_, e| now < *e);
-                    if self.resume.keys().any(|k| ct_eq(k, r)) || self.open {
+                    self.resume.retain(|_, v| now < v.expires_us);
+                    if let Some(k) = self.find_resume(now, r) {
+                        let replaces = self.resume.get(&k).and_then(|v| v.session);
+                        return Ok(Admitted {
+                            resume: k,
+                            replaces,
+                        });
+                    } else if self.open {
                         true
                     } else {
                         return Err(Refusal::new(
@@ -187,15 +265,24 @@ impl Admission {
             if let Some(oldest) = self
                 .resume
                 .iter()
-                .min_by_key(|(_, e)| **e)
+                .min_by_key(|(_, v)| v.expires_us)
                 .map(|(k, _)| k.clone())
             {
                 self.resume.remove(&oldest);
             }
         }
         let r = secret();
-        self.resume.insert(r.clone(), now + RESUME_TTL_US);
-        Ok(r)
+        self.resume.insert(
+            r.clone(),
+            Resume {
+                expires_us: now + RESUME_TTL_US,
+                session: None,
+            },
+        );
+        Ok(Admitted {
+            resume: r,
+            replaces: None,
+        })
     }
 }
 
@@ -237,13 +324,14 @@ mod tests {
         assert_eq!(a.current_link(0), Some(t.as_str()));
         let resume = a
             .admit(1, &Credential::Token(t.clone()), &mut pins)
-            .unwrap();
+            .unwrap()
+            .resume;
         // Used up: the same link again is refused, and a new one is made.
         let r = a.admit(2, &Credential::Token(t.clone()), &mut pins);
         assert_eq!(r.unwrap_err().status, 403);
         let t2 = a.link_token(3);
         assert_ne!(t, t2);
-        assert_eq!(a.links_made, 2);
+        assert_eq!(a.links_made(), 2);
         // Expired.
         let r = a.admit(61_000_000, &Credential::Token(t2), &mut pins);
         assert!(r.unwrap_err().reason.contains("expired"));
@@ -252,6 +340,39 @@ mod tests {
         assert!(a
             .admit(5, &Credential::Resume("0".repeat(32)), &mut pins)
             .is_err());
+    }
+
+    #[test]
+    fn a_resume_secret_holds_one_session_at_a_time() {
+        let mut a = Admission::new(false, 60);
+        let mut pins = Pins(None);
+        let t = a.link_token(0);
+        let first = a.admit(1, &Credential::Token(t), &mut pins).unwrap();
+        assert_eq!(first.replaces, None);
+        a.bind(&first.resume, 10);
+        let cred = Credential::Resume(first.resume.clone());
+        assert_eq!(a.replaces(2, &cred), Some(10));
+        // Coming back with it: the same secret, replacing session 10.
+        let again = a.admit(2, &cred, &mut pins).unwrap();
+        assert_eq!(
+            again,
+            Admitted {
+                resume: first.resume.clone(),
+                replaces: Some(10)
+            }
+        );
+        a.bind(&again.resume, 11);
+        // A third use replaces the second session: never two sessions on one secret.
+        assert_eq!(a.admit(3, &cred, &mut pins).unwrap().replaces, Some(11));
+        assert_eq!(a.replaces(3, &Credential::None), None);
+    }
+
+    #[test]
+    fn secrets_are_128_random_bits() {
+        let (x, y) = (secret(), secret());
+        assert_eq!(x.len(), 32);
+        assert!(x.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(x, y);
     }
 
     #[test]

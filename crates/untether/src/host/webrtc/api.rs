@@ -29,6 +29,6 @@ impl Host {
     /// What the WebRTC sessions (browsers, the WHIP publication) counted; None when
     /// `[webrtc]` is off.
     pub fn webrtc_summary(&self) -> Option<WebRtcSummary> {
-        self.query(|n| n.webrtc.as_ref().map(|w| w.summary.clone()))?
+        self.query(|n| n.webrtc.as_ref().map(|w| w.summary().clone()))?
     }
 }

@@ -1,42 +1,59 @@
-//! The host's small HTTP(S) server, on its own thread beside the network driver (`tiny_http`,
-//! synchronous): the page, the WHEP-style signalling endpoint and the clock.
+//! The host's small HTTP(S) server for browsers: hyper (HTTP/1.1) on a current-thread tokio
+//! runtime on one `host-http` thread beside the network driver, TLS by tokio-openssl. What it
+//! answers is in `routes`; this file keeps it from being held up by any client:
 //!
-//! - `GET /` — the page (HTML and JS embedded in the binary);
-//! - `POST /whep` — an SDP offer (`Content-Type: application/sdp`, `Authorization: Bearer
-//!   token:…|pin:…|resume:…`) → `201 Created`, the answer, `Location: /whep/ID` and the page's
-//!   resume secret (`X-Untether-Resume`); a malformed offer gets `400` with a one-line reason,
-//!   an unadmitted browser `401`/`403`, one that cannot decode the stream `406`;
-//! - `DELETE /whep/ID` — ends that session;
-//! - `GET /clock` — the host's monotonic clock (`{"mono_us":…}`), for the page's clock mapping.
-//!
-//! The offer is parsed and the session's DTLS certificate made here, off the driver's thread;
-//! the driver admits the browser and answers (it owns the sessions and the PIN).
+//! - at most [`MAX_CONNECTIONS`] connections, [`MAX_PER_ADDRESS`] from one address; a
+//!   connection past either is refused at once (`503` in plain HTTP, closed under TLS);
+//! - deadlines: the TLS handshake ([`TLS_HANDSHAKE`]), a request's header
+//!   ([`HEADER_READ`], which also ends an idle keep-alive connection), its body (`routes`),
+//!   and a connection's whole life ([`CONNECTION_LIFETIME`]);
+//! - every connection is a task on the one thread (no thread per connection), and the thread
+//!   looks at the host's stop flag every [`STOP_POLL`]: on stop the runtime and its tasks
+//!   are dropped, whatever a client is doing, so the host never waits on a client.
 
-use std::io::Read;
-use std::net::SocketAddr;
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use str0m::change::SdpOffer;
-use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use openssl::pkey::PKey;
+use openssl::ssl::{Ssl, SslAcceptor, SslMethod};
+use openssl::x509::X509;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::task::LocalSet;
+use tokio_openssl::SslStream;
 
-use super::access::{Credential, Refusal};
 use super::cert::PageCert;
-use super::{rtc_config, OfferRequest, WebRtcCommand};
+use super::routes::Routes;
 use crate::driver::Handle;
 use crate::host::network::HostCommand;
 use crate::host::shared::HostShared;
 
-/// The page: one HTML file with its script.
-pub(crate) const PAGE: &str = include_str!("page.html");
-
-/// The largest offer accepted (Chrome's are 5–10 kB).
-const MAX_OFFER: usize = 64 * 1024;
-
-/// How long a request waits for the driver's answer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+/// Connections served at once.
+pub(super) const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once from one address.
+pub(super) const MAX_PER_ADDRESS: usize = 16;
+/// How long a client has for its TLS handshake.
+pub(super) const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+/// How long a client has for a request's header, and how long a keep-alive connection may
+/// stay idle.
+pub(super) const HEADER_READ: Duration = Duration::from_secs(10);
+/// The longest a connection lives, whatever it does.
+pub(super) const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+/// How often the server looks at the host's stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+/// What a connection past the limits gets (plain HTTP) before it is closed.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
+Content-Length: 33\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections to the host\n";
 
 /// A running HTTP server.
 pub(crate) struct HttpServer {
@@ -52,221 +69,262 @@ pub(crate) fn start_http(
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
 ) -> Result<HttpServer, String> {
-    let server = match cert {
-        None => Server::http(addr),
-        Some(c) => Server::https(
-            addr,
-            tiny_http::SslConfig {
-                certificate: c.pem.clone(),
-                private_key: c.pem.clone(),
-            },
-        ),
-    }
-    .map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
-    let local = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| format!("webrtc.listen {addr}: not an IP address"))?;
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
+    let tls = cert.map(acceptor).transpose()?;
+    let https = tls.is_some();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start the HTTP server: {e}"))?;
     let thread = std::thread::Builder::new()
         .name("host-http".into())
-        .spawn(move || {
-            while !shared.stopped() {
-                match server.recv_timeout(Duration::from_millis(100)) {
-                    Ok(Some(req)) => handle(req, &net),
-                    Ok(None) => {}
-                    Err(e) => log::debug!("host: http: {e}"),
-                }
-            }
-        })
+        .spawn(move || run(rt, listener, tls, net, &shared))
         .map_err(|e| format!("cannot start the HTTP thread: {e}"))?;
     Ok(HttpServer {
         addr: local,
-        https: cert.is_some(),
+        https,
         thread,
     })
 }
 
-fn header(name: &str, value: &str) -> Option<Header> {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
+/// The TLS side of the page's certificate.
+fn acceptor(cert: &PageCert) -> Result<Arc<SslAcceptor>, String> {
+    let err = |e: openssl::error::ErrorStack| format!("webrtc.cert: {e}");
+    let chain = X509::stack_from_pem(&cert.pem).map_err(err)?;
+    let key = PKey::private_key_from_pem(&cert.pem).map_err(err)?;
+    let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(err)?;
+    let mut certs = chain.into_iter();
+    let leaf = certs
+        .next()
+        .ok_or_else(|| "webrtc.cert: no certificate".to_string())?;
+    b.set_certificate(&leaf).map_err(err)?;
+    for c in certs {
+        b.add_extra_chain_cert(c).map_err(err)?;
+    }
+    b.set_private_key(&key).map_err(err)?;
+    b.check_private_key().map_err(err)?;
+    Ok(Arc::new(b.build()))
 }
 
-fn with_headers<R: Read>(mut r: Response<R>, headers: &[(&str, &str)]) -> Response<R> {
-    for (n, v) in headers {
-        if let Some(h) = header(n, v) {
-            r.add_header(h);
+/// The thread: serves until the host stops, then drops every connection.
+fn run(
+    rt: Runtime,
+    listener: std::net::TcpListener,
+    tls: Option<Arc<SslAcceptor>>,
+    net: Handle<HostCommand>,
+    shared: &HostShared,
+) {
+    let tasks = LocalSet::new();
+    let routes = Rc::new(Routes::new(net));
+    let limits = Arc::new(Limits::new(MAX_CONNECTIONS, MAX_PER_ADDRESS));
+    rt.block_on(tasks.run_until(accept_loop(listener, tls, routes, limits, shared)));
+    // Whatever a client was doing: its task ends here, its socket is closed.
+    drop(tasks);
+    rt.shutdown_background();
+}
+
+async fn accept_loop(
+    listener: std::net::TcpListener,
+    tls: Option<Arc<SslAcceptor>>,
+    routes: Rc<Routes>,
+    limits: Arc<Limits>,
+    shared: &HostShared,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            shared.note(format!("the page's server cannot listen: {e}"));
+            return;
+        }
+    };
+    while !shared.stopped() {
+        let (tcp, from) = match tokio::time::timeout(STOP_POLL, listener.accept()).await {
+            // Time to look at the stop flag.
+            Err(_) => continue,
+            Ok(Err(e)) => {
+                // Out of descriptors and the like: wait a little rather than spin.
+                log::debug!("host: http: accept: {e}");
+                tokio::time::sleep(STOP_POLL).await;
+                continue;
+            }
+            Ok(Ok(a)) => a,
+        };
+        let Some(slot) = limits.take(from.ip()) else {
+            if tls.is_none() {
+                let _ = tcp.try_write(BUSY);
+            }
+            log::debug!("host: http: refused a connection from {from} (too many)");
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        tokio::task::spawn_local(serve(tcp, from, tls.clone(), routes.clone(), slot));
+    }
+}
+
+/// One connection, under its deadlines; its slot is given back when it ends.
+async fn serve(
+    tcp: TcpStream,
+    from: SocketAddr,
+    tls: Option<Arc<SslAcceptor>>,
+    routes: Rc<Routes>,
+    slot: Slot,
+) {
+    let work = async move {
+        let Some(acceptor) = tls else {
+            return connection(tcp, from, routes).await;
+        };
+        let Ok(mut stream) = Ssl::new(acceptor.context()).and_then(|s| SslStream::new(s, tcp))
+        else {
+            return;
+        };
+        match tokio::time::timeout(TLS_HANDSHAKE, Pin::new(&mut stream).accept()).await {
+            Ok(Ok(())) => connection(stream, from, routes).await,
+            Ok(Err(e)) => log::debug!("host: http: TLS handshake with {from}: {e}"),
+            Err(_) => log::debug!("host: http: no TLS handshake from {from} in time"),
+        }
+    };
+    if tokio::time::timeout(CONNECTION_LIFETIME, work)
+        .await
+        .is_err()
+    {
+        log::debug!("host: http: closed the connection from {from} (too long)");
+    }
+    drop(slot);
+}
+
+/// HTTP/1.1 on a connection: requests until the client closes, idles too long or errs.
+async fn connection<I>(io: I, from: SocketAddr, routes: Rc<Routes>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let service = service_fn(move |req| {
+        let routes = routes.clone();
+        async move { Ok::<_, Infallible>(routes.handle(req, from).await) }
+    });
+    let served = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ)
+        .max_buf_size(16 * 1024)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+    if let Err(e) = served {
+        log::debug!("host: http: {from}: {e}");
+    }
+}
+
+/// How many connections are served, in all and per address.
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+/// The connection limits.
+#[derive(Debug)]
+pub(super) struct Limits {
+    counts: Mutex<Counts>,
+    max_total: usize,
+    max_per_address: usize,
+}
+
+/// A connection's place within the limits, given back when dropped.
+#[derive(Debug)]
+pub(super) struct Slot {
+    limits: Arc<Limits>,
+    ip: IpAddr,
+}
+
+impl Limits {
+    pub fn new(max_total: usize, max_per_address: usize) -> Limits {
+        Limits {
+            counts: Mutex::new(Counts::default()),
+            max_total,
+            max_per_address,
         }
     }
-    r
-}
 
-/// A response with a one-line reason (newlines in it become spaces).
-fn text(status: u16, reason: &str) -> Response<std::io::Cursor<Vec<u8>>> {
-    let line: String = reason
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    with_headers(
-        Response::from_string(format!("{line}\n")).with_status_code(StatusCode(status)),
-        &[
-            ("Content-Type", "text/plain; charset=utf-8"),
-            ("Access-Control-Allow-Origin", "*"),
-        ],
-    )
-}
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
-/// str0m's SDP parse error without the parser's memory address.
-fn parse_error(e: &impl std::fmt::Display) -> String {
-    let s = e.to_string();
-    match (s.find(" at PointerOffset("), s.find(')')) {
-        (Some(a), Some(b)) if b > a => format!("{}{}", &s[..a], &s[b + 1..]),
-        _ => s,
+    /// A slot for a connection from `ip`, if the limits leave one.
+    pub fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+        let mut c = self.counts();
+        let mine = c.by_address.get(&ip).copied().unwrap_or(0);
+        if c.total >= self.max_total || mine >= self.max_per_address {
+            return None;
+        }
+        c.total += 1;
+        c.by_address.insert(ip, mine + 1);
+        Some(Slot {
+            limits: self.clone(),
+            ip,
+        })
+    }
+
+    /// Connections served now.
+    #[cfg(test)]
+    fn total(&self) -> usize {
+        self.counts().total
     }
 }
 
-fn request_header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
-    req.headers()
-        .iter()
-        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-        .map(|h| h.value.as_str())
-}
-
-fn handle(mut req: Request, net: &Handle<HostCommand>) {
-    let url = req.url().to_string();
-    let path = url.split('?').next().unwrap_or("").to_string();
-    let method = req.method().clone();
-    let response = match (&method, path.as_str()) {
-        (Method::Get | Method::Head, "/" | "/index.html") => with_headers(
-            Response::from_string(PAGE),
-            &[
-                ("Content-Type", "text/html; charset=utf-8"),
-                ("Cache-Control", "no-store"),
-            ],
-        ),
-        (Method::Get, "/clock") => with_headers(
-            Response::from_string(format!(r#"{{"mono_us":{}}}"#, crate::clock::now_us())),
-            &[
-                ("Content-Type", "application/json"),
-                ("Cache-Control", "no-store"),
-                ("Access-Control-Allow-Origin", "*"),
-            ],
-        ),
-        (Method::Options, p) if p.starts_with("/whep") => with_headers(
-            Response::from_string("").with_status_code(StatusCode(204)),
-            &[
-                ("Access-Control-Allow-Origin", "*"),
-                ("Access-Control-Allow-Methods", "POST, DELETE, OPTIONS"),
-                (
-                    "Access-Control-Allow-Headers",
-                    "Authorization, Content-Type",
-                ),
-                (
-                    "Access-Control-Expose-Headers",
-                    "Location, X-Untether-Resume",
-                ),
-                ("Accept-Post", "application/sdp"),
-            ],
-        ),
-        (Method::Post, "/whep") => post_offer(&mut req, net),
-        (Method::Delete, p) if p.starts_with("/whep/") => {
-            match p["/whep/".len()..].parse::<u64>() {
-                Ok(id) => {
-                    let (tx, rx) = mpsc::sync_channel(1);
-                    let sent =
-                        net.send(HostCommand::WebRtc(WebRtcCommand::Delete { id, reply: tx }));
-                    match (sent, rx.recv_timeout(ANSWER_TIMEOUT)) {
-                        (true, Ok(true)) => text(200, "session ended"),
-                        (true, Ok(false)) => text(404, "no such session"),
-                        _ => text(503, "the host is stopping"),
-                    }
-                }
-                Err(_) => text(404, "no such session"),
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut c = self.limits.counts();
+        c.total = c.total.saturating_sub(1);
+        if let Some(n) = c.by_address.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                c.by_address.remove(&self.ip);
             }
         }
-        (Method::Get | Method::Head | Method::Post | Method::Delete | Method::Options, _) => text(
-            404,
-            "not found: the page is at /, the signalling endpoint at /whep",
-        ),
-        _ => text(405, "method not allowed"),
-    };
-    if let Err(e) = req.respond(response) {
-        log::debug!("host: http: respond: {e}");
     }
 }
 
-/// `POST /whep`: checks the offer here, then asks the driver to admit and answer.
-fn post_offer(req: &mut Request, net: &Handle<HostCommand>) -> Response<std::io::Cursor<Vec<u8>>> {
-    let ctype = request_header(req, "Content-Type").unwrap_or("");
-    if !ctype
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .eq_ignore_ascii_case("application/sdp")
-    {
-        return text(
-            415,
-            "the offer must be sent as Content-Type: application/sdp",
-        );
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_capped_in_all_and_per_address() {
+        let limits = Arc::new(Limits::new(3, 2));
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let a1 = limits.take(a).unwrap();
+        let _a2 = limits.take(a).unwrap();
+        assert!(limits.take(a).is_none(), "per address");
+        let _b1 = limits.take(b).unwrap();
+        assert!(limits.take(b).is_none(), "in all");
+        assert_eq!(limits.total(), 3);
+        drop(a1);
+        assert_eq!(limits.total(), 2);
+        assert!(limits.take(b).is_some());
     }
-    let credential = Credential::from_authorization(request_header(req, "Authorization"));
-    let from = req
-        .remote_addr()
-        .copied()
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let mut body = Vec::new();
-    if let Err(e) = req
-        .as_reader()
-        .take(MAX_OFFER as u64 + 1)
-        .read_to_end(&mut body)
-    {
-        return text(400, &format!("cannot read the offer: {e}"));
+
+    #[test]
+    fn the_page_certificate_makes_a_tls_acceptor() {
+        let c = super::super::cert::self_signed(&[]).unwrap();
+        assert!(acceptor(&c).is_ok());
+        let bad = PageCert {
+            pem: b"nothing".to_vec(),
+            fingerprint: String::new(),
+        };
+        assert!(acceptor(&bad).is_err());
     }
-    if body.len() > MAX_OFFER {
-        return text(413, &format!("the offer is larger than {MAX_OFFER} bytes"));
-    }
-    let Ok(sdp) = String::from_utf8(body) else {
-        return text(400, "malformed offer: not UTF-8 text");
-    };
-    if !sdp.trim_start().starts_with("v=0") {
-        return text(400, "malformed offer: an SDP offer starts with v=0");
-    }
-    let offer = match SdpOffer::from_sdp_string(&sdp) {
-        Ok(o) => o,
-        Err(e) => return text(400, &format!("malformed SDP offer: {}", parse_error(&e))),
-    };
-    let provider = str0m::crypto::from_feature_flags();
-    let Some(cert) = provider.dtls_provider.generate_certificate() else {
-        return text(500, "cannot make a DTLS certificate");
-    };
-    let (tx, rx) = mpsc::sync_channel(1);
-    let request = OfferRequest {
-        offer,
-        config: rtc_config().set_dtls_cert(cert),
-        credential,
-        from,
-        reply: tx,
-    };
-    if !net.send(HostCommand::WebRtc(WebRtcCommand::Offer(Box::new(request)))) {
-        return text(503, "the host is stopping");
-    }
-    match rx.recv_timeout(ANSWER_TIMEOUT) {
-        Ok(Ok(answer)) => {
-            let location = format!("/whep/{}", answer.id);
-            with_headers(
-                Response::from_string(answer.sdp).with_status_code(StatusCode(201)),
-                &[
-                    ("Content-Type", "application/sdp"),
-                    ("Location", &location),
-                    ("X-Untether-Resume", &answer.resume),
-                    ("Access-Control-Allow-Origin", "*"),
-                    (
-                        "Access-Control-Expose-Headers",
-                        "Location, X-Untether-Resume",
-                    ),
-                ],
-            )
-        }
-        Ok(Err(Refusal { status, reason })) => text(status, &reason),
-        Err(_) => text(503, "the host did not answer in time"),
+
+    #[test]
+    fn the_busy_answer_is_well_formed() {
+        let text = std::str::from_utf8(BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
     }
 }

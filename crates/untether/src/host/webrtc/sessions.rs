@@ -1,0 +1,646 @@
+//! The driver's side of WebRTC ([`WebRtc`]): the browsers' and the publication's sessions,
+//! fed from the one encoder, on the driver's sockets. Admission comes first: an offer without
+//! a valid link, PIN or resume secret is refused before any DTLS certificate or `Rtc` exists.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use str0m::change::SdpOffer;
+use str0m::Candidate as IceCandidate;
+use untether_proto::{AudioPacket, InputRecord, Micros};
+
+use super::access::{Admission, Credential, PinCheck, Refusal};
+use super::keyframes::KeyframeGate;
+use super::peer::{self, Clock, Kind, Out, Peer, PeerEvent};
+use super::resource::Resources;
+use super::roles::{Candidate, Numbered, Roles};
+use super::{h264, input, route_source, rtc_config};
+use super::{Answer, DriverParts, OfferRequest, WebRtcCommand, WebRtcSummary};
+use crate::driver::{Outgoing, Via};
+use crate::host::encode::EncoderEvent;
+use crate::host::network::OutgoingFrame;
+use crate::host::shared::HostShared;
+
+/// How long a browser may take from its answer to a connection (ICE + DTLS).
+const CONNECT_TIMEOUT_US: Micros = 15_000_000;
+
+/// The browsers and the publication, as the host's driver holds them.
+pub(crate) struct WebRtc {
+    clock: Clock,
+    /// The browsers' socket (driver index, local address: its port is the candidates'), and
+    /// the address it was asked to listen on (unspecified: the route towards each browser
+    /// decides the candidate's address).
+    browser_socket: Option<(usize, SocketAddr)>,
+    listen_ip: IpAddr,
+    /// The publication's socket.
+    publish_socket: Option<(usize, SocketAddr)>,
+    peers: Vec<Peer>,
+    admission: Admission,
+    resources: Resources,
+    max_browsers: usize,
+    next_id: u64,
+    out: VecDeque<(usize, SocketAddr, Vec<u8>)>,
+    tmp: Out,
+    summary: WebRtcSummary,
+    keyframes: KeyframeGate,
+    roles: Roles,
+    profile_noted: bool,
+}
+
+/// Where the sessions live and how many browsers they may be.
+pub(crate) struct Sockets {
+    pub browser: Option<(usize, SocketAddr)>,
+    pub listen_ip: IpAddr,
+    pub publish: Option<(usize, SocketAddr)>,
+}
+
+impl WebRtc {
+    pub fn new(
+        sockets: Sockets,
+        open: bool,
+        link_ttl_s: u64,
+        max_browsers: u32,
+        keyframe_cooldown_us: Micros,
+    ) -> WebRtc {
+        WebRtc {
+            clock: Clock::now(),
+            browser_socket: sockets.browser,
+            listen_ip: sockets.listen_ip,
+            publish_socket: sockets.publish,
+            peers: Vec::new(),
+            admission: Admission::new(open, link_ttl_s),
+            resources: Resources::default(),
+            max_browsers: max_browsers as usize,
+            next_id: 1,
+            out: VecDeque::new(),
+            tmp: Vec::new(),
+            summary: WebRtcSummary::default(),
+            keyframes: KeyframeGate::new(keyframe_cooldown_us),
+            roles: Roles::default(),
+            profile_noted: false,
+        }
+    }
+
+    /// What the sessions counted.
+    pub fn summary(&self) -> &WebRtcSummary {
+        &self.summary
+    }
+
+    /// Browsers (and the publication) that want frames: the encoder runs for them.
+    pub fn has_viewers(&self) -> bool {
+        self.peers.iter().any(|p| p.connected && p.gone.is_none())
+    }
+
+    /// The live browser sessions, but `except`.
+    fn browsers(&self, except: Option<u64>) -> usize {
+        self.peers
+            .iter()
+            .filter(|p| p.kind == Kind::Browser && p.gone.is_none() && Some(p.id) != except)
+            .count()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Micros> {
+        let first = self.peers.iter().map(|p| p.next_timeout()).min()?;
+        Some(self.clock.micros(first))
+    }
+
+    pub fn handle_datagram(&mut self, now: Micros, socket: usize, from: SocketAddr, data: &[u8]) {
+        let t = self.clock.instant(now);
+        let found = self
+            .peers
+            .iter_mut()
+            .find(|p| p.socket == socket && p.accepts(t, from, data));
+        match found {
+            Some(p) => p.handle_datagram(t, from, data, &mut self.tmp),
+            None => self.summary.datagrams_unmatched += 1,
+        }
+        self.out.extend(self.tmp.drain(..));
+    }
+
+    pub fn handle_timeout(&mut self, now: Micros) {
+        let t = self.clock.instant(now);
+        for p in &mut self.peers {
+            p.handle_timeout(t, &mut self.tmp);
+            if !p.connected && p.gone.is_none() && now > p.created_us + CONNECT_TIMEOUT_US {
+                p.gone = Some("no connection within 15 s (ICE/DTLS)".into());
+                p.events
+                    .push(PeerEvent::Gone("no connection within 15 s".into()));
+            }
+        }
+        self.out.extend(self.tmp.drain(..));
+    }
+
+    /// The candidate address a browser at `from` reaches us at.
+    fn candidate_for(&self, remote: IpAddr, port: u16) -> SocketAddr {
+        let ip = if self.listen_ip.is_unspecified() {
+            route_source(remote).unwrap_or(self.listen_ip)
+        } else {
+            self.listen_ip
+        };
+        SocketAddr::new(ip, port)
+    }
+
+    /// Handles a command from the HTTP or WHIP thread.
+    pub fn handle_command(
+        &mut self,
+        now: Micros,
+        cmd: WebRtcCommand,
+        shared: &HostShared,
+        pins: &mut dyn PinCheck,
+    ) {
+        match cmd {
+            WebRtcCommand::Offer(req) => {
+                let OfferRequest {
+                    offer,
+                    credential,
+                    from,
+                    reply,
+                } = *req;
+                let r = self.offer(now, offer, &credential, from, pins, shared);
+                self.summary_for(&r);
+                let _ = reply.send(r);
+            }
+            WebRtcCommand::Delete { id, secret, reply } => {
+                let r = self.resources.authorize(&id, secret.as_deref());
+                if let Ok(session) = r {
+                    if let Some(p) = self.peers.iter_mut().find(|p| p.id == session) {
+                        p.close(&mut self.tmp);
+                        shared.note(format!("browser {session} ({}) left (DELETE)", p.label));
+                    }
+                }
+                self.out.extend(self.tmp.drain(..));
+                let _ = reply.send(r.map(|_| ()));
+            }
+            WebRtcCommand::Publish(p) => {
+                let Some(socket) = self.publish_socket else {
+                    return;
+                };
+                let id = self.next_id;
+                self.next_id += 1;
+                let mut peer = Peer::new(
+                    id,
+                    Kind::Publisher,
+                    p.label.clone(),
+                    p.rtc,
+                    &p.mids,
+                    socket,
+                    now,
+                    &self.clock,
+                );
+                peer.drain(&mut self.tmp);
+                self.out.extend(self.tmp.drain(..));
+                shared.note(format!("publishing to {} (WHIP)", p.label));
+                self.peers.push(peer);
+            }
+            WebRtcCommand::Unpublish => {
+                for p in self.peers.iter_mut().filter(|p| p.kind == Kind::Publisher) {
+                    p.close(&mut self.tmp);
+                }
+                self.out.extend(self.tmp.drain(..));
+            }
+        }
+    }
+
+    fn summary_for(&mut self, r: &Result<Answer, Refusal>) {
+        match r {
+            Ok(_) => self.summary.browsers_admitted += 1,
+            Err(e) if e.status == 401 || e.status == 403 => self.summary.browsers_refused += 1,
+            Err(_) => self.summary.browsers_unsupported += 1,
+        }
+    }
+
+    /// A browser's offer: room, then admission, and only then a certificate and a session.
+    fn offer(
+        &mut self,
+        now: Micros,
+        offer: SdpOffer,
+        credential: &Credential,
+        from: SocketAddr,
+        pins: &mut dyn PinCheck,
+        shared: &HostShared,
+    ) -> Result<Answer, Refusal> {
+        let Some(socket) = self.browser_socket else {
+            return Err(Refusal::new(503, "this host does not serve browsers"));
+        };
+        // The session a resume secret holds is replaced, so it leaves room for its successor.
+        let replaced = self.admission.replaces(now, credential);
+        if self.browsers(replaced) >= self.max_browsers {
+            return Err(Refusal::new(
+                503,
+                format!(
+                    "the host serves {} browsers already (webrtc.max_browsers)",
+                    self.max_browsers
+                ),
+            ));
+        }
+        let admitted = self
+            .admission
+            .admit(now, credential, pins)
+            .inspect_err(|e| shared.note(format!("refused browser at {from}: {}", e.reason)))?;
+        // Admitted: now (and only now) the session's certificate and its Rtc.
+        self.summary.sessions_built += 1;
+        let provider = str0m::crypto::from_feature_flags();
+        let cert = provider
+            .dtls_provider
+            .generate_certificate()
+            .ok_or_else(|| Refusal::new(500, "cannot make a DTLS certificate"))?;
+        let mut rtc = rtc_config()
+            .set_dtls_cert(cert)
+            .build(self.clock.instant(now));
+        let cand = self.candidate_for(from.ip(), socket.1.port());
+        let candidate = IceCandidate::host(cand, "udp")
+            .map_err(|e| Refusal::new(500, format!("host candidate {cand}: {e}")))?;
+        rtc.add_local_candidate(candidate);
+        let answer = rtc
+            .sdp_api()
+            .accept_offer(offer)
+            .map_err(|e| Refusal::new(400, format!("cannot answer this offer: {e}")))?
+            .to_sdp_string();
+        let id = self.next_id;
+        let mut peer = Peer::new(
+            id,
+            Kind::Browser,
+            from.to_string(),
+            rtc,
+            &peer::answer_mids(&answer),
+            socket,
+            now,
+            &self.clock,
+        );
+        if !peer.has_video() {
+            return Err(Refusal::new(
+                406,
+                "this browser offers no H.264 constrained baseline with packetization-mode 1 \
+                 (the one stream the host encodes); Chrome, Edge and Safari do, Firefox with \
+                 its OpenH264 plugin",
+            ));
+        }
+        if let Some(old) = admitted.replaces {
+            if let Some(p) = self.peers.iter_mut().find(|p| p.id == old) {
+                p.close(&mut self.tmp);
+                shared.note(format!(
+                    "browser {old} ({}) replaced: its page came back with its resume secret",
+                    p.label
+                ));
+            }
+        }
+        self.next_id += 1;
+        self.admission.bind(&admitted.resume, id);
+        let resource = self.resources.issue(id);
+        peer.drain(&mut self.tmp);
+        self.out.extend(self.tmp.drain(..));
+        shared.note(format!(
+            "browser {id} at {from} admitted{}; connecting to udp {cand}",
+            if peer.has_audio() {
+                " (video, audio)"
+            } else {
+                " (video)"
+            }
+        ));
+        self.peers.push(peer);
+        Ok(Answer {
+            resource,
+            sdp: answer,
+            resume: admitted.resume,
+        })
+    }
+
+    /// Hands an encoded frame to every connected session (the same access unit our clients
+    /// get: no second encode).
+    pub fn send_frame(&mut self, f: &OutgoingFrame, shared: &HostShared) {
+        self.send_access_unit(&f.data, f.keyframe, f.capture_us, shared);
+    }
+
+    /// Hands an access unit (a frame sent whole, or a sliced frame's slices put together) to
+    /// every connected session.
+    pub fn send_access_unit(
+        &mut self,
+        au: &[u8],
+        keyframe: bool,
+        capture_us: Micros,
+        shared: &HostShared,
+    ) {
+        if !self.peers.iter().any(|p| p.connected && p.gone.is_none()) {
+            return;
+        }
+        if keyframe && !self.profile_noted {
+            if let Some(p) = h264::sps_profile(au) {
+                self.profile_noted = true;
+                if !p.constrained_baseline() {
+                    shared.note(format!(
+                        "the stream is H.264 {}; browsers are offered constrained baseline and \
+                         may not decode it",
+                        p.name()
+                    ));
+                }
+            }
+        }
+        let data: Arc<[u8]> = Arc::from(au);
+        let capture = self.clock.instant(capture_us);
+        for p in &mut self.peers {
+            if p.send_frame(capture, capture_us, keyframe, &data, &mut self.tmp) {
+                self.summary.frames_sent += 1;
+                if p.kind == Kind::Publisher {
+                    self.summary.publish_frames += 1;
+                }
+            }
+        }
+        self.out.extend(self.tmp.drain(..));
+    }
+
+    /// Hands Opus packets to every connected session with audio.
+    pub fn send_audio(&mut self, packets: &[AudioPacket]) {
+        for a in packets {
+            let t = self.clock.instant(a.pts_us);
+            for p in &mut self.peers {
+                p.send_audio(t, a.pts_us, &a.opus, &mut self.tmp);
+            }
+            self.summary.audio_packets += 1;
+        }
+        self.out.extend(self.tmp.drain(..));
+    }
+
+    /// Acts on what the sessions reported: keyframe requests to the encoder, input to the
+    /// sink (from the controller), roles, sessions that ended.
+    pub fn handle_events(&mut self, now: Micros, mut link: DriverParts<'_>) {
+        let mut keyframe = false;
+        let mut msgs: Vec<(u64, Vec<u8>)> = Vec::new();
+        for p in &mut self.peers {
+            for e in std::mem::take(&mut p.events) {
+                match e {
+                    PeerEvent::Connected => {
+                        keyframe = true;
+                        match p.kind {
+                            Kind::Browser => {
+                                self.summary.browsers_connected += 1;
+                                link.shared
+                                    .note(format!("browser {} ({}) connected", p.id, p.label));
+                            }
+                            Kind::Publisher => {
+                                self.summary.published = true;
+                                link.shared.note(format!("WHIP: publishing to {}", p.label));
+                            }
+                        }
+                    }
+                    PeerEvent::KeyframeRequest => {
+                        self.summary.keyframe_requests += 1;
+                        keyframe = true;
+                    }
+                    PeerEvent::Input(data) => msgs.push((p.id, data)),
+                    PeerEvent::Gone(why) => {
+                        link.shared
+                            .note(format!("{} {} gone: {why}", kind_name(p.kind), p.label));
+                    }
+                }
+            }
+        }
+        if keyframe && self.keyframes.request(now) {
+            let _ = link.encoder.send(EncoderEvent::Keyframe);
+        }
+        self.peers.retain(|p| p.gone.is_none());
+        let peers = &self.peers;
+        self.resources.retain(|s| peers.iter().any(|p| p.id == s));
+        self.update_roles(link.native_client, link.shared, link.epoch);
+        for (id, data) in msgs {
+            self.on_input(id, &data, &mut link);
+        }
+        self.out.extend(self.tmp.drain(..));
+    }
+
+    /// Runs the controller election ([`super::roles::elect_controller`]) and tells every
+    /// browser its role when it changed.
+    fn update_roles(&mut self, native: bool, shared: &HostShared, epoch: &mut u64) {
+        let candidates: Vec<Candidate> = self
+            .peers
+            .iter()
+            .filter(|p| p.kind == Kind::Browser)
+            .map(|p| Candidate {
+                id: p.id,
+                connected: p.connected,
+                has_input: p.has_input(),
+            })
+            .collect();
+        let Some(wanted) = self
+            .roles
+            .update(native, &candidates, || shared.link.new_controller())
+        else {
+            return;
+        };
+        if let Some(id) = wanted {
+            *epoch = self.roles.epoch();
+            shared.note(format!(
+                "browser {id} is the controller (its input drives the host)"
+            ));
+        }
+        for p in self.peers.iter_mut().filter(|p| p.kind == Kind::Browser) {
+            let role = self.roles.role_of(p.id);
+            p.send_text(
+                &format!(r#"{{"k":"role","role":"{role}","seq":0}}"#),
+                &mut self.tmp,
+            );
+        }
+    }
+
+    fn on_input(&mut self, id: u64, data: &[u8], link: &mut DriverParts<'_>) {
+        let (shared, native) = (link.shared, link.native_client);
+        match input::parse(data) {
+            Ok(input::Message::Ping(t)) => {
+                let role = self.roles.role_of(id);
+                if let Some(p) = self.peers.iter_mut().find(|p| p.id == id) {
+                    p.send_text(
+                        &format!(
+                            r#"{{"k":"pong","t":{t},"host_us":{},"role":"{role}"}}"#,
+                            crate::clock::now_us()
+                        ),
+                        &mut self.tmp,
+                    );
+                }
+            }
+            Ok(input::Message::Input(event)) => {
+                let epoch = *link.epoch;
+                match self.roles.number(id, native, epoch) {
+                    Numbered::Dropped => self.summary.inputs_dropped_viewer += 1,
+                    Numbered::Deliver(seq) => {
+                        self.summary.inputs_delivered += 1;
+                        link.sink
+                            .deliver(shared, epoch, true, InputRecord { seq, event });
+                    }
+                }
+            }
+            // Counted in the numbering too: the page numbers every event it sends.
+            Ok(input::Message::Ignored) => self.roles.skip(id, native),
+            Err(why) => {
+                if self.summary.inputs_malformed == 0 {
+                    shared.note(format!(
+                        "browser {id}: malformed input message dropped ({why})"
+                    ));
+                }
+                self.summary.inputs_malformed += 1;
+            }
+        }
+    }
+
+    /// The driver's last turn: close every session (DTLS close_notify, RTCP BYE).
+    pub fn close_all(&mut self) {
+        for p in &mut self.peers {
+            p.close(&mut self.tmp);
+        }
+        self.out.extend(self.tmp.drain(..));
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Outgoing> {
+        self.out.pop_front().map(|(socket, dst, payload)| Outgoing {
+            via: Via::Socket(socket),
+            dst: Some(dst),
+            payload,
+        })
+    }
+
+    /// The current one-time link's token (made when there is none).
+    pub fn link_token(&mut self, now: Micros) -> String {
+        self.admission.link_token(now)
+    }
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Browser => "browser",
+        Kind::Publisher => "WHIP publication to",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+    use str0m::media::{Direction, MediaKind};
+    use tokio::sync::oneshot;
+
+    struct NoPins;
+    impl PinCheck for NoPins {
+        fn try_pin(&mut self, _now: Micros, _pin: &str) -> Result<(), Option<u32>> {
+            Err(None)
+        }
+    }
+
+    /// A browser's offer (what Chrome sends: receive video and audio, an input channel).
+    fn offer() -> SdpOffer {
+        let mut rtc = str0m::Rtc::new(Instant::now());
+        let mut api = rtc.sdp_api();
+        api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+        api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
+        api.add_channel("input".into());
+        api.apply().expect("an offer").0
+    }
+
+    fn webrtc(max_browsers: u32) -> WebRtc {
+        WebRtc::new(
+            Sockets {
+                browser: Some((1, "127.0.0.1:40000".parse().unwrap())),
+                listen_ip: "127.0.0.1".parse().unwrap(),
+                publish: None,
+            },
+            false,
+            60,
+            max_browsers,
+            0,
+        )
+    }
+
+    fn send_offer(
+        w: &mut WebRtc,
+        cred: Credential,
+        shared: &HostShared,
+    ) -> Result<Answer, Refusal> {
+        let (tx, mut rx) = oneshot::channel();
+        let req = OfferRequest {
+            offer: offer(),
+            credential: cred,
+            from: "127.0.0.1:5555".parse().unwrap(),
+            reply: tx,
+        };
+        w.handle_command(1, WebRtcCommand::Offer(Box::new(req)), shared, &mut NoPins);
+        rx.try_recv().expect("a reply")
+    }
+
+    fn send_delete(
+        w: &mut WebRtc,
+        id: &str,
+        secret: Option<&str>,
+        shared: &HostShared,
+    ) -> Result<(), u16> {
+        let (tx, mut rx) = oneshot::channel();
+        let cmd = WebRtcCommand::Delete {
+            id: id.into(),
+            secret: secret.map(String::from),
+            reply: tx,
+        };
+        w.handle_command(2, cmd, shared, &mut NoPins);
+        rx.try_recv().expect("a reply").map_err(|r| r.status())
+    }
+
+    #[test]
+    fn an_unadmitted_offer_builds_no_session() {
+        let shared = HostShared::new((0, 0));
+        let mut w = webrtc(4);
+        for cred in [
+            Credential::None,
+            Credential::Token("0".repeat(32)),
+            Credential::Resume("f".repeat(32)),
+            Credential::Pin("123456".into()),
+        ] {
+            let e = send_offer(&mut w, cred, &shared).unwrap_err();
+            assert!(e.status == 401 || e.status == 403, "{e:?}");
+        }
+        assert_eq!(w.summary().sessions_built, 0);
+        assert_eq!(w.summary().browsers_refused, 4);
+        let token = w.link_token(0);
+        let a = send_offer(&mut w, Credential::Token(token), &shared).unwrap();
+        assert!(a.sdp.starts_with("v=0"));
+        assert_eq!(w.summary().sessions_built, 1);
+    }
+
+    #[test]
+    fn a_session_ends_only_with_its_own_secret() {
+        let shared = HostShared::new((0, 0));
+        let mut w = webrtc(4);
+        let token = w.link_token(0);
+        let a = send_offer(&mut w, Credential::Token(token), &shared).unwrap();
+        let token = w.link_token(0);
+        let b = send_offer(&mut w, Credential::Token(token), &shared).unwrap();
+        assert_eq!(a.resource.id.len(), 32);
+        assert_ne!(a.resource.id, b.resource.id);
+        assert_eq!(send_delete(&mut w, "1", None, &shared), Err(404));
+        assert_eq!(send_delete(&mut w, &a.resource.id, None, &shared), Err(401));
+        let wrong = Some(b.resource.secret.as_str());
+        assert_eq!(
+            send_delete(&mut w, &a.resource.id, wrong, &shared),
+            Err(403)
+        );
+        assert_eq!(w.browsers(None), 2);
+        let right = Some(a.resource.secret.as_str());
+        assert_eq!(send_delete(&mut w, &a.resource.id, right, &shared), Ok(()));
+        assert_eq!(w.browsers(None), 1);
+    }
+
+    #[test]
+    fn a_resume_secret_replaces_its_session_and_fills_one_seat() {
+        let shared = HostShared::new((0, 0));
+        let mut w = webrtc(2);
+        let token = w.link_token(0);
+        let first = send_offer(&mut w, Credential::Token(token), &shared).unwrap();
+        for _ in 0..3 {
+            let again = send_offer(&mut w, Credential::Resume(first.resume.clone()), &shared);
+            assert_eq!(again.unwrap().resume, first.resume);
+            assert_eq!(w.browsers(None), 1);
+        }
+        // The second seat is still free for another page.
+        let token = w.link_token(0);
+        assert!(send_offer(&mut w, Credential::Token(token), &shared).is_ok());
+        assert_eq!(w.browsers(None), 2);
+        let token = w.link_token(0);
+        let full = send_offer(&mut w, Credential::Token(token), &shared);
+        assert_eq!(full.unwrap_err().status, 503);
+    }
+}

@@ -1,0 +1,156 @@
+//! Starting the WebRTC side with the host: the page's certificate, the HTTP(S) server, the
+//! media sockets, the WHIP publisher, and the driver's [`WebRtc`].
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use super::h264::CONSTRAINED_BASELINE_X264;
+use super::http::start_http;
+use super::sessions::{Sockets, WebRtc};
+use super::whip::{self, start_whip};
+use super::{cert, route_source, SOCKET};
+use crate::host::shared::HostShared;
+
+/// Where browsers find the host, for the link it prints.
+#[derive(Clone, Debug)]
+pub(crate) struct BrowserInfo {
+    /// `http(s)://ADDR:PORT/` (ADDR: the listen address, or this machine's address on the
+    /// default route when listening on every interface).
+    pub base_url: String,
+    /// The page's certificate fingerprint (HTTPS only).
+    pub fingerprint: Option<String>,
+}
+
+/// What [`start`] made: the driver's WebRTC side, its socket, the threads, the page's address.
+pub(crate) struct Started {
+    pub webrtc: Box<WebRtc>,
+    /// The driver's sockets from [`SOCKET`] on.
+    pub sockets: Vec<untether_net::UdpEndpoint>,
+    pub threads: Vec<std::thread::JoinHandle<()>>,
+    pub browsers: Option<BrowserInfo>,
+}
+
+impl Started {
+    /// The driver's sockets (ours, then the WebRTC one), its WebRTC side and the page's
+    /// address; the threads join the host's.
+    pub fn split(
+        started: Option<Started>,
+        socket: untether_net::UdpEndpoint,
+        threads: &mut Vec<std::thread::JoinHandle<()>>,
+    ) -> (
+        Vec<untether_net::UdpEndpoint>,
+        Option<Box<WebRtc>>,
+        Option<BrowserInfo>,
+    ) {
+        match started {
+            None => (vec![socket], None, None),
+            Some(w) => {
+                threads.extend(w.threads);
+                let mut all = vec![socket];
+                all.extend(w.sockets);
+                (all, Some(w.webrtc), w.browsers)
+            }
+        }
+    }
+}
+
+/// A host that serves browsers or publishes encodes constrained baseline, the H.264 profile
+/// every WebRTC browser decodes: the one stream is encoded so (no second encode for them).
+pub(crate) fn prepare(options: &crate::host::HostOptions, setup: &mut crate::host::HostSetup) {
+    if options.webrtc.enabled() {
+        if !setup.x264_params.is_empty() {
+            setup.x264_params.push(':');
+        }
+        setup.x264_params.push_str(CONSTRAINED_BASELINE_X264);
+    }
+}
+
+/// Starts what `[webrtc]` asks for: the HTTP(S) server for browsers (`listen`) and the WHIP
+/// publisher (`publish`), and binds the media socket (UDP, the HTTP port when free).
+pub(crate) fn start(
+    options: &crate::host::HostOptions,
+    pairing: &crate::host::pairing::Pairing,
+    audio: bool,
+    net: &crate::driver::Handle<crate::host::network::HostCommand>,
+    shared: &Arc<HostShared>,
+) -> Result<Option<Started>, crate::host::HostError> {
+    use crate::host::HostError;
+    let w = &options.webrtc;
+    if !w.enabled() {
+        return Ok(None);
+    }
+    let (dir, open) = (
+        pairing.dir.as_ref(),
+        pairing.access == crate::identity::Access::Open,
+    );
+    let bad = |m: String| HostError::Usage(m);
+    let listen = w.listen_addr()?;
+    let publish = w.publish_url()?;
+    let listen_ip = listen.map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+    let shown_ip = if listen_ip.is_unspecified() {
+        route_source(IpAddr::from([192, 0, 2, 1])).unwrap_or(IpAddr::from([127, 0, 0, 1]))
+    } else {
+        listen_ip
+    };
+    let mut threads = Vec::new();
+    let mut browsers = None;
+    let mut sockets = Vec::new();
+    let mut browser_socket = None;
+    if let Some(addr) = listen {
+        let cert = cert::page_cert(&w.cert_source()?, dir, &[shown_ip]).map_err(bad)?;
+        let http = start_http(addr, cert.as_ref(), net.clone(), shared.clone()).map_err(bad)?;
+        let scheme = if http.https { "https" } else { "http" };
+        browsers = Some(BrowserInfo {
+            base_url: format!(
+                "{scheme}://{}/",
+                SocketAddr::new(shown_ip, http.addr.port())
+            ),
+            fingerprint: cert.map(|c| c.fingerprint),
+        });
+        threads.push(http.thread);
+        // The media on the HTTP port's number when it is free.
+        let udp = untether_net::UdpEndpoint::bind(SocketAddr::new(listen_ip, http.addr.port()))
+            .or_else(|_| untether_net::UdpEndpoint::bind(SocketAddr::new(listen_ip, 0)))?;
+        browser_socket = Some((SOCKET + sockets.len(), udp.local_addr()?));
+        sockets.push(udp);
+    }
+    let mut publish_socket = None;
+    if let Some(url) = &publish {
+        // On the address that routes to the endpoint (every interface if that is unknown).
+        let ip = whip::endpoint_ip(url)
+            .and_then(route_source)
+            .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let udp = untether_net::UdpEndpoint::bind(SocketAddr::new(ip, 0))?;
+        publish_socket = Some((SOCKET + sockets.len(), udp.local_addr()?));
+        sockets.push(udp);
+    }
+    let webrtc = Box::new(WebRtc::new(
+        Sockets {
+            browser: browser_socket,
+            listen_ip,
+            publish: publish_socket,
+        },
+        open,
+        w.link_ttl_s,
+        w.max_browsers,
+        options.host.keyframe_cooldown_ms * 1000,
+    ));
+    if let (Some(url), Some((_, local))) = (publish, publish_socket) {
+        let p = start_whip(
+            url,
+            w.publish_token.clone(),
+            local,
+            audio,
+            net.clone(),
+            shared.clone(),
+        )
+        .map_err(bad)?;
+        threads.push(p.thread);
+    }
+    Ok(Some(Started {
+        webrtc,
+        sockets,
+        threads,
+        browsers,
+    }))
+}
