@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use untether_proto::{AudioPacket, FrameTiming, Micros, PoseSample, SliceId};
+use untether_proto::{AudioPacket, ClientId, FrameTiming, Micros, PoseSample, SliceId};
 
 /// A question for the driver, answered on its thread with the session at hand.
 /// The driver's state is passed as `Any` (it is the driver's `HostNet`), so this file need not
@@ -25,6 +25,9 @@ pub(crate) enum HostCommand {
     /// The source ended: say goodbye to the clients.
     Close,
     Query(Query),
+    /// A keyframe request of another consumer of the stream (RTSP), registered with the
+    /// session as this receiver: the session's one gate decides, and the decision is counted.
+    ReceiverKeyframe(ClientId, Arc<super::consumer::KeyframeCounts>),
     /// Browsers and WHIP publishing (`super::webrtc`).
     WebRtc(super::webrtc::WebRtcCommand),
 }

@@ -11,15 +11,14 @@
 //! the host's sources run while a client is connected or a consumer has a viewer.
 
 use std::fmt;
-use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
-use untether_proto::{AudioPacket, KeyframeDecision, KeyframeGate, Micros};
+use untether_proto::{AudioPacket, ClientId, KeyframeDecision, Micros};
 
-use super::encode::EncoderEvent;
-use super::shared::lock;
-use crate::clock::now_us;
+use super::commands::HostCommand;
+use crate::driver::Handle;
 
 /// An encoded video frame, as every consumer sees it.
 #[derive(Clone, Debug)]
@@ -133,43 +132,61 @@ impl fmt::Debug for Consumer {
     }
 }
 
-/// How a consumer asks the encoder for a keyframe: the encoder stage's event channel (the
-/// network driver's keyframe requests travel it too), behind a cooldown of
-/// `host.keyframe_cooldown_ms` shared by all of the host's consumers. A consumer that needs a
-/// keyframe asks on every frame until one comes, as our clients do; the cooldown spaces the
-/// keyframes out.
+/// How a consumer asks for a keyframe: through the host's network driver to the protocol
+/// session's one keyframe gate (`HostSession::receiver_keyframe_request`), where the consumer
+/// is a receiver of its own (registered with the session's roles: it never controls) and
+/// meets the same cooldown and the same per-viewer limits as our clients' requests. A consumer
+/// that needs a keyframe asks on every frame until one comes, as our clients do; the gate
+/// spaces the keyframes out.
 #[derive(Clone)]
 pub struct KeyframeRequests {
-    encoder: Sender<EncoderEvent>,
-    gate: Arc<Mutex<KeyframeGate>>,
+    net: Handle<HostCommand>,
+    receiver: ClientId,
+    counts: Arc<KeyframeCounts>,
+}
+
+/// What the gate decided for one consumer's requests.
+#[derive(Default, Debug)]
+pub(crate) struct KeyframeCounts {
+    honoured: AtomicU64,
+    limited: AtomicU64,
+}
+
+impl KeyframeCounts {
+    /// The driver records the gate's decision.
+    pub fn record(&self, decision: KeyframeDecision) {
+        let c = match decision {
+            KeyframeDecision::Honour => &self.honoured,
+            _ => &self.limited,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl KeyframeRequests {
-    pub(crate) fn new(encoder: Sender<EncoderEvent>, cooldown_us: Micros) -> KeyframeRequests {
+    pub(crate) fn new(net: Handle<HostCommand>, receiver: ClientId) -> KeyframeRequests {
         KeyframeRequests {
-            encoder,
-            gate: Arc::new(Mutex::new(KeyframeGate::new(cooldown_us))),
+            net,
+            receiver,
+            counts: Arc::default(),
         }
     }
 
-    /// Asks for a keyframe now; true if the request went to the encoder (false: within the
-    /// cooldown of the last one, or the host has stopped).
+    /// Asks for a keyframe now; true if the request reached the host's driver (false: the
+    /// host has stopped). The session's keyframe gate decides: see [`Self::counts`].
     pub fn request(&self) -> bool {
-        self.request_at(now_us())
+        self.net.send(HostCommand::ReceiverKeyframe(
+            self.receiver,
+            self.counts.clone(),
+        ))
     }
 
-    fn request_at(&self, now: Micros) -> bool {
-        // No frame number: the gate is used for its cooldown only.
-        match lock(&self.gate).on_request(now, 0) {
-            KeyframeDecision::Honour => self.encoder.send(EncoderEvent::Keyframe).is_ok(),
-            _ => false,
-        }
-    }
-
-    /// (honoured, ignored within the cooldown) so far, for all of the host's consumers.
+    /// (honoured, not honoured: within the cooldown or past this receiver's limits) so far.
     pub fn counts(&self) -> (u64, u64) {
-        let g = lock(&self.gate);
-        (g.honoured, g.ignored_cooldown)
+        (
+            self.counts.honoured.load(Ordering::Relaxed),
+            self.counts.limited.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -178,10 +195,16 @@ impl KeyframeRequests {
 pub(crate) struct Consumers(OnceLock<Vec<Arc<dyn StreamConsumer>>>);
 
 impl Consumers {
-    /// Attaches `list` and keeps it (once; a second call is ignored).
-    pub fn set(&self, list: &[Consumer], stream: StreamInfo, keyframes: &KeyframeRequests) {
+    /// Attaches `list` and keeps it (once; a second call is ignored); `keyframes` makes each
+    /// consumer's way to ask for keyframes (a receiver of the session's each).
+    pub fn set(
+        &self,
+        list: &[Consumer],
+        stream: StreamInfo,
+        mut keyframes: impl FnMut() -> KeyframeRequests,
+    ) {
         for c in list {
-            c.0.attach(stream, keyframes.clone());
+            c.0.attach(stream, keyframes());
         }
         let _ = self.0.set(list.iter().map(|c| c.0.clone()).collect());
     }
@@ -218,23 +241,27 @@ impl Consumers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::mpsc;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Mutex;
 
     #[test]
-    fn keyframe_requests_reach_the_encoder_at_most_once_per_cooldown() {
-        let (tx, rx) = mpsc::channel();
-        let k = KeyframeRequests::new(tx, 50_000);
-        let other = k.clone();
-        assert!(k.request_at(1_000_000));
-        // Another consumer within the cooldown: the same gate refuses it.
-        assert!(!other.request_at(1_020_000));
-        assert!(k.request_at(1_050_000));
-        assert_eq!(rx.try_iter().count(), 2);
-        assert_eq!(k.counts(), (2, 1));
-        // The host stopped (the encoder's end is gone): not sent.
-        drop(rx);
-        assert!(!k.request_at(2_000_000));
+    fn keyframe_requests_go_to_the_driver_as_this_consumers_receiver() {
+        let (net, mailbox) = crate::driver::channel().expect("channel");
+        let k = KeyframeRequests::new(net, ClientId(7));
+        assert!(k.request());
+        let got = mailbox.drain();
+        let [HostCommand::ReceiverKeyframe(id, counts)] = got.as_slice() else {
+            panic!("one keyframe request for the driver");
+        };
+        assert_eq!(*id, ClientId(7));
+        // The driver records what the session's gate decided; the consumer reads it.
+        counts.record(KeyframeDecision::Honour);
+        counts.record(KeyframeDecision::Cooldown);
+        assert_eq!(k.counts(), (1, 1));
+        // The host stopped (the driver's end is gone): not sent.
+        drop(got);
+        drop(mailbox);
+        assert!(!k.request());
     }
 
     #[derive(Default)]
@@ -247,7 +274,7 @@ mod tests {
 
     impl StreamConsumer for Counting {
         fn attach(&self, stream: StreamInfo, _keyframes: KeyframeRequests) {
-            *lock(&self.attached) = Some(stream);
+            *crate::host::shared::lock(&self.attached) = Some(stream);
         }
         fn video(&self, _frame: &EncodedVideo) {
             self.frames.fetch_add(1, Ordering::Relaxed);
@@ -278,13 +305,14 @@ mod tests {
             fps: 60,
             audio_channels: Some(2),
         };
-        let (tx, _rx) = mpsc::channel();
-        consumers.set(
-            &[Consumer(a.clone()), Consumer(b.clone())],
-            stream,
-            &KeyframeRequests::new(tx, 0),
-        );
-        assert_eq!(*lock(&a.attached), Some(stream));
+        let (net, _mailbox) = crate::driver::channel().expect("channel");
+        let mut ids = 0;
+        consumers.set(&[Consumer(a.clone()), Consumer(b.clone())], stream, || {
+            ids += 1;
+            KeyframeRequests::new(net.clone(), ClientId(ids))
+        });
+        assert_eq!(ids, 2, "a receiver for each consumer");
+        assert_eq!(*crate::host::shared::lock(&a.attached), Some(stream));
         let frame = EncodedVideo {
             data: Arc::new(vec![0, 0, 0, 1, 0x65]),
             keyframe: true,

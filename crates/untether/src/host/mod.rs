@@ -60,7 +60,7 @@ use untether_net::UdpEndpoint;
 use crate::link::HostLink;
 pub use untether_proto::Codec;
 use untether_proto::{
-    fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, StateEntry,
+    fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, ReceiverKind, StateEntry,
 };
 
 use crate::clock::now_us;
@@ -273,6 +273,9 @@ impl Host {
         let state_dir = pairing.dir.as_ref().map(|d| d.path().to_path_buf());
         let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
         let (encoder_events, encoder_rx) = mpsc::channel();
+        // Every other consumer of the stream (RTSP) is a receiver of the session's own: the
+        // one roles authority and the one keyframe gate.
+        let started = now_us();
         shared.consumers.set(
             &setup.consumers,
             StreamInfo {
@@ -282,10 +285,10 @@ impl Host {
                 audio_channels: (setup.audio != AudioSpec::None)
                     .then_some(media_audio::CHANNELS as u8),
             },
-            &KeyframeRequests::new(
-                encoder_events.clone(),
-                options.host.keyframe_cooldown_ms * 1000,
-            ),
+            || {
+                let id = session.attach_receiver(started, ReceiverKind::Rtsp);
+                KeyframeRequests::new(net.clone(), id)
+            },
         );
         let stage = EncoderStage::new(encoder, plan, encoder_rx, net.clone(), shared.clone());
         let audio = match setup.audio {

@@ -19,9 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use untether_proto::{
-    ByeReason, ClientId, ClientRole, HostEvent, HostSession, InputRecord, Micros, PathStats,
-};
+use untether_proto::{ByeReason, ClientId, ClientRole, HostEvent, HostSession, Micros, PathStats};
 
 use super::clients::Roster;
 pub(crate) use super::commands::{HostCommand, OutgoingFrame, OutgoingSlice, SlicesDone};
@@ -106,25 +104,22 @@ impl HostNet {
         }
     }
 
-    /// Hook for another kind of consumer of the one stream (an RTSP or WebRTC session the
-    /// driver serves beside the protocol's clients): a keyframe for everyone, through the
-    /// same cooldown as the clients' requests; true if one was asked for.
-    #[allow(dead_code)]
-    pub(crate) fn request_keyframe(&mut self, now: Micros) -> bool {
-        self.session.request_keyframe(now)
-    }
-
-    /// Hook for another kind of consumer: its input into the same sink as the clients'
-    /// (`controller`: it is the one in control, so the scene counts its reliable events).
-    #[allow(dead_code)]
-    pub(crate) fn deliver_input(&mut self, controller: bool, record: InputRecord) {
-        self.sink
-            .deliver(&self.shared, self.epoch, controller, record);
-    }
-
     fn dispatch(&mut self, now: Micros) {
         while let Some(e) = self.session.poll_pairing_event() {
             self.pairing.on_event(&self.shared, &mut self.session, e);
+        }
+        if let Some(w) = &mut self.webrtc {
+            // Browsers register with the session's roles and ask its keyframe gate here: what
+            // the session decides comes out with its events below.
+            w.handle_events(
+                now,
+                super::webrtc::DriverParts {
+                    shared: &self.shared,
+                    sink: &mut self.sink,
+                    session: &mut self.session,
+                    epoch: &mut self.epoch,
+                },
+            );
         }
         while let Some(ev) = self.session.poll_event() {
             self.events.push(ev);
@@ -273,23 +268,15 @@ impl HostNet {
                 }
                 // Browsers and RTSP players do not attach to the session yet (they keep
                 // their own roles and gate): no receiver of another kind changes role.
-                HostEvent::ReceiverRoleChanged { .. } => {}
+                HostEvent::ReceiverRoleChanged { receiver, role, .. } => {
+                    if let Some(w) = &mut self.webrtc {
+                        w.on_role(receiver, role, &self.shared, &mut self.epoch);
+                    }
+                }
             }
         }
         for note in self.gamepads.notes.drain(..) {
             self.shared.note(note);
-        }
-        if let Some(w) = &mut self.webrtc {
-            w.handle_events(
-                now,
-                super::webrtc::DriverParts {
-                    shared: &self.shared,
-                    sink: &mut self.sink,
-                    encoder: &self.encoder,
-                    epoch: &mut self.epoch,
-                    native_client: self.session.client_count() > 0,
-                },
-            );
         }
         let browsers = self.webrtc.as_ref().is_some_and(|w| w.has_viewers());
         self.shared.link.set_browsers(browsers);
@@ -391,6 +378,9 @@ impl Endpoint for HostNet {
                 }
             }
             HostCommand::Close => self.session.close(now),
+            HostCommand::ReceiverKeyframe(receiver, counts) => {
+                counts.record(self.session.receiver_keyframe_request(now, receiver));
+            }
             HostCommand::Query(q) => q(self as &mut dyn std::any::Any),
             HostCommand::WebRtc(c) => {
                 if let Some(w) = &mut self.webrtc {

@@ -25,7 +25,6 @@ mod cert;
 mod h264;
 mod http;
 mod input;
-mod keyframes;
 mod peer;
 mod pins;
 mod ratelimit;
@@ -37,7 +36,6 @@ mod setup;
 mod whip;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::mpsc::Sender;
 
 use str0m::change::SdpOffer;
 use str0m::RtcConfig;
@@ -49,7 +47,6 @@ pub(crate) use resource::{DeleteRefusal, Resource};
 pub(crate) use sessions::WebRtc;
 pub(crate) use setup::{prepare, start, BrowserInfo, Started};
 
-use super::encode::EncoderEvent;
 use super::input::InputSink;
 use super::shared::HostShared;
 
@@ -113,6 +110,9 @@ pub struct WebRtcSummary {
     pub frames_sent: u64,
     pub audio_packets: u64,
     pub keyframe_requests: u64,
+    /// Keyframe requests the host session's one gate did not honour (its cooldown, or a
+    /// viewer's limits): our clients' requests and the browsers' share that gate.
+    pub keyframe_requests_limited: u64,
     /// Browser input events delivered to the input sink.
     pub inputs_delivered: u64,
     /// Input of viewers (dropped, as their role says).
@@ -130,11 +130,10 @@ pub struct WebRtcSummary {
 pub(crate) struct DriverParts<'a> {
     pub shared: &'a HostShared,
     pub sink: &'a mut InputSink,
-    pub encoder: &'a Sender<EncoderEvent>,
+    /// The protocol session: the one authority on roles and keyframes, for browsers too.
+    pub session: &'a mut untether_proto::HostSession,
     /// The controller epoch the driver publishes; bumped when a browser becomes the controller.
     pub epoch: &'a mut u64,
-    /// One of our own clients is connected (browsers are viewers then).
-    pub native_client: bool,
 }
 
 /// The local address the kernel would send from to reach `remote` (no packet is sent).

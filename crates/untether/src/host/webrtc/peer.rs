@@ -99,6 +99,8 @@ pub(crate) struct PeerStats {
 pub(crate) struct Peer {
     pub id: u64,
     pub kind: Kind,
+    /// Its id with the protocol session's roles and keyframe gate, once connected.
+    pub receiver: Option<untether_proto::ClientId>,
     /// The browser's HTTP address (or the WHIP endpoint), for logs.
     pub label: String,
     rtc: Rtc,
@@ -133,6 +135,7 @@ impl Peer {
         clock: &Clock,
     ) -> Peer {
         let mut p = Peer {
+            receiver: None,
             id,
             kind,
             label,
@@ -188,11 +191,6 @@ impl Peer {
 
     pub fn has_video(&self) -> bool {
         self.video.is_some()
-    }
-
-    /// The browser opened its input channel.
-    pub fn has_input(&self) -> bool {
-        self.input.is_some()
     }
 
     pub fn has_audio(&self) -> bool {

@@ -8,17 +8,17 @@ use std::sync::Arc;
 
 use str0m::change::SdpOffer;
 use str0m::Candidate as IceCandidate;
-use untether_proto::{AudioPacket, InputRecord, Micros};
+use untether_proto::{
+    AudioPacket, ClientRole, InputRecord, KeyframeDecision, Micros, ReceiverKind,
+};
 
 use super::access::{Admission, Credential, PinCheck, Refusal};
-use super::keyframes::KeyframeGate;
 use super::peer::{self, Clock, Kind, Out, Peer, PeerEvent};
 use super::resource::Resources;
-use super::roles::{Candidate, Numbered, Roles};
+use super::roles::{Numbered, Roles};
 use super::{h264, input, route_source, rtc_config};
 use super::{Answer, DriverParts, OfferRequest, WebRtcCommand, WebRtcSummary};
 use crate::driver::{Outgoing, Via};
-use crate::host::encode::EncoderEvent;
 use crate::host::network::OutgoingFrame;
 use crate::host::shared::HostShared;
 
@@ -43,7 +43,6 @@ pub(crate) struct WebRtc {
     out: VecDeque<(usize, SocketAddr, Vec<u8>)>,
     tmp: Out,
     summary: WebRtcSummary,
-    keyframes: KeyframeGate,
     roles: Roles,
     profile_noted: bool,
 }
@@ -56,13 +55,7 @@ pub(crate) struct Sockets {
 }
 
 impl WebRtc {
-    pub fn new(
-        sockets: Sockets,
-        open: bool,
-        link_ttl_s: u64,
-        max_browsers: u32,
-        keyframe_cooldown_us: Micros,
-    ) -> WebRtc {
+    pub fn new(sockets: Sockets, open: bool, link_ttl_s: u64, max_browsers: u32) -> WebRtc {
         WebRtc {
             clock: Clock::now(),
             browser_socket: sockets.browser,
@@ -76,7 +69,6 @@ impl WebRtc {
             out: VecDeque::new(),
             tmp: Vec::new(),
             summary: WebRtcSummary::default(),
-            keyframes: KeyframeGate::new(keyframe_cooldown_us),
             roles: Roles::default(),
             profile_noted: false,
         }
@@ -361,31 +353,38 @@ impl WebRtc {
         self.out.extend(self.tmp.drain(..));
     }
 
-    /// Acts on what the sessions reported: keyframe requests to the encoder, input to the
-    /// sink (from the controller), roles, sessions that ended.
+    /// Acts on what the sessions reported: a browser (or the publication) that connected is
+    /// registered with the protocol session's roles; its keyframe requests go through the
+    /// session's one keyframe gate; input to the sink (from the controller); sessions that
+    /// ended leave the roles.
     pub fn handle_events(&mut self, now: Micros, mut link: DriverParts<'_>) {
-        let mut keyframe = false;
+        let mut keyframes = Vec::new();
         let mut msgs: Vec<(u64, Vec<u8>)> = Vec::new();
         for p in &mut self.peers {
             for e in std::mem::take(&mut p.events) {
                 match e {
                     PeerEvent::Connected => {
-                        keyframe = true;
-                        match p.kind {
+                        let kind = match p.kind {
                             Kind::Browser => {
                                 self.summary.browsers_connected += 1;
                                 link.shared
                                     .note(format!("browser {} ({}) connected", p.id, p.label));
+                                ReceiverKind::Browser
                             }
                             Kind::Publisher => {
                                 self.summary.published = true;
                                 link.shared.note(format!("WHIP: publishing to {}", p.label));
+                                ReceiverKind::Publication
                             }
-                        }
+                        };
+                        let r = *p
+                            .receiver
+                            .get_or_insert_with(|| link.session.attach_receiver(now, kind));
+                        keyframes.push(r);
                     }
                     PeerEvent::KeyframeRequest => {
                         self.summary.keyframe_requests += 1;
-                        keyframe = true;
+                        keyframes.extend(p.receiver);
                     }
                     PeerEvent::Input(data) => msgs.push((p.id, data)),
                     PeerEvent::Gone(why) => {
@@ -395,55 +394,60 @@ impl WebRtc {
                 }
             }
         }
-        if keyframe && self.keyframes.request(now) {
-            let _ = link.encoder.send(EncoderEvent::Keyframe);
+        for r in keyframes {
+            // Honoured: the session emits KeyframeRequested, which the driver hands the
+            // encoder, as for our own clients.
+            if link.session.receiver_keyframe_request(now, r) != KeyframeDecision::Honour {
+                self.summary.keyframe_requests_limited += 1;
+            }
+        }
+        for p in self.peers.iter().filter(|p| p.gone.is_some()) {
+            if let Some(r) = p.receiver {
+                link.session.detach_receiver(now, r);
+            }
         }
         self.peers.retain(|p| p.gone.is_none());
         let peers = &self.peers;
         self.resources.retain(|s| peers.iter().any(|p| p.id == s));
-        self.update_roles(link.native_client, link.shared, link.epoch);
         for (id, data) in msgs {
             self.on_input(id, &data, &mut link);
         }
         self.out.extend(self.tmp.drain(..));
     }
 
-    /// Runs the controller election ([`super::roles::elect_controller`]) and tells every
-    /// browser its role when it changed.
-    fn update_roles(&mut self, native: bool, shared: &HostShared, epoch: &mut u64) {
-        let candidates: Vec<Candidate> = self
-            .peers
-            .iter()
-            .filter(|p| p.kind == Kind::Browser)
-            .map(|p| Candidate {
-                id: p.id,
-                connected: p.connected,
-                has_input: p.has_input(),
-            })
-            .collect();
-        let Some(wanted) = self
-            .roles
-            .update(native, &candidates, || shared.link.new_controller())
-        else {
+    /// The session gave receiver `receiver` a new role: the browser's page is told, and a new
+    /// controller starts a new controller epoch.
+    pub fn on_role(
+        &mut self,
+        receiver: untether_proto::ClientId,
+        role: ClientRole,
+        shared: &HostShared,
+        epoch: &mut u64,
+    ) {
+        let Some(p) = self.peers.iter_mut().find(|p| p.receiver == Some(receiver)) else {
             return;
         };
-        if let Some(id) = wanted {
+        let (id, controls) = (p.id, role == ClientRole::Controller);
+        if self
+            .roles
+            .set(id, controls, || shared.link.new_controller())
+            && controls
+        {
             *epoch = self.roles.epoch();
             shared.note(format!(
                 "browser {id} is the controller (its input drives the host)"
             ));
         }
-        for p in self.peers.iter_mut().filter(|p| p.kind == Kind::Browser) {
-            let role = self.roles.role_of(p.id);
-            p.send_text(
-                &format!(r#"{{"k":"role","role":"{role}","seq":0}}"#),
-                &mut self.tmp,
-            );
-        }
+        let role = self.roles.role_of(id);
+        p.send_text(
+            &format!(r#"{{"k":"role","role":"{role}","seq":0}}"#),
+            &mut self.tmp,
+        );
+        self.out.extend(self.tmp.drain(..));
     }
 
     fn on_input(&mut self, id: u64, data: &[u8], link: &mut DriverParts<'_>) {
-        let (shared, native) = (link.shared, link.native_client);
+        let shared = link.shared;
         match input::parse(data) {
             Ok(input::Message::Ping(t)) => {
                 let role = self.roles.role_of(id);
@@ -459,7 +463,7 @@ impl WebRtc {
             }
             Ok(input::Message::Input(event)) => {
                 let epoch = *link.epoch;
-                match self.roles.number(id, native, epoch) {
+                match self.roles.number(id, epoch) {
                     Numbered::Dropped => self.summary.inputs_dropped_viewer += 1,
                     Numbered::Deliver(seq) => {
                         self.summary.inputs_delivered += 1;
@@ -469,7 +473,7 @@ impl WebRtc {
                 }
             }
             // Counted in the numbering too: the page numbers every event it sends.
-            Ok(input::Message::Ignored) => self.roles.skip(id, native),
+            Ok(input::Message::Ignored) => self.roles.skip(id),
             Err(why) => {
                 if self.summary.inputs_malformed == 0 {
                     shared.note(format!(
@@ -544,7 +548,6 @@ mod tests {
             false,
             60,
             max_browsers,
-            0,
         )
     }
 

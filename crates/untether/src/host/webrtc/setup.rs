@@ -133,7 +133,6 @@ pub(crate) fn start(
         open,
         w.link_ttl_s,
         w.max_browsers,
-        options.host.keyframe_cooldown_ms * 1000,
     ));
     if let (Some(url), Some((_, local))) = (publish, publish_socket) {
         let p = start_whip(
