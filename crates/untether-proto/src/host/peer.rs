@@ -352,7 +352,7 @@ impl HostSession {
                 }
                 // A viewer (paused or not) gets the keyframes others cause, and at most one of
                 // its own a second: it must not make everyone's stream a string of keyframes.
-                let who = if peer.role == ClientRole::Controller {
+                let who = if self.roles.controller() == Some(peer.info.id) {
                     Requester::Controller
                 } else {
                     Requester::Viewer(peer.info.id)
@@ -367,7 +367,7 @@ impl HostSession {
             ControlFrame::Feedback(fb) => {
                 peer.feedback = Some(fb);
                 peer.loss.on_feedback(&fb);
-                let is_controller = peer.role == ClientRole::Controller;
+                let is_controller = self.roles.controller() == Some(peer.info.id);
                 let mut bitrate = None;
                 if let Some(rate) = peer.rate.as_mut() {
                     let mean =

@@ -179,7 +179,7 @@ impl HostSession {
             .peers
             .iter()
             .filter(|p| p.awaiting_entry)
-            .map(|p| (p.info.id, p.role != ClientRole::Controller))
+            .map(|p| (p.info.id, self.roles.controller() != Some(p.info.id)))
             .collect();
         if waiting.is_empty() {
             return;

@@ -16,7 +16,7 @@ use super::Stream;
 use crate::assembler::{parity_header, shard_slice_fec, SliceId};
 use crate::crypto::TAG_LEN;
 use crate::paths::Class;
-use crate::wire::{self, ClientRole, ShardHeader, HEADER_LEN, SHARD_HEADER_LEN};
+use crate::wire::{self, ShardHeader, HEADER_LEN, SHARD_HEADER_LEN};
 use crate::{Micros, Transmit};
 
 /// What the host says about an encoded frame.
@@ -173,7 +173,8 @@ impl HostSession {
         // Who takes it, controller first (a client waiting for a picture starts at any slice
         // of an entry point: slices come in any order, and the rest of that frame follows).
         let mut order: Vec<usize> = (0..self.peers.len()).collect();
-        order.sort_by_key(|&i| self.peers[i].role != ClientRole::Controller);
+        let controller = self.roles.controller();
+        order.sort_by_key(|&i| Some(self.peers[i].info.id) != controller);
         let mut receivers = Vec::with_capacity(order.len());
         for i in order {
             if self.peers[i].takes(meta.keyframe, meta.entry_point) {
