@@ -8,8 +8,8 @@ use untether_media::audio::{self, AudioEncoder, EncodedAudio, Tone};
 use untether_proto::{AudioPacket, Micros};
 
 use super::commands::HostCommand;
+use super::error::HostError;
 use super::shared::{lock, HostShared};
-use super::HostError;
 use crate::clock::{now_us, sleep_until};
 use crate::driver::Handle;
 

@@ -8,6 +8,7 @@ use untether_proto::{
     ClientId, ClientRole, ClientStatus, GoneReason, HostEvent, InputRecord, Micros,
 };
 
+use super::error::HostError;
 use super::state_input::STATE_SEQ;
 
 /// One client of the run.
@@ -240,15 +241,15 @@ impl super::network::HostNet {
     }
 
     /// Hands control to a connected client (by fingerprint) for this run.
-    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, super::HostError> {
-        let id = find_connected(&self.session, query).map_err(super::HostError::Usage)?;
+    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, HostError> {
+        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
         self.session.hand_control(crate::clock::now_us(), id);
         self.roster_refresh();
         self.pairing.write_clients(&self.session);
         self.roster
             .get(id)
             .cloned()
-            .ok_or_else(|| super::HostError::Usage("the client left".into()))
+            .ok_or_else(|| HostError::Usage("the client left".into()))
     }
 
     /// Grants (or takes back) a connected viewer's input for this run.
@@ -256,14 +257,14 @@ impl super::network::HostNet {
         &mut self,
         query: &str,
         granted: bool,
-    ) -> Result<ClientSummary, super::HostError> {
-        let id = find_connected(&self.session, query).map_err(super::HostError::Usage)?;
+    ) -> Result<ClientSummary, HostError> {
+        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
         let key = self
             .session
             .clients()
             .find(|c| c.id == id)
             .map(|c| c.key)
-            .ok_or_else(|| super::HostError::Usage("the client left".into()))?;
+            .ok_or_else(|| HostError::Usage("the client left".into()))?;
         let now = crate::clock::now_us();
         if granted {
             self.session.grant_input(now, key);
@@ -275,7 +276,7 @@ impl super::network::HostNet {
         self.roster
             .get(id)
             .cloned()
-            .ok_or_else(|| super::HostError::Usage("the client left".into()))
+            .ok_or_else(|| HostError::Usage("the client left".into()))
     }
 }
 
@@ -298,10 +299,10 @@ impl super::Host {
     /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
     /// more characters, one match), for this run (`untether pair control` persists it in the
     /// state directory instead). Returns the new controller.
-    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, super::HostError> {
+    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {
         let q = fingerprint.to_string();
         self.query(move |n| n.hand_control(&q))
-            .unwrap_or_else(|| Err(super::HostError::Stopped(self.failure())))
+            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 
     /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
@@ -310,10 +311,10 @@ impl super::Host {
         &self,
         fingerprint: &str,
         granted: bool,
-    ) -> Result<ClientSummary, super::HostError> {
+    ) -> Result<ClientSummary, HostError> {
         let q = fingerprint.to_string();
         self.query(move |n| n.grant_input(&q, granted))
-            .unwrap_or_else(|| Err(super::HostError::Stopped(self.failure())))
+            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 }
 

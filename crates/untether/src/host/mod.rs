@@ -28,6 +28,7 @@ mod commands;
 mod consumer;
 mod encode;
 mod encode_slices;
+mod error;
 mod gamepad;
 mod inflight;
 mod input;
@@ -64,9 +65,9 @@ use untether_proto::{
 };
 
 use crate::clock::now_us;
-use crate::config::{ConfigError, Resolution};
+use crate::config::Resolution;
 use crate::driver::{self, Handle};
-use crate::identity::{Access, IdentityError};
+use crate::identity::Access;
 use crate::stats::Stage;
 
 pub use clients::ClientSummary;
@@ -75,6 +76,7 @@ pub use consumer::{
     ViewerSummary,
 };
 pub use encode::{FrameSender, SendInfo};
+pub use error::HostError;
 pub use gamepad::{GamepadState, GAMEPAD_DEVICE, MAX_GAMEPADS};
 pub use input::{keys, scene_input};
 pub use options::{
@@ -93,28 +95,6 @@ use options::{session_config, session_params};
 use pairing::host_security;
 use shared::{lock, HostShared};
 use source_pipe::PipeSource;
-
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    #[error(transparent)]
-    Net(#[from] untether_net::NetError),
-    #[error(transparent)]
-    Media(#[from] untether_media::MediaError),
-    #[error("invalid bind address {0:?}: expected IP:PORT, e.g. 0.0.0.0:9710")]
-    BadBind(String),
-    #[error("cannot start thread: {0}")]
-    Thread(std::io::Error),
-    /// The call does not fit how the host was set up (e.g. publishing to a scene host).
-    #[error("{0}")]
-    Usage(String),
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("identity: {0}")]
-    Identity(#[from] IdentityError),
-    /// The host stopped (a fatal error, or it was asked to).
-    #[error("the host has stopped{}", .0.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
-    Stopped(Option<String>),
-}
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
 pub struct Host {

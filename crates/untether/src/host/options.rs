@@ -174,7 +174,7 @@ pub struct HostSetup {
     /// Other consumers of the encoded stream besides the host's clients (an RTSP server, crate
     /// `untether-rtsp`): each sees every encoded frame and audio packet, shared, and may ask
     /// for keyframes.
-    pub consumers: Vec<super::Consumer>,
+    pub consumers: Vec<super::consumer::Consumer>,
 }
 
 impl Default for HostSetup {

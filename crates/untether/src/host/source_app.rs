@@ -10,8 +10,9 @@ use untether_media::BgraFrame;
 use untether_proto::{PoseSample, StateKey, StateValue};
 
 use super::encode::FrameSender;
+use super::error::HostError;
 use super::shared::{lock, CapturedFrame, HostShared, Pixels};
-use super::{Host, HostError, SourceSpec};
+use super::{Host, SourceSpec};
 use crate::clock::now_us;
 
 impl Host {

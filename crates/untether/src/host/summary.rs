@@ -44,7 +44,7 @@ pub struct HostSummary {
     /// Retransmission: data shards resent on the clients' ShardNacks.
     pub shards_retransmitted: u64,
     /// Every client of the run (connected now or gone), in the order they came.
-    pub clients: Vec<super::ClientSummary>,
+    pub clients: Vec<super::clients::ClientSummary>,
     /// The most clients served at once (`host.max_clients`).
     pub max_clients: usize,
     /// Frame copies sent: one per frame per client that received it (`sent` counts frames).
@@ -69,7 +69,7 @@ pub struct HostSummary {
     pub largest_keyframe_bytes: u64,
     pub largest_frame_bytes: u64,
     /// The other consumers of the stream (RTSP) and their viewers.
-    pub consumers: Vec<super::ConsumerSummary>,
+    pub consumers: Vec<super::consumer::ConsumerSummary>,
     /// Staleness of the host → client state (what the host published), the controller's.
     pub state_staleness: Option<untether_proto::Staleness>,
     /// The raw layer-2 transport: what the host's data plane ran on.
