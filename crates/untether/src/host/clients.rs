@@ -3,13 +3,7 @@
 //! refreshed from the session while it is connected and kept after it leaves.
 
 use serde::Serialize;
-use untether_proto::state::keys as state_keys;
-use untether_proto::{
-    ClientId, ClientRole, ClientStatus, GoneReason, HostEvent, InputRecord, Micros,
-};
-
-use super::error::HostError;
-use super::state_input::STATE_SEQ;
+use untether_proto::{ClientId, ClientRole, ClientStatus, GoneReason, Micros};
 
 /// One client of the run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -158,7 +152,10 @@ impl Roster {
 
 /// The connected client whose fingerprint starts with `query` (4 or more characters, dashes
 /// and case ignored, exactly one match).
-fn find_connected(session: &untether_proto::HostSession, query: &str) -> Result<ClientId, String> {
+pub(super) fn find_connected(
+    session: &untether_proto::HostSession,
+    query: &str,
+) -> Result<ClientId, String> {
     let norm = |s: &str| -> String {
         s.chars()
             .filter(|c| c.is_ascii_alphanumeric())
@@ -184,137 +181,6 @@ fn find_connected(session: &untether_proto::HostSession, query: &str) -> Result<
             "{query:?} matches {} connected clients: give more of the fingerprint",
             hits.len()
         )),
-    }
-}
-
-impl super::network::HostNet {
-    /// `#3 "name"` for notes.
-    pub(super) fn who(&self, client: ClientId) -> String {
-        match self.roster.get(client) {
-            Some(c) => format!("#{} {:?} ({})", c.id, c.name, c.fingerprint),
-            None => format!("{client}"),
-        }
-    }
-
-    /// The latest-wins state of the controller (pointer and head pose) and of viewers granted
-    /// input (pointer only: the scene's pose is the controller's) as input records, ahead of
-    /// the reliable events of the same datagrams (a click lands where the pointer is).
-    pub(super) fn state_inputs(&mut self) {
-        let controller = self.session.controller();
-        let mut records = Vec::new();
-        for c in self.session.client_status() {
-            let id = c.info.id;
-            let is_controller = Some(id) == controller;
-            if !is_controller && !c.input_granted {
-                continue;
-            }
-            let pointer = self.session.state_value_of(id, state_keys::POINTER);
-            let head = is_controller
-                .then(|| self.session.state_value_of(id, state_keys::HEAD_POSE))
-                .flatten();
-            let changed = self.state.entry(id).or_default().changes(pointer, head);
-            if is_controller {
-                if let Some(p) = changed.head_pose {
-                    *super::shared::lock(&self.shared.head_pose) = Some(p);
-                }
-                let session = &self.session;
-                self.gamepads.on_state(|k| session.state_value_of(id, k));
-            }
-            for event in changed.events {
-                records.push(HostEvent::Input {
-                    client: id,
-                    record: InputRecord {
-                        seq: STATE_SEQ,
-                        event,
-                    },
-                });
-            }
-        }
-        for (i, r) in records.into_iter().enumerate() {
-            self.events.insert(i, r);
-        }
-    }
-
-    /// Copies the connected clients' figures into the roster.
-    pub(crate) fn roster_refresh(&mut self) {
-        self.roster.update(&self.session.client_status());
-    }
-
-    /// Hands control to a connected client (by fingerprint) for this run.
-    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, HostError> {
-        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
-        self.session.hand_control(crate::clock::now_us(), id);
-        self.roster_refresh();
-        self.pairing.write_clients(&self.session);
-        self.roster
-            .get(id)
-            .cloned()
-            .ok_or_else(|| HostError::Usage("the client left".into()))
-    }
-
-    /// Grants (or takes back) a connected viewer's input for this run.
-    pub(crate) fn grant_input(
-        &mut self,
-        query: &str,
-        granted: bool,
-    ) -> Result<ClientSummary, HostError> {
-        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
-        let key = self
-            .session
-            .clients()
-            .find(|c| c.id == id)
-            .map(|c| c.key)
-            .ok_or_else(|| HostError::Usage("the client left".into()))?;
-        let now = crate::clock::now_us();
-        if granted {
-            self.session.grant_input(now, key);
-        } else {
-            self.session.revoke_input_grant(now, &key);
-        }
-        self.roster_refresh();
-        self.pairing.write_clients(&self.session);
-        self.roster
-            .get(id)
-            .cloned()
-            .ok_or_else(|| HostError::Usage("the client left".into()))
-    }
-}
-
-/// Several clients, seen from the application.
-impl super::Host {
-    /// The clients of this run (connected now or gone), with their roles and figures.
-    pub fn clients(&self) -> Vec<ClientSummary> {
-        self.query(|n| {
-            n.roster_refresh();
-            n.roster.list()
-        })
-        .unwrap_or_default()
-    }
-
-    /// How many clients are connected now.
-    pub fn client_count(&self) -> usize {
-        self.shared.link.clients()
-    }
-
-    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
-    /// more characters, one match), for this run (`untether pair control` persists it in the
-    /// state directory instead). Returns the new controller.
-    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {
-        let q = fingerprint.to_string();
-        self.query(move |n| n.hand_control(&q))
-            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
-    }
-
-    /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
-    /// for this run (`untether pair grant` persists it).
-    pub fn grant_input(
-        &self,
-        fingerprint: &str,
-        granted: bool,
-    ) -> Result<ClientSummary, HostError> {
-        let q = fingerprint.to_string();
-        self.query(move |n| n.grant_input(&q, granted))
-            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 }
 

@@ -2,9 +2,12 @@
 //! frames and slices from the encoder stage, audio, a goodbye, a query, browsers' commands.
 //! A leaf of `host/`: the encoder stage and the sources import it without importing the driver.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use untether_proto::{AudioPacket, ClientId, FrameTiming, Micros, PoseSample, SliceId};
+use untether_proto::{
+    AudioPacket, ClientId, FrameTiming, KeyframeDecision, Micros, PoseSample, SliceId,
+};
 
 /// A question for the driver, answered on its thread with the session at hand.
 /// The driver's state is passed as `Any` (it is the driver's `HostNet`), so this file need not
@@ -27,9 +30,9 @@ pub(crate) enum HostCommand {
     Query(Query),
     /// A keyframe request of another consumer of the stream (RTSP), registered with the
     /// session as this receiver: the session's one gate decides, and the decision is counted.
-    ReceiverKeyframe(ClientId, Arc<super::consumer::KeyframeCounts>),
+    ReceiverKeyframe(ClientId, Arc<KeyframeCounts>),
     /// Browsers and WHIP publishing (`super::webrtc`).
-    WebRtc(super::webrtc::WebRtcCommand),
+    WebRtc(super::webrtc::types::WebRtcCommand),
 }
 
 /// An encoded frame on its way from the encoder stage to the network.
@@ -80,4 +83,30 @@ pub(crate) struct SlicesDone {
     pub last_out_us: u32,
     /// Everything but the send times.
     pub timing: FrameTiming,
+}
+
+/// What the gate decided for one consumer's requests.
+#[derive(Default, Debug)]
+pub(crate) struct KeyframeCounts {
+    honoured: AtomicU64,
+    limited: AtomicU64,
+}
+
+impl KeyframeCounts {
+    /// The driver records the gate's decision.
+    pub fn record(&self, decision: KeyframeDecision) {
+        let c = match decision {
+            KeyframeDecision::Honour => &self.honoured,
+            _ => &self.limited,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (honoured, not honoured) so far.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.honoured.load(Ordering::Relaxed),
+            self.limited.load(Ordering::Relaxed),
+        )
+    }
 }

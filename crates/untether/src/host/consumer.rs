@@ -11,13 +11,12 @@
 //! the host's sources run while a client is connected or a consumer has a viewer.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
-use untether_proto::{AudioPacket, ClientId, KeyframeDecision, Micros};
+use untether_proto::{AudioPacket, ClientId, Micros};
 
-use super::commands::HostCommand;
+use super::commands::{HostCommand, KeyframeCounts};
 use crate::driver::Handle;
 
 /// An encoded video frame, as every consumer sees it.
@@ -145,24 +144,6 @@ pub struct KeyframeRequests {
     counts: Arc<KeyframeCounts>,
 }
 
-/// What the gate decided for one consumer's requests.
-#[derive(Default, Debug)]
-pub(crate) struct KeyframeCounts {
-    honoured: AtomicU64,
-    limited: AtomicU64,
-}
-
-impl KeyframeCounts {
-    /// The driver records the gate's decision.
-    pub fn record(&self, decision: KeyframeDecision) {
-        let c = match decision {
-            KeyframeDecision::Honour => &self.honoured,
-            _ => &self.limited,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 impl KeyframeRequests {
     pub(crate) fn new(net: Handle<HostCommand>, receiver: ClientId) -> KeyframeRequests {
         KeyframeRequests {
@@ -183,10 +164,7 @@ impl KeyframeRequests {
 
     /// (honoured, not honoured: within the cooldown or past this receiver's limits) so far.
     pub fn counts(&self) -> (u64, u64) {
-        (
-            self.counts.honoured.load(Ordering::Relaxed),
-            self.counts.limited.load(Ordering::Relaxed),
-        )
+        self.counts.get()
     }
 }
 

@@ -17,12 +17,12 @@ use untether_media::codec::{
 };
 use untether_proto::{FrameTiming, Micros, PoseSample};
 
+use super::commands::{HostCommand, OutgoingFrame};
 use super::consumer::EncodedVideo;
 use super::encode_slices::{self, OpenedVideo, SliceTarget, SlicedFrame, VideoEncoder};
-use super::network::{HostCommand, OutgoingFrame};
+use super::error::HostError;
 use super::options::HostSetup;
 use super::shared::{lock, HostShared};
-use super::HostError;
 use crate::clock::now_us;
 use crate::config::VideoConfig;
 use crate::driver::Handle;

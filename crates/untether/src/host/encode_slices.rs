@@ -19,8 +19,8 @@ use untether_media::codec::{InputPicture, OpenedEncoder};
 use untether_media::x264::{EncodedSlice, SliceEncoder, SliceEncoderConfig, SliceFrameInfo};
 use untether_proto::{FrameTiming, Micros, PoseSample, SliceId};
 
-use super::network::{HostCommand, OutgoingSlice, SlicesDone};
-use super::HostError;
+use super::commands::{HostCommand, OutgoingSlice, SlicesDone};
+use super::error::HostError;
 use crate::clock::now_us;
 use crate::driver::Handle;
 

@@ -673,3 +673,41 @@ impl Drop for Host {
         lock(&self.parked).take();
     }
 }
+
+/// Several clients, seen from the application.
+impl Host {
+    /// The clients of this run (connected now or gone), with their roles and figures.
+    pub fn clients(&self) -> Vec<ClientSummary> {
+        self.query(|n| {
+            n.roster_refresh();
+            n.roster.list()
+        })
+        .unwrap_or_default()
+    }
+
+    /// How many clients are connected now.
+    pub fn client_count(&self) -> usize {
+        self.shared.link.clients()
+    }
+
+    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
+    /// more characters, one match), for this run (`untether pair control` persists it in the
+    /// state directory instead). Returns the new controller.
+    pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.hand_control(&q))
+            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
+    }
+
+    /// Grants (or takes back) a viewer's input, by fingerprint as for [`Host::hand_control`],
+    /// for this run (`untether pair grant` persists it).
+    pub fn grant_input(
+        &self,
+        fingerprint: &str,
+        granted: bool,
+    ) -> Result<ClientSummary, HostError> {
+        let q = fingerprint.to_string();
+        self.query(move |n| n.grant_input(&q, granted))
+            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
+    }
+}

@@ -19,18 +19,22 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use untether_proto::{ByeReason, ClientId, ClientRole, HostEvent, HostSession, Micros, PathStats};
+use untether_proto::state::keys as state_keys;
+use untether_proto::{
+    ByeReason, ClientId, ClientRole, HostEvent, HostSession, InputRecord, Micros, PathStats,
+};
 
-use super::clients::Roster;
-pub(crate) use super::commands::{HostCommand, OutgoingFrame, OutgoingSlice, SlicesDone};
+use super::clients::{find_connected, ClientSummary, Roster};
+use super::commands::HostCommand;
 use super::encode::EncoderEvent;
+use super::error::HostError;
 use super::gamepad::Gamepads;
 use super::input::InputSink;
 use super::outbox::Outbox;
 use super::pairing::Pairing;
 use super::refusals::RefusalNotes;
 use super::shared::{lock, HostShared};
-use super::state_input::StateApplied;
+use super::state_input::{StateApplied, STATE_SEQ};
 use crate::driver::{Endpoint, Outgoing, Via};
 use crate::link::HostLink;
 use crate::pacing::Pacing;
@@ -472,6 +476,99 @@ impl Endpoint for HostNet {
     fn is_done(&self) -> bool {
         // Runs until the host stops (after a goodbye too: late datagrams are still answered).
         false
+    }
+}
+
+impl HostNet {
+    /// `#3 "name"` for notes.
+    pub(super) fn who(&self, client: ClientId) -> String {
+        match self.roster.get(client) {
+            Some(c) => format!("#{} {:?} ({})", c.id, c.name, c.fingerprint),
+            None => format!("{client}"),
+        }
+    }
+
+    /// The latest-wins state of the controller (pointer and head pose) and of viewers granted
+    /// input (pointer only: the scene's pose is the controller's) as input records, ahead of
+    /// the reliable events of the same datagrams (a click lands where the pointer is).
+    pub(super) fn state_inputs(&mut self) {
+        let controller = self.session.controller();
+        let mut records = Vec::new();
+        for c in self.session.client_status() {
+            let id = c.info.id;
+            let is_controller = Some(id) == controller;
+            if !is_controller && !c.input_granted {
+                continue;
+            }
+            let pointer = self.session.state_value_of(id, state_keys::POINTER);
+            let head = is_controller
+                .then(|| self.session.state_value_of(id, state_keys::HEAD_POSE))
+                .flatten();
+            let changed = self.state.entry(id).or_default().changes(pointer, head);
+            if is_controller {
+                if let Some(p) = changed.head_pose {
+                    *lock(&self.shared.head_pose) = Some(p);
+                }
+                let session = &self.session;
+                self.gamepads.on_state(|k| session.state_value_of(id, k));
+            }
+            for event in changed.events {
+                records.push(HostEvent::Input {
+                    client: id,
+                    record: InputRecord {
+                        seq: STATE_SEQ,
+                        event,
+                    },
+                });
+            }
+        }
+        for (i, r) in records.into_iter().enumerate() {
+            self.events.insert(i, r);
+        }
+    }
+
+    /// Copies the connected clients' figures into the roster.
+    pub(crate) fn roster_refresh(&mut self) {
+        self.roster.update(&self.session.client_status());
+    }
+
+    /// Hands control to a connected client (by fingerprint) for this run.
+    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, HostError> {
+        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
+        self.session.hand_control(crate::clock::now_us(), id);
+        self.roster_refresh();
+        self.pairing.write_clients(&self.session);
+        self.roster
+            .get(id)
+            .cloned()
+            .ok_or_else(|| HostError::Usage("the client left".into()))
+    }
+
+    /// Grants (or takes back) a connected viewer's input for this run.
+    pub(crate) fn grant_input(
+        &mut self,
+        query: &str,
+        granted: bool,
+    ) -> Result<ClientSummary, HostError> {
+        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
+        let key = self
+            .session
+            .clients()
+            .find(|c| c.id == id)
+            .map(|c| c.key)
+            .ok_or_else(|| HostError::Usage("the client left".into()))?;
+        let now = crate::clock::now_us();
+        if granted {
+            self.session.grant_input(now, key);
+        } else {
+            self.session.revoke_input_grant(now, &key);
+        }
+        self.roster_refresh();
+        self.pairing.write_clients(&self.session);
+        self.roster
+            .get(id)
+            .cloned()
+            .ok_or_else(|| HostError::Usage("the client left".into()))
     }
 }
 

@@ -9,8 +9,8 @@ use untether_proto::{
     fingerprint, AccessPolicy, HostConfig, HostSession, Micros, PairingEvent, PairingPin, PublicKey,
 };
 
+use super::error::HostError;
 use super::shared::HostShared;
-use super::HostError;
 use crate::config::HostToml;
 use crate::identity::{
     key_hex, unix_now, Access, ClientsFile, ConnectedClient, HostTrust, IdentityError, Role,

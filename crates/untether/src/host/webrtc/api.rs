@@ -4,7 +4,7 @@
 use crate::clock::now_us;
 use crate::host::Host;
 
-pub use super::WebRtcSummary;
+pub use super::types::WebRtcSummary;
 
 impl Host {
     /// The page's one-time link for the next browser (`http://HOST:PORT/?token=…`: single use,

@@ -35,7 +35,7 @@ use tokio_openssl::SslStream;
 use super::cert::PageCert;
 use super::routes::Routes;
 use crate::driver::Handle;
-use crate::host::network::HostCommand;
+use crate::host::commands::HostCommand;
 use crate::host::shared::HostShared;
 
 /// Connections served at once.

@@ -8,16 +8,20 @@
 //!   beside the driver): connection limits, deadlines, TLS; `routes`: the page, the
 //!   signalling endpoint, the clock; `ratelimit`: offers per source address;
 //! - `sessions`: the driver's [`WebRtc`]: admission first, then the sessions;
-//! - `roles`: the controller election (one function); `keyframes`: the keyframe cooldown;
+//! - `roles`: which browser the protocol session made the controller, and its input's
+//!   numbering (the session's `Roles` decide, for every kind of receiver);
 //! - `whip`: the publishing thread (offer, POST, answer, DELETE at the end);
 //! - `peer`: one session; `access`: links, PINs and resume secrets; `resource`: the sessions'
 //!   unguessable IDs and DELETE secrets; `pins`: the PIN check; `input`: the data channel's
 //!   messages; `h264`: the stream's profile; `cert`: HTTPS certificates; `setup`: starting it.
 //!
-//! Roles: with one of our own clients connected, browsers are viewers (their input is dropped
-//! and counted). Without one, the first browser admitted is the controller: its input goes to
-//! the host's input sink like a client's, numbered from 0 in the scene's stamp (the page is
-//! told its role and where its numbering starts).
+//! Roles and keyframes: every browser (and the publication) is a receiver of the protocol
+//! session (`HostSession::attach_receiver`), whose `Roles` decide who controls for every kind
+//! of receiver and whose one keyframe gate takes its PLI/FIR. With one of our own clients
+//! connected, browsers are viewers (their input is dropped and counted). Without one, the
+//! oldest connected browser is the controller: its input goes to the host's input sink like a
+//! client's, numbered from 0 in the scene's stamp (the page is told its role and where its
+//! numbering starts). `types` holds what the parts share.
 
 mod access;
 mod api;
@@ -33,147 +37,11 @@ mod roles;
 mod routes;
 mod sessions;
 mod setup;
+pub(crate) mod types;
 mod whip;
 
-use std::net::{IpAddr, SocketAddr};
-
-use str0m::change::SdpOffer;
-use str0m::RtcConfig;
-use tokio::sync::oneshot;
-
-pub(crate) use access::{Credential, Refusal};
 pub(crate) use pins::SessionPins;
-pub(crate) use resource::{DeleteRefusal, Resource};
 pub(crate) use sessions::WebRtc;
 pub(crate) use setup::{prepare, start, BrowserInfo, Started};
-
-use super::input::InputSink;
-use super::shared::HostShared;
-
-/// The driver's first WebRTC socket (0 is our protocol's): browsers' media, then the
-/// publication's (bound to the address that routes to the WHIP endpoint).
-pub(crate) const SOCKET: usize = 1;
-
-/// A browser's offer, parsed on the HTTP thread (nothing else is made there: the driver
-/// admits the browser before it makes any certificate or session).
-pub(crate) struct OfferRequest {
-    pub offer: SdpOffer,
-    pub credential: Credential,
-    /// The browser's HTTP address.
-    pub from: SocketAddr,
-    pub reply: oneshot::Sender<Result<Answer, Refusal>>,
-}
-
-/// The host's answer to a browser.
-#[derive(Debug)]
-pub(crate) struct Answer {
-    /// The session's resource (`/whep/ID`) and the secret that ends it.
-    pub resource: Resource,
-    pub sdp: String,
-    pub resume: String,
-}
-
-/// A WHIP publication whose SDP exchange is done, handed to the driver.
-pub(crate) struct Publication {
-    pub rtc: str0m::Rtc,
-    pub mids: Vec<str0m::media::Mid>,
-    pub label: String,
-}
-
-/// What other threads hand the driver about WebRTC.
-pub(crate) enum WebRtcCommand {
-    Offer(Box<OfferRequest>),
-    /// The browser's DELETE of its session resource, with the secret it presented.
-    Delete {
-        id: String,
-        secret: Option<String>,
-        reply: oneshot::Sender<Result<(), DeleteRefusal>>,
-    },
-    Publish(Box<Publication>),
-    /// The WHIP publication ended on the thread's side (stop): close it.
-    Unpublish,
-}
-
-/// What the WebRTC sessions counted (the host's summary and report).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WebRtcSummary {
-    /// Offers admitted and answered.
-    pub browsers_admitted: u64,
-    /// Offers refused: not admitted (no or a bad link, PIN or resume secret).
-    pub browsers_refused: u64,
-    /// Offers refused because the browser cannot decode the stream or the host was full.
-    pub browsers_unsupported: u64,
-    /// Browsers whose connection came up.
-    pub browsers_connected: u64,
-    /// Sessions built (a DTLS certificate and an `Rtc` each): for admitted offers only.
-    pub sessions_built: u64,
-    pub frames_sent: u64,
-    pub audio_packets: u64,
-    pub keyframe_requests: u64,
-    /// Keyframe requests the host session's one gate did not honour (its cooldown, or a
-    /// viewer's limits): our clients' requests and the browsers' share that gate.
-    pub keyframe_requests_limited: u64,
-    /// Browser input events delivered to the input sink.
-    pub inputs_delivered: u64,
-    /// Input of viewers (dropped, as their role says).
-    pub inputs_dropped_viewer: u64,
-    /// Malformed data channel messages (dropped).
-    pub inputs_malformed: u64,
-    /// Datagrams on the WebRTC socket no session took (counted and dropped).
-    pub datagrams_unmatched: u64,
-    /// The WHIP publication: connected, and the frames it sent.
-    pub published: bool,
-    pub publish_frames: u64,
-}
-
-/// What the driver lends the WebRTC side while it handles events.
-pub(crate) struct DriverParts<'a> {
-    pub shared: &'a HostShared,
-    pub sink: &'a mut InputSink,
-    /// The protocol session: the one authority on roles and keyframes, for browsers too.
-    pub session: &'a mut untether_proto::HostSession,
-    /// The controller epoch the driver publishes; bumped when a browser becomes the controller.
-    pub epoch: &'a mut u64,
-}
-
-/// The local address the kernel would send from to reach `remote` (no packet is sent).
-pub(crate) fn route_source(remote: IpAddr) -> Option<IpAddr> {
-    let bind: SocketAddr = if remote.is_ipv4() {
-        ([0, 0, 0, 0], 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let s = std::net::UdpSocket::bind(bind).ok()?;
-    s.connect(SocketAddr::new(remote, 9)).ok()?;
-    s.local_addr().ok().map(|a| a.ip())
-}
-
-/// The codecs and extensions every session of the host uses: H.264 constrained baseline
-/// (packetization mode 1) and Opus, the playout-delay extension, no bandwidth estimation
-/// (the encoder's rate is the host's).
-pub(crate) fn rtc_config() -> RtcConfig {
-    let mut cfg = RtcConfig::new()
-        .clear_codecs()
-        .enable_opus(true, false)
-        .set_extension(5, str0m::rtp::Extension::PlayoutDelay);
-    cfg.codec_config().add_h264(
-        str0m::media::Pt::new_with_value(102),
-        Some(str0m::media::Pt::new_with_value(103)),
-        true,
-        h264::PROFILE_LEVEL_ID,
-    );
-    cfg
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_route_source_towards_loopback_is_loopback() {
-        assert_eq!(
-            route_source("127.0.0.1".parse().unwrap()),
-            Some("127.0.0.1".parse().unwrap())
-        );
-    }
-}
+pub use types::WebRtcSummary;
+pub(crate) use types::{DriverParts, SOCKET};

@@ -27,9 +27,9 @@ use tokio::sync::oneshot;
 
 use super::access::Credential;
 use super::ratelimit::OfferLimiter;
-use super::{OfferRequest, WebRtcCommand};
+use super::types::{OfferRequest, WebRtcCommand};
 use crate::driver::Handle;
-use crate::host::network::HostCommand;
+use crate::host::commands::HostCommand;
 
 /// The page: one HTML file with its script.
 pub(crate) const PAGE: &str = include_str!("page.html");

@@ -16,10 +16,11 @@ use super::access::{Admission, Credential, PinCheck, Refusal};
 use super::peer::{self, Clock, Kind, Out, Peer, PeerEvent};
 use super::resource::Resources;
 use super::roles::{Numbered, Roles};
-use super::{h264, input, route_source, rtc_config};
-use super::{Answer, DriverParts, OfferRequest, WebRtcCommand, WebRtcSummary};
+use super::types::{route_source, rtc_config};
+use super::types::{Answer, DriverParts, OfferRequest, WebRtcCommand, WebRtcSummary};
+use super::{h264, input};
 use crate::driver::{Outgoing, Via};
-use crate::host::network::OutgoingFrame;
+use crate::host::commands::OutgoingFrame;
 use crate::host::shared::HostShared;
 
 /// How long a browser may take from its answer to a connection (ICE + DTLS).

@@ -4,11 +4,12 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use super::cert;
 use super::h264::CONSTRAINED_BASELINE_X264;
 use super::http::start_http;
 use super::sessions::{Sockets, WebRtc};
+use super::types::{route_source, SOCKET};
 use super::whip::{self, start_whip};
-use super::{cert, route_source, SOCKET};
 use crate::host::shared::HostShared;
 
 /// Where browsers find the host, for the link it prints.
@@ -56,7 +57,10 @@ impl Started {
 
 /// A host that serves browsers or publishes encodes constrained baseline, the H.264 profile
 /// every WebRTC browser decodes: the one stream is encoded so (no second encode for them).
-pub(crate) fn prepare(options: &crate::host::HostOptions, setup: &mut crate::host::HostSetup) {
+pub(crate) fn prepare(
+    options: &crate::host::options::HostOptions,
+    setup: &mut crate::host::options::HostSetup,
+) {
     if options.webrtc.enabled() {
         if !setup.x264_params.is_empty() {
             setup.x264_params.push(':');
@@ -68,13 +72,13 @@ pub(crate) fn prepare(options: &crate::host::HostOptions, setup: &mut crate::hos
 /// Starts what `[webrtc]` asks for: the HTTP(S) server for browsers (`listen`) and the WHIP
 /// publisher (`publish`), and binds the media socket (UDP, the HTTP port when free).
 pub(crate) fn start(
-    options: &crate::host::HostOptions,
+    options: &crate::host::options::HostOptions,
     pairing: &crate::host::pairing::Pairing,
     audio: bool,
-    net: &crate::driver::Handle<crate::host::network::HostCommand>,
+    net: &crate::driver::Handle<crate::host::commands::HostCommand>,
     shared: &Arc<HostShared>,
-) -> Result<Option<Started>, crate::host::HostError> {
-    use crate::host::HostError;
+) -> Result<Option<Started>, crate::host::error::HostError> {
+    use crate::host::error::HostError;
     let w = &options.webrtc;
     if !w.enabled() {
         return Ok(None);

@@ -15,9 +15,9 @@ use str0m::media::{Direction, MediaKind};
 use str0m::Candidate;
 use ureq::tls::{RootCerts, TlsConfig, TlsProvider};
 
-use super::{route_source, rtc_config, Publication, WebRtcCommand};
+use super::types::{route_source, rtc_config, Publication, WebRtcCommand};
 use crate::driver::Handle;
-use crate::host::network::HostCommand;
+use crate::host::commands::HostCommand;
 use crate::host::shared::HostShared;
 
 /// A running publisher thread.
