@@ -163,6 +163,24 @@ impl ClientShared {
     fn status(&self) -> NetStatus {
         self.status.get()
     }
+
+    /// A client of 127.0.0.1:9 with nothing running.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> ClientShared {
+        ClientShared {
+            host: SocketAddr::from(([127, 0, 0, 1], 9)),
+            stop: AtomicBool::new(false),
+            status: Published::new(NetStatus::default()),
+            decoded: Slot::new(),
+            frame_poses: Default::default(),
+            local_pose: Default::default(),
+            mouse_look: None,
+            host_state: None,
+            live: Published::new(None),
+            paths: 1,
+            failure: Mutex::new(None),
+        }
+    }
 }
 
 /// Runs a client until the duration ends, the window closes, `stop` is set, or the session
@@ -389,5 +407,60 @@ fn end_of_run(shared: &ClientShared, setup: Setup, decoding: bool) -> RunEnd {
         sink_frames: setup.sink.as_ref().map_or(0, |w| w.frames_written()),
         audio,
         decoding,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_error_ends_the_run_and_wakes_the_presenter() {
+        let s = ClientShared::for_tests();
+        s.finish(Some(ClientError::HostGone {
+            host: s.host,
+            reason: "first".into(),
+        }));
+        s.finish(Some(ClientError::Refused {
+            host: s.host,
+            port: 9,
+        }));
+        assert!(s.stop.load(Ordering::SeqCst));
+        assert!(
+            s.decoded.is_closed(),
+            "a presenter waiting for a picture wakes"
+        );
+        assert!(matches!(
+            lock(&s.failure).take(),
+            Some(ClientError::HostGone { reason, .. }) if reason == "first"
+        ));
+    }
+
+    #[test]
+    fn the_end_of_a_run_says_what_the_calling_thread_knows() {
+        let s = ClientShared::for_tests();
+        let setup = Setup {
+            sink: None,
+            playout: None,
+            audio_out: None,
+            cfg: untether_proto::ClientConfig::new("test"),
+            known_hosts: None,
+            sockets: Vec::new(),
+            paths: vec![s.host],
+            raw: None,
+            link_note: None,
+            decoder: untether_media::codec::DecoderConfig::software(
+                untether_media::codec::Codec::H264,
+                1,
+            ),
+            pose_source: None,
+            mouse_look: None,
+            started_us: 0,
+        };
+        let before = now_us();
+        let end = end_of_run(&s, setup, false);
+        assert!(end.ended_us >= before);
+        assert_eq!((end.dropped_presenter, end.sink_frames), (0, 0));
+        assert!(end.audio.is_none() && !end.decoding);
     }
 }

@@ -527,3 +527,74 @@ pub fn save_ppm(picture: &DecodedFrame, path: &std::path::Path) -> Result<(), Cl
         )))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use untether_proto::ClientRole;
+
+    #[test]
+    fn probes_alternate_at_their_interval_and_never_when_off() {
+        let mut p = Probes {
+            every_us: 100,
+            next_us: 1_000,
+            sign: 1,
+        };
+        assert!(p.due(999).is_none());
+        let dx = |e: Option<InputEvent>| match e {
+            Some(InputEvent::PointerMotion { dx, .. }) => Some(dx),
+            _ => None,
+        };
+        assert_eq!(dx(p.due(1_000)), Some(8));
+        assert!(p.due(1_050).is_none());
+        assert_eq!(dx(p.due(1_100)), Some(-8));
+        let mut off = Probes {
+            every_us: 0,
+            next_us: 0,
+            sign: 1,
+        };
+        assert!(off.due(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_title_says_reconnecting_or_a_viewers_role() {
+        let viewer = |input_granted, paused| {
+            Some(RoleView {
+                role: ClientRole::Viewer,
+                input_granted,
+                paused,
+            })
+        };
+        assert!(status_text(true, viewer(true, false)).is_some_and(|t| t.contains("reconnecting")));
+        assert_eq!(status_text(false, None), None);
+        let controller = Some(RoleView {
+            role: ClientRole::Controller,
+            input_granted: true,
+            paused: false,
+        });
+        assert_eq!(status_text(false, controller), None);
+        assert_eq!(
+            status_text(false, viewer(true, true)).as_deref(),
+            Some("viewer · input granted · paused: this link cannot carry the stream")
+        );
+        assert_eq!(
+            status_text(false, viewer(false, false)).as_deref(),
+            Some("viewer")
+        );
+    }
+
+    #[test]
+    fn the_title_names_the_host_status_and_keys() {
+        let mut v = View {
+            keys: WindowKeys::default(),
+            fullscreen: false,
+            overlay: false,
+            status: None,
+            live: LiveOverlay::new(0),
+            host: "pc:9000".into(),
+        };
+        assert_eq!(v.title(), format!("untether — pc:9000 — {WINDOW_KEYS}"));
+        v.status = Some("viewer".into());
+        assert!(v.title().starts_with("untether — pc:9000 — [viewer] — "));
+    }
+}
