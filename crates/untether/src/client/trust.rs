@@ -82,4 +82,35 @@ mod tests {
         assert_eq!(label, "\"10.1.2.3:9000\"");
         assert_eq!(file, PathBuf::from("(in memory)"));
     }
+
+    #[test]
+    fn a_new_host_is_pinned_by_name_and_address_once() {
+        let path = std::env::temp_dir().join(format!("untether-trust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        let kh = KnownHosts {
+            dir: StateDir::at(&path),
+            label: "pc".into(),
+            addr: "10.0.0.2:9000".into(),
+            pinned: None,
+            pinned_by: Vec::new(),
+        };
+        kh.pin(&[5; 32]);
+        kh.pin(&[5; 32]);
+        let hosts = kh.dir.known_hosts().unwrap_or_default();
+        let entries: Vec<_> = hosts
+            .iter()
+            .map(|h| (h.host.as_str(), h.addr.as_str()))
+            .collect();
+        assert_eq!(entries, vec![("pc", "10.0.0.2:9000")]);
+        let (label, file) = pinned_label(Some(&kh), "10.0.0.2:9000".parse().unwrap());
+        assert_eq!(label, "\"pc\"");
+        assert_eq!(file, kh.dir.file_path(KNOWN_HOSTS_FILE));
+        let by = KnownHosts {
+            pinned_by: vec!["\"pc\" (10.0.0.2:9000)".into()],
+            ..kh
+        };
+        let (label, _) = pinned_label(Some(&by), "10.0.0.2:9000".parse().unwrap());
+        assert_eq!(label, "\"pc\" (10.0.0.2:9000)");
+        let _ = std::fs::remove_dir_all(&path);
+    }
 }

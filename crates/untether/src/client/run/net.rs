@@ -204,6 +204,22 @@ mod tests {
     }
 
     #[test]
+    fn synchronized_clocks_are_taken_as_offset_zero() {
+        let session = ClientSession::new(untether_proto::ClientConfig::new("t"), 0);
+        let mut r = NetRecord::default();
+        r.close(&session, 10, false);
+        assert_eq!(r.end.clock_mode, ClockMode::Estimated);
+        assert!(r.end.state_staleness.is_some());
+        r.close(&session, 10, true);
+        assert_eq!(r.end.clock_mode, ClockMode::Synchronized);
+        let c = r.end.clock.unwrap_or_default();
+        assert_eq!(
+            (r.end.clock.is_some(), c.offset_us, c.uncertainty_us),
+            (true, 0, 0)
+        );
+    }
+
+    #[test]
     fn inputs_are_counted_by_channel_and_device_events_apart() {
         let mut r = NetRecord::default();
         let c = InputCounts {
