@@ -22,8 +22,9 @@ use untether_media::stamp;
 use untether_proto::{CompleteFrame, Micros, SliceId};
 
 use super::network::ClientCommand;
-use super::record::{keep_record, FrameRecord};
-use super::{lock, ClientError, ClientShared};
+use super::record::FrameRecord;
+use super::run::DecodeRecord;
+use super::{ClientError, ClientShared};
 use crate::clock::now_us;
 use crate::driver::Handle;
 
@@ -58,15 +59,22 @@ struct SlicedFrame {
     record: FrameRecord,
 }
 
+/// The decode thread's context: where pictures and commands go, and its part of the record.
+struct DecodeStage<'a> {
+    s: &'a ClientShared,
+    net: &'a Handle<ClientCommand>,
+    rec: DecodeRecord,
+}
+
 /// Opens the decoder `cfg` asks for (for the codec of `cfg`), saying once why it fell back.
-pub(crate) fn open_decoder(s: &ClientShared, cfg: &DecoderConfig) -> Option<Decoder> {
+fn open_decoder(s: &ClientShared, rec: &mut DecodeRecord, cfg: &DecoderConfig) -> Option<Decoder> {
     match Decoder::open(cfg) {
         Ok((d, note)) => {
             if let Some(note) = note {
                 log::warn!("client: {note}");
             }
             log::info!("client: decoding {} with {}", cfg.codec, d.info());
-            lock(&s.run).decoder = Some(d.info().to_string());
+            rec.opened(&d.info().to_string());
             Some(d)
         }
         Err(e) => {
@@ -76,102 +84,116 @@ pub(crate) fn open_decoder(s: &ClientShared, cfg: &DecoderConfig) -> Option<Deco
     }
 }
 
-/// Decodes the frames the network thread assembled, in order, and hands them to the presenter.
+/// Decodes the frames the network thread assembled, in order, and hands them to the presenter;
+/// returns what it measured when the client stops.
 pub(crate) fn decode_loop(
     s: &ClientShared,
     net: &Handle<ClientCommand>,
     frames: mpsc::Receiver<ToDecode>,
     config: DecoderConfig,
-) {
-    let mut decoder: Option<(Codec, Decoder)> = None;
-    let mut slices: Option<SliceDecoder> = None;
-    let mut current: Option<SlicedFrame> = None;
-    loop {
-        let ToDecode {
-            session,
-            codec,
-            piece,
-        } = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
-            Ok(f) => f,
-            Err(mpsc::RecvTimeoutError::Timeout) if !s.stop.load(Ordering::SeqCst) => continue,
-            // The client stops (its driver may still hold the channel), or the driver ended.
-            Err(_) => return,
-        };
-        match piece {
-            Piece::Frame(frame) => {
-                if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
-                    let cfg = DecoderConfig {
-                        codec,
-                        ..config.clone()
+) -> DecodeRecord {
+    let mut stage = DecodeStage {
+        s,
+        net,
+        rec: DecodeRecord::default(),
+    };
+    stage.run(frames, config);
+    stage.rec
+}
+
+impl DecodeStage<'_> {
+    fn run(&mut self, frames: mpsc::Receiver<ToDecode>, config: DecoderConfig) {
+        let s = self.s;
+        let mut decoder: Option<(Codec, Decoder)> = None;
+        let mut slices: Option<SliceDecoder> = None;
+        let mut current: Option<SlicedFrame> = None;
+        loop {
+            let ToDecode {
+                session,
+                codec,
+                piece,
+            } = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(f) => f,
+                Err(mpsc::RecvTimeoutError::Timeout) if !s.stop.load(Ordering::SeqCst) => continue,
+                // The client stops (its driver may still hold the channel), or the driver ended.
+                Err(_) => return,
+            };
+            match piece {
+                Piece::Frame(frame) => {
+                    if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
+                        let cfg = DecoderConfig {
+                            codec,
+                            ..config.clone()
+                        };
+                        match open_decoder(s, &mut self.rec, &cfg) {
+                            Some(d) => decoder = Some((codec, d)),
+                            None => return,
+                        }
+                    }
+                    let Some((_, decoder)) = decoder.as_mut() else {
+                        return;
                     };
-                    match open_decoder(s, &cfg) {
-                        Some(d) => decoder = Some((codec, d)),
-                        None => return,
-                    }
+                    self.decode_whole(decoder, session, frame)
                 }
-                let Some((_, decoder)) = decoder.as_mut() else {
-                    return;
-                };
-                decode_whole(s, net, decoder, session, frame)
-            }
-            Piece::Slice(frame) => {
-                let d = match slice_decoder(s, &mut slices) {
-                    Some(d) => d,
-                    None => continue,
-                };
-                let (number, slice) = (frame.frame_number, frame.slice);
-                let c = frame_record(&mut current, session, &frame);
-                c.hold |= frame.hold;
-                let r = &mut c.record;
-                r.first_shard_us = r.first_shard_us.min(frame.first_shard_us);
-                r.last_shard_us = r.last_shard_us.max(frame.last_shard_us);
-                r.bytes += frame.data.len();
-                let start = now_us();
-                let out = d.slice(number, slice.index, slice.count, frame.data);
-                let end = now_us();
-                if r.first_slice_decoded_us == 0 {
-                    r.first_slice_decoded_us = end;
-                    r.decode_start_us = start;
-                }
-                r.decode_us += end - start;
-                slice_result(s, net, &mut current, number, start, end, out);
-            }
-            Piece::SliceLost {
-                frame_number,
-                slice,
-            } => {
-                let d = match slice_decoder(s, &mut slices) {
-                    Some(d) => d,
-                    None => continue,
-                };
-                let start = now_us();
-                let out = d.lost(frame_number, slice.index, slice.count);
-                let end = now_us();
-                match current
-                    .as_mut()
-                    .filter(|c| c.record.frame_number == frame_number)
-                {
-                    Some(c) => {
-                        c.record.slices_lost += 1;
-                        c.record.decode_us += end - start;
+                Piece::Slice(frame) => {
+                    let d = match slice_decoder(&mut self.rec, &mut slices) {
+                        Some(d) => d,
+                        None => continue,
+                    };
+                    let (number, slice) = (frame.frame_number, frame.slice);
+                    let c = frame_record(&mut current, session, &frame);
+                    c.hold |= frame.hold;
+                    let r = &mut c.record;
+                    r.first_shard_us = r.first_shard_us.min(frame.first_shard_us);
+                    r.last_shard_us = r.last_shard_us.max(frame.last_shard_us);
+                    r.bytes += frame.data.len();
+                    let start = now_us();
+                    let out = d.slice(number, slice.index, slice.count, frame.data);
+                    let end = now_us();
+                    if r.first_slice_decoded_us == 0 {
+                        r.first_slice_decoded_us = end;
+                        r.decode_start_us = start;
                     }
-                    // Nothing of the frame arrived yet: its record starts here.
-                    None => {
-                        current = Some(SlicedFrame {
-                            session,
-                            hold: false,
-                            record: FrameRecord {
+                    r.decode_us += end - start;
+                    self.slice_result(&mut current, number, start, end, out);
+                }
+                Piece::SliceLost {
+                    frame_number,
+                    slice,
+                } => {
+                    let d = match slice_decoder(&mut self.rec, &mut slices) {
+                        Some(d) => d,
+                        None => continue,
+                    };
+                    let start = now_us();
+                    let out = d.lost(frame_number, slice.index, slice.count);
+                    let end = now_us();
+                    match current
+                        .as_mut()
+                        .filter(|c| c.record.frame_number == frame_number)
+                    {
+                        Some(c) => {
+                            c.record.slices_lost += 1;
+                            c.record.decode_us += end - start;
+                        }
+                        // Nothing of the frame arrived yet: its record starts here.
+                        None => {
+                            current = Some(SlicedFrame {
                                 session,
-                                frame_number,
-                                slices: slice.count,
-                                slices_lost: 1,
-                                first_shard_us: Micros::MAX,
-                                ..Default::default()
-                            },
-                        })
+                                hold: false,
+                                record: FrameRecord {
+                                    session,
+                                    frame_number,
+                                    slices: slice.count,
+                                    slices_lost: 1,
+                                    first_shard_us: Micros::MAX,
+                                    ..Default::default()
+                                },
+                            })
+                        }
                     }
+                    self.slice_result(&mut current, frame_number, start, end, out);
                 }
-                slice_result(s, net, &mut current, frame_number, start, end, out);
             }
         }
     }
@@ -179,7 +201,7 @@ pub(crate) fn decode_loop(
 
 /// The slice decoder, made with the first slice.
 fn slice_decoder<'a>(
-    s: &ClientShared,
+    rec: &mut DecodeRecord,
     slices: &'a mut Option<SliceDecoder>,
 ) -> Option<&'a mut SliceDecoder> {
     if slices.is_none() {
@@ -187,7 +209,7 @@ fn slice_decoder<'a>(
             Ok(d) => *slices = Some(d),
             Err(e) => {
                 log::warn!("client: the slice decoder failed to open: {e}");
-                lock(&s.run).decode_errors += 1;
+                rec.error();
                 return None;
             }
         }
@@ -222,142 +244,124 @@ fn frame_record<'a>(
     })
 }
 
-/// What a slice (or a lost one) gave: the frame's picture when it ended it.
-fn slice_result(
-    s: &ClientShared,
-    net: &Handle<ClientCommand>,
-    current: &mut Option<SlicedFrame>,
-    frame_number: u32,
-    start: Micros,
-    end: Micros,
-    out: untether_media::Result<Option<SlicePicture>>,
-) {
-    match out {
-        Ok(Some(p)) => {
-            let Some(mut c) = current.take() else {
-                return;
-            };
-            let r = &mut c.record;
-            if r.first_shard_us == Micros::MAX {
-                r.first_shard_us = r.last_shard_us;
+impl DecodeStage<'_> {
+    /// What a slice (or a lost one) gave: the frame's picture when it ended it.
+    fn slice_result(
+        &mut self,
+        current: &mut Option<SlicedFrame>,
+        frame_number: u32,
+        start: Micros,
+        end: Micros,
+        out: untether_media::Result<Option<SlicePicture>>,
+    ) {
+        match out {
+            Ok(Some(p)) => {
+                let Some(mut c) = current.take() else {
+                    return;
+                };
+                let r = &mut c.record;
+                if r.first_shard_us == Micros::MAX {
+                    r.first_shard_us = r.last_shard_us;
+                }
+                r.decode_start_us = if r.decode_start_us == 0 {
+                    start
+                } else {
+                    r.decode_start_us
+                };
+                // The call that made the picture: reassemble runs up to its start.
+                r.last_decode_start_us = start;
+                r.decode_end_us = end;
+                if c.hold {
+                    // Decoded to bring the picture back; not clean yet, so not shown.
+                    self.rec.held(false);
+                    return;
+                }
+                self.net.send(ClientCommand::DecodeTime(r.decode_us));
+                // The stamp sits in the first slice: concealed, it would show an older frame's.
+                let readable = !p.first_lost;
+                self.show(p.picture, c.record, readable);
             }
-            r.decode_start_us = if r.decode_start_us == 0 {
-                start
-            } else {
-                r.decode_start_us
-            };
-            // The call that made the picture: reassemble runs up to its start.
-            r.last_decode_start_us = start;
-            r.decode_end_us = end;
-            if c.hold {
+            Ok(None) => {}
+            Err(_) if current.as_ref().is_some_and(|c| c.hold) => {
+                // A frame decoded from a sweep start may lack references the client never had.
+                *current = None;
+                self.rec.held(true);
+            }
+            Err(e) => {
+                log::warn!("client: frame {frame_number} failed to decode: {e}");
+                *current = None;
+                self.rec.error();
+                self.net.send(ClientCommand::DecodeFailed(frame_number));
+            }
+        }
+    }
+
+    /// A frame sent whole: decoded in one call.
+    fn decode_whole(&mut self, decoder: &mut Decoder, session: u32, frame: CompleteFrame) {
+        let decode_start_us = now_us();
+        match decoder.decode(&frame.data) {
+            Ok(Some(_)) if frame.hold => {
                 // Decoded to bring the picture back; not clean yet, so not shown.
-                lock(&s.run).held += 1;
-                return;
+                self.rec.held(false);
             }
-            net.send(ClientCommand::DecodeTime(r.decode_us));
-            // The stamp sits in the first slice: concealed, it would show an older frame's.
-            let readable = !p.first_lost;
-            show(s, p.picture, c.record, readable);
-        }
-        Ok(None) => {}
-        Err(_) if current.as_ref().is_some_and(|c| c.hold) => {
-            // A frame decoded from a sweep start may lack references the client never had.
-            *current = None;
-            let mut run = lock(&s.run);
-            run.held += 1;
-            run.held_decode_errors += 1;
-        }
-        Err(e) => {
-            log::warn!("client: frame {frame_number} failed to decode: {e}");
-            *current = None;
-            lock(&s.run).decode_errors += 1;
-            net.send(ClientCommand::DecodeFailed(frame_number));
-        }
-    }
-}
-
-/// A frame sent whole: decoded in one call.
-fn decode_whole(
-    s: &ClientShared,
-    net: &Handle<ClientCommand>,
-    decoder: &mut Decoder,
-    session: u32,
-    frame: CompleteFrame,
-) {
-    let decode_start_us = now_us();
-    match decoder.decode(&frame.data) {
-        Ok(Some(_)) if frame.hold => {
-            // Decoded to bring the picture back; not clean yet, so not shown.
-            lock(&s.run).held += 1;
-        }
-        Ok(Some(picture)) => {
-            let decode_end_us = now_us();
-            net.send(ClientCommand::DecodeTime(decode_end_us - decode_start_us));
-            let record = FrameRecord {
-                session,
-                frame_number: frame.frame_number,
-                keyframe: frame.keyframe,
-                capture_us: frame.capture_us,
-                first_shard_us: frame.first_shard_us,
-                last_shard_us: frame.last_shard_us,
-                decode_start_us,
-                last_decode_start_us: decode_start_us,
-                decode_end_us,
-                decode_us: decode_end_us - decode_start_us,
-                bytes: frame.data.len(),
-                slices: 1,
-                ..Default::default()
-            };
-            show(s, picture, record, true);
-        }
-        Ok(None) => {
-            if frame.hold {
-                lock(&s.run).held += 1;
+            Ok(Some(picture)) => {
+                let decode_end_us = now_us();
+                self.net
+                    .send(ClientCommand::DecodeTime(decode_end_us - decode_start_us));
+                let record = FrameRecord {
+                    session,
+                    frame_number: frame.frame_number,
+                    keyframe: frame.keyframe,
+                    capture_us: frame.capture_us,
+                    first_shard_us: frame.first_shard_us,
+                    last_shard_us: frame.last_shard_us,
+                    decode_start_us,
+                    last_decode_start_us: decode_start_us,
+                    decode_end_us,
+                    decode_us: decode_end_us - decode_start_us,
+                    bytes: frame.data.len(),
+                    slices: 1,
+                    ..Default::default()
+                };
+                self.show(picture, record, true);
+            }
+            Ok(None) => {
+                if frame.hold {
+                    self.rec.held(false);
+                }
+            }
+            Err(_) if frame.hold => {
+                // A frame decoded from a sweep start may lack references the client never had:
+                // expected, and no reason to ask for a keyframe.
+                self.rec.held(true);
+            }
+            Err(e) => {
+                log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
+                self.rec.error();
+                self.net
+                    .send(ClientCommand::DecodeFailed(frame.frame_number));
             }
         }
-        Err(_) if frame.hold => {
-            // A frame decoded from a sweep start may lack references the client never had:
-            // expected, and no reason to ask for a keyframe.
-            let mut run = lock(&s.run);
-            run.held += 1;
-            run.held_decode_errors += 1;
-        }
-        Err(e) => {
-            log::warn!("client: frame {} failed to decode: {e}", frame.frame_number);
-            lock(&s.run).decode_errors += 1;
-            net.send(ClientCommand::DecodeFailed(frame.frame_number));
-        }
     }
-}
 
-/// Reads the picture's stamp, attaches the pose it was rendered for and hands it to the
-/// presenter.
-fn show(s: &ClientShared, picture: DecodedFrame, mut record: FrameRecord, stamp_readable: bool) {
-    record.pose = s.frame_poses.get(record.session, record.frame_number);
-    let (plane, stride) = picture.luma();
-    let stamp = stamp_readable
-        .then(|| stamp::read_plane(plane, stride, picture.width(), picture.height()))
-        .flatten();
-    record.stamp = stamp;
-    record.thumbnail = thumbnail(plane, stride, picture.width(), picture.height());
-    // The picture's size, for the presenter's late warp.
-    record.width = picture.width();
-    record.height = picture.height();
-    {
-        let mut run = lock(&s.run);
-        run.decoded += 1;
-        if stamp.is_none() {
-            run.stamp_unreadable += 1;
+    /// Reads the picture's stamp, attaches the pose it was rendered for and hands it to the
+    /// presenter.
+    fn show(&mut self, picture: DecodedFrame, mut record: FrameRecord, stamp_readable: bool) {
+        let s = self.s;
+        record.pose = s.frame_poses.get(record.session, record.frame_number);
+        let (plane, stride) = picture.luma();
+        let stamp = stamp_readable
+            .then(|| stamp::read_plane(plane, stride, picture.width(), picture.height()))
+            .flatten();
+        record.stamp = stamp;
+        record.thumbnail = thumbnail(plane, stride, picture.width(), picture.height());
+        // The picture's size, for the presenter's late warp.
+        record.width = picture.width();
+        record.height = picture.height();
+        self.rec.decoded(&record);
+        if let Some(old) = s.decoded.put(Decoded { picture, record }) {
+            self.rec.dropped(old.record);
         }
-        if record.slices_lost > 0 {
-            run.concealed += 1;
-        }
-        if record.pose.is_some() {
-            run.frames_with_pose += 1;
-        }
-    }
-    if let Some(old) = s.decoded.put(Decoded { picture, record }) {
-        keep_record(&mut lock(&s.run), old.record);
     }
 }
 

@@ -60,7 +60,7 @@ pub(crate) fn device_loop(
         if events.is_empty() {
             continue;
         }
-        if !s.connected.load(Ordering::SeqCst) {
+        if !s.status().connected {
             // Nothing to send to yet; state (axes) will be current again at the next report.
             events.clear();
             continue;

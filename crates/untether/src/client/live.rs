@@ -1,11 +1,12 @@
 //! The live statistics behind the window's overlay, from the client's running statistics
 //! without holding up the driver: the network driver publishes a small copy of its session's
-//! counters ([`NetSnapshot`], at most every 250 ms, into `ClientShared::live`: a mutex held
-//! for a copy), and the presenter thread keeps the frames it showed in the last interval and
+//! counters ([`NetSnapshot`], at most every 250 ms, into `ClientShared::live`: a published
+//! snapshot), and the presenter thread keeps the frames it showed in the last interval and
 //! turns both into an [`OverlayModel`] every 0.5 s ([`LiveOverlay`]). The host's per-frame
-//! timings are looked up once per refresh under the run's lock (a map lookup per frame).
+//! timings come from the driver on a bounded channel into the presenter's own
+//! [`RecentTimings`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use untether_media::overlay::OverlayModel;
 use untether_proto::stats::percentile;
@@ -33,6 +34,38 @@ pub(crate) struct NetSnapshot {
     pub clock_offset_us: i64,
     /// Paths configured (1 without multipath).
     pub paths: usize,
+}
+
+/// The most host timings the presenter keeps (a few seconds of frames).
+const MAX_TIMINGS: usize = 2048;
+
+/// The host's timings of the newest frames, by (session, frame number): the oldest go first.
+#[derive(Debug, Default)]
+pub(crate) struct RecentTimings {
+    by_frame: HashMap<(u32, u32), FrameTiming>,
+    order: VecDeque<(u32, u32)>,
+}
+
+impl RecentTimings {
+    /// Keeps each (session, timing), forgetting the oldest beyond [`MAX_TIMINGS`].
+    pub fn extend(&mut self, timings: impl IntoIterator<Item = (u32, FrameTiming)>) {
+        for (session, t) in timings {
+            let key = (session, t.frame_number);
+            if self.by_frame.insert(key, t).is_none() {
+                self.order.push_back(key);
+            }
+            while self.order.len() > MAX_TIMINGS {
+                if let Some(old) = self.order.pop_front() {
+                    self.by_frame.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// The host's timing of frame `frame_number` of session `session`, if it arrived.
+    pub fn get(&self, session: u32, frame_number: u32) -> Option<FrameTiming> {
+        self.by_frame.get(&(session, frame_number)).copied()
+    }
 }
 
 /// The overlay's figures as the stream goes.
@@ -259,6 +292,30 @@ mod tests {
         assert_eq!(m.fps, Some(0.0));
         assert_eq!(m.glass_to_glass_ms, None);
         assert_eq!(m.pose_to_photon(), Some(21.0));
+    }
+
+    #[test]
+    fn recent_timings_are_found_by_session_and_frame_and_bounded() {
+        let t = |n: u32| FrameTiming {
+            frame_number: n,
+            encode_us: n,
+            ..Default::default()
+        };
+        let mut r = RecentTimings::default();
+        r.extend([(0, t(1)), (1, t(1))]);
+        assert_eq!(r.get(1, 1).map(|t| t.frame_number), Some(1));
+        assert!(
+            r.get(2, 1).is_none(),
+            "another session's frame 1 is another frame"
+        );
+        r.extend((0..MAX_TIMINGS as u32).map(|n| (2, t(n))));
+        assert!(
+            r.get(0, 1).is_none() && r.get(1, 1).is_none(),
+            "the oldest go first"
+        );
+        assert_eq!(r.get(2, 5).map(|t| t.encode_us), Some(5));
+        assert_eq!(r.by_frame.len(), MAX_TIMINGS);
+        assert_eq!(r.order.len(), MAX_TIMINGS);
     }
 
     #[test]

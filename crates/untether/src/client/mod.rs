@@ -12,9 +12,15 @@
 //! - `input`: the window's own keys, registered evdev devices (a thread each) and which
 //!   channel each event takes;
 //! - `live`: the running statistics the window's overlay shows;
-//! - `options`: what the client is told; `record`: what a run measured.
+//! - `options`: what the client is told; `start`: what it opens before its threads start;
+//!   `trust`: the host's pinned key;
+//! - `record`: what a run measured (the report's [`ClientRun`]); `run`: each thread's own
+//!   part of it ([`run::NetRecord`], [`run::DecodeRecord`], [`run::PresentRecord`]), handed
+//!   back when the thread ends and assembled into the `ClientRun`, and the snapshots other
+//!   threads read while the run goes on ([`run::view`]).
 //!
-//! No thread but the driver touches the session: the others hand it commands.
+//! No thread but the driver touches the session: the others hand it commands. No thread
+//! writes another's record.
 
 mod decode;
 mod input;
@@ -25,22 +31,21 @@ pub mod photon;
 mod pose;
 mod present;
 mod record;
+mod run;
+mod start;
+mod trust;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
-use untether_media::audio::{AudioOut, Playout};
-use untether_media::codec::{Decoder, DecoderConfig};
-use untether_media::pipe::PipeWriter;
-use untether_net::UdpEndpoint;
-use untether_proto::{fingerprint, ClientConfig, ClientSession, RejectReason};
+use untether_proto::RejectReason;
 
 use crate::clock::now_us;
-use crate::config::PoseSpec;
 use crate::driver;
-use crate::identity::{ClientTrust, HostPin, IdentityError, Role, StateDir, KNOWN_HOSTS_FILE};
+use crate::identity::IdentityError;
 use crate::slot::Slot;
 
 pub use decode::thumbnail;
@@ -56,7 +61,10 @@ pub use present::save_ppm;
 pub use record::{AudioRun, ClientRun, ClockMode, FrameRecord};
 
 use decode::Decoded;
-use network::{ClientCommand, ClientNet, KnownHosts};
+use network::{ClientCommand, ClientNet, NetOutputs};
+use run::view::{NetStatus, Published};
+use run::{NetRecord, PresentRecord, RunEnd};
+use start::Setup;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -113,17 +121,14 @@ pub enum ClientError {
     Thread(std::io::Error),
 }
 
-/// What the client's threads share besides the network driver.
+/// What the client's threads share besides the network driver. Nothing here is a thread's
+/// record: what one thread writes and others read is a published snapshot.
 pub(crate) struct ClientShared {
     host: SocketAddr,
     stop: AtomicBool,
-    /// Published by the driver after every turn.
-    connected: AtomicBool,
-    /// The host went away and the driver is trying to reach it again (the presenter holds the
-    /// last picture and says so).
-    reconnecting: AtomicBool,
-    /// The role the host gave this client last: (role, input granted, paused).
-    role: Mutex<Option<(untether_proto::ClientRole, bool, bool)>>,
+    /// The driver's connection state (connected, reconnecting, role), published when it
+    /// changes.
+    status: Published<NetStatus>,
     decoded: Slot<Decoded>,
     /// The pose each recent frame was rendered for (from the host's FramePose).
     frame_poses: pose::FramePoses,
@@ -133,9 +138,8 @@ pub(crate) struct ClientShared {
     mouse_look: Option<crate::pose::MouseLook>,
     /// Where the host's published state is copied for the application.
     host_state: Option<HostStateView>,
-    run: Mutex<ClientRun>,
-    /// The driver's counters for the overlay, published every 250 ms (a copy under the lock).
-    live: Mutex<Option<live::NetSnapshot>>,
+    /// The driver's counters for the overlay, published every 250 ms.
+    live: Published<Option<live::NetSnapshot>>,
     /// Paths to the host (1 without multipath).
     paths: usize,
     failure: Mutex<Option<ClientError>>,
@@ -154,14 +158,28 @@ impl ClientShared {
         self.stop.store(true, Ordering::SeqCst);
         self.decoded.close();
     }
-}
 
-/// The report of a client that wanted raw layer 2 but stays on UDP.
-fn link_note(line: &str) -> crate::link::LinkReport {
-    crate::link::LinkReport {
-        configured: "raw".into(),
-        note: Some(line.to_string()),
-        ..crate::link::LinkReport::udp()
+    /// The driver's connection state, as last published.
+    fn status(&self) -> NetStatus {
+        self.status.get()
+    }
+
+    /// A client of 127.0.0.1:9 with nothing running.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> ClientShared {
+        ClientShared {
+            host: SocketAddr::from(([127, 0, 0, 1], 9)),
+            stop: AtomicBool::new(false),
+            status: Published::new(NetStatus::default()),
+            decoded: Slot::new(),
+            frame_poses: Default::default(),
+            local_pose: Default::default(),
+            mouse_look: None,
+            host_state: None,
+            live: Published::new(None),
+            paths: 1,
+            failure: Mutex::new(None),
+        }
     }
 }
 
@@ -186,6 +204,9 @@ pub fn run_client_with(
     }
 }
 
+/// How many host frame timings may wait for the presenter (its overlay).
+const TIMINGS_QUEUE: usize = 1024;
+
 /// Like [`run_client_with`], but a run that started is returned with the error that ended it
 /// (None: it ended normally), so that its report can be shown on every exit. `Err`: it could
 /// not start (configuration, sockets, identity, devices).
@@ -194,205 +215,106 @@ pub fn run_client_to_end(
     io: ClientIo,
     stop: Arc<AtomicBool>,
 ) -> Result<(ClientRun, Option<ClientError>), ClientError> {
-    crate::config::validate_client(&options.client, &options.network)?;
-    options.vr.validate()?;
-    let mut sink = match &io.sink {
-        Some(path) => Some(PipeWriter::open(path)?),
-        None => None,
-    };
-    let (playout, audio_out) = match &io.audio {
-        Some(a) => {
-            let mut p = Playout::new()?;
-            if a.tap_seconds > 0 {
-                p.enable_tap(a.tap_seconds);
-            }
-            let p = Arc::new(Mutex::new(p));
-            let out = AudioOut::open(a.device.as_deref(), p.clone(), a.buffer_samples)?;
-            log::info!(
-                "client: audio through {} ({} sample buffer)",
-                out.driver(),
-                out.buffer_samples()
-            );
-            (Some(p), Some(out))
-        }
-        None => (None, None),
-    };
-    let c = &options.client;
-    let mut cfg = ClientConfig::new(c.name.clone());
-    let known_hosts = match &io.trust {
-        ClientTrust::Stored => {
-            let explicit =
-                (!c.state_dir.is_empty()).then(|| std::path::Path::new(c.state_dir.as_str()));
-            let dir = StateDir::resolve(explicit)?;
-            cfg.identity = dir.load_or_create_identity(Role::Client)?;
-            let label = io
-                .host_label
-                .clone()
-                .unwrap_or_else(|| options.host.to_string());
-            // Pinned by the name typed and by the address it resolved to: `localhost:P` and
-            // `127.0.0.1:P` are one host, and must not be trusted with two keys.
-            let addr = options.host.to_string();
-            let (pinned, pinned_by) = match dir.host_pin(&label, &addr)? {
-                HostPin::None => (None, Vec::new()),
-                HostPin::Key { key, by } => (Some(key), by),
-                HostPin::Conflict { entries } => {
-                    return Err(ClientError::HostPinConflict {
-                        host: options.host,
-                        label,
-                        entries: entries
-                            .iter()
-                            .map(|(entry, fp)| format!("{entry} pins {fp}"))
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                        file: dir.file_path(KNOWN_HOSTS_FILE),
-                    });
-                }
-            };
-            cfg.host_key = pinned;
-            Some(KnownHosts {
-                dir,
-                label,
-                addr,
-                pinned,
-                pinned_by,
-            })
-        }
-        ClientTrust::Memory { identity, host_key } => {
-            cfg.identity = identity.clone();
-            cfg.host_key = *host_key;
-            None
-        }
-    };
-    cfg.pin = io.pin.clone();
-    log::info!(
-        "client: identity {}{}",
-        fingerprint(&cfg.identity.public),
-        match cfg.host_key {
-            Some(k) => format!(", expecting host {}", fingerprint(&k)),
-            None => String::new(),
-        }
-    );
-    let mut sockets = vec![UdpEndpoint::connect_to(options.host)?];
-    let mut paths = vec![options.host];
-    for spec in &c.paths {
-        let (local, addr) = crate::config::parse_path(spec, options.host.port()).map_err(|e| {
-            crate::config::ConfigError::Invalid {
-                key: "client.paths".into(),
-                message: e,
-            }
-        })?;
-        sockets.push(UdpEndpoint::connect_from(local, addr)?);
-        paths.push(addr);
-        log::info!(
-            "client: path {} to {addr}{}",
-            paths.len() - 1,
-            local.map(|l| format!(" from {l}")).unwrap_or_default()
-        );
-    }
-    let (raw, link) =
-        if options.network.transport()? == crate::config::Transport::Raw && !c.paths.is_empty() {
-            let line = "raw layer 2 does not combine with multipath (client.paths); staying on UDP";
-            log::warn!("client: {line}");
-            (None, Some(link_note(line)))
-        } else {
-            match crate::link::open(&options.network, || {
-                crate::link::client_interface(options.host)
-            })? {
-                crate::link::Opened::Udp => (None, None),
-                crate::link::Opened::Raw(r) => {
-                    log::info!(
-                    "client: raw layer 2 on {} ({}, EtherType 0x{:04X}): offering it to the host",
-                    r.interface(),
-                    r.mac(),
-                    r.ethertype()
-                );
-                    (Some(r), None)
-                }
-                crate::link::Opened::Fallback(_, line) => {
-                    log::warn!("client: {line}");
-                    (None, Some(link_note(&line)))
-                }
-            }
-        };
-    let now = now_us();
-    cfg.nonce = now ^ ((std::process::id() as u64) << 40) ^ 0x9E37_79B9_7F4A_7C15;
-    cfg.connect_timeout_us = c.connect_timeout_ms * 1000;
-    cfg.reassembly_deadline_us = c.reassembly_deadline_ms * 1000;
-    cfg.keepalive_us = options.network.keepalive_ms * 1000;
-    cfg.idle_timeout_us = options.network.idle_timeout_ms * 1000;
-    cfg.retransmit = options.network.retransmit;
-    cfg.state_budget_bytes_per_s = options.network.state_budget_bytes_per_s();
-    cfg.clock_id = untether_net::clock_identity();
-    // What this client decodes: the configured list, less the codecs no decoder here opens
-    // (checked now, so that the host never picks one).
-    let (choice, hwaccel) = c.decoder_choice()?;
-    let decoder_cfg = DecoderConfig {
-        codec: untether_media::codec::Codec::H264,
-        decoder: choice,
-        hwaccel,
-        threads: c.decoder_threads,
-        keep_on_gpu: false,
-        chunks: false,
-    };
-    cfg.codecs = decodable(&c.codec_list()?, &decoder_cfg)?;
-    // `--no-decode` (a load-test viewer): frames are reassembled and counted, never decoded
-    // (the client still offers only codecs it could decode).
-    if !c.decode {
-        log::info!("client: --no-decode: frames are reassembled and counted, not decoded");
-    }
-    // The head pose source: a failure to open it (no IMU, a bad track) stops the start.
-    let pose_spec = options.vr.pose_spec()?;
-    let mouse = crate::pose::MouseLook::default();
-    let pose_source = crate::pose::open(
-        &pose_spec,
-        options.display == Display::Window,
-        &mouse,
-        now_us(),
-    )
-    .map_err(|e| ClientError::Media(untether_media::MediaError::Other(e.to_string())))?;
-    if let Some(src) = &pose_source {
-        log::info!(
-            "client: head pose from {} at {} Hz",
-            src.name(),
-            options.vr.pose_rate_hz
-        );
-    }
+    let mut setup = Setup::open(options, &io)?;
     let shared = Arc::new(ClientShared {
         host: options.host,
         stop: AtomicBool::new(false),
-        connected: AtomicBool::new(false),
-        reconnecting: AtomicBool::new(false),
-        role: Mutex::new(None),
+        status: Published::new(NetStatus::default()),
         decoded: Slot::new(),
         frame_poses: Default::default(),
         host_state: io.host_state.clone(),
         local_pose: Default::default(),
-        mouse_look: pose_source
-            .as_ref()
-            .and(matches!(pose_spec, PoseSpec::Auto | PoseSpec::Mouse).then(|| mouse.clone())),
-        run: Mutex::new(ClientRun {
-            started_us: now,
-            decoding: c.decode,
-            ..Default::default()
-        }),
-        live: Mutex::new(None),
-        paths: paths.len(),
+        mouse_look: setup.mouse_look.take(),
+        live: Published::new(None),
+        paths: setup.paths.len(),
         failure: Mutex::new(None),
     });
-    let session = ClientSession::new(cfg.clone(), now);
     let (net, mailbox) = driver::channel().map_err(|e| ClientError::Net(e.into()))?;
     let (frames_tx, frames_rx) = mpsc::channel();
     let (sent_tx, sent_rx) = mpsc::channel();
-    let mut client_net = ClientNet::new(
-        cfg,
-        session,
-        shared.clone(),
-        known_hosts,
-        playout.clone(),
-        c.decode.then_some(frames_tx),
-        sent_tx,
+    let (timings_tx, timings_rx) = mpsc::sync_channel(TIMINGS_QUEUE);
+    let decoding = options.client.decode;
+    let outputs = NetOutputs {
+        frames: decoding.then_some(frames_tx),
+        sent_inputs: sent_tx,
+        timings: timings_tx,
+        playout: setup.playout.clone(),
+    };
+    let net_thread = spawn_net(
+        &shared,
+        &mut setup,
+        options,
+        outputs,
         io.end_on_host_bye,
+        mailbox,
+    )?;
+    let decode = if decoding {
+        let (s, n, cfg) = (shared.clone(), net.clone(), setup.decoder.clone());
+        Some(
+            std::thread::Builder::new()
+                .name("client-decode".into())
+                .spawn(move || decode::decode_loop(&s, &n, frames_rx, cfg))
+                .map_err(ClientError::Thread)?,
+        )
+    } else {
+        None
+    };
+    let device_threads = spawn_inputs(&shared, &net, &mut setup, options, io.input_devices)?;
+    let mut present = PresentRecord::default();
+    let presenter_result = present::present_loop(
+        &shared,
+        &net,
+        options,
+        &stop,
+        present::PresentIo {
+            sent_inputs: sent_rx,
+            timings: timings_rx,
+            sink: setup.sink.as_mut(),
+            inject: io.inject,
+            shown_tap: io.shown_frame_tap,
+            warp: io.warp,
+        },
+        &mut present,
     );
+    // Say goodbye (the driver handles every command sent before the stop), then stop.
+    net.send(ClientCommand::Close);
+    shared.finish(None);
+    // A thread that panicked hands nothing back: its part of the record stays empty.
+    let net_record = net_thread
+        .join()
+        .unwrap_or_else(|_| NetRecord::new(setup.started_us, setup.paths.clone()));
+    let decode_record = decode.and_then(|d| d.join().ok()).unwrap_or_default();
+    for t in device_threads {
+        let _ = t.join();
+    }
+    let end = end_of_run(&shared, setup, decoding);
+    let error = lock(&shared.failure).take().or(presenter_result.err());
+    Ok((
+        run::assemble(net_record, decode_record, present, end),
+        error,
+    ))
+}
+
+/// Starts the network driver's thread; it hands back its record when it ends.
+fn spawn_net(
+    shared: &Arc<ClientShared>,
+    setup: &mut Setup,
+    options: &ClientOptions,
+    outputs: NetOutputs,
+    end_on_host_bye: bool,
+    mailbox: driver::Mailbox<ClientCommand>,
+) -> Result<JoinHandle<NetRecord>, ClientError> {
+    let with_audio = outputs.playout.is_some();
+    let record = NetRecord::new(setup.started_us, setup.paths.clone());
+    let mut client_net = ClientNet::new(
+        setup.cfg.clone(),
+        shared.clone(),
+        record,
+        setup.known_hosts.take(),
+        outputs,
+        end_on_host_bye,
+    );
+    let raw = setup.raw.take();
     if let Some(r) = &raw {
         client_net.link = Some(crate::link::ClientLink::new(
             r.mac(),
@@ -401,165 +323,144 @@ pub fn run_client_to_end(
             r.interface(),
         ));
     }
-    let net_thread = {
-        let s = shared.clone();
-        let with_audio = playout.is_some();
-        std::thread::Builder::new()
-            .name("client-net".into())
-            .spawn(move || {
-                // Audio and input acknowledgements pass through here on their way; decoding
-                // does not.
-                if with_audio {
-                    untether_media::audio::raise_thread_priority();
-                }
-                let ended = driver::run_with_raw(
-                    &mut client_net,
-                    &sockets,
-                    raw.as_ref(),
-                    &mailbox,
-                    &s.stop,
-                );
-                if let driver::Ended::Failed(e) = ended {
-                    s.finish(Some(ClientError::Net(e.into())));
-                }
-                s.finish(None);
-                client_net.cpu_us = crate::link::thread_cpu_us();
-                client_net
-            })
-            .map_err(ClientError::Thread)?
-    };
-    let decode = if c.decode {
-        let (s, n) = (shared.clone(), net.clone());
-        Some(
-            std::thread::Builder::new()
-                .name("client-decode".into())
-                .spawn(move || decode::decode_loop(&s, &n, frames_rx, decoder_cfg))
-                .map_err(ClientError::Thread)?,
-        )
-    } else {
-        None
-    };
-    let mut device_threads = Vec::new();
-    if let Some(src) = pose_source {
+    let sockets = std::mem::take(&mut setup.sockets);
+    let note = setup.link_note.take();
+    let synchronized = options.client.clock == "synchronized";
+    let s = shared.clone();
+    std::thread::Builder::new()
+        .name("client-net".into())
+        .spawn(move || {
+            // Audio and input acknowledgements pass through here on their way; decoding
+            // does not.
+            if with_audio {
+                untether_media::audio::raise_thread_priority();
+            }
+            let ended =
+                driver::run_with_raw(&mut client_net, &sockets, raw.as_ref(), &mailbox, &s.stop);
+            if let driver::Ended::Failed(e) = ended {
+                s.finish(Some(ClientError::Net(e.into())));
+            }
+            s.finish(None);
+            client_net.into_record(synchronized, note)
+        })
+        .map_err(ClientError::Thread)
+}
+
+/// Starts the pose source's thread and one per registered input device.
+fn spawn_inputs(
+    shared: &Arc<ClientShared>,
+    net: &driver::Handle<ClientCommand>,
+    setup: &mut Setup,
+    options: &ClientOptions,
+    devices: Vec<InputDevice>,
+) -> Result<Vec<JoinHandle<()>>, ClientError> {
+    let mut threads = Vec::new();
+    if let Some(src) = setup.pose_source.take() {
         let (s, n, rate) = (shared.clone(), net.clone(), options.vr.pose_rate_hz);
-        device_threads.push(
+        threads.push(
             std::thread::Builder::new()
                 .name("client-pose".into())
                 .spawn(move || pose::pose_loop(&s, &n, src, rate))
                 .map_err(ClientError::Thread)?,
         );
     }
-    for (i, dev) in io.input_devices.into_iter().enumerate() {
+    for (i, dev) in devices.into_iter().enumerate() {
         let (s, n) = (shared.clone(), net.clone());
         let index = i.min(255) as u8;
         log::info!("client: input device {index}: {}", dev.name);
-        device_threads.push(
+        threads.push(
             std::thread::Builder::new()
                 .name(format!("client-input-{i}"))
                 .spawn(move || input::device_loop(&s, &n, index, dev))
                 .map_err(ClientError::Thread)?,
         );
     }
-    let presenter_result = present::present_loop(
-        &shared,
-        &net,
-        &sent_rx,
-        options,
-        &stop,
-        sink.as_mut(),
-        io.inject,
-        io.shown_frame_tap,
-        io.warp,
-    );
-    // Say goodbye (the driver handles every command sent before the stop), then stop.
-    net.send(ClientCommand::Close);
-    shared.finish(None);
-    let client_net = net_thread.join().ok();
-    if let Some(d) = decode {
-        let _ = d.join();
-    }
-    for t in device_threads {
-        let _ = t.join();
-    }
-    // Close the device (waits for its callback) before reading what it played.
-    let audio_driver = audio_out.as_ref().map(|o| (o.driver(), o.buffer_samples()));
-    drop(audio_out);
-    let error = lock(&shared.failure).take().or(presenter_result.err());
-    let mut run = std::mem::take(&mut *lock(&shared.run));
-    if let Some(n) = &client_net {
-        run.stats = n.session.stats();
-        run.state_staleness = Some(n.session.state_staleness(now_us()));
-        run.clock = n.session.clock();
-        run.clock_mode = if n.session.shares_clock() {
-            ClockMode::Shared
-        } else if options.client.clock == "synchronized" {
-            run.clock = Some(untether_proto::ClockEstimate {
-                offset_us: 0,
-                uncertainty_us: 0,
-                ..run.clock.unwrap_or_default()
-            });
-            ClockMode::Synchronized
-        } else {
-            ClockMode::Estimated
-        };
-    }
-    run.link = match (&client_net, link) {
-        (Some(n), _) if n.link.is_some() => n.link.as_ref().map(|l| l.report.clone()),
-        (_, note) => note,
-    }
-    .unwrap_or_else(crate::link::LinkReport::udp);
-    run.link.net_thread_cpu_ms = client_net
-        .as_ref()
-        .map_or(0.0, |n| n.cpu_us as f64 / 1000.0);
-    run.paths = paths;
-    run.dropped_presenter = shared.decoded.replaced();
-    run.ended_us = now_us();
-    run.sink_frames = sink.as_ref().map_or(0, |w| w.frames_written());
-    if let (Some(p), Some((driver, buffer_samples))) = (playout, audio_driver) {
-        let mut p = lock(&p);
-        run.audio = Some(AudioRun {
-            driver,
-            buffer_samples,
-            stats: p.stats,
-            played: std::mem::take(&mut p.played),
-            targets: p.targets().to_vec(),
-            final_target_us: p.target_us(),
-            tap: p.tap.take(),
-        });
-    }
-    Ok((run, error))
+    Ok(threads)
 }
 
-/// The codecs of `wanted` a software decoder opens for here, in order (a hardware decoder is
-/// tried per session, falling back to this software one), as the wire names them. None: an
-/// error naming the list.
-fn decodable(
-    wanted: &[untether_media::codec::Codec],
-    cfg: &DecoderConfig,
-) -> Result<Vec<untether_proto::Codec>, ClientError> {
-    let mut out = Vec::new();
-    let mut missing = Vec::new();
-    for &codec in wanted {
-        let sw = DecoderConfig::software(codec, 1);
-        let named_other = matches!(&cfg.decoder, untether_media::codec::DecoderChoice::Named(n)
-            if untether_media::codec::decoder::decoder_codec(n).is_some_and(|c| c.id() != codec.id()));
-        match Decoder::open(&sw) {
-            Ok(_) if !named_other => out.push(crate::config::wire_codec(codec)),
-            Ok(_) => missing.push(format!(
-                "{codec} (decoder {} decodes another codec)",
-                cfg.decoder
-            )),
-            Err(e) => missing.push(format!("{codec} ({e})")),
+/// What the calling thread knows once the others ended: the slot's drops, the sink's frames
+/// and what the audio played (the device is closed first: that waits for its callback).
+fn end_of_run(shared: &ClientShared, setup: Setup, decoding: bool) -> RunEnd {
+    let audio_driver = setup
+        .audio_out
+        .as_ref()
+        .map(|o| (o.driver(), o.buffer_samples()));
+    drop(setup.audio_out);
+    let audio = match (setup.playout, audio_driver) {
+        (Some(p), Some((driver, buffer_samples))) => {
+            let mut p = lock(&p);
+            Some(AudioRun {
+                driver,
+                buffer_samples,
+                stats: p.stats,
+                played: std::mem::take(&mut p.played),
+                targets: p.targets().to_vec(),
+                final_target_us: p.target_us(),
+                tap: p.tap.take(),
+            })
         }
+        _ => None,
+    };
+    RunEnd {
+        ended_us: now_us(),
+        dropped_presenter: shared.decoded.replaced(),
+        sink_frames: setup.sink.as_ref().map_or(0, |w| w.frames_written()),
+        audio,
+        decoding,
     }
-    if !missing.is_empty() {
-        log::info!("client: not offering {}", missing.join(", "));
-    }
-    if out.is_empty() {
-        return Err(ClientError::Config(crate::config::ConfigError::Invalid {
-            key: "client.codecs".into(),
-            message: format!("no decoder here opens any of them: {}", missing.join(", ")),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_error_ends_the_run_and_wakes_the_presenter() {
+        let s = ClientShared::for_tests();
+        s.finish(Some(ClientError::HostGone {
+            host: s.host,
+            reason: "first".into(),
         }));
+        s.finish(Some(ClientError::Refused {
+            host: s.host,
+            port: 9,
+        }));
+        assert!(s.stop.load(Ordering::SeqCst));
+        assert!(
+            s.decoded.is_closed(),
+            "a presenter waiting for a picture wakes"
+        );
+        assert!(matches!(
+            lock(&s.failure).take(),
+            Some(ClientError::HostGone { reason, .. }) if reason == "first"
+        ));
     }
-    Ok(out)
+
+    #[test]
+    fn the_end_of_a_run_says_what_the_calling_thread_knows() {
+        let s = ClientShared::for_tests();
+        let setup = Setup {
+            sink: None,
+            playout: None,
+            audio_out: None,
+            cfg: untether_proto::ClientConfig::new("test"),
+            known_hosts: None,
+            sockets: Vec::new(),
+            paths: vec![s.host],
+            raw: None,
+            link_note: None,
+            decoder: untether_media::codec::DecoderConfig::software(
+                untether_media::codec::Codec::H264,
+                1,
+            ),
+            pose_source: None,
+            mouse_look: None,
+            started_us: 0,
+        };
+        let before = now_us();
+        let end = end_of_run(&s, setup, false);
+        assert!(end.ended_us >= before);
+        assert_eq!((end.dropped_presenter, end.sink_frames), (0, 0));
+        assert!(end.audio.is_none() && !end.decoding);
+    }
 }

@@ -5,28 +5,30 @@
 //! registered devices, the decoder's timings and failures, the goodbye. What the session
 //! reports goes out as events: complete frames to the decode thread, audio into the playout
 //! buffer, the numbers of sent input events to the presenter (which times their response), the
-//! connection state and the run's outcome to [`ClientShared`].
+//! connection state ([`NetStatus`], published when it changes) and the overlay's counters to
+//! [`ClientShared`], each host frame timing to the presenter. What the driver measures it keeps
+//! in its own [`NetRecord`], handed back when it ends ([`ClientNet::into_record`]).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 
 use untether_media::audio::Playout;
 use untether_proto::{
-    fingerprint, ClientConfig, ClientEvent, ClientRole, ClientSession, GoneReason, InputEvent,
-    Micros, PublicKey, RejectReason, Route, StateKey, StateValue,
+    ClientConfig, ClientSession, FrameTiming, InputEvent, Micros, Route, StateKey, StateValue,
 };
 
 use super::decode::Piece;
 use super::input::state_input;
-use super::record::MAX_RECORDS;
+use super::run::view::{NetStatus, RoleView};
+use super::run::{InputCounts, NetRecord};
+use super::trust::KnownHosts;
 use super::{ClientError, ClientShared};
 use crate::clock::now_us;
 use crate::driver::{Endpoint, Outgoing, Via};
-use crate::identity::{StateDir, KNOWN_HOSTS_FILE};
 use crate::link::{ClientAction, ClientLink};
+
+mod events;
 
 /// How long after an ICMP port-unreachable on a live session no authenticated datagram may
 /// arrive before the host counts as gone (a forged refusal, followed by the host's next
@@ -55,17 +57,18 @@ struct Reconnect {
     next_try_us: Option<Micros>,
 }
 
-/// Where the client pins the host's key (trust on first use), by name and by address.
-pub(crate) struct KnownHosts {
-    pub dir: StateDir,
-    /// The name the user gave the host.
-    pub label: String,
-    /// The address and port it resolved to (`ip:port`).
-    pub addr: String,
-    /// The key pinned before this run (under the name or the address).
-    pub pinned: Option<PublicKey>,
-    /// The entries that pinned it, described (`"NAME" (ADDR)`).
-    pub pinned_by: Vec<String>,
+/// Where the driver's output goes besides the sockets.
+pub(crate) struct NetOutputs {
+    /// Complete frames (or slices) for the decode thread, in decode order, with the session
+    /// they came from and its codec (None, `--no-decode`: frames are counted and dropped here).
+    pub frames: Option<Sender<super::decode::ToDecode>>,
+    /// (sequence number, send time) of each reliable window/probe event, for the presenter.
+    pub sent_inputs: Sender<(u32, Micros)>,
+    /// The host's timing of each frame, with its session, for the presenter's overlay (dropped
+    /// when the presenter falls behind).
+    pub timings: SyncSender<(u32, FrameTiming)>,
+    /// The audio playout buffer, when audio plays.
+    pub playout: Option<Arc<Mutex<Playout>>>,
 }
 
 /// Where an input event goes.
@@ -96,17 +99,18 @@ pub(crate) enum ClientCommand {
 
 /// The client's network side, run by [`crate::driver::run`].
 pub(crate) struct ClientNet {
-    pub session: ClientSession,
+    session: ClientSession,
     shared: Arc<ClientShared>,
     known_hosts: Option<KnownHosts>,
-    playout: Option<Arc<Mutex<Playout>>>,
-    /// Complete frames (or slices) for the decode thread, in decode order, with the session
-    /// they came from and its codec (None, `--no-decode`: frames are counted and dropped here).
-    frames: Option<Sender<super::decode::ToDecode>>,
+    out: NetOutputs,
+    /// What the driver measured.
+    record: NetRecord,
+    /// The role the host gave this client last.
+    role: Option<RoleView>,
+    /// The connection state last published.
+    published: NetStatus,
     /// The current session's codec.
     codec: untether_media::codec::Codec,
-    /// (sequence number, send time) of each reliable window/probe event, for the presenter.
-    sent_inputs: Sender<(u32, Micros)>,
     end_on_host_bye: bool,
     done: bool,
     /// The session settings, to start a new session after the host went away.
@@ -122,30 +126,26 @@ pub(crate) struct ClientNet {
     next_live_us: Micros,
     /// The raw layer-2 transport, when this client has a raw socket.
     pub link: Option<ClientLink>,
-    /// CPU time of the network thread, µs (set when the driver ends).
-    pub cpu_us: u64,
 }
 
 impl ClientNet {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: ClientConfig,
-        session: ClientSession,
         shared: Arc<ClientShared>,
+        record: NetRecord,
         known_hosts: Option<KnownHosts>,
-        playout: Option<Arc<Mutex<Playout>>>,
-        frames: Option<Sender<super::decode::ToDecode>>,
-        sent_inputs: Sender<(u32, Micros)>,
+        out: NetOutputs,
         end_on_host_bye: bool,
     ) -> ClientNet {
         ClientNet {
-            session,
+            session: ClientSession::new(cfg.clone(), record.started_us()),
             shared,
             known_hosts,
-            playout,
-            frames,
+            out,
+            record,
+            role: None,
+            published: NetStatus::default(),
             codec: untether_media::codec::Codec::H264,
-            sent_inputs,
             end_on_host_bye,
             done: false,
             cfg,
@@ -155,7 +155,37 @@ impl ClientNet {
             next_live_us: 0,
             refused_since: None,
             link: None,
-            cpu_us: 0,
+        }
+    }
+
+    /// What the driver measured, with the last session's figures, the link it ran on (else
+    /// `note`'s, else UDP) and the CPU time of the calling thread (the driver's, at its end).
+    pub fn into_record(
+        mut self,
+        synchronized: bool,
+        note: Option<crate::link::LinkReport>,
+    ) -> NetRecord {
+        self.record.close(&self.session, now_us(), synchronized);
+        let mut link = self
+            .link
+            .map(|l| l.report)
+            .or(note)
+            .unwrap_or_else(crate::link::LinkReport::udp);
+        link.net_thread_cpu_ms = crate::link::thread_cpu_us() as f64 / 1000.0;
+        self.record.set_link(link);
+        self.record
+    }
+
+    /// Publishes the connection state when it changed.
+    fn publish_status(&mut self) {
+        let now = NetStatus {
+            connected: self.session.is_connected(),
+            reconnecting: self.reconnect.is_some(),
+            role: self.role,
+        };
+        if now != self.published {
+            self.published = now;
+            self.shared.status.publish(now);
         }
     }
 
@@ -174,12 +204,7 @@ impl ClientNet {
                 attempt: 0,
                 next_try_us: Some(now + retry_delay_us(0)),
             });
-            self.shared.reconnecting.store(true, Ordering::SeqCst);
-            let mut run = super::lock(&self.shared.run);
-            // Bounded like the frame records: a host that flaps for days keeps the first ones.
-            if run.reconnects.len() < MAX_RECORDS {
-                run.reconnects.push((now, 0));
-            }
+            self.record.lost(now);
         } else if let Some(r) = self.reconnect.as_mut() {
             // This attempt failed: the next after a backoff.
             r.attempt += 1;
@@ -208,7 +233,7 @@ impl ClientNet {
 
     /// Hands a frame or slice to the decode thread (its end of the channel gone: done).
     fn hand_to_decoder(&mut self, piece: Piece) {
-        let Some(tx) = &self.frames else {
+        let Some(tx) = &self.out.frames else {
             // `--no-decode`: a frame is counted when it is complete (a sliced one at its last
             // slice).
             let whole = match &piece {
@@ -217,7 +242,7 @@ impl ClientNet {
                 Piece::SliceLost { .. } => false,
             };
             if whole {
-                super::lock(&self.shared.run).undecoded += 1;
+                self.record.undecoded();
             }
             return;
         };
@@ -242,7 +267,7 @@ impl ClientNet {
             // report.
             return;
         }
-        let (mut sent, mut refused, mut state) = (0, 0, 0);
+        let mut n = InputCounts::default();
         for ev in events {
             if kind == InputKind::Window {
                 if let (Some(m), InputEvent::PointerMotion { dx, dy, .. }) =
@@ -257,277 +282,22 @@ impl ClientNet {
                 // matters, and a lost one is never resent once a newer one exists.
                 if let Some((key, value)) = state_input(&ev) {
                     if self.session.send_state(now, key, value) {
-                        state += 1;
+                        n.state += 1;
                     }
                     continue;
                 }
             }
             match self.session.send_input(now, ev) {
                 Some(seq) => {
-                    sent += 1;
+                    n.sent += 1;
                     if kind != InputKind::Device {
-                        let _ = self.sent_inputs.send((seq, now));
+                        let _ = self.out.sent_inputs.send((seq, now));
                     }
                 }
-                None => refused += 1,
+                None => n.refused += 1,
             }
         }
-        let mut run = super::lock(&self.shared.run);
-        run.inputs_sent += sent;
-        run.inputs_refused += refused;
-        run.state_updates += state;
-        if kind == InputKind::Device {
-            run.device_events += sent;
-        }
-    }
-
-    fn on_event(&mut self, ev: ClientEvent) {
-        let s = self.shared.clone();
-        let port = s.host.port();
-        match ev {
-            ClientEvent::Connected(params) => {
-                log::info!(
-                    "client: connected to {}: {}x{} @ {} fps, {}, {} kbit/s{}",
-                    s.host,
-                    params.width,
-                    params.height,
-                    params.fps,
-                    params.codec,
-                    params.bitrate_kbps,
-                    if params.refresh_period > 0 {
-                        format!(", refreshing every {} frames", params.refresh_period)
-                    } else {
-                        String::new()
-                    }
-                );
-                self.codec = crate::config::media_codec(params.codec);
-                let host_key = self.session.host_key();
-                if host_key.is_some() {
-                    // Later sessions (after the host went away) must reach the same host.
-                    self.cfg.host_key = host_key;
-                }
-                self.connected_once = true;
-                if let Some(r) = self.reconnect.take() {
-                    let now = now_us();
-                    log::info!(
-                        "client: reconnected to {} after {:.1} s",
-                        s.host,
-                        (now - r.lost_us) as f64 / 1e6
-                    );
-                    self.shared.reconnecting.store(false, Ordering::SeqCst);
-                    let mut run = super::lock(&s.run);
-                    run.session = self.session_number;
-                    run.timings.clear();
-                }
-                if let (Some(kh), Some(key)) = (&self.known_hosts, host_key) {
-                    // Trust on first use (or after PIN pairing, which proved the key); a key
-                    // pinned under the address only is pinned under the name too, and a name's
-                    // entry learns the address it now resolves to.
-                    let name_pinned = kh.dir.known_hosts().is_ok_and(|hosts| {
-                        hosts
-                            .iter()
-                            .any(|h| h.host == kh.label && h.addr == kh.addr)
-                    });
-                    if !name_pinned {
-                        match kh.dir.trust_host(&kh.label, &kh.addr, &key) {
-                            Ok(()) if kh.pinned.is_none() => log::info!(
-                                "client: trusting host {} at {} ({}) from now on ({})",
-                                kh.label,
-                                kh.addr,
-                                fingerprint(&key),
-                                kh.dir.file_path(KNOWN_HOSTS_FILE).display()
-                            ),
-                            Ok(()) => log::info!(
-                                "client: host {} at {} ({}) pinned under this name too",
-                                kh.label,
-                                kh.addr,
-                                fingerprint(&key)
-                            ),
-                            Err(e) => log::warn!("client: cannot pin the host's key: {e}"),
-                        }
-                    }
-                }
-                if let Some(l) = self.link.as_mut() {
-                    l.on_connected(now_us());
-                }
-                let mut run = super::lock(&s.run);
-                run.params = Some(params);
-                run.connected_us = Some(now_us());
-                run.host_key = host_key;
-            }
-            ClientEvent::LinkAddress { ethertype, mac } => {
-                if let Some(l) = self.link.as_mut() {
-                    l.on_link_address(now_us(), ethertype, mac);
-                    if l.report.transport == "raw" {
-                        log::info!(
-                            "client: the host is at {} on layer 2: raw frames from now on",
-                            untether_net::MacAddr(mac)
-                        );
-                    }
-                }
-            }
-            ClientEvent::LinkDeclined(reason) => {
-                if let Some(line) = self.link.as_mut().and_then(|l| l.on_declined(reason)) {
-                    log::warn!("client: {line}");
-                }
-            }
-            ClientEvent::Rejected {
-                reason: RejectReason::UntrustedHost,
-                message,
-            } => {
-                let (label, file) = match &self.known_hosts {
-                    Some(kh) if !kh.pinned_by.is_empty() => {
-                        (kh.pinned_by.join(", "), kh.dir.file_path(KNOWN_HOSTS_FILE))
-                    }
-                    Some(kh) => (
-                        format!("{:?}", kh.label),
-                        kh.dir.file_path(KNOWN_HOSTS_FILE),
-                    ),
-                    None => (
-                        format!("{:?}", s.host.to_string()),
-                        PathBuf::from("(in memory)"),
-                    ),
-                };
-                self.finish(Some(ClientError::HostKeyChanged {
-                    host: s.host,
-                    label,
-                    file,
-                    message: untether_proto::sanitize_peer_text(&message),
-                }));
-            }
-            ClientEvent::Rejected { reason, message } => self.finish(Some(ClientError::Rejected {
-                host: s.host,
-                reason,
-                // The host's text (already escaped by the parser; idempotent).
-                message: untether_proto::sanitize_peer_text(&message),
-            })),
-            ClientEvent::ConnectTimeout if self.connected_once => {
-                self.lost(now_us(), "does not answer");
-            }
-            ClientEvent::ConnectTimeout => {
-                let secs = (now_us() - super::lock(&s.run).started_us) as f64 / 1e6;
-                self.finish(Some(ClientError::NoAnswer {
-                    host: s.host,
-                    secs,
-                    port,
-                }));
-            }
-            ClientEvent::HostGone(GoneReason::Timeout) => {
-                self.lost(now_us(), "went silent for longer than the idle timeout");
-            }
-            ClientEvent::HostGone(
-                GoneReason::Bye | GoneReason::ShuttingDown | GoneReason::Failed,
-            ) if self.end_on_host_bye => {
-                log::info!("client: the host ended the stream");
-                super::lock(&s.run).outcome = Some("the host ended the stream".into());
-                self.finish(None);
-            }
-            ClientEvent::HostGone(GoneReason::ShuttingDown) => {
-                log::info!("client: host {} shut down", s.host);
-                super::lock(&s.run).outcome = Some("the host shut down".into());
-                self.finish(None);
-            }
-            ClientEvent::HostGone(reason) => {
-                let reason = match reason {
-                    GoneReason::Bye => {
-                        "it closed the session (this client was revoked, or the host ended it)"
-                    }
-                    GoneReason::Replaced => "another run of this client took over",
-                    GoneReason::Failed => "it stopped on a failure (see the host's log)",
-                    GoneReason::TooSlow => {
-                        "it dropped this viewer: this link stayed slower than the host's stream                          (paused to keyframes, it kept falling behind); a faster link, or the                          host streaming at a lower bitrate (--bitrate), would keep it"
-                    }
-                    GoneReason::Timeout | GoneReason::ShuttingDown => "it went away",
-                };
-                self.finish(Some(ClientError::HostGone {
-                    host: s.host,
-                    reason: reason.to_string(),
-                }));
-            }
-            ClientEvent::Frame(frame) => {
-                // Decoding runs on its own thread so that audio, input acknowledgements and
-                // the next frame's shards are not held behind a decode.
-                self.hand_to_decoder(Piece::Frame(frame));
-            }
-            ClientEvent::Slice(slice) => self.hand_to_decoder(Piece::Slice(slice)),
-            ClientEvent::SliceLost {
-                frame_number,
-                slice,
-                ..
-            } => self.hand_to_decoder(Piece::SliceLost {
-                frame_number,
-                slice,
-            }),
-            ClientEvent::SliceTiming {
-                frame_number,
-                slice_count,
-                first_out_us,
-                last_out_us,
-            } => {
-                let mut run = super::lock(&s.run);
-                if run.slice_timings.len() < MAX_RECORDS {
-                    run.slice_timings
-                        .insert(frame_number, (slice_count, first_out_us, last_out_us));
-                }
-            }
-            ClientEvent::Role {
-                role,
-                input_granted,
-                paused,
-            } => {
-                let what = match (role, input_granted, paused) {
-                    (ClientRole::Controller, ..) => {
-                        "the controller: its input drives the host's application".to_string()
-                    }
-                    (ClientRole::Viewer, granted, paused) => format!(
-                        "a viewer{}{}",
-                        if granted {
-                            " with input granted"
-                        } else {
-                            " (its input is not applied)"
-                        },
-                        if paused {
-                            "; paused to keyframes: this link cannot carry the stream"
-                        } else {
-                            ""
-                        }
-                    ),
-                };
-                log::info!("client: this client is {what}");
-                *super::lock(&s.role) = Some((role, input_granted, paused));
-                let mut run = super::lock(&s.run);
-                run.role = Some(role);
-                run.input_granted = input_granted;
-                run.times_paused += paused as u32;
-            }
-            ClientEvent::FramePose {
-                frame_number,
-                sample,
-            } => {
-                s.frame_poses
-                    .insert(self.session_number, frame_number, sample);
-            }
-            ClientEvent::FrameTiming(t) => {
-                let mut run = super::lock(&s.run);
-                if run.timings.len() < MAX_RECORDS {
-                    run.timings.insert(t.frame_number, t);
-                }
-            }
-            ClientEvent::Rtt(us) => {
-                let mut run = super::lock(&s.run);
-                if run.pings.len() < MAX_RECORDS {
-                    run.pings.push(us);
-                }
-            }
-            ClientEvent::Audio(p) => {
-                if let Some(playout) = &self.playout {
-                    super::lock(playout).push(now_us(), p.seq, p.pts_us, &p.opus, &p.prev_opus);
-                }
-            }
-            ClientEvent::FrameLost { .. }
-            | ClientEvent::FrameSkipped { .. }
-            | ClientEvent::InputAcked { .. } => {}
-        }
+        self.record.inputs(n, kind == InputKind::Device);
     }
 }
 
@@ -562,7 +332,7 @@ impl Endpoint for ClientNet {
             return;
         }
         let s = self.shared.clone();
-        super::lock(&s.run).refusals += 1;
+        self.record.refused();
         if self.reconnect.is_some() {
             // The host is not back yet: the next attempt after a backoff.
             self.lost(now, "refused");
@@ -624,7 +394,7 @@ impl Endpoint for ClientNet {
             ClientCommand::Input(kind, events) => self.send_inputs(now, kind, events),
             ClientCommand::State(key, value) => {
                 if self.session.is_connected() && self.session.send_state(now, key, value) {
-                    super::lock(&self.shared.run).state_updates += 1;
+                    self.record.state_update();
                 }
             }
             ClientCommand::DecodeTime(us) => self.session.note_decode_time(us),
@@ -650,9 +420,7 @@ impl Endpoint for ClientNet {
         if let Some(v) = &self.shared.host_state {
             v.update(self.session.state_received());
         }
-        self.shared
-            .connected
-            .store(self.session.is_connected(), Ordering::SeqCst);
+        self.publish_status();
         let now = now_us();
         if now >= self.next_live_us {
             self.next_live_us = now + super::live::PUBLISH_EVERY_US;
@@ -663,7 +431,7 @@ impl Endpoint for ClientNet {
                 clock_offset_us: self.session.clock().map_or(0, |c| c.offset_us),
                 paths: self.shared.paths,
             };
-            *super::lock(&self.shared.live) = Some(snapshot);
+            self.shared.live.publish(Some(snapshot));
         }
     }
 
@@ -691,5 +459,202 @@ impl Endpoint for ClientNet {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{self, Receiver};
+
+    use untether_proto::{ClientEvent, ClientRole, GoneReason};
+
+    use super::*;
+
+    struct Rig {
+        net: ClientNet,
+        shared: Arc<ClientShared>,
+        timings: Receiver<(u32, FrameTiming)>,
+    }
+
+    /// A driver that never connected (no sockets: events are handed to it directly).
+    fn rig(decode: bool) -> Rig {
+        let shared = Arc::new(ClientShared::for_tests());
+        let (frames, _) = mpsc::channel();
+        let (sent_inputs, _) = mpsc::channel();
+        let (timings_tx, timings) = mpsc::sync_channel(2);
+        let out = NetOutputs {
+            frames: decode.then_some(frames),
+            sent_inputs,
+            timings: timings_tx,
+            playout: None,
+        };
+        let record = NetRecord::new(1_000, vec![shared.host]);
+        let net = ClientNet::new(
+            ClientConfig::new("test"),
+            shared.clone(),
+            record,
+            None,
+            out,
+            false,
+        );
+        Rig {
+            net,
+            shared,
+            timings,
+        }
+    }
+
+    #[test]
+    fn retries_back_off_to_a_ceiling() {
+        assert_eq!(retry_delay_us(0), RETRY_FIRST_US);
+        assert_eq!(retry_delay_us(1), 2 * RETRY_FIRST_US);
+        assert_eq!(retry_delay_us(30), RETRY_MAX_US);
+    }
+
+    #[test]
+    fn the_role_is_published_for_the_title_and_kept_in_the_record() {
+        let mut r = rig(true);
+        r.net.on_event(ClientEvent::Role {
+            role: ClientRole::Viewer,
+            input_granted: true,
+            paused: true,
+        });
+        assert_eq!(
+            r.shared.status().role,
+            None,
+            "published at the end of the turn"
+        );
+        r.net.handle_events(0);
+        let role = r
+            .shared
+            .status()
+            .role
+            .map(|v| (v.role, v.input_granted, v.paused));
+        assert_eq!(role, Some((ClientRole::Viewer, true, true)));
+        assert!(!r.shared.status().connected);
+        let rec = r.net.into_record(false, None);
+        let run = super::super::run::assemble(
+            rec,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(
+            (run.role, run.input_granted, run.times_paused),
+            (Some(ClientRole::Viewer), true, 1)
+        );
+    }
+
+    #[test]
+    fn host_timings_go_to_the_record_and_the_overlay_until_its_queue_is_full() {
+        let mut r = rig(true);
+        for n in 0..3 {
+            r.net.on_event(ClientEvent::FrameTiming(FrameTiming {
+                frame_number: n,
+                ..Default::default()
+            }));
+        }
+        r.net.on_event(ClientEvent::Rtt(250));
+        let queued: Vec<u32> = r.timings.try_iter().map(|(_, t)| t.frame_number).collect();
+        assert_eq!(
+            queued,
+            vec![0, 1],
+            "the overlay's queue holds two here; the third waits"
+        );
+        let note = crate::link::LinkReport {
+            note: Some("stays on UDP".into()),
+            ..crate::link::LinkReport::udp()
+        };
+        let run = super::super::run::assemble(
+            r.net.into_record(false, Some(note)),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(run.timings.len(), 3, "the record keeps every timing");
+        assert_eq!(run.pings, vec![250]);
+        assert_eq!(run.link.note.as_deref(), Some("stays on UDP"));
+        assert_eq!(run.started_us, 1_000);
+    }
+
+    #[test]
+    fn a_refusal_before_the_session_starts_ends_the_run() {
+        let mut r = rig(true);
+        r.net.handle_refused(5, 1);
+        assert!(
+            !r.net.is_done(),
+            "another path's refusal is that path's problem"
+        );
+        r.net.handle_refused(5, 0);
+        assert!(r.net.is_done());
+        assert!(r.shared.stop.load(std::sync::atomic::Ordering::SeqCst));
+        let failure = super::super::lock(&r.shared.failure).take();
+        assert!(
+            matches!(failure, Some(ClientError::Refused { .. })),
+            "{failure:?}"
+        );
+        let run = super::super::run::assemble(
+            r.net.into_record(false, None),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(run.refusals, 1);
+    }
+
+    #[test]
+    fn the_host_shutting_down_ends_the_run_with_its_outcome() {
+        let mut r = rig(true);
+        r.net
+            .on_event(ClientEvent::HostGone(GoneReason::ShuttingDown));
+        assert!(r.net.is_done());
+        assert!(super::super::lock(&r.shared.failure).is_none());
+        let rec = r.net.into_record(false, None);
+        let run = super::super::run::assemble(
+            rec,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(run.outcome.as_deref(), Some("the host shut down"));
+    }
+
+    #[test]
+    fn a_silent_host_is_reconnected_to_and_said_so() {
+        let mut r = rig(true);
+        r.net.on_event(ClientEvent::HostGone(GoneReason::Timeout));
+        assert!(!r.net.is_done());
+        r.net.handle_events(0);
+        assert!(r.shared.status().reconnecting);
+        // The first attempt after the first backoff starts session 1.
+        r.net.handle_timeout(now_us() + RETRY_FIRST_US + 1);
+        assert_eq!(r.net.session_number, 1);
+    }
+
+    #[test]
+    fn without_a_decoder_frames_are_counted_not_sent() {
+        let mut r = rig(false);
+        let frame = |index: u8, count: u8| untether_proto::CompleteFrame {
+            frame_number: 1,
+            keyframe: false,
+            refresh_start: false,
+            hold: false,
+            capture_us: 0,
+            first_shard_us: 0,
+            last_shard_us: 0,
+            shards: 1,
+            slice: untether_proto::SliceId { index, count },
+            data: vec![0; 4],
+        };
+        r.net.hand_to_decoder(Piece::Frame(frame(0, 1)));
+        r.net.hand_to_decoder(Piece::Slice(frame(0, 2)));
+        r.net.hand_to_decoder(Piece::Slice(frame(1, 2)));
+        let run = super::super::run::assemble(
+            r.net.into_record(false, None),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(run.undecoded, 2, "a sliced frame counts at its last slice");
     }
 }

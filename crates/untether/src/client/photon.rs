@@ -144,7 +144,7 @@ impl PoseMatcher {
 }
 
 /// The presenter's side of the measurement: reads back the presented row after each present
-/// and records what it finds in the run.
+/// and records what it finds in the presenter's record.
 pub(crate) struct Probe {
     matcher: PoseMatcher,
     half_fov: f32,
@@ -166,16 +166,15 @@ impl Probe {
     /// read and matched.
     pub fn measure(
         &mut self,
-        s: &super::ClientShared,
+        local_pose: &super::LocalPose,
         presenter: &mut dyn untether_media::present::Presenter,
         picture: &untether_media::codec::DecodedFrame,
         present_us: Micros,
+        rec: &mut super::run::PresentRecord,
     ) -> Option<f64> {
         let (w, h) = (picture.width() / 2, picture.height());
         let row = presenter.read_row(h / 2, w);
-        let history = s
-            .local_pose
-            .between(present_us.saturating_sub(SEARCH_WINDOW_US), present_us);
+        let history = local_pose.between(present_us.saturating_sub(SEARCH_WINDOW_US), present_us);
         // Only the GPU presenter distorts for the lens; its left eye's viewport is the left
         // half of the window, the size of the left eye's picture.
         let lens = self
@@ -191,16 +190,13 @@ impl Probe {
             .as_deref()
             .and_then(|r| shown_yaw(&marker_columns(r), w as usize, self.half_fov, to_view));
         let latency = yaw.and_then(|y| self.matcher.latency(&history, y, present_us));
-        let mut run = super::lock(&s.run);
-        match (yaw, latency) {
-            (None, _) => run.pose_photon_unread += 1,
-            (Some(_), Some(l)) if run.pose_to_photon.len() < super::record::MAX_RECORDS => {
-                run.pose_to_photon.push((present_us, l))
-            }
-            _ => {}
-        }
-        run.pose_photon_ambiguous = self.matcher.ambiguous;
-        run.pose_photon_unmatched = self.matcher.unmatched;
+        rec.pose_to_photon(
+            present_us,
+            yaw.is_some(),
+            latency,
+            self.matcher.ambiguous,
+            self.matcher.unmatched,
+        );
         latency.map(|l| l as f64 / 1000.0)
     }
 }

@@ -178,7 +178,7 @@ pub(crate) fn pose_loop(
             }
         };
         s.local_pose.push(sample);
-        if s.connected.load(Ordering::SeqCst)
+        if s.status().connected
             && !net.send(ClientCommand::State(
                 keys::HEAD_POSE,
                 StateValue::PoseSample(sample),

@@ -6,301 +6,417 @@
 //! network driver, refreshes the overlay every 0.5 s, and times each input event's response
 //! from the pixel stamp of the first picture that reflects it.
 
-use std::collections::BTreeMap;
+//!
+//! The loop is a [`PresentLoop`]: one turn polls the window, keeps the title and the overlay
+//! current, sends input, and shows the newest picture (or redraws the last). What it measures
+//! goes into its [`PresentRecord`]; what it reads from the driver comes as published snapshots
+//! (connection state, counters) and a channel (host frame timings, sent input numbers).
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use untether_media::codec::DecodedFrame;
+use untether_media::gamepad::Gamepads;
+use untether_media::lens::LensProfile;
 use untether_media::pipe::PipeWriter;
-use untether_media::present::{open_window, HeadlessPresenter, Presenter, WindowEvent, WindowSpec};
+use untether_media::present::{
+    open_window, HeadlessPresenter, Presenter, PresenterKind, WindowEvent, WindowSpec,
+};
 use untether_media::warp::Warp;
-use untether_proto::{InputEvent, Micros};
+use untether_proto::{FrameTiming, InputEvent, Micros};
 
+use super::decode::Decoded;
 use super::input::{Routed, WindowAction, WindowKeys, WINDOW_KEYS};
-use super::live::LiveOverlay;
+use super::live::{LiveOverlay, RecentTimings};
 use super::network::{ClientCommand, InputKind};
 use super::options::{ClientOptions, Display, ShownFrameTap, WarpSource};
-use super::record::{keep_record, FrameRecord};
-use super::{lock, ClientError, ClientShared};
+use super::record::FrameRecord;
+use super::run::view::RoleView;
+use super::run::PresentRecord;
+use super::{ClientError, ClientShared};
 use crate::clock::now_us;
 use crate::driver::Handle;
 
-#[allow(clippy::too_many_arguments)]
+/// What the presenter reads and writes besides the picture slot.
+pub(crate) struct PresentIo<'a> {
+    /// (sequence number, send time) of each reliable input event the driver sent.
+    pub sent_inputs: Receiver<(u32, Micros)>,
+    /// The host's timing of each frame, with its session (for the overlay).
+    pub timings: Receiver<(u32, FrameTiming)>,
+    pub sink: Option<&'a mut PipeWriter>,
+    /// The application's input events.
+    pub inject: Option<Receiver<InputEvent>>,
+    pub shown_tap: Option<ShownFrameTap>,
+    pub warp: Option<WarpSource>,
+}
+
+/// Shows pictures until the client stops, the duration ends or the window closes; what it
+/// measured is in `rec`, whatever ended it.
 pub(crate) fn present_loop(
     s: &ClientShared,
     net: &Handle<ClientCommand>,
-    sent_inputs: &Receiver<(u32, Micros)>,
     options: &ClientOptions,
     stop: &AtomicBool,
-    mut sink: Option<&mut PipeWriter>,
-    inject: Option<std::sync::mpsc::Receiver<InputEvent>>,
-    mut shown_tap: Option<ShownFrameTap>,
-    mut warp_source: Option<WarpSource>,
+    io: PresentIo<'_>,
+    rec: &mut PresentRecord,
 ) -> Result<(), ClientError> {
-    let started = now_us();
-    let lens = if options.vr.enabled {
-        Some(options.vr.lens_profile()?)
-    } else {
-        None
-    };
-    let presenter_kind = options.client.presenter_kind()?;
-    // Late warp needs VR and the option; the poses come from the application's WarpSource,
-    // else from the frame's pose (FramePose) and the newest sample of the pose source.
-    let late_warp = options.vr.enabled && options.vr.late_warp;
-    if !late_warp {
-        warp_source = None;
-    }
-    let mut warp_source = warp_source.unwrap_or_else(|| own_warp_source(s, &options.vr));
-    let mut view = View {
-        keys: WindowKeys::default(),
-        fullscreen: options.client.fullscreen,
-        overlay: options.client.overlay,
-        status: None,
-        live: LiveOverlay::new(started),
-        host: options.host.to_string(),
-    };
-    let mut redraw = false;
-    let mut last_warp: Option<Warp> = None;
-    let mut last_shown: Option<FrameRecord> = None;
-    let end = options.duration.map(|d| started + d.as_micros() as u64);
-    let mut presenter: Option<Box<dyn Presenter>> = None;
-    // Input events sent and not yet seen reflected in a decoded frame: seq → sent time.
-    let mut awaiting: BTreeMap<u32, Micros> = BTreeMap::new();
-    let probe_every = options.client.input_probe_interval_ms * 1000;
-    let mut next_probe = started + 1_000_000;
-    let mut probe_sign = 1;
-    let mut last_picture: Option<DecodedFrame> = None;
-    let mut photon_probe = super::photon::Probe::new(&options.vr, lens.as_ref());
-    // Game controllers, polled here (SDL's thread); after the presenter, so dropped first.
-    let mut gamepads = if options.client.gamepads {
-        match untether_media::gamepad::Gamepads::open() {
-            Ok(g) => Some(g),
-            Err(e) => {
-                log::warn!("client: no game controllers: SDL: {e}");
-                None
-            }
-        }
-    } else {
-        None
-    };
-    loop {
-        if stop.load(Ordering::SeqCst) || s.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let now = now_us();
-        if end.is_some_and(|e| now >= e) {
-            break;
-        }
-        let mut window: Vec<InputEvent> = Vec::new();
-        if let Some(p) = presenter.as_mut() {
-            for ev in p.poll_events() {
-                match ev {
-                    WindowEvent::Quit => {
-                        s.finish(None);
-                        break;
-                    }
-                    WindowEvent::Exposed => redraw = true,
-                    _ => match view.keys.route(&ev) {
-                        Routed::Action(a) => {
-                            view.act(p.as_mut(), a);
-                            redraw = true;
-                        }
-                        Routed::Input(e) => window.push(e),
-                        Routed::Nothing => {}
-                    },
-                }
-            }
-        }
-        let connected = s.connected.load(Ordering::SeqCst);
-        // What the title says besides the host: reconnecting, or this viewer's role.
-        let status = status_text(s.reconnecting.load(Ordering::SeqCst), *lock(&s.role));
-        if status != view.status {
-            view.status = status;
-            if let Some(p) = presenter.as_mut() {
-                p.set_title(&view.title());
-            }
-        }
-        if view.live.due(now) {
-            view.refresh_overlay(s, now);
-            if view.overlay {
-                if let Some(p) = presenter.as_mut() {
-                    p.set_overlay(Some(view.live.model()))?;
-                    redraw = true;
-                }
-            }
-        }
-        if connected {
-            if let Some(rx) = &inject {
-                window.extend(rx.try_iter().take(1024));
-            }
-            if let Some(g) = gamepads.as_mut() {
-                let (buttons, axes) = super::input::gamepad_input(g.poll());
-                for (key, value) in axes {
-                    net.send(ClientCommand::State(key, value));
-                }
-                if !buttons.is_empty() {
-                    net.send(ClientCommand::Input(InputKind::Device, buttons));
-                }
-            }
-            if !window.is_empty() {
-                net.send(ClientCommand::Input(InputKind::Window, window));
-            }
-        }
-        if probe_every > 0 && connected && now >= next_probe {
-            // A synthetic look-around: alternating small turns, each reflected in the picture.
-            // It stays on the reliable channel: its response is measured by sequence number.
-            net.send(ClientCommand::Input(
-                InputKind::Probe,
-                vec![InputEvent::PointerMotion {
-                    x: 0,
-                    y: 0,
-                    dx: 8 * probe_sign,
-                    dy: 0,
-                }],
-            ));
-            probe_sign = -probe_sign;
-            next_probe = now + probe_every;
-        }
-        for (seq, sent) in sent_inputs.try_iter() {
-            if awaiting.len() < 4096 {
-                awaiting.insert(seq, sent);
-            }
-        }
-        let Some(mut item) = s.decoded.take(Duration::from_millis(4)) else {
-            // No new picture: show the last one again if the window, the overlay or the
-            // newest head pose asks for it.
-            if let Some(p) = presenter.as_mut() {
-                if let (true, Some(last)) = (late_warp, last_shown.as_ref()) {
-                    let w = (warp_source.0)(last);
-                    if w != last_warp {
-                        p.set_warp(w);
-                        last_warp = w;
-                        redraw = true;
-                    }
-                }
-                if redraw {
-                    p.redraw()?;
-                }
-            }
-            redraw = false;
-            continue;
-        };
-        if presenter.is_none() {
-            let (w, h) = (item.picture.width(), item.picture.height());
-            let mut p: Box<dyn Presenter> = match options.display {
-                Display::Window => open_window(
-                    presenter_kind,
-                    &WindowSpec {
-                        title: view.title(),
-                        width: w,
-                        height: h,
-                        fullscreen: view.fullscreen,
-                        vr: lens.clone(),
-                    },
-                )?,
-                Display::Headless => Box::new(HeadlessPresenter),
-            };
-            view.live.set_header(format!(
-                "{} · {w}x{h}{}",
-                p.kind(),
-                if lens.is_some() { " · vr" } else { "" }
-            ));
-            if options.display == Display::Window {
-                let vr = if lens.is_some() && p.kind() == "gl" {
-                    "-vr"
-                } else {
-                    ""
-                };
-                lock(&s.run).presenter = Some(format!("{}-window{vr}", p.kind()));
-            }
-            if view.overlay {
-                view.refresh_overlay(s, now);
-                p.set_overlay(Some(view.live.model()))?;
-            }
-            presenter = Some(p);
-        }
-        if let Some(p) = presenter.as_mut() {
-            if late_warp {
-                last_warp = (warp_source.0)(&item.record);
-                p.set_warp(last_warp);
-            }
-            p.present(&item.picture)?;
-            redraw = false;
-            if options.vr.enabled {
-                if let Some(ms) = photon_probe.measure(s, p.as_mut(), &item.picture, now_us()) {
-                    view.live.set_pose_to_photon(Some(ms));
-                }
-            }
-        }
-        if let Some(w) = sink.as_deref_mut() {
-            if let Err(e) = w.write(&item.picture) {
-                // The reader went away (a closed pipe): the pipeline is over.
-                log::info!("client: sink: {e}");
-                lock(&s.run).outcome = Some(format!("sink closed: {e}"));
-                s.finish(None);
-            }
-        }
-        item.record.shown_us = now_us();
-        if let Some(tap) = shown_tap.as_mut() {
-            (tap.0)(&item.record, &item.picture);
-        }
-        // Sequence numbers of events sent just before this picture was decoded.
-        for (seq, sent) in sent_inputs.try_iter() {
-            if awaiting.len() < 4096 {
-                awaiting.insert(seq, sent);
-            }
-        }
-        let mut run = lock(&s.run);
-        run.shown += 1;
-        let session = run.session;
-        if let Some(last) = run.reconnects.last_mut() {
-            if last.1 == 0 && item.record.session == session && session > 0 {
-                // The first picture of the new session: the stream is back.
-                last.1 = item.record.shown_us;
-            }
-        }
-        if let Some(stamp) = item.record.stamp {
-            // Every event numbered below the stamp's count has been applied by the scene.
-            let reflected: Vec<u32> = awaiting.range(..stamp.input_seq).map(|(k, _)| *k).collect();
-            for seq in reflected {
-                if let Some(sent) = awaiting.remove(&seq) {
-                    run.input_responses
-                        .push((seq, sent, item.record.decode_end_us));
-                }
-            }
-        }
-        view.live.on_shown(&item.record);
-        if late_warp {
-            last_shown = Some(FrameRecord {
-                thumbnail: Vec::new(),
-                ..item.record
-            });
-        }
-        keep_record(&mut run, item.record);
-        drop(run);
-        if options.save_frame.is_some() {
-            last_picture = Some(item.picture);
-        }
-    }
-    if let (Some(path), Some(picture)) = (&options.save_frame, last_picture) {
+    let mut p = PresentLoop::new(s, net, options, io, rec)?;
+    while !stop.load(Ordering::SeqCst) && p.turn()? {}
+    if let (Some(path), Some(picture)) = (&options.save_frame, p.last_picture.take()) {
         save_ppm(&picture, path)?;
     }
     Ok(())
 }
 
+/// When the next synthetic input probe is sent.
+struct Probes {
+    every_us: Micros,
+    next_us: Micros,
+    sign: i32,
+}
+
+impl Probes {
+    /// The probe due at `now`, if one is (a small turn, alternating left and right).
+    fn due(&mut self, now: Micros) -> Option<InputEvent> {
+        if self.every_us == 0 || now < self.next_us {
+            return None;
+        }
+        let ev = InputEvent::PointerMotion {
+            x: 0,
+            y: 0,
+            dx: 8 * self.sign,
+            dy: 0,
+        };
+        self.sign = -self.sign;
+        self.next_us = now + self.every_us;
+        Some(ev)
+    }
+}
+
+/// The presenter's state from one turn to the next.
+struct PresentLoop<'a, 'r> {
+    s: &'a ClientShared,
+    net: &'a Handle<ClientCommand>,
+    options: &'a ClientOptions,
+    io: PresentIo<'a>,
+    rec: &'r mut PresentRecord,
+    lens: Option<LensProfile>,
+    presenter_kind: PresenterKind,
+    /// Late warp (VR and `vr.late_warp`), with where its poses come from.
+    late_warp: bool,
+    warp_source: WarpSource,
+    last_warp: Option<Warp>,
+    /// The last picture's record (without its thumbnail), for late warp.
+    last_shown: Option<FrameRecord>,
+    view: View,
+    redraw: bool,
+    end: Option<Micros>,
+    probes: Probes,
+    photon: super::photon::Probe,
+    timings: RecentTimings,
+    /// The last picture shown, for `save_frame`.
+    last_picture: Option<DecodedFrame>,
+    /// Game controllers, polled here (SDL's thread); before the presenter, so dropped first.
+    gamepads: Option<Gamepads>,
+    presenter: Option<Box<dyn Presenter>>,
+}
+
+impl<'a, 'r> PresentLoop<'a, 'r> {
+    fn new(
+        s: &'a ClientShared,
+        net: &'a Handle<ClientCommand>,
+        options: &'a ClientOptions,
+        mut io: PresentIo<'a>,
+        rec: &'r mut PresentRecord,
+    ) -> Result<Self, ClientError> {
+        let started = now_us();
+        let lens = if options.vr.enabled {
+            Some(options.vr.lens_profile()?)
+        } else {
+            None
+        };
+        let presenter_kind = options.client.presenter_kind()?;
+        // Late warp needs VR and the option; the poses come from the application's
+        // WarpSource, else from the frame's pose (FramePose) and the newest sample of the pose
+        // source.
+        let late_warp = options.vr.enabled && options.vr.late_warp;
+        let warp = io.warp.take().filter(|_| late_warp);
+        let warp_source = warp.unwrap_or_else(|| own_warp_source(s, &options.vr));
+        let gamepads = if options.client.gamepads {
+            match Gamepads::open() {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    log::warn!("client: no game controllers: SDL: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(PresentLoop {
+            s,
+            net,
+            options,
+            io,
+            rec,
+            photon: super::photon::Probe::new(&options.vr, lens.as_ref()),
+            lens,
+            presenter_kind,
+            late_warp,
+            warp_source,
+            last_warp: None,
+            last_shown: None,
+            view: View {
+                keys: WindowKeys::default(),
+                fullscreen: options.client.fullscreen,
+                overlay: options.client.overlay,
+                status: None,
+                live: LiveOverlay::new(started),
+                host: options.host.to_string(),
+            },
+            redraw: false,
+            end: options.duration.map(|d| started + d.as_micros() as u64),
+            probes: Probes {
+                every_us: options.client.input_probe_interval_ms * 1000,
+                next_us: started + 1_000_000,
+                sign: 1,
+            },
+            timings: RecentTimings::default(),
+            last_picture: None,
+            gamepads,
+            presenter: None,
+        })
+    }
+
+    /// One turn; false when the run is over.
+    fn turn(&mut self) -> Result<bool, ClientError> {
+        if self.s.stop.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let now = now_us();
+        if self.end.is_some_and(|e| now >= e) {
+            return Ok(false);
+        }
+        let window = self.poll_window();
+        let status = self.s.status();
+        self.set_status(status_text(status.reconnecting, status.role));
+        self.timings.extend(self.io.timings.try_iter());
+        if self.view.live.due(now) {
+            self.view.refresh_overlay(self.s, &self.timings, now);
+            if self.view.overlay {
+                if let Some(p) = self.presenter.as_mut() {
+                    p.set_overlay(Some(self.view.live.model()))?;
+                    self.redraw = true;
+                }
+            }
+        }
+        if status.connected {
+            self.send_input(window, now);
+        }
+        self.note_sent_inputs();
+        match self.s.decoded.take(Duration::from_millis(4)) {
+            Some(item) => self.show(item, now)?,
+            None => self.idle()?,
+        }
+        Ok(true)
+    }
+
+    /// The window's events: its own keys act at once, the rest is input for the host.
+    fn poll_window(&mut self) -> Vec<InputEvent> {
+        let mut window = Vec::new();
+        let Some(p) = self.presenter.as_mut() else {
+            return window;
+        };
+        for ev in p.poll_events() {
+            match ev {
+                WindowEvent::Quit => {
+                    self.s.finish(None);
+                    break;
+                }
+                WindowEvent::Exposed => self.redraw = true,
+                _ => match self.view.keys.route(&ev) {
+                    Routed::Action(a) => {
+                        self.view.act(p.as_mut(), a);
+                        self.redraw = true;
+                    }
+                    Routed::Input(e) => window.push(e),
+                    Routed::Nothing => {}
+                },
+            }
+        }
+        window
+    }
+
+    /// What the title says besides the host, when it changed.
+    fn set_status(&mut self, status: Option<String>) {
+        if status != self.view.status {
+            self.view.status = status;
+            if let Some(p) = self.presenter.as_mut() {
+                p.set_title(&self.view.title());
+            }
+        }
+    }
+
+    /// Hands the window's, the application's and the game controllers' input to the driver,
+    /// and the input probe when one is due.
+    fn send_input(&mut self, mut window: Vec<InputEvent>, now: Micros) {
+        if let Some(rx) = &self.io.inject {
+            window.extend(rx.try_iter().take(1024));
+        }
+        if let Some(g) = self.gamepads.as_mut() {
+            let (buttons, axes) = super::input::gamepad_input(g.poll());
+            for (key, value) in axes {
+                self.net.send(ClientCommand::State(key, value));
+            }
+            if !buttons.is_empty() {
+                self.net
+                    .send(ClientCommand::Input(InputKind::Device, buttons));
+            }
+        }
+        if !window.is_empty() {
+            self.net
+                .send(ClientCommand::Input(InputKind::Window, window));
+        }
+        if let Some(probe) = self.probes.due(now) {
+            // A synthetic look-around: alternating small turns, each reflected in the
+            // picture. It stays on the reliable channel: its response is measured by sequence
+            // number.
+            self.net
+                .send(ClientCommand::Input(InputKind::Probe, vec![probe]));
+        }
+    }
+
+    /// The input events the driver sent since the last look: their responses are timed.
+    fn note_sent_inputs(&mut self) {
+        for (seq, sent) in self.io.sent_inputs.try_iter() {
+            self.rec.input_sent(seq, sent);
+        }
+    }
+
+    /// No new picture: shows the last one again if the window, the overlay or the newest head
+    /// pose asks for it.
+    fn idle(&mut self) -> Result<(), ClientError> {
+        if let Some(p) = self.presenter.as_mut() {
+            if let (true, Some(last)) = (self.late_warp, self.last_shown.as_ref()) {
+                let w = (self.warp_source.0)(last);
+                if w != self.last_warp {
+                    p.set_warp(w);
+                    self.last_warp = w;
+                    self.redraw = true;
+                }
+            }
+            if self.redraw {
+                p.redraw()?;
+            }
+        }
+        self.redraw = false;
+        Ok(())
+    }
+
+    /// The window (or the headless presenter), opened for the first picture's size.
+    fn open_presenter(&mut self, w: u32, h: u32, now: Micros) -> Result<(), ClientError> {
+        let mut p: Box<dyn Presenter> = match self.options.display {
+            Display::Window => open_window(
+                self.presenter_kind,
+                &WindowSpec {
+                    title: self.view.title(),
+                    width: w,
+                    height: h,
+                    fullscreen: self.view.fullscreen,
+                    vr: self.lens.clone(),
+                },
+            )?,
+            Display::Headless => Box::new(HeadlessPresenter),
+        };
+        let vr = self.lens.is_some();
+        self.view.live.set_header(format!(
+            "{} · {w}x{h}{}",
+            p.kind(),
+            if vr { " · vr" } else { "" }
+        ));
+        if self.options.display == Display::Window {
+            let suffix = if vr && p.kind() == "gl" { "-vr" } else { "" };
+            self.rec.presenter(format!("{}-window{suffix}", p.kind()));
+        }
+        if self.view.overlay {
+            self.view.refresh_overlay(self.s, &self.timings, now);
+            p.set_overlay(Some(self.view.live.model()))?;
+        }
+        self.presenter = Some(p);
+        Ok(())
+    }
+
+    /// Shows a new picture (and/or writes it to the sink) and records it.
+    fn show(&mut self, mut item: Decoded, now: Micros) -> Result<(), ClientError> {
+        if self.presenter.is_none() {
+            self.open_presenter(item.picture.width(), item.picture.height(), now)?;
+        }
+        if let Some(p) = self.presenter.as_mut() {
+            if self.late_warp {
+                self.last_warp = (self.warp_source.0)(&item.record);
+                p.set_warp(self.last_warp);
+            }
+            p.present(&item.picture)?;
+            self.redraw = false;
+            if self.options.vr.enabled {
+                let read = self.photon.measure(
+                    &self.s.local_pose,
+                    p.as_mut(),
+                    &item.picture,
+                    now_us(),
+                    self.rec,
+                );
+                if let Some(ms) = read {
+                    self.view.live.set_pose_to_photon(Some(ms));
+                }
+            }
+        }
+        if let Some(w) = self.io.sink.as_deref_mut() {
+            if let Err(e) = w.write(&item.picture) {
+                // The reader went away (a closed pipe): the pipeline is over.
+                log::info!("client: sink: {e}");
+                self.rec.ended(format!("sink closed: {e}"));
+                self.s.finish(None);
+            }
+        }
+        item.record.shown_us = now_us();
+        if let Some(tap) = self.io.shown_tap.as_mut() {
+            (tap.0)(&item.record, &item.picture);
+        }
+        // Sequence numbers of events sent just before this picture was decoded.
+        self.note_sent_inputs();
+        self.view.live.on_shown(&item.record);
+        if self.late_warp {
+            self.last_shown = Some(FrameRecord {
+                thumbnail: Vec::new(),
+                ..item.record
+            });
+        }
+        self.rec.shown(item.record);
+        if self.options.save_frame.is_some() {
+            self.last_picture = Some(item.picture);
+        }
+        Ok(())
+    }
+}
+
 /// What the window's title says besides the host: reconnecting, or a viewer's role (nothing
 /// for the controller, or a host serving one client).
-fn status_text(
-    reconnecting: bool,
-    role: Option<(untether_proto::ClientRole, bool, bool)>,
-) -> Option<String> {
+fn status_text(reconnecting: bool, role: Option<RoleView>) -> Option<String> {
     if reconnecting {
         return Some("host unreachable: holding the last picture, reconnecting".into());
     }
     match role? {
-        (untether_proto::ClientRole::Controller, ..) => None,
-        (_, granted, paused) => Some(format!(
+        RoleView {
+            role: untether_proto::ClientRole::Controller,
+            ..
+        } => None,
+        RoleView {
+            input_granted: granted,
+            paused,
+            ..
+        } => Some(format!(
             "viewer{}{}",
             if granted { " · input granted" } else { "" },
             if paused {
@@ -384,21 +500,14 @@ impl View {
     }
 
     /// The overlay's figures for the interval ending `now`: the shown frames' host timings
-    /// under the run's lock (a lookup each), the driver's counters under `live`'s (a copy).
-    fn refresh_overlay(&mut self, s: &ClientShared, now: Micros) {
-        let timings: Vec<_> = {
-            let run = lock(&s.run);
-            self.live
-                .pending()
-                .map(|(session, n)| {
-                    (session == run.session)
-                        .then(|| run.timings.get(&n).copied())
-                        .flatten()
-                })
-                .collect()
-        };
-        let net = *lock(&s.live);
-        self.live.refresh(now, net, &timings);
+    /// (the presenter's own copy) and the driver's published counters.
+    fn refresh_overlay(&mut self, s: &ClientShared, recent: &RecentTimings, now: Micros) {
+        let timings: Vec<_> = self
+            .live
+            .pending()
+            .map(|(session, n)| recent.get(session, n))
+            .collect();
+        self.live.refresh(now, s.live.get(), &timings);
     }
 }
 
@@ -417,4 +526,75 @@ pub fn save_ppm(picture: &DecodedFrame, path: &std::path::Path) -> Result<(), Cl
             path.display()
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use untether_proto::ClientRole;
+
+    #[test]
+    fn probes_alternate_at_their_interval_and_never_when_off() {
+        let mut p = Probes {
+            every_us: 100,
+            next_us: 1_000,
+            sign: 1,
+        };
+        assert!(p.due(999).is_none());
+        let dx = |e: Option<InputEvent>| match e {
+            Some(InputEvent::PointerMotion { dx, .. }) => Some(dx),
+            _ => None,
+        };
+        assert_eq!(dx(p.due(1_000)), Some(8));
+        assert!(p.due(1_050).is_none());
+        assert_eq!(dx(p.due(1_100)), Some(-8));
+        let mut off = Probes {
+            every_us: 0,
+            next_us: 0,
+            sign: 1,
+        };
+        assert!(off.due(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_title_says_reconnecting_or_a_viewers_role() {
+        let viewer = |input_granted, paused| {
+            Some(RoleView {
+                role: ClientRole::Viewer,
+                input_granted,
+                paused,
+            })
+        };
+        assert!(status_text(true, viewer(true, false)).is_some_and(|t| t.contains("reconnecting")));
+        assert_eq!(status_text(false, None), None);
+        let controller = Some(RoleView {
+            role: ClientRole::Controller,
+            input_granted: true,
+            paused: false,
+        });
+        assert_eq!(status_text(false, controller), None);
+        assert_eq!(
+            status_text(false, viewer(true, true)).as_deref(),
+            Some("viewer · input granted · paused: this link cannot carry the stream")
+        );
+        assert_eq!(
+            status_text(false, viewer(false, false)).as_deref(),
+            Some("viewer")
+        );
+    }
+
+    #[test]
+    fn the_title_names_the_host_status_and_keys() {
+        let mut v = View {
+            keys: WindowKeys::default(),
+            fullscreen: false,
+            overlay: false,
+            status: None,
+            live: LiveOverlay::new(0),
+            host: "pc:9000".into(),
+        };
+        assert_eq!(v.title(), format!("untether — pc:9000 — {WINDOW_KEYS}"));
+        v.status = Some("viewer".into());
+        assert!(v.title().starts_with("untether — pc:9000 — [viewer] — "));
+    }
 }

@@ -1,5 +1,6 @@
 //! What a client run measured: per frame ([`FrameRecord`]), for the run ([`ClientRun`]) and
-//! for audio ([`AudioRun`]); bounded to ten minutes of frames at 60 fps.
+//! for audio ([`AudioRun`]); bounded to ten minutes of frames at 60 fps. Each thread of the
+//! run writes its own part (`client::run`); the `ClientRun` is assembled from them at the end.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -173,9 +174,10 @@ pub struct ClientRun {
 /// The most frames whose records we keep (10 minutes at 60 fps).
 pub(crate) const MAX_RECORDS: usize = 36_000;
 
-pub(crate) fn keep_record(run: &mut ClientRun, record: FrameRecord) {
-    if run.records.len() < MAX_RECORDS {
-        run.records.push(record);
+/// Keeps `record` unless `records` holds [`MAX_RECORDS`] already.
+pub(crate) fn keep_record(records: &mut Vec<FrameRecord>, record: FrameRecord) {
+    if records.len() < MAX_RECORDS {
+        records.push(record);
     }
 }
 
@@ -188,7 +190,7 @@ mod tests {
         let mut run = ClientRun::default();
         for i in 0..(MAX_RECORDS + 5) {
             keep_record(
-                &mut run,
+                &mut run.records,
                 FrameRecord {
                     frame_number: i as u32,
                     ..Default::default()
