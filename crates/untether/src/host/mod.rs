@@ -42,6 +42,7 @@ mod source_app;
 mod source_pipe;
 mod source_scene;
 mod source_x11;
+mod start;
 mod state_input;
 mod summary;
 mod webrtc;
@@ -53,21 +54,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use untether_media::audio::{self as media_audio, SdlAudioCapture};
-use untether_media::scene::{Scene, SceneConfig};
-use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
-use untether_net::UdpEndpoint;
-
-use crate::link::HostLink;
+use untether_media::audio::SdlAudioCapture;
 pub use untether_proto::Codec;
-use untether_proto::{
-    fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, ReceiverKind, StateEntry,
-};
+use untether_proto::{fingerprint, InputRecord, Micros, PublicKey, StateEntry};
 
 use crate::clock::now_us;
-use crate::config::Resolution;
-use crate::driver::{self, Handle};
-use crate::identity::Access;
+use crate::driver::Handle;
 use crate::stats::Stage;
 
 pub use clients::ClientSummary;
@@ -88,13 +80,9 @@ pub use webrtc::WebRtcSummary;
 
 use audio::AudioStage;
 use commands::HostCommand;
-use encode::{open_encoders, EncoderPlan, EncoderStage};
-use input::{InputSink, INPUT_QUEUE};
+use encode::EncoderStage;
 use network::HostNet;
-use options::{session_config, session_params};
-use pairing::host_security;
 use shared::{lock, HostShared};
-use source_pipe::PipeSource;
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
 pub struct Host {
@@ -117,45 +105,6 @@ pub struct Host {
     browsers: Option<webrtc::BrowserInfo>,
 }
 
-/// Opens the input sink `setup` asks for.
-fn open_input_sink(
-    setup: &HostSetup,
-    scene: Option<mpsc::SyncSender<input::SceneRecord>>,
-) -> Result<InputSink, HostError> {
-    Ok(match (&setup.input, &setup.source, scene) {
-        (InputSpec::Auto | InputSpec::Scene, SourceSpec::Scene, Some(tx)) => InputSink::Scene(tx),
-        (InputSpec::Scene, _, _) => {
-            return Err(HostError::Usage(
-                "the scene input sink needs the scene source".into(),
-            ))
-        }
-        (InputSpec::Auto, SourceSpec::X11 { display, .. }, _) => InputSink::Xtest(Box::new(
-            XtestReplay::open(display.as_deref(), (0, 0), PointerMode::Absolute)?,
-        )),
-        (InputSpec::Xtest { display, pointer }, src, _) => {
-            let display = display.clone().or(match src {
-                SourceSpec::X11 { display, .. } => display.clone(),
-                _ => None,
-            });
-            InputSink::Xtest(Box::new(XtestReplay::open(
-                display.as_deref(),
-                (0, 0),
-                *pointer,
-            )?))
-        }
-        (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
-        (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
-        (InputSpec::Discard, _, _) => InputSink::Discard,
-    })
-}
-
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, HostError> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(f)
-        .map_err(HostError::Thread)
-}
-
 impl Host {
     /// Binds the socket, builds the scene and the encoder (so configuration errors surface
     /// here), and starts the threads: the built-in scene, no audio.
@@ -166,248 +115,22 @@ impl Host {
     /// Like [`Host::start`], with a frame source, an input sink and audio chosen by `setup`.
     /// Invalid settings are refused with the message the CLI gives, never replaced by defaults.
     pub fn start_with(mut options: HostOptions, mut setup: HostSetup) -> Result<Host, HostError> {
-        options.validate()?;
-        webrtc::prepare(&options, &mut setup);
-        let bind: SocketAddr = options
-            .host
-            .bind
-            .parse()
-            .map_err(|_| HostError::BadBind(options.host.bind.clone()))?;
-        let mut host_cfg = session_config(&options)?;
-        // Open the capture first: its size is the stream's size.
-        let capture = match &setup.source {
-            SourceSpec::X11 { display, target } => {
-                let cap = X11Capture::open(display.as_deref(), target)?;
-                let (w, h) = cap.size();
-                options.video.resolution = Resolution {
-                    width: w,
-                    height: h,
-                };
-                host_cfg.params = session_params(&options);
-                Some(cap)
-            }
-            _ => None,
-        };
-        let socket = UdpEndpoint::bind(bind)?;
-        let local_addr = socket.local_addr()?;
-        let (raw, link) = match crate::link::open(&options.network, || {
-            crate::link::host_interface(local_addr)
-        })? {
-            crate::link::Opened::Udp => (None, None),
-            crate::link::Opened::Raw(r) => {
-                log::info!(
-                    "host: raw layer 2 on {} ({}, EtherType 0x{:04X}) for clients that offer it",
-                    r.interface(),
-                    r.mac(),
-                    r.ethertype()
-                );
-                let link = HostLink::raw(r.mac(), r.ethertype(), r.interface());
-                (Some(r), Some(link))
-            }
-            crate::link::Opened::Fallback(reason, line) => {
-                log::warn!("host: {line}");
-                (None, Some(HostLink::udp(reason, Some(line))))
-            }
-        };
-        let v = options.video.clone();
-        let shared = Arc::new(HostShared::new(
-            capture.as_ref().map_or((0, 0), |c| c.origin()),
-        ));
-        // Open the encoders now so a bad configuration (or an absent device asked for by
-        // name) fails here, not on a thread.
-        let mut plan = EncoderPlan::new(&v, &setup, v.resolution.width, v.resolution.height);
-        plan.whole_frames = options.webrtc.enabled();
-        let (encoder, offers) = open_encoders(&plan, &v, &shared)?;
-        host_cfg.params.codec = offers[0].codec;
-        host_cfg.params.refresh_period = offers[0].refresh_period;
-        host_cfg.codecs = offers;
-        let pacing = options.network.pacing()?;
-        let pairing = host_security(&options.host, &setup.trust, &mut host_cfg)?;
-        if pairing.access == Access::Open {
-            log::warn!(
-                "host: ACCESS IS OPEN: any client that can reach {bind} may connect and send input \
-                 (use --access allowlist, the default, or --access pin)"
-            );
-        }
-        log::info!(
-            "host: identity {}, access {}{}",
-            fingerprint(&host_cfg.identity.public),
-            pairing.access.name(),
-            pairing
-                .dir
-                .as_ref()
-                .map(|d| format!(", state in {}", d.path().display()))
-                .unwrap_or_default()
-        );
-        let (scene_tx, scene_rx) = mpsc::sync_channel(INPUT_QUEUE);
-        let sink = open_input_sink(&setup, Some(scene_tx))?;
-        let mut session = HostSession::new(host_cfg);
-        if let (None, Some(pin)) = (&pairing.dir, &pairing.pin) {
-            session.set_pin(Some(PairingPin {
-                pin: pin.clone(),
-                expires_us: now_us() + options.host.pin_ttl_s * 1_000_000,
-                attempts_left: 3,
-            }));
-        }
-        let public_key = session.host_key();
-        let state_dir = pairing.dir.as_ref().map(|d| d.path().to_path_buf());
-        let (net, mailbox) = driver::channel().map_err(|e| HostError::Net(e.into()))?;
-        let (encoder_events, encoder_rx) = mpsc::channel();
-        // Every other consumer of the stream (RTSP) is a receiver of the session's own: the
-        // one roles authority and the one keyframe gate.
-        let started = now_us();
-        shared.consumers.set(
-            &setup.consumers,
-            StreamInfo {
-                width: v.resolution.width,
-                height: v.resolution.height,
-                fps: v.fps,
-                audio_channels: (setup.audio != AudioSpec::None)
-                    .then_some(media_audio::CHANNELS as u8),
-            },
-            || {
-                let id = session.attach_receiver(started, ReceiverKind::Rtsp);
-                KeyframeRequests::new(net.clone(), id)
-            },
-        );
-        let stage = EncoderStage::new(encoder, plan, encoder_rx, net.clone(), shared.clone());
-        let audio = match setup.audio {
-            AudioSpec::None => None,
-            _ => Some(Arc::new(AudioStage::new(
-                setup.audio_bitrate_kbps,
-                net.clone(),
-            )?)),
-        };
-        let parked = Arc::new(Mutex::new(None));
-        let mut threads = Vec::new();
-        let web = webrtc::start(&options, &pairing, audio.is_some(), &net, &shared)?;
-        let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
-        {
-            let (s, parked) = (shared.clone(), parked.clone());
-            let mut host_net = HostNet::new(
-                session,
-                pairing,
-                shared.clone(),
-                sink,
-                encoder_events,
-                pacing,
-                v.fps,
-            );
-            host_net.webrtc = webrtc_side;
-            if let Some(link) = link {
-                host_net.link = link;
-            }
-            host_net.outbox.set_lose_slices(setup.lose_slices.clone());
-            threads.push(spawn("host-net", move || {
-                if let driver::Ended::Failed(e) =
-                    driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
-                {
-                    s.fail(format!("network: {e}"));
-                }
-                host_net.link.report.net_thread_cpu_ms =
-                    crate::link::thread_cpu_us() as f64 / 1000.0;
-                *lock(&parked) = Some(Box::new(host_net));
-                drop(mailbox);
-            })?);
-        }
-        let fps = v.fps;
-        let mut sender_stage = None;
-        let tap = setup.sent_frame_tap.clone();
-        match &setup.source {
-            SourceSpec::Scene => {
-                let mut scene_cfg = SceneConfig::new(v.resolution.width, v.resolution.height);
-                scene_cfg.spin_deg_per_s = options.scene.spin_deg_per_s;
-                scene_cfg.walk_speed = options.scene.walk_speed;
-                if options.vr.enabled {
-                    scene_cfg.stereo = true;
-                    scene_cfg.pose_markers = true;
-                    scene_cfg.ipd_m = options.vr.ipd_mm / 1000.0;
-                    scene_cfg.fov_deg = options.vr.fov_deg;
-                }
-                let scene = Scene::new(scene_cfg)?;
-                let s = shared.clone();
-                threads.push(spawn("host-source", move || {
-                    source_scene::scene_loop(&s, scene, scene_rx, fps)
-                })?);
-                let s = shared.clone();
-                threads.push(spawn("host-encode", move || {
-                    source_scene::encode_loop(&s, stage, tap)
-                })?);
-            }
-            SourceSpec::X11 { .. } => {
-                let s = shared.clone();
-                let cap = capture.ok_or_else(|| HostError::Usage("no X11 capture".into()))?;
-                let stamp = setup.stamp;
-                threads.push(spawn("host-x11", move || {
-                    source_x11::x11_loop(&s, cap, stage, fps, stamp)
-                })?);
-            }
-            SourceSpec::Pipe { path, format } => {
-                let s = shared.clone();
-                let src = PipeSource {
-                    path: path.clone(),
-                    format: *format,
-                    width: v.resolution.width,
-                    height: v.resolution.height,
-                    fps,
-                    stamp: setup.stamp,
-                };
-                let n = net.clone();
-                threads.push(spawn("host-pipe", move || {
-                    source_pipe::pipe_loop(&s, src, stage, n)
-                })?);
-            }
-            SourceSpec::App => {
-                if setup.encoder_thread {
-                    let s = shared.clone();
-                    threads.push(spawn("host-encode", move || {
-                        source_scene::encode_loop(&s, stage, tap)
-                    })?);
-                } else {
-                    sender_stage = Some(stage);
-                }
-            }
-        }
-        let mut capture_dev = None;
-        match (&setup.audio, &audio) {
-            (AudioSpec::Tone, Some(stage)) => {
-                let (s, stage) = (shared.clone(), stage.clone());
-                threads.push(spawn("host-audio", move || audio::tone_loop(&s, &stage))?);
-            }
-            (AudioSpec::Capture { device }, Some(stage)) => {
-                let (s, stage) = (shared.clone(), stage.clone());
-                let sink: media_audio::CaptureSink = Box::new(move |pcm: &[i16], pts: u64| {
-                    if s.watched() {
-                        if let Err(e) = stage.push(&s, pcm, media_audio::CHANNELS, pts) {
-                            log::warn!("host: audio: {e}");
-                        }
-                    }
-                });
-                let dev = SdlAudioCapture::open(device.as_deref(), sink)?;
-                shared.note(format!(
-                    "capturing audio from {} ({})",
-                    device.as_deref().unwrap_or("the default source"),
-                    dev.driver
-                ));
-                capture_dev = Some(dev);
-            }
-            _ => {}
-        }
+        let s = start::start(&mut options, &mut setup)?;
         Ok(Host {
-            shared,
-            net,
-            parked,
-            threads,
-            local_addr,
-            public_key,
-            state_dir,
+            shared: s.shared,
+            net: s.net,
+            parked: s.parked,
+            threads: s.threads,
+            local_addr: s.local_addr,
+            public_key: s.public_key,
+            state_dir: s.state_dir,
             started_us: now_us(),
             options,
             setup,
-            sender_stage: Mutex::new(sender_stage),
-            audio,
-            capture: capture_dev,
-            browsers,
+            sender_stage: Mutex::new(s.sender_stage),
+            audio: s.audio,
+            capture: s.capture,
+            browsers: s.browsers,
         })
     }
 

@@ -41,7 +41,7 @@ pub(crate) mod types;
 mod whip;
 
 pub(crate) use pins::SessionPins;
-pub(crate) use sessions::WebRtc;
+pub(crate) use sessions::{DriverParts, WebRtc};
 pub(crate) use setup::{prepare, start, BrowserInfo, Started};
 pub use types::WebRtcSummary;
-pub(crate) use types::{DriverParts, SOCKET};
+pub(crate) use types::SOCKET;

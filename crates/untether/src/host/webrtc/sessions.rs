@@ -17,14 +17,25 @@ use super::peer::{self, Clock, Kind, Out, Peer, PeerEvent};
 use super::resource::Resources;
 use super::roles::{Numbered, Roles};
 use super::types::{route_source, rtc_config};
-use super::types::{Answer, DriverParts, OfferRequest, WebRtcCommand, WebRtcSummary};
+use super::types::{Answer, OfferRequest, WebRtcCommand, WebRtcSummary};
 use super::{h264, input};
 use crate::driver::{Outgoing, Via};
 use crate::host::commands::OutgoingFrame;
+use crate::host::input::InputSink;
 use crate::host::shared::HostShared;
 
 /// How long a browser may take from its answer to a connection (ICE + DTLS).
 const CONNECT_TIMEOUT_US: Micros = 15_000_000;
+
+/// What the driver lends the WebRTC side while it handles events.
+pub(crate) struct DriverParts<'a> {
+    pub shared: &'a HostShared,
+    pub sink: &'a mut InputSink,
+    /// The protocol session: the one authority on roles and keyframes, for browsers too.
+    pub session: &'a mut untether_proto::HostSession,
+    /// The controller epoch the driver publishes; bumped when a browser becomes the controller.
+    pub epoch: &'a mut u64,
+}
 
 /// The browsers and the publication, as the host's driver holds them.
 pub(crate) struct WebRtc {

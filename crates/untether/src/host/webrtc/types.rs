@@ -11,8 +11,6 @@ use tokio::sync::oneshot;
 use super::access::{Credential, Refusal};
 use super::h264;
 use super::resource::{DeleteRefusal, Resource};
-use crate::host::input::InputSink;
-use crate::host::shared::HostShared;
 
 /// The driver's first WebRTC socket (0 is our protocol's): browsers' media, then the
 /// publication's (bound to the address that routes to the WHIP endpoint).
@@ -88,16 +86,6 @@ pub struct WebRtcSummary {
     /// The WHIP publication: connected, and the frames it sent.
     pub published: bool,
     pub publish_frames: u64,
-}
-
-/// What the driver lends the WebRTC side while it handles events.
-pub(crate) struct DriverParts<'a> {
-    pub shared: &'a HostShared,
-    pub sink: &'a mut InputSink,
-    /// The protocol session: the one authority on roles and keyframes, for browsers too.
-    pub session: &'a mut untether_proto::HostSession,
-    /// The controller epoch the driver publishes; bumped when a browser becomes the controller.
-    pub epoch: &'a mut u64,
 }
 
 /// The local address the kernel would send from to reach `remote` (no packet is sent).
