@@ -219,7 +219,8 @@ impl Consumers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
+    use untether_proto::KeyframeDecision;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Mutex;
 
     #[test]

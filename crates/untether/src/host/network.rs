@@ -108,6 +108,159 @@ impl HostNet {
         }
     }
 
+    /// Acts on one event of the session: notes for the operator, the roster, the encoder's
+    /// events, input to the sink, roles to the browsers.
+    fn on_event(&mut self, now: Micros, controller: Option<ClientId>, ev: HostEvent) {
+        match ev {
+            HostEvent::ClientConnected {
+                client,
+                addr,
+                name,
+                role,
+            } => {
+                self.roster.update(&self.session.client_status());
+                self.clients_changed = true;
+                let codec = self.session.params().codec;
+                self.shared.note(format!(
+                    "client {} ({codec}) connected from {addr} as {} ({} of at most {} \
+                     connected)",
+                    self.who(client),
+                    role.name(),
+                    self.session.client_count(),
+                    self.session.max_clients(),
+                ));
+                let _ = name;
+                // The stream's codec (the first client's choice; the same for the others):
+                // a different one opens its encoder, starting with a keyframe.
+                let _ = self
+                    .encoder
+                    .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
+                if role == ClientRole::Controller {
+                    self.epoch = self.shared.link.new_controller();
+                    *lock(&self.shared.head_pose) = None;
+                }
+            }
+            HostEvent::ClientGone {
+                client,
+                addr,
+                reason,
+            } => {
+                self.roster.gone(now, client, reason);
+                self.state.remove(&client);
+                self.clients_changed = true;
+                self.link.forget(addr);
+                let why = match reason {
+                    untether_proto::GoneReason::TooSlow => {
+                        "dropped: its link stayed slower than the stream (told so)".to_string()
+                    }
+                    r => format!("gone ({r:?})"),
+                };
+                self.shared.note(format!(
+                    "client {} at {addr} {why} ({} connected)",
+                    self.who(client),
+                    self.session.client_count()
+                ));
+            }
+            HostEvent::RoleChanged {
+                client,
+                role,
+                input_granted,
+            } => {
+                self.roster.update(&self.session.client_status());
+                self.clients_changed = true;
+                let what = match (role, input_granted) {
+                    (ClientRole::Controller, _) => "is now the controller".to_string(),
+                    (ClientRole::Viewer, true) => "is a viewer with input granted".into(),
+                    (ClientRole::Viewer, false) => "is a viewer (its input is dropped)".into(),
+                };
+                self.shared
+                    .note(format!("client {} {what}", self.who(client)));
+                if role == ClientRole::Controller {
+                    self.epoch = self.shared.link.new_controller();
+                    // The scene renders for the new controller's head from its next pose.
+                    *lock(&self.shared.head_pose) = None;
+                }
+            }
+            HostEvent::ViewerPaused { client, paused } => self.on_viewer_paused(client, paused),
+            HostEvent::LinkAddress {
+                addr,
+                ethertype,
+                mac,
+            } => {
+                let answer = self.link.on_link_address(now, addr, ethertype, mac);
+                if matches!(answer, untether_proto::ControlFrame::LinkAddress { .. }) {
+                    self.shared.note(format!(
+                        "client at {addr} is at {} on layer 2: raw frames from now on",
+                        untether_net::MacAddr(mac)
+                    ));
+                }
+                self.session.send_link_frame(now, addr, answer);
+            }
+            HostEvent::KeyframeRequested => {
+                let _ = self.encoder.send(EncoderEvent::Keyframe);
+            }
+            HostEvent::Input { client, record } => {
+                let is_controller = Some(client) == controller;
+                self.gamepads.on_event(&record.event);
+                self.sink
+                    .deliver(&self.shared, self.epoch, is_controller, record)
+            }
+            HostEvent::Feedback { .. } => {}
+            HostEvent::ClientRefused {
+                addr,
+                fingerprint,
+                reason,
+                message,
+            } => {
+                if let Some(line) = self
+                    .refusals
+                    .note(now, addr, &fingerprint, reason, &message)
+                {
+                    self.shared.note(line);
+                }
+            }
+            HostEvent::BitrateChanged { kbps } => {
+                self.target_kbps = Some(kbps);
+                let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
+            }
+            // Browsers and RTSP players do not attach to the session yet (they keep
+            // their own roles and gate): no receiver of another kind changes role.
+            HostEvent::ReceiverRoleChanged { receiver, role, .. } => {
+                if let Some(w) = &mut self.webrtc {
+                    w.on_role(receiver, role, &self.shared, &mut self.epoch);
+                }
+            }
+        }
+    }
+
+    /// A viewer was paused to keyframes (its link cannot carry the stream), or resumed.
+    fn on_viewer_paused(&mut self, client: ClientId, paused: bool) {
+        self.roster.update(&self.session.client_status());
+        let figures = self
+            .roster
+            .get(client)
+            .map(|c| {
+                format!(
+                    "loss {:.0} %, RTT {}",
+                    c.loss.unwrap_or(0.0) * 100.0,
+                    c.rtt_ms.map_or("?".into(), |r| format!("{r:.0} ms"))
+                )
+            })
+            .unwrap_or_default();
+        self.shared.note(if paused {
+            format!(
+                "viewer {} paused to keyframes: its link cannot carry the stream \
+                 ({figures})",
+                self.who(client)
+            )
+        } else {
+            format!(
+                "viewer {} resumed (from the next keyframe)",
+                self.who(client)
+            )
+        });
+    }
+
     fn dispatch(&mut self, now: Micros) {
         while let Some(e) = self.session.poll_pairing_event() {
             self.pairing.on_event(&self.shared, &mut self.session, e);
@@ -133,151 +286,7 @@ impl HostNet {
         }
         let controller = self.session.controller();
         for ev in std::mem::take(&mut self.events) {
-            match ev {
-                HostEvent::ClientConnected {
-                    client,
-                    addr,
-                    name,
-                    role,
-                } => {
-                    self.roster.update(&self.session.client_status());
-                    self.clients_changed = true;
-                    let codec = self.session.params().codec;
-                    self.shared.note(format!(
-                        "client {} ({codec}) connected from {addr} as {} ({} of at most {} \
-                         connected)",
-                        self.who(client),
-                        role.name(),
-                        self.session.client_count(),
-                        self.session.max_clients(),
-                    ));
-                    let _ = name;
-                    // The stream's codec (the first client's choice; the same for the others):
-                    // a different one opens its encoder, starting with a keyframe.
-                    let _ = self
-                        .encoder
-                        .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
-                    if role == ClientRole::Controller {
-                        self.epoch = self.shared.link.new_controller();
-                        *lock(&self.shared.head_pose) = None;
-                    }
-                }
-                HostEvent::ClientGone {
-                    client,
-                    addr,
-                    reason,
-                } => {
-                    self.roster.gone(now, client, reason);
-                    self.state.remove(&client);
-                    self.clients_changed = true;
-                    self.link.forget(addr);
-                    let why = match reason {
-                        untether_proto::GoneReason::TooSlow => {
-                            "dropped: its link stayed slower than the stream (told so)".to_string()
-                        }
-                        r => format!("gone ({r:?})"),
-                    };
-                    self.shared.note(format!(
-                        "client {} at {addr} {why} ({} connected)",
-                        self.who(client),
-                        self.session.client_count()
-                    ));
-                }
-                HostEvent::RoleChanged {
-                    client,
-                    role,
-                    input_granted,
-                } => {
-                    self.roster.update(&self.session.client_status());
-                    self.clients_changed = true;
-                    let what = match (role, input_granted) {
-                        (ClientRole::Controller, _) => "is now the controller".to_string(),
-                        (ClientRole::Viewer, true) => "is a viewer with input granted".into(),
-                        (ClientRole::Viewer, false) => "is a viewer (its input is dropped)".into(),
-                    };
-                    self.shared
-                        .note(format!("client {} {what}", self.who(client)));
-                    if role == ClientRole::Controller {
-                        self.epoch = self.shared.link.new_controller();
-                        // The scene renders for the new controller's head from its next pose.
-                        *lock(&self.shared.head_pose) = None;
-                    }
-                }
-                HostEvent::ViewerPaused { client, paused } => {
-                    self.roster.update(&self.session.client_status());
-                    let figures = self
-                        .roster
-                        .get(client)
-                        .map(|c| {
-                            format!(
-                                "loss {:.0} %, RTT {}",
-                                c.loss.unwrap_or(0.0) * 100.0,
-                                c.rtt_ms.map_or("?".into(), |r| format!("{r:.0} ms"))
-                            )
-                        })
-                        .unwrap_or_default();
-                    self.shared.note(if paused {
-                        format!(
-                            "viewer {} paused to keyframes: its link cannot carry the stream \
-                             ({figures})",
-                            self.who(client)
-                        )
-                    } else {
-                        format!(
-                            "viewer {} resumed (from the next keyframe)",
-                            self.who(client)
-                        )
-                    });
-                }
-                HostEvent::LinkAddress {
-                    addr,
-                    ethertype,
-                    mac,
-                } => {
-                    let answer = self.link.on_link_address(now, addr, ethertype, mac);
-                    if matches!(answer, untether_proto::ControlFrame::LinkAddress { .. }) {
-                        self.shared.note(format!(
-                            "client at {addr} is at {} on layer 2: raw frames from now on",
-                            untether_net::MacAddr(mac)
-                        ));
-                    }
-                    self.session.send_link_frame(now, addr, answer);
-                }
-                HostEvent::KeyframeRequested => {
-                    let _ = self.encoder.send(EncoderEvent::Keyframe);
-                }
-                HostEvent::Input { client, record } => {
-                    let is_controller = Some(client) == controller;
-                    self.gamepads.on_event(&record.event);
-                    self.sink
-                        .deliver(&self.shared, self.epoch, is_controller, record)
-                }
-                HostEvent::Feedback { .. } => {}
-                HostEvent::ClientRefused {
-                    addr,
-                    fingerprint,
-                    reason,
-                    message,
-                } => {
-                    if let Some(line) =
-                        self.refusals
-                            .note(now, addr, &fingerprint, reason, &message)
-                    {
-                        self.shared.note(line);
-                    }
-                }
-                HostEvent::BitrateChanged { kbps } => {
-                    self.target_kbps = Some(kbps);
-                    let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
-                }
-                // Browsers and RTSP players do not attach to the session yet (they keep
-                // their own roles and gate): no receiver of another kind changes role.
-                HostEvent::ReceiverRoleChanged { receiver, role, .. } => {
-                    if let Some(w) = &mut self.webrtc {
-                        w.on_role(receiver, role, &self.shared, &mut self.epoch);
-                    }
-                }
-            }
+            self.on_event(now, controller, ev);
         }
         for note in self.gamepads.notes.drain(..) {
             self.shared.note(note);
@@ -575,6 +584,7 @@ impl HostNet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::commands::OutgoingFrame;
     use crate::host::pairing::tests::memory;
     use crate::identity::Access;
     use std::sync::mpsc;

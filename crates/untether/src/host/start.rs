@@ -155,7 +155,7 @@ pub(super) fn start(
     let web = webrtc::start(options, &pairing, audio.is_some(), &net, &shared)?;
     let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
     {
-        let (s, parked) = (shared.clone(), parked.clone());
+        let s = shared.clone();
         let mut host_net = HostNet::new(
             session,
             pairing,
@@ -170,16 +170,7 @@ pub(super) fn start(
             host_net.link = link;
         }
         host_net.outbox.set_lose_slices(setup.lose_slices.clone());
-        threads.push(spawn("host-net", move || {
-            if let driver::Ended::Failed(e) =
-                driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
-            {
-                s.fail(format!("network: {e}"));
-            }
-            host_net.link.report.net_thread_cpu_ms = crate::link::thread_cpu_us() as f64 / 1000.0;
-            *lock(&parked) = Some(Box::new(host_net));
-            drop(mailbox);
-        })?);
+        threads.push(spawn_driver(host_net, sockets, raw, mailbox, &s, &parked)?);
     }
     let sender_stage = start_source(
         options,
@@ -204,6 +195,29 @@ pub(super) fn start(
         audio,
         capture,
         browsers,
+    })
+}
+
+/// Starts the network driver's thread; when it ends, the driver is parked for the final
+/// summary and late queries.
+fn spawn_driver(
+    mut host_net: HostNet,
+    sockets: Vec<UdpEndpoint>,
+    raw: Option<untether_net::RawEndpoint>,
+    mailbox: driver::Mailbox<HostCommand>,
+    s: &Arc<HostShared>,
+    parked: &Arc<Mutex<Option<Box<HostNet>>>>,
+) -> Result<JoinHandle<()>, HostError> {
+    let (s, parked) = (s.clone(), parked.clone());
+    spawn("host-net", move || {
+        if let driver::Ended::Failed(e) =
+            driver::run_with_raw(&mut host_net, &sockets, raw.as_ref(), &mailbox, &s.stop)
+        {
+            s.fail(format!("network: {e}"));
+        }
+        host_net.link.report.net_thread_cpu_ms = crate::link::thread_cpu_us() as f64 / 1000.0;
+        *lock(&parked) = Some(Box::new(host_net));
+        drop(mailbox);
     })
 }
 

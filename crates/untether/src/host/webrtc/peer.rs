@@ -413,7 +413,7 @@ mod answer_tests {
     fn a_chrome_offer_is_answered_with_h264_constrained_baseline_and_opus() {
         let clock = Clock::now();
         let now = crate::clock::now_us();
-        let mut rtc = super::types::rtc_config().build(clock.instant(now));
+        let mut rtc = crate::host::webrtc::types::rtc_config().build(clock.instant(now));
         let local: SocketAddr = "127.0.0.1:4000".parse().unwrap();
         rtc.add_local_candidate(str0m::Candidate::host(local, "udp").unwrap());
         let offer = SdpOffer::from_sdp_string(CHROME_OFFER).unwrap();
