@@ -1019,11 +1019,12 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         } else {
             "idr".into()
         };
-        config.conversion = if p.codec == untether_proto::Codec::H264Rgb {
-            "rgb".into()
-        } else {
-            "unknown".into()
-        };
+        config.conversion =
+            if untether::config::media_codec(p.codec) == untether::api::Codec::H264Rgb {
+                "rgb".into()
+            } else {
+                "unknown".into()
+            };
     }
     let report = report::build(config, &run, None);
     if to_stdout {

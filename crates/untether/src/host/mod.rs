@@ -55,7 +55,10 @@ use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
 use untether_net::UdpEndpoint;
 
 use crate::link::HostLink;
-pub use untether_proto::Codec;
+/// The stream's codec: the one the configuration validates (`video.codec`), also
+/// [`crate::api::Codec`]. The wire's id of it is `untether_proto::Codec`
+/// ([`crate::config::wire_codec`]).
+pub use untether_media::codec::Codec;
 use untether_proto::{
     fingerprint, HostSession, InputRecord, Micros, PairingPin, PublicKey, StateEntry,
 };
