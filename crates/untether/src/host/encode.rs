@@ -175,9 +175,7 @@ impl EncoderStage {
         self.bitrate.apply(&mut self.encoder, s)?;
         let start = now_us();
         let force = std::mem::take(&mut self.keyframe_wanted);
-        let picture_meta = self
-            .pending
-            .push(capture_us, capture_dur_us, start, pose);
+        let picture_meta = self.pending.push(capture_us, capture_dur_us, start, pose);
         let encoder = match &mut self.encoder {
             VideoEncoder::Whole(e) => e,
             VideoEncoder::Sliced(sliced) => {

@@ -83,7 +83,11 @@ mod tests {
         p.push(7, 0, 8, None);
         p.reset();
         assert_eq!(p.take(0), None);
-        assert_eq!(p.push(9, 0, 9, None).input, 0, "a new encoder numbers from 0");
+        assert_eq!(
+            p.push(9, 0, 9, None).input,
+            0,
+            "a new encoder numbers from 0"
+        );
         p.clear();
         assert_eq!(p.take(0), None);
         assert_eq!(p.push(9, 0, 9, None).input, 1, "clear keeps the numbering");
