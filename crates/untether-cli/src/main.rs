@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{ArgAction, Args, Parser, Subcommand};
 use untether::client::{ClientAudio, ClientIo, ClientOptions, Display, InputDevice};
-use untether::config::{ConfigError, ConfigToml, DEFAULT_PORT};
+use untether::config::{parse_key, ConfigError, ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
@@ -569,13 +569,14 @@ fn apply_pose(cfg: &mut ConfigToml, p: &PoseArgs) {
     }
 }
 
-fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) {
+fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) -> Result<()> {
     if let Some(t) = &n.transport {
-        cfg.network.transport = t.clone();
+        cfg.network.transport = parse_key(t).map_err(with_flag)?;
     }
     if let Some(i) = &n.interface {
         cfg.network.interface = i.clone();
     }
+    Ok(())
 }
 
 fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
@@ -765,7 +766,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
     apply_vr(&mut cfg, &args.vr, Some(&args.video));
-    apply_net(&mut cfg, &args.net);
+    apply_net(&mut cfg, &args.net)?;
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
     }
@@ -776,7 +777,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         cfg.host.access = a.clone();
     }
     if let Some(sch) = &args.scheduler {
-        cfg.network.scheduler = sch.clone();
+        cfg.network.scheduler = parse_key(sch).map_err(with_flag)?;
     }
     if let Some(n) = args.max_clients {
         cfg.host.max_clients = n;
@@ -956,7 +957,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         None,
     );
     apply_pose(&mut cfg, &args.pose);
-    apply_net(&mut cfg, &args.net);
+    apply_net(&mut cfg, &args.net)?;
     let sink = match args.io.sink.as_deref() {
         None => None,
         Some(s) => match s.strip_prefix("pipe:") {
@@ -1050,7 +1051,7 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     apply_video(&mut cfg, &args.video);
     apply_client(&mut cfg, &args.side);
     apply_webrtc(&mut cfg, &args.webrtc);
-    apply_net(&mut cfg, &args.net);
+    apply_net(&mut cfg, &args.net)?;
     apply_vr(&mut cfg, &args.vr, Some(&args.video));
     apply_pose(&mut cfg, &args.pose);
     if cfg.vr.enabled && cfg.vr.pose == "auto" {

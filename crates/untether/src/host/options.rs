@@ -219,8 +219,8 @@ pub(crate) fn session_config(options: &HostOptions) -> Result<HostConfig, Config
     // A client on this machine then knows the offset is exactly 0.
     cfg.clock_id = untether_net::clock_identity();
     cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
-    cfg.fec = options.network.fec_policy()?;
-    cfg.paths.scheduler = options.network.scheduler()?;
+    cfg.fec = options.network.fec;
+    cfg.paths.scheduler = options.network.scheduler;
     cfg.retransmit = options.network.retransmit;
     cfg.state.budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     cfg.max_clients = options.host.max_clients;

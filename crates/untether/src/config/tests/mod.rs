@@ -3,6 +3,7 @@
 
 use super::*;
 
+mod keys;
 mod network;
 mod video;
 
@@ -144,13 +145,13 @@ fn validate_host_and_client_check_every_section() {
     validate_host(&v, &c.host, &c.network, &c.scene).unwrap();
     validate_client(&c.client, &c.network).unwrap();
     let bad_net = NetworkToml {
-        fec: "lots".into(),
+        keepalive_ms: 40_000,
         ..Default::default()
     };
     let e = validate_host(&v, &c.host, &bad_net, &c.scene).unwrap_err();
-    assert_eq!(e.key(), Some("network.fec"));
+    assert_eq!(e.key(), Some("network.keepalive_ms"));
     let e = validate_client(&c.client, &bad_net).unwrap_err();
-    assert_eq!(e.key(), Some("network.fec"));
+    assert_eq!(e.key(), Some("network.keepalive_ms"));
     let small = VideoConfig {
         resolution: Resolution {
             width: 64,

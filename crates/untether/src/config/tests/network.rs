@@ -5,11 +5,9 @@ use super::super::*;
 
 #[test]
 fn multipath_keys_are_checked() {
-    let n = NetworkToml {
-        scheduler: "fastest".into(),
-        ..Default::default()
-    };
-    let e = n.validate().unwrap_err().to_string();
+    let e = parse_key::<untether_proto::Scheduler>("fastest")
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("network.scheduler") && e.contains("lowest-delay"),
         "{e}"
@@ -83,20 +81,14 @@ fn transport_and_interface_are_checked_with_their_keys() {
     .unwrap();
     assert_eq!(c.network.transport().unwrap(), Transport::Raw);
     assert_eq!(c.network.interface, "veth0");
-    let e = NetworkToml {
-        transport: "tcp".into(),
-        ..Default::default()
-    }
-    .validate()
-    .unwrap_err()
-    .to_string();
+    let e = parse_key::<Transport>("tcp").unwrap_err().to_string();
     assert!(
         e.starts_with("network.transport:") && e.contains("udp, raw"),
         "{e}"
     );
     for bad in ["eth0/1", "a-very-long-interface-name", "wl an0", ".."] {
         let e = NetworkToml {
-            transport: "raw".into(),
+            transport: Transport::Raw,
             interface: bad.into(),
             ..Default::default()
         }
