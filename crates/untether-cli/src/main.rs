@@ -774,7 +774,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         cfg.host.bind = b.clone();
     }
     if let Some(a) = &args.access {
-        cfg.host.access = a.clone();
+        cfg.host.access = parse_key(a).map_err(with_flag)?;
     }
     if let Some(sch) = &args.scheduler {
         cfg.network.scheduler = parse_key(sch).map_err(with_flag)?;
@@ -783,7 +783,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         cfg.host.max_clients = n;
     }
     if let Some(v) = &args.slow_viewer {
-        cfg.host.slow_viewer = v.clone();
+        cfg.host.slow_viewer = parse_key(v).map_err(with_flag)?;
     }
     apply_webrtc(&mut cfg, &args.webrtc);
     if let Some(d) = &global.state_dir {
@@ -797,7 +797,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
-    let rtsp = rtsp::start(&cfg, options.host.access()?, &mut setup)?;
+    let rtsp = rtsp::start(&cfg, options.host.access, &mut setup)?;
     let host = Host::start_with(options.clone(), setup.clone()).map_err(host_error)?;
     let options = host.options().clone();
     let v = &options.video;
@@ -836,7 +836,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         },
         v.bitrate_kbps
     );
-    let access = options.host.access()?;
+    let access = options.host.access;
     eprintln!(
         "untether host: identity {} · access {} · up to {} clients{}",
         host.fingerprint(),

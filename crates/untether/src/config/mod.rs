@@ -109,7 +109,8 @@ pub struct HostToml {
     #[serde(deserialize_with = "limits::de_keyframe_cooldown_ms")]
     pub keyframe_cooldown_ms: u64,
     /// Who may connect: allowlist, open or pin.
-    pub access: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub access: crate::identity::Access,
     /// Keys, allowlist, access requests (empty: `$XDG_STATE_HOME/untether`).
     pub state_dir: String,
     /// How long a PIN made by `access = "pin"` is valid, seconds.
@@ -120,7 +121,8 @@ pub struct HostToml {
     pub max_clients: usize,
     /// A viewer whose link cannot carry the stream: `"pause"` (keyframes only, then dropped
     /// if it keeps falling behind) or `"drop"` (at once).
-    pub slow_viewer: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub slow_viewer: untether_proto::SlowViewer,
 }
 
 /// The values of `host.slow_viewer`.
@@ -131,23 +133,16 @@ impl Default for HostToml {
         HostToml {
             bind: format!("0.0.0.0:{DEFAULT_PORT}"),
             keyframe_cooldown_ms: 50,
-            access: "allowlist".into(),
+            access: crate::identity::Access::Allowlist,
             state_dir: String::new(),
             pin_ttl_s: 300,
             max_clients: untether_proto::host::DEFAULT_MAX_CLIENTS,
-            slow_viewer: "pause".into(),
+            slow_viewer: untether_proto::SlowViewer::Pause,
         }
     }
 }
 
 impl HostToml {
-    /// The access policy.
-    pub fn access(&self) -> Result<crate::identity::Access, ConfigError> {
-        self.access
-            .parse()
-            .map_err(|m: String| invalid("host.access", m))
-    }
-
     /// The address to listen on (`bind`): `IP:PORT`.
     pub fn bind_addr(&self) -> Result<std::net::SocketAddr, ConfigError> {
         self.bind.trim().parse().map_err(|_| {
@@ -163,19 +158,11 @@ impl HostToml {
         })
     }
 
-    /// What to do with a viewer that cannot keep up (`slow_viewer`).
-    pub fn slow_viewer(&self) -> Result<untether_proto::SlowViewer, ConfigError> {
-        untether_proto::SlowViewer::parse(&self.slow_viewer)
-            .map_err(|m| invalid("host.slow_viewer", m))
-    }
-
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.access()?;
         self.bind_addr()?;
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         MAX_CLIENTS.check(self.max_clients)?;
-        self.slow_viewer()?;
         Ok(())
     }
 }

@@ -227,7 +227,7 @@ pub(crate) fn session_config(options: &HostOptions) -> Result<HostConfig, Config
     // Room for every client to be mid-handshake at once (a room of headsets switched on
     // together) besides the handshakes of strangers: the table is bounded either way.
     cfg.max_handshakes = cfg.max_handshakes.max(2 * cfg.max_clients);
-    cfg.health.action = options.host.slow_viewer()?;
+    cfg.health.action = options.host.slow_viewer;
     if options.network.adaptive_bitrate {
         cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
     }

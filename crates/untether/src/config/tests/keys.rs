@@ -3,7 +3,7 @@
 //! written back as the file spells it.
 
 use super::super::*;
-use untether_proto::{FecPolicy, Scheduler};
+use untether_proto::{FecPolicy, Scheduler, SlowViewer};
 
 /// `section.key = "value"` read from a file: the error's text.
 fn file_error(key: &str, value: &str) -> String {
@@ -70,4 +70,22 @@ fn the_default_file_is_written_in_the_files_spelling_and_reads_back() {
     let back: NetworkToml = toml::from_str(&text).unwrap();
     assert_eq!(back.fec, FecPolicy::default());
     assert_eq!(back.scheduler, Scheduler::Redundant);
+}
+
+#[test]
+fn host_access_and_slow_viewer_are_typed() {
+    use crate::identity::Access;
+    bad_value_is_named::<Access>("everyone", &["allowlist", "open", "pin"]);
+    spellings_round_trip::<Access>(&["allowlist", "open", "pin"]);
+    bad_value_is_named::<SlowViewer>("kick", &["pause", "drop"]);
+    spellings_round_trip::<SlowViewer>(&["pause", "drop"]);
+    let c = ConfigToml::parse("[host]\naccess = \"pin\"\nslow_viewer = \"drop\"\n", "t").unwrap();
+    assert_eq!(
+        (c.host.access, c.host.slow_viewer),
+        (Access::Pin, SlowViewer::Drop)
+    );
+    let text = toml::to_string(&HostToml::default()).unwrap();
+    assert!(text.contains("access = \"allowlist\""), "{text}");
+    let back: HostToml = toml::from_str(&text).unwrap();
+    assert_eq!(back.slow_viewer, SlowViewer::Pause);
 }

@@ -21,12 +21,10 @@ fn defaults_validate() {
     c.network.validate().unwrap();
     c.client.validate().unwrap();
     c.host.validate().unwrap();
-    assert_eq!(c.host.access().unwrap(), crate::identity::Access::Allowlist);
-    let h = HostToml {
-        access: "everyone".into(),
-        ..Default::default()
-    };
-    let e = h.validate().unwrap_err().to_string();
+    assert_eq!(c.host.access, crate::identity::Access::Allowlist);
+    let e = parse_key::<crate::identity::Access>("everyone")
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("host.access") && e.contains("allowlist"),
         "{e}"

@@ -121,10 +121,7 @@ fn several_clients_keys_are_checked() {
     )
     .unwrap();
     c.host.validate().unwrap();
-    assert_eq!(
-        c.host.slow_viewer().unwrap(),
-        untether_proto::SlowViewer::Drop
-    );
+    assert_eq!(c.host.slow_viewer, untether_proto::SlowViewer::Drop);
     assert!(!c.client.decode);
     let mut h = HostToml::default();
     assert_eq!(h.max_clients, 8);
@@ -134,8 +131,9 @@ fn several_clients_keys_are_checked() {
         "host.max_clients: 0 is out of range 1..=256"
     );
     h.max_clients = 8;
-    h.slow_viewer = "kick".into();
-    let e = h.validate().unwrap_err().to_string();
+    let e = parse_key::<untether_proto::SlowViewer>("kick")
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("host.slow_viewer") && e.contains("pause or drop"),
         "{e}"
