@@ -579,7 +579,7 @@ fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) -> Result<()> {
     Ok(())
 }
 
-fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
+fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) -> Result<()> {
     if c.headless {
         cfg.client.headless = true;
     }
@@ -604,13 +604,13 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
             .collect();
     }
     if let Some(d) = &c.decoder {
-        cfg.client.decoder = d.clone();
+        cfg.client.decoder = parse_key(d).map_err(with_flag)?;
     }
     if let Some(h) = &c.hwaccel {
-        cfg.client.hwaccel = h.clone();
+        cfg.client.hwaccel = parse_key(h).map_err(with_flag)?;
     }
     if let Some(p) = &c.presenter {
-        cfg.client.presenter = p.clone();
+        cfg.client.presenter = parse_key(p).map_err(with_flag)?;
     }
     if c.fullscreen {
         cfg.client.fullscreen = true;
@@ -624,6 +624,7 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     if let Some(w) = &c.late_warp {
         cfg.vr.late_warp = w == "on";
     }
+    Ok(())
 }
 
 fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
@@ -947,7 +948,7 @@ fn print_browser_access(host: &Host) {
 
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
-    apply_client(&mut cfg, &args.side);
+    apply_client(&mut cfg, &args.side)?;
     apply_vr(
         &mut cfg,
         &VrArgs {
@@ -1049,7 +1050,7 @@ fn untether_net_resolve(name: &str) -> Result<std::net::SocketAddr> {
 fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
-    apply_client(&mut cfg, &args.side);
+    apply_client(&mut cfg, &args.side)?;
     apply_webrtc(&mut cfg, &args.webrtc);
     apply_net(&mut cfg, &args.net)?;
     apply_vr(&mut cfg, &args.vr, Some(&args.video));

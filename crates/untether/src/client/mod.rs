@@ -492,7 +492,7 @@ pub fn run_client_to_end(
         run.clock = n.session.clock();
         run.clock_mode = if n.session.shares_clock() {
             ClockMode::Shared
-        } else if options.client.clock == "synchronized" {
+        } else if options.client.clock == crate::config::ClientClock::Synchronized {
             run.clock = Some(untether_proto::ClockEstimate {
                 offset_us: 0,
                 uncertainty_us: 0,

@@ -44,7 +44,7 @@ pub(crate) fn present_loop(
     } else {
         None
     };
-    let presenter_kind = options.client.presenter_kind()?;
+    let presenter_kind = options.client.presenter;
     // Late warp needs VR and the option; the poses come from the application's WarpSource,
     // else from the frame's pose (FramePose) and the newest sample of the pose source.
     let late_warp = options.vr.enabled && options.vr.late_warp;

@@ -190,7 +190,8 @@ pub struct ClientToml {
     /// How the host's clock relates to this one: `auto` (exact when host and client share
     /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
     /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
-    pub clock: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub clock: ClientClock,
     /// Decode and present the stream (false, `--no-decode`: receive and reassemble frames and
     /// count them only — a load-test viewer).
     pub decode: bool,
@@ -203,13 +204,16 @@ pub struct ClientToml {
     pub codecs: Vec<String>,
     /// `auto` (software, or the hardware `hwaccel` names, falling back to software), `software`,
     /// or an FFmpeg decoder name (`h264_v4l2m2m`, `hevc_cuvid`, `libdav1d`, …; no fallback).
-    pub decoder: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub decoder: untether_media::codec::DecoderChoice,
     /// Hardware decoding: `none`, `auto` (what this machine has), `vaapi`, `cuda`, `vdpau`,
     /// `drm` or `v4l2m2m`.
-    pub hwaccel: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub hwaccel: untether_media::codec::HwAccel,
     /// The window's presenter: `auto` (the GPU presenter, or SDL's renderer when OpenGL ES 3
     /// cannot start), `gl` or `sdl`.
-    pub presenter: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub presenter: untether_media::present::PresenterKind,
     /// Start the window fullscreen (F11 or Alt+Enter toggles it).
     pub fullscreen: bool,
     /// Start with the statistics overlay shown (F12 toggles it).
@@ -227,15 +231,15 @@ impl Default for ClientToml {
             input_probe_interval_ms: 0,
             state_dir: String::new(),
             paths: Vec::new(),
-            clock: "auto".into(),
+            clock: ClientClock::Auto,
             decode: true,
             gamepads: true,
             codecs: ["h264", "h264rgb", "hevc", "av1"]
                 .map(String::from)
                 .to_vec(),
-            decoder: "auto".into(),
-            hwaccel: "none".into(),
-            presenter: "auto".into(),
+            decoder: untether_media::codec::DecoderChoice::Auto,
+            hwaccel: untether_media::codec::HwAccel::None,
+            presenter: untether_media::present::PresenterKind::Auto,
             fullscreen: false,
             overlay: false,
         }
@@ -325,7 +329,7 @@ impl ClientToml {
         Ok(out)
     }
 
-    /// `client.decoder` and `client.hwaccel`, parsed and checked together.
+    /// `client.decoder` and `client.hwaccel` (parsed when they were set), checked together.
     pub fn decoder_choice(
         &self,
     ) -> Result<
@@ -336,14 +340,7 @@ impl ClientToml {
         ConfigError,
     > {
         use untether_media::codec::{DecoderChoice, HwAccel};
-        let d: DecoderChoice = self
-            .decoder
-            .parse()
-            .map_err(|m: String| invalid("client.decoder", m))?;
-        let h: HwAccel = self
-            .hwaccel
-            .parse()
-            .map_err(|m: String| invalid("client.hwaccel", m))?;
+        let (d, h) = (self.decoder.clone(), self.hwaccel);
         if d == DecoderChoice::Software && !matches!(h, HwAccel::None | HwAccel::Auto) {
             return Err(invalid(
                 "client.decoder, client.hwaccel",
@@ -379,34 +376,7 @@ impl ClientToml {
         }
         self.codec_list()?;
         self.decoder_choice()?;
-        self.presenter_kind()?;
-        if !CLOCK_MODES.contains(&self.clock.as_str()) {
-            return Err(invalid(
-                "client.clock",
-                format!(
-                    "{:?}: expected one of {}",
-                    self.clock,
-                    CLOCK_MODES.join(", ")
-                ),
-            ));
-        }
         Ok(())
-    }
-}
-
-impl ClientToml {
-    /// The window's presenter (`presenter`).
-    pub fn presenter_kind(&self) -> Result<untether_media::present::PresenterKind, ConfigError> {
-        untether_media::present::PresenterKind::parse(&self.presenter).ok_or_else(|| {
-            invalid(
-                "client.presenter",
-                format!(
-                    "{:?}: expected one of {}",
-                    self.presenter,
-                    untether_media::present::PresenterKind::NAMES.join(", ")
-                ),
-            )
-        })
     }
 }
 

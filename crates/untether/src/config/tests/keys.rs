@@ -3,6 +3,8 @@
 //! written back as the file spells it.
 
 use super::super::*;
+use untether_media::codec::{DecoderChoice, HwAccel};
+use untether_media::present::PresenterKind;
 use untether_proto::{FecPolicy, Scheduler, SlowViewer};
 
 /// `section.key = "value"` read from a file: the error's text.
@@ -88,4 +90,33 @@ fn host_access_and_slow_viewer_are_typed() {
     assert!(text.contains("access = \"allowlist\""), "{text}");
     let back: HostToml = toml::from_str(&text).unwrap();
     assert_eq!(back.slow_viewer, SlowViewer::Pause);
+}
+
+#[test]
+fn client_clock_presenter_hwaccel_and_decoder_are_typed() {
+    bad_value_is_named::<ClientClock>("ntp", &["auto", "synchronized"]);
+    spellings_round_trip::<ClientClock>(&CLOCK_MODES);
+    bad_value_is_named::<PresenterKind>("vulkan", &PresenterKind::NAMES);
+    spellings_round_trip::<PresenterKind>(&PresenterKind::NAMES);
+    bad_value_is_named::<HwAccel>("opencl", &["none", "auto", "vaapi", "cuda"]);
+    spellings_round_trip::<HwAccel>(&HwAccel::ALL.map(|h| h.name()));
+    bad_value_is_named::<DecoderChoice>("magic", &["auto", "software"]);
+    spellings_round_trip::<DecoderChoice>(&["auto", "software", "h264"]);
+    let c = ConfigToml::parse(
+        "[client]\nclock = \"synchronized\"\npresenter = \"sdl\"\nhwaccel = \"vaapi\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.client.clock, ClientClock::Synchronized);
+    assert_eq!(c.client.presenter, PresenterKind::Sdl);
+    assert_eq!(c.client.hwaccel, HwAccel::Vaapi);
+    let client = ClientToml {
+        name: "t".into(),
+        ..Default::default()
+    };
+    let text = toml::to_string(&client).unwrap();
+    assert!(text.contains("hwaccel = \"none\""), "{text}");
+    let back: ClientToml = toml::from_str(&text).unwrap();
+    assert_eq!(back.decoder, DecoderChoice::Auto);
+    assert_eq!(back.clock, ClientClock::Auto);
 }

@@ -102,11 +102,10 @@ fn transport_and_interface_are_checked_with_their_keys() {
 #[test]
 fn client_clock_is_auto_or_synchronized() {
     let mut c = ClientToml::default();
-    assert_eq!(c.clock, "auto");
-    c.clock = "synchronized".into();
+    assert_eq!(c.clock, ClientClock::Auto);
+    c.clock = parse_key("synchronized").unwrap();
     c.validate().unwrap();
-    c.clock = "ntp".into();
-    let e = c.validate().unwrap_err().to_string();
+    let e = parse_key::<ClientClock>("ntp").unwrap_err().to_string();
     assert!(
         e.contains("client.clock") && e.contains("auto, synchronized"),
         "{e}"

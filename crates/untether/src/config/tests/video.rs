@@ -126,38 +126,61 @@ fn client_codecs_decoder_and_hwaccel_keys() {
         c.decoder_choice().unwrap(),
         (DecoderChoice::Auto, HwAccel::None)
     );
-    let with = |f: &dyn Fn(&mut ClientToml)| {
+    let with = |f: &dyn Fn(&mut ClientToml) -> Result<(), ConfigError>| {
         let mut c = ClientToml::default();
-        f(&mut c);
-        c.validate().map_err(|e| e.to_string())
+        f(&mut c)
+            .and_then(|()| c.validate())
+            .map_err(|e| e.to_string())
     };
-    let e = with(&|c| c.codecs = vec!["hevc".into(), "mpeg2".into()]).unwrap_err();
+    let e = with(&|c| {
+        c.codecs = vec!["hevc".into(), "mpeg2".into()];
+        Ok(())
+    })
+    .unwrap_err();
     assert!(
         e.starts_with("client.codecs:") && e.contains("mpeg2"),
         "{e}"
     );
-    let e = with(&|c| c.codecs = vec!["hevc".into(), "hevc".into()]).unwrap_err();
+    let e = with(&|c| {
+        c.codecs = vec!["hevc".into(), "hevc".into()];
+        Ok(())
+    })
+    .unwrap_err();
     assert!(e.contains("twice"), "{e}");
-    assert!(with(&|c| c.codecs = vec![]).is_err());
-    let e = with(&|c| c.hwaccel = "opencl".into()).unwrap_err();
+    assert!(with(&|c| {
+        c.codecs = vec![];
+        Ok(())
+    })
+    .is_err());
+    let e = with(&|c| {
+        c.hwaccel = parse_key("opencl")?;
+        Ok(())
+    })
+    .unwrap_err();
     assert!(
         e.starts_with("client.hwaccel:") && e.contains("vaapi"),
         "{e}"
     );
-    let e = with(&|c| c.decoder = "magic".into()).unwrap_err();
+    let e = with(&|c| {
+        c.decoder = parse_key("magic")?;
+        Ok(())
+    })
+    .unwrap_err();
     assert!(
         e.starts_with("client.decoder:") && e.contains("software"),
         "{e}"
     );
     let e = with(&|c| {
-        c.decoder = "software".into();
-        c.hwaccel = "vaapi".into();
+        c.decoder = DecoderChoice::Software;
+        c.hwaccel = HwAccel::Vaapi;
+        Ok(())
     })
     .unwrap_err();
     assert!(e.starts_with("client.decoder, client.hwaccel:"), "{e}");
     assert!(with(&|c| {
-        c.decoder = "h264_v4l2m2m".into();
-        c.hwaccel = "vaapi".into();
+        c.decoder = DecoderChoice::Named("h264_v4l2m2m".into());
+        c.hwaccel = HwAccel::Vaapi;
+        Ok(())
     })
     .is_ok());
 }
@@ -205,16 +228,14 @@ fn display_and_vr_keys_are_checked() {
     .unwrap();
     validate_client(&c.client, &c.network).unwrap();
     assert_eq!(
-        c.client.presenter_kind().unwrap(),
+        c.client.presenter,
         untether_media::present::PresenterKind::Gl
     );
     assert!(c.vr.enabled && !c.vr.late_warp && c.client.fullscreen && c.client.overlay);
     assert_eq!(c.vr.lens_profile().unwrap().name, "generic");
-    let bad = ClientToml {
-        presenter: "vulkan".into(),
-        ..Default::default()
-    };
-    let e = bad.validate().unwrap_err().to_string();
+    let e = parse_key::<untether_media::present::PresenterKind>("vulkan")
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("client.presenter") && e.contains("auto, gl, sdl"),
         "{e}"
