@@ -211,11 +211,8 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     client.headless = true;
     let mut network = cfg.network.clone();
     network.pacing = sc.pacing;
-    network.fec = sc.fec.clone();
     network.retransmit = sc.retransmit;
     network.adaptive_bitrate = sc.adaptive_bitrate;
-    network.scheduler = sc.scheduler.clone();
-    network.transport = sc.network_transport.clone();
     if sc.network_transport == "raw" && sc.transport != "netns" {
         return Err(bad(
             sc,
@@ -226,26 +223,32 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
                 .into(),
         ));
     }
-    // The configuration's validator checks every range; its error names the scenario's key.
-    untether::config::validate_host(&host.video, &host.host, &network, &host.scene).map_err(
-        |e| {
-            let (key, value): (&'static str, String) = match e.key().unwrap_or_default() {
-                "video.resolution" => ("width/height", format!("{}x{}", sc.width, sc.height)),
-                "video.fps" => ("fps", sc.fps.to_string()),
-                "video.bitrate_kbps" => ("bitrate_kbps", sc.bitrate_kbps.to_string()),
-                "video.preset" => ("preset", sc.preset.clone()),
-                "video.refresh_period" => ("refresh_period", sc.refresh_period.to_string()),
-                k if k.starts_with("video.refresh") => ("refresh", sc.refresh.clone()),
-                "network.pacing" => ("pacing", sc.pacing.to_string()),
-                "network.scheduler" => ("scheduler", sc.scheduler.clone()),
-                "network.fec" => ("fec", sc.fec.clone()),
-                "network.transport" => ("network_transport", sc.network_transport.clone()),
-                "scene.spin_deg_per_s" => ("spin_deg_per_s", sc.spin_deg_per_s.to_string()),
-                other => ("(config)", other.to_string()),
-            };
-            bad(sc, key, value, e.to_string())
-        },
-    )?;
+    // The configuration's parser and validator check every value and range; the error names
+    // the scenario's key.
+    let checked = (|| -> Result<(), untether::config::ConfigError> {
+        use untether::config::parse_key;
+        network.fec = parse_key(&sc.fec)?;
+        network.scheduler = parse_key(&sc.scheduler)?;
+        network.transport = parse_key(&sc.network_transport)?;
+        untether::config::validate_host(&host.video, &host.host, &network, &host.scene)
+    })();
+    checked.map_err(|e| {
+        let (key, value): (&'static str, String) = match e.key().unwrap_or_default() {
+            "video.resolution" => ("width/height", format!("{}x{}", sc.width, sc.height)),
+            "video.fps" => ("fps", sc.fps.to_string()),
+            "video.bitrate_kbps" => ("bitrate_kbps", sc.bitrate_kbps.to_string()),
+            "video.preset" => ("preset", sc.preset.clone()),
+            "video.refresh_period" => ("refresh_period", sc.refresh_period.to_string()),
+            k if k.starts_with("video.refresh") => ("refresh", sc.refresh.clone()),
+            "network.pacing" => ("pacing", sc.pacing.to_string()),
+            "network.scheduler" => ("scheduler", sc.scheduler.clone()),
+            "network.fec" => ("fec", sc.fec.clone()),
+            "network.transport" => ("network_transport", sc.network_transport.clone()),
+            "scene.spin_deg_per_s" => ("spin_deg_per_s", sc.spin_deg_per_s.to_string()),
+            other => ("(config)", other.to_string()),
+        };
+        bad(sc, key, value, e.to_string())
+    })?;
     host.network = network.clone();
     let (vr, display) = if sc.vr {
         if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {

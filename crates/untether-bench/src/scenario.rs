@@ -70,6 +70,7 @@ impl Default for Scenario {
     /// The configuration's defaults ([`untether::config`]), except the bench's own: preset
     /// superfast, 10 s, loopback.
     fn default() -> Self {
+        use untether::config::KeyValue;
         let cfg = untether::config::ConfigToml::default();
         let video = untether::config::VideoConfig::default();
         Scenario {
@@ -92,12 +93,12 @@ impl Default for Scenario {
             rate: None,
             loss: None,
             spin_deg_per_s: cfg.scene.spin_deg_per_s as f64,
-            fec: cfg.network.fec,
+            fec: cfg.network.fec.value_name(),
             retransmit: cfg.network.retransmit,
             adaptive_bitrate: cfg.network.adaptive_bitrate,
-            scheduler: cfg.network.scheduler,
+            scheduler: cfg.network.scheduler.value_name(),
             pacing: cfg.network.pacing,
-            network_transport: cfg.network.transport,
+            network_transport: cfg.network.transport.value_name(),
             vr: false,
             late_warp: cfg.vr.late_warp,
         }

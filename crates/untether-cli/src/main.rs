@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{ArgAction, Args, Parser, Subcommand};
 use untether::client::{ClientAudio, ClientIo, ClientOptions, Display, InputDevice};
-use untether::config::{ConfigError, ConfigToml, DEFAULT_PORT};
+use untether::config::{parse_key, ConfigError, ConfigToml, DEFAULT_PORT};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
@@ -569,16 +569,17 @@ fn apply_pose(cfg: &mut ConfigToml, p: &PoseArgs) {
     }
 }
 
-fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) {
+fn apply_net(cfg: &mut ConfigToml, n: &NetArgs) -> Result<()> {
     if let Some(t) = &n.transport {
-        cfg.network.transport = t.clone();
+        cfg.network.transport = parse_key(t).map_err(with_flag)?;
     }
     if let Some(i) = &n.interface {
         cfg.network.interface = i.clone();
     }
+    Ok(())
 }
 
-fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
+fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) -> Result<()> {
     if c.headless {
         cfg.client.headless = true;
     }
@@ -603,13 +604,13 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
             .collect();
     }
     if let Some(d) = &c.decoder {
-        cfg.client.decoder = d.clone();
+        cfg.client.decoder = parse_key(d).map_err(with_flag)?;
     }
     if let Some(h) = &c.hwaccel {
-        cfg.client.hwaccel = h.clone();
+        cfg.client.hwaccel = parse_key(h).map_err(with_flag)?;
     }
     if let Some(p) = &c.presenter {
-        cfg.client.presenter = p.clone();
+        cfg.client.presenter = parse_key(p).map_err(with_flag)?;
     }
     if c.fullscreen {
         cfg.client.fullscreen = true;
@@ -623,6 +624,7 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) {
     if let Some(w) = &c.late_warp {
         cfg.vr.late_warp = w == "on";
     }
+    Ok(())
 }
 
 fn host_options(cfg: &ConfigToml) -> Result<HostOptions> {
@@ -765,7 +767,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
     apply_vr(&mut cfg, &args.vr, Some(&args.video));
-    apply_net(&mut cfg, &args.net);
+    apply_net(&mut cfg, &args.net)?;
     if let Some(sz) = &args.size {
         cfg.video.resolution = sz.clone();
     }
@@ -773,16 +775,16 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         cfg.host.bind = b.clone();
     }
     if let Some(a) = &args.access {
-        cfg.host.access = a.clone();
+        cfg.host.access = parse_key(a).map_err(with_flag)?;
     }
     if let Some(sch) = &args.scheduler {
-        cfg.network.scheduler = sch.clone();
+        cfg.network.scheduler = parse_key(sch).map_err(with_flag)?;
     }
     if let Some(n) = args.max_clients {
         cfg.host.max_clients = n;
     }
     if let Some(v) = &args.slow_viewer {
-        cfg.host.slow_viewer = v.clone();
+        cfg.host.slow_viewer = parse_key(v).map_err(with_flag)?;
     }
     apply_webrtc(&mut cfg, &args.webrtc);
     if let Some(d) = &global.state_dir {
@@ -796,7 +798,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let mut setup = host_setup(&args)?;
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
-    let rtsp = rtsp::start(&cfg, options.host.access()?, &mut setup)?;
+    let rtsp = rtsp::start(&cfg, options.host.access, &mut setup)?;
     let host = Host::start_with(options.clone(), setup.clone()).map_err(host_error)?;
     let options = host.options().clone();
     let v = &options.video;
@@ -835,7 +837,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         },
         v.bitrate_kbps
     );
-    let access = options.host.access()?;
+    let access = options.host.access;
     eprintln!(
         "untether host: identity {} · access {} · up to {} clients{}",
         host.fingerprint(),
@@ -946,7 +948,7 @@ fn print_browser_access(host: &Host) {
 
 fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
-    apply_client(&mut cfg, &args.side);
+    apply_client(&mut cfg, &args.side)?;
     apply_vr(
         &mut cfg,
         &VrArgs {
@@ -956,7 +958,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         None,
     );
     apply_pose(&mut cfg, &args.pose);
-    apply_net(&mut cfg, &args.net);
+    apply_net(&mut cfg, &args.net)?;
     let sink = match args.io.sink.as_deref() {
         None => None,
         Some(s) => match s.strip_prefix("pipe:") {
@@ -1019,11 +1021,12 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         } else {
             "idr".into()
         };
-        config.conversion = if p.codec == untether_proto::Codec::H264Rgb {
-            "rgb".into()
-        } else {
-            "unknown".into()
-        };
+        config.conversion =
+            if untether::config::media_codec(p.codec) == untether::api::Codec::H264Rgb {
+                "rgb".into()
+            } else {
+                "unknown".into()
+            };
     }
     let report = report::build(config, &run, None);
     if to_stdout {
@@ -1047,9 +1050,9 @@ fn untether_net_resolve(name: &str) -> Result<std::net::SocketAddr> {
 fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
-    apply_client(&mut cfg, &args.side);
+    apply_client(&mut cfg, &args.side)?;
     apply_webrtc(&mut cfg, &args.webrtc);
-    apply_net(&mut cfg, &args.net);
+    apply_net(&mut cfg, &args.net)?;
     apply_vr(&mut cfg, &args.vr, Some(&args.video));
     apply_pose(&mut cfg, &args.pose);
     if cfg.vr.enabled && cfg.vr.pose == "auto" {

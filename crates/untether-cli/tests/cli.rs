@@ -86,6 +86,18 @@ fn a_wrong_flag_names_the_allowed_values() {
     let o = run(&["demo", "--bitrate", "fast"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("--bitrate"), "{}", text(&o));
+    // Typed keys set by a flag: the flag (and the key) and the allowed values.
+    let o = run(&["demo", "--transport", "tcp"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("--transport") && t.contains("udp, raw"), "{t}");
+    let o = run(&["demo", "--presenter", "vulkan"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("--presenter") && t.contains("auto, gl, sdl"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -96,6 +108,16 @@ fn a_bad_config_key_is_named() {
     assert!(!o.status.success());
     let t = text(&o);
     assert!(t.contains("framerate") && t.contains("fps"), "{t}");
+    // A typed key's bad value is refused as the file is read, naming the key and the values.
+    let path = tmp("bad-scheduler.toml");
+    std::fs::write(&path, "[network]\nscheduler = \"fastest\"\n").unwrap();
+    let o = run(&["demo", "--config", path.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("network.scheduler") && t.contains("lowest-delay"),
+        "{t}"
+    );
 }
 
 /// Issue 15 item 8: a value past the width it ends in (`idle_timeout_ms` is a u32 in the

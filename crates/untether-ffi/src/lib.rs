@@ -628,12 +628,7 @@ pub unsafe extern "C" fn untether_host_set_access(
             Ok(s) => s,
             Err(rc) => return rc,
         };
-        let access = match (untether::config::HostToml {
-            access: name.to_string(),
-            ..Default::default()
-        })
-        .access()
-        {
+        let access = match untether::config::parse_key::<untether::api::Access>(name) {
             Ok(a) => a,
             Err(e) => return fail(UNTETHER_ERR_INVALID, e.to_string()),
         };

@@ -141,7 +141,7 @@ impl AudioEncoder {
         let per = FRAME_SAMPLES * CHANNELS;
         let mut buf = [0u8; 1500];
         while self.pending.len() >= per {
-            let t0 = untether_net::now_us();
+            let t0 = untether_clock::now_us();
             let n = self
                 .enc
                 .encode(&self.pending[..per], &mut buf[..crate::audio::MAX_PACKET])
@@ -153,7 +153,7 @@ impl AudioEncoder {
                 pts_us: pts,
                 prev_opus: std::mem::replace(&mut self.prev, opus.clone()),
                 opus,
-                encode_us: untether_net::now_us() - t0,
+                encode_us: untether_clock::now_us() - t0,
             });
             self.seq = self.seq.wrapping_add(1);
             self.pending.drain(..per);
@@ -695,7 +695,7 @@ unsafe extern "C" fn out_callback(userdata: *mut libc::c_void, stream: *mut u8, 
     let ctx = unsafe { &*(userdata as *const OutCtx) };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut p = ctx.playout.lock().unwrap_or_else(|e| e.into_inner());
-        p.pull(untether_net::now_us(), ctx.latency_us, out);
+        p.pull(untether_clock::now_us(), ctx.latency_us, out);
     }));
     if r.is_err() {
         out.fill(0);
@@ -818,7 +818,7 @@ impl NullAudioOut {
                 raise_thread_priority();
                 let mut out = vec![0i16; samples as usize * CHANNELS];
                 let start = std::time::Instant::now();
-                let start_us = untether_net::now_us();
+                let start_us = untether_clock::now_us();
                 let mut n: u64 = 0;
                 while !flag.load(Ordering::Relaxed) {
                     {
@@ -906,7 +906,7 @@ unsafe extern "C" fn capture_callback(
     if stream.is_null() || len <= 0 {
         return;
     }
-    let now = untether_net::now_us();
+    let now = untether_clock::now_us();
     // SAFETY: SDL hands `len` bytes of AUDIO_S16SYS samples; userdata outlives the device.
     let pcm = unsafe { std::slice::from_raw_parts(stream as *const i16, len as usize / 2) };
     let ctx = unsafe { &*(userdata as *const CaptureCtx) };

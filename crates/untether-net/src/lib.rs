@@ -5,8 +5,9 @@
 //! precision, so a protocol state machine's timers can be honoured. [`wait`] blocks on several
 //! endpoints and a [`Waker`] at once, for a driver thread that other threads hand work to.
 //!
-//! It also holds the runtime's one clock, [`now_us`] and [`sleep_until`] (`CLOCK_MONOTONIC` in
-//! [`Micros`], the protocol's time unit), so everything that timestamps datagrams reads the same
+//! It re-exports the runtime's one clock, [`now_us`] and [`sleep_until`] (`CLOCK_MONOTONIC` in
+//! [`Micros`], the protocol's time unit; defined in `untether-clock`, which untether-media reads
+//! too without depending on sockets), so everything that timestamps datagrams reads the same
 //! one. [`raw`] is the raw layer-2 transport: the same datagrams in Ethernet frames of
 //! untether's own EtherType on an `AF_PACKET` socket. Only syscalls live here; the impairment relay behind `untether netem` is the crate
 //! `untether-netem`.
@@ -17,6 +18,7 @@ pub mod raw;
 pub mod wake;
 
 pub use raw::{MacAddr, RawEndpoint, RawError};
+pub use untether_clock::{clock_identity, now_us, sleep_until};
 pub use untether_proto::Micros;
 pub use wake::{wait, wait_fds, Readiness, Waker};
 
@@ -543,50 +545,6 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
         .ok_or_else(|| err("no address found".to_string()))
 }
 
-/// Microseconds of `CLOCK_MONOTONIC` (the project's clock; the same across network namespaces of
-/// one machine, so host and client there share it).
-pub fn now_us() -> Micros {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write to; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
-}
-
-/// Sleeps until the monotonic clock ([`now_us`]) reaches `deadline_us` (returns at once if it
-/// has passed).
-pub fn sleep_until(deadline_us: Micros) {
-    let now = now_us();
-    if deadline_us > now {
-        std::thread::sleep(Duration::from_micros(deadline_us - now));
-    }
-}
-
-/// Which monotonic clock [`now_us`] reads: a hash of the kernel's boot id and this process's
-/// time namespace. Two processes with the same identity read the same `CLOCK_MONOTONIC` (one
-/// machine, network namespaces included), so a host and a client that find each other's equal
-/// need no offset estimate. None where the kernel does not say (not Linux, no /proc).
-pub fn clock_identity() -> Option<[u8; 16]> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    // Time namespaces can offset CLOCK_MONOTONIC; an absent link is the initial namespace.
-    let time_ns = std::fs::read_link("/proc/self/ns/time")
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let text = format!("{}|{time_ns}", boot.trim());
-    // Two FNV-1a 64-bit hashes with different offsets: an identity, not a secret.
-    let fnv = |basis: u64| {
-        text.bytes().fold(basis, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-    };
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
-    id[8..].copy_from_slice(&fnv(0x6c62_272e_07bb_0142).to_be_bytes());
-    Some(id)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,23 +680,6 @@ mod tests {
         let mut buf = [0u8; 16];
         let got = c.recv(&mut buf, Duration::from_secs(1)).unwrap();
         assert_eq!(got, Received::Refused);
-    }
-
-    #[test]
-    fn sleep_until_reaches_the_deadline_and_returns_at_once_after_it() {
-        let deadline = now_us() + 5_000;
-        sleep_until(deadline);
-        assert!(now_us() >= deadline);
-        let t = Instant::now();
-        sleep_until(now_us().saturating_sub(1_000_000));
-        assert!(t.elapsed() < Duration::from_millis(5));
-    }
-
-    #[test]
-    fn this_machine_has_one_clock_identity() {
-        let a = clock_identity().expect("Linux says its boot id");
-        assert_eq!(Some(a), clock_identity());
-        assert_ne!(a, [0; 16]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Host and client on one machine (also in different network namespaces) share it, so the
 //! clock-offset estimate must come out ≈ 0 there. The protocol core never reads it: it gets
-//! `now` as a parameter. It is defined once, in `untether-net` (next to the sockets whose
-//! datagrams it timestamps); this module keeps the path `untether::clock::now_us`.
+//! `now` as a parameter. It is defined once, in `untether-clock` (which `untether-net` and
+//! `untether-media` both read); this module keeps the path `untether::clock::now_us`.
 
-pub use untether_net::{now_us, sleep_until};
+pub use untether_clock::{clock_identity, now_us, sleep_until};

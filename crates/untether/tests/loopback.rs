@@ -287,7 +287,7 @@ fn the_vr_window_asks_the_warp_source_for_every_picture_unless_late_warp_is_off(
     for late_warp in [true, false] {
         let mut opts = options(2.5, false, 0, "libx264");
         opts.client.display = Display::Window;
-        opts.client.client.presenter = "gl".into();
+        opts.client.client.presenter = untether::config::parse_key("gl").unwrap();
         opts.client.vr.enabled = true;
         opts.client.vr.late_warp = late_warp;
         opts.host.host.bind = "127.0.0.1:0".into();

@@ -192,7 +192,7 @@ fn viewer_input_is_dropped_unless_granted_and_control_is_handed_over() {
     let dir = std::env::temp_dir().join(format!("untether-multi-roles-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut options = host_options(640, 360, 2000);
-    options.host.access = "open".into();
+    options.host.access = untether::api::Access::Open;
     options.host.state_dir = dir.display().to_string();
     let host = Host::start_with(options, HostSetup::default()).expect("host starts");
     let addr = host.local_addr();

@@ -81,7 +81,7 @@ fn stream_with(
     let mut cfg = ConfigToml::default();
     cfg.video.resolution = format!("{width}x{height}");
     cfg.video.bitrate_kbps = kbps;
-    cfg.network.scheduler = scheduler.into();
+    cfg.network.scheduler = untether::config::parse_key(scheduler).unwrap();
     cfg.host.bind = SocketAddr::new(machines.host_ip(), 0).to_string();
     let opts = DemoOptions {
         host: HostOptions {

@@ -30,7 +30,7 @@ fn start_host(state: &Path, access: &str) -> Host {
 fn start_host_at(state: &Path, access: &str, bind: &str) -> Host {
     let mut o = HostOptions::default();
     o.host.bind = bind.into();
-    o.host.access = access.into();
+    o.host.access = untether::config::parse_key(access).unwrap();
     o.host.state_dir = state.display().to_string();
     o.video.resolution = Resolution {
         width: 640,

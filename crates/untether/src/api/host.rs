@@ -157,7 +157,7 @@ impl HostBuilder {
     /// pair`, or paired with a PIN), [`Access::Pin`] (print a PIN with
     /// [`HostContext::pairing_pin`]) or [`Access::Open`] (anyone).
     pub fn access(mut self, access: Access) -> Self {
-        self.options.host.access = access.name().to_string();
+        self.options.host.access = access;
         self
     }
     /// Where the host's key, allowlist and access requests live (default

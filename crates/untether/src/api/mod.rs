@@ -68,6 +68,16 @@ pub use host::*;
 mod tests {
     use super::*;
 
+    /// One codec: the host's, the API's and the configuration's are the same type.
+    #[test]
+    fn host_and_api_name_the_one_codec_the_configuration_validates() {
+        let c: crate::host::Codec = Codec::Hevc;
+        let v = crate::config::VideoConfig::default();
+        let configured: crate::host::Codec = v.codecs()[0];
+        assert_eq!(configured, Codec::H264);
+        assert_eq!(crate::config::wire_codec(c), untether_proto::Codec::Hevc);
+    }
+
     #[test]
     fn adapter_passes_bgra_and_i420_through_and_converts_rgba_and_nv12() {
         let (w, h) = (64u32, 32u32);

@@ -325,7 +325,7 @@ fn spawn_net(
     }
     let sockets = std::mem::take(&mut setup.sockets);
     let note = setup.link_note.take();
-    let synchronized = options.client.clock == "synchronized";
+    let synchronized = options.client.clock == crate::config::ClientClock::Synchronized;
     let s = shared.clone();
     std::thread::Builder::new()
         .name("client-net".into())

@@ -136,7 +136,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         } else {
             None
         };
-        let presenter_kind = options.client.presenter_kind()?;
+        let presenter_kind = options.client.presenter;
         // Late warp needs VR and the option; the poses come from the application's
         // WarpSource, else from the frame's pose (FramePose) and the newest sample of the pose
         // source.

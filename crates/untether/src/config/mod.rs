@@ -10,13 +10,17 @@ use serde::{Deserialize, Serialize};
 use untether_media::codec::{Codec, EncoderChoice, Refresh, Selection, SelectionError};
 use untether_proto::units;
 
+mod keys;
 mod limits;
+mod network;
 mod rtsp;
 mod video;
 mod vr;
 mod webrtc;
 
+pub use keys::*;
 pub use limits::*;
+pub use network::NetworkToml;
 pub use rtsp::*;
 pub use video::*;
 pub use vr::*;
@@ -105,7 +109,8 @@ pub struct HostToml {
     #[serde(deserialize_with = "limits::de_keyframe_cooldown_ms")]
     pub keyframe_cooldown_ms: u64,
     /// Who may connect: allowlist, open or pin.
-    pub access: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub access: crate::identity::Access,
     /// Keys, allowlist, access requests (empty: `$XDG_STATE_HOME/untether`).
     pub state_dir: String,
     /// How long a PIN made by `access = "pin"` is valid, seconds.
@@ -116,7 +121,8 @@ pub struct HostToml {
     pub max_clients: usize,
     /// A viewer whose link cannot carry the stream: `"pause"` (keyframes only, then dropped
     /// if it keeps falling behind) or `"drop"` (at once).
-    pub slow_viewer: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub slow_viewer: untether_proto::SlowViewer,
 }
 
 /// The values of `host.slow_viewer`.
@@ -127,23 +133,16 @@ impl Default for HostToml {
         HostToml {
             bind: format!("0.0.0.0:{DEFAULT_PORT}"),
             keyframe_cooldown_ms: 50,
-            access: "allowlist".into(),
+            access: crate::identity::Access::Allowlist,
             state_dir: String::new(),
             pin_ttl_s: 300,
             max_clients: untether_proto::host::DEFAULT_MAX_CLIENTS,
-            slow_viewer: "pause".into(),
+            slow_viewer: untether_proto::SlowViewer::Pause,
         }
     }
 }
 
 impl HostToml {
-    /// The access policy.
-    pub fn access(&self) -> Result<crate::identity::Access, ConfigError> {
-        self.access
-            .parse()
-            .map_err(|m: String| invalid("host.access", m))
-    }
-
     /// The address to listen on (`bind`): `IP:PORT`.
     pub fn bind_addr(&self) -> Result<std::net::SocketAddr, ConfigError> {
         self.bind.trim().parse().map_err(|_| {
@@ -159,19 +158,11 @@ impl HostToml {
         })
     }
 
-    /// What to do with a viewer that cannot keep up (`slow_viewer`).
-    pub fn slow_viewer(&self) -> Result<untether_proto::SlowViewer, ConfigError> {
-        untether_proto::SlowViewer::parse(&self.slow_viewer)
-            .map_err(|m| invalid("host.slow_viewer", m))
-    }
-
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.access()?;
         self.bind_addr()?;
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         MAX_CLIENTS.check(self.max_clients)?;
-        self.slow_viewer()?;
         Ok(())
     }
 }
@@ -199,7 +190,8 @@ pub struct ClientToml {
     /// How the host's clock relates to this one: `auto` (exact when host and client share
     /// the machine's clock, else estimated from ping/pong, which assumes symmetric paths) or
     /// `synchronized` (the machines' clocks are synchronised, e.g. by PTP or chrony: offset 0).
-    pub clock: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub clock: ClientClock,
     /// Decode and present the stream (false, `--no-decode`: receive and reassemble frames and
     /// count them only — a load-test viewer).
     pub decode: bool,
@@ -212,21 +204,21 @@ pub struct ClientToml {
     pub codecs: Vec<String>,
     /// `auto` (software, or the hardware `hwaccel` names, falling back to software), `software`,
     /// or an FFmpeg decoder name (`h264_v4l2m2m`, `hevc_cuvid`, `libdav1d`, …; no fallback).
-    pub decoder: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub decoder: untether_media::codec::DecoderChoice,
     /// Hardware decoding: `none`, `auto` (what this machine has), `vaapi`, `cuda`, `vdpau`,
     /// `drm` or `v4l2m2m`.
-    pub hwaccel: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub hwaccel: untether_media::codec::HwAccel,
     /// The window's presenter: `auto` (the GPU presenter, or SDL's renderer when OpenGL ES 3
     /// cannot start), `gl` or `sdl`.
-    pub presenter: String,
+    #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
+    pub presenter: untether_media::present::PresenterKind,
     /// Start the window fullscreen (F11 or Alt+Enter toggles it).
     pub fullscreen: bool,
     /// Start with the statistics overlay shown (F12 toggles it).
     pub overlay: bool,
 }
-
-/// The values of `client.clock`.
-pub const CLOCK_MODES: [&str; 2] = ["auto", "synchronized"];
 
 impl Default for ClientToml {
     fn default() -> Self {
@@ -239,15 +231,15 @@ impl Default for ClientToml {
             input_probe_interval_ms: 0,
             state_dir: String::new(),
             paths: Vec::new(),
-            clock: "auto".into(),
+            clock: ClientClock::Auto,
             decode: true,
             gamepads: true,
             codecs: ["h264", "h264rgb", "hevc", "av1"]
                 .map(String::from)
                 .to_vec(),
-            decoder: "auto".into(),
-            hwaccel: "none".into(),
-            presenter: "auto".into(),
+            decoder: untether_media::codec::DecoderChoice::Auto,
+            hwaccel: untether_media::codec::HwAccel::None,
+            presenter: untether_media::present::PresenterKind::Auto,
             fullscreen: false,
             overlay: false,
         }
@@ -260,86 +252,6 @@ fn default_client_name() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "untether-client".to_string())
-}
-
-/// `[network]`: both sides.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NetworkToml {
-    #[serde(deserialize_with = "limits::de_max_datagram")]
-    pub max_datagram: u16,
-    #[serde(deserialize_with = "limits::de_keepalive_ms")]
-    pub keepalive_ms: u64,
-    #[serde(deserialize_with = "limits::de_idle_timeout_ms")]
-    pub idle_timeout_ms: u64,
-    /// Host: forward error correction of video, `"off"`, `"adaptive"` or `"<percent>%"`.
-    pub fec: String,
-    /// Host: which of a multipath client's paths carry each datagram: `"redundant"` (all),
-    /// `"keyframes"` (keyframes, control and audio on all; other frames on the fastest), or
-    /// `"lowest-delay"` (the fastest live path). Used only when the client has several paths.
-    pub scheduler: String,
-    /// Host: adapt the encoder's bitrate (at most `video.bitrate_kbps`) to the link's
-    /// queueing delay and loss.
-    pub adaptive_bitrate: bool,
-    /// Both sides: resend lost video shards the client asks for when the RTT leaves time
-    /// before the frame's deadline (client: ask; host: answer).
-    pub retransmit: bool,
-    /// Host: send pacing, the fraction (0.0–1.0) of the frame interval over which a frame's
-    /// datagrams are spread in batches of `pacing_batch` instead of sent in one burst; `0` =
-    /// off. Off by default: pacing delays a frame's last shard — and so glass-to-glass — by up
-    /// to this fraction of the interval (0.5 at 60 fps: up to 8.3 ms, capped at 25 ms), which
-    /// only pays where bursts are lost (Wi-Fi, a shallow queue, a token-bucket rate limiter).
-    /// Try 0.25–0.5 there and measure (`untether bench --pacing`).
-    pub pacing: f64,
-    /// Host: datagrams per pacing batch, sent back to back (1–64; 64 is the kernel's UDP GSO
-    /// segment limit).
-    #[serde(deserialize_with = "limits::de_pacing_batch")]
-    pub pacing_batch: u32,
-    /// Both sides: the bandwidth budget of the latest-wins state channel this side sends
-    /// (pointer, head pose, axes; the host's published state), kbit/s, overhead included
-    /// (0: none). Within it the stalest keys go first and only newest values leave.
-    #[serde(deserialize_with = "limits::de_state_budget_kbps")]
-    pub state_budget_kbps: u32,
-    /// Both sides: the data plane's transport after the handshake (always over UDP): `"udp"`,
-    /// or `"raw"` (Ethernet frames of EtherType 0x88B5 between the two interfaces' MAC
-    /// addresses, on an AF_PACKET socket: needs CAP_NET_RAW, and both ends on one link;
-    /// without CAP_NET_RAW, or when the peer declines, the session stays on UDP and says so).
-    pub transport: String,
-    /// Both sides, with `transport = "raw"`: the network interface (`""`: the one the route to
-    /// the peer uses; the host: the one holding `host.bind`'s address, or the only one up).
-    pub interface: String,
-}
-
-/// The data plane's transports (`network.transport`).
-pub const TRANSPORTS: [&str; 2] = ["udp", "raw"];
-
-/// The data plane's transport after the handshake.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Transport {
-    /// UDP, as the handshake.
-    #[default]
-    Udp,
-    /// Raw layer-2 frames on an AF_PACKET socket (docs/PROTOCOL.md §7.3).
-    Raw,
-}
-
-impl Default for NetworkToml {
-    fn default() -> Self {
-        NetworkToml {
-            max_datagram: 1200,
-            keepalive_ms: 2000,
-            idle_timeout_ms: 30_000,
-            fec: "adaptive".to_string(),
-            scheduler: "redundant".to_string(),
-            adaptive_bitrate: true,
-            retransmit: true,
-            pacing: 0.0,
-            pacing_batch: crate::pacing::DEFAULT_BATCH,
-            state_budget_kbps: 0,
-            transport: "udp".to_string(),
-            interface: String::new(),
-        }
-    }
 }
 
 /// The whole config file.
@@ -392,88 +304,6 @@ pub fn validate_client(client: &ClientToml, network: &NetworkToml) -> Result<(),
     network.validate()
 }
 
-impl NetworkToml {
-    /// The host's FEC policy (`fec`; checked by [`validate`](Self::validate)).
-    pub fn fec_policy(&self) -> Result<untether_proto::FecPolicy, ConfigError> {
-        self.fec
-            .parse()
-            .map_err(|e: untether_proto::fec::FecPolicyError| invalid("network.fec", e.to_string()))
-    }
-
-    /// The state channel's budget in bytes per second (0: none).
-    pub fn state_budget_bytes_per_s(&self) -> u64 {
-        self.state_budget_kbps as u64 * 1000 / 8
-    }
-
-    /// The multipath scheduler (`scheduler`).
-    pub fn scheduler(&self) -> Result<untether_proto::Scheduler, ConfigError> {
-        untether_proto::Scheduler::parse(&self.scheduler)
-            .map_err(|e| invalid("network.scheduler", e))
-    }
-
-    /// The host's send pacing (`pacing`, `pacing_batch`; checked by
-    /// [`validate`](Self::validate)).
-    pub fn pacing(&self) -> Result<crate::pacing::Pacing, ConfigError> {
-        PACING.check(self.pacing)?;
-        PACING_BATCH.check(self.pacing_batch)?;
-        Ok(crate::pacing::Pacing {
-            fraction: self.pacing,
-            batch: self.pacing_batch as usize,
-        })
-    }
-
-    /// The data plane's transport (`transport`, `interface`; checked by
-    /// [`validate`](Self::validate)).
-    pub fn transport(&self) -> Result<Transport, ConfigError> {
-        let t = match self.transport.as_str() {
-            "udp" => Transport::Udp,
-            "raw" => Transport::Raw,
-            other => {
-                return Err(invalid(
-                    "network.transport",
-                    format!("{other:?}: expected one of {}", TRANSPORTS.join(", ")),
-                ))
-            }
-        };
-        let i = &self.interface;
-        // Linux interface names: 1–15 bytes, no '/', no whitespace, not "." or "..".
-        if !i.is_empty()
-            && (i.len() > 15
-                || i == "."
-                || i == ".."
-                || i.chars()
-                    .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()))
-        {
-            return Err(invalid(
-                "network.interface",
-                format!("{i:?} is not an interface name (1–15 characters, no '/', ':' or spaces; see `ip link`)"),
-            ));
-        }
-        Ok(t)
-    }
-
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.fec_policy()?;
-        self.scheduler()?;
-        self.pacing()?;
-        self.transport()?;
-        MAX_DATAGRAM.check(self.max_datagram)?;
-        STATE_BUDGET_KBPS.check(self.state_budget_kbps)?;
-        IDLE_TIMEOUT_MS.check(self.idle_timeout_ms)?;
-        KEEPALIVE_MS.check(self.keepalive_ms)?;
-        if self.keepalive_ms >= self.idle_timeout_ms {
-            return Err(invalid(
-                "network.keepalive_ms",
-                format!(
-                    "{} must be below network.idle_timeout_ms ({})",
-                    self.keepalive_ms, self.idle_timeout_ms
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
-
 impl ClientToml {
     /// `client.codecs`, parsed: known names, each once, at least one.
     pub fn codec_list(&self) -> Result<Vec<Codec>, ConfigError> {
@@ -499,7 +329,7 @@ impl ClientToml {
         Ok(out)
     }
 
-    /// `client.decoder` and `client.hwaccel`, parsed and checked together.
+    /// `client.decoder` and `client.hwaccel` (parsed when they were set), checked together.
     pub fn decoder_choice(
         &self,
     ) -> Result<
@@ -510,14 +340,7 @@ impl ClientToml {
         ConfigError,
     > {
         use untether_media::codec::{DecoderChoice, HwAccel};
-        let d: DecoderChoice = self
-            .decoder
-            .parse()
-            .map_err(|m: String| invalid("client.decoder", m))?;
-        let h: HwAccel = self
-            .hwaccel
-            .parse()
-            .map_err(|m: String| invalid("client.hwaccel", m))?;
+        let (d, h) = (self.decoder.clone(), self.hwaccel);
         if d == DecoderChoice::Software && !matches!(h, HwAccel::None | HwAccel::Auto) {
             return Err(invalid(
                 "client.decoder, client.hwaccel",
@@ -553,34 +376,7 @@ impl ClientToml {
         }
         self.codec_list()?;
         self.decoder_choice()?;
-        self.presenter_kind()?;
-        if !CLOCK_MODES.contains(&self.clock.as_str()) {
-            return Err(invalid(
-                "client.clock",
-                format!(
-                    "{:?}: expected one of {}",
-                    self.clock,
-                    CLOCK_MODES.join(", ")
-                ),
-            ));
-        }
         Ok(())
-    }
-}
-
-impl ClientToml {
-    /// The window's presenter (`presenter`).
-    pub fn presenter_kind(&self) -> Result<untether_media::present::PresenterKind, ConfigError> {
-        untether_media::present::PresenterKind::parse(&self.presenter).ok_or_else(|| {
-            invalid(
-                "client.presenter",
-                format!(
-                    "{:?}: expected one of {}",
-                    self.presenter,
-                    untether_media::present::PresenterKind::NAMES.join(", ")
-                ),
-            )
-        })
     }
 }
 

@@ -219,9 +219,9 @@ impl Consumers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use untether_proto::KeyframeDecision;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Mutex;
+    use untether_proto::KeyframeDecision;
 
     #[test]
     fn keyframe_requests_go_to_the_driver_as_this_consumers_receiver() {

@@ -7,25 +7,28 @@
 //! client lost a frame, or one joined —, the adaptive bitrate's new target, the stream's
 //! codec).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use untether_media::codec::{
-    open_encoder, Codec, EncodedFrame, EncoderChoice, EncoderConfig, InputPicture,
-};
+use untether_media::codec::{Codec, EncodedFrame, InputPicture};
 use untether_proto::{FrameTiming, Micros, PoseSample};
 
 use super::commands::{HostCommand, OutgoingFrame};
 use super::consumer::EncodedVideo;
 use super::encode_slices::{self, OpenedVideo, SliceTarget, SlicedFrame, VideoEncoder};
 use super::error::HostError;
-use super::options::HostSetup;
 use super::shared::{lock, HostShared};
 use crate::clock::now_us;
-use crate::config::VideoConfig;
 use crate::driver::Handle;
+
+mod bitrate;
+mod pending;
+mod plan;
+
+use bitrate::BitrateTarget;
+use pending::{Inside, Pending};
+pub(crate) use plan::{open_encoders, EncoderPlan};
 
 /// What the network driver tells the encoder stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,109 +41,6 @@ pub(crate) enum EncoderEvent {
     /// The stream's codec, as the session chose it for the first client to connect (the
     /// others join that stream): a different one opens its encoder.
     Codec(Codec),
-}
-
-/// How the host opens its encoders: the configured choice and the settings every one gets.
-#[derive(Clone, Debug)]
-pub(crate) struct EncoderPlan {
-    pub choice: EncoderChoice,
-    /// Slices per frame (`video.slices`; 1: whole frames, any encoder).
-    pub slices: u8,
-    /// Frames sent in slices are also put together whole for the network driver (browsers
-    /// take frames whole).
-    pub whole_frames: bool,
-    /// Everything but the encoder's name (and, per codec, what follows from it).
-    pub base: EncoderConfig,
-}
-
-impl EncoderPlan {
-    pub fn new(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderPlan {
-        EncoderPlan {
-            choice: v.selection.encoder.clone(),
-            slices: v.slices,
-            whole_frames: false,
-            base: EncoderConfig {
-                preset: v.preset.clone(),
-                threads: v.encoder_threads,
-                conversion: v.selection.conversion,
-                input: setup.source.picture_kind(),
-                refresh: v.refresh,
-                refresh_period: v.refresh_period,
-                gop_frames: setup.gop_frames,
-                extra_params: setup.x264_params.clone(),
-                ..EncoderConfig::new(width, height, v.fps, v.bitrate_kbps)
-            },
-        }
-    }
-
-    /// Opens the encoder for `codec` (for pictures of `width`×`height` at `kbps`): the one
-    /// named, or the best that opens (with a line naming what it passed over); with slices,
-    /// libx264 through its own API.
-    pub fn open(
-        &self,
-        codec: Codec,
-        width: u32,
-        height: u32,
-        kbps: u32,
-    ) -> Result<OpenedVideo, HostError> {
-        let mut cfg = EncoderConfig {
-            width,
-            height,
-            bitrate_kbps: kbps,
-            ..self.base.clone()
-        };
-        if codec != Codec::H264Rgb && cfg.conversion == untether_media::convert::Conversion::Rgb {
-            cfg.conversion = untether_media::convert::Conversion::Simd;
-        }
-        if self.slices > 1 {
-            return encode_slices::open_sliced(&self.choice, codec, cfg, self.slices);
-        }
-        Ok(open_encoder(&self.choice, codec, cfg)?.into())
-    }
-}
-
-/// Opens the encoder of every codec the host may offer (one, or with `auto` each whose
-/// encoder opens here): the first one opened, to start with, and the offers.
-pub(crate) fn open_encoders(
-    plan: &EncoderPlan,
-    v: &crate::config::VideoConfig,
-    shared: &HostShared,
-) -> Result<(OpenedVideo, Vec<untether_proto::CodecOffer>), HostError> {
-    let (w, h) = (v.resolution.width, v.resolution.height);
-    let codecs = v.codecs();
-    let mut first = None;
-    let mut offers = Vec::new();
-    let mut missing = Vec::new();
-    for c in &codecs {
-        match plan.open(*c, w, h, v.bitrate_kbps) {
-            Ok(o) => {
-                offers.push(untether_proto::CodecOffer {
-                    codec: crate::config::wire_codec(*c),
-                    refresh_period: o.encoder.info().refresh_frames().min(u16::MAX as u32) as u16,
-                });
-                if first.is_none() {
-                    first = Some(o);
-                }
-            }
-            Err(e) if codecs.len() > 1 => missing.push(format!("{c} ({e})")),
-            Err(e) => return Err(e),
-        }
-    }
-    if !missing.is_empty() {
-        shared.note(format!(
-            "codec auto: offering {}; not {}",
-            offers
-                .iter()
-                .map(|o| o.codec.name())
-                .collect::<Vec<_>>()
-                .join(", "),
-            missing.join("; ")
-        ));
-    }
-    let first = first.ok_or_else(|| {
-        HostError::Usage(format!("no encoder opens here: {}", missing.join("; ")))
-    })?;
-    Ok((first, offers))
 }
 
 /// What a send did.
@@ -160,16 +60,6 @@ pub struct SendInfo {
     pub blocked_us: u64,
 }
 
-/// A picture inside the encoder (an encoder with a delay hands its frame back later).
-struct Inside {
-    input: u64,
-    capture_us: Micros,
-    capture_dur_us: u32,
-    start_us: Micros,
-    /// The head pose the picture was rendered for.
-    pose: Option<PoseSample>,
-}
-
 /// The encoder, its frame numbering and its link to the network driver.
 pub(crate) struct EncoderStage {
     encoder: VideoEncoder,
@@ -179,17 +69,15 @@ pub(crate) struct EncoderStage {
     /// The stream's next frame number (every client sees the same numbers).
     frame_number: u32,
     keyframe_wanted: bool,
-    target_kbps: Option<u32>,
-    /// The last target the encoder refused to apply in place (not asked again).
-    refused_kbps: Option<u32>,
+    /// The adaptive bitrate's target, as the encoder follows it.
+    bitrate: BitrateTarget,
     /// Set by the application ([`FrameSender::request_keyframe`]).
     app_keyframe: AtomicBool,
     events: Receiver<EncoderEvent>,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
     /// Pictures handed to the current encoder, and those it has not handed back yet.
-    inputs: u64,
-    inside: VecDeque<Inside>,
+    pending: Pending,
 }
 
 impl EncoderStage {
@@ -210,14 +98,12 @@ impl EncoderStage {
             plan,
             frame_number: 0,
             keyframe_wanted: true,
-            target_kbps: None,
-            refused_kbps: None,
+            bitrate: BitrateTarget::default(),
             app_keyframe: AtomicBool::new(false),
             events,
             net,
             shared,
-            inputs: 0,
-            inside: VecDeque::new(),
+            pending: Pending::default(),
         }
     }
 
@@ -225,7 +111,7 @@ impl EncoderStage {
         while let Ok(e) = self.events.try_recv() {
             match e {
                 EncoderEvent::Keyframe => self.keyframe_wanted = true,
-                EncoderEvent::Bitrate(kbps) => self.target_kbps = Some(kbps),
+                EncoderEvent::Bitrate(kbps) => self.bitrate.set(kbps),
                 EncoderEvent::Codec(c) => self.codec = c,
             }
         }
@@ -246,18 +132,15 @@ impl EncoderStage {
     /// A new encoder (another codec or size), starting with a keyframe; the pictures inside
     /// the old one are dropped.
     fn reopen(&mut self, w: u32, h: u32) -> Result<(), HostError> {
-        let kbps = self
-            .target_kbps
-            .unwrap_or(self.encoder.config().bitrate_kbps);
+        let kbps = self.bitrate.kbps_or(self.encoder.config().bitrate_kbps);
         let opened = self.plan.open(self.codec, w, h, kbps)?;
         if let Some(note) = &opened.note {
             self.shared.note(note.clone());
         }
         self.shared.set_encoder(opened.encoder.info());
         self.encoder = opened.encoder;
-        self.refused_kbps = None;
-        self.inputs = 0;
-        self.inside.clear();
+        self.bitrate.reset_refusal();
+        self.pending.reset();
         self.keyframe_wanted = true;
         Ok(())
     }
@@ -289,48 +172,15 @@ impl EncoderStage {
                 self.encoder.info().name
             ));
         }
-        if let Some(target) = self.target_kbps {
-            if target != self.encoder.config().bitrate_kbps && self.refused_kbps != Some(target) {
-                if self.encoder.set_bitrate(target)? {
-                    s.counters.bitrate_changes.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    if self.refused_kbps.is_none() {
-                        s.note(format!(
-                            "encoder {} cannot change its bitrate in place: it stays at {} \
-                             kbit/s (adaptive bitrate works with libx264 and NVENC)",
-                            self.encoder.info().name,
-                            self.encoder.config().bitrate_kbps
-                        ));
-                    }
-                    self.refused_kbps = Some(target);
-                    s.counters
-                        .bitrate_changes_refused
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
+        self.bitrate.apply(&mut self.encoder, s)?;
         let start = now_us();
         let force = std::mem::take(&mut self.keyframe_wanted);
-        self.inside.push_back(Inside {
-            input: self.inputs,
-            capture_us,
-            capture_dur_us,
-            start_us: start,
-            pose,
-        });
-        self.inputs += 1;
+        let picture_meta = self.pending.push(capture_us, capture_dur_us, start, pose);
         let encoder = match &mut self.encoder {
             VideoEncoder::Whole(e) => e,
             VideoEncoder::Sliced(sliced) => {
                 // No delay: this picture's slices are on their way when x264 returns.
-                self.inside.clear();
-                let meta = Inside {
-                    input: self.inputs - 1,
-                    capture_us,
-                    capture_dur_us,
-                    start_us: start,
-                    pose,
-                };
+                self.pending.clear();
                 let to = SliceTarget {
                     net: &self.net,
                     frame_number: self.frame_number,
@@ -339,7 +189,7 @@ impl EncoderStage {
                     whole: self.plan.whole_frames || !self.shared.consumers.is_empty(),
                 };
                 let (frame, encoded) = encode_slices::encode(sliced, picture, force, &to)?;
-                return self.hand_over(encoded, meta, force, Some(frame));
+                return self.hand_over(encoded, picture_meta, force, Some(frame));
             }
         };
         let Some(encoded) = encoder.encode_picture(picture, force)? else {
@@ -348,15 +198,9 @@ impl EncoderStage {
             return Ok(SendInfo::default());
         };
         // The picture this frame encodes (the oldest inside, for an encoder with a delay).
-        while self.inside.front().is_some_and(|i| i.input < encoded.input) {
-            self.inside.pop_front();
-        }
-        let meta = self.inside.pop_front().unwrap_or(Inside {
+        let meta = self.pending.take(encoded.input).unwrap_or(Inside {
             input: encoded.input,
-            capture_us,
-            capture_dur_us,
-            start_us: start,
-            pose,
+            ..picture_meta
         });
         if force && !encoded.keyframe && self.encoder.info().keyframes_on_demand {
             self.keyframe_wanted = true;
@@ -519,7 +363,7 @@ impl FrameSender {
 mod tests {
     use super::*;
     use crate::driver;
-    use crate::host::options::HostOptions;
+    use crate::host::options::{HostOptions, HostSetup};
     use std::sync::mpsc;
     use untether_media::BgraFrame;
 

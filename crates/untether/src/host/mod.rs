@@ -55,7 +55,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::SdlAudioCapture;
-pub use untether_proto::Codec;
+/// The stream's codec: the one the configuration validates (`video.codec`), also
+/// [`crate::api::Codec`]. The wire's id of it is `untether_proto::Codec`
+/// ([`crate::config::wire_codec`]).
+pub use untether_media::codec::Codec;
 use untether_proto::{fingerprint, InputRecord, Micros, PublicKey, StateEntry};
 
 use crate::clock::now_us;

@@ -219,15 +219,15 @@ pub(crate) fn session_config(options: &HostOptions) -> Result<HostConfig, Config
     // A client on this machine then knows the offset is exactly 0.
     cfg.clock_id = untether_net::clock_identity();
     cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
-    cfg.fec = options.network.fec_policy()?;
-    cfg.paths.scheduler = options.network.scheduler()?;
+    cfg.fec = options.network.fec;
+    cfg.paths.scheduler = options.network.scheduler;
     cfg.retransmit = options.network.retransmit;
     cfg.state.budget_bytes_per_s = options.network.state_budget_bytes_per_s();
     cfg.max_clients = options.host.max_clients;
     // Room for every client to be mid-handshake at once (a room of headsets switched on
     // together) besides the handshakes of strangers: the table is bounded either way.
     cfg.max_handshakes = cfg.max_handshakes.max(2 * cfg.max_clients);
-    cfg.health.action = options.host.slow_viewer()?;
+    cfg.health.action = options.host.slow_viewer;
     if options.network.adaptive_bitrate {
         cfg.rate = Some(untether_proto::RateConfig::new(options.video.bitrate_kbps));
     }

@@ -61,7 +61,7 @@ pub(crate) fn host_security(
     };
     match trust {
         HostTrust::Stored => {
-            let access = host.access()?;
+            let access = host.access;
             let explicit =
                 (!host.state_dir.is_empty()).then(|| std::path::Path::new(&host.state_dir));
             let dir = StateDir::resolve(explicit)?;

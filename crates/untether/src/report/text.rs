@@ -1,7 +1,9 @@
 //! The report as a person reads it in a terminal ([`Report::to_text`]).
 
-#[allow(unused_imports)]
-use super::*;
+use std::fmt::Write;
+
+use super::{Pcts, Report};
+use crate::stats::Stage;
 
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_string(), |v| format!("{v:.2}"))
@@ -10,11 +12,18 @@ fn ms(v: Option<f64>) -> String {
 impl Report {
     /// A human-readable summary for the terminal.
     pub fn to_text(&self) -> String {
-        use std::fmt::Write;
+        let mut o = String::new();
+        self.write_frames(&mut o);
+        self.write_latency(&mut o);
+        self.write_network(&mut o);
+        self.write_session(&mut o);
+        o
+    }
+
+    /// The configuration, the machine and the frame counts.
+    fn write_frames(&self, o: &mut String) {
         let c = &self.config;
         let f = &self.frames;
-        let l = &self.latency_ms;
-        let mut o = String::new();
         let _ = writeln!(
             o,
             "untether latency report — {}x{} @ {} fps, {} by {} ({} preset, {} conversion, refresh {}), {} kbit/s, {} ({}), {:.1} s",
@@ -45,6 +54,11 @@ impl Report {
                 f.slices_lost, f.concealed
             );
         }
+    }
+
+    /// The latency table: glass-to-glass, the stages, slices, input response.
+    fn write_latency(&self, o: &mut String) {
+        let l = &self.latency_ms;
         let _ = writeln!(
             o,
             "{:<28} {:>8} {:>8} {:>8} {:>8}",
@@ -77,6 +91,10 @@ impl Report {
             row("  last decoded", &sl.last_decoded);
         }
         row("input response", &self.input.response_ms);
+    }
+
+    /// The network, the clock, reconnects and pacing.
+    fn write_network(&self, o: &mut String) {
         let n = &self.network;
         let _ = writeln!(
             o,
@@ -124,6 +142,10 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// Audio, this client's role, the host's clients and consumers, input.
+    fn write_session(&self, o: &mut String) {
         if let Some(a) = &self.audio {
             let _ = writeln!(
                 o,
@@ -183,7 +205,6 @@ impl Report {
                 |v| v.to_string()
             )
         );
-        o
     }
 }
 

@@ -1,0 +1,180 @@
+//! The report's network section: bytes, loss, RTT, the clock, paths, pacing, reconnects and
+//! the link.
+
+use serde::Serialize;
+
+use crate::client::ClientRun;
+use crate::host::HostSummary;
+use crate::stats::Samples;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RttMs {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub min: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NetworkReport {
+    pub bytes_sent: u64,
+    pub packets_sent: u64,
+    pub bytes_received: u64,
+    pub packets_received: u64,
+    pub packets_lost: u64,
+    /// Lost shards the client rebuilt from FEC parity.
+    pub packets_recovered: u64,
+    pub malformed: u64,
+    pub keyframe_requests_sent: u64,
+    pub rtt_ms: RttMs,
+    /// Host clock minus client clock, as estimated by ping/pong (≈ 0 on one machine).
+    pub clock_offset_ms: Option<f64>,
+    pub clock_uncertainty_ms: Option<f64>,
+    /// How the offset was known: `shared` (one machine, one clock: exact), `synchronized`
+    /// (the user says so) or `estimated` (ping/pong, within the uncertainty).
+    pub clock: &'static str,
+    pub goodput_mbps: f64,
+    /// Per path (one without multipath): what the host sent on it and what the client got.
+    pub paths: Vec<PathReport>,
+    /// Adaptive bitrate: encoder reconfigurations, and the controller's target at the end
+    /// (null: never changed, or the controller is off).
+    pub bitrate_changes: u64,
+    pub final_bitrate_kbps: Option<u32>,
+    /// Retransmission: ShardNacks the client sent, data shards the host resent, frames given
+    /// up after their NACKs failed.
+    pub shard_nacks_sent: u64,
+    pub shards_retransmitted: Option<u64>,
+    pub frames_abandoned: u64,
+    /// Host (demo only): frames whose datagrams were spread over more than one paced batch
+    /// (`network.pacing`); their `send` stage includes the pacing.
+    pub paced_frames: Option<u64>,
+    /// Host (demo only): the pacing window a frame's datagrams are spread over (0: off).
+    pub pacing_window_ms: Option<f64>,
+    /// ICMP port-unreachable reports the client got on its main path (a live session survives
+    /// forged ones).
+    pub refusals: u64,
+    /// Each time the host went away and the client reconnected (seconds since the client
+    /// started; `resumed_s` null: it never came back).
+    pub reconnects: Vec<ReconnectReport>,
+    /// The data plane's transport, each side (`network.transport`, raw layer 2).
+    pub link: LinkSides,
+}
+
+/// The raw layer-2 transport as each side saw it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LinkSides {
+    pub client: crate::link::LinkReport,
+    /// Null in a client-only report.
+    pub host: Option<crate::link::LinkReport>,
+}
+
+/// One loss of the host and the client's return to it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReconnectReport {
+    pub lost_s: f64,
+    pub resumed_s: Option<f64>,
+}
+
+/// One path of the session.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PathReport {
+    /// The host address the client sent to.
+    pub host_addr: String,
+    /// The client address the host sent to (as the host saw it).
+    pub client_addr: Option<String>,
+    pub datagrams_sent: Option<u64>,
+    pub datagrams_received: u64,
+    /// Datagrams whose first copy came on this path.
+    pub first_copies: u64,
+    /// Copies another path had already delivered (dropped).
+    pub duplicates: u64,
+    pub srtt_ms: Option<f64>,
+    pub alive: Option<bool>,
+    /// Times the host declared the path dead.
+    pub deaths: Option<u64>,
+}
+
+impl NetworkReport {
+    /// The network as `run` (and the host, with its summary) saw it over `duration_s`.
+    pub(super) fn measure(
+        run: &ClientRun,
+        host: Option<&HostSummary>,
+        duration_s: f64,
+    ) -> NetworkReport {
+        let s = &run.stats;
+        let mut rtt = Samples::default();
+        for &r in &run.pings {
+            rtt.push_us(r as i64);
+        }
+        let rtt_sum = rtt.summary();
+        NetworkReport {
+            bytes_sent: host.map_or(0, |h| h.bytes_sent),
+            packets_sent: host.map_or(0, |h| h.packets_sent),
+            bytes_received: s.bytes_received,
+            packets_received: s.datagrams_received,
+            packets_lost: s.packets_lost,
+            packets_recovered: s.assembler.shards_recovered,
+            malformed: s.malformed_datagrams + host.map_or(0, |h| h.malformed_datagrams),
+            keyframe_requests_sent: s.keyframe_requests_sent,
+            rtt_ms: RttMs {
+                p50: rtt_sum.map(|x| x.p50),
+                p99: rtt_sum.map(|x| x.p99),
+                min: run.clock.map(|c| c.rtt_us as f64 / 1000.0),
+            },
+            clock_offset_ms: run.clock.map(|c| c.offset_us as f64 / 1000.0),
+            clock_uncertainty_ms: run.clock.map(|c| c.uncertainty_us as f64 / 1000.0),
+            clock: run.clock_mode.name(),
+            goodput_mbps: if duration_s > 0.0 {
+                s.bytes_received as f64 * 8.0 / duration_s / 1e6
+            } else {
+                0.0
+            },
+            paths: path_reports(run, host),
+            bitrate_changes: host.map_or(0, |h| h.bitrate_changes),
+            final_bitrate_kbps: host.and_then(|h| h.final_bitrate_kbps),
+            shard_nacks_sent: s.shard_nacks_sent,
+            shards_retransmitted: host.map(|h| h.shards_retransmitted),
+            frames_abandoned: s.frames_abandoned,
+            paced_frames: host.map(|h| h.paced_frames),
+            pacing_window_ms: host.map(|h| h.pacing_window_us as f64 / 1000.0),
+            refusals: run.refusals,
+            link: LinkSides {
+                client: run.link.clone(),
+                host: host.map(|h| h.link.clone()),
+            },
+            reconnects: run
+                .reconnects
+                .iter()
+                .map(|&(lost, resumed)| {
+                    let since_start = |t: u64| t.saturating_sub(run.started_us) as f64 / 1e6;
+                    ReconnectReport {
+                        lost_s: since_start(lost),
+                        resumed_s: (resumed != 0).then(|| since_start(resumed)),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Pairs the client's paths (by index) with the host's (path i of the host is the i-th client
+/// address it learnt, which is the client's path i when the paths came up in order).
+fn path_reports(run: &ClientRun, host: Option<&HostSummary>) -> Vec<PathReport> {
+    let n = run.paths.len().max(1);
+    (0..n.min(untether_proto::MAX_PATHS))
+        .map(|i| {
+            let c = run.stats.paths[i];
+            let h = host.and_then(|h| h.paths.get(i));
+            PathReport {
+                host_addr: run.paths.get(i).map(|a| a.to_string()).unwrap_or_default(),
+                client_addr: h.map(|h| h.addr.to_string()),
+                datagrams_sent: h.map(|h| h.datagrams_sent),
+                datagrams_received: c.datagrams_received,
+                first_copies: c.first_copies,
+                duplicates: c.duplicates,
+                srtt_ms: h.and_then(|h| h.srtt_us).map(|us| us as f64 / 1000.0),
+                alive: h.map(|h| h.alive),
+                deaths: h.map(|h| h.deaths),
+            }
+        })
+        .collect()
+}
