@@ -59,7 +59,10 @@ use untether_media::audio::SdlAudioCapture;
 /// [`crate::api::Codec`]. The wire's id of it is `untether_proto::Codec`
 /// ([`crate::config::wire_codec`]).
 pub use untether_media::codec::Codec;
-use untether_proto::{fingerprint, InputRecord, Micros, PublicKey, StateEntry};
+use untether_media::codec::InputPicture;
+use untether_proto::{
+    fingerprint, InputRecord, Micros, PoseSample, PublicKey, StateEntry, StateKey, StateValue,
+};
 
 use crate::clock::now_us;
 use crate::driver::Handle;
@@ -85,7 +88,8 @@ use audio::AudioStage;
 use commands::HostCommand;
 use encode::EncoderStage;
 use network::HostNet;
-use shared::{lock, HostShared};
+use shared::{lock, CapturedFrame, HostShared};
+use source_app::copy_picture;
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
 pub struct Host {
@@ -435,5 +439,119 @@ impl Host {
         let q = fingerprint.to_string();
         self.query(move |n| n.grant_input(&q, granted))
             .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
+    }
+}
+
+/// The application as the frame source (`SourceSpec::App`): its frames, its client's pose,
+/// controllers and state.
+impl Host {
+    /// Publishes a frame of the application (app source with an encoder thread): it is copied
+    /// into a pooled buffer and the encoder thread encodes the newest one (latest wins; a
+    /// frame replaced before the encoder took it counts as dropped). Returns at once.
+    pub fn publish(&self, picture: &InputPicture<'_>) -> Result<(), HostError> {
+        self.publish_with_pose(picture, None)
+    }
+
+    /// Like [`publish`](Self::publish), for a frame rendered for the client's head pose `pose`
+    /// (from [`head_pose`](Self::head_pose)): the client gets the pose with the frame.
+    pub fn publish_with_pose(
+        &self,
+        picture: &InputPicture<'_>,
+        pose: Option<PoseSample>,
+    ) -> Result<(), HostError> {
+        if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "publish needs the app source with the encoder thread (synchronous mode uses a FrameSender)".into(),
+            ));
+        }
+        if self.is_stopped() {
+            return Err(HostError::Stopped(self.failure()));
+        }
+        picture.check()?;
+        let t0 = now_us();
+        let pixels = copy_picture(&self.shared, picture)?;
+        let capture_us = now_us();
+        self.shared
+            .counters
+            .captured
+            .fetch_add(1, Ordering::Relaxed);
+        let dur = (capture_us - t0) as u32;
+        lock(&self.shared.samples).capture.push_us(dur as i64);
+        if let Some(old) = self.shared.frames.put(CapturedFrame {
+            pixels,
+            capture_us,
+            capture_dur_us: dur,
+            pose,
+        }) {
+            self.shared.recycle(old.pixels);
+        }
+        Ok(())
+    }
+
+    /// The synchronous sender of an app host without an encoder thread: encodes on the
+    /// caller's thread. There is one per host.
+    pub fn frame_sender(&self) -> Result<FrameSender, HostError> {
+        if self.setup.source != SourceSpec::App || self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "a frame sender needs the app source without the encoder thread".into(),
+            ));
+        }
+        match lock(&self.sender_stage).take() {
+            Some(stage) => Ok(FrameSender { stage }),
+            None => Err(HostError::Usage(
+                "this host's frame sender was already taken".into(),
+            )),
+        }
+    }
+
+    /// The client's newest head pose (orientation, position, and the client's sample time;
+    /// `sample_us` 0 when its client sent none), None before it sent one. Render for it and
+    /// pass it back with the frame ([`FrameSender::send_frame`],
+    /// [`publish_with_pose`](Self::publish_with_pose)).
+    pub fn head_pose(&self) -> Option<PoseSample> {
+        *lock(&self.shared.head_pose)
+    }
+
+    /// Controller `n` (0..[`MAX_GAMEPADS`]) of the client as the host last heard it
+    /// (buttons held, sticks and triggers); None before it sent anything.
+    pub fn gamepad(&self, n: usize) -> Option<GamepadState> {
+        self.query(move |net| net.gamepads.state(n)).flatten()
+    }
+
+    /// Publishes host → client state (rumble, other players, the application's own keys from
+    /// [`untether_proto::state::keys::APP`]) on the latest-wins channel; the client reads it
+    /// with `ClientContext::state_value`. False when the key table (4096) is full.
+    pub fn publish_state(&self, key: StateKey, value: StateValue) -> bool {
+        self.query(move |n| n.session.publish_state(now_us(), key, value))
+            .unwrap_or(false)
+    }
+}
+
+/// Browsers: the link to print, the page's address and certificate, what the WebRTC
+/// sessions counted.
+impl Host {
+    /// The page's one-time link for the next browser (`http://HOST:PORT/?token=…`: single use,
+    /// valid `webrtc.link_ttl_s`; a new one is made once it is used or expired). None without
+    /// `webrtc.listen`.
+    pub fn browser_link(&self) -> Option<String> {
+        let base = self.browsers.as_ref()?.base_url.clone();
+        let token = self.query(|n| n.webrtc.as_mut().map(|w| w.link_token(now_us())))??;
+        Some(format!("{base}?token={token}"))
+    }
+
+    /// The page's address without a token (for `--access open`, or the PIN form).
+    pub fn browser_url(&self) -> Option<String> {
+        self.browsers.as_ref().map(|b| b.base_url.clone())
+    }
+
+    /// The SHA-256 fingerprint of the page's HTTPS certificate (`webrtc.cert`).
+    pub fn browser_cert_fingerprint(&self) -> Option<String> {
+        self.browsers.as_ref()?.fingerprint.clone()
+    }
+
+    /// What the WebRTC sessions (browsers, the WHIP publication) counted; None when
+    /// `[webrtc]` is off.
+    pub fn webrtc_summary(&self) -> Option<WebRtcSummary> {
+        self.query(|n| n.webrtc.as_ref().map(|w| w.summary().clone()))?
     }
 }

@@ -24,7 +24,6 @@
 //! numbering starts). `types` holds what the parts share.
 
 mod access;
-mod api;
 mod cert;
 mod h264;
 mod http;
