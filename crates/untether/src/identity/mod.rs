@@ -32,6 +32,7 @@
 //! its hex key, never by its place in the list (a flood of requests moves it) nor by its
 //! name (the client chose it).
 
+mod resolve;
 mod roles;
 mod state_dir;
 
@@ -245,16 +246,6 @@ fn norm(s: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric())
         .map(|c| c.to_ascii_uppercase())
         .collect()
-}
-
-/// Whether `query` names this key: a fingerprint prefix of at least 4 characters, or the full
-/// hex key.
-fn matches(query: &str, key_hex_str: &str) -> bool {
-    if query.trim().eq_ignore_ascii_case(key_hex_str) {
-        return true;
-    }
-    let q = norm(query);
-    q.len() >= 4 && parse_key(key_hex_str).is_some_and(|k| norm(&fingerprint(&k)).starts_with(&q))
 }
 
 /// Six uniformly random decimal digits from the OS generator.

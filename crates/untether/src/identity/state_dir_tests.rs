@@ -180,6 +180,19 @@ fn pins_expire_and_are_six_digits() {
 }
 
 #[test]
+fn pin_attempts_are_bounded_by_the_one_limit() {
+    let d = tmp("pin-attempts");
+    for bad in [0, 11, u32::MAX] {
+        let e = d.create_pin(300, bad).unwrap_err().to_string();
+        assert!(e.contains("--pin-attempts") && e.contains("1..=10"), "{e}");
+    }
+    assert_eq!(d.current_pin().unwrap(), None, "no PIN was made");
+    assert_eq!(d.create_pin(300, 10).unwrap().attempts_left, 10);
+    assert_eq!(d.create_pin(300, 1).unwrap().attempts_left, 1);
+    let _ = fs::remove_dir_all(d.path());
+}
+
+#[test]
 fn known_hosts_trust_on_first_use() {
     let d = tmp("hosts");
     assert_eq!(d.known_host("box:9710").unwrap(), None);
