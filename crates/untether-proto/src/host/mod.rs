@@ -428,6 +428,9 @@ pub struct HostStats {
     pub unknown_connection: u64,
     /// Protected datagrams whose tag did not verify (tampered, forged, wrong key).
     pub auth_failures: u64,
+    /// Protected datagrams of a session that verified and were new (what may move a client:
+    /// its raw layer-2 link follows only these).
+    pub datagrams_authentic: u64,
     pub duplicate_datagrams: u64,
     pub hellos_rejected: u64,
     pub handshakes_started: u64,
@@ -628,6 +631,13 @@ impl HostSession {
     /// Changes the bitrate announced to future clients.
     pub fn set_bitrate_kbps(&mut self, kbps: u32) {
         self.cfg.params.bitrate_kbps = kbps;
+    }
+
+    /// [`HostStats::datagrams_authentic`], without copying the counters: a driver compares it
+    /// around [`handle_datagram`](Self::handle_datagram) to learn whether that datagram was
+    /// authentic.
+    pub fn datagrams_authentic(&self) -> u64 {
+        self.stats.datagrams_authentic
     }
 
     pub fn stats(&self) -> HostStats {

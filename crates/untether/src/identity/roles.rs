@@ -223,7 +223,10 @@ mod tests {
         // Control.
         assert!(d.control().unwrap().is_none());
         let headset = fingerprint(&[3; 32]);
-        assert_eq!(d.hand_control(&headset[..9]).unwrap().key, key_hex(&[3; 32]));
+        assert_eq!(
+            d.hand_control(&headset[..9]).unwrap().key,
+            key_hex(&[3; 32])
+        );
         assert_eq!(d.control().unwrap().map(|e| e.name), Some("headset".into()));
         assert!(d.release_control().unwrap().is_some());
         assert!(d.control().unwrap().is_none());
