@@ -218,6 +218,8 @@ pub fn run_client_to_end(
         None => (None, None),
     };
     let c = &options.client;
+    // No session without the OS random generator (keys, nonces): stop, saying so.
+    crate::identity::check_random()?;
     let mut cfg = ClientConfig::new(c.name.clone());
     let known_hosts = match &io.trust {
         ClientTrust::Stored => {

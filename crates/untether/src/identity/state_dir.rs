@@ -197,7 +197,7 @@ impl StateDir {
         if let Some(kp) = self.load_identity(role)? {
             return Ok(kp);
         }
-        let kp = StaticKeypair::generate(&mut SessionRng::from_os());
+        let kp = StaticKeypair::generate(&mut SessionRng::try_from_os()?);
         self.write(
             role.file(),
             format!("{}\n", key_hex(&kp.private)).as_bytes(),
@@ -383,7 +383,7 @@ impl StateDir {
             .check(attempts)
             .map_err(|e| IdentityError::Invalid(e.to_string()))?;
         let pin = PinFile {
-            pin: random_pin(),
+            pin: random_pin()?,
             expires: unix_now() + ttl_secs,
             attempts_left,
         };

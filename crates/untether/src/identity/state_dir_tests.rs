@@ -346,3 +346,22 @@ fn resolve_order() {
     let d = StateDir::resolve(Some(Path::new("/x/y"))).unwrap();
     assert_eq!(d.path(), Path::new("/x/y"));
 }
+
+/// A failing OS generator is an error that names itself, carried up to the host and the
+/// client (`HostError::Identity`, `ClientError::Identity`), never a zero seed.
+#[test]
+fn a_failing_random_generator_is_an_error_that_stops_host_and_client() {
+    use untether_proto::handshake::OsRandomUnavailable;
+    assert!(check_random().is_ok(), "this machine's generator works");
+    let e = IdentityError::from(OsRandomUnavailable);
+    let host = crate::host::HostError::from(IdentityError::from(OsRandomUnavailable));
+    let client = crate::client::ClientError::from(IdentityError::from(OsRandomUnavailable));
+    for text in [e.to_string(), host.to_string(), client.to_string()] {
+        assert!(
+            text.contains("random generator") && text.contains("stops"),
+            "{text}"
+        );
+    }
+    let pins: std::collections::HashSet<String> = (0..20).map(|_| random_pin().unwrap()).collect();
+    assert!(pins.len() > 1, "{pins:?}");
+}
