@@ -563,3 +563,30 @@ fn a_burst_of_wrong_passwords_is_refused_and_logged_once() {
         .count();
     assert!(wrong < 5, "one line per guess: {lines:#?}");
 }
+
+/// With digest, a viewer with the right password beyond rtsp.max_viewers is turned away with
+/// 503 (at the request after the one its credentials were checked in) and counted once.
+#[test]
+fn an_authenticated_viewer_beyond_max_viewers_gets_503() {
+    let one = RtspToml {
+        max_viewers: 1,
+        ..Default::default()
+    };
+    let (host, server) = host_with(Access::Pin, false, one);
+    let url = server.url_for("127.0.0.1", true);
+    let first = {
+        let url = url.clone();
+        std::thread::spawn(move || ffmpeg_tcp(&url, 600))
+    };
+    wait_for("the first viewer's frames", || {
+        server.summary().frames_sent >= 20
+    });
+    let second = ffmpeg_tcp(&url, 1);
+    assert!(!second.ok, "a second viewer got in: {}", second.stderr);
+    assert!(second.stderr.contains("503"), "{}", second.stderr);
+    assert_eq!(server.viewers(), 1);
+    let summary = stop(host, &server);
+    let _ = first.join();
+    let rtsp = &summary.consumers[0];
+    assert_eq!((rtsp.viewers_total, rtsp.refused), (1, 1), "{rtsp:?}");
+}
