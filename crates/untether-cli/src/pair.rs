@@ -48,7 +48,7 @@ pub struct PairArgs {
     /// How long the PIN is valid, in seconds.
     #[arg(long, default_value_t = 300, requires = "pin")]
     pub pin_ttl: u64,
-    /// How many wrong PINs the host tolerates before it drops the PIN.
+    /// How many wrong PINs the host tolerates before it drops the PIN (1 to 10).
     #[arg(long, default_value_t = 3, requires = "pin")]
     pub pin_attempts: u32,
     /// With --pin: wait until a client pairs with the PIN (or it expires or is used up).
@@ -72,27 +72,28 @@ pub enum PairAction {
     Approve { fingerprint: String },
     /// Forget a pending access request (its fingerprint, as for approve).
     Deny { fingerprint: String },
-    /// Remove an allowed client (fingerprint, hex key or name): it is refused from then on,
-    /// and disconnected if connected.
+    /// Remove an allowed client (its fingerprint or hex key, as for approve): it is refused
+    /// from then on, and disconnected if connected.
     Revoke { fingerprint: String },
     /// List only the allowed clients.
     Allowed,
-    /// Let a viewer's input through (it is dropped otherwise): the client by fingerprint (4 or
-    /// more of its characters), hex key or name, among the allowed and the connected clients;
-    /// then what is granted (`input`).
+    /// Let a viewer's input through (it is dropped otherwise): the client by its fingerprint
+    /// or hex key as for approve (8 or more fingerprint characters; never a name), among the
+    /// allowed and the connected clients; then what is granted (`input`).
     Grant {
         fingerprint: String,
         #[arg(value_parser = ["input"])]
         what: String,
     },
-    /// Take a viewer's input grant back (by fingerprint, hex key or name).
+    /// Take a viewer's input grant back (its fingerprint or hex key, as for approve).
     RevokeGrant {
         fingerprint: String,
         #[arg(value_parser = ["input"], default_value = "input")]
         what: String,
     },
-    /// Hand control to a client (by fingerprint, hex key or name, allowed or connected): it is
-    /// the controller whenever it is connected. --release forgets the hand-over.
+    /// Hand control to a client (its fingerprint or hex key as for approve, allowed or
+    /// connected): it is the controller whenever it is connected. --release forgets the
+    /// hand-over.
     Control {
         #[arg(required_unless_present = "release", conflicts_with = "release")]
         fingerprint: Option<String>,
@@ -124,6 +125,7 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
         untether::config::PIN_TTL_S
             .check(args.pin_ttl)
             .map_err(|e| anyhow::anyhow!("--pin-ttl: {e}"))?;
+        untether::config::PIN_ATTEMPTS.check(args.pin_attempts)?;
         let host = dir
             .load_or_create_identity(Role::Host)
             .context("loading the host's key")?;
@@ -416,6 +418,12 @@ mod tests {
         let s = run_args(&["--state-dir", d, "revoke", &fp]).unwrap();
         assert!(s.starts_with("Revoked"), "{s}");
         assert!(run_args(&["--state-dir", d, "revoke", &fp]).is_err());
+        // --pin-attempts within 1..=10, the error naming the flag and the range.
+        let e = run_args(&["--state-dir", d, "--pin", "--pin-attempts", "4294967295"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--pin-attempts") && e.contains("1..=10"), "{e}");
+        assert!(cd.current_pin().unwrap().is_none());
         let s = run_args(&["--state-dir", d, "--pin", "--pin-ttl", "60"]).unwrap();
         assert!(s.contains("One-time PIN"), "{s}");
         assert!(cd.current_pin().unwrap().is_some());
@@ -442,10 +450,33 @@ mod tests {
             s.contains("Viewers granted input") && s.contains(&fp),
             "{s}"
         );
+        // Grant and control take a client as approve does: not by the name it chose, not by 4
+        // characters, not by a list number; by 8 or more fingerprint characters or the key.
+        for action in [&["grant"][..], &["control"], &["revoke-grant"], &["revoke"]] {
+            for wrong in ["spectator", &fp[..4], "1"] {
+                let mut args = vec!["--state-dir", d];
+                args.extend_from_slice(action);
+                args.push(wrong);
+                if action == ["grant"] {
+                    args.push("input");
+                }
+                let e = run_args(&args).unwrap_err();
+                assert!(e.to_string().contains("fingerprint"), "{args:?}: {e}");
+            }
+        }
         let s = run_args(&["--state-dir", d, "revoke-grant", &fp]).unwrap();
         assert!(s.starts_with("Took the input grant"), "{s}");
         assert!(cd.input_grants().unwrap().is_empty());
-        let s = run_args(&["--state-dir", d, "control", "spectator"]).unwrap();
+        assert!(cd.control().unwrap().is_none());
+        let s = run_args(&["--state-dir", d, "control", &fp[..9]]).unwrap();
+        assert!(s.starts_with("Handed control"), "{s}");
+        let s = run_args(&[
+            "--state-dir",
+            d,
+            "control",
+            &untether::identity::key_hex(&[5; 32]),
+        ])
+        .unwrap();
         assert!(s.starts_with("Handed control"), "{s}");
         assert!(run_args(&["--state-dir", d])
             .unwrap()

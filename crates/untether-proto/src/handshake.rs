@@ -106,9 +106,14 @@ impl SessionRng {
     pub fn from_seed(seed: [u8; 32]) -> Self {
         SessionRng(rand_chacha::ChaCha20Rng::from_seed(seed))
     }
-    /// Seeded from the operating system's generator.
+    /// Seeded from the operating system's generator (panics, saying so, when it fails: see
+    /// [`os_seed`]).
     pub fn from_os() -> Self {
         Self::from_seed(os_seed())
+    }
+    /// Seeded from the operating system's generator, or the error when it fails.
+    pub fn try_from_os() -> Result<Self, OsRandomUnavailable> {
+        try_os_seed().map(Self::from_seed)
     }
     pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
@@ -124,13 +129,40 @@ impl SessionRng {
     }
 }
 
-/// 32 bytes from the operating system's generator (all zero only if it is unavailable, which
-/// `ring` treats as fatal on every supported platform).
-pub fn os_seed() -> [u8; 32] {
+/// The operating system's random generator failed: no key, nonce or PIN can be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the operating system's random generator (getrandom) failed: untether cannot make keys, \
+     nonces or PINs without it, and stops"
+)]
+pub struct OsRandomUnavailable;
+
+/// 32 bytes from the operating system's generator, or the error when it fails. Runtimes call
+/// this before they make a session (the host and the client stop with its message).
+pub fn try_os_seed() -> Result<[u8; 32], OsRandomUnavailable> {
     use ring::rand::SecureRandom;
+    seed_with(|s| ring::rand::SystemRandom::new().fill(s).is_ok())
+}
+
+/// 32 bytes from `fill` (false: it failed). Never a seed `fill` did not write.
+fn seed_with(fill: impl FnOnce(&mut [u8]) -> bool) -> Result<[u8; 32], OsRandomUnavailable> {
     let mut s = [0u8; 32];
-    let _ = ring::rand::SystemRandom::new().fill(&mut s);
-    s
+    if fill(&mut s) {
+        Ok(s)
+    } else {
+        Err(OsRandomUnavailable)
+    }
+}
+
+/// 32 bytes from the operating system's generator, for the constructors that cannot fail
+/// ([`SessionRng::from_os`], `HostConfig::new`, `ClientConfig::new`). When the generator
+/// fails it panics with [`OsRandomUnavailable`]'s message — never a zero or otherwise
+/// predictable seed; the runtimes check [`try_os_seed`] first and stop with an error instead.
+pub fn os_seed() -> [u8; 32] {
+    match try_os_seed() {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 struct NoiseRng(rand_chacha::ChaCha20Rng);
@@ -645,6 +677,32 @@ impl HostHandshake {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failing_os_generator_is_an_error_never_a_zero_seed() {
+        assert_eq!(seed_with(|_| false), Err(OsRandomUnavailable));
+        // A generator that wrote nothing before failing: still an error.
+        assert_eq!(
+            seed_with(|s| {
+                s[0] = 1;
+                false
+            }),
+            Err(OsRandomUnavailable)
+        );
+        assert_eq!(
+            seed_with(|s| {
+                s.fill(7);
+                true
+            }),
+            Ok([7; 32])
+        );
+        let e = OsRandomUnavailable.to_string();
+        assert!(e.contains("random generator") && e.contains("stops"), "{e}");
+        let a = try_os_seed().unwrap();
+        assert_ne!(a, [0; 32]);
+        assert_ne!(a, try_os_seed().unwrap());
+        assert!(SessionRng::try_from_os().is_ok());
+    }
+
     use super::*;
 
     fn setup(offer: &Offer) -> Option<SessionSetup> {

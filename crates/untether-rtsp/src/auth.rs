@@ -1,7 +1,8 @@
 //! Who may watch: RTSP digest authentication (gst-rtsp-server's `RTSPAuth`), with the user
 //! and password from the configuration or a password made at start; and a thin subclass of
-//! `RTSPAuth` that tells us about every `401 Unauthorized` it sends (to count and log refusals:
-//! gst-rtsp-server answers them itself).
+//! `RTSPAuth` that asks a [`Gate`] before each check of a request's credentials (to refuse an
+//! address that guessed wrong too often without checking them) and tells it what the check
+//! came to (to count and log refusals: gst-rtsp-server answers them itself, with 401).
 
 use std::sync::OnceLock;
 
@@ -64,15 +65,33 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
-/// Called for every 401: whether the request carried credentials, and the context.
-pub(crate) type OnUnauthorized = Box<dyn Fn(bool, &RTSPContext) + Send + Sync>;
+/// What checking a request's credentials came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// The right user and password: the request goes on.
+    Valid,
+    /// Credentials, wrong ones: answered 401.
+    Wrong,
+    /// No credentials (the challenge every player gets first): answered 401.
+    Missing,
+}
+
+/// Around each check of a request's credentials (gst-rtsp-server's `authenticate`, called once
+/// per request that needs them: DESCRIBE, SETUP, PLAY, …).
+pub(crate) trait Gate: Send + Sync {
+    /// Whether the credentials may be checked at all; false: the request is answered 401
+    /// unchecked.
+    fn may_try(&self, ctx: &RTSPContext) -> bool;
+    /// What the check came to.
+    fn checked(&self, ctx: &RTSPContext, outcome: Checked);
+}
 
 mod imp {
     use super::*;
 
     #[derive(Default)]
     pub struct CountingAuth {
-        pub(super) on_401: OnceLock<OnUnauthorized>,
+        pub(super) gate: OnceLock<Box<dyn Gate>>,
     }
 
     #[glib::object_subclass]
@@ -85,29 +104,45 @@ mod imp {
     impl ObjectImpl for CountingAuth {}
 
     impl RTSPAuthImpl for CountingAuth {
-        // gst-rtsp-server calls this exactly when it answers a request with 401.
-        fn generate_authenticate_header(&self, ctx: &RTSPContext) {
-            self.parent_generate_authenticate_header(ctx);
-            if let Some(f) = self.on_401.get() {
-                let had_credentials = ctx
-                    .request()
-                    .is_some_and(|m| !m.parse_auth_credentials().is_empty());
-                f(had_credentials, ctx);
+        // gst-rtsp-server calls this once per request that needs credentials; false (or no
+        // token set) makes it answer 401 and stop there.
+        fn authenticate(&self, ctx: &RTSPContext) -> bool {
+            let Some(gate) = self.gate.get() else {
+                return self.parent_authenticate(ctx);
+            };
+            if !gate.may_try(ctx) {
+                return false;
             }
+            let ok = self.parent_authenticate(ctx);
+            // The parent sets the token of the credentials it verified (there is no default
+            // token): none means missing or wrong credentials.
+            let outcome = if ok && ctx.token().is_some() {
+                Checked::Valid
+            } else if ctx
+                .request()
+                .is_some_and(|m| !m.parse_auth_credentials().is_empty())
+            {
+                Checked::Wrong
+            } else {
+                Checked::Missing
+            };
+            gate.checked(ctx, outcome);
+            ok
         }
     }
 }
 
 glib::wrapper! {
-    /// gst-rtsp-server's `RTSPAuth`, telling us about each 401.
+    /// gst-rtsp-server's `RTSPAuth`, asking a [`Gate`] around each check.
     pub struct CountingAuth(ObjectSubclass<imp::CountingAuth>) @extends RTSPAuth;
 }
 
 impl CountingAuth {
-    /// Digest authentication for `c`, whose token lets the viewer watch.
-    pub fn digest(c: &Credentials, on_401: OnUnauthorized) -> CountingAuth {
+    /// Digest authentication for `c`, whose token lets the viewer watch; `gate` is asked
+    /// around each check.
+    pub(crate) fn digest(c: &Credentials, gate: Box<dyn Gate>) -> CountingAuth {
         let auth: CountingAuth = glib::Object::new();
-        let _ = auth.imp().on_401.set(on_401);
+        let _ = auth.imp().gate.set(gate);
         auth.set_supported_methods(gst_rtsp_server::gst_rtsp::RTSPAuthMethod::Digest);
         auth.set_realm(Some("untether"));
         let token = RTSPToken::builder()

@@ -9,6 +9,12 @@
 //! frame. The encoder never waits for it: a full queue drops, counts, and skips to the next
 //! keyframe. Viewers authenticate with RTSP digest unless the host is open.
 //!
+//! A connection counts against `rtsp.max_viewers` only once a DESCRIBE, SETUP or PLAY of it
+//! got past authentication; one that does not within [`IDLE_CONNECTION`] is closed. An address
+//! that sends wrong credentials [`throttle::FREE_FAILURES`] times in a row is refused, its
+//! credentials unchecked, for a growing while (the log says so once per refusal, not per
+//! guess).
+//!
 //! Threads: gst-rtsp-server runs on its own GLib main loop (`host-rtsp`); its media pipelines
 //! have their GStreamer streaming threads. The host's threads only push into `appsrc`s.
 //!
@@ -18,10 +24,12 @@ mod auth;
 mod feed;
 mod ffi;
 mod media;
+mod throttle;
 mod viewers;
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,10 +46,11 @@ use untether::host::{ConsumerSummary, EncodedVideo, KeyframeRequests, StreamCons
 use untether::identity::Access;
 use untether_proto::AudioPacket;
 
-use auth::CountingAuth;
 pub use auth::Credentials;
+use auth::{Checked, CountingAuth, Gate};
 use media::{Media, Pushed};
-use viewers::Viewers;
+use throttle::{Failed, Throttle};
+use viewers::{Admission, Connection, Viewers};
 
 /// The GStreamer elements the server needs, and the Debian package of each.
 const ELEMENTS: [(&str, &str); 4] = [
@@ -53,6 +62,10 @@ const ELEMENTS: [(&str, &str); 4] = [
 
 /// How often sessions whose viewer went away without a TEARDOWN are looked for.
 const SESSION_CLEANUP: Duration = Duration::from_secs(2);
+
+/// How long a connection may stay without becoming a viewer (a DESCRIBE, SETUP or PLAY past
+/// authentication) before it is closed: a player does it within a round trip or two.
+pub const IDLE_CONNECTION: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RtspError {
@@ -88,6 +101,20 @@ struct Counters {
     audio_dropped: AtomicU64,
 }
 
+/// One RTSP connection.
+struct Conn {
+    id: u64,
+    ip: String,
+    state: Mutex<Connection>,
+    /// A request of it had the right credentials (or none are needed).
+    authenticated: AtomicBool,
+}
+
+/// The key of a client's connection in `Inner::conns` (its object's address, while open).
+fn conn_key(client: &RTSPClient) -> usize {
+    client.as_ptr() as usize
+}
+
 /// What the host's threads and the server's callbacks share.
 struct Inner {
     cfg: RtspToml,
@@ -101,6 +128,12 @@ struct Inner {
     viewers: Mutex<Viewers>,
     counters: Counters,
     next_client: AtomicU64,
+    /// Wrong credentials per source address.
+    throttle: Mutex<Throttle>,
+    /// The open connections, by their client object.
+    conns: Mutex<HashMap<usize, Arc<Conn>>>,
+    /// The server's main context (its thread runs it): timers of connections go there.
+    context: glib::MainContext,
 }
 
 impl Inner {
@@ -136,26 +169,79 @@ impl Inner {
         self.request_keyframe();
     }
 
-    /// A connection: a viewer, or turned away when `rtsp.max_viewers` are there.
-    fn client_connected(self: &Arc<Self>, client: &RTSPClient) {
-        let id = self.next_client.fetch_add(1, Ordering::Relaxed);
-        let ip = ffi::client_ip(client).unwrap_or_else(|| "?".into());
-        let admitted = lock(&self.viewers).join(id, ip.clone(), self.now_s());
-        if !admitted {
-            log::warn!(
-                "rtsp: turned away a viewer at {ip}: {} are watching (rtsp.max_viewers)",
+    /// A request of `conn` that needs no more authentication (open, or its credentials were
+    /// right): whether it goes on (else 503: the connection was turned away,
+    /// `rtsp.max_viewers` being there when it became a viewer).
+    fn admit(&self, conn: &Conn) -> bool {
+        let mut state = lock(&conn.state);
+        let admission = lock(&self.viewers).admit(&mut state, conn.id, &conn.ip, self.now_s());
+        match admission {
+            Admission::Joined => log::info!("rtsp: viewer connected from {}", conn.ip),
+            Admission::TurnedAway => log::warn!(
+                "rtsp: turned away a viewer at {}: {} are watching (rtsp.max_viewers)",
+                conn.ip,
                 self.cfg.max_viewers
-            );
-            // Every request of this connection is answered 503 Service Unavailable.
-            let busy = |_: &RTSPClient, _: &gst_rtsp_server::RTSPContext| {
-                RTSPStatusCode::ServiceUnavailable
-            };
-            client.connect_pre_describe_request(busy);
-            client.connect_pre_setup_request(busy);
-            client.connect_pre_play_request(busy);
-            return;
+            ),
+            Admission::Viewer | Admission::StillAway => {}
         }
-        log::info!("rtsp: viewer connected from {ip}");
+        admission.goes_on()
+    }
+
+    /// The connection of `client`, while it is open.
+    fn conn(&self, client: &RTSPClient) -> Option<Arc<Conn>> {
+        lock(&self.conns).get(&conn_key(client)).cloned()
+    }
+
+    /// A connection: a viewer once a request of it needs no more authentication (open, or
+    /// with the right credentials; turned away then when `rtsp.max_viewers` are there),
+    /// closed after [`IDLE_CONNECTION`] if it has not become one.
+    fn client_connected(self: &Arc<Self>, client: &RTSPClient) {
+        let conn = Arc::new(Conn {
+            id: self.next_client.fetch_add(1, Ordering::Relaxed),
+            ip: ffi::client_ip(client).unwrap_or_else(|| "?".into()),
+            state: Mutex::new(Connection::Pending),
+            authenticated: AtomicBool::new(self.credentials.is_none()),
+        });
+        let id = conn.id;
+        log::debug!("rtsp: connection from {}", conn.ip);
+        lock(&self.conns).insert(conn_key(client), conn.clone());
+        // These signals come before gst-rtsp-server checks the request's credentials: a
+        // connection whose credentials were right (in an earlier request, or in this one:
+        // then at its next) is let in or turned away; others go on to that check.
+        let admission = || {
+            let (weak, conn) = (Arc::downgrade(self), conn.clone());
+            move |_: &RTSPClient, _: &gst_rtsp_server::RTSPContext| match weak.upgrade() {
+                Some(inner)
+                    if conn.authenticated.load(Ordering::Relaxed) && !inner.admit(&conn) =>
+                {
+                    RTSPStatusCode::ServiceUnavailable
+                }
+                _ => RTSPStatusCode::Ok,
+            }
+        };
+        client.connect_pre_describe_request(admission());
+        client.connect_pre_setup_request(admission());
+        client.connect_pre_play_request(admission());
+        let (weak_client, idle) = (client.downgrade(), conn.clone());
+        glib::timeout_source_new(
+            IDLE_CONNECTION,
+            Some("untether-rtsp-idle"),
+            glib::Priority::DEFAULT,
+            move || {
+                if *lock(&idle.state) != Connection::Viewer {
+                    if let Some(client) = weak_client.upgrade() {
+                        log::debug!(
+                            "rtsp: closed the connection from {}: not a viewer after {} s",
+                            idle.ip,
+                            IDLE_CONNECTION.as_secs()
+                        );
+                        client.close();
+                    }
+                }
+                glib::ControlFlow::Break
+            },
+        )
+        .attach(Some(&self.context));
         let weak = Arc::downgrade(self);
         client.connect_setup_request(move |_, ctx| {
             if let Some(inner) = weak.upgrade() {
@@ -188,8 +274,9 @@ impl Inner {
             }
         });
         let weak = Arc::downgrade(self);
-        client.connect_closed(move |_| {
+        client.connect_closed(move |client| {
             if let Some(inner) = weak.upgrade() {
+                lock(&inner.conns).remove(&conn_key(client));
                 let now = inner.now_s();
                 if let Some(v) = lock(&inner.viewers).leave(id, now) {
                     log::info!(
@@ -202,20 +289,83 @@ impl Inner {
         });
     }
 
-    /// A 401 went out: a challenge (no credentials yet) or a refusal (wrong ones).
-    fn unauthorized(&self, had_credentials: bool, ctx: &gst_rtsp_server::RTSPContext) {
-        let ip = ctx
-            .client()
+    /// Whether the credentials of a request from `ip` may be checked (false: the address
+    /// guessed wrong too often; the request is answered 401 unchecked).
+    fn may_try(&self, ip: &str) -> bool {
+        let ok = lock(&self.throttle).may_try(ip, self.now_s());
+        if !ok {
+            lock(&self.viewers).refused += 1;
+            log::debug!("rtsp: refused a request from {ip} unchecked (too many wrong passwords)");
+        }
+        ok
+    }
+
+    /// What checking the credentials of a request of `client` from `ip` came to.
+    fn checked(&self, client: Option<&RTSPClient>, ip: &str, outcome: Checked) {
+        match outcome {
+            Checked::Valid => {
+                lock(&self.throttle).succeeded(ip);
+                if let Some(conn) = client.and_then(|c| self.conn(c)) {
+                    // A viewer now, or turned away: its next request hears which.
+                    conn.authenticated.store(true, Ordering::Relaxed);
+                    self.admit(&conn);
+                }
+            }
+            Checked::Missing => {
+                lock(&self.viewers).challenged += 1;
+                log::debug!("rtsp: asked the viewer at {ip} for credentials (401)");
+            }
+            Checked::Wrong => {
+                lock(&self.viewers).refused += 1;
+                let failed = lock(&self.throttle).failed(ip, self.now_s());
+                match failed {
+                    Failed::First => {
+                        log::warn!("rtsp: refused a viewer at {ip}: wrong user or password")
+                    }
+                    Failed::Again => {
+                        log::debug!("rtsp: refused a viewer at {ip}: wrong user or password")
+                    }
+                    Failed::Blocked {
+                        failures,
+                        for_s,
+                        refused_before,
+                    } => log::warn!(
+                        "rtsp: {failures} wrong user/password attempts from {ip}: its requests \
+                         are refused unchecked for {for_s:.0} s{}",
+                        if refused_before > 0 {
+                            format!(" ({refused_before} were refused during its previous refusal)")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The server's [`Gate`]: the throttle per source address, and the counts and log lines of
+/// refusals.
+struct ServerGate(Weak<Inner>);
+
+impl ServerGate {
+    fn ip(ctx: &gst_rtsp_server::RTSPContext) -> String {
+        ctx.client()
             .and_then(ffi::client_ip)
-            .unwrap_or_else(|| "?".into());
-        let mut v = lock(&self.viewers);
-        if had_credentials {
-            v.refused += 1;
-            // One line per refusal is enough: a player does not retry wrong credentials.
-            log::warn!("rtsp: refused a viewer at {ip}: wrong user or password");
-        } else {
-            v.challenged += 1;
-            log::debug!("rtsp: asked the viewer at {ip} for credentials (401)");
+            .unwrap_or_else(|| "?".into())
+    }
+}
+
+impl Gate for ServerGate {
+    fn may_try(&self, ctx: &gst_rtsp_server::RTSPContext) -> bool {
+        self.0
+            .upgrade()
+            .is_none_or(|inner| inner.may_try(&Self::ip(ctx)))
+    }
+
+    fn checked(&self, ctx: &gst_rtsp_server::RTSPContext, outcome: Checked) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.checked(ctx.client(), &Self::ip(ctx), outcome);
         }
     }
 }
@@ -272,17 +422,12 @@ impl RtspServer {
             viewers: Mutex::new(Viewers::new(cfg.max_viewers)),
             counters: Counters::default(),
             next_client: AtomicU64::new(0),
+            throttle: Mutex::new(Throttle::default()),
+            conns: Mutex::new(HashMap::new()),
+            context: context.clone(),
         });
         if let Some(c) = &credentials {
-            let weak = Arc::downgrade(&inner);
-            let auth = CountingAuth::digest(
-                c,
-                Box::new(move |had, ctx| {
-                    if let Some(inner) = weak.upgrade() {
-                        inner.unauthorized(had, ctx);
-                    }
-                }),
-            );
+            let auth = CountingAuth::digest(c, Box::new(ServerGate(Arc::downgrade(&inner))));
             server.set_auth(Some(&auth));
         }
         let weak = Arc::downgrade(&inner);

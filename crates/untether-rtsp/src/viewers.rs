@@ -1,5 +1,9 @@
 //! The RTSP viewers: who is connected, since when, over which transport, who left, and who
 //! was turned away. Plain bookkeeping, keyed by an id per RTSP connection.
+//!
+//! A connection is not a viewer: it becomes one when its first DESCRIBE, SETUP or PLAY got
+//! past authentication ([`Viewers::admit`]), so connections that never authenticate (idle
+//! ones, wrong passwords) take no place of `rtsp.max_viewers`.
 
 use untether::host::ViewerSummary;
 
@@ -10,6 +14,38 @@ const KEEP_GONE: usize = 32;
 struct Viewer {
     id: u64,
     summary: ViewerSummary,
+}
+
+/// Where one RTSP connection stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Connection {
+    /// Connected, not a viewer (yet): closed if it stays so for `IDLE_CONNECTION`.
+    #[default]
+    Pending,
+    /// A viewer.
+    Viewer,
+    /// Turned away (`rtsp.max_viewers` were there): every request is answered 503.
+    TurnedAway,
+}
+
+/// What [`Viewers::admit`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// A viewer already: go on.
+    Viewer,
+    /// A viewer from now on: go on (and say so).
+    Joined,
+    /// Turned away now: 503 (and say so).
+    TurnedAway,
+    /// Turned away before: 503.
+    StillAway,
+}
+
+impl Admission {
+    /// Whether the request goes on (else: 503 Service Unavailable).
+    pub fn goes_on(self) -> bool {
+        matches!(self, Admission::Viewer | Admission::Joined)
+    }
 }
 
 /// The viewers of one RTSP server.
@@ -74,6 +110,29 @@ impl Viewers {
         true
     }
 
+    /// A request of the connection `id` from `address` (in the state `conn`) got past
+    /// authentication at `now_s`: it joins unless `max` viewers are there, once.
+    pub fn admit(
+        &mut self,
+        conn: &mut Connection,
+        id: u64,
+        address: &str,
+        now_s: f64,
+    ) -> Admission {
+        match *conn {
+            Connection::Viewer => Admission::Viewer,
+            Connection::TurnedAway => Admission::StillAway,
+            Connection::Pending if self.join(id, address.to_string(), now_s) => {
+                *conn = Connection::Viewer;
+                Admission::Joined
+            }
+            Connection::Pending => {
+                *conn = Connection::TurnedAway;
+                Admission::TurnedAway
+            }
+        }
+    }
+
     /// The transport a viewer set up (`rtp/udp`, `rtp/tcp`).
     pub fn set_transport(&mut self, id: u64, transport: &str) {
         if let Some(v) = self.current(id) {
@@ -128,6 +187,28 @@ mod tests {
         let s = v.summaries();
         assert_eq!(s.len(), 3);
         assert_eq!(s.iter().filter(|s| s.left_s.is_none()).count(), 2);
+    }
+
+    #[test]
+    fn a_connection_is_a_viewer_from_its_first_authenticated_request_once() {
+        let mut v = Viewers::new(1);
+        let (mut idle, mut a, mut b) = (
+            Connection::default(),
+            Connection::default(),
+            Connection::default(),
+        );
+        // Connections that never got past authentication take no place.
+        assert_eq!(idle, Connection::Pending);
+        assert_eq!(v.connected(), 0);
+        assert_eq!(v.admit(&mut a, 1, "10.0.0.1", 1.0), Admission::Joined);
+        assert_eq!(v.admit(&mut a, 1, "10.0.0.1", 1.1), Admission::Viewer);
+        assert_eq!((v.connected(), v.total), (1, 1));
+        assert_eq!(v.admit(&mut b, 2, "10.0.0.2", 1.2), Admission::TurnedAway);
+        assert_eq!(v.admit(&mut b, 2, "10.0.0.2", 1.3), Admission::StillAway);
+        assert!(!Admission::StillAway.goes_on() && Admission::Viewer.goes_on());
+        assert_eq!(v.turned_away, 1, "counted once per connection");
+        v.leave(1, 2.0);
+        assert_eq!(v.admit(&mut idle, 3, "10.0.0.3", 2.5), Admission::Joined);
     }
 
     #[test]

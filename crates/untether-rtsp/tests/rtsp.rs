@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use untether::config::{ConfigToml, RtspToml};
@@ -278,9 +278,14 @@ fn gstreamer_plays_over_udp_and_tcp() {
     assert_eq!(summary.consumers[0].viewers_total, viewers);
 }
 
-/// Reads one RTSP response (status line and headers) from `stream`.
+/// Sends `request` on a new connection and reads one RTSP response (status line and headers).
 fn rtsp_request(addr: std::net::SocketAddr, request: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
+    rtsp_request_on(&mut s, request)
+}
+
+/// Sends `request` on `s` and reads one RTSP response (status line and headers).
+fn rtsp_request_on(s: &mut TcpStream, request: &str) -> String {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(request.as_bytes()).unwrap();
     let mut got = Vec::new();
@@ -294,13 +299,14 @@ fn rtsp_request(addr: std::net::SocketAddr, request: &str) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-fn describe(addr: std::net::SocketAddr) -> String {
-    rtsp_request(
-        addr,
-        &format!(
-            "DESCRIBE rtsp://{addr}/untether RTSP/1.0\r\nCSeq: 1\r\nAccept: application/sdp\r\n\r\n"
-        ),
+fn describe_request(addr: std::net::SocketAddr) -> String {
+    format!(
+        "DESCRIBE rtsp://{addr}/untether RTSP/1.0\r\nCSeq: 1\r\nAccept: application/sdp\r\n\r\n"
     )
+}
+
+fn describe(addr: std::net::SocketAddr) -> String {
+    rtsp_request(addr, &describe_request(addr))
 }
 
 #[test]
@@ -353,8 +359,10 @@ fn an_unauthenticated_request_is_refused_unless_the_host_is_open() {
     assert!(answer.contains("application/sdp"), "{answer}");
     // rtsp.max_viewers = 1: while one is connected, another is turned away with 503.
     wait_for("the first viewer to leave", || server.viewers() == 0);
-    let _first = TcpStream::connect(server.local_addr()).unwrap();
-    wait_for("a viewer", || server.viewers() == 1);
+    let mut first = TcpStream::connect(server.local_addr()).unwrap();
+    let answer = rtsp_request_on(&mut first, &describe_request(server.local_addr()));
+    assert!(answer.starts_with("RTSP/1.0 200"), "{answer}");
+    assert_eq!(server.viewers(), 1);
     let answer = describe(server.local_addr());
     assert!(answer.starts_with("RTSP/1.0 503"), "{answer}");
     let summary = stop(host, &server);
@@ -399,4 +407,186 @@ fn audio_goes_to_rtsp_viewers_with_the_video() {
     // Nothing dropped, the start included (the queue holds what piles up while the
     // media prepares).
     assert_eq!(rtsp.audio_packets_dropped, 0, "{rtsp:?}");
+}
+
+/// `ffmpeg -rtsp_transport tcp -i URL -frames:v N -f null -`, errors only.
+fn ffmpeg_tcp(url: &str, frames: u32) -> Played {
+    let frames = frames.to_string();
+    ffmpeg(
+        &[
+            "-loglevel",
+            "error",
+            "-rtsp_transport",
+            "tcp",
+            "-i",
+            url,
+            "-frames:v",
+            &frames,
+            "-f",
+            "null",
+            "-",
+        ],
+        Duration::from_secs(30),
+    )
+}
+
+/// Connections that never authenticate take no viewer's place: with rtsp.max_viewers = 2,
+/// four idle connections and one that only got the digest challenge, a player with the
+/// password still plays (before, each connection was a viewer: the player got 503).
+#[test]
+fn idle_connections_do_not_keep_a_viewer_out() {
+    let two = RtspToml {
+        max_viewers: 2,
+        ..Default::default()
+    };
+    let (host, server) = host_with(Access::Pin, false, two);
+    let addr = server.local_addr();
+    let mut idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let mut challenged = TcpStream::connect(addr).unwrap();
+    let answer = rtsp_request_on(&mut challenged, &describe_request(addr));
+    assert!(answer.starts_with("RTSP/1.0 401"), "{answer}");
+    idle.push(challenged);
+    assert_eq!(server.viewers(), 0, "a connection is not a viewer");
+    let p = ffmpeg_tcp(&server.url_for("127.0.0.1", true), 10);
+    assert!(p.ok, "ffmpeg failed after {:?}: {}", p.elapsed, p.stderr);
+    let summary = stop(host, &server);
+    let rtsp = &summary.consumers[0];
+    assert_eq!(rtsp.viewers_total, 1, "{rtsp:?}");
+    assert_eq!(rtsp.refused, 0, "{rtsp:?}");
+    drop(idle);
+}
+
+/// Reads from `s` until the server closes it (true), or 30 s pass (false).
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A connection that does not become a viewer is closed within IDLE_CONNECTION (5 s): one
+/// that sends nothing, and one that never gets past the digest challenge. (Before, gst-rtsp-
+/// server kept them for its 60 s session timeout, each renewable.)
+#[test]
+fn an_idle_unauthenticated_connection_is_closed() {
+    let (host, server) = host_with_rtsp(Access::Pin, false);
+    let addr = server.local_addr();
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let mut challenged = TcpStream::connect(addr).unwrap();
+    let answer = rtsp_request_on(&mut challenged, &describe_request(addr));
+    assert!(answer.starts_with("RTSP/1.0 401"), "{answer}");
+    assert!(
+        closed_by_server(&mut silent),
+        "the silent connection stayed open"
+    );
+    assert!(
+        closed_by_server(&mut challenged),
+        "the unauthenticated connection stayed open"
+    );
+    // A viewer is not closed: it plays longer than IDLE_CONNECTION.
+    let frames = (untether_rtsp::IDLE_CONNECTION.as_secs() as u32 + 2) * 60;
+    let p = ffmpeg_tcp(&server.url_for("127.0.0.1", true), frames);
+    assert!(p.ok, "ffmpeg failed after {:?}: {}", p.elapsed, p.stderr);
+    stop(host, &server);
+}
+
+/// The log lines of this test binary (every test's: they run in one process).
+fn logged() -> &'static Mutex<Vec<String>> {
+    struct Capture(Mutex<Vec<String>>);
+    impl log::Log for Capture {
+        fn enabled(&self, m: &log::Metadata) -> bool {
+            m.level() <= log::Level::Info
+        }
+        fn log(&self, r: &log::Record) {
+            if self.enabled(r.metadata()) {
+                let line = format!("{} {}", r.level(), r.args());
+                self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            }
+        }
+        fn flush(&self) {}
+    }
+    static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
+    let c = CAPTURE.get_or_init(|| {
+        let c: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
+        let _ = log::set_logger(c);
+        log::set_max_level(log::LevelFilter::Info);
+        c
+    });
+    &c.0
+}
+
+/// A burst of wrong passwords from one address: after a few, the address is refused without
+/// its credentials being checked — the right password too — and the log says so in one line,
+/// not one per guess. (Before: each guess was checked, ~5500 a second, one WARN line each.)
+#[test]
+fn a_burst_of_wrong_passwords_is_refused_and_logged_once() {
+    let lines = logged();
+    let (host, server) = host_with_rtsp(Access::Pin, false);
+    let addr = server.local_addr();
+    let guesses = 50;
+    let mut s = TcpStream::connect(addr).unwrap();
+    for i in 0..guesses {
+        let request = format!(
+            "DESCRIBE rtsp://{addr}/untether RTSP/1.0\r\nCSeq: {}\r\nAccept: application/sdp\r\n\
+             Authorization: Digest username=\"untether\", realm=\"untether\", \
+             nonce=\"{i:032x}\", uri=\"rtsp://{addr}/untether\", \
+             response=\"{i:032x}\"\r\n\r\n",
+            i + 1
+        );
+        let answer = rtsp_request_on(&mut s, &request);
+        assert!(answer.starts_with("RTSP/1.0 401"), "{answer}");
+    }
+    // The right password from that address is refused now too.
+    let p = ffmpeg_tcp(&server.url_for("127.0.0.1", true), 1);
+    assert!(!p.ok, "the right password got through: {}", p.stderr);
+    assert!(p.stderr.contains("401"), "{}", p.stderr);
+    let summary = stop(host, &server);
+    let rtsp = &summary.consumers[0];
+    assert!(rtsp.refused >= guesses, "{rtsp:?}");
+    assert_eq!(rtsp.viewers_total, 0, "{rtsp:?}");
+    let lines = lines.lock().unwrap_or_else(|p| p.into_inner());
+    let refusals: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("wrong user/password attempts from 127.0.0.1"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:#?}");
+    // The first wrong attempt is said too (other tests of this binary may add one each).
+    let wrong = lines
+        .iter()
+        .filter(|l| l.contains("wrong user or password"))
+        .count();
+    assert!(wrong < 5, "one line per guess: {lines:#?}");
+}
+
+/// With digest, a viewer with the right password beyond rtsp.max_viewers is turned away with
+/// 503 (at the request after the one its credentials were checked in) and counted once.
+#[test]
+fn an_authenticated_viewer_beyond_max_viewers_gets_503() {
+    let one = RtspToml {
+        max_viewers: 1,
+        ..Default::default()
+    };
+    let (host, server) = host_with(Access::Pin, false, one);
+    let url = server.url_for("127.0.0.1", true);
+    let first = {
+        let url = url.clone();
+        std::thread::spawn(move || ffmpeg_tcp(&url, 600))
+    };
+    wait_for("the first viewer's frames", || {
+        server.summary().frames_sent >= 20
+    });
+    let second = ffmpeg_tcp(&url, 1);
+    assert!(!second.ok, "a second viewer got in: {}", second.stderr);
+    assert!(second.stderr.contains("503"), "{}", second.stderr);
+    assert_eq!(server.viewers(), 1);
+    let summary = stop(host, &server);
+    let _ = first.join();
+    let rtsp = &summary.consumers[0];
+    assert_eq!((rtsp.viewers_total, rtsp.refused), (1, 1), "{rtsp:?}");
 }

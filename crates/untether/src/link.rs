@@ -8,7 +8,9 @@
 //!
 //! - **Host** ([`HostLink`]): answers a client's LinkAddress with its own (or LinkDeclined),
 //!   maps the client's MAC to its UDP address, and sends to that MAC once a frame from it
-//!   arrived — back over UDP when the client's datagrams come over UDP again.
+//!   arrived that the session authenticated — back over UDP when the client's authenticated
+//!   datagrams come over UDP again. A frame with the client's MAC, or a datagram with its UDP
+//!   address, moves nothing before the session opened it: anyone can forge either.
 //! - **Client** ([`ClientLink`]): offers its MAC after the Accept (every 250 ms, 4 times),
 //!   switches to raw frames when the host answers, and falls back to UDP for the session when
 //!   no frame from the host's MAC arrives within 1 s.
@@ -264,17 +266,11 @@ impl HostLink {
     }
 
     /// A raw frame from `src` arrived: the client's UDP address to hand its datagram to the
-    /// session with (None: no client has that MAC — dropped and counted).
-    pub fn on_raw(&mut self, now: Micros, src: MacAddr) -> Option<SocketAddr> {
-        match self.peers.iter_mut().find(|p| p.mac == src) {
+    /// session with (None: no client has that MAC — dropped and counted). It switches nothing:
+    /// [`on_authentic`](Self::on_authentic) does, once the session opened the datagram.
+    pub fn on_raw(&mut self, src: MacAddr) -> Option<SocketAddr> {
+        match self.peers.iter().find(|p| p.mac == src) {
             Some(p) => {
-                if !p.raw {
-                    p.raw = true;
-                    self.report.transport = "raw".into();
-                    self.report
-                        .switched_after_us
-                        .get_or_insert(now.saturating_sub(p.connected_us));
-                }
                 self.report.frames_received += 1;
                 Some(p.addr)
             }
@@ -285,13 +281,24 @@ impl HostLink {
         }
     }
 
-    /// A datagram from `addr` arrived over UDP: that client is (back) on UDP.
-    pub fn on_udp(&mut self, addr: SocketAddr) {
-        if let Some(p) = self.peers.iter_mut().find(|p| p.addr == addr && p.raw) {
-            p.raw = false;
-            if !self.peers.iter().any(|p| p.raw) {
-                self.report.transport = "udp".into();
-            }
+    /// The session authenticated a datagram of the client at `addr` that came as a raw frame
+    /// (`raw`) or over UDP: the host answers that client the same way from now on. Only
+    /// authenticated datagrams switch a client's transport.
+    pub fn on_authentic(&mut self, now: Micros, addr: SocketAddr, raw: bool) {
+        let Some(p) = self.peers.iter_mut().find(|p| p.addr == addr) else {
+            return;
+        };
+        if p.raw == raw {
+            return;
+        }
+        p.raw = raw;
+        if raw {
+            self.report.transport = "raw".into();
+            self.report
+                .switched_after_us
+                .get_or_insert(now.saturating_sub(p.connected_us));
+        } else if !self.peers.iter().any(|p| p.raw) {
+            self.report.transport = "udp".into();
         }
     }
 
@@ -419,13 +426,11 @@ impl ClientLink {
     }
 
     /// A raw frame from `src`: the host's address to hand its datagram to the session with
-    /// (None: not the host's MAC, or not switched — dropped and counted).
+    /// (None: not the host's MAC, or not switched — dropped and counted). It confirms
+    /// nothing: [`on_authentic_raw`](Self::on_authentic_raw) does, once the session opened it.
     pub fn on_raw(&mut self, src: MacAddr) -> Option<SocketAddr> {
-        match &mut self.state {
-            ClientState::Raw {
-                host, confirmed, ..
-            } if *host == src => {
-                *confirmed = true;
+        match &self.state {
+            ClientState::Raw { host, .. } if *host == src => {
                 self.report.frames_received += 1;
                 Some(self.host)
             }
@@ -433,6 +438,15 @@ impl ClientLink {
                 self.report.unexpected_mac += 1;
                 None
             }
+        }
+    }
+
+    /// The session authenticated a datagram that came as a raw frame from the host's MAC: the
+    /// raw link works (no fallback to UDP). A forged frame with the host's MAC does not
+    /// confirm it.
+    pub fn on_authentic_raw(&mut self) {
+        if let ClientState::Raw { confirmed, .. } = &mut self.state {
+            *confirmed = true;
         }
     }
 
@@ -526,7 +540,7 @@ mod tests {
     fn the_host_answers_and_goes_raw_once_the_clients_frames_come_raw() {
         let mut h = HostLink::raw(HOST_MAC, T, "veth0");
         // Before any offer, a frame from anyone is unexpected.
-        assert_eq!(h.on_raw(0, CLIENT_MAC), None);
+        assert_eq!(h.on_raw(CLIENT_MAC), None);
         assert_eq!(h.report.unexpected_mac, 1);
         assert_eq!(
             h.on_link_address(10, addr(), T, CLIENT_MAC.0),
@@ -537,9 +551,12 @@ mod tests {
         );
         // Still UDP until a raw frame from the client's MAC arrives.
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
-        assert_eq!(h.on_raw(500, MacAddr([9; 6])), None);
+        assert_eq!(h.on_raw(MacAddr([9; 6])), None);
         assert_eq!(h.report.unexpected_mac, 2);
-        assert_eq!(h.on_raw(510, CLIENT_MAC), Some(addr()));
+        assert_eq!(h.on_raw(CLIENT_MAC), Some(addr()));
+        // Still UDP until the session authenticated that frame's datagram.
+        assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
+        h.on_authentic(510, addr(), true);
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Raw(CLIENT_MAC));
         assert_eq!(h.report.transport, "raw");
         assert_eq!(h.report.switched_after_us, Some(500));
@@ -547,12 +564,34 @@ mod tests {
         let mut other = out(Via::Socket(0));
         other.dst = Some("10.0.0.3:1".parse().unwrap());
         assert_eq!(h.route(other).via, Via::Socket(0));
-        // The client went back to UDP: so does the host.
-        h.on_udp(addr());
+        // The client went back to UDP (an authenticated datagram over UDP): so does the host.
+        h.on_authentic(550, addr(), false);
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
         assert_eq!(h.report.transport, "udp");
         h.forget(addr());
-        assert_eq!(h.on_raw(600, CLIENT_MAC), None);
+        assert_eq!(h.on_raw(CLIENT_MAC), None);
+    }
+
+    /// Forged frames (the client's MAC) or datagrams (its address) the session did not open
+    /// switch nothing.
+    #[test]
+    fn only_authenticated_datagrams_switch_the_clients_transport() {
+        let mut h = HostLink::raw(HOST_MAC, T, "veth0");
+        h.on_link_address(10, addr(), T, CLIENT_MAC.0);
+        // Forged raw frames with the client's MAC: handed to the session, nothing switched.
+        assert_eq!(h.on_raw(CLIENT_MAC), Some(addr()));
+        assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
+        assert_eq!(h.report.transport, "udp");
+        assert_eq!(h.report.switched_after_us, None);
+        // The client's real frame, authenticated: raw.
+        assert_eq!(h.on_raw(CLIENT_MAC), Some(addr()));
+        h.on_authentic(600, addr(), true);
+        assert_eq!(h.route(out(Via::Socket(0))).via, Via::Raw(CLIENT_MAC));
+        // A forged UDP datagram with the client's address (no on_authentic) or an unknown
+        // address's authenticated one: still raw.
+        h.on_authentic(700, "10.0.0.9:1".parse().unwrap(), false);
+        assert_eq!(h.route(out(Via::Socket(0))).via, Via::Raw(CLIENT_MAC));
+        assert_eq!(h.report.transport, "raw");
     }
 
     #[test]
@@ -572,7 +611,7 @@ mod tests {
                 reason: LinkDeclineReason::EtherType
             }
         );
-        assert_eq!(h.on_raw(1, CLIENT_MAC), None);
+        assert_eq!(h.on_raw(CLIENT_MAC), None);
     }
 
     #[test]
@@ -597,6 +636,9 @@ mod tests {
         assert_eq!(c.route(out(Via::All)).via, Via::Raw(HOST_MAC));
         assert_eq!(c.on_raw(MacAddr([7; 6])), None);
         assert_eq!(c.on_raw(HOST_MAC), Some(addr()));
+        // Confirmed only once the session authenticated that frame's datagram.
+        assert_eq!(c.poll_timeout(), Some(2_000 + CONFIRM_US));
+        c.on_authentic_raw();
         assert_eq!(c.poll_timeout(), None, "confirmed: nothing to wait for");
         assert_eq!(c.handle_timeout(10_000_000), None);
         assert_eq!(c.report.transport, "raw");
@@ -619,6 +661,16 @@ mod tests {
             panic!("no fallback");
         };
         assert!(line.contains("back to UDP") && line.contains(&HOST_MAC.to_string()));
+        // Forged frames with the host's MAC (never authenticated) do not keep it on raw.
+        let mut c = ClientLink::new(CLIENT_MAC, T, addr(), "veth1");
+        c.on_connected(0);
+        c.handle_timeout(0);
+        c.on_link_address(100, T, HOST_MAC.0);
+        assert_eq!(c.on_raw(HOST_MAC), Some(addr()));
+        assert!(matches!(
+            c.handle_timeout(100 + CONFIRM_US),
+            Some(ClientAction::StayOnUdp(_))
+        ));
         assert_eq!(c.route(out(Via::Socket(0))).via, Via::Socket(0));
         assert_eq!(c.report.transport, "udp");
         // Declined.

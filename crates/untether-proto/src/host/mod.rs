@@ -148,6 +148,13 @@ impl HostSession {
         self.cfg.max_clients.max(1)
     }
 
+    /// [`HostStats::datagrams_authentic`], without copying the counters: a driver compares it
+    /// around [`handle_datagram`](Self::handle_datagram) to learn whether that datagram was
+    /// authentic.
+    pub fn datagrams_authentic(&self) -> u64 {
+        self.stats.datagrams_authentic
+    }
+
     pub fn stats(&self) -> HostStats {
         let mut s = self.stats;
         self.stream.fill_stats(&mut s);

@@ -323,6 +323,7 @@ impl HostSession {
         peer.window.record(pn);
         peer.last_recv_us = now;
         peer.confirmed = true;
+        self.stats.datagrams_authentic += 1;
         let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + len]) {
             Ok(f) => f,
             Err(_) => {

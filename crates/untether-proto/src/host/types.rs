@@ -239,6 +239,9 @@ pub struct HostStats {
     pub unknown_connection: u64,
     /// Protected datagrams whose tag did not verify (tampered, forged, wrong key).
     pub auth_failures: u64,
+    /// Protected datagrams of a session that verified and were new (what may move a client:
+    /// its raw layer-2 link follows only these).
+    pub datagrams_authentic: u64,
     pub duplicate_datagrams: u64,
     pub hellos_rejected: u64,
     pub handshakes_started: u64,

@@ -320,9 +320,14 @@ impl Endpoint for ClientNet {
 
     fn handle_raw(&mut self, now: Micros, src: untether_net::MacAddr, data: &[u8]) {
         // Frames from the host's MAC only (learned from its sealed LinkAddress); they carry
-        // the main path's datagrams.
+        // the main path's datagrams, and only one the session opens confirms the raw link.
         if self.link.as_mut().and_then(|l| l.on_raw(src)).is_some() {
+            let authentic = self.session.last_authentic_us();
             self.session.handle_datagram_on(now, 0, data);
+            let opened = self.session.last_authentic_us() != authentic;
+            if let (true, Some(l)) = (opened, self.link.as_mut()) {
+                l.on_authentic_raw();
+            }
         }
     }
 

@@ -48,6 +48,8 @@ impl Setup {
             None => None,
         };
         let (playout, audio_out) = open_audio(io)?;
+        // No session without the OS random generator (keys, nonces): stop, saying so.
+        crate::identity::check_random()?;
         let mut cfg = ClientConfig::new(options.client.name.clone());
         let known_hosts = trust(options, io, &mut cfg)?;
         let (sockets, paths) = open_paths(options)?;

@@ -109,6 +109,13 @@ pub const PIN_TTL_S: Limit<u64> = Limit {
     min: 10,
     max: 86_400,
 };
+/// Wrong PINs the host tolerates before it drops a PIN (`untether pair --pin
+/// --pin-attempts`): a handful, so that a six-digit PIN cannot be guessed.
+pub const PIN_ATTEMPTS: Limit<u32> = Limit {
+    key: "--pin-attempts",
+    min: 1,
+    max: 10,
+};
 pub const CONNECT_TIMEOUT_MS: Limit<u64> = Limit {
     key: "client.connect_timeout_ms",
     min: 100,

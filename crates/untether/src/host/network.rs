@@ -342,13 +342,21 @@ impl Endpoint for HostNet {
             }
             return;
         }
-        self.link.on_udp(from);
+        // Only a datagram the session authenticated moves the client's raw link (link.rs).
+        let authentic = self.session.datagrams_authentic();
         self.session.handle_datagram(now, from, data);
+        if self.session.datagrams_authentic() != authentic {
+            self.link.on_authentic(now, from, false);
+        }
     }
 
     fn handle_raw(&mut self, now: Micros, src: untether_net::MacAddr, data: &[u8]) {
-        if let Some(from) = self.link.on_raw(now, src) {
+        if let Some(from) = self.link.on_raw(src) {
+            let authentic = self.session.datagrams_authentic();
             self.session.handle_datagram(now, from, data);
+            if self.session.datagrams_authentic() != authentic {
+                self.link.on_authentic(now, from, true);
+            }
         }
     }
 

@@ -96,7 +96,7 @@ pub(crate) fn host_security(
             pairing.access = *access;
             pairing.allowed = allowed.iter().copied().collect();
             if *access == Access::Pin {
-                pairing.pin = Some(crate::identity::random_pin());
+                pairing.pin = Some(crate::identity::random_pin()?);
             }
         }
     }

@@ -64,6 +64,8 @@ pub(super) fn start(
         .bind
         .parse()
         .map_err(|_| HostError::BadBind(options.host.bind.clone()))?;
+    // No session without the OS random generator (keys, nonces, PINs): stop, saying so.
+    crate::identity::check_random()?;
     let mut host_cfg = session_config(options)?;
     // Open the capture first: its size is the stream's size.
     let capture = match &setup.source {

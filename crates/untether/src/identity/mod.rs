@@ -32,6 +32,7 @@
 //! its hex key, never by its place in the list (a flood of requests moves it) nor by its
 //! name (the client chose it).
 
+mod resolve;
 mod roles;
 mod state_dir;
 
@@ -46,7 +47,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 pub use untether_proto::fingerprint;
-use untether_proto::handshake::{os_seed, SessionRng};
+use untether_proto::handshake::{try_os_seed, OsRandomUnavailable, SessionRng};
 use untether_proto::{PublicKey, StaticKeypair};
 
 /// The host's allowlist.
@@ -98,6 +99,9 @@ pub enum IdentityError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// The operating system's random generator failed (no keys, nonces or PINs without it).
+    #[error(transparent)]
+    Random(#[from] OsRandomUnavailable),
 }
 
 type Result<T> = std::result::Result<T, IdentityError>;
@@ -247,26 +251,23 @@ fn norm(s: &str) -> String {
         .collect()
 }
 
-/// Whether `query` names this key: a fingerprint prefix of at least 4 characters, or the full
-/// hex key.
-fn matches(query: &str, key_hex_str: &str) -> bool {
-    if query.trim().eq_ignore_ascii_case(key_hex_str) {
-        return true;
-    }
-    let q = norm(query);
-    q.len() >= 4 && parse_key(key_hex_str).is_some_and(|k| norm(&fingerprint(&k)).starts_with(&q))
-}
-
-/// Six uniformly random decimal digits from the OS generator.
-pub fn random_pin() -> String {
+/// Six uniformly random decimal digits from the OS generator (an error when it fails).
+pub fn random_pin() -> Result<String> {
     loop {
-        let s = os_seed();
+        let s = try_os_seed()?;
         let v = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
         // Rejection sampling: no modulo bias.
         if v < u32::MAX - u32::MAX % 1_000_000 {
-            return format!("{:06}", v % 1_000_000);
+            return Ok(format!("{:06}", v % 1_000_000));
         }
     }
+}
+
+/// Whether the operating system's random generator works: the host and the client check it
+/// before they make a session, and stop with this error when it does not (the session's
+/// keys, nonces and PINs come from it; there is no fallback seed).
+pub fn check_random() -> Result<()> {
+    try_os_seed().map(|_| ()).map_err(IdentityError::from)
 }
 
 /// Who may connect to the host (`host.access`, `--access`).

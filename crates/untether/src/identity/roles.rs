@@ -4,7 +4,6 @@
 //! (`clients.json`), written by the running host so that `untether pair` can show them and name
 //! them in `grant` and `control` (a client of an `--access open` host is on no allowlist).
 
-use super::state_dir::{find_name, find_one};
 use super::*;
 
 /// Viewers whose input the host applies.
@@ -73,8 +72,9 @@ impl StateDir {
         remove(&self.file(CLIENTS_FILE))
     }
 
-    /// A client named by fingerprint (4 or more of its characters, matching one), hex key or
-    /// exact name, among the allowed clients and the clients connected now.
+    /// A client named by fingerprint (8 or more of its characters, matching one) or hex key,
+    /// as approve takes them (never by its name: the client chose it), among the allowed
+    /// clients and the clients connected now.
     pub fn find_client(&self, query: &str) -> Result<KeyEntry> {
         let mut known = self.allowed()?;
         if let Some(f) = self.connected_clients()? {
@@ -88,14 +88,14 @@ impl StateDir {
                 }
             }
         }
-        let i = find_one(query, known.iter().map(|e| e.key.as_str()))
-            .or_else(|e| find_name(query, known.iter().map(|e| e.name.as_str())).ok_or(e))
-            .map_err(|e| match e {
-                IdentityError::NotFound(q) => IdentityError::Invalid(format!(
-                    "no allowed or connected client matches {q:?} (`untether pair` lists them)"
-                )),
-                e => e,
-            })?;
+        let keys: Vec<&str> = known.iter().map(|e| e.key.as_str()).collect();
+        let names: Vec<&str> = known.iter().map(|e| e.name.as_str()).collect();
+        let i = super::resolve::resolve(query, "client", &keys, &names).map_err(|e| match e {
+            IdentityError::NotFound(q) => IdentityError::Invalid(format!(
+                "no allowed or connected client matches {q:?} (`untether pair` lists them)"
+            )),
+            e => e,
+        })?;
         Ok(known.swap_remove(i))
     }
 
@@ -117,11 +117,13 @@ impl StateDir {
         Ok(e)
     }
 
-    /// Takes a client's input grant back (by fingerprint, hex key or name among the grants).
+    /// Takes a client's input grant back (by fingerprint or hex key among the grants, as
+    /// approve takes them).
     pub fn revoke_input_grant(&self, query: &str) -> Result<KeyEntry> {
         let mut grants = self.input_grants()?;
-        let i = find_one(query, grants.iter().map(|e| e.key.as_str()))
-            .or_else(|e| find_name(query, grants.iter().map(|e| e.name.as_str())).ok_or(e))?;
+        let keys: Vec<&str> = grants.iter().map(|e| e.key.as_str()).collect();
+        let names: Vec<&str> = grants.iter().map(|e| e.name.as_str()).collect();
+        let i = super::resolve::resolve(query, "client", &keys, &names)?;
         let e = grants.remove(i);
         self.write_json(GRANTS_FILE, &grants)?;
         Ok(e)
@@ -195,21 +197,36 @@ mod tests {
         let before = d.stamp();
         let g = d.grant_input(&fingerprint(&[9; 32])[..9]).unwrap();
         assert_eq!(g.name, "laptop");
-        assert_eq!(d.grant_input("headset").unwrap().name, "headset");
+        // Never by the name a client chose, nor by 4 characters: as approve.
+        for wrong in ["headset", "laptop", &fingerprint(&[3; 32])[..4]] {
+            let e = d.grant_input(wrong).unwrap_err().to_string();
+            assert!(e.contains("fingerprint"), "{wrong}: {e}");
+            let e = d.hand_control(wrong).unwrap_err().to_string();
+            assert!(e.contains("fingerprint"), "{wrong}: {e}");
+        }
+        assert_eq!(d.input_grants().unwrap().len(), 1);
+        assert!(d.control().unwrap().is_none());
+        assert_eq!(d.grant_input(&key_hex(&[3; 32])).unwrap().name, "headset");
         assert_eq!(d.input_grants().unwrap().len(), 2);
         // Granting twice keeps one entry.
-        d.grant_input("laptop").unwrap();
+        d.grant_input(&fingerprint(&[9; 32])).unwrap();
         assert_eq!(d.input_grants().unwrap().len(), 2);
         assert_ne!(d.stamp(), before, "the running host sees the change");
+        assert!(d.revoke_input_grant("laptop").is_err());
+        let laptop = fingerprint(&[9; 32]);
         assert_eq!(
-            d.revoke_input_grant("laptop").unwrap().key,
+            d.revoke_input_grant(&laptop[..9]).unwrap().key,
             key_hex(&[9; 32])
         );
         assert_eq!(d.input_grants().unwrap().len(), 1);
-        assert!(d.revoke_input_grant("laptop").is_err());
+        assert!(d.revoke_input_grant(&laptop).is_err());
         // Control.
         assert!(d.control().unwrap().is_none());
-        assert_eq!(d.hand_control("headset").unwrap().key, key_hex(&[3; 32]));
+        let headset = fingerprint(&[3; 32]);
+        assert_eq!(
+            d.hand_control(&headset[..9]).unwrap().key,
+            key_hex(&[3; 32])
+        );
         assert_eq!(d.control().unwrap().map(|e| e.name), Some("headset".into()));
         assert!(d.release_control().unwrap().is_some());
         assert!(d.control().unwrap().is_none());

@@ -197,7 +197,7 @@ impl StateDir {
         if let Some(kp) = self.load_identity(role)? {
             return Ok(kp);
         }
-        let kp = StaticKeypair::generate(&mut SessionRng::from_os());
+        let kp = StaticKeypair::generate(&mut SessionRng::try_from_os()?);
         self.write(
             role.file(),
             format!("{}\n", key_hex(&kp.private)).as_bytes(),
@@ -284,12 +284,13 @@ impl StateDir {
         Ok(entry)
     }
 
-    /// Revokes an allowed client named by fingerprint (prefix) or hex key: removes it from the
-    /// allowlist and records it as revoked.
+    /// Revokes an allowed client named by fingerprint (8 or more of its characters) or hex
+    /// key, as approve takes them: removes it from the allowlist and records it as revoked.
     pub fn revoke(&self, query: &str) -> Result<KeyEntry> {
         let mut allowed = self.allowed()?;
-        let i = find_one(query, allowed.iter().map(|e| e.key.as_str()))
-            .or_else(|e| find_name(query, allowed.iter().map(|e| e.name.as_str())).ok_or(e))?;
+        let keys: Vec<&str> = allowed.iter().map(|e| e.key.as_str()).collect();
+        let names: Vec<&str> = allowed.iter().map(|e| e.name.as_str()).collect();
+        let i = super::resolve::resolve(query, "client", &keys, &names)?;
         let mut entry = allowed.remove(i);
         self.write_json(ALLOWED_FILE, &allowed)?;
         let mut revoked = self.revoked()?;
@@ -349,59 +350,10 @@ impl StateDir {
     /// (the client chose it): those are refused with an error saying what to give instead.
     pub fn find_pending(&self, query: &str) -> Result<PendingRequest> {
         let pending = self.pending()?;
-        let q = query.trim();
-        if let Some(key) = parse_key(q) {
-            let hex = key_hex(&key);
-            return pending
-                .iter()
-                .find(|p| p.key == hex)
-                .cloned()
-                .ok_or_else(|| IdentityError::NotFound(q.to_string()));
-        }
-        let prefix: String = q
-            .chars()
-            .filter(|c| *c != '-' && !c.is_whitespace())
-            .map(|c| c.to_ascii_uppercase())
-            .collect();
-        let fingerprint_like = !prefix.is_empty()
-            && prefix
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || ('2'..='7').contains(&c));
-        let hits: Vec<&PendingRequest> = pending
-            .iter()
-            .filter(|p| norm(&p.fingerprint).starts_with(&prefix))
-            .collect();
-        let is_name = pending.iter().any(|p| p.name == q);
-        if !fingerprint_like || prefix.len() < MIN_FINGERPRINT_CHARS || (hits.is_empty() && is_name)
-        {
-            let why = if !q.is_empty() && q.chars().all(|c| c.is_ascii_digit()) {
-                format!(
-                    "{q:?} looks like a place in the list: requests are not chosen by number \
-                     (a flood of new requests can move them)"
-                )
-            } else if is_name {
-                format!(
-                    "{q:?} is the name a client gave itself: a name proves nothing (any \
-                     client can take it)"
-                )
-            } else if fingerprint_like {
-                format!("{q:?} is too short")
-            } else {
-                format!("{q:?} is not a fingerprint (letters A-Z and digits 2-7, as ABCD-EFGH-…)")
-            };
-            return Err(IdentityError::Invalid(format!(
-                "{why}; give the request's fingerprint as `untether pair` shows it (at least \
-                 {MIN_FINGERPRINT_CHARS} of its characters)"
-            )));
-        }
-        match hits.as_slice() {
-            [] => Err(IdentityError::NotFound(q.to_string())),
-            [p] => Ok((*p).clone()),
-            _ => Err(IdentityError::Ambiguous {
-                query: q.to_string(),
-                matches: hits.iter().map(|p| p.fingerprint.clone()).collect(),
-            }),
-        }
+        let keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+        let names: Vec<&str> = pending.iter().map(|p| p.name.as_str()).collect();
+        let i = super::resolve::resolve(query, "request", &keys, &names)?;
+        Ok(pending[i].clone())
     }
 
     /// Approves a pending request: its key joins the allowlist.
@@ -427,10 +379,13 @@ impl StateDir {
 
     /// Creates a 6-digit one-time PIN valid for `ttl_secs` and `attempts` failed attempts.
     pub fn create_pin(&self, ttl_secs: u64, attempts: u32) -> Result<PinFile> {
+        let attempts_left = crate::config::PIN_ATTEMPTS
+            .check(attempts)
+            .map_err(|e| IdentityError::Invalid(e.to_string()))?;
         let pin = PinFile {
-            pin: random_pin(),
+            pin: random_pin()?,
             expires: unix_now() + ttl_secs,
-            attempts_left: attempts.max(1),
+            attempts_left,
         };
         self.write_json(PIN_FILE, &pin)?;
         Ok(pin)
@@ -592,39 +547,6 @@ fn check_private(path: &Path, meta: &fs::Metadata, what: &'static str) -> Result
         reason,
         fix,
     })
-}
-
-pub(super) fn find_one<'a>(query: &str, keys: impl Iterator<Item = &'a str>) -> Result<usize> {
-    let keys: Vec<&str> = keys.collect();
-    let hits: Vec<usize> = (0..keys.len())
-        .filter(|&i| matches(query, keys[i]))
-        .collect();
-    match hits.as_slice() {
-        [] => Err(IdentityError::NotFound(query.to_string())),
-        [i] => Ok(*i),
-        _ => Err(IdentityError::Ambiguous {
-            query: query.to_string(),
-            matches: hits
-                .iter()
-                .map(|&i| {
-                    parse_key(keys[i]).map_or_else(|| keys[i].to_string(), |k| fingerprint(&k))
-                })
-                .collect(),
-        }),
-    }
-}
-
-/// The only entry whose name is exactly `query`.
-pub(super) fn find_name<'a>(query: &str, names: impl Iterator<Item = &'a str>) -> Option<usize> {
-    let hits: Vec<usize> = names
-        .enumerate()
-        .filter(|(_, n)| *n == query.trim())
-        .map(|(i, _)| i)
-        .collect();
-    match hits.as_slice() {
-        [i] => Some(*i),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

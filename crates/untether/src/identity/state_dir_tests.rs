@@ -180,6 +180,19 @@ fn pins_expire_and_are_six_digits() {
 }
 
 #[test]
+fn pin_attempts_are_bounded_by_the_one_limit() {
+    let d = tmp("pin-attempts");
+    for bad in [0, 11, u32::MAX] {
+        let e = d.create_pin(300, bad).unwrap_err().to_string();
+        assert!(e.contains("--pin-attempts") && e.contains("1..=10"), "{e}");
+    }
+    assert_eq!(d.current_pin().unwrap(), None, "no PIN was made");
+    assert_eq!(d.create_pin(300, 10).unwrap().attempts_left, 10);
+    assert_eq!(d.create_pin(300, 1).unwrap().attempts_left, 1);
+    let _ = fs::remove_dir_all(d.path());
+}
+
+#[test]
 fn known_hosts_trust_on_first_use() {
     let d = tmp("hosts");
     assert_eq!(d.known_host("box:9710").unwrap(), None);
@@ -332,4 +345,23 @@ fn reading_creates_nothing() {
 fn resolve_order() {
     let d = StateDir::resolve(Some(Path::new("/x/y"))).unwrap();
     assert_eq!(d.path(), Path::new("/x/y"));
+}
+
+/// A failing OS generator is an error that names itself, carried up to the host and the
+/// client (`HostError::Identity`, `ClientError::Identity`), never a zero seed.
+#[test]
+fn a_failing_random_generator_is_an_error_that_stops_host_and_client() {
+    use untether_proto::handshake::OsRandomUnavailable;
+    assert!(check_random().is_ok(), "this machine's generator works");
+    let e = IdentityError::from(OsRandomUnavailable);
+    let host = crate::host::HostError::from(IdentityError::from(OsRandomUnavailable));
+    let client = crate::client::ClientError::from(IdentityError::from(OsRandomUnavailable));
+    for text in [e.to_string(), host.to_string(), client.to_string()] {
+        assert!(
+            text.contains("random generator") && text.contains("stops"),
+            "{text}"
+        );
+    }
+    let pins: std::collections::HashSet<String> = (0..20).map(|_| random_pin().unwrap()).collect();
+    assert!(pins.len() > 1, "{pins:?}");
 }
