@@ -158,6 +158,18 @@ fn four_clients_at_once_each_show_95_percent_of_the_frames_of_one_encode() {
         3,
         "{now:?}"
     );
+    // Control is handed by fingerprint the way `untether pair` names a client (≥ 8 of its
+    // characters or the hex key), never by 4 characters or a name the client chose.
+    let fp = fingerprint(&ids[3].public);
+    for wrong in [&fp[..4], "c3"] {
+        let e = host.hand_control(wrong).expect_err("refused");
+        assert!(e.to_string().contains("fingerprint"), "{e}");
+        assert!(host.grant_input(wrong, true).is_err());
+    }
+    let c = host
+        .hand_control(&fp[..9])
+        .expect("hand control by 8+ characters");
+    assert_eq!(c.fingerprint, fp);
     let runs: Vec<ClientRun> = clients.into_iter().map(ended_well).collect();
     drop(sender);
     let summary = host.stop();

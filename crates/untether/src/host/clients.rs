@@ -156,32 +156,18 @@ pub(super) fn find_connected(
     session: &untether_proto::HostSession,
     query: &str,
 ) -> Result<ClientId, String> {
-    let norm = |s: &str| -> String {
-        s.chars()
-            .filter(|c| c.is_ascii_alphanumeric())
-            .map(|c| c.to_ascii_uppercase())
-            .collect()
-    };
-    let q = norm(query);
-    if q.len() < 4 {
-        return Err(format!(
-            "{query:?}: give 4 or more characters of the client's fingerprint"
-        ));
-    }
-    let hits: Vec<&untether_proto::ClientInfo> = session
-        .clients()
-        .filter(|c| norm(&c.fingerprint).starts_with(&q))
+    // The one resolver of `untether pair`: ≥ 8 fingerprint characters or the hex key, never a
+    // list number nor a name a client chose.
+    let clients: Vec<&untether_proto::ClientInfo> = session.clients().collect();
+    let keys: Vec<String> = clients
+        .iter()
+        .map(|c| crate::identity::key_hex(&c.key))
         .collect();
-    match hits.as_slice() {
-        [c] => Ok(c.id),
-        [] => Err(format!(
-            "no connected client's fingerprint starts with {query:?}"
-        )),
-        _ => Err(format!(
-            "{query:?} matches {} connected clients: give more of the fingerprint",
-            hits.len()
-        )),
-    }
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+    crate::identity::resolve_client(query, "connected client", &keys, &names)
+        .map(|i| clients[i].id)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

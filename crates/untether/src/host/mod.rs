@@ -420,7 +420,7 @@ impl Host {
         self.shared.link.clients()
     }
 
-    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (4 or
+    /// Hands control to the connected client whose fingerprint starts with `fingerprint` (8 or
     /// more characters, one match), for this run (`untether pair control` persists it in the
     /// state directory instead). Returns the new controller.
     pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {

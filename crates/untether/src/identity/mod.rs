@@ -33,6 +33,10 @@
 //! name (the client chose it).
 
 mod resolve;
+
+/// The one way a client is named on the command line or through the API (see `resolve.rs`):
+/// ≥ 8 fingerprint characters or the full hex key, never a number or a name.
+pub(crate) use resolve::resolve as resolve_client;
 mod roles;
 mod state_dir;
 

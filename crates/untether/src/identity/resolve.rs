@@ -9,7 +9,7 @@ use super::*;
 
 /// The entry among `keys` (64 hex digits each; `names` alongside, the clients' own) that
 /// `query` names; `what` is what an entry is, for the errors (`request`, `client`).
-pub(super) fn resolve(query: &str, what: &str, keys: &[&str], names: &[&str]) -> Result<usize> {
+pub(crate) fn resolve(query: &str, what: &str, keys: &[&str], names: &[&str]) -> Result<usize> {
     let q = query.trim();
     if let Some(key) = parse_key(q) {
         let hex = key_hex(&key);
