@@ -180,6 +180,7 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
         .parse()
         .map_err(|m: String| bad(sc, "refresh", &sc.refresh, m))?;
     host.video.refresh_period = sc.refresh_period;
+    host.video.gop_frames = sc.gop;
     if sc.slices > 0 {
         // The real sliced path (`video.slices`): x264 through its own API, each slice sent as
         // x264 finishes it and decoded as it arrives.
@@ -289,13 +290,10 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
     })
 }
 
-/// The host setup a scenario stands for (its GOP; slices are `video.slices`, set with the
-/// options).
-pub fn host_setup(sc: &Scenario) -> HostSetup {
-    HostSetup {
-        gop_frames: sc.gop,
-        ..Default::default()
-    }
+/// The host setup a scenario stands for (its GOP and slices are `video.gop_frames` and
+/// `video.slices`, set with the options).
+pub fn host_setup(_sc: &Scenario) -> HostSetup {
+    HostSetup::default()
 }
 
 /// Reads the stamp of a BGRA picture from its G channel (the stamp is grey).

@@ -556,7 +556,7 @@ pub unsafe extern "C" fn untether_host_set_feature(
             Ok(match feature {
                 0 => builder.fps(key(cfg::FPS, value)?),
                 1 => builder.bitrate_kbps(key(cfg::BITRATE_KBPS, value)?),
-                2 => builder.gop(range(0, 100_000)? as u32),
+                2 => builder.gop(key(cfg::GOP_FRAMES, value)?),
                 3 => builder.intra_refresh(range(0, 1)? == 1),
                 4 => builder.conversion(match range(0, 1)? {
                     0 => Conversion::Simd,
@@ -572,7 +572,7 @@ pub unsafe extern "C" fn untether_host_set_feature(
                     h.audio = range(0, 1)? == 1;
                     builder
                 }
-                9 => builder.audio_bitrate_kbps(range(16, 510)? as u32),
+                9 => builder.audio_bitrate_kbps(key(cfg::AUDIO_BITRATE_KBPS, value)?),
                 10 => builder.stamp(range(0, 1)? == 1),
                 11 => {
                     builder.preset(cfg::PRESETS[range(0, cfg::PRESETS.len() as i64 - 1)? as usize])

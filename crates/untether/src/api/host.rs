@@ -95,11 +95,12 @@ impl HostBuilder {
     }
     /// A keyframe every `frames` frames (0: only when a client joins or asks).
     pub fn gop(mut self, frames: u32) -> Self {
-        self.setup.gop_frames = frames;
+        self.options.video.gop_frames = frames;
         self
     }
-    pub fn x264_params(mut self, params: &str) -> Self {
-        self.setup.x264_params = params.to_string();
+    /// The encoder family's own options (`video.encoder_params`), `key=value:key=value`.
+    pub fn encoder_params(mut self, params: &str) -> Self {
+        self.options.video.encoder_params = params.to_string();
         self
     }
     /// IP:PORT to listen on (port 0: any free port, see [`HostContext::local_addr`]).
@@ -145,7 +146,7 @@ impl HostBuilder {
         self
     }
     pub fn audio_bitrate_kbps(mut self, kbps: u32) -> Self {
-        self.setup.audio_bitrate_kbps = kbps;
+        self.options.host.audio_bitrate_kbps = kbps;
         self
     }
     /// Stamp frame number and capture time into each frame's top-left corner.

@@ -81,6 +81,18 @@ pub const SLICES: Limit<u8> = Limit {
     min: 1,
     max: untether_proto::wire::MAX_SLICES,
 };
+/// Frames between keyframes (0: keyframes only when a client joins or asks).
+pub const GOP_FRAMES: Limit<u32> = Limit {
+    key: "video.gop_frames",
+    min: 0,
+    max: 100_000,
+};
+/// The Opus bit rate of the host's audio, kbit/s (what libopus takes for 48 kHz stereo).
+pub const AUDIO_BITRATE_KBPS: Limit<u32> = Limit {
+    key: "host.audio_bitrate_kbps",
+    min: 16,
+    max: 510,
+};
 /// Frame width and height (and even: 4:2:0 chroma).
 pub const WIDTH: Limit<u32> = Limit {
     key: "video.resolution",
@@ -250,6 +262,8 @@ de_fns! {
     de_encoder_threads: ENCODER_THREADS -> usize,
     de_refresh_period: REFRESH_PERIOD -> u32,
     de_slices: SLICES -> u8,
+    de_gop_frames: GOP_FRAMES -> u32,
+    de_audio_bitrate_kbps: AUDIO_BITRATE_KBPS -> u32,
     de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
     de_pin_ttl_s: PIN_TTL_S -> u64,
     de_max_clients: MAX_CLIENTS -> usize,

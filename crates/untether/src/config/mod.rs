@@ -123,6 +123,9 @@ pub struct HostToml {
     /// if it keeps falling behind) or `"drop"` (at once).
     #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
     pub slow_viewer: untether_proto::SlowViewer,
+    /// The Opus bit rate of the host's audio (`--audio`), kbit/s.
+    #[serde(deserialize_with = "limits::de_audio_bitrate_kbps")]
+    pub audio_bitrate_kbps: u32,
 }
 
 /// The values of `host.slow_viewer`.
@@ -138,6 +141,7 @@ impl Default for HostToml {
             pin_ttl_s: 300,
             max_clients: untether_proto::host::DEFAULT_MAX_CLIENTS,
             slow_viewer: untether_proto::SlowViewer::Pause,
+            audio_bitrate_kbps: 128,
         }
     }
 }
@@ -163,6 +167,7 @@ impl HostToml {
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         MAX_CLIENTS.check(self.max_clients)?;
+        AUDIO_BITRATE_KBPS.check(self.audio_bitrate_kbps)?;
         Ok(())
     }
 }

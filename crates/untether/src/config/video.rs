@@ -86,6 +86,12 @@ pub struct VideoToml {
     /// more need codec h264, encoder libx264 or auto, refresh idr).
     #[serde(deserialize_with = "limits::de_slices")]
     pub slices: u8,
+    /// Frames between keyframes (0: only when a client joins or asks).
+    #[serde(deserialize_with = "limits::de_gop_frames")]
+    pub gop_frames: u32,
+    /// The encoder family's own options (`x264-params`, `x265-params`, `svtav1-params`),
+    /// `key=value` pairs joined by `:` (empty: none).
+    pub encoder_params: String,
 }
 
 fn de_bitrate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -135,6 +141,8 @@ impl From<&VideoConfig> for VideoToml {
             refresh: v.refresh.name().into(),
             refresh_period: v.refresh_period,
             slices: v.slices,
+            gop_frames: v.gop_frames,
+            encoder_params: v.encoder_params.clone(),
         }
     }
 }
@@ -158,6 +166,12 @@ pub struct VideoConfig {
     /// with libx264 through x264's own API and send each slice the moment x264 has written it
     /// (docs/PROTOCOL.md §6.3).
     pub slices: u8,
+    /// Frames between keyframes (`video.gop_frames`; 0: only when a client joins or asks).
+    pub gop_frames: u32,
+    /// The encoder family's own options (`video.encoder_params`: `key=value` pairs joined by
+    /// `:`; x264's, x265's or SVT-AV1's), after the low-latency settings; a host serving
+    /// browsers adds constrained baseline's.
+    pub encoder_params: String,
 }
 
 fn ser_selection<S: serde::Serializer>(v: &Selection, s: S) -> Result<S::Ok, S::Error> {
@@ -193,6 +207,8 @@ impl Default for VideoConfig {
             refresh: Refresh::Idr,
             refresh_period: 30,
             slices: 1,
+            gop_frames: 0,
+            encoder_params: String::new(),
         }
     }
 }
@@ -228,6 +244,8 @@ impl VideoConfig {
             }
         }
         SLICES.check(self.slices)?;
+        GOP_FRAMES.check(self.gop_frames)?;
+        check_encoder_params(&self.encoder_params)?;
         if let Some((keys, why)) = slices_refused(
             self.slices,
             self.selection.codec,
@@ -243,6 +261,32 @@ impl VideoConfig {
     pub fn codecs(&self) -> Vec<Codec> {
         self.selection.codecs()
     }
+}
+
+/// `video.encoder_params`: empty, or `key=value` pairs joined by `:` (keys of letters, digits,
+/// `-` and `_`; a value without `:`), as `x264-params` (and x265's, SVT-AV1's) take them.
+pub fn check_encoder_params(params: &str) -> Result<(), ConfigError> {
+    if params.is_empty() {
+        return Ok(());
+    }
+    for pair in params.split(':') {
+        let ok = pair.split_once('=').is_some_and(|(k, v)| {
+            !k.is_empty()
+                && !v.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !v.chars().any(|c| c.is_control())
+        });
+        if !ok {
+            return Err(invalid(
+                "video.encoder_params",
+                format!(
+                    "{pair:?} is not key=value; allowed: x264 options as key=value pairs joined                      by ':' (e.g. \"aq-mode=0:keyint=120\")"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Why slices cannot be sent with this codec, encoder or refresh (None: they can).
@@ -372,6 +416,8 @@ impl VideoToml {
             refresh,
             refresh_period: self.refresh_period,
             slices: self.slices,
+            gop_frames: self.gop_frames,
+            encoder_params: self.encoder_params.trim().to_string(),
         };
         v.validate()?;
         Ok(v)

@@ -149,13 +149,6 @@ pub struct HostSetup {
     pub source: SourceSpec,
     pub input: InputSpec,
     pub audio: AudioSpec,
-    /// Opus bitrate, kbit/s.
-    pub audio_bitrate_kbps: u32,
-    /// A keyframe every this many frames (0: only when a client joins or asks).
-    pub gop_frames: u32,
-    /// Extra options for the encoder family's parameter string (`x264-params`, `x265-params`,
-    /// `svtav1-params`), `key=value:key=value`.
-    pub x264_params: String,
     /// Stamp frame number and capture time into the top-left corner of frames from X11, pipe
     /// and application sources (the scene always stamps), for glass-to-glass from pixels.
     pub stamp: bool,
@@ -183,9 +176,6 @@ impl Default for HostSetup {
             source: SourceSpec::Scene,
             input: InputSpec::Auto,
             audio: AudioSpec::None,
-            audio_bitrate_kbps: 128,
-            gop_frames: 0,
-            x264_params: String::new(),
             stamp: false,
             encoder_thread: true,
             sent_frame_tap: None,

@@ -58,7 +58,7 @@ pub(super) fn start(
     setup: &mut HostSetup,
 ) -> Result<Started, HostError> {
     options.validate()?;
-    webrtc::prepare(options, setup);
+    webrtc::prepare(options);
     let bind: SocketAddr = options
         .host
         .bind
@@ -148,7 +148,7 @@ pub(super) fn start(
     let audio = match setup.audio {
         AudioSpec::None => None,
         _ => Some(Arc::new(AudioStage::new(
-            setup.audio_bitrate_kbps,
+            options.host.audio_bitrate_kbps,
             net.clone(),
         )?)),
     };

@@ -375,3 +375,49 @@ fn slices_are_refused_by_name_where_libx264_does_not_send_them() {
     .unwrap();
     assert_eq!(c.video.validate().unwrap().slices, 4);
 }
+
+/// Issue 24: every encoder setting is inside the validated configuration: the keyframe
+/// interval, the encoder family's own options and the audio bit rate are keys of the file,
+/// checked with the others (they were setup fields no validator saw).
+#[test]
+fn gop_encoder_params_and_audio_bitrate_are_validated_keys() {
+    let c = ConfigToml::parse(
+        "[video]\ngop_frames = 120\nencoder_params = \"aq-mode=0:rc-lookahead=0\"\n\
+         [host]\naudio_bitrate_kbps = 96\n",
+        "t.toml",
+    )
+    .unwrap();
+    let v = c.video.validate().unwrap();
+    assert_eq!(v.gop_frames, 120);
+    assert_eq!(v.encoder_params, "aq-mode=0:rc-lookahead=0");
+    assert_eq!(c.host.audio_bitrate_kbps, 96);
+    c.host.validate().unwrap();
+    // Out of range: named with its key and range, in the file and when set in code.
+    let e = ConfigToml::parse("[video]\ngop_frames = 100001\n", "t.toml")
+        .unwrap()
+        .video
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "video.gop_frames: 100001 is out of range 0..=100000");
+    let e = ConfigToml::parse("[host]\naudio_bitrate_kbps = 8\n", "t.toml")
+        .unwrap()
+        .host
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "host.audio_bitrate_kbps: 8 is out of range 16..=510");
+    for bad in ["keyint", "=5", "a=1:", "a b=1", "a=1:b"] {
+        let e = VideoToml {
+            encoder_params: bad.into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("video.encoder_params:") && e.contains("key=value"),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -35,8 +35,8 @@ impl EncoderPlan {
                 input: setup.source.picture_kind(),
                 refresh: v.refresh,
                 refresh_period: v.refresh_period,
-                gop_frames: setup.gop_frames,
-                extra_params: setup.x264_params.clone(),
+                gop_frames: v.gop_frames,
+                extra_params: v.encoder_params.clone(),
                 ..EncoderConfig::new(width, height, v.fps, v.bitrate_kbps)
             },
         }

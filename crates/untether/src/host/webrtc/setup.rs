@@ -57,15 +57,13 @@ impl Started {
 
 /// A host that serves browsers or publishes encodes constrained baseline, the H.264 profile
 /// every WebRTC browser decodes: the one stream is encoded so (no second encode for them).
-pub(crate) fn prepare(
-    options: &crate::host::options::HostOptions,
-    setup: &mut crate::host::options::HostSetup,
-) {
+pub(crate) fn prepare(options: &mut crate::host::options::HostOptions) {
     if options.webrtc.enabled() {
-        if !setup.x264_params.is_empty() {
-            setup.x264_params.push(':');
+        let params = &mut options.video.encoder_params;
+        if !params.is_empty() {
+            params.push(':');
         }
-        setup.x264_params.push_str(CONSTRAINED_BASELINE_X264);
+        params.push_str(CONSTRAINED_BASELINE_X264);
     }
 }
 
