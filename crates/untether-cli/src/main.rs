@@ -597,11 +597,7 @@ fn apply_client(cfg: &mut ConfigToml, c: &ClientSide) -> Result<()> {
         cfg.client.headless = true;
     }
     if let Some(list) = &c.codecs {
-        cfg.client.codecs = list
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect();
+        cfg.client.codecs = untether::config::parse_key(list)?;
     }
     if let Some(d) = &c.decoder {
         cfg.client.decoder = parse_key(d).map_err(with_flag)?;

@@ -7,7 +7,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serializer};
-use untether_media::codec::{DecoderChoice, HwAccel};
+use untether_media::codec::{Codec, DecoderChoice, HwAccel};
 use untether_media::present::PresenterKind;
 use untether_proto::fec::{FecMode, FecPolicy};
 use untether_proto::{Scheduler, SlowViewer};
@@ -197,4 +197,73 @@ impl KeyValue for DecoderChoice {
     fn value_name(&self) -> String {
         self.name().into()
     }
+}
+
+/// The codec names a client may list (`client.codecs`).
+pub const CLIENT_CODECS: &str = "h264, h264rgb, hevc, av1";
+
+/// `client.codecs`: the codecs a client decodes, preferred first — known names, each once, at
+/// least one. The file writes it as an array of names, a flag (`--codecs`) as a comma-separated
+/// list; both are parsed here, once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodecList(Vec<Codec>);
+
+impl CodecList {
+    /// The list of these names, or what is wrong with it (without the key).
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<CodecList, String> {
+        let mut out = Vec::new();
+        for name in names {
+            let name = name.as_ref().trim();
+            let c: Codec = name
+                .parse()
+                .map_err(|_| format!("unknown codec {name:?}; allowed: {CLIENT_CODECS}"))?;
+            if out.contains(&c) {
+                return Err(format!("{name} is listed twice"));
+            }
+            out.push(c);
+        }
+        if out.is_empty() {
+            return Err(format!(
+                "empty: list the codecs this client decodes ({CLIENT_CODECS})"
+            ));
+        }
+        Ok(CodecList(out))
+    }
+
+    /// The codecs, preferred first.
+    pub fn codecs(&self) -> &[Codec] {
+        &self.0
+    }
+}
+
+impl Default for CodecList {
+    fn default() -> Self {
+        CodecList(vec![Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1])
+    }
+}
+
+impl KeyValue for CodecList {
+    const KEY: &'static str = "client.codecs";
+    fn parse_value(s: &str) -> Result<Self, String> {
+        let names: Vec<&str> = s.split(',').filter(|n| !n.trim().is_empty()).collect();
+        CodecList::from_names(&names)
+    }
+    fn value_name(&self) -> String {
+        self.0
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// `client.codecs` as the file writes it: an array of names.
+pub(super) fn de_codecs<'de, D: Deserializer<'de>>(d: D) -> Result<CodecList, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    CodecList::from_names(&names).map_err(|m| serde::de::Error::custom(invalid(CodecList::KEY, m)))
+}
+
+/// `client.codecs` written back as an array of names.
+pub(super) fn ser_codecs<S: Serializer>(v: &CodecList, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.0.iter().map(|c| c.name()))
 }

@@ -205,8 +205,12 @@ pub struct ClientToml {
     pub gamepads: bool,
     /// The codecs this client decodes, preferred first (`h264`, `h264rgb`, `hevc`, `av1`): sent
     /// to the host, which picks the first it can encode. Those no decoder here opens are left
-    /// out at start (with a line saying so).
-    pub codecs: Vec<String>,
+    /// out at start (with a line saying so). Parsed when the file is read or `--codecs` set.
+    #[serde(
+        deserialize_with = "keys::de_codecs",
+        serialize_with = "keys::ser_codecs"
+    )]
+    pub codecs: keys::CodecList,
     /// `auto` (software, or the hardware `hwaccel` names, falling back to software), `software`,
     /// or an FFmpeg decoder name (`h264_v4l2m2m`, `hevc_cuvid`, `libdav1d`, …; no fallback).
     #[serde(deserialize_with = "de_key", serialize_with = "ser_key")]
@@ -239,9 +243,7 @@ impl Default for ClientToml {
             clock: ClientClock::Auto,
             decode: true,
             gamepads: true,
-            codecs: ["h264", "h264rgb", "hevc", "av1"]
-                .map(String::from)
-                .to_vec(),
+            codecs: keys::CodecList::default(),
             decoder: untether_media::codec::DecoderChoice::Auto,
             hwaccel: untether_media::codec::HwAccel::None,
             presenter: untether_media::present::PresenterKind::Auto,
@@ -310,28 +312,9 @@ pub fn validate_client(client: &ClientToml, network: &NetworkToml) -> Result<(),
 }
 
 impl ClientToml {
-    /// `client.codecs`, parsed: known names, each once, at least one.
+    /// `client.codecs`, parsed when it was set: known names, each once, at least one.
     pub fn codec_list(&self) -> Result<Vec<Codec>, ConfigError> {
-        let mut out = Vec::new();
-        for name in &self.codecs {
-            let c: Codec = name.parse().map_err(|_| {
-                invalid(
-                    "client.codecs",
-                    format!("unknown codec {name:?}; allowed: h264, h264rgb, hevc, av1"),
-                )
-            })?;
-            if out.contains(&c) {
-                return Err(invalid("client.codecs", format!("{name} is listed twice")));
-            }
-            out.push(c);
-        }
-        if out.is_empty() {
-            return Err(invalid(
-                "client.codecs",
-                "empty: list the codecs this client decodes (h264, h264rgb, hevc, av1)",
-            ));
-        }
-        Ok(out)
+        Ok(self.codecs.codecs().to_vec())
     }
 
     /// `client.decoder` and `client.hwaccel` (parsed when they were set), checked together.

@@ -133,7 +133,7 @@ fn client_codecs_decoder_and_hwaccel_keys() {
             .map_err(|e| e.to_string())
     };
     let e = with(&|c| {
-        c.codecs = vec!["hevc".into(), "mpeg2".into()];
+        c.codecs = parse_key("hevc,mpeg2")?;
         Ok(())
     })
     .unwrap_err();
@@ -142,16 +142,26 @@ fn client_codecs_decoder_and_hwaccel_keys() {
         "{e}"
     );
     let e = with(&|c| {
-        c.codecs = vec!["hevc".into(), "hevc".into()];
+        c.codecs = parse_key("hevc, hevc")?;
         Ok(())
     })
     .unwrap_err();
     assert!(e.contains("twice"), "{e}");
     assert!(with(&|c| {
-        c.codecs = vec![];
+        c.codecs = parse_key("")?;
         Ok(())
     })
     .is_err());
+    // The file: an array, parsed as it is read (a bad name is named with its key).
+    let c = ConfigToml::parse("[client]\ncodecs = [\"hevc\", \"h264\"]\n", "t.toml").unwrap();
+    assert_eq!(
+        c.client.codec_list().unwrap(),
+        vec![Codec::Hevc, Codec::H264]
+    );
+    let e = ConfigToml::parse("[client]\ncodecs = [\"vp8\"]\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("client.codecs") && e.contains("vp8"), "{e}");
     let e = with(&|c| {
         c.hwaccel = parse_key("opencl")?;
         Ok(())
