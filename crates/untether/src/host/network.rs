@@ -118,7 +118,7 @@ impl HostNet {
                 name,
                 role,
             } => {
-                self.roster.update(&self.session.client_status());
+                self.roster_refresh();
                 self.clients_changed = true;
                 let codec = self.session.params().codec;
                 self.shared.note(format!(
@@ -166,7 +166,7 @@ impl HostNet {
                 role,
                 input_granted,
             } => {
-                self.roster.update(&self.session.client_status());
+                self.roster_refresh();
                 self.clients_changed = true;
                 let what = match (role, input_granted) {
                     (ClientRole::Controller, _) => "is now the controller".to_string(),
@@ -235,7 +235,7 @@ impl HostNet {
 
     /// A viewer was paused to keyframes (its link cannot carry the stream), or resumed.
     fn on_viewer_paused(&mut self, client: ClientId, paused: bool) {
-        self.roster.update(&self.session.client_status());
+        self.roster_refresh();
         let figures = self
             .roster
             .get(client)
@@ -299,7 +299,7 @@ impl HostNet {
         }
         if now >= self.next_roster_us {
             self.next_roster_us = now + ROSTER_EVERY_US;
-            self.roster.update(&self.session.client_status());
+            self.roster_refresh();
             let paths = self.session.path_stats();
             if !paths.is_empty() {
                 for (i, p) in paths.iter().enumerate() {
@@ -444,7 +444,7 @@ impl Endpoint for HostNet {
             } else {
                 ByeReason::ShuttingDown
             };
-            self.roster.update(&self.session.client_status());
+            self.roster_refresh();
             for c in self.session.clients() {
                 self.roster.gone(
                     now,
