@@ -549,16 +549,22 @@ impl HostNet {
         self.roster.update(&self.session.client_status());
     }
 
-    /// Hands control to a connected client (by fingerprint) for this run.
-    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, HostError> {
-        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
-        self.session.hand_control(crate::clock::now_us(), id);
+    /// After a hand-over or a grant: the roster and the state directory's connected clients
+    /// updated, and the client's summary as it is now.
+    fn roles_told(&mut self, id: ClientId) -> Result<ClientSummary, HostError> {
         self.roster_refresh();
         self.pairing.write_clients(&self.session);
         self.roster
             .get(id)
             .cloned()
             .ok_or_else(|| HostError::Usage("the client left".into()))
+    }
+
+    /// Hands control to a connected client (by fingerprint) for this run.
+    pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, HostError> {
+        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
+        self.session.hand_control(crate::clock::now_us(), id);
+        self.roles_told(id)
     }
 
     /// Grants (or takes back) a connected viewer's input for this run.
@@ -580,12 +586,7 @@ impl HostNet {
         } else {
             self.session.revoke_input_grant(now, &key);
         }
-        self.roster_refresh();
-        self.pairing.write_clients(&self.session);
-        self.roster
-            .get(id)
-            .cloned()
-            .ok_or_else(|| HostError::Usage("the client left".into()))
+        self.roles_told(id)
     }
 }
 
