@@ -1,0 +1,842 @@
+//! Actions: the application's action sets and actions, bound through
+//! `/interaction_profiles/khr/simple_controller` to what the client sends (its game
+//! controller, mouse and keyboard); haptics become the client's controller rumble.
+//!
+//! | simple_controller source | the client's |
+//! |---|---|
+//! | `/user/hand/left/input/select/click` | left mouse button, controller LB, left trigger |
+//! | `/user/hand/right/input/select/click` | right mouse button, controller A or RB, right trigger |
+//! | `/user/hand/left/input/menu/click` | Escape, controller Back |
+//! | `/user/hand/right/input/menu/click` | controller Start |
+//! | `…/input/grip/pose`, `…/input/aim/pose` | active, never located (no hand tracking) |
+//! | `…/output/haptic` | controller 0 rumble |
+//!
+//! Other interaction profiles' suggestions are accepted (every application suggests several)
+//! and not used.
+
+use std::collections::HashMap;
+use std::ffi::c_char;
+
+use openxr_sys as xr;
+use openxr_sys::Handle;
+
+use crate::guard;
+use crate::math::Rigid;
+use crate::runtime::{lock, Event, Runtime};
+use crate::space::{Space, SpaceKind};
+use crate::stream::Held;
+use crate::util::{fill, fill_str, get_str, now, ty_of};
+
+pub const SIMPLE: &str = "/interaction_profiles/khr/simple_controller";
+const HANDS: [&str; 2] = ["/user/hand/left", "/user/hand/right"];
+const COMPONENTS: [&str; 5] = [
+    "/input/select/click",
+    "/input/menu/click",
+    "/input/grip/pose",
+    "/input/aim/pose",
+    "/output/haptic",
+];
+
+/// SDL's keycode for Escape; Linux button codes of a game controller.
+const KEY_ESCAPE: u32 = 27;
+const BTN_SOUTH: u16 = 0x130;
+const BTN_TL: u16 = 0x136;
+const BTN_TR: u16 = 0x137;
+const BTN_SELECT: u16 = 0x13a;
+const BTN_START: u16 = 0x13b;
+
+/// The simple_controller bindings suggested: action → its source paths.
+#[derive(Clone, Debug, Default)]
+pub struct Bindings {
+    pub simple: HashMap<u64, Vec<String>>,
+}
+
+pub struct ActionSet {
+    pub name: String,
+    pub attached: bool,
+}
+
+pub struct Action {
+    pub set: u64,
+    pub name: String,
+    pub ty: xr::ActionType,
+    pub subactions: Vec<xr::Path>,
+}
+
+/// One action's state after the last sync, per subaction path (NULL: all of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Value {
+    pub value: f32,
+    pub active: bool,
+    pub changed: bool,
+    pub since: i64,
+}
+
+#[derive(Default)]
+pub struct ActionStates {
+    pub values: HashMap<(u64, u64), Value>,
+}
+
+/// What a simple_controller source reads from the client's input (None: not an input).
+pub fn source_value(path: &str, held: &Held) -> Option<f32> {
+    let b = |code: u16| held.pad_buttons.contains(&code);
+    let on = match path {
+        "/user/hand/left/input/select/click" => {
+            held.mouse.contains(&1) || b(BTN_TL) || held.pad_axes[4] > 0.5
+        }
+        "/user/hand/right/input/select/click" => {
+            held.mouse.contains(&3) || b(BTN_SOUTH) || b(BTN_TR) || held.pad_axes[5] > 0.5
+        }
+        "/user/hand/left/input/menu/click" => held.keys.contains(&KEY_ESCAPE) || b(BTN_SELECT),
+        "/user/hand/right/input/menu/click" => b(BTN_START),
+        _ => return None,
+    };
+    Some(if on { 1.0 } else { 0.0 })
+}
+
+fn simple_source_ok(path: &str) -> bool {
+    HANDS
+        .iter()
+        .any(|h| COMPONENTS.iter().any(|c| path == format!("{h}{c}")))
+}
+
+fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+}
+
+/// Recomputes every attached action of `session` from the client's input.
+fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
+    let Some(inst) = rt.instance.as_ref() else {
+        return;
+    };
+    let t = now().as_nanos();
+    let mut fresh = Vec::new();
+    for (&id, a) in &rt.actions {
+        if !rt.action_sets.get(&a.set).is_some_and(|s| s.attached) {
+            continue;
+        }
+        let sources = inst.bindings.simple.get(&id).cloned().unwrap_or_default();
+        let mut subs: Vec<xr::Path> = vec![xr::Path::NULL];
+        subs.extend(a.subactions.iter().copied());
+        for sub in subs {
+            let prefix = inst.path_str(sub).map(|p| format!("{p}/"));
+            let chosen: Vec<&String> = sources
+                .iter()
+                .filter(|s| prefix.as_ref().is_none_or(|p| s.starts_with(p.as_str())))
+                .collect();
+            let values: Vec<f32> = chosen.iter().filter_map(|s| source_value(s, held)).collect();
+            let value = values.iter().copied().fold(0.0f32, f32::max);
+            let active = focused && !chosen.is_empty();
+            fresh.push(((id, sub.into_raw()), value, active));
+        }
+    }
+    let Some(s) = rt.sessions.get_mut(&session) else {
+        return;
+    };
+    for (key, value, active) in fresh {
+        let old = s.action_states.values.get(&key).copied().unwrap_or_default();
+        let value = if active { value } else { 0.0 };
+        let changed = active && old.active && old.value != value;
+        s.action_states.values.insert(
+            key,
+            Value {
+                value,
+                active,
+                changed,
+                since: if changed { t } else { old.since },
+            },
+        );
+    }
+}
+
+pub unsafe extern "system" fn create_action_set(
+    instance: xr::Instance,
+    info: *const xr::ActionSetCreateInfo,
+    out: *mut xr::ActionSet,
+) -> xr::Result {
+    guard("xrCreateActionSet", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SET_CREATE_INFO) || out.is_null()
+        {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        if rt.instance(instance).is_err() {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        }
+        let Some(name) = get_str(&info.action_set_name).filter(|n| name_ok(n)) else {
+            return xr::Result::ERROR_PATH_FORMAT_INVALID;
+        };
+        if get_str(&info.localized_action_set_name).is_none_or(|n| n.is_empty()) {
+            return xr::Result::ERROR_LOCALIZED_NAME_INVALID;
+        }
+        if rt.action_sets.values().any(|s| s.name == name) {
+            return xr::Result::ERROR_NAME_DUPLICATED;
+        }
+        let id = rt.new_id();
+        rt.action_sets.insert(
+            id,
+            ActionSet {
+                name,
+                attached: false,
+            },
+        );
+        // SAFETY: checked non-null.
+        unsafe { out.write(xr::ActionSet::from_raw(id)) };
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn destroy_action_set(set: xr::ActionSet) -> xr::Result {
+    guard("xrDestroyActionSet", || {
+        let mut rt = lock();
+        let id = set.into_raw();
+        if rt.action_sets.remove(&id).is_none() {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        }
+        rt.actions.retain(|_, a| a.set != id);
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn create_action(
+    set: xr::ActionSet,
+    info: *const xr::ActionCreateInfo,
+    out: *mut xr::Action,
+) -> xr::Result {
+    guard("xrCreateAction", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_CREATE_INFO) || out.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        let sid = set.into_raw();
+        match rt.action_sets.get(&sid) {
+            None => return xr::Result::ERROR_HANDLE_INVALID,
+            Some(s) if s.attached => return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED,
+            Some(_) => {}
+        }
+        let Some(name) = get_str(&info.action_name).filter(|n| name_ok(n)) else {
+            return xr::Result::ERROR_PATH_FORMAT_INVALID;
+        };
+        if get_str(&info.localized_action_name).is_none_or(|n| n.is_empty()) {
+            return xr::Result::ERROR_LOCALIZED_NAME_INVALID;
+        }
+        if rt.actions.values().any(|a| a.set == sid && a.name == name) {
+            return xr::Result::ERROR_NAME_DUPLICATED;
+        }
+        let known = [
+            xr::ActionType::BOOLEAN_INPUT,
+            xr::ActionType::FLOAT_INPUT,
+            xr::ActionType::VECTOR2F_INPUT,
+            xr::ActionType::POSE_INPUT,
+            xr::ActionType::VIBRATION_OUTPUT,
+        ];
+        if !known.contains(&info.action_type) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        let mut subactions = Vec::new();
+        if info.count_subaction_paths > 0 {
+            if info.subaction_paths.is_null() {
+                return xr::Result::ERROR_VALIDATION_FAILURE;
+            }
+            // SAFETY: `count_subaction_paths` paths.
+            let paths = unsafe {
+                std::slice::from_raw_parts(info.subaction_paths, info.count_subaction_paths as usize)
+            };
+            let Some(inst) = rt.instance.as_ref() else {
+                return xr::Result::ERROR_HANDLE_INVALID;
+            };
+            for &p in paths {
+                match inst.path_str(p) {
+                    None => return xr::Result::ERROR_PATH_INVALID,
+                    Some(s) if !s.starts_with("/user/") => return xr::Result::ERROR_PATH_UNSUPPORTED,
+                    Some(_) if subactions.contains(&p) => return xr::Result::ERROR_PATH_UNSUPPORTED,
+                    Some(_) => subactions.push(p),
+                }
+            }
+        }
+        let id = rt.new_id();
+        rt.actions.insert(
+            id,
+            Action {
+                set: sid,
+                name,
+                ty: info.action_type,
+                subactions,
+            },
+        );
+        // SAFETY: checked non-null.
+        unsafe { out.write(xr::Action::from_raw(id)) };
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn destroy_action(action: xr::Action) -> xr::Result {
+    guard("xrDestroyAction", || match lock().actions.remove(&action.into_raw()) {
+        Some(_) => xr::Result::SUCCESS,
+        None => xr::Result::ERROR_HANDLE_INVALID,
+    })
+}
+
+pub unsafe extern "system" fn suggest_interaction_profile_bindings(
+    instance: xr::Instance,
+    info: *const xr::InteractionProfileSuggestedBinding,
+) -> xr::Result {
+    guard("xrSuggestInteractionProfileBindings", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::INTERACTION_PROFILE_SUGGESTED_BINDING)
+        {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        if info.count_suggested_bindings == 0 || info.suggested_bindings.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: `count_suggested_bindings` bindings.
+        let list = unsafe {
+            std::slice::from_raw_parts(info.suggested_bindings, info.count_suggested_bindings as usize)
+        };
+        let mut rt = lock();
+        let Ok(inst) = rt.instance(instance) else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        let Some(profile) = inst.path_str(info.interaction_profile).map(str::to_string) else {
+            return xr::Result::ERROR_PATH_INVALID;
+        };
+        if !profile.starts_with("/interaction_profiles/") || profile.split('/').count() != 4 {
+            return xr::Result::ERROR_PATH_UNSUPPORTED;
+        }
+        let mut simple: HashMap<u64, Vec<String>> = HashMap::new();
+        for b in list {
+            let Some(src) = inst.path_str(b.binding).map(str::to_string) else {
+                return xr::Result::ERROR_PATH_INVALID;
+            };
+            if !src.starts_with("/user/") {
+                return xr::Result::ERROR_PATH_UNSUPPORTED;
+            }
+            if profile == SIMPLE {
+                if !simple_source_ok(&src) {
+                    log::warn!("xrSuggestInteractionProfileBindings: {src} is not a source of {SIMPLE}");
+                    return xr::Result::ERROR_PATH_UNSUPPORTED;
+                }
+                simple.entry(b.action.into_raw()).or_default().push(src);
+            }
+        }
+        for b in list {
+            match rt.actions.get(&b.action.into_raw()) {
+                None => return xr::Result::ERROR_HANDLE_INVALID,
+                Some(a) if rt.action_sets.get(&a.set).is_some_and(|s| s.attached) => {
+                    return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED
+                }
+                Some(_) => {}
+            }
+        }
+        if profile == SIMPLE {
+            if let Some(inst) = rt.instance.as_mut() {
+                inst.bindings.simple = simple;
+            }
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn attach_session_action_sets(
+    session: xr::Session,
+    info: *const xr::SessionActionSetsAttachInfo,
+) -> xr::Result {
+    guard("xrAttachSessionActionSets", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_ACTION_SETS_ATTACH_INFO) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        if info.count_action_sets == 0 || info.action_sets.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: `count_action_sets` handles.
+        let sets = unsafe {
+            std::slice::from_raw_parts(info.action_sets, info.count_action_sets as usize)
+        };
+        let mut rt = lock();
+        match rt.session(session) {
+            Err(e) => return e,
+            Ok(s) if !s.attached.is_empty() => return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED,
+            Ok(_) => {}
+        }
+        if sets.iter().any(|s| !rt.action_sets.contains_key(&s.into_raw())) {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        }
+        let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
+        for id in &ids {
+            if let Some(s) = rt.action_sets.get_mut(id) {
+                s.attached = true;
+            }
+        }
+        if let Ok(s) = rt.session(session) {
+            s.attached = ids;
+        }
+        rt.push(Event::InteractionProfileChanged {
+            session: session.into_raw(),
+        });
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn get_current_interaction_profile(
+    session: xr::Session,
+    top: xr::Path,
+    out: *mut xr::InteractionProfileState,
+) -> xr::Result {
+    guard("xrGetCurrentInteractionProfile", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(out) } != Some(xr::StructureType::INTERACTION_PROFILE_STATE) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        let mut rt = lock();
+        let attached = match rt.session(session) {
+            Ok(s) => !s.attached.is_empty(),
+            Err(e) => return e,
+        };
+        if !attached {
+            return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
+        }
+        let Some(inst) = rt.instance.as_mut() else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        let Some(t) = inst.path_str(top).map(str::to_string) else {
+            return xr::Result::ERROR_PATH_INVALID;
+        };
+        let profile = if HANDS.contains(&t.as_str()) && !inst.bindings.simple.is_empty() {
+            inst.path(SIMPLE)
+        } else if HANDS.contains(&t.as_str()) || t == "/user/head" || t == "/user/gamepad" {
+            xr::Path::NULL
+        } else {
+            return xr::Result::ERROR_PATH_UNSUPPORTED;
+        };
+        // SAFETY: checked type.
+        unsafe { (*out).interaction_profile = profile };
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn sync_actions(
+    session: xr::Session,
+    info: *const xr::ActionsSyncInfo,
+) -> xr::Result {
+    guard("xrSyncActions", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTIONS_SYNC_INFO) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let active: &[xr::ActiveActionSet] = if info.count_active_action_sets == 0 {
+            &[]
+        } else if info.active_action_sets.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        } else {
+            // SAFETY: `count_active_action_sets` entries.
+            unsafe {
+                std::slice::from_raw_parts(
+                    info.active_action_sets,
+                    info.count_active_action_sets as usize,
+                )
+            }
+        };
+        let mut rt = lock();
+        let sid = session.into_raw();
+        let (focused, held) = match rt.session(session) {
+            Err(e) => return e,
+            Ok(s) => {
+                if active.iter().any(|a| !s.attached.contains(&a.action_set.into_raw())) {
+                    return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
+                }
+                s.stream.poll_input();
+                (s.state == xr::SessionState::FOCUSED, s.stream.held.clone())
+            }
+        };
+        sync(&mut rt, sid, focused, &held);
+        if focused {
+            xr::Result::SUCCESS
+        } else {
+            xr::Result::SESSION_NOT_FOCUSED
+        }
+    })
+}
+
+/// Reads an action's synced state, checking the action type and the subaction path.
+///
+/// # Safety
+/// `info` must be null or point to an XrActionStateGetInfo.
+unsafe fn state_of(
+    session: xr::Session,
+    info: *const xr::ActionStateGetInfo,
+    types: &[xr::ActionType],
+) -> Result<Value, xr::Result> {
+    // SAFETY: type read first.
+    if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_STATE_GET_INFO) {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    // SAFETY: checked.
+    let info = unsafe { &*info };
+    let mut rt = lock();
+    let aid = info.action.into_raw();
+    let Some(a) = rt.actions.get(&aid) else {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    };
+    if !types.contains(&a.ty) {
+        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
+    }
+    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
+        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+    }
+    let set = a.set;
+    let s = rt.session(session)?;
+    if !s.attached.contains(&set) {
+        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+    }
+    Ok(s
+        .action_states
+        .values
+        .get(&(aid, info.subaction_path.into_raw()))
+        .copied()
+        .unwrap_or_default())
+}
+
+pub unsafe extern "system" fn get_action_state_boolean(
+    session: xr::Session,
+    info: *const xr::ActionStateGetInfo,
+    out: *mut xr::ActionStateBoolean,
+) -> xr::Result {
+    guard("xrGetActionStateBoolean", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_BOOLEAN) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: forwarded.
+        match unsafe { state_of(session, info, &[xr::ActionType::BOOLEAN_INPUT]) } {
+            Err(e) => e,
+            Ok(v) => {
+                // SAFETY: checked type.
+                let o = unsafe { &mut *out };
+                o.current_state = (v.value > 0.5).into();
+                o.changed_since_last_sync = v.changed.into();
+                o.last_change_time = xr::Time::from_nanos(v.since);
+                o.is_active = v.active.into();
+                xr::Result::SUCCESS
+            }
+        }
+    })
+}
+
+pub unsafe extern "system" fn get_action_state_float(
+    session: xr::Session,
+    info: *const xr::ActionStateGetInfo,
+    out: *mut xr::ActionStateFloat,
+) -> xr::Result {
+    guard("xrGetActionStateFloat", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_FLOAT) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: forwarded.
+        match unsafe { state_of(session, info, &[xr::ActionType::FLOAT_INPUT]) } {
+            Err(e) => e,
+            Ok(v) => {
+                // SAFETY: checked type.
+                let o = unsafe { &mut *out };
+                o.current_state = v.value;
+                o.changed_since_last_sync = v.changed.into();
+                o.last_change_time = xr::Time::from_nanos(v.since);
+                o.is_active = v.active.into();
+                xr::Result::SUCCESS
+            }
+        }
+    })
+}
+
+pub unsafe extern "system" fn get_action_state_vector2f(
+    session: xr::Session,
+    info: *const xr::ActionStateGetInfo,
+    out: *mut xr::ActionStateVector2f,
+) -> xr::Result {
+    guard("xrGetActionStateVector2f", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_VECTOR2F) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: forwarded. simple_controller has no 2D sources: never active.
+        match unsafe { state_of(session, info, &[xr::ActionType::VECTOR2F_INPUT]) } {
+            Err(e) => e,
+            Ok(_) => {
+                // SAFETY: checked type.
+                let o = unsafe { &mut *out };
+                o.current_state = xr::Vector2f { x: 0.0, y: 0.0 };
+                o.changed_since_last_sync = xr::FALSE;
+                o.last_change_time = xr::Time::from_nanos(0);
+                o.is_active = xr::FALSE;
+                xr::Result::SUCCESS
+            }
+        }
+    })
+}
+
+pub unsafe extern "system" fn get_action_state_pose(
+    session: xr::Session,
+    info: *const xr::ActionStateGetInfo,
+    out: *mut xr::ActionStatePose,
+) -> xr::Result {
+    guard("xrGetActionStatePose", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_POSE) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: forwarded.
+        match unsafe { state_of(session, info, &[xr::ActionType::POSE_INPUT]) } {
+            Err(e) => e,
+            Ok(v) => {
+                // SAFETY: checked type.
+                unsafe { (*out).is_active = v.active.into() };
+                xr::Result::SUCCESS
+            }
+        }
+    })
+}
+
+pub unsafe extern "system" fn create_action_space(
+    session: xr::Session,
+    info: *const xr::ActionSpaceCreateInfo,
+    out: *mut xr::Space,
+) -> xr::Result {
+    guard("xrCreateActionSpace", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SPACE_CREATE_INFO) || out.is_null()
+        {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let Some(offset) = Rigid::from_xr(&info.pose_in_action_space) else {
+            return xr::Result::ERROR_POSE_INVALID;
+        };
+        let mut rt = lock();
+        if let Err(e) = rt.session(session) {
+            return e;
+        }
+        match rt.actions.get(&info.action.into_raw()) {
+            None => return xr::Result::ERROR_HANDLE_INVALID,
+            Some(a) if a.ty != xr::ActionType::POSE_INPUT => {
+                return xr::Result::ERROR_ACTION_TYPE_MISMATCH
+            }
+            Some(a)
+                if info.subaction_path != xr::Path::NULL
+                    && !a.subactions.contains(&info.subaction_path) =>
+            {
+                return xr::Result::ERROR_PATH_UNSUPPORTED
+            }
+            Some(_) => {}
+        }
+        let id = rt.new_id();
+        rt.spaces.insert(
+            id,
+            Space {
+                session: session.into_raw(),
+                kind: SpaceKind::Action,
+                offset,
+            },
+        );
+        // SAFETY: checked non-null.
+        unsafe { out.write(xr::Space::from_raw(id)) };
+        xr::Result::SUCCESS
+    })
+}
+
+/// Checks a haptic call and returns the controller it drives.
+unsafe fn haptic_target(
+    session: xr::Session,
+    info: *const xr::HapticActionInfo,
+) -> Result<(), xr::Result> {
+    // SAFETY: type read first.
+    if unsafe { ty_of(info) } != Some(xr::StructureType::HAPTIC_ACTION_INFO) {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    // SAFETY: checked.
+    let info = unsafe { &*info };
+    let mut rt = lock();
+    let Some(a) = rt.actions.get(&info.action.into_raw()) else {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    };
+    if a.ty != xr::ActionType::VIBRATION_OUTPUT {
+        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
+    }
+    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
+        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+    }
+    let set = a.set;
+    if !rt.session(session)?.attached.contains(&set) {
+        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+    }
+    Ok(())
+}
+
+pub unsafe extern "system" fn apply_haptic_feedback(
+    session: xr::Session,
+    info: *const xr::HapticActionInfo,
+    feedback: *const xr::HapticBaseHeader,
+) -> xr::Result {
+    guard("xrApplyHapticFeedback", || {
+        // SAFETY: forwarded.
+        if let Err(e) = unsafe { haptic_target(session, info) } {
+            return e;
+        }
+        // SAFETY: type read first.
+        if unsafe { ty_of(feedback) } != Some(xr::StructureType::HAPTIC_VIBRATION) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let v = unsafe { &*(feedback as *const xr::HapticVibration) };
+        let mut rt = lock();
+        if let Ok(s) = rt.session(session) {
+            if s.state == xr::SessionState::FOCUSED {
+                s.stream.rumble(0, v.amplitude);
+            }
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn stop_haptic_feedback(
+    session: xr::Session,
+    info: *const xr::HapticActionInfo,
+) -> xr::Result {
+    guard("xrStopHapticFeedback", || {
+        // SAFETY: forwarded.
+        if let Err(e) = unsafe { haptic_target(session, info) } {
+            return e;
+        }
+        if let Ok(s) = lock().session(session) {
+            s.stream.rumble(0, 0.0);
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn enumerate_bound_sources_for_action(
+    session: xr::Session,
+    info: *const xr::BoundSourcesForActionEnumerateInfo,
+    capacity: u32,
+    count: *mut u32,
+    sources: *mut xr::Path,
+) -> xr::Result {
+    guard("xrEnumerateBoundSourcesForAction", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::BOUND_SOURCES_FOR_ACTION_ENUMERATE_INFO)
+        {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        let aid = info.action.into_raw();
+        let Some(set) = rt.actions.get(&aid).map(|a| a.set) else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        match rt.session(session) {
+            Err(e) => return e,
+            Ok(s) if !s.attached.contains(&set) => return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED,
+            Ok(_) => {}
+        }
+        let Some(inst) = rt.instance.as_mut() else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        let names = inst.bindings.simple.get(&aid).cloned().unwrap_or_default();
+        let paths: Vec<xr::Path> = names.iter().map(|n| inst.path(n)).collect();
+        // SAFETY: the application's two-call array.
+        unsafe { fill(capacity, count, sources, &paths) }
+    })
+}
+
+pub unsafe extern "system" fn get_input_source_localized_name(
+    session: xr::Session,
+    info: *const xr::InputSourceLocalizedNameGetInfo,
+    capacity: u32,
+    count: *mut u32,
+    buffer: *mut c_char,
+) -> xr::Result {
+    guard("xrGetInputSourceLocalizedName", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::INPUT_SOURCE_LOCALIZED_NAME_GET_INFO)
+        {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        if let Err(e) = rt.session(session) {
+            return e;
+        }
+        let Some(inst) = rt.instance.as_ref() else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        let Some(path) = inst.path_str(info.source_path) else {
+            return xr::Result::ERROR_PATH_INVALID;
+        };
+        let mut words = Vec::new();
+        let c = info.which_components;
+        if c.intersects(xr::InputSourceLocalizedNameFlags::USER_PATH) {
+            words.push(if path.starts_with("/user/hand/left") {
+                "Left Hand"
+            } else {
+                "Right Hand"
+            });
+        }
+        if c.intersects(xr::InputSourceLocalizedNameFlags::INTERACTION_PROFILE) {
+            words.push("Simple Controller (untether)");
+        }
+        if c.intersects(xr::InputSourceLocalizedNameFlags::COMPONENT) {
+            words.push(match () {
+                _ if path.contains("/select/") => "Select",
+                _ if path.contains("/menu/") => "Menu",
+                _ if path.contains("/pose") => "Pose",
+                _ => "Haptic",
+            });
+        }
+        if words.is_empty() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: the application's two-call buffer.
+        unsafe { fill_str(capacity, count, buffer, &words.join(" ")) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_input_drives_the_simple_controller() {
+        let mut held = Held::default();
+        let left = "/user/hand/left/input/select/click";
+        let menu = "/user/hand/left/input/menu/click";
+        assert_eq!(source_value(left, &held), Some(0.0));
+        held.mouse.insert(1);
+        assert_eq!(source_value(left, &held), Some(1.0));
+        held.keys.insert(KEY_ESCAPE);
+        assert_eq!(source_value(menu, &held), Some(1.0));
+        held.pad_buttons.push(BTN_START);
+        assert_eq!(source_value("/user/hand/right/input/menu/click", &held), Some(1.0));
+        assert_eq!(source_value("/user/hand/left/input/grip/pose", &held), None);
+        assert!(simple_source_ok("/user/hand/right/output/haptic"));
+        assert!(!simple_source_ok("/user/hand/right/input/trigger/value"));
+    }
+}

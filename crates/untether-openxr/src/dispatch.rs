@@ -1,0 +1,138 @@
+//! `xrGetInstanceProcAddr`: every entry point by name.
+
+use std::ffi::c_char;
+
+use openxr_sys as xr;
+use openxr_sys::Handle;
+
+use crate::util::c_str;
+use crate::{actions as a, frame as f, guard, instance as i, session as s, space as sp, swapchain as sc};
+
+/// Functions callable without an instance (the loader's and the spec's list).
+const GLOBAL: [&str; 3] = [
+    "xrEnumerateInstanceExtensionProperties",
+    "xrCreateInstance",
+    "xrEnumerateApiLayerProperties",
+];
+
+macro_rules! entries {
+    ($name:expr, { $($n:literal => $f:path,)* }) => {
+        match $name {
+            // SAFETY (each): an `extern "system"` entry point of this runtime, cast to the
+            // spec's opaque function type; the application casts it back to its real type.
+            $($n => Some(unsafe { std::mem::transmute::<*const (), xr::pfn::VoidFunction>($f as *const ()) }),)*
+            _ => None,
+        }
+    };
+}
+
+/// The entry point called `name`, if this runtime has it.
+pub fn lookup(name: &str) -> Option<xr::pfn::VoidFunction> {
+    entries!(name, {
+        "xrGetInstanceProcAddr" => get_instance_proc_addr,
+        "xrEnumerateApiLayerProperties" => enumerate_api_layer_properties,
+        "xrEnumerateInstanceExtensionProperties" => i::enumerate_instance_extension_properties,
+        "xrCreateInstance" => i::create_instance,
+        "xrDestroyInstance" => i::destroy_instance,
+        "xrGetInstanceProperties" => i::get_instance_properties,
+        "xrPollEvent" => i::poll_event,
+        "xrResultToString" => i::result_to_string,
+        "xrStructureTypeToString" => i::structure_type_to_string,
+        "xrGetSystem" => i::get_system,
+        "xrGetSystemProperties" => i::get_system_properties,
+        "xrEnumerateViewConfigurations" => i::enumerate_view_configurations,
+        "xrGetViewConfigurationProperties" => i::get_view_configuration_properties,
+        "xrEnumerateViewConfigurationViews" => i::enumerate_view_configuration_views,
+        "xrEnumerateEnvironmentBlendModes" => i::enumerate_environment_blend_modes,
+        "xrStringToPath" => i::string_to_path,
+        "xrPathToString" => i::path_to_string,
+        "xrGetOpenGLGraphicsRequirementsKHR" => i::get_opengl_graphics_requirements,
+        "xrCreateSession" => s::create_session,
+        "xrDestroySession" => s::destroy_session,
+        "xrBeginSession" => s::begin_session,
+        "xrEndSession" => s::end_session,
+        "xrRequestExitSession" => s::request_exit_session,
+        "xrWaitFrame" => f::wait_frame,
+        "xrBeginFrame" => f::begin_frame,
+        "xrEndFrame" => f::end_frame,
+        "xrEnumerateReferenceSpaces" => sp::enumerate_reference_spaces,
+        "xrCreateReferenceSpace" => sp::create_reference_space,
+        "xrGetReferenceSpaceBoundsRect" => sp::get_reference_space_bounds_rect,
+        "xrDestroySpace" => sp::destroy_space,
+        "xrLocateSpace" => sp::locate_space,
+        "xrLocateViews" => sp::locate_views,
+        "xrEnumerateSwapchainFormats" => sc::enumerate_swapchain_formats,
+        "xrCreateSwapchain" => sc::create_swapchain,
+        "xrDestroySwapchain" => sc::destroy_swapchain,
+        "xrEnumerateSwapchainImages" => sc::enumerate_swapchain_images,
+        "xrAcquireSwapchainImage" => sc::acquire_swapchain_image,
+        "xrWaitSwapchainImage" => sc::wait_swapchain_image,
+        "xrReleaseSwapchainImage" => sc::release_swapchain_image,
+        "xrCreateActionSet" => a::create_action_set,
+        "xrDestroyActionSet" => a::destroy_action_set,
+        "xrCreateAction" => a::create_action,
+        "xrDestroyAction" => a::destroy_action,
+        "xrSuggestInteractionProfileBindings" => a::suggest_interaction_profile_bindings,
+        "xrAttachSessionActionSets" => a::attach_session_action_sets,
+        "xrGetCurrentInteractionProfile" => a::get_current_interaction_profile,
+        "xrSyncActions" => a::sync_actions,
+        "xrGetActionStateBoolean" => a::get_action_state_boolean,
+        "xrGetActionStateFloat" => a::get_action_state_float,
+        "xrGetActionStateVector2f" => a::get_action_state_vector2f,
+        "xrGetActionStatePose" => a::get_action_state_pose,
+        "xrCreateActionSpace" => a::create_action_space,
+        "xrApplyHapticFeedback" => a::apply_haptic_feedback,
+        "xrStopHapticFeedback" => a::stop_haptic_feedback,
+        "xrEnumerateBoundSourcesForAction" => a::enumerate_bound_sources_for_action,
+        "xrGetInputSourceLocalizedName" => a::get_input_source_localized_name,
+    })
+}
+
+/// The runtime's `xrGetInstanceProcAddr`.
+///
+/// # Safety
+/// `name` must be a NUL-terminated string and `function` writable (both checked for null).
+pub unsafe extern "system" fn get_instance_proc_addr(
+    instance: xr::Instance,
+    name: *const c_char,
+    function: *mut Option<xr::pfn::VoidFunction>,
+) -> xr::Result {
+    guard("xrGetInstanceProcAddr", || {
+        if function.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked non-null.
+        unsafe { function.write(None) };
+        // SAFETY: the caller's string.
+        let Some(name) = (unsafe { c_str(name) }) else {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        };
+        if instance == xr::Instance::NULL {
+            if !GLOBAL.contains(&name) {
+                return xr::Result::ERROR_HANDLE_INVALID;
+            }
+        } else if crate::runtime::lock().instance(instance).is_err() {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        }
+        match lookup(name) {
+            Some(f) => {
+                // SAFETY: checked non-null.
+                unsafe { function.write(Some(f)) };
+                xr::Result::SUCCESS
+            }
+            None => xr::Result::ERROR_FUNCTION_UNSUPPORTED,
+        }
+    })
+}
+
+/// A runtime has no API layers of its own.
+unsafe extern "system" fn enumerate_api_layer_properties(
+    capacity: u32,
+    count: *mut u32,
+    props: *mut xr::ApiLayerProperties,
+) -> xr::Result {
+    guard("xrEnumerateApiLayerProperties", || {
+        // SAFETY: the application's two-call array (nothing written).
+        unsafe { crate::util::fill(capacity, count, props, &[]) }
+    })
+}

@@ -1,0 +1,364 @@
+//! The frame loop: `xrWaitFrame` paces the application at the stream's frame rate,
+//! `xrBeginFrame`/`xrEndFrame` bracket its rendering, and `xrEndFrame` turns the projection
+//! layer into the stereo frame the host encodes, tagged with the pose it was rendered for.
+
+use openxr_sys as xr;
+use openxr_sys::Handle;
+use untether_proto::PoseSample;
+
+use crate::gl::{Compositor, EyeSource};
+use crate::guard;
+use crate::math::Rigid;
+use crate::runtime::{lock, Runtime};
+use crate::session::{follow_clients, Session};
+use crate::space::{eye_in_head, world_from};
+use crate::util::{now, ty_of};
+
+/// At most this many layers in one frame.
+pub const MAX_LAYERS: u32 = 16;
+
+/// Frame pacing: the application is released once per period; a late application is
+/// released at once and the schedule restarts from there (no frame is skipped to realign).
+#[derive(Clone, Debug)]
+pub struct FrameClock {
+    pub period_ns: i64,
+    next_release_ns: i64,
+    waited: u32,
+    begun: bool,
+}
+
+impl FrameClock {
+    pub fn new(fps: u32) -> FrameClock {
+        FrameClock {
+            period_ns: 1_000_000_000 / fps.max(1) as i64,
+            next_release_ns: 0,
+            waited: 0,
+            begun: false,
+        }
+    }
+
+    /// When to release the application (`now_ns` or later) and the display time predicted
+    /// for the frame it then renders: one period after the release (render, read back,
+    /// encode).
+    pub fn schedule(&mut self, now_ns: i64) -> (i64, i64) {
+        let release = self.next_release_ns.max(now_ns);
+        self.next_release_ns = release + self.period_ns;
+        self.waited += 1;
+        (release, release + self.period_ns)
+    }
+
+    pub fn begin(&mut self) -> Result<xr::Result, xr::Result> {
+        if self.waited == 0 {
+            return Err(xr::Result::ERROR_CALL_ORDER_INVALID);
+        }
+        self.waited -= 1;
+        if self.begun {
+            // The previous frame was begun and never ended: it is discarded.
+            return Ok(xr::Result::FRAME_DISCARDED);
+        }
+        self.begun = true;
+        Ok(xr::Result::SUCCESS)
+    }
+
+    pub fn end(&mut self) -> Result<(), xr::Result> {
+        if !self.begun {
+            return Err(xr::Result::ERROR_CALL_ORDER_INVALID);
+        }
+        self.begun = false;
+        Ok(())
+    }
+}
+
+pub unsafe extern "system" fn wait_frame(
+    session: xr::Session,
+    info: *const xr::FrameWaitInfo,
+    state: *mut xr::FrameState,
+) -> xr::Result {
+    guard("xrWaitFrame", || {
+        // SAFETY: type reads first (the wait info may be null).
+        let t = unsafe { ty_of(info) };
+        if (t.is_some() && t != Some(xr::StructureType::FRAME_WAIT_INFO))
+            || unsafe { ty_of(state) } != Some(xr::StructureType::FRAME_STATE)
+        {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        let (release, display, period) = {
+            let mut rt = lock();
+            let s = match rt.session(session) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            if !s.running {
+                return xr::Result::ERROR_SESSION_NOT_RUNNING;
+            }
+            let (release, display) = s.clock.schedule(now().as_nanos());
+            (release, display, s.clock.period_ns)
+        };
+        // Sleep without the lock.
+        let wait = release - now().as_nanos();
+        if wait > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
+        }
+        let mut rt = lock();
+        follow_clients(&mut rt);
+        let s = match rt.session(session) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        // The pose every locate of this frame is predicted from, frozen now.
+        s.stream.observe_pose(now().as_nanos() / 1000);
+        s.stream.poll_input();
+        let display = xr::Time::from_nanos(display);
+        if s.frame_samples.len() >= 8 {
+            s.frame_samples.pop_front();
+        }
+        s.frame_samples
+            .push_back((display, s.stream.predictor.newest()));
+        let render = matches!(
+            s.state,
+            xr::SessionState::VISIBLE | xr::SessionState::FOCUSED
+        );
+        // SAFETY: checked type; the fields after type/next.
+        unsafe {
+            (*state).predicted_display_time = display;
+            (*state).predicted_display_period = xr::Duration::from_nanos(period);
+            (*state).should_render = render.into();
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn begin_frame(
+    session: xr::Session,
+    info: *const xr::FrameBeginInfo,
+) -> xr::Result {
+    guard("xrBeginFrame", || {
+        // SAFETY: type read (may be null).
+        let t = unsafe { ty_of(info) };
+        if t.is_some() && t != Some(xr::StructureType::FRAME_BEGIN_INFO) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        let mut rt = lock();
+        let s = match rt.session(session) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if !s.running {
+            return xr::Result::ERROR_SESSION_NOT_RUNNING;
+        }
+        s.clock.begin().unwrap_or_else(|e| e)
+    })
+}
+
+/// The projection layer's two eyes, checked: their textures and rectangles, and the head
+/// pose they were rendered for (world).
+struct Projection {
+    eyes: [EyeSource; 2],
+    head: Option<Rigid>,
+}
+
+/// Reads and checks one projection layer.
+///
+/// # Safety
+/// `layer` must point to an XrCompositionLayerProjection.
+unsafe fn projection(
+    rt: &Runtime,
+    s: &Session,
+    layer: &xr::CompositionLayerProjection,
+    display: xr::Time,
+) -> Result<Projection, xr::Result> {
+    if layer.view_count != 2 || layer.views.is_null() {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    // SAFETY: two views per the caller's contract and the count checked.
+    let views = unsafe { std::slice::from_raw_parts(layer.views, 2) };
+    let mut eyes = [EyeSource {
+        texture: 0,
+        array: false,
+        layer: 0,
+        rect: [0; 4],
+    }; 2];
+    for (i, v) in views.iter().enumerate() {
+        if v.ty != xr::StructureType::COMPOSITION_LAYER_PROJECTION_VIEW {
+            return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+        }
+        let sub = &v.sub_image;
+        let Some(sc) = rt.swapchains.get(&sub.swapchain.into_raw()) else {
+            return Err(xr::Result::ERROR_HANDLE_INVALID);
+        };
+        if sc.session != s.id {
+            return Err(xr::Result::ERROR_HANDLE_INVALID);
+        }
+        let Some(image) = sc.released else {
+            return Err(xr::Result::ERROR_LAYER_INVALID);
+        };
+        let r = sub.image_rect;
+        if r.offset.x < 0
+            || r.offset.y < 0
+            || r.extent.width <= 0
+            || r.extent.height <= 0
+            || (r.offset.x + r.extent.width) as u32 > sc.width
+            || (r.offset.y + r.extent.height) as u32 > sc.height
+        {
+            return Err(xr::Result::ERROR_SWAPCHAIN_RECT_INVALID);
+        }
+        if sub.image_array_index >= sc.array_size {
+            return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+        }
+        if Rigid::from_xr(&v.pose).is_none() {
+            return Err(xr::Result::ERROR_POSE_INVALID);
+        }
+        eyes[i] = EyeSource {
+            texture: sc.images[image as usize],
+            array: sc.array_size > 1,
+            layer: sub.image_array_index,
+            rect: [r.offset.x, r.offset.y, r.extent.width, r.extent.height],
+        };
+    }
+    let Some(space) = rt.spaces.get(&layer.space.into_raw()) else {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    };
+    // The head the views were rendered from: the eyes' poses, taken back to the world.
+    let head = world_from(space, &s.head_at(display)).and_then(|w| {
+        let e0 = w.mul(&Rigid::from_xr(&views[0].pose)?);
+        let e1 = w.mul(&Rigid::from_xr(&views[1].pose)?);
+        let mut h = e0.mul(&eye_in_head(0, 0.0));
+        h.position = (e0.position + e1.position) / 2.0;
+        Some(h)
+    });
+    Ok(Projection { eyes, head })
+}
+
+pub unsafe extern "system" fn end_frame(
+    session: xr::Session,
+    info: *const xr::FrameEndInfo,
+) -> xr::Result {
+    guard("xrEndFrame", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::FRAME_END_INFO) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        let sid = session.into_raw();
+        let Some(s) = rt.sessions.get(&sid) else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        if !s.running {
+            return xr::Result::ERROR_SESSION_NOT_RUNNING;
+        }
+        if info.display_time.as_nanos() <= 0 {
+            return xr::Result::ERROR_TIME_INVALID;
+        }
+        if info.environment_blend_mode != xr::EnvironmentBlendMode::OPAQUE {
+            return xr::Result::ERROR_ENVIRONMENT_BLEND_MODE_UNSUPPORTED;
+        }
+        if info.layer_count > MAX_LAYERS {
+            return xr::Result::ERROR_LAYER_LIMIT_EXCEEDED;
+        }
+        if info.layer_count > 0 && info.layers.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        let mut shown = None;
+        for i in 0..info.layer_count as usize {
+            // SAFETY: `layer_count` pointers (checked non-null array).
+            let l = unsafe { *info.layers.add(i) };
+            // SAFETY: type read of the application's layer.
+            match unsafe { ty_of(l) } {
+                Some(xr::StructureType::COMPOSITION_LAYER_PROJECTION) => {
+                    // SAFETY: its type says so.
+                    let layer = unsafe { &*(l as *const xr::CompositionLayerProjection) };
+                    // SAFETY: as above.
+                    match unsafe { projection(&rt, s, layer, info.display_time) } {
+                        Ok(p) if shown.is_none() => shown = Some(p),
+                        Ok(_) => {}
+                        Err(e) => return e,
+                    }
+                }
+                Some(t) => {
+                    log::warn!("xrEndFrame: composition layer {t:?} is not supported (projection layers only)");
+                    return xr::Result::ERROR_LAYER_INVALID;
+                }
+                None => return xr::Result::ERROR_LAYER_INVALID,
+            }
+        }
+        let Ok(s) = rt.session(session) else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        if let Err(e) = s.clock.end() {
+            return e;
+        }
+        if let Some(p) = shown {
+            composite(s, p, info.display_time);
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+/// Blits the eyes into the stereo frame and streams the previous one (read back meanwhile).
+fn composite(s: &mut Session, p: Projection, display: xr::Time) {
+    let (w, h) = s.settings.frame_size();
+    let sample = s
+        .frame_samples
+        .iter()
+        .rev()
+        .find(|(t, _)| *t == display)
+        .and_then(|(_, sample)| *sample)
+        .or_else(|| s.stream.predictor.newest());
+    let pose = match (sample, p.head) {
+        (Some(base), Some(head)) => Some(PoseSample {
+            sample_us: base.sample_us,
+            pose: head.to_pose(),
+        }),
+        _ => None,
+    };
+    let Some(gl) = s.gl.as_ref() else {
+        return;
+    };
+    if s.compositor.is_none() {
+        // SAFETY: the application's context is current during xrEndFrame.
+        match unsafe { Compositor::new(gl, w, h) } {
+            Ok(c) => s.compositor = Some(c),
+            Err(e) => {
+                log::error!("xrEndFrame: {e}; frames are not streamed");
+                return;
+            }
+        }
+    }
+    let Some(c) = s.compositor.as_mut() else {
+        return;
+    };
+    // SAFETY: as above; the eyes are this session's swapchain images.
+    if let Some(rb) = unsafe { c.submit(gl, &p.eyes, pose) } {
+        s.stream.publish(rb.bgra, w, h, rb.pose);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_paced_one_period_apart_and_a_late_app_is_released_at_once() {
+        let mut c = FrameClock::new(100); // 10 ms
+        let (r0, d0) = c.schedule(1_000);
+        assert_eq!((r0, d0), (1_000, 10_001_000));
+        let (r1, _) = c.schedule(2_000);
+        assert_eq!(r1, 10_001_000);
+        let (r2, d2) = c.schedule(50_000_000);
+        assert_eq!((r2, d2), (50_000_000, 60_000_000));
+    }
+
+    #[test]
+    fn begin_needs_a_wait_and_end_needs_a_begin() {
+        let mut c = FrameClock::new(60);
+        assert_eq!(c.begin(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
+        assert_eq!(c.end(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
+        c.schedule(0);
+        assert_eq!(c.begin(), Ok(xr::Result::SUCCESS));
+        c.schedule(0);
+        assert_eq!(c.begin(), Ok(xr::Result::FRAME_DISCARDED));
+        assert_eq!(c.end(), Ok(()));
+    }
+}

@@ -1,0 +1,133 @@
+//! The runtime's objects: one table behind one lock. Handles are numbers from one counter
+//! (never reused), so a stale or foreign handle is `XR_ERROR_HANDLE_INVALID`, not a crash.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use openxr_sys as xr;
+use openxr_sys::Handle;
+
+use crate::actions::{Action, ActionSet, Bindings};
+use crate::session::Session;
+use crate::space::Space;
+use crate::stream::Settings;
+use crate::swapchain::Swapchain;
+
+/// The system (the streamed headset) has this id.
+pub const SYSTEM_RAW: u64 = 1;
+
+/// An event waiting for `xrPollEvent`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    SessionState {
+        session: u64,
+        state: xr::SessionState,
+        time: xr::Time,
+    },
+    InteractionProfileChanged {
+        session: u64,
+    },
+}
+
+/// An instance: what the application enabled, its paths, its events.
+pub struct Instance {
+    pub id: u64,
+    pub application: String,
+    pub opengl: bool,
+    pub gl_requirements_asked: bool,
+    pub system_asked: bool,
+    /// Path strings; a path's value is its index + 1.
+    pub paths: Vec<String>,
+    pub path_ids: HashMap<String, u64>,
+    pub events: VecDeque<Event>,
+    pub settings: Settings,
+    pub bindings: Bindings,
+}
+
+impl Instance {
+    pub fn path(&mut self, s: &str) -> xr::Path {
+        if let Some(&id) = self.path_ids.get(s) {
+            return xr::Path::from_raw(id);
+        }
+        self.paths.push(s.to_string());
+        let id = self.paths.len() as u64;
+        self.path_ids.insert(s.to_string(), id);
+        xr::Path::from_raw(id)
+    }
+
+    pub fn path_str(&self, p: xr::Path) -> Option<&str> {
+        let i = p.into_raw().checked_sub(1)? as usize;
+        self.paths.get(i).map(String::as_str)
+    }
+
+    pub fn push(&mut self, e: Event) {
+        // The spec's queue bound: drop the oldest rather than grow without limit.
+        if self.events.len() >= 64 {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+}
+
+/// Everything the runtime holds.
+#[derive(Default)]
+pub struct Runtime {
+    next_id: u64,
+    pub instance: Option<Instance>,
+    pub sessions: HashMap<u64, Session>,
+    pub spaces: HashMap<u64, Space>,
+    pub swapchains: HashMap<u64, Swapchain>,
+    pub action_sets: HashMap<u64, ActionSet>,
+    pub actions: HashMap<u64, Action>,
+}
+
+static RUNTIME: LazyLock<Mutex<Runtime>> = LazyLock::new(|| Mutex::new(Runtime::default()));
+
+/// The runtime, locked (a panic in another call does not poison it for good).
+pub fn lock() -> MutexGuard<'static, Runtime> {
+    RUNTIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Runtime {
+    pub fn new_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// The instance if `handle` names it.
+    pub fn instance(&mut self, handle: xr::Instance) -> Result<&mut Instance, xr::Result> {
+        match self.instance.as_mut() {
+            Some(i) if i.id == handle.into_raw() => Ok(i),
+            _ => Err(xr::Result::ERROR_HANDLE_INVALID),
+        }
+    }
+
+    pub fn session(&mut self, handle: xr::Session) -> Result<&mut Session, xr::Result> {
+        self.sessions
+            .get_mut(&handle.into_raw())
+            .ok_or(xr::Result::ERROR_HANDLE_INVALID)
+    }
+
+    pub fn system(&self, instance: xr::Instance, system: xr::SystemId) -> Result<(), xr::Result> {
+        match &self.instance {
+            Some(i) if i.id == instance.into_raw() => {}
+            _ => return Err(xr::Result::ERROR_HANDLE_INVALID),
+        }
+        if system.into_raw() != SYSTEM_RAW {
+            return Err(xr::Result::ERROR_SYSTEM_INVALID);
+        }
+        Ok(())
+    }
+
+    /// Pushes an event on the instance's queue.
+    pub fn push(&mut self, e: Event) {
+        if let Some(i) = self.instance.as_mut() {
+            i.push(e);
+        }
+    }
+}
+
+/// Turns `Result<(), XrResult>` into the XrResult an entry point returns.
+pub fn done(r: Result<xr::Result, xr::Result>) -> xr::Result {
+    r.unwrap_or_else(|e| e)
+}

@@ -1,0 +1,316 @@
+//! Sessions: one at a time, with its untether host; the session state machine.
+//!
+//! IDLE on creation; READY once a client has connected (the application does not render for
+//! nobody); SYNCHRONIZED → VISIBLE → FOCUSED when it begins; FOCUSED ⇄ VISIBLE as the client
+//! leaves and comes back (the application keeps running and the host keeps waiting);
+//! STOPPING on `xrRequestExitSession`; IDLE (and EXITING after an exit request) on
+//! `xrEndSession`. Destroying the session stops the host, which tells its client goodbye.
+
+use std::collections::VecDeque;
+
+use openxr_sys as xr;
+use openxr_sys::Handle;
+use untether_proto::PoseSample;
+
+use crate::actions::ActionStates;
+use crate::frame::FrameClock;
+use crate::gl::{Compositor, Gl};
+use crate::guard;
+use crate::math::Rigid;
+use crate::runtime::{lock, Event, Runtime};
+use crate::stream::{Settings, Stream};
+use crate::util::{find_in_chain, now, ty_of};
+
+pub struct Session {
+    pub id: u64,
+    pub state: xr::SessionState,
+    pub running: bool,
+    pub exit_requested: bool,
+    pub settings: Settings,
+    pub stream: Stream,
+    pub gl: Option<Gl>,
+    pub compositor: Option<Compositor>,
+    pub clock: FrameClock,
+    pub attached: Vec<u64>,
+    pub action_states: ActionStates,
+    /// The client's newest pose sample when each recent frame was waited for, by display
+    /// time: the sample a frame's render pose is predicted from.
+    pub frame_samples: VecDeque<(xr::Time, Option<PoseSample>)>,
+}
+
+impl Session {
+    /// The head pose predicted for `time` (see [`crate::math::Predictor`]).
+    pub fn head_at(&self, time: xr::Time) -> Rigid {
+        self.stream.predictor.predict(time.as_nanos() / 1000)
+    }
+
+    fn event(&self, state: xr::SessionState) -> Event {
+        Event::SessionState {
+            session: self.id,
+            state,
+            time: now(),
+        }
+    }
+
+    /// Moves to `state`, queueing its event.
+    pub fn go(&mut self, state: xr::SessionState, events: &mut Vec<Event>) {
+        if self.state != state {
+            self.state = state;
+            events.push(self.event(state));
+        }
+    }
+
+    /// Follows the client: READY when one is connected, FOCUSED only while one is.
+    pub fn follow_client(&mut self, events: &mut Vec<Event>) {
+        let client = self.stream.has_client();
+        match self.state {
+            xr::SessionState::IDLE if !self.running && !self.exit_requested && client => {
+                self.go(xr::SessionState::READY, events)
+            }
+            xr::SessionState::FOCUSED if !client => self.go(xr::SessionState::VISIBLE, events),
+            xr::SessionState::VISIBLE if client => self.go(xr::SessionState::FOCUSED, events),
+            _ => {}
+        }
+    }
+
+    /// Reads back the frame still in flight and hands it over (the session is ending).
+    fn flush(&mut self) {
+        let (w, h) = self.settings.frame_size();
+        if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
+            // SAFETY: called from xrEndSession/xrDestroySession, where the application's
+            // context is current.
+            if let Some(rb) = unsafe { c.finish(gl) } {
+                self.stream.publish(rb.bgra, w, h, rb.pose);
+            }
+        }
+    }
+
+    fn release_gl(&mut self) {
+        if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.take()) {
+            // SAFETY: as in flush.
+            unsafe { c.destroy(gl) };
+        }
+    }
+}
+
+/// Every session follows its client; events go on the instance's queue.
+pub fn follow_clients(rt: &mut Runtime) {
+    let mut events = Vec::new();
+    for s in rt.sessions.values_mut() {
+        s.follow_client(&mut events);
+    }
+    for e in events {
+        rt.push(e);
+    }
+}
+
+pub unsafe extern "system" fn create_session(
+    instance: xr::Instance,
+    info: *const xr::SessionCreateInfo,
+    out: *mut xr::Session,
+) -> xr::Result {
+    guard("xrCreateSession", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_CREATE_INFO) || out.is_null() {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        if let Err(e) = rt.system(instance, info.system_id) {
+            return e;
+        }
+        let Ok(inst) = rt.instance(instance) else {
+            return xr::Result::ERROR_HANDLE_INVALID;
+        };
+        // SAFETY: the application's next chain.
+        let binding = unsafe {
+            find_in_chain(info.next, xr::StructureType::GRAPHICS_BINDING_OPENGL_XLIB_KHR)
+        };
+        if binding.is_none() {
+            log::warn!("xrCreateSession: no XrGraphicsBindingOpenGLXlibKHR in the chain; this runtime supports XR_KHR_opengl_enable (Xlib) only");
+            return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+        }
+        if !inst.opengl {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        if !inst.gl_requirements_asked {
+            return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
+        }
+        if !rt.sessions.is_empty() {
+            return xr::Result::ERROR_LIMIT_REACHED;
+        }
+        let settings = match rt.instance.as_ref() {
+            Some(i) => i.settings.clone(),
+            None => return xr::Result::ERROR_HANDLE_INVALID,
+        };
+        let stream = match Stream::start(&settings) {
+            Ok(s) => s,
+            Err(e) => {
+                log::error!("xrCreateSession: the untether host did not start: {e}");
+                eprintln!("untether OpenXR runtime: the host did not start: {e}");
+                return xr::Result::ERROR_RUNTIME_FAILURE;
+            }
+        };
+        let id = rt.new_id();
+        let clock = FrameClock::new(settings.fps());
+        let session = Session {
+            id,
+            state: xr::SessionState::UNKNOWN,
+            running: false,
+            exit_requested: false,
+            settings,
+            stream,
+            gl: None,
+            compositor: None,
+            clock,
+            attached: Vec::new(),
+            action_states: ActionStates::default(),
+            frame_samples: VecDeque::new(),
+        };
+        let mut events = Vec::new();
+        let mut session = session;
+        session.go(xr::SessionState::IDLE, &mut events);
+        rt.sessions.insert(id, session);
+        for e in events {
+            rt.push(e);
+        }
+        // SAFETY: checked non-null.
+        unsafe { out.write(xr::Session::from_raw(id)) };
+        xr::Result::SUCCESS
+    })
+}
+
+/// Removes a session and everything made for it.
+pub fn destroy_session_objects(rt: &mut Runtime, id: u64) -> bool {
+    let Some(mut s) = rt.sessions.remove(&id) else {
+        return false;
+    };
+    if s.running {
+        s.flush();
+    }
+    let images: Vec<u32> = rt
+        .swapchains
+        .iter()
+        .filter(|(_, sc)| sc.session == id)
+        .flat_map(|(_, sc)| sc.images.clone())
+        .collect();
+    if let Some(gl) = s.gl.as_ref() {
+        // SAFETY: the application's context is current during xrDestroySession.
+        unsafe { gl.delete_textures(&images) };
+    }
+    s.release_gl();
+    rt.swapchains.retain(|_, sc| sc.session != id);
+    rt.spaces.retain(|_, sp| sp.session != id);
+    s.stream.stop();
+    if let Some(i) = rt.instance.as_mut() {
+        i.events.retain(|e| match e {
+            Event::SessionState { session, .. } | Event::InteractionProfileChanged { session } => {
+                *session != id
+            }
+        });
+    }
+    true
+}
+
+pub unsafe extern "system" fn destroy_session(session: xr::Session) -> xr::Result {
+    guard("xrDestroySession", || {
+        let mut rt = lock();
+        if destroy_session_objects(&mut rt, session.into_raw()) {
+            xr::Result::SUCCESS
+        } else {
+            xr::Result::ERROR_HANDLE_INVALID
+        }
+    })
+}
+
+pub unsafe extern "system" fn begin_session(
+    session: xr::Session,
+    info: *const xr::SessionBeginInfo,
+) -> xr::Result {
+    guard("xrBeginSession", || {
+        // SAFETY: type read first.
+        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_BEGIN_INFO) {
+            return xr::Result::ERROR_VALIDATION_FAILURE;
+        }
+        // SAFETY: checked.
+        let info = unsafe { &*info };
+        let mut rt = lock();
+        let mut events = Vec::new();
+        let s = match rt.session(session) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if info.primary_view_configuration_type != xr::ViewConfigurationType::PRIMARY_STEREO {
+            return xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED;
+        }
+        if s.running {
+            return xr::Result::ERROR_SESSION_RUNNING;
+        }
+        if s.state != xr::SessionState::READY {
+            return xr::Result::ERROR_SESSION_NOT_READY;
+        }
+        s.running = true;
+        s.clock = FrameClock::new(s.settings.fps());
+        s.go(xr::SessionState::SYNCHRONIZED, &mut events);
+        s.go(xr::SessionState::VISIBLE, &mut events);
+        if s.stream.has_client() {
+            s.go(xr::SessionState::FOCUSED, &mut events);
+        }
+        for e in events {
+            rt.push(e);
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn end_session(session: xr::Session) -> xr::Result {
+    guard("xrEndSession", || {
+        let mut rt = lock();
+        let mut events = Vec::new();
+        let s = match rt.session(session) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if !s.running {
+            return xr::Result::ERROR_SESSION_NOT_RUNNING;
+        }
+        if s.state != xr::SessionState::STOPPING {
+            return xr::Result::ERROR_SESSION_NOT_STOPPING;
+        }
+        s.flush();
+        s.running = false;
+        s.go(xr::SessionState::IDLE, &mut events);
+        if s.exit_requested {
+            s.go(xr::SessionState::EXITING, &mut events);
+        }
+        for e in events {
+            rt.push(e);
+        }
+        xr::Result::SUCCESS
+    })
+}
+
+pub unsafe extern "system" fn request_exit_session(session: xr::Session) -> xr::Result {
+    guard("xrRequestExitSession", || {
+        let mut rt = lock();
+        let mut events = Vec::new();
+        let s = match rt.session(session) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if !s.running {
+            return xr::Result::ERROR_SESSION_NOT_RUNNING;
+        }
+        s.exit_requested = true;
+        if s.state == xr::SessionState::FOCUSED {
+            s.go(xr::SessionState::VISIBLE, &mut events);
+        }
+        s.go(xr::SessionState::SYNCHRONIZED, &mut events);
+        s.go(xr::SessionState::STOPPING, &mut events);
+        for e in events {
+            rt.push(e);
+        }
+        xr::Result::SUCCESS
+    })
+}

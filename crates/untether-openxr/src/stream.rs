@@ -1,0 +1,281 @@
+//! The untether host inside the application's process: the configuration it starts with, the
+//! frames it is given, the client's pose and input it hands back.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use untether::api::{HostSetup, InputSpec, SourceSpec};
+use untether::config::ConfigToml;
+use untether::{Host, HostOptions};
+use untether_media::codec::InputPicture;
+use untether_proto::{InputEvent, PoseSample, StateKey, StateValue};
+
+use crate::math::Predictor;
+
+/// What the runtime reads from untether's configuration file: `UNTETHER_CONFIG=FILE`, else
+/// `$XDG_CONFIG_HOME/untether/untether.toml` (or `~/.config/untether/untether.toml`) when it
+/// exists, else the defaults. `video.resolution` is the side-by-side stereo frame (each eye
+/// half its width), `video.fps` the frame rate `xrWaitFrame` paces at, `vr.ipd_mm` and
+/// `vr.fov_deg` the views; `host.*` the bind address, access and state directory as for
+/// `untether host`.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub options: HostOptions,
+    /// Where they came from (for messages).
+    pub origin: String,
+}
+
+impl Settings {
+    pub fn load() -> Result<Settings, String> {
+        let (cfg, origin) = match config_path() {
+            Some(path) => (
+                ConfigToml::load(&path).map_err(|e| error_chain(&e))?,
+                path.display().to_string(),
+            ),
+            None => (ConfigToml::default(), "defaults".to_string()),
+        };
+        Settings::from_config(&cfg, origin)
+    }
+
+    pub fn from_config(cfg: &ConfigToml, origin: String) -> Result<Settings, String> {
+        let video = cfg.video.validate().map_err(|e| error_chain(&e))?;
+        let options = HostOptions {
+            vr: cfg.vr.clone(),
+            video,
+            scene: cfg.scene.clone(),
+            host: cfg.host.clone(),
+            network: cfg.network.clone(),
+            webrtc: cfg.webrtc.clone(),
+        };
+        options.validate().map_err(|e| error_chain(&e))?;
+        let r = options.video.resolution;
+        if r.width % 4 != 0 || r.width < 64 || r.height < 32 {
+            return Err(format!(
+                "video.resolution: {}x{} cannot be split into two eye views; the stereo frame needs a width that is a multiple of 4, at least 64x32",
+                r.width, r.height
+            ));
+        }
+        Ok(Settings { options, origin })
+    }
+
+    /// One eye's view: half the stereo frame's width, its height.
+    pub fn eye_size(&self) -> (u32, u32) {
+        let r = self.options.video.resolution;
+        (r.width / 2, r.height)
+    }
+
+    pub fn frame_size(&self) -> (u32, u32) {
+        let r = self.options.video.resolution;
+        (r.width, r.height)
+    }
+
+    pub fn fps(&self) -> u32 {
+        self.options.video.fps.max(1)
+    }
+
+    pub fn ipd_m(&self) -> f32 {
+        self.options.vr.ipd_mm / 1000.0
+    }
+
+    /// Half the horizontal and vertical field of view of one eye, radians (symmetric views).
+    pub fn half_fov(&self) -> (f32, f32) {
+        let (w, h) = self.eye_size();
+        let hx = (self.options.vr.fov_deg.to_radians() / 2.0).clamp(0.1, 1.5);
+        let hy = (hx.tan() * h as f32 / w as f32).atan();
+        (hx, hy)
+    }
+}
+
+fn config_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("UNTETHER_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    let p = base.join("untether").join("untether.toml");
+    p.is_file().then_some(p)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// Buttons held on the client, from its input events and its first game controller.
+#[derive(Clone, Debug, Default)]
+pub struct Held {
+    /// SDL keycodes down.
+    pub keys: HashSet<u32>,
+    /// Mouse buttons down (1 left, 2 middle, 3 right).
+    pub mouse: HashSet<u8>,
+    /// Controller 0: Linux `BTN_*` codes held and axes (lx, ly, rx, ry, lt, rt).
+    pub pad_buttons: Vec<u16>,
+    pub pad_axes: [f32; 6],
+}
+
+/// The running host and what it has heard.
+pub struct Stream {
+    host: Option<Host>,
+    pub predictor: Predictor,
+    pub held: Held,
+    /// Frames handed to the host while a client was connected / in all.
+    pub frames_published: u64,
+    pub frames_submitted: u64,
+}
+
+impl Stream {
+    /// Starts the host: the application is the source, with an encoder thread (frames are
+    /// published and the newest is encoded, so `xrEndFrame` never waits for the encoder).
+    pub fn start(settings: &Settings) -> Result<Stream, String> {
+        let setup = HostSetup {
+            source: SourceSpec::App,
+            input: InputSpec::Queue,
+            encoder_thread: true,
+            ..HostSetup::default()
+        };
+        let host = Host::start_with(settings.options.clone(), setup).map_err(|e| error_chain(&e))?;
+        log::info!(
+            "untether OpenXR runtime: host listening on {} ({}), fingerprint {}",
+            host.local_addr(),
+            settings.origin,
+            host.fingerprint()
+        );
+        if let Some(pin) = host.pairing_pin() {
+            eprintln!("untether: pairing PIN {pin}");
+        }
+        Ok(Stream {
+            host: Some(host),
+            predictor: Predictor::default(),
+            held: Held::default(),
+            frames_published: 0,
+            frames_submitted: 0,
+        })
+    }
+
+    pub fn has_client(&self) -> bool {
+        self.host.as_ref().is_some_and(Host::has_client)
+    }
+
+    /// Reads the client's newest head pose into the predictor (`now_us`: runtime clock).
+    pub fn observe_pose(&mut self, now_us: i64) {
+        if let Some(s) = self.host.as_ref().and_then(Host::head_pose) {
+            self.predictor.observe(s, now_us);
+        }
+    }
+
+    /// Drains the client's input into [`Held`].
+    pub fn poll_input(&mut self) {
+        let Some(host) = self.host.as_ref() else {
+            return;
+        };
+        while let Some(rec) = host.poll_input() {
+            match rec.event {
+                InputEvent::Key { code, down: true } => {
+                    self.held.keys.insert(code);
+                }
+                InputEvent::Key { code, down: false } => {
+                    self.held.keys.remove(&code);
+                }
+                InputEvent::MouseButton { button, down: true } => {
+                    self.held.mouse.insert(button);
+                }
+                InputEvent::MouseButton {
+                    button,
+                    down: false,
+                } => {
+                    self.held.mouse.remove(&button);
+                }
+                _ => {}
+            }
+        }
+        if let Some(pad) = host.gamepad(0) {
+            self.held.pad_buttons = pad.buttons;
+            self.held.pad_axes = pad.axes;
+        }
+    }
+
+    /// Hands a BGRA stereo frame to the encoder with the pose it was rendered for.
+    pub fn publish(&mut self, bgra: &[u8], width: u32, height: u32, pose: Option<PoseSample>) {
+        let Some(host) = self.host.as_ref() else {
+            return;
+        };
+        self.frames_submitted += 1;
+        if !host.has_client() {
+            return;
+        }
+        let picture = InputPicture::Bgra {
+            width,
+            height,
+            data: bgra,
+            stride: width as usize * 4,
+        };
+        match host.publish_with_pose(&picture, pose) {
+            Ok(()) => self.frames_published += 1,
+            Err(e) => log::warn!("untether OpenXR runtime: frame not streamed: {e}"),
+        }
+    }
+
+    /// Rumble on the client's controller `n` (0 off).
+    pub fn rumble(&self, n: u16, amplitude: f32) {
+        if let Some(host) = self.host.as_ref() {
+            let a = amplitude.clamp(0.0, 1.0);
+            let key: StateKey = untether_proto::state::keys::HAPTICS + n;
+            host.publish_state(key, StateValue::Haptic { low: a, high: a });
+        }
+    }
+
+    /// Stops the host: connected clients are told goodbye.
+    pub fn stop(&mut self) {
+        if let Some(host) = self.host.take() {
+            let s = host.stop();
+            log::info!(
+                "untether OpenXR runtime: host stopped after {} frames submitted, {} streamed ({} encoded, {} replaced before the encoder took them)",
+                self.frames_submitted,
+                self.frames_published,
+                s.encoded,
+                s.dropped
+            );
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stereo_frame_splits_into_two_eyes_with_the_configured_fov() {
+        let cfg = ConfigToml::parse(
+            "[video]\nresolution = \"1280x720\"\n[vr]\nfov_deg = 90.0\n",
+            "t",
+        )
+        .unwrap();
+        let s = Settings::from_config(&cfg, "t".into()).unwrap();
+        assert_eq!(s.eye_size(), (640, 720));
+        let (hx, hy) = s.half_fov();
+        assert!((hx.to_degrees() - 45.0).abs() < 1e-3);
+        // 640x720: taller than wide, so the vertical half-angle is larger.
+        assert!((hy.tan() - 720.0 / 640.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_bad_key_is_named() {
+        let cfg = ConfigToml::parse("[video]\nfps = 0\n", "t").unwrap();
+        let e = Settings::from_config(&cfg, "t".into()).unwrap_err();
+        assert!(e.contains("video.fps"), "{e}");
+    }
+}

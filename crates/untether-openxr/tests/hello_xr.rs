@@ -1,0 +1,234 @@
+//! The runtime as the OpenXR loader sees it: `openxr_runtime_list` names it through
+//! `XR_RUNTIME_JSON`, and the SDK's `hello_xr` (OpenGL, under Xvfb) runs on it with the Khronos
+//! validation layer while a headless untether client (synthetic head turn) watches: no
+//! validation error, the client decodes nearly every frame the runtime streamed, each with
+//! the pose it was rendered for, and quitting the app says goodbye to the client.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use untether::client::{run_client_with, ClientOptions, Display};
+use untether::config::ConfigToml;
+use untether::ClientIo;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("untether_openxr.json")
+}
+
+/// The manifest names the library relative to itself: it must be there (cargo builds the
+/// cdylib with the tests' profile; make test and this crate's tests use --release).
+fn library_built() -> bool {
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/release/libuntether_openxr.so");
+    if !lib.exists() {
+        eprintln!("skipped: {} not built (run with --release)", lib.display());
+        return false;
+    }
+    true
+}
+
+fn tool(name: &str) -> bool {
+    if Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        return true;
+    }
+    eprintln!("skipped: {name} not installed (scripts/setup.sh installs libopenxr-utils)");
+    false
+}
+
+#[test]
+fn openxr_runtime_list_names_the_runtime_through_xr_runtime_json() {
+    if !library_built() || !tool("openxr_runtime_list") {
+        return;
+    }
+    let out = Command::new("openxr_runtime_list")
+        .env("XR_RUNTIME_JSON", manifest())
+        .env_remove("XR_ENABLE_API_LAYERS")
+        .output()
+        .expect("openxr_runtime_list runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("untether"), "{text}");
+}
+
+fn free_udp_port() -> u16 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    s.local_addr().expect("addr").port()
+}
+
+#[test]
+fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    if !library_built() || !tool("hello_xr") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("untether-openxr-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_udp_port();
+    let config = dir.join("untether.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[video]\nresolution = \"640x320\"\nfps = 30\n[host]\nbind = \"127.0.0.1:{port}\"\naccess = \"open\"\nstate_dir = \"{}\"\n",
+            dir.join("host").display()
+        ),
+    )
+    .unwrap();
+
+    let mut app = Command::new("hello_xr")
+        .args(["-g", "OpenGL", "-v"])
+        .env("XR_RUNTIME_JSON", manifest())
+        .env("XR_ENABLE_API_LAYERS", "XR_APILAYER_LUNARG_core_validation")
+        .env("UNTETHER_CONFIG", &config)
+        .env("UNTETHER_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hello_xr starts");
+    // Both streams, line by line, into one channel (and kept for the failure message).
+    let (tx, rx) = mpsc::channel::<String>();
+    for reader in [
+        Box::new(app.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(app.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut log = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut wait_for = |what: &dyn Fn(&str) -> bool, log: &mut Vec<String>| -> bool {
+        while Instant::now() < deadline {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    let hit = what(&line);
+                    log.push(line);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        false
+    };
+    assert!(
+        wait_for(&|l: &str| l.contains("host listening on"), &mut log),
+        "the runtime's host never listened:\n{}",
+        log.join("\n")
+    );
+
+    let mut cfg = ConfigToml::default();
+    cfg.vr.enabled = true;
+    cfg.vr.pose = "synthetic:turn".into();
+    cfg.client.state_dir = dir.join("client").display().to_string();
+    let opts = ClientOptions {
+        vr: cfg.vr.clone(),
+        host: format!("127.0.0.1:{port}").parse().unwrap(),
+        client: cfg.client.clone(),
+        network: cfg.network.clone(),
+        display: Display::Headless,
+        duration: Some(Duration::from_secs(15)),
+        save_frame: None,
+    };
+    let client = std::thread::spawn(move || {
+        run_client_with(
+            &opts,
+            ClientIo {
+                end_on_host_bye: true,
+                ..Default::default()
+            },
+            Arc::new(AtomicBool::new(false)),
+        )
+    });
+    // Let the app render for a few seconds, then press its quit key.
+    assert!(
+        wait_for(&|l: &str| l.contains("XR_SESSION_STATE_FOCUSED"), &mut log),
+        "the session never became focused:\n{}",
+        log.join("\n")
+    );
+    let focused = Instant::now();
+    while focused.elapsed() < Duration::from_secs(4) {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            log.push(line);
+        }
+    }
+    let mut stdin = app.stdin.take().unwrap();
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    let status = app.wait().expect("hello_xr exits");
+    log.extend(rx.iter());
+    let run = client.join().expect("client thread").expect("client runs");
+    std::fs::remove_dir_all(&dir).ok();
+    let text = log.join("\n");
+    assert!(status.success(), "hello_xr failed ({status}):\n{text}");
+
+    // The validation layer reports through the same output: nothing.
+    assert!(
+        !log.iter().any(|l| l.contains("VUID-") || l.contains("Error [")),
+        "validation errors:\n{text}"
+    );
+    // The runtime's own count of what it streamed while the client watched.
+    let streamed: u64 = log
+        .iter()
+        .find_map(|l| {
+            let (_, rest) = l.split_once("frames submitted, ")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no frame count from the runtime:\n{text}"));
+    assert!(streamed >= 30, "{streamed} frames streamed:\n{text}");
+    // The client ended on the host's goodbye, well before its own 15 s.
+    assert!(
+        run.ended_us - run.started_us < 14_000_000,
+        "the client did not end on the host's goodbye"
+    );
+    assert!(
+        run.decoded * 100 >= streamed * 95,
+        "the client decoded {} of {streamed} frames streamed",
+        run.decoded
+    );
+    // Each frame carries the pose hello_xr rendered it for, from the turning head.
+    assert!(
+        run.frames_with_pose * 10 >= run.decoded * 9,
+        "{} of {} frames with a pose",
+        run.frames_with_pose,
+        run.decoded
+    );
+    let yaws: Vec<f32> = run
+        .records
+        .iter()
+        .filter_map(|r| r.pose)
+        .map(|p| p.pose.angles_deg().0)
+        .collect();
+    let turned = yaws
+        .windows(2)
+        .filter(|w| (w[1] - w[0]).abs() > 0.1)
+        .count();
+    assert!(
+        turned * 2 >= yaws.len(),
+        "the render poses do not follow the turning head: {yaws:?}"
+    );
+}
