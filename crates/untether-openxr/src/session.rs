@@ -55,6 +55,7 @@ impl Session {
     /// Moves to `state`, queueing its event.
     pub fn go(&mut self, state: xr::SessionState, events: &mut Vec<Event>) {
         if self.state != state {
+            log::info!("untether OpenXR runtime: session {state:?}");
             self.state = state;
             events.push(self.event(state));
         }
