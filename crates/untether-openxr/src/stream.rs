@@ -129,6 +129,8 @@ pub struct Stream {
     /// Frames handed to the host while a client was connected / in all.
     pub frames_published: u64,
     pub frames_submitted: u64,
+    /// Frames handed over since a client was last connected without interruption.
+    pub frames_to_current: u64,
 }
 
 impl Stream {
@@ -157,6 +159,7 @@ impl Stream {
             held: Held::default(),
             frames_published: 0,
             frames_submitted: 0,
+            frames_to_current: 0,
         })
     }
 
@@ -209,6 +212,7 @@ impl Stream {
         };
         self.frames_submitted += 1;
         if !host.has_client() {
+            self.frames_to_current = 0;
             return;
         }
         let picture = InputPicture::Bgra {
@@ -218,7 +222,10 @@ impl Stream {
             stride: width as usize * 4,
         };
         match host.publish_with_pose(&picture, pose) {
-            Ok(()) => self.frames_published += 1,
+            Ok(()) => {
+                self.frames_published += 1;
+                self.frames_to_current += 1;
+            }
             Err(e) => log::warn!("untether OpenXR runtime: frame not streamed: {e}"),
         }
     }
@@ -237,9 +244,10 @@ impl Stream {
         if let Some(host) = self.host.take() {
             let s = host.stop();
             log::info!(
-                "untether OpenXR runtime: host stopped after {} frames submitted, {} streamed ({} encoded, {} replaced before the encoder took them)",
+                "untether OpenXR runtime: host stopped after {} frames submitted, {} streamed ({} to the last client since it connected; {} encoded, {} replaced before the encoder took them)",
                 self.frames_submitted,
                 self.frames_published,
+                self.frames_to_current,
                 s.encoded,
                 s.dropped
             );

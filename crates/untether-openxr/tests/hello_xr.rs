@@ -93,6 +93,38 @@ fn openxr_runtime_list_names_the_runtime_through_xr_runtime_json() {
     assert!(text.contains("XR_KHR_opengl_enable"), "{text}");
 }
 
+fn client_options(host: &str, state: &std::path::Path) -> ClientOptions {
+    let mut cfg = ConfigToml::default();
+    cfg.vr.enabled = true;
+    cfg.vr.pose = "synthetic:turn".into();
+    cfg.client.state_dir = state.display().to_string();
+    ClientOptions {
+        vr: cfg.vr.clone(),
+        host: host.parse().expect("host address"),
+        client: cfg.client.clone(),
+        network: cfg.network.clone(),
+        display: Display::Headless,
+        duration: Some(Duration::from_secs(15)),
+        save_frame: None,
+    }
+}
+
+/// Not a test of its own: the client process the hello_xr test starts and kills (it runs
+/// only with `UNTETHER_XR_TEST_CLIENT` set).
+#[test]
+#[ignore]
+fn client_process() {
+    let (Some(host), Some(state)) = (
+        std::env::var_os("UNTETHER_XR_TEST_CLIENT"),
+        std::env::var_os("UNTETHER_XR_TEST_STATE"),
+    ) else {
+        eprintln!("skipped: started by the hello_xr test only");
+        return;
+    };
+    let opts = client_options(&host.to_string_lossy(), std::path::Path::new(&state));
+    let _ = run_client_with(&opts, ClientIo::default(), Arc::new(AtomicBool::new(false)));
+}
+
 fn free_udp_port() -> u16 {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     s.local_addr().expect("addr").port()
@@ -116,7 +148,7 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     std::fs::write(
         &config,
         format!(
-            "[video]\nresolution = \"640x320\"\nfps = 30\n[host]\nbind = \"127.0.0.1:{port}\"\naccess = \"open\"\nstate_dir = \"{}\"\n",
+            "[video]\nresolution = \"640x320\"\nfps = 30\n[network]\nidle_timeout_ms = 1000\nkeepalive_ms = 200\n[host]\nbind = \"127.0.0.1:{port}\"\naccess = \"open\"\nstate_dir = \"{}\"\n",
             dir.join("host").display()
         ),
     )
@@ -183,19 +215,31 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         log.join("\n")
     );
 
-    let mut cfg = ConfigToml::default();
-    cfg.vr.enabled = true;
-    cfg.vr.pose = "synthetic:turn".into();
-    cfg.client.state_dir = dir.join("client").display().to_string();
-    let opts = ClientOptions {
-        vr: cfg.vr.clone(),
-        host: format!("127.0.0.1:{port}").parse().unwrap(),
-        client: cfg.client.clone(),
-        network: cfg.network.clone(),
-        display: Display::Headless,
-        duration: Some(Duration::from_secs(15)),
-        save_frame: None,
-    };
+    // A first client, in a process of its own, is killed: the app keeps running (the
+    // session loses focus when the host gives the client up) and waits for the next.
+    let mut first = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "client_process", "--ignored", "--nocapture"])
+        .env("UNTETHER_XR_TEST_CLIENT", format!("127.0.0.1:{port}"))
+        .env("UNTETHER_XR_TEST_STATE", dir.join("first"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the first client starts");
+    assert!(
+        wait_for(&|l: &str| l.contains("runtime: session FOCUSED"), &mut log),
+        "the session never became focused:\n{}",
+        log.join("\n")
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    first.kill().expect("kill the first client");
+    first.wait().ok();
+    assert!(
+        wait_for(&|l: &str| l.contains("runtime: session VISIBLE"), &mut log),
+        "the session kept its focus after its client was killed:\n{}",
+        log.join("\n")
+    );
+
+    let opts = client_options(&format!("127.0.0.1:{port}"), &dir.join("client"));
     let client = std::thread::spawn(move || {
         run_client_with(
             &opts,
@@ -209,7 +253,7 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     // Let the app render for a few seconds, then press its quit key.
     assert!(
         wait_for(&|l: &str| l.contains("runtime: session FOCUSED"), &mut log),
-        "the session never became focused:\n{}",
+        "the session did not come back to focus for the second client:\n{}",
         log.join("\n")
     );
     let focused = Instant::now();
@@ -237,8 +281,8 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     let streamed: u64 = log
         .iter()
         .find_map(|l| {
-            let (_, rest) = l.split_once("frames submitted, ")?;
-            rest.split_whitespace().next()?.parse().ok()
+            let (before, _) = l.split_once(" to the last client since it connected")?;
+            before.rsplit('(').next()?.trim().parse().ok()
         })
         .unwrap_or_else(|| panic!("no frame count from the runtime:\n{text}"));
     eprintln!(
