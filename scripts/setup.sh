@@ -33,6 +33,9 @@ PACKAGES=(
   libgstrtspserver-1.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools gstreamer1.0-libav
   libssl-dev
+  # The OpenXR runtime (crates/untether-openxr links libGL) and its tests: the loader,
+  # hello_xr and openxr_runtime_list, the Khronos validation layer.
+  libgl-dev libopenxr-loader1 libopenxr-utils openxr-layer-corevalidation
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

@@ -73,7 +73,8 @@ impl Status {
 /// One line of the doctor's findings.
 #[derive(Clone, Debug, Serialize)]
 struct Check {
-    /// What was checked: encoder, decoder, device, display, audio, network, clock, state, cpu.
+    /// What was checked: encoder, decoder, device, display, audio, network, clock, state, cpu,
+    /// openxr.
     kind: &'static str,
     name: String,
     status: Status,
@@ -106,6 +107,8 @@ struct Findings {
     decoders: Vec<Codecs>,
     checks: Vec<Check>,
 }
+
+mod openxr;
 
 fn check(kind: &'static str, name: impl Into<String>, status: Status, detail: String) -> Check {
     Check {
@@ -805,6 +808,7 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
     clock(&mut f);
     let state_ok = state(&mut f, cfg, global);
     governor(&mut f);
+    openxr::openxr(&mut f);
     f.host_ok = udp && state_ok && f.encoders.iter().any(|e| e.works);
     f.client_ok = udp && state_ok && f.decoders.iter().any(|d| d.works);
     f.ok = f.host_ok && f.client_ok;

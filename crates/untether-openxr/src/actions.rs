@@ -15,7 +15,6 @@
 //! and not used.
 
 use std::collections::HashMap;
-use std::ffi::c_char;
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
@@ -25,7 +24,7 @@ use crate::math::Rigid;
 use crate::runtime::{lock, Event, Runtime};
 use crate::space::{Space, SpaceKind};
 use crate::stream::Held;
-use crate::util::{fill, fill_str, get_str, now, ty_of};
+use crate::util::{get_str, now, ty_of};
 
 pub const SIMPLE: &str = "/interaction_profiles/khr/simple_controller";
 const HANDS: [&str; 2] = ["/user/hand/left", "/user/hand/right"];
@@ -102,8 +101,7 @@ fn simple_source_ok(path: &str) -> bool {
 
 fn name_ok(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
 }
 
@@ -127,7 +125,10 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
                 .iter()
                 .filter(|s| prefix.as_ref().is_none_or(|p| s.starts_with(p.as_str())))
                 .collect();
-            let values: Vec<f32> = chosen.iter().filter_map(|s| source_value(s, held)).collect();
+            let values: Vec<f32> = chosen
+                .iter()
+                .filter_map(|s| source_value(s, held))
+                .collect();
             let value = values.iter().copied().fold(0.0f32, f32::max);
             let active = focused && !chosen.is_empty();
             fresh.push(((id, sub.into_raw()), value, active));
@@ -137,7 +138,12 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
         return;
     };
     for (key, value, active) in fresh {
-        let old = s.action_states.values.get(&key).copied().unwrap_or_default();
+        let old = s
+            .action_states
+            .values
+            .get(&key)
+            .copied()
+            .unwrap_or_default();
         let value = if active { value } else { 0.0 };
         let changed = active && old.active && old.value != value;
         s.action_states.values.insert(
@@ -152,14 +158,15 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
     }
 }
 
-pub unsafe extern "system" fn create_action_set(
+pub(crate) unsafe extern "system" fn create_action_set(
     instance: xr::Instance,
     info: *const xr::ActionSetCreateInfo,
     out: *mut xr::ActionSet,
 ) -> xr::Result {
     guard("xrCreateActionSet", || {
         // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SET_CREATE_INFO) || out.is_null()
+        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SET_CREATE_INFO)
+            || out.is_null()
         {
             return xr::Result::ERROR_VALIDATION_FAILURE;
         }
@@ -192,7 +199,7 @@ pub unsafe extern "system" fn create_action_set(
     })
 }
 
-pub unsafe extern "system" fn destroy_action_set(set: xr::ActionSet) -> xr::Result {
+pub(crate) unsafe extern "system" fn destroy_action_set(set: xr::ActionSet) -> xr::Result {
     guard("xrDestroyActionSet", || {
         let mut rt = lock();
         let id = set.into_raw();
@@ -204,7 +211,7 @@ pub unsafe extern "system" fn destroy_action_set(set: xr::ActionSet) -> xr::Resu
     })
 }
 
-pub unsafe extern "system" fn create_action(
+pub(crate) unsafe extern "system" fn create_action(
     set: xr::ActionSet,
     info: *const xr::ActionCreateInfo,
     out: *mut xr::Action,
@@ -249,7 +256,10 @@ pub unsafe extern "system" fn create_action(
             }
             // SAFETY: `count_subaction_paths` paths.
             let paths = unsafe {
-                std::slice::from_raw_parts(info.subaction_paths, info.count_subaction_paths as usize)
+                std::slice::from_raw_parts(
+                    info.subaction_paths,
+                    info.count_subaction_paths as usize,
+                )
             };
             let Some(inst) = rt.instance.as_ref() else {
                 return xr::Result::ERROR_HANDLE_INVALID;
@@ -257,8 +267,12 @@ pub unsafe extern "system" fn create_action(
             for &p in paths {
                 match inst.path_str(p) {
                     None => return xr::Result::ERROR_PATH_INVALID,
-                    Some(s) if !s.starts_with("/user/") => return xr::Result::ERROR_PATH_UNSUPPORTED,
-                    Some(_) if subactions.contains(&p) => return xr::Result::ERROR_PATH_UNSUPPORTED,
+                    Some(s) if !s.starts_with("/user/") => {
+                        return xr::Result::ERROR_PATH_UNSUPPORTED
+                    }
+                    Some(_) if subactions.contains(&p) => {
+                        return xr::Result::ERROR_PATH_UNSUPPORTED
+                    }
                     Some(_) => subactions.push(p),
                 }
             }
@@ -279,14 +293,16 @@ pub unsafe extern "system" fn create_action(
     })
 }
 
-pub unsafe extern "system" fn destroy_action(action: xr::Action) -> xr::Result {
-    guard("xrDestroyAction", || match lock().actions.remove(&action.into_raw()) {
-        Some(_) => xr::Result::SUCCESS,
-        None => xr::Result::ERROR_HANDLE_INVALID,
+pub(crate) unsafe extern "system" fn destroy_action(action: xr::Action) -> xr::Result {
+    guard("xrDestroyAction", || {
+        match lock().actions.remove(&action.into_raw()) {
+            Some(_) => xr::Result::SUCCESS,
+            None => xr::Result::ERROR_HANDLE_INVALID,
+        }
     })
 }
 
-pub unsafe extern "system" fn suggest_interaction_profile_bindings(
+pub(crate) unsafe extern "system" fn suggest_interaction_profile_bindings(
     instance: xr::Instance,
     info: *const xr::InteractionProfileSuggestedBinding,
 ) -> xr::Result {
@@ -303,7 +319,10 @@ pub unsafe extern "system" fn suggest_interaction_profile_bindings(
         }
         // SAFETY: `count_suggested_bindings` bindings.
         let list = unsafe {
-            std::slice::from_raw_parts(info.suggested_bindings, info.count_suggested_bindings as usize)
+            std::slice::from_raw_parts(
+                info.suggested_bindings,
+                info.count_suggested_bindings as usize,
+            )
         };
         let mut rt = lock();
         let Ok(inst) = rt.instance(instance) else {
@@ -325,7 +344,9 @@ pub unsafe extern "system" fn suggest_interaction_profile_bindings(
             }
             if profile == SIMPLE {
                 if !simple_source_ok(&src) {
-                    log::warn!("xrSuggestInteractionProfileBindings: {src} is not a source of {SIMPLE}");
+                    log::warn!(
+                        "xrSuggestInteractionProfileBindings: {src} is not a source of {SIMPLE}"
+                    );
                     return xr::Result::ERROR_PATH_UNSUPPORTED;
                 }
                 simple.entry(b.action.into_raw()).or_default().push(src);
@@ -349,7 +370,7 @@ pub unsafe extern "system" fn suggest_interaction_profile_bindings(
     })
 }
 
-pub unsafe extern "system" fn attach_session_action_sets(
+pub(crate) unsafe extern "system" fn attach_session_action_sets(
     session: xr::Session,
     info: *const xr::SessionActionSetsAttachInfo,
 ) -> xr::Result {
@@ -370,10 +391,15 @@ pub unsafe extern "system" fn attach_session_action_sets(
         let mut rt = lock();
         match rt.session(session) {
             Err(e) => return e,
-            Ok(s) if !s.attached.is_empty() => return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED,
+            Ok(s) if !s.attached.is_empty() => {
+                return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED
+            }
             Ok(_) => {}
         }
-        if sets.iter().any(|s| !rt.action_sets.contains_key(&s.into_raw())) {
+        if sets
+            .iter()
+            .any(|s| !rt.action_sets.contains_key(&s.into_raw()))
+        {
             return xr::Result::ERROR_HANDLE_INVALID;
         }
         let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
@@ -392,7 +418,7 @@ pub unsafe extern "system" fn attach_session_action_sets(
     })
 }
 
-pub unsafe extern "system" fn get_current_interaction_profile(
+pub(crate) unsafe extern "system" fn get_current_interaction_profile(
     session: xr::Session,
     top: xr::Path,
     out: *mut xr::InteractionProfileState,
@@ -429,7 +455,7 @@ pub unsafe extern "system" fn get_current_interaction_profile(
     })
 }
 
-pub unsafe extern "system" fn sync_actions(
+pub(crate) unsafe extern "system" fn sync_actions(
     session: xr::Session,
     info: *const xr::ActionsSyncInfo,
 ) -> xr::Result {
@@ -458,7 +484,10 @@ pub unsafe extern "system" fn sync_actions(
         let (focused, held) = match rt.session(session) {
             Err(e) => return e,
             Ok(s) => {
-                if active.iter().any(|a| !s.attached.contains(&a.action_set.into_raw())) {
+                if active
+                    .iter()
+                    .any(|a| !s.attached.contains(&a.action_set.into_raw()))
+                {
                     return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
                 }
                 s.stream.poll_input();
@@ -474,153 +503,15 @@ pub unsafe extern "system" fn sync_actions(
     })
 }
 
-/// Reads an action's synced state, checking the action type and the subaction path.
-///
-/// # Safety
-/// `info` must be null or point to an XrActionStateGetInfo.
-unsafe fn state_of(
-    session: xr::Session,
-    info: *const xr::ActionStateGetInfo,
-    types: &[xr::ActionType],
-) -> Result<Value, xr::Result> {
-    // SAFETY: type read first.
-    if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_STATE_GET_INFO) {
-        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
-    }
-    // SAFETY: checked.
-    let info = unsafe { &*info };
-    let mut rt = lock();
-    let aid = info.action.into_raw();
-    let Some(a) = rt.actions.get(&aid) else {
-        return Err(xr::Result::ERROR_HANDLE_INVALID);
-    };
-    if !types.contains(&a.ty) {
-        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
-    }
-    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
-        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
-    }
-    let set = a.set;
-    let s = rt.session(session)?;
-    if !s.attached.contains(&set) {
-        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
-    }
-    Ok(s
-        .action_states
-        .values
-        .get(&(aid, info.subaction_path.into_raw()))
-        .copied()
-        .unwrap_or_default())
-}
-
-pub unsafe extern "system" fn get_action_state_boolean(
-    session: xr::Session,
-    info: *const xr::ActionStateGetInfo,
-    out: *mut xr::ActionStateBoolean,
-) -> xr::Result {
-    guard("xrGetActionStateBoolean", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_BOOLEAN) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: forwarded.
-        match unsafe { state_of(session, info, &[xr::ActionType::BOOLEAN_INPUT]) } {
-            Err(e) => e,
-            Ok(v) => {
-                // SAFETY: checked type.
-                let o = unsafe { &mut *out };
-                o.current_state = (v.value > 0.5).into();
-                o.changed_since_last_sync = v.changed.into();
-                o.last_change_time = xr::Time::from_nanos(v.since);
-                o.is_active = v.active.into();
-                xr::Result::SUCCESS
-            }
-        }
-    })
-}
-
-pub unsafe extern "system" fn get_action_state_float(
-    session: xr::Session,
-    info: *const xr::ActionStateGetInfo,
-    out: *mut xr::ActionStateFloat,
-) -> xr::Result {
-    guard("xrGetActionStateFloat", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_FLOAT) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: forwarded.
-        match unsafe { state_of(session, info, &[xr::ActionType::FLOAT_INPUT]) } {
-            Err(e) => e,
-            Ok(v) => {
-                // SAFETY: checked type.
-                let o = unsafe { &mut *out };
-                o.current_state = v.value;
-                o.changed_since_last_sync = v.changed.into();
-                o.last_change_time = xr::Time::from_nanos(v.since);
-                o.is_active = v.active.into();
-                xr::Result::SUCCESS
-            }
-        }
-    })
-}
-
-pub unsafe extern "system" fn get_action_state_vector2f(
-    session: xr::Session,
-    info: *const xr::ActionStateGetInfo,
-    out: *mut xr::ActionStateVector2f,
-) -> xr::Result {
-    guard("xrGetActionStateVector2f", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_VECTOR2F) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: forwarded. simple_controller has no 2D sources: never active.
-        match unsafe { state_of(session, info, &[xr::ActionType::VECTOR2F_INPUT]) } {
-            Err(e) => e,
-            Ok(_) => {
-                // SAFETY: checked type.
-                let o = unsafe { &mut *out };
-                o.current_state = xr::Vector2f { x: 0.0, y: 0.0 };
-                o.changed_since_last_sync = xr::FALSE;
-                o.last_change_time = xr::Time::from_nanos(0);
-                o.is_active = xr::FALSE;
-                xr::Result::SUCCESS
-            }
-        }
-    })
-}
-
-pub unsafe extern "system" fn get_action_state_pose(
-    session: xr::Session,
-    info: *const xr::ActionStateGetInfo,
-    out: *mut xr::ActionStatePose,
-) -> xr::Result {
-    guard("xrGetActionStatePose", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_POSE) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: forwarded.
-        match unsafe { state_of(session, info, &[xr::ActionType::POSE_INPUT]) } {
-            Err(e) => e,
-            Ok(v) => {
-                // SAFETY: checked type.
-                unsafe { (*out).is_active = v.active.into() };
-                xr::Result::SUCCESS
-            }
-        }
-    })
-}
-
-pub unsafe extern "system" fn create_action_space(
+pub(crate) unsafe extern "system" fn create_action_space(
     session: xr::Session,
     info: *const xr::ActionSpaceCreateInfo,
     out: *mut xr::Space,
 ) -> xr::Result {
     guard("xrCreateActionSpace", || {
         // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SPACE_CREATE_INFO) || out.is_null()
+        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SPACE_CREATE_INFO)
+            || out.is_null()
         {
             return xr::Result::ERROR_VALIDATION_FAILURE;
         }
@@ -661,164 +552,6 @@ pub unsafe extern "system" fn create_action_space(
     })
 }
 
-/// Checks a haptic call and returns the controller it drives.
-unsafe fn haptic_target(
-    session: xr::Session,
-    info: *const xr::HapticActionInfo,
-) -> Result<(), xr::Result> {
-    // SAFETY: type read first.
-    if unsafe { ty_of(info) } != Some(xr::StructureType::HAPTIC_ACTION_INFO) {
-        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
-    }
-    // SAFETY: checked.
-    let info = unsafe { &*info };
-    let mut rt = lock();
-    let Some(a) = rt.actions.get(&info.action.into_raw()) else {
-        return Err(xr::Result::ERROR_HANDLE_INVALID);
-    };
-    if a.ty != xr::ActionType::VIBRATION_OUTPUT {
-        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
-    }
-    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
-        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
-    }
-    let set = a.set;
-    if !rt.session(session)?.attached.contains(&set) {
-        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
-    }
-    Ok(())
-}
-
-pub unsafe extern "system" fn apply_haptic_feedback(
-    session: xr::Session,
-    info: *const xr::HapticActionInfo,
-    feedback: *const xr::HapticBaseHeader,
-) -> xr::Result {
-    guard("xrApplyHapticFeedback", || {
-        // SAFETY: forwarded.
-        if let Err(e) = unsafe { haptic_target(session, info) } {
-            return e;
-        }
-        // SAFETY: type read first.
-        if unsafe { ty_of(feedback) } != Some(xr::StructureType::HAPTIC_VIBRATION) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let v = unsafe { &*(feedback as *const xr::HapticVibration) };
-        let mut rt = lock();
-        if let Ok(s) = rt.session(session) {
-            if s.state == xr::SessionState::FOCUSED {
-                s.stream.rumble(0, v.amplitude);
-            }
-        }
-        xr::Result::SUCCESS
-    })
-}
-
-pub unsafe extern "system" fn stop_haptic_feedback(
-    session: xr::Session,
-    info: *const xr::HapticActionInfo,
-) -> xr::Result {
-    guard("xrStopHapticFeedback", || {
-        // SAFETY: forwarded.
-        if let Err(e) = unsafe { haptic_target(session, info) } {
-            return e;
-        }
-        if let Ok(s) = lock().session(session) {
-            s.stream.rumble(0, 0.0);
-        }
-        xr::Result::SUCCESS
-    })
-}
-
-pub unsafe extern "system" fn enumerate_bound_sources_for_action(
-    session: xr::Session,
-    info: *const xr::BoundSourcesForActionEnumerateInfo,
-    capacity: u32,
-    count: *mut u32,
-    sources: *mut xr::Path,
-) -> xr::Result {
-    guard("xrEnumerateBoundSourcesForAction", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::BOUND_SOURCES_FOR_ACTION_ENUMERATE_INFO)
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        let aid = info.action.into_raw();
-        let Some(set) = rt.actions.get(&aid).map(|a| a.set) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        match rt.session(session) {
-            Err(e) => return e,
-            Ok(s) if !s.attached.contains(&set) => return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED,
-            Ok(_) => {}
-        }
-        let Some(inst) = rt.instance.as_mut() else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let names = inst.bindings.simple.get(&aid).cloned().unwrap_or_default();
-        let paths: Vec<xr::Path> = names.iter().map(|n| inst.path(n)).collect();
-        // SAFETY: the application's two-call array.
-        unsafe { fill(capacity, count, sources, &paths) }
-    })
-}
-
-pub unsafe extern "system" fn get_input_source_localized_name(
-    session: xr::Session,
-    info: *const xr::InputSourceLocalizedNameGetInfo,
-    capacity: u32,
-    count: *mut u32,
-    buffer: *mut c_char,
-) -> xr::Result {
-    guard("xrGetInputSourceLocalizedName", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::INPUT_SOURCE_LOCALIZED_NAME_GET_INFO)
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
-        let Some(inst) = rt.instance.as_ref() else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let Some(path) = inst.path_str(info.source_path) else {
-            return xr::Result::ERROR_PATH_INVALID;
-        };
-        let mut words = Vec::new();
-        let c = info.which_components;
-        if c.intersects(xr::InputSourceLocalizedNameFlags::USER_PATH) {
-            words.push(if path.starts_with("/user/hand/left") {
-                "Left Hand"
-            } else {
-                "Right Hand"
-            });
-        }
-        if c.intersects(xr::InputSourceLocalizedNameFlags::INTERACTION_PROFILE) {
-            words.push("Simple Controller (untether)");
-        }
-        if c.intersects(xr::InputSourceLocalizedNameFlags::COMPONENT) {
-            words.push(match () {
-                _ if path.contains("/select/") => "Select",
-                _ if path.contains("/menu/") => "Menu",
-                _ if path.contains("/pose") => "Pose",
-                _ => "Haptic",
-            });
-        }
-        if words.is_empty() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: the application's two-call buffer.
-        unsafe { fill_str(capacity, count, buffer, &words.join(" ")) }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -834,7 +567,10 @@ mod tests {
         held.keys.insert(KEY_ESCAPE);
         assert_eq!(source_value(menu, &held), Some(1.0));
         held.pad_buttons.push(BTN_START);
-        assert_eq!(source_value("/user/hand/right/input/menu/click", &held), Some(1.0));
+        assert_eq!(
+            source_value("/user/hand/right/input/menu/click", &held),
+            Some(1.0)
+        );
         assert_eq!(source_value("/user/hand/left/input/grip/pose", &held), None);
         assert!(simple_source_ok("/user/hand/right/output/haptic"));
         assert!(!simple_source_ok("/user/hand/right/input/trigger/value"));

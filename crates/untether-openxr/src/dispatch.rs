@@ -6,7 +6,10 @@ use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::util::c_str;
-use crate::{actions as a, frame as f, guard, instance as i, session as s, space as sp, swapchain as sc};
+use crate::{
+    action_state as st, actions as a, frame as f, guard, instance as i, session as s, space as sp,
+    swapchain as sc,
+};
 
 /// Functions callable without an instance (the loader's and the spec's list).
 const GLOBAL: [&str; 3] = [
@@ -76,15 +79,15 @@ pub fn lookup(name: &str) -> Option<xr::pfn::VoidFunction> {
         "xrAttachSessionActionSets" => a::attach_session_action_sets,
         "xrGetCurrentInteractionProfile" => a::get_current_interaction_profile,
         "xrSyncActions" => a::sync_actions,
-        "xrGetActionStateBoolean" => a::get_action_state_boolean,
-        "xrGetActionStateFloat" => a::get_action_state_float,
-        "xrGetActionStateVector2f" => a::get_action_state_vector2f,
-        "xrGetActionStatePose" => a::get_action_state_pose,
+        "xrGetActionStateBoolean" => st::get_action_state_boolean,
+        "xrGetActionStateFloat" => st::get_action_state_float,
+        "xrGetActionStateVector2f" => st::get_action_state_vector2f,
+        "xrGetActionStatePose" => st::get_action_state_pose,
         "xrCreateActionSpace" => a::create_action_space,
-        "xrApplyHapticFeedback" => a::apply_haptic_feedback,
-        "xrStopHapticFeedback" => a::stop_haptic_feedback,
-        "xrEnumerateBoundSourcesForAction" => a::enumerate_bound_sources_for_action,
-        "xrGetInputSourceLocalizedName" => a::get_input_source_localized_name,
+        "xrApplyHapticFeedback" => st::apply_haptic_feedback,
+        "xrStopHapticFeedback" => st::stop_haptic_feedback,
+        "xrEnumerateBoundSourcesForAction" => st::enumerate_bound_sources_for_action,
+        "xrGetInputSourceLocalizedName" => st::get_input_source_localized_name,
     })
 }
 
@@ -92,7 +95,7 @@ pub fn lookup(name: &str) -> Option<xr::pfn::VoidFunction> {
 ///
 /// # Safety
 /// `name` must be a NUL-terminated string and `function` writable (both checked for null).
-pub unsafe extern "system" fn get_instance_proc_addr(
+pub(crate) unsafe extern "system" fn get_instance_proc_addr(
     instance: xr::Instance,
     name: *const c_char,
     function: *mut Option<xr::pfn::VoidFunction>,

@@ -69,7 +69,7 @@ impl FrameClock {
     }
 }
 
-pub unsafe extern "system" fn wait_frame(
+pub(crate) unsafe extern "system" fn wait_frame(
     session: xr::Session,
     info: *const xr::FrameWaitInfo,
     state: *mut xr::FrameState,
@@ -108,6 +108,7 @@ pub unsafe extern "system" fn wait_frame(
         // The pose every locate of this frame is predicted from, frozen now.
         s.stream.observe_pose(now().as_nanos() / 1000);
         s.stream.poll_input();
+        s.stream.tick(now().as_nanos());
         let display = xr::Time::from_nanos(display);
         if s.frame_samples.len() >= 8 {
             s.frame_samples.pop_front();
@@ -128,7 +129,7 @@ pub unsafe extern "system" fn wait_frame(
     })
 }
 
-pub unsafe extern "system" fn begin_frame(
+pub(crate) unsafe extern "system" fn begin_frame(
     session: xr::Session,
     info: *const xr::FrameBeginInfo,
 ) -> xr::Result {
@@ -229,7 +230,7 @@ unsafe fn projection(
     Ok(Projection { eyes, head })
 }
 
-pub unsafe extern "system" fn end_frame(
+pub(crate) unsafe extern "system" fn end_frame(
     session: xr::Session,
     info: *const xr::FrameEndInfo,
 ) -> xr::Result {

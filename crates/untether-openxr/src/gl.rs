@@ -84,7 +84,13 @@ impl Gl {
                         array_size as i32,
                     );
                 } else {
-                    gl.tex_storage_2d(target, mips as i32, format as u32, width as i32, height as i32);
+                    gl.tex_storage_2d(
+                        target,
+                        mips as i32,
+                        format as u32,
+                        width as i32,
+                        height as i32,
+                    );
                 }
                 gl.tex_parameter_i32(target, glow::TEXTURE_MIN_FILTER, glow::LINEAR as i32);
                 gl.tex_parameter_i32(target, glow::TEXTURE_MAG_FILTER, glow::LINEAR as i32);
@@ -98,7 +104,9 @@ impl Gl {
                         gl.delete_texture(glow::NativeTexture(n));
                     }
                 }
-                return Err(format!("creating the swapchain's textures failed (GL error 0x{err:x})"));
+                return Err(format!(
+                    "creating the swapchain's textures failed (GL error 0x{err:x})"
+                ));
             }
             Ok(names)
         }
@@ -214,7 +222,13 @@ impl Compositor {
             let saved_tex = gl.get_parameter_i32(glow::TEXTURE_BINDING_2D) as u32;
             let target = gl.create_texture()?;
             gl.bind_texture(glow::TEXTURE_2D, Some(target));
-            gl.tex_storage_2d(glow::TEXTURE_2D, 1, glow::RGBA8, width as i32, height as i32);
+            gl.tex_storage_2d(
+                glow::TEXTURE_2D,
+                1,
+                glow::RGBA8,
+                width as i32,
+                height as i32,
+            );
             gl.bind_texture(
                 glow::TEXTURE_2D,
                 NonZeroU32::new(saved_tex).map(glow::NativeTexture),
@@ -385,7 +399,9 @@ impl Compositor {
             let len = self.pixels.len();
             let p = gl.map_buffer_range(glow::PIXEL_PACK_BUFFER, 0, len as i32, glow::MAP_READ_BIT);
             if p.is_null() {
-                log::warn!("untether OpenXR runtime: mapping the read-back buffer failed; frame skipped");
+                log::warn!(
+                    "untether OpenXR runtime: mapping the read-back buffer failed; frame skipped"
+                );
                 return None;
             }
             std::ptr::copy_nonoverlapping(p, self.pixels.as_mut_ptr(), len);

@@ -17,7 +17,7 @@ use crate::{API_MAX, RUNTIME_NAME};
 /// The instance extensions offered, with their spec versions.
 pub const EXTENSIONS: [(&str, u32); 1] = [("XR_KHR_opengl_enable", 10)];
 
-pub unsafe extern "system" fn enumerate_instance_extension_properties(
+pub(crate) unsafe extern "system" fn enumerate_instance_extension_properties(
     layer: *const c_char,
     capacity: u32,
     count: *mut u32,
@@ -44,7 +44,7 @@ pub unsafe extern "system" fn enumerate_instance_extension_properties(
     })
 }
 
-pub unsafe extern "system" fn create_instance(
+pub(crate) unsafe extern "system" fn create_instance(
     info: *const xr::InstanceCreateInfo,
     out: *mut xr::Instance,
 ) -> xr::Result {
@@ -110,7 +110,7 @@ pub unsafe extern "system" fn create_instance(
     })
 }
 
-pub unsafe extern "system" fn destroy_instance(instance: xr::Instance) -> xr::Result {
+pub(crate) unsafe extern "system" fn destroy_instance(instance: xr::Instance) -> xr::Result {
     guard("xrDestroyInstance", || {
         let mut rt = lock();
         if rt.instance(instance).is_err() {
@@ -127,7 +127,7 @@ pub unsafe extern "system" fn destroy_instance(instance: xr::Instance) -> xr::Re
     })
 }
 
-pub unsafe extern "system" fn get_instance_properties(
+pub(crate) unsafe extern "system" fn get_instance_properties(
     instance: xr::Instance,
     props: *mut xr::InstanceProperties,
 ) -> xr::Result {
@@ -149,7 +149,7 @@ pub unsafe extern "system" fn get_instance_properties(
     })
 }
 
-pub unsafe extern "system" fn poll_event(
+pub(crate) unsafe extern "system" fn poll_event(
     instance: xr::Instance,
     buffer: *mut xr::EventDataBuffer,
 ) -> xr::Result {
@@ -173,26 +173,22 @@ pub unsafe extern "system" fn poll_event(
                     session,
                     state,
                     time,
-                } => {
-                    (buffer as *mut xr::EventDataSessionStateChanged).write(
-                        xr::EventDataSessionStateChanged {
-                            ty: xr::StructureType::EVENT_DATA_SESSION_STATE_CHANGED,
-                            next: std::ptr::null(),
-                            session: xr::Session::from_raw(session),
-                            state,
-                            time,
-                        },
-                    )
-                }
-                Event::InteractionProfileChanged { session } => {
-                    (buffer as *mut xr::EventDataInteractionProfileChanged).write(
-                        xr::EventDataInteractionProfileChanged {
-                            ty: xr::StructureType::EVENT_DATA_INTERACTION_PROFILE_CHANGED,
-                            next: std::ptr::null(),
-                            session: xr::Session::from_raw(session),
-                        },
-                    )
-                }
+                } => (buffer as *mut xr::EventDataSessionStateChanged).write(
+                    xr::EventDataSessionStateChanged {
+                        ty: xr::StructureType::EVENT_DATA_SESSION_STATE_CHANGED,
+                        next: std::ptr::null(),
+                        session: xr::Session::from_raw(session),
+                        state,
+                        time,
+                    },
+                ),
+                Event::InteractionProfileChanged { session } => (buffer
+                    as *mut xr::EventDataInteractionProfileChanged)
+                    .write(xr::EventDataInteractionProfileChanged {
+                        ty: xr::StructureType::EVENT_DATA_INTERACTION_PROFILE_CHANGED,
+                        next: std::ptr::null(),
+                        session: xr::Session::from_raw(session),
+                    }),
             }
         }
         xr::Result::SUCCESS
@@ -200,14 +196,17 @@ pub unsafe extern "system" fn poll_event(
 }
 
 fn enum_name(prefix: &str, debug: String, raw: i32) -> String {
-    if debug.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+    if debug
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    {
         format!("{prefix}{debug}")
     } else {
         format!("{prefix}UNKNOWN_{raw}")
     }
 }
 
-pub unsafe extern "system" fn result_to_string(
+pub(crate) unsafe extern "system" fn result_to_string(
     instance: xr::Instance,
     value: xr::Result,
     buffer: *mut c_char,
@@ -227,7 +226,7 @@ pub unsafe extern "system" fn result_to_string(
     })
 }
 
-pub unsafe extern "system" fn structure_type_to_string(
+pub(crate) unsafe extern "system" fn structure_type_to_string(
     instance: xr::Instance,
     value: xr::StructureType,
     buffer: *mut c_char,
@@ -241,14 +240,13 @@ pub unsafe extern "system" fn structure_type_to_string(
         }
         let s = enum_name("XR_TYPE_", format!("{value:?}"), value.into_raw());
         // SAFETY: the spec's buffer of XR_MAX_STRUCTURE_NAME_SIZE.
-        let out =
-            unsafe { std::slice::from_raw_parts_mut(buffer, xr::MAX_STRUCTURE_NAME_SIZE) };
+        let out = unsafe { std::slice::from_raw_parts_mut(buffer, xr::MAX_STRUCTURE_NAME_SIZE) };
         put_str(out, &s);
         xr::Result::SUCCESS
     })
 }
 
-pub unsafe extern "system" fn get_system(
+pub(crate) unsafe extern "system" fn get_system(
     instance: xr::Instance,
     info: *const xr::SystemGetInfo,
     system: *mut xr::SystemId,
@@ -274,7 +272,7 @@ pub unsafe extern "system" fn get_system(
     })
 }
 
-pub unsafe extern "system" fn get_system_properties(
+pub(crate) unsafe extern "system" fn get_system_properties(
     instance: xr::Instance,
     system: xr::SystemId,
     props: *mut xr::SystemProperties,
@@ -305,7 +303,7 @@ pub unsafe extern "system" fn get_system_properties(
     })
 }
 
-pub unsafe extern "system" fn enumerate_view_configurations(
+pub(crate) unsafe extern "system" fn enumerate_view_configurations(
     instance: xr::Instance,
     system: xr::SystemId,
     capacity: u32,
@@ -328,7 +326,7 @@ pub unsafe extern "system" fn enumerate_view_configurations(
     })
 }
 
-pub unsafe extern "system" fn get_view_configuration_properties(
+pub(crate) unsafe extern "system" fn get_view_configuration_properties(
     instance: xr::Instance,
     system: xr::SystemId,
     ty: xr::ViewConfigurationType,
@@ -353,7 +351,7 @@ pub unsafe extern "system" fn get_view_configuration_properties(
     })
 }
 
-pub unsafe extern "system" fn enumerate_view_configuration_views(
+pub(crate) unsafe extern "system" fn enumerate_view_configuration_views(
     instance: xr::Instance,
     system: xr::SystemId,
     ty: xr::ViewConfigurationType,
@@ -394,7 +392,7 @@ pub unsafe extern "system" fn enumerate_view_configuration_views(
     })
 }
 
-pub unsafe extern "system" fn enumerate_environment_blend_modes(
+pub(crate) unsafe extern "system" fn enumerate_environment_blend_modes(
     instance: xr::Instance,
     system: xr::SystemId,
     ty: xr::ViewConfigurationType,
@@ -423,13 +421,12 @@ pub fn path_ok(s: &str) -> bool {
             !c.is_empty()
                 && c != "."
                 && c != ".."
-                && c
-                    .bytes()
+                && c.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
         })
 }
 
-pub unsafe extern "system" fn string_to_path(
+pub(crate) unsafe extern "system" fn string_to_path(
     instance: xr::Instance,
     s: *const c_char,
     out: *mut xr::Path,
@@ -456,7 +453,7 @@ pub unsafe extern "system" fn string_to_path(
     })
 }
 
-pub unsafe extern "system" fn path_to_string(
+pub(crate) unsafe extern "system" fn path_to_string(
     instance: xr::Instance,
     path: xr::Path,
     capacity: u32,
@@ -476,7 +473,7 @@ pub unsafe extern "system" fn path_to_string(
     })
 }
 
-pub unsafe extern "system" fn get_opengl_graphics_requirements(
+pub(crate) unsafe extern "system" fn get_opengl_graphics_requirements(
     instance: xr::Instance,
     system: xr::SystemId,
     req: *mut xr::GraphicsRequirementsOpenGLKHR,
@@ -511,7 +508,15 @@ mod tests {
     fn path_syntax_is_checked() {
         assert!(path_ok("/user/hand/left/input/select/click"));
         assert!(path_ok("/interaction_profiles/khr/simple_controller"));
-        for bad in ["", "/", "user/hand", "/user//hand", "/User/hand", "/user/hand/", "/a/../b"] {
+        for bad in [
+            "",
+            "/",
+            "user/hand",
+            "/user//hand",
+            "/User/hand",
+            "/user/hand/",
+            "/a/../b",
+        ] {
             assert!(!path_ok(bad), "{bad}");
         }
     }
@@ -523,7 +528,11 @@ mod tests {
             "XR_ERROR_LAYER_INVALID"
         );
         assert_eq!(
-            enum_name("XR_", format!("{:?}", xr::Result::from_raw(-999_999)), -999_999),
+            enum_name(
+                "XR_",
+                format!("{:?}", xr::Result::from_raw(-999_999)),
+                -999_999
+            ),
             "XR_UNKNOWN_-999999"
         );
     }

@@ -20,6 +20,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use openxr_sys as xr;
 
+pub mod action_state;
 pub mod actions;
 pub mod dispatch;
 pub mod frame;
@@ -46,7 +47,9 @@ pub fn guard(name: &str, f: impl FnOnce() -> xr::Result) -> xr::Result {
             r
         }
         Err(_) => {
-            log::error!("{name}: internal error (panic caught); returning XR_ERROR_RUNTIME_FAILURE");
+            log::error!(
+                "{name}: internal error (panic caught); returning XR_ERROR_RUNTIME_FAILURE"
+            );
             xr::Result::ERROR_RUNTIME_FAILURE
         }
     }
@@ -58,7 +61,7 @@ pub fn guard(name: &str, f: impl FnOnce() -> xr::Result) -> xr::Result {
 /// # Safety
 /// `loader_info` and `runtime_request` must be null or point to the loader's structures.
 #[no_mangle]
-pub unsafe extern "system" fn xrNegotiateLoaderRuntimeInterface(
+pub(crate) unsafe extern "system" fn xrNegotiateLoaderRuntimeInterface(
     loader_info: *const xr::NegotiateLoaderInfo,
     runtime_request: *mut xr::NegotiateRuntimeRequest,
 ) -> xr::Result {
@@ -94,13 +97,17 @@ pub fn negotiate(
         || info.struct_version != Info::VERSION
         || info.struct_size != std::mem::size_of::<Info>()
     {
-        return Err("the loader's XrNegotiateLoaderInfo has an unknown type, version or size".into());
+        return Err(
+            "the loader's XrNegotiateLoaderInfo has an unknown type, version or size".into(),
+        );
     }
     if req.struct_type != Req::TYPE
         || req.struct_version != Req::VERSION
         || req.struct_size != std::mem::size_of::<Req>()
     {
-        return Err("the loader's XrNegotiateRuntimeRequest has an unknown type, version or size".into());
+        return Err(
+            "the loader's XrNegotiateRuntimeRequest has an unknown type, version or size".into(),
+        );
     }
     const INTERFACE: u32 = xr::CURRENT_LOADER_RUNTIME_VERSION as u32;
     if info.min_interface_version > INTERFACE || info.max_interface_version < INTERFACE {

@@ -77,7 +77,10 @@ impl Rigid {
     pub fn from_sample(s: &PoseSample) -> Rigid {
         let [x, y, z, w] = s.pose.orientation;
         let [px, py, pz] = s.pose.position;
-        Rigid::new(Quat::from_xyzw(x, y, z, w).normalize(), Vec3::new(px, py, pz))
+        Rigid::new(
+            Quat::from_xyzw(x, y, z, w).normalize(),
+            Vec3::new(px, py, pz),
+        )
     }
 
     pub fn to_pose(self) -> untether_proto::Pose {
@@ -179,9 +182,13 @@ mod tests {
         let mut p = Predictor::default();
         p.observe(sample(0.0, 1_000_000), 0);
         p.observe(sample(1.0, 1_010_000), 5_000); // 100°/s
-        // 20 ms after the newest was seen: 2° further.
+                                                  // 20 ms after the newest was seen: 2° further.
         let yaw = |r: Rigid| r.to_pose().angles_deg().0;
-        assert!((yaw(p.predict(25_000)) - 3.0).abs() < 0.05, "{}", yaw(p.predict(25_000)));
+        assert!(
+            (yaw(p.predict(25_000)) - 3.0).abs() < 0.05,
+            "{}",
+            yaw(p.predict(25_000))
+        );
         // Capped at 50 ms: 5° further.
         assert!((yaw(p.predict(1_000_000)) - 6.0).abs() < 0.05);
         // Never backwards in time.

@@ -105,7 +105,7 @@ pub fn follow_clients(rt: &mut Runtime) {
     }
 }
 
-pub unsafe extern "system" fn create_session(
+pub(crate) unsafe extern "system" fn create_session(
     instance: xr::Instance,
     info: *const xr::SessionCreateInfo,
     out: *mut xr::Session,
@@ -126,7 +126,10 @@ pub unsafe extern "system" fn create_session(
         };
         // SAFETY: the application's next chain.
         let binding = unsafe {
-            find_in_chain(info.next, xr::StructureType::GRAPHICS_BINDING_OPENGL_XLIB_KHR)
+            find_in_chain(
+                info.next,
+                xr::StructureType::GRAPHICS_BINDING_OPENGL_XLIB_KHR,
+            )
         };
         if binding.is_none() {
             log::warn!("xrCreateSession: no XrGraphicsBindingOpenGLXlibKHR in the chain; this runtime supports XR_KHR_opengl_enable (Xlib) only");
@@ -214,7 +217,7 @@ pub fn destroy_session_objects(rt: &mut Runtime, id: u64) -> bool {
     true
 }
 
-pub unsafe extern "system" fn destroy_session(session: xr::Session) -> xr::Result {
+pub(crate) unsafe extern "system" fn destroy_session(session: xr::Session) -> xr::Result {
     guard("xrDestroySession", || {
         let mut rt = lock();
         if destroy_session_objects(&mut rt, session.into_raw()) {
@@ -225,7 +228,7 @@ pub unsafe extern "system" fn destroy_session(session: xr::Session) -> xr::Resul
     })
 }
 
-pub unsafe extern "system" fn begin_session(
+pub(crate) unsafe extern "system" fn begin_session(
     session: xr::Session,
     info: *const xr::SessionBeginInfo,
 ) -> xr::Result {
@@ -265,7 +268,7 @@ pub unsafe extern "system" fn begin_session(
     })
 }
 
-pub unsafe extern "system" fn end_session(session: xr::Session) -> xr::Result {
+pub(crate) unsafe extern "system" fn end_session(session: xr::Session) -> xr::Result {
     guard("xrEndSession", || {
         let mut rt = lock();
         let mut events = Vec::new();
@@ -292,7 +295,7 @@ pub unsafe extern "system" fn end_session(session: xr::Session) -> xr::Result {
     })
 }
 
-pub unsafe extern "system" fn request_exit_session(session: xr::Session) -> xr::Result {
+pub(crate) unsafe extern "system" fn request_exit_session(session: xr::Session) -> xr::Result {
     guard("xrRequestExitSession", || {
         let mut rt = lock();
         let mut events = Vec::new();

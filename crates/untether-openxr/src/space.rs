@@ -63,7 +63,7 @@ fn head_at(rt: &Runtime, session: u64, time: xr::Time) -> Rigid {
         .unwrap_or(Rigid::IDENTITY)
 }
 
-pub unsafe extern "system" fn enumerate_reference_spaces(
+pub(crate) unsafe extern "system" fn enumerate_reference_spaces(
     session: xr::Session,
     capacity: u32,
     count: *mut u32,
@@ -79,7 +79,7 @@ pub unsafe extern "system" fn enumerate_reference_spaces(
     })
 }
 
-pub unsafe extern "system" fn create_reference_space(
+pub(crate) unsafe extern "system" fn create_reference_space(
     session: xr::Session,
     info: *const xr::ReferenceSpaceCreateInfo,
     out: *mut xr::Space,
@@ -118,7 +118,7 @@ pub unsafe extern "system" fn create_reference_space(
     })
 }
 
-pub unsafe extern "system" fn get_reference_space_bounds_rect(
+pub(crate) unsafe extern "system" fn get_reference_space_bounds_rect(
     session: xr::Session,
     ty: xr::ReferenceSpaceType,
     bounds: *mut xr::Extent2Df,
@@ -146,14 +146,16 @@ pub unsafe extern "system" fn get_reference_space_bounds_rect(
     })
 }
 
-pub unsafe extern "system" fn destroy_space(space: xr::Space) -> xr::Result {
-    guard("xrDestroySpace", || match lock().spaces.remove(&space.into_raw()) {
-        Some(_) => xr::Result::SUCCESS,
-        None => xr::Result::ERROR_HANDLE_INVALID,
+pub(crate) unsafe extern "system" fn destroy_space(space: xr::Space) -> xr::Result {
+    guard("xrDestroySpace", || {
+        match lock().spaces.remove(&space.into_raw()) {
+            Some(_) => xr::Result::SUCCESS,
+            None => xr::Result::ERROR_HANDLE_INVALID,
+        }
     })
 }
 
-pub unsafe extern "system" fn locate_space(
+pub(crate) unsafe extern "system" fn locate_space(
     space: xr::Space,
     base: xr::Space,
     time: xr::Time,
@@ -168,8 +170,10 @@ pub unsafe extern "system" fn locate_space(
             return xr::Result::ERROR_TIME_INVALID;
         }
         let rt = lock();
-        let (Some(s), Some(b)) = (rt.spaces.get(&space.into_raw()), rt.spaces.get(&base.into_raw()))
-        else {
+        let (Some(s), Some(b)) = (
+            rt.spaces.get(&space.into_raw()),
+            rt.spaces.get(&base.into_raw()),
+        ) else {
             return xr::Result::ERROR_HANDLE_INVALID;
         };
         let head = head_at(&rt, s.session, time);
@@ -196,7 +200,7 @@ pub unsafe extern "system" fn locate_space(
     })
 }
 
-pub unsafe extern "system" fn locate_views(
+pub(crate) unsafe extern "system" fn locate_views(
     session: xr::Session,
     info: *const xr::ViewLocateInfo,
     state: *mut xr::ViewState,
@@ -278,13 +282,22 @@ mod tests {
     #[test]
     fn view_follows_the_head_and_stage_sits_below_local() {
         let head = Rigid::new(Quat::from_rotation_y(0.5), Vec3::new(0.1, 0.2, 0.0));
-        let view = world_from(&space(SpaceKind::Reference(xr::ReferenceSpaceType::VIEW)), &head)
-            .unwrap();
+        let view = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::VIEW)),
+            &head,
+        )
+        .unwrap();
         assert_eq!(view, head);
-        let local = world_from(&space(SpaceKind::Reference(xr::ReferenceSpaceType::LOCAL)), &head)
-            .unwrap();
-        let stage = world_from(&space(SpaceKind::Reference(xr::ReferenceSpaceType::STAGE)), &head)
-            .unwrap();
+        let local = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::LOCAL)),
+            &head,
+        )
+        .unwrap();
+        let stage = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::STAGE)),
+            &head,
+        )
+        .unwrap();
         // LOCAL's origin in STAGE: EYE_HEIGHT_M up.
         let p = stage.inverse().mul(&local).position;
         assert!((p - Vec3::new(0.0, EYE_HEIGHT_M, 0.0)).length() < 1e-6);
@@ -293,9 +306,15 @@ mod tests {
 
     #[test]
     fn eyes_sit_half_the_ipd_either_side_along_the_heads_right_axis() {
-        let head = Rigid::new(Quat::from_rotation_y(std::f32::consts::FRAC_PI_2), Vec3::ZERO);
+        let head = Rigid::new(
+            Quat::from_rotation_y(std::f32::consts::FRAC_PI_2),
+            Vec3::ZERO,
+        );
         let left = head.mul(&eye_in_head(0, 0.064)).position;
         // Turned 90° left, the head's right axis points along −z... its left eye is at +z.
-        assert!((left - Vec3::new(0.0, 0.0, 0.032)).length() < 1e-5, "{left}");
+        assert!(
+            (left - Vec3::new(0.0, 0.0, 0.032)).length() < 1e-5,
+            "{left}"
+        );
     }
 }

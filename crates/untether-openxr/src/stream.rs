@@ -49,7 +49,7 @@ impl Settings {
         };
         options.validate().map_err(|e| error_chain(&e))?;
         let r = options.video.resolution;
-        if r.width % 4 != 0 || r.width < 64 || r.height < 32 {
+        if !r.width.is_multiple_of(4) || r.width < 64 || r.height < 32 {
             return Err(format!(
                 "video.resolution: {}x{} cannot be split into two eye views; the stereo frame needs a width that is a multiple of 4, at least 64x32",
                 r.width, r.height
@@ -131,6 +131,8 @@ pub struct Stream {
     pub frames_submitted: u64,
     /// Frames handed over since a client was last connected without interruption.
     pub frames_to_current: u64,
+    /// When the rumble running now ends (runtime clock, ns).
+    rumble_until: Option<i64>,
 }
 
 impl Stream {
@@ -143,7 +145,8 @@ impl Stream {
             encoder_thread: true,
             ..HostSetup::default()
         };
-        let host = Host::start_with(settings.options.clone(), setup).map_err(|e| error_chain(&e))?;
+        let host =
+            Host::start_with(settings.options.clone(), setup).map_err(|e| error_chain(&e))?;
         log::info!(
             "untether OpenXR runtime: host listening on {} ({}), fingerprint {}",
             host.local_addr(),
@@ -160,6 +163,7 @@ impl Stream {
             frames_published: 0,
             frames_submitted: 0,
             frames_to_current: 0,
+            rumble_until: None,
         })
     }
 
@@ -230,12 +234,21 @@ impl Stream {
         }
     }
 
-    /// Rumble on the client's controller `n` (0 off).
-    pub fn rumble(&self, n: u16, amplitude: f32) {
+    /// Rumble on the client's first controller at `amplitude` (0 stops it) until `until_ns`
+    /// (runtime clock; [`Stream::tick`] stops it then).
+    pub fn rumble(&mut self, amplitude: f32, until_ns: Option<i64>) {
+        self.rumble_until = until_ns.filter(|_| amplitude > 0.0);
         if let Some(host) = self.host.as_ref() {
             let a = amplitude.clamp(0.0, 1.0);
-            let key: StateKey = untether_proto::state::keys::HAPTICS + n;
+            let key: StateKey = untether_proto::state::keys::HAPTICS;
             host.publish_state(key, StateValue::Haptic { low: a, high: a });
+        }
+    }
+
+    /// Ends a rumble whose time is up.
+    pub fn tick(&mut self, now_ns: i64) {
+        if self.rumble_until.is_some_and(|t| now_ns >= t) {
+            self.rumble(0.0, None);
         }
     }
 

@@ -57,7 +57,7 @@ impl Swapchain {
     }
 }
 
-pub unsafe extern "system" fn enumerate_swapchain_formats(
+pub(crate) unsafe extern "system" fn enumerate_swapchain_formats(
     session: xr::Session,
     capacity: u32,
     count: *mut u32,
@@ -73,7 +73,7 @@ pub unsafe extern "system" fn enumerate_swapchain_formats(
     })
 }
 
-pub unsafe extern "system" fn create_swapchain(
+pub(crate) unsafe extern "system" fn create_swapchain(
     session: xr::Session,
     info: *const xr::SwapchainCreateInfo,
     out: *mut xr::Swapchain,
@@ -103,10 +103,16 @@ pub unsafe extern "system" fn create_swapchain(
             );
             return xr::Result::ERROR_SWAPCHAIN_FORMAT_UNSUPPORTED;
         }
-        if info.usage_flags.intersects(xr::SwapchainUsageFlags::DEPTH_STENCIL_ATTACHMENT)
-            || info.create_flags.intersects(xr::SwapchainCreateFlags::PROTECTED_CONTENT)
+        if info
+            .usage_flags
+            .intersects(xr::SwapchainUsageFlags::DEPTH_STENCIL_ATTACHMENT)
+            || info
+                .create_flags
+                .intersects(xr::SwapchainCreateFlags::PROTECTED_CONTENT)
         {
-            log::warn!("xrCreateSwapchain: depth/stencil and protected swapchains are not supported");
+            log::warn!(
+                "xrCreateSwapchain: depth/stencil and protected swapchains are not supported"
+            );
             return xr::Result::ERROR_FEATURE_UNSUPPORTED;
         }
         if info.sample_count != 1
@@ -160,7 +166,7 @@ pub unsafe extern "system" fn create_swapchain(
     })
 }
 
-pub unsafe extern "system" fn destroy_swapchain(swapchain: xr::Swapchain) -> xr::Result {
+pub(crate) unsafe extern "system" fn destroy_swapchain(swapchain: xr::Swapchain) -> xr::Result {
     guard("xrDestroySwapchain", || {
         let mut rt = lock();
         let Some(sc) = rt.swapchains.remove(&swapchain.into_raw()) else {
@@ -174,7 +180,7 @@ pub unsafe extern "system" fn destroy_swapchain(swapchain: xr::Swapchain) -> xr:
     })
 }
 
-pub unsafe extern "system" fn enumerate_swapchain_images(
+pub(crate) unsafe extern "system" fn enumerate_swapchain_images(
     swapchain: xr::Swapchain,
     capacity: u32,
     count: *mut u32,
@@ -212,7 +218,7 @@ fn with_swapchain(
     done(f(sc))
 }
 
-pub unsafe extern "system" fn acquire_swapchain_image(
+pub(crate) unsafe extern "system" fn acquire_swapchain_image(
     swapchain: xr::Swapchain,
     info: *const xr::SwapchainImageAcquireInfo,
     index: *mut u32,
@@ -220,7 +226,9 @@ pub unsafe extern "system" fn acquire_swapchain_image(
     guard("xrAcquireSwapchainImage", || {
         // SAFETY: type read of the application's structure (null allowed).
         let t = unsafe { ty_of(info) };
-        if index.is_null() || (t.is_some() && t != Some(xr::StructureType::SWAPCHAIN_IMAGE_ACQUIRE_INFO)) {
+        if index.is_null()
+            || (t.is_some() && t != Some(xr::StructureType::SWAPCHAIN_IMAGE_ACQUIRE_INFO))
+        {
             return xr::Result::ERROR_VALIDATION_FAILURE;
         }
         with_swapchain(swapchain, |sc| {
@@ -232,7 +240,7 @@ pub unsafe extern "system" fn acquire_swapchain_image(
     })
 }
 
-pub unsafe extern "system" fn wait_swapchain_image(
+pub(crate) unsafe extern "system" fn wait_swapchain_image(
     swapchain: xr::Swapchain,
     info: *const xr::SwapchainImageWaitInfo,
 ) -> xr::Result {
@@ -247,7 +255,7 @@ pub unsafe extern "system" fn wait_swapchain_image(
     })
 }
 
-pub unsafe extern "system" fn release_swapchain_image(
+pub(crate) unsafe extern "system" fn release_swapchain_image(
     swapchain: xr::Swapchain,
     info: *const xr::SwapchainImageReleaseInfo,
 ) -> xr::Result {

@@ -43,7 +43,10 @@ fn manifest(dir: &std::path::Path) -> Option<PathBuf> {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("untether_openxr.json"),
     )
     .ok()?
-    .replace("../../target/release/libuntether_openxr.so", &lib.display().to_string());
+    .replace(
+        "../../target/release/libuntether_openxr.so",
+        &lib.display().to_string(),
+    );
     std::fs::create_dir_all(dir).ok()?;
     let path = dir.join("untether_openxr.json");
     std::fs::write(&path, text).ok()?;
@@ -274,7 +277,8 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
 
     // The validation layer reports through the same output: nothing.
     assert!(
-        !log.iter().any(|l| l.contains("VUID-") || l.contains("Error [")),
+        !log.iter()
+            .any(|l| l.contains("VUID-") || l.contains("Error [")),
         "validation errors:\n{text}"
     );
     // The runtime's own count of what it streamed while the client watched.
