@@ -275,7 +275,11 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     let text = log.join("\n");
     assert!(status.success(), "hello_xr failed ({status}):\n{text}");
 
-    // The validation layer reports through the same output: nothing.
+    // The validation layer was loaded, and reports through the same output: nothing.
+    assert!(
+        log.iter().any(|l| l.contains("Core Validation output type")),
+        "the validation layer did not load:\n{text}"
+    );
     assert!(
         !log.iter()
             .any(|l| l.contains("VUID-") || l.contains("Error [")),

@@ -1,0 +1,34 @@
+#!/bin/bash
+# By hand (not in make test): hello_xr (OpenGL, llvmpipe, an Xvfb on :77 started beforehand, /tmp/xr/vidmode.so built from tests/fixtures/vidmode_shim.c) → untether OpenXR runtime → headless client; $1 = WxH, $2 = fps, $3 = late warp on|off, $4 = presenter mode (headless|window)
+set -e
+R=$1; F=$2; W=$3; MODE=$4; P=9793
+cd /work/wt-xr
+cat > /tmp/xr/b.toml <<T
+[video]
+resolution = "$R"
+fps = $F
+[host]
+bind = "127.0.0.1:$P"
+access = "open"
+state_dir = "/tmp/xr/host"
+T
+rm -f /tmp/xr/in; mkfifo /tmp/xr/in
+( LD_PRELOAD=/tmp/xr/vidmode.so DISPLAY=:77 XR_RUNTIME_JSON=$PWD/crates/untether-openxr/untether_openxr.json UNTETHER_CONFIG=/tmp/xr/b.toml UNTETHER_LOG=info hello_xr -g OpenGL < /tmp/xr/in > /tmp/xr/bapp.log 2>&1 & )
+exec 3>/tmp/xr/in
+sleep 3
+EXTRA="--headless"; [ "$MODE" = window ] && EXTRA="--presenter gl"
+DISPLAY=:77 target/release/untether client 127.0.0.1:$P $EXTRA --vr --late-warp $W --pose synthetic:turn --duration 10 --state-dir /tmp/xr/client --report /tmp/xr/r.json > /tmp/xr/bclient.log 2>&1 || true
+echo >&3; exec 3>&-
+sleep 2
+grep -o "host stopped.*" /tmp/xr/bapp.log || true
+python3 - <<'PY'
+import json; r=json.load(open('/tmp/xr/r.json'))
+f=r['frames']; l=r['latency_ms']
+def g(k):
+    v=l.get(k) or {}
+    return "p50 %s p95 %s p99 %s" % (v.get('p50'), v.get('p95'), v.get('p99'))
+print("decoded", f['decoded'], "shown", f['shown'], "lost", f['lost'])
+print("glass_to_glass", g('glass_to_glass'))
+print("rendered_pose_to_photon", g('rendered_pose_to_photon'))
+print("pose_to_photon", g('pose_to_photon'))
+PY
