@@ -1,8 +1,10 @@
 #!/bin/bash
 # By hand (not in make test): hello_xr (OpenGL, llvmpipe, an Xvfb on :77 started beforehand, /tmp/xr/vidmode.so built from tests/fixtures/vidmode_shim.c) → untether OpenXR runtime → headless client; $1 = WxH, $2 = fps, $3 = late warp on|off, $4 = presenter mode (headless|window)
 set -e
+mkdir -p /tmp/xr
+[ -f /tmp/xr/vidmode.so ] || cc -shared -fPIC -O2 -o /tmp/xr/vidmode.so "$(dirname "$0")/tests/fixtures/vidmode_shim.c"
 R=$1; F=$2; W=$3; MODE=$4; P=9793
-cd /work/wt-xr
+cd "$(dirname "$0")/../.."
 cat > /tmp/xr/b.toml <<T
 [video]
 resolution = "$R"

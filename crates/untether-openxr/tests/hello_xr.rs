@@ -96,10 +96,10 @@ fn openxr_runtime_list_names_the_runtime_through_xr_runtime_json() {
     assert!(text.contains("XR_KHR_opengl_enable"), "{text}");
 }
 
-fn client_options(host: &str, state: &std::path::Path) -> ClientOptions {
+fn client_options(host: &str, state: &std::path::Path, pose: &str) -> ClientOptions {
     let mut cfg = ConfigToml::default();
     cfg.vr.enabled = true;
-    cfg.vr.pose = "synthetic:turn".into();
+    cfg.vr.pose = pose.into();
     cfg.client.state_dir = state.display().to_string();
     ClientOptions {
         vr: cfg.vr.clone(),
@@ -124,8 +124,40 @@ fn client_process() {
         eprintln!("skipped: started by the hello_xr test only");
         return;
     };
-    let opts = client_options(&host.to_string_lossy(), std::path::Path::new(&state));
-    let _ = run_client_with(&opts, ClientIo::default(), Arc::new(AtomicBool::new(false)));
+    let state = PathBuf::from(state);
+    std::fs::create_dir_all(&state).expect("the first client's directory");
+    let opts = client_options(&host.to_string_lossy(), &state, "synthetic:still");
+    let io = ClientIo {
+        sink: Some(state.join("frames.i420").display().to_string()),
+        ..Default::default()
+    };
+    let _ = run_client_with(&opts, io, Arc::new(AtomicBool::new(false)));
+}
+
+/// (frames whose luma differs from the previous one, frames compared, the mean absolute
+/// differences) in a sink file of 640x320 I420 frames (the first 5 skipped: the stream
+/// settles).
+fn changed_frames(path: &std::path::Path) -> (usize, usize, Vec<f64>) {
+    const Y: usize = 640 * 320;
+    let data = std::fs::read(path).unwrap_or_default();
+    let frames: Vec<&[u8]> = data
+        .chunks_exact(Y * 3 / 2)
+        .map(|f| &f[..Y])
+        .skip(5)
+        .collect();
+    let diffs: Vec<f64> = frames
+        .windows(2)
+        .map(|w| {
+            let diff: u64 = w[0]
+                .iter()
+                .zip(w[1])
+                .map(|(a, b)| a.abs_diff(*b) as u64)
+                .sum();
+            diff as f64 / Y as f64
+        })
+        .collect();
+    let changed = diffs.iter().filter(|&&d| d > 0.02).count();
+    (changed, diffs.len(), diffs)
 }
 
 fn free_udp_port() -> u16 {
@@ -233,7 +265,7 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         "the session never became focused:\n{}",
         log.join("\n")
     );
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1500));
     first.kill().expect("kill the first client");
     first.wait().ok();
     assert!(
@@ -242,12 +274,20 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         log.join("\n")
     );
 
-    let opts = client_options(&format!("127.0.0.1:{port}"), &dir.join("client"));
+    let opts = client_options(
+        &format!("127.0.0.1:{port}"),
+        &dir.join("client"),
+        "synthetic:turn",
+    );
+    std::fs::create_dir_all(dir.join("client")).unwrap();
+    let turning_frames = dir.join("client").join("frames.i420");
+    let sink = turning_frames.display().to_string();
     let client = std::thread::spawn(move || {
         run_client_with(
             &opts,
             ClientIo {
                 end_on_host_bye: true,
+                sink: Some(sink),
                 ..Default::default()
             },
             Arc::new(AtomicBool::new(false)),
@@ -271,13 +311,30 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     let status = app.wait().expect("hello_xr exits");
     log.extend(rx.iter());
     let run = client.join().expect("client thread").expect("client runs");
+    // The picture follows the pose: with a still head the app's (static) scene gives the
+    // same picture frame after frame; a turning head moves the scene's cubes.
+    let still = changed_frames(&dir.join("first").join("frames.i420"));
+    let turning = changed_frames(&turning_frames);
     std::fs::remove_dir_all(&dir).ok();
+    eprintln!(
+        "frames whose picture changed: still head {} of {}, turning head {} of {}",
+        still.0, still.1, turning.0, turning.1
+    );
+    assert!(
+        still.1 >= 5 && still.0 == 0,
+        "a still head changed the picture: {still:?}"
+    );
+    assert!(
+        turning.0 * 5 >= turning.1,
+        "a turning head left the picture alone: {turning:?}"
+    );
     let text = log.join("\n");
     assert!(status.success(), "hello_xr failed ({status}):\n{text}");
 
     // The validation layer was loaded, and reports through the same output: nothing.
     assert!(
-        log.iter().any(|l| l.contains("Core Validation output type")),
+        log.iter()
+            .any(|l| l.contains("Core Validation output type")),
         "the validation layer did not load:\n{text}"
     );
     assert!(
