@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use untether::client::{run_client_with, ClientOptions, Display};
 use untether::config::ConfigToml;
 use untether::ClientIo;
+use untether_proto::InputEvent;
 
 /// The checked-in manifest names the library relative to itself, where `cargo build
 /// --release` puts it.
@@ -282,12 +283,14 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     std::fs::create_dir_all(dir.join("client")).unwrap();
     let turning_frames = dir.join("client").join("frames.i420");
     let sink = turning_frames.display().to_string();
+    let (keys, inject) = mpsc::channel();
     let client = std::thread::spawn(move || {
         run_client_with(
             &opts,
             ClientIo {
                 end_on_host_bye: true,
                 sink: Some(sink),
+                inject: Some(inject),
                 ..Default::default()
             },
             Arc::new(AtomicBool::new(false)),
@@ -305,11 +308,43 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
             log.push(line);
         }
     }
-    let mut stdin = app.stdin.take().unwrap();
-    stdin.write_all(b"\n").unwrap();
-    drop(stdin);
-    let status = app.wait().expect("hello_xr exits");
+    // The client presses Escape: simple_controller's /user/hand/left/input/menu/click, which
+    // hello_xr binds to its quit action: it asks to end the session (xrRequestExitSession),
+    // ends it when told STOPPING, leaves on EXITING and tears everything down.
+    for down in [true, false] {
+        // (The client may be gone by the key-up: hello_xr quits on the key-down.)
+        keys.send(InputEvent::Key { code: 27, down }).ok();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let quit = Instant::now();
+    let status = loop {
+        if let Some(status) = app.try_wait().expect("hello_xr's status") {
+            break status;
+        }
+        if quit.elapsed() > Duration::from_secs(10) {
+            // Press its quit key instead, so that it ends either way, and fail.
+            let mut stdin = app.stdin.take().unwrap();
+            stdin.write_all(b"\n").ok();
+            drop(stdin);
+            app.wait().ok();
+            panic!(
+                "the client's Escape did not quit hello_xr:\n{}",
+                log.join("\n")
+            );
+        }
+        while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            log.push(line);
+        }
+    };
     log.extend(rx.iter());
+    for state in ["STOPPING", "EXITING"] {
+        assert!(
+            log.iter()
+                .any(|l| l.contains(&format!("runtime: session {state}"))),
+            "no {state} after the quit action:\n{}",
+            log.join("\n")
+        );
+    }
     let run = client.join().expect("client thread").expect("client runs");
     // The picture follows the pose: with a still head the app's (static) scene gives the
     // same picture frame after frame; a turning head moves the scene's cubes.
