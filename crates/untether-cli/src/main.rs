@@ -940,7 +940,11 @@ fn print_dashboard(host: &Host) {
             eprintln!("untether host: dashboard at {url} (this machine only)")
         }
         (Some(url), Some(link)) => {
-            let port = url.trim_end_matches('/').rsplit(':').next().unwrap_or("PORT");
+            let port = url
+                .trim_end_matches('/')
+                .rsplit(':')
+                .next()
+                .unwrap_or("PORT");
             eprintln!(
                 "untether host: dashboard at {link} — keep this link secret: whoever has it runs the host (on this machine http://127.0.0.1:{port}/ works without it)"
             )

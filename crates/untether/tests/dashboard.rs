@@ -17,7 +17,7 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::browser::{chromium, scratch_dir};
+use common::browser::scratch_dir;
 use serde_json::{json, Value};
 use untether::client::{run_client_with, ClientError, ClientIo, ClientOptions, Display};
 use untether::config::{ConfigToml, Resolution};
@@ -106,6 +106,7 @@ impl Devtools {
             "--no-first-run",
             "--enable-logging=stderr",
             "--window-size=1280,1000",
+            "--hide-scrollbars",
             "--remote-debugging-pipe",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
@@ -225,20 +226,61 @@ impl Devtools {
         r["result"]["value"].clone()
     }
 
-    /// A left click at (x, y) of the page, as a mouse makes it.
-    fn click(&mut self, x: f64, y: f64) {
+    /// Loads `url` in the page.
+    fn navigate(&mut self, url: &str) {
         let s = self.session.clone();
+        self.call("Page.navigate", json!({ "url": url }), Some(&s));
+    }
+
+    /// Waits until the page's text satisfies `want` (it is read as the page loads); returns it.
+    fn wait_text(&mut self, timeout: Duration, want: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + timeout;
+        loop {
+            let t = self.eval("document.body ? document.body.innerText : ''");
+            let t = t.as_str().unwrap_or("").to_string();
+            if want(&t) {
+                return t;
+            }
+            assert!(
+                Instant::now() < end,
+                "the page never showed what was wanted: {t:?}"
+            );
+            // Chromium's next message (an event of the loading page), or a short while.
+            let _ = self.from.recv_timeout(Duration::from_millis(50));
+        }
+    }
+
+    /// A PNG of what the page shows now (`Page.captureScreenshot`, the renderer's own
+    /// screenshot, as `chromium --screenshot` takes it).
+    fn screenshot(&mut self) -> Vec<u8> {
+        let s = self.session.clone();
+        let r = self.call("Page.captureScreenshot", json!({"format": "png"}), Some(&s));
+        base64_decode(r["data"].as_str().expect("image data"))
+    }
+
+    /// A left click at (x, y) of the page, as a mouse makes it; returns when the button was
+    /// let go (the click).
+    fn click(&mut self, x: f64, y: f64) -> Instant {
+        let s = self.session.clone();
+        let mut released = Instant::now();
         for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+            released = Instant::now();
             self.call(
                 "Input.dispatchMouseEvent",
                 json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
                 Some(&s),
             );
         }
+        released
     }
 
     /// Waits for a console line `UNTETHER KIND {…}` whose JSON satisfies `want`.
-    fn wait_console(&mut self, kind: &str, timeout: Duration, want: impl Fn(&Value) -> bool) -> Value {
+    fn wait_console(
+        &mut self,
+        kind: &str,
+        timeout: Duration,
+        want: impl Fn(&Value) -> bool,
+    ) -> Value {
         let end = Instant::now() + timeout;
         let tag = format!("\"UNTETHER {kind} ");
         loop {
@@ -310,6 +352,43 @@ fn waiting_client(
     })
 }
 
+/// The Chromium binary, or None after saying why in one line.
+fn chromium_bin() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("chromium"))
+            .find(|c| c.is_file())
+    });
+    if found.is_none() {
+        println!(
+            "skipped the page checks: no `chromium` in PATH (scripts/setup.sh browser installs it)"
+        );
+    }
+    found
+}
+
+/// Standard base64 (DevTools' image data).
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let digits: Vec<u8> = text.bytes().filter(|&c| c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let mut n = 0u32;
+        for (i, d) in chunk.iter().enumerate() {
+            n |= (*d as u32) << (18 - 6 * i);
+        }
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
 /// The screenshot's pixels (RGB) through the ffmpeg tool.
 fn png_pixels(path: &Path) -> Option<Vec<u8>> {
     let out = Command::new("ffmpeg")
@@ -330,10 +409,12 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     o.host.state_dir = state.display().to_string();
     o.host.dashboard = "0.0.0.0:0".into();
     o.video.resolution = Resolution {
-        width: 320,
-        height: 180,
+        width: 640,
+        height: 360,
     };
     o.video.fps = 30;
+    let t0 = Instant::now();
+    let mark = |what: &str| eprintln!("[{:>6.2} s] {what}", t0.elapsed().as_secs_f64());
     let host = Host::start(o).expect("host starts");
     let url = host.dashboard_url().expect("a dashboard");
     let link = host.dashboard_link().expect("a link");
@@ -362,7 +443,11 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     let (s, _, body) = http(local, &post("/api/pin", &here, &with, "{}"));
     assert_eq!(s, 200, "{body}");
     let pin: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(host.pairing_pin().as_deref(), pin["pin"].as_str(), "at once");
+    assert_eq!(
+        host.pairing_pin().as_deref(),
+        pin["pin"].as_str(),
+        "at once"
+    );
     let (s, _, _) = http(local, &get("/api/state", "evil.example", ""));
     assert_eq!(s, 403, "a rebound name");
     let (s, h, _) = http(
@@ -378,7 +463,9 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     // From another address: nothing without the token, a wrong one refused, the right one let in.
     let outside = outside_address();
     match outside {
-        None => println!("skipped the other-address checks: this machine has no address but loopback"),
+        None => {
+            println!("skipped the other-address checks: this machine has no address but loopback")
+        }
         Some(ip) => {
             let far = SocketAddr::new(ip, port);
             let there = far.to_string();
@@ -388,7 +475,10 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
                 assert!(body.contains("admin token"), "{body}");
                 assert!(h.iter().any(|(k, _)| k == "www-authenticate"));
             }
-            let (s, _, _) = http(far, &post("/api/approve", &there, "", r#"{"fingerprint":"x"}"#));
+            let (s, _, _) = http(
+                far,
+                &post("/api/approve", &there, "", r#"{"fingerprint":"x"}"#),
+            );
             assert_eq!(s, 403);
             let wrong = format!("X-Untether-Admin: {}\r\n", "0".repeat(32));
             let (s, _, body) = http(far, &get("/api/state", &there, &wrong));
@@ -402,45 +492,45 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
             assert!(cookie.1.contains("HttpOnly") && cookie.1.contains("SameSite=Strict"));
             let (s, _, _) = http(
                 far,
-                &get("/api/state", &there, &format!("Cookie: untether_admin={token}\r\n")),
+                &get(
+                    "/api/state",
+                    &there,
+                    &format!("Cookie: untether_admin={token}\r\n"),
+                ),
             );
             assert_eq!(s, 200);
         }
     }
 
-    let Some(bin) = chromium() else {
+    mark("API checks done");
+    let Some(bin) = chromium_bin() else {
         host.stop();
         return;
     };
-    // The page, from another address without the token, in a browser: refused.
-    if let Some(ip) = outside {
-        let profile = scratch_dir("dashboard-refused");
-        let out = Command::new(&bin)
-            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg("--dump-dom")
-            .arg(format!("http://{}/", SocketAddr::new(ip, port)))
-            .stdin(Stdio::null())
-            .output()
-            .expect("chromium runs");
-        let dom = String::from_utf8_lossy(&out.stdout);
-        assert!(dom.contains("admin token") && !dom.contains("Access requests"), "{dom}");
-        let _ = std::fs::remove_dir_all(&profile);
-    }
-
-    // A client asks and waits; the operator approves it by a click on the page.
+    // A client asks and waits (started first: its request is pending by the time the page
+    // shows).
     let stop = Arc::new(AtomicBool::new(false));
     let client = waiting_client(host.local_addr(), client_state.clone(), stop.clone());
-    let mut page = Devtools::open(&bin, &format!("http://{here}/"));
+    let mut page = Devtools::open(&bin, "about:blank");
+    mark("devtools open");
+    // The page, from another address without the token, in a browser: refused.
+    if let Some(ip) = outside {
+        page.navigate(&format!("http://{}/", SocketAddr::new(ip, port)));
+        let text = page.wait_text(Duration::from_secs(10), |t| t.contains("admin token"));
+        assert!(!text.contains("Access requests"), "{text}");
+        mark("refused page done");
+    }
+    // The operator's page on this machine; the operator approves the client by a click.
+    page.navigate(&format!("http://{here}/"));
     page.wait_console("state", Duration::from_secs(10), |v| v["pending"] == 1);
+    mark("pending shown");
     let rect = page.eval(
         "(() => { const b = document.querySelector('button.approve'); \
          const r = b.getBoundingClientRect(); return {x: r.x + r.width / 2, y: r.y + r.height / 2, \
          fp: b.dataset.fingerprint}; })()",
     );
     assert!(!host.has_client());
-    let clicked = Instant::now();
-    page.click(rect["x"].as_f64().unwrap(), rect["y"].as_f64().unwrap());
+    let clicked = page.click(rect["x"].as_f64().unwrap(), rect["y"].as_f64().unwrap());
     let admitted = host.wait_for_client(Duration::from_secs(5));
     let took = clicked.elapsed();
     assert!(admitted, "the approved client did not get in");
@@ -461,52 +551,62 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
          pin: document.getElementById('pin-value').textContent }; })()",
     );
     for s in layout["sections"].as_array().unwrap() {
-        assert!(s[1].as_f64().unwrap() > 200.0 && s[2].as_f64().unwrap() > 50.0, "{s}");
+        assert!(
+            s[1].as_f64().unwrap() > 200.0 && s[2].as_f64().unwrap() > 50.0,
+            "{s}"
+        );
     }
     assert_eq!(layout["role"], "controller");
     assert_eq!(layout["pin"], pin["pin"]);
-    drop(page);
+    mark("click checks done");
 
     // A screenshot of the page: not blank, the header band at the top, the sections below.
     let shots = scratch_dir("dashboard-shot");
     let shot = shots.join("dashboard.png");
-    let out = Command::new(&bin)
-        .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars"])
-        .arg(format!("--user-data-dir={}", shots.join("profile").display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .args(["--window-size=1280,1000", "--virtual-time-budget=2500"])
-        .arg(format!("http://{here}/"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("chromium runs");
-    assert!(shot.is_file(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    let size = page.eval("[window.innerWidth, window.innerHeight]");
+    let (w, h) = (
+        size[0].as_u64().unwrap() as usize,
+        size[1].as_u64().unwrap() as usize,
+    );
+    std::fs::write(&shot, page.screenshot()).unwrap();
+    drop(page);
     match png_pixels(&shot) {
         None => println!("skipped the screenshot's pixel checks: ffmpeg cannot read it"),
         Some(px) => {
-            assert_eq!(px.len(), 1280 * 1000 * 3);
-            let at = |x: usize, y: usize| &px[(y * 1280 + x) * 3..(y * 1280 + x) * 3 + 3];
+            assert_eq!(px.len(), w * h * 3, "{w}x{h}");
+            assert!(w >= 1000 && h >= 700, "{w}x{h}");
+            let at = |x: usize, y: usize| &px[(y * w + x) * 3..(y * w + x) * 3 + 3];
             // The header band (#1d2330) across the top.
-            for x in [5, 640, 1270] {
+            for x in [5, w / 2, w - 10] {
                 assert_eq!(at(x, 3), [0x1d, 0x23, 0x30], "header at x {x}");
             }
             // The page's grey, white sections, and text: many colours, not one.
             let mut colours = std::collections::HashSet::new();
-            for y in (60..1000).step_by(7) {
-                for x in (0..1280).step_by(7) {
+            for y in (60..h).step_by(7) {
+                for x in (0..w).step_by(7) {
                     colours.insert(at(x, y).to_vec());
                 }
             }
             assert!(colours.len() > 20, "{} colours: blank?", colours.len());
-            assert!(colours.contains(&vec![0xff, 0xff, 0xff]), "no white section");
-            assert!(colours.contains(&vec![0xf4, 0xf5, 0xf7]), "no page background");
+            assert!(
+                colours.contains(&vec![0xff, 0xff, 0xff]),
+                "no white section"
+            );
+            assert!(
+                colours.contains(&vec![0xf4, 0xf5, 0xf7]),
+                "no page background"
+            );
         }
     }
     println!("screenshot: {}", shot.display());
+    mark("screenshot done");
 
     stop.store(true, Ordering::SeqCst);
     let result = client.join().expect("the client thread");
     assert!(result.is_ok(), "{result:?}");
+    mark("client done");
     host.stop();
+    mark("host stopped");
     let _ = std::fs::remove_dir_all(&state);
     let _ = std::fs::remove_dir_all(&client_state);
 }

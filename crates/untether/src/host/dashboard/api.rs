@@ -93,8 +93,8 @@ pub(super) fn state(n: &mut HostNet, f: &Facts) -> Value {
             "bitrate_min_kbps": MIN_KBPS,
             "fps": f.fps,
             "fps_live": false,
-            "fps_note": "the frame rate is fixed for the run (the source and the encoder are \
-                         opened at it): restart the host with --fps to change it",
+            "fps_note": "the source and the encoder are opened at it for the whole run; \
+                         restart the host with --fps to change it",
         },
         "stages": stages,
     })
@@ -122,7 +122,10 @@ pub(super) fn approve(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
     n.session.allow_client(key);
     if let Some(dir) = &n.pairing.dir {
         // Off the pending file and onto the allowlist, as `untether pair approve` does.
-        if let Err(e) = dir.approve(&fingerprint(&key)).or_else(|_| dir.allow(&key, &name)) {
+        if let Err(e) = dir
+            .approve(&fingerprint(&key))
+            .or_else(|_| dir.allow(&key, &name))
+        {
             log::warn!("host: cannot write the approval to the state directory: {e}");
         }
     }
@@ -140,7 +143,8 @@ pub(super) fn deny(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
         let _ = dir.deny(&fingerprint(&key));
     }
     let fp = fingerprint(&key);
-    n.shared.note(format!("{fp}'s access request denied on the dashboard"));
+    n.shared
+        .note(format!("{fp}'s access request denied on the dashboard"));
     Ok(json!({"denied": fp}))
 }
 
@@ -167,8 +171,9 @@ pub(super) fn renew_pin(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
         attempts_left: attempts,
     }));
     n.pairing.pin = Some(pin.clone());
-    n.shared
-        .note(format!("a new pairing PIN was made on the dashboard ({ttl} s)"));
+    n.shared.note(format!(
+        "a new pairing PIN was made on the dashboard ({ttl} s)"
+    ));
     Ok(json!({"pin": pin, "expires_in_s": ttl, "attempts_left": attempts}))
 }
 
@@ -180,7 +185,9 @@ pub(super) fn control(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
 
 /// Grants (or takes back) a viewer's input, for this run (as `Host::grant_input`).
 pub(super) fn grant(n: &mut HostNet, fp: &str, granted: bool) -> Result<Value, Refused> {
-    let c = n.grant_input(fp, granted).map_err(|e| (404, e.to_string()))?;
+    let c = n
+        .grant_input(fp, granted)
+        .map_err(|e| (404, e.to_string()))?;
     Ok(json!({"fingerprint": c.fingerprint, "input_granted": c.input_granted}))
 }
 
@@ -198,8 +205,9 @@ pub(super) fn bitrate(n: &mut HostNet, f: &Facts, kbps: u64) -> Result<Value, Re
         ));
     }
     let now = n.set_bitrate_ceiling(kbps as u32, f.bitrate_kbps);
-    n.shared
-        .note(format!("bit rate ceiling set to {kbps} kbit/s on the dashboard"));
+    n.shared.note(format!(
+        "bit rate ceiling set to {kbps} kbit/s on the dashboard"
+    ));
     Ok(json!({"bitrate_ceiling_kbps": kbps, "bitrate_kbps": now}))
 }
 
@@ -282,7 +290,10 @@ mod tests {
     fn a_renewed_pin_is_the_sessions_at_once() {
         let (mut n, _rx) = net(Access::Pin);
         let first = renew_pin(&mut n, &facts()).unwrap();
-        assert_eq!(n.session.pin().map(|p| p.pin.clone()), Some(first["pin"].as_str().unwrap().to_string()));
+        assert_eq!(
+            n.session.pin().map(|p| p.pin.clone()),
+            Some(first["pin"].as_str().unwrap().to_string())
+        );
         assert_eq!(first["attempts_left"], 3);
         let s = state(&mut n, &facts());
         assert_eq!(s["pin"]["pin"], first["pin"]);

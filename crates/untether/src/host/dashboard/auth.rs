@@ -217,7 +217,12 @@ mod tests {
             ..far
         };
         assert_eq!(g.check(&cookie), Verdict::Allowed { set_cookie: false });
-        for bad in ["", "0123", &TOKEN.replace('f', "e"), "x".repeat(32).as_str()] {
+        for bad in [
+            "",
+            "0123",
+            &TOKEN.replace('f', "e"),
+            "x".repeat(32).as_str(),
+        ] {
             let wrong = Asked {
                 header_token: Some(bad),
                 ..from("127.0.0.1")

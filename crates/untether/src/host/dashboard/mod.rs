@@ -249,7 +249,10 @@ impl Dashboard {
     async fn body(&self, req: Request<Incoming>) -> Result<Value, Refused> {
         let ctype = request_header(&req, "Content-Type").unwrap_or("");
         if !ctype.trim().starts_with("application/json") {
-            return Err((415, "a change is sent as Content-Type: application/json".into()));
+            return Err((
+                415,
+                "a change is sent as Content-Type: application/json".into(),
+            ));
         }
         let body = Limited::new(req.into_body(), MAX_BODY).collect();
         let bytes = match tokio::time::timeout(BODY_READ, body).await {

@@ -8,11 +8,11 @@ use super::cert;
 use super::h264::CONSTRAINED_BASELINE_X264;
 use super::http::{start_http, MakeService, ServerName};
 use super::routes::Routes;
-use std::rc::Rc;
 use super::sessions::{Sockets, WebRtc};
 use super::types::{route_source, SOCKET};
 use super::whip::{self, start_whip};
 use crate::host::shared::HostShared;
+use std::rc::Rc;
 
 /// Where browsers find the host, for the link it prints.
 #[derive(Clone, Debug)]
