@@ -294,6 +294,9 @@ struct HostArgs {
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
+    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); another address also answers to the admin token printed at start; off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
+    #[arg(long, value_name = "ADDR:PORT|off", num_args = 0..=1, default_missing_value = "127.0.0.1:9711")]
+    dashboard: Option<String>,
     #[command(flatten)]
     webrtc: WebRtcArgs,
     #[command(flatten)]
@@ -453,6 +456,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("network.scheduler", "--scheduler"),
     ("host.max_clients", "--max-clients"),
     ("host.slow_viewer", "--slow-viewer"),
+    ("host.dashboard", "--dashboard"),
     ("client.name", "--name"),
     ("client.paths", "--path"),
     ("client.input_probe_interval_ms", "--input-probe"),
@@ -782,6 +786,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     if let Some(v) = &args.slow_viewer {
         cfg.host.slow_viewer = parse_key(v).map_err(with_flag)?;
     }
+    if let Some(d) = &args.dashboard {
+        cfg.host.dashboard = d.clone();
+    }
     apply_webrtc(&mut cfg, &args.webrtc);
     if let Some(d) = &global.state_dir {
         cfg.host.state_dir = d.display().to_string();
@@ -853,6 +860,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         rtsp::announce("host", server, &cfg, access);
     }
     print_browser_access(&host);
+    print_dashboard(&host);
     let mut shown_link = host.browser_link();
     let mut shown_pin = None;
     let mut paired = 0;
@@ -922,6 +930,27 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         write_json(path, &report::build_host(config, &summary))?;
     }
     Ok(())
+}
+
+/// Tells where the dashboard is: its address on this machine, or its link with the admin token
+/// (printed here once, logged nowhere).
+fn print_dashboard(host: &Host) {
+    match (host.dashboard_url(), host.dashboard_link()) {
+        (Some(url), _) if host.dashboard_local_only() => {
+            eprintln!("untether host: dashboard at {url} (this machine only)")
+        }
+        (Some(url), Some(link)) => {
+            let port = url
+                .trim_end_matches('/')
+                .rsplit(':')
+                .next()
+                .unwrap_or("PORT");
+            eprintln!(
+                "untether host: dashboard at {link} — keep this link secret: whoever has it runs the host (on this machine http://127.0.0.1:{port}/ works without it)"
+            )
+        }
+        _ => {}
+    }
 }
 
 /// Tells where browsers watch: the one-time link, the PIN page, the certificate's fingerprint.

@@ -101,6 +101,9 @@ impl Default for SceneToml {
     }
 }
 
+/// The dashboard's port when `--dashboard` is given without an address.
+pub const DASHBOARD_PORT: u16 = 9711;
+
 /// `[host]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -126,6 +129,10 @@ pub struct HostToml {
     /// The Opus bit rate of the host's audio (`--audio`), kbit/s.
     #[serde(deserialize_with = "limits::de_audio_bitrate_kbps")]
     pub audio_bitrate_kbps: u32,
+    /// `ADDR:PORT` of the operator's dashboard (HTTP; docs/DASHBOARD.md); empty: none.
+    /// Loopback: this machine only; any other address also answers to the admin token the
+    /// host prints at start.
+    pub dashboard: String,
 }
 
 /// The values of `host.slow_viewer`.
@@ -142,6 +149,7 @@ impl Default for HostToml {
             max_clients: untether_proto::host::DEFAULT_MAX_CLIENTS,
             slow_viewer: untether_proto::SlowViewer::Pause,
             audio_bitrate_kbps: 128,
+            dashboard: String::new(),
         }
     }
 }
@@ -162,8 +170,27 @@ impl HostToml {
         })
     }
 
+    /// The dashboard's address (`dashboard`), None when it is off.
+    pub fn dashboard_addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        let d = self.dashboard.trim();
+        if d.is_empty() || d == "off" {
+            return Ok(None);
+        }
+        d.parse().map(Some).map_err(|_| {
+            invalid(
+                "host.dashboard",
+                format!(
+                    "{d:?} is not IP:PORT or \"off\", e.g. 127.0.0.1:{DASHBOARD_PORT} (this \
+                     machine only) or 0.0.0.0:{DASHBOARD_PORT} (any address, with the admin \
+                     token the host prints at start)"
+                ),
+            )
+        })
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.bind_addr()?;
+        self.dashboard_addr()?;
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         MAX_CLIENTS.check(self.max_clients)?;

@@ -26,6 +26,7 @@ mod audio;
 mod clients;
 mod commands;
 mod consumer;
+mod dashboard;
 mod encode;
 mod encode_slices;
 mod error;
@@ -110,6 +111,8 @@ pub struct Host {
     capture: Option<SdlAudioCapture>,
     /// Where browsers find the page (`webrtc.listen`).
     browsers: Option<webrtc::BrowserInfo>,
+    /// The operator's dashboard (`host.dashboard`).
+    dashboard: Option<dashboard::DashboardInfo>,
 }
 
 impl Host {
@@ -138,6 +141,7 @@ impl Host {
             audio: s.audio,
             capture: s.capture,
             browsers: s.browsers,
+            dashboard: s.dashboard,
         })
     }
 
@@ -547,6 +551,24 @@ impl Host {
     /// The SHA-256 fingerprint of the page's HTTPS certificate (`webrtc.cert`).
     pub fn browser_cert_fingerprint(&self) -> Option<String> {
         self.browsers.as_ref()?.fingerprint.clone()
+    }
+
+    /// The operator's dashboard (`host.dashboard`): `http://ADDR:PORT/`, which answers on
+    /// this machine without a token.
+    pub fn dashboard_url(&self) -> Option<String> {
+        self.dashboard.as_ref().map(|d| d.url.clone())
+    }
+
+    /// The dashboard's link with its admin token (`…/?admin=TOKEN`), which answers from any
+    /// address it listens on: print it once, never log it.
+    pub fn dashboard_link(&self) -> Option<String> {
+        let d = self.dashboard.as_ref()?;
+        Some(format!("{}?admin={}", d.url, d.token))
+    }
+
+    /// Whether the dashboard listens on loopback only (this machine).
+    pub fn dashboard_local_only(&self) -> bool {
+        self.dashboard.as_ref().is_some_and(|d| d.local_only)
     }
 
     /// What the WebRTC sessions (browsers, the WHIP publication) counted; None when

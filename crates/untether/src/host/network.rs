@@ -61,6 +61,9 @@ pub(crate) struct HostNet {
     pub last_paths: Vec<PathStats>,
     /// The adaptive bitrate controller's latest target, kbit/s.
     pub target_kbps: Option<u32>,
+    /// The operator's bit rate ceiling (the dashboard), kbit/s: the encoder follows the lower
+    /// of it and the controller's target.
+    pub bitrate_ceiling: Option<u32>,
     /// The controller epoch ([`Link`](super::shared::Link)): input is tagged with it.
     epoch: u64,
     /// Every client of this run, for the summary and the report.
@@ -99,6 +102,7 @@ impl HostNet {
             next_roster_us: 0,
             last_paths: Vec::new(),
             target_kbps: None,
+            bitrate_ceiling: None,
             epoch: 0,
             roster: Roster::new(crate::clock::now_us()),
             clients_changed: false,
@@ -221,7 +225,8 @@ impl HostNet {
             }
             HostEvent::BitrateChanged { kbps } => {
                 self.target_kbps = Some(kbps);
-                let _ = self.encoder.send(EncoderEvent::Bitrate(kbps));
+                let k = self.bitrate_ceiling.map_or(kbps, |c| kbps.min(c));
+                let _ = self.encoder.send(EncoderEvent::Bitrate(k));
             }
             // Browsers and RTSP players do not attach to the session yet (they keep
             // their own roles and gate): no receiver of another kind changes role.
@@ -545,6 +550,15 @@ impl HostNet {
     }
 
     /// Copies the connected clients' figures into the roster.
+    /// Sets the operator's bit rate ceiling; the encoder takes the lower of it and the
+    /// controller's target (or `configured` before the controller set one) now. Returns it.
+    pub(crate) fn set_bitrate_ceiling(&mut self, kbps: u32, configured: u32) -> u32 {
+        self.bitrate_ceiling = Some(kbps);
+        let k = self.target_kbps.unwrap_or(configured).min(kbps);
+        let _ = self.encoder.send(EncoderEvent::Bitrate(k));
+        k
+    }
+
     pub(crate) fn roster_refresh(&mut self) {
         self.roster.update(&self.session.client_status());
     }

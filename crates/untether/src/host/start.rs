@@ -49,6 +49,8 @@ pub(super) struct Started {
     pub capture: Option<SdlAudioCapture>,
     /// Where browsers find the page (`webrtc.listen`).
     pub browsers: Option<webrtc::BrowserInfo>,
+    /// Where the operator's dashboard is (`host.dashboard`).
+    pub dashboard: Option<super::dashboard::DashboardInfo>,
 }
 
 /// Binds the socket, opens the capture and the encoders, makes the protocol session (every
@@ -156,6 +158,14 @@ pub(super) fn start(
     let mut threads = Vec::new();
     let web = webrtc::start(options, &pairing, audio.is_some(), &net, &shared)?;
     let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
+    let dashboard = super::dashboard::start(
+        options,
+        &public_key,
+        browsers.as_ref(),
+        &net,
+        &shared,
+        &mut threads,
+    )?;
     {
         let s = shared.clone();
         let mut host_net = HostNet::new(
@@ -197,6 +207,7 @@ pub(super) fn start(
         audio,
         capture,
         browsers,
+        dashboard,
     })
 }
 

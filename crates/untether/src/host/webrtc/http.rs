@@ -1,6 +1,8 @@
-//! The host's small HTTP(S) server for browsers: hyper (HTTP/1.1) on a current-thread tokio
-//! runtime on one `host-http` thread beside the network driver, TLS by tokio-openssl. What it
-//! answers is in `routes`; this file keeps it from being held up by any client:
+//! The host's small HTTP(S) server: hyper (HTTP/1.1) on a current-thread tokio runtime on one
+//! thread beside the network driver, TLS by tokio-openssl. What it answers is a [`Service`]:
+//! `routes` for browsers (thread `host-http`), the operator's dashboard
+//! (`crate::host::dashboard`, thread `host-dashboard`); this file keeps it from being held up
+//! by any client:
 //!
 //! - at most [`MAX_CONNECTIONS`] connections, [`MAX_PER_ADDRESS`] from one address; a
 //!   connection past either is refused at once (`503` in plain HTTP, closed under TLS);
@@ -13,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -20,8 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use openssl::pkey::PKey;
 use openssl::ssl::{Ssl, SslAcceptor, SslMethod};
@@ -33,10 +38,27 @@ use tokio::task::LocalSet;
 use tokio_openssl::SslStream;
 
 use super::cert::PageCert;
-use super::routes::Routes;
-use crate::driver::Handle;
-use crate::host::commands::HostCommand;
+use super::routes::Reply;
 use crate::host::shared::HostShared;
+
+/// What a server answers, on its thread (one instance, shared by its connections).
+pub(crate) trait Service {
+    fn handle(
+        self: Rc<Self>,
+        req: Request<Incoming>,
+        from: SocketAddr,
+    ) -> Pin<Box<dyn Future<Output = Reply>>>;
+}
+
+/// Makes the server's [`Service`] on its thread.
+pub(crate) type MakeService = Box<dyn FnOnce() -> Rc<dyn Service> + Send>;
+
+/// Which server: its configuration key (for errors) and its thread's name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ServerName {
+    pub key: &'static str,
+    pub thread: &'static str,
+}
 
 /// Connections served at once.
 pub(super) const MAX_CONNECTIONS: usize = 64;
@@ -62,21 +84,23 @@ pub(crate) struct HttpServer {
     pub thread: JoinHandle<()>,
 }
 
-/// Binds `addr` (TCP) and starts serving on a `host-http` thread until the host stops.
+/// Binds `addr` (TCP) and starts serving what `make` makes on its own thread until the host
+/// stops.
 pub(crate) fn start_http(
+    name: ServerName,
     addr: SocketAddr,
     cert: Option<&PageCert>,
-    net: Handle<HostCommand>,
+    make: MakeService,
     shared: Arc<HostShared>,
 ) -> Result<HttpServer, String> {
-    let listener =
-        std::net::TcpListener::bind(addr).map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
+    let key = name.key;
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("{key} {addr}: {e}"))?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
+        .map_err(|e| format!("{key} {addr}: {e}"))?;
     let local = listener
         .local_addr()
-        .map_err(|e| format!("webrtc.listen {addr}: {e}"))?;
+        .map_err(|e| format!("{key} {addr}: {e}"))?;
     let tls = cert.map(acceptor).transpose()?;
     let https = tls.is_some();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -85,8 +109,8 @@ pub(crate) fn start_http(
         .build()
         .map_err(|e| format!("cannot start the HTTP server: {e}"))?;
     let thread = std::thread::Builder::new()
-        .name("host-http".into())
-        .spawn(move || run(rt, listener, tls, net, &shared))
+        .name(name.thread.into())
+        .spawn(move || run(rt, listener, tls, make, &shared))
         .map_err(|e| format!("cannot start the HTTP thread: {e}"))?;
     Ok(HttpServer {
         addr: local,
@@ -119,11 +143,11 @@ fn run(
     rt: Runtime,
     listener: std::net::TcpListener,
     tls: Option<Arc<SslAcceptor>>,
-    net: Handle<HostCommand>,
+    make: MakeService,
     shared: &HostShared,
 ) {
     let tasks = LocalSet::new();
-    let routes = Rc::new(Routes::new(net));
+    let routes = make();
     let limits = Arc::new(Limits::new(MAX_CONNECTIONS, MAX_PER_ADDRESS));
     rt.block_on(tasks.run_until(accept_loop(listener, tls, routes, limits, shared)));
     // Whatever a client was doing: its task ends here, its socket is closed.
@@ -134,7 +158,7 @@ fn run(
 async fn accept_loop(
     listener: std::net::TcpListener,
     tls: Option<Arc<SslAcceptor>>,
-    routes: Rc<Routes>,
+    routes: Rc<dyn Service>,
     limits: Arc<Limits>,
     shared: &HostShared,
 ) {
@@ -174,7 +198,7 @@ async fn serve(
     tcp: TcpStream,
     from: SocketAddr,
     tls: Option<Arc<SslAcceptor>>,
-    routes: Rc<Routes>,
+    routes: Rc<dyn Service>,
     slot: Slot,
 ) {
     let work = async move {
@@ -201,7 +225,7 @@ async fn serve(
 }
 
 /// HTTP/1.1 on a connection: requests until the client closes, idles too long or errs.
-async fn connection<I>(io: I, from: SocketAddr, routes: Rc<Routes>)
+async fn connection<I>(io: I, from: SocketAddr, routes: Rc<dyn Service>)
 where
     I: AsyncRead + AsyncWrite + Unpin + 'static,
 {

@@ -39,7 +39,9 @@ mod setup;
 pub(crate) mod types;
 mod whip;
 
+pub(crate) use http::{start_http, MakeService, ServerName, Service};
 pub(crate) use pins::SessionPins;
+pub(crate) use routes::{request_header, respond, text, with_headers, Reply};
 pub(crate) use sessions::{DriverParts, WebRtc};
 pub(crate) use setup::{prepare, start, BrowserInfo, Started};
 pub use types::WebRtcSummary;

@@ -42,7 +42,7 @@ pub(super) const BODY_READ: Duration = Duration::from_secs(10);
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A response.
-pub(super) type Reply = Response<Full<Bytes>>;
+pub(crate) type Reply = Response<Full<Bytes>>;
 
 /// The routes and what they share: the driver's handle and the offers' rate limit.
 pub(super) struct Routes {
@@ -59,7 +59,7 @@ impl Routes {
     }
 
     /// Answers one request from `from`.
-    pub async fn handle(&self, req: Request<Incoming>, from: SocketAddr) -> Reply {
+    pub async fn answer(&self, req: Request<Incoming>, from: SocketAddr) -> Reply {
         let path = req.uri().path().to_string();
         let method = req.method().clone();
         match (&method, path.as_str()) {
@@ -194,6 +194,16 @@ impl Routes {
     }
 }
 
+impl super::http::Service for Routes {
+    fn handle(
+        self: std::rc::Rc<Self>,
+        req: Request<Incoming>,
+        from: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Reply>>> {
+        Box::pin(async move { self.answer(req, from).await })
+    }
+}
+
 /// Why a request is refused: its status and a one-line reason.
 type Refused = (u16, String);
 
@@ -266,19 +276,19 @@ fn parse_error(e: &impl std::fmt::Display) -> String {
     }
 }
 
-fn request_header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
+pub(crate) fn request_header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
 /// A response with a status, headers (invalid ones are left out) and a body.
-fn respond(status: u16, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+pub(crate) fn respond(status: u16, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
     let r = Response::new(Full::new(body.into()));
     let mut r = with_headers(r, headers);
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     r
 }
 
-fn with_headers(mut r: Reply, headers: &[(&str, &str)]) -> Reply {
+pub(crate) fn with_headers(mut r: Reply, headers: &[(&str, &str)]) -> Reply {
     for (n, v) in headers {
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(n.as_bytes()),
@@ -291,7 +301,7 @@ fn with_headers(mut r: Reply, headers: &[(&str, &str)]) -> Reply {
 }
 
 /// A response with a one-line reason (control characters in it become spaces).
-fn text(status: u16, reason: &str) -> Reply {
+pub(crate) fn text(status: u16, reason: &str) -> Reply {
     let line: String = reason
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -517,6 +517,19 @@ impl WebRtc {
     pub fn link_token(&mut self, now: Micros) -> String {
         self.admission.link_token(now)
     }
+
+    /// The sessions for the dashboard: kind, address, role, state and what each was sent.
+    pub fn rows(&self, now: Micros) -> Vec<serde_json::Value> {
+        let rows = self.peers.iter().map(|p| {
+            serde_json::json!({
+                "id": p.id, "kind": kind_name(p.kind), "label": p.label,
+                "role": self.roles.role_of(p.id), "connected": p.connected, "gone": p.gone,
+                "age_s": now.saturating_sub(p.created_us) / 1_000_000,
+                "frames_sent": p.stats.frames_sent, "bytes_sent": p.stats.bytes_out,
+            })
+        });
+        rows.collect()
+    }
 }
 
 fn kind_name(k: Kind) -> &'static str {

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use super::cert;
 use super::h264::CONSTRAINED_BASELINE_X264;
-use super::http::start_http;
+use super::http::{start_http, MakeService, ServerName};
+use super::routes::Routes;
 use super::sessions::{Sockets, WebRtc};
 use super::types::{route_source, SOCKET};
 use super::whip::{self, start_whip};
 use crate::host::shared::HostShared;
+use std::rc::Rc;
 
 /// Where browsers find the host, for the link it prints.
 #[derive(Clone, Debug)]
@@ -100,7 +102,13 @@ pub(crate) fn start(
     let mut browser_socket = None;
     if let Some(addr) = listen {
         let cert = cert::page_cert(&w.cert_source()?, dir, &[shown_ip]).map_err(bad)?;
-        let http = start_http(addr, cert.as_ref(), net.clone(), shared.clone()).map_err(bad)?;
+        let routes_net = net.clone();
+        let make: MakeService = Box::new(move || Rc::new(Routes::new(routes_net)));
+        let name = ServerName {
+            key: "webrtc.listen",
+            thread: "host-http",
+        };
+        let http = start_http(name, addr, cert.as_ref(), make, shared.clone()).map_err(bad)?;
         let scheme = if http.https { "https" } else { "http" };
         browsers = Some(BrowserInfo {
             base_url: format!(

@@ -1,0 +1,612 @@
+//! The operator's dashboard (`host.dashboard`) against one real host: its HTTP API and who it
+//! refuses (loopback without a token, another address only with it, changes only with the
+//! token header), a pending client approved by a real mouse click on the page in headless
+//! Chromium (driven over the DevTools pipe) getting in within a second, and a screenshot of
+//! the page (DevTools `Page.captureScreenshot`, in the same Chromium: a second `chromium --screenshot` process cost 10 s here) that is not blank and has its layout.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::browser::scratch_dir;
+use serde_json::{json, Value};
+use untether::client::{run_client_with, ClientError, ClientIo, ClientOptions, Display};
+use untether::config::{ConfigToml, Resolution};
+use untether::{Host, HostOptions};
+use untether_proto::RejectReason;
+
+/// An HTTP/1.1 request over a plain socket; the status, the headers (lowercase names) and the
+/// body. To this machine's own outside address, the kernel sends from that address (the
+/// dashboard sees a peer that is not loopback).
+fn http(to: SocketAddr, request: &str) -> (u16, Vec<(String, String)>, String) {
+    let mut stream = TcpStream::connect_timeout(&to, Duration::from_secs(3)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+fn get(path: &str, host: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
+}
+
+fn post(path: &str, host: &str, extra: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// This machine's address on its default route (not loopback), if it has one.
+fn outside_address() -> Option<IpAddr> {
+    let s = UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Chromium driven over `--remote-debugging-pipe` (DevTools messages on fds 3 and 4, each
+/// ended by a NUL byte): evaluates script and sends real mouse events to one page.
+struct Devtools {
+    child: Child,
+    to: std::fs::File,
+    from: Receiver<Value>,
+    console: Receiver<String>,
+    session: String,
+    next_id: u64,
+    profile: PathBuf,
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+impl Devtools {
+    fn open(bin: &Path, url: &str) -> Devtools {
+        use std::os::fd::AsRawFd;
+        let profile = scratch_dir("dashboard-profile");
+        let (cmd_r, cmd_w) = pipe();
+        let (out_r, out_w) = pipe();
+        let (a, b) = (cmd_r.as_raw_fd(), out_w.as_raw_fd());
+        let mut c = Command::new(bin);
+        c.args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--window-size=1280,1000",
+            "--hide-scrollbars",
+            "--remote-debugging-pipe",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+        // Chromium reads commands on fd 3 and writes on fd 4 (dup2 leaves them open on exec;
+        // first moved out of the way in case a pipe end already is 3 or 4).
+        unsafe {
+            c.pre_exec(move || {
+                let (a2, b2) = (libc::dup(a), libc::dup(b));
+                if a2 < 0 || b2 < 0 || libc::dup2(a2, 3) < 0 || libc::dup2(b2, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = c.spawn().expect("chromium starts");
+        drop((cmd_r, out_w));
+        let (tx, from) = channel();
+        let mut reader = BufReader::new(std::fs::File::from(out_r));
+        std::thread::spawn(move || loop {
+            let mut msg = Vec::new();
+            match reader.read_until(0, &mut msg) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    msg.pop();
+                    if let Ok(v) = serde_json::from_slice::<Value>(&msg) {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let (ctx, console) = channel();
+        let stderr = child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if ctx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Devtools {
+            child,
+            to: std::fs::File::from(cmd_w),
+            from,
+            console,
+            session: String::new(),
+            next_id: 1,
+            profile,
+        };
+        // The page's target, once Chromium has made it.
+        let end = Instant::now() + Duration::from_secs(10);
+        let page = loop {
+            let targets = d.call("Target.getTargets", json!({}), None);
+            let page = targets["targetInfos"]
+                .as_array()
+                .and_then(|t| t.iter().find(|t| t["type"] == "page"))
+                .and_then(|t| t["targetId"].as_str())
+                .map(str::to_string);
+            match page {
+                Some(p) => break p,
+                None if Instant::now() < end => {
+                    // Told when it exists: wait for Chromium's next message.
+                    let _ = d.from.recv_timeout(Duration::from_millis(50));
+                }
+                None => panic!("Chromium made no page"),
+            }
+        };
+        let attached = d.call(
+            "Target.attachToTarget",
+            json!({"targetId": page, "flatten": true}),
+            None,
+        );
+        d.session = attached["sessionId"].as_str().expect("a session").into();
+        d
+    }
+
+    /// Sends a command (to the page's session unless `session` is None) and waits for its
+    /// result.
+    fn call(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        let mut bytes = msg.to_string().into_bytes();
+        bytes.push(0);
+        self.to.write_all(&bytes).expect("write to DevTools");
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let v = self
+                .from
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a script expression in the page.
+    fn eval(&mut self, expression: &str) -> Value {
+        let s = self.session.clone();
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true}),
+            Some(&s),
+        );
+        r["result"]["value"].clone()
+    }
+
+    /// Loads `url` in the page.
+    fn navigate(&mut self, url: &str) {
+        let s = self.session.clone();
+        self.call("Page.navigate", json!({ "url": url }), Some(&s));
+    }
+
+    /// Waits until the page's text satisfies `want` (it is read as the page loads); returns it.
+    fn wait_text(&mut self, timeout: Duration, want: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + timeout;
+        loop {
+            let t = self.eval("document.body ? document.body.innerText : ''");
+            let t = t.as_str().unwrap_or("").to_string();
+            if want(&t) {
+                return t;
+            }
+            assert!(
+                Instant::now() < end,
+                "the page never showed what was wanted: {t:?}"
+            );
+            // Chromium's next message (an event of the loading page), or a short while.
+            let _ = self.from.recv_timeout(Duration::from_millis(50));
+        }
+    }
+
+    /// A PNG of what the page shows now (`Page.captureScreenshot`, the renderer's own
+    /// screenshot, as `chromium --screenshot` takes it).
+    fn screenshot(&mut self) -> Vec<u8> {
+        let s = self.session.clone();
+        let r = self.call("Page.captureScreenshot", json!({"format": "png"}), Some(&s));
+        base64_decode(r["data"].as_str().expect("image data"))
+    }
+
+    /// A left click at (x, y) of the page, as a mouse makes it; returns when the button was
+    /// let go (the click).
+    fn click(&mut self, x: f64, y: f64) -> Instant {
+        let s = self.session.clone();
+        let mut released = Instant::now();
+        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+            released = Instant::now();
+            self.call(
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
+                Some(&s),
+            );
+        }
+        released
+    }
+
+    /// Waits for a console line `UNTETHER KIND {…}` whose JSON satisfies `want`.
+    fn wait_console(
+        &mut self,
+        kind: &str,
+        timeout: Duration,
+        want: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let end = Instant::now() + timeout;
+        let tag = format!("\"UNTETHER {kind} ");
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let line = self
+                .console
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no console line UNTETHER {kind} as wanted"));
+            let Some(start) = line.find(&tag) else {
+                continue;
+            };
+            let rest = &line[start + tag.len()..];
+            let json = &rest[..rest.rfind("\", source:").unwrap_or(rest.len())];
+            if let Ok(v) = serde_json::from_str::<Value>(json) {
+                if want(&v) {
+                    return v;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Devtools {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// A client that keeps asking until it is let in (what the patient client does), then streams
+/// until `stop`. Returns its result; refusals other than "pending approval" end it.
+fn waiting_client(
+    host: SocketAddr,
+    state: PathBuf,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Result<u64, String>> {
+    std::thread::spawn(move || loop {
+        let cfg = ConfigToml::default();
+        let mut c = cfg.client;
+        c.state_dir = state.display().to_string();
+        c.name = "dashboard-test".into();
+        let opts = ClientOptions {
+            vr: Default::default(),
+            host,
+            client: c,
+            network: cfg.network,
+            display: Display::Headless,
+            duration: Some(Duration::from_secs(30)),
+            save_frame: None,
+        };
+        let io = ClientIo {
+            host_label: Some("the-host".into()),
+            ..Default::default()
+        };
+        match run_client_with(&opts, io, stop.clone()) {
+            Ok(run) => return Ok(run.decoded),
+            Err(ClientError::Rejected {
+                reason: RejectReason::PendingApproval,
+                ..
+            }) if !stop.load(Ordering::SeqCst) => {
+                // The client's own pace between tries (not a test's wait).
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    })
+}
+
+/// The Chromium binary, or None after saying why in one line.
+fn chromium_bin() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("chromium"))
+            .find(|c| c.is_file())
+    });
+    if found.is_none() {
+        println!(
+            "skipped the page checks: no `chromium` in PATH (scripts/setup.sh browser installs it)"
+        );
+    }
+    found
+}
+
+/// Standard base64 (DevTools' image data).
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let digits: Vec<u8> = text.bytes().filter(|&c| c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let mut n = 0u32;
+        for (i, d) in chunk.iter().enumerate() {
+            n |= (*d as u32) << (18 - 6 * i);
+        }
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// The screenshot's pixels (RGB) through the ffmpeg tool.
+fn png_pixels(path: &Path) -> Option<Vec<u8>> {
+    let out = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
+#[test]
+fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
+    let state = scratch_dir("dashboard-host");
+    let client_state = scratch_dir("dashboard-client");
+    let mut o = HostOptions::default();
+    o.host.bind = "127.0.0.1:0".into();
+    o.host.state_dir = state.display().to_string();
+    o.host.dashboard = "0.0.0.0:0".into();
+    o.video.resolution = Resolution {
+        width: 640,
+        height: 360,
+    };
+    o.video.fps = 30;
+    let t0 = Instant::now();
+    let mark = |what: &str| eprintln!("[{:>6.2} s] {what}", t0.elapsed().as_secs_f64());
+    let host = Host::start(o).expect("host starts");
+    let url = host.dashboard_url().expect("a dashboard");
+    let link = host.dashboard_link().expect("a link");
+    assert!(!host.dashboard_local_only());
+    let token = link.split("?admin=").nth(1).unwrap().to_string();
+    let port: u16 = url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let local = SocketAddr::from(([127, 0, 0, 1], port));
+    let here = format!("127.0.0.1:{port}");
+
+    // This machine reads without a token; a change needs the token header.
+    let (s, h, body) = http(local, &get("/api/state", &here, ""));
+    assert_eq!(s, 200, "{body}");
+    assert!(h.iter().all(|(k, _)| !k.starts_with("access-control")));
+    let st: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(st["host"]["fingerprint"], host.fingerprint());
+    assert_eq!(st["settings"]["fps"], 30);
+    let (s, _, body) = http(local, &post("/api/pin", &here, "", "{}"));
+    assert_eq!(s, 403, "a change without the token header: {body}");
+    let with = format!("X-Untether-Admin: {token}\r\n");
+    let (s, _, body) = http(local, &post("/api/pin", &here, &with, "{}"));
+    assert_eq!(s, 200, "{body}");
+    let pin: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        host.pairing_pin().as_deref(),
+        pin["pin"].as_str(),
+        "at once"
+    );
+    let (s, _, _) = http(local, &get("/api/state", "evil.example", ""));
+    assert_eq!(s, 403, "a rebound name");
+    let (s, h, _) = http(
+        local,
+        &format!("OPTIONS /api/approve HTTP/1.1\r\nHost: {here}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(s, 405, "no preflight");
+    assert!(h.iter().all(|(k, _)| !k.starts_with("access-control")));
+    let (s, _, body) = http(local, &post("/api/bitrate", &here, &with, r#"{"kbps":1}"#));
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("bitrate_kbps"), "{body}");
+
+    // From another address: nothing without the token, a wrong one refused, the right one let in.
+    let outside = outside_address();
+    match outside {
+        None => {
+            println!("skipped the other-address checks: this machine has no address but loopback")
+        }
+        Some(ip) => {
+            let far = SocketAddr::new(ip, port);
+            let there = far.to_string();
+            for path in ["/", "/api/state", "/index.html"] {
+                let (s, h, body) = http(far, &get(path, &there, ""));
+                assert_eq!(s, 401, "{path}: {body}");
+                assert!(body.contains("admin token"), "{body}");
+                assert!(h.iter().any(|(k, _)| k == "www-authenticate"));
+            }
+            let (s, _, _) = http(
+                far,
+                &post("/api/approve", &there, "", r#"{"fingerprint":"x"}"#),
+            );
+            assert_eq!(s, 403);
+            let wrong = format!("X-Untether-Admin: {}\r\n", "0".repeat(32));
+            let (s, _, body) = http(far, &get("/api/state", &there, &wrong));
+            assert_eq!(s, 403, "{body}");
+            let (s, _, _) = http(far, &get("/api/state", &there, &with));
+            assert_eq!(s, 200);
+            let (s, h, body) = http(far, &get(&format!("/?admin={token}"), &there, ""));
+            assert_eq!(s, 200);
+            assert!(body.contains("Access requests"));
+            let cookie = h.iter().find(|(k, _)| k == "set-cookie").expect("a cookie");
+            assert!(cookie.1.contains("HttpOnly") && cookie.1.contains("SameSite=Strict"));
+            let (s, _, _) = http(
+                far,
+                &get(
+                    "/api/state",
+                    &there,
+                    &format!("Cookie: untether_admin={token}\r\n"),
+                ),
+            );
+            assert_eq!(s, 200);
+        }
+    }
+
+    mark("API checks done");
+    let Some(bin) = chromium_bin() else {
+        host.stop();
+        return;
+    };
+    // A client asks and waits (started first: its request is pending by the time the page
+    // shows).
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = waiting_client(host.local_addr(), client_state.clone(), stop.clone());
+    let mut page = Devtools::open(&bin, "about:blank");
+    mark("devtools open");
+    // The page, from another address without the token, in a browser: refused.
+    if let Some(ip) = outside {
+        page.navigate(&format!("http://{}/", SocketAddr::new(ip, port)));
+        let text = page.wait_text(Duration::from_secs(10), |t| t.contains("admin token"));
+        assert!(!text.contains("Access requests"), "{text}");
+        mark("refused page done");
+    }
+    // The operator's page on this machine; the operator approves the client by a click.
+    page.navigate(&format!("http://{here}/"));
+    page.wait_console("state", Duration::from_secs(10), |v| v["pending"] == 1);
+    mark("pending shown");
+    let rect = page.eval(
+        "(() => { const b = document.querySelector('button.approve'); \
+         const r = b.getBoundingClientRect(); return {x: r.x + r.width / 2, y: r.y + r.height / 2, \
+         fp: b.dataset.fingerprint}; })()",
+    );
+    assert!(!host.has_client());
+    let clicked = page.click(rect["x"].as_f64().unwrap(), rect["y"].as_f64().unwrap());
+    let admitted = host.wait_for_client(Duration::from_secs(5));
+    let took = clicked.elapsed();
+    assert!(admitted, "the approved client did not get in");
+    println!("approved by click → client admitted in {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    page.wait_console("action", Duration::from_secs(5), |v| {
+        v["path"] == "/api/approve" && v["ok"] == true
+    });
+    // Persisted as `untether pair approve` would.
+    let allowed = std::fs::read_to_string(state.join("allowed_clients.json")).unwrap_or_default();
+    assert!(allowed.contains("dashboard-test"), "{allowed}");
+    // The page lists it, with its role.
+    page.wait_console("state", Duration::from_secs(5), |v| v["clients"] == 1);
+    let layout = page.eval(
+        "(() => { const ids = ['pending', 'pairing', 'clients', 'browsers', 'plots', 'settings']; \
+         return { sections: ids.map(i => { const r = document.getElementById(i).getBoundingClientRect(); \
+         return [i, r.width, r.height]; }), role: document.querySelector('#client-rows td:nth-child(4)').textContent, \
+         pin: document.getElementById('pin-value').textContent }; })()",
+    );
+    for s in layout["sections"].as_array().unwrap() {
+        assert!(
+            s[1].as_f64().unwrap() > 200.0 && s[2].as_f64().unwrap() > 50.0,
+            "{s}"
+        );
+    }
+    assert_eq!(layout["role"], "controller");
+    assert_eq!(layout["pin"], pin["pin"]);
+    mark("click checks done");
+
+    // A screenshot of the page: not blank, the header band at the top, the sections below.
+    let shots = scratch_dir("dashboard-shot");
+    let shot = shots.join("dashboard.png");
+    let size = page.eval("[window.innerWidth, window.innerHeight]");
+    let (w, h) = (
+        size[0].as_u64().unwrap() as usize,
+        size[1].as_u64().unwrap() as usize,
+    );
+    std::fs::write(&shot, page.screenshot()).unwrap();
+    drop(page);
+    match png_pixels(&shot) {
+        None => println!("skipped the screenshot's pixel checks: ffmpeg cannot read it"),
+        Some(px) => {
+            assert_eq!(px.len(), w * h * 3, "{w}x{h}");
+            assert!(w >= 1000 && h >= 700, "{w}x{h}");
+            let at = |x: usize, y: usize| &px[(y * w + x) * 3..(y * w + x) * 3 + 3];
+            // The header band (#1d2330) across the top.
+            for x in [5, w / 2, w - 10] {
+                assert_eq!(at(x, 3), [0x1d, 0x23, 0x30], "header at x {x}");
+            }
+            // The page's grey, white sections, and text: many colours, not one.
+            let mut colours = std::collections::HashSet::new();
+            for y in (60..h).step_by(7) {
+                for x in (0..w).step_by(7) {
+                    colours.insert(at(x, y).to_vec());
+                }
+            }
+            assert!(colours.len() > 20, "{} colours: blank?", colours.len());
+            assert!(
+                colours.contains(&vec![0xff, 0xff, 0xff]),
+                "no white section"
+            );
+            assert!(
+                colours.contains(&vec![0xf4, 0xf5, 0xf7]),
+                "no page background"
+            );
+        }
+    }
+    println!("screenshot: {}", shot.display());
+    mark("screenshot done");
+
+    stop.store(true, Ordering::SeqCst);
+    let result = client.join().expect("the client thread");
+    assert!(result.is_ok(), "{result:?}");
+    mark("client done");
+    host.stop();
+    mark("host stopped");
+    let _ = std::fs::remove_dir_all(&state);
+    let _ = std::fs::remove_dir_all(&client_state);
+}
