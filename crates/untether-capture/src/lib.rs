@@ -6,6 +6,7 @@
 //! - [`kms`]: KMS/DRM capture (the scan-out buffer of a CRTC, as FFmpeg's kmsgrab does).
 
 pub mod kms;
+pub mod launch;
 pub mod ring;
 
 pub use ring::{FrameFormat, FrameRing, RingCounters, RingError, TakenFrame};
