@@ -20,6 +20,7 @@ use untether_capture::FrameRing;
 
 pub mod gl;
 pub mod vk;
+mod vk_copy;
 
 static RING: OnceLock<Option<FrameRing>> = OnceLock::new();
 

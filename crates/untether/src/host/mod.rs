@@ -41,6 +41,7 @@ mod shared;
 mod source_app;
 mod source_pipe;
 mod source_scene;
+mod source_ring;
 mod source_x11;
 mod start;
 mod state_input;
@@ -80,6 +81,7 @@ pub use input::{keys, scene_input};
 pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
 };
+pub use source_ring::PresentRing;
 pub use state_input::STATE_SEQ;
 pub use summary::HostSummary;
 pub use webrtc::WebRtcSummary;
