@@ -33,6 +33,8 @@ PACKAGES=(
   libgstrtspserver-1.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools gstreamer1.0-libav
   libssl-dev
+  # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears.
+  libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

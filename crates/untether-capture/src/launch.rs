@@ -143,6 +143,8 @@ impl AppLaunch {
     pub fn spawn(program: &OsStr, args: &[OsString]) -> Result<AppLaunch, LaunchError> {
         let library = find_hook_library()?;
         let ring = Arc::new(FrameRing::create(SLOTS, MAX_FRAME_BYTES)?);
+        // Until the host says its frame rate: at most 60 copies a second.
+        ring.set_interval(Duration::from_micros(16_667));
         static LAUNCHES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let data_dir =

@@ -404,6 +404,21 @@ impl FrameRing {
         }
     }
 
+    /// The size of the newest published frame, without taking it (None: none yet).
+    pub fn latest_size(&self) -> Option<(u32, u32)> {
+        let h = self.header();
+        let latest = h.latest.load(Ordering::Acquire);
+        let slot = (latest & 0xff) as usize;
+        if latest == 0 || slot >= self.slots {
+            return None;
+        }
+        let m = &h.meta[slot];
+        Some((
+            m.width.load(Ordering::Relaxed),
+            m.height.load(Ordering::Relaxed),
+        ))
+    }
+
     /// The newest published frame not yet taken, waiting up to `timeout` for one.
     pub fn take(&self, timeout: Duration) -> Option<TakenFrame<'_>> {
         let h = self.header();

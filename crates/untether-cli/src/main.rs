@@ -258,8 +258,8 @@ struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
-    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1). Input is replayed there with XTEST.
-    #[arg(long, value_name = "x11[:DISPLAY]", conflicts_with = "source")]
+    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
+    #[arg(long, value_name = "x11[:DISPLAY]|kms[:DEVICE]", conflicts_with = "source")]
     capture: Option<String>,
     /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
     #[arg(long, value_name = "ID|NAME", requires = "capture")]
@@ -715,14 +715,26 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
         "relative" => PointerMode::Relative,
         _ => PointerMode::Absolute,
     };
-    if let Some(c) = &args.capture {
+    if let Some((c, dev)) = args
+        .capture
+        .as_deref()
+        .and_then(|c| Some((c, c.strip_prefix("kms")?)))
+    {
+        let device = match dev.strip_prefix(':') {
+            None if dev.is_empty() => None,
+            Some(d) if !d.is_empty() => Some(d.to_string()),
+            _ => bail!("--capture {c:?}: expected kms or kms:DEVICE (e.g. kms:/dev/dri/card0)"),
+        };
+        setup.source = SourceSpec::Kms { device };
+        setup.input = InputSpec::Discard;
+    } else if let Some(c) = &args.capture {
         let display = match c.strip_prefix("x11") {
             Some("") => None,
             Some(d) => match d.strip_prefix(':') {
                 Some(d) if !d.is_empty() => Some(d.to_string()),
                 _ => bail!("--capture {c:?}: expected x11 or x11:DISPLAY (e.g. x11::1)"),
             },
-            None => bail!("--capture {c:?}: the only capture system is x11 (x11 or x11:DISPLAY)"),
+            None => bail!("--capture {c:?}: expected x11, x11:DISPLAY, kms or kms:DEVICE"),
         };
         setup.source = SourceSpec::X11 {
             display: display.clone(),
@@ -824,6 +836,10 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
         SourceSpec::App => "the application".to_string(),
         SourceSpec::Presents(_) => "the application's presented frames".to_string(),
+        SourceSpec::Kms { device } => format!(
+            "the KMS scan-out of {}",
+            device.as_deref().unwrap_or("the first DRM card")
+        ),
     };
     let encoder = host.encoder_info();
     eprintln!(

@@ -12,7 +12,6 @@ use anyhow::{bail, Result};
 use clap::Args;
 use untether::host::{HostSetup, InputSpec, PresentRing, SourceSpec};
 use untether_capture::launch::AppLaunch;
-use untether_capture::RingCounters;
 use untether_media::x11::PointerMode;
 
 use crate::{Global, HostArgs};
@@ -43,14 +42,32 @@ pub(crate) fn run(args: RunArgs, global: &Global) -> Result<()> {
             "relative" => PointerMode::Relative,
             _ => PointerMode::Absolute,
         },
-        watched: None,
+        rates: Rates::default(),
     };
     eprintln!(
         "untether run: started {} (pid {}) with the capture hook",
         app.name,
         app.launch.pid()
     );
-    crate::run_host_app(args.host, global, Some(&mut app))
+    let mut host = args.host;
+    // The ring copies the first presents before anyone watches: the stream starts at the
+    // application's size (no encoder to reopen when the first client arrives).
+    match app.first_size(Duration::from_secs(10)) {
+        Some((w, h)) => {
+            host.video.resolution = Some(format!("{}x{}", w.max(2) & !1, h.max(2) & !1));
+            host.size = None;
+        }
+        None if app.launch.exited().is_some() => {
+            app.finish();
+            bail!("untether run: {} exited before presenting a frame", app.name);
+        }
+        None => eprintln!(
+            "untether run: no frame from {} in 10 s (is it a Vulkan or OpenGL application?); \
+             the stream starts at the configured size",
+            app.name
+        ),
+    }
+    crate::run_host_app(host, global, Some(&mut app))
 }
 
 /// The application `untether run` started, as the host's loop sees it.
@@ -58,8 +75,44 @@ pub(crate) struct AppRun {
     launch: AppLaunch,
     name: String,
     pointer: PointerMode,
-    /// The first and the latest look at the counters while a client watched.
-    watched: Option<((Instant, RingCounters), (Instant, RingCounters))>,
+    /// The application's presents and time, while a client watched (capture on) and while
+    /// none did (the hook only counts): the last look, and the sums.
+    rates: Rates,
+}
+
+/// Presents per second with capture on and off, from the host loop's looks at the counters
+/// (from the first present on, so the application's start-up is not counted).
+#[derive(Default)]
+struct Rates {
+    last: Option<(Instant, u64, bool)>,
+    /// (presents, seconds) while watched, and while not.
+    watched: (u64, f64),
+    unwatched: (u64, f64),
+}
+
+impl Rates {
+    fn look(&mut self, now: Instant, presents: u64, watched: bool) {
+        if let Some((t, p, w)) = self.last {
+            if w == watched && p > 0 {
+                let sum = if watched {
+                    &mut self.watched
+                } else {
+                    &mut self.unwatched
+                };
+                sum.0 += presents - p;
+                sum.1 += (now - t).as_secs_f64();
+            }
+        }
+        self.last = Some((now, presents, watched));
+    }
+
+    fn rate((presents, s): (u64, f64)) -> f64 {
+        if s > 0.0 {
+            presents as f64 / s
+        } else {
+            0.0
+        }
+    }
 }
 
 impl AppRun {
@@ -77,16 +130,24 @@ impl AppRun {
         };
     }
 
+    /// The size of the application's first presented frame, waiting up to `limit` (None: no
+    /// frame in time, or the application exited).
+    fn first_size(&mut self, limit: Duration) -> Option<(u32, u32)> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline && self.launch.exited().is_none() {
+            if let Some(size) = self.launch.ring.latest_size() {
+                return Some(size);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+
     /// Whether the application still runs (the host ends with it); notes the counters while
     /// a client watches.
     pub fn running(&mut self, watched: bool) -> bool {
-        if watched {
-            let now = (Instant::now(), self.launch.ring.counters());
-            match &mut self.watched {
-                None => self.watched = Some((now, now)),
-                Some((_, last)) => *last = now,
-            }
-        }
+        let presents = self.launch.ring.counters().presents;
+        self.rates.look(Instant::now(), presents, watched);
         self.launch.exited().is_none()
     }
 
@@ -94,15 +155,10 @@ impl AppRun {
     pub fn finish(&mut self) -> serde_json::Value {
         let exit = self.launch.stop(Duration::from_secs(2));
         let c = self.launch.ring.counters();
-        let (watched_s, rate) = match self.watched {
-            Some(((t0, c0), (t1, c1))) if t1 > t0 => {
-                let s = (t1 - t0).as_secs_f64();
-                (s, (c1.presents - c0.presents) as f64 / s)
-            }
-            _ => (0.0, 0.0),
-        };
+        let rate = Rates::rate(self.rates.watched);
+        let idle_rate = Rates::rate(self.rates.unwatched);
         eprintln!(
-            "untether run: {} presented {} frames ({rate:.1}/s while watched) · copied {} · dropped {} (copy in flight or no slot) · skipped {} (above the stream's rate or nobody watching) · too big {} · unsupported {} · in the hook {:.3} ms on average, {:.3} ms at most · {}",
+            "untether run: {} presented {} frames ({rate:.1}/s while watched, {idle_rate:.1}/s while not) · copied {} · dropped {} (copy in flight or no slot) · skipped {} (above the stream's rate or nobody watching) · too big {} · unsupported {} · in the hook {:.3} ms on average, {:.3} ms at most · {}",
             self.name,
             c.presents,
             c.published,
@@ -135,8 +191,10 @@ impl AppRun {
             "unsupported": c.unsupported,
             "hook_ms_mean": c.hook_ns_total as f64 / c.presents.max(1) as f64 / 1e6,
             "hook_ms_max": c.hook_ns_max as f64 / 1e6,
-            "watched_s": watched_s,
+            "watched_s": self.rates.watched.1,
             "presents_per_s_watched": rate,
+            "unwatched_s": self.rates.unwatched.1,
+            "presents_per_s_unwatched": idle_rate,
         })
     }
 }

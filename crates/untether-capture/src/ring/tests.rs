@@ -15,7 +15,9 @@ fn frame(ring: &FrameRing, w: u32, h: u32, fill: u8, present_us: u64) -> bool {
 fn a_published_frame_is_taken_with_its_size_format_and_present_time() {
     let ring = FrameRing::create(3, 64 * 64 * 4).unwrap();
     assert!(ring.take(Duration::ZERO).is_none(), "nothing published yet");
+    assert_eq!(ring.latest_size(), None);
     assert!(frame(&ring, 8, 4, 7, 1234));
+    assert_eq!(ring.latest_size(), Some((8, 4)));
     let f = ring.take(Duration::ZERO).unwrap();
     assert_eq!((f.width, f.height, f.stride), (8, 4, 32));
     assert_eq!((f.format, f.bottom_up, f.present_us), (FrameFormat::Bgra, false, 1234));

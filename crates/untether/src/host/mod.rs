@@ -41,6 +41,7 @@ mod shared;
 mod source_app;
 mod source_pipe;
 mod source_scene;
+mod source_kms;
 mod source_ring;
 mod source_x11;
 mod start;

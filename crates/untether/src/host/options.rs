@@ -70,6 +70,9 @@ pub enum SourceSpec {
     /// An unmodified application's presented frames, from the frame ring its capture hook
     /// writes (`untether run`: the Vulkan layer or the GL hook).
     Presents(super::source_ring::PresentRing),
+    /// The scan-out framebuffer of a DRM card (None: the first `/dev/dri/card*`), KMS capture
+    /// as FFmpeg's kmsgrab; untested on real hardware.
+    Kms { device: Option<String> },
 }
 
 impl SourceSpec {
