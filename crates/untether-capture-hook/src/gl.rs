@@ -110,8 +110,14 @@ thread_local! {
 
 /// The drawable being presented, for its size and the API's GetProcAddress.
 enum Surface {
-    Glx { dpy: *mut c_void, drawable: c_ulong },
-    Egl { dpy: *mut c_void, surface: *mut c_void },
+    Glx {
+        dpy: *mut c_void,
+        drawable: c_ulong,
+    },
+    Egl {
+        dpy: *mut c_void,
+        surface: *mut c_void,
+    },
 }
 
 impl Surface {

@@ -11,7 +11,9 @@
 //!
 //! Without the environment variable the library does nothing but forward.
 
-#![allow(clippy::missing_safety_doc)]
+// The hook resolves C entry points by name: each `transmute` turns a `void *` into the
+// function type of the field or binding it is assigned to, which states the type.
+#![allow(clippy::missing_safety_doc, clippy::missing_transmute_annotations)]
 
 use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;

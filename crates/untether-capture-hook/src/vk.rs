@@ -77,7 +77,10 @@ unsafe fn key<H: Handle>(h: H) -> usize {
 }
 
 fn find<T>(list: &Mutex<Vec<(usize, Arc<T>)>>, k: usize) -> Option<Arc<T>> {
-    lock(list).iter().find(|(key, _)| *key == k).map(|(_, d)| d.clone())
+    lock(list)
+        .iter()
+        .find(|(key, _)| *key == k)
+        .map(|(_, d)| d.clone())
 }
 
 /// Finds the loader's link info (`function`) in a create info's chain.
@@ -117,11 +120,15 @@ unsafe extern "system" fn create_instance(
         return r;
     }
     let inst = *out;
-    let instance = ash::Instance::load_with(
-        |n| std::mem::transmute(next_gipa(inst, n.as_ptr())),
-        inst,
-    );
-    lock(&INSTANCES).push((key(inst), Arc::new(InstanceData { next_gipa, instance })));
+    let instance =
+        ash::Instance::load_with(|n| std::mem::transmute(next_gipa(inst, n.as_ptr())), inst);
+    lock(&INSTANCES).push((
+        key(inst),
+        Arc::new(InstanceData {
+            next_gipa,
+            instance,
+        }),
+    ));
     vk::Result::SUCCESS
 }
 
@@ -171,7 +178,10 @@ unsafe extern "system" fn create_device(
     // A physical device shares its instance's dispatch key.
     // (Unknown instance: no memory types, so no copies; everything still forwards.)
     let memory = find(&INSTANCES, key(physical))
-        .map(|inst| inst.instance.get_physical_device_memory_properties(physical))
+        .map(|inst| {
+            inst.instance
+                .get_physical_device_memory_properties(physical)
+        })
         .unwrap_or_default();
     let load = |n: &CStr| std::mem::transmute(next_gdpa(dev, n.as_ptr()));
     let data = DeviceData {
@@ -317,7 +327,8 @@ unsafe extern "system" fn queue_present(
         let copier = lock(&d.swapchains).get(&sc.as_raw()).cloned();
         let Some(copier) = copier else { return };
         let family = lock(&d.queues).get(&queue.as_raw()).copied().unwrap_or(0);
-        let waits = std::slice::from_raw_parts(i.p_wait_semaphores, i.wait_semaphore_count as usize);
+        let waits =
+            std::slice::from_raw_parts(i.p_wait_semaphores, i.wait_semaphore_count as usize);
         let mut c = lock(&copier);
         if let Some(sem) = c.copy(&d, ring, queue, family, image, waits, now) {
             wait = sem;

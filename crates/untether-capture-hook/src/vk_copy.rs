@@ -144,14 +144,22 @@ impl Copier {
             format,
             present_us: now,
         };
-        let sender = &self.worker.get_or_insert_with(|| spawn_worker(d, ring, self.busy.clone())).0;
+        let sender = &self
+            .worker
+            .get_or_insert_with(|| spawn_worker(d, ring, self.busy.clone()))
+            .0;
         if sender.send(job).is_err() {
             self.busy.store(false, Ordering::Release);
         }
         Some(res.semaphore)
     }
 
-    unsafe fn make(&self, d: &DeviceData, family: u32, bytes: u64) -> Result<Resources, vk::Result> {
+    unsafe fn make(
+        &self,
+        d: &DeviceData,
+        family: u32,
+        bytes: u64,
+    ) -> Result<Resources, vk::Result> {
         let dev = &d.device;
         let pool = dev.create_command_pool(
             &vk::CommandPoolCreateInfo::default()

@@ -80,7 +80,11 @@ pub fn find_hook_library() -> Result<PathBuf, LaunchError> {
 
 /// The implicit layer's manifest for the hook library at `library`.
 pub fn layer_manifest(library: &Path) -> String {
-    let lib = library.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+    let lib = library
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
     format!(
         r#"{{
   "file_format_version": "1.1.2",
@@ -155,10 +159,7 @@ impl AppLaunch {
         cmd.args(args)
             .env(RING_FD_ENV, fd.to_string())
             .env(LAYER_ENABLE_ENV, "1")
-            .env(
-                "LD_PRELOAD",
-                prepend("LD_PRELOAD", library.as_os_str(), ""),
-            )
+            .env("LD_PRELOAD", prepend("LD_PRELOAD", library.as_os_str(), ""))
             .env(
                 "XDG_DATA_DIRS",
                 prepend(
@@ -252,7 +253,10 @@ mod tests {
         let e = find_hook_library().err().unwrap().to_string();
         std::env::remove_var(HOOK_LIBRARY_ENV);
         assert!(e.contains("/nonexistent/"), "{e}");
-        assert!(e.contains("cargo build --release -p untether-capture-hook"), "{e}");
+        assert!(
+            e.contains("cargo build --release -p untether-capture-hook"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -265,11 +269,8 @@ mod tests {
             "test -e /proc/self/fd/${RING_FD_ENV} && echo \"$UNTETHER_CAPTURE $XDG_DATA_DIRS\" > {}",
             out.display()
         );
-        let mut app = AppLaunch::spawn(
-            OsStr::new("/bin/sh"),
-            &["-c".into(), script.into()],
-        )
-        .unwrap();
+        let mut app =
+            AppLaunch::spawn(OsStr::new("/bin/sh"), &["-c".into(), script.into()]).unwrap();
         std::env::remove_var(HOOK_LIBRARY_ENV);
         let deadline = Instant::now() + Duration::from_secs(10);
         while app.exited().is_none() && Instant::now() < deadline {
@@ -280,6 +281,10 @@ mod tests {
         let _ = std::fs::remove_file(&out);
         assert!(text.starts_with("1 "), "{text}");
         assert!(text.contains("untether-run-"), "{text}");
-        assert!(app.data_dir.join("vulkan/implicit_layer.d").join(MANIFEST_NAME).is_file());
+        assert!(app
+            .data_dir
+            .join("vulkan/implicit_layer.d")
+            .join(MANIFEST_NAME)
+            .is_file());
     }
 }

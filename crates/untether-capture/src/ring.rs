@@ -462,7 +462,10 @@ impl FrameRing {
             let format = FrameFormat::from_code(r(&m.format));
             self.taken.fetch_max(frame, Ordering::Relaxed);
             let fits = (width as usize * 4 <= stride)
-                && stride.checked_mul(height as usize).map(|n| n <= self.slot_bytes) == Some(true);
+                && stride
+                    .checked_mul(height as usize)
+                    .map(|n| n <= self.slot_bytes)
+                    == Some(true);
             let Some(format) = format.filter(|_| fits) else {
                 // A malformed frame from the producer: freed, never handed out.
                 h.state[slot].store(FREE, Ordering::Release);
@@ -544,9 +547,7 @@ impl FrameRing {
         };
         let slot = (0..self.slots)
             .find(|&s| claim(s, FREE))
-            .or_else(|| {
-                (0..self.slots).find(|&s| !(has_latest && s == latest) && claim(s, READY))
-            });
+            .or_else(|| (0..self.slots).find(|&s| !(has_latest && s == latest) && claim(s, READY)));
         let Some(slot) = slot else {
             h.dropped_busy.fetch_add(1, Ordering::Relaxed);
             return None;

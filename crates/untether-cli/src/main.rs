@@ -259,7 +259,11 @@ struct HostArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
     /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
-    #[arg(long, value_name = "x11[:DISPLAY]|kms[:DEVICE]", conflicts_with = "source")]
+    #[arg(
+        long,
+        value_name = "x11[:DISPLAY]|kms[:DEVICE]",
+        conflicts_with = "source"
+    )]
     capture: Option<String>,
     /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
     #[arg(long, value_name = "ID|NAME", requires = "capture")]

@@ -53,13 +53,23 @@ pub(crate) fn run(args: RunArgs, global: &Global) -> Result<()> {
     // The ring copies the first presents before anyone watches: the stream starts at the
     // application's size (no encoder to reopen when the first client arrives).
     match app.first_size(Duration::from_secs(10)) {
-        Some((w, h)) => {
-            host.video.resolution = Some(format!("{}x{}", w.max(2) & !1, h.max(2) & !1));
+        // Within the configurable sizes; otherwise the encoder follows the application's
+        // size at its first frame (one keyframe later).
+        Some((w, h)) if (512..=4096).contains(&w) && (288..=2304).contains(&h) => {
+            host.video.resolution = Some(format!("{}x{}", w & !1, h & !1));
             host.size = None;
         }
+        Some((w, h)) => eprintln!(
+            "untether run: {} presents {w}x{h}, outside the configurable 512x288..4096x2304: \
+             the encoder takes that size at the first frame",
+            app.name
+        ),
         None if app.launch.exited().is_some() => {
             app.finish();
-            bail!("untether run: {} exited before presenting a frame", app.name);
+            bail!(
+                "untether run: {} exited before presenting a frame",
+                app.name
+            );
         }
         None => eprintln!(
             "untether run: no frame from {} in 10 s (is it a Vulkan or OpenGL application?); \

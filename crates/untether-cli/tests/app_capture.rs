@@ -32,8 +32,8 @@ fn ready(app: &str) -> bool {
         eprintln!("skipped: no DISPLAY (run under xvfb-run, as make test does)");
         return false;
     }
-    let hook = Path::new(env!("CARGO_BIN_EXE_untether"))
-        .with_file_name("libuntether_capture_hook.so");
+    let hook =
+        Path::new(env!("CARGO_BIN_EXE_untether")).with_file_name("libuntether_capture_hook.so");
     assert!(
         hook.is_file(),
         "{} is missing: cargo build --release -p untether-capture-hook (scripts/test.sh does)",
@@ -130,8 +130,16 @@ fn run(app: &[&str], host_s: u32, client_s: u32, tag: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let c = wait(client, Duration::from_secs(client_s as u64 + 20), "the client");
-    let h = wait(host, Duration::from_secs(host_s as u64 + 20), "untether run");
+    let c = wait(
+        client,
+        Duration::from_secs(client_s as u64 + 20),
+        "the client",
+    );
+    let h = wait(
+        host,
+        Duration::from_secs(host_s as u64 + 20),
+        "untether run",
+    );
     let stderr = host_log.join().unwrap();
     assert!(h.status.success(), "untether run failed: {stderr}");
     assert!(
@@ -197,7 +205,10 @@ fn check(r: &Run, app: &str) {
          {FPS} fps stream, {watched_s:.2} s watched): {f}"
     );
     let levels = distinct_levels(&r.frame);
-    assert!(levels > 8, "{app}: the picture is nearly uniform ({levels} grey levels)");
+    assert!(
+        levels > 8,
+        "{app}: the picture is nearly uniform ({levels} grey levels)"
+    );
     let g = &r.client["latency_ms"]["glass_to_glass"];
     eprintln!(
         "{app}: present-to-client (present → shown) p50 {} ms, p95 {} ms over {} frames; {} \
@@ -218,7 +229,15 @@ fn vkcube_through_the_vulkan_layer_reaches_a_client() {
         return;
     }
     // --c bounds the frames; far more than 5 s of them (vkcube ends the run if it ends first).
-    let r = run(&["vkcube", "--c", "100000"], 5, 3, "vk");
+    // A size the stream is configured at from the start (no encoder reopened at join).
+    let r = run(
+        &[
+            "vkcube", "--c", "100000", "--width", "640", "--height", "360",
+        ],
+        5,
+        3,
+        "vk",
+    );
     check(&r, "vkcube");
     assert!(r.host["app"]["exit_code"].is_null() || r.host["app"]["exit_code"] == 0);
 }
@@ -228,14 +247,17 @@ fn glxgears_through_the_gl_hook_reaches_a_client() {
     if !ready("glxgears") {
         return;
     }
-    let r = run(&["glxgears"], 5, 3, "gl");
+    let r = run(&["glxgears", "-geometry", "640x360"], 5, 3, "gl");
     check(&r, "glxgears");
 }
 
 #[test]
 fn run_without_the_hook_library_says_how_to_build_it() {
     let out = untether()
-        .env("UNTETHER_HOOK_LIBRARY", "/nonexistent/libuntether_capture_hook.so")
+        .env(
+            "UNTETHER_HOOK_LIBRARY",
+            "/nonexistent/libuntether_capture_hook.so",
+        )
         .args(["run", "--", "true"])
         .output()
         .unwrap();
@@ -245,7 +267,10 @@ fn run_without_the_hook_library_says_how_to_build_it() {
         e.contains("cargo build --release -p untether-capture-hook"),
         "{e}"
     );
-    let out = untether().args(["run", "--source", "scene", "--", "true"]).output().unwrap();
+    let out = untether()
+        .args(["run", "--source", "scene", "--", "true"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("do not apply"));
 }
@@ -256,8 +281,13 @@ fn run_without_the_hook_library_says_how_to_build_it() {
 #[ignore = "bench: cargo test --release -p untether-cli --test app_capture -- --ignored --nocapture"]
 fn bench_app_frame_rate_with_capture_on_and_off() {
     for (app, tag) in [
-        (&["vkcube", "--c", "1000000"][..], "vk-bench"),
-        (&["glxgears"][..], "gl-bench"),
+        (
+            &[
+                "vkcube", "--c", "1000000", "--width", "640", "--height", "360",
+            ][..],
+            "vk-bench",
+        ),
+        (&["glxgears", "-geometry", "640x360"][..], "gl-bench"),
     ] {
         if !ready(app[0]) {
             return;
@@ -283,7 +313,15 @@ fn kms_capture_on_a_machine_without_dri_fails_saying_what_it_needs() {
         return;
     }
     let out = untether()
-        .args(["host", "--capture", "kms", "--access", "open", "--bind", "127.0.0.1:0"])
+        .args([
+            "host",
+            "--capture",
+            "kms",
+            "--access",
+            "open",
+            "--bind",
+            "127.0.0.1:0",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());

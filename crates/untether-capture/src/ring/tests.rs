@@ -20,7 +20,10 @@ fn a_published_frame_is_taken_with_its_size_format_and_present_time() {
     assert_eq!(ring.latest_size(), Some((8, 4)));
     let f = ring.take(Duration::ZERO).unwrap();
     assert_eq!((f.width, f.height, f.stride), (8, 4, 32));
-    assert_eq!((f.format, f.bottom_up, f.present_us), (FrameFormat::Bgra, false, 1234));
+    assert_eq!(
+        (f.format, f.bottom_up, f.present_us),
+        (FrameFormat::Bgra, false, 1234)
+    );
     assert!(f.data().iter().all(|&b| b == 7));
     drop(f);
     assert!(ring.take(Duration::ZERO).is_none(), "a frame is taken once");
@@ -48,7 +51,10 @@ fn the_producer_never_waits_while_the_host_holds_a_frame() {
     for n in 2..50u8 {
         assert!(frame(&ring, 16, 16, n, n as u64));
     }
-    assert!(held.data().iter().all(|&b| b == 1), "the held slot was untouched");
+    assert!(
+        held.data().iter().all(|&b| b == 1),
+        "the held slot was untouched"
+    );
     assert_eq!(ring.counters().dropped_busy, 0);
     drop(held);
     assert_eq!(ring.take(Duration::ZERO).unwrap().present_us, 49);
@@ -57,7 +63,10 @@ fn the_producer_never_waits_while_the_host_holds_a_frame() {
     assert!(frame(&ring, 16, 16, 1, 1));
     let _held = ring.take(Duration::ZERO).unwrap();
     assert!(frame(&ring, 16, 16, 2, 2));
-    assert!(!frame(&ring, 16, 16, 3, 3), "no slot: dropped, not waited for");
+    assert!(
+        !frame(&ring, 16, 16, 3, 3),
+        "no slot: dropped, not waited for"
+    );
     assert_eq!(ring.counters().dropped_busy, 1);
 }
 

@@ -23,7 +23,10 @@ fn has(handle: *mut c_void, symbol: &CStr) -> bool {
 
 pub(super) fn checks(f: &mut Findings) {
     let hook = find_hook_library();
-    let lib = hook.as_ref().ok().and_then(|p| dlopen(&p.display().to_string()));
+    let lib = hook
+        .as_ref()
+        .ok()
+        .and_then(|p| dlopen(&p.display().to_string()));
     let build = "build it: cargo build --release -p untether-capture-hook (make build does), \
                  next to the untether binary";
     let (vk, gl) = match (&hook, lib) {
@@ -32,7 +35,13 @@ pub(super) fn checks(f: &mut Findings) {
                 fix: build.into(),
                 ..check("capture", "Vulkan layer", Status::Warn, e.to_string())
             };
-            (c.clone(), Check { name: "GL hook".into(), ..c })
+            (
+                c.clone(),
+                Check {
+                    name: "GL hook".into(),
+                    ..c
+                },
+            )
         }
         (Ok(p), None) => {
             let c = Check {
@@ -44,7 +53,13 @@ pub(super) fn checks(f: &mut Findings) {
                     format!("{} does not load", p.display()),
                 )
             };
-            (c.clone(), Check { name: "GL hook".into(), ..c })
+            (
+                c.clone(),
+                Check {
+                    name: "GL hook".into(),
+                    ..c
+                },
+            )
         }
         (Ok(p), Some(h)) => (vulkan(p, h), opengl(p, h)),
     };
@@ -71,7 +86,8 @@ pub(super) fn checks(f: &mut Findings) {
 }
 
 fn vulkan(path: &std::path::Path, h: *mut c_void) -> Check {
-    let layer = has(h, c"untether_vkGetInstanceProcAddr") && has(h, c"untether_vkGetDeviceProcAddr");
+    let layer =
+        has(h, c"untether_vkGetInstanceProcAddr") && has(h, c"untether_vkGetDeviceProcAddr");
     let loader = dlopen("libvulkan.so.1").is_some();
     match (layer, loader) {
         (true, true) => check(
@@ -120,7 +136,11 @@ fn opengl(path: &std::path::Path, h: *mut c_void) -> Check {
     check(
         "capture",
         "GL hook",
-        if apis.is_empty() { Status::Warn } else { Status::Ok },
+        if apis.is_empty() {
+            Status::Warn
+        } else {
+            Status::Ok
+        },
         format!(
             "glXSwapBuffers, eglSwapBuffers in {} (LD_PRELOAD by untether run) · {}",
             path.display(),

@@ -132,9 +132,7 @@ mod tests {
     fn bottom_up_rgba_rows_become_top_down_bgra_of_even_size() {
         let ring = FrameRing::create(2, 4096).unwrap();
         let (w, h) = (3u32, 3u32);
-        let mut slot = ring
-            .begin_write(w, h, 12, FrameFormat::Rgba, true)
-            .unwrap();
+        let mut slot = ring.begin_write(w, h, 12, FrameFormat::Rgba, true).unwrap();
         for (y, row) in slot.pixels_mut().chunks_exact_mut(12).enumerate() {
             for px in row.chunks_exact_mut(4) {
                 px.copy_from_slice(&[10 + y as u8, 20, 30, 255]);
