@@ -23,7 +23,7 @@ setup:
 	@./scripts/setup.sh
 
 build: setup
-	$(CARGO) build --release --locked -p untether-cli
+	$(CARGO) build --release --locked -p untether-cli -p untether-capture-hook
 
 demo: build
 	./target/release/untether demo --duration 10 --report target/demo-report.json $(DEMO_ARGS)

@@ -36,6 +36,8 @@ PACKAGES=(
   # The OpenXR runtime (crates/untether-openxr links libGL) and its tests: the loader,
   # hello_xr and openxr_runtime_list, the Khronos validation layer.
   libgl-dev libopenxr-loader1 libopenxr-utils openxr-layer-corevalidation
+  # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears.
+  libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

@@ -8,7 +8,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build the release binary the integration tests drive as a separate process.
-cargo build --release --locked -p untether-cli -p untether-ffi -p untether-openxr
+cargo build --release --locked -p untether-cli -p untether-ffi -p untether-openxr -p untether-capture-hook
 # The C example the FFI test streams from.
 make --no-print-directory example
 # The aarch64 binary (cross build; installs its packages on first use): tests/arm64.rs in

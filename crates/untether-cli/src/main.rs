@@ -24,6 +24,7 @@ mod rtsp;
 #[cfg(not(feature = "rtsp"))]
 #[path = "rtsp_off.rs"]
 mod rtsp;
+mod run;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -90,6 +91,8 @@ impl Global {
 enum Command {
     /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to several clients at once from one encoded stream (one controller, the others viewers).
     Host(HostArgs),
+    /// Start an unmodified Vulkan or OpenGL application and stream it: `untether run [host flags] -- APP ARGS…` (its presented frames through an implicit Vulkan layer and an LD_PRELOAD hook of glXSwapBuffers/eglSwapBuffers, input back with XTEST; the host ends with the application; docs/CAPTURE.md).
+    Run(run::RunArgs),
     /// Connect to a host, decode and show its stream, send keyboard and mouse back. In the window: F11 or Alt+Enter fullscreen, F10 capture/release the mouse, F12 statistics overlay (not sent to the host).
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
@@ -255,8 +258,12 @@ struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
-    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1). Input is replayed there with XTEST.
-    #[arg(long, value_name = "x11[:DISPLAY]", conflicts_with = "source")]
+    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
+    #[arg(
+        long,
+        value_name = "x11[:DISPLAY]|kms[:DEVICE]",
+        conflicts_with = "source"
+    )]
     capture: Option<String>,
     /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
     #[arg(long, value_name = "ID|NAME", requires = "capture")]
@@ -716,14 +723,26 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
         "relative" => PointerMode::Relative,
         _ => PointerMode::Absolute,
     };
-    if let Some(c) = &args.capture {
+    if let Some((c, dev)) = args
+        .capture
+        .as_deref()
+        .and_then(|c| Some((c, c.strip_prefix("kms")?)))
+    {
+        let device = match dev.strip_prefix(':') {
+            None if dev.is_empty() => None,
+            Some(d) if !d.is_empty() => Some(d.to_string()),
+            _ => bail!("--capture {c:?}: expected kms or kms:DEVICE (e.g. kms:/dev/dri/card0)"),
+        };
+        setup.source = SourceSpec::Kms { device };
+        setup.input = InputSpec::Discard;
+    } else if let Some(c) = &args.capture {
         let display = match c.strip_prefix("x11") {
             Some("") => None,
             Some(d) => match d.strip_prefix(':') {
                 Some(d) if !d.is_empty() => Some(d.to_string()),
                 _ => bail!("--capture {c:?}: expected x11 or x11:DISPLAY (e.g. x11::1)"),
             },
-            None => bail!("--capture {c:?}: the only capture system is x11 (x11 or x11:DISPLAY)"),
+            None => bail!("--capture {c:?}: expected x11, x11:DISPLAY, kms or kms:DEVICE"),
         };
         setup.source = SourceSpec::X11 {
             display: display.clone(),
@@ -764,6 +783,11 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
 }
 
 fn run_host(args: HostArgs, global: &Global) -> Result<()> {
+    run_host_app(args, global, None)
+}
+
+/// The host, optionally with the application `untether run` started as its source.
+fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRun>) -> Result<()> {
     let mut cfg = load_config(global)?;
     apply_video(&mut cfg, &args.video);
     apply_vr(&mut cfg, &args.vr, Some(&args.video));
@@ -799,6 +823,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     let options = host_options(&cfg)?;
     cfg.rtsp.validate().map_err(with_flag)?;
     let mut setup = host_setup(&args)?;
+    if let Some(a) = app.as_deref() {
+        a.configure(&mut setup);
+    }
     let duration = duration_of(&args.common)?;
     let stop = stop_on_ctrl_c();
     let rtsp = rtsp::start(&cfg, options.host.access, &mut setup)?;
@@ -819,6 +846,11 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         ),
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
         SourceSpec::App => "the application".to_string(),
+        SourceSpec::Presents(_) => "the application's presented frames".to_string(),
+        SourceSpec::Kms { device } => format!(
+            "the KMS scan-out of {}",
+            device.as_deref().unwrap_or("the first DRM card")
+        ),
     };
     let encoder = host.encoder_info();
     eprintln!(
@@ -869,6 +901,9 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         && !host.is_stopped()
         && !host.source_ended()
         && duration.is_none_or(|d| started.elapsed() < d)
+        && app
+            .as_deref_mut()
+            .is_none_or(|a| a.running(host.client_count() > 0))
     {
         let pin = host.pairing_pin();
         if pin.is_some() && pin != shown_pin {
@@ -899,6 +934,7 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut summary = host.stop();
+    let app_report = app.map(|a| a.finish());
     if let Some(server) = &rtsp {
         // After the server closed its viewers' connections: they are listed as gone.
         server.stop();
@@ -927,7 +963,11 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
     }
     if let Some(path) = &args.common.report {
         let config = untether::report_config(&options, Display::Headless, &summary.link.transport);
-        write_json(path, &report::build_host(config, &summary))?;
+        let mut value = serde_json::to_value(report::build_host(config, &summary))?;
+        if let (Some(a), Some(obj)) = (app_report, value.as_object_mut()) {
+            obj.insert("app".into(), a);
+        }
+        write_json(path, &value)?;
     }
     Ok(())
 }
@@ -1167,6 +1207,7 @@ fn main() -> ExitCode {
     log.init();
     let result = match cli.command {
         Command::Host(a) => run_host(a, &global),
+        Command::Run(a) => run::run(a, &global),
         Command::Client(a) => run_client_cmd(a, &global),
         Command::Demo(a) => run_demo(a, &global),
         Command::Track(a) => run_track(a),

@@ -18,6 +18,8 @@ pub enum HostError {
     Usage(String),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Kms(#[from] untether_capture::kms::KmsError),
     #[error("identity: {0}")]
     Identity(#[from] IdentityError),
     /// The host stopped (a fatal error, or it was asked to).

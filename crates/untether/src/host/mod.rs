@@ -40,7 +40,9 @@ mod pairing;
 mod refusals;
 mod shared;
 mod source_app;
+mod source_kms;
 mod source_pipe;
+mod source_ring;
 mod source_scene;
 mod source_x11;
 mod start;
@@ -81,6 +83,7 @@ pub use input::{keys, scene_input};
 pub use options::{
     AudioSpec, HostOptions, HostSetup, InputCallback, InputSpec, SentFrameTap, SourceSpec,
 };
+pub use source_ring::PresentRing;
 pub use state_input::STATE_SEQ;
 pub use summary::HostSummary;
 pub use webrtc::WebRtcSummary;

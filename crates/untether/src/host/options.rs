@@ -67,6 +67,12 @@ pub enum SourceSpec {
     Pipe { path: String, format: PipeFormat },
     /// The application, through [`Host::publish`](super::Host::publish) or a [`FrameSender`](super::FrameSender).
     App,
+    /// An unmodified application's presented frames, from the frame ring its capture hook
+    /// writes (`untether run`: the Vulkan layer or the GL hook).
+    Presents(super::source_ring::PresentRing),
+    /// The scan-out framebuffer of a DRM card (None: the first `/dev/dri/card*`), KMS capture
+    /// as FFmpeg's kmsgrab; untested on real hardware.
+    Kms { device: Option<String> },
 }
 
 impl SourceSpec {

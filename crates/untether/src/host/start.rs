@@ -26,7 +26,7 @@ use super::options::{
 use super::pairing::host_security;
 use super::shared::{lock, HostShared};
 use super::source_pipe::PipeSource;
-use super::{source_pipe, source_scene, source_x11, webrtc};
+use super::{source_kms, source_pipe, source_ring, source_scene, source_x11, webrtc};
 use crate::clock::now_us;
 use crate::config::Resolution;
 use crate::driver::{self, Handle};
@@ -320,6 +320,23 @@ fn start_source(
             let n = net.clone();
             threads.push(spawn("host-pipe", move || {
                 source_pipe::pipe_loop(&s, src, stage, n)
+            })?);
+        }
+        SourceSpec::Kms { device } => {
+            let cap = untether_capture::kms::KmsCapture::open(
+                device.as_deref().map(std::path::Path::new),
+            )?;
+            let s = shared.clone();
+            let stamp = setup.stamp;
+            threads.push(spawn("host-kms", move || {
+                source_kms::kms_loop(&s, cap, stage, fps, stamp)
+            })?);
+        }
+        SourceSpec::Presents(ring) => {
+            let (s, ring) = (shared.clone(), ring.0.clone());
+            let stamp = setup.stamp;
+            threads.push(spawn("host-presents", move || {
+                source_ring::ring_loop(&s, ring, stage, fps, stamp)
             })?);
         }
         SourceSpec::App => {

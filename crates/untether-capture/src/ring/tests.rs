@@ -1,0 +1,138 @@
+use super::*;
+
+fn frame(ring: &FrameRing, w: u32, h: u32, fill: u8, present_us: u64) -> bool {
+    match ring.begin_write(w, h, w as usize * 4, FrameFormat::Bgra, false) {
+        Some(mut slot) => {
+            slot.pixels_mut().fill(fill);
+            slot.publish(present_us);
+            true
+        }
+        None => false,
+    }
+}
+
+#[test]
+fn a_published_frame_is_taken_with_its_size_format_and_present_time() {
+    let ring = FrameRing::create(3, 64 * 64 * 4).unwrap();
+    assert!(ring.take(Duration::ZERO).is_none(), "nothing published yet");
+    assert_eq!(ring.latest_size(), None);
+    assert!(frame(&ring, 8, 4, 7, 1234));
+    assert_eq!(ring.latest_size(), Some((8, 4)));
+    let f = ring.take(Duration::ZERO).unwrap();
+    assert_eq!((f.width, f.height, f.stride), (8, 4, 32));
+    assert_eq!(
+        (f.format, f.bottom_up, f.present_us),
+        (FrameFormat::Bgra, false, 1234)
+    );
+    assert!(f.data().iter().all(|&b| b == 7));
+    drop(f);
+    assert!(ring.take(Duration::ZERO).is_none(), "a frame is taken once");
+    assert_eq!(ring.counters().published, 1);
+}
+
+#[test]
+fn the_newest_frame_wins_and_older_ready_frames_are_overwritten() {
+    let ring = FrameRing::create(3, 16 * 16 * 4).unwrap();
+    for n in 1..=10u8 {
+        assert!(frame(&ring, 16, 16, n, n as u64), "frame {n} found a slot");
+    }
+    let f = ring.take(Duration::ZERO).unwrap();
+    assert_eq!(f.present_us, 10);
+    assert_eq!(f.frame, 10);
+    assert!(f.data().iter().all(|&b| b == 10));
+}
+
+#[test]
+fn the_producer_never_waits_while_the_host_holds_a_frame() {
+    // Three slots: one the host encodes from, one the newest, one to write: always a slot.
+    let ring = FrameRing::create(3, 16 * 16 * 4).unwrap();
+    assert!(frame(&ring, 16, 16, 1, 1));
+    let held = ring.take(Duration::ZERO).unwrap();
+    for n in 2..50u8 {
+        assert!(frame(&ring, 16, 16, n, n as u64));
+    }
+    assert!(
+        held.data().iter().all(|&b| b == 1),
+        "the held slot was untouched"
+    );
+    assert_eq!(ring.counters().dropped_busy, 0);
+    drop(held);
+    assert_eq!(ring.take(Duration::ZERO).unwrap().present_us, 49);
+    // Two slots, one held and one the newest unseen: the frame is dropped and counted.
+    let ring = FrameRing::create(2, 16 * 16 * 4).unwrap();
+    assert!(frame(&ring, 16, 16, 1, 1));
+    let _held = ring.take(Duration::ZERO).unwrap();
+    assert!(frame(&ring, 16, 16, 2, 2));
+    assert!(
+        !frame(&ring, 16, 16, 3, 3),
+        "no slot: dropped, not waited for"
+    );
+    assert_eq!(ring.counters().dropped_busy, 1);
+}
+
+#[test]
+fn a_frame_larger_than_a_slot_is_dropped_and_counted() {
+    let ring = FrameRing::create(2, 16 * 16 * 4).unwrap();
+    assert!(!frame(&ring, 32, 16, 1, 1));
+    assert!(ring
+        .begin_write(16, 16, 8, FrameFormat::Rgba, false)
+        .is_none());
+    assert_eq!(ring.counters().too_big, 2);
+}
+
+#[test]
+fn presents_are_sampled_on_the_stream_grid_and_not_at_all_while_nobody_watches() {
+    let ring = FrameRing::create(3, 64).unwrap();
+    ring.set_interval(Duration::from_micros(16_667));
+    // An application at 100 fps (10 ms) under a 60 fps stream: 60 of its 100 presents per
+    // second are copied, not 50 (a grid, not "one interval after the last copy").
+    let copied = (0..100u64)
+        .filter(|i| ring.note_present(1_000_000 + i * 10_000))
+        .count();
+    assert!((59..=61).contains(&copied), "{copied}");
+    let c = ring.counters();
+    assert_eq!(c.presents, 100);
+    assert_eq!(c.skipped, 100 - copied as u64);
+    ring.set_watching(false);
+    assert!(!ring.note_present(5_000_000));
+    assert_eq!(ring.counters().presents, 101);
+    assert_eq!(ring.counters().producer_pid, std::process::id());
+}
+
+#[test]
+fn a_second_mapping_of_the_fd_sees_the_frames_and_the_futex_wakes_the_host() {
+    let host = FrameRing::create(3, 8 * 8 * 4).unwrap();
+    // SAFETY: dup of a valid fd; the result is checked.
+    let fd = unsafe { libc::dup(host.raw_fd()) };
+    assert!(fd >= 0);
+    let app = FrameRing::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).unwrap();
+    assert_eq!(app.slot_bytes(), 8 * 8 * 4);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| host.take(Duration::from_secs(10)).map(|f| f.present_us));
+        // The host is asleep on the futex (or about to be): the publish must wake it.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(frame(&app, 8, 8, 3, 77));
+        assert_eq!(waiter.join().unwrap(), Some(77));
+    });
+}
+
+#[test]
+fn a_file_that_is_not_a_ring_is_refused_with_a_reason() {
+    let f = tempfile();
+    let e = FrameRing::from_fd(f).err().unwrap().to_string();
+    assert!(e.contains("smaller than the header"), "{e}");
+    assert!(FrameRing::create(1, 10).is_err());
+    assert!(FrameRing::create(3, 0).is_err());
+    std::env::set_var(crate::RING_FD_ENV, "nope");
+    let e = FrameRing::from_env().unwrap().err().unwrap().to_string();
+    assert!(e.contains("not a file descriptor"), "{e}");
+    std::env::remove_var(crate::RING_FD_ENV);
+}
+
+fn tempfile() -> OwnedFd {
+    // SAFETY: a valid C string; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"not-a-ring".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: just created, owned here.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}

@@ -1,0 +1,150 @@
+//! Frames an application presented, from the shared-memory frame ring its capture hook writes
+//! (`untether run`: the Vulkan layer or the GL hook of crate `untether-capture-hook`). The host
+//! tells the hook the stream's frame period and whether anyone watches; it sleeps on the ring's
+//! futex, takes the newest frame and encodes it with its present time as the capture time, so
+//! the report's glass-to-glass is present-to-client. BGRA top-down frames are encoded straight
+//! from the shared slot; GL's bottom-up rows and RGBA are turned into BGRA rows first.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use untether_capture::{FrameFormat, FrameRing, TakenFrame};
+use untether_media::codec::InputPicture;
+use untether_media::stamp::{self, Stamp};
+
+use super::encode::EncoderStage;
+use super::shared::{lock, HostShared};
+use crate::clock::now_us;
+
+/// The ring an application's capture hook writes into (equal when it is the same ring).
+#[derive(Clone)]
+pub struct PresentRing(pub Arc<FrameRing>);
+
+impl PartialEq for PresentRing {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PresentRing {}
+
+impl fmt::Debug for PresentRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PresentRing(fd {})", self.0.raw_fd())
+    }
+}
+
+/// Rows of `frame` as top-down BGRA of even width and height in `buf` (None: use the slot as
+/// it is). Returns the picture's width, height and stride.
+fn to_bgra(frame: &TakenFrame<'_>, buf: &mut Vec<u8>) -> (u32, u32, usize, bool) {
+    let (w, h) = (frame.width & !1, frame.height & !1);
+    if frame.format == FrameFormat::Bgra && !frame.bottom_up {
+        return (w, h, frame.stride, false);
+    }
+    let row = w as usize * 4;
+    buf.resize(row * h as usize, 0);
+    let src = frame.data();
+    for y in 0..h as usize {
+        let sy = if frame.bottom_up {
+            frame.height as usize - 1 - y
+        } else {
+            y
+        };
+        let s = &src[sy * frame.stride..sy * frame.stride + row];
+        let d = &mut buf[y * row..(y + 1) * row];
+        match frame.format {
+            FrameFormat::Bgra => d.copy_from_slice(s),
+            FrameFormat::Rgba => {
+                for (d, s) in d.chunks_exact_mut(4).zip(s.chunks_exact(4)) {
+                    d.copy_from_slice(&[s[2], s[1], s[0], s[3]]);
+                }
+            }
+        }
+    }
+    (w, h, row, true)
+}
+
+pub(crate) fn ring_loop(
+    s: &HostShared,
+    ring: Arc<FrameRing>,
+    mut stage: EncoderStage,
+    fps: u32,
+    stamp_frames: bool,
+) {
+    ring.set_interval(Duration::from_micros(1_000_000 / fps.max(1) as u64));
+    s.note("taking the application's presented frames from its capture hook".into());
+    let mut buf = Vec::new();
+    let mut frame_number = 0u32;
+    while !s.stopped() {
+        let watched = s.watched();
+        ring.set_watching(watched);
+        if !watched {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let Some(mut frame) = ring.take(Duration::from_millis(100)) else {
+            continue;
+        };
+        let t0 = now_us();
+        let (w, h, stride, copied) = to_bgra(&frame, &mut buf);
+        if w == 0 || h == 0 {
+            continue;
+        }
+        let present_us = frame.present_us;
+        let pixels: &mut [u8] = if copied { &mut buf } else { frame.data_mut() };
+        if stamp_frames {
+            let st = Stamp {
+                frame_number,
+                capture_us: present_us,
+                input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
+            };
+            stamp::write_bgra_raw(pixels, stride, w, h, &st);
+        }
+        frame_number = frame_number.wrapping_add(1);
+        s.counters.captured.fetch_add(1, Ordering::Relaxed);
+        let dur = now_us().saturating_sub(t0) as u32;
+        lock(&s.samples).capture.push_us(dur as i64);
+        let picture = InputPicture::Bgra {
+            width: w,
+            height: h,
+            data: pixels,
+            stride,
+        };
+        // The capture instant is the present: glass-to-glass counts from the application's
+        // present call (the copy and the wait for the host are inside it).
+        if let Err(e) = stage.send(&picture, present_us, dur, None) {
+            if !s.stopped() {
+                s.fail(format!("encoder: {e}"));
+            }
+            return;
+        }
+    }
+    ring.set_watching(false);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bottom_up_rgba_rows_become_top_down_bgra_of_even_size() {
+        let ring = FrameRing::create(2, 4096).unwrap();
+        let (w, h) = (3u32, 3u32);
+        let mut slot = ring.begin_write(w, h, 12, FrameFormat::Rgba, true).unwrap();
+        for (y, row) in slot.pixels_mut().chunks_exact_mut(12).enumerate() {
+            for px in row.chunks_exact_mut(4) {
+                px.copy_from_slice(&[10 + y as u8, 20, 30, 255]);
+            }
+        }
+        slot.publish(5);
+        let f = ring.take(Duration::ZERO).unwrap();
+        let mut buf = Vec::new();
+        let (cw, ch, stride, copied) = to_bgra(&f, &mut buf);
+        assert_eq!((cw, ch, stride, copied), (2, 2, 8, true));
+        // The top row of the picture is the last row GL wrote, as B, G, R, A.
+        assert_eq!(&buf[..4], &[30, 20, 12, 255]);
+        assert_eq!(&buf[8..12], &[30, 20, 11, 255]);
+    }
+}
