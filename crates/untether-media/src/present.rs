@@ -276,6 +276,7 @@ impl SdlPresenter {
         let window = wb
             .build()
             .map_err(|e| MediaError::Display(format!("SDL window: {e}")))?;
+        window::utf8_title(&window, title);
         let cb = window.into_canvas();
         let cb = match renderer {
             RendererKind::Software => cb.software(),

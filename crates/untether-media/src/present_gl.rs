@@ -242,6 +242,7 @@ impl GlPresenter {
         let window = wb
             .build()
             .map_err(|e| MediaError::Display(format!("SDL GL window: {e}")))?;
+        window::utf8_title(&window, &spec.title);
         let context = window
             .gl_create_context()
             .map_err(sdl_err("OpenGL ES 3 context"))?;
