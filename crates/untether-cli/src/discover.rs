@@ -174,9 +174,8 @@ pub fn client_target(wanted: Option<&str>, state_dir: Option<&std::path::Path>) 
     };
     if let Some(w) = wanted {
         eprintln!("untether client: looking for {w:?} on the local network (mDNS) …");
-        let named = |h: &FoundHost| {
-            h.is_named(w) || known_entry(&known, h).is_some_and(|k| k.host == w)
-        };
+        let named =
+            |h: &FoundHost| h.is_named(w) || known_entry(&known, h).is_some_and(|k| k.host == w);
         let hosts = discovery::browse(CLIENT_WAIT, |found| found.iter().any(named))?;
         return match hosts.iter().find(|h| named(h)) {
             Some(h) => pick(h, label(h)),

@@ -1015,7 +1015,8 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     if let Some(pin) = &args.pin {
         untether::config::check_pin(pin).map_err(|e| anyhow::anyhow!("--pin {e}"))?;
     }
-    let state_dir = (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir));
+    let state_dir =
+        (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir));
     let target = discover::client_target(args.host.as_deref(), state_dir.as_deref())?;
     let host = target.addr;
     let options = client_options(&cfg, host, &args.side, &args.common)?;

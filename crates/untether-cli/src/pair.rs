@@ -421,10 +421,23 @@ mod tests {
         cd.trust_host("pc", "10.0.0.2:9710", &[4; 32]).unwrap();
         cd.trust_host("tv", "10.0.0.5:9710", &[5; 32]).unwrap();
         let text = run_args(&["--state-dir", d, "forget", "pc"]).unwrap();
-        assert!(text.starts_with("Forgot host \"pc\" (10.0.0.2:9710)"), "{text}");
-        let e = run_args(&["--state-dir", d, "forget", "pc"]).unwrap_err().to_string();
-        assert!(e.contains("no known host matches \"pc\"") && e.contains("\"tv\""), "{e}");
-        let hosts: Vec<String> = cd.known_hosts().unwrap().into_iter().map(|h| h.host).collect();
+        assert!(
+            text.starts_with("Forgot host \"pc\" (10.0.0.2:9710)"),
+            "{text}"
+        );
+        let e = run_args(&["--state-dir", d, "forget", "pc"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no known host matches \"pc\"") && e.contains("\"tv\""),
+            "{e}"
+        );
+        let hosts: Vec<String> = cd
+            .known_hosts()
+            .unwrap()
+            .into_iter()
+            .map(|h| h.host)
+            .collect();
         assert_eq!(hosts, vec!["tv".to_string()]);
         let _ = std::fs::remove_dir_all(&dir);
     }

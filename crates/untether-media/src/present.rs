@@ -438,6 +438,7 @@ impl Presenter for SdlPresenter {
     }
 
     fn poll_events(&mut self) -> Vec<WindowEvent> {
+        window::retry_utf8_title(self.canvas.window());
         window::poll_events(&mut self.events)
     }
 }

@@ -770,6 +770,7 @@ impl Presenter for GlPresenter {
     }
 
     fn poll_events(&mut self) -> Vec<WindowEvent> {
+        window::retry_utf8_title(&self.window);
         window::poll_events(&mut self.events)
     }
 

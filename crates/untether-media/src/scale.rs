@@ -77,9 +77,12 @@ impl Scaler {
         let null = std::ptr::null::<u8>();
         let (src, strides) = match picture {
             InputPicture::Bgra { data, stride, .. } => {
-                if *stride < w as usize * 4 || data.len() < need(*stride, w as usize * 4, h as usize)
+                if *stride < w as usize * 4
+                    || data.len() < need(*stride, w as usize * 4, h as usize)
                 {
-                    return Err(MediaError::Conversion("BGRA picture too small for its size".into()));
+                    return Err(MediaError::Conversion(
+                        "BGRA picture too small for its size".into(),
+                    ));
                 }
                 ([data.as_ptr(), null, null, null], [*stride as i32, 0, 0, 0])
             }
@@ -89,7 +92,9 @@ impl Scaler {
                     || u.len() < need(us, w2, h2)
                     || v.len() < need(vs, w2, h2)
                 {
-                    return Err(MediaError::Conversion("I420 planes too small for their size".into()));
+                    return Err(MediaError::Conversion(
+                        "I420 planes too small for their size".into(),
+                    ));
                 }
                 (
                     [y.as_ptr(), u.as_ptr(), v.as_ptr(), null],
@@ -120,16 +125,15 @@ impl Scaler {
             )
         };
         if rc < 0 {
-            return Err(MediaError::ffmpeg("sws_scale", ffmpeg_next::Error::from(rc)));
+            return Err(MediaError::ffmpeg(
+                "sws_scale",
+                ffmpeg_next::Error::from(rc),
+            ));
         }
         Ok(InputPicture::I420 {
             width: self.out.width,
             height: self.out.height,
-            planes: [
-                (&self.out.y, ow),
-                (&self.out.u, ow2),
-                (&self.out.v, ow2),
-            ],
+            planes: [(&self.out.y, ow), (&self.out.u, ow2), (&self.out.v, ow2)],
         })
     }
 }

@@ -87,7 +87,36 @@ pub(crate) fn x11_window(window: &Window) -> Option<u32> {
 /// reached (SDL's title stays).
 pub(crate) fn utf8_title(window: &Window, title: &str) {
     if let Some(id) = x11_window(window) {
-        crate::x11::set_utf8_title(id, title);
+        let done = crate::x11::set_utf8_title(id, title);
+        PENDING_TITLES.with(|p| {
+            let mut p = p.borrow_mut();
+            if done {
+                p.remove(&id);
+            } else {
+                p.insert(id, title.to_string());
+            }
+        });
+    }
+}
+
+thread_local! {
+    /// Titles set before the X server knew their window (SDL had not flushed its creation
+    /// yet), by window: set again at the presenter's next turns.
+    static PENDING_TITLES: std::cell::RefCell<std::collections::HashMap<u32, String>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Sets a title [`utf8_title`] could not set yet (nothing to do, the usual case, costs a
+/// thread-local look-up).
+pub(crate) fn retry_utf8_title(window: &Window) {
+    if PENDING_TITLES.with(|p| p.borrow().is_empty()) {
+        return;
+    }
+    let Some(id) = x11_window(window) else {
+        return;
+    };
+    if let Some(title) = PENDING_TITLES.with(|p| p.borrow().get(&id).cloned()) {
+        utf8_title(window, &title);
     }
 }
 

@@ -867,10 +867,16 @@ mod tests {
         let mut b2 = Vec::new();
         bare.encode(&mut b2);
         let parsed = ClientInfoPayload::parse(&b2).unwrap();
-        assert_eq!((parsed.wants, parsed.decodes()), (info.wants, vec![Codec::H264]));
+        assert_eq!(
+            (parsed.wants, parsed.decodes()),
+            (info.wants, vec![Codec::H264])
+        );
         // An older host reads the codecs and stops: the same codecs, the wants unread.
         let older = &b[..b.len() - StreamWants::LEN];
-        assert_eq!(ClientInfoPayload::parse(older).unwrap().codecs, vec![Codec::H264]);
+        assert_eq!(
+            ClientInfoPayload::parse(older).unwrap().codecs,
+            vec![Codec::H264]
+        );
     }
 
     #[test]
@@ -893,9 +899,15 @@ mod tests {
             bitrate_kbps,
         };
         let (p, clamped) = ask(1280, 720, 30, 8_000).grant(&limits);
-        assert_eq!((p.width, p.height, p.fps, p.bitrate_kbps, clamped), (1280, 720, 30, 8_000, false));
+        assert_eq!(
+            (p.width, p.height, p.fps, p.bitrate_kbps, clamped),
+            (1280, 720, 30, 8_000, false)
+        );
         let (p, clamped) = ask(3840, 2160, 120, 50_000).grant(&limits);
-        assert_eq!((p.width, p.height, p.fps, p.bitrate_kbps, clamped), (1920, 1080, 60, 20_000, true));
+        assert_eq!(
+            (p.width, p.height, p.fps, p.bitrate_kbps, clamped),
+            (1920, 1080, 60, 20_000, true)
+        );
         let (p, clamped) = ask(0, 0, 0, 0).grant(&limits);
         assert_eq!((p, clamped), (limits, false));
         let (p, _) = ask(641, 9, 0, 1).grant(&limits);

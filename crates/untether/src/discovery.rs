@@ -250,6 +250,9 @@ fn found(info: &mdns_sd::ResolvedService) -> FoundHost {
         .get_addresses()
         .iter()
         .map(|a| a.to_ip_addr())
+        // An IPv6 link-local address needs its interface, which a socket address here does
+        // not carry: left out.
+        .filter(|ip| rank(ip) != 4)
         .collect();
     addrs.sort_by_key(|ip| (rank(ip), *ip));
     addrs.dedup();
@@ -262,9 +265,10 @@ fn found(info: &mdns_sd::ResolvedService) -> FoundHost {
         name: untether_proto::sanitize_peer_text(&txt("name").unwrap_or_else(|| instance.clone())),
         instance: untether_proto::sanitize_peer_text(&instance),
         // The fingerprint of the key it carries (what the handshake will prove); else its word.
-        fingerprint: key.as_ref().map(fingerprint).unwrap_or_else(|| {
-            untether_proto::sanitize_peer_text(&txt("fp").unwrap_or_default())
-        }),
+        fingerprint: key
+            .as_ref()
+            .map(fingerprint)
+            .unwrap_or_else(|| untether_proto::sanitize_peer_text(&txt("fp").unwrap_or_default())),
         key,
         addrs,
         port: info.get_port(),
@@ -348,10 +352,16 @@ mod tests {
 
     #[test]
     fn routable_addresses_come_before_link_local_and_loopback() {
-        let mut ips: Vec<IpAddr> = ["127.0.0.1", "fe80::1", "169.254.1.1", "192.168.1.5", "fd00::2"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let mut ips: Vec<IpAddr> = [
+            "127.0.0.1",
+            "fe80::1",
+            "169.254.1.1",
+            "192.168.1.5",
+            "fd00::2",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
         ips.sort_by_key(|ip| (rank(ip), *ip));
         let first: IpAddr = "192.168.1.5".parse().unwrap();
         assert_eq!(ips[0], first);

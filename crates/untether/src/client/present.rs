@@ -600,8 +600,9 @@ mod tests {
                 paused,
             })
         };
-        assert!(status_text(&st(true, viewer(true, false)))
-            .is_some_and(|t| t.contains("reconnecting")));
+        assert!(
+            status_text(&st(true, viewer(true, false))).is_some_and(|t| t.contains("reconnecting"))
+        );
         assert_eq!(status_text(&st(false, None)), None);
         let controller = Some(RoleView {
             role: ClientRole::Controller,
@@ -640,7 +641,10 @@ mod tests {
         assert_eq!(lines, vec!["host unreachable: reconnecting…".to_string()]);
         v.overlay = true;
         let lines = v.overlay_model().lines();
-        assert!(lines.len() > 3 && lines[0].contains("reconnecting"), "{lines:?}");
+        assert!(
+            lines.len() > 3 && lines[0].contains("reconnecting"),
+            "{lines:?}"
+        );
         let waiting = NetStatus {
             awaiting_approval: true,
             ..NetStatus::default()

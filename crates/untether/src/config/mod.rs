@@ -11,12 +11,12 @@ use untether_media::codec::{Codec, EncoderChoice, Refresh, Selection, SelectionE
 use untether_proto::units;
 
 mod keys;
-mod wants;
 mod limits;
 mod network;
 mod rtsp;
 mod video;
 mod vr;
+mod wants;
 mod webrtc;
 
 pub use keys::*;

@@ -71,7 +71,10 @@ mod tests {
         c.resolution = String::new();
         c.bitrate_kbps = 5;
         let e = c.wants().unwrap_err().to_string();
-        assert!(e.contains("client.bitrate_kbps") && e.contains("100"), "{e}");
+        assert!(
+            e.contains("client.bitrate_kbps") && e.contains("100"),
+            "{e}"
+        );
         c.bitrate_kbps = 0;
         c.fps = 1000;
         assert!(c.validate().unwrap_err().to_string().contains("client.fps"));

@@ -25,7 +25,10 @@ pub(crate) fn asked_text(w: &StreamWants) -> String {
 
 /// `WxH @ F fps, B kbit/s` of a stream.
 pub(crate) fn stream_text(p: &SessionParams) -> String {
-    format!("{}x{} @ {} fps, {} kbit/s", p.width, p.height, p.fps, p.bitrate_kbps)
+    format!(
+        "{}x{} @ {} fps, {} kbit/s",
+        p.width, p.height, p.fps, p.bitrate_kbps
+    )
 }
 
 /// The host's line for a client that asked for a stream.

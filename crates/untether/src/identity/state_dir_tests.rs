@@ -380,7 +380,10 @@ fn a_known_host_is_forgotten_by_name_address_or_fingerprint() {
     let gone = d.forget_host(&fp[..9]).unwrap();
     assert_eq!(gone[0].host, "pc.lan");
     let e = d.forget_host("10.9.9.9:1").unwrap_err().to_string();
-    assert!(e.contains("no known host matches") && e.contains("laptop"), "{e}");
+    assert!(
+        e.contains("no known host matches") && e.contains("laptop"),
+        "{e}"
+    );
     let gone = d.forget_host("10.0.0.3:9710").unwrap();
     assert_eq!(gone[0].host, "laptop");
     assert!(d.known_hosts().unwrap().is_empty());

@@ -657,8 +657,12 @@ impl HostSession {
         }
         let (granted, clamped) = wants.unwrap_or_default().grant(&self.limits.0);
         let p = &mut self.cfg.params;
-        (p.width, p.height, p.fps, p.bitrate_kbps) =
-            (granted.width, granted.height, granted.fps, granted.bitrate_kbps);
+        (p.width, p.height, p.fps, p.bitrate_kbps) = (
+            granted.width,
+            granted.height,
+            granted.fps,
+            granted.bitrate_kbps,
+        );
         // The adaptive bitrate stays at or below what was granted.
         self.cfg.rate = self.limits.1.map(|r| crate::rate::RateConfig {
             max_kbps: granted.bitrate_kbps,

@@ -92,16 +92,16 @@ fn connected_line(host: std::net::SocketAddr, p: &SessionParams) -> String {
 pub(crate) fn wants_line(w: &untether_proto::StreamWants, p: &SessionParams) -> Option<String> {
     let mut lower = Vec::new();
     if w.width > 0 && (w.width, w.height) != (p.width, p.height) {
-        lower.push(format!("{}x{} for {}x{}", p.width, p.height, w.width, w.height));
+        lower.push(format!(
+            "{}x{} for {}x{}",
+            p.width, p.height, w.width, w.height
+        ));
     }
     if w.fps > 0 && w.fps != p.fps {
         lower.push(format!("{} fps for {}", p.fps, w.fps));
     }
     if w.bitrate_kbps > 0 && w.bitrate_kbps != p.bitrate_kbps {
-        lower.push(format!(
-            "{} kbit/s for {}",
-            p.bitrate_kbps, w.bitrate_kbps
-        ));
+        lower.push(format!("{} kbit/s for {}", p.bitrate_kbps, w.bitrate_kbps));
     }
     (!lower.is_empty()).then(|| {
         format!(
@@ -347,7 +347,10 @@ mod tests {
             wait_for_host: true,
             ..Patience::default()
         };
-        assert!(matches!(gone(GoneReason::Timeout, ends), Gone::Reconnect(_)));
+        assert!(matches!(
+            gone(GoneReason::Timeout, ends),
+            Gone::Reconnect(_)
+        ));
         assert_eq!(
             gone(GoneReason::Bye, ends),
             Gone::End("the host ended the stream")
@@ -360,7 +363,10 @@ mod tests {
             matches!(gone(GoneReason::ShuttingDown, waits), Gone::Reconnect(w) if w.contains("--exit-on-bye")),
             "a host that stopped gracefully is waited for"
         );
-        assert!(matches!(gone(GoneReason::Bye, waits), Gone::Fail(_)), "revoked: no wait");
+        assert!(
+            matches!(gone(GoneReason::Bye, waits), Gone::Fail(_)),
+            "revoked: no wait"
+        );
         assert!(matches!(gone(GoneReason::Bye, exits), Gone::Fail(_)));
         assert!(matches!(gone(GoneReason::Replaced, ends), Gone::Fail(_)));
         let Gone::Fail(slow) = gone(GoneReason::TooSlow, exits) else {

@@ -207,7 +207,10 @@ fn an_unpaired_client_waits_for_approval_and_tries_again() {
     let st = r.shared.status();
     assert!(st.awaiting_approval && !st.reconnecting, "{st:?}");
     r.net.handle_timeout(now_us() + APPROVAL_RETRY_US + 1);
-    assert_eq!(r.net.session_number, 1, "tried again after a quarter second");
+    assert_eq!(
+        r.net.session_number, 1,
+        "tried again after a quarter second"
+    );
     r.net.on_event(refusal());
     assert!(!r.net.is_done());
     // Impatient: the refusal ends the run, naming the reason.

@@ -21,7 +21,9 @@ impl StreamShape {
     /// A new shape: `size` when smaller than the host's own, `fps` when lower.
     pub fn set(&mut self, size: Option<(u32, u32)>, fps: Option<u32>) {
         self.size = size;
-        self.interval_us = fps.filter(|&f| f > 0).map_or(0, |f| 1_000_000 / f as Micros);
+        self.interval_us = fps
+            .filter(|&f| f > 0)
+            .map_or(0, |f| 1_000_000 / f as Micros);
         self.next_due_us = 0;
         if size.is_none() {
             self.scaler = None;
@@ -62,10 +64,16 @@ mod tests {
     #[test]
     fn a_lower_frame_rate_drops_pictures_and_a_smaller_size_is_only_ever_down() {
         let mut s = StreamShape::default();
-        assert!((0..5).all(|i| s.due(i * 16_667)), "no rate asked: every picture");
+        assert!(
+            (0..5).all(|i| s.due(i * 16_667)),
+            "no rate asked: every picture"
+        );
         s.set(Some((640, 360)), Some(30));
         let sent = (0..60).filter(|i| s.due(i * 16_667)).count();
-        assert!((29..=31).contains(&sent), "60 pictures in 1 s at 30 fps: {sent} sent");
+        assert!(
+            (29..=31).contains(&sent),
+            "60 pictures in 1 s at 30 fps: {sent} sent"
+        );
         let data = vec![0u8; 1280 * 720 * 4];
         let pic = InputPicture::Bgra {
             width: 1280,
