@@ -1,7 +1,7 @@
 //! Getting connected as a new user does (issue 26): the host found on the local network
 //! (mDNS, on one machine and across two network namespaces, again after its address moved),
 //! a client that waits for its approval and for a host that restarts, a failed connect that
-//! says only why, and the window's UTF-8 title and in-picture banner under Xvfb.
+//! says only why, and the in-picture banner of a fullscreen window under Xvfb.
 
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -341,7 +341,7 @@ fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
 /// The patient client: it waits for approval (saying which host and how to approve) and is
 /// in within a second of `untether pair approve`; after the host's Ctrl-C it waits, shows
 /// that inside the picture (fullscreen, under Xvfb) and reconnects to the restarted host; its
-/// report counts every session's frames. The window title is UTF-8 for X11.
+/// report counts every session's frames.
 #[test]
 fn a_client_waits_for_approval_and_for_a_restarted_host() {
     let (hd, cd) = (state("wait-host"), state("wait-client"));
@@ -355,7 +355,9 @@ fn a_client_waits_for_approval_and_for_a_restarted_host() {
     if window {
         client.args(["--fullscreen", "--presenter", "sdl"]);
     } else {
-        eprintln!("no DISPLAY: the window's title and banner are not checked (make test runs this under Xvfb)");
+        eprintln!(
+            "no DISPLAY: the fullscreen banner is not checked (make test runs this under Xvfb)"
+        );
         client.arg("--headless");
     }
     let mut c = Proc::spawn(client);
@@ -382,9 +384,6 @@ fn a_client_waits_for_approval_and_for_a_restarted_host() {
     c.wait_for("approved by the host", Duration::from_secs(2));
     std::thread::sleep(Duration::from_millis(1500));
     let before = window.then(|| screenshot("before"));
-    if window {
-        check_utf8_title();
-    }
     drop(h.interrupt());
     c.wait_for("waiting for it to come back", Duration::from_secs(5));
     if let Some(before) = before {
@@ -450,92 +449,4 @@ fn region_diff(a: &Ppm, b: &Ppm, x0: usize, y0: usize, w: usize, h: usize) -> f6
         }
     }
     sum / (w * h * 3) as f64
-}
-
-/// The client window's `_NET_WM_NAME` carries its title in UTF-8 (an em dash, not `â`).
-fn check_utf8_title() {
-    let o = Command::new("xwininfo")
-        .args(["-root", "-children"])
-        .output()
-        .expect("x11-utils' xwininfo");
-    let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
-        .split_whitespace()
-        .filter(|w| w.starts_with("0x"))
-        .map(str::to_string)
-        .collect();
-    let titles: Vec<String> = ids
-        .iter()
-        .filter_map(|id| {
-            let o = Command::new("xprop")
-                .args(["-id", id, "_NET_WM_NAME", "WM_NAME"])
-                .output()
-                .ok()?;
-            let t = String::from_utf8_lossy(&o.stdout).into_owned();
-            t.contains("untether").then_some(t)
-        })
-        .collect();
-    assert!(
-        titles
-            .iter()
-            .any(|t| t.contains("_NET_WM_NAME(UTF8_STRING) = \"untether — 127.0.0.1:")),
-        "{titles:?}"
-    );
-}
-
-/// `client --resolution --fps --bitrate`: within the host's limits the stream is what was
-/// asked (the picture decoded at that size); above them the host clamps, and both sides say
-/// so. One host for both runs.
-#[test]
-fn a_client_gets_the_stream_it_asks_for_within_the_hosts_limits() {
-    let (hd, cd) = (state("ask-host"), state("ask-client"));
-    let port = free_udp_port();
-    let bind = format!("127.0.0.1:{port}");
-    let mut h = Proc::spawn(host(&hd, &bind, &["--no-advertise", "--access", "open"]));
-    h.wait_for("listening on udp", Duration::from_secs(10));
-    let frame = std::env::temp_dir().join(format!("untether-gc-{}-ask.ppm", std::process::id()));
-    let o = untether(&cd)
-        .args(["client", &bind, "--headless", "--duration", "1500ms"])
-        .args([
-            "--resolution",
-            "320x180",
-            "--fps",
-            "15",
-            "--bitrate",
-            "400k",
-        ])
-        .arg("--save-frame")
-        .arg(&frame)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(
-        text(&o).contains("320x180 @ 15 fps, h264, 400 kbit/s"),
-        "{}",
-        text(&o)
-    );
-    let ppm = std::fs::read(&frame).expect("the last picture was saved");
-    assert!(
-        ppm.starts_with(b"P6\n320 180\n"),
-        "decoded at the size asked for"
-    );
-    h.wait_for(
-        "asked for 320x180 @ 15 fps, 400 kbit/s: streaming 320x180",
-        Duration::from_secs(3),
-    );
-    let o = untether(&cd)
-        .args(["client", &bind, "--headless", "--duration", "800ms"])
-        .args(["--resolution", "1080p", "--fps", "120"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(
-        text(&o).contains("the host grants 640x360 for 1920x1080, 30 fps for 120"),
-        "{}",
-        text(&o)
-    );
-    h.wait_for(
-        "above this host's limits (640x360 @ 30 fps",
-        Duration::from_secs(3),
-    );
-    drop(h.interrupt());
 }

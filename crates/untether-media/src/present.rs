@@ -276,7 +276,6 @@ impl SdlPresenter {
         let window = wb
             .build()
             .map_err(|e| MediaError::Display(format!("SDL window: {e}")))?;
-        window::utf8_title(&window, title);
         let cb = window.into_canvas();
         let cb = match renderer {
             RendererKind::Software => cb.software(),
@@ -438,7 +437,6 @@ impl Presenter for SdlPresenter {
     }
 
     fn poll_events(&mut self) -> Vec<WindowEvent> {
-        window::retry_utf8_title(self.canvas.window());
         window::poll_events(&mut self.events)
     }
 }

@@ -242,7 +242,6 @@ impl GlPresenter {
         let window = wb
             .build()
             .map_err(|e| MediaError::Display(format!("SDL GL window: {e}")))?;
-        window::utf8_title(&window, &spec.title);
         let context = window
             .gl_create_context()
             .map_err(sdl_err("OpenGL ES 3 context"))?;
@@ -770,7 +769,6 @@ impl Presenter for GlPresenter {
     }
 
     fn poll_events(&mut self) -> Vec<WindowEvent> {
-        window::retry_utf8_title(&self.window);
         window::poll_events(&mut self.events)
     }
 

@@ -62,62 +62,6 @@ pub(crate) fn set_mouse_captured(sdl: &sdl2::Sdl, on: bool) {
 /// Sets the title; a title with a NUL byte cannot be set (the status is in the log too).
 pub(crate) fn set_title(window: &mut Window, title: &str) {
     let _ = window.set_title(title);
-    utf8_title(window, title);
-}
-
-/// The X11 window behind an SDL window (None: another video driver).
-pub(crate) fn x11_window(window: &Window) -> Option<u32> {
-    // SAFETY: SDL_SysWMinfo is plain data (zero is a valid value); SDL_GetWindowWMInfo reads
-    // the version we set and fills the rest for a live window.
-    unsafe {
-        let mut info: sdl2::sys::SDL_SysWMinfo = std::mem::zeroed();
-        sdl2::sys::SDL_GetVersion(&mut info.version);
-        if sdl2::sys::SDL_GetWindowWMInfo(window.raw(), &mut info) != sdl2::sys::SDL_bool::SDL_TRUE
-            || info.subsystem != sdl2::sys::SDL_SYSWM_TYPE::SDL_SYSWM_X11
-        {
-            return None;
-        }
-        u32::try_from(info.info.x11.window).ok()
-    }
-}
-
-/// On X11, the title as UTF-8 in `_NET_WM_NAME` (what window managers and taskbars read) and
-/// `WM_NAME` typed `UTF8_STRING`: SDL 2.26 writes `WM_NAME` as Latin-1 `STRING` only, so an
-/// em dash showed as `â`. Nothing on another video driver, or when the display cannot be
-/// reached (SDL's title stays).
-pub(crate) fn utf8_title(window: &Window, title: &str) {
-    if let Some(id) = x11_window(window) {
-        let done = crate::x11::set_utf8_title(id, title);
-        PENDING_TITLES.with(|p| {
-            let mut p = p.borrow_mut();
-            if done {
-                p.remove(&id);
-            } else {
-                p.insert(id, title.to_string());
-            }
-        });
-    }
-}
-
-thread_local! {
-    /// Titles set before the X server knew their window (SDL had not flushed its creation
-    /// yet), by window: set again at the presenter's next turns.
-    static PENDING_TITLES: std::cell::RefCell<std::collections::HashMap<u32, String>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
-}
-
-/// Sets a title [`utf8_title`] could not set yet (nothing to do, the usual case, costs a
-/// thread-local look-up).
-pub(crate) fn retry_utf8_title(window: &Window) {
-    if PENDING_TITLES.with(|p| p.borrow().is_empty()) {
-        return;
-    }
-    let Some(id) = x11_window(window) else {
-        return;
-    };
-    if let Some(title) = PENDING_TITLES.with(|p| p.borrow().get(&id).cloned()) {
-        utf8_title(window, &title);
-    }
 }
 
 /// Everything the window reported since the last call.

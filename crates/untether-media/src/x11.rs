@@ -46,50 +46,6 @@ fn connect(display: Option<&str>) -> Result<(RustConnection, usize)> {
     })
 }
 
-/// The connection that titles windows (opened at the first title, on `$DISPLAY` like SDL's).
-static TITLES: std::sync::Mutex<Option<RustConnection>> = std::sync::Mutex::new(None);
-
-/// Sets window `window`'s title as UTF-8: `_NET_WM_NAME` and `WM_NAME`, both typed
-/// `UTF8_STRING`. Best effort: a display that cannot be reached leaves the title as it was.
-/// False: the X server does not know the window yet (its creator has not flushed it): try
-/// again later.
-pub(crate) fn set_utf8_title(window: u32, title: &str) -> bool {
-    use x11rb::wrapper::ConnectionExt as _;
-    let mut conn = TITLES.lock().unwrap_or_else(|p| p.into_inner());
-    if conn.is_none() {
-        *conn = RustConnection::connect(None).ok().map(|(c, _)| c);
-    }
-    let Some(c) = conn.as_ref() else {
-        return true;
-    };
-    let atom = |name: &[u8]| {
-        c.intern_atom(false, name)
-            .ok()
-            .and_then(|cookie| cookie.reply().ok())
-            .map(|r| r.atom)
-    };
-    let (Some(utf8), Some(net_wm_name)) = (atom(b"UTF8_STRING"), atom(b"_NET_WM_NAME")) else {
-        *conn = None;
-        return true;
-    };
-    if c.get_geometry(window).ok().and_then(|g| g.reply().ok()).is_none() {
-        return false;
-    }
-    let bytes = title.as_bytes();
-    let ok = [net_wm_name, u32::from(AtomEnum::WM_NAME)]
-        .iter()
-        .all(|&prop| {
-            c.change_property8(xproto::PropMode::REPLACE, window, prop, utf8, bytes)
-                .is_ok()
-        })
-        && c.flush().is_ok();
-    if !ok {
-        // The display went away: open a new connection next time.
-        *conn = None;
-    }
-    true
-}
-
 /// A System V shared memory segment attached to this process and to the X server.
 struct ShmSegment {
     addr: *mut u8,
