@@ -9,13 +9,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{ArgAction, Args, Parser, Subcommand};
 use untether::client::{ClientAudio, ClientIo, ClientOptions, Display, InputDevice};
-use untether::config::{parse_key, ConfigError, ConfigToml, DEFAULT_PORT};
+use untether::config::{parse_key, ConfigError, ConfigToml};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
 use untether_media::x11::{CaptureTarget, PointerMode};
 
 mod bench;
+mod discover;
 mod doctor;
 mod netem;
 mod pair;
@@ -39,9 +40,9 @@ mod run;
         user's input back.\n\n\
         Quick start on one machine:  untether demo\n\
         Two machines:                untether host            (on the PC)\n\
-        \x20                            untether client PC-ADDRESS (on the headset / Pi)\n\
-        \x20                            untether pair            (on the PC: lists the request and its fingerprint)\n\
-        \x20                            untether pair approve FINGERPRINT  (once per new client; the client shows it)\n\
+        \x20                            untether client          (on the headset / Pi: finds the host on the local network; or untether client PC-ADDRESS)\n\
+        \x20                            untether pair approve FINGERPRINT  (on the PC, once per new client: it waits, showing its fingerprint)\n\
+        \x20                            untether discover        (lists the hosts on the local network)\n\
         or pair with a PIN:          untether host --access pin, then untether client PC-ADDRESS --pin PIN\n\n\
         Only paired clients may connect (host --access allowlist, the default); keys, the allowlist \
         and known hosts live in the state directory ($XDG_STATE_HOME/untether or \
@@ -97,6 +98,8 @@ enum Command {
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
     Demo(DemoArgs),
+    /// List the untether hosts on the local network (mDNS/DNS-SD): name, address, fingerprint, whether this client is paired with each, what each serves.
+    Discover(discover::DiscoverArgs),
     /// On the host: list pending access requests and allowed clients, approve, deny or revoke them, or make a one-time pairing PIN.
     Pair(pair::PairArgs),
     /// Relay UDP between clients and a target, impairing each direction: loss, burst loss, delay, jitter, rate limit, reordering, duplication, outages.
@@ -298,6 +301,12 @@ struct HostArgs {
     /// Most clients served at once, all from the one encoded stream: the first to connect controls (its input drives the application), the others watch (their input is dropped unless granted: `untether pair grant FINGERPRINT input`); `untether pair control FINGERPRINT` hands control over. One more is refused as busy (1–256) [config: host.max_clients, default 8].
     #[arg(long, value_name = "N")]
     max_clients: Option<usize>,
+    /// Do not advertise this host on the local network (mDNS/DNS-SD: `untether discover` and `untether client` without an address find it otherwise) [config: host.advertise = false].
+    #[arg(long)]
+    no_advertise: bool,
+    /// The name this host advertises on the local network [config: host.name, default the machine's host name].
+    #[arg(long = "host-name", value_name = "NAME")]
+    host_name: Option<String>,
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
@@ -377,8 +386,20 @@ struct ClientIoArgs {
 
 #[derive(Args, Debug, Clone)]
 struct ClientArgs {
-    /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT.
-    host: String,
+    /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT; or a name `untether discover` lists. Left out: the only host on the local network (mDNS), else a list of them to pick from.
+    host: Option<String>,
+    /// Exit when the host says goodbye (it stopped: Ctrl-C, a service restart) instead of waiting for it to come back [config: client.wait_for_host = false].
+    #[arg(long)]
+    exit_on_bye: bool,
+    /// Ask the host for this frame size: WIDTHxHEIGHT or 360p … 4k. The host grants it within its own (--resolution there, its limit) and says so [config: client.resolution, default the host's].
+    #[arg(long, value_name = "WxH")]
+    resolution: Option<String>,
+    /// Ask the host for this frame rate, within its own (its limit) [config: client.fps, default the host's].
+    #[arg(long)]
+    fps: Option<u32>,
+    /// Ask the host for this bit rate (8000, 8000k, 10M), within its own (its limit) [config: client.bitrate_kbps, default the host's].
+    #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
+    bitrate: Option<u32>,
     /// Pair with the host using the one-time PIN it shows (`untether host --access pin` or `untether pair --pin` there); the host then remembers this client.
     #[arg(long, value_name = "PIN")]
     pin: Option<String>,
@@ -462,10 +483,14 @@ const FLAGS: &[(&str, &str)] = &[
     ("host.access", "--access"),
     ("network.scheduler", "--scheduler"),
     ("host.max_clients", "--max-clients"),
+    ("host.name", "--host-name"),
     ("host.slow_viewer", "--slow-viewer"),
     ("host.dashboard", "--dashboard"),
     ("client.name", "--name"),
     ("client.paths", "--path"),
+    ("client.resolution", "--resolution"),
+    ("client.fps", "--fps"),
+    ("client.bitrate_kbps", "--bitrate"),
     ("client.input_probe_interval_ms", "--input-probe"),
     ("client.presenter", "--presenter"),
     ("vr.lens", "--lens"),
@@ -807,6 +832,12 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     if let Some(n) = args.max_clients {
         cfg.host.max_clients = n;
     }
+    if args.no_advertise {
+        cfg.host.advertise = false;
+    }
+    if let Some(n) = &args.host_name {
+        cfg.host.name = n.clone();
+    }
     if let Some(v) = &args.slow_viewer {
         cfg.host.slow_viewer = parse_key(v).map_err(with_flag)?;
     }
@@ -830,6 +861,7 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     let stop = stop_on_ctrl_c();
     let rtsp = rtsp::start(&cfg, options.host.access, &mut setup)?;
     let host = Host::start_with(options.clone(), setup.clone()).map_err(host_error)?;
+    let advert = discover::advertise(&host, &cfg, rtsp.as_deref().map(rtsp::port));
     let options = host.options().clone();
     let v = &options.video;
     let source = match &setup.source {
@@ -933,6 +965,7 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
         paired = p.len();
         std::thread::sleep(Duration::from_millis(50));
     }
+    drop(advert);
     let mut summary = host.stop();
     let app_report = app.map(|a| a.finish());
     if let Some(server) = &rtsp {
@@ -1039,15 +1072,29 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         cfg.client.state_dir = d.display().to_string();
     }
     cfg.client.paths.extend(args.paths.iter().cloned());
+    if let Some(r) = &args.resolution {
+        cfg.client.resolution = r.clone();
+    }
+    if let Some(f) = args.fps {
+        cfg.client.fps = f;
+    }
+    if let Some(b) = args.bitrate {
+        cfg.client.bitrate_kbps = b;
+    }
     if let Some(pin) = &args.pin {
         untether::config::check_pin(pin).map_err(|e| anyhow::anyhow!("--pin {e}"))?;
     }
-    let host = untether_net_resolve(&args.host)?;
+    let state_dir =
+        (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir));
+    let target = discover::client_target(args.host.as_deref(), state_dir.as_deref())?;
+    let host = target.addr;
     let options = client_options(&cfg, host, &args.side, &args.common)?;
     let mut io = ClientIo {
         pin: args.pin.clone(),
-        host_label: Some(args.host.clone()),
+        host_label: Some(target.label),
         end_on_host_bye: sink.is_some(),
+        wait_for_approval: cfg.client.wait_for_approval,
+        wait_for_host: cfg.client.wait_for_host && !args.exit_on_bye,
         sink,
         audio: args.io.audio.then(|| ClientAudio {
             device: args.io.audio_device.clone(),
@@ -1094,7 +1141,9 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
             };
     }
     let report = report::build(config, &run, None);
-    if to_stdout {
+    if params.is_none() && ended_by.is_some() {
+        // It never connected: no latency report to show, only why (below).
+    } else if to_stdout {
         eprint!("{}", report.to_text());
     } else {
         print!("{}", report.to_text());
@@ -1106,10 +1155,6 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
-}
-
-fn untether_net_resolve(name: &str) -> Result<std::net::SocketAddr> {
-    untether::resolve_host(name, DEFAULT_PORT).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
@@ -1214,9 +1259,18 @@ fn main() -> ExitCode {
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
         Command::Doctor(a) => load_config(&global).and_then(|cfg| doctor::run(a, &cfg, &global)),
+        Command::Discover(a) => load_config(&global).and_then(|cfg| {
+            let dir = global.state_dir.clone().or_else(|| {
+                (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir))
+            });
+            discover::run(a, dir)
+        }),
         Command::Pair(mut a) => load_config(&global).and_then(|cfg| {
             a.state_dir = global.state_dir.clone().or_else(|| {
                 (!cfg.host.state_dir.is_empty()).then(|| PathBuf::from(&cfg.host.state_dir))
+            });
+            a.client_state_dir = global.state_dir.clone().or_else(|| {
+                (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir))
             });
             pair::run(a)
         }),

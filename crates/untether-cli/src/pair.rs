@@ -59,6 +59,10 @@ pub struct PairArgs {
     /// ~/.local/state/untether).
     #[arg(skip)]
     pub state_dir: Option<PathBuf>,
+    /// The client's state directory, for `forget` (the global `--state-dir`, else the
+    /// config's `client.state_dir`; set by `main`).
+    #[arg(skip)]
+    pub client_state_dir: Option<PathBuf>,
 }
 
 /// What `untether pair` does.
@@ -100,6 +104,10 @@ pub enum PairAction {
         #[arg(long)]
         release: bool,
     },
+    /// On a client: forget a host this client trusts (its entries in known_hosts.json), named
+    /// as it was pinned (the name or address typed, or found by `untether discover`), or by
+    /// its fingerprint (8 or more characters). Its next connection trusts on first use again.
+    Forget { host: String },
 }
 
 /// Runs `untether pair`, printing to stdout.
@@ -120,6 +128,19 @@ fn ago(t: u64) -> String {
 
 /// Runs `untether pair`, printing to `out`.
 pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    if let Some(PairAction::Forget { host }) = &args.action {
+        let dir = StateDir::resolve(args.client_state_dir.as_deref())?;
+        for h in dir.forget_host(host)? {
+            writeln!(
+                out,
+                "Forgot host {} ({}); the next connection to it trusts its key on first use \
+                 again",
+                h.describe(),
+                untether::identity::parse_key(&h.key).map_or("?".into(), |k| fingerprint(&k))
+            )?;
+        }
+        return Ok(());
+    }
     let dir = StateDir::resolve(args.state_dir.as_deref())?;
     if args.pin {
         untether::config::PIN_TTL_S
@@ -266,6 +287,7 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
             )?,
             None => writeln!(out, "Control was not handed to anyone.")?,
         },
+        PairAction::Forget { .. } => {}
     }
     Ok(())
 }
@@ -383,10 +405,41 @@ mod tests {
 
     fn run_args(args: &[&str]) -> anyhow::Result<String> {
         let mut cli = Cli::try_parse_from(std::iter::once("pair").chain(args.iter().copied()))?;
+        cli.pair.client_state_dir = cli.state_dir.clone();
         cli.pair.state_dir = cli.state_dir;
         let mut out = Vec::new();
         run_to(cli.pair, &mut out)?;
         Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[test]
+    fn forget_removes_a_known_host_and_names_what_is_left() {
+        let dir = std::env::temp_dir().join(format!("untether-forget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = dir.to_str().unwrap();
+        let cd = StateDir::at(&dir);
+        cd.trust_host("pc", "10.0.0.2:9710", &[4; 32]).unwrap();
+        cd.trust_host("tv", "10.0.0.5:9710", &[5; 32]).unwrap();
+        let text = run_args(&["--state-dir", d, "forget", "pc"]).unwrap();
+        assert!(
+            text.starts_with("Forgot host \"pc\" (10.0.0.2:9710)"),
+            "{text}"
+        );
+        let e = run_args(&["--state-dir", d, "forget", "pc"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no known host matches \"pc\"") && e.contains("\"tv\""),
+            "{e}"
+        );
+        let hosts: Vec<String> = cd
+            .known_hosts()
+            .unwrap()
+            .into_iter()
+            .map(|h| h.host)
+            .collect();
+        assert_eq!(hosts, vec!["tv".to_string()]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -40,6 +40,11 @@ fn with_flag(e: untether_rtsp::RtspError) -> anyhow::Error {
 }
 
 /// What the operator needs to know: where, who may watch, and a command that plays it.
+/// The RTSP server's TCP port (advertised on the local network).
+pub fn port(server: &RtspServer) -> u16 {
+    server.local_addr().port()
+}
+
 pub fn announce(who: &str, server: &RtspServer, cfg: &ConfigToml, access: Access) {
     let addr = server.local_addr();
     let (udp, tcp) = cfg.rtsp.transports().unwrap_or((true, true));

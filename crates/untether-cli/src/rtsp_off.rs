@@ -33,6 +33,10 @@ pub fn start(
     Ok(None)
 }
 
+pub fn port(server: &RtspServer) -> u16 {
+    match *server {}
+}
+
 pub fn announce(_who: &str, server: &RtspServer, _cfg: &ConfigToml, _access: Access) {
     match *server {}
 }

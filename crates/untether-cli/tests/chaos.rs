@@ -176,6 +176,8 @@ fn a_host_stopped_behind_a_relay_ends_its_client_within_a_second_with_the_report
             "--headless",
             "--duration",
             "30",
+            // (Without it the client waits for the host to come back: getting_connected.rs.)
+            "--exit-on-bye",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -683,7 +683,8 @@ fn pin_pairing_and_approval_across_processes() {
     assert!(o.status.success(), "pairing failed: {}", text(&o));
     let o = client(&c1, &[]);
     assert!(o.status.success(), "a paired client connects: {}", text(&o));
-    // An unknown client: refused at once, with the way out in the message.
+    // An unknown client: it waits for the approval; its run ending first (--duration 1)
+    // ends it with the refusal, the way out in the message.
     let t = Instant::now();
     let o = client(&c2, &[]);
     assert!(

@@ -20,6 +20,7 @@ pub mod pipe;
 pub mod present;
 pub mod present_gl;
 pub mod quality;
+pub mod scale;
 pub mod scene;
 pub mod slice_decoder;
 pub mod stamp;

@@ -41,6 +41,12 @@ pub struct OverlayModel {
     pub paths: Option<(usize, usize)>,
     /// Pose-to-photon, ms (set with [`set_pose_to_photon`](Self::set_pose_to_photon)).
     pub pose_to_photon_ms: Option<f64>,
+    /// A line above the figures about the connection (the host is unreachable and the client
+    /// reconnects, or it waits for approval): shown inside the picture, so that it is seen in
+    /// fullscreen and in a headset, where the title is not.
+    pub banner: Option<String>,
+    /// Only the banner (the statistics are hidden: F12 is off).
+    pub banner_only: bool,
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -64,6 +70,12 @@ impl OverlayModel {
     /// The overlay's text, a line per entry.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(8);
+        if let Some(b) = &self.banner {
+            out.push(b.clone());
+            if self.banner_only {
+                return out;
+            }
+        }
         let fps = match self.fps {
             Some(f) => format!("{f:.1} fps"),
             None => format!("{NOT_MEASURED} fps"),

@@ -98,6 +98,7 @@ fn handshake(c: &mut Criterion) {
         capabilities: 3,
         name: "bench".into(),
         codecs: Vec::new(),
+        wants: None,
     };
     let mut g = c.benchmark_group("handshake");
     for pin in [None, Some("123456")] {

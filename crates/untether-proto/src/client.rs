@@ -78,6 +78,9 @@ pub struct ClientConfig {
     /// when the RTT leaves time before the frame's deadline; such a frame is then given up
     /// when the retries fail instead of as soon as a newer frame completes.
     pub retransmit: bool,
+    /// The stream this client asks for (size, frame rate, bit rate; sent in message 3): the
+    /// host grants it within its limits, and the Accept's parameters say what it granted.
+    pub wants: Option<crate::handshake::StreamWants>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -133,6 +136,7 @@ impl ClientConfig {
             suite_preference: Suite::Aes256Gcm,
             entropy: rng.seed(),
             retransmit: true,
+            wants: None,
             state_budget_bytes_per_s: 0,
         }
     }
@@ -256,6 +260,51 @@ pub struct ClientStats {
     pub path_responses_sent: u64,
 }
 
+impl ClientStats {
+    /// Adds an earlier session's counters to these (a client that reconnected reports every
+    /// session's frames, as its decoder counts them). The assembler's and the state channel's
+    /// counters stay this session's.
+    pub fn absorb(&mut self, earlier: &ClientStats) {
+        macro_rules! add {
+            ($($f:ident),*) => { $( self.$f += earlier.$f; )* };
+        }
+        add!(
+            bytes_received,
+            datagrams_received,
+            bytes_sent,
+            datagrams_sent,
+            packets_lost,
+            duplicate_datagrams,
+            malformed_datagrams,
+            unknown_connection,
+            auth_failures,
+            retries_received,
+            version_negotiations_received,
+            key_updates,
+            frames_complete,
+            frames_lost,
+            frames_skipped,
+            frames_late,
+            keyframe_requests_sent,
+            decode_failures,
+            inputs_sent,
+            inputs_retransmitted,
+            inputs_refused,
+            state_packets_received,
+            shard_nacks_sent,
+            frames_abandoned,
+            slices_abandoned,
+            path_responses_sent
+        );
+        for (p, e) in self.paths.iter_mut().zip(earlier.paths.iter()) {
+            p.datagrams_received += e.datagrams_received;
+            p.bytes_received += e.bytes_received;
+            p.first_copies += e.first_copies;
+            p.duplicates += e.duplicates;
+        }
+    }
+}
+
 /// What arrived on one path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientPathStats {
@@ -365,6 +414,9 @@ pub struct ClientSession {
     final_counters: Option<(AssemblerStats, u64)>,
     /// The last role the host told (role, flags, version).
     role: Option<(ClientRole, u8, u16)>,
+    /// The host's key as its handshake reply proved it (kept after a refusal, so that a
+    /// client waiting for approval can say which host it waits for).
+    seen_host_key: Option<PublicKey>,
 }
 
 /// ShardNacks per frame before it is given up.
@@ -413,6 +465,7 @@ impl ClientSession {
             }),
             state_rx: StateReceiver::new(),
             poses_seen: VecDeque::new(),
+            seen_host_key: None,
             cfg,
             state,
             scratch: Vec::with_capacity(2048),
@@ -486,6 +539,12 @@ impl ClientSession {
         let p = Protection::new(suite, send, recv, key_update_log2, video_auth_only);
         s.install(now, connection_id, p, [0; 32], params);
         s
+    }
+
+    /// The host's key as its handshake reply proved it, also after the session ended (a
+    /// refusal after message 3 names the host whose key this is).
+    pub fn seen_host_key(&self) -> Option<PublicKey> {
+        self.seen_host_key
     }
 
     /// The host's authenticated key, once the handshake got that far.
@@ -953,6 +1012,7 @@ impl ClientSession {
                         return;
                     }
                 };
+                self.seen_host_key = Some(host_key);
                 if let Some(pinned) = self.cfg.host_key {
                     if pinned != host_key {
                         return self.fail(
@@ -971,6 +1031,7 @@ impl ClientSession {
                     capabilities: self.cfg.codecs.iter().fold(0, |m, c| m | c.cap()),
                     name: self.cfg.name.clone(),
                     codecs: self.cfg.codecs.clone(),
+                    wants: self.cfg.wants,
                 };
                 let (msg3, keys) = match hs.finish(&info) {
                     Ok(x) => x,

@@ -394,11 +394,56 @@ impl SessionSetup {
 /// The most codecs a client lists.
 pub const MAX_CODECS: usize = 8;
 
+/// The stream a client asks for (0 in a field: no preference, the host's own setting). The
+/// host grants it within its limits (its configured size, frame rate and bit rate) to the
+/// first client of a stream; a client joining a stream that others watch gets that stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamWants {
+    pub width: u16,
+    pub height: u16,
+    pub fps: u16,
+    pub bitrate_kbps: u32,
+}
+
+impl StreamWants {
+    /// The encoded length.
+    pub const LEN: usize = 10;
+
+    /// What the host grants for these wants under its `limits` (its configured stream): each
+    /// field asked for, at most the limit (a size larger than the limit in either dimension
+    /// gets the limit's size; sizes are even and at least 64×64, frame rates at least 1,
+    /// bit rates at least 100 kbit/s); a field not asked for is the limit's. The second value
+    /// says whether anything asked for was lowered.
+    pub fn grant(&self, limits: &crate::wire::SessionParams) -> (crate::wire::SessionParams, bool) {
+        let mut p = *limits;
+        let mut clamped = false;
+        if self.width > 0 && self.height > 0 {
+            if self.width > limits.width || self.height > limits.height {
+                clamped = true;
+            } else {
+                p.width = (self.width & !1).max(64);
+                p.height = (self.height & !1).max(64);
+            }
+        }
+        if self.fps > 0 {
+            clamped |= self.fps > limits.fps;
+            p.fps = self.fps.min(limits.fps).max(1);
+        }
+        if self.bitrate_kbps > 0 {
+            clamped |= self.bitrate_kbps > limits.bitrate_kbps;
+            p.bitrate_kbps = self.bitrate_kbps.min(limits.bitrate_kbps).max(100);
+        }
+        (p, clamped)
+    }
+}
+
 /// Message 3's payload (encrypted, so authenticated with the rest of the handshake): who the
 /// client is and what it decodes.
 /// `max_datagram u16 ‖ capabilities u32 ‖ name (u16 length ‖ UTF-8) [‖ count u8 ‖ codec u8 ×
-/// count]`: the codecs it decodes in its order of preference (absent: those of its
-/// [`crate::wire::caps`] bits, in id order).
+/// count [‖ width u16 ‖ height u16 ‖ fps u16 ‖ bitrate_kbps u32]]`: the codecs it decodes in
+/// its order of preference (absent: those of its [`crate::wire::caps`] bits, in id order;
+/// count 0 when only the wants follow), then the stream it asks for ([`StreamWants`]; absent:
+/// none). A host that predates the wants ignores them (it reads no further than the codecs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientInfoPayload {
     pub max_datagram: u16,
@@ -407,6 +452,8 @@ pub struct ClientInfoPayload {
     pub name: String,
     /// The codecs it decodes, preferred first (at most [`MAX_CODECS`]; empty: not sent).
     pub codecs: Vec<Codec>,
+    /// The stream it asks for (None: not sent).
+    pub wants: Option<StreamWants>,
 }
 
 impl ClientInfoPayload {
@@ -414,12 +461,18 @@ impl ClientInfoPayload {
         out.put_u16(self.max_datagram);
         out.put_u32(self.capabilities);
         out.put_str(&self.name, MAX_NAME_LEN);
-        if !self.codecs.is_empty() {
+        if !self.codecs.is_empty() || self.wants.is_some() {
             let n = self.codecs.len().min(MAX_CODECS);
             out.put_u8(n as u8);
             for c in &self.codecs[..n] {
                 out.put_u8(*c as u8);
             }
+        }
+        if let Some(w) = &self.wants {
+            out.put_u16(w.width);
+            out.put_u16(w.height);
+            out.put_u16(w.fps);
+            out.put_u32(w.bitrate_kbps);
         }
     }
     pub fn parse(b: &[u8]) -> Result<ClientInfoPayload, WireError> {
@@ -445,11 +498,23 @@ impl ClientInfoPayload {
                 }
             }
         }
+        // The wants (a later field, if any, is for a later version: ignored).
+        let wants = if r.remaining() >= StreamWants::LEN {
+            Some(StreamWants {
+                width: r.u16()?,
+                height: r.u16()?,
+                fps: r.u16()?,
+                bitrate_kbps: r.u32()?,
+            })
+        } else {
+            None
+        };
         Ok(ClientInfoPayload {
             max_datagram,
             capabilities,
             name,
             codecs,
+            wants,
         })
     }
 
@@ -733,6 +798,7 @@ mod tests {
             capabilities: 3,
             name: "quest".into(),
             codecs: vec![Codec::Hevc, Codec::H264],
+            wants: None,
         };
         let (m3, ck) = c.finish(&info)?;
         let (ckey, got, hk) = h.finish(&m3)?;
@@ -771,6 +837,84 @@ mod tests {
     }
 
     #[test]
+    fn the_wants_follow_the_codecs_and_an_older_reader_ignores_them() {
+        use crate::wire::{caps, Hex};
+        let info = ClientInfoPayload {
+            max_datagram: 1200,
+            capabilities: caps::H264,
+            name: "pi".into(),
+            codecs: vec![Codec::H264],
+            wants: Some(StreamWants {
+                width: 1280,
+                height: 720,
+                fps: 60,
+                bitrate_kbps: 10_000,
+            }),
+        };
+        let mut b = Vec::new();
+        info.encode(&mut b);
+        assert_eq!(
+            Hex(&b[b.len() - 12..]).to_string(),
+            "0101050002d0003c00002710",
+            "count 1, h264, then 1280 ‖ 720 ‖ 60 ‖ 10000"
+        );
+        assert_eq!(ClientInfoPayload::parse(&b).unwrap(), info);
+        // Wants without a codec list: count 0, then the wants.
+        let bare = ClientInfoPayload {
+            codecs: Vec::new(),
+            ..info.clone()
+        };
+        let mut b2 = Vec::new();
+        bare.encode(&mut b2);
+        let parsed = ClientInfoPayload::parse(&b2).unwrap();
+        assert_eq!(
+            (parsed.wants, parsed.decodes()),
+            (info.wants, vec![Codec::H264])
+        );
+        // An older host reads the codecs and stops: the same codecs, the wants unread.
+        let older = &b[..b.len() - StreamWants::LEN];
+        assert_eq!(
+            ClientInfoPayload::parse(older).unwrap().codecs,
+            vec![Codec::H264]
+        );
+    }
+
+    #[test]
+    fn the_host_grants_what_is_asked_within_its_limits_and_says_what_it_lowered() {
+        let limits = crate::wire::SessionParams {
+            width: 1920,
+            height: 1080,
+            fps: 60,
+            codec: Codec::H264,
+            bitrate_kbps: 20_000,
+            max_datagram: 1200,
+            keepalive_ms: 100,
+            idle_timeout_ms: 3000,
+            refresh_period: 0,
+        };
+        let ask = |width, height, fps, bitrate_kbps| StreamWants {
+            width,
+            height,
+            fps,
+            bitrate_kbps,
+        };
+        let (p, clamped) = ask(1280, 720, 30, 8_000).grant(&limits);
+        assert_eq!(
+            (p.width, p.height, p.fps, p.bitrate_kbps, clamped),
+            (1280, 720, 30, 8_000, false)
+        );
+        let (p, clamped) = ask(3840, 2160, 120, 50_000).grant(&limits);
+        assert_eq!(
+            (p.width, p.height, p.fps, p.bitrate_kbps, clamped),
+            (1920, 1080, 60, 20_000, true)
+        );
+        let (p, clamped) = ask(0, 0, 0, 0).grant(&limits);
+        assert_eq!((p, clamped), (limits, false));
+        let (p, _) = ask(641, 9, 0, 1).grant(&limits);
+        assert_eq!((p.width, p.height, p.bitrate_kbps), (640, 64, 100));
+    }
+
+    #[test]
     fn the_codec_list_is_optional_bounded_and_falls_back_to_the_capability_bits() {
         use crate::wire::{caps, Hex};
         let info = ClientInfoPayload {
@@ -778,6 +922,7 @@ mod tests {
             capabilities: caps::H264 | caps::HEVC,
             name: "pi".into(),
             codecs: vec![Codec::Hevc, Codec::H264],
+            wants: None,
         };
         let mut b = Vec::new();
         info.encode(&mut b);
@@ -787,6 +932,7 @@ mod tests {
         // Without the list: the bits, in id order.
         let old = ClientInfoPayload {
             codecs: Vec::new(),
+            wants: None,
             ..info.clone()
         };
         let mut b = Vec::new();
@@ -889,6 +1035,7 @@ mod tests {
             capabilities: 1,
             name: "pi".into(),
             codecs: Vec::new(),
+            wants: None,
         }
         .encode(&mut info);
         let n = c.write_message(&info, &mut buf).unwrap();

@@ -810,6 +810,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 }
                 HostEvent::Feedback { .. }
                 | HostEvent::BitrateChanged { .. }
+                | HostEvent::StreamGranted { .. }
                 | HostEvent::ClientRefused { .. }
                 | HostEvent::RoleChanged { .. }
                 | HostEvent::ReceiverRoleChanged { .. }

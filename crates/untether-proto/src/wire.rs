@@ -2046,6 +2046,7 @@ mod tests {
             capabilities: 1,
             name: "\u{1b}[31mred".into(),
             codecs: Vec::new(),
+            wants: None,
         }
         .encode(&mut out);
         assert_eq!(

@@ -19,6 +19,7 @@ pub mod api;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod discovery;
 pub mod driver;
 pub mod host;
 pub mod identity;

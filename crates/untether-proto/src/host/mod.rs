@@ -100,6 +100,9 @@ pub struct HostSession {
     stats: HostStats,
     /// Host → client state as published (a client that connects gets all of it).
     published: std::collections::BTreeMap<StateKey, StateValue>,
+    /// The stream as configured: the limits within which a client's wants are granted, and
+    /// the adaptive bitrate's bounds for it.
+    limits: (SessionParams, Option<crate::rate::RateConfig>),
 }
 
 impl HostSession {
@@ -111,6 +114,7 @@ impl HostSession {
         let mut rng = SessionRng::from_seed(seed);
         let admission = Admission::new(&cfg, &rng.seed());
         HostSession {
+            limits: (cfg.params, cfg.rate),
             stream: Stream::new(cfg.keyframe_cooldown_us),
             admission,
             rng,
@@ -131,6 +135,12 @@ impl HostSession {
 
     pub fn params(&self) -> &SessionParams {
         &self.cfg.params
+    }
+
+    /// The stream as configured: the limits of what a client may ask for (the size, frame
+    /// rate and bit rate of [`params`](Self::params) are at most these).
+    pub fn stream_limits(&self) -> &SessionParams {
+        &self.limits.0
     }
 
     /// The host's public key (clients pin it; users compare its fingerprint).

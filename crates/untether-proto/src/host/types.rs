@@ -7,7 +7,7 @@ use crate::crypto::Suite;
 use crate::handshake::PublicKey;
 use crate::reliable::InputRecord;
 use crate::state::StateSenderStats;
-use crate::wire::{ClientRole, Feedback, RejectReason};
+use crate::wire::{ClientRole, Feedback, RejectReason, SessionParams};
 use crate::{GoneReason, Micros};
 
 #[allow(unused_imports)]
@@ -53,6 +53,17 @@ pub enum HostEvent {
         addr: SocketAddr,
         name: String,
         role: ClientRole,
+    },
+    /// A client asked for a stream (size, frame rate, bit rate; [`crate::StreamWants`]):
+    /// what the host granted (within its limits; `clamped`: something asked for was above
+    /// them), or, when others already watch the stream (`shared`), the stream it joined.
+    /// Follows its [`HostEvent::ClientConnected`].
+    StreamGranted {
+        client: ClientId,
+        asked: crate::StreamWants,
+        granted: SessionParams,
+        clamped: bool,
+        shared: bool,
     },
     ClientGone {
         client: ClientId,

@@ -245,7 +245,11 @@ pub fn run_client_to_end(
         &mut setup,
         options,
         outputs,
-        io.end_on_host_bye,
+        network::Patience {
+            end_on_host_bye: io.end_on_host_bye,
+            wait_for_approval: io.wait_for_approval,
+            wait_for_host: io.wait_for_host,
+        },
         mailbox,
     )?;
     let decode = if decoding {
@@ -301,7 +305,7 @@ fn spawn_net(
     setup: &mut Setup,
     options: &ClientOptions,
     outputs: NetOutputs,
-    end_on_host_bye: bool,
+    patience: network::Patience,
     mailbox: driver::Mailbox<ClientCommand>,
 ) -> Result<JoinHandle<NetRecord>, ClientError> {
     let with_audio = outputs.playout.is_some();
@@ -312,7 +316,7 @@ fn spawn_net(
         record,
         setup.known_hosts.take(),
         outputs,
-        end_on_host_bye,
+        patience,
     );
     let raw = setup.raw.take();
     if let Some(r) = &raw {

@@ -48,13 +48,31 @@ pub(crate) fn retry_delay_us(attempt: u32) -> Micros {
         .min(RETRY_MAX_US)
 }
 
-/// The client is between sessions: the host went away and it tries again.
-struct Reconnect {
-    /// When the host was lost.
-    lost_us: Micros,
-    attempt: u32,
+/// How often a client waiting for the host's approval tries again (an approval on the host
+/// lets it in within this and the host's re-reading of its allowlist).
+pub(crate) const APPROVAL_RETRY_US: Micros = 250_000;
+
+/// The client is between sessions: the host went away (or has not approved it yet) and it
+/// tries again.
+pub(super) struct Reconnect {
+    /// When the host was lost (or first refused this client as not paired).
+    pub lost_us: Micros,
+    pub attempt: u32,
     /// When the next attempt starts (None: an attempt is under way).
-    next_try_us: Option<Micros>,
+    pub next_try_us: Option<Micros>,
+    /// Waiting for the host's approval, not for the host.
+    pub approval: bool,
+}
+
+/// How long the client waits instead of giving up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Patience {
+    /// Treat the host's goodbye as the normal end of the stream (a pipeline whose input ended).
+    pub end_on_host_bye: bool,
+    /// Wait for the host's approval when it refuses this client as not paired.
+    pub wait_for_approval: bool,
+    /// Wait for a host that shut down to come back.
+    pub wait_for_host: bool,
 }
 
 /// Where the driver's output goes besides the sockets.
@@ -111,7 +129,7 @@ pub(crate) struct ClientNet {
     published: NetStatus,
     /// The current session's codec.
     codec: untether_media::codec::Codec,
-    end_on_host_bye: bool,
+    patience: Patience,
     done: bool,
     /// The session settings, to start a new session after the host went away.
     cfg: ClientConfig,
@@ -119,6 +137,9 @@ pub(crate) struct ClientNet {
     session_number: u32,
     connected_once: bool,
     reconnect: Option<Reconnect>,
+    /// The host's last "not paired" refusal while this client waits for its approval (the
+    /// run's error if it ends still waiting).
+    approval_refusal: Option<String>,
     /// An ICMP refusal arrived on a live session at this time, with no authenticated datagram
     /// since.
     refused_since: Option<Micros>,
@@ -135,7 +156,7 @@ impl ClientNet {
         record: NetRecord,
         known_hosts: Option<KnownHosts>,
         out: NetOutputs,
-        end_on_host_bye: bool,
+        patience: Patience,
     ) -> ClientNet {
         ClientNet {
             session: ClientSession::new(cfg.clone(), record.started_us()),
@@ -146,12 +167,13 @@ impl ClientNet {
             role: None,
             published: NetStatus::default(),
             codec: untether_media::codec::Codec::H264,
-            end_on_host_bye,
+            patience,
             done: false,
             cfg,
             session_number: 0,
             connected_once: false,
             reconnect: None,
+            approval_refusal: None,
             next_live_us: 0,
             refused_since: None,
             link: None,
@@ -180,7 +202,8 @@ impl ClientNet {
     fn publish_status(&mut self) {
         let now = NetStatus {
             connected: self.session.is_connected(),
-            reconnecting: self.reconnect.is_some(),
+            reconnecting: self.reconnect.as_ref().is_some_and(|r| !r.approval),
+            awaiting_approval: self.reconnect.as_ref().is_some_and(|r| r.approval),
             role: self.role,
         };
         if now != self.published {
@@ -203,12 +226,19 @@ impl ClientNet {
                 lost_us: now,
                 attempt: 0,
                 next_try_us: Some(now + retry_delay_us(0)),
+                approval: false,
             });
             self.record.lost(now);
         } else if let Some(r) = self.reconnect.as_mut() {
             // This attempt failed: the next after a backoff.
             r.attempt += 1;
-            r.next_try_us = Some(now + retry_delay_us(r.attempt));
+            r.next_try_us = Some(
+                now + if r.approval {
+                    APPROVAL_RETRY_US
+                } else {
+                    retry_delay_us(r.attempt)
+                },
+            );
         }
         self.refused_since = None;
     }
@@ -219,15 +249,18 @@ impl ClientNet {
         cfg.nonce = cfg.nonce.wrapping_add(
             0x9E37_79B9_7F4A_7C15u64.wrapping_mul(u64::from(self.session_number) + 1),
         );
+        self.record.session_ended(&self.session);
         self.session = ClientSession::new(cfg, now);
         self.session_number += 1;
-        if let Some(r) = self.reconnect.as_mut() {
+        if let Some(r) = self.reconnect.as_mut().filter(|r| !r.approval) {
             r.next_try_us = None;
             log::info!(
                 "client: reconnecting to {} (attempt {})",
                 self.shared.host,
                 r.attempt + 1
             );
+        } else if let Some(r) = self.reconnect.as_mut() {
+            r.next_try_us = None;
         }
     }
 
@@ -338,9 +371,13 @@ impl Endpoint for ClientNet {
         }
         let s = self.shared.clone();
         self.record.refused();
-        if self.reconnect.is_some() {
-            // The host is not back yet: the next attempt after a backoff.
-            self.lost(now, "refused");
+        if let Some(r) = &self.reconnect {
+            // The host is not back yet: this attempt failed, the next after a backoff. The
+            // refusals of its repeated Hellos (and any left over from before) end no more
+            // attempts than the one under way.
+            if r.next_try_us.is_none() {
+                self.lost(now, "refused");
+            }
             return;
         }
         if self.session.is_connected() {
@@ -410,6 +447,15 @@ impl Endpoint for ClientNet {
                 if self.session.is_connected() {
                     self.session.close(now);
                 }
+                let waiting = self.reconnect.as_ref().is_some_and(|r| r.approval);
+                if let (true, Some(message)) = (waiting, self.approval_refusal.take()) {
+                    // Ended (Ctrl-C, --duration) still waiting: not paired is why.
+                    self.shared.finish(Some(ClientError::Rejected {
+                        host: self.shared.host,
+                        reason: untether_proto::RejectReason::PendingApproval,
+                        message: format!("{message} (stopped waiting for the approval)"),
+                    }));
+                }
                 self.done = true;
             }
         }
@@ -468,198 +514,4 @@ impl Endpoint for ClientNet {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::mpsc::{self, Receiver};
-
-    use untether_proto::{ClientEvent, ClientRole, GoneReason};
-
-    use super::*;
-
-    struct Rig {
-        net: ClientNet,
-        shared: Arc<ClientShared>,
-        timings: Receiver<(u32, FrameTiming)>,
-    }
-
-    /// A driver that never connected (no sockets: events are handed to it directly).
-    fn rig(decode: bool) -> Rig {
-        let shared = Arc::new(ClientShared::for_tests());
-        let (frames, _) = mpsc::channel();
-        let (sent_inputs, _) = mpsc::channel();
-        let (timings_tx, timings) = mpsc::sync_channel(2);
-        let out = NetOutputs {
-            frames: decode.then_some(frames),
-            sent_inputs,
-            timings: timings_tx,
-            playout: None,
-        };
-        let record = NetRecord::new(1_000, vec![shared.host]);
-        let net = ClientNet::new(
-            ClientConfig::new("test"),
-            shared.clone(),
-            record,
-            None,
-            out,
-            false,
-        );
-        Rig {
-            net,
-            shared,
-            timings,
-        }
-    }
-
-    #[test]
-    fn retries_back_off_to_a_ceiling() {
-        assert_eq!(retry_delay_us(0), RETRY_FIRST_US);
-        assert_eq!(retry_delay_us(1), 2 * RETRY_FIRST_US);
-        assert_eq!(retry_delay_us(30), RETRY_MAX_US);
-    }
-
-    #[test]
-    fn the_role_is_published_for_the_title_and_kept_in_the_record() {
-        let mut r = rig(true);
-        r.net.on_event(ClientEvent::Role {
-            role: ClientRole::Viewer,
-            input_granted: true,
-            paused: true,
-        });
-        assert_eq!(
-            r.shared.status().role,
-            None,
-            "published at the end of the turn"
-        );
-        r.net.handle_events(0);
-        let role = r
-            .shared
-            .status()
-            .role
-            .map(|v| (v.role, v.input_granted, v.paused));
-        assert_eq!(role, Some((ClientRole::Viewer, true, true)));
-        assert!(!r.shared.status().connected);
-        let rec = r.net.into_record(false, None);
-        let run = super::super::run::assemble(
-            rec,
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(
-            (run.role, run.input_granted, run.times_paused),
-            (Some(ClientRole::Viewer), true, 1)
-        );
-    }
-
-    #[test]
-    fn host_timings_go_to_the_record_and_the_overlay_until_its_queue_is_full() {
-        let mut r = rig(true);
-        for n in 0..3 {
-            r.net.on_event(ClientEvent::FrameTiming(FrameTiming {
-                frame_number: n,
-                ..Default::default()
-            }));
-        }
-        r.net.on_event(ClientEvent::Rtt(250));
-        let queued: Vec<u32> = r.timings.try_iter().map(|(_, t)| t.frame_number).collect();
-        assert_eq!(
-            queued,
-            vec![0, 1],
-            "the overlay's queue holds two here; the third waits"
-        );
-        let note = crate::link::LinkReport {
-            note: Some("stays on UDP".into()),
-            ..crate::link::LinkReport::udp()
-        };
-        let run = super::super::run::assemble(
-            r.net.into_record(false, Some(note)),
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(run.timings.len(), 3, "the record keeps every timing");
-        assert_eq!(run.pings, vec![250]);
-        assert_eq!(run.link.note.as_deref(), Some("stays on UDP"));
-        assert_eq!(run.started_us, 1_000);
-    }
-
-    #[test]
-    fn a_refusal_before_the_session_starts_ends_the_run() {
-        let mut r = rig(true);
-        r.net.handle_refused(5, 1);
-        assert!(
-            !r.net.is_done(),
-            "another path's refusal is that path's problem"
-        );
-        r.net.handle_refused(5, 0);
-        assert!(r.net.is_done());
-        assert!(r.shared.stop.load(std::sync::atomic::Ordering::SeqCst));
-        let failure = super::super::lock(&r.shared.failure).take();
-        assert!(
-            matches!(failure, Some(ClientError::Refused { .. })),
-            "{failure:?}"
-        );
-        let run = super::super::run::assemble(
-            r.net.into_record(false, None),
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(run.refusals, 1);
-    }
-
-    #[test]
-    fn the_host_shutting_down_ends_the_run_with_its_outcome() {
-        let mut r = rig(true);
-        r.net
-            .on_event(ClientEvent::HostGone(GoneReason::ShuttingDown));
-        assert!(r.net.is_done());
-        assert!(super::super::lock(&r.shared.failure).is_none());
-        let rec = r.net.into_record(false, None);
-        let run = super::super::run::assemble(
-            rec,
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(run.outcome.as_deref(), Some("the host shut down"));
-    }
-
-    #[test]
-    fn a_silent_host_is_reconnected_to_and_said_so() {
-        let mut r = rig(true);
-        r.net.on_event(ClientEvent::HostGone(GoneReason::Timeout));
-        assert!(!r.net.is_done());
-        r.net.handle_events(0);
-        assert!(r.shared.status().reconnecting);
-        // The first attempt after the first backoff starts session 1.
-        r.net.handle_timeout(now_us() + RETRY_FIRST_US + 1);
-        assert_eq!(r.net.session_number, 1);
-    }
-
-    #[test]
-    fn without_a_decoder_frames_are_counted_not_sent() {
-        let mut r = rig(false);
-        let frame = |index: u8, count: u8| untether_proto::CompleteFrame {
-            frame_number: 1,
-            keyframe: false,
-            refresh_start: false,
-            hold: false,
-            capture_us: 0,
-            first_shard_us: 0,
-            last_shard_us: 0,
-            shards: 1,
-            slice: untether_proto::SliceId { index, count },
-            data: vec![0; 4],
-        };
-        r.net.hand_to_decoder(Piece::Frame(frame(0, 1)));
-        r.net.hand_to_decoder(Piece::Slice(frame(0, 2)));
-        r.net.hand_to_decoder(Piece::Slice(frame(1, 2)));
-        let run = super::super::run::assemble(
-            r.net.into_record(false, None),
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(run.undecoded, 2, "a sliced frame counts at its last slice");
-    }
-}
+mod tests;

@@ -148,6 +148,12 @@ pub struct ClientIo {
     /// Treat the host's goodbye as the normal end of the stream (a pipeline whose input ended)
     /// rather than an error.
     pub end_on_host_bye: bool,
+    /// Wait for the host's approval when it refuses this client as not paired, trying again
+    /// every quarter second (`untether client` sets it from `client.wait_for_approval`).
+    pub wait_for_approval: bool,
+    /// Wait for a host that shut down (said goodbye) to come back instead of ending the run
+    /// (`untether client` sets it from `client.wait_for_host`; `--exit-on-bye` clears it).
+    pub wait_for_host: bool,
     /// Events the application sends itself (its own head tracking, synthetic input), sent
     /// like the window's (pointer motion and head pose on the latest-wins state channel).
     pub inject: Option<std::sync::mpsc::Receiver<InputEvent>>,

@@ -32,7 +32,7 @@ use super::live::{LiveOverlay, RecentTimings};
 use super::network::{ClientCommand, InputKind};
 use super::options::{ClientOptions, Display, ShownFrameTap, WarpSource};
 use super::record::FrameRecord;
-use super::run::view::RoleView;
+use super::run::view::{NetStatus, RoleView};
 use super::run::PresentRecord;
 use super::{ClientError, ClientShared};
 use crate::clock::now_us;
@@ -172,6 +172,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
                 fullscreen: options.client.fullscreen,
                 overlay: options.client.overlay,
                 status: None,
+                banner: None,
                 live: LiveOverlay::new(started),
                 host: options.host.to_string(),
             },
@@ -200,13 +201,19 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         }
         let window = self.poll_window();
         let status = self.s.status();
-        self.set_status(status_text(status.reconnecting, status.role));
+        self.set_status(status_text(&status));
         self.timings.extend(self.io.timings.try_iter());
-        if self.view.live.due(now) {
+        let banner = banner_text(&status);
+        let banner_changed = banner != self.view.banner;
+        if self.view.live.due(now) || banner_changed {
             self.view.refresh_overlay(self.s, &self.timings, now);
-            if self.view.overlay {
-                if let Some(p) = self.presenter.as_mut() {
-                    p.set_overlay(Some(self.view.live.model()))?;
+            self.view.banner = banner;
+            if let Some(p) = self.presenter.as_mut() {
+                if self.view.overlay || self.view.banner.is_some() {
+                    p.set_overlay(Some(&self.view.overlay_model()))?;
+                    self.redraw = true;
+                } else if banner_changed {
+                    p.set_overlay(None)?;
                     self.redraw = true;
                 }
             }
@@ -401,13 +408,28 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
     }
 }
 
-/// What the window's title says besides the host: reconnecting, or a viewer's role (nothing
-/// for the controller, or a host serving one client).
-fn status_text(reconnecting: bool, role: Option<RoleView>) -> Option<String> {
-    if reconnecting {
+/// What the picture itself says about the connection (in fullscreen and in a headset the
+/// title is not seen): the host is unreachable, or this client waits for its approval.
+fn banner_text(status: &NetStatus) -> Option<String> {
+    if status.reconnecting {
+        Some("host unreachable: reconnecting…".into())
+    } else if status.awaiting_approval {
+        Some("waiting for the host to approve this client…".into())
+    } else {
+        None
+    }
+}
+
+/// What the window's title says besides the host: reconnecting, waiting for approval, or a
+/// viewer's role (nothing for the controller, or a host serving one client).
+fn status_text(status: &NetStatus) -> Option<String> {
+    if status.reconnecting {
         return Some("host unreachable: holding the last picture, reconnecting".into());
     }
-    match role? {
+    if status.awaiting_approval {
+        return Some("not paired: waiting for the host's approval".into());
+    }
+    match status.role? {
         RoleView {
             role: untether_proto::ClientRole::Controller,
             ..
@@ -447,6 +469,8 @@ struct View {
     overlay: bool,
     /// Something about the stream the title says (the host is unreachable, a viewer's role).
     status: Option<String>,
+    /// What the picture says about the connection ([`banner_text`]).
+    banner: Option<String>,
     live: LiveOverlay,
     host: String,
 }
@@ -487,11 +511,8 @@ impl View {
             }
             WindowAction::ToggleOverlay => {
                 self.overlay = !self.overlay;
-                let shown = if self.overlay {
-                    Some(self.live.model())
-                } else {
-                    None
-                };
+                let model = self.overlay_model();
+                let shown = (self.overlay || self.banner.is_some()).then_some(&model);
                 if let Err(e) = p.set_overlay(shown) {
                     log::warn!("client: overlay: {e}");
                 }
@@ -501,6 +522,15 @@ impl View {
 
     /// The overlay's figures for the interval ending `now`: the shown frames' host timings
     /// (the presenter's own copy) and the driver's published counters.
+    /// The overlay: the statistics (F12) and the connection's banner above them.
+    fn overlay_model(&self) -> untether_media::overlay::OverlayModel {
+        untether_media::overlay::OverlayModel {
+            banner: self.banner.clone(),
+            banner_only: !self.overlay,
+            ..self.live.model().clone()
+        }
+    }
+
     fn refresh_overlay(&mut self, s: &ClientShared, recent: &RecentTimings, now: Micros) {
         let timings: Vec<_> = self
             .live
@@ -558,6 +588,11 @@ mod tests {
 
     #[test]
     fn the_title_says_reconnecting_or_a_viewers_role() {
+        let st = |reconnecting, role| NetStatus {
+            reconnecting,
+            role,
+            ..NetStatus::default()
+        };
         let viewer = |input_granted, paused| {
             Some(RoleView {
                 role: ClientRole::Viewer,
@@ -565,22 +600,57 @@ mod tests {
                 paused,
             })
         };
-        assert!(status_text(true, viewer(true, false)).is_some_and(|t| t.contains("reconnecting")));
-        assert_eq!(status_text(false, None), None);
+        assert!(
+            status_text(&st(true, viewer(true, false))).is_some_and(|t| t.contains("reconnecting"))
+        );
+        assert_eq!(status_text(&st(false, None)), None);
         let controller = Some(RoleView {
             role: ClientRole::Controller,
             input_granted: true,
             paused: false,
         });
-        assert_eq!(status_text(false, controller), None);
+        assert_eq!(status_text(&st(false, controller)), None);
         assert_eq!(
-            status_text(false, viewer(true, true)).as_deref(),
+            status_text(&st(false, viewer(true, true))).as_deref(),
             Some("viewer · input granted · paused: this link cannot carry the stream")
         );
         assert_eq!(
-            status_text(false, viewer(false, false)).as_deref(),
+            status_text(&st(false, viewer(false, false))).as_deref(),
             Some("viewer")
         );
+    }
+
+    #[test]
+    fn the_picture_says_reconnecting_or_waiting_for_approval_with_or_without_f12() {
+        let mut v = View {
+            keys: WindowKeys::default(),
+            fullscreen: true,
+            overlay: false,
+            status: None,
+            banner: None,
+            live: LiveOverlay::new(0),
+            host: "pc:9000".into(),
+        };
+        assert_eq!(banner_text(&NetStatus::default()), None);
+        let lost = NetStatus {
+            reconnecting: true,
+            ..NetStatus::default()
+        };
+        v.banner = banner_text(&lost);
+        let lines = v.overlay_model().lines();
+        assert_eq!(lines, vec!["host unreachable: reconnecting…".to_string()]);
+        v.overlay = true;
+        let lines = v.overlay_model().lines();
+        assert!(
+            lines.len() > 3 && lines[0].contains("reconnecting"),
+            "{lines:?}"
+        );
+        let waiting = NetStatus {
+            awaiting_approval: true,
+            ..NetStatus::default()
+        };
+        assert!(banner_text(&waiting).is_some_and(|b| b.contains("approve")));
+        assert!(status_text(&waiting).is_some_and(|t| t.contains("approval")));
     }
 
     #[test]
@@ -590,6 +660,7 @@ mod tests {
             fullscreen: false,
             overlay: false,
             status: None,
+            banner: None,
             live: LiveOverlay::new(0),
             host: "pc:9000".into(),
         };

@@ -253,6 +253,8 @@ fn session_config(cfg: &mut ClientConfig, options: &ClientOptions, now: Micros) 
     cfg.retransmit = n.retransmit;
     cfg.state_budget_bytes_per_s = n.state_budget_bytes_per_s();
     cfg.clock_id = untether_net::clock_identity();
+    // (Checked with the rest of the client's settings before the start.)
+    cfg.wants = c.wants().ok().flatten();
 }
 
 type Pose = (Option<Box<dyn PoseSource>>, Option<MouseLook>);

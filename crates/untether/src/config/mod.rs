@@ -16,6 +16,7 @@ mod network;
 mod rtsp;
 mod video;
 mod vr;
+mod wants;
 mod webrtc;
 
 pub use keys::*;
@@ -133,6 +134,10 @@ pub struct HostToml {
     /// Loopback: this machine only; any other address also answers to the admin token the
     /// host prints at start.
     pub dashboard: String,
+    /// Advertise the host on the local network (mDNS/DNS-SD, `untether discover`).
+    pub advertise: bool,
+    /// The name the host advertises (empty: the machine's host name).
+    pub name: String,
 }
 
 /// The values of `host.slow_viewer`.
@@ -150,6 +155,8 @@ impl Default for HostToml {
             slow_viewer: untether_proto::SlowViewer::Pause,
             audio_bitrate_kbps: 128,
             dashboard: String::new(),
+            advertise: true,
+            name: String::new(),
         }
     }
 }
@@ -194,6 +201,15 @@ impl HostToml {
         KEYFRAME_COOLDOWN_MS.check(self.keyframe_cooldown_ms)?;
         PIN_TTL_S.check(self.pin_ttl_s)?;
         MAX_CLIENTS.check(self.max_clients)?;
+        if self.name.len() > 63 || self.name.chars().any(char::is_control) {
+            return Err(invalid(
+                "host.name",
+                format!(
+                    "{:?} is not a name to advertise: at most 63 bytes, no control characters",
+                    self.name
+                ),
+            ));
+        }
         AUDIO_BITRATE_KBPS.check(self.audio_bitrate_kbps)?;
         Ok(())
     }
@@ -254,6 +270,18 @@ pub struct ClientToml {
     pub fullscreen: bool,
     /// Start with the statistics overlay shown (F12 toggles it).
     pub overlay: bool,
+    /// An unpaired client waits for the host's approval (trying again every
+    /// quarter second) instead of exiting with "not paired".
+    pub wait_for_approval: bool,
+    /// After the host said goodbye (it stopped: Ctrl-C, a service restart), wait for it to
+    /// come back instead of exiting (`--exit-on-bye`: exit).
+    pub wait_for_host: bool,
+    /// The stream this client asks the host for (empty / 0: the host's own): a frame size
+    /// (`WxH` or a name such as `720p`), frames per second and kbit/s. The host grants them
+    /// within its limits ([`ClientToml::wants`]).
+    pub resolution: String,
+    pub fps: u32,
+    pub bitrate_kbps: u32,
 }
 
 impl Default for ClientToml {
@@ -276,6 +304,11 @@ impl Default for ClientToml {
             presenter: untether_media::present::PresenterKind::Auto,
             fullscreen: false,
             overlay: false,
+            wait_for_approval: true,
+            wait_for_host: true,
+            resolution: String::new(),
+            fps: 0,
+            bitrate_kbps: 0,
         }
     }
 }
@@ -369,6 +402,7 @@ impl ClientToml {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.wants()?;
         CONNECT_TIMEOUT_MS.check(self.connect_timeout_ms)?;
         REASSEMBLY_DEADLINE_MS.check(self.reassembly_deadline_ms)?;
         INPUT_PROBE_INTERVAL_MS.check(self.input_probe_interval_ms)?;

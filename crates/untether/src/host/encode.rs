@@ -25,6 +25,7 @@ use crate::driver::Handle;
 mod bitrate;
 mod pending;
 mod plan;
+mod shape;
 
 use bitrate::BitrateTarget;
 use pending::{Inside, Pending};
@@ -41,6 +42,13 @@ pub(crate) enum EncoderEvent {
     /// The stream's codec, as the session chose it for the first client to connect (the
     /// others join that stream): a different one opens its encoder.
     Codec(Codec),
+    /// The stream's size and frame rate as the first client asked for them (None: the
+    /// host's own), granted within the host's limits: pictures are scaled down and dropped
+    /// to them.
+    Shape {
+        size: Option<(u32, u32)>,
+        fps: Option<u32>,
+    },
 }
 
 /// What a send did.
@@ -78,6 +86,7 @@ pub(crate) struct EncoderStage {
     shared: Arc<HostShared>,
     /// Pictures handed to the current encoder, and those it has not handed back yet.
     pending: Pending,
+    shape: shape::StreamShape,
 }
 
 impl EncoderStage {
@@ -104,6 +113,7 @@ impl EncoderStage {
             net,
             shared,
             pending: Pending::default(),
+            shape: shape::StreamShape::default(),
         }
     }
 
@@ -113,6 +123,7 @@ impl EncoderStage {
                 EncoderEvent::Keyframe => self.keyframe_wanted = true,
                 EncoderEvent::Bitrate(kbps) => self.bitrate.set(kbps),
                 EncoderEvent::Codec(c) => self.codec = c,
+                EncoderEvent::Shape { size, fps } => self.shape.set(size, fps),
             }
         }
         if self.app_keyframe.swap(false, Ordering::SeqCst) {
@@ -147,8 +158,35 @@ impl EncoderStage {
 
     /// Encodes `picture` (captured at `capture_us`, the capture took `capture_dur_us`,
     /// rendered for the client's head pose `pose`) and hands the frame that comes out to the
-    /// network driver.
+    /// network driver; shaped first to the stream the first client asked for (a picture
+    /// beyond its frame rate is not sent, a larger one is scaled down to its size).
     pub fn send(
+        &mut self,
+        picture: &InputPicture<'_>,
+        capture_us: Micros,
+        capture_dur_us: u32,
+        pose: Option<PoseSample>,
+    ) -> Result<SendInfo, HostError> {
+        self.poll_events();
+        if !self.shape.due(capture_us) {
+            return Ok(SendInfo::default());
+        }
+        let Some((w, h)) = self.shape.size_for(picture) else {
+            return self.send_shaped(picture, capture_us, capture_dur_us, pose);
+        };
+        let mut scaler = match self.shape.scaler.take() {
+            Some(s) if s.fits(picture, w, h) => s,
+            _ => untether_media::scale::Scaler::new(picture, w, h)?,
+        };
+        let sent = match scaler.scale(picture) {
+            Ok(p) => self.send_shaped(&p, capture_us, capture_dur_us, pose),
+            Err(e) => Err(e.into()),
+        };
+        self.shape.scaler = Some(scaler);
+        sent
+    }
+
+    fn send_shaped(
         &mut self,
         picture: &InputPicture<'_>,
         capture_us: Micros,

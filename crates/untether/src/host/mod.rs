@@ -47,6 +47,7 @@ mod source_scene;
 mod source_x11;
 mod start;
 mod state_input;
+mod stream_note;
 mod summary;
 mod webrtc;
 

@@ -139,11 +139,34 @@ impl HostNet {
                 let _ = self
                     .encoder
                     .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
+                // The stream's size, frame rate and bit rate (the first client's wants within
+                // the host's limits; the limits when it asked nothing).
+                let (p, lim) = (*self.session.params(), *self.session.stream_limits());
+                let _ = self.encoder.send(EncoderEvent::Shape {
+                    size: ((p.width, p.height) != (lim.width, lim.height))
+                        .then_some((u32::from(p.width), u32::from(p.height))),
+                    fps: (p.fps != lim.fps).then_some(u32::from(p.fps)),
+                });
+                let _ = self.encoder.send(EncoderEvent::Bitrate(p.bitrate_kbps));
                 if role == ClientRole::Controller {
                     self.epoch = self.shared.link.new_controller();
                     *lock(&self.shared.head_pose) = None;
                 }
             }
+            HostEvent::StreamGranted {
+                client,
+                asked,
+                granted: g,
+                clamped,
+                shared,
+            } => self.shared.note(super::stream_note::granted_line(
+                &self.who(client),
+                asked,
+                &g,
+                self.session.stream_limits(),
+                clamped,
+                shared,
+            )),
             HostEvent::ClientGone {
                 client,
                 addr,

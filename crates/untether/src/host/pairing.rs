@@ -37,8 +37,9 @@ pub(crate) struct Pairing {
     clients_warned: bool,
 }
 
-/// How often the state directory is polled for changes.
-const PAIRING_POLL_US: Micros = 1_000_000;
+/// How often the state directory is polled for changes (a few file times; a quarter second
+/// lets a client waiting for approval in well within a second of `untether pair approve`).
+const PAIRING_POLL_US: Micros = 250_000;
 
 /// Loads the host's identity and allowlist, and prepares the pairing state.
 pub(crate) fn host_security(

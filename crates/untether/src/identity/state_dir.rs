@@ -492,6 +492,42 @@ impl StateDir {
     }
 }
 
+impl StateDir {
+    /// Forgets a host this client trusts: every `known_hosts.json` entry whose name or address
+    /// is `query`, or whose key's fingerprint starts with it (8 or more characters, dashes
+    /// optional) or is it in hex. Its next connection trusts on first use again. Returns the
+    /// entries removed; none matching is an error listing the known hosts.
+    pub fn forget_host(&self, query: &str) -> Result<Vec<KnownHost>> {
+        let q = query.trim();
+        let plain = |s: &str| s.replace('-', "").to_ascii_uppercase();
+        let by_key = |h: &KnownHost| match parse_key(&h.key) {
+            Some(k) => {
+                (plain(q).len() >= 8 && plain(&fingerprint(&k)).starts_with(&plain(q)))
+                    || parse_key(q) == Some(k)
+            }
+            None => false,
+        };
+        let hosts = self.known_hosts()?;
+        let (gone, kept): (Vec<KnownHost>, Vec<KnownHost>) = hosts
+            .into_iter()
+            .partition(|h| !q.is_empty() && (h.host == q || h.addr == q || by_key(h)));
+        if gone.is_empty() {
+            let known: Vec<String> = kept.iter().map(KnownHost::describe).collect();
+            return Err(IdentityError::Invalid(format!(
+                "no known host matches {q:?} in {} (known: {})",
+                self.file(KNOWN_HOSTS_FILE).display(),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+        self.write_json(KNOWN_HOSTS_FILE, &kept)?;
+        Ok(gone)
+    }
+}
+
 impl KnownHost {
     fn public_key_or(&self, file: &Path) -> Result<PublicKey> {
         parse_key(&self.key).ok_or_else(|| IdentityError::Corrupt {

@@ -365,3 +365,27 @@ fn a_failing_random_generator_is_an_error_that_stops_host_and_client() {
     let pins: std::collections::HashSet<String> = (0..20).map(|_| random_pin().unwrap()).collect();
     assert!(pins.len() > 1, "{pins:?}");
 }
+
+/// `untether pair forget HOST`: by name, address or fingerprint; the others stay.
+#[test]
+fn a_known_host_is_forgotten_by_name_address_or_fingerprint() {
+    let d = tmp("forget");
+    d.trust_host("pc", "10.0.0.2:9710", &[1; 32]).unwrap();
+    d.trust_host("laptop", "10.0.0.3:9710", &[2; 32]).unwrap();
+    d.trust_host("pc.lan", "10.0.0.2:9710", &[1; 32]).unwrap();
+    let gone = d.forget_host("pc").unwrap();
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].host, "pc");
+    let fp = fingerprint(&[1; 32]);
+    let gone = d.forget_host(&fp[..9]).unwrap();
+    assert_eq!(gone[0].host, "pc.lan");
+    let e = d.forget_host("10.9.9.9:1").unwrap_err().to_string();
+    assert!(
+        e.contains("no known host matches") && e.contains("laptop"),
+        "{e}"
+    );
+    let gone = d.forget_host("10.0.0.3:9710").unwrap();
+    assert_eq!(gone[0].host, "laptop");
+    assert!(d.known_hosts().unwrap().is_empty());
+    let _ = fs::remove_dir_all(d.path());
+}

@@ -568,6 +568,7 @@ impl HostSession {
         }
         let id = ClientId(self.next_client);
         self.next_client = self.next_client.wrapping_add(1).max(1);
+        let wants = info.wants;
         let info = ClientInfo {
             id,
             addr: from,
@@ -585,6 +586,7 @@ impl HostSession {
                 self.cfg.params.refresh_period = o.refresh_period;
             }
         }
+        let granted = self.grant_stream(wants, others);
         let token_seed = self.rng.next_u64();
         let peer = Peer::new(
             &self.cfg,
@@ -624,9 +626,50 @@ impl HostSession {
                 role,
             },
         );
+        if let Some((asked, granted, clamped)) = granted {
+            self.events.push_back(HostEvent::StreamGranted {
+                client: id,
+                asked,
+                granted,
+                clamped,
+                shared: others,
+            });
+        }
         // A key that keeps reconnecting waits longer and longer for its join keyframe.
         self.stream.keyframes().on_join(now, id, Some(key));
         self.request_entry_point(now);
+    }
+
+    /// The stream's size, frame rate and bit rate for a client admitted now: the first client
+    /// (none `others`) sets them from its wants within the configured limits (none: the
+    /// limits), as it sets the codec; a client joining others gets the stream as it is. What
+    /// it asked for, what it got and whether the limits lowered it (None: it asked nothing).
+    fn grant_stream(
+        &mut self,
+        wants: Option<crate::StreamWants>,
+        others: bool,
+    ) -> Option<(crate::StreamWants, wire::SessionParams, bool)> {
+        if others {
+            let w = wants?;
+            let p = self.cfg.params;
+            let clamped = w.grant(&self.limits.0).1;
+            return Some((w, p, clamped));
+        }
+        let (granted, clamped) = wants.unwrap_or_default().grant(&self.limits.0);
+        let p = &mut self.cfg.params;
+        (p.width, p.height, p.fps, p.bitrate_kbps) = (
+            granted.width,
+            granted.height,
+            granted.fps,
+            granted.bitrate_kbps,
+        );
+        // The adaptive bitrate stays at or below what was granted.
+        self.cfg.rate = self.limits.1.map(|r| crate::rate::RateConfig {
+            max_kbps: granted.bitrate_kbps,
+            min_kbps: r.min_kbps.min(granted.bitrate_kbps),
+            ..r
+        });
+        wants.map(|w| (w, self.cfg.params, clamped))
     }
 
     /// A HelloFinish that matches no handshake in progress: a connected client's repeat (its

@@ -6,7 +6,7 @@ use super::super::decode::Piece;
 use super::super::run::view::RoleView;
 use super::super::trust::pinned_label;
 use super::super::ClientError;
-use super::ClientNet;
+use super::{ClientNet, Patience, Reconnect, APPROVAL_RETRY_US};
 use crate::clock::now_us;
 
 /// What the client does when the host went away.
@@ -20,14 +20,21 @@ pub(crate) enum Gone {
     Fail(&'static str),
 }
 
-/// What the client does when the host went away for `reason` (`end_on_host_bye`: the stream
-/// ends with the host's goodbye).
-pub(crate) fn gone(reason: GoneReason, end_on_host_bye: bool) -> Gone {
+/// What the client does when the host went away for `reason` (`patience.end_on_host_bye`:
+/// the stream ends with the host's goodbye; `patience.wait_for_host`: a host that shut down
+/// is waited for).
+pub(crate) fn gone(reason: GoneReason, patience: Patience) -> Gone {
     match reason {
         GoneReason::Timeout => Gone::Reconnect("went silent for longer than the idle timeout"),
-        GoneReason::Bye | GoneReason::ShuttingDown | GoneReason::Failed if end_on_host_bye => {
+        GoneReason::Bye | GoneReason::ShuttingDown | GoneReason::Failed
+            if patience.end_on_host_bye =>
+        {
             Gone::End("the host ended the stream")
         }
+        GoneReason::ShuttingDown if patience.wait_for_host => Gone::Reconnect(
+            "shut down (a restart, or Ctrl-C there); waiting for it to come back \
+             (--exit-on-bye exits instead)",
+        ),
         GoneReason::ShuttingDown => Gone::End("the host shut down"),
         GoneReason::Bye => {
             Gone::Fail("it closed the session (this client was revoked, or the host ended it)")
@@ -79,6 +86,29 @@ fn connected_line(host: std::net::SocketAddr, p: &SessionParams) -> String {
             String::new()
         }
     )
+}
+
+/// What the client says when the host granted less than it asked for (None: all of it).
+pub(crate) fn wants_line(w: &untether_proto::StreamWants, p: &SessionParams) -> Option<String> {
+    let mut lower = Vec::new();
+    if w.width > 0 && (w.width, w.height) != (p.width, p.height) {
+        lower.push(format!(
+            "{}x{} for {}x{}",
+            p.width, p.height, w.width, w.height
+        ));
+    }
+    if w.fps > 0 && w.fps != p.fps {
+        lower.push(format!("{} fps for {}", p.fps, w.fps));
+    }
+    if w.bitrate_kbps > 0 && w.bitrate_kbps != p.bitrate_kbps {
+        lower.push(format!("{} kbit/s for {}", p.bitrate_kbps, w.bitrate_kbps));
+    }
+    (!lower.is_empty()).then(|| {
+        format!(
+            "client: the host grants {} (its limits, or the stream other clients already watch)",
+            lower.join(", ")
+        )
+    })
 }
 
 impl ClientNet {
@@ -184,6 +214,11 @@ impl ClientNet {
     /// A session started: the first, or one after the host came back.
     fn on_connected(&mut self, params: SessionParams) {
         log::info!("{}", connected_line(self.shared.host, &params));
+        if let Some(w) = self.cfg.wants {
+            if let Some(line) = wants_line(&w, &params) {
+                log::info!("{line}");
+            }
+        }
         self.codec = crate::config::media_codec(params.codec);
         let host_key: Option<PublicKey> = self.session.host_key();
         if host_key.is_some() {
@@ -191,6 +226,13 @@ impl ClientNet {
             self.cfg.host_key = host_key;
         }
         self.connected_once = true;
+        self.approval_refusal = None;
+        if let Some(r) = self.reconnect.take_if(|r| r.approval) {
+            log::info!(
+                "client: approved by the host after {:.1} s of waiting",
+                (now_us() - r.lost_us) as f64 / 1e6
+            );
+        }
         if let Some(r) = self.reconnect.take() {
             log::info!(
                 "client: reconnected to {} after {:.1} s",
@@ -208,9 +250,47 @@ impl ClientNet {
         self.record.connected(now_us(), params, host_key);
     }
 
+    /// The host refused this client as not paired: try again every [`APPROVAL_RETRY_US`]
+    /// until it approves this client (said once, with both fingerprints), holding on to the
+    /// host's key so that every try reaches the same host.
+    fn wait_for_approval(&mut self, message: &str) {
+        let now = now_us();
+        self.approval_refusal = Some(untether_proto::sanitize_peer_text(message));
+        let host_key = self.session.seen_host_key();
+        if self.cfg.host_key.is_none() {
+            self.cfg.host_key = host_key;
+        }
+        if let Some(r) = self.reconnect.as_mut() {
+            r.attempt += 1;
+            r.next_try_us = Some(now + APPROVAL_RETRY_US);
+            return;
+        }
+        let me = untether_proto::fingerprint(&self.cfg.identity.public);
+        log::warn!(
+            "client: host {} ({}) has not approved this client yet; waiting for it (Ctrl-C \
+             ends). On the host: `untether pair approve {me}` (this client's fingerprint), \
+             after checking that the host's fingerprint above is the one `untether host` shows",
+            self.shared.host,
+            host_key.map_or("key not seen".into(), |k| untether_proto::fingerprint(&k)),
+        );
+        self.reconnect = Some(Reconnect {
+            lost_us: now,
+            attempt: 0,
+            next_try_us: Some(now + APPROVAL_RETRY_US),
+            approval: true,
+        });
+    }
+
     /// The host refused this client.
     fn on_rejected(&mut self, reason: RejectReason, message: &str) {
         let host = self.shared.host;
+        let waiting = self.reconnect.as_ref().is_some_and(|r| r.approval);
+        if reason == RejectReason::PendingApproval
+            && self.patience.wait_for_approval
+            && (waiting || !self.connected_once)
+        {
+            return self.wait_for_approval(message);
+        }
         // The host's text (already escaped by the parser; idempotent).
         let message = untether_proto::sanitize_peer_text(message);
         let error = if reason == RejectReason::UntrustedHost {
@@ -233,7 +313,7 @@ impl ClientNet {
 
     /// The host went away.
     fn on_gone(&mut self, reason: GoneReason) {
-        match gone(reason, self.end_on_host_bye) {
+        match gone(reason, self.patience) {
             Gone::Reconnect(why) => self.lost(now_us(), why),
             Gone::End(outcome) => {
                 if outcome == "the host shut down" {
@@ -258,21 +338,38 @@ mod tests {
 
     #[test]
     fn the_host_going_away_reconnects_ends_or_fails() {
+        let ends = Patience {
+            end_on_host_bye: true,
+            ..Patience::default()
+        };
+        let exits = Patience::default();
+        let waits = Patience {
+            wait_for_host: true,
+            ..Patience::default()
+        };
         assert!(matches!(
-            gone(GoneReason::Timeout, true),
+            gone(GoneReason::Timeout, ends),
             Gone::Reconnect(_)
         ));
         assert_eq!(
-            gone(GoneReason::Bye, true),
+            gone(GoneReason::Bye, ends),
             Gone::End("the host ended the stream")
         );
         assert_eq!(
-            gone(GoneReason::ShuttingDown, false),
+            gone(GoneReason::ShuttingDown, exits),
             Gone::End("the host shut down")
         );
-        assert!(matches!(gone(GoneReason::Bye, false), Gone::Fail(_)));
-        assert!(matches!(gone(GoneReason::Replaced, true), Gone::Fail(_)));
-        let Gone::Fail(slow) = gone(GoneReason::TooSlow, false) else {
+        assert!(
+            matches!(gone(GoneReason::ShuttingDown, waits), Gone::Reconnect(w) if w.contains("--exit-on-bye")),
+            "a host that stopped gracefully is waited for"
+        );
+        assert!(
+            matches!(gone(GoneReason::Bye, waits), Gone::Fail(_)),
+            "revoked: no wait"
+        );
+        assert!(matches!(gone(GoneReason::Bye, exits), Gone::Fail(_)));
+        assert!(matches!(gone(GoneReason::Replaced, ends), Gone::Fail(_)));
+        let Gone::Fail(slow) = gone(GoneReason::TooSlow, exits) else {
             panic!("a viewer dropped for its link fails the run");
         };
         assert!(!slow.contains("  "), "one line of text: {slow}");

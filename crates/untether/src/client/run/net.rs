@@ -58,6 +58,8 @@ pub(crate) struct NetRecord {
     pub(super) device_events: u64,
     pub(super) undecoded: u64,
     pub(super) end: SessionEnd,
+    /// The counters of the sessions before the current one (summed with its own at the end).
+    pub(super) earlier: ClientStats,
     pub(super) link: Option<crate::link::LinkReport>,
 }
 
@@ -154,6 +156,12 @@ impl NetRecord {
         self.undecoded += 1;
     }
 
+    /// A session ended and another starts (the host went away, or it was waiting for
+    /// approval): its counters count towards the run's.
+    pub fn session_ended(&mut self, session: &ClientSession) {
+        self.earlier.absorb(&session.stats());
+    }
+
     /// The last session's figures at the end (`synchronized`: the user says the clocks agree).
     pub fn close(&mut self, session: &ClientSession, now: Micros, synchronized: bool) {
         let mut clock = session.clock();
@@ -169,8 +177,10 @@ impl NetRecord {
         } else {
             ClockMode::Estimated
         };
+        let mut stats = session.stats();
+        stats.absorb(&self.earlier);
         self.end = SessionEnd {
-            stats: session.stats(),
+            stats,
             state_staleness: Some(session.state_staleness(now)),
             clock,
             clock_mode,

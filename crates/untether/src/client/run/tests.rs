@@ -83,6 +83,7 @@ fn the_merge_keeps_every_field() {
             clock: Some(clock),
             clock_mode: ClockMode::Synchronized,
         },
+        earlier: Default::default(),
         link: Some(link.clone()),
     };
     let mut decode = DecodeRecord::default();

@@ -48,6 +48,8 @@ pub(crate) struct NetStatus {
     pub connected: bool,
     /// The host went away and the driver is trying to reach it again.
     pub reconnecting: bool,
+    /// The host refused this client as not paired and it waits for the host's approval.
+    pub awaiting_approval: bool,
     /// The role the host gave this client last (None: none yet).
     pub role: Option<RoleView>,
 }
@@ -64,6 +66,7 @@ mod tests {
         let up = NetStatus {
             connected: true,
             reconnecting: false,
+            awaiting_approval: false,
             role: Some(RoleView {
                 role: ClientRole::Viewer,
                 input_granted: true,

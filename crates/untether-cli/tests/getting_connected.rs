@@ -1,0 +1,448 @@
+//! Getting connected as a new user does (issue 26): the host found on the local network
+//! (mDNS, on one machine and across two network namespaces, again after its address moved),
+//! a client that waits for its approval and for a host that restarts, a failed connect that
+//! says only why.
+
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use untether_netem::netns::{Side, Testbed};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_untether")
+}
+
+/// A state directory of this test run (mode 0700, as untether wants it).
+fn state(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("untether-gc-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+fn untether(dir: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.env("RUST_LOG", "info").arg("--state-dir").arg(dir);
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running process whose stderr lines arrive, with when they arrived, on a channel.
+struct Proc {
+    child: Child,
+    lines: Receiver<(Instant, String)>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(mut c: Command) -> Proc {
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("untether starts");
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line containing `pat`; its arrival time and text.
+    fn wait_for(&mut self, pat: &str, within: Duration) -> (Instant, String) {
+        let end = Instant::now() + within;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok((t, line)) => {
+                    self.seen.push(line.clone());
+                    if line.contains(pat) {
+                        return (t, line);
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {pat:?} within {within:?}; it said:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Ctrl-C, then its output (stdout) and the rest of its stderr.
+    fn interrupt(mut self) -> (bool, String, String) {
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let mut stdout = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut o, &mut stdout);
+        }
+        let ok = self.child.wait().is_ok_and(|s| s.success());
+        // The rest of stderr (its reader ends at the pipe's end).
+        while let Ok((_, l)) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.seen.push(l);
+        }
+        (ok, stdout, self.seen.join("\n"))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A host of the test scene on `bind` (still: the held picture and the live one agree).
+fn host(dir: &Path, bind: &str, extra: &[&str]) -> Command {
+    let mut c = untether(dir);
+    c.args(["host", "--bind", bind, "--spin", "0", "--walk", "0"])
+        .args(["--resolution", "640x360", "--fps", "30"])
+        .args(extra);
+    c
+}
+
+/// `frames: … complete N · decoded M …` of a client's printed report.
+fn complete_and_decoded(report: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        report
+            .split(&format!("{name} "))
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {name:?} count in:\n{report}"))
+    };
+    (field("complete"), field("decoded"))
+}
+
+#[test]
+fn a_failed_connect_says_why_without_an_empty_report() {
+    let dir = state("refused");
+    let port = free_udp_port();
+    let o = untether(&dir)
+        .args(["client", &format!("127.0.0.1:{port}"), "--headless"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.trim().is_empty(),
+        "no latency report for a run that never connected:\n{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("untether: error:") && stderr.contains("refused"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_host_is_found_on_one_machine_by_discover_and_by_name() {
+    let (hd, cd) = (state("one-host"), state("one-client"));
+    let name = format!("gc-one-{}", std::process::id());
+    let port = free_udp_port();
+    let mut h = Proc::spawn(host(
+        &hd,
+        &format!("0.0.0.0:{port}"),
+        &["--access", "open", "--host-name", &name],
+    ));
+    let (_, id) = h.wait_for("identity ", Duration::from_secs(10));
+    let fp = id
+        .split("identity ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .trim_end_matches(',')
+        .to_string();
+    h.wait_for("advertised on the local network", Duration::from_secs(5));
+    let o = untether(&cd)
+        .args(["discover", "--wait", "1500ms", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let me = list
+        .as_array()
+        .and_then(|a| a.iter().find(|h| h["name"] == name.as_str()))
+        .unwrap_or_else(|| panic!("{name} not listed: {list}"));
+    assert_eq!(me["fingerprint"], fp.as_str());
+    assert_eq!(me["paired"], false);
+    assert!(me["address"]
+        .as_str()
+        .is_some_and(|a| a.ends_with(&format!(":{port}"))));
+    // A name no DNS server knows: found on the local network, connected, pinned by it.
+    let o = untether(&cd)
+        .args(["client", &name, "--headless", "--duration", "700ms"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("found \"{name}\"")),
+        "{}",
+        text(&o)
+    );
+    let known = std::fs::read_to_string(cd.join("known_hosts.json")).unwrap();
+    assert!(known.contains(&format!("\"{name}\"")), "{known}");
+    let (_, _, log) = h.interrupt();
+    assert!(log.contains("connected from"), "{log}");
+}
+
+/// The issue's two-machine case: the host in one namespace, the client in the other, joined
+/// by a veth pair (multicast crosses it); then the host's address changes and the paired
+/// client finds it again by its key.
+#[test]
+fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let tb = Testbed::create(None).expect("testbed");
+    let (hd, cd) = (state("ns-host"), state("ns-client"));
+    let name = format!("gc-ns-{}", std::process::id());
+    let in_ns = |side: Side, c: Command| {
+        let mut w = tb.command(side, c.get_program());
+        w.args(c.get_args());
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                w.env(k, v);
+            }
+        }
+        w
+    };
+    let start_host = || {
+        let mut h = Proc::spawn(in_ns(
+            Side::Host,
+            host(
+                &hd,
+                "0.0.0.0:9710",
+                &["--access", "open", "--host-name", &name],
+            ),
+        ));
+        h.wait_for("advertised on the local network", Duration::from_secs(10));
+        h
+    };
+    let h = start_host();
+    let mut discover = untether(&cd);
+    discover.args(["discover", "--wait", "1s"]);
+    let o = in_ns(Side::Client, discover).output().unwrap();
+    let listing = text(&o);
+    assert!(o.status.success(), "{listing}");
+    let row = listing
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("{name} not listed:\n{listing}"));
+    assert!(
+        row.contains(&format!("{}:9710", tb.host_addr())) && row.contains(" no "),
+        "{row}"
+    );
+    // No address: the only host there.
+    let mut client = untether(&cd);
+    client.args(["client", "--headless", "--duration", "500ms"]);
+    let o = in_ns(Side::Client, client).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("connected to {}:9710", tb.host_addr())),
+        "{}",
+        text(&o)
+    );
+    drop(h.interrupt());
+    // The host moves to another network; the client's pin names the old address.
+    let dev = |ns: &str| {
+        let o = Command::new("ip")
+            .args(["-n", ns, "-o", "link", "show", "type", "veth"])
+            .output()
+            .unwrap();
+        let l = String::from_utf8_lossy(&o.stdout).to_string();
+        l.split(": ")
+            .nth(1)
+            .and_then(|d| d.split('@').next())
+            .unwrap()
+            .to_string()
+    };
+    let (hns, cns) = (tb.namespace(Side::Host), tb.namespace(Side::Client));
+    let ip = |args: &[&str]| {
+        let s = Command::new("ip").args(args).status().unwrap();
+        assert!(s.success(), "ip {args:?}");
+    };
+    let (hdev, cdev) = (dev(hns), dev(cns));
+    ip(&["-n", cns, "addr", "add", "10.99.77.2/24", "dev", &cdev]);
+    ip(&["-n", hns, "addr", "add", "10.99.77.1/24", "dev", &hdev]);
+    ip(&[
+        "-n",
+        hns,
+        "addr",
+        "del",
+        &format!("{}/30", tb.host_addr()),
+        "dev",
+        &hdev,
+    ]);
+    let h = start_host();
+    let mut client = untether(&cd);
+    client.args(["client", &name, "--headless", "--duration", "500ms"]);
+    let o = in_ns(Side::Client, client).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("connected to 10.99.77.1:9710"),
+        "{}",
+        text(&o)
+    );
+    let known = std::fs::read_to_string(cd.join("known_hosts.json")).unwrap();
+    assert!(
+        known.contains("10.99.77.1:9710"),
+        "the pin moved with the host: {known}"
+    );
+    let mut discover = untether(&cd);
+    discover.args(["discover", "--wait", "1s"]);
+    let o = in_ns(Side::Client, discover).output().unwrap();
+    assert!(
+        text(&o)
+            .lines()
+            .any(|l| l.starts_with(&name) && l.contains(" yes ")),
+        "paired: {}",
+        text(&o)
+    );
+    drop(h.interrupt());
+}
+
+/// The patient client: it waits for approval (saying which host and how to approve) and is
+/// in within a second of `untether pair approve`; after the host's Ctrl-C it waits and
+/// reconnects to the restarted host; its report counts every session's frames.
+#[test]
+fn a_client_waits_for_approval_and_for_a_restarted_host() {
+    let (hd, cd) = (state("wait-host"), state("wait-client"));
+    let port = free_udp_port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut h = Proc::spawn(host(&hd, &bind, &["--no-advertise"]));
+    h.wait_for("listening on udp", Duration::from_secs(10));
+    let mut client = untether(&cd);
+    client.args(["client", &bind, "--duration", "30", "--headless"]);
+    let mut c = Proc::spawn(client);
+    let (_, waiting) = c.wait_for("has not approved this client yet", Duration::from_secs(10));
+    let fp = waiting
+        .split("untether pair approve ")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .unwrap_or_else(|| panic!("no fingerprint to approve in {waiting:?}"))
+        .to_string();
+    let o = untether(&hd)
+        .args(["pair", "approve", &fp])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let approved = Instant::now();
+    let (t, _) = c.wait_for("connected to", Duration::from_secs(5));
+    let took = t.saturating_duration_since(approved);
+    assert!(
+        took < Duration::from_secs(1),
+        "in {took:?} after the approval, not within 1 s"
+    );
+    eprintln!("the waiting client was in {took:?} after `untether pair approve` returned");
+    c.wait_for("approved by the host", Duration::from_secs(2));
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(h.interrupt());
+    c.wait_for("waiting for it to come back", Duration::from_secs(5));
+    let mut h = Proc::spawn(host(&hd, &bind, &["--no-advertise"]));
+    h.wait_for("listening on udp", Duration::from_secs(10));
+    c.wait_for("reconnected to", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, report, log) = c.interrupt();
+    assert!(ok, "{log}");
+    let (complete, decoded) = complete_and_decoded(&report);
+    assert!(
+        complete >= decoded && decoded > 0,
+        "the report counts both sessions: complete {complete}, decoded {decoded}\n{report}"
+    );
+    drop(h.interrupt());
+}
+
+/// `client --resolution --fps --bitrate`: within the host's limits the stream is what was
+/// asked (the picture decoded at that size); above them the host clamps, and both sides say
+/// so. One host for both runs.
+#[test]
+fn a_client_gets_the_stream_it_asks_for_within_the_hosts_limits() {
+    let (hd, cd) = (state("ask-host"), state("ask-client"));
+    let port = free_udp_port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut h = Proc::spawn(host(&hd, &bind, &["--no-advertise", "--access", "open"]));
+    h.wait_for("listening on udp", Duration::from_secs(10));
+    let frame = std::env::temp_dir().join(format!("untether-gc-{}-ask.ppm", std::process::id()));
+    let o = untether(&cd)
+        .args(["client", &bind, "--headless", "--duration", "1500ms"])
+        .args([
+            "--resolution",
+            "320x180",
+            "--fps",
+            "15",
+            "--bitrate",
+            "400k",
+        ])
+        .arg("--save-frame")
+        .arg(&frame)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("320x180 @ 15 fps, h264, 400 kbit/s"),
+        "{}",
+        text(&o)
+    );
+    let ppm = std::fs::read(&frame).expect("the last picture was saved");
+    assert!(
+        ppm.starts_with(b"P6\n320 180\n"),
+        "decoded at the size asked for"
+    );
+    h.wait_for(
+        "asked for 320x180 @ 15 fps, 400 kbit/s: streaming 320x180",
+        Duration::from_secs(3),
+    );
+    let o = untether(&cd)
+        .args(["client", &bind, "--headless", "--duration", "800ms"])
+        .args(["--resolution", "1080p", "--fps", "120"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("the host grants 640x360 for 1920x1080, 30 fps for 120"),
+        "{}",
+        text(&o)
+    );
+    h.wait_for(
+        "above this host's limits (640x360 @ 30 fps",
+        Duration::from_secs(3),
+    );
+    drop(h.interrupt());
+}
