@@ -15,6 +15,7 @@ pub mod evdev;
 pub mod frame;
 pub mod gamepad;
 pub mod lens;
+pub mod mesh;
 pub mod overlay;
 pub mod pipe;
 pub mod present;
