@@ -28,6 +28,7 @@ pub mod warp;
 mod window;
 pub mod x11;
 pub mod x264;
+pub mod zero_copy;
 
 pub use frame::BgraFrame;
 

@@ -356,6 +356,12 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.view.refresh_overlay(self.s, &self.timings, now);
             p.set_overlay(Some(self.view.live.model()))?;
         }
+        if let Ok((_, hwaccel)) = self.options.client.decoder_choice() {
+            if hwaccel != untether_media::codec::HwAccel::None {
+                let plan = untether_media::zero_copy::plan(hwaccel, p.egl_support().as_ref());
+                log::info!("client: {plan}");
+            }
+        }
         self.presenter = Some(p);
         Ok(())
     }
