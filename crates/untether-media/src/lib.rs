@@ -15,6 +15,7 @@ pub mod evdev;
 pub mod frame;
 pub mod gamepad;
 pub mod lens;
+pub mod mesh;
 pub mod overlay;
 pub mod pipe;
 pub mod present;
@@ -28,6 +29,7 @@ pub mod warp;
 mod window;
 pub mod x11;
 pub mod x264;
+pub mod zero_copy;
 
 pub use frame::BgraFrame;
 

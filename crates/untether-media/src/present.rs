@@ -87,6 +87,21 @@ pub trait Presenter {
     /// The late warp of the pictures shown from now on (None: none). Only the GPU presenter
     /// in VR mode warps.
     fn set_warp(&mut self, _warp: Option<Warp>) {}
+    /// What this presenter's EGL display offers for zero-copy imports (None: not a GL
+    /// presenter).
+    fn egl_support(&self) -> Option<crate::zero_copy::EglSupport> {
+        None
+    }
+    /// [`Self::present`] with the late warp asked for as late as this presenter can: the GPU
+    /// presenter uploads the picture first and samples `warp` just before it draws.
+    fn present_warped(
+        &mut self,
+        picture: &DecodedFrame,
+        warp: &mut dyn FnMut() -> Option<Warp>,
+    ) -> Result<()> {
+        self.set_warp(warp());
+        self.present(picture)
+    }
     /// The statistics overlay (None: hidden); its text is rasterised again only when it
     /// changed.
     fn set_overlay(&mut self, _overlay: Option<&OverlayModel>) -> Result<()> {

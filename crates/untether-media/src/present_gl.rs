@@ -2,11 +2,13 @@
 //!
 //! Each decoded plane is uploaded into its own single-channel texture (made once per picture
 //! size and format, then refilled with `glTexSubImage2D`, the plane's stride given as
-//! `GL_UNPACK_ROW_LENGTH`: no CPU copy or conversion). One fragment shader pass does the rest:
+//! `GL_UNPACK_ROW_LENGTH`: no CPU copy or conversion). One shader pass does the rest:
 //! YUV→RGB with the stream's matrix and range (BT.601/BT.709, limited/full) or GBR as is, and
 //! in VR mode, per eye of the side-by-side picture, the lens pre-distortion (radial polynomial,
 //! a sample per colour channel for the chromatic-aberration correction) and before it the late
-//! warp (a rotation homography; pixels from outside the rendered picture are black). The
+//! warp (a rotation homography; pixels from outside the rendered picture are black), both
+//! evaluated per vertex of a distortion mesh ([`crate::mesh`]: 64 × 64 cells per eye, the warp
+//! in the vertex shader from the pose of the draw) and interpolated by the GPU. The
 //! statistics overlay is a second, alpha-blended textured quad, its texture refilled only when
 //! its text changed. Vsync is asked for (`SDL_GL_SetSwapInterval(1)`) and the log says what
 //! the display gave.
@@ -19,19 +21,28 @@ use sdl2::EventPump;
 
 use crate::codec::{Colorimetry, DecodedFrame, PictureFormat, YuvMatrix};
 use crate::lens::LensProfile;
+use crate::mesh::{self, DistortionMesh};
 use crate::overlay::{OverlayModel, RgbaImage, TextRaster};
 use crate::present::{Presenter, WindowEvent, WindowSpec, OVERLAY_MARGIN, OVERLAY_PX};
 use crate::warp::{Mat3, Warp};
 use crate::window::{self, sdl_err};
+use crate::zero_copy::EglSupport;
 use crate::{MediaError, Result};
 
 const VERTEX_SHADER: &str = include_str!("shaders/fullscreen.vert");
 
-/// The video pass, specialised per variant by the `#define`s [`Variant::defines`] puts
-/// before it (a software GL like llvmpipe runs both sides of a branch, even a uniform one, so
-/// the paths a picture does not take are compiled out, not skipped). Mirrors
-/// `Warp::sample_uv` and `LensProfile::distort` exactly.
+/// The planes' sampling and colour, before either video fragment shader.
+const PLANES: &str = include_str!("shaders/planes.glsl");
+
+/// The video pass outside VR, specialised per variant by the `#define`s [`Variant::defines`]
+/// puts before it (a software GL like llvmpipe runs both sides of a branch, even a uniform
+/// one, so the paths a picture does not take are compiled out, not skipped).
 const VIDEO_SHADER: &str = include_str!("shaders/video.frag");
+
+/// The VR pass: the distortion mesh's vertex stage (the late warp per vertex, mirroring
+/// `DistortionMesh::sample`) and fragment stage.
+const MESH_VERTEX_SHADER: &str = include_str!("shaders/mesh.vert");
+const MESH_SHADER: &str = include_str!("shaders/mesh.frag");
 
 /// Which specialisation of the video shader draws a picture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,7 +63,7 @@ impl Variant {
             d.push_str("#define GBR 1\n");
         }
         if self.vr {
-            d.push_str("#define STEREO 1\n#define LENS 1\n");
+            d.push_str("#define STEREO 1\n");
             if self.chroma {
                 d.push_str("#define CHROMA 1\n");
             }
@@ -131,12 +142,6 @@ struct VideoProgram {
     tex: [Option<glow::UniformLocation>; 3],
     yuv: Option<glow::UniformLocation>,
     offset: Option<glow::UniformLocation>,
-    k: Option<glow::UniformLocation>,
-    chroma: Option<glow::UniformLocation>,
-    center: Option<glow::UniformLocation>,
-    fit: Option<glow::UniformLocation>,
-    view_aspect: Option<glow::UniformLocation>,
-    pic_aspect: Option<glow::UniformLocation>,
     rot: Option<glow::UniformLocation>,
     tan: Option<glow::UniformLocation>,
     texel: Option<glow::UniformLocation>,
@@ -159,6 +164,8 @@ pub struct GlPresenter {
     overlay_prog: glow::Program,
     overlay_loc: Option<glow::UniformLocation>,
     vao: glow::VertexArray,
+    /// VR's distortion mesh, made for the eye viewport and picture aspects it holds.
+    mesh: Option<MeshBuffers>,
     planes: Vec<glow::Texture>,
     /// The planes' sampling filter (NEAREST or LINEAR; 0: not set since they were made).
     filter: u32,
@@ -177,12 +184,24 @@ pub struct GlPresenter {
     row: Option<Vec<u8>>,
     vsync: bool,
     renderer: String,
+    /// What the EGL display offers for importing decoded pictures without a copy.
+    egl: EglSupport,
     // Drop order: the context before the window, the window before SDL.
     _context: GLContext,
     window: Window,
     events: EventPump,
     video_sys: sdl2::VideoSubsystem,
     sdl: sdl2::Sdl,
+}
+
+/// The distortion mesh in GL buffers.
+struct MeshBuffers {
+    vao: glow::VertexArray,
+    vbo: glow::Buffer,
+    ibo: glow::Buffer,
+    indices: i32,
+    /// (eye viewport height / width, eye picture height / width) it was made for.
+    aspects: (f32, f32),
 }
 
 fn gl_err(what: &str) -> impl Fn(String) -> MediaError + '_ {
@@ -193,11 +212,16 @@ fn gl_err(what: &str) -> impl Fn(String) -> MediaError + '_ {
 ///
 /// # Safety
 /// A current GL context on this thread.
-unsafe fn program(gl: &glow::Context, fragment: &str, name: &str) -> Result<glow::Program> {
+unsafe fn program(
+    gl: &glow::Context,
+    vertex: &str,
+    fragment: &str,
+    name: &str,
+) -> Result<glow::Program> {
     let prog = gl.create_program().map_err(gl_err("program"))?;
     let mut shaders = Vec::new();
     for (kind, src) in [
-        (glow::VERTEX_SHADER, VERTEX_SHADER),
+        (glow::VERTEX_SHADER, vertex),
         (glow::FRAGMENT_SHADER, fragment),
     ] {
         let sh = gl.create_shader(kind).map_err(gl_err("shader"))?;
@@ -272,7 +296,7 @@ impl GlPresenter {
             }
             let renderer = gl.get_parameter_string(glow::RENDERER);
             let overlay_src = format!("#version 300 es\n{OVERLAY_SHADER}");
-            let overlay_prog = program(&gl, &overlay_src, "overlay")?;
+            let overlay_prog = program(&gl, VERTEX_SHADER, &overlay_src, "overlay")?;
             let vao = gl.create_vertex_array().map_err(gl_err("vertex array"))?;
             let overlay_loc = gl.get_uniform_location(overlay_prog, "u_overlay");
             (renderer, version, overlay_prog, vao, overlay_loc)
@@ -294,12 +318,15 @@ impl GlPresenter {
             }
         );
         let events = sdl.event_pump().map_err(sdl_err("SDL events"))?;
+        // With the context current: can decoded dma-bufs be imported (zero_copy.rs)?
+        let egl = crate::zero_copy::probe_egl();
         let mut p = GlPresenter {
             gl,
             programs: Vec::new(),
             overlay_prog,
             overlay_loc,
             vao,
+            mesh: None,
             planes: Vec::new(),
             filter: 0,
             software,
@@ -313,6 +340,7 @@ impl GlPresenter {
             row: None,
             vsync,
             renderer,
+            egl,
             _context: context,
             window,
             events,
@@ -348,10 +376,23 @@ impl GlPresenter {
             return Ok(i);
         }
         let gl = &self.gl;
-        let src = format!("{}{VIDEO_SHADER}", variant.defines());
+        let defines = variant.defines();
+        let (vertex, fragment, name) = if variant.vr {
+            (
+                format!("{defines}{MESH_VERTEX_SHADER}"),
+                format!("{defines}{PLANES}{MESH_SHADER}"),
+                "VR mesh",
+            )
+        } else {
+            (
+                VERTEX_SHADER.to_string(),
+                format!("{defines}{PLANES}{VIDEO_SHADER}"),
+                "video",
+            )
+        };
         // SAFETY: the context is current on this thread.
         let vp = unsafe {
-            let program = program(gl, &src, "video")?;
+            let program = program(gl, &vertex, &fragment, name)?;
             let u = |n: &str| gl.get_uniform_location(program, n);
             VideoProgram {
                 variant,
@@ -359,12 +400,6 @@ impl GlPresenter {
                 tex: [u("u_tex0"), u("u_tex1"), u("u_tex2")],
                 yuv: u("u_yuv"),
                 offset: u("u_offset"),
-                k: u("u_k"),
-                chroma: u("u_chroma"),
-                center: u("u_center"),
-                fit: u("u_fit"),
-                view_aspect: u("u_view_aspect"),
-                pic_aspect: u("u_pic_aspect"),
                 rot: u("u_rot"),
                 tan: u("u_tan"),
                 texel: u("u_texel"),
@@ -510,6 +545,14 @@ impl GlPresenter {
         } else {
             glow::LINEAR
         };
+        let mesh_vao = if vr {
+            // Each eye's viewport and picture are half as wide.
+            let view_aspect = vh as f32 / (vw as f32 / 2.0).max(1.0);
+            let pic_aspect = l.height as f32 / (l.width as f32 / 2.0).max(1.0);
+            Some(self.mesh_for(view_aspect, pic_aspect)?)
+        } else {
+            None
+        };
         let gl = &self.gl;
         let vp = &self.programs[index];
         let (yuv, offset) = yuv_to_rgb(l.colour);
@@ -521,7 +564,7 @@ impl GlPresenter {
             // GL's y runs upwards: the letterbox's top margin is its bottom one too.
             gl.viewport(vx, dh as i32 - vy - vh, vw, vh);
             gl.use_program(Some(vp.program));
-            gl.bind_vertex_array(Some(self.vao));
+            gl.bind_vertex_array(Some(mesh_vao.map_or(self.vao, |m| m.0)));
             for (i, t) in self.planes.iter().enumerate().take(specs.len()) {
                 gl.active_texture(glow::TEXTURE0 + i as u32);
                 gl.bind_texture(glow::TEXTURE_2D, Some(*t));
@@ -538,21 +581,6 @@ impl GlPresenter {
                 1.0 / l.width as f32,
                 1.0 / l.height as f32,
             );
-            if let Some(lens) = &self.lens {
-                let k = lens.k4();
-                gl.uniform_4_f32(vp.k.as_ref(), k[0], k[1], k[2], k[3]);
-                let c = lens.chromatic;
-                gl.uniform_3_f32(vp.chroma.as_ref(), c[0], c[1], c[2]);
-                gl.uniform_2_f32(vp.center.as_ref(), lens.center[0], lens.center[1]);
-                gl.uniform_1_f32(vp.fit.as_ref(), lens.fit_scale());
-                // Each eye's viewport and picture are half as wide.
-                let eye_w = (vw as f32 / 2.0).max(1.0);
-                gl.uniform_1_f32(vp.view_aspect.as_ref(), vh as f32 / eye_w);
-                gl.uniform_1_f32(
-                    vp.pic_aspect.as_ref(),
-                    l.height as f32 / (l.width as f32 / 2.0).max(1.0),
-                );
-            }
             if let Some(w) = warp {
                 let t = w.fov.tan_half();
                 gl.uniform_matrix_3_f32_slice(
@@ -562,13 +590,67 @@ impl GlPresenter {
                 );
                 gl.uniform_2_f32(vp.tan.as_ref(), t.x, t.y);
             }
-            gl.draw_arrays(glow::TRIANGLES, 0, 3);
+            match mesh_vao {
+                Some((_, n)) => gl.draw_elements(glow::TRIANGLES, n, glow::UNSIGNED_SHORT, 0),
+                None => gl.draw_arrays(glow::TRIANGLES, 0, 3),
+            }
             self.filter = filter;
         }
         if self.overlay_on {
             self.draw_overlay(dh);
         }
         Ok(true)
+    }
+
+    /// The distortion mesh's vertex array (and index count) for these aspects, made again
+    /// only when they changed (the window or the picture was resized).
+    fn mesh_for(&mut self, view_aspect: f32, pic_aspect: f32) -> Result<(glow::VertexArray, i32)> {
+        let aspects = (view_aspect, pic_aspect);
+        if let Some(m) = self.mesh.as_ref().filter(|m| m.aspects == aspects) {
+            return Ok((m.vao, m.indices));
+        }
+        let Some(lens) = &self.lens else {
+            return Err(MediaError::Display("GL: a VR mesh without a lens".into()));
+        };
+        let mesh = DistortionMesh::new(lens, mesh::CELLS, view_aspect, pic_aspect);
+        let gl = &self.gl;
+        let bytes: Vec<u8> = mesh.vertices.iter().flat_map(|f| f.to_ne_bytes()).collect();
+        let index_bytes: Vec<u8> = mesh.indices.iter().flat_map(|i| i.to_ne_bytes()).collect();
+        // SAFETY: the context is current; the buffers and vertex array are made here and
+        // described by the layout DistortionMesh documents.
+        let m = unsafe {
+            let (vao, vbo, ibo) = match self.mesh.take() {
+                Some(old) => (old.vao, old.vbo, old.ibo),
+                None => (
+                    gl.create_vertex_array()
+                        .map_err(gl_err("mesh vertex array"))?,
+                    gl.create_buffer().map_err(gl_err("mesh vertices"))?,
+                    gl.create_buffer().map_err(gl_err("mesh indices"))?,
+                ),
+            };
+            gl.bind_vertex_array(Some(vao));
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbo));
+            gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, &bytes, glow::STATIC_DRAW);
+            gl.bind_buffer(glow::ELEMENT_ARRAY_BUFFER, Some(ibo));
+            gl.buffer_data_u8_slice(glow::ELEMENT_ARRAY_BUFFER, &index_bytes, glow::STATIC_DRAW);
+            let stride = (mesh::FLOATS_PER_VERTEX * 4) as i32;
+            // a_pos, a_eye, a_r, a_g, a_b.
+            for (loc, size, offset) in [(0, 2, 0), (1, 1, 2), (2, 2, 3), (3, 2, 5), (4, 2, 7)] {
+                gl.enable_vertex_attrib_array(loc);
+                gl.vertex_attrib_pointer_f32(loc, size, glow::FLOAT, false, stride, offset * 4);
+            }
+            gl.bind_vertex_array(None);
+            MeshBuffers {
+                vao,
+                vbo,
+                ibo,
+                indices: mesh.indices.len() as i32,
+                aspects,
+            }
+        };
+        let out = (m.vao, m.indices);
+        self.mesh = Some(m);
+        Ok(out)
     }
 
     /// The overlay's quad over whatever is in the back buffer, `dh` its height.
@@ -751,6 +833,21 @@ impl Presenter for GlPresenter {
         Ok(())
     }
 
+    fn present_warped(
+        &mut self,
+        picture: &DecodedFrame,
+        warp: &mut dyn FnMut() -> Option<Warp>,
+    ) -> Result<()> {
+        self.upload(picture)?;
+        // The pose as late as the presenter can take it: after the upload, right before the
+        // draw.
+        self.warp = warp();
+        self.draw()?;
+        self.row = self.row_request.and_then(|(y, w)| self.read_back_row(y, w));
+        self.window.gl_swap_window();
+        Ok(())
+    }
+
     fn read_row(&mut self, y: u32, width: u32) -> Option<Vec<u8>> {
         if self.row_request != Some((y, width)) {
             // Asked for the first time (or another row): read from the next picture on.
@@ -778,6 +875,10 @@ impl Presenter for GlPresenter {
 
     fn set_warp(&mut self, warp: Option<Warp>) {
         self.warp = warp;
+    }
+
+    fn egl_support(&self) -> Option<EglSupport> {
+        Some(self.egl.clone())
     }
 
     fn set_overlay(&mut self, overlay: Option<&OverlayModel>) -> Result<()> {

@@ -20,6 +20,7 @@ pub mod family;
 pub mod ffmpeg;
 pub mod hw;
 pub mod select;
+pub mod sizing;
 #[cfg(untether_svt)]
 pub mod svt;
 

@@ -4,7 +4,9 @@
 //!
 //! Each session has its codec: the decoder is opened for it (software, a named one, or with the
 //! hardware accelerator `client.hwaccel` names, falling back to software with one line) when the
-//! session's first frame arrives, and opened again when a later session has another codec.
+//! session starts ([`Piece::Open`], the codec from the host's Accept; a hardware decoder is
+//! warmed with a dummy keyframe then, and with `--hwaccel` opened at the thread's start
+//! already: [`super::warm`]), and opened again when a later session has another codec.
 //! Frames the protocol marks *held* (an intra-refresh sweep after a join or a loss is under
 //! way) are decoded and not shown.
 //!
@@ -16,7 +18,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
-use untether_media::codec::{Codec, DecodedFrame, Decoder, DecoderConfig};
+use untether_media::codec::{Codec, DecodedFrame, Decoder, DecoderConfig, HwAccel};
 use untether_media::slice_decoder::{SliceDecoder, SlicePicture};
 use untether_media::stamp;
 use untether_proto::{CompleteFrame, Micros, SliceId};
@@ -42,6 +44,8 @@ pub(crate) enum Piece {
     Slice(CompleteFrame),
     /// A slice of it that was given up.
     SliceLost { frame_number: u32, slice: SliceId },
+    /// The session started (its codec and picture size are known): open the decoder now.
+    Open { width: u32, height: u32 },
 }
 
 /// A piece of session `session`, whose codec is `codec`.
@@ -68,12 +72,18 @@ struct DecodeStage<'a> {
 
 /// Opens the decoder `cfg` asks for (for the codec of `cfg`), saying once why it fell back.
 fn open_decoder(s: &ClientShared, rec: &mut DecodeRecord, cfg: &DecoderConfig) -> Option<Decoder> {
+    let t0 = std::time::Instant::now();
     match Decoder::open(cfg) {
         Ok((d, note)) => {
             if let Some(note) = note {
                 log::warn!("client: {note}");
             }
-            log::info!("client: decoding {} with {}", cfg.codec, d.info());
+            log::info!(
+                "client: decoding {} with {} (opened in {:.1} ms)",
+                cfg.codec,
+                d.info(),
+                t0.elapsed().as_secs_f64() * 1e3
+            );
             rec.opened(&d.info().to_string());
             Some(d)
         }
@@ -105,8 +115,18 @@ impl DecodeStage<'_> {
     fn run(&mut self, frames: mpsc::Receiver<ToDecode>, config: DecoderConfig) {
         let s = self.s;
         let mut decoder: Option<(Codec, Decoder)> = None;
+        if config.hwaccel != HwAccel::None {
+            // The hardware device opens while the handshake is under way (the codec is the
+            // configured one; another from the Accept reopens).
+            match open_decoder(s, &mut self.rec, &config) {
+                Some(d) => decoder = Some((config.codec, d)),
+                None => return,
+            }
+        }
         let mut slices: Option<SliceDecoder> = None;
         let mut current: Option<SlicedFrame> = None;
+        // When the session started, until its first picture is decoded.
+        let mut opened_at: Option<(std::time::Instant, u64)> = None;
         loop {
             let ToDecode {
                 session,
@@ -119,6 +139,23 @@ impl DecodeStage<'_> {
                 Err(_) => return,
             };
             match piece {
+                Piece::Open { width, height } => {
+                    opened_at = Some((std::time::Instant::now(), self.rec.decoded_count()));
+                    if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
+                        let cfg = DecoderConfig {
+                            codec,
+                            ..config.clone()
+                        };
+                        match open_decoder(s, &mut self.rec, &cfg) {
+                            Some(d) => decoder = Some((codec, d)),
+                            None => return,
+                        }
+                    }
+                    if let Some((_, d)) = decoder.as_mut() {
+                        let line = super::warm::warm(d, codec, width, height);
+                        log::info!("client: decoder {}: {line}", d.info());
+                    }
+                }
                 Piece::Frame(frame) => {
                     if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
                         let cfg = DecoderConfig {
@@ -194,6 +231,13 @@ impl DecodeStage<'_> {
                     }
                     self.slice_result(&mut current, frame_number, start, end, out);
                 }
+            }
+            if let Some((t, _)) = opened_at.filter(|&(_, n)| self.rec.decoded_count() > n) {
+                log::info!(
+                    "client: first picture decoded {:.1} ms after the session started",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                opened_at = None;
             }
         }
     }

@@ -34,6 +34,7 @@ mod record;
 mod run;
 mod start;
 mod trust;
+mod warm;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -272,7 +272,7 @@ impl ClientNet {
             let whole = match &piece {
                 Piece::Frame(_) => true,
                 Piece::Slice(f) => f.slice.index + 1 >= f.slice.count,
-                Piece::SliceLost { .. } => false,
+                Piece::SliceLost { .. } | Piece::Open { .. } => false,
             };
             if whole {
                 self.record.undecoded();

@@ -36,6 +36,11 @@ use super::run::view::{NetStatus, RoleView};
 use super::run::PresentRecord;
 use super::{ClientError, ClientShared};
 use crate::clock::now_us;
+
+/// The most often the late warp redraws the last picture for a newer head pose: once per
+/// refresh of a 60 Hz display. With vsync the swap paces it anyway; without (Xvfb, a software
+/// GL) each redraw is a full draw that would otherwise crowd out the new pictures.
+const WARP_REDRAW_INTERVAL_US: Micros = 16_667;
 use crate::driver::Handle;
 
 /// What the presenter reads and writes besides the picture slot.
@@ -107,6 +112,8 @@ struct PresentLoop<'a, 'r> {
     late_warp: bool,
     warp_source: WarpSource,
     last_warp: Option<Warp>,
+    /// When the late warp may next redraw the last picture for a newer pose.
+    next_warp_us: Micros,
     /// The last picture's record (without its thumbnail), for late warp.
     last_shown: Option<FrameRecord>,
     view: View,
@@ -166,6 +173,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             late_warp,
             warp_source,
             last_warp: None,
+            next_warp_us: 0,
             last_shown: None,
             view: View {
                 keys: WindowKeys::default(),
@@ -305,12 +313,17 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
     /// pose asks for it.
     fn idle(&mut self) -> Result<(), ClientError> {
         if let Some(p) = self.presenter.as_mut() {
+            let now = now_us();
             if let (true, Some(last)) = (self.late_warp, self.last_shown.as_ref()) {
-                let w = (self.warp_source.0)(last);
-                if w != self.last_warp {
-                    p.set_warp(w);
-                    self.last_warp = w;
-                    self.redraw = true;
+                // At most one warped redraw per display refresh.
+                if now >= self.next_warp_us {
+                    let w = (self.warp_source.0)(last);
+                    if w != self.last_warp {
+                        p.set_warp(w);
+                        self.last_warp = w;
+                        self.redraw = true;
+                        self.next_warp_us = now + WARP_REDRAW_INTERVAL_US;
+                    }
                 }
             }
             if self.redraw {
@@ -350,6 +363,12 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.view.refresh_overlay(self.s, &self.timings, now);
             p.set_overlay(Some(self.view.live.model()))?;
         }
+        if let Ok((_, hwaccel)) = self.options.client.decoder_choice() {
+            if hwaccel != untether_media::codec::HwAccel::None {
+                let plan = untether_media::zero_copy::plan(hwaccel, p.egl_support().as_ref());
+                log::info!("client: {plan}");
+            }
+        }
         self.presenter = Some(p);
         Ok(())
     }
@@ -361,10 +380,17 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         }
         if let Some(p) = self.presenter.as_mut() {
             if self.late_warp {
-                self.last_warp = (self.warp_source.0)(&item.record);
-                p.set_warp(self.last_warp);
+                let (source, record) = (&mut self.warp_source, &item.record);
+                let mut sampled = None;
+                p.present_warped(&item.picture, &mut || {
+                    sampled = (source.0)(record);
+                    sampled
+                })?;
+                self.last_warp = sampled;
+                self.next_warp_us = now_us() + WARP_REDRAW_INTERVAL_US;
+            } else {
+                p.present(&item.picture)?;
             }
-            p.present(&item.picture)?;
             self.redraw = false;
             if self.options.vr.enabled {
                 let read = self.photon.measure(

@@ -64,9 +64,11 @@ pub const BITRATE_KBPS: Limit<u32> = Limit {
     min: 100,
     max: 500_000,
 };
+/// Encoder threads; 0: auto, sized to the machine's cores and the picture
+/// (`untether_media::codec::sizing`).
 pub const ENCODER_THREADS: Limit<usize> = Limit {
     key: "video.encoder_threads",
-    min: 1,
+    min: 0,
     max: 16,
 };
 /// Frames per intra-refresh sweep (or between an encoder's own keyframes).

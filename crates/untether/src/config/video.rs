@@ -158,6 +158,8 @@ pub struct VideoConfig {
     #[serde(serialize_with = "ser_selection")]
     pub selection: Selection,
     pub preset: String,
+    /// Encoder threads (`video.encoder_threads`); 0: auto, from the cores and the resolution
+    /// when the encoder opens (`untether_media::codec::sizing`).
     pub encoder_threads: usize,
     #[serde(serialize_with = "ser_display")]
     pub refresh: Refresh,
@@ -203,7 +205,7 @@ impl Default for VideoConfig {
                 ..Selection::default()
             },
             preset: PRESETS[0].into(),
-            encoder_threads: 2,
+            encoder_threads: 0,
             refresh: Refresh::Idr,
             refresh_period: 30,
             slices: 1,

@@ -220,6 +220,11 @@ impl ClientNet {
             }
         }
         self.codec = crate::config::media_codec(params.codec);
+        // The decoder opens (and a hardware one warms) before the first frame arrives.
+        self.hand_to_decoder(Piece::Open {
+            width: u32::from(params.width),
+            height: u32::from(params.height),
+        });
         let host_key: Option<PublicKey> = self.session.host_key();
         if host_key.is_some() {
             // Later sessions (after the host went away) must reach the same host.

@@ -36,6 +36,11 @@ impl DecodeRecord {
         self.decode_errors += 1;
     }
 
+    /// Pictures handed to the presenter so far.
+    pub fn decoded_count(&self) -> u64 {
+        self.decoded
+    }
+
     /// A picture on its way to the presenter.
     pub fn decoded(&mut self, r: &FrameRecord) {
         self.decoded += 1;

@@ -1,7 +1,7 @@
 //! How the host opens its encoders ([`EncoderPlan`]), and the encoders of every codec it may
 //! offer ([`open_encoders`]).
 
-use untether_media::codec::{open_encoder, Codec, EncoderChoice, EncoderConfig};
+use untether_media::codec::{open_encoder, sizing, Codec, EncoderChoice, EncoderConfig};
 
 use super::super::encode_slices::{self, OpenedVideo};
 use super::super::options::HostSetup;
@@ -24,13 +24,18 @@ pub(crate) struct EncoderPlan {
 
 impl EncoderPlan {
     pub fn new(v: &VideoConfig, setup: &HostSetup, width: u32, height: u32) -> EncoderPlan {
+        let (threads, auto) = sizing::resolve_threads(v.encoder_threads, height);
+        match auto {
+            Some(a) => log::info!("host: {a}; video.encoder_threads sets them"),
+            None => log::info!("host: {threads} encoder threads (video.encoder_threads)"),
+        }
         EncoderPlan {
             choice: v.selection.encoder.clone(),
             slices: v.slices,
             whole_frames: false,
             base: EncoderConfig {
                 preset: v.preset.clone(),
-                threads: v.encoder_threads,
+                threads,
                 conversion: v.selection.conversion,
                 input: setup.source.picture_kind(),
                 refresh: v.refresh,
