@@ -19,6 +19,7 @@ mod bench;
 mod doctor;
 mod netem;
 mod pair;
+mod wayland_arg;
 #[cfg(feature = "rtsp")]
 mod rtsp;
 #[cfg(not(feature = "rtsp"))]
@@ -255,9 +256,15 @@ struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
-    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1). Input is replayed there with XTEST.
-    #[arg(long, value_name = "x11[:DISPLAY]", conflicts_with = "source")]
+    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; or wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through wlr-screencopy: sway, Hyprland, river), input through uinput.
+    #[arg(long, value_name = "x11[:DISPLAY]|wlr[:OUTPUT]", conflicts_with = "source")]
     capture: Option<String>,
+    /// With --capture wlr: a region of the output, X,Y,WxH in its logical coordinates (slurp's "X,Y WxH" too).
+    #[arg(long, value_name = "X,Y,WxH", requires = "capture")]
+    region: Option<String>,
+    /// Where the client's input goes: auto (the scene, XTEST for x11 capture, uinput for wlr capture where /dev/uinput opens), uinput (virtual keyboard and mouse; the host stops if /dev/uinput cannot be opened), none.
+    #[arg(long, value_parser = ["auto", "uinput", "none"], default_value = "auto")]
+    input: String,
     /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
     #[arg(long, value_name = "ID|NAME", requires = "capture")]
     window: Option<String>,
@@ -712,14 +719,19 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
         "relative" => PointerMode::Relative,
         _ => PointerMode::Absolute,
     };
-    if let Some(c) = &args.capture {
+    if let Some(c) = args.capture.as_deref().filter(|c| wayland_arg::is_wayland(c)) {
+        setup.source = wayland_arg::source(c, args.region.as_deref(), false)?;
+    } else if args.region.is_some() {
+        bail!("--region goes with --capture wlr (an X11 capture takes --window)");
+    }
+    if let Some(c) = args.capture.as_ref().filter(|c| !wayland_arg::is_wayland(c)) {
         let display = match c.strip_prefix("x11") {
             Some("") => None,
             Some(d) => match d.strip_prefix(':') {
                 Some(d) if !d.is_empty() => Some(d.to_string()),
                 _ => bail!("--capture {c:?}: expected x11 or x11:DISPLAY (e.g. x11::1)"),
             },
-            None => bail!("--capture {c:?}: the only capture system is x11 (x11 or x11:DISPLAY)"),
+            None => bail!("--capture {c:?}: expected x11, x11:DISPLAY, wlr or wlr:OUTPUT"),
         };
         setup.source = SourceSpec::X11 {
             display: display.clone(),
@@ -744,6 +756,11 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
             }
             _ => bail!("--source {s:?}: expected scene or pipe:FILE (pipe:- reads stdin)"),
         },
+    }
+    match args.input.as_str() {
+        "uinput" => setup.input = InputSpec::Uinput,
+        "none" => setup.input = InputSpec::Discard,
+        _ => {}
     }
     setup.audio = match args.audio.as_str() {
         "none" => AudioSpec::None,
@@ -811,6 +828,14 @@ fn run_host(args: HostArgs, global: &Global) -> Result<()> {
                 .unwrap_or_else(|| std::env::var("DISPLAY").unwrap_or_default())
         ),
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
+        SourceSpec::Wlr { target, .. } => format!(
+            "Wayland output {}{} (wlr-screencopy)",
+            target.output.as_deref().unwrap_or("0"),
+            target
+                .region
+                .map(|(x, y, w, h)| format!(" region {x},{y},{w}x{h}"))
+                .unwrap_or_default()
+        ),
         SourceSpec::App => "the application".to_string(),
     };
     let encoder = host.encoder_info();

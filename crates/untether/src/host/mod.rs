@@ -23,6 +23,7 @@
 //! held across a send.
 
 mod audio;
+mod capture;
 mod clients;
 mod commands;
 mod consumer;
@@ -41,10 +42,12 @@ mod shared;
 mod source_app;
 mod source_pipe;
 mod source_scene;
+mod source_wlr;
 mod source_x11;
 mod start;
 mod state_input;
 mod summary;
+mod uinput;
 mod webrtc;
 
 use std::net::SocketAddr;
