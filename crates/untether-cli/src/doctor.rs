@@ -18,6 +18,8 @@ use untether_media::codec::{
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::BgraFrame;
 
+mod wayland;
+
 pub const LONG_ABOUT: &str = "Check what this machine can do as an untether host and client, \
     and what to fix: one line per check.\n\n\
     Encoders: every H.264, HEVC and AV1 encoder of this FFmpeg that --encoder auto would try \
@@ -800,6 +802,7 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
     encoders_and_decoders(&mut f, w, h, a.frames)?;
     devices(&mut f);
     display(&mut f);
+    wayland::checks(&mut f);
     audio(&mut f);
     let udp = network(&mut f);
     clock(&mut f);

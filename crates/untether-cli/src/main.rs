@@ -19,12 +19,12 @@ mod bench;
 mod doctor;
 mod netem;
 mod pair;
-mod wayland_arg;
 #[cfg(feature = "rtsp")]
 mod rtsp;
 #[cfg(not(feature = "rtsp"))]
 #[path = "rtsp_off.rs"]
 mod rtsp;
+mod wayland_arg;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -257,7 +257,11 @@ struct HostArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
     /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; or wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through wlr-screencopy: sway, Hyprland, river), input through uinput.
-    #[arg(long, value_name = "x11[:DISPLAY]|wlr[:OUTPUT]", conflicts_with = "source")]
+    #[arg(
+        long,
+        value_name = "x11[:DISPLAY]|wlr[:OUTPUT]",
+        conflicts_with = "source"
+    )]
     capture: Option<String>,
     /// With --capture wlr: a region of the output, X,Y,WxH in its logical coordinates (slurp's "X,Y WxH" too).
     #[arg(long, value_name = "X,Y,WxH", requires = "capture")]
@@ -719,12 +723,20 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
         "relative" => PointerMode::Relative,
         _ => PointerMode::Absolute,
     };
-    if let Some(c) = args.capture.as_deref().filter(|c| wayland_arg::is_wayland(c)) {
+    if let Some(c) = args
+        .capture
+        .as_deref()
+        .filter(|c| wayland_arg::is_wayland(c))
+    {
         setup.source = wayland_arg::source(c, args.region.as_deref(), false)?;
     } else if args.region.is_some() {
         bail!("--region goes with --capture wlr (an X11 capture takes --window)");
     }
-    if let Some(c) = args.capture.as_ref().filter(|c| !wayland_arg::is_wayland(c)) {
+    if let Some(c) = args
+        .capture
+        .as_ref()
+        .filter(|c| !wayland_arg::is_wayland(c))
+    {
         let display = match c.strip_prefix("x11") {
             Some("") => None,
             Some(d) => match d.strip_prefix(':') {

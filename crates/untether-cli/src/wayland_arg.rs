@@ -33,7 +33,9 @@ pub fn source(capture: &str, region: Option<&str>, cursor: bool) -> Result<Sourc
 /// `X,Y,WxH` (or slurp's `X,Y WxH`) in the output's logical coordinates.
 pub fn parse_region(s: &str) -> Result<(i32, i32, i32, i32)> {
     let bad = || {
-        anyhow::anyhow!("--region {s:?}: expected X,Y,WxH (e.g. 0,0,1280x720; slurp's \"X,Y WxH\" too)")
+        anyhow::anyhow!(
+            "--region {s:?}: expected X,Y,WxH (e.g. 0,0,1280x720; slurp's \"X,Y WxH\" too)"
+        )
     };
     let (xy, wh) = s.rsplit_once([',', ' ']).ok_or_else(bad)?;
     let (x, y) = xy.split_once(',').ok_or_else(bad)?;

@@ -274,7 +274,9 @@ impl WlrCapture {
     /// The captured output's name, or its index where the compositor does not name outputs.
     pub fn output_name(&self) -> String {
         let o = &self.state.outputs[self.output];
-        o.name.clone().unwrap_or_else(|| format!("#{}", self.output))
+        o.name
+            .clone()
+            .unwrap_or_else(|| format!("#{}", self.output))
     }
 
     /// The output's current mode (pixels), as the compositor announced it.
@@ -366,7 +368,11 @@ impl WlrCapture {
     }
 
     /// Reads and dispatches events until `done` holds for the frame, or the deadline.
-    fn dispatch_until(&mut self, deadline: Instant, done: impl Fn(&FrameState) -> bool) -> Result<()> {
+    fn dispatch_until(
+        &mut self,
+        deadline: Instant,
+        done: impl Fn(&FrameState) -> bool,
+    ) -> Result<()> {
         let werr = |e: &dyn std::fmt::Display| {
             MediaError::Other(format!("Wayland connection to {}: {e}", self.display))
         };
@@ -438,7 +444,13 @@ fn pick_output(outputs: &[OutputInfo], want: Option<&str>) -> Result<usize> {
 }
 
 /// Makes a mapped frame B, G, R, X rows, top row first.
-fn to_bgra(bytes: &mut [u8], format: u32, width: usize, stride: usize, y_invert: bool) -> Result<()> {
+fn to_bgra(
+    bytes: &mut [u8],
+    format: u32,
+    width: usize,
+    stride: usize,
+    y_invert: bool,
+) -> Result<()> {
     use wl_shm::Format as F;
     match F::try_from(format) {
         Ok(F::Argb8888 | F::Xrgb8888) => {}
@@ -560,7 +572,11 @@ mod tests {
         // 1x2 pixels, stride 8 (one padding pixel): top R=1,G=2,B=3; bottom R=4,G=5,B=6.
         let mut b = vec![1, 2, 3, 0, 9, 9, 9, 9, 4, 5, 6, 0, 9, 9, 9, 9];
         to_bgra(&mut b, wl_shm::Format::Xbgr8888.into(), 1, 8, true).unwrap();
-        assert_eq!(&b[..4], &[6, 5, 4, 0], "the bottom row comes first, as B, G, R");
+        assert_eq!(
+            &b[..4],
+            &[6, 5, 4, 0],
+            "the bottom row comes first, as B, G, R"
+        );
         assert_eq!(&b[8..12], &[3, 2, 1, 0]);
         assert_eq!(&b[4..8], &[9; 4], "padding is not touched");
     }

@@ -139,8 +139,12 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
     let io = ClientIo {
         trust: client_trust,
         shown_frame_tap: Some(ShownFrameTap(Box::new({
-            let (matched, worst_seen, latency, stop) =
-                (matched.clone(), worst_seen.clone(), latency.clone(), stop.clone());
+            let (matched, worst_seen, latency, stop) = (
+                matched.clone(),
+                worst_seen.clone(),
+                latency.clone(),
+                stop.clone(),
+            );
             move |r, pic| {
                 let Ok(f) = pic.to_bgra() else { return };
                 let d = worst(&f.data, f.stride, &probes(), (0, 0));

@@ -17,10 +17,9 @@ impl Capture {
     /// Opens the capture `source` names (None: the source is not a desktop capture).
     pub fn open(source: &SourceSpec) -> Result<Option<Capture>, HostError> {
         Ok(match source {
-            SourceSpec::X11 { display, target } => Some(Capture::X11(X11Capture::open(
-                display.as_deref(),
-                target,
-            )?)),
+            SourceSpec::X11 { display, target } => {
+                Some(Capture::X11(X11Capture::open(display.as_deref(), target)?))
+            }
             SourceSpec::Wlr { display, target } => {
                 Some(Capture::Wlr(WlrCapture::open(display.as_deref(), target)?))
             }

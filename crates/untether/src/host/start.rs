@@ -15,7 +15,6 @@ use untether_proto::{fingerprint, HostSession, PairingPin, PublicKey, ReceiverKi
 
 use super::audio::{self, AudioStage};
 use super::capture::Capture;
-use super::uinput::UinputDevices;
 use super::commands::HostCommand;
 use super::consumer::{KeyframeRequests, StreamInfo};
 use super::encode::{open_encoders, EncoderPlan, EncoderStage};
@@ -28,6 +27,7 @@ use super::options::{
 use super::pairing::host_security;
 use super::shared::{lock, HostShared};
 use super::source_pipe::PipeSource;
+use super::uinput::UinputDevices;
 use super::{source_pipe, source_scene, source_wlr, source_x11, webrtc};
 use crate::clock::now_us;
 use crate::config::Resolution;
@@ -396,15 +396,13 @@ fn open_input_sink(
         (InputSpec::Uinput, _, _) => {
             InputSink::Uinput(Box::new(UinputDevices::open(uinput, w, h)?))
         }
-        (InputSpec::Auto, SourceSpec::Wlr { .. }, _) => {
-            match UinputDevices::open(uinput, w, h) {
-                Ok(d) => InputSink::Uinput(Box::new(d)),
-                Err(e) => {
-                    shared.note(format!("no Wayland input, client input is dropped: {e}"));
-                    InputSink::Discard
-                }
+        (InputSpec::Auto, SourceSpec::Wlr { .. }, _) => match UinputDevices::open(uinput, w, h) {
+            Ok(d) => InputSink::Uinput(Box::new(d)),
+            Err(e) => {
+                shared.note(format!("no Wayland input, client input is dropped: {e}"));
+                InputSink::Discard
             }
-        }
+        },
         (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
         (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
         (InputSpec::Discard, _, _) => InputSink::Discard,

@@ -281,7 +281,10 @@ mod tests {
             .err()
             .expect("no uinput there");
         let line = e.to_string();
-        assert!(line.contains("/nonexistent/uinput") && line.contains("modprobe uinput"), "{line}");
+        assert!(
+            line.contains("/nonexistent/uinput") && line.contains("modprobe uinput"),
+            "{line}"
+        );
         assert!(!line.contains('\n'));
     }
 

@@ -85,7 +85,12 @@ impl Sway {
                 return Err(format!("cannot chown {} to nobody", dir.display()));
             }
             cmd = Command::new("setpriv");
-            cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "sway"]);
+            cmd.args([
+                "--reuid=nobody",
+                "--regid=nogroup",
+                "--clear-groups",
+                "sway",
+            ]);
         } else {
             cmd = Command::new("sway");
         }
@@ -150,11 +155,15 @@ impl Sway {
             registry_queue_init::<Window>(&conn).map_err(|e| format!("window: {e}"))?;
         let qh = queue.handle();
         let bind_err = |what: &str| format!("window: the compositor has no {what}");
-        let compositor: wl_compositor::WlCompositor =
-            globals.bind(&qh, 1..=4, ()).map_err(|_| bind_err("wl_compositor"))?;
-        let shm: wl_shm::WlShm = globals.bind(&qh, 1..=1, ()).map_err(|_| bind_err("wl_shm"))?;
-        let wm: xdg_wm_base::XdgWmBase =
-            globals.bind(&qh, 1..=2, ()).map_err(|_| bind_err("xdg_wm_base"))?;
+        let compositor: wl_compositor::WlCompositor = globals
+            .bind(&qh, 1..=4, ())
+            .map_err(|_| bind_err("wl_compositor"))?;
+        let shm: wl_shm::WlShm = globals
+            .bind(&qh, 1..=1, ())
+            .map_err(|_| bind_err("wl_shm"))?;
+        let wm: xdg_wm_base::XdgWmBase = globals
+            .bind(&qh, 1..=2, ())
+            .map_err(|_| bind_err("xdg_wm_base"))?;
         let surface = compositor.create_surface(&qh, ());
         let xdg = wm.get_xdg_surface(&surface, &qh, ());
         let top = xdg.get_toplevel(&qh, ());
