@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -137,14 +137,9 @@ impl Sway {
         std::fs::read_to_string(self.dir.join("sway.log"))
             .unwrap_or_default()
             .lines()
-            .filter(|l| l.contains("[ERROR]"))
-            .last()
+            .rfind(|l| l.contains("[ERROR]"))
             .unwrap_or("")
             .to_string()
-    }
-
-    pub fn runtime_dir(&self) -> &Path {
-        &self.dir
     }
 
     fn show_window(&mut self) -> Result<(), String> {
