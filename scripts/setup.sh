@@ -38,6 +38,8 @@ PACKAGES=(
   libgl-dev libopenxr-loader1 libopenxr-utils openxr-layer-corevalidation
   # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears.
   libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
+  # Wayland capture tests (tests/wayland.rs): a headless sway and its solid-colour background.
+  sway swaybg
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

@@ -292,8 +292,22 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
 
 /// The host setup a scenario stands for (its GOP and slices are `video.gop_frames` and
 /// `video.slices`, set with the options).
-pub fn host_setup(_sc: &Scenario) -> HostSetup {
-    HostSetup::default()
+pub fn host_setup(sc: &Scenario) -> HostSetup {
+    match sc.capture.as_deref() {
+        Some(c) => HostSetup {
+            source: untether::host::SourceSpec::Wlr {
+                display: None,
+                target: untether_media::wlr::WlrTarget {
+                    output: c.strip_prefix("wlr:").map(str::to_string),
+                    ..Default::default()
+                },
+            },
+            stamp: true,
+            input: untether::host::InputSpec::Discard,
+            ..Default::default()
+        },
+        None => HostSetup::default(),
+    }
 }
 
 /// Reads the stamp of a BGRA picture from its G channel (the stamp is grey).

@@ -64,6 +64,10 @@ pub struct Scenario {
     pub vr: bool,
     /// With `vr`: the presenter's late warp (`vr.late_warp`).
     pub late_warp: bool,
+    /// Capture a Wayland desktop instead of rendering the scene: `wlr` or `wlr:OUTPUT` (the
+    /// wlroots compositor in `$WAYLAND_DISPLAY`, wlr-screencopy; frames stamped by the host;
+    /// the resolution must be the output's size).
+    pub capture: Option<String>,
 }
 
 impl Default for Scenario {
@@ -101,6 +105,7 @@ impl Default for Scenario {
             network_transport: cfg.network.transport.value_name(),
             vr: false,
             late_warp: cfg.vr.late_warp,
+            capture: None,
         }
     }
 }
@@ -146,6 +151,9 @@ impl Scenario {
             } else {
                 "-vr-nowarp"
             });
+        }
+        if let Some(c) = &self.capture {
+            recovery.push_str(&format!("-{}", c.replace(':', "-")));
         }
         if self.refresh != d.refresh {
             recovery.push_str(&format!("-{}{}", self.refresh, self.refresh_period));

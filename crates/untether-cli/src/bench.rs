@@ -28,7 +28,7 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     codec, encoder, refresh, refresh_period, preset, tune, bitrate_kbps, slices, gop, conversion, \
     duration_s, transport (loopback, netns), rate, loss, spin_deg_per_s, fec, retransmit, \
     adaptive_bitrate, scheduler, pacing, network_transport (udp, raw: what --transport sets), \
-    vr, late_warp (--vr, --late-warp).\n\n\
+    vr, late_warp (--vr, --late-warp), capture (--capture).\n\n\
     Units: sizes WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k; bitrates kbit/s \
     (8000) or 8000k, 10M, 10mbit; durations seconds (10) or 500ms, 5s, 2m.\n\n\
     Examples:\n\
@@ -43,6 +43,7 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --netns --rate 20mbit --pacing 0,0.5   (one burst vs. paced sends)\n\
     \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
     \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)\n\
+    \x20 untether bench --capture wlr --resolution 1280x720   (a sway/wlroots desktop through wlr-screencopy)\n\
     \x20 xvfb-run -a untether bench --vr --late-warp on,off   (pose-to-photon with and without late warp; a window)";
 
 #[derive(Args, Debug, Clone)]
@@ -110,6 +111,9 @@ pub struct BenchArgs {
     /// With --vr: the presenter's late warp, comma-separated to compare in one run: on, off (default: vr.late_warp's).
     #[arg(long, value_name = "on|off", requires = "vr")]
     late_warp: Option<String>,
+    /// Capture a Wayland desktop instead of the test scene: wlr or wlr:OUTPUT (the wlroots compositor in $WAYLAND_DISPLAY through wlr-screencopy; frames stamped by the host). --resolution must be the output's size.
+    #[arg(long, value_name = "wlr[:OUTPUT]")]
+    capture: Option<String>,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -217,6 +221,11 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             .adaptive_bitrate
             .as_deref()
             .map_or(d.adaptive_bitrate, |v| v == "on"),
+        capture: match a.capture.as_deref() {
+            Some(c) if crate::wayland_arg::is_wayland(c) && c != "wlr:" => Some(c.to_string()),
+            Some(c) => bail!("--capture {c:?}: expected wlr or wlr:OUTPUT"),
+            None => None,
+        },
         ..d.clone()
     };
     if let Some(path) = &a.scenarios {

@@ -19,6 +19,7 @@ use untether_media::scene::{Scene, SceneConfig};
 use untether_media::BgraFrame;
 
 mod capture;
+mod wayland;
 
 pub const LONG_ABOUT: &str = "Check what this machine can do as an untether host and client, \
     and what to fix: one line per check.\n\n\
@@ -806,6 +807,7 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
     devices(&mut f);
     capture::checks(&mut f);
     display(&mut f);
+    wayland::checks(&mut f);
     audio(&mut f);
     let udp = network(&mut f);
     clock(&mut f);

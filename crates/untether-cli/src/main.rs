@@ -26,6 +26,7 @@ mod rtsp;
 #[path = "rtsp_off.rs"]
 mod rtsp;
 mod run;
+mod wayland_arg;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -261,13 +262,19 @@ struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
-    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
+    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through wlr-screencopy: sway, Hyprland, river), input through uinput; or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
     #[arg(
         long,
-        value_name = "x11[:DISPLAY]|kms[:DEVICE]",
+        value_name = "x11[:DISPLAY]|wlr[:OUTPUT]|kms[:DEVICE]",
         conflicts_with = "source"
     )]
     capture: Option<String>,
+    /// With --capture wlr: a region of the output, X,Y,WxH in its logical coordinates (slurp's "X,Y WxH" too).
+    #[arg(long, value_name = "X,Y,WxH", requires = "capture")]
+    region: Option<String>,
+    /// Where the client's input goes: auto (the scene, XTEST for x11 capture, uinput for wlr capture where /dev/uinput opens), uinput (virtual keyboard and mouse; the host stops if /dev/uinput cannot be opened), none.
+    #[arg(long, value_parser = ["auto", "uinput", "none"], default_value = "auto")]
+    input: String,
     /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
     #[arg(long, value_name = "ID|NAME", requires = "capture")]
     window: Option<String>,
@@ -748,9 +755,11 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
         "relative" => PointerMode::Relative,
         _ => PointerMode::Absolute,
     };
+    let is_kms = |c: &str| c == "kms" || c.starts_with("kms:");
     if let Some((c, dev)) = args
         .capture
         .as_deref()
+        .filter(|c| is_kms(c))
         .and_then(|c| Some((c, c.strip_prefix("kms")?)))
     {
         let device = match dev.strip_prefix(':') {
@@ -760,14 +769,30 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
         };
         setup.source = SourceSpec::Kms { device };
         setup.input = InputSpec::Discard;
-    } else if let Some(c) = &args.capture {
+    }
+    if let Some(c) = args
+        .capture
+        .as_deref()
+        .filter(|c| wayland_arg::is_wayland(c))
+    {
+        setup.source = wayland_arg::source(c, args.region.as_deref(), false)?;
+    } else if args.region.is_some() {
+        bail!("--region goes with --capture wlr (an X11 capture takes --window)");
+    }
+    if let Some(c) = args
+        .capture
+        .as_deref()
+        .filter(|c| !wayland_arg::is_wayland(c) && !is_kms(c))
+    {
         let display = match c.strip_prefix("x11") {
             Some("") => None,
             Some(d) => match d.strip_prefix(':') {
                 Some(d) if !d.is_empty() => Some(d.to_string()),
                 _ => bail!("--capture {c:?}: expected x11 or x11:DISPLAY (e.g. x11::1)"),
             },
-            None => bail!("--capture {c:?}: expected x11, x11:DISPLAY, kms or kms:DEVICE"),
+            None => bail!(
+                "--capture {c:?}: expected x11, x11:DISPLAY, wlr, wlr:OUTPUT, kms or kms:DEVICE"
+            ),
         };
         setup.source = SourceSpec::X11 {
             display: display.clone(),
@@ -792,6 +817,11 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
             }
             _ => bail!("--source {s:?}: expected scene or pipe:FILE (pipe:- reads stdin)"),
         },
+    }
+    match args.input.as_str() {
+        "uinput" => setup.input = InputSpec::Uinput,
+        "none" => setup.input = InputSpec::Discard,
+        _ => {}
     }
     setup.audio = match args.audio.as_str() {
         "none" => AudioSpec::None,
@@ -877,6 +907,14 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
                 .unwrap_or_else(|| std::env::var("DISPLAY").unwrap_or_default())
         ),
         SourceSpec::Pipe { path, format } => format!("{format} frames from {path}"),
+        SourceSpec::Wlr { target, .. } => format!(
+            "Wayland output {}{} (wlr-screencopy)",
+            target.output.as_deref().unwrap_or("0"),
+            target
+                .region
+                .map(|(x, y, w, h)| format!(" region {x},{y},{w}x{h}"))
+                .unwrap_or_default()
+        ),
         SourceSpec::App => "the application".to_string(),
         SourceSpec::Presents(_) => "the application's presented frames".to_string(),
         SourceSpec::Kms { device } => format!(

@@ -27,6 +27,7 @@ pub mod slice_decoder;
 pub mod stamp;
 pub mod warp;
 mod window;
+pub mod wlr;
 pub mod x11;
 pub mod x264;
 pub mod zero_copy;

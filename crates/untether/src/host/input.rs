@@ -35,6 +35,7 @@ pub(crate) enum InputSink {
     Queue,
     Callback(InputCallback),
     Xtest(Box<XtestReplay>),
+    Uinput(Box<super::uinput::UinputDevices>),
     Discard,
 }
 
@@ -91,6 +92,19 @@ impl InputSink {
                     }
                 }
             }
+            InputSink::Uinput(u) => match u.replay(&rec.event) {
+                Ok(true) => {
+                    c.inputs_applied.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(false) => {
+                    c.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    if c.inputs_dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                        log::warn!("host: uinput replay failed: {e}");
+                    }
+                }
+            },
             InputSink::Discard => {}
         }
     }

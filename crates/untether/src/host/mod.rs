@@ -23,6 +23,7 @@
 //! held across a send.
 
 mod audio;
+mod capture;
 mod clients;
 mod commands;
 mod consumer;
@@ -44,11 +45,13 @@ mod source_kms;
 mod source_pipe;
 mod source_ring;
 mod source_scene;
+mod source_wlr;
 mod source_x11;
 mod start;
 mod state_input;
 mod stream_note;
 mod summary;
+mod uinput;
 mod webrtc;
 
 use std::net::SocketAddr;

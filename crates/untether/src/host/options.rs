@@ -62,6 +62,12 @@ pub enum SourceSpec {
         display: Option<String>,
         target: CaptureTarget,
     },
+    /// An output (or a region of one) of a wlroots Wayland compositor through wlr-screencopy
+    /// (None: `$WAYLAND_DISPLAY`, else a socket name or path).
+    Wlr {
+        display: Option<String>,
+        target: untether_media::wlr::WlrTarget,
+    },
     /// Raw frames from a file, named pipe or `-` (standard input), of the configured
     /// resolution; a regular file is paced at the frame rate.
     Pipe { path: String, format: PipeFormat },
@@ -104,7 +110,9 @@ impl fmt::Debug for InputCallback {
 /// Where the client's input goes.
 #[derive(Clone, Debug, Default)]
 pub enum InputSpec {
-    /// The scene for the scene source, XTEST for X11 capture, the application queue otherwise.
+    /// The scene for the scene source, XTEST for X11 capture, uinput for Wayland capture (where
+    /// it cannot be opened: one line saying why, and input is dropped), the application queue
+    /// otherwise.
     #[default]
     Auto,
     /// The test scene.
@@ -119,6 +127,10 @@ pub enum InputSpec {
         display: Option<String>,
         pointer: PointerMode,
     },
+    /// Virtual keyboard and mouse through `/dev/uinput` (Wayland desktops, a console): the
+    /// compositor or kernel console sees them as real devices. The pointer is absolute over
+    /// the stream's size. The host stops at start, saying why, where uinput cannot be opened.
+    Uinput,
     /// Dropped.
     Discard,
 }

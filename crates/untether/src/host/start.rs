@@ -9,11 +9,12 @@ use std::thread::JoinHandle;
 
 use untether_media::audio::{self as media_audio, SdlAudioCapture};
 use untether_media::scene::{Scene, SceneConfig};
-use untether_media::x11::{PointerMode, X11Capture, XtestReplay};
+use untether_media::x11::{PointerMode, XtestReplay};
 use untether_net::UdpEndpoint;
 use untether_proto::{fingerprint, HostSession, PairingPin, PublicKey, ReceiverKind};
 
 use super::audio::{self, AudioStage};
+use super::capture::Capture;
 use super::commands::HostCommand;
 use super::consumer::{KeyframeRequests, StreamInfo};
 use super::encode::{open_encoders, EncoderPlan, EncoderStage};
@@ -26,7 +27,8 @@ use super::options::{
 use super::pairing::host_security;
 use super::shared::{lock, HostShared};
 use super::source_pipe::PipeSource;
-use super::{source_kms, source_pipe, source_ring, source_scene, source_x11, webrtc};
+use super::uinput::UinputDevices;
+use super::{source_kms, source_pipe, source_ring, source_scene, source_wlr, source_x11, webrtc};
 use crate::clock::now_us;
 use crate::config::Resolution;
 use crate::driver::{self, Handle};
@@ -70,19 +72,15 @@ pub(super) fn start(
     crate::identity::check_random()?;
     let mut host_cfg = session_config(options)?;
     // Open the capture first: its size is the stream's size.
-    let capture = match &setup.source {
-        SourceSpec::X11 { display, target } => {
-            let cap = X11Capture::open(display.as_deref(), target)?;
-            let (w, h) = cap.size();
-            options.video.resolution = Resolution {
-                width: w,
-                height: h,
-            };
-            host_cfg.params = session_params(options);
-            Some(cap)
-        }
-        _ => None,
-    };
+    let capture = Capture::open(&setup.source)?;
+    if let Some(cap) = &capture {
+        let (w, h) = cap.size();
+        options.video.resolution = Resolution {
+            width: w,
+            height: h,
+        };
+        host_cfg.params = session_params(options);
+    }
     let socket = UdpEndpoint::bind(bind)?;
     let local_addr = socket.local_addr()?;
     let (raw, link) = open_link(options, local_addr)?;
@@ -117,7 +115,8 @@ pub(super) fn start(
             .unwrap_or_default()
     );
     let (scene_tx, scene_rx) = mpsc::sync_channel(INPUT_QUEUE);
-    let sink = open_input_sink(setup, Some(scene_tx))?;
+    let size = (v.resolution.width, v.resolution.height);
+    let sink = open_input_sink(setup, Some(scene_tx), &shared, size)?;
     let mut session = HostSession::new(host_cfg);
     if let (None, Some(pin)) = (&pairing.dir, &pairing.pin) {
         session.set_pin(Some(PairingPin {
@@ -270,7 +269,7 @@ fn start_source(
     shared: &Arc<HostShared>,
     net: &Handle<HostCommand>,
     stage: EncoderStage,
-    capture: Option<X11Capture>,
+    capture: Option<Capture>,
     scene_rx: mpsc::Receiver<input::SceneRecord>,
     threads: &mut Vec<JoinHandle<()>>,
 ) -> Result<Option<EncoderStage>, HostError> {
@@ -299,13 +298,18 @@ fn start_source(
                 source_scene::encode_loop(&s, stage, tap)
             })?);
         }
-        SourceSpec::X11 { .. } => {
+        SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } => {
             let s = shared.clone();
-            let cap = capture.ok_or_else(|| HostError::Usage("no X11 capture".into()))?;
             let stamp = setup.stamp;
-            threads.push(spawn("host-x11", move || {
-                source_x11::x11_loop(&s, cap, stage, fps, stamp)
-            })?);
+            threads.push(match capture {
+                Some(Capture::X11(cap)) => spawn("host-x11", move || {
+                    source_x11::x11_loop(&s, cap, stage, fps, stamp)
+                })?,
+                Some(Capture::Wlr(cap)) => spawn("host-wlr", move || {
+                    source_wlr::wlr_loop(&s, cap, stage, fps, stamp)
+                })?,
+                None => return Err(HostError::Usage("no desktop capture".into())),
+            });
         }
         SourceSpec::Pipe { path, format } => {
             let s = shared.clone();
@@ -392,7 +396,10 @@ fn start_audio(
 fn open_input_sink(
     setup: &HostSetup,
     scene: Option<mpsc::SyncSender<input::SceneRecord>>,
+    shared: &HostShared,
+    (w, h): (u32, u32),
 ) -> Result<InputSink, HostError> {
+    let uinput = std::path::Path::new(super::gamepad::UINPUT);
     Ok(match (&setup.input, &setup.source, scene) {
         (InputSpec::Auto | InputSpec::Scene, SourceSpec::Scene, Some(tx)) => InputSink::Scene(tx),
         (InputSpec::Scene, _, _) => {
@@ -414,6 +421,16 @@ fn open_input_sink(
                 *pointer,
             )?))
         }
+        (InputSpec::Uinput, _, _) => {
+            InputSink::Uinput(Box::new(UinputDevices::open(uinput, w, h)?))
+        }
+        (InputSpec::Auto, SourceSpec::Wlr { .. }, _) => match UinputDevices::open(uinput, w, h) {
+            Ok(d) => InputSink::Uinput(Box::new(d)),
+            Err(e) => {
+                shared.note(format!("no Wayland input, client input is dropped: {e}"));
+                InputSink::Discard
+            }
+        },
         (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
         (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
         (InputSpec::Discard, _, _) => InputSink::Discard,
