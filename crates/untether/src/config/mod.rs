@@ -126,6 +126,9 @@ pub struct HostToml {
     /// The Opus bit rate of the host's audio (`--audio`), kbit/s.
     #[serde(deserialize_with = "limits::de_audio_bitrate_kbps")]
     pub audio_bitrate_kbps: u32,
+    /// Seconds between the host's one-line status log lines (clients, rate, loss); 0: none.
+    #[serde(deserialize_with = "limits::de_status_interval_s")]
+    pub status_interval_s: u64,
 }
 
 /// The values of `host.slow_viewer`.
@@ -142,6 +145,7 @@ impl Default for HostToml {
             max_clients: untether_proto::host::DEFAULT_MAX_CLIENTS,
             slow_viewer: untether_proto::SlowViewer::Pause,
             audio_bitrate_kbps: 128,
+            status_interval_s: 10,
         }
     }
 }
@@ -168,6 +172,7 @@ impl HostToml {
         PIN_TTL_S.check(self.pin_ttl_s)?;
         MAX_CLIENTS.check(self.max_clients)?;
         AUDIO_BITRATE_KBPS.check(self.audio_bitrate_kbps)?;
+        STATUS_INTERVAL_S.check(self.status_interval_s)?;
         Ok(())
     }
 }
