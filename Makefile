@@ -110,7 +110,8 @@ install: ffi generated
 	  crates/untether-ffi/untether.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/untether.pc
 
 # The Debian package: `make install` into a staging root under /usr, then dpkg-deb
-# (scripts/make-deb.sh writes the control file; its Depends come from dpkg-shlibdeps).
+# (scripts/make-deb.sh writes the control file; its Depends come from dpkg-shlibdeps;
+# DEB_COMPRESSION=gzip builds a bigger package much faster than the default xz).
 deb:
 	rm -rf target/deb
 	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(CURDIR)/target/deb/root \

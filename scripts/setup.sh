@@ -33,6 +33,8 @@ PACKAGES=(
   libgstrtspserver-1.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools gstreamer1.0-libav
   libssl-dev
+  # make deb and its test (tests/install.rs): dpkg-shlibdeps, systemd-analyze verify, man, col.
+  dpkg-dev systemd man-db bsdextrautils
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

@@ -521,7 +521,10 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
     if a.compare.is_some() {
         outln!(
             "\n{:<44} {:>10} {:>10} {:>7}",
-            "scenario", "untether", "peer", "ratio"
+            "scenario",
+            "untether",
+            "peer",
+            "ratio"
         );
         for sc in &list {
             let find = |sys: &str| {

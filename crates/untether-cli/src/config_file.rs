@@ -10,7 +10,11 @@ pub const SYSTEM: &str = "/etc/untether/untether.toml";
 
 /// The per-user configuration file, from `$XDG_CONFIG_HOME` or `$HOME` (None: neither is set).
 pub fn user() -> Option<PathBuf> {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     // The XDG base directory spec: a relative XDG_CONFIG_HOME is invalid and ignored.
     let base = env("XDG_CONFIG_HOME")
         .filter(|p| p.is_absolute())

@@ -916,15 +916,23 @@ mod clock_tests {
             "fix",
         );
         assert!(
-            c.detail.contains("timedatectl cannot tell: System has not been booted"),
+            c.detail
+                .contains("timedatectl cannot tell: System has not been booted"),
             "{}",
             c.detail
         );
-        assert!(!c.detail.contains("no chrony or timedatectl"), "{}", c.detail);
+        assert!(
+            !c.detail.contains("no chrony or timedatectl"),
+            "{}",
+            c.detail
+        );
         let c = timedatectl_check(Probe::Missing, &[], "fix");
         assert_eq!(c.detail, "no chrony or timedatectl found");
         // On this machine: the probe itself tells a missing command from a failing one.
-        assert!(matches!(probe("untether-no-such-command", &[]), Probe::Missing));
+        assert!(matches!(
+            probe("untether-no-such-command", &[]),
+            Probe::Missing
+        ));
         assert!(matches!(probe("false", &[]), Probe::Failed(_)));
     }
 }

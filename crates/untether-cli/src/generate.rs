@@ -53,7 +53,10 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 Shell::Zsh => write(clap_complete::Shell::Zsh, &mut cmd, &dir)?,
                 Shell::Fish => write(clap_complete::Shell::Fish, &mut cmd, &dir)?,
             };
-            eprintln!("untether: {shell:?} completions written to {}", path.display());
+            eprintln!(
+                "untether: {shell:?} completions written to {}",
+                path.display()
+            );
         }
     }
     Ok(())
@@ -64,6 +67,10 @@ fn create(dir: &Path) -> Result<()> {
 }
 
 fn write(shell: clap_complete::Shell, cmd: &mut clap::Command, dir: &Path) -> Result<PathBuf> {
-    clap_complete::generate_to(shell, cmd, "untether", dir)
-        .with_context(|| format!("cannot write the {shell} completions into {}", dir.display()))
+    clap_complete::generate_to(shell, cmd, "untether", dir).with_context(|| {
+        format!(
+            "cannot write the {shell} completions into {}",
+            dir.display()
+        )
+    })
 }

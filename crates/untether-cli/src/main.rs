@@ -23,12 +23,12 @@ mod doctor;
 mod generate;
 mod netem;
 mod pair;
-mod status;
 #[cfg(feature = "rtsp")]
 mod rtsp;
 #[cfg(not(feature = "rtsp"))]
 #[path = "rtsp_off.rs"]
 mod rtsp;
+mod status;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -50,7 +50,9 @@ mod rtsp;
         Only paired clients may connect (host --access allowlist, the default); keys, the allowlist \
         and known hosts live in the state directory ($XDG_STATE_HOME/untether or \
         ~/.local/state/untether, or --state-dir).\n\
-        Settings come from defaults, then --config FILE (TOML, see docs/CONFIG.md), then flags.\n\
+        Settings come from defaults, then the config file (TOML, see docs/CONFIG.md: --config FILE, \
+        else $XDG_CONFIG_HOME/untether/untether.toml or /etc/untether/untether.toml when one exists), \
+        then flags.\n\
         --config, --state-dir, -v and -q go before or after any command. Logging: info by \
         default; -v debug, -vv trace, -q warnings only, -qq errors only (without -v/-q, RUST_LOG \
         applies when set)."
@@ -65,7 +67,7 @@ struct Cli {
 /// Options every command takes, before or after its name.
 #[derive(Args, Debug, Clone, Default)]
 struct Global {
-    /// TOML config file (every key documented in docs/CONFIG.md); flags override it. Read by host, client, demo and pair (host.state_dir); bench and netem only check it.
+    /// TOML config file (every key documented in docs/CONFIG.md); flags override it. Without it: ~/.config/untether/untether.toml ($XDG_CONFIG_HOME), else /etc/untether/untether.toml, if one exists. Read by host, client, demo and pair (host.state_dir); bench and netem only check it.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// Where keys, the allowlist, access requests, the PIN (host, pair) and known_hosts.json, the pinned host keys (client), live [config: host.state_dir / client.state_dir, default $UNTETHER_STATE_DIR, $XDG_STATE_HOME/untether or ~/.local/state/untether].
@@ -133,8 +135,9 @@ struct TrackArgs {
 }
 
 fn run_track(args: TrackArgs) -> Result<()> {
-    let t = untether::pose::track::Track::generate(&args.kind, args.seconds.as_secs_f64(), args.rate)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let t =
+        untether::pose::track::Track::generate(&args.kind, args.seconds.as_secs_f64(), args.rate)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     let text = t.to_text();
     if args.out.as_os_str() == "-" {
         out!("{text}");

@@ -38,7 +38,11 @@ impl StatusLog {
         let total = summary.bytes_sent + summary.webrtc_bytes_sent;
         let bytes = total.saturating_sub(self.bytes);
         (self.last, self.frames, self.bytes) = (now, summary.sent, total);
-        status_line(&summary.clients, frames as f64 / secs, bytes as f64 * 8.0 / secs / 1e6)
+        status_line(
+            &summary.clients,
+            frames as f64 / secs,
+            bytes as f64 * 8.0 / secs / 1e6,
+        )
     }
 }
 
@@ -59,7 +63,11 @@ pub fn status_line(clients: &[ClientSummary], fps: f64, mbps: f64) -> String {
         line += &format!(
             " ({controllers} controller, {} viewer{})",
             here.len() - controllers,
-            if here.len() - controllers == 1 { "" } else { "s" }
+            if here.len() - controllers == 1 {
+                ""
+            } else {
+                "s"
+            }
         );
     }
     line += &format!(" · {fps:.1} fps · {mbps:.2} Mbit/s");

@@ -354,7 +354,10 @@ fn vr_mode_shows_two_distorted_eye_views_and_the_overlay_on_top() {
     }
     // Near the middle of the eye, inside what the lens shows, not in its corner.
     let centre = (left.0 + left.2) / 2;
-    assert!(centre.abs_diff(EYE_W / 2) <= EYE_W / 8, "overlay box {left:?}");
+    assert!(
+        centre.abs_diff(EYE_W / 2) <= EYE_W / 8,
+        "overlay box {left:?}"
+    );
     assert!(left.1 >= H / 8, "overlay box {left:?}");
     // Light text in it.
     let light = (left.1..left.3)

@@ -227,7 +227,16 @@ pub fn client_lines(clients: &[crate::host::ClientSummary]) -> Vec<String> {
     // The state is last and never cut ("gone: left (or was dropped) …" is read whole).
     out.push(format!(
         "clients: {:<4} {:<16} {:<14} {:<10} {:<21} {:>7} {:>6} {:>7} {:>10}  {}",
-        "#", "name", "fingerprint", "role", "address", "frames", "loss", "rtt", "input drop", "state"
+        "#",
+        "name",
+        "fingerprint",
+        "role",
+        "address",
+        "frames",
+        "loss",
+        "rtt",
+        "input drop",
+        "state"
     ));
     for c in clients {
         let fp: String = c.fingerprint.chars().take(14).collect();
@@ -287,7 +296,9 @@ mod tests {
         r.input.events_applied = Some(40);
         let text = r.to_text();
         assert!(
-            text.contains("input: 3 events sent by this client · 40 applied by the host from all its clients"),
+            text.contains(
+                "input: 3 events sent by this client · 40 applied by the host from all its clients"
+            ),
             "{text}"
         );
     }

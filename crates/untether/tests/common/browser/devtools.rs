@@ -107,7 +107,9 @@ impl Devtools {
         loop {
             let mut buf = Vec::new();
             if self.from.read_until(0, &mut buf)? == 0 {
-                return Err(std::io::Error::other("the browser closed its DevTools pipe"));
+                return Err(std::io::Error::other(
+                    "the browser closed its DevTools pipe",
+                ));
             }
             buf.pop();
             let v: serde_json::Value = serde_json::from_slice(&buf)?;
@@ -148,6 +150,9 @@ impl Devtools {
             "Runtime.evaluate",
             serde_json::json!({ "expression": "window.location.href", "returnByValue": true }),
         )?;
-        Ok(r["result"]["value"].as_str().unwrap_or_default().to_string())
+        Ok(r["result"]["value"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
     }
 }
