@@ -5,6 +5,10 @@
 #                 browser tests), run the whole test suite (unit, simulation, loopback
 #                 integration, SDL window under Xvfb, headless Chromium, the aarch64 client under
 #                 qemu).
+#   make install — the `untether` binary (stripped), its man pages and bash/zsh/fish
+#                 completions, the host's systemd user unit, the example config and the C
+#                 library under PREFIX (default /usr/local; DESTDIR for staging).
+#   make deb    — a Debian package of the same: target/untether_VERSION_ARCH.deb.
 #   make arm64  — cross-build the `untether` binary for aarch64 (Raspberry Pi 4/5, any arm64
 #                 Linux): target/aarch64-unknown-linux-gnu/release/untether (docs/RASPBERRY-PI.md).
 SHELL := /bin/bash
@@ -17,7 +21,7 @@ CC ?= cc
 FFI_LIB := target/release/libuntether.so
 EXAMPLE := examples/c/build/stream_scene
 
-.PHONY: demo test setup build bench lint fmt clean ffi header example install arm64
+.PHONY: demo test setup build bench lint fmt clean ffi header example install arm64 cli generated deb
 
 setup:
 	@./scripts/setup.sh
@@ -60,14 +64,59 @@ example: ffi
 	$(CC) -O2 -Wall -Wextra -o $(EXAMPLE) examples/c/stream_scene.c \
 	  -Icrates/untether-ffi/include -Ltarget/release -luntether -lm -Wl,-rpath,$(CURDIR)/target/release
 
-# Installs the C library, header and pkg-config file under PREFIX (default /usr/local).
-install: ffi
+# Where `make install` puts things (README.md, "Install"). ZSHDIR: Debian's zsh reads
+# vendor-completions under /usr, site-functions elsewhere.
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+DOCDIR ?= $(PREFIX)/share/doc/untether
+STRIP ?= strip
+UNTETHER := target/release/untether
+GENERATED := target/generated
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+
+# The `untether` binary alone (no apt: `make build` also runs setup).
+cli:
+	$(CARGO) build --release --locked -p untether-cli
+
+# Man pages and completions, generated from the command line's clap definitions.
+generated: cli
+	rm -rf $(GENERATED)
+	$(UNTETHER) generate man $(GENERATED)/man
+	for sh in bash zsh fish; do $(UNTETHER) generate completions $$sh $(GENERATED)/completions; done
+
+# Installs the binary (stripped), man pages, completions, the host's systemd user unit, the
+# example config, and the C library, header and pkg-config file under PREFIX (default
+# /usr/local).
+install: ffi generated
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) \
+	  $(DESTDIR)$(FISHDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(DOCDIR)
+	install -m 755 -s --strip-program=$(STRIP) $(UNTETHER) $(DESTDIR)$(BINDIR)/untether
+	install -m 644 $(GENERATED)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(GENERATED)/completions/untether.bash $(DESTDIR)$(BASHDIR)/untether
+	install -m 644 $(GENERATED)/completions/_untether $(DESTDIR)$(ZSHDIR)/_untether
+	install -m 644 $(GENERATED)/completions/untether.fish $(DESTDIR)$(FISHDIR)/untether.fish
+	sed -e 's|@BINDIR@|$(BINDIR)|' packaging/untether-host.service.in > $(DESTDIR)$(USERUNITDIR)/untether-host.service
+	chmod 644 $(DESTDIR)$(USERUNITDIR)/untether-host.service
+	install -m 644 docs/untether.example.toml README.md $(DESTDIR)$(DOCDIR)/
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
 	install -m 644 target/release/libuntether.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 target/release/libuntether.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 crates/untether-ffi/include/untether.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/^version = \"\(.*\)\"/\1/p' Cargo.toml | head -1)|" \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$(VERSION)|" \
 	  crates/untether-ffi/untether.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/untether.pc
+
+# The Debian package: `make install` into a staging root under /usr, then dpkg-deb
+# (scripts/make-deb.sh writes the control file; its Depends come from dpkg-shlibdeps;
+# DEB_COMPRESSION=gzip builds a bigger package much faster than the default xz).
+deb:
+	rm -rf target/deb
+	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(CURDIR)/target/deb/root \
+	  ZSHDIR=/usr/share/zsh/vendor-completions
+	./scripts/make-deb.sh target/deb/root $(VERSION) target
 
 clean:
 	$(CARGO) clean

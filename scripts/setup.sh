@@ -40,6 +40,8 @@ PACKAGES=(
   libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
   # Wayland capture tests (tests/wayland.rs): a headless sway and its solid-colour background.
   sway swaybg
+  # make deb and its test (tests/install.rs): dpkg-shlibdeps, systemd-analyze verify, man, col.
+  dpkg-dev systemd man-db bsdextrautils
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

@@ -11,6 +11,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --release --locked -p untether-cli -p untether-ffi -p untether-openxr -p untether-capture-hook
 # The C example the FFI test streams from.
 make --no-print-directory example
+# The Debian package (make install into a staging root, dpkg-deb): tests/install.rs in
+# untether-cli installs it into an empty root, and fails rather than skips without it.
+DEB_COMPRESSION=gzip make --no-print-directory deb
+export UNTETHER_REQUIRE_DEB=1
 # The aarch64 binary (cross build; installs its packages on first use): tests/arm64.rs in
 # untether-cli runs it under qemu-aarch64 as a client of the x86 host, and fails rather than
 # skips when it is missing (UNTETHER_REQUIRE_ARM64).

@@ -365,10 +365,10 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         let removed = untether_netem::netns::cleanup_stale()
             .context("removing namespaces of killed bench runs")?;
         if removed.is_empty() {
-            println!("nothing to clean up");
+            outln!("nothing to clean up");
         }
         for n in removed {
-            println!("removed {n}");
+            outln!("removed {n}");
         }
         return Ok(());
     }
@@ -504,7 +504,7 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
             json.display()
         );
         if bar.is_hidden() {
-            println!("{line}");
+            outln!("{line}");
         } else {
             bar.println(line);
         }
@@ -528,9 +528,12 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
     std::fs::write(&html_path, html)
         .with_context(|| format!("cannot write {}", html_path.display()))?;
     if a.compare.is_some() {
-        println!(
+        outln!(
             "\n{:<44} {:>10} {:>10} {:>7}",
-            "scenario", "untether", "peer", "ratio"
+            "scenario",
+            "untether",
+            "peer",
+            "ratio"
         );
         for sc in &list {
             let find = |sys: &str| {
@@ -543,7 +546,7 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
                     .and_then(p50)
             };
             let (u, p) = (find("untether"), find("peer"));
-            println!(
+            outln!(
                 "{:<44} {:>10} {:>10} {:>7}",
                 sc.display_name(),
                 u.map_or("-".into(), |v| format!("{v:.2} ms")),
@@ -564,7 +567,7 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
             .next()
     };
     if let (Some(on), Some(off)) = (warp(true), warp(false)) {
-        println!(
+        outln!(
             "\npose-to-photon p50: late warp on {on:.2} ms, off {off:.2} ms (on/off {:.2})",
             if off > 0.0 { on / off } else { f64::NAN }
         );
@@ -573,7 +576,7 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         std::fs::write(path, markdown(&results, &notes))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    println!("HTML report: {}", html_path.display());
+    outln!("HTML report: {}", html_path.display());
     Ok(())
 }
 

@@ -646,39 +646,78 @@ fn clock(f: &mut Findings) {
                 )
             }
         });
-    } else if let Some(t) =
-        command_output("timedatectl", &["show", "-p", "NTPSynchronized", "--value"])
-    {
-        f.checks.push(if t.trim() == "yes" {
-            check(
+    } else {
+        let timedatectl = probe("timedatectl", &["show", "-p", "NTPSynchronized", "--value"]);
+        f.checks.push(timedatectl_check(timedatectl, &ptp, fix));
+    }
+}
+
+/// What running a command gave.
+#[derive(Debug)]
+enum Probe {
+    /// It is not installed (not on PATH).
+    Missing,
+    /// It ran and failed: its first line of error output (or its status).
+    Failed(String),
+    /// It ran and succeeded: its standard output.
+    Output(String),
+}
+
+fn probe(cmd: &str, args: &[&str]) -> Probe {
+    match std::process::Command::new(cmd).args(args).output() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Probe::Missing,
+        Err(e) => Probe::Failed(e.to_string()),
+        Ok(out) if out.status.success() => {
+            Probe::Output(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        Ok(out) => Probe::Failed(
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map_or_else(|| out.status.to_string(), str::to_string),
+        ),
+    }
+}
+
+/// The clock line from `timedatectl show -p NTPSynchronized` when chrony is not installed:
+/// synchronised or not, or why timedatectl could not tell (no systemd as init, no D-Bus, as in
+/// a container), or neither tool.
+fn timedatectl_check(timedatectl: Probe, ptp: &[std::path::PathBuf], fix: &str) -> Check {
+    let ptp = if ptp.is_empty() {
+        String::new()
+    } else {
+        format!(" (PTP clocks: {})", list(ptp.to_vec()))
+    };
+    match timedatectl {
+        Probe::Output(t) if t.trim() == "yes" => check(
+            "clock",
+            "ntp",
+            Status::Ok,
+            "systemd-timesyncd: synchronised".into(),
+        ),
+        Probe::Output(_) => Check {
+            fix: fix.into(),
+            ..check("clock", "ntp", Status::Warn, "not synchronised".into())
+        },
+        Probe::Failed(why) => Check {
+            fix: fix.into(),
+            ..check(
                 "clock",
                 "ntp",
-                Status::Ok,
-                "systemd-timesyncd: synchronised".into(),
+                Status::Warn,
+                format!("no chrony; timedatectl cannot tell: {why}{ptp}"),
             )
-        } else {
-            Check {
-                fix: fix.into(),
-                ..check("clock", "ntp", Status::Warn, "not synchronised".into())
-            }
-        });
-    } else {
-        f.checks.push(Check {
+        },
+        Probe::Missing => Check {
             fix: fix.into(),
             ..check(
                 "clock",
                 "sync",
                 Status::Warn,
-                format!(
-                    "no chrony or timedatectl found{}",
-                    if ptp.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (PTP clocks: {})", list(ptp))
-                    }
-                ),
+                format!("no chrony or timedatectl found{ptp}"),
             )
-        });
+        },
     }
 }
 
@@ -811,6 +850,12 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
     audio(&mut f);
     let udp = network(&mut f);
     clock(&mut f);
+    f.checks.push(check(
+        "config",
+        "file",
+        Status::Ok,
+        crate::config_file::describe(global.config.as_deref()),
+    ));
     let state_ok = state(&mut f, cfg, global);
     governor(&mut f);
     openxr::openxr(&mut f);
@@ -818,7 +863,7 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
     f.client_ok = udp && state_ok && f.decoders.iter().any(|d| d.works);
     f.ok = f.host_ok && f.client_ok;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&f)?);
+        outln!("{}", serde_json::to_string_pretty(&f)?);
     } else {
         for c in &f.checks {
             let fix = if c.fix.is_empty() {
@@ -826,7 +871,7 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
             } else {
                 format!(" — fix: {}", c.fix)
             };
-            println!(
+            outln!(
                 "[{}] {} {}: {}{fix}",
                 c.status.tag(),
                 c.kind,
@@ -834,7 +879,7 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
                 c.detail
             );
         }
-        println!(
+        outln!(
             "host role: {} · client role: {}",
             if f.host_ok { "can run" } else { "CANNOT run" },
             if f.client_ok { "can run" } else { "CANNOT run" }
@@ -863,5 +908,40 @@ mod tests {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(vec![]), None);
         assert_eq!(Status::Fail.tag(), "FAIL");
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    /// timedatectl installed but unable to answer (no systemd as init, as in this container):
+    /// the line says so instead of claiming it is not there.
+    #[test]
+    fn a_timedatectl_that_fails_is_not_reported_missing() {
+        let c = timedatectl_check(
+            Probe::Failed("System has not been booted with systemd as init system (PID 1).".into()),
+            &[],
+            "fix",
+        );
+        assert!(
+            c.detail
+                .contains("timedatectl cannot tell: System has not been booted"),
+            "{}",
+            c.detail
+        );
+        assert!(
+            !c.detail.contains("no chrony or timedatectl"),
+            "{}",
+            c.detail
+        );
+        let c = timedatectl_check(Probe::Missing, &[], "fix");
+        assert_eq!(c.detail, "no chrony or timedatectl found");
+        // On this machine: the probe itself tells a missing command from a failing one.
+        assert!(matches!(
+            probe("untether-no-such-command", &[]),
+            Probe::Missing
+        ));
+        assert!(matches!(probe("false", &[]), Probe::Failed(_)));
     }
 }

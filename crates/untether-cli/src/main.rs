@@ -15,9 +15,13 @@ use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
 use untether_media::x11::{CaptureTarget, PointerMode};
 
+#[macro_use]
+mod out;
 mod bench;
+mod config_file;
 mod discover;
 mod doctor;
+mod generate;
 mod netem;
 mod pair;
 #[cfg(feature = "rtsp")]
@@ -26,12 +30,13 @@ mod rtsp;
 #[path = "rtsp_off.rs"]
 mod rtsp;
 mod run;
+mod status;
 mod wayland_arg;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "untether",
-    version,
+    version = env!("UNTETHER_VERSION"),
     propagate_version = true,
     about = "Low-latency streaming for untethered VR and interactive games",
     long_about = "Low-latency streaming for untethered VR and interactive games.\n\n\
@@ -48,7 +53,9 @@ mod wayland_arg;
         Only paired clients may connect (host --access allowlist, the default); keys, the allowlist \
         and known hosts live in the state directory ($XDG_STATE_HOME/untether or \
         ~/.local/state/untether, or --state-dir).\n\
-        Settings come from defaults, then --config FILE (TOML, see docs/CONFIG.md), then flags.\n\
+        Settings come from defaults, then the config file (TOML, see docs/CONFIG.md: --config FILE, \
+        else $XDG_CONFIG_HOME/untether/untether.toml or /etc/untether/untether.toml when one exists), \
+        then flags.\n\
         --config, --state-dir, -v and -q go before or after any command. Logging: info by \
         default; -v debug, -vv trace, -q warnings only, -qq errors only (without -v/-q, RUST_LOG \
         applies when set)."
@@ -63,7 +70,7 @@ struct Cli {
 /// Options every command takes, before or after its name.
 #[derive(Args, Debug, Clone, Default)]
 struct Global {
-    /// TOML config file (every key documented in docs/CONFIG.md); flags override it. Read by host, client, demo and pair (host.state_dir); bench and netem only check it.
+    /// TOML config file (every key documented in docs/CONFIG.md); flags override it. Without it: ~/.config/untether/untether.toml ($XDG_CONFIG_HOME), else /etc/untether/untether.toml, if one exists. Read by host, client, demo and pair (host.state_dir); bench and netem only check it.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// Where keys, the allowlist, access requests, the PIN (host, pair) and known_hosts.json, the pinned host keys (client), live [config: host.state_dir / client.state_dir, default $UNTETHER_STATE_DIR, $XDG_STATE_HOME/untether or ~/.local/state/untether].
@@ -113,6 +120,9 @@ enum Command {
     /// Check what this machine can do and what to fix: encoders and decoders that open (with their time per frame), GPUs and video devices, display, audio, UDP buffers, clock sync, the state directory, the CPU governor.
     #[command(long_about = doctor::LONG_ABOUT)]
     Doctor(doctor::DoctorArgs),
+    /// Write the man pages or a shell's completions (what `make install` installs).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -120,9 +130,9 @@ struct TrackArgs {
     /// What the head does: sweep (yaw ±40° at 40°/s), turn (yaw at 60°/s), nod (pitch ±20° at 0.5 Hz), still.
     #[arg(long, value_parser = untether::config::TRACK_KINDS, default_value = "sweep")]
     kind: String,
-    /// Length in seconds (0.01–3600).
-    #[arg(long, default_value_t = 10.0)]
-    seconds: f64,
+    /// Length: seconds (10, 2.5) or with a unit (500ms, 2s, 1m); 0.01 s to 1 h.
+    #[arg(long, default_value = "10", value_name = "DURATION", value_parser = duration_arg)]
+    seconds: Duration,
     /// Samples per second (1–10000).
     #[arg(long, default_value_t = 1000)]
     rate: u32,
@@ -132,12 +142,12 @@ struct TrackArgs {
 }
 
 fn run_track(args: TrackArgs) -> Result<()> {
-    let t = untether::pose::track::Track::generate(&args.kind, args.seconds, args.rate)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let t =
+        untether::pose::track::Track::generate(&args.kind, args.seconds.as_secs_f64(), args.rate)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     let text = t.to_text();
     if args.out.as_os_str() == "-" {
-        use std::io::Write;
-        std::io::stdout().write_all(text.as_bytes())?;
+        out!("{text}");
     } else {
         std::fs::write(&args.out, text)
             .with_context(|| format!("cannot write {}", args.out.display()))?;
@@ -314,6 +324,9 @@ struct HostArgs {
     /// The name this host advertises on the local network [config: host.name, default the machine's host name].
     #[arg(long = "host-name", value_name = "NAME")]
     host_name: Option<String>,
+    /// Log a one-line status (clients, frames/s, Mbit/s, loss, RTT) this often: seconds (10) or with a unit (30s, 1m); 0 = never [config: host.status_interval_s, default 10 s].
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    status_interval: Option<Duration>,
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
@@ -491,6 +504,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("network.scheduler", "--scheduler"),
     ("host.max_clients", "--max-clients"),
     ("host.name", "--host-name"),
+    ("host.status_interval_s", "--status-interval"),
     ("host.slow_viewer", "--slow-viewer"),
     ("host.dashboard", "--dashboard"),
     ("client.name", "--name"),
@@ -541,9 +555,15 @@ fn demo_error(e: untether::DemoError) -> anyhow::Error {
     }
 }
 
+/// `--config FILE`, else the default file ([`config_file`]) when there is one, else defaults.
 fn load_config(global: &Global) -> Result<ConfigToml> {
-    Ok(match &global.config {
-        Some(path) => ConfigToml::load(path)?,
+    Ok(match config_file::resolve(global.config.as_deref()) {
+        Some(path) => {
+            if global.config.is_none() {
+                log::debug!("reading the config file {}", path.display());
+            }
+            ConfigToml::load(&path)?
+        }
         None => ConfigToml::default(),
     })
 }
@@ -868,6 +888,9 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     if let Some(n) = &args.host_name {
         cfg.host.name = n.clone();
     }
+    if let Some(d) = args.status_interval {
+        cfg.host.status_interval_s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    }
     if let Some(v) = &args.slow_viewer {
         cfg.host.slow_viewer = parse_key(v).map_err(with_flag)?;
     }
@@ -967,6 +990,7 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     let mut shown_pin = None;
     let mut paired = 0;
     let started = std::time::Instant::now();
+    let mut status = status::StatusLog::new(Duration::from_secs(cfg.host.status_interval_s));
     while !stop.load(Ordering::SeqCst)
         && !host.is_stopped()
         && !host.source_ended()
@@ -1001,6 +1025,10 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
             eprintln!("untether host: paired with {fp}; it is on the allowlist now");
         }
         paired = p.len();
+        let now = std::time::Instant::now();
+        if status.due(now) {
+            log::info!("{}", status.line(&host.summary(), now));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(advert);
@@ -1015,7 +1043,7 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
         bail!("host stopped: {f}");
     }
     eprintln!(
-        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes, {} copies to {} client{}) · dropped {} · {:.1} MB sent",
+        "untether host: captured {} · encoded {} · sent {} frames ({} keyframes, {} copies to {} client{}) · dropped {} · {:.1} MB sent{}",
         summary.captured,
         summary.encoded,
         summary.sent,
@@ -1024,7 +1052,12 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
         summary.clients.len(),
         if summary.clients.len() == 1 { "" } else { "s" },
         summary.dropped,
-        summary.bytes_sent as f64 / 1e6
+        (summary.bytes_sent + summary.webrtc_bytes_sent) as f64 / 1e6,
+        if summary.webrtc_bytes_sent > 0 {
+            format!(" ({:.1} MB to browsers)", summary.webrtc_bytes_sent as f64 / 1e6)
+        } else {
+            String::new()
+        }
     );
     for line in untether::report::client_lines(&summary.clients) {
         eprintln!("untether host: {line}");
@@ -1184,7 +1217,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     } else if to_stdout {
         eprint!("{}", report.to_text());
     } else {
-        print!("{}", report.to_text());
+        out!("{}", report.to_text());
     }
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;
@@ -1253,7 +1286,7 @@ fn run_demo(args: DemoArgs, global: &Global) -> Result<()> {
         server.stop();
     }
     let report = report.map_err(demo_error)?;
-    print!("{}", report.to_text());
+    out!("{}", report.to_text());
     if let Some(path) = &args.common.report {
         write_json(path, &report)?;
     }
@@ -1294,6 +1327,7 @@ fn main() -> ExitCode {
         Command::Client(a) => run_client_cmd(a, &global),
         Command::Demo(a) => run_demo(a, &global),
         Command::Track(a) => run_track(a),
+        Command::Generate(a) => generate::run(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
         Command::Doctor(a) => load_config(&global).and_then(|cfg| doctor::run(a, &cfg, &global)),
@@ -1315,6 +1349,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `untether … | head`: the reader has what it wanted.
+        Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("untether: error: {}", error_text(&e));
             ExitCode::FAILURE

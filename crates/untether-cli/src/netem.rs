@@ -96,13 +96,13 @@ fn print_stats(elapsed: Duration, stats: &[RelayStats]) {
         let client = s
             .client
             .map_or_else(|| "no client yet".to_string(), |c| format!("client {c}"));
-        println!(
+        outln!(
             "[{:>7.1} s] {path}{} ({client})",
             elapsed.as_secs_f64(),
             s.listen
         );
         for d in Direction::ALL {
-            println!("    {:<4} {}", d.name(), s.direction(d));
+            outln!("    {:<4} {}", d.name(), s.direction(d));
         }
     }
 }

@@ -45,9 +45,9 @@ pub struct PairArgs {
     /// Create a one-time PIN the host accepts for pairing (type it on the client).
     #[arg(long)]
     pub pin: bool,
-    /// How long the PIN is valid, in seconds.
-    #[arg(long, default_value_t = 300, requires = "pin")]
-    pub pin_ttl: u64,
+    /// How long the PIN is valid: seconds (300) or with a unit (90s, 5m, 1h); 10 s to 24 h.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = crate::duration_arg, requires = "pin")]
+    pub pin_ttl: std::time::Duration,
     /// How many wrong PINs the host tolerates before it drops the PIN (1 to 10).
     #[arg(long, default_value_t = 3, requires = "pin")]
     pub pin_attempts: u32,
@@ -143,18 +143,19 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
     }
     let dir = StateDir::resolve(args.state_dir.as_deref())?;
     if args.pin {
+        let pin_ttl = args.pin_ttl.as_secs();
         untether::config::PIN_TTL_S
-            .check(args.pin_ttl)
+            .check(pin_ttl)
             .map_err(|e| anyhow::anyhow!("--pin-ttl: {e}"))?;
         untether::config::PIN_ATTEMPTS.check(args.pin_attempts)?;
         let host = dir
             .load_or_create_identity(Role::Host)
             .context("loading the host's key")?;
-        let pin = dir.create_pin(args.pin_ttl, args.pin_attempts)?;
+        let pin = dir.create_pin(pin_ttl, args.pin_attempts)?;
         writeln!(
             out,
             "One-time PIN: {}  (valid {} s, {} attempts; the running host picks it up)",
-            pin.pin, args.pin_ttl, pin.attempts_left
+            pin.pin, pin_ttl, pin.attempts_left
         )?;
         writeln!(
             out,

@@ -168,6 +168,17 @@ pub struct TextRaster {
     pub rasterised: u64,
 }
 
+/// The overlay's text size (em, pixels) on an output `height` pixels high: a 45th of the
+/// height (16 px at 720 lines, 24 at 1080, 48 at 2160), never under `min_px`.
+pub fn text_px_for(height: u32, min_px: f32) -> f32 {
+    (height as f32 / 45.0).clamp(min_px, 96.0)
+}
+
+/// The overlay's distance from the edges on an output `height` pixels high (8 px at 1080).
+pub fn margin_for(height: u32) -> i32 {
+    (height / 135).max(8) as i32
+}
+
 /// Padding around the text, pixels.
 const PAD: usize = 6;
 /// The panel's opacity behind the text.
@@ -209,6 +220,11 @@ impl TextRaster {
 
     pub fn image(&self) -> &RgbaImage {
         &self.image
+    }
+
+    /// The text size it was made for (em, pixels).
+    pub fn px(&self) -> f32 {
+        self.px
     }
 
     fn rasterise(&mut self) {

@@ -233,7 +233,8 @@ impl RendererKind {
     }
 }
 
-/// The overlay's text size, pixels.
+/// The overlay's smallest text size, pixels (it grows with the output:
+/// [`crate::overlay::text_px_for`]).
 pub(crate) const OVERLAY_PX: f32 = 13.0;
 /// The overlay's distance from the window's top-left corner, pixels.
 pub(crate) const OVERLAY_MARGIN: i32 = 8;
@@ -331,7 +332,9 @@ impl SdlPresenter {
             .map_err(sdl_err("SDL copy"))?;
         if self.overlay_on {
             if let Some((t, w, h)) = &self.overlay_texture {
-                let dst = sdl2::rect::Rect::new(OVERLAY_MARGIN, OVERLAY_MARGIN, *w, *h);
+                let (_, oh) = self.canvas.output_size().unwrap_or((0, 720));
+                let m = crate::overlay::margin_for(oh).max(OVERLAY_MARGIN);
+                let dst = sdl2::rect::Rect::new(m, m, *w, *h);
                 self.canvas
                     .copy(t, None, dst)
                     .map_err(sdl_err("SDL overlay copy"))?;
@@ -377,8 +380,11 @@ impl Presenter for SdlPresenter {
             return Ok(());
         };
         self.overlay_on = true;
-        if self.overlay.is_none() {
-            self.overlay = Some(TextRaster::new(OVERLAY_PX)?);
+        // Text sized for the output (a new raster when the window changed size).
+        let (_, oh) = self.canvas.output_size().unwrap_or((0, 720));
+        let px = crate::overlay::text_px_for(oh, OVERLAY_PX);
+        if self.overlay.as_ref().is_none_or(|r| r.px() != px) {
+            self.overlay = Some(TextRaster::new(px)?);
         }
         let Some(raster) = self.overlay.as_mut() else {
             return Ok(());

@@ -597,7 +597,7 @@ impl GlPresenter {
             self.filter = filter;
         }
         if self.overlay_on {
-            self.draw_overlay(dh);
+            self.draw_overlay(dw, dh);
         }
         Ok(true)
     }
@@ -653,20 +653,29 @@ impl GlPresenter {
         Ok(out)
     }
 
-    /// The overlay's quad over whatever is in the back buffer, `dh` its height.
-    fn draw_overlay(&self, dh: u32) {
+    /// Where the overlay goes in a `dw`x`dh` back buffer, GL's bottom-left corners of its
+    /// `w`x`h` quad: its top-left corner outside VR; in VR once per eye, at the same place in
+    /// each (centred across, a quarter down: inside what the lens shows, seen by both eyes as
+    /// one panel).
+    fn overlay_spots(&self, dw: u32, dh: u32, w: u32, h: u32) -> Vec<(i32, i32)> {
+        let m = crate::overlay::margin_for(dh).max(OVERLAY_MARGIN);
+        if self.lens.is_none() {
+            return vec![(m, dh as i32 - m - h as i32)];
+        }
+        let eye_w = (dw / 2) as i32;
+        let x = ((eye_w - w as i32) / 2).max(m);
+        let y = (dh as i32 - dh as i32 / 4 - h as i32).max(m);
+        vec![(x, y), (eye_w + x, y)]
+    }
+
+    /// The overlay's quad (twice in VR) over whatever is in the `dw`x`dh` back buffer.
+    fn draw_overlay(&self, dw: u32, dh: u32) {
         let Some((t, w, h)) = self.overlay_tex else {
             return;
         };
         let gl = &self.gl;
         // SAFETY: the context is current; the program, texture and VAO are this context's.
         unsafe {
-            gl.viewport(
-                OVERLAY_MARGIN,
-                dh as i32 - OVERLAY_MARGIN - h as i32,
-                w as i32,
-                h as i32,
-            );
             gl.enable(glow::BLEND);
             gl.blend_func(glow::SRC_ALPHA, glow::ONE_MINUS_SRC_ALPHA);
             gl.use_program(Some(self.overlay_prog));
@@ -674,7 +683,10 @@ impl GlPresenter {
             gl.active_texture(glow::TEXTURE0);
             gl.bind_texture(glow::TEXTURE_2D, Some(t));
             gl.uniform_1_i32(self.overlay_loc.as_ref(), 0);
-            gl.draw_arrays(glow::TRIANGLES, 0, 3);
+            for (x, y) in self.overlay_spots(dw, dh, w, h) {
+                gl.viewport(x, y, w as i32, h as i32);
+                gl.draw_arrays(glow::TRIANGLES, 0, 3);
+            }
             gl.disable(glow::BLEND);
         }
     }
@@ -682,9 +694,9 @@ impl GlPresenter {
     /// Draws only the overlay (when shown) into the back buffer, as every frame does after
     /// the picture, and waits for GL: what the overlay costs a frame. For benchmarks.
     pub fn draw_overlay_only(&mut self) {
-        let (_, dh) = self.window.drawable_size();
+        let (dw, dh) = self.window.drawable_size();
         if self.overlay_on {
-            self.draw_overlay(dh);
+            self.draw_overlay(dw, dh);
         }
         self.finish();
     }
@@ -887,8 +899,11 @@ impl Presenter for GlPresenter {
             return Ok(());
         };
         self.overlay_on = true;
-        if self.overlay.is_none() {
-            self.overlay = Some(TextRaster::new(OVERLAY_PX)?);
+        // Text sized for the output (a new raster when the window changed size).
+        let (_, dh) = self.window.drawable_size();
+        let px = crate::overlay::text_px_for(dh, OVERLAY_PX);
+        if self.overlay.as_ref().is_none_or(|r| r.px() != px) {
+            self.overlay = Some(TextRaster::new(px)?);
         }
         let Some(mut raster) = self.overlay.take() else {
             return Ok(());

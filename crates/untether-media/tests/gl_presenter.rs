@@ -317,7 +317,8 @@ fn vr_mode_shows_two_distorted_eye_views_and_the_overlay_on_top() {
         );
     }
 
-    // The overlay: drawn over the video in its corner only while on.
+    // The overlay: drawn over the video only while on, once in each eye at the same place
+    // (it was drawn flat over the left eye's corner).
     let mut model_text = OverlayModel {
         header: "gl · 1280x720 · vr".into(),
         fps: Some(60.0),
@@ -334,37 +335,93 @@ fn vr_mode_shows_two_distorted_eye_views_and_the_overlay_on_top() {
         without, shot,
         "with the overlay off the window is the video alone"
     );
-    // The overlay's panel is at the top-left, 8 px in: its text is light, and where it lies
-    // over the picture (not the black corner) it darkens it.
-    let light = (10..40)
-        .flat_map(|y| (10..200).map(move |x| (x, y)))
-        .filter(|&(x, y)| {
-            px(&with, x, y)[..3].iter().all(|&v| v > 200)
-                && px(&without, x, y)[..3].iter().all(|&v| v < 20)
-        })
+    let [left, right] = [0, EYE_W].map(|x0| text_box(&with, &without, x0, x0 + EYE_W));
+    let left = left.expect("no overlay in the left eye");
+    let right = right.expect("no overlay in the right eye");
+    assert_eq!(
+        (left.0 + EYE_W, left.1, left.2 + EYE_W, left.3),
+        right,
+        "the overlay is not at the same place in both eyes"
+    );
+    for y in 0..H {
+        for x in 0..EYE_W {
+            assert_eq!(
+                is_text(&with, &without, x, y),
+                is_text(&with, &without, x + EYE_W, y),
+                "the eyes' overlays differ at {x},{y}"
+            );
+        }
+    }
+    // Near the middle of the eye, inside what the lens shows, not in its corner.
+    let centre = (left.0 + left.2) / 2;
+    assert!(
+        centre.abs_diff(EYE_W / 2) <= EYE_W / 8,
+        "overlay box {left:?}"
+    );
+    assert!(left.1 >= H / 8, "overlay box {left:?}");
+    // Light text in it.
+    let light = (left.1..left.3)
+        .flat_map(|y| (left.0..left.2).map(move |x| (x, y)))
+        .filter(|&(x, y)| px(&with, x, y)[..3].iter().all(|&v| v > 200))
         .count();
     assert!(light > 100, "no overlay text: {light} light pixels");
-    let mean = |img: &RgbaImage| {
-        let (mut sum, mut n) = (0.0, 0.0);
-        for y in 56..90 {
-            for x in 200..280 {
-                sum += px(img, x, y)[1] as f64;
-                n += 1.0;
+}
+
+/// Whether `a` shows overlay text at x, y over `b` (the same window without the overlay):
+/// changed, and light (the panel under the text only darkens).
+fn is_text(a: &RgbaImage, b: &RgbaImage, x: u32, y: u32) -> bool {
+    let p = px(a, x, y);
+    p != px(b, x, y) && p[..3].iter().all(|&v| v > 200)
+}
+
+/// The bounding box (x0, y0, x1, y1 exclusive) of the overlay's text in `a` between columns
+/// `x0` and `x1` ([`is_text`]).
+fn text_box(a: &RgbaImage, b: &RgbaImage, x0: u32, x1: u32) -> Option<(u32, u32, u32, u32)> {
+    let mut bx: Option<(u32, u32, u32, u32)> = None;
+    for y in 0..a.height {
+        for x in x0..x1 {
+            if is_text(a, b, x, y) {
+                let c = bx.get_or_insert((x, y, x + 1, y + 1));
+                *c = (c.0.min(x), c.1.min(y), c.2.max(x + 1), c.3.max(y + 1));
             }
         }
-        sum / n
+    }
+    bx
+}
+
+/// The F12 overlay's text grows with the output: at 1080p its lines take 22 px or more each
+/// (it was a fixed 13 px font, ~9 px letters on a 1080p screen).
+#[test]
+fn the_overlay_text_scales_with_the_output_height() {
+    if !display() {
+        return;
+    }
+    let (w, h) = (1920, 1080);
+    let mut scene = Scene::new(SceneConfig::new(640, 360)).unwrap();
+    let mut f = BgraFrame::new(640, 360).unwrap();
+    scene.render(0.7, &mut f);
+    let pic = decoded(&f);
+    let mut p = open(w, h, None);
+    p.present(&pic).unwrap();
+    let model_text = OverlayModel {
+        header: "gl · 640x360".into(),
+        fps: Some(60.0),
+        glass_to_glass_ms: Some(7.9),
+        ..Default::default()
     };
-    let (dark, bright) = (mean(&with), mean(&without));
+    let lines = model_text.lines().len() as u32;
+    p.set_overlay(Some(&model_text)).unwrap();
+    let with = p.snapshot().unwrap().unwrap();
+    p.set_overlay(None).unwrap();
+    let without = p.snapshot().unwrap().unwrap();
+    dump("overlay-1080p", &with);
+    let b = text_box(&with, &without, 0, w).expect("no overlay drawn");
+    let height = b.3 - b.1;
     assert!(
-        bright > 150.0 && dark < 0.6 * bright,
-        "the overlay's panel should darken the video under it: {dark} vs {bright}"
+        height >= lines * 22,
+        "{lines} lines in {height} px at 1080p: the text is too small ({b:?})"
     );
-    // Below and right of the panel nothing changed.
-    assert_eq!(
-        mad(&with, &without, 0, 300, 2 * EYE_W, H),
-        0.0,
-        "the overlay is drawn outside its corner"
-    );
+    assert!(b.0 < 60 && b.1 < 60, "not in the top-left corner: {b:?}");
 }
 
 #[test]

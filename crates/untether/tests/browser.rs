@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::browser::{chromium, Page};
+use common::browser::{chromium, devtools, Page};
 use untether::config::ConfigToml;
 use untether::identity::{ephemeral_keypair, Access, HostTrust};
 use untether::{Host, HostOptions, HostSetup};
@@ -543,4 +543,50 @@ fn a_resume_secret_fills_one_seat() {
     let other = post_offer(&base, Some(&format!("token:{}", token_of(&link))));
     assert_eq!(other.status, 201, "{}", other.body);
     host.stop();
+}
+
+/// docs/BROWSER.md: a reload after admission gets back in. The used link's token leaves the
+/// address bar once admitted; the page tries its resume secret before any token in the URL (a
+/// used link opened again in the same tab still gets in), and a refused token does not throw
+/// the secret away.
+#[test]
+fn a_reload_after_admission_gets_back_in() {
+    let Some(chrome) = chromium() else { return };
+    let host = host(640, 360, 30, None);
+    let link = host.browser_link().unwrap();
+    let (mut page, mut devtools) = devtools::open(&chrome, &link).unwrap();
+    let first_frames = |page: &mut Page, n: usize| {
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while page.lines("first-frame").len() < n && std::time::Instant::now() < end {
+            page.settle(Duration::from_millis(100));
+        }
+        let errors = page.lines("error");
+        assert!(errors.is_empty(), "{errors:?}\n{}", page.tail());
+        assert!(
+            page.lines("first-frame").len() >= n,
+            "no picture after load {n}:\n{}",
+            page.tail()
+        );
+    };
+    first_frames(&mut page, 1);
+    let url = devtools.url().unwrap();
+    assert!(!url.contains("token="), "the used token stays in {url}");
+    // F5.
+    devtools.reload().unwrap();
+    first_frames(&mut page, 2);
+    // The used link again, in the same tab: the resume secret comes first.
+    devtools
+        .call("Page.navigate", serde_json::json!({ "url": link }))
+        .unwrap();
+    first_frames(&mut page, 3);
+    drop(page);
+    let s = host.webrtc_summary().unwrap();
+    assert_eq!((s.browsers_admitted, s.browsers_refused), (3, 0), "{s:?}");
+    // What went to the browsers counts in the host's bytes sent (it said "0.0 MB sent").
+    let summary = host.stop();
+    assert!(
+        summary.webrtc_bytes_sent > 50_000 && summary.webrtc_bytes_sent >= s.bytes_sent,
+        "{} bytes to browsers ({s:?})",
+        summary.webrtc_bytes_sent
+    );
 }

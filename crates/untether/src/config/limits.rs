@@ -118,6 +118,12 @@ pub const MAX_CLIENTS: Limit<usize> = Limit {
     min: 1,
     max: 256,
 };
+/// Seconds between the host's one-line status log lines (0: none).
+pub const STATUS_INTERVAL_S: Limit<u64> = Limit {
+    key: "host.status_interval_s",
+    min: 0,
+    max: 86_400,
+};
 pub const PIN_TTL_S: Limit<u64> = Limit {
     key: "host.pin_ttl_s",
     min: 10,
@@ -268,6 +274,7 @@ de_fns! {
     de_audio_bitrate_kbps: AUDIO_BITRATE_KBPS -> u32,
     de_keyframe_cooldown_ms: KEYFRAME_COOLDOWN_MS -> u64,
     de_pin_ttl_s: PIN_TTL_S -> u64,
+    de_status_interval_s: STATUS_INTERVAL_S -> u64,
     de_max_clients: MAX_CLIENTS -> usize,
     de_connect_timeout_ms: CONNECT_TIMEOUT_MS -> u64,
     de_reassembly_deadline_ms: REASSEMBLY_DEADLINE_MS -> u64,

@@ -138,6 +138,9 @@ pub struct HostToml {
     pub advertise: bool,
     /// The name the host advertises (empty: the machine's host name).
     pub name: String,
+    /// Seconds between the host's one-line status log lines (clients, rate, loss); 0: none.
+    #[serde(deserialize_with = "limits::de_status_interval_s")]
+    pub status_interval_s: u64,
 }
 
 /// The values of `host.slow_viewer`.
@@ -157,6 +160,7 @@ impl Default for HostToml {
             dashboard: String::new(),
             advertise: true,
             name: String::new(),
+            status_interval_s: 10,
         }
     }
 }
@@ -211,6 +215,7 @@ impl HostToml {
             ));
         }
         AUDIO_BITRATE_KBPS.check(self.audio_bitrate_kbps)?;
+        STATUS_INTERVAL_S.check(self.status_interval_s)?;
         Ok(())
     }
 }

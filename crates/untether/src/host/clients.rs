@@ -6,7 +6,7 @@ use serde::Serialize;
 use untether_proto::{ClientId, ClientRole, ClientStatus, GoneReason, Micros};
 
 /// One client of the run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ClientSummary {
     /// The host's number for its session (`#3`: the third admitted).
     pub id: u32,

@@ -308,9 +308,11 @@ impl Host {
                 n.roster.list(),
                 n.link.report.clone(),
                 n.session.state_staleness(now_us()),
+                n.webrtc.as_ref().map_or(0, |w| w.summary().bytes_sent),
             )
         });
-        let (st, paths, target_kbps, clients, link, state_staleness) = net.unwrap_or_default();
+        let (st, paths, target_kbps, clients, link, state_staleness, webrtc_bytes_sent) =
+            net.unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -341,6 +343,7 @@ impl Host {
             unchanged: c.unchanged.load(Ordering::Relaxed),
             audio_packets: c.audio_packets.load(Ordering::Relaxed),
             bytes_sent: st.bytes_sent,
+            webrtc_bytes_sent,
             packets_sent: st.datagrams_sent,
             malformed_datagrams: st.malformed_datagrams + st.unknown_connection,
             keyframe_requests_received: st.keyframe_requests_received,

@@ -18,6 +18,8 @@ pub struct HostSummary {
     pub unchanged: u64,
     pub audio_packets: u64,
     pub bytes_sent: u64,
+    /// Of the WebRTC sessions (browsers, WHIP), not in `bytes_sent` (untether's protocol).
+    pub webrtc_bytes_sent: u64,
     pub packets_sent: u64,
     pub malformed_datagrams: u64,
     pub keyframe_requests_received: u64,

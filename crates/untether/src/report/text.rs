@@ -91,6 +91,13 @@ impl Report {
             row("  last decoded", &sl.last_decoded);
         }
         row("input response", &self.input.response_ms);
+        // VR: the head pose → the picture that shows it (null without --vr: no rows).
+        if l.pose_to_photon.p50.is_some() {
+            row("pose-to-photon (pixels)", &l.pose_to_photon);
+        }
+        if l.rendered_pose_to_photon.p50.is_some() {
+            row("pose-to-photon (rendered)", &l.rendered_pose_to_photon);
+        }
     }
 
     /// The network, the clock, reconnects and pacing.
@@ -196,13 +203,15 @@ impl Report {
         for c in &self.consumers {
             let _ = writeln!(o, "{c}");
         }
+        // What the host applied is its total, from every client (the host's summary, or the
+        // scene's pixel stamps): not this client's share.
         let _ = writeln!(
             o,
-            "input: {} events sent, {} applied by the host",
+            "input: {} events sent by this client · {}",
             self.input.events_sent,
             self.input.events_applied.map_or(
-                "an unknown number of them (the host's source does not stamp input)".to_string(),
-                |v| v.to_string()
+                "applied: unknown (the host's source does not stamp input)".to_string(),
+                |v| format!("{v} applied by the host from all its clients")
             )
         );
     }
@@ -215,18 +224,19 @@ pub fn client_lines(clients: &[crate::host::ClientSummary]) -> Vec<String> {
     if clients.is_empty() {
         return out;
     }
+    // The state is last and never cut ("gone: left (or was dropped) …" is read whole).
     out.push(format!(
-        "clients: {:<4} {:<16} {:<14} {:<10} {:<21} {:<18} {:>7} {:>6} {:>7} {:>9}",
+        "clients: {:<4} {:<16} {:<14} {:<10} {:<21} {:>7} {:>6} {:>7} {:>10}  {}",
         "#",
         "name",
         "fingerprint",
         "role",
         "address",
-        "state",
         "frames",
         "loss",
         "rtt",
-        "input drop"
+        "input drop",
+        "state"
     ));
     for c in clients {
         let fp: String = c.fingerprint.chars().take(14).collect();
@@ -236,20 +246,81 @@ pub fn client_lines(clients: &[crate::host::ClientSummary]) -> Vec<String> {
         } else {
             c.role
         };
-        let state: String = c.state.chars().take(18).collect();
         out.push(format!(
-            "         {:<4} {:<16} {:<14} {:<10} {:<21} {:<18} {:>7} {:>6} {:>7} {:>9}",
+            "         {:<4} {:<16} {:<14} {:<10} {:<21} {:>7} {:>6} {:>7} {:>10}  {}",
             c.id,
             name,
             fp,
             role,
             c.addr,
-            state,
             c.frames_sent,
             c.loss.map_or("—".into(), |l| format!("{:.1}%", l * 100.0)),
             c.rtt_ms.map_or("—".into(), |r| format!("{r:.1}ms")),
-            c.inputs_dropped
+            c.inputs_dropped,
+            c.state,
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::ClientSummary;
+
+    /// A client that left is listed with its whole state, not "gone: left (or was".
+    #[test]
+    fn the_client_table_shows_the_whole_state() {
+        let state = "gone: left (or was dropped by the network)";
+        let c = ClientSummary {
+            id: 1,
+            role: "viewer",
+            state: state.into(),
+            ..Default::default()
+        };
+        let lines = client_lines(&[c]);
+        assert!(lines[1].ends_with(state), "{}", lines[1]);
+        assert!(lines[0].ends_with("state"), "{}", lines[0]);
+    }
+
+    /// The scene's total of applied input is not shown as this client's.
+    #[test]
+    fn applied_input_is_the_hosts_total() {
+        let config = crate::report_config(
+            &crate::HostOptions::default(),
+            crate::client::Display::Headless,
+            "test",
+        );
+        let mut r = super::super::build(config, &crate::client::ClientRun::default(), None);
+        r.input.events_sent = 3;
+        r.input.events_applied = Some(40);
+        let text = r.to_text();
+        assert!(
+            text.contains(
+                "input: 3 events sent by this client · 40 applied by the host from all its clients"
+            ),
+            "{text}"
+        );
+    }
+
+    /// `demo --vr`: the printed report has the pose-to-photon rows the JSON has.
+    #[test]
+    fn the_text_report_has_pose_to_photon_when_measured() {
+        let config = crate::report_config(
+            &crate::HostOptions::default(),
+            crate::client::Display::Headless,
+            "test",
+        );
+        let mut r = super::super::build(config, &crate::client::ClientRun::default(), None);
+        assert!(!r.to_text().contains("pose-to-photon"));
+        r.latency_ms.pose_to_photon.p50 = Some(21.5);
+        r.latency_ms.rendered_pose_to_photon.p50 = Some(30.25);
+        let text = r.to_text();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("pose-to-photon (pixels)"))
+            .unwrap_or_else(|| panic!("no pose-to-photon line in {text}"));
+        assert!(line.contains("21.50"), "{line}");
+        assert!(text.contains("pose-to-photon (rendered)"), "{text}");
+    }
 }

@@ -306,3 +306,6 @@ pub fn stamp_pictures(dir: &Path) -> Vec<(String, Option<StampFields>)> {
     }
     out
 }
+
+/// A page driven through the DevTools protocol (a reload, as a user asks for one).
+pub mod devtools;

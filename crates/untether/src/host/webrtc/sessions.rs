@@ -506,7 +506,11 @@ impl WebRtc {
     }
 
     pub fn poll_transmit(&mut self) -> Option<Outgoing> {
-        self.out.pop_front().map(|(socket, dst, payload)| Outgoing {
+        let next = self.out.pop_front();
+        if let Some((_, _, payload)) = &next {
+            self.summary.bytes_sent += payload.len() as u64;
+        }
+        next.map(|(socket, dst, payload)| Outgoing {
             via: Via::Socket(socket),
             dst: Some(dst),
             payload,

@@ -70,6 +70,8 @@ pub struct WebRtcSummary {
     /// Sessions built (a DTLS certificate and an `Rtc` each): for admitted offers only.
     pub sessions_built: u64,
     pub frames_sent: u64,
+    /// Bytes of the datagrams sent to browsers and the WHIP endpoint (SRTP, DTLS, STUN).
+    pub bytes_sent: u64,
     pub audio_packets: u64,
     pub keyframe_requests: u64,
     /// Keyframe requests the host session's one gate did not honour (its cooldown, or a
