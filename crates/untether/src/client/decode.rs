@@ -141,15 +141,12 @@ impl DecodeStage<'_> {
             match piece {
                 Piece::Open { width, height } => {
                     opened_at = Some((std::time::Instant::now(), self.rec.decoded_count()));
-                    if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
-                        let cfg = DecoderConfig {
-                            codec,
-                            ..config.clone()
-                        };
-                        match open_decoder(s, &mut self.rec, &cfg) {
-                            Some(d) => decoder = Some((codec, d)),
-                            None => return,
-                        }
+                    let cfg = DecoderConfig {
+                        codec,
+                        ..config.clone()
+                    };
+                    if !decoder_for(&mut decoder, codec, || open_decoder(s, &mut self.rec, &cfg)) {
+                        return;
                     }
                     if let Some((_, d)) = decoder.as_mut() {
                         let line = super::warm::warm(d, codec, width, height);
@@ -157,15 +154,12 @@ impl DecodeStage<'_> {
                     }
                 }
                 Piece::Frame(frame) => {
-                    if decoder.as_ref().is_none_or(|(c, _)| *c != codec) {
-                        let cfg = DecoderConfig {
-                            codec,
-                            ..config.clone()
-                        };
-                        match open_decoder(s, &mut self.rec, &cfg) {
-                            Some(d) => decoder = Some((codec, d)),
-                            None => return,
-                        }
+                    let cfg = DecoderConfig {
+                        codec,
+                        ..config.clone()
+                    };
+                    if !decoder_for(&mut decoder, codec, || open_decoder(s, &mut self.rec, &cfg)) {
+                        return;
                     }
                     let Some((_, decoder)) = decoder.as_mut() else {
                         return;
@@ -428,8 +422,49 @@ pub fn thumbnail(plane: &[u8], stride: usize, width: u32, height: u32) -> Vec<u8
     out
 }
 
+/// Makes `slot` hold a decoder of `codec`, opening one with `open` unless it already does:
+/// false when it could not be opened (the decode thread ends; `open` said why).
+fn decoder_for<D>(
+    slot: &mut Option<(Codec, D)>,
+    codec: Codec,
+    open: impl FnOnce() -> Option<D>,
+) -> bool {
+    if slot.as_ref().is_none_or(|(c, _)| *c != codec) {
+        match open() {
+            Some(d) => *slot = Some((codec, d)),
+            None => return false,
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_decoder_is_opened_once_per_codec_and_a_failed_open_says_so() {
+        let mut slot: Option<(super::Codec, u32)> = None;
+        let opens = std::cell::Cell::new(0);
+        let open = |v| {
+            opens.set(opens.get() + 1);
+            v
+        };
+        assert!(super::decoder_for(&mut slot, super::Codec::H264, || open(
+            Some(1)
+        )));
+        assert!(super::decoder_for(&mut slot, super::Codec::H264, || open(
+            Some(2)
+        )));
+        assert_eq!(
+            (slot.map(|(_, d)| d), opens.get()),
+            (Some(1), 1),
+            "reused, not reopened"
+        );
+        assert!(!super::decoder_for(&mut slot, super::Codec::Hevc, || open(
+            None
+        )));
+        assert_eq!(opens.get(), 2);
+    }
+
     use super::*;
 
     #[test]
