@@ -7,13 +7,20 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# Build the release binary the integration tests drive as a separate process.
-cargo build --release --locked -p untether-cli -p untether-ffi -p untether-openxr -p untether-capture-hook
+# One build for everything below, in the release profile: the libraries (the C library, the
+# OpenXR runtime and the capture hook are cdylibs the tests load), the `untether` binary the
+# integration tests drive as a separate process, every test executable and the examples (`cargo
+# test` builds those too). `--tests` brings in the dev-dependencies, so shared crates resolve the
+# same features as in `cargo test` below and nothing is compiled twice. `make example deb` get the
+# same command and find it all built: with their own `-p` selections, features of shared crates
+# resolved differently and the untether crate was compiled twice more.
+BUILD_ALL="cargo build --release --locked --workspace --lib --bins --tests --examples"
+$BUILD_ALL
 # The C example the FFI test streams from.
-make --no-print-directory example
+make --no-print-directory example CARGO_BUILD="$BUILD_ALL"
 # The Debian package (make install into a staging root, dpkg-deb): tests/install.rs in
 # untether-cli installs it into an empty root, and fails rather than skips without it.
-DEB_COMPRESSION=gzip make --no-print-directory deb
+DEB_COMPRESSION=gzip make --no-print-directory deb CARGO_BUILD="$BUILD_ALL"
 export UNTETHER_REQUIRE_DEB=1
 # The aarch64 binary (cross build; installs its packages on first use): tests/arm64.rs in
 # untether-cli runs it under qemu-aarch64 as a client of the x86 host, and fails rather than
