@@ -33,6 +33,8 @@ pub mod space;
 pub mod stream;
 pub mod swapchain;
 pub mod util;
+pub mod vk_compositor;
+pub mod vulkan;
 
 /// The runtime's name, as `xrGetInstanceProperties` and the system report it.
 pub const RUNTIME_NAME: &str = "untether";
