@@ -42,6 +42,9 @@ pub struct Session {
     /// The client's newest pose sample when each recent frame was waited for, by display
     /// time: the sample a frame's render pose is predicted from.
     pub frame_samples: VecDeque<(xr::Time, Option<PoseSample>)>,
+    /// The connected client's eye views are in `settings` (it sent them).
+    pub view_from_client: bool,
+    view_polls: u32,
 }
 
 impl Session {
@@ -67,9 +70,31 @@ impl Session {
         }
     }
 
+    /// Takes the connected client's eye views once it sent them (asked for every 15th
+    /// call while none are known for this client: the host's roster lags the connection).
+    fn follow_client_view(&mut self, client: bool) {
+        if !client {
+            self.view_from_client = false;
+            return;
+        }
+        self.view_polls = self.view_polls.wrapping_add(1);
+        if self.view_from_client || self.view_polls % 15 != 1 {
+            return;
+        }
+        if let Some((fov, ipd)) = self.stream.client_view() {
+            self.view_from_client = true;
+            if self.settings.use_client_view(fov, ipd) {
+                log::info!(
+                    "untether OpenXR runtime: views from the client: field of view {fov}°, eye separation {ipd} mm"
+                );
+            }
+        }
+    }
+
     /// Follows the client: READY when one is connected, FOCUSED only while one is.
     pub fn follow_client(&mut self, events: &mut Vec<Event>) {
         let client = self.stream.has_client();
+        self.follow_client_view(client);
         match self.state {
             xr::SessionState::IDLE if !self.running && !self.exit_requested && client => {
                 self.go(xr::SessionState::READY, events)
@@ -245,6 +270,8 @@ pub(crate) unsafe extern "system" fn create_session(
             attached: Vec::new(),
             action_states: ActionStates::default(),
             frame_samples: VecDeque::new(),
+            view_from_client: false,
+            view_polls: 0,
         };
         let mut events = Vec::new();
         let mut session = session;

@@ -335,18 +335,20 @@ impl App {
     }
 }
 
-/// A client in this process on `port` with pose source `pose`, writing its frames into
-/// `dir/frames.i420`; the key channel and its thread.
+/// A client in this process on `port` with pose source `pose` and field of view `fov_deg`,
+/// writing its frames into `dir/frames.i420`; the key channel and its thread.
 #[allow(clippy::type_complexity)]
 fn start_client(
     port: u16,
     dir: &std::path::Path,
     pose: &str,
+    fov_deg: f32,
 ) -> (
     mpsc::Sender<InputEvent>,
     std::thread::JoinHandle<Result<untether::ClientRun, untether::ClientError>>,
 ) {
-    let opts = client_options(&format!("127.0.0.1:{port}"), dir, pose);
+    let mut opts = client_options(&format!("127.0.0.1:{port}"), dir, pose);
+    opts.vr.fov_deg = fov_deg;
     std::fs::create_dir_all(dir).unwrap();
     let sink = dir.join("frames.i420").display().to_string();
     let (keys, inject) = mpsc::channel();
@@ -454,7 +456,7 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         app.text()
     );
 
-    let (keys, client) = start_client(port, &dir.join("client"), "synthetic:turn");
+    let (keys, client) = start_client(port, &dir.join("client"), "synthetic:turn", 90.0);
     // Let the app render for a few seconds, then press its quit key.
     assert!(
         app.wait_for(&|l: &str| l.contains("runtime: session FOCUSED")),
@@ -506,8 +508,9 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
 }
 
 /// `hello_xr -g Vulkan2` (XR_KHR_vulkan_enable2) on Mesa's lavapipe: the OpenXR and Vulkan
-/// validation layers report nothing, a turning head moves the picture, and the client decodes
-/// ≥ 95 % of the frames streamed, each with its render pose.
+/// validation layers report nothing, the runtime's views take the client's field of view, a
+/// turning head moves the picture, and the client decodes ≥ 95 % of the frames streamed, each
+/// with its render pose.
 #[test]
 fn hello_xr_on_vulkan2_streams_to_a_client_with_no_validation_error() {
     if !tool("hello_xr") || !tool("vulkaninfo") {
@@ -525,10 +528,19 @@ fn hello_xr_on_vulkan2_streams_to_a_client_with_no_validation_error() {
         "the runtime's host never listened:\n{}",
         app.text()
     );
-    let (keys, client) = start_client(port, &dir.join("client"), "synthetic:turn");
+    // A client whose lenses see 100° (not the host's default 90°): the runtime's views take
+    // its field of view and eye separation.
+    let (keys, client) = start_client(port, &dir.join("client"), "synthetic:turn", 100.0);
     assert!(
         app.wait_for(&|l: &str| l.contains("runtime: session FOCUSED")),
         "the session never became focused:\n{}",
+        app.text()
+    );
+    let took_fov =
+        |l: &str| l.contains("views from the client: field of view 100°, eye separation 64 mm");
+    assert!(
+        app.log.iter().any(|l| took_fov(l)) || app.wait_for(&took_fov),
+        "the runtime did not take the client's field of view:\n{}",
         app.text()
     );
     app.read_for(Duration::from_secs(3));

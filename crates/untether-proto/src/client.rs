@@ -81,6 +81,8 @@ pub struct ClientConfig {
     /// The stream this client asks for (size, frame rate, bit rate; sent in message 3): the
     /// host grants it within its limits, and the Accept's parameters say what it granted.
     pub wants: Option<crate::handshake::StreamWants>,
+    /// A VR client's eye views (sent in message 3): the host renders with them.
+    pub view: Option<crate::handshake::ViewInfo>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -137,6 +139,7 @@ impl ClientConfig {
             entropy: rng.seed(),
             retransmit: true,
             wants: None,
+            view: None,
             state_budget_bytes_per_s: 0,
         }
     }
@@ -1032,6 +1035,7 @@ impl ClientSession {
                     name: self.cfg.name.clone(),
                     codecs: self.cfg.codecs.clone(),
                     wants: self.cfg.wants,
+                    view: self.cfg.view,
                 };
                 let (msg3, keys) = match hs.finish(&info) {
                     Ok(x) => x,

@@ -59,7 +59,7 @@ pub use client::{ClientConfig, ClientEvent, ClientPathStats, ClientSession, Clie
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
 pub use crypto::Suite;
 pub use fec::{FecMode, FecPolicy};
-pub use handshake::{fingerprint, PublicKey, StaticKeypair, StreamWants};
+pub use handshake::{fingerprint, PublicKey, StaticKeypair, StreamWants, ViewInfo};
 pub use host::{
     AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, CodecOffer,
     FrameMeta, HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,

@@ -21,6 +21,9 @@ pub const ACCEPT_FRAME_REFRESH: &str = "090017050002d0003c030000271004b0000007d0
 /// Message 3's plaintext payload with a codec list (max_datagram 1200, capabilities h264 and
 /// hevc, name "pi", codecs hevc then h264).
 pub const CLIENT_INFO_CODECS: &str = "04b00000000500027069020301";
+/// The client info's tail with no codec list, no wants and the view 100°, 63.5 mm:
+/// count 0 ‖ zero wants ‖ fov 10000 ‖ ipd 6350.
+pub const CLIENT_INFO_VIEW_TAIL: &str = "0000000000000000000000271018ce";
 /// A Reject control frame (pending approval, "ask").
 pub const REJECT_FRAME: &str = "0a000606000361736b";
 /// The first 22 bytes of a Hello (connection id 0x0102030405060708, mode 0, no token, 34-byte
@@ -89,6 +92,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("ACCEPT_FRAME", ACCEPT_FRAME),
     ("ACCEPT_FRAME_REFRESH", ACCEPT_FRAME_REFRESH),
     ("CLIENT_INFO_CODECS", CLIENT_INFO_CODECS),
+    ("CLIENT_INFO_VIEW_TAIL", CLIENT_INFO_VIEW_TAIL),
     ("REJECT_FRAME", REJECT_FRAME),
     ("HELLO_PREFIX", HELLO_PREFIX),
     ("VERSION_NEGOTIATION", VERSION_NEGOTIATION),

@@ -2047,6 +2047,7 @@ mod tests {
             name: "\u{1b}[31mred".into(),
             codecs: Vec::new(),
             wants: None,
+            view: None,
         }
         .encode(&mut out);
         assert_eq!(

@@ -173,6 +173,8 @@ pub struct ClientInfo {
     pub key: PublicKey,
     pub fingerprint: String,
     pub suite: Suite,
+    /// A VR client's eye views (its message 3), if it sent them.
+    pub view: Option<crate::ViewInfo>,
 }
 
 /// Where a client's stream stands.

@@ -255,6 +255,12 @@ fn session_config(cfg: &mut ClientConfig, options: &ClientOptions, now: Micros) 
     cfg.clock_id = untether_net::clock_identity();
     // (Checked with the rest of the client's settings before the start.)
     cfg.wants = c.wants().ok().flatten();
+    // A VR client's views go to the host, which renders with them (an OpenXR runtime's
+    // views, for one): both sides then assume the same field of view and eye separation.
+    let vr = &options.vr;
+    cfg.view = vr
+        .enabled
+        .then(|| untether_proto::ViewInfo::new(vr.fov_deg, vr.ipd_mm));
 }
 
 type Pose = (Option<Box<dyn PoseSource>>, Option<MouseLook>);

@@ -38,6 +38,9 @@ pub struct ClientSummary {
     pub rtt_ms: Option<f64>,
     /// Queueing delay the host's pings measured (adaptive bitrate).
     pub queue_ms: Option<f64>,
+    /// A VR client's eye field of view (degrees) and separation (mm), as it sent them.
+    pub view_fov_deg: Option<f32>,
+    pub view_ipd_mm: Option<f32>,
 }
 
 /// Most clients kept (the oldest that left are forgotten first).
@@ -110,6 +113,8 @@ impl Roster {
                         loss: None,
                         rtt_ms: None,
                         queue_ms: None,
+                        view_fov_deg: c.info.view.map(|v| v.fov_deg()),
+                        view_ipd_mm: c.info.view.map(|v| v.ipd_mm()),
                     });
                     self.entries.len() - 1
                 }
@@ -186,6 +191,7 @@ mod tests {
                 key: [1; 32],
                 fingerprint: "ABCD".into(),
                 suite: Suite::ChaCha20Poly1305,
+                view: None,
             },
             role,
             input_granted: false,
