@@ -24,6 +24,7 @@ pub mod action_state;
 pub mod actions;
 pub mod dispatch;
 pub mod frame;
+pub mod gamepad;
 pub mod gl;
 pub mod instance;
 pub mod math;
