@@ -38,6 +38,8 @@ PACKAGES=(
   libgl-dev libopenxr-loader1 libopenxr-utils openxr-layer-corevalidation
   # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears.
   libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
+  # hello_xr -g Vulkan2 on the OpenXR runtime enables Khronos' Vulkan validation layer from it.
+  vulkan-validationlayers
   # Wayland capture tests (tests/wayland.rs): a headless sway and its solid-colour background.
   sway swaybg
   # make deb and its test (tests/install.rs): dpkg-shlibdeps, systemd-analyze verify, man, col.
