@@ -15,8 +15,11 @@ use crate::util::{c_str, fill, fill_str, fill_with, get_str, put_str, ty_of};
 use crate::{API_MAX, RUNTIME_NAME};
 
 /// The instance extensions offered, with their spec versions.
-pub const EXTENSIONS: [(&str, u32); 2] =
-    [("XR_KHR_opengl_enable", 10), ("XR_KHR_vulkan_enable2", 2)];
+pub const EXTENSIONS: [(&str, u32); 3] = [
+    ("XR_KHR_opengl_enable", 10),
+    ("XR_KHR_vulkan_enable2", 2),
+    ("XR_KHR_vulkan_enable", 8),
+];
 
 pub(crate) unsafe extern "system" fn enumerate_instance_extension_properties(
     layer: *const c_char,
@@ -69,9 +72,9 @@ pub(crate) unsafe extern "system" fn create_instance(
             let name = unsafe { c_str(*info.enabled_extension_names.add(i)) };
             match name {
                 Some("XR_KHR_opengl_enable") => opengl = true,
-                Some("XR_KHR_vulkan_enable2") => vulkan = true,
+                Some("XR_KHR_vulkan_enable2" | "XR_KHR_vulkan_enable") => vulkan = true,
                 Some(other) => {
-                    log::warn!("xrCreateInstance: extension {other} is not supported (this runtime offers XR_KHR_opengl_enable and XR_KHR_vulkan_enable2)");
+                    log::warn!("xrCreateInstance: extension {other} is not supported (this runtime offers XR_KHR_opengl_enable, XR_KHR_vulkan_enable2 and XR_KHR_vulkan_enable)");
                     return xr::Result::ERROR_EXTENSION_NOT_PRESENT;
                 }
                 None => return xr::Result::ERROR_VALIDATION_FAILURE,

@@ -36,6 +36,7 @@ pub mod swapchain;
 pub mod util;
 pub mod vk_compositor;
 pub mod vulkan;
+pub mod vulkan1;
 
 /// The runtime's name, as `xrGetInstanceProperties` and the system report it.
 pub const RUNTIME_NAME: &str = "untether";

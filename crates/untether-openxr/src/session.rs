@@ -212,7 +212,7 @@ pub(crate) unsafe extern "system" fn create_session(
                     return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
                 }
                 let Some(gipa) = inst.vk.gipa else {
-                    log::warn!("xrCreateSession: the VkInstance was not made by xrCreateVulkanInstanceKHR (XR_KHR_vulkan_enable2's contract)");
+                    log::warn!("xrCreateSession: call xrCreateVulkanInstanceKHR (XR_KHR_vulkan_enable2) or xrGetVulkanGraphicsDeviceKHR (XR_KHR_vulkan_enable) first");
                     return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
                 };
                 // SAFETY: the chain's structure of this type; the application's handles.

@@ -433,9 +433,21 @@ mod tests {
 
     #[test]
     fn the_stereo_image_keeps_the_views_srgb_encoding() {
-        assert_eq!(stereo_format(43).as_raw(), vk::Format::B8G8R8A8_SRGB.as_raw());
-        assert_eq!(stereo_format(50).as_raw(), vk::Format::B8G8R8A8_SRGB.as_raw());
-        assert_eq!(stereo_format(37).as_raw(), vk::Format::B8G8R8A8_UNORM.as_raw());
-        assert_eq!(stereo_format(44).as_raw(), vk::Format::B8G8R8A8_UNORM.as_raw());
+        assert_eq!(
+            stereo_format(43).as_raw(),
+            vk::Format::B8G8R8A8_SRGB.as_raw()
+        );
+        assert_eq!(
+            stereo_format(50).as_raw(),
+            vk::Format::B8G8R8A8_SRGB.as_raw()
+        );
+        assert_eq!(
+            stereo_format(37).as_raw(),
+            vk::Format::B8G8R8A8_UNORM.as_raw()
+        );
+        assert_eq!(
+            stereo_format(44).as_raw(),
+            vk::Format::B8G8R8A8_UNORM.as_raw()
+        );
     }
 }

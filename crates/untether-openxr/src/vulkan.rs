@@ -327,7 +327,7 @@ pub fn all_of(aspect: vk::ImageAspectFlags) -> vk::ImageSubresourceRange {
 }
 
 /// Checks the instance and system, and runs `f` with the instance's Vulkan state.
-fn with_loader(
+pub(crate) fn with_loader(
     instance: xr::Instance,
     system: xr::SystemId,
     f: impl FnOnce(&mut VkLoader) -> xr::Result,
@@ -339,13 +339,16 @@ fn with_loader(
     match rt.instance(instance) {
         Ok(i) if i.vulkan => f(&mut i.vk),
         Ok(_) => {
-            log::warn!("the application did not enable XR_KHR_vulkan_enable2");
+            log::warn!(
+                "the application enabled neither XR_KHR_vulkan_enable2 nor XR_KHR_vulkan_enable"
+            );
             xr::Result::ERROR_FUNCTION_UNSUPPORTED
         }
         Err(e) => e,
     }
 }
 
+/// `xrGetVulkanGraphicsRequirements2KHR` and `xrGetVulkanGraphicsRequirementsKHR` (the same).
 pub(crate) unsafe extern "system" fn get_vulkan_graphics_requirements2(
     instance: xr::Instance,
     system: xr::SystemId,
@@ -440,6 +443,31 @@ pub(crate) unsafe extern "system" fn get_vulkan_graphics_device2(
             };
             let handle = vk::Instance::from_raw(info.vulkan_instance as u64);
             // SAFETY: the application's instance, made through `gipa`.
+            match unsafe { pick_device(l, gipa, handle) } {
+                Ok(device) => {
+                    // SAFETY: checked non-null.
+                    unsafe { out.write(device.as_raw() as xr::platform::VkPhysicalDevice) };
+                    xr::Result::SUCCESS
+                }
+                Err(e) => e,
+            }
+        })
+    })
+}
+
+/// The physical device the application is to use: a GPU if the instance has one, else the
+/// first (lavapipe, a CPU device); remembered with its instance.
+///
+/// # Safety
+/// `handle` must be the application's live instance, made through `gipa`.
+pub unsafe fn pick_device(
+    l: &mut VkLoader,
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    handle: vk::Instance,
+) -> Result<vk::PhysicalDevice, xr::Result> {
+    {
+        {
+            // SAFETY: per the contract.
             let devices = unsafe {
                 ash::Instance::load(&static_fn(gipa), handle)
                     .enumerate_physical_devices()
@@ -453,25 +481,22 @@ pub(crate) unsafe extern "system" fn get_vulkan_graphics_device2(
             let devices = match devices {
                 Ok(d) => d,
                 Err(e) => {
-                    log::warn!("xrGetVulkanGraphicsDevice2KHR: vkEnumeratePhysicalDevices: {e}");
-                    return xr::Result::ERROR_RUNTIME_FAILURE;
+                    log::warn!("vkEnumeratePhysicalDevices: {e}");
+                    return Err(xr::Result::ERROR_RUNTIME_FAILURE);
                 }
             };
-            // A GPU if there is one, else the first (lavapipe, a CPU device).
             let Some((device, _)) = devices
                 .iter()
                 .find(|(_, t)| *t != vk::PhysicalDeviceType::CPU)
                 .or(devices.first())
             else {
-                log::warn!("xrGetVulkanGraphicsDevice2KHR: the instance has no physical device");
-                return xr::Result::ERROR_RUNTIME_FAILURE;
+                log::warn!("the Vulkan instance has no physical device");
+                return Err(xr::Result::ERROR_RUNTIME_FAILURE);
             };
             l.instance = handle.as_raw();
-            // SAFETY: checked non-null.
-            unsafe { out.write(device.as_raw() as xr::platform::VkPhysicalDevice) };
-            xr::Result::SUCCESS
-        })
-    })
+            Ok(*device)
+        }
+    }
 }
 
 pub(crate) unsafe extern "system" fn create_vulkan_device(

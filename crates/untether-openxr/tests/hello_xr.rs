@@ -513,16 +513,27 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
 /// with its render pose.
 #[test]
 fn hello_xr_on_vulkan2_streams_to_a_client_with_no_validation_error() {
+    hello_xr_on_vulkan("Vulkan2");
+}
+
+/// The same with `hello_xr -g Vulkan` (the older XR_KHR_vulkan_enable: the application makes
+/// its Vulkan instance and device itself).
+#[test]
+fn hello_xr_on_vulkan_enable_streams_to_a_client_with_no_validation_error() {
+    hello_xr_on_vulkan("Vulkan");
+}
+
+fn hello_xr_on_vulkan(graphics: &str) {
     if !tool("hello_xr") || !tool("vulkaninfo") {
         return;
     }
-    let dir = temp_dir("vulkan2");
+    let dir = temp_dir(graphics);
     let Some(manifest) = manifest(&dir) else {
         return;
     };
     let port = free_udp_port();
     let config = write_config(&dir, port);
-    let mut app = App::start("Vulkan2", &manifest, &config, None);
+    let mut app = App::start(graphics, &manifest, &config, None);
     assert!(
         app.wait_for(&|l: &str| l.contains("host listening on")),
         "the runtime's host never listened:\n{}",
@@ -549,7 +560,7 @@ fn hello_xr_on_vulkan2_streams_to_a_client_with_no_validation_error() {
     let turning = changed_frames(&dir.join("client").join("frames.i420"));
     std::fs::remove_dir_all(&dir).ok();
     eprintln!(
-        "Vulkan2: frames whose picture changed with a turning head: {} of {}",
+        "{graphics}: frames whose picture changed with a turning head: {} of {}",
         turning.0, turning.1
     );
     assert!(
