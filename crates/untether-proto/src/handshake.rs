@@ -952,7 +952,10 @@ mod tests {
         let parsed = ClientInfoPayload::parse(&b).unwrap();
         assert_eq!(parsed, info);
         assert_eq!(
-            (parsed.view.unwrap().fov_deg(), parsed.view.unwrap().ipd_mm()),
+            (
+                parsed.view.unwrap().fov_deg(),
+                parsed.view.unwrap().ipd_mm()
+            ),
             (100.0, 63.5)
         );
         // A host that predates the view reads the (empty) wants and stops.
@@ -970,7 +973,13 @@ mod tests {
         let mut b = Vec::new();
         both.encode(&mut b);
         assert_eq!(ClientInfoPayload::parse(&b).unwrap(), both);
-        assert_eq!(ViewInfo::new(-5.0, 1e9), ViewInfo { fov_centideg: 0, ipd_centimm: u16::MAX });
+        assert_eq!(
+            ViewInfo::new(-5.0, 1e9),
+            ViewInfo {
+                fov_centideg: 0,
+                ipd_centimm: u16::MAX
+            }
+        );
     }
 
     #[test]
