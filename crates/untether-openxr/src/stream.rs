@@ -319,6 +319,20 @@ mod tests {
     }
 
     #[test]
+    fn the_clients_view_replaces_the_configured_one_within_the_limits() {
+        let cfg = ConfigToml::parse("[video]\nresolution = \"1280x720\"\n", "t").unwrap();
+        let mut s = Settings::from_config(&cfg, "t".into()).unwrap();
+        assert!(s.use_client_view(100.0, 60.0));
+        assert!((s.half_fov().0.to_degrees() - 50.0).abs() < 1e-3);
+        assert!((s.ipd_m() - 0.060).abs() < 1e-6);
+        // Out of vr.fov_deg's range: refused, the previous values kept.
+        assert!(!s.use_client_view(655.35, 64.0));
+        assert!((s.half_fov().0.to_degrees() - 50.0).abs() < 1e-3);
+        assert!(!s.use_client_view(90.0, 0.0));
+        assert!((s.ipd_m() - 0.060).abs() < 1e-6);
+    }
+
+    #[test]
     fn a_bad_key_is_named() {
         let cfg = ConfigToml::parse("[video]\nfps = 0\n", "t").unwrap();
         let e = Settings::from_config(&cfg, "t".into()).unwrap_err();
