@@ -560,6 +560,27 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     assert_eq!(layout["pin"], pin["pin"]);
     mark("click checks done");
 
+    // The client's own latency (glass-to-glass and its stages, p50/p95 over its last half
+    // second, sent beside its quality feedback): kept per client, in the API, plotted.
+    page.wait_console("state", Duration::from_secs(5), |v| {
+        v["g2g"].as_u64().is_some_and(|n| n >= 2) && v["client_stages"].as_u64() >= Some(2)
+    });
+    let (s, _, body) = http(local, &get("/api/state", &here, ""));
+    assert_eq!(s, 200);
+    let st: Value = serde_json::from_str(&body).unwrap();
+    let lat = &st["clients"][0]["latency"];
+    assert!(lat["frames"].as_u64().is_some_and(|n| n > 0), "{lat}");
+    for stage in ["glass_to_glass", "decode"] {
+        let (p50, p95) = (
+            lat[stage]["p50_ms"].as_f64().unwrap_or(-1.0),
+            lat[stage]["p95_ms"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(p50 > 0.0 && p95 >= p50, "{stage}: {lat}");
+    }
+    let cell = page.eval("document.querySelector('#client-rows td:nth-child(10)').textContent");
+    assert!(cell.as_str().is_some_and(|t| t.ends_with(" ms")), "{cell}");
+    mark("latency checks done");
+
     // A screenshot of the page: not blank, the header band at the top, the sections below.
     let shots = scratch_dir("dashboard-shot");
     let shot = shots.join("dashboard.png");

@@ -233,6 +233,7 @@ impl HostNet {
                     .deliver(&self.shared, self.epoch, is_controller, record)
             }
             HostEvent::Feedback { .. } => {}
+            HostEvent::Latency { client, report } => self.roster.latency(now, client, &report),
             HostEvent::ClientRefused {
                 addr,
                 fingerprint,
