@@ -346,10 +346,15 @@ fn zsh_and_fish_load_their_completions() {
     };
     if have("fish") {
         // fish's own completion engine, asked what `untether ho` completes to.
-        let out = run_ok(Command::new("fish").arg("--no-config").arg("-c").arg(format!(
-            "source {} && complete -C 'untether ho'",
-            dir.join("untether.fish").display()
-        )));
+        let out = run_ok(
+            Command::new("fish")
+                .arg("--no-config")
+                .arg("-c")
+                .arg(format!(
+                    "source {} && complete -C 'untether ho'",
+                    dir.join("untether.fish").display()
+                )),
+        );
         assert!(
             out.lines().any(|l| l.starts_with("host\t")),
             "fish completes `untether ho` to: {out}"

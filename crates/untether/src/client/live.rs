@@ -291,7 +291,10 @@ mod tests {
         // What the host is told: the interval's frames, glass-to-glass and decode p50/p95.
         let r = live.latency().expect("frames were shown");
         assert_eq!((r.frames, r.interval_ms), (30, 500));
-        assert_eq!((r.glass_to_glass.p50_us, r.glass_to_glass.p95_us), (8_000, 8_000));
+        assert_eq!(
+            (r.glass_to_glass.p50_us, r.glass_to_glass.p95_us),
+            (8_000, 8_000)
+        );
         assert_eq!((r.decode.p50_us, r.decode.p95_us), (1_000, 1_000));
         // Then 0.5 s of traffic: 1 MB, 1000 datagrams + 10 lost, 4 shards rebuilt, path 1 idle.
         stats.bytes_received = 1_000_000;

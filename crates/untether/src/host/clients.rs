@@ -3,7 +3,9 @@
 //! refreshed from the session while it is connected and kept after it leaves.
 
 use serde::Serialize;
-use untether_proto::{ClientId, ClientRole, ClientStatus, GoneReason, LatencyReport, Micros, Spread};
+use untether_proto::{
+    ClientId, ClientRole, ClientStatus, GoneReason, LatencyReport, Micros, Spread,
+};
 
 /// One client of the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
