@@ -364,10 +364,13 @@ fn zsh_and_fish_load_their_completions() {
     }
     if have("zsh") {
         // compinit finds `_untether` on the fpath by its #compdef line and registers it for
-        // untether; autoload +X parses it (a syntax error fails here).
+        // untether; autoload +X parses it (a syntax error fails here). The fpath is the
+        // scripts' directory and zsh's own Completion directory (compinit and its helpers):
+        // scanning every completion zsh ships took seconds.
         let out = run_ok(Command::new("zsh").arg("-f").arg("-c").arg(format!(
-            "fpath=({} $fpath); autoload -Uz compinit && compinit -u -D && autoload +X _untether \
-             && print -r -- \"comp=${{_comps[untether]}}\" && functions _untether",
+            "fpath=({} ${{(M)fpath:#*/Completion}}); autoload -Uz compinit && compinit -u -D \
+             && autoload +X _untether && print -r -- \"comp=${{_comps[untether]}}\" \
+             && functions _untether",
             dir.display()
         )));
         assert!(out.contains("comp=_untether"), "{out}");
