@@ -44,6 +44,8 @@ PACKAGES=(
   sway swaybg
   # make deb and its test (tests/install.rs): dpkg-shlibdeps, systemd-analyze verify, man, col.
   dpkg-dev systemd man-db bsdextrautils
+  # The zsh and fish completions load in their shells (tests/install.rs).
+  zsh fish
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

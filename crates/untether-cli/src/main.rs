@@ -330,7 +330,7 @@ struct HostArgs {
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
-    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); another address also answers to the admin token printed at start; off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
+    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate and frame rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); another address also answers to the admin token printed at start; off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
     #[arg(long, value_name = "ADDR:PORT|off", num_args = 0..=1, default_missing_value = "127.0.0.1:9711")]
     dashboard: Option<String>,
     #[command(flatten)]

@@ -486,3 +486,48 @@ fn late_warp_moves_the_picture_by_the_head_rotation() {
         .chunks(4)
         .all(|c| c[..3].iter().all(|&v| v == 0)));
 }
+
+/// The `_NET_WM_NAME` (UTF-8) of every top-level window (no window manager under Xvfb: SDL's
+/// windows are the root's children).
+fn net_wm_names() -> Vec<String> {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt};
+    let (conn, screen) = x11rb::connect(None).expect("the test's X display");
+    let atom = |name: &[u8]| conn.intern_atom(false, name).unwrap().reply().unwrap().atom;
+    let (net_wm_name, utf8) = (atom(b"_NET_WM_NAME"), atom(b"UTF8_STRING"));
+    let root = conn.setup().roots[screen].root;
+    let tree = conn.query_tree(root).unwrap().reply().unwrap();
+    tree.children
+        .iter()
+        .filter_map(|&w| {
+            let p = conn
+                .get_property(false, w, net_wm_name, AtomEnum::ANY, 0, 1024)
+                .ok()?
+                .reply()
+                .ok()?;
+            (p.type_ == utf8).then(|| String::from_utf8(p.value).expect("UTF-8"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_window_title_reaches_x11_as_utf8() {
+    if !display() {
+        return;
+    }
+    let mut p = open(320, 180, None);
+    let title = format!("untether — ünïcode · 接続 {}", std::process::id());
+    p.set_title(&title);
+    // SDL flushes the property to the server before set_title returns; another client sees
+    // it once the server has taken the request: asked again until then (at most 2 s).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut names = net_wm_names();
+    while !names.contains(&title) && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        names = net_wm_names();
+    }
+    assert!(
+        names.contains(&title),
+        "no window titled {title:?}; _NET_WM_NAME of the windows: {names:?}"
+    );
+}

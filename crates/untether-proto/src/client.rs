@@ -413,6 +413,8 @@ pub struct ClientSession {
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
     decode_us: u32,
+    /// The newest latency report not yet sent (goes out beside the next Feedback).
+    latency: Option<crate::wire::LatencyReport>,
     /// The assembler's and requester's counters when the session left the Connected state.
     final_counters: Option<(AssemblerStats, u64)>,
     /// The last role the host told (role, flags, version).
@@ -484,6 +486,7 @@ impl ClientSession {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             decode_us: 0,
+            latency: None,
             final_counters: None,
             role: None,
         }
@@ -681,6 +684,12 @@ impl ClientSession {
     /// The decoder's latest decode time, reported to the host in feedback.
     pub fn note_decode_time(&mut self, us: u64) {
         self.decode_us = us.min(u32::MAX as u64) as u32;
+    }
+
+    /// The shown frames' latency over the last interval, sent to the host beside the next
+    /// Feedback (a newer report replaces one not yet sent).
+    pub fn note_latency(&mut self, report: crate::wire::LatencyReport) {
+        self.latency = Some(report);
     }
 
     /// Queues an input event for reliable, ordered delivery; returns its sequence number, or
@@ -1371,6 +1380,7 @@ impl ClientSession {
             // Only the client sends these.
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
+            | ControlFrame::Latency(_)
             | ControlFrame::Input { .. }
             | ControlFrame::RoleAck { .. }
             | ControlFrame::PathResponse { .. } => {}
@@ -1643,6 +1653,9 @@ impl ClientSession {
                         srtt_us: sat(self.clock.srtt_us().unwrap_or(0)),
                         decode_us: self.decode_us,
                     }));
+                    if let Some(l) = self.latency.take() {
+                        self.pending.push(ControlFrame::Latency(l));
+                    }
                 }
                 let keepalive_due = now >= c.last_send_us + c.params.keepalive_ms as u64 * 1000;
                 self.nack_lost_shards(now);

@@ -75,7 +75,7 @@ use crate::clock::now_us;
 use crate::driver::Handle;
 use crate::stats::Stage;
 
-pub use clients::ClientSummary;
+pub use clients::{ClientLatency, ClientSummary, SpreadMs};
 pub use consumer::{
     Consumer, ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo,
     ViewerSummary,
