@@ -40,6 +40,7 @@ mod outbox;
 mod pairing;
 mod refusals;
 mod shared;
+mod grab;
 mod source_app;
 mod source_kms;
 mod source_pipe;
