@@ -78,9 +78,8 @@ impl BenchApp {
             _ => 0,
         };
         let presents = c.presents - c0.presents;
-        let hook_mean_ms = c.hook_ns_total.saturating_sub(c0.hook_ns_total) as f64
-            / presents.max(1) as f64
-            / 1e6;
+        let hook_mean_ms =
+            c.hook_ns_total.saturating_sub(c0.hook_ns_total) as f64 / presents.max(1) as f64 / 1e6;
         let g = &report["latency_ms"]["glass_to_glass"];
         let line = format!(
             "  {}: {:.1} presents/s; shown {shown} of {span} due ({}); dropped in the app {}; \

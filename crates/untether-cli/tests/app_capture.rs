@@ -341,7 +341,10 @@ fn bench_app_frame_rate_with_capture_on_and_off() {
             return;
         }
         let (mut on, mut off) = (Vec::new(), Vec::new());
-        for (i, watched) in [true, false, false, true, true, false].into_iter().enumerate() {
+        for (i, watched) in [true, false, false, true, true, false]
+            .into_iter()
+            .enumerate()
+        {
             let tag = format!("{tag}-{i}");
             if watched {
                 let r = run(app, 8, 7, &tag);

@@ -91,7 +91,11 @@ fn presents_are_sampled_on_the_stream_grid_and_not_at_all_while_nobody_watches()
         .collect();
     let copied = due.len();
     assert!((59..=61).contains(&copied), "{copied}");
-    assert_eq!(due, (1..=copied as u64).collect::<Vec<_>>(), "numbered 1, 2, …");
+    assert_eq!(
+        due,
+        (1..=copied as u64).collect::<Vec<_>>(),
+        "numbered 1, 2, …"
+    );
     let c = ring.counters();
     assert_eq!(c.presents, 100);
     assert_eq!(c.due, copied as u64);

@@ -9,6 +9,7 @@ use untether_media::codec::InputPicture;
 use untether_media::stamp::{self, Stamp};
 
 use super::encode::EncoderStage;
+use super::options::SentFrameTap;
 use super::shared::{lock, HostShared};
 
 /// Failed grabs in a row: a source gives up after more than its limit, else logs and retries.
@@ -42,6 +43,15 @@ impl GrabFailures {
     }
 }
 
+/// What a grabbing source does with each picture besides encoding it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct GrabOutput {
+    /// Stamp the frame number and capture time into the picture (`--stamp`).
+    pub stamp: bool,
+    /// Shown every picture sent (the bench's picture quality).
+    pub tap: Option<SentFrameTap>,
+}
+
 /// A grabbed picture (top-down BGRA), ready for the encoder.
 pub(crate) struct Grab<'a> {
     pub pixels: &'a mut [u8],
@@ -56,16 +66,16 @@ pub(crate) struct Grab<'a> {
     pub frame_number: u32,
 }
 
-/// Stamps the picture (with `stamp_frames`), counts it as captured, records its grab time and
-/// sends it to the encoder. False when the source must end (the encoder failed: the host has
-/// been told, unless it is stopping anyway).
+/// Stamps the picture (as `out` says), counts it as captured, records its grab time, sends it
+/// to the encoder and shows it to the tap. False when the source must end (the encoder failed:
+/// the host has been told, unless it is stopping anyway).
 pub(crate) fn encode_grab(
     s: &HostShared,
     stage: &mut EncoderStage,
     g: Grab<'_>,
-    stamp_frames: bool,
+    out: &GrabOutput,
 ) -> bool {
-    if stamp_frames {
+    if out.stamp {
         let st = Stamp {
             frame_number: g.frame_number,
             capture_us: g.capture_us,
@@ -87,6 +97,9 @@ pub(crate) fn encode_grab(
         }
         return false;
     }
+    if let Some(tap) = &out.tap {
+        (tap.0)(&picture);
+    }
     true
 }
 
@@ -101,11 +114,21 @@ mod tests {
         assert!(!f.failed(&errors, &"one"));
         assert!(!f.failed(&errors, &"two"));
         f.succeeded();
-        assert!(!f.failed(&errors, &"one again"), "a success starts the count again");
+        assert!(
+            !f.failed(&errors, &"one again"),
+            "a success starts the count again"
+        );
         assert!(!f.failed(&errors, &"two"));
         assert!(f.failed(&errors, &"three in a row"));
-        assert_eq!(errors.load(Ordering::Relaxed), 5, "every failure is counted");
+        assert_eq!(
+            errors.load(Ordering::Relaxed),
+            5,
+            "every failure is counted"
+        );
         let mut none = GrabFailures::new(0);
-        assert!(none.failed(&errors, &"first"), "limit 0: the first failure ends it");
+        assert!(
+            none.failed(&errors, &"first"),
+            "limit 0: the first failure ends it"
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use untether_capture::kms::KmsCapture;
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabFailures};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
 use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -22,7 +22,7 @@ pub(crate) fn kms_loop(
     mut cap: KmsCapture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut buf = Vec::new();
@@ -63,7 +63,7 @@ pub(crate) fn kms_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        if !encode_grab(s, &mut stage, grab, stamp_frames) {
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use untether_capture::{FrameFormat, FrameRing, TakenFrame};
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab};
+use super::grab::{encode_grab, Grab, GrabOutput};
 use super::shared::HostShared;
 use crate::clock::now_us;
 
@@ -69,7 +69,7 @@ pub(crate) fn ring_loop(
     ring: Arc<FrameRing>,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     ring.set_interval(Duration::from_micros(1_000_000 / fps.max(1) as u64));
     s.note("taking the application's presented frames from its capture hook".into());
@@ -110,7 +110,7 @@ pub(crate) fn ring_loop(
             grab_us: now_us().saturating_sub(t0) as u32,
             frame_number,
         };
-        if !encode_grab(s, &mut stage, grab, stamp_frames) {
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }

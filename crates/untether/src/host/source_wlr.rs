@@ -9,7 +9,7 @@ use std::time::Duration;
 use untether_media::wlr::WlrCapture;
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabFailures};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
 use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -22,7 +22,7 @@ pub(crate) fn wlr_loop(
     mut cap: WlrCapture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
@@ -75,7 +75,7 @@ pub(crate) fn wlr_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        if !encode_grab(s, &mut stage, grab, stamp_frames) {
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }

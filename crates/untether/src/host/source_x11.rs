@@ -8,7 +8,7 @@ use std::time::Duration;
 use untether_media::x11::X11Capture;
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabFailures};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
 use super::shared::{lock, HostShared};
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -21,7 +21,7 @@ pub(crate) fn x11_loop(
     mut cap: X11Capture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
@@ -79,7 +79,7 @@ pub(crate) fn x11_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        if !encode_grab(s, &mut stage, grab, stamp_frames) {
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }
