@@ -734,6 +734,29 @@ mod tests {
     }
 
     #[test]
+    fn app_capture_takes_the_application_after_dashes_and_only_with_capture_app() {
+        let list = scenarios(&parse(&["--capture", "app", "--", "vkcube", "--c", "9"])).unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].capture.as_deref(), Some("app"));
+        assert!(list[0].display_name().ends_with("-app"));
+        for (bad, says) in [
+            (&["--capture", "app"][..], "name the application after --"),
+            (&["--", "vkcube"][..], "needs --capture app"),
+            (
+                &["--capture", "wlr", "--", "vkcube"][..],
+                "needs --capture app",
+            ),
+            (
+                &["--capture", "vulkan"][..],
+                "expected wlr, wlr:OUTPUT or app",
+            ),
+        ] {
+            let e = scenarios(&parse(bad)).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
     fn slices_and_transports_are_axes_of_one_run() {
         let a = parse(&["--netns", "--slices", "1,2,4,8", "--transport", "udp,raw"]);
         let list = scenarios(&a).unwrap();
