@@ -18,6 +18,7 @@ use untether_media::x11::{CaptureTarget, PointerMode};
 #[macro_use]
 mod out;
 mod bench;
+mod bench_app;
 mod config_file;
 mod discover;
 mod doctor;

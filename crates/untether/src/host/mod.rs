@@ -32,6 +32,7 @@ mod encode;
 mod encode_slices;
 mod error;
 mod gamepad;
+mod grab;
 mod inflight;
 mod input;
 mod network;

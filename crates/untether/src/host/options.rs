@@ -173,7 +173,8 @@ pub struct HostSetup {
     /// For the app source: an encoder thread takes published frames (true), or the
     /// application encodes on its own thread with a [`FrameSender`](super::FrameSender) (false).
     pub encoder_thread: bool,
-    /// Sees every sent picture (scene, X11 and pipe sources), see [`SentFrameTap`].
+    /// Sees every sent picture (scene, X11, Wayland, KMS and application sources; not pipes),
+    /// see [`SentFrameTap`].
     pub sent_frame_tap: Option<SentFrameTap>,
     /// An impairment for tests and demonstrations (frames sent in slices): these slices
     /// (frame number, slice index) of each client's stream are never sent, as if every one of

@@ -19,6 +19,7 @@ use super::commands::HostCommand;
 use super::consumer::{KeyframeRequests, StreamInfo};
 use super::encode::{open_encoders, EncoderPlan, EncoderStage};
 use super::error::HostError;
+use super::grab::GrabOutput;
 use super::input::{self, InputSink, INPUT_QUEUE};
 use super::network::HostNet;
 use super::options::{
@@ -300,13 +301,16 @@ fn start_source(
         }
         SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } => {
             let s = shared.clone();
-            let stamp = setup.stamp;
+            let out = GrabOutput {
+                stamp: setup.stamp,
+                tap: tap.clone(),
+            };
             threads.push(match capture {
                 Some(Capture::X11(cap)) => spawn("host-x11", move || {
-                    source_x11::x11_loop(&s, cap, stage, fps, stamp)
+                    source_x11::x11_loop(&s, cap, stage, fps, out)
                 })?,
                 Some(Capture::Wlr(cap)) => spawn("host-wlr", move || {
-                    source_wlr::wlr_loop(&s, cap, stage, fps, stamp)
+                    source_wlr::wlr_loop(&s, cap, stage, fps, out)
                 })?,
                 None => return Err(HostError::Usage("no desktop capture".into())),
             });
@@ -331,16 +335,22 @@ fn start_source(
                 device.as_deref().map(std::path::Path::new),
             )?;
             let s = shared.clone();
-            let stamp = setup.stamp;
+            let out = GrabOutput {
+                stamp: setup.stamp,
+                tap: tap.clone(),
+            };
             threads.push(spawn("host-kms", move || {
-                source_kms::kms_loop(&s, cap, stage, fps, stamp)
+                source_kms::kms_loop(&s, cap, stage, fps, out)
             })?);
         }
         SourceSpec::Presents(ring) => {
             let (s, ring) = (shared.clone(), ring.0.clone());
-            let stamp = setup.stamp;
+            let out = GrabOutput {
+                stamp: setup.stamp,
+                tap: tap.clone(),
+            };
             threads.push(spawn("host-presents", move || {
-                source_ring::ring_loop(&s, ring, stage, fps, stamp)
+                source_ring::ring_loop(&s, ring, stage, fps, out)
             })?);
         }
         SourceSpec::App => {
