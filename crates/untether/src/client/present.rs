@@ -378,6 +378,17 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         if self.presenter.is_none() {
             self.open_presenter(item.picture.width(), item.picture.height(), now)?;
         }
+        // A picture the decoder left on the GPU for a zero-copy presenter: downloaded here for
+        // one that cannot take it, or when a sink reads its planes.
+        if item.picture.gpu().is_some()
+            && (self.io.sink.is_some()
+                || self
+                    .presenter
+                    .as_ref()
+                    .is_none_or(|p| !p.takes_gpu_pictures()))
+        {
+            item.picture = item.picture.download()?;
+        }
         if let Some(p) = self.presenter.as_mut() {
             if self.late_warp {
                 let (source, record) = (&mut self.warp_source, &item.record);
