@@ -589,6 +589,60 @@ impl GlPresenter {
         self.upload(&picture.download()?)
     }
 
+    /// Fills the NV12 textures from system memory (Y: `width` bytes a row, UV: `width`
+    /// bytes a row of U, V pairs at half height) and shows them: the textures and shader
+    /// variant both zero-copy paths draw with, checked where no GPU can import (tests).
+    pub fn present_nv12(&mut self, y: &[u8], uv: &[u8], width: u32, height: u32) -> Result<()> {
+        let (w, h) = (width, height);
+        let (cw, ch) = (w.div_ceil(2) as usize, h.div_ceil(2) as usize);
+        if y.len() < (w * h) as usize || uv.len() < 2 * cw * ch {
+            return Err(MediaError::Display(format!(
+                "NV12 {w}x{h}: {} + {} bytes is too little",
+                y.len(),
+                uv.len()
+            )));
+        }
+        // SAFETY: the context is current; the slices hold what GL reads (checked above).
+        unsafe {
+            self.make_textures(&NV12, w, h)?;
+            let gl = &self.gl;
+            gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 1);
+            for (i, (data, pw, ph, format)) in [
+                (y, w as i32, h as i32, glow::RED),
+                (uv, cw as i32, ch as i32, glow::RG),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                gl.bind_texture(glow::TEXTURE_2D, Some(self.planes[i]));
+                gl.tex_sub_image_2d(
+                    glow::TEXTURE_2D,
+                    0,
+                    0,
+                    0,
+                    pw,
+                    ph,
+                    format,
+                    glow::UNSIGNED_BYTE,
+                    glow::PixelUnpackData::Slice(Some(data)),
+                );
+            }
+        }
+        self.loaded = Some(Loaded {
+            format: PictureFormat::I420,
+            nv12: true,
+            width: w,
+            height: h,
+            colour: Colorimetry {
+                matrix: YuvMatrix::Bt601,
+                full_range: false,
+            },
+        });
+        self.draw()?;
+        self.window.gl_swap_window();
+        Ok(())
+    }
+
     /// Why pictures left on the GPU are downloaded (None: zero-copy has not failed), and how
     /// many were imported without a copy.
     pub fn zero_copy_state(&self) -> (Option<&str>, u64) {

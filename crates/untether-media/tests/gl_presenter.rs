@@ -511,6 +511,26 @@ fn zero_copy_falls_back_and_the_stream_goes_on(
             assert!(got[c].abs_diff(rgb[c]) <= 6, "{got:?} for {rgb:?}");
         }
     }
+    // The NV12 textures and shader variant the imports draw with, filled from memory: a
+    // picture half red (left), half blue.
+    let (cw, ch) = ((w / 2) as usize, (h / 2) as usize);
+    let y: Vec<u8> = (0..h)
+        .flat_map(|_| (0..w).map(|x| if x < w / 2 { 81 } else { 41 }))
+        .collect();
+    let uv: Vec<u8> = (0..ch)
+        .flat_map(|_| (0..cw).flat_map(|x| if x < cw / 2 { [90, 240] } else { [240, 110] }))
+        .collect();
+    p.present_nv12(&y, &uv, w, h).unwrap();
+    let shot = p.snapshot().unwrap().unwrap();
+    for (x, rgb) in [(w / 4, [255, 0, 0]), (3 * w / 4, [0, 0, 255])] {
+        let got = px(&shot, x, h / 2);
+        for c in 0..3 {
+            assert!(
+                got[c].abs_diff(rgb[c]) <= 6,
+                "NV12 at x {x}: {got:?} for {rgb:?}"
+            );
+        }
+    }
     let (why, imported) = p.zero_copy_state();
     let why = why.expect("zero-copy cannot run without a GPU");
     println!("zero-copy fallback here: {why}");

@@ -363,12 +363,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.view.refresh_overlay(self.s, &self.timings, now);
             p.set_overlay(Some(self.view.live.model()))?;
         }
-        if let Ok((_, hwaccel)) = self.options.client.decoder_choice() {
-            if hwaccel != untether_media::codec::HwAccel::None {
-                let plan = untether_media::zero_copy::plan(hwaccel, p.egl_support().as_ref());
-                log::info!("client: {plan}");
-            }
-        }
+        super::zero_copy::log_plan(self.options, p.as_ref());
         self.presenter = Some(p);
         Ok(())
     }
@@ -378,15 +373,9 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         if self.presenter.is_none() {
             self.open_presenter(item.picture.width(), item.picture.height(), now)?;
         }
-        // A picture the decoder left on the GPU for a zero-copy presenter: downloaded here for
-        // one that cannot take it, or when a sink reads its planes.
-        if item.picture.gpu().is_some()
-            && (self.io.sink.is_some()
-                || self
-                    .presenter
-                    .as_ref()
-                    .is_none_or(|p| !p.takes_gpu_pictures()))
-        {
+        // Left on the GPU (zero-copy) for a presenter or sink that cannot take it: downloaded.
+        let sink = self.io.sink.is_some();
+        if super::zero_copy::must_download(&item.picture, self.presenter.as_deref(), sink) {
             item.picture = item.picture.download()?;
         }
         if let Some(p) = self.presenter.as_mut() {

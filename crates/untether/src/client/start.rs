@@ -72,7 +72,7 @@ impl Setup {
         // Pictures stay on the GPU for a GL window when a zero-copy path has its device here
         // (the presenter falls back, saying why, when its import cannot run).
         let decoder = DecoderConfig {
-            keep_on_gpu: zero_copy_wanted(options)?,
+            keep_on_gpu: super::zero_copy::keep_on_gpu(options)?,
             ..decoder
         };
         // `--no-decode` (a load-test viewer): frames are reassembled and counted, never
@@ -330,17 +330,4 @@ mod tests {
         assert_eq!(r.note.as_deref(), Some("no raw socket here"));
         assert_eq!(r.transport, crate::link::LinkReport::udp().transport);
     }
-}
-
-/// Whether decoded pictures stay on the GPU for the presenter (zero-copy): a window that may
-/// be the GL presenter, and a hardware decoder whose zero-copy path has its device here.
-fn zero_copy_wanted(options: &ClientOptions) -> Result<bool, ClientError> {
-    let (_, hwaccel) = options.client.decoder_choice()?;
-    if options.display != Display::Window
-        || options.client.presenter == untether_media::present::PresenterKind::Sdl
-    {
-        return Ok(false);
-    }
-    untether_media::zero_copy::keep_on_gpu(hwaccel)
-        .map_err(|e| ClientError::Media(untether_media::MediaError::Other(e)))
 }
