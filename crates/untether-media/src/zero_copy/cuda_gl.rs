@@ -132,16 +132,40 @@ impl CudaGl {
                     library.to_string_lossy()
                 ));
             }
-            let init: CuInit = std::mem::transmute(symbol(lib, c"cuInit")?);
+            let init = std::mem::transmute::<*mut c_void, CuInit>(symbol(lib, c"cuInit")?);
             let api = Api {
-                push: std::mem::transmute(symbol(lib, c"cuCtxPushCurrent_v2")?),
-                pop: std::mem::transmute(symbol(lib, c"cuCtxPopCurrent_v2")?),
-                register: std::mem::transmute(symbol(lib, c"cuGraphicsGLRegisterImage")?),
-                unregister: std::mem::transmute(symbol(lib, c"cuGraphicsUnregisterResource")?),
-                map: std::mem::transmute(symbol(lib, c"cuGraphicsMapResources")?),
-                unmap: std::mem::transmute(symbol(lib, c"cuGraphicsUnmapResources")?),
-                array: std::mem::transmute(symbol(lib, c"cuGraphicsSubResourceGetMappedArray")?),
-                copy: std::mem::transmute(symbol(lib, c"cuMemcpy2DAsync_v2")?),
+                push: std::mem::transmute::<*mut c_void, CuCtxPush>(symbol(
+                    lib,
+                    c"cuCtxPushCurrent_v2",
+                )?),
+                pop: std::mem::transmute::<*mut c_void, CuCtxPop>(symbol(
+                    lib,
+                    c"cuCtxPopCurrent_v2",
+                )?),
+                register: std::mem::transmute::<*mut c_void, CuRegister>(symbol(
+                    lib,
+                    c"cuGraphicsGLRegisterImage",
+                )?),
+                unregister: std::mem::transmute::<*mut c_void, CuUnregister>(symbol(
+                    lib,
+                    c"cuGraphicsUnregisterResource",
+                )?),
+                map: std::mem::transmute::<*mut c_void, CuMap>(symbol(
+                    lib,
+                    c"cuGraphicsMapResources",
+                )?),
+                unmap: std::mem::transmute::<*mut c_void, CuMap>(symbol(
+                    lib,
+                    c"cuGraphicsUnmapResources",
+                )?),
+                array: std::mem::transmute::<*mut c_void, CuArray>(symbol(
+                    lib,
+                    c"cuGraphicsSubResourceGetMappedArray",
+                )?),
+                copy: std::mem::transmute::<*mut c_void, CuCopy>(symbol(
+                    lib,
+                    c"cuMemcpy2DAsync_v2",
+                )?),
                 error_name: symbol(lib, c"cuGetErrorName")
                     .ok()
                     .map(|s| std::mem::transmute::<*mut c_void, CuErrorName>(s)),

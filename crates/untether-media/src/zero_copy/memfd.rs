@@ -25,7 +25,7 @@ unsafe extern "C" fn free_descriptor(_opaque: *mut libc::c_void, data: *mut u8) 
 /// memfd.
 pub fn memfd_nv12_picture(width: u32, height: u32, yuv: [u8; 3]) -> Result<DecodedFrame> {
     let err = |what: &str| MediaError::Other(format!("memfd DRM PRIME picture: {what}"));
-    if width == 0 || height == 0 || width % 2 != 0 || height % 2 != 0 {
+    if width == 0 || height == 0 || !width.is_multiple_of(2) || !height.is_multiple_of(2) {
         return Err(err("the size must be even and non-zero"));
     }
     let (w, h) = (width as usize, height as usize);

@@ -39,3 +39,21 @@ pub(crate) fn must_download(
 ) -> bool {
     picture.gpu().is_some() && (sink || presenter.is_none_or(|p| !p.takes_gpu_pictures()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use untether_media::present::HeadlessPresenter;
+    use untether_media::zero_copy::memfd::memfd_nv12_picture;
+
+    #[test]
+    fn a_picture_on_the_gpu_is_downloaded_for_whoever_reads_planes() {
+        let on_gpu = memfd_nv12_picture(64, 32, [81, 90, 240]).unwrap();
+        let in_memory = on_gpu.download().unwrap();
+        let headless = HeadlessPresenter;
+        assert!(must_download(&on_gpu, Some(&headless), false));
+        assert!(must_download(&on_gpu, None, false));
+        assert!(!must_download(&in_memory, Some(&headless), true));
+        assert!(!must_download(&in_memory, None, true));
+    }
+}
