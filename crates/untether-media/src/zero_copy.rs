@@ -213,6 +213,10 @@ impl GpuImport {
                 if let Some(c) = self.cuda.as_mut() {
                     c.copy(&p, tex, w, h)?;
                 }
+                // The copy is ordered on FFmpeg's stream before the surface can be reused: the
+                // picture goes back to the decoder's pool at once.
+                self.held = None;
+                return Ok(());
             }
             None => return Err("the picture is in system memory".into()),
         }

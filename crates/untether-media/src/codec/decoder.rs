@@ -404,6 +404,12 @@ impl Decoder {
                 (*c).hw_device_ctx = ffi::av_buffer_ref(dev.as_ptr());
                 (*c).opaque = pix as i32 as isize as *mut libc::c_void;
                 (*c).get_format = Some(pick_hw_format);
+                if cfg.keep_on_gpu {
+                    // Pictures left on the GPU are held by the presenter and the slot between
+                    // decoder and presenter: surfaces beyond the references, so the pool never
+                    // runs dry.
+                    (*c).extra_hw_frames = 4;
+                }
             }
             device = Some(dev);
         }

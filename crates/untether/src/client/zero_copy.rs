@@ -24,6 +24,13 @@ pub(crate) fn keep_on_gpu(options: &ClientOptions) -> Result<bool, ClientError> 
 pub(crate) fn log_plan(options: &ClientOptions, p: &dyn Presenter) {
     if let Ok((_, hwaccel)) = options.client.decoder_choice() {
         if hwaccel != HwAccel::None {
+            if std::env::var("UNTETHER_ZERO_COPY").as_deref() == Ok("off") {
+                log::info!(
+                    "client: zero-copy off (UNTETHER_ZERO_COPY=off); decoded pictures go \
+                     through system memory"
+                );
+                return;
+            }
             let plan = untether_media::zero_copy::plan(hwaccel, p.egl_support().as_ref());
             log::info!("client: {plan}");
         }
