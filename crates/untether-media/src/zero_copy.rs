@@ -17,8 +17,10 @@
 //! current, [`plan`]), both imports ([`egl_image`], [`cuda_gl`]) and [`GpuImport`], the
 //! presenter's state that runs one and, at the first failure (extension missing, import
 //! refused, libcuda absent), falls back to the software path for good with ONE log line
-//! naming the reason. Tested without a GPU (the fallbacks, and the EGL import tried on a
-//! memfd picture, [`memfd`]); not yet run on real hardware.
+//! naming the reason. Tested without a GPU: the fallbacks, with a DRM PRIME picture on a
+//! memfd ([`memfd`]) presented through them (Mesa 22.3's llvmpipe has no
+//! `EGL_EXT_image_dma_buf_import`, so `eglCreateImageKHR` itself never ran here); not yet run
+//! on real hardware.
 
 pub mod cuda_gl;
 pub mod egl_image;
