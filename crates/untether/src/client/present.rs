@@ -365,12 +365,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.view.refresh_overlay(self.s, &self.timings, now);
             p.set_overlay(Some(self.view.live.model()))?;
         }
-        if let Ok((_, hwaccel)) = self.options.client.decoder_choice() {
-            if hwaccel != untether_media::codec::HwAccel::None {
-                let plan = untether_media::zero_copy::plan(hwaccel, p.egl_support().as_ref());
-                log::info!("client: {plan}");
-            }
-        }
+        super::zero_copy::log_plan(self.options, p.as_ref());
         self.presenter = Some(p);
         Ok(())
     }
@@ -379,6 +374,11 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
     fn show(&mut self, mut item: Decoded, now: Micros) -> Result<(), ClientError> {
         if self.presenter.is_none() {
             self.open_presenter(item.picture.width(), item.picture.height(), now)?;
+        }
+        // Left on the GPU (zero-copy) for a presenter or sink that cannot take it: downloaded.
+        let sink = self.io.sink.is_some();
+        if super::zero_copy::must_download(&item.picture, self.presenter.as_deref(), sink) {
+            item.picture = item.picture.download()?;
         }
         if let Some(p) = self.presenter.as_mut() {
             if self.late_warp {

@@ -69,6 +69,12 @@ impl Setup {
             chunks: false,
         };
         cfg.codecs = decodable(&c.codec_list()?, &decoder)?;
+        // Pictures stay on the GPU for a GL window when a zero-copy path has its device here
+        // (the presenter falls back, saying why, when its import cannot run).
+        let decoder = DecoderConfig {
+            keep_on_gpu: super::zero_copy::keep_on_gpu(options)?,
+            ..decoder
+        };
         // `--no-decode` (a load-test viewer): frames are reassembled and counted, never
         // decoded (the client still offers only codecs it could decode).
         if !c.decode {
