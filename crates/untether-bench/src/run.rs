@@ -294,6 +294,12 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
 /// `video.slices`, set with the options).
 pub fn host_setup(sc: &Scenario) -> HostSetup {
     match sc.capture.as_deref() {
+        Some("portal") => HostSetup {
+            source: untether::host::SourceSpec::Portal { token_file: None },
+            stamp: true,
+            input: untether::host::InputSpec::Discard,
+            ..Default::default()
+        },
         Some(c) => HostSetup {
             source: untether::host::SourceSpec::Wlr {
                 display: None,

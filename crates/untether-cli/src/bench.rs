@@ -44,6 +44,7 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
     \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)\n\
     \x20 untether bench --capture wlr --resolution 1280x720   (a sway/wlroots desktop through wlr-screencopy)\n\
+    \x20 untether bench --capture portal             (the desktop portal's screen cast, PipeWire)\n\
     \x20 xvfb-run -a untether bench --vr --late-warp on,off   (pose-to-photon with and without late warp; a window)";
 
 #[derive(Args, Debug, Clone)]
@@ -223,7 +224,7 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             .map_or(d.adaptive_bitrate, |v| v == "on"),
         capture: match a.capture.as_deref() {
             Some(c) if crate::wayland_arg::is_wayland(c) && c != "wlr:" => Some(c.to_string()),
-            Some(c) => bail!("--capture {c:?}: expected wlr or wlr:OUTPUT"),
+            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT or portal"),
             None => None,
         },
         ..d.clone()

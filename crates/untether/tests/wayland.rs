@@ -4,6 +4,9 @@
 //! goes through uinput, which this development machine lacks: its error is checked.
 
 mod wayland_fixture;
+#[cfg(feature = "portal")]
+#[path = "wayland_fixture/portal_check.rs"]
+mod portal;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -206,4 +209,10 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
             assert!(!line.contains('\n'), "{line}");
         }
     }
+
+    // 5. The same desktop through the desktop portal's ScreenCast and PipeWire.
+    #[cfg(feature = "portal")]
+    portal::check(&sway);
+    #[cfg(not(feature = "portal"))]
+    println!("skipped portal capture: built without the `portal` feature (make test builds it)");
 }

@@ -72,7 +72,7 @@ pub(super) fn start(
     crate::identity::check_random()?;
     let mut host_cfg = session_config(options)?;
     // Open the capture first: its size is the stream's size.
-    let capture = Capture::open(&setup.source)?;
+    let capture = Capture::open(&setup.source, &options.host)?;
     if let Some(cap) = &capture {
         let (w, h) = cap.size();
         options.video.resolution = Resolution {
@@ -298,7 +298,7 @@ fn start_source(
                 source_scene::encode_loop(&s, stage, tap)
             })?);
         }
-        SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } => {
+        SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } | SourceSpec::Portal { .. } => {
             let s = shared.clone();
             let stamp = setup.stamp;
             threads.push(match capture {
@@ -307,6 +307,10 @@ fn start_source(
                 })?,
                 Some(Capture::Wlr(cap)) => spawn("host-wlr", move || {
                     source_wlr::wlr_loop(&s, cap, stage, fps, stamp)
+                })?,
+                #[cfg(feature = "portal")]
+                Some(Capture::Portal(cap)) => spawn("host-portal", move || {
+                    super::source_portal::portal_loop(&s, cap, stage, fps, stamp)
                 })?,
                 None => return Err(HostError::Usage("no desktop capture".into())),
             });
@@ -424,7 +428,7 @@ fn open_input_sink(
         (InputSpec::Uinput, _, _) => {
             InputSink::Uinput(Box::new(UinputDevices::open(uinput, w, h)?))
         }
-        (InputSpec::Auto, SourceSpec::Wlr { .. }, _) => match UinputDevices::open(uinput, w, h) {
+        (InputSpec::Auto, SourceSpec::Wlr { .. } | SourceSpec::Portal { .. }, _) => match UinputDevices::open(uinput, w, h) {
             Ok(d) => InputSink::Uinput(Box::new(d)),
             Err(e) => {
                 shared.note(format!("no Wayland input, client input is dropped: {e}"));
