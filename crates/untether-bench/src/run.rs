@@ -294,8 +294,13 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
 /// `video.slices`, set with the options).
 pub fn host_setup(sc: &Scenario) -> HostSetup {
     match sc.capture.as_deref() {
-        Some("portal") => HostSetup {
-            source: untether::host::SourceSpec::Portal { token_file: None },
+        Some(c) if c == "portal" || c.starts_with("pipewire:") => HostSetup {
+            source: match c.strip_prefix("pipewire:") {
+                Some(target) => untether::host::SourceSpec::PipeWire {
+                    target: target.to_string(),
+                },
+                None => untether::host::SourceSpec::Portal { token_file: None },
+            },
             stamp: true,
             input: untether::host::InputSpec::Discard,
             ..Default::default()

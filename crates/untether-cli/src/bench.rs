@@ -224,7 +224,7 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             .map_or(d.adaptive_bitrate, |v| v == "on"),
         capture: match a.capture.as_deref() {
             Some(c) if crate::wayland_arg::is_wayland(c) && c != "wlr:" => Some(c.to_string()),
-            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT or portal"),
+            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT, portal or pipewire:NODE"),
             None => None,
         },
         ..d.clone()

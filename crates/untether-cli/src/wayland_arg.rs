@@ -7,7 +7,10 @@ use untether_media::wlr::WlrTarget;
 
 /// Whether `--capture` names a Wayland capture.
 pub fn is_wayland(capture: &str) -> bool {
-    capture == "wlr" || capture.starts_with("wlr:") || capture == "portal"
+    capture == "wlr"
+        || capture.starts_with("wlr:")
+        || capture == "portal"
+        || capture.starts_with("pipewire:")
 }
 
 /// The source for `--capture wlr[:OUTPUT]` and `--region` (the compositor in $WAYLAND_DISPLAY).
@@ -17,6 +20,14 @@ pub fn source(capture: &str, region: Option<&str>, cursor: bool) -> Result<Sourc
             bail!("--region goes with --capture wlr (with --capture portal the portal's dialog picks a monitor or a window)");
         }
         return Ok(SourceSpec::Portal { token_file: None });
+    }
+    if let Some(target) = capture.strip_prefix("pipewire:") {
+        if target.is_empty() || region.is_some() {
+            bail!("--capture {capture:?}: expected pipewire:NODE (a node.name or serial, see pw-cli ls Node), without --region");
+        }
+        return Ok(SourceSpec::PipeWire {
+            target: target.to_string(),
+        });
     }
     let output = match capture.strip_prefix("wlr") {
         Some("") => None,
@@ -76,7 +87,9 @@ mod tests {
             source("portal", None, false).unwrap(),
             SourceSpec::Portal { token_file: None }
         );
-        let e = source("portal", Some("0,0,8x8"), false).unwrap_err().to_string();
+        let e = source("portal", Some("0,0,8x8"), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--region") && e.contains("portal"), "{e}");
     }
 }

@@ -46,13 +46,14 @@ pub enum PortalError {
     Stream(String),
 }
 
-/// A running portal screen cast and its stream.
+/// A running portal screen cast (or a PipeWire node named directly) and its stream.
 pub struct PortalCapture {
     // Dropped first: the pipeline stops before the session is closed.
     stream: PipeWireStream,
-    cast: screencast::Cast,
+    cast: Option<screencast::Cast>,
     size: (u32, u32),
     first: Option<PortalFrame>,
+    what: String,
 }
 
 impl PortalCapture {
@@ -61,19 +62,33 @@ impl PortalCapture {
     pub fn open(token_file: Option<&Path>) -> Result<PortalCapture, PortalError> {
         pipewiresrc_available()?;
         let cast = screencast::open(token_file)?;
-        let stream = PipeWireStream::start(cast.remote.try_clone().map_err(|e| {
+        let remote = cast.remote.try_clone().map_err(|e| {
             PortalError::Stream(format!("cannot duplicate the PipeWire remote: {e}"))
-        })?, cast.node)?;
+        })?;
+        let stream = PipeWireStream::start(remote, cast.node)?;
+        let what = format!("PipeWire node {}", cast.node);
+        Self::first_frame(stream, Some(cast), what)
+    }
+
+    /// Reads the PipeWire video node `target` (its `node.name` or serial) of this session's
+    /// PipeWire daemon without the portal (a camera, a virtual output, a cast opened elsewhere).
+    pub fn pipewire(target: &str) -> Result<PortalCapture, PortalError> {
+        let stream = PipeWireStream::start_target(target)?;
+        Self::first_frame(stream, None, format!("PipeWire node {target:?}"))
+    }
+
+    fn first_frame(
+        stream: PipeWireStream,
+        cast: Option<screencast::Cast>,
+        what: String,
+    ) -> Result<PortalCapture, PortalError> {
         let t = Instant::now();
         let first = loop {
             if let Some(f) = stream.take(Duration::from_millis(500))? {
                 break f;
             }
             if t.elapsed() > Duration::from_secs(10) {
-                return Err(PortalError::Stream(format!(
-                    "no frame from PipeWire node {} in 10 s",
-                    cast.node
-                )));
+                return Err(PortalError::Stream(format!("no frame from {what} in 10 s")));
             }
         };
         Ok(PortalCapture {
@@ -81,6 +96,7 @@ impl PortalCapture {
             first: Some(first),
             stream,
             cast,
+            what,
         })
     }
 
@@ -89,25 +105,18 @@ impl PortalCapture {
         self.size
     }
 
-    /// The stream's PipeWire node.
-    pub fn node(&self) -> u32 {
-        self.cast.node
+    /// What is read, e.g. `PipeWire node 42`.
+    pub fn describe(&self) -> &str {
+        &self.what
     }
 
-    /// Whether a stored restore token was offered (the portal shows no dialog where it accepts
-    /// it; one it does not know it ignores, and asks).
-    pub fn restored(&self) -> bool {
-        self.cast.restored
-    }
-
-    /// Whether the portal gave a restore token (stored for the next start).
-    pub fn persisted(&self) -> bool {
-        self.cast.persisted
-    }
-
-    /// The portal's ScreenCast version.
-    pub fn version(&self) -> u32 {
-        self.cast.version
+    /// The portal's ScreenCast version, and whether a stored restore token was offered (the
+    /// portal shows no dialog where it accepts it; one it does not know it ignores, and asks)
+    /// and whether it gave a new one (stored for the next start). None: no portal.
+    pub fn portal(&self) -> Option<(u32, bool, bool)> {
+        self.cast
+            .as_ref()
+            .map(|c| (c.version, c.restored, c.persisted))
     }
 
     /// The newest frame not yet taken (waiting up to `timeout`); None when none came.

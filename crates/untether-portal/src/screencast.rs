@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,18 +57,22 @@ pub struct Cast {
 
 impl Drop for Cast {
     fn drop(&mut self) {
-        let _ = self.conn.call_sync(
-            Some(PORTAL),
-            &self.session,
-            "org.freedesktop.portal.Session",
-            "Close",
-            None,
-            None,
-            DBusCallFlags::NONE,
-            2000,
-            None::<&gio::Cancellable>,
-        );
+        close_session(&self.conn, &self.session);
     }
+}
+
+fn close_session(conn: &DBusConnection, session: &str) {
+    let _ = conn.call_sync(
+        Some(PORTAL),
+        session,
+        "org.freedesktop.portal.Session",
+        "Close",
+        None,
+        None,
+        DBusCallFlags::NONE,
+        2000,
+        None::<&gio::Cancellable>,
+    );
 }
 
 /// What the portal offers (its ScreenCast properties).
@@ -135,7 +139,6 @@ pub fn offer(conn: &DBusConnection) -> Result<Offer, PortalError> {
 struct Requests {
     conn: DBusConnection,
     sender: String,
-    counter: u32,
     ctx: glib::MainContext,
 }
 
@@ -146,8 +149,13 @@ impl Requests {
         args: impl FnOnce(&str) -> Variant,
         timeout: Duration,
     ) -> Result<VariantDict, PortalError> {
-        self.counter += 1;
-        let token = format!("untether{}_{}", std::process::id(), self.counter);
+        // Unique in this process: the portal refuses a request or session path used before.
+        static NEXT: AtomicU32 = AtomicU32::new(1);
+        let token = format!(
+            "untether{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
         let path = format!("{PORTAL_PATH}/request/{}/{token}", self.sender);
         let answer: Rc<RefCell<Option<(u32, Variant)>>> = Rc::default();
         let ctx = self.ctx.clone();
@@ -181,10 +189,11 @@ impl Requests {
                 .map_err(|e| PortalError::Request(method.into(), e.to_string()))?;
             let expired = Arc::new(AtomicBool::new(false));
             let flag = expired.clone();
-            let timer = glib::timeout_source_new(timeout, None, glib::Priority::DEFAULT, move || {
-                flag.store(true, Ordering::Relaxed);
-                glib::ControlFlow::Break
-            });
+            let timer =
+                glib::timeout_source_new(timeout, None, glib::Priority::DEFAULT, move || {
+                    flag.store(true, Ordering::Relaxed);
+                    glib::ControlFlow::Break
+                });
             timer.attach(Some(&ctx));
             while answer.borrow().is_none() && !expired.load(Ordering::Relaxed) {
                 ctx.iteration(true);
@@ -250,7 +259,6 @@ fn open_with(
     let mut req = Requests {
         conn: conn.clone(),
         sender,
-        counter: 0,
         ctx: glib::MainContext::new(),
     };
     let created = req.call(
@@ -258,7 +266,7 @@ fn open_with(
         |t| {
             let d = options(t);
             d.insert("session_handle_token", t);
-            (d.end(),).to_variant()
+            Variant::tuple_from_iter([d.end()])
         },
         REQUEST_TIMEOUT,
     )?;
@@ -269,6 +277,21 @@ fn open_with(
         .ok_or_else(|| PortalError::Protocol("CreateSession gave no session_handle".into()))?;
     let session_path = glib::variant::ObjectPath::try_from(session.clone())
         .map_err(|_| PortalError::Protocol(format!("bad session handle {session:?}")))?;
+    start_session(conn, &mut req, offer, &session_path, token_file, restore).inspect_err(|_| {
+        close_session(conn, &session);
+    })
+}
+
+/// SelectSources, Start and OpenPipeWireRemote on a created session.
+fn start_session(
+    conn: &DBusConnection,
+    req: &mut Requests,
+    offer: &Offer,
+    session_path: &glib::variant::ObjectPath,
+    token_file: Option<&Path>,
+    restore: Option<&str>,
+) -> Result<Cast, PortalError> {
+    let session = session_path.as_str().to_string();
     let persist = offer.version >= 4;
     req.call(
         "SelectSources",
@@ -285,17 +308,22 @@ fn open_with(
                     d.insert("restore_token", tok);
                 }
             }
-            (&session_path, d.end()).to_variant()
+            Variant::tuple_from_iter([session_path.to_variant(), d.end()])
         },
         REQUEST_TIMEOUT,
     )?;
     let started = req.call(
         "Start",
-        |t| (&session_path, "", options(t).end()).to_variant(),
+        |t| {
+            Variant::tuple_from_iter([session_path.to_variant(), "".to_variant(), options(t).end()])
+        },
         DIALOG_TIMEOUT,
     )?;
     let streams = started
-        .lookup_value("streams", Some(glib::VariantTy::new("a(ua{sv})").expect("type")))
+        .lookup_value(
+            "streams",
+            Some(glib::VariantTy::new("a(ua{sv})").expect("type")),
+        )
         .ok_or_else(|| PortalError::Protocol("Start gave no streams".into()))?;
     if streams.n_children() == 0 {
         return Err(PortalError::Protocol("Start gave no stream".into()));
@@ -311,7 +339,10 @@ fn open_with(
     let new_token = started.lookup::<String>("restore_token").ok().flatten();
     if let (Some(f), Some(tok)) = (token_file, &new_token) {
         if let Err(e) = write_token(f, tok) {
-            log::warn!("portal: cannot store the restore token in {}: {e}", f.display());
+            log::warn!(
+                "portal: cannot store the restore token in {}: {e}",
+                f.display()
+            );
         }
     }
     let (reply, fds) = conn
@@ -320,7 +351,10 @@ fn open_with(
             PORTAL_PATH,
             SCREENCAST,
             "OpenPipeWireRemote",
-            Some(&(&session_path, VariantDict::new(None).end()).to_variant()),
+            Some(&Variant::tuple_from_iter([
+                session_path.to_variant(),
+                VariantDict::new(None).end(),
+            ])),
             Some(glib::VariantTy::new("(h)").expect("type")),
             DBusCallFlags::NONE,
             REQUEST_TIMEOUT.as_millis() as i32,
@@ -328,7 +362,10 @@ fn open_with(
             None::<&gio::Cancellable>,
         )
         .map_err(|e| PortalError::Request("OpenPipeWireRemote".into(), e.to_string()))?;
-    let index = reply.child_value(0).get::<glib::variant::Handle>().map(|h| h.0);
+    let index = reply
+        .child_value(0)
+        .get::<glib::variant::Handle>()
+        .map(|h| h.0);
     let remote = match (fds, index) {
         (Some(list), Some(i)) => list
             .get(i)

@@ -46,7 +46,7 @@ struct Mailbox {
 pub struct PipeWireStream {
     pipeline: gst::Pipeline,
     mailbox: Arc<Mailbox>,
-    _remote: OwnedFd,
+    _remote: Option<OwnedFd>,
 }
 
 /// Whether GStreamer has the `pipewiresrc` element (Debian: gstreamer1.0-pipewire).
@@ -92,14 +92,29 @@ fn frame_of(sink: &gst_app::AppSink, sample: gst::Sample) -> Option<(PortalFrame
 impl PipeWireStream {
     /// Starts reading `node` from the PipeWire `remote` the portal opened.
     pub fn start(remote: OwnedFd, node: u32) -> Result<PipeWireStream, PortalError> {
+        Self::start_with(Some(remote), ("path", node.to_string()))
+    }
+
+    /// Starts reading the node named `target` (a `node.name` or an object serial) of the
+    /// PipeWire daemon of this session (`PIPEWIRE_RUNTIME_DIR` / `XDG_RUNTIME_DIR`).
+    pub fn start_target(target: &str) -> Result<PipeWireStream, PortalError> {
+        Self::start_with(None, ("target-object", target.to_string()))
+    }
+
+    fn start_with(
+        remote: Option<OwnedFd>,
+        (key, node): (&str, String),
+    ) -> Result<PipeWireStream, PortalError> {
         pipewiresrc_available()?;
-        let bad = |what: &str, e: &dyn std::fmt::Display| PortalError::Stream(format!("{what}: {e}"));
-        let src = gst::ElementFactory::make("pipewiresrc")
-            .property("fd", remote.as_raw_fd())
-            .property("path", node.to_string())
-            .property("always-copy", true)
-            .build()
-            .map_err(|e| bad("pipewiresrc", &e))?;
+        let bad =
+            |what: &str, e: &dyn std::fmt::Display| PortalError::Stream(format!("{what}: {e}"));
+        let mut src = gst::ElementFactory::make("pipewiresrc")
+            .property(key, node)
+            .property("always-copy", true);
+        if let Some(fd) = &remote {
+            src = src.property("fd", fd.as_raw_fd());
+        }
+        let src = src.build().map_err(|e| bad("pipewiresrc", &e))?;
         let convert = gst::ElementFactory::make("videoconvert")
             .build()
             .map_err(|e| bad("videoconvert (gstreamer1.0-plugins-base)", &e))?;
@@ -159,9 +174,10 @@ impl PipeWireStream {
             }
             gst::BusSyncReply::Drop
         });
-        pipeline
-            .set_state(gst::State::Playing)
-            .map_err(|e| bad("pipewiresrc does not start", &e))?;
+        if let Err(e) = pipeline.set_state(gst::State::Playing) {
+            let _ = pipeline.set_state(gst::State::Null);
+            return Err(bad("pipewiresrc does not start", &e));
+        }
         Ok(PipeWireStream {
             pipeline,
             mailbox,

@@ -3,10 +3,10 @@
 //! headless client receives frames whose pixels are what the compositor shows. Input on Wayland
 //! goes through uinput, which this development machine lacks: its error is checked.
 
-mod wayland_fixture;
 #[cfg(feature = "portal")]
 #[path = "wayland_fixture/portal_check.rs"]
 mod portal;
+mod wayland_fixture;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,6 +83,8 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
         }
     }
     assert_eq!(diff, 0, "the captured output is not what sway shows");
+    // What sway shows, for the PipeWire check (part 5).
+    let _screen = (cap.frame().to_vec(), cap.stride());
 
     // 2. A region: the window alone.
     let (wx, wy, ww, wh) = WINDOW;
@@ -212,7 +214,7 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
 
     // 5. The same desktop through the desktop portal's ScreenCast and PipeWire.
     #[cfg(feature = "portal")]
-    portal::check(&sway);
+    portal::check(&sway, &_screen);
     #[cfg(not(feature = "portal"))]
     println!("skipped portal capture: built without the `portal` feature (make test builds it)");
 }

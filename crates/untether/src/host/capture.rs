@@ -28,6 +28,7 @@ impl Capture {
                 Some(Capture::Wlr(WlrCapture::open(display.as_deref(), target)?))
             }
             SourceSpec::Portal { token_file } => Some(open_portal(token_file.as_deref(), host)?),
+            SourceSpec::PipeWire { target } => Some(open_pipewire(target)?),
             _ => None,
         })
     }
@@ -69,9 +70,26 @@ fn open_portal(
     Ok(Capture::Portal(Box::new(cap)))
 }
 
+#[cfg(feature = "portal")]
+fn open_pipewire(target: &str) -> Result<Capture, HostError> {
+    let cap = untether_portal::PortalCapture::pipewire(target)
+        .map_err(|e| HostError::Portal(e.to_string()))?;
+    Ok(Capture::Portal(Box::new(cap)))
+}
+
 #[cfg(not(feature = "portal"))]
 fn open_portal(_: Option<&std::path::Path>, _: &HostToml) -> Result<Capture, HostError> {
-    Err(HostError::Portal(
-        "this build has no portal capture (built without the `portal` feature)".into(),
-    ))
+    Err(no_portal())
+}
+
+#[cfg(not(feature = "portal"))]
+fn open_pipewire(_: &str) -> Result<Capture, HostError> {
+    Err(no_portal())
+}
+
+#[cfg(not(feature = "portal"))]
+fn no_portal() -> HostError {
+    HostError::Portal(
+        "this build has no portal or PipeWire capture (built without the `portal` feature)".into(),
+    )
 }

@@ -86,6 +86,10 @@ pub enum SourceSpec {
     Portal {
         token_file: Option<std::path::PathBuf>,
     },
+    /// A PipeWire video node of this session's PipeWire daemon, by `node.name` or serial,
+    /// without the portal (a camera, a virtual output, a cast opened elsewhere). Needs the
+    /// `portal` feature.
+    PipeWire { target: String },
 }
 
 impl SourceSpec {

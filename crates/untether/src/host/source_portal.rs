@@ -31,18 +31,21 @@ pub(crate) fn portal_loop(
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
     let size = cap.size();
-    s.note(format!(
-        "capturing through the desktop portal (ScreenCast v{}, PipeWire node {}, {}x{}; {})",
-        cap.version(),
-        cap.node(),
-        size.0,
-        size.1,
-        match (cap.restored(), cap.persisted()) {
-            (true, _) => "the stored permission was offered: no dialog where the portal accepts it",
-            (false, true) => "the permission is stored for the next start",
-            (false, false) => "the portal keeps no permission: it asks at every start",
-        }
-    ));
+    s.note(match cap.portal() {
+        Some((version, restored, persisted)) => format!(
+            "capturing through the desktop portal (ScreenCast v{version}, {}, {}x{}; {})",
+            cap.describe(),
+            size.0,
+            size.1,
+            match (restored, persisted) {
+                (true, _) =>
+                    "the stored permission was offered: no dialog where the portal accepts it",
+                (false, true) => "the permission is stored for the next start",
+                (false, false) => "the portal keeps no permission: it asks at every start",
+            }
+        ),
+        None => format!("capturing {} ({}x{})", cap.describe(), size.0, size.1),
+    });
     let mut last: Option<PortalFrame> = None;
     let mut buf = Vec::new();
     let mut dropped = 0u64;

@@ -298,7 +298,10 @@ fn start_source(
                 source_scene::encode_loop(&s, stage, tap)
             })?);
         }
-        SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } | SourceSpec::Portal { .. } => {
+        SourceSpec::X11 { .. }
+        | SourceSpec::Wlr { .. }
+        | SourceSpec::Portal { .. }
+        | SourceSpec::PipeWire { .. } => {
             let s = shared.clone();
             let stamp = setup.stamp;
             threads.push(match capture {
@@ -428,13 +431,15 @@ fn open_input_sink(
         (InputSpec::Uinput, _, _) => {
             InputSink::Uinput(Box::new(UinputDevices::open(uinput, w, h)?))
         }
-        (InputSpec::Auto, SourceSpec::Wlr { .. } | SourceSpec::Portal { .. }, _) => match UinputDevices::open(uinput, w, h) {
-            Ok(d) => InputSink::Uinput(Box::new(d)),
-            Err(e) => {
-                shared.note(format!("no Wayland input, client input is dropped: {e}"));
-                InputSink::Discard
+        (InputSpec::Auto, SourceSpec::Wlr { .. } | SourceSpec::Portal { .. }, _) => {
+            match UinputDevices::open(uinput, w, h) {
+                Ok(d) => InputSink::Uinput(Box::new(d)),
+                Err(e) => {
+                    shared.note(format!("no Wayland input, client input is dropped: {e}"));
+                    InputSink::Discard
+                }
             }
-        },
+        }
         (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
         (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
         (InputSpec::Discard, _, _) => InputSink::Discard,

@@ -33,7 +33,9 @@ impl PortalDesktop {
             .iter()
             .find(|p| which(p).is_none() && !Path::new(p).exists())
         {
-            return Err(format!("{p} is not installed (scripts/setup.sh installs it)"));
+            return Err(format!(
+                "{p} is not installed (scripts/setup.sh installs it)"
+            ));
         }
         let dir = std::env::temp_dir().join(format!("untether-portal-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -68,7 +70,10 @@ impl PortalDesktop {
             ("dbus-daemon", vec!["--session", "--nofork", "--nopidfile"]),
             ("pipewire", vec![]),
             ("wireplumber", vec![]),
-            ("/usr/libexec/xdg-desktop-portal-wlr", vec!["-r"]),
+            (
+                "/usr/libexec/xdg-desktop-portal-wlr",
+                vec!["-r", "-l", "INFO"],
+            ),
             ("/usr/libexec/xdg-desktop-portal", vec!["-r"]),
         ] {
             let mut c = Command::new(name);
@@ -77,10 +82,9 @@ impl PortalDesktop {
                 c.arg(format!("--address={bus}"));
             }
             env(&mut c);
-            let log = std::fs::File::create(dir.join(format!(
-                "{}.log",
-                name.rsplit('/').next().unwrap_or(name)
-            )))
+            let log = std::fs::File::create(
+                dir.join(format!("{}.log", name.rsplit('/').next().unwrap_or(name))),
+            )
             .map_err(|e| e.to_string())?;
             let child = c
                 .stdout(Stdio::null())
@@ -135,6 +139,16 @@ impl PortalDesktop {
         &self.dir
     }
 
+    /// The runtime directory (PipeWire's socket).
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    /// xdg-desktop-portal-wlr's log.
+    pub fn backend_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("xdg-desktop-portal-wlr.log")).unwrap_or_default()
+    }
+
     /// The last lines of the portal backends' logs (for failure messages).
     pub fn log_tail(&self) -> String {
         ["xdg-desktop-portal-wlr.log", "xdg-desktop-portal.log"]
@@ -142,7 +156,10 @@ impl PortalDesktop {
             .map(|f| {
                 let text = std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
-                format!("{f}: {}", lines[lines.len().saturating_sub(3)..].join(" | "))
+                format!(
+                    "{f}: {}",
+                    lines[lines.len().saturating_sub(3)..].join(" | ")
+                )
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -164,6 +181,8 @@ impl Drop for PortalDesktop {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::env::var_os("UNTETHER_KEEP_PORTAL_LOGS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
