@@ -98,7 +98,7 @@ fn portal() -> Check {
         Status::Ok,
         format!(
             "org.freedesktop.portal.ScreenCast version {} ({kinds}), pipewiresrc: --capture \
-             portal works here ({})",
+             portal can work here ({}; the cast itself is not tried: it would show the dialog)",
             offer.version,
             if offer.version >= 4 {
                 "the user approves once: the restore token is kept in the state directory"

@@ -31,9 +31,15 @@ pub(crate) fn portal_loop(
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
     let size = cap.size();
+    // Whether the first frame's capture time came from its timestamp on the pipeline's clock.
+    let timed = if cap.frames().1 > 0 {
+        "capture time: arrival less the frame's age on the pipeline clock"
+    } else {
+        "capture time: arrival at the host"
+    };
     s.note(match cap.portal() {
         Some((version, restored, persisted)) => format!(
-            "capturing through the desktop portal (ScreenCast v{version}, {}, {}x{}; {})",
+            "capturing through the desktop portal (ScreenCast v{version}, {}, {}x{}, {timed}; {})",
             cap.describe(),
             size.0,
             size.1,
@@ -44,7 +50,12 @@ pub(crate) fn portal_loop(
                 (false, false) => "the portal keeps no permission: it asks at every start",
             }
         ),
-        None => format!("capturing {} ({}x{})", cap.describe(), size.0, size.1),
+        None => format!(
+            "capturing {} ({}x{}, {timed})",
+            cap.describe(),
+            size.0,
+            size.1
+        ),
     });
     let mut last: Option<PortalFrame> = None;
     let mut buf = Vec::new();
