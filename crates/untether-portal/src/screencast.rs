@@ -213,7 +213,15 @@ impl Requests {
             1 => Err(PortalError::Cancelled(method.into())),
             c => Err(PortalError::Request(
                 method.into(),
-                format!("the portal ended the request (response {c})"),
+                format!(
+                    "the portal ended the request (response {c}: its backend failed or refused{})",
+                    if method == "Start" {
+                        "; its log says why, e.g. xdg-desktop-portal-wlr 0.7 needs a compositor \
+                         with DMA-BUF, i.e. a GPU"
+                    } else {
+                        ""
+                    }
+                ),
             )),
         }
     }

@@ -23,7 +23,7 @@ use crate::ticker::Ticker;
 
 pub(crate) fn portal_loop(
     s: &HostShared,
-    mut cap: Box<PortalCapture>,
+    mut cap: PortalCapture,
     mut stage: EncoderStage,
     fps: u32,
     stamp_frames: bool,
