@@ -421,3 +421,34 @@ pub fn write_token(path: &Path, token: &str) -> std::io::Result<()> {
     f.write_all(b"\n")?;
     std::fs::rename(&tmp, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_restore_token_is_stored_private_and_read_back_trimmed() {
+        let dir = std::env::temp_dir().join(format!("untether-token-{}", std::process::id()));
+        let path = dir.join("state").join("portal-restore-token");
+        assert_eq!(read_token(&path), None);
+        write_token(&path, "6c0b6d3e-token").unwrap();
+        assert_eq!(read_token(&path).as_deref(), Some("6c0b6d3e-token"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::write(&path, "  \n").unwrap();
+        assert_eq!(read_token(&path), None, "an empty file is no token");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_a_session_bus_the_error_says_so() {
+        // A bus address that cannot exist: gio fails to connect, naming the address.
+        std::env::set_var(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/untether-bus",
+        );
+        let e = open(None).err().expect("no bus").to_string();
+        assert!(e.starts_with("no D-Bus session bus"), "{e}");
+    }
+}
