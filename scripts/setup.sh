@@ -42,6 +42,8 @@ PACKAGES=(
   vulkan-validationlayers
   # Wayland capture tests (tests/wayland.rs): a headless sway and its solid-colour background.
   sway swaybg
+  # Desktop portal capture (--capture portal: pipewiresrc) and its test on that sway.
+  dbus pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-wlr gstreamer1.0-pipewire
   # make deb and its test (tests/install.rs): dpkg-shlibdeps, systemd-analyze verify, man, col.
   dpkg-dev systemd man-db bsdextrautils
   # The zsh and fish completions load in their shells (tests/install.rs).

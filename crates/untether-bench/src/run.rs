@@ -304,6 +304,17 @@ pub fn host_setup(sc: &Scenario) -> HostSetup {
             input: untether::host::InputSpec::Discard,
             ..Default::default()
         },
+        Some(c) if c == "portal" || c.starts_with("pipewire:") => HostSetup {
+            source: match c.strip_prefix("pipewire:") {
+                Some(target) => untether::host::SourceSpec::PipeWire {
+                    target: target.to_string(),
+                },
+                None => untether::host::SourceSpec::Portal { token_file: None },
+            },
+            stamp: true,
+            input: untether::host::InputSpec::Discard,
+            ..Default::default()
+        },
         Some(c) => HostSetup {
             source: untether::host::SourceSpec::Wlr {
                 display: None,

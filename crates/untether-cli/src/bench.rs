@@ -45,6 +45,7 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)\n\
     \x20 untether bench --capture wlr --resolution 1280x720   (a sway/wlroots desktop through wlr-screencopy)\n\
     \x20 untether bench --capture app --resolution 640x360 -- vkcube --width 640 --height 360   (an application's presents)\n\
+    \x20 untether bench --capture portal             (the desktop portal's screen cast, PipeWire)\n\
     \x20 xvfb-run -a untether bench --vr --late-warp on,off   (pose-to-photon with and without late warp; a window)";
 
 #[derive(Args, Debug, Clone)]
@@ -234,7 +235,7 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             }
             Some("app") => Some("app".to_string()),
             Some(c) if crate::wayland_arg::is_wayland(c) && c != "wlr:" => Some(c.to_string()),
-            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT or app"),
+            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT, portal, pipewire:NODE or app"),
             None => None,
         },
         ..d.clone()
@@ -748,7 +749,7 @@ mod tests {
             ),
             (
                 &["--capture", "vulkan"][..],
-                "expected wlr, wlr:OUTPUT or app",
+                "expected wlr, wlr:OUTPUT, portal, pipewire:NODE or app",
             ),
         ] {
             let e = scenarios(&parse(bad)).unwrap_err().to_string();

@@ -73,7 +73,7 @@ pub(super) fn start(
     crate::identity::check_random()?;
     let mut host_cfg = session_config(options)?;
     // Open the capture first: its size is the stream's size.
-    let capture = Capture::open(&setup.source)?;
+    let capture = Capture::open(&setup.source, &options.host)?;
     if let Some(cap) = &capture {
         let (w, h) = cap.size();
         options.video.resolution = Resolution {
@@ -299,7 +299,10 @@ fn start_source(
                 source_scene::encode_loop(&s, stage, tap)
             })?);
         }
-        SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } => {
+        SourceSpec::X11 { .. }
+        | SourceSpec::Wlr { .. }
+        | SourceSpec::Portal { .. }
+        | SourceSpec::PipeWire { .. } => {
             let s = shared.clone();
             let out = GrabOutput {
                 stamp: setup.stamp,
@@ -311,6 +314,10 @@ fn start_source(
                 })?,
                 Some(Capture::Wlr(cap)) => spawn("host-wlr", move || {
                     source_wlr::wlr_loop(&s, cap, stage, fps, out)
+                })?,
+                #[cfg(feature = "portal")]
+                Some(Capture::Portal(cap)) => spawn("host-portal", move || {
+                    super::source_portal::portal_loop(&s, *cap, stage, fps, stamp)
                 })?,
                 None => return Err(HostError::Usage("no desktop capture".into())),
             });
@@ -434,13 +441,15 @@ fn open_input_sink(
         (InputSpec::Uinput, _, _) => {
             InputSink::Uinput(Box::new(UinputDevices::open(uinput, w, h)?))
         }
-        (InputSpec::Auto, SourceSpec::Wlr { .. }, _) => match UinputDevices::open(uinput, w, h) {
-            Ok(d) => InputSink::Uinput(Box::new(d)),
-            Err(e) => {
-                shared.note(format!("no Wayland input, client input is dropped: {e}"));
-                InputSink::Discard
+        (InputSpec::Auto, SourceSpec::Wlr { .. } | SourceSpec::Portal { .. }, _) => {
+            match UinputDevices::open(uinput, w, h) {
+                Ok(d) => InputSink::Uinput(Box::new(d)),
+                Err(e) => {
+                    shared.note(format!("no Wayland input, client input is dropped: {e}"));
+                    InputSink::Discard
+                }
             }
-        },
+        }
         (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
         (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
         (InputSpec::Discard, _, _) => InputSink::Discard,
