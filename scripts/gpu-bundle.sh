@@ -5,7 +5,8 @@
 #                                         release binary (default target/release/untether) and
 #                                         every library it needs but glibc into
 #                                         target/gpu-bundle/ (ut.tar.xz, run.sh, summary.py;
-#                                         about 2 min, ~41 MiB)
+#                                         about 2 min, ~41 MiB; UT_XZ_LEVEL=0 packs faster
+#                                         on a loaded machine, ~50 MiB)
 #   scripts/gpu-bundle.sh run [DIR]       on the GPU machine, from a copy of that folder (or in
 #                                         it: DIR defaults to target/gpu-bundle): unpacks to
 #                                         /tmp/ut and runs the GPU figures (presenter, late warp

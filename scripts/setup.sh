@@ -38,10 +38,16 @@ PACKAGES=(
   libgl-dev libopenxr-loader1 libopenxr-utils openxr-layer-corevalidation
   # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears.
   libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
+  # hello_xr -g Vulkan2 on the OpenXR runtime enables Khronos' Vulkan validation layer from it.
+  vulkan-validationlayers
   # Wayland capture tests (tests/wayland.rs): a headless sway and its solid-colour background.
   sway swaybg
+  # Desktop portal capture (--capture portal: pipewiresrc) and its test on that sway.
+  dbus pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-wlr gstreamer1.0-pipewire
   # make deb and its test (tests/install.rs): dpkg-shlibdeps, systemd-analyze verify, man, col.
   dpkg-dev systemd man-db bsdextrautils
+  # The zsh and fish completions load in their shells (tests/install.rs).
+  zsh fish
 )
 if [ "$WANT_BROWSER" = 1 ]; then
   PACKAGES+=(chromium janus)

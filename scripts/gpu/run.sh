@@ -13,7 +13,8 @@
 # (demo-1080p-t2), the decoder opened and warmed at connect ("first picture decoded" and the
 # glass-to-glass p99 of demo-1080p-cuda), the late warp through the distortion mesh
 # (bench-vr-*), and which path took the GL presenter's pictures (demo-gl-cuda: zero-copy or
-# the software path's one line).
+# the software path's one line) with decode + present at 1080p against the software path
+# (demo-gl-cuda-sw, UNTETHER_ZERO_COPY=off).
 #
 # Results in $OUT (at most 8 files): summary.txt, console.log, logs.tar.gz (every log, the bench
 # JSON/HTML reports, doctor, environment), d1080.json, d1080-s8.json, d720.json, d1080-cuda.json.
@@ -212,10 +213,14 @@ main() {
     step demo-1080p-cuda 45 15 "$UT/untether" demo --headless --resolution 1080p --encoder libx264 \
         --hwaccel cuda --duration "$DEMO_S" --report "$OUT/d1080-cuda.json"
 
-    # The GL presenter in a window at 1080p decoding with NVDEC: zero-copy when the driver
-    # allows it, else the one line naming why not.
+    # The GL presenter in a window at 1080p decoding with NVDEC: zero-copy (CUDA-GL interop)
+    # when the driver allows it, else the one line naming why not; then the same with
+    # UNTETHER_ZERO_COPY=off (downloaded and uploaded again): decode + present p50, side by side
+    # in the summary.
     step demo-gl-cuda 40 15 env DISPLAY="$display" "$UT/untether" demo --presenter gl --hwaccel cuda \
         --resolution 1080p --encoder libx264 --duration "$DEMO_S" --report "$W/demo-gl-cuda.json"
+    step demo-gl-cuda-sw 40 15 env DISPLAY="$display" UNTETHER_ZERO_COPY=off "$UT/untether" demo --presenter gl \
+        --hwaccel cuda --resolution 1080p --encoder libx264 --duration "$DEMO_S" --report "$W/demo-gl-cuda-sw.json"
 
     # 5. The VR bench at 1080p when there is time for it.
     step bench-vr-1080p 150 40 env DISPLAY="$display" "$UT/untether" bench --vr --late-warp on,off \

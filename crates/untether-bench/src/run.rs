@@ -87,6 +87,9 @@ pub struct BenchOptions {
     pub response_interval_ms: u64,
     /// Loopback runs go through impairment relays, one per path (`--loss`, `--paths`, …).
     pub impairment: Option<untether_netem::Profile>,
+    /// A scenario with `capture = "app"`: the frame ring of the application the caller
+    /// started with the capture hook (`untether bench --capture app -- APP`).
+    pub app_ring: Option<untether::host::PresentRing>,
 }
 
 impl Default for BenchOptions {
@@ -95,6 +98,7 @@ impl Default for BenchOptions {
             quality: QualityPlan::default(),
             response_interval_ms: 500,
             impairment: None,
+            app_ring: None,
         }
     }
 }
@@ -294,6 +298,23 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
 /// `video.slices`, set with the options).
 pub fn host_setup(sc: &Scenario) -> HostSetup {
     match sc.capture.as_deref() {
+        // The application's ring is the caller's ([`BenchOptions::app_ring`]).
+        Some("app") => HostSetup {
+            stamp: true,
+            input: untether::host::InputSpec::Discard,
+            ..Default::default()
+        },
+        Some(c) if c == "portal" || c.starts_with("pipewire:") => HostSetup {
+            source: match c.strip_prefix("pipewire:") {
+                Some(target) => untether::host::SourceSpec::PipeWire {
+                    target: target.to_string(),
+                },
+                None => untether::host::SourceSpec::Portal { token_file: None },
+            },
+            stamp: true,
+            input: untether::host::InputSpec::Discard,
+            ..Default::default()
+        },
         Some(c) => HostSetup {
             source: untether::host::SourceSpec::Wlr {
                 display: None,
@@ -439,6 +460,17 @@ pub fn run_untether(
 ) -> Result<ScenarioResult, BenchError> {
     let options = demo_options(sc, bench)?;
     let mut setup = host_setup(sc);
+    if sc.capture.as_deref() == Some("app") {
+        let Some(ring) = &bench.app_ring else {
+            return Err(bad(
+                sc,
+                "capture",
+                "app",
+                "needs the application: untether bench --capture app -- APP ARGS".into(),
+            ));
+        };
+        setup.source = untether::host::SourceSpec::Presents(ring.clone());
+    }
     let fps = sc.fps;
     let plan = bench.quality;
     let (w, h) = (sc.width, sc.height);

@@ -65,8 +65,9 @@ pub struct Scenario {
     /// With `vr`: the presenter's late warp (`vr.late_warp`).
     pub late_warp: bool,
     /// Capture a Wayland desktop instead of rendering the scene: `wlr` or `wlr:OUTPUT` (the
-    /// wlroots compositor in `$WAYLAND_DISPLAY`, wlr-screencopy; frames stamped by the host;
-    /// the resolution must be the output's size).
+    /// wlroots compositor in `$WAYLAND_DISPLAY`, wlr-screencopy), or `portal` (the desktop
+    /// portal's screen cast on the session bus, PipeWire); frames stamped by the host; the
+    /// resolution must be the output's size.
     pub capture: Option<String>,
 }
 

@@ -93,6 +93,8 @@ struct Pending {
     height: u32,
     format: FrameFormat,
     present_us: u64,
+    /// Its due number (what the ring numbers the frame).
+    due: u64,
 }
 
 /// One context's copy state (per thread: a GL context is current on one thread).
@@ -201,16 +203,16 @@ unsafe fn on_present(ring: &FrameRing, surface: Surface) {
 impl Copier {
     unsafe fn present(&mut self, ring: &FrameRing, surface: &Surface, now: u64) {
         if self.fns.is_none() {
-            if ring.note_present(now) {
+            if ring.note_present(now).is_some() {
                 ring.count_unsupported();
             }
             return;
         }
         self.poll(ring);
         let Some(fns) = self.fns.as_ref() else { return };
-        if !ring.note_present(now) {
+        let Some(due) = ring.note_present(now) else {
             return;
-        }
+        };
         if self.pending.is_some() {
             // The previous copy is still in flight: drop this frame rather than wait.
             ring.count_busy();
@@ -267,6 +269,7 @@ impl Copier {
             height: h,
             format,
             present_us: now,
+            due,
         });
         self.poll(ring);
     }
@@ -297,7 +300,7 @@ impl Copier {
                 let dst = slot.pixels_mut();
                 let n = dst.len().min(self.pbo_bytes);
                 std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.as_mut_ptr(), n);
-                slot.publish(p.present_us);
+                slot.publish(p.present_us, p.due);
             }
             (fns.unmap_buffer)(GL_PIXEL_PACK_BUFFER);
         }

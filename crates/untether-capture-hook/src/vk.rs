@@ -319,9 +319,12 @@ unsafe extern "system" fn queue_present(
     timed(ring, || {
         let now = untether_capture::now_us();
         let i = &*info;
-        if i.swapchain_count == 0 || !ring.note_present(now) {
+        if i.swapchain_count == 0 {
             return;
         }
+        let Some(due) = ring.note_present(now) else {
+            return;
+        };
         let sc = *i.p_swapchains;
         let image = *i.p_image_indices;
         let copier = lock(&d.swapchains).get(&sc.as_raw()).cloned();
@@ -330,7 +333,7 @@ unsafe extern "system" fn queue_present(
         let waits =
             std::slice::from_raw_parts(i.p_wait_semaphores, i.wait_semaphore_count as usize);
         let mut c = lock(&copier);
-        if let Some(sem) = c.copy(&d, ring, queue, family, image, waits, now) {
+        if let Some(sem) = c.copy(&d, ring, queue, family, image, waits, (now, due)) {
             wait = sem;
         }
     });

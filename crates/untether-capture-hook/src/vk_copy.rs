@@ -44,6 +44,7 @@ struct Job {
     height: u32,
     format: FrameFormat,
     present_us: u64,
+    due: u64,
 }
 
 pub(crate) struct Copier {
@@ -86,8 +87,9 @@ impl Copier {
         }
     }
 
-    /// Copies image `index` (presented at `now`) if nothing is in flight; returns the semaphore
-    /// the present must wait for instead of `waits`, or None (the present goes on as it was).
+    /// Copies image `index` (presented at `now`, due number `due`) if nothing is in flight;
+    /// returns the semaphore the present must wait for instead of `waits`, or None (the
+    /// present goes on as it was).
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn copy(
         &mut self,
@@ -97,7 +99,7 @@ impl Copier {
         family: u32,
         index: u32,
         waits: &[vk::Semaphore],
-        now: u64,
+        (now, due): (u64, u64),
     ) -> Option<vk::Semaphore> {
         let format = frame_format(self.info.format).filter(|_| self.info.copyable && !self.failed);
         let Some(format) = format else {
@@ -116,6 +118,11 @@ impl Copier {
         }
         let image = *self.info.images.get(index as usize)?;
         if self.res.as_ref().is_some_and(|r| r.family != family) {
+            // Presented on another queue family: the objects are remade there, after the copy
+            // in flight (if any) ends: the one place the present could wait, counted.
+            if self.busy.load(Ordering::Acquire) {
+                ring.count_wait();
+            }
             self.release(&d.device);
         }
         if self.res.is_none() {
@@ -143,6 +150,7 @@ impl Copier {
             height: h,
             format,
             present_us: now,
+            due,
         };
         let sender = &self
             .worker
@@ -374,7 +382,7 @@ fn spawn_worker(
                                 dst.len(),
                             )
                         };
-                        slot.publish(job.present_us);
+                        slot.publish(job.present_us, job.due);
                     }
                 } else {
                     ring.count_busy();

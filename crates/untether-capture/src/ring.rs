@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 const MAGIC: u64 = 0x554e_5445_5448_5246; // "UNTETHRF"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// The most slots a ring has.
 pub const MAX_SLOTS: usize = 8;
 /// Bytes before the first slot (the header, padded to a page).
@@ -101,7 +101,8 @@ struct Header {
     waiters: AtomicU32,
     /// `(frame << 8) | slot` of the newest published frame; 0: none yet.
     latest: AtomicU64,
-    frames: AtomicU64,
+    /// Presents due on the stream's grid (each one's number is its frame number).
+    due: AtomicU64,
     presents: AtomicU64,
     published: AtomicU64,
     dropped_busy: AtomicU64,
@@ -110,6 +111,7 @@ struct Header {
     unsupported: AtomicU64,
     hook_ns_total: AtomicU64,
     hook_ns_max: AtomicU64,
+    waited: AtomicU64,
     state: [AtomicU32; MAX_SLOTS],
     meta: [SlotMeta; MAX_SLOTS],
 }
@@ -121,6 +123,9 @@ const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
 pub struct RingCounters {
     /// Presents the hook saw (every `vkQueuePresentKHR` / `glXSwapBuffers` / `eglSwapBuffers`).
     pub presents: u64,
+    /// Presents due on the stream's grid while someone watched: the frames the stream should
+    /// carry (each is copied and published, or dropped and counted).
+    pub due: u64,
     /// Frames copied and published into the ring.
     pub published: u64,
     /// Frames dropped because no slot was free or the previous copy was still in flight.
@@ -134,6 +139,9 @@ pub struct RingCounters {
     /// Time spent inside the hook, in total and at most once (nanoseconds).
     pub hook_ns_total: u64,
     pub hook_ns_max: u64,
+    /// Presents in which the hook waited for a copy (a fence, the previous copy): the hook is
+    /// built never to, so this stays 0.
+    pub waited: u64,
     /// The process that writes into the ring (0: none yet).
     pub producer_pid: u32,
 }
@@ -150,7 +158,8 @@ pub struct TakenFrame<'a> {
     pub bottom_up: bool,
     /// When the application presented it (`CLOCK_MONOTONIC`, µs).
     pub present_us: u64,
-    /// The frame's number in the ring (1, 2, …; gaps are frames overwritten unseen).
+    /// The number of the due present it is (1, 2, …; gaps are due frames dropped in the
+    /// application or overwritten in the ring unseen).
     pub frame: u64,
 }
 
@@ -193,10 +202,11 @@ impl WriteSlot<'_> {
         unsafe { std::slice::from_raw_parts_mut(self.ring.slot_ptr(self.slot), self.len) }
     }
 
-    /// Publishes the frame presented at `present_us` as the newest and wakes the host.
-    pub fn publish(mut self, present_us: u64) {
+    /// Publishes due frame number `frame` (from [`FrameRing::note_present`]; increasing),
+    /// presented at `present_us`, as the newest and wakes the host.
+    pub fn publish(mut self, present_us: u64, frame: u64) {
         let h = self.ring.header();
-        let frame = h.frames.fetch_add(1, Ordering::Relaxed) + 1;
+        let frame = frame.clamp(1, u64::MAX >> 8);
         let m = &h.meta[self.slot];
         m.present_us.store(present_us, Ordering::Relaxed);
         m.frame.store(frame, Ordering::Relaxed);
@@ -400,6 +410,8 @@ impl FrameRing {
             unsupported: l(&h.unsupported),
             hook_ns_total: l(&h.hook_ns_total),
             hook_ns_max: l(&h.hook_ns_max),
+            waited: l(&h.waited),
+            due: l(&h.due),
             producer_pid: h.producer_pid.load(Ordering::Relaxed),
         }
     }
@@ -488,10 +500,11 @@ impl FrameRing {
 
     // ---- the application's side ----
 
-    /// Counts a present and says whether to copy its frame: this process writes the ring (the
-    /// first to present claims it; a child process of the application is ignored), someone
-    /// watches, and the stream's next frame is due (a fixed grid at the host's interval).
-    pub fn note_present(&self, now_us: u64) -> bool {
+    /// Counts a present and says whether to copy its frame, giving its due number (1, 2, …,
+    /// what [`WriteSlot::publish`] takes): this process writes the ring (the first to present
+    /// claims it; a child process of the application is ignored), someone watches, and the
+    /// stream's next frame is due (a fixed grid at the host's interval).
+    pub fn note_present(&self, now_us: u64) -> Option<u64> {
         let h = self.header();
         let pid = std::process::id();
         if h.producer_pid.load(Ordering::Relaxed) != pid
@@ -499,18 +512,18 @@ impl FrameRing {
                 .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
         {
-            return false;
+            return None;
         }
         h.presents.fetch_add(1, Ordering::Relaxed);
         if h.watching.load(Ordering::Relaxed) == 0 {
             h.skipped.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return None;
         }
         let interval = h.interval_us.load(Ordering::Relaxed);
         let due = h.next_due_us.load(Ordering::Relaxed);
         if now_us < due {
             h.skipped.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return None;
         }
         // On the grid; fallen more than a period behind (a pause): start again from now.
         let next = if now_us - due > interval {
@@ -519,7 +532,7 @@ impl FrameRing {
             due + interval
         };
         h.next_due_us.store(next, Ordering::Relaxed);
-        true
+        Some(h.due.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     /// A slot for a `width`×`height` frame of `stride`-byte rows, or None (dropped and
@@ -569,6 +582,11 @@ impl FrameRing {
     /// Counts a frame dropped because the previous copy was still in flight.
     pub fn count_busy(&self) {
         self.header().dropped_busy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a present in which the hook waited for a copy (it is built never to).
+    pub fn count_wait(&self) {
+        self.header().waited.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a present of a pixel format the hook does not copy.

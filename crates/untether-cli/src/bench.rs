@@ -44,6 +44,8 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
     \x20 untether bench --netns --loss 2% --compare ffmpeg-rtp-tcp   (real TCP through the same loss)\n\
     \x20 untether bench --netns --transport udp,raw   (UDP against raw layer-2 frames over the veth pair; root)\n\
     \x20 untether bench --capture wlr --resolution 1280x720   (a sway/wlroots desktop through wlr-screencopy)\n\
+    \x20 untether bench --capture app --resolution 640x360 -- vkcube --width 640 --height 360   (an application's presents)\n\
+    \x20 untether bench --capture portal             (the desktop portal's screen cast, PipeWire)\n\
     \x20 xvfb-run -a untether bench --vr --late-warp on,off   (pose-to-photon with and without late warp; a window)";
 
 #[derive(Args, Debug, Clone)]
@@ -111,9 +113,12 @@ pub struct BenchArgs {
     /// With --vr: the presenter's late warp, comma-separated to compare in one run: on, off (default: vr.late_warp's).
     #[arg(long, value_name = "on|off", requires = "vr")]
     late_warp: Option<String>,
-    /// Capture a Wayland desktop instead of the test scene: wlr or wlr:OUTPUT (the wlroots compositor in $WAYLAND_DISPLAY through wlr-screencopy; frames stamped by the host). --resolution must be the output's size.
-    #[arg(long, value_name = "wlr[:OUTPUT]")]
+    /// Capture instead of the test scene: wlr or wlr:OUTPUT (a Wayland desktop: the wlroots compositor in $WAYLAND_DISPLAY through wlr-screencopy), or app (the presents of the application after --, through the capture hook, as `untether run`); frames stamped by the host. --resolution must be the output's / application's size.
+    #[arg(long, value_name = "wlr[:OUTPUT]|app")]
     capture: Option<String>,
+    /// With --capture app: the application and its arguments, after --.
+    #[arg(last = true, value_name = "APP [ARGS]")]
+    app: Vec<std::ffi::OsString>,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -222,8 +227,15 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             .as_deref()
             .map_or(d.adaptive_bitrate, |v| v == "on"),
         capture: match a.capture.as_deref() {
+            Some("app") if a.app.is_empty() => {
+                bail!("--capture app: name the application after --, e.g. -- vkcube")
+            }
+            Some(_) | None if !a.app.is_empty() && a.capture.as_deref() != Some("app") => {
+                bail!("an application after -- needs --capture app")
+            }
+            Some("app") => Some("app".to_string()),
             Some(c) if crate::wayland_arg::is_wayland(c) && c != "wlr:" => Some(c.to_string()),
-            Some(c) => bail!("--capture {c:?}: expected wlr or wlr:OUTPUT"),
+            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT, portal, pipewire:NODE or app"),
             None => None,
         },
         ..d.clone()
@@ -406,6 +418,7 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         },
         response_interval_ms: a.response_interval,
         impairment: impairment(&a)?,
+        app_ring: None,
     };
     // Validate every scenario before running any.
     for sc in &list {
@@ -462,13 +475,22 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         bar.set_message(format!("{} ({system})", sc.display_name()));
         let base = done;
         let mut progress = |f: f64| bar.set_position(((base + f * sc.duration_s) * 10.0) as u64);
-        let r = match peer {
+        let app = match sc.capture.as_deref() {
+            Some("app") if peer.is_none() => Some(crate::bench_app::BenchApp::start(&a.app, sc)?),
+            _ => None,
+        };
+        let options = BenchOptions {
+            app_ring: app.as_ref().map(|app| app.ring()),
+            ..options.clone()
+        };
+        let mut r = match peer {
             None => run_untether(sc, &options, &mut progress, stop.clone())
                 .with_context(|| format!("{} (untether)", sc.display_name()))?,
             Some(p) => run_peer(*p, sc, &mut progress)
                 .with_context(|| format!("{} ({})", sc.display_name(), p.name()))?,
         };
         done += sc.duration_s;
+        let app_line = app.map(|app| app.finish(&mut r.report));
         let json = out_dir.join(format!("{}-{system}.json", file_stem(&sc.display_name())));
         write_json(&json, &r.report)?;
         if results.is_empty() {
@@ -503,6 +525,10 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
                 .map_or("-".into(), |v| format!("{v:.4}")),
             json.display()
         );
+        let line = match app_line {
+            Some(app) => format!("{line}\n{app}"),
+            None => line,
+        };
         if bar.is_hidden() {
             outln!("{line}");
         } else {
@@ -706,6 +732,29 @@ mod tests {
         assert!(e.starts_with("--late-warp"), "{e}");
         // --late-warp means nothing without --vr.
         assert!(Cli::try_parse_from(["bench", "--late-warp", "on"]).is_err());
+    }
+
+    #[test]
+    fn app_capture_takes_the_application_after_dashes_and_only_with_capture_app() {
+        let list = scenarios(&parse(&["--capture", "app", "--", "vkcube", "--c", "9"])).unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].capture.as_deref(), Some("app"));
+        assert!(list[0].display_name().ends_with("-app"));
+        for (bad, says) in [
+            (&["--capture", "app"][..], "name the application after --"),
+            (&["--", "vkcube"][..], "needs --capture app"),
+            (
+                &["--capture", "wlr", "--", "vkcube"][..],
+                "needs --capture app",
+            ),
+            (
+                &["--capture", "vulkan"][..],
+                "expected wlr, wlr:OUTPUT, portal, pipewire:NODE or app",
+            ),
+        ] {
+            let e = scenarios(&parse(bad)).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use untether_media::x11::{CaptureTarget, PointerMode};
 #[macro_use]
 mod out;
 mod bench;
+mod bench_app;
 mod config_file;
 mod discover;
 mod doctor;
@@ -272,7 +273,7 @@ struct HostArgs {
     /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
-    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through wlr-screencopy: sway, Hyprland, river), input through uinput; or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
+    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through wlr-screencopy: sway, Hyprland, river), input through uinput; portal (a monitor or window picked in the desktop portal's ScreenCast dialog, GNOME, KDE, wlroots, read from PipeWire; the permission is kept in the state directory so the user approves once), input through uinput; pipewire:NODE (a PipeWire video node by name or serial, without the portal); or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
     #[arg(
         long,
         value_name = "x11[:DISPLAY]|wlr[:OUTPUT]|kms[:DEVICE]",
@@ -330,7 +331,7 @@ struct HostArgs {
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
-    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); another address also answers to the admin token printed at start; off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
+    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate and frame rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); another address also answers to the admin token printed at start; off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
     #[arg(long, value_name = "ADDR:PORT|off", num_args = 0..=1, default_missing_value = "127.0.0.1:9711")]
     dashboard: Option<String>,
     #[command(flatten)]
@@ -811,7 +812,7 @@ fn host_setup(args: &HostArgs) -> Result<HostSetup> {
                 _ => bail!("--capture {c:?}: expected x11 or x11:DISPLAY (e.g. x11::1)"),
             },
             None => bail!(
-                "--capture {c:?}: expected x11, x11:DISPLAY, wlr, wlr:OUTPUT, kms or kms:DEVICE"
+                "--capture {c:?}: expected x11, x11:DISPLAY, wlr, wlr:OUTPUT, portal, pipewire:NODE, kms or kms:DEVICE"
             ),
         };
         setup.source = SourceSpec::X11 {
@@ -938,6 +939,8 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
                 .map(|(x, y, w, h)| format!(" region {x},{y},{w}x{h}"))
                 .unwrap_or_default()
         ),
+        SourceSpec::Portal { .. } => "the desktop portal's screen cast (PipeWire)".to_string(),
+        SourceSpec::PipeWire { target } => format!("PipeWire node {target:?}"),
         SourceSpec::App => "the application".to_string(),
         SourceSpec::Presents(_) => "the application's presented frames".to_string(),
         SourceSpec::Kms { device } => format!(

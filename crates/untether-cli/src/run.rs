@@ -168,9 +168,10 @@ impl AppRun {
         let rate = Rates::rate(self.rates.watched);
         let idle_rate = Rates::rate(self.rates.unwatched);
         eprintln!(
-            "untether run: {} presented {} frames ({rate:.1}/s while watched, {idle_rate:.1}/s while not) · copied {} · dropped {} (copy in flight or no slot) · skipped {} (above the stream's rate or nobody watching) · too big {} · unsupported {} · in the hook {:.3} ms on average, {:.3} ms at most · {}",
+            "untether run: {} presented {} frames ({rate:.1}/s while watched, {idle_rate:.1}/s while not) · due on the stream's grid {} · copied {} · dropped {} (copy in flight or no slot) · skipped {} (above the stream's rate or nobody watching) · too big {} · unsupported {} · in the hook {:.3} ms on average, {:.3} ms at most, waited for a copy {} times · {}",
             self.name,
             c.presents,
+            c.due,
             c.published,
             c.dropped_busy,
             c.skipped,
@@ -178,6 +179,7 @@ impl AppRun {
             c.unsupported,
             c.hook_ns_total as f64 / c.presents.max(1) as f64 / 1e6,
             c.hook_ns_max as f64 / 1e6,
+            c.waited,
             match exit {
                 Some(s) => format!("it ended: {s}"),
                 None => "its exit status is unknown".into(),
@@ -194,7 +196,9 @@ impl AppRun {
             "name": self.name,
             "exit_code": exit.and_then(|s| s.code()),
             "presents": c.presents,
+            "due": c.due,
             "published": c.published,
+            "waited": c.waited,
             "dropped_busy": c.dropped_busy,
             "skipped": c.skipped,
             "too_big": c.too_big,

@@ -1,4 +1,5 @@
-//! `untether host --capture wlr[:OUTPUT] [--region X,Y,WxH]`: the Wayland capture arguments.
+//! `untether host --capture wlr[:OUTPUT] [--region X,Y,WxH]` and `--capture portal`: the
+//! Wayland capture arguments.
 
 use anyhow::{bail, Result};
 use untether::host::SourceSpec;
@@ -6,11 +7,28 @@ use untether_media::wlr::WlrTarget;
 
 /// Whether `--capture` names a Wayland capture.
 pub fn is_wayland(capture: &str) -> bool {
-    capture == "wlr" || capture.starts_with("wlr:")
+    capture == "wlr"
+        || capture.starts_with("wlr:")
+        || capture == "portal"
+        || capture.starts_with("pipewire:")
 }
 
 /// The source for `--capture wlr[:OUTPUT]` and `--region` (the compositor in $WAYLAND_DISPLAY).
 pub fn source(capture: &str, region: Option<&str>, cursor: bool) -> Result<SourceSpec> {
+    if capture == "portal" {
+        if region.is_some() {
+            bail!("--region goes with --capture wlr (with --capture portal the portal's dialog picks a monitor or a window)");
+        }
+        return Ok(SourceSpec::Portal { token_file: None });
+    }
+    if let Some(target) = capture.strip_prefix("pipewire:") {
+        if target.is_empty() || region.is_some() {
+            bail!("--capture {capture:?}: expected pipewire:NODE (a node.name or serial, see pw-cli ls Node), without --region");
+        }
+        return Ok(SourceSpec::PipeWire {
+            target: target.to_string(),
+        });
+    }
     let output = match capture.strip_prefix("wlr") {
         Some("") => None,
         Some(o) => match o.strip_prefix(':') {
@@ -65,5 +83,13 @@ mod tests {
             source("wlr:HEADLESS-1", None, false).unwrap(),
             SourceSpec::Wlr { target, .. } if target.output.as_deref() == Some("HEADLESS-1")
         ));
+        assert_eq!(
+            source("portal", None, false).unwrap(),
+            SourceSpec::Portal { token_file: None }
+        );
+        let e = source("portal", Some("0,0,8x8"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--region") && e.contains("portal"), "{e}");
     }
 }

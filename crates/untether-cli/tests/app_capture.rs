@@ -2,24 +2,25 @@
 //! llvmpipe) application under Xvfb, its presented frames copied by the capture hook into the
 //! frame ring, encoded by the host and received by a headless client.
 //!
-//! Each test checks: the client shows the application's frames (the picture is not uniform),
-//! at least half of those due (its presents up to the stream's rate, over the time it
-//! watched: a floor for a loaded shared machine; the ignored bench asserts the issue's 90 %);
-//! every present is accounted for by the hook's counters (copied, dropped, skipped); and the
-//! application was not held to the stream's pace (it presented more often than the stream took
-//! frames: a hook that waited for the host would make presents ≈ copies). The frame-rate cost
-//! of capture is measured by the ignored bench below (docs/BENCHMARKS.md).
+//! Each test counts frames exactly rather than from wall-clock rates: the hook numbers every
+//! present due on the stream's grid (the application's presents up to the stream's rate), the
+//! host stamps that number into the picture, and the client reports the stamps it showed. So
+//! `shown / (last − first + 1)` is the share of due presents the client showed, whatever the
+//! timing at the edges of the run: it must be ≥ 90 % (issue 25). The hook's counters must
+//! account for every present (due or skipped; every due one copied or dropped and counted),
+//! and the hook never waited for a copy (`waited` = 0). The frame-rate cost of capture is a
+//! speed figure: the ignored bench below measures it (docs/BENCHMARKS.md).
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The stream's rate: low enough that the encoder (640x360, x264) keeps up with room to
+/// spare on CI's two cores while the application renders in software beside it.
 const FPS: u32 = 30;
-/// Frames shown / frames due (the application's presents up to the stream's rate) that a
-/// `make test` run must reach on a loaded machine; the bench asserts the issue's 90 %.
-const MIN_SHOWN: f64 = 0.5;
-const BENCH_MIN_SHOWN: f64 = 0.9;
+/// Frames shown / frames due (the application's presents up to the stream's rate).
+const MIN_SHOWN: f64 = 0.9;
 
 fn untether() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
@@ -78,7 +79,8 @@ struct Run {
     frame: PathBuf,
 }
 
-/// `untether run` of `app` for `host_s` seconds, a headless client watching for `client_s`.
+/// `untether run` of `app` for `host_s` seconds, a headless client watching for `client_s`
+/// (0: no client).
 fn run(app: &[&str], host_s: u32, client_s: u32, tag: &str) -> Run {
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -96,6 +98,7 @@ fn run(app: &[&str], host_s: u32, client_s: u32, tag: &str) -> Run {
         .args(["run", "--access", "open", "--bind"])
         .arg(format!("127.0.0.1:{port}"))
         .args(["--fps", &FPS.to_string(), "--duration", &host_s.to_string()])
+        .arg("--stamp")
         .arg("--report")
         .arg(&host_json)
         .arg("--")
@@ -124,22 +127,25 @@ fn run(app: &[&str], host_s: u32, client_s: u32, tag: &str) -> Run {
         let _ = host.wait();
         panic!("untether run never listened: {}", host_log.join().unwrap());
     }
-    let client = untether()
-        .args(["client", &format!("127.0.0.1:{port}"), "--headless"])
-        .args(["--duration", &client_s.to_string()])
-        .arg("--report")
-        .arg(&client_json)
-        .arg("--save-frame")
-        .arg(&frame)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let c = wait(
-        client,
-        Duration::from_secs(client_s as u64 + 20),
-        "the client",
-    );
+    // client_s 0: nobody watches (capture off: the hook only counts presents).
+    let c = (client_s > 0).then(|| {
+        let client = untether()
+            .args(["client", &format!("127.0.0.1:{port}"), "--headless"])
+            .args(["--duration", &client_s.to_string()])
+            .arg("--report")
+            .arg(&client_json)
+            .arg("--save-frame")
+            .arg(&frame)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait(
+            client,
+            Duration::from_secs(client_s as u64 + 20),
+            "the client",
+        )
+    });
     let h = wait(
         host,
         Duration::from_secs(host_s as u64 + 20),
@@ -147,17 +153,23 @@ fn run(app: &[&str], host_s: u32, client_s: u32, tag: &str) -> Run {
     );
     let stderr = host_log.join().unwrap();
     assert!(h.status.success(), "untether run failed: {stderr}");
-    assert!(
-        c.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&c.stderr)
-    );
+    if let Some(c) = &c {
+        assert!(
+            c.status.success(),
+            "client failed: {}",
+            String::from_utf8_lossy(&c.stderr)
+        );
+    }
     let read = |p: &Path| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
     };
     Run {
         host: read(&host_json),
-        client: read(&client_json),
+        client: if c.is_some() {
+            read(&client_json)
+        } else {
+            serde_json::Value::Null
+        },
         frame,
     }
 }
@@ -182,44 +194,61 @@ fn distinct_levels(ppm: &Path) -> usize {
     seen.iter().filter(|&&s| s).count()
 }
 
-fn check(r: &Run, app: &str, min_shown: f64) {
+/// The share of due frames the client showed, from the stamps (see the module's comment).
+fn shown_of_due(r: &Run, app: &str) -> (u64, u64) {
+    let f = &r.client["frames"];
+    let n = |k: &str| f[k].as_u64();
+    let (Some(shown), Some(first), Some(last)) =
+        (n("stamped_shown"), n("stamp_first"), n("stamp_last"))
+    else {
+        panic!("{app}: the client read no stamp of a shown frame: {f}");
+    };
+    (shown, last - first + 1)
+}
+
+fn check(r: &Run, app: &str) {
     let a = &r.host["app"];
     let n = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("app.{k} in {a}"));
-    let presents = n("presents");
-    let accounted =
-        n("published") + n("dropped_busy") + n("skipped") + n("too_big") + n("unsupported");
+    let (presents, due) = (n("presents"), n("due"));
+    // Every present is due or skipped; every due one is copied or dropped and counted (one
+    // copy may still have been in flight when the application was stopped).
+    assert_eq!(presents, due + n("skipped"), "{app}: {a}");
+    let accounted = n("published") + n("dropped_busy") + n("too_big") + n("unsupported");
     assert!(
-        presents >= accounted && presents - accounted <= 1,
-        "{app}: every present is copied, dropped or skipped (one may be in flight): {a}"
+        due >= accounted && due - accounted <= 1,
+        "{app}: every due present is copied or dropped and counted: {a}"
     );
     assert_eq!(n("unsupported") + n("too_big"), 0, "{app}: {a}");
-    let rate = a["presents_per_s_watched"].as_f64().unwrap();
-    let watched_s = a["watched_s"].as_f64().unwrap();
-    assert!(watched_s > 1.0, "{app}: watched only {watched_s} s: {a}");
-    // Not held to the stream's pace: the hook never waits for the host, so the application
-    // presents more often than the stream takes frames (presents off the stream's grid are
-    // skipped, not waited for). A hook that waited would make presents ≈ copies.
+    // The copy never blocks the application: the hook never waited for a copy, and it was
+    // not held to the stream's pace (presents above the stream's rate were skipped, not
+    // waited for: a hook that waited would make presents ≈ due).
+    assert_eq!(n("waited"), 0, "{app}: the hook waited for a copy: {a}");
     assert!(
-        n("skipped") > 0 && presents > n("published"),
-        "{app}: presents {presents}, copied {}: {a}",
-        n("published")
+        n("skipped") > 0 && presents > due,
+        "{app}: presents {presents}, due {due}: {a}"
     );
+    let (shown, span) = shown_of_due(r, app);
+    let ratio = shown as f64 / span.max(1) as f64;
     let f = &r.client["frames"];
-    let shown = f["shown"].as_u64().unwrap();
-    let expected = rate.min(FPS as f64) * watched_s;
-    let ratio = shown as f64 / expected.max(1.0);
-    // The issue's 90 % is a throughput figure: on an idle box it holds (docs/BENCHMARKS.md,
-    // and the bench below asserts it); under the build load of a shared 2-core machine the
-    // encoder and decoder compete with the application, so this test asserts a floor only.
+    let h = &r.host["frames"];
     eprintln!(
-        "{app}: shown {shown} of {expected:.0} frames due ({:.0} %: {rate:.1} presents/s, {FPS} \
-         fps stream, {watched_s:.2} s watched)",
-        ratio * 100.0
+        "{app}: shown {shown} of the {span} frames due in the client's span ({:.1} %); over \
+         the run: {presents} presents, {due} due, {} copied, {} dropped in the app; host took \
+         {}, encoded {}, sent {}; client decoded {}, shown {}, stamps unread {}",
+        ratio * 100.0,
+        n("published"),
+        n("dropped_busy"),
+        h["captured"],
+        h["encoded"],
+        h["sent"],
+        f["decoded"],
+        f["shown"],
+        f["stamp_unreadable"],
     );
     assert!(
-        ratio >= min_shown,
-        "{app}: the client showed {shown} frames, < {:.0} % of {expected:.0}: {f}",
-        min_shown * 100.0
+        ratio >= MIN_SHOWN,
+        "{app}: the client showed {shown} of {span} due frames, < {:.0} %: {f}",
+        MIN_SHOWN * 100.0
     );
     let levels = distinct_levels(&r.frame);
     assert!(
@@ -228,13 +257,12 @@ fn check(r: &Run, app: &str, min_shown: f64) {
     );
     let g = &r.client["latency_ms"]["glass_to_glass"];
     eprintln!(
-        "{app}: present-to-client (present → shown) p50 {} ms, p95 {} ms over {} frames; {} \
-         presents/s watched, {} unwatched; in the hook {:.3} ms mean, {:.3} ms max",
+        "{app}: present-to-client (present → shown) p50 {} ms, p95 {} ms, p99 {} ms over {} \
+         frames; in the hook {:.3} ms mean, {:.3} ms max per present",
         g["p50"],
         g["p95"],
+        g["p99"],
         g["count"],
-        a["presents_per_s_watched"],
-        a["presents_per_s_unwatched"],
         a["hook_ms_mean"].as_f64().unwrap_or(0.0),
         a["hook_ms_max"].as_f64().unwrap_or(0.0),
     );
@@ -255,7 +283,7 @@ fn vkcube_through_the_vulkan_layer_reaches_a_client() {
         3,
         "vk",
     );
-    check(&r, "vkcube", MIN_SHOWN);
+    check(&r, "vkcube");
     assert!(r.host["app"]["exit_code"].is_null() || r.host["app"]["exit_code"] == 0);
 }
 
@@ -265,7 +293,7 @@ fn glxgears_through_the_gl_hook_reaches_a_client() {
         return;
     }
     let r = run(&["glxgears", "-geometry", "640x360"], 5, 3, "gl");
-    check(&r, "glxgears", MIN_SHOWN);
+    check(&r, "glxgears");
 }
 
 #[test]
@@ -292,8 +320,12 @@ fn run_without_the_hook_library_says_how_to_build_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("do not apply"));
 }
 
-/// The application's frame rate with capture on (a client watching) and off (the hook only
-/// counts), in one run of each application; figures in docs/BENCHMARKS.md.
+/// The application's frame rate with capture on (a client watching the whole run) and off
+/// (no client: the hook only counts presents): the same application at the same stream rate
+/// (uncapped: neither vkcube's FIFO presents nor glxgears pace on Xvfb with lavapipe/llvmpipe),
+/// in separate runs interleaved on, off, off, on, on, off so that neither always goes first;
+/// the medians compared. Each run with a client also checks frames shown ≥ 90 % of due.
+/// Figures in docs/BENCHMARKS.md.
 #[test]
 #[ignore = "bench: cargo test --release -p untether-cli --test app_capture -- --ignored --nocapture"]
 fn bench_app_frame_rate_with_capture_on_and_off() {
@@ -309,16 +341,34 @@ fn bench_app_frame_rate_with_capture_on_and_off() {
         if !ready(app[0]) {
             return;
         }
-        // The client watches for 6 of the host's 12 s: the rest is capture off.
-        let r = run(app, 12, 6, tag);
-        check(&r, app[0], BENCH_MIN_SHOWN);
-        let a = &r.host["app"];
-        let on = a["presents_per_s_watched"].as_f64().unwrap();
-        let off = a["presents_per_s_unwatched"].as_f64().unwrap();
+        let (mut on, mut off) = (Vec::new(), Vec::new());
+        for (i, watched) in [true, false, false, true, true, false]
+            .into_iter()
+            .enumerate()
+        {
+            let tag = format!("{tag}-{i}");
+            if watched {
+                let r = run(app, 8, 7, &tag);
+                check(&r, app[0]);
+                on.push(r.host["app"]["presents_per_s_watched"].as_f64().unwrap());
+            } else {
+                let r = run(app, 8, 0, &tag);
+                off.push(r.host["app"]["presents_per_s_unwatched"].as_f64().unwrap());
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (m_on, m_off) = (median(&mut on), median(&mut off));
+        let change = (m_on / m_off - 1.0) * 100.0;
         eprintln!(
-            "BENCH {}: {on:.1} presents/s with capture on, {off:.1} off: {:+.1} %",
-            app[0],
-            (on / off - 1.0) * 100.0
+            "BENCH {tag}: {m_on:.1} presents/s with capture on (runs {on:.1?}), {m_off:.1} off \
+             (runs {off:.1?}): {change:+.1} %"
+        );
+        assert!(
+            change >= -10.0,
+            "{tag}: capture cost {change:+.1} % of the frame rate (issue 25: at most 10 %)"
         );
     }
 }

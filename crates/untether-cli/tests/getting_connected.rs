@@ -225,7 +225,6 @@ fn the_host_is_found_on_one_machine_by_discover_and_by_name() {
 /// by a veth pair (multicast crosses it); then the host's address changes and the paired
 /// client finds it again by its key.
 #[test]
-#[ignore = "fails on the merged main (no mDNS answer inside the Testbed's namespaces, while a plain veth pair by hand works); run with --ignored"]
 fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
     if !is_root() {
         eprintln!("skipped: needs root for network namespaces");

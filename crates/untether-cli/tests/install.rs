@@ -324,3 +324,58 @@ fn the_package_installs_into_a_clean_root() {
     )));
     assert!(page.contains("--status-interval"), "{page}");
 }
+
+/// `untether generate completions` for zsh and fish (what `make install` and the package
+/// install): each shell loads its script and knows untether's commands.
+#[test]
+fn zsh_and_fish_load_their_completions() {
+    let dir = scratch("completions");
+    for shell in ["zsh", "fish"] {
+        let o = untether()
+            .args(["generate", "completions", shell])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let have = |shell: &str| {
+        Command::new(shell)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if have("fish") {
+        // fish's own completion engine, asked what `untether ho` completes to.
+        let out = run_ok(
+            Command::new("fish")
+                .arg("--no-config")
+                .arg("-c")
+                .arg(format!(
+                    "source {} && complete -C 'untether ho'",
+                    dir.join("untether.fish").display()
+                )),
+        );
+        assert!(
+            out.lines().any(|l| l.starts_with("host\t")),
+            "fish completes `untether ho` to: {out}"
+        );
+    } else {
+        println!("skipped fish: not installed (scripts/setup.sh installs it)");
+    }
+    if have("zsh") {
+        // compinit finds `_untether` on the fpath by its #compdef line and registers it for
+        // untether; autoload +X parses it (a syntax error fails here). The fpath is the
+        // scripts' directory and zsh's own Completion directory (compinit and its helpers):
+        // scanning every completion zsh ships took seconds.
+        let out = run_ok(Command::new("zsh").arg("-f").arg("-c").arg(format!(
+            "fpath=({} ${{(M)fpath:#*/Completion}}); autoload -Uz compinit && compinit -u -D \
+             && autoload +X _untether && print -r -- \"comp=${{_comps[untether]}}\" \
+             && functions _untether",
+            dir.display()
+        )));
+        assert!(out.contains("comp=_untether"), "{out}");
+        assert!(out.contains("host:"), "the commands: {out}");
+    } else {
+        println!("skipped zsh: not installed (scripts/setup.sh installs it)");
+    }
+}

@@ -92,6 +92,11 @@ pub trait Presenter {
     fn egl_support(&self) -> Option<crate::zero_copy::EglSupport> {
         None
     }
+    /// Whether [`Self::present`] takes pictures a hardware decoder left on the GPU
+    /// ([`DecodedFrame::gpu`]); false: the caller downloads them first.
+    fn takes_gpu_pictures(&self) -> bool {
+        false
+    }
     /// [`Self::present`] with the late warp asked for as late as this presenter can: the GPU
     /// presenter uploads the picture first and samples `warp` just before it draws.
     fn present_warped(

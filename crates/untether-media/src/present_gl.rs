@@ -26,7 +26,7 @@ use crate::overlay::{OverlayModel, RgbaImage, TextRaster};
 use crate::present::{Presenter, WindowEvent, WindowSpec, OVERLAY_MARGIN, OVERLAY_PX};
 use crate::warp::{Mat3, Warp};
 use crate::window::{self, sdl_err};
-use crate::zero_copy::EglSupport;
+use crate::zero_copy::{EglSupport, GpuImport};
 use crate::{MediaError, Result};
 
 const VERTEX_SHADER: &str = include_str!("shaders/fullscreen.vert");
@@ -48,6 +48,9 @@ const MESH_SHADER: &str = include_str!("shaders/mesh.frag");
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     gbr: bool,
+    /// NV12 (Y, then U and V interleaved in one half-size texture): pictures imported from a
+    /// hardware decoder without a copy ([`crate::zero_copy`]).
+    nv12: bool,
     /// Side-by-side stereo with lens distortion (VR).
     vr: bool,
     /// Chromatic-aberration correction (a sample per colour channel; off when the profile's
@@ -61,6 +64,9 @@ impl Variant {
         let mut d = String::from("#version 300 es\n");
         if self.gbr {
             d.push_str("#define GBR 1\n");
+        }
+        if self.nv12 {
+            d.push_str("#define NV12 1\n");
         }
         if self.vr {
             d.push_str("#define STEREO 1\n");
@@ -100,6 +106,15 @@ const R8_HALF: PlaneSpec = PlaneSpec {
     div_h: 2,
     ..R8
 };
+const RG8_HALF: PlaneSpec = PlaneSpec {
+    div_w: 2,
+    div_h: 2,
+    internal: glow::RG8,
+    format: glow::RG,
+    bytes: 2,
+};
+/// NV12's textures: what a zero-copy import fills.
+const NV12: [PlaneSpec; 2] = [R8, RG8_HALF];
 
 /// The textures a picture format is uploaded into, and whether the shader reads them as G, B,
 /// R (else Y, U, V). A new format (NV12: R8 + RG8 at half size) is one more arm here and one
@@ -151,6 +166,8 @@ struct VideoProgram {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Loaded {
     format: PictureFormat,
+    /// In the NV12 textures, imported without a copy.
+    nv12: bool,
     width: u32,
     height: u32,
     colour: Colorimetry,
@@ -186,6 +203,8 @@ pub struct GlPresenter {
     renderer: String,
     /// What the EGL display offers for importing decoded pictures without a copy.
     egl: EglSupport,
+    /// The zero-copy import of pictures a hardware decoder left on the GPU, or why not.
+    gpu_import: GpuImport,
     // Drop order: the context before the window, the window before SDL.
     _context: GLContext,
     window: Window,
@@ -341,6 +360,7 @@ impl GlPresenter {
             vsync,
             renderer,
             egl,
+            gpu_import: GpuImport::default(),
             _context: context,
             window,
             events,
@@ -353,6 +373,7 @@ impl GlPresenter {
         let chroma = spec.vr.as_ref().is_some_and(|l| l.chromatic != [1.0; 3]);
         p.program(Variant {
             gbr: false,
+            nv12: false,
             vr,
             chroma,
             warp: false,
@@ -360,6 +381,7 @@ impl GlPresenter {
         if vr {
             p.program(Variant {
                 gbr: false,
+                nv12: false,
                 vr,
                 chroma,
                 warp: true,
@@ -441,43 +463,16 @@ impl GlPresenter {
                 full_range: true,
             },
         };
-        let gl = &self.gl;
         let same = self
             .loaded
-            .is_some_and(|l| l.format == format && l.width == w && l.height == h);
+            .is_some_and(|l| !l.nv12 && l.format == format && l.width == w && l.height == h);
         // SAFETY: the context is current; every slice handed to GL holds rows × stride bytes
         // (`DecodedFrame::plane`) and GL reads (height − 1) × row length + width texels.
         unsafe {
             if !same {
-                self.filter = 0;
-                for t in self.planes.drain(..) {
-                    gl.delete_texture(t);
-                }
-                for s in specs {
-                    let t = gl.create_texture().map_err(gl_err("texture"))?;
-                    gl.bind_texture(glow::TEXTURE_2D, Some(t));
-                    for (p, v) in [
-                        (glow::TEXTURE_MIN_FILTER, glow::LINEAR),
-                        (glow::TEXTURE_MAG_FILTER, glow::LINEAR),
-                        (glow::TEXTURE_WRAP_S, glow::CLAMP_TO_EDGE),
-                        (glow::TEXTURE_WRAP_T, glow::CLAMP_TO_EDGE),
-                    ] {
-                        gl.tex_parameter_i32(glow::TEXTURE_2D, p, v as i32);
-                    }
-                    gl.tex_image_2d(
-                        glow::TEXTURE_2D,
-                        0,
-                        s.internal as i32,
-                        w.div_ceil(s.div_w) as i32,
-                        h.div_ceil(s.div_h) as i32,
-                        0,
-                        s.format,
-                        glow::UNSIGNED_BYTE,
-                        glow::PixelUnpackData::Slice(None),
-                    );
-                    self.planes.push(t);
-                }
+                self.make_textures(specs, w, h)?;
             }
+            let gl = &self.gl;
             gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 1);
             for (i, (s, t)) in specs.iter().zip(&self.planes).enumerate() {
                 let (data, stride) = picture.plane(i);
@@ -505,8 +500,10 @@ impl GlPresenter {
             }
             gl.pixel_store_i32(glow::UNPACK_ROW_LENGTH, 0);
         }
+        self.gpu_import.release();
         self.loaded = Some(Loaded {
             format,
+            nv12: false,
             width: w,
             height: h,
             colour,
@@ -514,12 +511,154 @@ impl GlPresenter {
         Ok(())
     }
 
+    /// Makes `specs`' textures for a `w`×`h` picture (the old ones deleted).
+    ///
+    /// # Safety
+    /// The context is current on this thread.
+    unsafe fn make_textures(&mut self, specs: &[PlaneSpec], w: u32, h: u32) -> Result<()> {
+        let gl = &self.gl;
+        self.filter = 0;
+        for t in self.planes.drain(..) {
+            gl.delete_texture(t);
+        }
+        for s in specs {
+            let t = gl.create_texture().map_err(gl_err("texture"))?;
+            gl.bind_texture(glow::TEXTURE_2D, Some(t));
+            for (p, v) in [
+                (glow::TEXTURE_MIN_FILTER, glow::LINEAR),
+                (glow::TEXTURE_MAG_FILTER, glow::LINEAR),
+                (glow::TEXTURE_WRAP_S, glow::CLAMP_TO_EDGE),
+                (glow::TEXTURE_WRAP_T, glow::CLAMP_TO_EDGE),
+            ] {
+                gl.tex_parameter_i32(glow::TEXTURE_2D, p, v as i32);
+            }
+            gl.tex_image_2d(
+                glow::TEXTURE_2D,
+                0,
+                s.internal as i32,
+                w.div_ceil(s.div_w) as i32,
+                h.div_ceil(s.div_h) as i32,
+                0,
+                s.format,
+                glow::UNSIGNED_BYTE,
+                glow::PixelUnpackData::Slice(None),
+            );
+            self.planes.push(t);
+        }
+        Ok(())
+    }
+
+    /// Loads a picture: one a hardware decoder left on the GPU is imported into the NV12
+    /// textures without a copy ([`crate::zero_copy`]), or downloaded when that cannot run
+    /// (said once); any other is uploaded.
+    fn load(&mut self, picture: &DecodedFrame) -> Result<()> {
+        if picture.gpu().is_none() {
+            return self.upload(picture);
+        }
+        if self.gpu_import.off_reason().is_none() {
+            let (w, h) = (picture.width(), picture.height());
+            let same = self
+                .loaded
+                .is_some_and(|l| l.nv12 && l.width == w && l.height == h);
+            // SAFETY: the context is current on this thread; the textures are its own and
+            // `bind` binds them.
+            let imported = unsafe {
+                if !same {
+                    self.make_textures(&NV12, w, h)?;
+                }
+                let tex = [self.planes[0], self.planes[1]];
+                let gl = &self.gl;
+                self.gpu_import
+                    .import(picture, [tex[0].0.get(), tex[1].0.get()], |i| {
+                        gl.bind_texture(glow::TEXTURE_2D, Some(tex[i]))
+                    })
+            };
+            if imported {
+                self.loaded = Some(Loaded {
+                    format: PictureFormat::I420,
+                    nv12: true,
+                    width: w,
+                    height: h,
+                    colour: picture.colorimetry(),
+                });
+                return Ok(());
+            }
+            // The NV12 textures may hold a failed import: made again for the upload.
+            self.loaded = None;
+        }
+        self.upload(&picture.download()?)
+    }
+
+    /// Fills the NV12 textures from system memory (Y: `width` bytes a row, UV: `width`
+    /// bytes a row of U, V pairs at half height) and shows them: the textures and shader
+    /// variant both zero-copy paths draw with, checked where no GPU can import (tests).
+    pub fn present_nv12(&mut self, y: &[u8], uv: &[u8], width: u32, height: u32) -> Result<()> {
+        let (w, h) = (width, height);
+        let (cw, ch) = (w.div_ceil(2) as usize, h.div_ceil(2) as usize);
+        if y.len() < (w * h) as usize || uv.len() < 2 * cw * ch {
+            return Err(MediaError::Display(format!(
+                "NV12 {w}x{h}: {} + {} bytes is too little",
+                y.len(),
+                uv.len()
+            )));
+        }
+        // SAFETY: the context is current; the slices hold what GL reads (checked above).
+        unsafe {
+            self.make_textures(&NV12, w, h)?;
+            let gl = &self.gl;
+            gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 1);
+            for (i, (data, pw, ph, format)) in [
+                (y, w as i32, h as i32, glow::RED),
+                (uv, cw as i32, ch as i32, glow::RG),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                gl.bind_texture(glow::TEXTURE_2D, Some(self.planes[i]));
+                gl.tex_sub_image_2d(
+                    glow::TEXTURE_2D,
+                    0,
+                    0,
+                    0,
+                    pw,
+                    ph,
+                    format,
+                    glow::UNSIGNED_BYTE,
+                    glow::PixelUnpackData::Slice(Some(data)),
+                );
+            }
+        }
+        self.loaded = Some(Loaded {
+            format: PictureFormat::I420,
+            nv12: true,
+            width: w,
+            height: h,
+            colour: Colorimetry {
+                matrix: YuvMatrix::Bt601,
+                full_range: false,
+            },
+        });
+        self.draw()?;
+        self.window.gl_swap_window();
+        Ok(())
+    }
+
+    /// Why pictures left on the GPU are downloaded (None: zero-copy has not failed), and how
+    /// many were imported without a copy.
+    pub fn zero_copy_state(&self) -> (Option<&str>, u64) {
+        (self.gpu_import.off_reason(), self.gpu_import.imported())
+    }
+
     /// Draws the loaded picture (and the overlay) into the back buffer; false: nothing loaded.
     fn draw(&mut self) -> Result<bool> {
         let Some(l) = self.loaded else {
             return Ok(false);
         };
-        let (specs, gbr) = plane_specs(l.format);
+        let (specs, gbr) = if l.nv12 {
+            (&NV12[..], false)
+        } else {
+            plane_specs(l.format)
+        };
         let vr = self.lens.is_some();
         let (dw, dh) = self.window.drawable_size();
         // Outside VR: the picture at its aspect, black bars around. In VR: each half of the
@@ -533,6 +672,7 @@ impl GlPresenter {
         let chroma = self.lens.as_ref().is_some_and(|l| l.chromatic != [1.0; 3]);
         let index = self.program(Variant {
             gbr,
+            nv12: l.nv12,
             vr,
             chroma,
             warp: warp.is_some(),
@@ -838,7 +978,7 @@ impl Presenter for GlPresenter {
     }
 
     fn present(&mut self, picture: &DecodedFrame) -> Result<()> {
-        self.upload(picture)?;
+        self.load(picture)?;
         self.draw()?;
         self.row = self.row_request.and_then(|(y, w)| self.read_back_row(y, w));
         self.window.gl_swap_window();
@@ -850,7 +990,7 @@ impl Presenter for GlPresenter {
         picture: &DecodedFrame,
         warp: &mut dyn FnMut() -> Option<Warp>,
     ) -> Result<()> {
-        self.upload(picture)?;
+        self.load(picture)?;
         // The pose as late as the presenter can take it: after the upload, right before the
         // draw.
         self.warp = warp();
@@ -891,6 +1031,10 @@ impl Presenter for GlPresenter {
 
     fn egl_support(&self) -> Option<EglSupport> {
         Some(self.egl.clone())
+    }
+
+    fn takes_gpu_pictures(&self) -> bool {
+        true
     }
 
     fn set_overlay(&mut self, overlay: Option<&OverlayModel>) -> Result<()> {

@@ -28,6 +28,7 @@ pub(crate) fn init_video() -> Result<(sdl2::Sdl, sdl2::VideoSubsystem)> {
     if let Some(v) = VIDEO.with(|v| v.borrow().clone()) {
         return Ok(v);
     }
+    utf8_ctype();
     let sdl = sdl2::init().map_err(sdl_err("SDL init"))?;
     let video = sdl.video().map_err(sdl_err(
         "SDL video (is there a display? set DISPLAY, or run headless)",
@@ -38,6 +39,28 @@ pub(crate) fn init_video() -> Result<(sdl2::Sdl, sdl2::VideoSubsystem)> {
     )?;
     VIDEO.with(|v| *v.borrow_mut() = Some((sdl.clone(), video.clone())));
     Ok((sdl, video))
+}
+
+/// Makes the C library's character type UTF-8 before SDL's X11 driver starts. A Rust program
+/// never calls `setlocale`, so C code runs in the "C" locale, where SDL 2.26 converts a
+/// window's UTF-8 title to the locale's charset for `WM_NAME` (`untether â` for `untether —`)
+/// and Xlib's UTF-8 conversion fails, so no `_NET_WM_NAME` is set at all. The user's own
+/// locale is kept when it is UTF-8; otherwise `C.UTF-8` (every glibc since 2.35 has it).
+/// Only `LC_CTYPE` changes: numbers and messages stay in the "C" locale.
+fn utf8_ctype() {
+    fn is_utf8() -> bool {
+        // SAFETY: nl_langinfo returns a pointer to a static NUL-terminated string (or null).
+        let cs = unsafe { libc::nl_langinfo(libc::CODESET) };
+        // SAFETY: checked non-null; valid until the next setlocale, read at once.
+        !cs.is_null() && unsafe { std::ffi::CStr::from_ptr(cs) }.to_bytes() == b"UTF-8"
+    }
+    for name in [c"", c"C.UTF-8"] {
+        // SAFETY: a valid NUL-terminated locale name; called before SDL starts its threads.
+        if !unsafe { libc::setlocale(libc::LC_CTYPE, name.as_ptr()) }.is_null() && is_utf8() {
+            return;
+        }
+    }
+    log::debug!("no UTF-8 locale: window titles may show only ASCII correctly");
 }
 
 /// Switches between a borderless window covering the display ("desktop" fullscreen: no mode

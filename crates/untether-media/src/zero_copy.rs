@@ -13,16 +13,24 @@
 //!   textures registered with CUDA (`cuGraphicsGLRegisterImage`), libcuda dlopened so the
 //!   binary builds and runs without it. Needs an NVIDIA device and libcuda.so.1.
 //!
-//! What is built here: the probe of every requirement ([`probe_egl`] with the presenter's
-//! context current, [`plan`]) and the selection with its fallback line. The import and the
-//! interop copy themselves are designed, not built (no GPU was at hand to run them): every
-//! session takes the software path, saying why.
+//! What is built: the probe of every requirement ([`probe_egl`] with the presenter's context
+//! current, [`plan`]), both imports ([`egl_image`], [`cuda_gl`]) and [`GpuImport`], the
+//! presenter's state that runs one and, at the first failure (extension missing, import
+//! refused, libcuda absent), falls back to the software path for good with ONE log line
+//! naming the reason. Tested without a GPU: the fallbacks, with a DRM PRIME picture on a
+//! memfd ([`memfd`]) presented through them (Mesa 22.3's llvmpipe has no
+//! `EGL_EXT_image_dma_buf_import`, so `eglCreateImageKHR` itself never ran here); not yet run
+//! on real hardware.
+
+pub mod cuda_gl;
+pub mod egl_image;
+pub mod memfd;
 
 use std::ffi::{c_char, c_void, CStr};
 use std::fmt;
 
 use crate::codec::hw::{library_loads, nvidia_devices, render_nodes};
-use crate::codec::HwAccel;
+use crate::codec::{DecodedFrame, GpuPicture, HwAccel};
 
 /// What the presenter's EGL display offers for importing dma-bufs (probed with its context
 /// current).
@@ -62,10 +70,6 @@ impl fmt::Display for ZeroCopyPlan {
     }
 }
 
-/// Whether the built presenter can take the path (false: designed, not built yet).
-const DMA_BUF_BUILT: bool = false;
-const CUDA_GL_BUILT: bool = false;
-
 /// The path for a session decoding with `hwaccel` into a presenter whose EGL display offers
 /// `egl` (None: no GL presenter, e.g. headless or SDL's renderer).
 pub fn plan(hwaccel: HwAccel, egl: Option<&EglSupport>) -> ZeroCopyPlan {
@@ -83,8 +87,6 @@ pub fn plan(hwaccel: HwAccel, egl: Option<&EglSupport>) -> ZeroCopyPlan {
     if wants_dma {
         if render_nodes().is_empty() {
             why.push("DMA-BUF: no render node /dev/dri/renderD*".into());
-        } else if !DMA_BUF_BUILT {
-            why.push("DMA-BUF: the EGL image import is designed, not built".into());
         } else if egl == Some(&EglSupport::DmaBufImport) {
             return ZeroCopyPlan::DmaBuf;
         }
@@ -94,8 +96,6 @@ pub fn plan(hwaccel: HwAccel, egl: Option<&EglSupport>) -> ZeroCopyPlan {
             why.push("CUDA-GL: no NVIDIA device /dev/nvidia*".into());
         } else if !library_loads("libcuda.so.1") {
             why.push("CUDA-GL: libcuda.so.1 does not load".into());
-        } else if !CUDA_GL_BUILT {
-            why.push("CUDA-GL: the interop copy is designed, not built".into());
         } else if egl.is_some() {
             return ZeroCopyPlan::CudaGl;
         }
@@ -104,6 +104,135 @@ pub fn plan(hwaccel: HwAccel, egl: Option<&EglSupport>) -> ZeroCopyPlan {
         why.push(format!("--hwaccel {hwaccel} has no zero-copy path"));
     }
     ZeroCopyPlan::SystemMemory(why)
+}
+
+/// Whether a session decoding with `hwaccel` should leave pictures on the GPU for a GL
+/// presenter: a zero-copy path has its device here (the presenter still checks its EGL
+/// display and falls back at the first failure). `UNTETHER_ZERO_COPY=off` keeps every
+/// picture on the software path (to compare the two on one machine).
+pub fn keep_on_gpu(hwaccel: HwAccel) -> std::result::Result<bool, String> {
+    match std::env::var("UNTETHER_ZERO_COPY").as_deref() {
+        Ok("off") => return Ok(false),
+        Ok("auto") | Err(_) => {}
+        Ok(other) => {
+            return Err(format!(
+                "UNTETHER_ZERO_COPY={other:?}: allowed values are auto (the default) and off"
+            ))
+        }
+    }
+    Ok(!matches!(
+        plan(hwaccel, Some(&EglSupport::DmaBufImport)),
+        ZeroCopyPlan::SystemMemory(_)
+    ))
+}
+
+/// The GL presenter's zero-copy state: the import that runs (made at the first picture left
+/// on the GPU), or why pictures go through system memory.
+#[derive(Default)]
+pub struct GpuImport {
+    dma_buf: Option<egl_image::EglImporter>,
+    cuda: Option<cuda_gl::CudaGl>,
+    /// Why zero-copy stopped (logged once, when it did).
+    off: Option<String>,
+    /// The picture the textures show now (its buffers stay alive while the GPU reads them).
+    held: Option<DecodedFrame>,
+    /// Pictures imported so far.
+    imported: u64,
+}
+
+impl GpuImport {
+    /// Why pictures go through system memory (None: zero-copy has not failed).
+    pub fn off_reason(&self) -> Option<&str> {
+        self.off.as_deref()
+    }
+
+    /// Pictures imported without a copy so far.
+    pub fn imported(&self) -> u64 {
+        self.imported
+    }
+
+    /// Imports `picture` (left on the GPU) into the NV12 textures `tex` (Y: R8 at the
+    /// picture's size, UV: RG8 at half size): Ok(true) when it did; Ok(false) when zero-copy is
+    /// off (this call may have turned it off: ONE warning line names the reason) and the
+    /// caller takes the software path.
+    ///
+    /// # Safety
+    /// The presenter's GL context is current on this thread; `bind(i)` binds `tex[i]` to
+    /// `GL_TEXTURE_2D`.
+    pub unsafe fn import(
+        &mut self,
+        picture: &DecodedFrame,
+        tex: [u32; 2],
+        bind: impl FnMut(usize),
+    ) -> bool {
+        if self.off.is_some() {
+            return false;
+        }
+        match self.try_import(picture, tex, bind) {
+            Ok(()) => {
+                self.imported += 1;
+                true
+            }
+            Err(why) => {
+                log::warn!(
+                    "GL presenter: zero-copy off ({why}); decoded pictures are downloaded to \
+                     system memory from now on"
+                );
+                self.release();
+                self.off = Some(why);
+                false
+            }
+        }
+    }
+
+    unsafe fn try_import(
+        &mut self,
+        picture: &DecodedFrame,
+        tex: [u32; 2],
+        bind: impl FnMut(usize),
+    ) -> std::result::Result<(), String> {
+        let (w, h) = (picture.width(), picture.height());
+        match picture.gpu() {
+            Some(GpuPicture::DrmPrime) => {
+                let d = picture
+                    .drm_prime()
+                    .ok_or("DMA-BUF: the picture has no DRM PRIME descriptor")?;
+                let planes = egl_image::nv12_plane_images(d, w, h)?;
+                if self.dma_buf.is_none() {
+                    self.dma_buf = Some(egl_image::EglImporter::new()?);
+                }
+                if let Some(i) = self.dma_buf.as_mut() {
+                    i.import(&planes, bind)?;
+                }
+            }
+            Some(GpuPicture::Cuda) => {
+                let p = picture
+                    .cuda_nv12()
+                    .ok_or("CUDA-GL: the picture has no CUDA planes")?;
+                if self.cuda.is_none() {
+                    self.cuda = Some(cuda_gl::CudaGl::load()?);
+                }
+                if let Some(c) = self.cuda.as_mut() {
+                    c.copy(&p, tex, w, h)?;
+                }
+                // The copy is ordered on FFmpeg's stream before the surface can be reused: the
+                // picture goes back to the decoder's pool at once.
+                self.held = None;
+                return Ok(());
+            }
+            None => return Err("the picture is in system memory".into()),
+        }
+        self.held = Some(picture.share().map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
+    /// Lets the last imported picture go (its images destroyed, its buffers released).
+    pub fn release(&mut self) {
+        if let Some(i) = self.dma_buf.as_mut() {
+            i.release();
+        }
+        self.held = None;
+    }
 }
 
 type GetProc = unsafe extern "C" fn(*const c_char) -> *mut c_void;
@@ -210,5 +339,40 @@ mod tests {
             panic!("zero-copy without a presenter");
         };
         assert!(why.iter().any(|w| w == "no GL presenter"), "{why:?}");
+    }
+
+    #[test]
+    fn a_failed_import_turns_zero_copy_off_once_with_the_reason() {
+        let pic = memfd::memfd_nv12_picture(32, 16, [16, 128, 128]).unwrap();
+        let mut g = GpuImport::default();
+        let mut bound = 0;
+        // SAFETY: no GL context on this thread: the importer finds no EGL display and stops
+        // before any GL call.
+        assert!(!unsafe { g.import(&pic, [1, 2], |_| bound += 1) });
+        let why = g.off_reason().expect("the reason").to_string();
+        assert!(why.starts_with("EGL:"), "{why}");
+        // SAFETY: as above.
+        assert!(!unsafe { g.import(&pic, [1, 2], |_| bound += 1) });
+        assert_eq!(g.off_reason(), Some(why.as_str()));
+        assert_eq!((bound, g.imported()), (0, 0));
+    }
+
+    #[test]
+    fn untether_zero_copy_takes_auto_or_off() {
+        std::env::set_var("UNTETHER_ZERO_COPY", "off");
+        assert_eq!(keep_on_gpu(HwAccel::Cuda), Ok(false));
+        std::env::set_var("UNTETHER_ZERO_COPY", "yes");
+        let e = keep_on_gpu(HwAccel::Cuda).unwrap_err();
+        assert!(
+            e.contains("\"yes\"") && e.contains("auto") && e.contains("off"),
+            "{e}"
+        );
+        std::env::remove_var("UNTETHER_ZERO_COPY");
+        // Software decoding never keeps pictures on the GPU; hardware does where its device is.
+        assert_eq!(keep_on_gpu(HwAccel::None), Ok(false));
+        let here = !render_nodes().is_empty() || !nvidia_devices().is_empty();
+        if !here {
+            assert_eq!(keep_on_gpu(HwAccel::Auto), Ok(false));
+        }
     }
 }

@@ -12,6 +12,7 @@ use untether_media::present::{Presenter, WindowSpec};
 use untether_media::present_gl::GlPresenter;
 use untether_media::scene::{Scene, SceneConfig};
 use untether_media::warp::{Fov, Quat, Vec2, Warp};
+use untether_media::zero_copy::memfd::memfd_nv12_picture;
 use untether_media::BgraFrame;
 
 fn display() -> bool {
@@ -101,6 +102,7 @@ fn the_gl_window_shows_the_decoded_picture_in_rgb() {
     p.present(&pic).unwrap();
     p.present(&pic).unwrap();
     let shot = p.snapshot().unwrap().unwrap();
+    zero_copy_falls_back_and_the_stream_goes_on(&mut p, &pic, &shot);
     dump("mono", &shot);
     dump(
         "mono-expected",
@@ -485,4 +487,105 @@ fn late_warp_moves_the_picture_by_the_head_rotation() {
         .data
         .chunks(4)
         .all(|c| c[..3].iter().all(|&v| v == 0)));
+}
+
+/// The `_NET_WM_NAME` (UTF-8) of every top-level window (no window manager under Xvfb: SDL's
+/// windows are the root's children).
+fn net_wm_names() -> Vec<String> {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt};
+    let (conn, screen) = x11rb::connect(None).expect("the test's X display");
+    let atom = |name: &[u8]| conn.intern_atom(false, name).unwrap().reply().unwrap().atom;
+    let (net_wm_name, utf8) = (atom(b"_NET_WM_NAME"), atom(b"UTF8_STRING"));
+    let root = conn.setup().roots[screen].root;
+    let tree = conn.query_tree(root).unwrap().reply().unwrap();
+    tree.children
+        .iter()
+        .filter_map(|&w| {
+            let p = conn
+                .get_property(false, w, net_wm_name, AtomEnum::ANY, 0, 1024)
+                .ok()?
+                .reply()
+                .ok()?;
+            (p.type_ == utf8).then(|| String::from_utf8(p.value).expect("UTF-8"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_window_title_reaches_x11_as_utf8() {
+    if !display() {
+        return;
+    }
+    let mut p = open(320, 180, None);
+    let title = format!("untether — ünïcode · 接続 {}", std::process::id());
+    p.set_title(&title);
+    // SDL flushes the property to the server before set_title returns; another client sees
+    // it once the server has taken the request: asked again until then (at most 2 s).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut names = net_wm_names();
+    while !names.contains(&title) && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        names = net_wm_names();
+    }
+    assert!(
+        names.contains(&title),
+        "no window titled {title:?}; _NET_WM_NAME of the windows: {names:?}"
+    );
+}
+
+/// A picture a hardware decoder left on the GPU (DRM PRIME, here on a memfd: this box has no
+/// GPU) in the window of the test above: the presenter tries the EGL import, which cannot run
+/// here (a GLX context, an EGL without `EGL_EXT_image_dma_buf_import`, or an import refused:
+/// a memfd is not a dma-buf), says why once, and shows the picture through system memory;
+/// a software picture after it is shown as before.
+fn zero_copy_falls_back_and_the_stream_goes_on(
+    p: &mut GlPresenter,
+    pic: &DecodedFrame,
+    before: &RgbaImage,
+) {
+    let (w, h) = (before.width, before.height);
+    assert!(p.takes_gpu_pictures());
+    // Pure red and pure blue, BT.601 limited range.
+    for (yuv, rgb) in [([81, 90, 240], [255, 0, 0]), ([41, 240, 110], [0, 0, 255])] {
+        let on_gpu = memfd_nv12_picture(w, h, yuv).unwrap();
+        p.present(&on_gpu).unwrap();
+        let shot = p.snapshot().unwrap().unwrap();
+        let got = px(&shot, w / 2, h / 2);
+        for c in 0..3 {
+            assert!(got[c].abs_diff(rgb[c]) <= 6, "{got:?} for {rgb:?}");
+        }
+    }
+    // The NV12 textures and shader variant the imports draw with, filled from memory: a
+    // picture half red (left), half blue.
+    let (cw, ch) = ((w / 2) as usize, (h / 2) as usize);
+    let y: Vec<u8> = (0..h)
+        .flat_map(|_| (0..w).map(|x| if x < w / 2 { 81 } else { 41 }))
+        .collect();
+    let uv: Vec<u8> = (0..ch)
+        .flat_map(|_| (0..cw).flat_map(|x| if x < cw / 2 { [90, 240] } else { [240, 110] }))
+        .collect();
+    p.present_nv12(&y, &uv, w, h).unwrap();
+    let shot = p.snapshot().unwrap().unwrap();
+    for (x, rgb) in [(w / 4, [255, 0, 0]), (3 * w / 4, [0, 0, 255])] {
+        let got = px(&shot, x, h / 2);
+        for c in 0..3 {
+            assert!(
+                got[c].abs_diff(rgb[c]) <= 6,
+                "NV12 at x {x}: {got:?} for {rgb:?}"
+            );
+        }
+    }
+    let (why, imported) = p.zero_copy_state();
+    let why = why.expect("zero-copy cannot run without a GPU");
+    println!("zero-copy fallback here: {why}");
+    assert!(why.contains("EGL") || why.contains("DMA-BUF"), "{why}");
+    assert_eq!(imported, 0);
+    // The software path after it: the I420 textures again.
+    p.present(pic).unwrap();
+    let after = p.snapshot().unwrap().unwrap();
+    assert!(
+        mad(before, &after, 0, 0, w, h) < 0.5,
+        "the same picture, shown the same way"
+    );
 }

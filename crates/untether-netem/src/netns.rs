@@ -117,6 +117,36 @@ fn tbf(ns: &str, dev: &str, bps: u64, verb: &str) -> Result<(), NetnsError> {
     ])
 }
 
+/// Waits until `dev` in `ns` is operationally up (IFF_RUNNING, `state UP`), at most 5 s.
+///
+/// `ip link set up` returns before the kernel's link watcher marks the carrier, which it does
+/// later (batched, up to a second under load). Until then the interface is up but not running:
+/// programs that list "up and running" interfaces at start, such as mDNS responders and
+/// browsers (mdns-sd), leave it out and hear nothing on it until they look again.
+fn wait_running(ns: &str, dev: &str) -> Result<(), NetnsError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", ns, "-o", "link", "show", "dev", dev])
+            .output();
+        let line = out
+            .as_ref()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if line.contains(" state UP ") {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(NetnsError::Command {
+                command: format!("ip -n {ns} link show dev {dev}"),
+                stderr: format!("not running 5 s after `ip link set up`: {}", line.trim()),
+                hint: "",
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Two namespaces joined by a veth pair (see the module docs).
 #[derive(Debug)]
 pub struct Testbed {
@@ -204,6 +234,9 @@ impl Testbed {
             if let Some(bps) = rate_bps {
                 tbf(ns, dev, bps, "add")?;
             }
+        }
+        for (ns, dev) in [(&self.host_ns, &vh), (&self.client_ns, &vc)] {
+            wait_running(ns, dev)?;
         }
         Ok(())
     }

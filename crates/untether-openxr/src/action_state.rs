@@ -111,16 +111,19 @@ pub(crate) unsafe extern "system" fn get_action_state_vector2f(
         if unsafe { ty_of(out) } != Some(xr::StructureType::ACTION_STATE_VECTOR2F) {
             return xr::Result::ERROR_VALIDATION_FAILURE;
         }
-        // SAFETY: forwarded. simple_controller has no 2D sources: never active.
+        // SAFETY: forwarded (the gamepad's thumbsticks are the 2D sources).
         match unsafe { state_of(session, info, &[xr::ActionType::VECTOR2F_INPUT]) } {
             Err(e) => e,
-            Ok(_) => {
+            Ok(v) => {
                 // SAFETY: checked type.
                 let o = unsafe { &mut *out };
-                o.current_state = xr::Vector2f { x: 0.0, y: 0.0 };
-                o.changed_since_last_sync = xr::FALSE;
-                o.last_change_time = xr::Time::from_nanos(0);
-                o.is_active = xr::FALSE;
+                o.current_state = xr::Vector2f {
+                    x: v.xy[0],
+                    y: v.xy[1],
+                };
+                o.changed_since_last_sync = v.changed.into();
+                o.last_change_time = xr::Time::from_nanos(v.since);
+                o.is_active = v.active.into();
                 xr::Result::SUCCESS
             }
         }
@@ -254,7 +257,7 @@ pub(crate) unsafe extern "system" fn enumerate_bound_sources_for_action(
         let Some(inst) = rt.instance.as_mut() else {
             return xr::Result::ERROR_HANDLE_INVALID;
         };
-        let names = inst.bindings.simple.get(&aid).cloned().unwrap_or_default();
+        let names = inst.bindings.sources(aid);
         let paths: Vec<xr::Path> = names.iter().map(|n| inst.path(n)).collect();
         // SAFETY: the application's two-call array.
         unsafe { fill(capacity, count, sources, &paths) }
@@ -285,24 +288,32 @@ pub(crate) unsafe extern "system" fn get_input_source_localized_name(
         let Some(path) = inst.path_str(info.source_path) else {
             return xr::Result::ERROR_PATH_INVALID;
         };
+        let pad = path.starts_with(crate::gamepad::TOP);
         let mut words = Vec::new();
         let c = info.which_components;
         if c.intersects(xr::InputSourceLocalizedNameFlags::USER_PATH) {
-            words.push(if path.starts_with("/user/hand/left") {
-                "Left Hand"
+            words.push(if pad {
+                "Gamepad".to_string()
+            } else if path.starts_with("/user/hand/left") {
+                "Left Hand".to_string()
             } else {
-                "Right Hand"
+                "Right Hand".to_string()
             });
         }
         if c.intersects(xr::InputSourceLocalizedNameFlags::INTERACTION_PROFILE) {
-            words.push("Simple Controller (untether)");
+            words.push(if pad {
+                "Xbox Controller (untether)".to_string()
+            } else {
+                "Simple Controller (untether)".to_string()
+            });
         }
         if c.intersects(xr::InputSourceLocalizedNameFlags::COMPONENT) {
             words.push(match () {
-                _ if path.contains("/select/") => "Select",
-                _ if path.contains("/menu/") => "Menu",
-                _ if path.contains("/pose") => "Pose",
-                _ => "Haptic",
+                _ if pad => crate::gamepad::component_name(path),
+                _ if path.contains("/select/") => "Select".to_string(),
+                _ if path.contains("/menu/") => "Menu".to_string(),
+                _ if path.contains("/pose") => "Pose".to_string(),
+                _ => "Haptic".to_string(),
             });
         }
         if words.is_empty() {

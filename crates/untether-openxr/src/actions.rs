@@ -11,14 +11,16 @@
 //! | `…/input/grip/pose`, `…/input/aim/pose` | active, never located (no hand tracking) |
 //! | `…/output/haptic` | controller 0 rumble |
 //!
-//! Other interaction profiles' suggestions are accepted (every application suggests several)
-//! and not used.
+//! `/interaction_profiles/microsoft/xbox_controller` (`/user/gamepad`) reads the client's
+//! game controller: see [`crate::gamepad`]. Other interaction profiles' suggestions are
+//! accepted (every application suggests several) and not used.
 
 use std::collections::HashMap;
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
+use crate::gamepad::{self, XBOX};
 use crate::guard;
 use crate::math::Rigid;
 use crate::runtime::{lock, Event, Runtime};
@@ -44,10 +46,21 @@ const BTN_TR: u16 = 0x137;
 const BTN_SELECT: u16 = 0x13a;
 const BTN_START: u16 = 0x13b;
 
-/// The simple_controller bindings suggested: action → its source paths.
+/// The bindings suggested for the profiles the runtime feeds: action → its source paths.
 #[derive(Clone, Debug, Default)]
 pub struct Bindings {
     pub simple: HashMap<u64, Vec<String>>,
+    pub gamepad: HashMap<u64, Vec<String>>,
+}
+
+impl Bindings {
+    /// Every source bound to `action`, in both profiles.
+    pub fn sources(&self, action: u64) -> Vec<String> {
+        let of = |m: &HashMap<u64, Vec<String>>| m.get(&action).cloned().unwrap_or_default();
+        let mut all = of(&self.simple);
+        all.extend(of(&self.gamepad));
+        all
+    }
 }
 
 pub struct ActionSet {
@@ -66,6 +79,8 @@ pub struct Action {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Value {
     pub value: f32,
+    /// A 2D action's value (a thumbstick).
+    pub xy: [f32; 2],
     pub active: bool,
     pub changed: bool,
     pub since: i64,
@@ -74,6 +89,31 @@ pub struct Value {
 #[derive(Default)]
 pub struct ActionStates {
     pub values: HashMap<(u64, u64), Value>,
+}
+
+/// What a source of either profile reads from the client's input, scalars in `x` (None: not
+/// an input).
+pub fn any_source_value(path: &str, held: &Held) -> Option<[f32; 2]> {
+    source_value(path, held)
+        .map(|v| [v, 0.0])
+        .or_else(|| gamepad::source_value(path, held))
+}
+
+/// The strongest of a binding's source values: the largest scalar by magnitude, the longest
+/// 2D value.
+pub fn strongest(values: &[[f32; 2]]) -> (f32, [f32; 2]) {
+    let scalar = values
+        .iter()
+        .map(|v| v[0])
+        .fold(0.0f32, |a, b| if b.abs() > a.abs() { b } else { a });
+    let xy = values.iter().copied().fold([0.0f32; 2], |a, b| {
+        if b[0].hypot(b[1]) > a[0].hypot(a[1]) {
+            b
+        } else {
+            a
+        }
+    });
+    (scalar, xy)
 }
 
 /// What a simple_controller source reads from the client's input (None: not an input).
@@ -116,7 +156,7 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
         if !rt.action_sets.get(&a.set).is_some_and(|s| s.attached) {
             continue;
         }
-        let sources = inst.bindings.simple.get(&id).cloned().unwrap_or_default();
+        let sources = inst.bindings.sources(id);
         let mut subs: Vec<xr::Path> = vec![xr::Path::NULL];
         subs.extend(a.subactions.iter().copied());
         for sub in subs {
@@ -125,31 +165,32 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
                 .iter()
                 .filter(|s| prefix.as_ref().is_none_or(|p| s.starts_with(p.as_str())))
                 .collect();
-            let values: Vec<f32> = chosen
+            let values: Vec<[f32; 2]> = chosen
                 .iter()
-                .filter_map(|s| source_value(s, held))
+                .filter_map(|s| any_source_value(s, held))
                 .collect();
-            let value = values.iter().copied().fold(0.0f32, f32::max);
+            let (value, xy) = strongest(&values);
             let active = focused && !chosen.is_empty();
-            fresh.push(((id, sub.into_raw()), value, active));
+            fresh.push(((id, sub.into_raw()), value, xy, active));
         }
     }
     let Some(s) = rt.sessions.get_mut(&session) else {
         return;
     };
-    for (key, value, active) in fresh {
+    for (key, value, xy, active) in fresh {
         let old = s
             .action_states
             .values
             .get(&key)
             .copied()
             .unwrap_or_default();
-        let value = if active { value } else { 0.0 };
-        let changed = active && old.active && old.value != value;
+        let (value, xy) = if active { (value, xy) } else { (0.0, [0.0; 2]) };
+        let changed = active && old.active && (old.value != value || old.xy != xy);
         s.action_states.values.insert(
             key,
             Value {
                 value,
+                xy,
                 active,
                 changed,
                 since: if changed { t } else { old.since },
@@ -335,6 +376,7 @@ pub(crate) unsafe extern "system" fn suggest_interaction_profile_bindings(
             return xr::Result::ERROR_PATH_UNSUPPORTED;
         }
         let mut simple: HashMap<u64, Vec<String>> = HashMap::new();
+        let mut pad: HashMap<u64, Vec<String>> = HashMap::new();
         for b in list {
             let Some(src) = inst.path_str(b.binding).map(str::to_string) else {
                 return xr::Result::ERROR_PATH_INVALID;
@@ -350,6 +392,14 @@ pub(crate) unsafe extern "system" fn suggest_interaction_profile_bindings(
                     return xr::Result::ERROR_PATH_UNSUPPORTED;
                 }
                 simple.entry(b.action.into_raw()).or_default().push(src);
+            } else if profile == XBOX {
+                if !gamepad::source_ok(&src) {
+                    log::warn!(
+                        "xrSuggestInteractionProfileBindings: {src} is not a source of {XBOX}"
+                    );
+                    return xr::Result::ERROR_PATH_UNSUPPORTED;
+                }
+                pad.entry(b.action.into_raw()).or_default().push(src);
             }
         }
         for b in list {
@@ -361,9 +411,11 @@ pub(crate) unsafe extern "system" fn suggest_interaction_profile_bindings(
                 Some(_) => {}
             }
         }
-        if profile == SIMPLE {
-            if let Some(inst) = rt.instance.as_mut() {
+        if let Some(inst) = rt.instance.as_mut() {
+            if profile == SIMPLE {
                 inst.bindings.simple = simple;
+            } else if profile == XBOX {
+                inst.bindings.gamepad = pad;
             }
         }
         xr::Result::SUCCESS
@@ -444,6 +496,8 @@ pub(crate) unsafe extern "system" fn get_current_interaction_profile(
         };
         let profile = if HANDS.contains(&t.as_str()) && !inst.bindings.simple.is_empty() {
             inst.path(SIMPLE)
+        } else if t == gamepad::TOP && !inst.bindings.gamepad.is_empty() {
+            inst.path(XBOX)
         } else if HANDS.contains(&t.as_str()) || t == "/user/head" || t == "/user/gamepad" {
             xr::Path::NULL
         } else {
@@ -574,5 +628,33 @@ mod tests {
         assert_eq!(source_value("/user/hand/left/input/grip/pose", &held), None);
         assert!(simple_source_ok("/user/hand/right/output/haptic"));
         assert!(!simple_source_ok("/user/hand/right/input/trigger/value"));
+    }
+
+    #[test]
+    fn a_binding_takes_its_strongest_source_and_both_profiles_are_read() {
+        assert_eq!(strongest(&[]), (0.0, [0.0, 0.0]));
+        assert_eq!(
+            strongest(&[[0.2, 0.0], [-0.7, 0.0], [0.5, 0.0]]),
+            (-0.7, [-0.7, 0.0])
+        );
+        assert_eq!(strongest(&[[0.3, 0.3], [0.0, -0.9]]).1, [0.0, -0.9]);
+        let mut held = Held::default();
+        held.pad_buttons.push(BTN_START);
+        held.pad_axes[0] = 0.6;
+        let any = |p: &str| any_source_value(p, &held);
+        assert_eq!(any("/user/hand/right/input/menu/click"), Some([1.0, 0.0]));
+        assert_eq!(any("/user/gamepad/input/menu/click"), Some([1.0, 0.0]));
+        assert_eq!(
+            any("/user/gamepad/input/thumbstick_left"),
+            Some([0.6, -0.0])
+        );
+        assert_eq!(any("/user/gamepad/output/haptic_left"), None);
+        let mut b = Bindings::default();
+        b.simple
+            .insert(7, vec!["/user/hand/left/input/menu/click".into()]);
+        b.gamepad
+            .insert(7, vec!["/user/gamepad/input/menu/click".into()]);
+        assert_eq!(b.sources(7).len(), 2);
+        assert!(b.sources(8).is_empty());
     }
 }

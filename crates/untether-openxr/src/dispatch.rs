@@ -8,7 +8,7 @@ use openxr_sys::Handle;
 use crate::util::c_str;
 use crate::{
     action_state as st, actions as a, frame as f, guard, instance as i, session as s, space as sp,
-    swapchain as sc,
+    swapchain as sc, vulkan as vk, vulkan1 as vk1,
 };
 
 /// Functions callable without an instance (the loader's and the spec's list).
@@ -50,6 +50,14 @@ pub fn lookup(name: &str) -> Option<xr::pfn::VoidFunction> {
         "xrStringToPath" => i::string_to_path,
         "xrPathToString" => i::path_to_string,
         "xrGetOpenGLGraphicsRequirementsKHR" => i::get_opengl_graphics_requirements,
+        "xrGetVulkanGraphicsRequirements2KHR" => vk::get_vulkan_graphics_requirements2,
+        "xrCreateVulkanInstanceKHR" => vk::create_vulkan_instance,
+        "xrGetVulkanGraphicsDevice2KHR" => vk::get_vulkan_graphics_device2,
+        "xrCreateVulkanDeviceKHR" => vk::create_vulkan_device,
+        "xrGetVulkanGraphicsRequirementsKHR" => vk::get_vulkan_graphics_requirements2,
+        "xrGetVulkanInstanceExtensionsKHR" => vk1::get_vulkan_extensions,
+        "xrGetVulkanDeviceExtensionsKHR" => vk1::get_vulkan_extensions,
+        "xrGetVulkanGraphicsDeviceKHR" => vk1::get_vulkan_graphics_device,
         "xrCreateSession" => s::create_session,
         "xrDestroySession" => s::destroy_session,
         "xrBeginSession" => s::begin_session,

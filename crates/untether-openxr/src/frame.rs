@@ -13,6 +13,7 @@ use crate::runtime::{lock, Runtime};
 use crate::session::{follow_clients, Session};
 use crate::space::{eye_in_head, world_from};
 use crate::util::{now, ty_of};
+use crate::vk_compositor::{stereo_format, VkCompositor, VkEye};
 
 /// At most this many layers in one frame.
 pub const MAX_LAYERS: u32 = 16;
@@ -106,6 +107,7 @@ pub(crate) unsafe extern "system" fn wait_frame(
             Err(e) => return e,
         };
         // The pose every locate of this frame is predicted from, frozen now.
+        s.poll_vk();
         s.stream.observe_pose(now().as_nanos() / 1000);
         s.stream.poll_input();
         s.stream.tick(now().as_nanos());
@@ -155,6 +157,7 @@ pub(crate) unsafe extern "system" fn begin_frame(
 /// pose they were rendered for (world).
 struct Projection {
     eyes: [EyeSource; 2],
+    vk_eyes: [VkEye; 2],
     head: Option<Rigid>,
 }
 
@@ -176,6 +179,12 @@ unsafe fn projection(
     let mut eyes = [EyeSource {
         texture: 0,
         array: false,
+        layer: 0,
+        rect: [0; 4],
+    }; 2];
+    let mut vk_eyes = [VkEye {
+        image: 0,
+        format: 0,
         layer: 0,
         rect: [0; 4],
     }; 2];
@@ -209,11 +218,18 @@ unsafe fn projection(
         if Rigid::from_xr(&v.pose).is_none() {
             return Err(xr::Result::ERROR_POSE_INVALID);
         }
+        let rect = [r.offset.x, r.offset.y, r.extent.width, r.extent.height];
         eyes[i] = EyeSource {
-            texture: sc.images[image as usize],
+            texture: sc.images[image as usize] as u32,
             array: sc.array_size > 1,
             layer: sub.image_array_index,
-            rect: [r.offset.x, r.offset.y, r.extent.width, r.extent.height],
+            rect,
+        };
+        vk_eyes[i] = VkEye {
+            image: sc.images[image as usize],
+            format: sc.format,
+            layer: sub.image_array_index,
+            rect,
         };
     }
     let Some(space) = rt.spaces.get(&layer.space.into_raw()) else {
@@ -227,7 +243,11 @@ unsafe fn projection(
         h.position = (e0.position + e1.position) / 2.0;
         Some(h)
     });
-    Ok(Projection { eyes, head })
+    Ok(Projection {
+        eyes,
+        vk_eyes,
+        head,
+    })
 }
 
 pub(crate) unsafe extern "system" fn end_frame(
@@ -290,6 +310,7 @@ pub(crate) unsafe extern "system" fn end_frame(
         if let Err(e) = s.clock.end() {
             return e;
         }
+        s.poll_vk();
         if let Some(p) = shown {
             composite(s, p, info.display_time);
         }
@@ -314,6 +335,10 @@ fn composite(s: &mut Session, p: Projection, display: xr::Time) {
         }),
         _ => None,
     };
+    if s.vk.is_some() {
+        composite_vk(s, &p.vk_eyes, pose);
+        return;
+    }
     let Some(gl) = s.gl.as_ref() else {
         return;
     };
@@ -333,6 +358,36 @@ fn composite(s: &mut Session, p: Projection, display: xr::Time) {
     // SAFETY: as above; the eyes are this session's swapchain images.
     if let Some(rb) = unsafe { c.submit(gl, &p.eyes, pose) } {
         s.stream.publish(rb.bgra, w, h, rb.pose);
+    }
+}
+
+/// The Vulkan path: blit and copy on the application's queue, polled later.
+fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], pose: Option<PoseSample>) {
+    let Some(vk) = s.vk.as_ref() else {
+        return;
+    };
+    let (w, h) = s.settings.frame_size();
+    let format = stereo_format(eyes[0].format);
+    if s.vk_compositor.as_ref().is_some_and(|c| c.format != format) {
+        if let Some(c) = s.vk_compositor.take() {
+            // SAFETY: the application's thread during xrEndFrame.
+            unsafe { c.destroy(vk) };
+        }
+    }
+    if s.vk_compositor.is_none() {
+        // SAFETY: as above.
+        match unsafe { VkCompositor::new(vk, w, h, format) } {
+            Ok(c) => s.vk_compositor = Some(c),
+            Err(e) => {
+                log::error!("xrEndFrame: {e}; frames are not streamed");
+                return;
+            }
+        }
+    }
+    if let Some(c) = s.vk_compositor.as_mut() {
+        // SAFETY: as above; the eyes are this session's swapchain images, released by the
+        // application (COLOR_ATTACHMENT_OPTIMAL).
+        unsafe { c.submit(vk, eyes, pose) };
     }
 }
 

@@ -15,7 +15,11 @@ use crate::util::{c_str, fill, fill_str, fill_with, get_str, put_str, ty_of};
 use crate::{API_MAX, RUNTIME_NAME};
 
 /// The instance extensions offered, with their spec versions.
-pub const EXTENSIONS: [(&str, u32); 1] = [("XR_KHR_opengl_enable", 10)];
+pub const EXTENSIONS: [(&str, u32); 3] = [
+    ("XR_KHR_opengl_enable", 10),
+    ("XR_KHR_vulkan_enable2", 2),
+    ("XR_KHR_vulkan_enable", 8),
+];
 
 pub(crate) unsafe extern "system" fn enumerate_instance_extension_properties(
     layer: *const c_char,
@@ -62,14 +66,15 @@ pub(crate) unsafe extern "system" fn create_instance(
             log::warn!("xrCreateInstance: the application asks for OpenXR {v}; this runtime implements 1.0 (up to {API_MAX})");
             return xr::Result::ERROR_API_VERSION_UNSUPPORTED;
         }
-        let mut opengl = false;
+        let (mut opengl, mut vulkan) = (false, false);
         for i in 0..info.enabled_extension_count as usize {
             // SAFETY: `enabled_extension_count` strings.
             let name = unsafe { c_str(*info.enabled_extension_names.add(i)) };
             match name {
                 Some("XR_KHR_opengl_enable") => opengl = true,
+                Some("XR_KHR_vulkan_enable2" | "XR_KHR_vulkan_enable") => vulkan = true,
                 Some(other) => {
-                    log::warn!("xrCreateInstance: extension {other} is not supported (this runtime offers XR_KHR_opengl_enable)");
+                    log::warn!("xrCreateInstance: extension {other} is not supported (this runtime offers XR_KHR_opengl_enable, XR_KHR_vulkan_enable2 and XR_KHR_vulkan_enable)");
                     return xr::Result::ERROR_EXTENSION_NOT_PRESENT;
                 }
                 None => return xr::Result::ERROR_VALIDATION_FAILURE,
@@ -97,6 +102,8 @@ pub(crate) unsafe extern "system" fn create_instance(
             application: get_str(&info.application_info.application_name).unwrap_or_default(),
             opengl,
             gl_requirements_asked: false,
+            vulkan,
+            vk: Default::default(),
             system_asked: false,
             paths: Vec::new(),
             path_ids: HashMap::new(),

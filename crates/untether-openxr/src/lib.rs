@@ -11,7 +11,10 @@
 //! Graphics: `XR_KHR_opengl_enable` (Xlib/GLX). Swapchain images are GL textures the runtime
 //! creates in the application's context; at `xrEndFrame` the two views are blitted into one
 //! stereo texture and read back through a pixel buffer object, one frame in flight
-//! ([`gl::Compositor`]).
+//! ([`gl::Compositor`]). `XR_KHR_vulkan_enable2` and `XR_KHR_vulkan_enable`: swapchain images
+//! on the application's device; at `xrEndFrame` a blit and a copy into host-visible memory on
+//! the application's queue, its fence polled, one frame in flight
+//! ([`vk_compositor::VkCompositor`]).
 //!
 //! Every entry point catches panics ([`guard`]) and answers with an `XrResult`; nothing the
 //! application passes can crash it.
@@ -24,6 +27,7 @@ pub mod action_state;
 pub mod actions;
 pub mod dispatch;
 pub mod frame;
+pub mod gamepad;
 pub mod gl;
 pub mod instance;
 pub mod math;
@@ -33,6 +37,9 @@ pub mod space;
 pub mod stream;
 pub mod swapchain;
 pub mod util;
+pub mod vk_compositor;
+pub mod vulkan;
+pub mod vulkan1;
 
 /// The runtime's name, as `xrGetInstanceProperties` and the system report it.
 pub const RUNTIME_NAME: &str = "untether";

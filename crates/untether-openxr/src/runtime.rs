@@ -35,6 +35,9 @@ pub struct Instance {
     pub application: String,
     pub opengl: bool,
     pub gl_requirements_asked: bool,
+    /// XR_KHR_vulkan_enable2 is enabled, and what its calls left.
+    pub vulkan: bool,
+    pub vk: crate::vulkan::VkLoader,
     pub system_asked: bool,
     /// Path strings; a path's value is its index + 1.
     pub paths: Vec<String>,

@@ -19,7 +19,10 @@ use crate::guard;
 use crate::math::Rigid;
 use crate::runtime::{lock, Event, Runtime};
 use crate::stream::{Settings, Stream};
+use crate::swapchain::destroy_images;
 use crate::util::{find_in_chain, now, ty_of};
+use crate::vk_compositor::VkCompositor;
+use crate::vulkan::Vk;
 
 pub struct Session {
     pub id: u64,
@@ -30,12 +33,18 @@ pub struct Session {
     pub stream: Stream,
     pub gl: Option<Gl>,
     pub compositor: Option<Compositor>,
+    /// A Vulkan session's binding (`XR_KHR_vulkan_enable2`); `gl` is unused then.
+    pub vk: Option<Vk>,
+    pub vk_compositor: Option<VkCompositor>,
     pub clock: FrameClock,
     pub attached: Vec<u64>,
     pub action_states: ActionStates,
     /// The client's newest pose sample when each recent frame was waited for, by display
     /// time: the sample a frame's render pose is predicted from.
     pub frame_samples: VecDeque<(xr::Time, Option<PoseSample>)>,
+    /// The connected client's eye views are in `settings` (it sent them).
+    pub view_from_client: bool,
+    view_polls: u32,
 }
 
 impl Session {
@@ -61,9 +70,31 @@ impl Session {
         }
     }
 
+    /// Takes the connected client's eye views once it sent them (asked for every 15th
+    /// call while none are known for this client: the host's roster lags the connection).
+    fn follow_client_view(&mut self, client: bool) {
+        if !client {
+            self.view_from_client = false;
+            return;
+        }
+        self.view_polls = self.view_polls.wrapping_add(1);
+        if self.view_from_client || self.view_polls % 15 != 1 {
+            return;
+        }
+        if let Some((fov, ipd)) = self.stream.client_view() {
+            self.view_from_client = true;
+            if self.settings.use_client_view(fov, ipd) {
+                log::info!(
+                    "untether OpenXR runtime: views from the client: field of view {fov}°, eye separation {ipd} mm"
+                );
+            }
+        }
+    }
+
     /// Follows the client: READY when one is connected, FOCUSED only while one is.
     pub fn follow_client(&mut self, events: &mut Vec<Event>) {
         let client = self.stream.has_client();
+        self.follow_client_view(client);
         match self.state {
             xr::SessionState::IDLE if !self.running && !self.exit_requested && client => {
                 self.go(xr::SessionState::READY, events)
@@ -74,9 +105,27 @@ impl Session {
         }
     }
 
+    /// Hands a finished Vulkan copy to the stream (polled: never waits).
+    pub fn poll_vk(&mut self) {
+        if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
+            let (w, h) = (c.width, c.height);
+            // SAFETY: on the application's thread (xrWaitFrame/xrEndFrame).
+            if let Some((bgra, pose)) = unsafe { c.take_ready(vk) } {
+                self.stream.publish(bgra, w, h, pose);
+            }
+        }
+    }
+
     /// Reads back the frame still in flight and hands it over (the session is ending).
     fn flush(&mut self) {
         let (w, h) = self.settings.frame_size();
+        if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
+            let (cw, ch) = (c.width, c.height);
+            // SAFETY: called from xrEndSession/xrDestroySession on the application's thread.
+            if let Some((bgra, pose)) = unsafe { c.finish(vk) } {
+                self.stream.publish(bgra, cw, ch, pose);
+            }
+        }
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
             // SAFETY: called from xrEndSession/xrDestroySession, where the application's
             // context is current.
@@ -86,10 +135,21 @@ impl Session {
         }
     }
 
-    fn release_gl(&mut self) {
+    fn release_graphics(&mut self) {
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.take()) {
             // SAFETY: as in flush.
             unsafe { c.destroy(gl) };
+        }
+        if let Some(vk) = self.vk.take() {
+            if let Some(c) = self.vk_compositor.take() {
+                if c.busy > 0 {
+                    log::info!("untether OpenXR runtime: {} frames ended while the previous copy still ran (not streamed)", c.busy);
+                }
+                // SAFETY: as in flush.
+                unsafe { c.destroy(&vk) };
+            }
+            // SAFETY: the pool's one command buffer was freed with the compositor.
+            unsafe { vk.destroy() };
         }
     }
 }
@@ -125,25 +185,62 @@ pub(crate) unsafe extern "system" fn create_session(
             return xr::Result::ERROR_HANDLE_INVALID;
         };
         // SAFETY: the application's next chain.
-        let binding = unsafe {
-            find_in_chain(
-                info.next,
-                xr::StructureType::GRAPHICS_BINDING_OPENGL_XLIB_KHR,
+        let (gl, vk) = unsafe {
+            (
+                find_in_chain(
+                    info.next,
+                    xr::StructureType::GRAPHICS_BINDING_OPENGL_XLIB_KHR,
+                ),
+                find_in_chain(info.next, xr::StructureType::GRAPHICS_BINDING_VULKAN_KHR),
             )
         };
-        if binding.is_none() {
-            log::warn!("xrCreateSession: no XrGraphicsBindingOpenGLXlibKHR in the chain; this runtime supports XR_KHR_opengl_enable (Xlib) only");
-            return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
-        }
-        if !inst.opengl {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        if !inst.gl_requirements_asked {
-            return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
-        }
+        let vk = match (gl, vk) {
+            (Some(_), None) => {
+                if !inst.opengl {
+                    return xr::Result::ERROR_VALIDATION_FAILURE;
+                }
+                if !inst.gl_requirements_asked {
+                    return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
+                }
+                None
+            }
+            (None, Some(b)) => {
+                if !inst.vulkan {
+                    return xr::Result::ERROR_VALIDATION_FAILURE;
+                }
+                if !inst.vk.requirements_asked {
+                    return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
+                }
+                let Some(gipa) = inst.vk.gipa else {
+                    log::warn!("xrCreateSession: call xrCreateVulkanInstanceKHR (XR_KHR_vulkan_enable2) or xrGetVulkanGraphicsDeviceKHR (XR_KHR_vulkan_enable) first");
+                    return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+                };
+                // SAFETY: the chain's structure of this type; the application's handles.
+                let b = unsafe { &*(b as *const xr::GraphicsBindingVulkanKHR) };
+                if b.instance as u64 != inst.vk.instance {
+                    return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+                }
+                Some((gipa, *b))
+            }
+            _ => {
+                log::warn!("xrCreateSession: no (or more than one) graphics binding in the chain; this runtime supports XR_KHR_opengl_enable (Xlib) and XR_KHR_vulkan_enable2");
+                return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+            }
+        };
         if !rt.sessions.is_empty() {
             return xr::Result::ERROR_LIMIT_REACHED;
         }
+        let vk = match vk {
+            // SAFETY: the application's live handles, made through `gipa`.
+            Some((gipa, b)) => match unsafe { Vk::new(gipa, &b) } {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    log::error!("xrCreateSession: {e}");
+                    return xr::Result::ERROR_RUNTIME_FAILURE;
+                }
+            },
+            None => None,
+        };
         let settings = match rt.instance.as_ref() {
             Some(i) => i.settings.clone(),
             None => return xr::Result::ERROR_HANDLE_INVALID,
@@ -167,10 +264,14 @@ pub(crate) unsafe extern "system" fn create_session(
             stream,
             gl: None,
             compositor: None,
+            vk,
+            vk_compositor: None,
             clock,
             attached: Vec::new(),
             action_states: ActionStates::default(),
             frame_samples: VecDeque::new(),
+            view_from_client: false,
+            view_polls: 0,
         };
         let mut events = Vec::new();
         let mut session = session;
@@ -193,18 +294,18 @@ pub fn destroy_session_objects(rt: &mut Runtime, id: u64) -> bool {
     if s.running {
         s.flush();
     }
-    let images: Vec<u32> = rt
+    let mine: Vec<u64> = rt
         .swapchains
         .iter()
         .filter(|(_, sc)| sc.session == id)
-        .flat_map(|(_, sc)| sc.images.clone())
+        .map(|(&k, _)| k)
         .collect();
-    if let Some(gl) = s.gl.as_ref() {
-        // SAFETY: the application's context is current during xrDestroySession.
-        unsafe { gl.delete_textures(&images) };
+    for k in mine {
+        if let Some(sc) = rt.swapchains.remove(&k) {
+            destroy_images(&mut s, sc);
+        }
     }
-    s.release_gl();
-    rt.swapchains.retain(|_, sc| sc.session != id);
+    s.release_graphics();
     rt.spaces.retain(|_, sp| sp.session != id);
     s.stream.stop();
     if let Some(i) = rt.instance.as_mut() {
@@ -268,53 +369,58 @@ pub(crate) unsafe extern "system" fn begin_session(
     })
 }
 
+/// Runs `f` on a running session and queues the state changes it makes: the lookup, the
+/// running check and the event flush `xrEndSession` and `xrRequestExitSession` share.
+fn with_running_session(
+    session: xr::Session,
+    f: impl FnOnce(&mut Session, &mut Vec<Event>) -> Result<(), xr::Result>,
+) -> xr::Result {
+    let mut rt = lock();
+    let mut events = Vec::new();
+    let s = match rt.session(session) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    if !s.running {
+        return xr::Result::ERROR_SESSION_NOT_RUNNING;
+    }
+    let r = f(s, &mut events);
+    for e in events {
+        rt.push(e);
+    }
+    match r {
+        Ok(()) => xr::Result::SUCCESS,
+        Err(e) => e,
+    }
+}
+
 pub(crate) unsafe extern "system" fn end_session(session: xr::Session) -> xr::Result {
     guard("xrEndSession", || {
-        let mut rt = lock();
-        let mut events = Vec::new();
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        if !s.running {
-            return xr::Result::ERROR_SESSION_NOT_RUNNING;
-        }
-        if s.state != xr::SessionState::STOPPING {
-            return xr::Result::ERROR_SESSION_NOT_STOPPING;
-        }
-        s.flush();
-        s.running = false;
-        s.go(xr::SessionState::IDLE, &mut events);
-        if s.exit_requested {
-            s.go(xr::SessionState::EXITING, &mut events);
-        }
-        for e in events {
-            rt.push(e);
-        }
-        xr::Result::SUCCESS
+        with_running_session(session, |s, events| {
+            if s.state != xr::SessionState::STOPPING {
+                return Err(xr::Result::ERROR_SESSION_NOT_STOPPING);
+            }
+            s.flush();
+            s.running = false;
+            s.go(xr::SessionState::IDLE, events);
+            if s.exit_requested {
+                s.go(xr::SessionState::EXITING, events);
+            }
+            Ok(())
+        })
     })
 }
 
 pub(crate) unsafe extern "system" fn request_exit_session(session: xr::Session) -> xr::Result {
     guard("xrRequestExitSession", || {
-        let mut rt = lock();
-        let mut events = Vec::new();
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        if !s.running {
-            return xr::Result::ERROR_SESSION_NOT_RUNNING;
-        }
-        s.exit_requested = true;
-        if s.state == xr::SessionState::FOCUSED {
-            s.go(xr::SessionState::VISIBLE, &mut events);
-        }
-        s.go(xr::SessionState::SYNCHRONIZED, &mut events);
-        s.go(xr::SessionState::STOPPING, &mut events);
-        for e in events {
-            rt.push(e);
-        }
-        xr::Result::SUCCESS
+        with_running_session(session, |s, events| {
+            s.exit_requested = true;
+            if s.state == xr::SessionState::FOCUSED {
+                s.go(xr::SessionState::VISIBLE, events);
+            }
+            s.go(xr::SessionState::SYNCHRONIZED, events);
+            s.go(xr::SessionState::STOPPING, events);
+            Ok(())
+        })
     })
 }

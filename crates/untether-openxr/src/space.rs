@@ -224,12 +224,11 @@ pub(crate) unsafe extern "system" fn locate_views(
             return xr::Result::ERROR_TIME_INVALID;
         }
         let mut rt = lock();
-        let Some(settings) = rt.instance.as_ref().map(|i| i.settings.clone()) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
+        // The session's views: the client's, once it sent them.
+        let settings = match rt.session(session) {
+            Ok(s) => s.settings.clone(),
+            Err(e) => return e,
         };
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
         let Some(space) = rt.spaces.get(&info.space.into_raw()) else {
             return xr::Result::ERROR_HANDLE_INVALID;
         };

@@ -77,6 +77,20 @@ impl Settings {
         self.options.vr.ipd_mm / 1000.0
     }
 
+    /// Takes a client's eye views (field of view in degrees, eye separation in mm), within the
+    /// configuration's limits for `vr.fov_deg` and `vr.ipd_mm`; false if they are outside.
+    pub fn use_client_view(&mut self, fov_deg: f32, ipd_mm: f32) -> bool {
+        let mut vr = self.options.vr.clone();
+        vr.fov_deg = fov_deg;
+        vr.ipd_mm = ipd_mm;
+        if let Err(e) = vr.validate() {
+            log::warn!("untether OpenXR runtime: the client's views are not used: {e}");
+            return false;
+        }
+        self.options.vr = vr;
+        true
+    }
+
     /// Half the horizontal and vertical field of view of one eye, radians (symmetric views).
     pub fn half_fov(&self) -> (f32, f32) {
         let (w, h) = self.eye_size();
@@ -169,6 +183,17 @@ impl Stream {
 
     pub fn has_client(&self) -> bool {
         self.host.as_ref().is_some_and(Host::has_client)
+    }
+
+    /// The connected client's eye views as it sent them (field of view in degrees, eye
+    /// separation in mm): the controller's, else the first connected client's that sent any.
+    pub fn client_view(&self) -> Option<(f32, f32)> {
+        let clients = self.host.as_ref()?.clients();
+        let live = || clients.iter().filter(|c| c.left_s.is_none());
+        live()
+            .filter(|c| c.role == "controller")
+            .chain(live())
+            .find_map(|c| Some((c.view_fov_deg?, c.view_ipd_mm?)))
     }
 
     /// Reads the client's newest head pose into the predictor (`now_us`: runtime clock).
@@ -291,6 +316,20 @@ mod tests {
         assert!((hx.to_degrees() - 45.0).abs() < 1e-3);
         // 640x720: taller than wide, so the vertical half-angle is larger.
         assert!((hy.tan() - 720.0 / 640.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_clients_view_replaces_the_configured_one_within_the_limits() {
+        let cfg = ConfigToml::parse("[video]\nresolution = \"1280x720\"\n", "t").unwrap();
+        let mut s = Settings::from_config(&cfg, "t".into()).unwrap();
+        assert!(s.use_client_view(100.0, 60.0));
+        assert!((s.half_fov().0.to_degrees() - 50.0).abs() < 1e-3);
+        assert!((s.ipd_m() - 0.060).abs() < 1e-6);
+        // Out of vr.fov_deg's range: refused, the previous values kept.
+        assert!(!s.use_client_view(655.35, 64.0));
+        assert!((s.half_fov().0.to_degrees() - 50.0).abs() < 1e-3);
+        assert!(!s.use_client_view(90.0, 0.0));
+        assert!((s.ipd_m() - 0.060).abs() < 1e-6);
     }
 
     #[test]

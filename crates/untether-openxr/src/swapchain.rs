@@ -1,15 +1,17 @@
-//! Swapchains: GL textures the application renders into, acquired, waited for and released
-//! in turn.
+//! Swapchains: GL textures or Vulkan images the application renders into, acquired, waited
+//! for and released in turn.
 
 use std::collections::VecDeque;
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::gl::{Gl, FORMATS};
+use crate::gl::{self, Gl};
 use crate::guard;
 use crate::runtime::{done, lock};
+use crate::session::Session;
 use crate::util::{fill, fill_with, ty_of};
+use crate::vulkan::{self, VkImages};
 
 /// Images per swapchain: one being rendered, one being composited, one spare.
 pub const IMAGES: usize = 3;
@@ -20,7 +22,10 @@ pub struct Swapchain {
     pub width: u32,
     pub height: u32,
     pub array_size: u32,
-    pub images: Vec<u32>,
+    /// GL texture names or `VkImage` handles.
+    pub images: Vec<u64>,
+    /// The Vulkan images' objects (a Vulkan session's swapchain).
+    pub vk: Option<VkImages>,
     acquired: VecDeque<u32>,
     waited: bool,
     next: u32,
@@ -65,12 +70,68 @@ pub(crate) unsafe extern "system" fn enumerate_swapchain_formats(
 ) -> xr::Result {
     guard("xrEnumerateSwapchainFormats", || {
         let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
+        let s = match rt.session(session) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
         // SAFETY: the application's two-call arrays.
-        unsafe { fill(capacity, count, formats, &FORMATS) }
+        unsafe { fill(capacity, count, formats, formats_of(s)) }
     })
+}
+
+/// The colour formats a session's graphics API offers.
+fn formats_of(s: &Session) -> &'static [i64] {
+    if s.vk.is_some() {
+        &vulkan::FORMATS
+    } else {
+        &gl::FORMATS
+    }
+}
+
+/// Makes a swapchain's images with the session's graphics API.
+fn create_images(
+    s: &mut Session,
+    info: &xr::SwapchainCreateInfo,
+) -> Result<(Vec<u64>, Option<VkImages>), String> {
+    if let Some(vk) = s.vk.as_ref() {
+        // SAFETY: the application's thread, during xrCreateSwapchain.
+        let made = unsafe { vk.create_images(info, IMAGES) }?;
+        let raw = made
+            .images
+            .iter()
+            .map(|i| ash::vk::Handle::as_raw(*i))
+            .collect();
+        return Ok((raw, Some(made)));
+    }
+    let gl = s.gl.get_or_insert_with(Gl::load);
+    // SAFETY: the application's context is current during xrCreateSwapchain.
+    let names = unsafe {
+        gl.create_textures(
+            info.format,
+            info.width,
+            info.height,
+            info.array_size,
+            info.mip_count,
+            IMAGES,
+        )
+    }?;
+    Ok((names.into_iter().map(u64::from).collect(), None))
+}
+
+/// Frees a swapchain's images (the session's graphics API).
+pub fn destroy_images(s: &mut Session, sc: Swapchain) {
+    if let (Some(vk), Some(images)) = (s.vk.as_ref(), sc.vk) {
+        if let Some(c) = s.vk_compositor.as_mut() {
+            // SAFETY: the application's thread; the copy in flight may read these images.
+            unsafe { c.finish(vk) };
+        }
+        // SAFETY: no copy of the runtime's uses them any more.
+        unsafe { vk.destroy_images(images) };
+    } else if let Some(gl) = s.gl.as_ref() {
+        let names: Vec<u32> = sc.images.iter().map(|&n| n as u32).collect();
+        // SAFETY: the application's context is current during xrDestroySwapchain.
+        unsafe { gl.delete_textures(&names) };
+    }
 }
 
 pub(crate) unsafe extern "system" fn create_swapchain(
@@ -96,10 +157,15 @@ pub(crate) unsafe extern "system" fn create_swapchain(
             Ok(s) => s,
             Err(e) => return e,
         };
-        if !FORMATS.contains(&info.format) {
+        if !formats_of(s).contains(&info.format) {
             log::warn!(
-                "xrCreateSwapchain: format 0x{:x} is not supported (GL_SRGB8_ALPHA8 0x8c43, GL_RGBA8 0x8058)",
-                info.format
+                "xrCreateSwapchain: format {} is not supported ({})",
+                info.format,
+                if s.vk.is_some() {
+                    "VK_FORMAT_R8G8B8A8_SRGB 43, B8G8R8A8_SRGB 50, R8G8B8A8_UNORM 37, B8G8R8A8_UNORM 44"
+                } else {
+                    "GL_SRGB8_ALPHA8 0x8c43, GL_RGBA8 0x8058"
+                }
             );
             return xr::Result::ERROR_SWAPCHAIN_FORMAT_UNSUPPORTED;
         }
@@ -126,18 +192,7 @@ pub(crate) unsafe extern "system" fn create_swapchain(
         {
             return xr::Result::ERROR_VALIDATION_FAILURE;
         }
-        let gl = s.gl.get_or_insert_with(Gl::load);
-        // SAFETY: the application's context is current during xrCreateSwapchain.
-        let images = match unsafe {
-            gl.create_textures(
-                info.format,
-                info.width,
-                info.height,
-                info.array_size,
-                info.mip_count,
-                IMAGES,
-            )
-        } {
+        let (images, vk) = match create_images(s, info) {
             Ok(i) => i,
             Err(e) => {
                 log::error!("xrCreateSwapchain: {e}");
@@ -154,6 +209,7 @@ pub(crate) unsafe extern "system" fn create_swapchain(
                 height: info.height,
                 array_size: info.array_size,
                 images,
+                vk,
                 acquired: VecDeque::new(),
                 waited: false,
                 next: 0,
@@ -172,9 +228,8 @@ pub(crate) unsafe extern "system" fn destroy_swapchain(swapchain: xr::Swapchain)
         let Some(sc) = rt.swapchains.remove(&swapchain.into_raw()) else {
             return xr::Result::ERROR_HANDLE_INVALID;
         };
-        if let Some(gl) = rt.sessions.get(&sc.session).and_then(|s| s.gl.as_ref()) {
-            // SAFETY: the application's context is current during xrDestroySwapchain.
-            unsafe { gl.delete_textures(&sc.images) };
+        if let Some(s) = rt.sessions.get_mut(&sc.session) {
+            destroy_images(s, sc);
         }
         xr::Result::SUCCESS
     })
@@ -191,17 +246,31 @@ pub(crate) unsafe extern "system" fn enumerate_swapchain_images(
         let Some(sc) = rt.swapchains.get(&swapchain.into_raw()) else {
             return xr::Result::ERROR_HANDLE_INVALID;
         };
+        let want = if sc.vk.is_some() {
+            xr::StructureType::SWAPCHAIN_IMAGE_VULKAN_KHR
+        } else {
+            xr::StructureType::SWAPCHAIN_IMAGE_OPENGL_KHR
+        };
         if capacity > 0 {
             // SAFETY: the application's array, its first element's type checked.
-            if unsafe { ty_of(images) } != Some(xr::StructureType::SWAPCHAIN_IMAGE_OPENGL_KHR) {
+            if unsafe { ty_of(images) } != Some(want) {
                 return xr::Result::ERROR_VALIDATION_FAILURE;
             }
+        }
+        if sc.vk.is_some() {
+            let out = images as *mut xr::SwapchainImageVulkanKHR;
+            // SAFETY: an array of XrSwapchainImageVulkanKHR of `capacity` (type checked).
+            return unsafe {
+                fill_with(capacity, count, sc.images.len(), |i| {
+                    (*out.add(i)).image = sc.images[i];
+                })
+            };
         }
         let out = images as *mut xr::SwapchainImageOpenGLKHR;
         // SAFETY: an array of XrSwapchainImageOpenGLKHR of `capacity` (type checked).
         unsafe {
             fill_with(capacity, count, sc.images.len(), |i| {
-                (*out.add(i)).image = sc.images[i];
+                (*out.add(i)).image = sc.images[i] as u32;
             })
         }
     })
@@ -277,11 +346,12 @@ mod tests {
     fn images_go_round_in_order_and_misuse_is_a_call_order_error() {
         let mut sc = Swapchain {
             session: 1,
-            format: FORMATS[0],
+            format: gl::FORMATS[0],
             width: 8,
             height: 8,
             array_size: 1,
             images: vec![10, 11, 12],
+            vk: None,
             acquired: VecDeque::new(),
             waited: false,
             next: 0,

@@ -166,6 +166,240 @@ fn free_udp_port() -> u16 {
     s.local_addr().expect("addr").port()
 }
 
+/// A config file for the runtime's host on `port`, in `dir`.
+fn write_config(dir: &std::path::Path, port: u16) -> PathBuf {
+    let config = dir.join("untether.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[video]\nresolution = \"640x320\"\nfps = 30\n[network]\nidle_timeout_ms = 1000\nkeepalive_ms = 200\n[host]\nbind = \"127.0.0.1:{port}\"\naccess = \"open\"\nstate_dir = \"{}\"\n",
+            dir.join("host").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// `hello_xr -g GRAPHICS` on this runtime with the Khronos validation layer; its output,
+/// line by line, in one channel (and kept for failure messages).
+struct App {
+    child: std::process::Child,
+    rx: mpsc::Receiver<String>,
+    log: Vec<String>,
+    deadline: Instant,
+}
+
+impl App {
+    fn start(
+        graphics: &str,
+        manifest: &std::path::Path,
+        config: &std::path::Path,
+        preload: Option<&std::path::Path>,
+    ) -> App {
+        let mut cmd = Command::new("hello_xr");
+        cmd.args(["-g", graphics, "-v"])
+            .env("XR_RUNTIME_JSON", manifest)
+            .env("XR_ENABLE_API_LAYERS", "XR_APILAYER_LUNARG_core_validation")
+            .env("UNTETHER_CONFIG", config)
+            .env("UNTETHER_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(p) = preload {
+            cmd.env("LD_PRELOAD", p);
+        }
+        let mut child = cmd.spawn().expect("hello_xr starts");
+        let (tx, rx) = mpsc::channel::<String>();
+        for reader in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(reader).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        App {
+            child,
+            rx,
+            log: Vec::new(),
+            deadline: Instant::now() + Duration::from_secs(20),
+        }
+    }
+
+    /// Reads lines until one matches (true) or the app's 20 s are up or its output ends.
+    fn wait_for(&mut self, what: &dyn Fn(&str) -> bool) -> bool {
+        while Instant::now() < self.deadline {
+            match self.rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    let hit = what(&line);
+                    self.log.push(line);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        false
+    }
+
+    /// Reads lines for `d`.
+    fn read_for(&mut self, d: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < d {
+            if let Ok(line) = self.rx.recv_timeout(Duration::from_millis(100)) {
+                self.log.push(line);
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        self.log.join("\n")
+    }
+
+    /// Presses Escape on the client (simple_controller's /user/hand/left/input/menu/click,
+    /// which hello_xr binds to its quit action: it asks to end the session, ends it when told
+    /// STOPPING, leaves on EXITING) and waits for the app to exit; the rest of its output.
+    fn quit_through(&mut self, keys: &mpsc::Sender<InputEvent>) -> std::process::ExitStatus {
+        for down in [true, false] {
+            // (The client may be gone by the key-up: hello_xr quits on the key-down.)
+            keys.send(InputEvent::Key { code: 27, down }).ok();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let quit = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("hello_xr's status") {
+                break status;
+            }
+            if quit.elapsed() > Duration::from_secs(10) {
+                // Press its quit key instead, so that it ends either way, and fail.
+                let mut stdin = self.child.stdin.take().unwrap();
+                stdin.write_all(b"\n").ok();
+                drop(stdin);
+                self.child.wait().ok();
+                panic!(
+                    "the client's Escape did not quit hello_xr:\n{}",
+                    self.text()
+                );
+            }
+            while let Ok(line) = self.rx.recv_timeout(Duration::from_millis(100)) {
+                self.log.push(line);
+            }
+        };
+        self.log.extend(self.rx.iter());
+        for state in ["STOPPING", "EXITING"] {
+            assert!(
+                self.log
+                    .iter()
+                    .any(|l| l.contains(&format!("runtime: session {state}"))),
+                "no {state} after the quit action:\n{}",
+                self.text()
+            );
+        }
+        status
+    }
+
+    /// The OpenXR validation layer loaded and reported nothing; nor did Vulkan's, which
+    /// hello_xr enables when it is installed.
+    fn assert_no_validation_error(&self) {
+        let text = self.text();
+        assert!(
+            self.log
+                .iter()
+                .any(|l| l.contains("Core Validation output type")),
+            "the validation layer did not load:\n{text}"
+        );
+        assert!(
+            !self.log.iter().any(|l| l.contains("VUID-")
+                || l.contains("Error [")
+                || l.contains("Validation Error")),
+            "validation errors:\n{text}"
+        );
+    }
+
+    /// The runtime's own count of what it streamed to the last client while it watched.
+    fn streamed(&self) -> u64 {
+        self.log
+            .iter()
+            .find_map(|l| {
+                let (before, _) = l.split_once(" to the last client since it connected")?;
+                before.rsplit('(').next()?.trim().parse().ok()
+            })
+            .unwrap_or_else(|| panic!("no frame count from the runtime:\n{}", self.text()))
+    }
+}
+
+/// A client in this process on `port` with pose source `pose` and field of view `fov_deg`,
+/// writing its frames into `dir/frames.i420`; the key channel and its thread.
+#[allow(clippy::type_complexity)]
+fn start_client(
+    port: u16,
+    dir: &std::path::Path,
+    pose: &str,
+    fov_deg: f32,
+) -> (
+    mpsc::Sender<InputEvent>,
+    std::thread::JoinHandle<Result<untether::ClientRun, untether::ClientError>>,
+) {
+    let mut opts = client_options(&format!("127.0.0.1:{port}"), dir, pose);
+    opts.vr.fov_deg = fov_deg;
+    std::fs::create_dir_all(dir).unwrap();
+    let sink = dir.join("frames.i420").display().to_string();
+    let (keys, inject) = mpsc::channel();
+    let client = std::thread::spawn(move || {
+        run_client_with(
+            &opts,
+            ClientIo {
+                end_on_host_bye: true,
+                sink: Some(sink),
+                inject: Some(inject),
+                ..Default::default()
+            },
+            Arc::new(AtomicBool::new(false)),
+        )
+    });
+    (keys, client)
+}
+
+/// (frames streamed by the runtime, the client's run) checks shared by both graphics APIs:
+/// the client ended on the host's goodbye, decoded ≥ 95 % of what was streamed, each frame
+/// with the pose it was rendered for.
+fn check_stream(app: &App, run: &untether::ClientRun, min_streamed: u64) -> u64 {
+    let text = app.text();
+    let streamed = app.streamed();
+    eprintln!(
+        "hello_xr → runtime: {streamed} frames streamed; client: {} decoded, {} with a pose",
+        run.decoded, run.frames_with_pose
+    );
+    assert!(
+        streamed >= min_streamed,
+        "{streamed} frames streamed:\n{text}"
+    );
+    // The client ended on the host's goodbye, well before its own 15 s.
+    assert!(
+        run.ended_us - run.started_us < 14_000_000,
+        "the client did not end on the host's goodbye"
+    );
+    assert!(
+        run.decoded * 100 >= streamed * 95,
+        "the client decoded {} of {streamed} frames streamed",
+        run.decoded
+    );
+    assert!(
+        run.frames_with_pose * 10 >= run.decoded * 9,
+        "{} of {} frames with a pose",
+        run.frames_with_pose,
+        run.decoded
+    );
+    streamed
+}
+
 #[test]
 fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() {
     if std::env::var_os("DISPLAY").is_none() {
@@ -180,15 +414,7 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         return;
     };
     let port = free_udp_port();
-    let config = dir.join("untether.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[video]\nresolution = \"640x320\"\nfps = 30\n[network]\nidle_timeout_ms = 1000\nkeepalive_ms = 200\n[host]\nbind = \"127.0.0.1:{port}\"\naccess = \"open\"\nstate_dir = \"{}\"\n",
-            dir.join("host").display()
-        ),
-    )
-    .unwrap();
+    let config = write_config(&dir, port);
 
     // hello_xr's GL window needs the XFree86-VidMode extension, which Xvfb lacks.
     let shim = dir.join("vidmode_shim.so");
@@ -199,56 +425,11 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         .status()
         .expect("cc runs");
     assert!(cc.success(), "building the VidMode shim failed");
-    let mut app = Command::new("hello_xr")
-        .args(["-g", "OpenGL", "-v"])
-        .env("LD_PRELOAD", &shim)
-        .env("XR_RUNTIME_JSON", &manifest)
-        .env("XR_ENABLE_API_LAYERS", "XR_APILAYER_LUNARG_core_validation")
-        .env("UNTETHER_CONFIG", &config)
-        .env("UNTETHER_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hello_xr starts");
-    // Both streams, line by line, into one channel (and kept for the failure message).
-    let (tx, rx) = mpsc::channel::<String>();
-    for reader in [
-        Box::new(app.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(app.stderr.take().unwrap()),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(reader).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    drop(tx);
-    let mut log = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let wait_for = |what: &dyn Fn(&str) -> bool, log: &mut Vec<String>| -> bool {
-        while Instant::now() < deadline {
-            match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) => {
-                    let hit = what(&line);
-                    log.push(line);
-                    if hit {
-                        return true;
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
-            }
-        }
-        false
-    };
+    let mut app = App::start("OpenGL", &manifest, &config, Some(&shim));
     assert!(
-        wait_for(&|l: &str| l.contains("host listening on"), &mut log),
+        app.wait_for(&|l: &str| l.contains("host listening on")),
         "the runtime's host never listened:\n{}",
-        log.join("\n")
+        app.text()
     );
 
     // A first client, in a process of its own, is killed: the app keeps running (the
@@ -262,94 +443,33 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         .spawn()
         .expect("the first client starts");
     assert!(
-        wait_for(&|l: &str| l.contains("runtime: session FOCUSED"), &mut log),
+        app.wait_for(&|l: &str| l.contains("runtime: session FOCUSED")),
         "the session never became focused:\n{}",
-        log.join("\n")
+        app.text()
     );
     std::thread::sleep(Duration::from_millis(1500));
     first.kill().expect("kill the first client");
     first.wait().ok();
     assert!(
-        wait_for(&|l: &str| l.contains("runtime: session VISIBLE"), &mut log),
+        app.wait_for(&|l: &str| l.contains("runtime: session VISIBLE")),
         "the session kept its focus after its client was killed:\n{}",
-        log.join("\n")
+        app.text()
     );
 
-    let opts = client_options(
-        &format!("127.0.0.1:{port}"),
-        &dir.join("client"),
-        "synthetic:turn",
-    );
-    std::fs::create_dir_all(dir.join("client")).unwrap();
-    let turning_frames = dir.join("client").join("frames.i420");
-    let sink = turning_frames.display().to_string();
-    let (keys, inject) = mpsc::channel();
-    let client = std::thread::spawn(move || {
-        run_client_with(
-            &opts,
-            ClientIo {
-                end_on_host_bye: true,
-                sink: Some(sink),
-                inject: Some(inject),
-                ..Default::default()
-            },
-            Arc::new(AtomicBool::new(false)),
-        )
-    });
+    let (keys, client) = start_client(port, &dir.join("client"), "synthetic:turn", 90.0);
     // Let the app render for a few seconds, then press its quit key.
     assert!(
-        wait_for(&|l: &str| l.contains("runtime: session FOCUSED"), &mut log),
+        app.wait_for(&|l: &str| l.contains("runtime: session FOCUSED")),
         "the session did not come back to focus for the second client:\n{}",
-        log.join("\n")
+        app.text()
     );
-    let focused = Instant::now();
-    while focused.elapsed() < Duration::from_secs(4) {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            log.push(line);
-        }
-    }
-    // The client presses Escape: simple_controller's /user/hand/left/input/menu/click, which
-    // hello_xr binds to its quit action: it asks to end the session (xrRequestExitSession),
-    // ends it when told STOPPING, leaves on EXITING and tears everything down.
-    for down in [true, false] {
-        // (The client may be gone by the key-up: hello_xr quits on the key-down.)
-        keys.send(InputEvent::Key { code: 27, down }).ok();
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let quit = Instant::now();
-    let status = loop {
-        if let Some(status) = app.try_wait().expect("hello_xr's status") {
-            break status;
-        }
-        if quit.elapsed() > Duration::from_secs(10) {
-            // Press its quit key instead, so that it ends either way, and fail.
-            let mut stdin = app.stdin.take().unwrap();
-            stdin.write_all(b"\n").ok();
-            drop(stdin);
-            app.wait().ok();
-            panic!(
-                "the client's Escape did not quit hello_xr:\n{}",
-                log.join("\n")
-            );
-        }
-        while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            log.push(line);
-        }
-    };
-    log.extend(rx.iter());
-    for state in ["STOPPING", "EXITING"] {
-        assert!(
-            log.iter()
-                .any(|l| l.contains(&format!("runtime: session {state}"))),
-            "no {state} after the quit action:\n{}",
-            log.join("\n")
-        );
-    }
+    app.read_for(Duration::from_secs(4));
+    let status = app.quit_through(&keys);
     let run = client.join().expect("client thread").expect("client runs");
     // The picture follows the pose: with a still head the app's (static) scene gives the
     // same picture frame after frame; a turning head moves the scene's cubes.
     let still = changed_frames(&dir.join("first").join("frames.i420"));
-    let turning = changed_frames(&turning_frames);
+    let turning = changed_frames(&dir.join("client").join("frames.i420"));
     std::fs::remove_dir_all(&dir).ok();
     eprintln!(
         "frames whose picture changed: still head {} of {}, turning head {} of {}",
@@ -363,50 +483,14 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
         turning.0 * 5 >= turning.1,
         "a turning head left the picture alone: {turning:?}"
     );
-    let text = log.join("\n");
-    assert!(status.success(), "hello_xr failed ({status}):\n{text}");
-
-    // The validation layer was loaded, and reports through the same output: nothing.
     assert!(
-        log.iter()
-            .any(|l| l.contains("Core Validation output type")),
-        "the validation layer did not load:\n{text}"
+        status.success(),
+        "hello_xr failed ({status}):\n{}",
+        app.text()
     );
-    assert!(
-        !log.iter()
-            .any(|l| l.contains("VUID-") || l.contains("Error [")),
-        "validation errors:\n{text}"
-    );
-    // The runtime's own count of what it streamed while the client watched.
-    let streamed: u64 = log
-        .iter()
-        .find_map(|l| {
-            let (before, _) = l.split_once(" to the last client since it connected")?;
-            before.rsplit('(').next()?.trim().parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no frame count from the runtime:\n{text}"));
-    eprintln!(
-        "hello_xr → runtime: {streamed} frames streamed; client: {} decoded, {} with a pose",
-        run.decoded, run.frames_with_pose
-    );
-    assert!(streamed >= 30, "{streamed} frames streamed:\n{text}");
-    // The client ended on the host's goodbye, well before its own 15 s.
-    assert!(
-        run.ended_us - run.started_us < 14_000_000,
-        "the client did not end on the host's goodbye"
-    );
-    assert!(
-        run.decoded * 100 >= streamed * 95,
-        "the client decoded {} of {streamed} frames streamed",
-        run.decoded
-    );
+    app.assert_no_validation_error();
+    check_stream(&app, &run, 30);
     // Each frame carries the pose hello_xr rendered it for, from the turning head.
-    assert!(
-        run.frames_with_pose * 10 >= run.decoded * 9,
-        "{} of {} frames with a pose",
-        run.frames_with_pose,
-        run.decoded
-    );
     let yaws: Vec<f32> = run
         .records
         .iter()
@@ -420,5 +504,91 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     assert!(
         turned * 2 >= yaws.len(),
         "the render poses do not follow the turning head: {yaws:?}"
+    );
+}
+
+/// `hello_xr -g Vulkan2` (XR_KHR_vulkan_enable2) on Mesa's lavapipe: the OpenXR and Vulkan
+/// validation layers report nothing, the runtime's views take the client's field of view, a
+/// turning head moves the picture, and the client decodes ≥ 95 % of the frames streamed, each
+/// with its render pose.
+#[test]
+fn hello_xr_on_vulkan2_streams_to_a_client_with_no_validation_error() {
+    hello_xr_on_vulkan("Vulkan2");
+}
+
+/// The same with `hello_xr -g Vulkan` (the older XR_KHR_vulkan_enable: the application makes
+/// its Vulkan instance and device itself).
+#[test]
+fn hello_xr_on_vulkan_enable_streams_to_a_client_with_no_validation_error() {
+    hello_xr_on_vulkan("Vulkan");
+}
+
+fn hello_xr_on_vulkan(graphics: &str) {
+    if !tool("hello_xr") || !tool("vulkaninfo") {
+        return;
+    }
+    let dir = temp_dir(graphics);
+    let Some(manifest) = manifest(&dir) else {
+        return;
+    };
+    let port = free_udp_port();
+    let config = write_config(&dir, port);
+    let mut app = App::start(graphics, &manifest, &config, None);
+    assert!(
+        app.wait_for(&|l: &str| l.contains("host listening on")),
+        "the runtime's host never listened:\n{}",
+        app.text()
+    );
+    // A client whose lenses see 100° (not the host's default 90°): the runtime's views take
+    // its field of view and eye separation.
+    let (keys, client) = start_client(port, &dir.join("client"), "synthetic:turn", 100.0);
+    assert!(
+        app.wait_for(&|l: &str| l.contains("runtime: session FOCUSED")),
+        "the session never became focused:\n{}",
+        app.text()
+    );
+    let took_fov =
+        |l: &str| l.contains("views from the client: field of view 100°, eye separation 64 mm");
+    assert!(
+        app.log.iter().any(|l| took_fov(l)) || app.wait_for(&took_fov),
+        "the runtime did not take the client's field of view:\n{}",
+        app.text()
+    );
+    app.read_for(Duration::from_secs(3));
+    let status = app.quit_through(&keys);
+    let run = client.join().expect("client thread").expect("client runs");
+    let turning = changed_frames(&dir.join("client").join("frames.i420"));
+    std::fs::remove_dir_all(&dir).ok();
+    eprintln!(
+        "{graphics}: frames whose picture changed with a turning head: {} of {}",
+        turning.0, turning.1
+    );
+    assert!(
+        status.success(),
+        "hello_xr failed ({status}):\n{}",
+        app.text()
+    );
+    app.assert_no_validation_error();
+    assert!(
+        turning.1 >= 5 && turning.0 * 5 >= turning.1,
+        "a turning head left the picture alone: {turning:?}"
+    );
+    let streamed = check_stream(&app, &run, 20);
+    // Frames the runtime could not copy because the previous copy still ran: few.
+    let busy: u64 = app
+        .log
+        .iter()
+        .find_map(|l| {
+            l.split_once(" frames ended while the previous copy")?
+                .0
+                .rsplit(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert!(
+        busy * 20 <= streamed,
+        "{busy} frames not copied (previous copy still running) against {streamed} streamed"
     );
 }

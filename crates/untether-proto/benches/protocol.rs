@@ -99,6 +99,7 @@ fn handshake(c: &mut Criterion) {
         name: "bench".into(),
         codecs: Vec::new(),
         wants: None,
+        view: None,
     };
     let mut g = c.benchmark_group("handshake");
     for pin in [None, Some("123456")] {

@@ -81,6 +81,8 @@ pub struct ClientConfig {
     /// The stream this client asks for (size, frame rate, bit rate; sent in message 3): the
     /// host grants it within its limits, and the Accept's parameters say what it granted.
     pub wants: Option<crate::handshake::StreamWants>,
+    /// A VR client's eye views (sent in message 3): the host renders with them.
+    pub view: Option<crate::handshake::ViewInfo>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -137,6 +139,7 @@ impl ClientConfig {
             entropy: rng.seed(),
             retransmit: true,
             wants: None,
+            view: None,
             state_budget_bytes_per_s: 0,
         }
     }
@@ -410,6 +413,8 @@ pub struct ClientSession {
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
     decode_us: u32,
+    /// The newest latency report not yet sent (goes out beside the next Feedback).
+    latency: Option<crate::wire::LatencyReport>,
     /// The assembler's and requester's counters when the session left the Connected state.
     final_counters: Option<(AssemblerStats, u64)>,
     /// The last role the host told (role, flags, version).
@@ -481,6 +486,7 @@ impl ClientSession {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             decode_us: 0,
+            latency: None,
             final_counters: None,
             role: None,
         }
@@ -678,6 +684,12 @@ impl ClientSession {
     /// The decoder's latest decode time, reported to the host in feedback.
     pub fn note_decode_time(&mut self, us: u64) {
         self.decode_us = us.min(u32::MAX as u64) as u32;
+    }
+
+    /// The shown frames' latency over the last interval, sent to the host beside the next
+    /// Feedback (a newer report replaces one not yet sent).
+    pub fn note_latency(&mut self, report: crate::wire::LatencyReport) {
+        self.latency = Some(report);
     }
 
     /// Queues an input event for reliable, ordered delivery; returns its sequence number, or
@@ -1032,6 +1044,7 @@ impl ClientSession {
                     name: self.cfg.name.clone(),
                     codecs: self.cfg.codecs.clone(),
                     wants: self.cfg.wants,
+                    view: self.cfg.view,
                 };
                 let (msg3, keys) = match hs.finish(&info) {
                     Ok(x) => x,
@@ -1367,6 +1380,7 @@ impl ClientSession {
             // Only the client sends these.
             ControlFrame::KeyframeRequest { .. }
             | ControlFrame::Feedback(_)
+            | ControlFrame::Latency(_)
             | ControlFrame::Input { .. }
             | ControlFrame::RoleAck { .. }
             | ControlFrame::PathResponse { .. } => {}
@@ -1639,6 +1653,9 @@ impl ClientSession {
                         srtt_us: sat(self.clock.srtt_us().unwrap_or(0)),
                         decode_us: self.decode_us,
                     }));
+                    if let Some(l) = self.latency.take() {
+                        self.pending.push(ControlFrame::Latency(l));
+                    }
                 }
                 let keepalive_due = now >= c.last_send_us + c.params.keepalive_ms as u64 * 1000;
                 self.nack_lost_shards(now);

@@ -437,13 +437,45 @@ impl StreamWants {
     }
 }
 
+/// A VR client's eye views, so that the host renders what the client's late warp assumes:
+/// each eye's horizontal field of view (its `vr.fov_deg`) in hundredths of a degree and the
+/// eye separation (its `vr.ipd_mm`) in hundredths of a millimetre: `fov u16 ‖ ipd u16`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewInfo {
+    pub fov_centideg: u16,
+    pub ipd_centimm: u16,
+}
+
+impl ViewInfo {
+    /// The encoded length.
+    pub const LEN: usize = 4;
+
+    /// From degrees and millimetres (rounded; out-of-range values saturate).
+    pub fn new(fov_deg: f32, ipd_mm: f32) -> ViewInfo {
+        ViewInfo {
+            fov_centideg: (fov_deg * 100.0).round().clamp(0.0, u16::MAX as f32) as u16,
+            ipd_centimm: (ipd_mm * 100.0).round().clamp(0.0, u16::MAX as f32) as u16,
+        }
+    }
+
+    pub fn fov_deg(&self) -> f32 {
+        self.fov_centideg as f32 / 100.0
+    }
+
+    pub fn ipd_mm(&self) -> f32 {
+        self.ipd_centimm as f32 / 100.0
+    }
+}
+
 /// Message 3's payload (encrypted, so authenticated with the rest of the handshake): who the
 /// client is and what it decodes.
 /// `max_datagram u16 ‖ capabilities u32 ‖ name (u16 length ‖ UTF-8) [‖ count u8 ‖ codec u8 ×
 /// count [‖ width u16 ‖ height u16 ‖ fps u16 ‖ bitrate_kbps u32]]`: the codecs it decodes in
 /// its order of preference (absent: those of its [`crate::wire::caps`] bits, in id order;
 /// count 0 when only the wants follow), then the stream it asks for ([`StreamWants`]; absent:
-/// none). A host that predates the wants ignores them (it reads no further than the codecs).
+/// none; all zero when only the view follows) [‖ fov u16 ‖ ipd u16]]]`: then a VR client's
+/// eye views ([`ViewInfo`]; absent: none). A host that predates the wants ignores them (it
+/// reads no further than the codecs), one that predates the view ignores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientInfoPayload {
     pub max_datagram: u16,
@@ -454,6 +486,8 @@ pub struct ClientInfoPayload {
     pub codecs: Vec<Codec>,
     /// The stream it asks for (None: not sent).
     pub wants: Option<StreamWants>,
+    /// A VR client's eye views (None: not sent).
+    pub view: Option<ViewInfo>,
 }
 
 impl ClientInfoPayload {
@@ -461,18 +495,23 @@ impl ClientInfoPayload {
         out.put_u16(self.max_datagram);
         out.put_u32(self.capabilities);
         out.put_str(&self.name, MAX_NAME_LEN);
-        if !self.codecs.is_empty() || self.wants.is_some() {
+        if !self.codecs.is_empty() || self.wants.is_some() || self.view.is_some() {
             let n = self.codecs.len().min(MAX_CODECS);
             out.put_u8(n as u8);
             for c in &self.codecs[..n] {
                 out.put_u8(*c as u8);
             }
         }
-        if let Some(w) = &self.wants {
+        if self.wants.is_some() || self.view.is_some() {
+            let w = self.wants.unwrap_or_default();
             out.put_u16(w.width);
             out.put_u16(w.height);
             out.put_u16(w.fps);
             out.put_u32(w.bitrate_kbps);
+        }
+        if let Some(v) = &self.view {
+            out.put_u16(v.fov_centideg);
+            out.put_u16(v.ipd_centimm);
         }
     }
     pub fn parse(b: &[u8]) -> Result<ClientInfoPayload, WireError> {
@@ -498,13 +537,23 @@ impl ClientInfoPayload {
                 }
             }
         }
-        // The wants (a later field, if any, is for a later version: ignored).
+        // The wants (all zero: none, written because the view follows).
         let wants = if r.remaining() >= StreamWants::LEN {
             Some(StreamWants {
                 width: r.u16()?,
                 height: r.u16()?,
                 fps: r.u16()?,
                 bitrate_kbps: r.u32()?,
+            })
+            .filter(|w| *w != StreamWants::default())
+        } else {
+            None
+        };
+        // The view (a later field, if any, is for a later version: ignored).
+        let view = if r.remaining() >= ViewInfo::LEN {
+            Some(ViewInfo {
+                fov_centideg: r.u16()?,
+                ipd_centimm: r.u16()?,
             })
         } else {
             None
@@ -515,6 +564,7 @@ impl ClientInfoPayload {
             name,
             codecs,
             wants,
+            view,
         })
     }
 
@@ -799,6 +849,7 @@ mod tests {
             name: "quest".into(),
             codecs: vec![Codec::Hevc, Codec::H264],
             wants: None,
+            view: None,
         };
         let (m3, ck) = c.finish(&info)?;
         let (ckey, got, hk) = h.finish(&m3)?;
@@ -850,6 +901,7 @@ mod tests {
                 fps: 60,
                 bitrate_kbps: 10_000,
             }),
+            view: None,
         };
         let mut b = Vec::new();
         info.encode(&mut b);
@@ -876,6 +928,57 @@ mod tests {
         assert_eq!(
             ClientInfoPayload::parse(older).unwrap().codecs,
             vec![Codec::H264]
+        );
+    }
+
+    #[test]
+    fn the_view_follows_the_wants_and_an_older_reader_ignores_it() {
+        use crate::wire::{caps, Hex};
+        let info = ClientInfoPayload {
+            max_datagram: 1200,
+            capabilities: caps::H264,
+            name: "pi".into(),
+            codecs: Vec::new(),
+            wants: None,
+            view: Some(ViewInfo::new(100.0, 63.5)),
+        };
+        let mut b = Vec::new();
+        info.encode(&mut b);
+        assert_eq!(
+            Hex(&b[b.len() - 15..]).to_string(),
+            crate::vectors::CLIENT_INFO_VIEW_TAIL,
+            "count 0, no wants (zeros), then 100.00° ‖ 63.50 mm"
+        );
+        let parsed = ClientInfoPayload::parse(&b).unwrap();
+        assert_eq!(parsed, info);
+        assert_eq!(
+            (
+                parsed.view.unwrap().fov_deg(),
+                parsed.view.unwrap().ipd_mm()
+            ),
+            (100.0, 63.5)
+        );
+        // A host that predates the view reads the (empty) wants and stops.
+        let older = &b[..b.len() - ViewInfo::LEN];
+        let o = ClientInfoPayload::parse(older).unwrap();
+        assert_eq!((o.wants, o.view), (None, None));
+        // With wants, both come back.
+        let both = ClientInfoPayload {
+            wants: Some(StreamWants {
+                fps: 72,
+                ..Default::default()
+            }),
+            ..info.clone()
+        };
+        let mut b = Vec::new();
+        both.encode(&mut b);
+        assert_eq!(ClientInfoPayload::parse(&b).unwrap(), both);
+        assert_eq!(
+            ViewInfo::new(-5.0, 1e9),
+            ViewInfo {
+                fov_centideg: 0,
+                ipd_centimm: u16::MAX
+            }
         );
     }
 
@@ -923,6 +1026,7 @@ mod tests {
             name: "pi".into(),
             codecs: vec![Codec::Hevc, Codec::H264],
             wants: None,
+            view: None,
         };
         let mut b = Vec::new();
         info.encode(&mut b);
@@ -1036,6 +1140,7 @@ mod tests {
             name: "pi".into(),
             codecs: Vec::new(),
             wants: None,
+            view: None,
         }
         .encode(&mut info);
         let n = c.write_message(&info, &mut buf).unwrap();

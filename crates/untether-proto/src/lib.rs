@@ -59,7 +59,7 @@ pub use client::{ClientConfig, ClientEvent, ClientPathStats, ClientSession, Clie
 pub use clock::{ClockEstimate, ClockEstimator, ClockSample};
 pub use crypto::Suite;
 pub use fec::{FecMode, FecPolicy};
-pub use handshake::{fingerprint, PublicKey, StaticKeypair, StreamWants};
+pub use handshake::{fingerprint, PublicKey, StaticKeypair, StreamWants, ViewInfo};
 pub use host::{
     AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, CodecOffer,
     FrameMeta, HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,
@@ -73,7 +73,8 @@ pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{Staleness, StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
     sanitize_peer_text, ByeReason, ClientRole, Codec, ControlFrame, Feedback, FrameTiming,
-    InputEvent, LinkDeclineReason, RejectReason, SessionParams, TextChunk, WireError,
+    InputEvent, LatencyReport, LinkDeclineReason, RejectReason, SessionParams, Spread, TextChunk,
+    WireError,
 };
 
 /// A datagram to send.

@@ -809,6 +809,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                     }
                 }
                 HostEvent::Feedback { .. }
+                | HostEvent::Latency { .. }
                 | HostEvent::BitrateChanged { .. }
                 | HostEvent::StreamGranted { .. }
                 | HostEvent::ClientRefused { .. }

@@ -1038,6 +1038,69 @@ pub struct Feedback {
     pub decode_us: u32,
 }
 
+/// A percentile pair of one latency over a report interval, µs; [`Spread::NONE`]: no sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spread {
+    pub p50_us: u32,
+    pub p95_us: u32,
+}
+
+impl Spread {
+    /// No sample in the interval (both fields `u32::MAX` on the wire).
+    pub const NONE: Spread = Spread {
+        p50_us: u32::MAX,
+        p95_us: u32::MAX,
+    };
+
+    /// Whether it carries a measurement.
+    pub fn is_some(&self) -> bool {
+        *self != Spread::NONE
+    }
+}
+
+impl Default for Spread {
+    fn default() -> Self {
+        Spread::NONE
+    }
+}
+
+/// Client → host, beside the Feedback: the latency of the frames the client showed over its
+/// last report interval (docs/PROTOCOL.md §7, `Latency`): glass-to-glass and the client-side
+/// stages, each as p50/p95. An older host skips the frame by its type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencyReport {
+    /// The frames shown in the interval.
+    pub frames: u16,
+    /// The interval's length, ms.
+    pub interval_ms: u16,
+    /// Host capture → shown on the client.
+    pub glass_to_glass: Spread,
+    /// Last shard sent (host) → last shard received (client).
+    pub network: Spread,
+    /// Last shard received → decoder start.
+    pub reassemble: Spread,
+    /// FFmpeg decode.
+    pub decode: Spread,
+    /// Decoded → shown.
+    pub present: Spread,
+}
+
+impl LatencyReport {
+    /// The body's length: two u16 and five spreads.
+    pub const LEN: usize = 4 + 5 * 8;
+
+    /// The spreads in wire order, with their names (as the dashboard shows them).
+    pub fn spreads(&self) -> [(&'static str, Spread); 5] {
+        [
+            ("glass_to_glass", self.glass_to_glass),
+            ("network", self.network),
+            ("reassemble", self.reassemble),
+            ("decode", self.decode),
+            ("present", self.present),
+        ]
+    }
+}
+
 /// Control frame type codes.
 pub mod frame_type {
     pub const KEYFRAME_REQUEST: u8 = 0x01;
@@ -1065,6 +1128,8 @@ pub mod frame_type {
     pub const LINK_DECLINED: u8 = 0x1D;
     pub const SLICE_NACK: u8 = 0x1E;
     pub const SLICE_TIMING: u8 = 0x1F;
+    /// Client → host: the shown frames' latency over the last report interval.
+    pub const LATENCY: u8 = 0x20;
 }
 
 /// A client's part in a session of a host that serves several (docs/PROTOCOL.md §7.4).
@@ -1285,6 +1350,9 @@ pub enum ControlFrame {
         first_out_us: u32,
         last_out_us: u32,
     },
+    /// Client → host, beside the Feedback: glass-to-glass and the client's stages over the
+    /// last report interval.
+    Latency(LatencyReport),
 }
 
 /// The longest control frame body.
@@ -1414,6 +1482,14 @@ impl ControlFrame {
                 out.put_u32(*first_out_us);
                 out.put_u32(*last_out_us);
             }
+            ControlFrame::Latency(l) => {
+                out.put_u16(l.frames);
+                out.put_u16(l.interval_ms);
+                for (_, sp) in l.spreads() {
+                    out.put_u32(sp.p50_us);
+                    out.put_u32(sp.p95_us);
+                }
+            }
         }
         let len = (out.len() - start - 3) as u16;
         out[start + 1..start + 3].copy_from_slice(&len.to_be_bytes());
@@ -1445,6 +1521,7 @@ impl ControlFrame {
             ControlFrame::LinkDeclined { .. } => LINK_DECLINED,
             ControlFrame::SliceNack { .. } => SLICE_NACK,
             ControlFrame::SliceTiming { .. } => SLICE_TIMING,
+            ControlFrame::Latency(_) => LATENCY,
         }
     }
 
@@ -1483,6 +1560,7 @@ impl ControlFrame {
             ControlFrame::LinkDeclined { .. } => 1,
             ControlFrame::SliceNack { missing, .. } => 7 + 2 * missing.len().min(MAX_NACK_SHARDS),
             ControlFrame::SliceTiming { .. } => 13,
+            ControlFrame::Latency(_) => LatencyReport::LEN,
         }
     }
 
@@ -1619,6 +1697,25 @@ impl ControlFrame {
                 first_out_us: r.u32()?,
                 last_out_us: r.u32()?,
             },
+            LATENCY => {
+                let (frames, interval_ms) = (r.u16()?, r.u16()?);
+                let mut sp = [Spread::NONE; 5];
+                for s in &mut sp {
+                    *s = Spread {
+                        p50_us: r.u32()?,
+                        p95_us: r.u32()?,
+                    };
+                }
+                ControlFrame::Latency(LatencyReport {
+                    frames,
+                    interval_ms,
+                    glass_to_glass: sp[0],
+                    network: sp[1],
+                    reassemble: sp[2],
+                    decode: sp[3],
+                    present: sp[4],
+                })
+            }
             _ => return Ok(None),
         };
         if !r.is_empty() {
@@ -1962,6 +2059,30 @@ mod tests {
             Ok(Some(timing))
         );
         let mut out = Vec::new();
+        let spread = |a, b| Spread {
+            p50_us: a,
+            p95_us: b,
+        };
+        let latency = ControlFrame::Latency(LatencyReport {
+            frames: 30,
+            interval_ms: 500,
+            glass_to_glass: spread(24_000, 31_000),
+            network: spread(1_500, 2_500),
+            reassemble: spread(200, 400),
+            decode: spread(1_400, 2_100),
+            present: Spread::NONE,
+        });
+        latency.encode(&mut out);
+        assert_eq!(h(&out), v::LATENCY_FRAME);
+        assert_eq!(out.len(), latency.encoded_len());
+        assert_eq!(
+            ControlFrame::parse_body(out[0], &out[3..]),
+            Ok(Some(latency))
+        );
+        // An older peer's view: a frame type it does not know is skipped by its length.
+        assert_eq!(ControlFrame::parse_body(0x21, &out[3..]), Ok(None));
+        assert!(ControlFrame::parse_body(0x20, &out[3..40]).is_err());
+        let mut out = Vec::new();
         let link = ControlFrame::LinkAddress {
             ethertype: 0x88B5,
             mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
@@ -2047,6 +2168,7 @@ mod tests {
             name: "\u{1b}[31mred".into(),
             codecs: Vec::new(),
             wants: None,
+            view: None,
         }
         .encode(&mut out);
         assert_eq!(
@@ -2248,6 +2370,21 @@ mod tests {
                     first_out_us: a,
                     last_out_us: b,
                 }
+            }),
+            (any::<[u16; 2]>(), any::<[u32; 10]>()).prop_map(|(n, v)| {
+                let sp = |i: usize| Spread {
+                    p50_us: v[2 * i],
+                    p95_us: v[2 * i + 1],
+                };
+                ControlFrame::Latency(LatencyReport {
+                    frames: n[0],
+                    interval_ms: n[1],
+                    glass_to_glass: sp(0),
+                    network: sp(1),
+                    reassemble: sp(2),
+                    decode: sp(3),
+                    present: sp(4),
+                })
             }),
         ]
     }

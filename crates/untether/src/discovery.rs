@@ -136,11 +136,17 @@ impl std::fmt::Debug for Advertiser {
     }
 }
 
-/// A daemon on every interface that is up, loopback included (a client on the same machine
-/// finds the host even with no network).
+/// How often the daemon looks for interfaces that came up (or went), seconds. mdns-sd's
+/// default is 5: a browse started just after a link came up (a laptop joining Wi-Fi, a veth
+/// whose carrier the kernel had not marked yet) heard nothing on it for its whole wait.
+const INTERFACE_CHECK_S: u32 = 1;
+
+/// A daemon on every interface that is up and running, loopback included (a client on the
+/// same machine finds the host even with no network), following interfaces as they change.
 fn daemon() -> Result<ServiceDaemon, DiscoveryError> {
     let d = ServiceDaemon::new()?;
     d.enable_interface(IfKind::LoopbackV4)?;
+    d.set_ip_check_interval(INTERFACE_CHECK_S)?;
     Ok(d)
 }
 

@@ -459,6 +459,9 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     let (s, _, body) = http(local, &post("/api/bitrate", &here, &with, r#"{"kbps":1}"#));
     assert_eq!(s, 400, "{body}");
     assert!(body.contains("bitrate_kbps"), "{body}");
+    let (s, _, body) = http(local, &post("/api/fps", &here, &with, r#"{"fps":1000}"#));
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("fps must be 5–30"), "{body}");
 
     // From another address: nothing without the token, a wrong one refused, the right one let in.
     let outside = outside_address();
@@ -559,6 +562,58 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     assert_eq!(layout["role"], "controller");
     assert_eq!(layout["pin"], pin["pin"]);
     mark("click checks done");
+
+    // The client's own latency (glass-to-glass and its stages, p50/p95 over its last half
+    // second, sent beside its quality feedback): kept per client, in the API, plotted.
+    page.wait_console("state", Duration::from_secs(5), |v| {
+        v["g2g"].as_u64().is_some_and(|n| n >= 2) && v["client_stages"].as_u64() >= Some(2)
+    });
+    let (s, _, body) = http(local, &get("/api/state", &here, ""));
+    assert_eq!(s, 200);
+    let st: Value = serde_json::from_str(&body).unwrap();
+    let lat = &st["clients"][0]["latency"];
+    assert!(lat["frames"].as_u64().is_some_and(|n| n > 0), "{lat}");
+    for stage in ["glass_to_glass", "decode"] {
+        let (p50, p95) = (
+            lat[stage]["p50_ms"].as_f64().unwrap_or(-1.0),
+            lat[stage]["p95_ms"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(p50 > 0.0 && p95 >= p50, "{stage}: {lat}");
+    }
+    let cell = page.eval("document.querySelector('#client-rows td:nth-child(10)').textContent");
+    assert!(cell.as_str().is_some_and(|t| t.ends_with(" ms")), "{cell}");
+    mark("latency checks done");
+
+    // The frame rate, live: a ceiling of 10 fps set on the page; the client's next full
+    // report interval shows about a third of the 30 fps it had.
+    page.eval(
+        "(() => { document.getElementById('fps').value = 10; \
+         document.getElementById('apply-fps').click(); return true; })()",
+    );
+    page.wait_console("action", Duration::from_secs(5), |v| {
+        v["path"] == "/api/fps" && v["ok"] == true
+    });
+    // The newest report now arrived at most one interval (0.5 s, +0.1 s feedback) before the
+    // change: one that arrives 1.3 s after it covers only frames after the change.
+    let (_, _, body) = http(local, &get("/api/state", &here, ""));
+    let st: Value = serde_json::from_str(&body).unwrap();
+    let before = st["clients"][0]["latency"]["at_s"].as_f64().unwrap_or(0.0);
+    let end = Instant::now() + Duration::from_secs(5);
+    let shown_fps = loop {
+        let (_, _, body) = http(local, &get("/api/state", &here, ""));
+        let st: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(st["settings"]["fps"], 10);
+        let l = &st["clients"][0]["latency"];
+        if l["at_s"].as_f64().is_some_and(|t| t > before + 1.3) {
+            break l["frames"].as_f64().unwrap_or(0.0) * 1000.0
+                / l["interval_ms"].as_f64().unwrap_or(1.0);
+        }
+        assert!(Instant::now() < end, "no new latency report: {l}");
+        // The client reports every half second: asked again until it has.
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(shown_fps > 0.0 && shown_fps < 14.0, "{shown_fps} fps shown");
+    mark("frame rate checks done");
 
     // A screenshot of the page: not blank, the header band at the top, the sections below.
     let shots = scratch_dir("dashboard-shot");

@@ -3,6 +3,9 @@
 //! headless client receives frames whose pixels are what the compositor shows. Input on Wayland
 //! goes through uinput, which this development machine lacks: its error is checked.
 
+#[cfg(feature = "portal")]
+#[path = "wayland_fixture/portal_check.rs"]
+mod portal;
 mod wayland_fixture;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -80,6 +83,8 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
         }
     }
     assert_eq!(diff, 0, "the captured output is not what sway shows");
+    // What sway shows, for the PipeWire check (part 5).
+    let _screen = (cap.frame().to_vec(), cap.stride());
 
     // 2. A region: the window alone.
     let (wx, wy, ww, wh) = WINDOW;
@@ -206,4 +211,10 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
             assert!(!line.contains('\n'), "{line}");
         }
     }
+
+    // 5. The same desktop through the desktop portal's ScreenCast and PipeWire.
+    #[cfg(feature = "portal")]
+    portal::check(&sway, &_screen);
+    #[cfg(not(feature = "portal"))]
+    println!("skipped portal capture: built without the `portal` feature (make test builds it)");
 }

@@ -4,7 +4,7 @@ fn frame(ring: &FrameRing, w: u32, h: u32, fill: u8, present_us: u64) -> bool {
     match ring.begin_write(w, h, w as usize * 4, FrameFormat::Bgra, false) {
         Some(mut slot) => {
             slot.pixels_mut().fill(fill);
-            slot.publish(present_us);
+            slot.publish(present_us, present_us);
             true
         }
         None => false,
@@ -86,15 +86,22 @@ fn presents_are_sampled_on_the_stream_grid_and_not_at_all_while_nobody_watches()
     ring.set_interval(Duration::from_micros(16_667));
     // An application at 100 fps (10 ms) under a 60 fps stream: 60 of its 100 presents per
     // second are copied, not 50 (a grid, not "one interval after the last copy").
-    let copied = (0..100u64)
-        .filter(|i| ring.note_present(1_000_000 + i * 10_000))
-        .count();
+    let due: Vec<u64> = (0..100u64)
+        .filter_map(|i| ring.note_present(1_000_000 + i * 10_000))
+        .collect();
+    let copied = due.len();
     assert!((59..=61).contains(&copied), "{copied}");
+    assert_eq!(
+        due,
+        (1..=copied as u64).collect::<Vec<_>>(),
+        "numbered 1, 2, …"
+    );
     let c = ring.counters();
     assert_eq!(c.presents, 100);
+    assert_eq!(c.due, copied as u64);
     assert_eq!(c.skipped, 100 - copied as u64);
     ring.set_watching(false);
-    assert!(!ring.note_present(5_000_000));
+    assert_eq!(ring.note_present(5_000_000), None);
     assert_eq!(ring.counters().presents, 101);
     assert_eq!(ring.counters().producer_pid, std::process::id());
 }

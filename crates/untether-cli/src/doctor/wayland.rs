@@ -2,8 +2,6 @@
 //! in `WAYLAND_DISPLAY`, its wlr-screencopy global, the desktop portal's ScreenCast on the
 //! session bus) and whether input can be replayed there (uinput).
 
-use std::process::Command;
-
 use untether_media::wlr::{self, SCREENCOPY_GLOBAL};
 
 use super::{check, Check, Findings, Status};
@@ -67,61 +65,58 @@ pub(super) fn checks(f: &mut Findings) {
     f.checks.push(uinput());
 }
 
-/// Whether the desktop portal's ScreenCast interface answers on the session bus.
+/// Whether the desktop portal's ScreenCast interface answers on the session bus, and whether
+/// GStreamer can read its PipeWire stream (`--capture portal`).
+#[cfg(feature = "portal")]
 fn portal() -> Check {
-    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
-        return check(
-            "capture",
-            "portal",
-            Status::Absent,
-            "no DBUS_SESSION_BUS_ADDRESS: no session bus, so no desktop portal".into(),
-        );
-    }
-    let out = Command::new("dbus-send")
-        .args([
-            "--session",
-            "--print-reply",
-            "--reply-timeout=3000",
-            "--dest=org.freedesktop.portal.Desktop",
-            "/org/freedesktop/portal/desktop",
-            "org.freedesktop.DBus.Properties.Get",
-            "string:org.freedesktop.portal.ScreenCast",
-            "string:version",
-        ])
-        .output();
-    match out {
-        Err(e) => check(
-            "capture",
-            "portal",
-            Status::Absent,
-            format!("cannot ask the session bus (dbus-send: {e})"),
-        ),
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout);
-            let version = text.split_whitespace().last().unwrap_or("?").to_string();
-            check(
-                "capture",
-                "portal",
-                Status::Warn,
-                format!(
-                    "org.freedesktop.portal.ScreenCast version {version} answers; untether does \
-                     not capture through it yet (wlr-screencopy and X11 only)"
-                ),
+    let absent = |detail: String, fix: &str| Check {
+        fix: fix.into(),
+        ..check("capture", "portal", Status::Absent, detail)
+    };
+    let offer = match untether_portal::session_bus().and_then(|c| untether_portal::offer(&c)) {
+        Ok(o) => o,
+        Err(e) => {
+            return absent(
+                e.to_string(),
+                "run inside the desktop session, with xdg-desktop-portal and the desktop's \
+                 backend (-gnome, -kde, -wlr) installed",
             )
         }
-        Ok(o) => Check {
-            fix: "install xdg-desktop-portal and the desktop's backend (-gnome, -kde, -wlr)".into(),
-            ..check(
-                "capture",
-                "portal",
-                Status::Absent,
-                format!(
-                    "ScreenCast does not answer: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-            )
-        },
+    };
+    if let Err(e) = untether_portal::pipewiresrc_available() {
+        return absent(e.to_string(), "apt install gstreamer1.0-pipewire");
     }
+    let kinds = [(1, "monitor"), (2, "window"), (4, "virtual")]
+        .iter()
+        .filter(|(bit, _)| offer.source_types & bit != 0)
+        .map(|(_, n)| *n)
+        .collect::<Vec<_>>()
+        .join(", ");
+    check(
+        "capture",
+        "portal",
+        Status::Ok,
+        format!(
+            "org.freedesktop.portal.ScreenCast version {} ({kinds}), pipewiresrc: --capture \
+             portal can work here ({}; the cast itself is not tried: it would show the dialog)",
+            offer.version,
+            if offer.version >= 4 {
+                "the user approves once: the restore token is kept in the state directory"
+            } else {
+                "the portal keeps no permission before version 4: it asks at every start"
+            }
+        ),
+    )
+}
+
+#[cfg(not(feature = "portal"))]
+fn portal() -> Check {
+    check(
+        "capture",
+        "portal",
+        Status::Absent,
+        "this build has no portal capture (built without the `portal` feature)".into(),
+    )
 }
 
 /// Whether uinput (Wayland input, virtual gamepads) can be opened.

@@ -404,6 +404,12 @@ impl Decoder {
                 (*c).hw_device_ctx = ffi::av_buffer_ref(dev.as_ptr());
                 (*c).opaque = pix as i32 as isize as *mut libc::c_void;
                 (*c).get_format = Some(pick_hw_format);
+                if cfg.keep_on_gpu {
+                    // Pictures left on the GPU are held by the presenter and the slot between
+                    // decoder and presenter: surfaces beyond the references, so the pool never
+                    // runs dry.
+                    (*c).extra_hw_frames = 4;
+                }
             }
             device = Some(dev);
         }
@@ -499,51 +505,69 @@ impl Decoder {
         let hw = unsafe { !(*f.as_ptr()).hw_frames_ctx.is_null() };
         if hw {
             if self.keep_on_gpu {
+                if cuda_nv12(&f) {
+                    return Ok(DecodedFrame {
+                        frame: f,
+                        gpu: Some(GpuPicture::Cuda),
+                        hw_source: None,
+                    });
+                }
                 if let Some(prime) = map_drm_prime(&f) {
                     return Ok(DecodedFrame {
                         frame: prime,
-                        drm_prime: true,
+                        gpu: Some(GpuPicture::DrmPrime),
+                        hw_source: Some(f),
                     });
                 }
             }
             f = download(&f)?;
         }
-        match f.format() {
-            Pixel::YUV420P | Pixel::YUVJ420P | Pixel::GBRP => Ok(DecodedFrame {
-                frame: f,
-                drm_prime: false,
-            }),
-            other => {
-                let (w, h) = (f.width(), f.height());
-                if !matches!(&self.scaler, Some((_, p, sw, sh)) if *p == other && *sw == w && *sh == h)
-                {
-                    let s = ff::software::scaling::Context::get(
-                        other,
-                        w,
-                        h,
-                        Pixel::YUV420P,
-                        w,
-                        h,
-                        ff::software::scaling::Flags::POINT,
-                    )
-                    .map_err(|_| {
-                        MediaError::Other(format!(
-                            "the decoder produced {other:?}; untether handles 4:2:0 and GBR \
+        to_i420(f, &mut self.scaler)
+    }
+}
+
+/// A picture in system memory as I420 or GBR (`scaler` is kept for the next picture of the
+/// same layout and size).
+fn to_i420(
+    f: frame::Video,
+    scaler: &mut Option<(ff::software::scaling::Context, Pixel, u32, u32)>,
+) -> Result<DecodedFrame> {
+    match f.format() {
+        Pixel::YUV420P | Pixel::YUVJ420P | Pixel::GBRP => Ok(DecodedFrame {
+            frame: f,
+            gpu: None,
+            hw_source: None,
+        }),
+        other => {
+            let (w, h) = (f.width(), f.height());
+            if !matches!(&*scaler, Some((_, p, sw, sh)) if *p == other && *sw == w && *sh == h) {
+                let s = ff::software::scaling::Context::get(
+                    other,
+                    w,
+                    h,
+                    Pixel::YUV420P,
+                    w,
+                    h,
+                    ff::software::scaling::Flags::POINT,
+                )
+                .map_err(|_| {
+                    MediaError::Other(format!(
+                        "the decoder produced {other:?}; untether handles 4:2:0 and GBR \
                              pictures"
-                        ))
-                    })?;
-                    self.scaler = Some((s, other, w, h));
-                }
-                let mut out = frame::Video::new(Pixel::YUV420P, w, h);
-                if let Some((s, ..)) = self.scaler.as_mut() {
-                    s.run(&f, &mut out)
-                        .map_err(fferr("convert the decoded picture"))?;
-                }
-                Ok(DecodedFrame {
-                    frame: out,
-                    drm_prime: false,
-                })
+                    ))
+                })?;
+                *scaler = Some((s, other, w, h));
             }
+            let mut out = frame::Video::new(Pixel::YUV420P, w, h);
+            if let Some((s, ..)) = scaler.as_mut() {
+                s.run(&f, &mut out)
+                    .map_err(fferr("convert the decoded picture"))?;
+            }
+            Ok(DecodedFrame {
+                frame: out,
+                gpu: None,
+                hw_source: None,
+            })
         }
     }
 }
@@ -622,11 +646,47 @@ fn map_drm_prime(hw: &frame::Video) -> Option<frame::Video> {
     (rc >= 0).then_some(prime)
 }
 
-/// A decoded picture: YUV 4:2:0 or planar GBR in FFmpeg's frame (no copy), or a DRM PRIME
-/// picture left on the GPU.
+/// Whether a hardware picture is NV12 in CUDA memory (what NVDEC gives for 8-bit 4:2:0).
+fn cuda_nv12(f: &frame::Video) -> bool {
+    // SAFETY: reading the frame's format and its frames context (FFmpeg's, alive with it).
+    unsafe {
+        let p = f.as_ptr();
+        if (*p).format != ffi::AVPixelFormat::AV_PIX_FMT_CUDA as i32 || (*p).hw_frames_ctx.is_null()
+        {
+            return false;
+        }
+        let fc = (*(*p).hw_frames_ctx).data as *const ffi::AVHWFramesContext;
+        (*fc).sw_format == ffi::AVPixelFormat::AV_PIX_FMT_NV12
+    }
+}
+
+/// Where a picture a hardware decoder left on the GPU is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuPicture {
+    /// DRM PRIME: dma-buf descriptors (VA-API mapped, or the DRM / V4L2 decoders' own).
+    DrmPrime,
+    /// NV12 in CUDA device memory (NVDEC): `data[0]`, `data[1]` are device pointers.
+    Cuda,
+}
+
+/// NV12 in CUDA device memory, as the CUDA–GL copy needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaNv12 {
+    /// Device pointers of the Y and the interleaved UV plane, and their pitches in bytes.
+    pub planes: [(u64, usize); 2],
+    /// FFmpeg's CUDA context (`CUcontext`) and stream (`CUstream`) of the decoder's device.
+    pub context: *mut libc::c_void,
+    pub stream: *mut libc::c_void,
+}
+
+/// A decoded picture: YUV 4:2:0 or planar GBR in FFmpeg's frame (no copy), or a picture left
+/// on the GPU ([`DecoderConfig::keep_on_gpu`]).
 pub struct DecodedFrame {
     frame: frame::Video,
-    drm_prime: bool,
+    gpu: Option<GpuPicture>,
+    /// The hardware picture a DRM PRIME mapping was made from (downloaded from when the
+    /// presenter cannot import the mapping).
+    hw_source: Option<frame::Video>,
 }
 
 // SAFETY: the frame is reference counted and owned; nothing else mutates its buffers.
@@ -687,10 +747,119 @@ impl DecodedFrame {
         Colorimetry { matrix, full_range }
     }
 
+    /// Where the picture is when a hardware decoder left it on the GPU (its planes are then
+    /// empty: [`Self::download`] gives them).
+    pub fn gpu(&self) -> Option<GpuPicture> {
+        self.gpu
+    }
+
+    /// The CUDA device pointers of an NVDEC picture left on the GPU.
+    pub fn cuda_nv12(&self) -> Option<CudaNv12> {
+        if self.gpu != Some(GpuPicture::Cuda) {
+            return None;
+        }
+        // SAFETY: a CUDA frame's data[0..2] are device pointers, linesize their pitches; its
+        // device context's hwctx is an AVCUDADeviceContext, whose first two fields are the
+        // CUcontext and the CUstream (hwcontext_cuda.h).
+        unsafe {
+            let p = self.frame.as_ptr();
+            let fc = (*(*p).hw_frames_ctx).data as *const ffi::AVHWFramesContext;
+            let dc = (*(*fc).device_ref).data as *const ffi::AVHWDeviceContext;
+            let cuda = (*dc).hwctx as *const [*mut libc::c_void; 2];
+            Some(CudaNv12 {
+                planes: [
+                    ((*p).data[0] as u64, (*p).linesize[0] as usize),
+                    ((*p).data[1] as u64, (*p).linesize[1] as usize),
+                ],
+                context: (*cuda)[0],
+                stream: (*cuda)[1],
+            })
+        }
+    }
+
+    /// The first `rows` rows of the luma plane (where the stamp is) and their stride: the
+    /// plane itself in system memory; for an NVDEC picture left on the GPU a copy of just those
+    /// rows (a few kilobytes); None for a DRM PRIME one (its layout may be tiled).
+    pub fn luma_rows(&self, rows: u32) -> Option<(std::borrow::Cow<'_, [u8]>, usize)> {
+        let rows = rows.min(self.height());
+        match self.gpu {
+            None => {
+                let (data, stride) = self.plane(0);
+                let n = (stride * rows as usize).min(data.len());
+                Some((std::borrow::Cow::Borrowed(&data[..n]), stride))
+            }
+            Some(GpuPicture::Cuda) => {
+                let w = self.width() as usize;
+                let out = crate::zero_copy::cuda_gl::read_luma_rows(
+                    &self.cuda_nv12()?,
+                    w,
+                    rows as usize,
+                )?;
+                Some((std::borrow::Cow::Owned(out), w))
+            }
+            Some(GpuPicture::DrmPrime) => None,
+        }
+    }
+
+    /// Another reference to the same picture (no copy): what a presenter holds while the GPU
+    /// reads an imported picture.
+    pub fn share(&self) -> Result<DecodedFrame> {
+        let reference = |f: &frame::Video| -> Result<frame::Video> {
+            let mut out = frame::Video::empty();
+            // SAFETY: av_frame_ref makes `out` (ours, empty) reference `f`'s buffers.
+            let rc = unsafe { ffi::av_frame_ref(out.as_mut_ptr(), f.as_ptr()) };
+            if rc < 0 {
+                return Err(MediaError::ffmpeg(
+                    "reference a picture",
+                    ff::Error::from(rc),
+                ));
+            }
+            Ok(out)
+        };
+        Ok(DecodedFrame {
+            frame: reference(&self.frame)?,
+            gpu: self.gpu,
+            hw_source: self.hw_source.as_ref().map(reference).transpose()?,
+        })
+    }
+
+    /// The picture in system memory (I420 or GBR): a picture left on the GPU downloaded
+    /// (`av_hwframe_transfer_data`, from the decoder's own picture when this is a DRM PRIME
+    /// mapping of it), else another reference to it. The software path's fallback.
+    pub fn download(&self) -> Result<DecodedFrame> {
+        if self.gpu.is_none() {
+            return self.share();
+        }
+        let source = self.hw_source.as_ref().unwrap_or(&self.frame);
+        to_i420(download(source)?, &mut None)
+    }
+
+    /// A DRM PRIME picture from its frame (format `AV_PIX_FMT_DRM_PRIME`, `data[0]` its
+    /// descriptor, `hw_frames_ctx` a DRM frames context to download through): what a V4L2 or
+    /// DRM decoder outputs, and how tests make one from memory they own.
+    pub fn from_drm_prime(frame: frame::Video) -> Result<DecodedFrame> {
+        // SAFETY: reading the fields of a frame we own.
+        let ok = unsafe {
+            let p = frame.as_ptr();
+            (*p).format == ffi::AVPixelFormat::AV_PIX_FMT_DRM_PRIME as i32
+                && !(*p).data[0].is_null()
+        };
+        if !ok {
+            return Err(MediaError::Other(
+                "not a DRM PRIME picture (format AV_PIX_FMT_DRM_PRIME with a descriptor)".into(),
+            ));
+        }
+        Ok(DecodedFrame {
+            frame,
+            gpu: Some(GpuPicture::DrmPrime),
+            hw_source: None,
+        })
+    }
+
     /// The DRM PRIME descriptor of a picture left on the GPU ([`DecoderConfig::keep_on_gpu`]):
     /// the dma-bufs a presenter imports (EGL, KMS). Its planes are then empty.
     pub fn drm_prime(&self) -> Option<&ffi::AVDRMFrameDescriptor> {
-        if !self.drm_prime {
+        if self.gpu != Some(GpuPicture::DrmPrime) {
             return None;
         }
         // SAFETY: a DRM PRIME frame's data[0] is its AVDRMFrameDescriptor, alive with it.
@@ -703,7 +872,7 @@ impl DecodedFrame {
     /// Plane `i` (0..3) with its stride; exactly `rows × stride` bytes (empty for a picture
     /// left on the GPU).
     pub fn plane(&self, i: usize) -> (&[u8], usize) {
-        if self.drm_prime {
+        if self.gpu.is_some() {
             return (&[], 0);
         }
         let stride = self.frame.stride(i);
@@ -739,11 +908,8 @@ impl DecodedFrame {
 
     /// Converts to packed BGRA (BT.601 limited range for YUV).
     pub fn to_bgra(&self) -> Result<BgraFrame> {
-        if self.drm_prime {
-            return Err(MediaError::Other(
-                "the picture is on the GPU (DRM PRIME): decode with keep_on_gpu off to read it"
-                    .into(),
-            ));
+        if self.gpu.is_some() {
+            return self.download()?.to_bgra();
         }
         let (w, h) = (self.width(), self.height());
         let mut out = BgraFrame::new(w, h)?;

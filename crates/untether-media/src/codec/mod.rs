@@ -31,8 +31,8 @@ use std::sync::Once;
 use ffmpeg_next as ff;
 
 pub use decoder::{
-    Colorimetry, DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo, HwAccel,
-    PictureFormat, YuvMatrix,
+    Colorimetry, CudaNv12, DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo,
+    GpuPicture, HwAccel, PictureFormat, YuvMatrix,
 };
 pub use encoder::{
     open_encoder, EncodedFrame, Encoder, EncoderBackend, EncoderConfig, EncoderInfo, EncoderKind,

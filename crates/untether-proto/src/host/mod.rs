@@ -271,6 +271,7 @@ impl HostSession {
             key,
             fingerprint: String::new(),
             suite,
+            view: None,
         };
         let mut p = Peer::new(
             &self.cfg,

@@ -485,6 +485,12 @@ impl HostSession {
                 });
                 self.assign_roles(now);
             }
+            ControlFrame::Latency(report) => {
+                self.events.push_back(HostEvent::Latency {
+                    client: peer.info.id,
+                    report,
+                });
+            }
             ControlFrame::LinkAddress { ethertype, mac } => {
                 self.events.push_back(HostEvent::LinkAddress {
                     addr: peer.info.addr,

@@ -83,6 +83,11 @@ pub enum HostEvent {
         client: ClientId,
         feedback: Feedback,
     },
+    /// A client's latency over its last report interval (glass-to-glass and its own stages).
+    Latency {
+        client: ClientId,
+        report: crate::wire::LatencyReport,
+    },
     /// The adaptive bitrate controller (on the controller's link) set a new target:
     /// reconfigure the encoder.
     BitrateChanged { kbps: u32 },
@@ -173,6 +178,8 @@ pub struct ClientInfo {
     pub key: PublicKey,
     pub fingerprint: String,
     pub suite: Suite,
+    /// A VR client's eye views (its message 3), if it sent them.
+    pub view: Option<crate::ViewInfo>,
 }
 
 /// Where a client's stream stands.

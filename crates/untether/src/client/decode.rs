@@ -387,12 +387,23 @@ impl DecodeStage<'_> {
     fn show(&mut self, picture: DecodedFrame, mut record: FrameRecord, stamp_readable: bool) {
         let s = self.s;
         record.pose = s.frame_poses.get(record.session, record.frame_number);
-        let (plane, stride) = picture.luma();
-        let stamp = stamp_readable
-            .then(|| stamp::read_plane(plane, stride, picture.width(), picture.height()))
-            .flatten();
-        record.stamp = stamp;
-        record.thumbnail = thumbnail(plane, stride, picture.width(), picture.height());
+        let (w, h) = (picture.width(), picture.height());
+        if picture.gpu().is_some() {
+            // Left on the GPU for the presenter (zero-copy): only the stamp's rows are read
+            // back (none for DRM PRIME), so no thumbnail.
+            let rows = stamp::stamp_area(w, h).1;
+            record.stamp = stamp_readable
+                .then(|| picture.luma_rows(rows))
+                .flatten()
+                .and_then(|(top, stride)| stamp::read_plane(&top, stride, w, rows));
+        } else {
+            let (plane, stride) = picture.luma();
+            let stamp = stamp_readable
+                .then(|| stamp::read_plane(plane, stride, w, h))
+                .flatten();
+            record.stamp = stamp;
+            record.thumbnail = thumbnail(plane, stride, w, h);
+        }
         // The picture's size, for the presenter's late warp.
         record.width = picture.width();
         record.height = picture.height();

@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 
 use untether_media::overlay::OverlayModel;
 use untether_proto::stats::percentile;
-use untether_proto::{ClientStats, FrameTiming, Micros};
+use untether_proto::{ClientStats, FrameTiming, LatencyReport, Micros, Spread};
 
 use super::record::FrameRecord;
 use crate::report::frame_row;
@@ -76,6 +76,20 @@ pub(crate) struct LiveOverlay {
     last_refresh_us: Micros,
     pose_to_photon_ms: Option<f64>,
     model: OverlayModel,
+    /// The last interval's latency for the host (None: no frame was shown in it).
+    latency: Option<LatencyReport>,
+}
+
+/// p50/p95 of `sorted` (µs) for the wire; [`Spread::NONE`] without samples.
+fn spread(sorted: &[i64]) -> Spread {
+    let us = |v: i64| v.clamp(0, u32::MAX as i64 - 1) as u32;
+    match (percentile(sorted, 50.0), percentile(sorted, 95.0)) {
+        (Some(a), Some(b)) => Spread {
+            p50_us: us(a),
+            p95_us: us(b),
+        },
+        _ => Spread::NONE,
+    }
 }
 
 impl LiveOverlay {
@@ -87,6 +101,7 @@ impl LiveOverlay {
             last_refresh_us: now,
             pose_to_photon_ms: None,
             model: OverlayModel::default(),
+            latency: None,
         }
     }
 
@@ -160,6 +175,22 @@ impl LiveOverlay {
             .zip(stages.iter_mut())
             .map(|(s, v)| (s.name(), median_ms(v)))
             .collect();
+        // Every list is sorted now (median_ms sorted it).
+        let stage = |s: Stage| {
+            Stage::PIPELINE
+                .iter()
+                .position(|p| *p == s)
+                .map_or(Spread::NONE, |k| spread(&stages[k]))
+        };
+        self.latency = (!g2g.is_empty()).then(|| LatencyReport {
+            frames: g2g.len().min(u16::MAX as usize) as u16,
+            interval_ms: (interval_s * 1000.0).round().min(u16::MAX as f64) as u16,
+            glass_to_glass: spread(&g2g),
+            network: stage(Stage::Network),
+            reassemble: stage(Stage::Reassemble),
+            decode: stage(Stage::Decode),
+            present: stage(Stage::Present),
+        });
         if let Some(n) = net {
             m.rtt_ms = n.srtt_us.map(|us| us as f64 / 1000.0);
             if let Some(p) = self.prev_net.filter(|p| n.at_us > p.at_us) {
@@ -199,6 +230,12 @@ impl LiveOverlay {
 
     pub fn model(&self) -> &OverlayModel {
         &self.model
+    }
+
+    /// The latency of the frames shown in the last refreshed interval, for the host's
+    /// dashboard (sent beside the quality feedback); None when none was shown.
+    pub fn latency(&self) -> Option<LatencyReport> {
+        self.latency
     }
 }
 
@@ -251,6 +288,14 @@ mod tests {
             paths: 2,
         };
         live.refresh(500_000, Some(net0), &timings);
+        // What the host is told: the interval's frames, glass-to-glass and decode p50/p95.
+        let r = live.latency().expect("frames were shown");
+        assert_eq!((r.frames, r.interval_ms), (30, 500));
+        assert_eq!(
+            (r.glass_to_glass.p50_us, r.glass_to_glass.p95_us),
+            (8_000, 8_000)
+        );
+        assert_eq!((r.decode.p50_us, r.decode.p95_us), (1_000, 1_000));
         // Then 0.5 s of traffic: 1 MB, 1000 datagrams + 10 lost, 4 shards rebuilt, path 1 idle.
         stats.bytes_received = 1_000_000;
         stats.datagrams_received = 1000;

@@ -35,6 +35,7 @@ mod run;
 mod start;
 mod trust;
 mod warm;
+mod zero_copy;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -109,6 +109,8 @@ pub(crate) enum ClientCommand {
     State(StateKey, StateValue),
     /// How long a frame took to decode, µs (for the host's quality feedback).
     DecodeTime(u64),
+    /// The shown frames' latency over the last interval (for the host's dashboard).
+    Latency(untether_proto::LatencyReport),
     /// A frame failed to decode: ask for a keyframe.
     DecodeFailed(u32),
     /// The client is ending: say goodbye.
@@ -440,6 +442,7 @@ impl Endpoint for ClientNet {
                 }
             }
             ClientCommand::DecodeTime(us) => self.session.note_decode_time(us),
+            ClientCommand::Latency(r) => self.session.note_latency(r),
             ClientCommand::DecodeFailed(frame_number) => {
                 self.session.decode_failed(now, frame_number)
             }

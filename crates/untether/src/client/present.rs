@@ -214,7 +214,9 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         let banner = banner_text(&status);
         let banner_changed = banner != self.view.banner;
         if self.view.live.due(now) || banner_changed {
-            self.view.refresh_overlay(self.s, &self.timings, now);
+            if let Some(r) = self.view.refresh_overlay(self.s, &self.timings, now) {
+                self.net.send(ClientCommand::Latency(r)); // for the host's dashboard
+            }
             self.view.banner = banner;
             if let Some(p) = self.presenter.as_mut() {
                 if self.view.overlay || self.view.banner.is_some() {
@@ -363,12 +365,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.view.refresh_overlay(self.s, &self.timings, now);
             p.set_overlay(Some(self.view.live.model()))?;
         }
-        if let Ok((_, hwaccel)) = self.options.client.decoder_choice() {
-            if hwaccel != untether_media::codec::HwAccel::None {
-                let plan = untether_media::zero_copy::plan(hwaccel, p.egl_support().as_ref());
-                log::info!("client: {plan}");
-            }
-        }
+        super::zero_copy::log_plan(self.options, p.as_ref());
         self.presenter = Some(p);
         Ok(())
     }
@@ -377,6 +374,11 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
     fn show(&mut self, mut item: Decoded, now: Micros) -> Result<(), ClientError> {
         if self.presenter.is_none() {
             self.open_presenter(item.picture.width(), item.picture.height(), now)?;
+        }
+        // Left on the GPU (zero-copy) for a presenter or sink that cannot take it: downloaded.
+        let sink = self.io.sink.is_some();
+        if super::zero_copy::must_download(&item.picture, self.presenter.as_deref(), sink) {
+            item.picture = item.picture.download()?;
         }
         if let Some(p) = self.presenter.as_mut() {
             if self.late_warp {
@@ -546,8 +548,6 @@ impl View {
         }
     }
 
-    /// The overlay's figures for the interval ending `now`: the shown frames' host timings
-    /// (the presenter's own copy) and the driver's published counters.
     /// The overlay: the statistics (F12) and the connection's banner above them.
     fn overlay_model(&self) -> untether_media::overlay::OverlayModel {
         untether_media::overlay::OverlayModel {
@@ -557,15 +557,16 @@ impl View {
         }
     }
 
-    fn refresh_overlay(&mut self, s: &ClientShared, recent: &RecentTimings, now: Micros) {
-        let timings: Vec<_> = self
-            .live
-            .pending()
-            .map(|(session, n)| recent.get(session, n))
-            .collect();
+    /// The overlay's figures for the interval ending `now` (the shown frames' host timings,
+    /// the driver's counters); the interval's latency, for the host.
+    fn refresh_overlay(&mut self, s: &ClientShared, t: &RecentTimings, now: Micros) -> Latency {
+        let timings: Vec<_> = self.live.pending().map(|(k, n)| t.get(k, n)).collect();
         self.live.refresh(now, s.live.get(), &timings);
+        self.live.latency()
     }
 }
+
+type Latency = Option<untether_proto::LatencyReport>;
 
 /// Writes a decoded picture as a binary PPM.
 pub fn save_ppm(picture: &DecodedFrame, path: &std::path::Path) -> Result<(), ClientError> {

@@ -69,6 +69,12 @@ impl Setup {
             chunks: false,
         };
         cfg.codecs = decodable(&c.codec_list()?, &decoder)?;
+        // Pictures stay on the GPU for a GL window when a zero-copy path has its device here
+        // (the presenter falls back, saying why, when its import cannot run).
+        let decoder = DecoderConfig {
+            keep_on_gpu: super::zero_copy::keep_on_gpu(options)?,
+            ..decoder
+        };
         // `--no-decode` (a load-test viewer): frames are reassembled and counted, never
         // decoded (the client still offers only codecs it could decode).
         if !c.decode {
@@ -255,6 +261,12 @@ fn session_config(cfg: &mut ClientConfig, options: &ClientOptions, now: Micros) 
     cfg.clock_id = untether_net::clock_identity();
     // (Checked with the rest of the client's settings before the start.)
     cfg.wants = c.wants().ok().flatten();
+    // A VR client's views go to the host, which renders with them (an OpenXR runtime's
+    // views, for one): both sides then assume the same field of view and eye separation.
+    let vr = &options.vr;
+    cfg.view = vr
+        .enabled
+        .then(|| untether_proto::ViewInfo::new(vr.fov_deg, vr.ipd_mm));
 }
 
 type Pose = (Option<Box<dyn PoseSource>>, Option<MouseLook>);

@@ -3,7 +3,9 @@
 //! refreshed from the session while it is connected and kept after it leaves.
 
 use serde::Serialize;
-use untether_proto::{ClientId, ClientRole, ClientStatus, GoneReason, Micros};
+use untether_proto::{
+    ClientId, ClientRole, ClientStatus, GoneReason, LatencyReport, Micros, Spread,
+};
 
 /// One client of the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -38,6 +40,43 @@ pub struct ClientSummary {
     pub rtt_ms: Option<f64>,
     /// Queueing delay the host's pings measured (adaptive bitrate).
     pub queue_ms: Option<f64>,
+    /// A VR client's eye field of view (degrees) and separation (mm), as it sent them.
+    pub view_fov_deg: Option<f32>,
+    pub view_ipd_mm: Option<f32>,
+    /// The latency it reported last (a client that reports none: None).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<ClientLatency>,
+}
+
+/// p50 and p95 of one latency over a client's report interval, ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SpreadMs {
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+}
+
+fn spread_ms(s: Spread) -> Option<SpreadMs> {
+    let ms = |us: u32| (us as f64 / 10.0).round() / 100.0;
+    s.is_some().then(|| SpreadMs {
+        p50_ms: ms(s.p50_us),
+        p95_ms: ms(s.p95_us),
+    })
+}
+
+/// A client's own measurement of the frames it showed over its last report interval
+/// (docs/PROTOCOL.md §7, `Latency`): glass-to-glass and the client-side stages (None: no
+/// sample of that stage, e.g. network without a clock offset yet).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClientLatency {
+    /// When it arrived, seconds since the host started.
+    pub at_s: f64,
+    pub frames: u16,
+    pub interval_ms: u16,
+    pub glass_to_glass: Option<SpreadMs>,
+    pub network: Option<SpreadMs>,
+    pub reassemble: Option<SpreadMs>,
+    pub decode: Option<SpreadMs>,
+    pub present: Option<SpreadMs>,
 }
 
 /// Most clients kept (the oldest that left are forgotten first).
@@ -110,6 +149,9 @@ impl Roster {
                         loss: None,
                         rtt_ms: None,
                         queue_ms: None,
+                        view_fov_deg: c.info.view.map(|v| v.fov_deg()),
+                        view_ipd_mm: c.info.view.map(|v| v.ipd_mm()),
+                        latency: None,
                     });
                     self.entries.len() - 1
                 }
@@ -129,6 +171,24 @@ impl Roster {
             e.loss = c.loss;
             e.rtt_ms = c.rtt_us.map(|us| us as f64 / 1000.0);
             e.queue_ms = c.queue_us.map(|us| us as f64 / 1000.0);
+        }
+    }
+
+    /// A client's latency report arrived (kept until the next; an entry that is not listed
+    /// yet gets it at its next report).
+    pub fn latency(&mut self, now: Micros, id: ClientId, r: &LatencyReport) {
+        let at_s = self.secs(now);
+        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id.0) {
+            e.latency = Some(ClientLatency {
+                at_s,
+                frames: r.frames,
+                interval_ms: r.interval_ms,
+                glass_to_glass: spread_ms(r.glass_to_glass),
+                network: spread_ms(r.network),
+                reassemble: spread_ms(r.reassemble),
+                decode: spread_ms(r.decode),
+                present: spread_ms(r.present),
+            });
         }
     }
 
@@ -186,6 +246,7 @@ mod tests {
                 key: [1; 32],
                 fingerprint: "ABCD".into(),
                 suite: Suite::ChaCha20Poly1305,
+                view: None,
             },
             role,
             input_granted: false,
@@ -227,5 +288,31 @@ mod tests {
         assert_eq!(l[1].rtt_ms, Some(1.5));
         // The client's own name never reaches a terminal raw.
         assert!(!l[0].name.contains('\u{1b}'));
+    }
+
+    #[test]
+    fn a_clients_latency_report_is_kept_in_ms_with_no_sample_as_none() {
+        let mut r = Roster::new(0);
+        r.update(&[status(1, ClientRole::Controller)]);
+        let report = LatencyReport {
+            frames: 30,
+            interval_ms: 500,
+            glass_to_glass: Spread {
+                p50_us: 24_125,
+                p95_us: 31_000,
+            },
+            ..Default::default()
+        };
+        r.latency(2_500_000, ClientId(1), &report);
+        // An unknown client's report is dropped.
+        r.latency(2_500_000, ClientId(9), &report);
+        let l = r.list()[0].latency.clone().expect("kept");
+        assert_eq!((l.at_s, l.frames, l.interval_ms), (2.5, 30, 500));
+        let g = l.glass_to_glass.expect("measured");
+        assert_eq!((g.p50_ms, g.p95_ms), (24.13, 31.0));
+        assert_eq!(l.decode, None);
+        let json = serde_json::to_value(&r.list()[0]).unwrap();
+        assert_eq!(json["latency"]["glass_to_glass"]["p95_ms"], 31.0);
+        assert!(json["latency"]["network"].is_null());
     }
 }

@@ -49,6 +49,9 @@ pub(crate) enum EncoderEvent {
         size: Option<(u32, u32)>,
         fps: Option<u32>,
     },
+    /// The operator's frame rate ceiling (the dashboard; None: none): pictures are dropped
+    /// to the lower of it and the stream's rate.
+    FpsCeiling(Option<u32>),
 }
 
 /// What a send did.
@@ -124,6 +127,7 @@ impl EncoderStage {
                 EncoderEvent::Bitrate(kbps) => self.bitrate.set(kbps),
                 EncoderEvent::Codec(c) => self.codec = c,
                 EncoderEvent::Shape { size, fps } => self.shape.set(size, fps),
+                EncoderEvent::FpsCeiling(fps) => self.shape.set_ceiling(fps),
             }
         }
         if self.app_keyframe.swap(false, Ordering::SeqCst) {

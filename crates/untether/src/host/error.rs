@@ -20,6 +20,9 @@ pub enum HostError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Kms(#[from] untether_capture::kms::KmsError),
+    /// The desktop portal's screen cast (`--capture portal`) cannot start or ended.
+    #[error("desktop portal capture: {0}")]
+    Portal(String),
     #[error("identity: {0}")]
     Identity(#[from] IdentityError),
     /// The host stopped (a fatal error, or it was asked to).

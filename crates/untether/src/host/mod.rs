@@ -32,6 +32,7 @@ mod encode;
 mod encode_slices;
 mod error;
 mod gamepad;
+mod grab;
 mod inflight;
 mod input;
 mod network;
@@ -43,6 +44,8 @@ mod shared;
 mod source_app;
 mod source_kms;
 mod source_pipe;
+#[cfg(feature = "portal")]
+mod source_portal;
 mod source_ring;
 mod source_scene;
 mod source_wlr;
@@ -75,7 +78,7 @@ use crate::clock::now_us;
 use crate::driver::Handle;
 use crate::stats::Stage;
 
-pub use clients::ClientSummary;
+pub use clients::{ClientLatency, ClientSummary, SpreadMs};
 pub use consumer::{
     Consumer, ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo,
     ViewerSummary,
@@ -337,7 +340,7 @@ impl Host {
             encoded: c.encoded.load(Ordering::Relaxed),
             sent: c.sent.load(Ordering::Relaxed),
             keyframes: c.keyframes.load(Ordering::Relaxed),
-            dropped: s.frames.replaced(),
+            dropped: s.frames.replaced() + c.source_dropped.load(Ordering::Relaxed),
             inputs_applied: c.inputs_applied.load(Ordering::Relaxed),
             inputs_dropped: c.inputs_dropped.load(Ordering::Relaxed),
             unchanged: c.unchanged.load(Ordering::Relaxed),

@@ -52,7 +52,7 @@ pub(crate) struct HostNet {
     pub(super) state: HashMap<ClientId, StateApplied>,
     /// The controller's game controllers (state for the API, virtual pads through uinput).
     pub gamepads: Gamepads,
-    encoder: Sender<EncoderEvent>,
+    pub(super) encoder: Sender<EncoderEvent>,
     /// The session's control replies and the frames in flight, paced.
     pub(super) outbox: Outbox,
     pub(super) events: Vec<HostEvent>,
@@ -64,6 +64,8 @@ pub(crate) struct HostNet {
     /// The operator's bit rate ceiling (the dashboard), kbit/s: the encoder follows the lower
     /// of it and the controller's target.
     pub bitrate_ceiling: Option<u32>,
+    /// The operator's frame rate ceiling (the dashboard): pictures are dropped to it.
+    pub fps_ceiling: Option<u32>,
     /// The controller epoch ([`Link`](super::shared::Link)): input is tagged with it.
     epoch: u64,
     /// Every client of this run, for the summary and the report.
@@ -103,6 +105,7 @@ impl HostNet {
             last_paths: Vec::new(),
             target_kbps: None,
             bitrate_ceiling: None,
+            fps_ceiling: None,
             epoch: 0,
             roster: Roster::new(crate::clock::now_us()),
             clients_changed: false,
@@ -233,6 +236,7 @@ impl HostNet {
                     .deliver(&self.shared, self.epoch, is_controller, record)
             }
             HostEvent::Feedback { .. } => {}
+            HostEvent::Latency { client, report } => self.roster.latency(now, client, &report),
             HostEvent::ClientRefused {
                 addr,
                 fingerprint,

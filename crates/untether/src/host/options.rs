@@ -79,6 +79,17 @@ pub enum SourceSpec {
     /// The scan-out framebuffer of a DRM card (None: the first `/dev/dri/card*`), KMS capture
     /// as FFmpeg's kmsgrab; untested on real hardware.
     Kms { device: Option<String> },
+    /// A monitor or window the user picks in the desktop portal's ScreenCast dialog
+    /// (xdg-desktop-portal: GNOME, KDE, wlroots), read from PipeWire. The permission is kept
+    /// as the portal's restore token in `token_file` (None: `portal-restore-token` in the
+    /// host's state directory). Needs the `portal` feature.
+    Portal {
+        token_file: Option<std::path::PathBuf>,
+    },
+    /// A PipeWire video node of this session's PipeWire daemon, by `node.name` or serial,
+    /// without the portal (a camera, a virtual output, a cast opened elsewhere). Needs the
+    /// `portal` feature.
+    PipeWire { target: String },
 }
 
 impl SourceSpec {
@@ -173,7 +184,8 @@ pub struct HostSetup {
     /// For the app source: an encoder thread takes published frames (true), or the
     /// application encodes on its own thread with a [`FrameSender`](super::FrameSender) (false).
     pub encoder_thread: bool,
-    /// Sees every sent picture (scene, X11 and pipe sources), see [`SentFrameTap`].
+    /// Sees every sent picture (scene, X11, Wayland, KMS and application sources; not pipes),
+    /// see [`SentFrameTap`].
     pub sent_frame_tap: Option<SentFrameTap>,
     /// An impairment for tests and demonstrations (frames sent in slices): these slices
     /// (frame number, slice index) of each client's stream are never sent, as if every one of

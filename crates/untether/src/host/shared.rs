@@ -83,6 +83,8 @@ pub(crate) struct Counters {
     pub inputs_dropped: AtomicU64,
     pub send_errors: AtomicU64,
     pub unchanged: AtomicU64,
+    /// Frames a source replaced before the host took them (newest wins), e.g. PipeWire's.
+    pub source_dropped: AtomicU64,
     pub grab_errors: AtomicU64,
     pub audio_packets: AtomicU64,
     pub bitrate_changes: AtomicU64,

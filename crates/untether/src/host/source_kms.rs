@@ -4,15 +4,13 @@
 //! this is developed and tested on have no `/dev/dri`; there the host refuses to start,
 //! saying what KMS capture needs.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use untether_capture::kms::KmsCapture;
-use untether_media::codec::InputPicture;
-use untether_media::stamp::{self, Stamp};
 
 use super::encode::EncoderStage;
-use super::shared::{lock, HostShared};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
+use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
 
@@ -24,11 +22,12 @@ pub(crate) fn kms_loop(
     mut cap: KmsCapture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut buf = Vec::new();
-    let (mut frame_number, mut failures) = (0u32, 0u32);
+    let mut frame_number = 0u32;
+    let mut failures = GrabFailures::new(MAX_GRAB_FAILURES);
     s.note(format!(
         "capturing the KMS plane of {} ({}x{})",
         cap.device().display(),
@@ -46,38 +45,25 @@ pub(crate) fn kms_loop(
         let (w, h) = match cap.grab(&mut buf) {
             Ok(size) => size,
             Err(e) => {
-                s.counters.grab_errors.fetch_add(1, Ordering::Relaxed);
-                failures += 1;
-                if failures > MAX_GRAB_FAILURES {
+                if failures.failed(&s.counters.grab_errors, &e) {
                     return s.fail(format!("{e}"));
                 }
                 continue;
             }
         };
-        failures = 0;
+        failures.succeeded();
         let capture_us = now_us();
-        if stamp_frames {
-            let st = Stamp {
-                frame_number,
-                capture_us,
-                input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
-            };
-            stamp::write_bgra_raw(&mut buf, w as usize * 4, w, h, &st);
-        }
-        frame_number = frame_number.wrapping_add(1);
-        s.counters.captured.fetch_add(1, Ordering::Relaxed);
-        let dur = (capture_us - t0) as u32;
-        lock(&s.samples).capture.push_us(dur as i64);
-        let picture = InputPicture::Bgra {
+        let grab = Grab {
+            pixels: &mut buf,
             width: w & !1,
             height: h & !1,
-            data: &buf,
             stride: w as usize * 4,
+            capture_us,
+            grab_us: (capture_us - t0) as u32,
+            frame_number,
         };
-        if let Err(e) = stage.send(&picture, capture_us, dur, None) {
-            if !s.stopped() {
-                s.fail(format!("encoder: {e}"));
-            }
+        frame_number = frame_number.wrapping_add(1);
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }

@@ -6,16 +6,14 @@
 //! from the shared slot; GL's bottom-up rows and RGBA are turned into BGRA rows first.
 
 use std::fmt;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use untether_capture::{FrameFormat, FrameRing, TakenFrame};
-use untether_media::codec::InputPicture;
-use untether_media::stamp::{self, Stamp};
 
 use super::encode::EncoderStage;
-use super::shared::{lock, HostShared};
+use super::grab::{encode_grab, Grab, GrabOutput};
+use super::shared::HostShared;
 use crate::clock::now_us;
 
 /// The ring an application's capture hook writes into (equal when it is the same ring).
@@ -71,53 +69,48 @@ pub(crate) fn ring_loop(
     ring: Arc<FrameRing>,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     ring.set_interval(Duration::from_micros(1_000_000 / fps.max(1) as u64));
     s.note("taking the application's presented frames from its capture hook".into());
     let mut buf = Vec::new();
-    let mut frame_number = 0u32;
+    // Since when a client watches: a frame presented before is stale (the one copied at the
+    // start for the stream's size, or the last before everyone left) and is not sent.
+    let mut watched_since = None;
     while !s.stopped() {
         let watched = s.watched();
         ring.set_watching(watched);
         if !watched {
+            watched_since = None;
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
+        let since = *watched_since.get_or_insert_with(now_us);
         let Some(mut frame) = ring.take(Duration::from_millis(100)) else {
             continue;
         };
+        if frame.present_us < since {
+            continue;
+        }
         let t0 = now_us();
         let (w, h, stride, copied) = to_bgra(&frame, &mut buf);
         if w == 0 || h == 0 {
             continue;
         }
-        let present_us = frame.present_us;
-        let pixels: &mut [u8] = if copied { &mut buf } else { frame.data_mut() };
-        if stamp_frames {
-            let st = Stamp {
-                frame_number,
-                capture_us: present_us,
-                input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
-            };
-            stamp::write_bgra_raw(pixels, stride, w, h, &st);
-        }
-        frame_number = frame_number.wrapping_add(1);
-        s.counters.captured.fetch_add(1, Ordering::Relaxed);
-        let dur = now_us().saturating_sub(t0) as u32;
-        lock(&s.samples).capture.push_us(dur as i64);
-        let picture = InputPicture::Bgra {
+        // The capture instant is the present: glass-to-glass counts from the application's
+        // present call (the copy and the wait for the host are inside it). The stamp carries
+        // the frame's due number: the client's gaps are due frames it never showed.
+        let (capture_us, frame_number) = (frame.present_us, frame.frame as u32);
+        let grab = Grab {
+            pixels: if copied { &mut buf } else { frame.data_mut() },
             width: w,
             height: h,
-            data: pixels,
             stride,
+            capture_us,
+            grab_us: now_us().saturating_sub(t0) as u32,
+            frame_number,
         };
-        // The capture instant is the present: glass-to-glass counts from the application's
-        // present call (the copy and the wait for the host are inside it).
-        if let Err(e) = stage.send(&picture, present_us, dur, None) {
-            if !s.stopped() {
-                s.fail(format!("encoder: {e}"));
-            }
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }
@@ -138,7 +131,7 @@ mod tests {
                 px.copy_from_slice(&[10 + y as u8, 20, 30, 255]);
             }
         }
-        slot.publish(5);
+        slot.publish(5, 1);
         let f = ring.take(Duration::ZERO).unwrap();
         let mut buf = Vec::new();
         let (cw, ch, stride, copied) = to_bgra(&f, &mut buf);

@@ -4,15 +4,13 @@
 //! next composition, so a frame is at most one output refresh old when it is encoded; its
 //! capture time is the compositor's `ready` time (the same monotonic clock as the host's).
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use untether_media::codec::InputPicture;
-use untether_media::stamp::{self, Stamp};
 use untether_media::wlr::WlrCapture;
 
 use super::encode::EncoderStage;
-use super::shared::{lock, HostShared};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
+use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
 
@@ -24,11 +22,11 @@ pub(crate) fn wlr_loop(
     mut cap: WlrCapture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
-    let mut failures = 0u32;
+    let mut failures = GrabFailures::new(MAX_GRAB_FAILURES);
     let size = cap.size();
     s.note(format!(
         "capturing Wayland output {} of {} ({}x{}) through wlr-screencopy",
@@ -46,15 +44,12 @@ pub(crate) fn wlr_loop(
         ticker.wait();
         let t0 = now_us();
         if let Err(e) = cap.grab() {
-            s.counters.grab_errors.fetch_add(1, Ordering::Relaxed);
-            failures += 1;
-            if failures > MAX_GRAB_FAILURES {
+            if failures.failed(&s.counters.grab_errors, &e) {
                 return s.fail(format!("Wayland capture keeps failing: {e}"));
             }
-            log::debug!("host: {e}");
             continue;
         }
-        failures = 0;
+        failures.succeeded();
         let done_us = now_us();
         if cap.size() != size {
             return s.fail(format!(
@@ -70,35 +65,17 @@ pub(crate) fn wlr_loop(
             .ready_us()
             .filter(|&r| r <= done_us && done_us - r < 1_000_000)
             .unwrap_or(done_us);
-        let (w, h, stride) = (size.0, size.1, cap.stride());
-        let pixels = cap.frame();
-        if stamp_frames {
-            stamp::write_bgra_raw(
-                pixels,
-                stride,
-                w,
-                h,
-                &Stamp {
-                    frame_number,
-                    capture_us,
-                    input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
-                },
-            );
-        }
-        frame_number = frame_number.wrapping_add(1);
-        s.counters.captured.fetch_add(1, Ordering::Relaxed);
-        let dur = done_us.saturating_sub(t0) as u32;
-        lock(&s.samples).capture.push_us(dur as i64);
-        let picture = InputPicture::Bgra {
-            width: w,
-            height: h,
-            data: pixels,
-            stride,
+        let grab = Grab {
+            stride: cap.stride(),
+            pixels: cap.frame(),
+            width: size.0,
+            height: size.1,
+            capture_us,
+            grab_us: done_us.saturating_sub(t0) as u32,
+            frame_number,
         };
-        if let Err(e) = stage.send(&picture, capture_us, dur, None) {
-            if !s.stopped() {
-                s.fail(format!("encoder: {e}"));
-            }
+        frame_number = frame_number.wrapping_add(1);
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }

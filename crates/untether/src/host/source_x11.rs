@@ -5,11 +5,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use untether_media::codec::InputPicture;
-use untether_media::stamp::{self, Stamp};
 use untether_media::x11::X11Capture;
 
 use super::encode::EncoderStage;
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
 use super::shared::{lock, HostShared};
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -22,11 +21,11 @@ pub(crate) fn x11_loop(
     mut cap: X11Capture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
-    let mut failures = 0u32;
+    let mut failures = GrabFailures::new(MAX_GRAB_FAILURES);
     s.note(format!(
         "capturing X display {:?} window 0x{:x} ({}x{}), {}",
         cap.display(),
@@ -62,44 +61,25 @@ pub(crate) fn x11_loop(
         let pixels = match cap.grab() {
             Ok(p) => p,
             Err(e) => {
-                s.counters.grab_errors.fetch_add(1, Ordering::Relaxed);
-                failures += 1;
-                if failures > MAX_GRAB_FAILURES {
+                if failures.failed(&s.counters.grab_errors, &e) {
                     return s.fail(format!("X11 capture keeps failing: {e}"));
                 }
-                log::debug!("host: {e}");
                 continue;
             }
         };
-        failures = 0;
+        failures.succeeded();
         let capture_us = now_us();
-        if stamp_frames {
-            stamp::write_bgra_raw(
-                pixels,
-                w as usize * 4,
-                w,
-                h,
-                &Stamp {
-                    frame_number,
-                    capture_us,
-                    input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
-                },
-            );
-        }
-        frame_number = frame_number.wrapping_add(1);
-        s.counters.captured.fetch_add(1, Ordering::Relaxed);
-        let dur = (capture_us - t0) as u32;
-        lock(&s.samples).capture.push_us(dur as i64);
-        let picture = InputPicture::Bgra {
+        let grab = Grab {
+            pixels,
             width: w,
             height: h,
-            data: pixels,
             stride: w as usize * 4,
+            capture_us,
+            grab_us: (capture_us - t0) as u32,
+            frame_number,
         };
-        if let Err(e) = stage.send(&picture, capture_us, dur, None) {
-            if !s.stopped() {
-                s.fail(format!("encoder: {e}"));
-            }
+        frame_number = frame_number.wrapping_add(1);
+        if !encode_grab(s, &mut stage, grab, &out) {
             return;
         }
     }

@@ -19,6 +19,7 @@ use super::commands::HostCommand;
 use super::consumer::{KeyframeRequests, StreamInfo};
 use super::encode::{open_encoders, EncoderPlan, EncoderStage};
 use super::error::HostError;
+use super::grab::GrabOutput;
 use super::input::{self, InputSink, INPUT_QUEUE};
 use super::network::HostNet;
 use super::options::{
@@ -72,7 +73,7 @@ pub(super) fn start(
     crate::identity::check_random()?;
     let mut host_cfg = session_config(options)?;
     // Open the capture first: its size is the stream's size.
-    let capture = Capture::open(&setup.source)?;
+    let capture = Capture::open(&setup.source, &options.host)?;
     if let Some(cap) = &capture {
         let (w, h) = cap.size();
         options.video.resolution = Resolution {
@@ -298,15 +299,25 @@ fn start_source(
                 source_scene::encode_loop(&s, stage, tap)
             })?);
         }
-        SourceSpec::X11 { .. } | SourceSpec::Wlr { .. } => {
+        SourceSpec::X11 { .. }
+        | SourceSpec::Wlr { .. }
+        | SourceSpec::Portal { .. }
+        | SourceSpec::PipeWire { .. } => {
             let s = shared.clone();
-            let stamp = setup.stamp;
+            let out = GrabOutput {
+                stamp: setup.stamp,
+                tap: tap.clone(),
+            };
             threads.push(match capture {
                 Some(Capture::X11(cap)) => spawn("host-x11", move || {
-                    source_x11::x11_loop(&s, cap, stage, fps, stamp)
+                    source_x11::x11_loop(&s, cap, stage, fps, out)
                 })?,
                 Some(Capture::Wlr(cap)) => spawn("host-wlr", move || {
-                    source_wlr::wlr_loop(&s, cap, stage, fps, stamp)
+                    source_wlr::wlr_loop(&s, cap, stage, fps, out)
+                })?,
+                #[cfg(feature = "portal")]
+                Some(Capture::Portal(cap)) => spawn("host-portal", move || {
+                    super::source_portal::portal_loop(&s, *cap, stage, fps, stamp)
                 })?,
                 None => return Err(HostError::Usage("no desktop capture".into())),
             });
@@ -331,16 +342,22 @@ fn start_source(
                 device.as_deref().map(std::path::Path::new),
             )?;
             let s = shared.clone();
-            let stamp = setup.stamp;
+            let out = GrabOutput {
+                stamp: setup.stamp,
+                tap: tap.clone(),
+            };
             threads.push(spawn("host-kms", move || {
-                source_kms::kms_loop(&s, cap, stage, fps, stamp)
+                source_kms::kms_loop(&s, cap, stage, fps, out)
             })?);
         }
         SourceSpec::Presents(ring) => {
             let (s, ring) = (shared.clone(), ring.0.clone());
-            let stamp = setup.stamp;
+            let out = GrabOutput {
+                stamp: setup.stamp,
+                tap: tap.clone(),
+            };
             threads.push(spawn("host-presents", move || {
-                source_ring::ring_loop(&s, ring, stage, fps, stamp)
+                source_ring::ring_loop(&s, ring, stage, fps, out)
             })?);
         }
         SourceSpec::App => {
@@ -424,13 +441,15 @@ fn open_input_sink(
         (InputSpec::Uinput, _, _) => {
             InputSink::Uinput(Box::new(UinputDevices::open(uinput, w, h)?))
         }
-        (InputSpec::Auto, SourceSpec::Wlr { .. }, _) => match UinputDevices::open(uinput, w, h) {
-            Ok(d) => InputSink::Uinput(Box::new(d)),
-            Err(e) => {
-                shared.note(format!("no Wayland input, client input is dropped: {e}"));
-                InputSink::Discard
+        (InputSpec::Auto, SourceSpec::Wlr { .. } | SourceSpec::Portal { .. }, _) => {
+            match UinputDevices::open(uinput, w, h) {
+                Ok(d) => InputSink::Uinput(Box::new(d)),
+                Err(e) => {
+                    shared.note(format!("no Wayland input, client input is dropped: {e}"));
+                    InputSink::Discard
+                }
             }
-        },
+        }
         (InputSpec::Auto | InputSpec::Queue, _, _) => InputSink::Queue,
         (InputSpec::Callback(cb), _, _) => InputSink::Callback(cb.clone()),
         (InputSpec::Discard, _, _) => InputSink::Discard,

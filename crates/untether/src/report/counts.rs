@@ -23,6 +23,13 @@ pub struct FrameCounts {
     pub dropped_client: u64,
     pub keyframes: u64,
     pub stamp_unreadable: u64,
+    /// Shown frames of the last session whose pixel stamp was read, and the first and last
+    /// frame numbers those stamps carry: `stamped_shown / (stamp_last − stamp_first + 1)` is
+    /// the share of the frames the host numbered in that span that were shown (for
+    /// `untether run`: of the application's presents due on the stream's grid).
+    pub stamped_shown: u64,
+    pub stamp_first: Option<u32>,
+    pub stamp_last: Option<u32>,
     /// Frames decoded but not shown: an intra-refresh sweep after a join or a loss was still
     /// under way (the picture was not yet clean).
     pub held: u64,
@@ -56,7 +63,17 @@ impl FrameCounts {
             .map(|r| r.shown_us)
             .collect();
         let gaps = || shown_at.windows(2).map(|w| w[1].saturating_sub(w[0]));
+        let last_session = run.records.iter().map(|r| r.session).max();
+        let stamped: Vec<u32> = run
+            .records
+            .iter()
+            .filter(|r| r.shown_us != 0 && Some(r.session) == last_session)
+            .filter_map(|r| r.stamp.map(|st| st.frame_number))
+            .collect();
         FrameCounts {
+            stamped_shown: stamped.len() as u64,
+            stamp_first: stamped.iter().copied().min(),
+            stamp_last: stamped.iter().copied().max(),
             longest_freeze_ms: gaps().max().unwrap_or(0) as f64 / 1000.0,
             freezes_over_100ms: gaps().filter(|&g| g > 100_000).count() as u64,
             captured: host.map_or(last_timing.map_or(0, |t| t.captured as u64), |h| h.captured),

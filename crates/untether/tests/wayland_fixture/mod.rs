@@ -2,6 +2,9 @@
 //! renderer, in a private `XDG_RUNTIME_DIR`, showing one window of our own (xdg-shell, a
 //! wl_shm buffer of four coloured quadrants) floating at a known place on a solid background.
 
+#[cfg(feature = "portal")]
+pub mod portal;
+
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::PathBuf;

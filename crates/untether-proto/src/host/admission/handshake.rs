@@ -569,6 +569,7 @@ impl HostSession {
         let id = ClientId(self.next_client);
         self.next_client = self.next_client.wrapping_add(1).max(1);
         let wants = info.wants;
+        let view = info.view;
         let info = ClientInfo {
             id,
             addr: from,
@@ -578,6 +579,7 @@ impl HostSession {
             key,
             fingerprint: fp,
             suite: p.setup.suite,
+            view,
         };
         if let (Ok(c), false) = (codec, others) {
             // The first client (or a lone client's new run) sets the stream's codec.

@@ -29,6 +29,8 @@ pub(super) struct Facts {
 
 /// The lowest bit rate the operator may set, kbit/s.
 pub(super) const MIN_KBPS: u32 = 100;
+/// The lowest frame rate the operator may set.
+pub(super) const MIN_FPS: u32 = 5;
 
 /// Everything the page shows, as JSON (docs/DASHBOARD.md, `GET /api/state`).
 pub(super) fn state(n: &mut HostNet, f: &Facts) -> Value {
@@ -91,10 +93,14 @@ pub(super) fn state(n: &mut HostNet, f: &Facts) -> Value {
             "bitrate_controller_kbps": n.target_kbps,
             "bitrate_max_kbps": f.bitrate_kbps,
             "bitrate_min_kbps": MIN_KBPS,
-            "fps": f.fps,
-            "fps_live": false,
-            "fps_note": "the source and the encoder are opened at it for the whole run; \
-                         restart the host with --fps to change it",
+            "fps": n.fps_ceiling.unwrap_or(f.fps),
+            "fps_ceiling": n.fps_ceiling,
+            "fps_max": f.fps,
+            "fps_min": MIN_FPS,
+            "fps_live": true,
+            "fps_note": "a ceiling: pictures are dropped to it before the encoder, each keeping \
+                         its share of the bit rate (so the bit rate falls with it); up to \
+                         video.fps, the rate the source runs at",
         },
         "stages": stages,
     })
@@ -211,6 +217,31 @@ pub(super) fn bitrate(n: &mut HostNet, f: &Facts, kbps: u64) -> Result<Value, Re
     Ok(json!({"bitrate_ceiling_kbps": kbps, "bitrate_kbps": now}))
 }
 
+/// Sets the frame rate ceiling: from the next picture, pictures are dropped to the lower of
+/// it and the stream's rate (a client's `--fps`) before the encoder; `video.fps` lifts it.
+pub(super) fn fps(n: &mut HostNet, f: &Facts, fps: u64) -> Result<Value, Refused> {
+    if fps < MIN_FPS as u64 || fps > f.fps as u64 {
+        return Err((
+            400,
+            format!(
+                "fps must be {MIN_FPS}–{} (video.fps, the rate the source runs at, is the \
+                 ceiling; restart with --fps for more)",
+                f.fps
+            ),
+        ));
+    }
+    let fps = fps as u32;
+    let ceiling = (fps < f.fps).then_some(fps);
+    n.fps_ceiling = ceiling;
+    let _ = n
+        .encoder
+        .send(crate::host::encode::EncoderEvent::FpsCeiling(ceiling));
+    n.shared.note(format!(
+        "frame rate ceiling set to {fps} fps on the dashboard"
+    ));
+    Ok(json!({"fps_ceiling": ceiling, "fps": fps}))
+}
+
 /// The next browser's one-time link (`webrtc.listen`).
 pub(super) fn browser_link(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
     let (Some(page), Some(w)) = (&f.page, n.webrtc.as_mut()) else {
@@ -266,7 +297,13 @@ mod tests {
         assert_eq!(s["pending"], json!([]));
         assert_eq!(s["pin"], Value::Null);
         assert_eq!(s["settings"]["bitrate_kbps"], 8000);
-        assert_eq!(s["settings"]["fps_live"], false);
+        assert_eq!(
+            (
+                s["settings"]["fps_live"].as_bool(),
+                s["settings"]["fps"].as_u64()
+            ),
+            (Some(true), Some(60))
+        );
         assert!(s["stages"]["encode"].is_null(), "no frame yet");
         assert_eq!(s["links"]["page"], Value::Null);
     }
@@ -318,5 +355,27 @@ mod tests {
         assert_eq!(state(&mut n, &facts())["settings"]["bitrate_kbps"], 3000);
         // Without a browser page there is no link to make.
         assert_eq!(browser_link(&mut n, &facts()).unwrap_err().0, 409);
+    }
+
+    #[test]
+    fn the_frame_rate_is_checked_then_handed_to_the_encoder_as_a_ceiling() {
+        use crate::host::encode::EncoderEvent::FpsCeiling;
+        let (mut n, rx) = net(Access::Allowlist);
+        for bad in [0, MIN_FPS as u64 - 1, 61, u64::MAX] {
+            let (status, reason) = fps(&mut n, &facts(), bad).unwrap_err();
+            assert_eq!(status, 400);
+            assert!(reason.contains("fps must be 5–60"), "{reason}");
+        }
+        fps(&mut n, &facts(), 20).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(FpsCeiling(Some(20)))));
+        let s = &state(&mut n, &facts())["settings"];
+        assert_eq!(
+            (s["fps"].as_u64(), s["fps_ceiling"].as_u64()),
+            (Some(20), Some(20))
+        );
+        // The configured rate lifts the ceiling.
+        fps(&mut n, &facts(), 60).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(FpsCeiling(None))));
+        assert_eq!(state(&mut n, &facts())["settings"]["fps"], 60);
     }
 }

@@ -7,7 +7,8 @@
 //!   host's stages (polled by the page every second);
 //! - `POST /api/approve`, `/api/deny` (`{"fingerprint"}`), `/api/pin` (a new PIN),
 //!   `/api/control` (`{"fingerprint"}`), `/api/grant` (`{"fingerprint","granted"}`),
-//!   `/api/bitrate` (`{"kbps"}`), `/api/link` (a browser's one-time link).
+//!   `/api/bitrate` (`{"kbps"}`), `/api/fps` (`{"fps"}`), `/api/link` (a browser's one-time
+//!   link).
 //!
 //! `auth` decides who may (this machine, or the admin token; changes always need the token in
 //! a header); `api` reads and changes the session on the network driver's thread.
@@ -238,6 +239,12 @@ impl Dashboard {
                     return json_error(400, "the body must give \"kbps\", a whole number");
                 };
                 self.ask(move |n| api::bitrate(n, &facts, kbps)).await
+            }
+            "/api/fps" => {
+                let Some(fps) = body["fps"].as_u64() else {
+                    return json_error(400, "the body must give \"fps\", a whole number");
+                };
+                self.ask(move |n| api::fps(n, &facts, fps)).await
             }
             "/api/link" => self.ask(move |n| api::browser_link(n, &facts)).await,
             _ => json_error(404, "no such action (docs/DASHBOARD.md lists them)"),

@@ -13,6 +13,9 @@ pub(crate) struct StreamShape {
     size: Option<(u32, u32)>,
     /// At least this long between two pictures sent, µs (0: every picture).
     interval_us: Micros,
+    /// The operator's frame rate ceiling (the dashboard) as an interval, µs (0: none); the
+    /// longer of the two intervals applies.
+    ceiling_us: Micros,
     next_due_us: Micros,
     pub(super) scaler: Option<Scaler>,
 }
@@ -30,20 +33,29 @@ impl StreamShape {
         }
     }
 
+    /// The operator's frame rate ceiling (None: none), from the next picture.
+    pub fn set_ceiling(&mut self, fps: Option<u32>) {
+        self.ceiling_us = fps
+            .filter(|&f| f > 0)
+            .map_or(0, |f| 1_000_000 / f as Micros);
+        self.next_due_us = 0;
+    }
+
     /// Whether the picture captured at `capture_us` is sent (the frame rate asked for: one
     /// per interval, a quarter interval early at most, so that a source rate that is not a
     /// multiple of it averages out).
     pub fn due(&mut self, capture_us: Micros) -> bool {
-        if self.interval_us == 0 {
+        let interval = self.interval_us.max(self.ceiling_us);
+        if interval == 0 {
             return true;
         }
-        if capture_us + self.interval_us / 4 < self.next_due_us {
+        if capture_us + interval / 4 < self.next_due_us {
             return false;
         }
-        self.next_due_us = if capture_us > self.next_due_us + self.interval_us {
-            capture_us + self.interval_us
+        self.next_due_us = if capture_us > self.next_due_us + interval {
+            capture_us + interval
         } else {
-            self.next_due_us + self.interval_us
+            self.next_due_us + interval
         };
         true
     }
@@ -86,5 +98,17 @@ mod tests {
         assert_eq!(s.size_for(&pic), None, "never scaled up");
         s.set(None, None);
         assert_eq!(s.size_for(&pic), None);
+        // The operator's ceiling: the lower of it and the client's rate.
+        s.set(None, Some(30));
+        s.set_ceiling(Some(10));
+        let sent = (0..60).filter(|i| s.due(i * 16_667)).count();
+        assert!((9..=11).contains(&sent), "ceiling 10 fps: {sent} sent");
+        s.set_ceiling(Some(50));
+        let sent = (60..120).filter(|i| s.due(i * 16_667)).count();
+        assert!(
+            (29..=31).contains(&sent),
+            "the client's 30 fps: {sent} sent"
+        );
+        s.set_ceiling(None);
     }
 }

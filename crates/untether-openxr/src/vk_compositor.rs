@@ -1,0 +1,453 @@
+//! The Vulkan compositor: at `xrEndFrame` one command buffer on the application's queue
+//! blits the projection layer's two views side by side into a stereo image (BGRA, so the
+//! encoder takes it as it is) and copies that into a host-visible buffer. Its fence is polled,
+//! never waited for, at the next `xrWaitFrame` and `xrEndFrame`: one frame in flight; a frame
+//! ended while the previous copy still runs is not streamed (counted).
+
+use ash::vk::{self, Handle as _};
+use untether_proto::PoseSample;
+
+use crate::vulkan::{all_of, memory_type, Vk};
+
+/// One eye's picture: a swapchain image (a layer of it), its format and the rectangle the
+/// view was rendered into (top-left origin).
+#[derive(Clone, Copy, Debug)]
+pub struct VkEye {
+    pub image: u64,
+    pub format: i64,
+    pub layer: u32,
+    pub rect: [i32; 4],
+}
+
+/// The stereo format for a swapchain format: BGRA, sRGB when the views are (a blit between
+/// an sRGB and a UNORM image would re-encode the colours).
+pub fn stereo_format(eye_format: i64) -> vk::Format {
+    match vk::Format::from_raw(eye_format as i32) {
+        vk::Format::R8G8B8A8_SRGB | vk::Format::B8G8R8A8_SRGB => vk::Format::B8G8R8A8_SRGB,
+        _ => vk::Format::B8G8R8A8_UNORM,
+    }
+}
+
+pub struct VkCompositor {
+    pub width: u32,
+    pub height: u32,
+    pub format: vk::Format,
+    target: vk::Image,
+    target_memory: vk::DeviceMemory,
+    buffer: vk::Buffer,
+    buffer_memory: vk::DeviceMemory,
+    mapped: *const u8,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    /// The copy in flight and the pose its frame was rendered for.
+    in_flight: Option<Option<PoseSample>>,
+    pixels: Vec<u8>,
+    /// Frames ended while the previous copy still ran (not streamed).
+    pub busy: u64,
+}
+
+// SAFETY: used under the runtime's lock, on the application's thread.
+unsafe impl Send for VkCompositor {}
+
+impl VkCompositor {
+    /// # Safety
+    /// On the application's thread with its device alive.
+    pub unsafe fn new(
+        vk: &Vk,
+        width: u32,
+        height: u32,
+        format: vk::Format,
+    ) -> Result<VkCompositor, String> {
+        let dev = &vk.device;
+        let e = |what: &'static str| move |e: vk::Result| format!("{what}: {e}");
+        // SAFETY: objects on the application's device; on failure the ones made so far leak
+        // until the device goes (rare: out of memory).
+        unsafe {
+            let target = dev
+                .create_image(
+                    &vk::ImageCreateInfo::default()
+                        .image_type(vk::ImageType::TYPE_2D)
+                        .format(format)
+                        .extent(vk::Extent3D {
+                            width,
+                            height,
+                            depth: 1,
+                        })
+                        .mip_levels(1)
+                        .array_layers(1)
+                        .samples(vk::SampleCountFlags::TYPE_1)
+                        .tiling(vk::ImageTiling::OPTIMAL)
+                        .usage(
+                            vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::TRANSFER_SRC,
+                        )
+                        .sharing_mode(vk::SharingMode::EXCLUSIVE)
+                        .initial_layout(vk::ImageLayout::UNDEFINED),
+                    None,
+                )
+                .map_err(e("vkCreateImage (stereo)"))?;
+            let req = dev.get_image_memory_requirements(target);
+            let kind = memory_type(
+                &vk.memory,
+                req.memory_type_bits,
+                vk::MemoryPropertyFlags::DEVICE_LOCAL,
+                true,
+            )
+            .ok_or("no memory type for the stereo image")?;
+            let target_memory = dev
+                .allocate_memory(
+                    &vk::MemoryAllocateInfo::default()
+                        .allocation_size(req.size)
+                        .memory_type_index(kind),
+                    None,
+                )
+                .map_err(e("vkAllocateMemory (stereo)"))?;
+            dev.bind_image_memory(target, target_memory, 0)
+                .map_err(e("vkBindImageMemory"))?;
+            let bytes = width as u64 * height as u64 * 4;
+            let buffer = dev
+                .create_buffer(
+                    &vk::BufferCreateInfo::default()
+                        .size(bytes)
+                        .usage(vk::BufferUsageFlags::TRANSFER_DST)
+                        .sharing_mode(vk::SharingMode::EXCLUSIVE),
+                    None,
+                )
+                .map_err(e("vkCreateBuffer"))?;
+            let req = dev.get_buffer_memory_requirements(buffer);
+            let host =
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+            let kind = memory_type(
+                &vk.memory,
+                req.memory_type_bits,
+                host | vk::MemoryPropertyFlags::HOST_CACHED,
+                false,
+            )
+            .or_else(|| memory_type(&vk.memory, req.memory_type_bits, host, false))
+            .ok_or("no host-visible memory for the read-back buffer")?;
+            let buffer_memory = dev
+                .allocate_memory(
+                    &vk::MemoryAllocateInfo::default()
+                        .allocation_size(req.size)
+                        .memory_type_index(kind),
+                    None,
+                )
+                .map_err(e("vkAllocateMemory (read-back)"))?;
+            dev.bind_buffer_memory(buffer, buffer_memory, 0)
+                .map_err(e("vkBindBufferMemory"))?;
+            let mapped = dev
+                .map_memory(
+                    buffer_memory,
+                    0,
+                    vk::WHOLE_SIZE,
+                    vk::MemoryMapFlags::empty(),
+                )
+                .map_err(e("vkMapMemory"))? as *const u8;
+            let cmd = vk.command_buffer().map_err(e("vkAllocateCommandBuffers"))?;
+            let fence = dev
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(e("vkCreateFence"))?;
+            Ok(VkCompositor {
+                width,
+                height,
+                format,
+                target,
+                target_memory,
+                buffer,
+                buffer_memory,
+                mapped,
+                cmd,
+                fence,
+                in_flight: None,
+                pixels: vec![0; bytes as usize],
+                busy: 0,
+            })
+        }
+    }
+
+    /// The copy in flight, if its fence has signalled (polled, not waited for): its pixels
+    /// (BGRA rows top to bottom) and pose.
+    ///
+    /// # Safety
+    /// On the application's thread with its device alive.
+    pub unsafe fn take_ready(&mut self, vk: &Vk) -> Option<(&[u8], Option<PoseSample>)> {
+        self.in_flight?;
+        // SAFETY: this compositor's fence.
+        match unsafe { vk.device.get_fence_status(self.fence) } {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                log::warn!("untether OpenXR runtime: the read-back's fence: {e}; frame skipped");
+                self.in_flight = None;
+                return None;
+            }
+        }
+        let pose = self.in_flight.take()?;
+        // SAFETY: the mapping holds width×height×4 bytes the finished copy wrote (coherent).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.mapped, self.pixels.as_mut_ptr(), self.pixels.len())
+        };
+        Some((&self.pixels, pose))
+    }
+
+    /// Waits (bounded) for the copy in flight: at the end of a session or before freeing.
+    ///
+    /// # Safety
+    /// As for [`VkCompositor::take_ready`].
+    pub unsafe fn finish(&mut self, vk: &Vk) -> Option<(&[u8], Option<PoseSample>)> {
+        self.in_flight?;
+        // SAFETY: this compositor's fence.
+        let _ = unsafe { vk.device.wait_for_fences(&[self.fence], true, 500_000_000) };
+        // SAFETY: as above.
+        unsafe { self.take_ready(vk) }
+    }
+
+    /// Records and submits this frame's blit and copy, unless the previous copy still runs
+    /// (then the frame is counted in `busy` and not streamed). False if nothing was submitted.
+    ///
+    /// # Safety
+    /// On the application's thread during `xrEndFrame`; the eyes are this session's swapchain
+    /// images in `COLOR_ATTACHMENT_OPTIMAL`.
+    pub unsafe fn submit(&mut self, vk: &Vk, eyes: &[VkEye; 2], pose: Option<PoseSample>) -> bool {
+        if self.in_flight.is_some() {
+            self.busy += 1;
+            return false;
+        }
+        // SAFETY: per the contract.
+        match unsafe { self.record(vk, eyes) } {
+            Ok(()) => {
+                self.in_flight = Some(pose);
+                true
+            }
+            Err(e) => {
+                log::warn!("untether OpenXR runtime: the frame's copy was not submitted: {e}");
+                false
+            }
+        }
+    }
+
+    unsafe fn record(&mut self, vk: &Vk, eyes: &[VkEye; 2]) -> Result<(), vk::Result> {
+        let dev = &vk.device;
+        let cmd = self.cmd;
+        let (w, h) = (self.width as i32, self.height as i32);
+        let mut sources: Vec<vk::Image> =
+            eyes.iter().map(|e| vk::Image::from_raw(e.image)).collect();
+        sources.dedup();
+        let barrier = |image, from, to, src, dst| {
+            vk::ImageMemoryBarrier::default()
+                .old_layout(from)
+                .new_layout(to)
+                .src_access_mask(src)
+                .dst_access_mask(dst)
+                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .image(image)
+                .subresource_range(all_of(vk::ImageAspectFlags::COLOR))
+        };
+        let colour =
+            vk::AccessFlags::COLOR_ATTACHMENT_WRITE | vk::AccessFlags::COLOR_ATTACHMENT_READ;
+        // SAFETY: recording into this compositor's command buffer (not pending: its fence
+        // signalled or it was never submitted).
+        unsafe {
+            dev.reset_fences(&[self.fence])?;
+            dev.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )?;
+            let mut to_src: Vec<_> = sources
+                .iter()
+                .map(|&i| {
+                    barrier(
+                        i,
+                        vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                        vk::AccessFlags::COLOR_ATTACHMENT_WRITE,
+                        vk::AccessFlags::TRANSFER_READ,
+                    )
+                })
+                .collect();
+            to_src.push(barrier(
+                self.target,
+                vk::ImageLayout::UNDEFINED,
+                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                vk::AccessFlags::TRANSFER_READ,
+                vk::AccessFlags::TRANSFER_WRITE,
+            ));
+            dev.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COLOR_ATTACHMENT_OUTPUT | vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[],
+                &to_src,
+            );
+            for (i, eye) in eyes.iter().enumerate() {
+                let [x, y, rw, rh] = eye.rect;
+                let x0 = i as i32 * w / 2;
+                let layers = |layer| vk::ImageSubresourceLayers {
+                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                    mip_level: 0,
+                    base_array_layer: layer,
+                    layer_count: 1,
+                };
+                let region = vk::ImageBlit {
+                    src_subresource: layers(eye.layer),
+                    src_offsets: [
+                        vk::Offset3D { x, y, z: 0 },
+                        vk::Offset3D {
+                            x: x + rw,
+                            y: y + rh,
+                            z: 1,
+                        },
+                    ],
+                    dst_subresource: layers(0),
+                    dst_offsets: [
+                        vk::Offset3D { x: x0, y: 0, z: 0 },
+                        vk::Offset3D {
+                            x: x0 + w / 2,
+                            y: h,
+                            z: 1,
+                        },
+                    ],
+                };
+                let filter = if rw == w / 2 && rh == h {
+                    vk::Filter::NEAREST
+                } else {
+                    vk::Filter::LINEAR
+                };
+                dev.cmd_blit_image(
+                    cmd,
+                    vk::Image::from_raw(eye.image),
+                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                    self.target,
+                    vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                    &[region],
+                    filter,
+                );
+            }
+            let mut back: Vec<_> = sources
+                .iter()
+                .map(|&i| {
+                    barrier(
+                        i,
+                        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                        vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                        vk::AccessFlags::TRANSFER_READ,
+                        colour,
+                    )
+                })
+                .collect();
+            back.push(barrier(
+                self.target,
+                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                vk::AccessFlags::TRANSFER_WRITE,
+                vk::AccessFlags::TRANSFER_READ,
+            ));
+            dev.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::TRANSFER | vk::PipelineStageFlags::COLOR_ATTACHMENT_OUTPUT,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[],
+                &back,
+            );
+            let region = vk::BufferImageCopy {
+                buffer_offset: 0,
+                buffer_row_length: 0,
+                buffer_image_height: 0,
+                image_subresource: vk::ImageSubresourceLayers {
+                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                    mip_level: 0,
+                    base_array_layer: 0,
+                    layer_count: 1,
+                },
+                image_offset: vk::Offset3D::default(),
+                image_extent: vk::Extent3D {
+                    width: self.width,
+                    height: self.height,
+                    depth: 1,
+                },
+            };
+            dev.cmd_copy_image_to_buffer(
+                cmd,
+                self.target,
+                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                self.buffer,
+                &[region],
+            );
+            let to_host = vk::BufferMemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)
+                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .buffer(self.buffer)
+                .offset(0)
+                .size(vk::WHOLE_SIZE);
+            dev.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[to_host],
+                &[],
+            );
+            dev.end_command_buffer(cmd)?;
+            let cmds = [cmd];
+            dev.queue_submit(
+                vk.queue,
+                &[vk::SubmitInfo::default().command_buffers(&cmds)],
+                self.fence,
+            )
+        }
+    }
+
+    /// Frees the objects (waiting, bounded, for a copy still in flight).
+    ///
+    /// # Safety
+    /// On the application's thread with its device alive.
+    pub unsafe fn destroy(self, vk: &Vk) {
+        let dev = &vk.device;
+        // SAFETY: this compositor's objects, no longer pending once the fence signalled.
+        unsafe {
+            if self.in_flight.is_some() {
+                let _ = dev.wait_for_fences(&[self.fence], true, 1_000_000_000);
+            }
+            dev.destroy_fence(self.fence, None);
+            vk.free_command_buffer(self.cmd);
+            dev.unmap_memory(self.buffer_memory);
+            dev.destroy_buffer(self.buffer, None);
+            dev.free_memory(self.buffer_memory, None);
+            dev.destroy_image(self.target, None);
+            dev.free_memory(self.target_memory, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stereo_image_keeps_the_views_srgb_encoding() {
+        assert_eq!(
+            stereo_format(43).as_raw(),
+            vk::Format::B8G8R8A8_SRGB.as_raw()
+        );
+        assert_eq!(
+            stereo_format(50).as_raw(),
+            vk::Format::B8G8R8A8_SRGB.as_raw()
+        );
+        assert_eq!(
+            stereo_format(37).as_raw(),
+            vk::Format::B8G8R8A8_UNORM.as_raw()
+        );
+        assert_eq!(
+            stereo_format(44).as_raw(),
+            vk::Format::B8G8R8A8_UNORM.as_raw()
+        );
+    }
+}

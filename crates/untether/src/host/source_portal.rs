@@ -1,0 +1,148 @@
+//! The desktop portal's screen cast as a frame source (`untether host --capture portal`): the
+//! monitor or window the user picked, from PipeWire through GStreamer (crate
+//! `untether-portal`). At each tick of the stream's frame rate the newest frame the compositor
+//! sent is encoded (frames it replaced before the tick are counted as dropped), with the same
+//! stamps and pacing as the other desktop captures. Its capture time is when it reached the
+//! host (CLOCK_MONOTONIC), less its time in the GStreamer pipeline. The portal's compositors
+//! send a frame when the screen changes: where none came since the last tick the screen is
+//! unchanged and the tick is skipped (as X11 capture does with DAMAGE), unless a keyframe is
+//! wanted: then the last frame is encoded again, stamped with the tick (it is what the screen
+//! shows then).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use untether_media::codec::InputPicture;
+use untether_media::stamp::{self, Stamp};
+use untether_portal::{PortalCapture, PortalFrame};
+
+use super::encode::EncoderStage;
+use super::shared::{lock, HostShared};
+use crate::clock::now_us;
+use crate::ticker::Ticker;
+
+pub(crate) fn portal_loop(
+    s: &HostShared,
+    mut cap: PortalCapture,
+    mut stage: EncoderStage,
+    fps: u32,
+    stamp_frames: bool,
+) {
+    let mut ticker = Ticker::at_fps(fps);
+    let mut frame_number: u32 = 0;
+    let size = cap.size();
+    // Whether the first frame's capture time came from its timestamp on the pipeline's clock.
+    let timed = if cap.frames().1 > 0 {
+        "capture time: arrival less the frame's age on the pipeline clock"
+    } else {
+        "capture time: arrival at the host"
+    };
+    s.note(match cap.portal() {
+        Some((version, restored, persisted)) => format!(
+            "capturing through the desktop portal (ScreenCast v{version}, {}, {}x{}, {timed}; {})",
+            cap.describe(),
+            size.0,
+            size.1,
+            match (restored, persisted) {
+                (true, _) =>
+                    "the stored permission was offered: no dialog where the portal accepts it",
+                (false, true) => "the permission is stored for the next start",
+                (false, false) => "the portal keeps no permission: it asks at every start",
+            }
+        ),
+        None => format!(
+            "capturing {} ({}x{}, {timed})",
+            cap.describe(),
+            size.0,
+            size.1
+        ),
+    });
+    let mut last: Option<PortalFrame> = None;
+    let mut buf = Vec::new();
+    let mut dropped = 0u64;
+    while !s.stopped() {
+        if !s.watched() {
+            // Keep the newest frame fresh while nobody watches.
+            if let Ok(Some(f)) = cap.take(Duration::from_millis(10)) {
+                last = Some(f);
+            }
+            ticker.resync(now_us());
+            continue;
+        }
+        ticker.wait();
+        let t0 = now_us();
+        let (frame, capture_us) = match cap.take(Duration::ZERO) {
+            Ok(Some(f)) => {
+                let at = f.capture_us.min(t0);
+                (f, at)
+            }
+            // Nothing new: the screen is unchanged (as X11 damage says), skip the tick unless
+            // a keyframe is wanted; then the last frame is what the screen shows now.
+            Ok(None) if !stage.must_send() => {
+                s.counters.unchanged.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            Ok(None) => match last.take() {
+                Some(f) => (f, t0),
+                None => continue,
+            },
+            Err(e) => return s.fail(format!("{e}")),
+        };
+        let now_dropped = cap.dropped();
+        s.counters
+            .source_dropped
+            .fetch_add(now_dropped - dropped, Ordering::Relaxed);
+        dropped = now_dropped;
+        if (frame.width, frame.height) != size {
+            return s.fail(format!(
+                "the screen cast changed size ({}x{} to {}x{}): restart the host",
+                size.0, size.1, frame.width, frame.height
+            ));
+        }
+        let Some(buffer) = frame.sample.buffer() else {
+            continue;
+        };
+        let Ok(map) = buffer.map_readable() else {
+            s.counters.grab_errors.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let (w, h, stride) = (size.0 & !1, size.1 & !1, frame.stride);
+        let pixels: &[u8] = if stamp_frames {
+            buf.clear();
+            buf.extend_from_slice(&map[..stride * size.1 as usize]);
+            stamp::write_bgra_raw(
+                &mut buf,
+                stride,
+                w,
+                h,
+                &Stamp {
+                    frame_number,
+                    capture_us,
+                    input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
+                },
+            );
+            &buf
+        } else {
+            &map[..stride * size.1 as usize]
+        };
+        frame_number = frame_number.wrapping_add(1);
+        s.counters.captured.fetch_add(1, Ordering::Relaxed);
+        let dur = now_us().saturating_sub(t0) as u32;
+        lock(&s.samples).capture.push_us(dur as i64);
+        let picture = InputPicture::Bgra {
+            width: w,
+            height: h,
+            data: pixels,
+            stride,
+        };
+        let sent = stage.send(&picture, capture_us, dur, None);
+        drop(map);
+        last = Some(frame);
+        if let Err(e) = sent {
+            if !s.stopped() {
+                s.fail(format!("encoder: {e}"));
+            }
+            return;
+        }
+    }
+}
