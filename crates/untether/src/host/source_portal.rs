@@ -12,12 +12,11 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use untether_media::codec::InputPicture;
-use untether_media::stamp::{self, Stamp};
 use untether_portal::{PortalCapture, PortalFrame};
 
 use super::encode::EncoderStage;
-use super::shared::{lock, HostShared};
+use super::grab::{encode_grab, Grab, GrabOutput};
+use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
 
@@ -26,7 +25,7 @@ pub(crate) fn portal_loop(
     mut cap: PortalCapture,
     mut stage: EncoderStage,
     fps: u32,
-    stamp_frames: bool,
+    out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
@@ -107,41 +106,25 @@ pub(crate) fn portal_loop(
             continue;
         };
         let (w, h, stride) = (size.0 & !1, size.1 & !1, frame.stride);
-        let pixels: &[u8] = if stamp_frames {
-            buf.clear();
-            buf.extend_from_slice(&map[..stride * size.1 as usize]);
-            stamp::write_bgra_raw(
-                &mut buf,
-                stride,
-                w,
-                h,
-                &Stamp {
-                    frame_number,
-                    capture_us,
-                    input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
-                },
-            );
-            &buf
-        } else {
-            &map[..stride * size.1 as usize]
-        };
-        frame_number = frame_number.wrapping_add(1);
-        s.counters.captured.fetch_add(1, Ordering::Relaxed);
-        let dur = now_us().saturating_sub(t0) as u32;
-        lock(&s.samples).capture.push_us(dur as i64);
-        let picture = InputPicture::Bgra {
+        // The mapped sample is read-only: the picture is copied out (the stamp is written into
+        // the copy), and the sample goes back to GStreamer at once.
+        buf.clear();
+        buf.extend_from_slice(&map[..stride * size.1 as usize]);
+        drop(map);
+        let grab_us = now_us().saturating_sub(t0) as u32;
+        let grab = Grab {
+            pixels: &mut buf,
             width: w,
             height: h,
-            data: pixels,
             stride,
+            capture_us,
+            grab_us,
+            frame_number,
         };
-        let sent = stage.send(&picture, capture_us, dur, None);
-        drop(map);
+        frame_number = frame_number.wrapping_add(1);
+        let sent = encode_grab(s, &mut stage, grab, &out);
         last = Some(frame);
-        if let Err(e) = sent {
-            if !s.stopped() {
-                s.fail(format!("encoder: {e}"));
-            }
+        if !sent {
             return;
         }
     }

@@ -317,7 +317,7 @@ fn start_source(
                 })?,
                 #[cfg(feature = "portal")]
                 Some(Capture::Portal(cap)) => spawn("host-portal", move || {
-                    super::source_portal::portal_loop(&s, *cap, stage, fps, stamp)
+                    super::source_portal::portal_loop(&s, *cap, stage, fps, out)
                 })?,
                 None => return Err(HostError::Usage("no desktop capture".into())),
             });
