@@ -94,6 +94,12 @@ impl Session {
     /// Follows the client: READY when one is connected, FOCUSED only while one is.
     pub fn follow_client(&mut self, events: &mut Vec<Event>) {
         let client = self.stream.has_client();
+        if !client {
+            // The count "since the last client connected" starts again here too: an app that
+            // publishes nothing while no client watches (hello_xr between a lost client and the
+            // next) would otherwise carry the old client's frames over to the new one.
+            self.stream.frames_to_current = 0;
+        }
         self.follow_client_view(client);
         match self.state {
             xr::SessionState::IDLE if !self.running && !self.exit_requested && client => {
