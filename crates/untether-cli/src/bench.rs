@@ -235,7 +235,9 @@ fn scenarios(a: &BenchArgs) -> Result<Vec<Scenario>> {
             }
             Some("app") => Some("app".to_string()),
             Some(c) if crate::wayland_arg::is_wayland(c) && c != "wlr:" => Some(c.to_string()),
-            Some(c) => bail!("--capture {c:?}: expected wlr, wlr:OUTPUT, portal, pipewire:NODE or app"),
+            Some(c) => {
+                bail!("--capture {c:?}: expected wlr, wlr:OUTPUT, portal, pipewire:NODE or app")
+            }
             None => None,
         },
         ..d.clone()
