@@ -108,6 +108,14 @@ unsafe fn symbol(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
     }
 }
 
+/// `name` from `lib` as the function pointer type `F` (the caller's field or binding says which;
+/// it must be the signature cuda.h gives that symbol).
+unsafe fn function<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
+    let s = symbol(lib, name)?;
+    Ok(std::mem::transmute_copy::<*mut c_void, F>(&s))
+}
+
 impl CudaGl {
     /// Loads libcuda.so.1 (dlopen) and initialises the driver API, or says why not.
     pub fn load() -> Result<CudaGl, String> {
@@ -132,43 +140,17 @@ impl CudaGl {
                     library.to_string_lossy()
                 ));
             }
-            let init = std::mem::transmute::<*mut c_void, CuInit>(symbol(lib, c"cuInit")?);
+            let init = function::<CuInit>(lib, c"cuInit")?;
             let api = Api {
-                push: std::mem::transmute::<*mut c_void, CuCtxPush>(symbol(
-                    lib,
-                    c"cuCtxPushCurrent_v2",
-                )?),
-                pop: std::mem::transmute::<*mut c_void, CuCtxPop>(symbol(
-                    lib,
-                    c"cuCtxPopCurrent_v2",
-                )?),
-                register: std::mem::transmute::<*mut c_void, CuRegister>(symbol(
-                    lib,
-                    c"cuGraphicsGLRegisterImage",
-                )?),
-                unregister: std::mem::transmute::<*mut c_void, CuUnregister>(symbol(
-                    lib,
-                    c"cuGraphicsUnregisterResource",
-                )?),
-                map: std::mem::transmute::<*mut c_void, CuMap>(symbol(
-                    lib,
-                    c"cuGraphicsMapResources",
-                )?),
-                unmap: std::mem::transmute::<*mut c_void, CuMap>(symbol(
-                    lib,
-                    c"cuGraphicsUnmapResources",
-                )?),
-                array: std::mem::transmute::<*mut c_void, CuArray>(symbol(
-                    lib,
-                    c"cuGraphicsSubResourceGetMappedArray",
-                )?),
-                copy: std::mem::transmute::<*mut c_void, CuCopy>(symbol(
-                    lib,
-                    c"cuMemcpy2DAsync_v2",
-                )?),
-                error_name: symbol(lib, c"cuGetErrorName")
-                    .ok()
-                    .map(|s| std::mem::transmute::<*mut c_void, CuErrorName>(s)),
+                push: function::<CuCtxPush>(lib, c"cuCtxPushCurrent_v2")?,
+                pop: function::<CuCtxPop>(lib, c"cuCtxPopCurrent_v2")?,
+                register: function::<CuRegister>(lib, c"cuGraphicsGLRegisterImage")?,
+                unregister: function::<CuUnregister>(lib, c"cuGraphicsUnregisterResource")?,
+                map: function::<CuMap>(lib, c"cuGraphicsMapResources")?,
+                unmap: function::<CuMap>(lib, c"cuGraphicsUnmapResources")?,
+                array: function::<CuArray>(lib, c"cuGraphicsSubResourceGetMappedArray")?,
+                copy: function::<CuCopy>(lib, c"cuMemcpy2DAsync_v2")?,
+                error_name: function::<CuErrorName>(lib, c"cuGetErrorName").ok(),
             };
             let me = CudaGl {
                 api,
