@@ -267,45 +267,13 @@ impl Copier {
                 vk::AccessFlags::TRANSFER_READ,
             )],
         );
-        let region = vk::BufferImageCopy {
-            buffer_offset: 0,
-            buffer_row_length: 0,
-            buffer_image_height: 0,
-            image_subresource: vk::ImageSubresourceLayers {
-                aspect_mask: vk::ImageAspectFlags::COLOR,
-                mip_level: 0,
-                base_array_layer: 0,
-                layer_count: 1,
-            },
-            image_offset: vk::Offset3D::default(),
-            image_extent: vk::Extent3D {
-                width: w,
-                height: h,
-                depth: 1,
-            },
-        };
-        dev.cmd_copy_image_to_buffer(
+        untether_capture::vk::record_copy_to_host(
+            dev,
             res.cmd,
             image,
-            vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
             res.buffer,
-            &[region],
-        );
-        let to_host = vk::BufferMemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)
-            .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-            .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-            .buffer(res.buffer)
-            .offset(0)
-            .size(vk::WHOLE_SIZE);
-        dev.cmd_pipeline_barrier(
-            res.cmd,
-            vk::PipelineStageFlags::TRANSFER,
-            vk::PipelineStageFlags::BOTTOM_OF_PIPE | vk::PipelineStageFlags::HOST,
-            vk::DependencyFlags::empty(),
-            &[],
-            &[to_host],
+            (w, h),
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
             &[layout(
                 vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
                 vk::ImageLayout::PRESENT_SRC_KHR,

@@ -8,6 +8,8 @@
 pub mod kms;
 pub mod launch;
 pub mod ring;
+#[cfg(feature = "vulkan")]
+pub mod vk;
 
 pub use ring::{FrameFormat, FrameRing, RingCounters, RingError, TakenFrame};
 

@@ -354,45 +354,13 @@ impl VkCompositor {
                 &[],
                 &back,
             );
-            let region = vk::BufferImageCopy {
-                buffer_offset: 0,
-                buffer_row_length: 0,
-                buffer_image_height: 0,
-                image_subresource: vk::ImageSubresourceLayers {
-                    aspect_mask: vk::ImageAspectFlags::COLOR,
-                    mip_level: 0,
-                    base_array_layer: 0,
-                    layer_count: 1,
-                },
-                image_offset: vk::Offset3D::default(),
-                image_extent: vk::Extent3D {
-                    width: self.width,
-                    height: self.height,
-                    depth: 1,
-                },
-            };
-            dev.cmd_copy_image_to_buffer(
+            untether_capture::vk::record_copy_to_host(
+                dev,
                 cmd,
                 self.target,
-                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
                 self.buffer,
-                &[region],
-            );
-            let to_host = vk::BufferMemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ)
-                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .buffer(self.buffer)
-                .offset(0)
-                .size(vk::WHOLE_SIZE);
-            dev.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &[],
-                &[to_host],
+                (self.width, self.height),
+                vk::PipelineStageFlags::empty(),
                 &[],
             );
             dev.end_command_buffer(cmd)?;
