@@ -52,9 +52,21 @@ pub(crate) struct GrabOutput {
     pub tap: Option<SentFrameTap>,
 }
 
+/// Where a grabbed picture's bytes lie.
+pub(crate) enum GrabPixels<'a> {
+    /// In memory the source owns: the stamp is written in place.
+    Writable(&'a mut [u8]),
+    /// In memory the source may only read (a mapped PipeWire sample): sent where it lies, or,
+    /// with the stamp on, copied into `scratch` and stamped there.
+    ReadOnly {
+        data: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    },
+}
+
 /// A grabbed picture (top-down BGRA), ready for the encoder.
 pub(crate) struct Grab<'a> {
-    pub pixels: &'a mut [u8],
+    pub pixels: GrabPixels<'a>,
     pub width: u32,
     pub height: u32,
     pub stride: usize,
@@ -75,20 +87,31 @@ pub(crate) fn encode_grab(
     g: Grab<'_>,
     out: &GrabOutput,
 ) -> bool {
-    if out.stamp {
-        let st = Stamp {
-            frame_number: g.frame_number,
-            capture_us: g.capture_us,
-            input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
-        };
-        stamp::write_bgra_raw(g.pixels, g.stride, g.width, g.height, &st);
-    }
+    let st = out.stamp.then(|| Stamp {
+        frame_number: g.frame_number,
+        capture_us: g.capture_us,
+        input_seq: s.counters.inputs_applied.load(Ordering::Relaxed) as u32,
+    });
+    let data: &[u8] = match (g.pixels, st) {
+        (GrabPixels::Writable(p), None) => p,
+        (GrabPixels::ReadOnly { data, .. }, None) => data,
+        (GrabPixels::Writable(p), Some(st)) => {
+            stamp::write_bgra_raw(p, g.stride, g.width, g.height, &st);
+            p
+        }
+        (GrabPixels::ReadOnly { data, scratch }, Some(st)) => {
+            scratch.clear();
+            scratch.extend_from_slice(data);
+            stamp::write_bgra_raw(scratch, g.stride, g.width, g.height, &st);
+            scratch
+        }
+    };
     s.counters.captured.fetch_add(1, Ordering::Relaxed);
     lock(&s.samples).capture.push_us(g.grab_us as i64);
     let picture = InputPicture::Bgra {
         width: g.width,
         height: g.height,
-        data: g.pixels,
+        data,
         stride: g.stride,
     };
     if let Err(e) = stage.send(&picture, g.capture_us, g.grab_us, None) {

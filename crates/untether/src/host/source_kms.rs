@@ -9,7 +9,7 @@ use std::time::Duration;
 use untether_capture::kms::KmsCapture;
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput, GrabPixels};
 use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -54,7 +54,7 @@ pub(crate) fn kms_loop(
         failures.succeeded();
         let capture_us = now_us();
         let grab = Grab {
-            pixels: &mut buf,
+            pixels: GrabPixels::Writable(&mut buf),
             width: w & !1,
             height: h & !1,
             stride: w as usize * 4,

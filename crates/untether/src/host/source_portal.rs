@@ -15,7 +15,7 @@ use std::time::Duration;
 use untether_portal::{PortalCapture, PortalFrame};
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabOutput};
+use super::grab::{encode_grab, Grab, GrabOutput, GrabPixels};
 use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -106,14 +106,13 @@ pub(crate) fn portal_loop(
             continue;
         };
         let (w, h, stride) = (size.0 & !1, size.1 & !1, frame.stride);
-        // The mapped sample is read-only: the picture is copied out (the stamp is written into
-        // the copy), and the sample goes back to GStreamer at once.
-        buf.clear();
-        buf.extend_from_slice(&map[..stride * size.1 as usize]);
-        drop(map);
+        // The mapped sample is read-only: encoded where it lies, or stamped in a copy.
         let grab_us = now_us().saturating_sub(t0) as u32;
         let grab = Grab {
-            pixels: &mut buf,
+            pixels: GrabPixels::ReadOnly {
+                data: &map[..stride * size.1 as usize],
+                scratch: &mut buf,
+            },
             width: w,
             height: h,
             stride,
@@ -123,6 +122,7 @@ pub(crate) fn portal_loop(
         };
         frame_number = frame_number.wrapping_add(1);
         let sent = encode_grab(s, &mut stage, grab, &out);
+        drop(map);
         last = Some(frame);
         if !sent {
             return;

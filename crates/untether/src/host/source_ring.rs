@@ -12,7 +12,7 @@ use std::time::Duration;
 use untether_capture::{FrameFormat, FrameRing, TakenFrame};
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabOutput};
+use super::grab::{encode_grab, Grab, GrabOutput, GrabPixels};
 use super::shared::HostShared;
 use crate::clock::now_us;
 
@@ -102,7 +102,7 @@ pub(crate) fn ring_loop(
         // the frame's due number: the client's gaps are due frames it never showed.
         let (capture_us, frame_number) = (frame.present_us, frame.frame as u32);
         let grab = Grab {
-            pixels: if copied { &mut buf } else { frame.data_mut() },
+            pixels: GrabPixels::Writable(if copied { &mut buf } else { frame.data_mut() }),
             width: w,
             height: h,
             stride,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use untether_media::wlr::WlrCapture;
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput, GrabPixels};
 use super::shared::HostShared;
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -67,7 +67,7 @@ pub(crate) fn wlr_loop(
             .unwrap_or(done_us);
         let grab = Grab {
             stride: cap.stride(),
-            pixels: cap.frame(),
+            pixels: GrabPixels::Writable(cap.frame()),
             width: size.0,
             height: size.1,
             capture_us,

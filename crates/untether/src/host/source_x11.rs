@@ -8,7 +8,7 @@ use std::time::Duration;
 use untether_media::x11::X11Capture;
 
 use super::encode::EncoderStage;
-use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput};
+use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput, GrabPixels};
 use super::shared::{lock, HostShared};
 use crate::clock::now_us;
 use crate::ticker::Ticker;
@@ -70,7 +70,7 @@ pub(crate) fn x11_loop(
         failures.succeeded();
         let capture_us = now_us();
         let grab = Grab {
-            pixels,
+            pixels: GrabPixels::Writable(pixels),
             width: w,
             height: h,
             stride: w as usize * 4,
