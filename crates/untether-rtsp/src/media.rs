@@ -15,7 +15,7 @@ use gst::glib;
 use gst::prelude::*;
 use gst_app::AppSrc;
 use gst_rtsp_server::prelude::{RTSPMediaExt, RTSPStreamExt};
-use gst_rtsp_server::RTSPMedia;
+use gst_rtsp_server::{RTSPMedia, RTSPMediaStatus};
 use untether::host::EncodedVideo;
 use untether_proto::{AudioPacket, Micros};
 
@@ -76,6 +76,8 @@ pub(crate) struct Media {
     pli: Arc<AtomicBool>,
     /// PLAY requests so far.
     plays: u32,
+    /// gst-rtsp-server said the media is prepared (its status can be asked without waiting).
+    prepared: Arc<AtomicBool>,
 }
 
 /// A wrapper that lets a `gst::Buffer` hold the encoder's `Arc` without a copy.
@@ -117,6 +119,11 @@ impl Media {
             });
         }
         watch_receiver_reports(media, pli.clone());
+        let prepared = Arc::new(AtomicBool::new(false));
+        {
+            let prepared = prepared.clone();
+            media.connect_prepared(move |_| prepared.store(true, Ordering::Relaxed));
+        }
         Some(Media {
             media: media.clone(),
             video,
@@ -125,7 +132,22 @@ impl Media {
             audio_feed: AudioFeed::new(queue_frames, fps),
             pli,
             plays: 0,
+            prepared,
         })
+    }
+
+    /// Whether the media is going down or down but still known (the last connection that
+    /// used it closed; it leaves the server's cache when its `unprepared` signal has run):
+    /// until then gst-rtsp-server finds it for a new viewer and cannot prepare it (503, "media
+    /// was not unprepared", "can not reuse media").
+    pub fn going_down(&self) -> bool {
+        // The status is asked only once the media was prepared: while it prepares,
+        // gst_rtsp_media_get_status waits (up to 20 s) for the preparation to end.
+        self.prepared.load(Ordering::Relaxed)
+            && matches!(
+                self.media.status(),
+                RTSPMediaStatus::Unpreparing | RTSPMediaStatus::Unprepared
+            )
     }
 
     /// A viewer starts playing. The media's first viewer gets the keyframe the media was

@@ -417,6 +417,23 @@ fn an_unauthenticated_request_is_refused_unless_the_host_is_open() {
     );
 }
 
+/// A viewer that arrives just as the last one left gets the stream, not a 503: the shared
+/// media is still going down then (gst-rtsp-server would find it and fail to prepare it),
+/// and the DESCRIBE waits until it is down. Before that wait, 29 of 100 such DESCRIBEs were
+/// answered 503.
+#[test]
+fn a_viewer_arriving_as_the_last_one_leaves_gets_in() {
+    let (host, server) = host_with(Access::Open, false, RtspToml::default());
+    let addr = server.local_addr();
+    for i in 0..6 {
+        // Each connection closes as `describe` returns: the next one comes right after.
+        let answer = describe(addr);
+        assert!(answer.starts_with("RTSP/1.0 200"), "DESCRIBE {i}: {answer}");
+    }
+    let summary = stop(host, &server);
+    assert_eq!(summary.consumers[0].viewers_total, 6);
+}
+
 /// Issue 18 item 5 for RTSP: the host's Opus stream goes to RTSP viewers too.
 #[test]
 fn audio_goes_to_rtsp_viewers_with_the_video() {
