@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use untether::api::{Frame, HostContext};
 use untether::client::{run_client_with, ClientAudio, ClientIo, ClientOptions, Display};
-use untether::config::ConfigToml;
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::memory_pair;
 use untether::{report, Host, HostOptions};
@@ -20,16 +19,7 @@ use untether_media::x11::{CaptureTarget, PointerMode, XtestReplay};
 use untether_proto::InputEvent;
 
 fn client_options(seconds: f64) -> ClientOptions {
-    let cfg = ConfigToml::default();
-    ClientOptions {
-        vr: Default::default(),
-        host: ([127, 0, 0, 1], 0).into(),
-        client: cfg.client,
-        network: cfg.network,
-        display: Display::Headless,
-        duration: Some(Duration::from_secs_f64(seconds)),
-        save_frame: None,
-    }
+    ClientOptions::headless(([127, 0, 0, 1], 0).into(), Duration::from_secs_f64(seconds))
 }
 
 fn host_options() -> HostOptions {
@@ -114,7 +104,15 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
             }
         });
     }
-    std::thread::sleep(Duration::from_millis(700));
+    // Its window is up when it says so (a window not yet mapped would miss the input).
+    let xev_said = |what: &[&str]| {
+        let text = out.lock().unwrap();
+        what.iter().all(|w| text.contains(w))
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || xev_said(&["Expose event"])),
+        "xev's window was not exposed within 20 s"
+    );
     let (host_trust, client_trust) = memory_pair();
     let host = Host::start_with(
         host_options(),
@@ -134,22 +132,28 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
     )
     .expect("host captures the X display");
     assert_eq!(host.options().video.resolution.width, 1280);
-    let mut opts = client_options(3.0);
+    // The client runs until xev has seen the input, and for at least 3 s (the still-screen
+    // check below counts the ticks of that time); 60 s at most.
+    let mut opts = client_options(60.0);
     opts.host = host.local_addr();
     let (tx, rx) = std::sync::mpsc::channel();
-    let client = std::thread::spawn(move || {
-        run_client_with(
-            &opts,
-            ClientIo {
-                inject: Some(rx),
-                trust: client_trust,
-                ..Default::default()
-            },
-            Arc::new(AtomicBool::new(false)),
-        )
-    });
-    assert!(host.wait_for_client(Duration::from_secs(5)));
-    std::thread::sleep(Duration::from_millis(500));
+    let stop = Arc::new(AtomicBool::new(false));
+    let client_started = Instant::now();
+    let client = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            run_client_with(
+                &opts,
+                ClientIo {
+                    inject: Some(rx),
+                    trust: client_trust,
+                    ..Default::default()
+                },
+                stop,
+            )
+        })
+    };
+    assert!(host.wait_for_client(Duration::from_secs(20)));
     // Absolute motion into xev's window, a key typed there, a click.
     tx.send(InputEvent::PointerMotion {
         x: 200,
@@ -170,28 +174,30 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
             .unwrap();
     }
     let probe = XtestReplay::open(Some(&x.display), (0, 0), PointerMode::Absolute).unwrap();
-    let t = Instant::now();
     let mut pos = (0, 0);
-    while t.elapsed() < Duration::from_secs(3) {
-        pos = probe.pointer_position().unwrap();
-        if pos == (200, 150) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(20), || {
+        pos = probe.pointer_position().unwrap_or_default();
+        pos == (200, 150)
+    });
     assert_eq!(pos, (200, 150), "the X server's pointer did not move");
+    let typed = wait_until(Duration::from_secs(20), || {
+        xev_said(&["KeyPress event", "keysym 0x61, a", "ButtonPress event"])
+    });
+    let min_run = Duration::from_secs(3);
+    if let Some(rest) = min_run.checked_sub(client_started.elapsed()) {
+        std::thread::sleep(rest);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let run = client.join().unwrap().expect("client runs");
     let summary = host.stop();
     assert!(summary.fatal.is_none(), "{:?}", summary.fatal);
     let _ = xev.kill();
     let _ = xev.wait();
-    std::thread::sleep(Duration::from_millis(100));
     let text = out.lock().unwrap().clone();
     assert!(
-        text.contains("KeyPress event") && text.contains("keysym 0x61, a"),
-        "xev saw no 'a':\n{text}"
+        typed,
+        "xev saw no 'a' typed or no click within 20 s:\n{text}"
     );
-    assert!(text.contains("ButtonPress event"), "xev saw no click");
     // Frames came from the display, stamped at capture.
     let p = run.params.expect("connected");
     assert_eq!((p.width, p.height), (1280, 720));
@@ -214,6 +220,20 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
         summary.unchanged
     );
     assert!(summary.inputs_applied >= 5, "{summary:?}");
+}
+
+/// Polls `f` every 20 ms until it holds (true) or `timeout` passes (false).
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn write_records(w: &mut impl Write, recs: &[Record]) {
