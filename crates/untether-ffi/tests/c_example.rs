@@ -8,8 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use untether::client::{run_client_with, ClientIo, ClientOptions, Display};
-use untether::config::ConfigToml;
+use untether::client::{run_client_with, ClientIo, ClientOptions};
 use untether::identity::ClientTrust;
 
 fn example() -> PathBuf {
@@ -59,16 +58,7 @@ fn stream(mode_args: &[&str], state_by_flag: bool) {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let cfg = ConfigToml::default();
-    let opts = ClientOptions {
-        vr: Default::default(),
-        host: ([127, 0, 0, 1], port).into(),
-        client: cfg.client,
-        network: cfg.network,
-        display: Display::Headless,
-        duration: Some(Duration::from_secs(2)),
-        save_frame: None,
-    };
+    let opts = ClientOptions::headless(([127, 0, 0, 1], port).into(), Duration::from_secs(2));
     let run = run_client_with(
         &opts,
         ClientIo {

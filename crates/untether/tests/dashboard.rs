@@ -6,19 +6,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::browser::scratch_dir;
-use serde_json::{json, Value};
+use common::browser::{devtools, scratch_dir};
+use serde_json::Value;
 use untether::client::{run_client_with, ClientError, ClientIo, ClientOptions, Display};
 use untether::config::{ConfigToml, Resolution};
 use untether::{Host, HostOptions};
@@ -70,249 +67,6 @@ fn outside_address() -> Option<IpAddr> {
     (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
-/// Chromium driven over `--remote-debugging-pipe` (DevTools messages on fds 3 and 4, each
-/// ended by a NUL byte): evaluates script and sends real mouse events to one page.
-struct Devtools {
-    child: Child,
-    to: std::fs::File,
-    from: Receiver<Value>,
-    console: Receiver<String>,
-    session: String,
-    next_id: u64,
-    profile: PathBuf,
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-impl Devtools {
-    fn open(bin: &Path, url: &str) -> Devtools {
-        use std::os::fd::AsRawFd;
-        let profile = scratch_dir("dashboard-profile");
-        let (cmd_r, cmd_w) = pipe();
-        let (out_r, out_w) = pipe();
-        let (a, b) = (cmd_r.as_raw_fd(), out_w.as_raw_fd());
-        let mut c = Command::new(bin);
-        c.args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--window-size=1280,1000",
-            "--hide-scrollbars",
-            "--remote-debugging-pipe",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
-        // Chromium reads commands on fd 3 and writes on fd 4 (dup2 leaves them open on exec;
-        // first moved out of the way in case a pipe end already is 3 or 4).
-        unsafe {
-            c.pre_exec(move || {
-                let (a2, b2) = (libc::dup(a), libc::dup(b));
-                if a2 < 0 || b2 < 0 || libc::dup2(a2, 3) < 0 || libc::dup2(b2, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = c.spawn().expect("chromium starts");
-        drop((cmd_r, out_w));
-        let (tx, from) = channel();
-        let mut reader = BufReader::new(std::fs::File::from(out_r));
-        std::thread::spawn(move || loop {
-            let mut msg = Vec::new();
-            match reader.read_until(0, &mut msg) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    msg.pop();
-                    if let Ok(v) = serde_json::from_slice::<Value>(&msg) {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        let (ctx, console) = channel();
-        let stderr = child.stderr.take().expect("piped");
-        std::thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if ctx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut d = Devtools {
-            child,
-            to: std::fs::File::from(cmd_w),
-            from,
-            console,
-            session: String::new(),
-            next_id: 1,
-            profile,
-        };
-        // The page's target, once Chromium has made it.
-        let end = Instant::now() + Duration::from_secs(10);
-        let page = loop {
-            let targets = d.call("Target.getTargets", json!({}), None);
-            let page = targets["targetInfos"]
-                .as_array()
-                .and_then(|t| t.iter().find(|t| t["type"] == "page"))
-                .and_then(|t| t["targetId"].as_str())
-                .map(str::to_string);
-            match page {
-                Some(p) => break p,
-                None if Instant::now() < end => {
-                    // Told when it exists: wait for Chromium's next message.
-                    let _ = d.from.recv_timeout(Duration::from_millis(50));
-                }
-                None => panic!("Chromium made no page"),
-            }
-        };
-        let attached = d.call(
-            "Target.attachToTarget",
-            json!({"targetId": page, "flatten": true}),
-            None,
-        );
-        d.session = attached["sessionId"].as_str().expect("a session").into();
-        d
-    }
-
-    /// Sends a command (to the page's session unless `session` is None) and waits for its
-    /// result.
-    fn call(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut msg = json!({"id": id, "method": method, "params": params});
-        if let Some(s) = session {
-            msg["sessionId"] = json!(s);
-        }
-        let mut bytes = msg.to_string().into_bytes();
-        bytes.push(0);
-        self.to.write_all(&bytes).expect("write to DevTools");
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let v = self
-                .from
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no answer to {method}"));
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-        }
-    }
-
-    /// The value of a script expression in the page.
-    fn eval(&mut self, expression: &str) -> Value {
-        let s = self.session.clone();
-        let r = self.call(
-            "Runtime.evaluate",
-            json!({"expression": expression, "returnByValue": true}),
-            Some(&s),
-        );
-        r["result"]["value"].clone()
-    }
-
-    /// Loads `url` in the page.
-    fn navigate(&mut self, url: &str) {
-        let s = self.session.clone();
-        self.call("Page.navigate", json!({ "url": url }), Some(&s));
-    }
-
-    /// Waits until the page's text satisfies `want` (it is read as the page loads); returns it.
-    fn wait_text(&mut self, timeout: Duration, want: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + timeout;
-        loop {
-            let t = self.eval("document.body ? document.body.innerText : ''");
-            let t = t.as_str().unwrap_or("").to_string();
-            if want(&t) {
-                return t;
-            }
-            assert!(
-                Instant::now() < end,
-                "the page never showed what was wanted: {t:?}"
-            );
-            // Chromium's next message (an event of the loading page), or a short while.
-            let _ = self.from.recv_timeout(Duration::from_millis(50));
-        }
-    }
-
-    /// A PNG of what the page shows now (`Page.captureScreenshot`, the renderer's own
-    /// screenshot, as `chromium --screenshot` takes it).
-    fn screenshot(&mut self) -> Vec<u8> {
-        let s = self.session.clone();
-        let r = self.call("Page.captureScreenshot", json!({"format": "png"}), Some(&s));
-        base64_decode(r["data"].as_str().expect("image data"))
-    }
-
-    /// A left click at (x, y) of the page, as a mouse makes it; returns when the button was
-    /// let go (the click).
-    fn click(&mut self, x: f64, y: f64) -> Instant {
-        let s = self.session.clone();
-        let mut released = Instant::now();
-        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
-            released = Instant::now();
-            self.call(
-                "Input.dispatchMouseEvent",
-                json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
-                Some(&s),
-            );
-        }
-        released
-    }
-
-    /// Waits for a console line `UNTETHER KIND {…}` whose JSON satisfies `want`.
-    fn wait_console(
-        &mut self,
-        kind: &str,
-        timeout: Duration,
-        want: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let end = Instant::now() + timeout;
-        let tag = format!("\"UNTETHER {kind} ");
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let line = self
-                .console
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no console line UNTETHER {kind} as wanted"));
-            let Some(start) = line.find(&tag) else {
-                continue;
-            };
-            let rest = &line[start + tag.len()..];
-            let json = &rest[..rest.rfind("\", source:").unwrap_or(rest.len())];
-            if let Ok(v) = serde_json::from_str::<Value>(json) {
-                if want(&v) {
-                    return v;
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Devtools {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
-    }
-}
-
 /// A client that keeps asking until it is let in (what the patient client does), then streams
 /// until `stop`. Returns its result; refusals other than "pending approval" end it.
 fn waiting_client(
@@ -350,43 +104,6 @@ fn waiting_client(
             Err(e) => return Err(e.to_string()),
         }
     })
-}
-
-/// The Chromium binary, or None after saying why in one line.
-fn chromium_bin() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("chromium"))
-            .find(|c| c.is_file())
-    });
-    if found.is_none() {
-        println!(
-            "skipped the page checks: no `chromium` in PATH (scripts/setup.sh browser installs it)"
-        );
-    }
-    found
-}
-
-/// Standard base64 (DevTools' image data).
-fn base64_decode(text: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        b'/' => 63,
-        _ => panic!("not base64: {c}"),
-    };
-    let digits: Vec<u8> = text.bytes().filter(|&c| c != b'=').map(value).collect();
-    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
-    for chunk in digits.chunks(4) {
-        let mut n = 0u32;
-        for (i, d) in chunk.iter().enumerate() {
-            n |= (*d as u32) << (18 - 6 * i);
-        }
-        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
-    }
-    out
 }
 
 /// The screenshot's pixels (RGB) through the ffmpeg tool.
@@ -506,7 +223,7 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     }
 
     mark("API checks done");
-    let Some(bin) = chromium_bin() else {
+    let Some(bin) = common::browser::chromium() else {
         host.stop();
         return;
     };
@@ -514,45 +231,63 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     // shows).
     let stop = Arc::new(AtomicBool::new(false));
     let client = waiting_client(host.local_addr(), client_state.clone(), stop.clone());
-    let mut page = Devtools::open(&bin, "about:blank");
+    let (mut console, mut page) = devtools::open_with(
+        &bin,
+        "about:blank",
+        &["--window-size=1280,1000", "--hide-scrollbars"],
+    )
+    .expect("Chromium starts with a DevTools pipe");
     mark("devtools open");
     // The page, from another address without the token, in a browser: refused.
     if let Some(ip) = outside {
-        page.navigate(&format!("http://{}/", SocketAddr::new(ip, port)));
-        let text = page.wait_text(Duration::from_secs(10), |t| t.contains("admin token"));
+        page.navigate(&format!("http://{}/", SocketAddr::new(ip, port)))
+            .unwrap();
+        let text = page
+            .wait_text(Duration::from_secs(10), |t| t.contains("admin token"))
+            .unwrap();
         assert!(!text.contains("Access requests"), "{text}");
         mark("refused page done");
     }
     // The operator's page on this machine; the operator approves the client by a click.
-    page.navigate(&format!("http://{here}/"));
-    page.wait_console("state", Duration::from_secs(10), |v| v["pending"] == 1);
+    page.navigate(&format!("http://{here}/")).unwrap();
+    console
+        .wait_console("state", Duration::from_secs(10), |v| v["pending"] == 1)
+        .expect("the console line wanted");
     mark("pending shown");
-    let rect = page.eval(
-        "(() => { const b = document.querySelector('button.approve'); \
+    let rect = page
+        .eval(
+            "(() => { const b = document.querySelector('button.approve'); \
          const r = b.getBoundingClientRect(); return {x: r.x + r.width / 2, y: r.y + r.height / 2, \
          fp: b.dataset.fingerprint}; })()",
-    );
+        )
+        .unwrap();
     assert!(!host.has_client());
-    let clicked = page.click(rect["x"].as_f64().unwrap(), rect["y"].as_f64().unwrap());
+    let clicked = page
+        .click(rect["x"].as_f64().unwrap(), rect["y"].as_f64().unwrap())
+        .unwrap();
     let admitted = host.wait_for_client(Duration::from_secs(5));
     let took = clicked.elapsed();
     assert!(admitted, "the approved client did not get in");
     println!("approved by click → client admitted in {took:?}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
-    page.wait_console("action", Duration::from_secs(5), |v| {
-        v["path"] == "/api/approve" && v["ok"] == true
-    });
+    console
+        .wait_console("action", Duration::from_secs(5), |v| {
+            v["path"] == "/api/approve" && v["ok"] == true
+        })
+        .expect("the console line wanted");
     // Persisted as `untether pair approve` would.
     let allowed = std::fs::read_to_string(state.join("allowed_clients.json")).unwrap_or_default();
     assert!(allowed.contains("dashboard-test"), "{allowed}");
     // The page lists it, with its role.
-    page.wait_console("state", Duration::from_secs(5), |v| v["clients"] == 1);
+    console
+        .wait_console("state", Duration::from_secs(5), |v| v["clients"] == 1)
+        .expect("the console line wanted");
     let layout = page.eval(
         "(() => { const ids = ['pending', 'pairing', 'clients', 'browsers', 'plots', 'settings']; \
          return { sections: ids.map(i => { const r = document.getElementById(i).getBoundingClientRect(); \
          return [i, r.width, r.height]; }), role: document.querySelector('#client-rows td:nth-child(4)').textContent, \
          pin: document.getElementById('pin-value').textContent }; })()",
-    );
+    ).unwrap();
     for s in layout["sections"].as_array().unwrap() {
         assert!(
             s[1].as_f64().unwrap() > 200.0 && s[2].as_f64().unwrap() > 50.0,
@@ -565,9 +300,11 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
 
     // The client's own latency (glass-to-glass and its stages, p50/p95 over its last half
     // second, sent beside its quality feedback): kept per client, in the API, plotted.
-    page.wait_console("state", Duration::from_secs(5), |v| {
-        v["g2g"].as_u64().is_some_and(|n| n >= 2) && v["client_stages"].as_u64() >= Some(2)
-    });
+    console
+        .wait_console("state", Duration::from_secs(5), |v| {
+            v["g2g"].as_u64().is_some_and(|n| n >= 2) && v["client_stages"].as_u64() >= Some(2)
+        })
+        .expect("the console line wanted");
     let (s, _, body) = http(local, &get("/api/state", &here, ""));
     assert_eq!(s, 200);
     let st: Value = serde_json::from_str(&body).unwrap();
@@ -580,7 +317,9 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
         );
         assert!(p50 > 0.0 && p95 >= p50, "{stage}: {lat}");
     }
-    let cell = page.eval("document.querySelector('#client-rows td:nth-child(10)').textContent");
+    let cell = page
+        .eval("document.querySelector('#client-rows td:nth-child(10)').textContent")
+        .unwrap();
     assert!(cell.as_str().is_some_and(|t| t.ends_with(" ms")), "{cell}");
     mark("latency checks done");
 
@@ -589,10 +328,13 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     page.eval(
         "(() => { document.getElementById('fps').value = 10; \
          document.getElementById('apply-fps').click(); return true; })()",
-    );
-    page.wait_console("action", Duration::from_secs(5), |v| {
-        v["path"] == "/api/fps" && v["ok"] == true
-    });
+    )
+    .unwrap();
+    console
+        .wait_console("action", Duration::from_secs(5), |v| {
+            v["path"] == "/api/fps" && v["ok"] == true
+        })
+        .expect("the console line wanted");
     // The newest report now arrived at most one interval (0.5 s, +0.1 s feedback) before the
     // change: one that arrives 1.3 s after it covers only frames after the change.
     let (_, _, body) = http(local, &get("/api/state", &here, ""));
@@ -618,13 +360,15 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     // A screenshot of the page: not blank, the header band at the top, the sections below.
     let shots = scratch_dir("dashboard-shot");
     let shot = shots.join("dashboard.png");
-    let size = page.eval("[window.innerWidth, window.innerHeight]");
+    let size = page
+        .eval("[window.innerWidth, window.innerHeight]")
+        .unwrap();
     let (w, h) = (
         size[0].as_u64().unwrap() as usize,
         size[1].as_u64().unwrap() as usize,
     );
-    std::fs::write(&shot, page.screenshot()).unwrap();
-    drop(page);
+    std::fs::write(&shot, page.screenshot().unwrap()).unwrap();
+    drop((page, console));
     match png_pixels(&shot) {
         None => println!("skipped the screenshot's pixel checks: ffmpeg cannot read it"),
         Some(px) => {

@@ -301,16 +301,7 @@ fn pointer_and_head_pose_travel_on_the_latest_wins_channel_and_reach_the_scene()
         },
     )
     .expect("host");
-    let cfg = ConfigToml::default();
-    let opts = ClientOptions {
-        vr: Default::default(),
-        host: host.local_addr(),
-        client: cfg.client,
-        network: cfg.network,
-        display: Display::Headless,
-        duration: Some(Duration::from_millis(1500)),
-        save_frame: None,
-    };
+    let opts = ClientOptions::headless(host.local_addr(), Duration::from_millis(1500));
     let (tx, rx) = std::sync::mpsc::channel();
     let c = std::thread::spawn(move || {
         run_client_with(

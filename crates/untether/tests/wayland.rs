@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use untether::client::{run_client_with, ClientIo, ClientOptions, Display, ShownFrameTap};
-use untether::config::ConfigToml;
+use untether::client::{run_client_with, ClientIo, ClientOptions, ShownFrameTap};
 use untether::host::{HostSetup, InputSpec, SourceSpec};
 use untether::identity::memory_pair;
 use untether::{Host, HostOptions};
@@ -127,16 +126,7 @@ fn a_headless_sway_window_reaches_the_client_through_wlr_screencopy() {
             host.summary().events
         );
     }
-    let cfg = ConfigToml::default();
-    let opts = ClientOptions {
-        vr: Default::default(),
-        host: host.local_addr(),
-        client: cfg.client,
-        network: cfg.network,
-        display: Display::Headless,
-        duration: Some(Duration::from_secs(8)),
-        save_frame: None,
-    };
+    let opts = ClientOptions::headless(host.local_addr(), Duration::from_secs(8));
     let matched = Arc::new(AtomicU32::new(0));
     let worst_seen = Arc::new(Mutex::new(Vec::new()));
     let latency = Arc::new(Mutex::new(Vec::new()));

@@ -41,6 +41,24 @@ pub struct ClientOptions {
     pub save_frame: Option<PathBuf>,
 }
 
+impl ClientOptions {
+    /// A client of `host` with the default settings that shows nothing (decodes, reads the
+    /// stamps, drops the pictures) and stops after `duration`: what a test, a benchmark or a
+    /// recorder embeds.
+    pub fn headless(host: SocketAddr, duration: Duration) -> ClientOptions {
+        let cfg = crate::config::ConfigToml::default();
+        ClientOptions {
+            host,
+            client: cfg.client,
+            network: cfg.network,
+            vr: VrToml::default(),
+            display: Display::Headless,
+            duration: Some(duration),
+            save_frame: None,
+        }
+    }
+}
+
 /// A Linux input device (or anything carrying evdev `input_event` records: a pipe, a socket)
 /// whose events the client sends to the host.
 pub struct InputDevice {
@@ -170,4 +188,21 @@ pub struct ClientIo {
     pub host_label: Option<String>,
     /// Receives what the host publishes on the latest-wins channel.
     pub host_state: Option<super::HostStateView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_headless_client_has_the_default_settings_and_stops() {
+        let host: SocketAddr = "127.0.0.1:9710".parse().unwrap();
+        let o = ClientOptions::headless(host, Duration::from_secs(2));
+        assert_eq!(o.host, host);
+        assert_eq!(o.display, Display::Headless);
+        assert_eq!(o.duration, Some(Duration::from_secs(2)));
+        assert!(o.save_frame.is_none());
+        let cfg = crate::config::ConfigToml::default();
+        assert_eq!(o.client.state_dir, cfg.client.state_dir);
+    }
 }

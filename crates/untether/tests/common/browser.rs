@@ -77,6 +77,8 @@ pub struct Page {
     child: Child,
     lines: Receiver<String>,
     seen: Vec<String>,
+    /// The lines of `seen` that [`Page::wait_console`] has looked at.
+    waited: usize,
     profile: PathBuf,
 }
 
@@ -86,8 +88,20 @@ impl Page {
     }
 
     pub fn open_with(bin: &Path, url: &str, extra: &[&str]) -> std::io::Result<Page> {
+        Self::spawn(bin, url, extra, |_| {})
+    }
+
+    /// Starts `bin` with [`FLAGS`], `extra`, a profile of its own and `url`; `prepare` adds
+    /// what else the command needs (the DevTools pipe) before it starts.
+    pub fn spawn(
+        bin: &Path,
+        url: &str,
+        extra: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> std::io::Result<Page> {
         let profile = scratch_dir("chromium-profile");
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .args(FLAGS)
             .args(extra)
             .arg(format!("--user-data-dir={}", profile.display()))
@@ -95,8 +109,9 @@ impl Page {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()?;
+            .process_group(0);
+        prepare(&mut command);
+        let mut child = command.spawn()?;
         let stderr = child.stderr.take().expect("piped");
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -110,6 +125,7 @@ impl Page {
             child,
             lines: rx,
             seen: Vec::new(),
+            waited: 0,
             profile,
         })
     }
@@ -144,6 +160,32 @@ impl Page {
                 }
             }
             checked = self.seen.len();
+            if Instant::now() >= end {
+                return None;
+            }
+            self.pump(end);
+        }
+    }
+
+    /// Waits for the next `UNTETHER KIND` line whose JSON satisfies `want` and returns that
+    /// JSON; lines looked at by an earlier call are not looked at again.
+    pub fn wait_console(
+        &mut self,
+        kind: &str,
+        timeout: Duration,
+        want: impl Fn(&serde_json::Value) -> bool,
+    ) -> Option<serde_json::Value> {
+        let end = Instant::now() + timeout;
+        loop {
+            while self.waited < self.seen.len() {
+                let line = &self.seen[self.waited];
+                self.waited += 1;
+                let json = console(line, kind)
+                    .and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok());
+                if let Some(v) = json.filter(|v| want(v)) {
+                    return Some(v);
+                }
+            }
             if Instant::now() >= end {
                 return None;
             }

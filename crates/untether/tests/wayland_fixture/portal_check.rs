@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use untether::client::{run_client_with, ClientIo, ClientOptions, Display, ShownFrameTap};
-use untether::config::ConfigToml;
+use untether::client::{run_client_with, ClientIo, ClientOptions, ShownFrameTap};
 use untether::host::{HostSetup, InputSpec, SourceSpec};
 use untether::identity::{memory_pair, ClientTrust};
 use untether::{Host, HostOptions, HostSummary};
@@ -49,16 +48,7 @@ fn start_host(source: SourceSpec) -> Result<(Host, ClientTrust), String> {
 /// Runs a headless client until it has shown `want` frames matching sway's screen (or 6 s):
 /// how many matched, and the differences seen.
 fn watch(host: &Host, trust: ClientTrust, want: u32) -> (u32, Vec<i32>) {
-    let cfg = ConfigToml::default();
-    let opts = ClientOptions {
-        vr: Default::default(),
-        host: host.local_addr(),
-        client: cfg.client,
-        network: cfg.network,
-        display: Display::Headless,
-        duration: Some(Duration::from_secs(6)),
-        save_frame: None,
-    };
+    let opts = ClientOptions::headless(host.local_addr(), Duration::from_secs(6));
     let matched = Arc::new(AtomicU32::new(0));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
