@@ -243,15 +243,7 @@ impl Copier {
             layer_count: 1,
         };
         let layout = |from, to, src, dst| {
-            vk::ImageMemoryBarrier::default()
-                .old_layout(from)
-                .new_layout(to)
-                .src_access_mask(src)
-                .dst_access_mask(dst)
-                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .image(image)
-                .subresource_range(range)
+            untether_capture::vk::layout_barrier(image, range, (from, to), (src, dst))
         };
         dev.cmd_pipeline_barrier(
             res.cmd,

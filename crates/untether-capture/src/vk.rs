@@ -1,7 +1,7 @@
 //! The Vulkan read-back both in-application capture paths record (the capture layer at a
 //! present, the OpenXR runtime at `xrEndFrame`): a whole image, already in
 //! `TRANSFER_SRC_OPTIMAL`, copied into a host-visible buffer, and made visible to the host's
-//! read after the command buffer's fence.
+//! read after the command buffer's fence; and the layout transitions around it ([`layout_barrier`]).
 
 use ash::vk;
 
@@ -25,6 +25,25 @@ pub fn whole_image_region(width: u32, height: u32) -> vk::BufferImageCopy {
             depth: 1,
         },
     }
+}
+
+/// A layout transition of `range` of `image` from `from` to `to`, after the accesses `src`
+/// and before the accesses `dst`, on one queue family.
+pub fn layout_barrier(
+    image: vk::Image,
+    range: vk::ImageSubresourceRange,
+    (from, to): (vk::ImageLayout, vk::ImageLayout),
+    (src, dst): (vk::AccessFlags, vk::AccessFlags),
+) -> vk::ImageMemoryBarrier<'static> {
+    vk::ImageMemoryBarrier::default()
+        .old_layout(from)
+        .new_layout(to)
+        .src_access_mask(src)
+        .dst_access_mask(dst)
+        .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+        .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+        .image(image)
+        .subresource_range(range)
 }
 
 /// Records into `cmd`: the copy of `image` (`TRANSFER_SRC_OPTIMAL`, `width` × `height`) into
@@ -73,6 +92,36 @@ pub unsafe fn record_copy_to_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_barrier_moves_its_range_on_one_queue_family() {
+        let range = vk::ImageSubresourceRange {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            base_mip_level: 0,
+            level_count: 1,
+            base_array_layer: 1,
+            layer_count: 1,
+        };
+        let b = layout_barrier(
+            vk::Image::null(),
+            range,
+            (
+                vk::ImageLayout::PRESENT_SRC_KHR,
+                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+            ),
+            (
+                vk::AccessFlags::MEMORY_WRITE,
+                vk::AccessFlags::TRANSFER_READ,
+            ),
+        );
+        assert!(b.old_layout == vk::ImageLayout::PRESENT_SRC_KHR);
+        assert!(b.new_layout == vk::ImageLayout::TRANSFER_SRC_OPTIMAL);
+        assert!(b.src_access_mask == vk::AccessFlags::MEMORY_WRITE);
+        assert!(b.dst_access_mask == vk::AccessFlags::TRANSFER_READ);
+        assert!(b.src_queue_family_index == vk::QUEUE_FAMILY_IGNORED);
+        assert!(b.dst_queue_family_index == vk::QUEUE_FAMILY_IGNORED);
+        assert!(b.subresource_range.base_array_layer == 1);
+    }
 
     #[test]
     fn the_region_is_the_whole_first_layer_tightly_packed() {

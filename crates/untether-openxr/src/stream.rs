@@ -282,7 +282,7 @@ impl Stream {
         if let Some(host) = self.host.take() {
             let s = host.stop();
             log::info!(
-                "untether OpenXR runtime: host stopped after {} frames submitted, {} streamed ({} to the last client since it connected; {} encoded, {} replaced before the encoder took them)",
+                "untether OpenXR runtime: host stopped after {} frames submitted, {} streamed ({} to the client watching at the end, since it connected (0: none watched then); {} encoded, {} replaced before the encoder took them)",
                 self.frames_submitted,
                 self.frames_published,
                 self.frames_to_current,

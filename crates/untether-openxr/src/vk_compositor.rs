@@ -233,15 +233,12 @@ impl VkCompositor {
             eyes.iter().map(|e| vk::Image::from_raw(e.image)).collect();
         sources.dedup();
         let barrier = |image, from, to, src, dst| {
-            vk::ImageMemoryBarrier::default()
-                .old_layout(from)
-                .new_layout(to)
-                .src_access_mask(src)
-                .dst_access_mask(dst)
-                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .image(image)
-                .subresource_range(all_of(vk::ImageAspectFlags::COLOR))
+            untether_capture::vk::layout_barrier(
+                image,
+                all_of(vk::ImageAspectFlags::COLOR),
+                (from, to),
+                (src, dst),
+            )
         };
         let colour =
             vk::AccessFlags::COLOR_ATTACHMENT_WRITE | vk::AccessFlags::COLOR_ATTACHMENT_READ;

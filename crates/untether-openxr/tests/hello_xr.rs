@@ -323,12 +323,13 @@ impl App {
         );
     }
 
-    /// The runtime's own count of what it streamed to the last client while it watched.
+    /// The runtime's own count of what it streamed to the client watching at the end.
     fn streamed(&self) -> u64 {
         self.log
             .iter()
             .find_map(|l| {
-                let (before, _) = l.split_once(" to the last client since it connected")?;
+                let (before, _) =
+                    l.split_once(" to the client watching at the end, since it connected")?;
                 before.rsplit('(').next()?.trim().parse().ok()
             })
             .unwrap_or_else(|| panic!("no frame count from the runtime:\n{}", self.text()))
