@@ -223,7 +223,10 @@ fn host_and_client_as_two_processes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        untether_netem::ports::wait_for_udp_port(port, Duration::from_secs(20)),
+        "the host never bound udp port {port}"
+    );
     let o = untether()
         .args([
             "client",
@@ -282,7 +285,10 @@ fn several_clients_as_processes_one_encode_roles_and_a_busy_refusal() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        untether_netem::ports::wait_for_udp_port(port, Duration::from_secs(20)),
+        "the host never bound udp port {port}"
+    );
     let client = |name: &str, secs: &str, extra: &[&str], report: Option<&Path>| {
         let mut c = untether();
         // Each client its own identity (a state directory each).

@@ -158,7 +158,10 @@ fn a_codec_mismatch_names_both_lists_on_both_sides() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        untether_netem::ports::wait_for_udp_port(port, Duration::from_secs(20)),
+        "the host never bound udp port {port}"
+    );
     let o = untether()
         .args([
             "client",

@@ -51,7 +51,10 @@ fn frames_written_to_the_host_stdin_come_out_of_the_client_stdout_in_order_one_a
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        untether_netem::ports::wait_for_udp_port(port, Duration::from_secs(20)),
+        "the host never bound udp port {port}"
+    );
     let mut client = untether()
         .args(["client", &format!("127.0.0.1:{port}"), "--sink", "pipe:-"])
         .stdout(Stdio::piped())

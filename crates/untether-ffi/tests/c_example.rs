@@ -57,7 +57,10 @@ fn stream(mode_args: &[&str], state_by_flag: bool) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        untether_netem::ports::wait_for_udp_port(port, Duration::from_secs(20)),
+        "the host never bound udp port {port}"
+    );
     let opts = ClientOptions::headless(([127, 0, 0, 1], port).into(), Duration::from_secs(2));
     let run = run_client_with(
         &opts,

@@ -5,8 +5,9 @@
 //! jitter, rate limit, reordering, duplication, outages), [`relay`] the UDP forwarder that applies
 //! it per direction, [`profile`] its file format (docs/netem/*.toml), [`units`] the parsing of
 //! `2%`, `5ms`, `20mbit`, `5s@10s`, [`args`] the same knobs as command-line flags (shared by
-//! `untether netem` and `untether bench`), and [`netns`] the network-namespace testbeds (veth
-//! pairs with kernel shaping) that `untether bench` and the tests run sessions across.
+//! `untether netem` and `untether bench`), [`netns`] the network-namespace testbeds (veth
+//! pairs with kernel shaping) that `untether bench` and the tests run sessions across, and
+//! [`ports`] whether a host process listens yet (what they wait on before a client starts).
 //!
 //! The sockets and the clock come from `untether-net`; nothing in the host or client pipelines
 //! (nor `libuntether`) depends on this crate.
@@ -16,6 +17,7 @@
 pub mod args;
 pub mod impair;
 pub mod netns;
+pub mod ports;
 pub mod profile;
 pub mod relay;
 pub mod units;
