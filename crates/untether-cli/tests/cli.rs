@@ -1,10 +1,14 @@
 //! The `untether` binary as a user runs it: help, errors, host and client as two processes,
 //! and the SDL window under Xvfb checked by a screenshot.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::Proc;
 
 fn untether() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_untether"));
@@ -291,35 +295,38 @@ fn several_clients_as_processes_one_encode_roles_and_a_busy_refusal() {
     );
     let client = |name: &str, secs: &str, extra: &[&str], report: Option<&Path>| {
         let mut c = untether();
-        // Each client its own identity (a state directory each).
-        c.args([
-            "client",
-            &addr,
-            "--headless",
-            "--name",
-            name,
-            "--duration",
-            secs,
-        ])
-        .arg("--state-dir")
-        .arg(tmp(&format!("state-{name}")))
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        // Each client its own identity (a state directory each); "connected to" at info.
+        c.env("RUST_LOG", "info")
+            .args([
+                "client",
+                &addr,
+                "--headless",
+                "--name",
+                name,
+                "--duration",
+                secs,
+            ])
+            .arg("--state-dir")
+            .arg(tmp(&format!("state-{name}")))
+            .args(extra);
         if let Some(r) = report {
             c.arg("--report").arg(r);
         }
-        c.spawn().unwrap()
+        Proc::spawn(c)
     };
-    // The controller stays longest (when it leaves, the next client takes control).
-    let controller = client("controller", "5", &[], None);
-    std::thread::sleep(Duration::from_millis(500));
+    // The controller (the first admitted) stays longest: when it leaves, the next client
+    // takes control. Each client is in before the next starts.
+    let connected = Duration::from_secs(20);
+    let mut controller = client("controller", "5", &[], None);
+    controller.wait_for("connected to", connected);
     let viewer_report = tmp("multi-viewer.json");
-    let viewers = [
+    let mut viewers = [
         client("viewer1", "3.5", &["--no-decode"], Some(&viewer_report)),
         client("viewer2", "3.5", &["--no-decode"], None),
     ];
-    std::thread::sleep(Duration::from_millis(1000));
+    for v in &mut viewers {
+        v.wait_for("connected to", connected);
+    }
     // A fourth: the host serves at most three.
     let o = untether()
         .args([
@@ -340,8 +347,8 @@ fn several_clients_as_processes_one_encode_roles_and_a_busy_refusal() {
         "{t}"
     );
     for c in viewers.into_iter().chain([controller]) {
-        let o = c.wait_with_output().unwrap();
-        assert!(o.status.success(), "client failed: {}", text(&o));
+        let (ok, out, err) = c.finish();
+        assert!(ok, "client failed: {out}{err}");
     }
     let out = host.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -3,13 +3,14 @@
 //! a client that waits for its approval and for a host that restarts, a failed connect that
 //! says only why.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::Proc;
 use untether_netem::netns::{Side, Testbed};
 
 fn bin() -> &'static str {
@@ -51,80 +52,6 @@ fn free_udp_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A running process whose stderr lines arrive, with when they arrived, on a channel.
-struct Proc {
-    child: Child,
-    lines: Receiver<(Instant, String)>,
-    seen: Vec<String>,
-}
-
-impl Proc {
-    fn spawn(mut c: Command) -> Proc {
-        let mut child = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("untether starts");
-        let err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send((Instant::now(), line)).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits for a line containing `pat`; its arrival time and text.
-    fn wait_for(&mut self, pat: &str, within: Duration) -> (Instant, String) {
-        let end = Instant::now() + within;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok((t, line)) => {
-                    self.seen.push(line.clone());
-                    if line.contains(pat) {
-                        return (t, line);
-                    }
-                }
-                Err(_) => panic!(
-                    "no line with {pat:?} within {within:?}; it said:\n{}",
-                    self.seen.join("\n")
-                ),
-            }
-        }
-    }
-
-    /// Ctrl-C, then its output (stdout) and the rest of its stderr.
-    fn interrupt(mut self) -> (bool, String, String) {
-        // SAFETY: kill has no memory preconditions; the pid is our child's.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let mut stdout = String::new();
-        if let Some(mut o) = self.child.stdout.take() {
-            let _ = std::io::Read::read_to_string(&mut o, &mut stdout);
-        }
-        let ok = self.child.wait().is_ok_and(|s| s.success());
-        // The rest of stderr (its reader ends at the pipe's end).
-        while let Ok((_, l)) = self.lines.recv_timeout(Duration::from_secs(2)) {
-            self.seen.push(l);
-        }
-        (ok, stdout, self.seen.join("\n"))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A host of the test scene on `bind` (still: the held picture and the live one agree).
