@@ -19,7 +19,7 @@
 //! | `host.key`, `client.key` | first run | the private key, 64 hex digits |
 //! | `allowed_clients.json` | `untether pair approve`, PIN pairing (edit by hand too: the host re-reads it within a second) | `[{key, name, added}]` |
 //! | `revoked_clients.json` | `untether pair revoke` | `[{key, name, added}]` (added = revoked at) |
-//! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32: when full, new requests are refused, the old ones stay |
+//! | `pending_requests.json` | the running host | `[{key, fingerprint, name, addr, first_seen, last_seen, attempts}]`, at most 32: when full, new requests are refused, the old ones stay until not asked for 5 minutes |
 //! | `pairing_pin.json` | `untether pair --pin` | `{pin, expires, attempts_left}` |
 //! | `known_hosts.json` | the client (trust on first use) | `[{host, addr, key, added}]`: the name typed and the address it resolved to |
 //! | `input_grants.json` | `untether pair grant FINGERPRINT input` / `revoke-grant` (the host re-reads it within a second) | `[{key, name, added}]`: viewers whose input the host applies |
@@ -70,6 +70,11 @@ pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
 /// Most pending access requests kept on disk: when full, new requests are refused (the old ones
 /// stay until the user approves or denies them).
 pub const MAX_PENDING: usize = untether_proto::host::DEFAULT_MAX_ACCESS_REQUESTS;
+/// A pending access request not asked again for this long (5 minutes, the host session's own
+/// [`untether_proto::host::ACCESS_REQUEST_TTL_US`]) is forgotten: its client stopped waiting (a
+/// waiting client asks every quarter second), and a full list of such requests would refuse
+/// every new one.
+pub const PENDING_EXPIRY_SECS: u64 = untether_proto::host::ACCESS_REQUEST_TTL_US / 1_000_000;
 /// The fewest fingerprint characters (dashes not counted) that name a pending request.
 pub const MIN_FINGERPRINT_CHARS: usize = 8;
 /// Most entries in the allowlist, the revoked list and the known hosts (a sanity bound).
@@ -170,6 +175,14 @@ pub struct PendingRequest {
     pub first_seen: u64,
     pub last_seen: u64,
     pub attempts: u32,
+}
+
+impl PendingRequest {
+    /// Whether it was last asked for more than [`PENDING_EXPIRY_SECS`] before `now` (Unix
+    /// seconds; a `last_seen` ahead of the clock is not expired).
+    pub fn expired(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_seen) > PENDING_EXPIRY_SECS
+    }
 }
 
 /// A one-time PIN the host accepts.

@@ -307,16 +307,21 @@ impl StateDir {
 
     // ---- pending requests -----------------------------------------------------------------
 
-    /// Pending access requests, oldest first.
+    /// Pending access requests, oldest first: those still asked for (the latest ask within
+    /// [`PENDING_EXPIRY_SECS`]; a waiting client asks again every quarter second).
     pub fn pending(&self) -> Result<Vec<PendingRequest>> {
-        Ok(self
+        let now = unix_now();
+        let mut pending = self
             .read_json::<Vec<PendingRequest>>(PENDING_FILE)?
-            .unwrap_or_default())
+            .unwrap_or_default();
+        pending.retain(|p| !p.expired(now));
+        Ok(pending)
     }
 
     /// Records (or refreshes) an access request. Keeps at most [`MAX_PENDING`]: when the list
     /// is full, a new request is refused (false) and the old ones stay (a flood of requests
-    /// must not push out the one the user is about to approve).
+    /// must not push out the one the user is about to approve) until they expire (no ask for
+    /// [`PENDING_EXPIRY_SECS`]; they leave the file at the next write).
     pub fn record_request(&self, key: &PublicKey, name: &str, addr: &str) -> Result<bool> {
         let hex = key_hex(key);
         let now = unix_now();

@@ -106,6 +106,40 @@ fn pending_requests_are_bounded() {
     let _ = fs::remove_dir_all(d.path());
 }
 
+#[test]
+fn requests_not_asked_again_for_5_minutes_are_forgotten_and_make_room() {
+    let d = tmp("expiry");
+    for i in 0..MAX_PENDING as u8 {
+        assert!(d.record_request(&[i; 32], "x", "a").unwrap());
+    }
+    assert!(!d.record_request(&[200; 32], "new", "a").unwrap(), "full");
+    // All but the first were last asked just over the expiry ago.
+    let mut on_disk: Vec<PendingRequest> = d.read_json(PENDING_FILE).unwrap().unwrap();
+    let old = unix_now() - PENDING_EXPIRY_SECS - 1;
+    for p in &mut on_disk[1..] {
+        p.last_seen = old;
+    }
+    d.write_json(PENDING_FILE, &on_disk).unwrap();
+    let p = d.pending().unwrap();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].key, key_hex(&[0; 32]));
+    assert!(
+        d.find_pending(&key_hex(&[1; 32])).is_err(),
+        "an expired one cannot be approved"
+    );
+    // Room again: the new request is recorded, and the file keeps only live ones.
+    assert!(d.record_request(&[200; 32], "new", "a").unwrap());
+    let on_disk: Vec<PendingRequest> = d.read_json(PENDING_FILE).unwrap().unwrap();
+    assert_eq!(on_disk.len(), 2);
+    // A request stamped ahead of the clock (the clock went back) stays.
+    let ahead = PendingRequest {
+        last_seen: unix_now() + 600,
+        ..on_disk[0].clone()
+    };
+    assert!(!ahead.expired(unix_now()));
+    let _ = fs::remove_dir_all(d.path());
+}
+
 /// Issue 15, item 1: forty requests with fresh keys after the real one must neither push it
 /// off the list nor let a list number approve another key; a name the client chose never
 /// approves; an ambiguous prefix names the matching fingerprints.
