@@ -12,6 +12,7 @@ use crate::math::Rigid;
 use crate::runtime::{lock, Runtime};
 use crate::session::{follow_clients, Session};
 use crate::space::{eye_in_head, world_from};
+use crate::stream::FrameTag;
 use crate::util::{now, ty_of};
 use crate::vk_compositor::{stereo_format, VkCompositor, VkEye};
 
@@ -320,6 +321,8 @@ pub(crate) unsafe extern "system" fn end_frame(
 
 /// Blits the eyes into the stereo frame and streams the previous one (read back meanwhile).
 fn composite(s: &mut Session, p: Projection, display: xr::Time) {
+    // The frame is done now: glass-to-glass starts here, before the read-back.
+    let ended_us = untether::clock::now_us();
     let (w, h) = s.settings.frame_size();
     let sample = s
         .frame_samples
@@ -336,7 +339,7 @@ fn composite(s: &mut Session, p: Projection, display: xr::Time) {
         _ => None,
     };
     if s.vk.is_some() {
-        composite_vk(s, &p.vk_eyes, pose);
+        composite_vk(s, &p.vk_eyes, FrameTag { pose, ended_us });
         return;
     }
     let Some(gl) = s.gl.as_ref() else {
@@ -356,13 +359,13 @@ fn composite(s: &mut Session, p: Projection, display: xr::Time) {
         return;
     };
     // SAFETY: as above; the eyes are this session's swapchain images.
-    if let Some(rb) = unsafe { c.submit(gl, &p.eyes, pose) } {
-        s.stream.publish(rb.bgra, w, h, rb.pose);
+    if let Some(rb) = unsafe { c.submit(gl, &p.eyes, FrameTag { pose, ended_us }) } {
+        s.stream.publish(rb.bgra, w, h, rb.tag);
     }
 }
 
 /// The Vulkan path: blit and copy on the application's queue, polled later.
-fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], pose: Option<PoseSample>) {
+fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], tag: FrameTag) {
     let Some(vk) = s.vk.as_ref() else {
         return;
     };
@@ -387,7 +390,7 @@ fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], pose: Option<PoseSample>) {
     if let Some(c) = s.vk_compositor.as_mut() {
         // SAFETY: as above; the eyes are this session's swapchain images, released by the
         // application (COLOR_ATTACHMENT_OPTIMAL).
-        unsafe { c.submit(vk, eyes, pose) };
+        unsafe { c.submit(vk, eyes, tag) };
     }
 }
 

@@ -9,8 +9,8 @@
 use std::ffi::{c_char, c_void, CString};
 use std::num::NonZeroU32;
 
+use crate::stream::FrameTag;
 use glow::HasContext;
-use untether_proto::PoseSample;
 
 /// `GL_SRGB8_ALPHA8` and `GL_RGBA8`: the colour formats swapchains offer, preferred first.
 pub const SRGB8_ALPHA8: i64 = 0x8C43;
@@ -134,10 +134,11 @@ pub struct EyeSource {
     pub rect: [i32; 4],
 }
 
-/// A frame read back: BGRA rows top to bottom, and the pose it was rendered for.
+/// A frame read back: BGRA rows top to bottom, the pose it was rendered for and when it was
+/// ended.
 pub struct ReadBack<'a> {
     pub bgra: &'a [u8],
-    pub pose: Option<PoseSample>,
+    pub tag: FrameTag,
 }
 
 /// The stereo target, two pixel-pack buffers (one frame read back while the next renders)
@@ -149,7 +150,7 @@ pub struct Compositor {
     draw_fbo: glow::NativeFramebuffer,
     read_fbo: glow::NativeFramebuffer,
     pbos: [glow::NativeBuffer; 2],
-    in_flight: [Option<(glow::NativeFence, Option<PoseSample>)>; 2],
+    in_flight: [Option<(glow::NativeFence, FrameTag)>; 2],
     cur: usize,
     pixels: Vec<u8>,
 }
@@ -279,7 +280,7 @@ impl Compositor {
         &mut self,
         gl: &Gl,
         eyes: &[EyeSource; 2],
-        pose: Option<PoseSample>,
+        tag: FrameTag,
     ) -> Option<ReadBack<'_>> {
         let gl = &gl.0;
         let (w, h) = (self.width as i32, self.height as i32);
@@ -354,15 +355,15 @@ impl Compositor {
                 glow::PixelPackData::BufferOffset(0),
             );
             if let Ok(f) = gl.fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0) {
-                self.in_flight[self.cur] = Some((f, pose));
+                self.in_flight[self.cur] = Some((f, tag));
             }
             let prev = 1 - self.cur;
             let got = self.map(gl, prev);
             self.cur = prev;
             saved.restore(gl);
-            got.map(move |pose| ReadBack {
+            got.map(move |tag| ReadBack {
                 bgra: &self.pixels,
-                pose,
+                tag,
             })
         }
     }
@@ -379,16 +380,16 @@ impl Compositor {
             let prev = 1 - self.cur;
             let got = self.map(gl, prev);
             saved.restore(gl);
-            got.map(move |pose| ReadBack {
+            got.map(move |tag| ReadBack {
                 bgra: &self.pixels,
-                pose,
+                tag,
             })
         }
     }
 
-    /// Copies pixel-pack buffer `i` into `pixels` once its fence passed; its pose.
-    unsafe fn map(&mut self, gl: &glow::Context, i: usize) -> Option<Option<PoseSample>> {
-        let (fence, pose) = self.in_flight[i].take()?;
+    /// Copies pixel-pack buffer `i` into `pixels` once its fence passed; its tag.
+    unsafe fn map(&mut self, gl: &glow::Context, i: usize) -> Option<FrameTag> {
+        let (fence, tag) = self.in_flight[i].take()?;
         // SAFETY: the buffer and fence are this compositor's; the mapping is read within its
         // size and unmapped before returning.
         unsafe {
@@ -407,7 +408,7 @@ impl Compositor {
             std::ptr::copy_nonoverlapping(p, self.pixels.as_mut_ptr(), len);
             gl.unmap_buffer(glow::PIXEL_PACK_BUFFER);
         }
-        Some(pose)
+        Some(tag)
     }
 
     /// # Safety

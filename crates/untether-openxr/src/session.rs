@@ -116,8 +116,8 @@ impl Session {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (w, h) = (c.width, c.height);
             // SAFETY: on the application's thread (xrWaitFrame/xrEndFrame).
-            if let Some((bgra, pose)) = unsafe { c.take_ready(vk) } {
-                self.stream.publish(bgra, w, h, pose);
+            if let Some((bgra, tag)) = unsafe { c.take_ready(vk) } {
+                self.stream.publish(bgra, w, h, tag);
             }
         }
     }
@@ -128,15 +128,15 @@ impl Session {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (cw, ch) = (c.width, c.height);
             // SAFETY: called from xrEndSession/xrDestroySession on the application's thread.
-            if let Some((bgra, pose)) = unsafe { c.finish(vk) } {
-                self.stream.publish(bgra, cw, ch, pose);
+            if let Some((bgra, tag)) = unsafe { c.finish(vk) } {
+                self.stream.publish(bgra, cw, ch, tag);
             }
         }
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
             // SAFETY: called from xrEndSession/xrDestroySession, where the application's
             // context is current.
             if let Some(rb) = unsafe { c.finish(gl) } {
-                self.stream.publish(rb.bgra, w, h, rb.pose);
+                self.stream.publish(rb.bgra, w, h, rb.tag);
             }
         }
     }

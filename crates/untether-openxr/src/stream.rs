@@ -8,9 +8,17 @@ use untether::api::{HostSetup, InputSpec, SourceSpec};
 use untether::config::ConfigToml;
 use untether::{Host, HostOptions};
 use untether_media::codec::InputPicture;
-use untether_proto::{InputEvent, PoseSample, StateKey, StateValue};
+use untether_proto::{InputEvent, Micros, PoseSample, StateKey, StateValue};
 
 use crate::math::Predictor;
+
+/// What a frame carries through the read-back to the encoder: the head pose it was rendered
+/// for and when the application ended it (`xrEndFrame`, on [`untether::clock::now_us`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameTag {
+    pub pose: Option<PoseSample>,
+    pub ended_us: Micros,
+}
 
 /// What the runtime reads from untether's configuration file: `UNTETHER_CONFIG=FILE`, else
 /// `$XDG_CONFIG_HOME/untether/untether.toml` (or `~/.config/untether/untether.toml`) when it
@@ -234,8 +242,9 @@ impl Stream {
         }
     }
 
-    /// Hands a BGRA stereo frame to the encoder with the pose it was rendered for.
-    pub fn publish(&mut self, bgra: &[u8], width: u32, height: u32, pose: Option<PoseSample>) {
+    /// Hands a BGRA stereo frame to the encoder with the pose it was rendered for and the time
+    /// the application ended it (glass-to-glass starts there, before the read-back).
+    pub fn publish(&mut self, bgra: &[u8], width: u32, height: u32, tag: FrameTag) {
         let Some(host) = self.host.as_ref() else {
             return;
         };
@@ -250,7 +259,7 @@ impl Stream {
             data: bgra,
             stride: width as usize * 4,
         };
-        match host.publish_with_pose(&picture, pose) {
+        match host.publish_with_pose_at(&picture, tag.pose, tag.ended_us) {
             Ok(()) => {
                 self.frames_published += 1;
                 self.frames_to_current += 1;

@@ -4,8 +4,8 @@
 //! never waited for, at the next `xrWaitFrame` and `xrEndFrame`: one frame in flight; a frame
 //! ended while the previous copy still runs is not streamed (counted).
 
+use crate::stream::FrameTag;
 use ash::vk::{self, Handle as _};
-use untether_proto::PoseSample;
 
 use crate::vulkan::{all_of, memory_type, Vk};
 
@@ -39,8 +39,8 @@ pub struct VkCompositor {
     mapped: *const u8,
     cmd: vk::CommandBuffer,
     fence: vk::Fence,
-    /// The copy in flight and the pose its frame was rendered for.
-    in_flight: Option<Option<PoseSample>>,
+    /// The copy in flight: the pose its frame was rendered for, when it was ended.
+    in_flight: Option<FrameTag>,
     pixels: Vec<u8>,
     /// Frames ended while the previous copy still ran (not streamed).
     pub busy: u64,
@@ -165,11 +165,11 @@ impl VkCompositor {
     }
 
     /// The copy in flight, if its fence has signalled (polled, not waited for): its pixels
-    /// (BGRA rows top to bottom) and pose.
+    /// (BGRA rows top to bottom) and tag.
     ///
     /// # Safety
     /// On the application's thread with its device alive.
-    pub unsafe fn take_ready(&mut self, vk: &Vk) -> Option<(&[u8], Option<PoseSample>)> {
+    pub unsafe fn take_ready(&mut self, vk: &Vk) -> Option<(&[u8], FrameTag)> {
         self.in_flight?;
         // SAFETY: this compositor's fence.
         match unsafe { vk.device.get_fence_status(self.fence) } {
@@ -181,19 +181,19 @@ impl VkCompositor {
                 return None;
             }
         }
-        let pose = self.in_flight.take()?;
+        let tag = self.in_flight.take()?;
         // SAFETY: the mapping holds width×height×4 bytes the finished copy wrote (coherent).
         unsafe {
             std::ptr::copy_nonoverlapping(self.mapped, self.pixels.as_mut_ptr(), self.pixels.len())
         };
-        Some((&self.pixels, pose))
+        Some((&self.pixels, tag))
     }
 
     /// Waits (bounded) for the copy in flight: at the end of a session or before freeing.
     ///
     /// # Safety
     /// As for [`VkCompositor::take_ready`].
-    pub unsafe fn finish(&mut self, vk: &Vk) -> Option<(&[u8], Option<PoseSample>)> {
+    pub unsafe fn finish(&mut self, vk: &Vk) -> Option<(&[u8], FrameTag)> {
         self.in_flight?;
         // SAFETY: this compositor's fence.
         let _ = unsafe { vk.device.wait_for_fences(&[self.fence], true, 500_000_000) };
@@ -207,7 +207,7 @@ impl VkCompositor {
     /// # Safety
     /// On the application's thread during `xrEndFrame`; the eyes are this session's swapchain
     /// images in `COLOR_ATTACHMENT_OPTIMAL`.
-    pub unsafe fn submit(&mut self, vk: &Vk, eyes: &[VkEye; 2], pose: Option<PoseSample>) -> bool {
+    pub unsafe fn submit(&mut self, vk: &Vk, eyes: &[VkEye; 2], tag: FrameTag) -> bool {
         if self.in_flight.is_some() {
             self.busy += 1;
             return false;
@@ -215,7 +215,7 @@ impl VkCompositor {
         // SAFETY: per the contract.
         match unsafe { self.record(vk, eyes) } {
             Ok(()) => {
-                self.in_flight = Some(pose);
+                self.in_flight = Some(tag);
                 true
             }
             Err(e) => {

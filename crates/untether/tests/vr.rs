@@ -258,3 +258,76 @@ fn the_api_sends_frames_with_their_pose_and_state_goes_both_ways() {
         .filter_map(|r| r.pose)
         .any(|p| p.pose.position[0] != 0.0));
 }
+
+/// A frame handed over after its read-back (`Host::publish_with_pose_at`, what the OpenXR
+/// runtime does one frame after `xrEndFrame`) is timed from when it was rendered: every frame
+/// the client shows was rendered 40 ms before it was published, so its glass-to-glass is at
+/// least that; a render time ahead of the clock is taken as the publish time.
+#[test]
+fn a_frame_published_after_its_read_back_is_timed_from_its_render() {
+    use untether::host::{InputSpec, SourceSpec};
+    use untether_media::codec::InputPicture;
+    let (w, h) = (640u32, 360u32);
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    let mut o = HostOptions::default();
+    o.host.bind = "127.0.0.1:0".into();
+    o.video.resolution = untether::config::Resolution {
+        width: w,
+        height: h,
+    };
+    o.video.fps = 30;
+    let host = untether::Host::start_with(
+        o,
+        HostSetup {
+            source: SourceSpec::App,
+            input: InputSpec::Queue,
+            encoder_thread: true,
+            trust: host_trust,
+            ..HostSetup::default()
+        },
+    )
+    .expect("host");
+    let opts = ClientOptions::headless(host.local_addr(), Duration::from_secs(2));
+    let client = std::thread::spawn(move || {
+        let io = ClientIo {
+            trust: client_trust,
+            ..Default::default()
+        };
+        run_client_with(&opts, io, Arc::new(AtomicBool::new(false)))
+    });
+    assert!(host.wait_for_client(Duration::from_secs(10)));
+    let pixels = vec![60u8; (w * h * 4) as usize];
+    let picture = InputPicture::Bgra {
+        width: w,
+        height: h,
+        data: &pixels,
+        stride: w as usize * 4,
+    };
+    let mut n = 0;
+    while !client.is_finished() {
+        let now = untether::clock::now_us();
+        // Every fifth frame claims a render time ahead of the clock.
+        let rendered = if n % 5 == 4 {
+            now + 1_000_000
+        } else {
+            now - 40_000
+        };
+        host.publish_with_pose_at(&picture, None, rendered)
+            .expect("published");
+        n += 1;
+        std::thread::sleep(Duration::from_millis(33));
+    }
+    let run = client.join().unwrap().expect("client run");
+    host.stop();
+    let g2g: Vec<i64> = run
+        .records
+        .iter()
+        .filter(|r| r.shown_us > 0)
+        .map(|r| r.shown_us as i64 - r.capture_us as i64)
+        .collect();
+    assert!(g2g.len() > 10, "{} frames shown", g2g.len());
+    // Each shown frame is one rendered 40 ms early or one clamped to its publish time.
+    assert!(g2g.iter().all(|&d| d >= 0), "{g2g:?}");
+    let early = g2g.iter().filter(|&&d| d >= 40_000).count();
+    assert!(early * 2 > g2g.len(), "{early} of {}: {g2g:?}", g2g.len());
+}

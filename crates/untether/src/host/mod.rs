@@ -476,6 +476,27 @@ impl Host {
         picture: &InputPicture<'_>,
         pose: Option<PoseSample>,
     ) -> Result<(), HostError> {
+        self.publish_frame(picture, pose, None)
+    }
+
+    /// Like [`publish_with_pose`](Self::publish_with_pose), for a frame the application
+    /// finished at `rendered_us` ([`crate::clock::now_us`]) and hands over later (after a
+    /// read-back): glass-to-glass starts at `rendered_us`, not at this call.
+    pub fn publish_with_pose_at(
+        &self,
+        picture: &InputPicture<'_>,
+        pose: Option<PoseSample>,
+        rendered_us: Micros,
+    ) -> Result<(), HostError> {
+        self.publish_frame(picture, pose, Some(rendered_us))
+    }
+
+    fn publish_frame(
+        &self,
+        picture: &InputPicture<'_>,
+        pose: Option<PoseSample>,
+        rendered_us: Option<Micros>,
+    ) -> Result<(), HostError> {
         if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
             return Err(HostError::Usage(
                 "publish needs the app source with the encoder thread (synchronous mode uses a FrameSender)".into(),
@@ -487,13 +508,15 @@ impl Host {
         picture.check()?;
         let t0 = now_us();
         let pixels = copy_picture(&self.shared, picture)?;
-        let capture_us = now_us();
+        let copied_us = now_us();
         self.shared
             .counters
             .captured
             .fetch_add(1, Ordering::Relaxed);
-        let dur = (capture_us - t0) as u32;
+        let dur = (copied_us - t0) as u32;
         lock(&self.shared.samples).capture.push_us(dur as i64);
+        // A time ahead of the clock would make glass-to-glass negative: at most now.
+        let capture_us = rendered_us.map_or(copied_us, |r| r.min(copied_us));
         if let Some(old) = self.shared.frames.put(CapturedFrame {
             pixels,
             capture_us,
