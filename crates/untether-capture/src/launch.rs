@@ -1,6 +1,10 @@
 //! Starting an application with the capture hook: a new frame ring whose fd it inherits, the
 //! hook library in `LD_PRELOAD` (the GL hook) and the Vulkan layer's manifest in a private
 //! `vulkan/implicit_layer.d` put first in `XDG_DATA_DIRS`, enabled by `UNTETHER_CAPTURE=1`.
+//!
+//! Nothing the application loads comes from a place another user can write: the manifest is in
+//! a fresh [`PrivateDir`] (random name, exclusive `mkdir`, mode 0700, checked), and the hook
+//! library is refused when it or its directory is writable by anyone but this user and root.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
@@ -9,6 +13,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::private_dir::{writable_by_others, PrivateDir, PrivateDirError};
 use crate::ring::{FrameRing, RingError};
 use crate::{HOOK_LIBRARY, LAYER_ENABLE_ENV, LAYER_NAME, RING_FD_ENV};
 
@@ -31,11 +36,13 @@ pub enum LaunchError {
          -p untether-capture-hook; or set {HOOK_LIBRARY_ENV})"
     )]
     NoHook { tried: String },
-    #[error("cannot write the Vulkan layer manifest {path}: {source}")]
-    Manifest {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(
+        "the capture hook {path} is not safe to load into the application: {why} (another \
+         user could replace it; install it where only you or root can write)"
+    )]
+    UnsafeHook { path: PathBuf, why: String },
+    #[error("cannot write the Vulkan layer manifest: {0}")]
+    Manifest(#[from] PrivateDirError),
     #[error("cannot start {program:?}: {source}")]
     Spawn {
         program: OsString,
@@ -49,7 +56,7 @@ pub fn find_hook_library() -> Result<PathBuf, LaunchError> {
     if let Some(p) = std::env::var_os(HOOK_LIBRARY_ENV) {
         let p = PathBuf::from(p);
         return if p.is_file() {
-            Ok(p)
+            safe_to_load(p)
         } else {
             Err(LaunchError::NoHook {
                 tried: p.display().to_string(),
@@ -66,7 +73,7 @@ pub fn find_hook_library() -> Result<PathBuf, LaunchError> {
         .collect();
     for c in &candidates {
         if c.is_file() {
-            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
+            return safe_to_load(c.canonicalize().unwrap_or_else(|_| c.clone()));
         }
     }
     Err(LaunchError::NoHook {
@@ -76,6 +83,14 @@ pub fn find_hook_library() -> Result<PathBuf, LaunchError> {
             .collect::<Vec<_>>()
             .join(", "),
     })
+}
+
+/// `library`, when no other user could have written it or its directory.
+fn safe_to_load(library: PathBuf) -> Result<PathBuf, LaunchError> {
+    match writable_by_others(&library) {
+        None => Ok(library),
+        Some(why) => Err(LaunchError::UnsafeHook { path: library, why }),
+    }
 }
 
 /// The implicit layer's manifest for the hook library at `library`.
@@ -109,16 +124,11 @@ pub fn layer_manifest(library: &Path) -> String {
 
 /// Writes the manifest into `data_dir/vulkan/implicit_layer.d/` (a directory for
 /// `XDG_DATA_DIRS`) and returns its path.
-pub fn write_layer_manifest(data_dir: &Path, library: &Path) -> Result<PathBuf, LaunchError> {
-    let dir = data_dir.join("vulkan").join("implicit_layer.d");
-    let path = dir.join(MANIFEST_NAME);
-    std::fs::create_dir_all(&dir)
-        .and_then(|_| std::fs::write(&path, layer_manifest(library)))
-        .map_err(|source| LaunchError::Manifest {
-            path: path.clone(),
-            source,
-        })?;
-    Ok(path)
+pub fn write_layer_manifest(data_dir: &PrivateDir, library: &Path) -> Result<PathBuf, LaunchError> {
+    let relative = Path::new("vulkan")
+        .join("implicit_layer.d")
+        .join(MANIFEST_NAME);
+    Ok(data_dir.write_new(&relative, layer_manifest(library).as_bytes())?)
 }
 
 /// `value` first, then the rest of a colon-separated list (`default` when it is unset).
@@ -138,7 +148,8 @@ fn prepend(var: &str, value: &OsStr, default: &str) -> OsString {
 pub struct AppLaunch {
     pub ring: Arc<FrameRing>,
     child: Child,
-    data_dir: PathBuf,
+    /// The manifest's directory, removed when the launch is dropped (after the application).
+    data_dir: PrivateDir,
     exited: Option<ExitStatus>,
 }
 
@@ -149,10 +160,7 @@ impl AppLaunch {
         let ring = Arc::new(FrameRing::create(SLOTS, MAX_FRAME_BYTES)?);
         // Until the host says its frame rate: at most 60 copies a second.
         ring.set_interval(Duration::from_micros(16_667));
-        static LAUNCHES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let data_dir =
-            std::env::temp_dir().join(format!("untether-run-{}-{n}", std::process::id()));
+        let data_dir = PrivateDir::create("untether-run")?;
         write_layer_manifest(&data_dir, &library)?;
         let fd = ring.raw_fd();
         let mut cmd = Command::new(program);
@@ -191,6 +199,12 @@ impl AppLaunch {
         })
     }
 
+    /// The directory first in the application's `XDG_DATA_DIRS` (the layer's manifest is in
+    /// its `vulkan/implicit_layer.d`): private to this user, removed with the launch.
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
     /// The application's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -226,8 +240,8 @@ impl AppLaunch {
 
 impl Drop for AppLaunch {
     fn drop(&mut self) {
+        // The application first: the directory (dropped after this) goes once it has exited.
         self.stop(Duration::from_secs(2));
-        let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }
 
@@ -283,8 +297,89 @@ mod tests {
         assert!(text.contains("untether-run-"), "{text}");
         assert!(app
             .data_dir
+            .path()
             .join("vulkan/implicit_layer.d")
             .join(MANIFEST_NAME)
             .is_file());
+    }
+
+    /// The attack of issue 33: a second local user plants, under the temporary directory, the
+    /// names the launcher once used (`untether-run-PID-N`), each with the manifest's name as a
+    /// symlink to a file of the victim's. The application must get a directory of its own user
+    /// (mode 0700) and the victim's file must be untouched.
+    #[test]
+    fn another_users_planted_directories_and_links_are_never_used() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to act as a second local user (setpriv)");
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let _env = ENV.lock();
+        let pid = std::process::id();
+        let shared = std::env::temp_dir().join(format!("untether-shared-{pid}"));
+        let _ = std::fs::remove_dir_all(&shared);
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let victim = shared.join("victim.txt");
+        std::fs::write(&victim, "precious").unwrap();
+        let plant = format!(
+            "for n in 0 1 2 3 4 5 6 7; do d={s}/untether-run-{pid}-$n/vulkan/implicit_layer.d; \
+             mkdir -p $d && ln -s {v} $d/{MANIFEST_NAME} || exit 1; done",
+            s = shared.display(),
+            v = victim.display()
+        );
+        let planted = Command::new("setpriv")
+            .args([
+                "--reuid=61234",
+                "--regid=61234",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(&plant)
+            .status()
+            .unwrap();
+        assert!(planted.success(), "the second user planted its names");
+        let out = shared.join("seen");
+        let saved = (
+            std::env::var_os("TMPDIR"),
+            std::env::var_os("XDG_RUNTIME_DIR"),
+        );
+        std::env::set_var("TMPDIR", &shared);
+        std::env::remove_var("XDG_RUNTIME_DIR");
+        std::env::set_var(HOOK_LIBRARY_ENV, "/bin/sh");
+        let script = format!(
+            "d=${{XDG_DATA_DIRS%%:*}}; stat -c '%u %a' \"$d\" > {o}; \
+             cat \"$d/vulkan/implicit_layer.d/{MANIFEST_NAME}\" >> {o}",
+            o = out.display()
+        );
+        let launched = AppLaunch::spawn(OsStr::new("/bin/sh"), &["-c".into(), script.into()]);
+        std::env::remove_var(HOOK_LIBRARY_ENV);
+        match saved.0 {
+            Some(v) => std::env::set_var("TMPDIR", v),
+            None => std::env::remove_var("TMPDIR"),
+        }
+        if let Some(v) = saved.1 {
+            std::env::set_var("XDG_RUNTIME_DIR", v);
+        }
+        let mut app = launched.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while app.exited().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let seen = std::fs::read_to_string(&out).unwrap_or_default();
+        let untouched = std::fs::read_to_string(&victim).unwrap();
+        drop(app);
+        let _ = std::fs::remove_dir_all(&shared);
+        assert_eq!(
+            untouched, "precious",
+            "the victim's file was written through"
+        );
+        assert!(
+            seen.starts_with("0 700\n"),
+            "the application's layer directory is root's and private: {seen}"
+        );
+        assert!(seen.contains(r#""library_path": "/bin/sh""#), "{seen}");
     }
 }

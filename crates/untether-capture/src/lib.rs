@@ -7,6 +7,7 @@
 
 pub mod kms;
 pub mod launch;
+pub mod private_dir;
 pub mod ring;
 #[cfg(feature = "vulkan")]
 pub mod vk;
