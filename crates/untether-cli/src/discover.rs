@@ -12,6 +12,7 @@ use untether::config::{ConfigToml, DEFAULT_PORT};
 use untether::discovery::{self, Advert, Advertiser, FoundHost};
 use untether::identity::{KnownHost, StateDir};
 use untether::Host;
+use untether_proto::PublicKey;
 
 /// Arguments of `untether discover`.
 #[derive(clap::Args, Debug, Clone)]
@@ -19,8 +20,10 @@ use untether::Host;
     after_help = "Hosts advertise themselves over mDNS/DNS-SD (`_untether._udp`) unless started \
     with --no-advertise (host.advertise = false). PAIRED says whether this client already \
     trusts the host's key (known_hosts.json in the state directory): a paired host is \
-    recognised by its key wherever its address moved. Connect with `untether client` (the \
-    only host found), `untether client NAME` or `untether client ADDRESS`."
+    recognised by its key wherever its address moved. Connect the first time by naming the \
+    host, `untether client FINGERPRINT` (or NAME, or ADDRESS), after comparing the fingerprint \
+    with the one `untether host` prints: the host must then prove that key. Later a bare \
+    `untether client` finds the paired host on its own."
 )]
 pub struct DiscoverArgs {
     /// How long to listen for hosts: seconds (2) or with a unit (500ms, 3s).
@@ -135,10 +138,15 @@ fn table(hosts: &[FoundHost], known: &[KnownHost]) -> Vec<String> {
     out
 }
 
-/// Where `untether client` connects, and the name its key is pinned under.
+/// Where `untether client` connects, the name its key is pinned under, and the key the host
+/// must prove when it was chosen from an advertisement.
 pub struct Target {
     pub addr: SocketAddr,
     pub label: String,
+    /// The advertised key (the host was found on the local network): the handshake must prove
+    /// it before anything is trusted. None: an address the user gave (its pin, else trust on
+    /// first use).
+    pub key: Option<PublicKey>,
 }
 
 /// Whether `name` can only be a name to look up (no port, not an IP address).
@@ -147,8 +155,13 @@ fn plain_name(name: &str) -> bool {
 }
 
 /// The host `untether client` connects to: `wanted` resolved as an address or a DNS name;
-/// else (no address, or a name DNS does not know) found on the local network — the only host
-/// there, or the one `wanted` names (its advertised name, fingerprint or key).
+/// else (no address, or a name DNS does not know) found on the local network.
+///
+/// An advertisement is anyone's claim, so a host found there is bound to its advertised key
+/// (the handshake must prove it) and chosen only where that cannot be an impostor's choice:
+/// named by its fingerprint or key; by its name when it is the only host of that name (or
+/// the paired one among several); with no name at all, only a host this client is already
+/// paired with.
 pub fn client_target(wanted: Option<&str>, state_dir: Option<&std::path::Path>) -> Result<Target> {
     let resolved = match wanted {
         Some(w) => match untether::resolve_host(w, DEFAULT_PORT) {
@@ -156,6 +169,7 @@ pub fn client_target(wanted: Option<&str>, state_dir: Option<&std::path::Path>) 
                 return Ok(Target {
                     addr,
                     label: w.to_string(),
+                    key: None,
                 })
             }
             Err(e) if plain_name(w) => Some(e.to_string()),
@@ -165,6 +179,7 @@ pub fn client_target(wanted: Option<&str>, state_dir: Option<&std::path::Path>) 
     };
     let dir = client_dir(state_dir)?;
     let known = dir.known_hosts().unwrap_or_default();
+    let paired = |h: &FoundHost| known_entry(&known, h).is_some();
     // A paired host is recognised by its key: its pin applies (under the name it was pinned
     // by) and learns the address it moved to.
     let label = |h: &FoundHost| {
@@ -176,33 +191,69 @@ pub fn client_target(wanted: Option<&str>, state_dir: Option<&std::path::Path>) 
         eprintln!("untether client: looking for {w:?} on the local network (mDNS) …");
         let named =
             |h: &FoundHost| h.is_named(w) || known_entry(&known, h).is_some_and(|k| k.host == w);
-        let hosts = discovery::browse(CLIENT_WAIT, |found| found.iter().any(named))?;
-        return match hosts.iter().find(|h| named(h)) {
-            Some(h) => pick(h, label(h)),
-            None => bail!(
+        // Named by its key, or a paired host of that name: found. Otherwise listen the whole
+        // time: a second host claiming the name must not go unseen.
+        let sure = |h: &FoundHost| h.is_keyed_by(w) || (named(h) && paired(h));
+        let hosts = discovery::browse(CLIENT_WAIT, |found| found.iter().any(sure))?;
+        let matching: Vec<&FoundHost> = hosts.iter().filter(|h| named(h)).collect();
+        if let Some(h) = matching.iter().find(|h| sure(h)) {
+            return pick(h, label(h));
+        }
+        return match matching.as_slice() {
+            [] => bail!(
                 "{}; and no host named {w:?} answered on the local network within {:.1} s \
                  (`untether discover` lists the hosts there)",
                 resolved.unwrap_or_default(),
                 CLIENT_WAIT.as_secs_f64()
             ),
+            [one] => pick(one, label(one)),
+            several => {
+                bail!(
+                "{} hosts on the local network call themselves {w:?}, with different keys (one \
+                 may be an impostor): say which by its fingerprint, as `untether host` shows \
+                 it: `untether client FINGERPRINT`\n{}",
+                several.len(),
+                table(&several.iter().map(|h| (*h).clone()).collect::<Vec<_>>(), &known)
+                    .join("\n")
+            )
+            }
         };
     }
     eprintln!("untether client: no address given: looking for hosts on the local network (mDNS) …");
     let hosts = discovery::browse(CLIENT_WAIT, |_| false)?;
-    match hosts.as_slice() {
-        [] => bail!(
+    let known_ones: Vec<&FoundHost> = hosts.iter().filter(|h| paired(h)).collect();
+    match (known_ones.as_slice(), hosts.as_slice()) {
+        ([one], _) => pick(one, label(one)),
+        (_, []) => bail!(
             "no untether host answered on the local network within {:.1} s (mDNS): is `untether \
              host` running there (without --no-advertise)? Or give its address: untether \
              client HOST[:PORT]",
             CLIENT_WAIT.as_secs_f64()
         ),
-        [one] => pick(one, label(one)),
-        several => bail!(
-            "{} hosts answered on the local network; say which: `untether client NAME` (or \
-             FINGERPRINT, or ADDRESS)\n{}",
-            several.len(),
-            table(several, &known).join("\n")
+        ([], [one]) => bail!(
+            "found {:?} at {} ({}), which this client has not paired with yet. Anyone on the \
+             network can advertise a host, so a new one is not chosen on its own: check that \
+             fingerprint against the one `untether host` shows, then connect by naming it: \
+             `untether client {}`",
+            one.name,
+            one.addr().map_or("?".into(), |a| a.to_string()),
+            one.fingerprint,
+            one.fingerprint
         ),
+        (several, _) => {
+            let list: Vec<FoundHost> = if several.is_empty() {
+                hosts.clone()
+            } else {
+                several.iter().map(|h| (*h).clone()).collect()
+            };
+            bail!(
+                "{} {}hosts answered on the local network; say which: `untether client NAME` \
+                 (or FINGERPRINT, or ADDRESS)\n{}",
+                list.len(),
+                if several.is_empty() { "" } else { "paired " },
+                table(&list, &known).join("\n")
+            )
+        }
     }
 }
 
@@ -210,8 +261,16 @@ fn pick(h: &FoundHost, label: String) -> Result<Target> {
     let Some(addr) = h.addr() else {
         bail!("host {:?} advertised no address", h.name);
     };
+    let Some(key) = h.key else {
+        bail!(
+            "host {:?} at {addr} advertised no valid key, so there is nothing to prove it is \
+             the host you mean: connect by its address (`untether client {addr}`) and compare \
+             the fingerprint",
+            h.name
+        );
+    };
     eprintln!(
-        "untether client: found {:?} at {addr} ({}){}",
+        "untether client: found {:?} at {addr} ({}){}; the host must prove that key",
         h.name,
         h.fingerprint,
         if label != h.name {
@@ -220,7 +279,11 @@ fn pick(h: &FoundHost, label: String) -> Result<Target> {
             String::new()
         }
     );
-    Ok(Target { addr, label })
+    Ok(Target {
+        addr,
+        label,
+        key: Some(key),
+    })
 }
 
 /// Advertises a started host (unless `host.advertise` is off): its UDP port, name, key, and the

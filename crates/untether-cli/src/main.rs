@@ -407,7 +407,7 @@ struct ClientIoArgs {
 
 #[derive(Args, Debug, Clone)]
 struct ClientArgs {
-    /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT; or a name `untether discover` lists. Left out: the only host on the local network (mDNS), else a list of them to pick from.
+    /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT; or a name or fingerprint `untether discover` lists (the host must prove the advertised key). Left out: the paired host on the local network (mDNS); a host not paired yet is named, never chosen on its own.
     host: Option<String>,
     /// Exit when the host says goodbye (it stopped: Ctrl-C, a service restart) instead of waiting for it to come back [config: client.wait_for_host = false].
     #[arg(long)]
@@ -1166,6 +1166,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
     let mut io = ClientIo {
         pin: args.pin.clone(),
         host_label: Some(target.label),
+        host_key: target.key,
         end_on_host_bye: sink.is_some(),
         wait_for_approval: cfg.client.wait_for_approval,
         wait_for_host: cfg.client.wait_for_host && !args.exit_on_bye,

@@ -148,6 +148,76 @@ fn the_host_is_found_on_one_machine_by_discover_and_by_name() {
     assert!(log.contains("connected from"), "{log}");
 }
 
+/// Issue 33, item 2: a forged advertisement (the real host's name and key, at an impostor's
+/// address where another host answers) leads nowhere whichever way the host is named — by
+/// fingerprint, by key, by name — and nothing is pinned; with no address, an unpaired host is
+/// not chosen on its own.
+#[test]
+fn a_forged_advertisement_of_a_hosts_name_and_key_leads_nowhere() {
+    use untether::discovery::{Advert, Advertiser};
+    use untether::identity::{key_hex, Role, StateDir};
+    let (real, cd, ad) = (
+        state("forged-real"),
+        state("forged-client"),
+        state("forged-attacker"),
+    );
+    let name = format!("gc-forged-{}", std::process::id());
+    // The real host's key (the host itself need not run: its key is what is claimed).
+    let key = StateDir::at(&real)
+        .load_or_create_identity(Role::Host)
+        .unwrap()
+        .public;
+    let fp = untether_proto::fingerprint(&key);
+    // The impostor: a host of its own key, open to anyone, advertising nothing itself.
+    let port = free_udp_port();
+    let mut attacker = Proc::spawn(host(
+        &ad,
+        &format!("127.0.0.1:{port}"),
+        &["--access", "open", "--no-advertise"],
+    ));
+    attacker.wait_for("identity ", Duration::from_secs(10));
+    assert!(untether_netem::ports::wait_for_udp_port(
+        port,
+        Duration::from_secs(10)
+    ));
+    let _forged = Advertiser::start(&Advert {
+        name: name.clone(),
+        key,
+        port,
+        addr: Some([127, 0, 0, 1].into()),
+        ipv4_only: true,
+        web: None,
+        rtsp: None,
+        access: "open".into(),
+    })
+    .unwrap();
+    for how in [fp.clone(), key_hex(&key), name.clone()] {
+        let o = untether(&cd)
+            .args(["client", &how, "--headless", "--duration", "700ms"])
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(!o.status.success(), "named by {how}: {t}");
+        assert!(
+            t.contains("could not prove the key it was chosen by") && t.contains(&fp),
+            "named by {how}: {t}"
+        );
+    }
+    let known = std::fs::read_to_string(cd.join("known_hosts.json")).unwrap_or_default();
+    assert!(
+        known.trim().is_empty() || known.trim() == "[]",
+        "pinned: {known}"
+    );
+    let o = untether(&cd)
+        .args(["client", "--headless", "--duration", "700ms"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("has not paired with yet"), "{}", text(&o));
+    let (_, _, log) = attacker.interrupt();
+    assert!(!log.contains("connected from"), "{log}");
+}
+
 /// The issue's two-machine case: the host in one namespace, the client in the other, joined
 /// by a veth pair (multicast crosses it); then the host's address changes and the paired
 /// client finds it again by its key.
@@ -196,9 +266,21 @@ fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
         row.contains(&format!("{}:9710", tb.host_addr())) && row.contains(" no "),
         "{row}"
     );
-    // No address: the only host there.
+    // No address: the only host there, but not paired yet: named, not chosen on its own.
+    let fp = row.split_whitespace().nth(2).unwrap().to_string();
     let mut client = untether(&cd);
     client.args(["client", "--headless", "--duration", "500ms"]);
+    let o = in_ns(Side::Client, client).output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("has not paired with yet")
+            && text(&o).contains(&format!("untether client {fp}")),
+        "{}",
+        text(&o)
+    );
+    // Named by the fingerprint it showed: connected, and paired.
+    let mut client = untether(&cd);
+    client.args(["client", &fp, "--headless", "--duration", "500ms"]);
     let o = in_ns(Side::Client, client).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -206,6 +288,11 @@ fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
         "{}",
         text(&o)
     );
+    // Paired now: a bare `untether client` chooses it.
+    let mut client = untether(&cd);
+    client.args(["client", "--headless", "--duration", "500ms"]);
+    let o = in_ns(Side::Client, client).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
     drop(h.interrupt());
     // The host moves to another network; the client's pin names the old address.
     let dev = |ns: &str| {

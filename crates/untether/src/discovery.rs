@@ -235,11 +235,19 @@ impl FoundHost {
         if n.is_empty() {
             return false;
         }
-        let plain = |s: &str| s.replace('-', "").to_ascii_uppercase();
         n.eq_ignore_ascii_case(&self.name)
             || n.eq_ignore_ascii_case(&self.instance)
-            || (plain(n).len() >= 8 && plain(&self.fingerprint).starts_with(&plain(n)))
-            || (parse_key(n).is_some() && parse_key(n) == self.key)
+            || self.is_keyed_by(n)
+    }
+
+    /// Whether `name` names this host's key: its fingerprint (8+ characters) or its hex key.
+    /// Unlike a name, which any advertisement can claim, a key is proven by the handshake.
+    pub fn is_keyed_by(&self, name: &str) -> bool {
+        let n = name.trim();
+        let plain = |s: &str| s.replace('-', "").to_ascii_uppercase();
+        self.key.is_some()
+            && ((plain(n).len() >= 8 && plain(&self.fingerprint).starts_with(&plain(n)))
+                || (parse_key(n).is_some() && parse_key(n) == self.key))
     }
 }
 
@@ -359,6 +367,7 @@ mod tests {
         assert!(h.is_named(&key_hex(&[7u8; 32])));
         assert!(!h.is_named("laptop"));
         assert!(!h.is_named(&h.fingerprint[..4]), "too short to name a key");
+        assert!(h.is_keyed_by(&h.fingerprint[..9]) && !h.is_keyed_by("pc"));
         assert_eq!(h.addr(), Some("10.0.0.2:9710".parse().unwrap()));
     }
 

@@ -113,6 +113,30 @@ pub enum ClientError {
         entries: String,
         file: PathBuf,
     },
+    #[error(
+        "host {host} was chosen as {chosen}, but known_hosts.json trusts {label:?} with another \
+         key ({pinned}): an impostor may be advertising under its name, or the host's identity \
+         was reset. Check the fingerprint `untether host` shows; if it was reset on purpose, \
+         `untether pair forget {label}` and connect again"
+    )]
+    ChosenKeyNotPinned {
+        host: SocketAddr,
+        label: String,
+        /// The fingerprint it was chosen by (advertised, or named by the user).
+        chosen: String,
+        pinned: String,
+    },
+    #[error(
+        "host {host} could not prove the key it was chosen by ({chosen}): {message}. Its \
+         advertisement may be forged (another machine answering under the host's name and \
+         key); nothing was trusted. `untether discover` lists the hosts; compare the \
+         fingerprint `untether host` shows"
+    )]
+    HostNotProven {
+        host: SocketAddr,
+        chosen: String,
+        message: String,
+    },
     #[error("identity: {0}")]
     Identity(#[from] IdentityError),
     #[error(transparent)]

@@ -186,6 +186,10 @@ pub struct ClientIo {
     pub pin: Option<String>,
     /// The name the host's key is pinned under in `known_hosts.json` (default: its address).
     pub host_label: Option<String>,
+    /// The key the host must prove in the handshake: the one it was chosen by (an
+    /// advertisement, a fingerprint or key the user named). A pin of another key for this host
+    /// is an error; None: the pin, else trust on first use.
+    pub host_key: Option<untether_proto::PublicKey>,
     /// Receives what the host publishes on the latest-wins channel.
     pub host_state: Option<super::HostStateView>,
 }

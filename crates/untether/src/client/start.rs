@@ -157,18 +157,29 @@ fn trust(
                     });
                 }
             };
-            cfg.host_key = pinned;
+            if let (Some(chosen), Some(p)) = (io.host_key, pinned) {
+                if chosen != p {
+                    return Err(ClientError::ChosenKeyNotPinned {
+                        host: options.host,
+                        label,
+                        chosen: fingerprint(&chosen),
+                        pinned: fingerprint(&p),
+                    });
+                }
+            }
+            cfg.host_key = pinned.or(io.host_key);
             Some(KnownHosts {
                 dir,
                 label,
                 addr,
                 pinned,
                 pinned_by,
+                chosen: io.host_key,
             })
         }
         ClientTrust::Memory { identity, host_key } => {
             cfg.identity = identity.clone();
-            cfg.host_key = *host_key;
+            cfg.host_key = host_key.or(io.host_key);
             None
         }
     };

@@ -19,6 +19,9 @@ pub(crate) struct KnownHosts {
     pub pinned: Option<PublicKey>,
     /// The entries that pinned it, described (`"NAME" (ADDR)`).
     pub pinned_by: Vec<String>,
+    /// The key the host was chosen by (`ClientIo::host_key`: its advertisement, or named by
+    /// the user), which the handshake must prove.
+    pub chosen: Option<PublicKey>,
 }
 
 impl KnownHosts {
@@ -93,6 +96,7 @@ mod tests {
             addr: "10.0.0.2:9000".into(),
             pinned: None,
             pinned_by: Vec::new(),
+            chosen: None,
         };
         kh.pin(&[5; 32]);
         kh.pin(&[5; 32]);

@@ -298,7 +298,19 @@ impl ClientNet {
         }
         // The host's text (already escaped by the parser; idempotent).
         let message = untether_proto::sanitize_peer_text(message);
-        let error = if reason == RejectReason::UntrustedHost {
+        let chosen = self
+            .known_hosts
+            .as_ref()
+            .and_then(|kh| kh.chosen)
+            .filter(|_| !self.connected_once);
+        let error = if let (RejectReason::UntrustedHost, Some(k)) = (reason, chosen) {
+            // The host answering at the chosen address cannot prove the key it was chosen by.
+            ClientError::HostNotProven {
+                host,
+                chosen: untether_proto::fingerprint(&k),
+                message,
+            }
+        } else if reason == RejectReason::UntrustedHost {
             let (label, file) = pinned_label(self.known_hosts.as_ref(), host);
             ClientError::HostKeyChanged {
                 host,
