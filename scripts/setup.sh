@@ -36,8 +36,9 @@ PACKAGES=(
   # The OpenXR runtime (crates/untether-openxr links libGL) and its tests: the loader,
   # hello_xr and openxr_runtime_list, the Khronos validation layer.
   libgl-dev libopenxr-loader1 libopenxr-utils openxr-layer-corevalidation
-  # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears.
-  libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils
+  # untether run (app capture, docs/CAPTURE.md): the Vulkan loader, lavapipe, vkcube, glxgears,
+  # and glmark2, which opens libGL itself (the hook's dlsym interposition).
+  libvulkan1 mesa-vulkan-drivers vulkan-tools mesa-utils glmark2-x11
   # hello_xr -g Vulkan2 on the OpenXR runtime enables Khronos' Vulkan validation layer from it.
   vulkan-validationlayers
   # Wayland capture tests (tests/wayland.rs): a headless sway and its solid-colour background.

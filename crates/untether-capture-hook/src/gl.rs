@@ -7,10 +7,9 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
-use std::sync::OnceLock;
-
 use untether_capture::{FrameFormat, FrameRing};
 
+use crate::interpose::{proc_address, Hooked, Real};
 use crate::{real_symbol, ring, timed};
 
 const GL_PIXEL_PACK_BUFFER: u32 = 0x88EB;
@@ -159,11 +158,12 @@ impl Surface {
     }
 
     unsafe fn get_proc(&self) -> Option<GetProc> {
-        let name = match self {
-            Surface::Glx { .. } => c"glXGetProcAddressARB",
-            Surface::Egl { .. } => c"eglGetProcAddress",
+        let real = match self {
+            Surface::Glx { .. } => &REAL_GLX_GETPROC_ARB,
+            Surface::Egl { .. } => &REAL_EGL_GETPROC,
         };
-        real_symbol(name).map(|p| std::mem::transmute::<*mut c_void, GetProc>(p))
+        real.get()
+            .map(|p| std::mem::transmute::<*mut c_void, GetProc>(p))
     }
 
     /// Desktop GL reads BGRA (the encoder's layout); GLES guarantees only RGBA.
@@ -351,8 +351,51 @@ impl Saved {
 type GlxSwap = unsafe extern "C" fn(*mut c_void, c_ulong);
 type EglSwap = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_uint;
 
-static REAL_GLX_SWAP: OnceLock<Option<GlxSwap>> = OnceLock::new();
-static REAL_EGL_SWAP: OnceLock<Option<EglSwap>> = OnceLock::new();
+pub(crate) static REAL_GLX_SWAP: Real = Real::new(c"glXSwapBuffers");
+static REAL_EGL_SWAP: Real = Real::new(c"eglSwapBuffers");
+static REAL_GLX_GETPROC_ARB: Real = Real::new(c"glXGetProcAddressARB");
+static REAL_GLX_GETPROC: Real = Real::new(c"glXGetProcAddress");
+static REAL_EGL_GETPROC: Real = Real::new(c"eglGetProcAddress");
+
+/// The names the hook takes over however the application looks them up (`dlsym` on a library
+/// it opened, a GetProcAddress), each with the real function it stands for.
+pub(crate) static HOOKED: [(&CStr, Hooked); 5] = [
+    (
+        c"glXSwapBuffers",
+        Hooked {
+            real: &REAL_GLX_SWAP,
+            hook: || glXSwapBuffers as *mut c_void,
+        },
+    ),
+    (
+        c"eglSwapBuffers",
+        Hooked {
+            real: &REAL_EGL_SWAP,
+            hook: || eglSwapBuffers as *mut c_void,
+        },
+    ),
+    (
+        c"glXGetProcAddressARB",
+        Hooked {
+            real: &REAL_GLX_GETPROC_ARB,
+            hook: || glXGetProcAddressARB as *mut c_void,
+        },
+    ),
+    (
+        c"glXGetProcAddress",
+        Hooked {
+            real: &REAL_GLX_GETPROC,
+            hook: || glXGetProcAddress as *mut c_void,
+        },
+    ),
+    (
+        c"eglGetProcAddress",
+        Hooked {
+            real: &REAL_EGL_GETPROC,
+            hook: || eglGetProcAddress as *mut c_void,
+        },
+    ),
+];
 
 /// The application's `glXSwapBuffers`: copy, then the real swap.
 ///
@@ -360,14 +403,11 @@ static REAL_EGL_SWAP: OnceLock<Option<EglSwap>> = OnceLock::new();
 /// Called by the application exactly as libGL's `glXSwapBuffers`.
 #[no_mangle]
 pub unsafe extern "C" fn glXSwapBuffers(dpy: *mut c_void, drawable: c_ulong) {
-    let real = *REAL_GLX_SWAP.get_or_init(|| {
-        real_symbol(c"glXSwapBuffers").map(|p| std::mem::transmute::<*mut c_void, GlxSwap>(p))
-    });
     if let Some(ring) = ring() {
         timed(ring, || on_present(ring, Surface::Glx { dpy, drawable }));
     }
-    if let Some(real) = real {
-        real(dpy, drawable);
+    if let Some(real) = REAL_GLX_SWAP.get() {
+        std::mem::transmute::<*mut c_void, GlxSwap>(real)(dpy, drawable);
     }
 }
 
@@ -377,26 +417,23 @@ pub unsafe extern "C" fn glXSwapBuffers(dpy: *mut c_void, drawable: c_ulong) {
 /// Called by the application exactly as libEGL's `eglSwapBuffers`.
 #[no_mangle]
 pub unsafe extern "C" fn eglSwapBuffers(dpy: *mut c_void, surface: *mut c_void) -> c_uint {
-    let real = *REAL_EGL_SWAP.get_or_init(|| {
-        real_symbol(c"eglSwapBuffers").map(|p| std::mem::transmute::<*mut c_void, EglSwap>(p))
-    });
     if let Some(ring) = ring() {
         timed(ring, || on_present(ring, Surface::Egl { dpy, surface }));
     }
-    match real {
-        Some(real) => real(dpy, surface),
+    match REAL_EGL_SWAP.get() {
+        Some(real) => std::mem::transmute::<*mut c_void, EglSwap>(real)(dpy, surface),
         None => 0,
     }
 }
 
-/// `glXGetProcAddress(ARB)("glXSwapBuffers")` gives the hook too (GLX loaders such as GLEW
+/// `glXGetProcAddressARB("glXSwapBuffers")` gives the hook too (GLX loaders such as GLEW
 /// and SDL look the swap up this way).
 ///
 /// # Safety
 /// Called by the application exactly as libGL's `glXGetProcAddressARB`.
 #[no_mangle]
 pub unsafe extern "C" fn glXGetProcAddressARB(name: *const c_char) -> *mut c_void {
-    get_proc_address(c"glXGetProcAddressARB", name)
+    get_proc_address(&REAL_GLX_GETPROC_ARB, name)
 }
 
 /// As [`glXGetProcAddressARB`].
@@ -405,18 +442,22 @@ pub unsafe extern "C" fn glXGetProcAddressARB(name: *const c_char) -> *mut c_voi
 /// Called by the application exactly as libGL's `glXGetProcAddress`.
 #[no_mangle]
 pub unsafe extern "C" fn glXGetProcAddress(name: *const c_char) -> *mut c_void {
-    get_proc_address(c"glXGetProcAddress", name)
+    get_proc_address(&REAL_GLX_GETPROC, name)
 }
 
-unsafe fn get_proc_address(real_name: &CStr, name: *const c_char) -> *mut c_void {
-    if !name.is_null() && CStr::from_ptr(name) == c"glXSwapBuffers" {
-        return glXSwapBuffers as *mut c_void;
-    }
-    match real_symbol(real_name) {
-        Some(p) => {
-            let f: GetProc = std::mem::transmute(p);
-            f(name)
-        }
+/// `eglGetProcAddress("eglSwapBuffers")` gives the hook (EGL loaders such as SDL's and
+/// libepoxy look the swap up this way).
+///
+/// # Safety
+/// Called by the application exactly as libEGL's `eglGetProcAddress`.
+#[no_mangle]
+pub unsafe extern "C" fn eglGetProcAddress(name: *const c_char) -> *mut c_void {
+    get_proc_address(&REAL_EGL_GETPROC, name)
+}
+
+unsafe fn get_proc_address(real: &Real, name: *const c_char) -> *mut c_void {
+    match real.get() {
+        Some(p) => proc_address(name, std::mem::transmute::<*mut c_void, GetProc>(p)(name)),
         None => std::ptr::null_mut(),
     }
 }

@@ -7,7 +7,9 @@
 //!   image into a host-visible buffer on the presenting queue (one copy in flight), and a
 //!   worker thread publishes it when its fence signals.
 //! - [`gl`]: `LD_PRELOAD` hooks of `glXSwapBuffers` / `eglSwapBuffers`: an asynchronous
-//!   `glReadPixels` into a pixel-pack buffer, published when its fence has signalled.
+//!   `glReadPixels` into a pixel-pack buffer, published when its fence has signalled. The hook
+//!   also defines `dlsym`, `glXGetProcAddress(ARB)` and `eglGetProcAddress` (module
+//!   `interpose`), so programs that open libGL themselves (SDL2, glmark2) get the hook's swap.
 //!
 //! Without the environment variable the library does nothing but forward.
 
@@ -15,12 +17,12 @@
 // function type of the field or binding it is assigned to, which states the type.
 #![allow(clippy::missing_safety_doc, clippy::missing_transmute_annotations)]
 
-use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;
 
 use untether_capture::FrameRing;
 
 pub mod gl;
+mod interpose;
 pub mod vk;
 mod vk_copy;
 
@@ -28,6 +30,8 @@ static RING: OnceLock<Option<FrameRing>> = OnceLock::new();
 
 /// The ring this process writes into (None: not started by `untether run`, or the ring is
 /// unusable — said once on stderr).
+pub(crate) use interpose::real_symbol;
+
 pub(crate) fn ring() -> Option<&'static FrameRing> {
     RING.get_or_init(|| match FrameRing::from_env()? {
         Ok(r) => Some(r),
@@ -37,13 +41,6 @@ pub(crate) fn ring() -> Option<&'static FrameRing> {
         }
     })
     .as_ref()
-}
-
-/// The next definition of `name` after this library (the real libGL/libEGL function).
-pub(crate) fn real_symbol(name: &CStr) -> Option<*mut c_void> {
-    // SAFETY: dlsym with RTLD_NEXT and a valid C string; a null result is handled.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-    (!p.is_null()).then_some(p)
 }
 
 /// Runs the hook's work for one present, never letting a panic cross into the application,
