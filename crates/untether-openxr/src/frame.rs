@@ -94,6 +94,9 @@ pub(crate) unsafe extern "system" fn wait_frame(
                 return xr::Result::ERROR_SESSION_NOT_RUNNING;
             }
             let (release, display) = s.clock.schedule(now().as_nanos());
+            // The previous frame goes to the encoder as soon as its copy is done, in the time
+            // this call sleeps anyway (not one frame later, at the next poll).
+            s.publish_when_copied((release - now().as_nanos()).max(0) as u64);
             (release, display, s.clock.period_ns)
         };
         // Sleep without the lock.

@@ -20,10 +20,12 @@ pub const FORMATS: [i64; 2] = [SRGB8_ALPHA8, RGBA8];
 #[link(name = "GL")]
 extern "C" {
     fn glXGetProcAddressARB(name: *const c_char) -> *const c_void;
+    fn glXGetCurrentContext() -> *mut c_void;
 }
 
-/// The GL functions, loaded through GLX while the application's context is current.
-pub struct Gl(pub glow::Context);
+/// The GL functions, loaded through GLX while the application's context is current, and that
+/// context (what `xrWaitFrame` checks before it touches GL).
+pub struct Gl(pub glow::Context, usize);
 
 // SAFETY: the runtime's objects live behind one lock and GL is only called from the thread
 // the OpenXR calls come from, with the application's context current on it.
@@ -40,7 +42,15 @@ impl Gl {
                 glXGetProcAddressARB(c.as_ptr())
             })
         };
-        Gl(ctx)
+        // SAFETY: glXGetCurrentContext has no preconditions.
+        Gl(ctx, unsafe { glXGetCurrentContext() } as usize)
+    }
+
+    /// Whether the application's context (the one current when the functions were loaded) is
+    /// current on this thread now: GL may be called here.
+    pub fn is_current(&self) -> bool {
+        // SAFETY: as above.
+        self.1 != 0 && unsafe { glXGetCurrentContext() } as usize == self.1
     }
 
     /// Creates `count` textures for a swapchain; the GL names.
@@ -134,11 +144,25 @@ pub struct EyeSource {
     pub rect: [i32; 4],
 }
 
-/// A frame read back: BGRA rows top to bottom, the pose it was rendered for and when it was
-/// ended.
+/// A frame read back: BGRA rows top to bottom where they lie (the mapped pixel-pack buffer,
+/// no copy of our own), the pose it was rendered for and when it was ended. Dropping it unmaps
+/// the buffer and puts the application's GL state back.
 pub struct ReadBack<'a> {
     pub bgra: &'a [u8],
     pub tag: FrameTag,
+    gl: &'a glow::Context,
+    saved: Saved,
+}
+
+impl Drop for ReadBack<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the buffer `map` bound and mapped is still bound on this (the application's,
+        // current) context; the slice into it ends with this value.
+        unsafe {
+            self.gl.unmap_buffer(glow::PIXEL_PACK_BUFFER);
+            self.saved.restore(self.gl);
+        }
+    }
 }
 
 /// The stereo target, two pixel-pack buffers (one frame read back while the next renders)
@@ -152,7 +176,6 @@ pub struct Compositor {
     pbos: [glow::NativeBuffer; 2],
     in_flight: [Option<(glow::NativeFence, FrameTag)>; 2],
     cur: usize,
-    pixels: Vec<u8>,
 }
 
 // SAFETY: as for [`Gl`]: used under the runtime's lock on the application's GL thread.
@@ -223,10 +246,12 @@ impl Compositor {
             let saved_tex = gl.get_parameter_i32(glow::TEXTURE_BINDING_2D) as u32;
             let target = gl.create_texture()?;
             gl.bind_texture(glow::TEXTURE_2D, Some(target));
+            // sRGB: what the encoder takes. A linear (GL_RGBA8) swapchain is encoded to it by
+            // the blit (GL_FRAMEBUFFER_SRGB on), an sRGB one goes through unchanged.
             gl.tex_storage_2d(
                 glow::TEXTURE_2D,
                 1,
-                glow::RGBA8,
+                glow::SRGB8_ALPHA8,
                 width as i32,
                 height as i32,
             );
@@ -264,7 +289,6 @@ impl Compositor {
                 pbos,
                 in_flight: [None, None],
                 cur: 0,
-                pixels: vec![0; (width * height * 4) as usize],
             })
         }
     }
@@ -276,12 +300,12 @@ impl Compositor {
     /// # Safety
     /// The application's context must be current; the textures must be the application's
     /// swapchain images.
-    pub unsafe fn submit(
-        &mut self,
-        gl: &Gl,
+    pub unsafe fn submit<'a>(
+        &'a mut self,
+        gl: &'a Gl,
         eyes: &[EyeSource; 2],
         tag: FrameTag,
-    ) -> Option<ReadBack<'_>> {
+    ) -> Option<ReadBack<'a>> {
         let gl = &gl.0;
         let (w, h) = (self.width as i32, self.height as i32);
         // SAFETY: GL calls on the current context with objects this compositor owns and the
@@ -289,7 +313,10 @@ impl Compositor {
         unsafe {
             let saved = Saved::save(gl);
             gl.disable(glow::SCISSOR_TEST);
-            gl.disable(glow::FRAMEBUFFER_SRGB);
+            // The blits decode an sRGB view and encode into the sRGB target; a linear view's
+            // values are taken as linear light (OpenXR's meaning of a UNORM swapchain) and
+            // encoded, as every runtime's compositor does.
+            gl.enable(glow::FRAMEBUFFER_SRGB);
             gl.bind_framebuffer(glow::DRAW_FRAMEBUFFER, Some(self.draw_fbo));
             gl.bind_framebuffer(glow::READ_FRAMEBUFFER, Some(self.read_fbo));
             for (i, eye) in eyes.iter().enumerate() {
@@ -340,6 +367,8 @@ impl Compositor {
                 None,
                 0,
             );
+            // The read-back takes the stored (encoded) bytes as they are.
+            gl.disable(glow::FRAMEBUFFER_SRGB);
             gl.bind_framebuffer(glow::READ_FRAMEBUFFER, Some(self.draw_fbo));
             gl.read_buffer(glow::COLOR_ATTACHMENT0);
             gl.bind_buffer(glow::PIXEL_PACK_BUFFER, Some(self.pbos[self.cur]));
@@ -358,57 +387,76 @@ impl Compositor {
                 self.in_flight[self.cur] = Some((f, tag));
             }
             let prev = 1 - self.cur;
-            let got = self.map(gl, prev);
             self.cur = prev;
             saved.restore(gl);
-            got.map(move |tag| ReadBack {
-                bgra: &self.pixels,
-                tag,
-            })
+            self.map(gl, prev)
         }
+    }
+
+    /// The newest frame's read-back once it has finished, waiting for it at most
+    /// `within_ns` (`xrWaitFrame`, before it sleeps: the frame goes to the encoder as soon as
+    /// its copy is done, not one frame later at the next `xrEndFrame`). None: nothing in
+    /// flight, or not finished in time (the next `xrEndFrame` takes it then).
+    ///
+    /// # Safety
+    /// The application's context must be current.
+    pub unsafe fn collect<'a>(&'a mut self, gl: &'a Gl, within_ns: u64) -> Option<ReadBack<'a>> {
+        let gl = &gl.0;
+        let newest = 1 - self.cur;
+        let (fence, _) = self.in_flight[newest].as_ref()?;
+        // SAFETY: this compositor's fence, on the current context.
+        let status = unsafe {
+            gl.client_wait_sync(
+                *fence,
+                glow::SYNC_FLUSH_COMMANDS_BIT,
+                within_ns.min(i32::MAX as u64) as i32,
+            )
+        };
+        if status != glow::ALREADY_SIGNALED && status != glow::CONDITION_SATISFIED {
+            return None;
+        }
+        // SAFETY: as in submit.
+        unsafe { self.map(gl, newest) }
     }
 
     /// The frame still in flight (at the end of a session), read back now.
     ///
     /// # Safety
     /// The application's context must be current.
-    pub unsafe fn finish(&mut self, gl: &Gl) -> Option<ReadBack<'_>> {
-        let gl = &gl.0;
+    pub unsafe fn finish<'a>(&'a mut self, gl: &'a Gl) -> Option<ReadBack<'a>> {
+        let prev = 1 - self.cur;
         // SAFETY: as in submit.
-        unsafe {
-            let saved = Saved::save(gl);
-            let prev = 1 - self.cur;
-            let got = self.map(gl, prev);
-            saved.restore(gl);
-            got.map(move |tag| ReadBack {
-                bgra: &self.pixels,
-                tag,
-            })
-        }
+        unsafe { self.map(&gl.0, prev) }
     }
 
-    /// Copies pixel-pack buffer `i` into `pixels` once its fence passed; its tag.
-    unsafe fn map(&mut self, gl: &glow::Context, i: usize) -> Option<FrameTag> {
+    /// Pixel-pack buffer `i` mapped once its fence passed, with its tag (unmapped when the
+    /// read-back is dropped).
+    unsafe fn map<'a>(&'a mut self, gl: &'a glow::Context, i: usize) -> Option<ReadBack<'a>> {
         let (fence, tag) = self.in_flight[i].take()?;
+        let len = (self.width * self.height * 4) as usize;
         // SAFETY: the buffer and fence are this compositor's; the mapping is read within its
-        // size and unmapped before returning.
+        // size, and unmapped (the state put back) when the ReadBack is dropped.
         unsafe {
-            // A frame has passed since the read was queued: this rarely waits.
+            // Waited for already in xrWaitFrame, or a frame has passed: this rarely waits.
             gl.client_wait_sync(fence, glow::SYNC_FLUSH_COMMANDS_BIT, 100_000_000);
             gl.delete_sync(fence);
+            let saved = Saved::save(gl);
             gl.bind_buffer(glow::PIXEL_PACK_BUFFER, Some(self.pbos[i]));
-            let len = self.pixels.len();
             let p = gl.map_buffer_range(glow::PIXEL_PACK_BUFFER, 0, len as i32, glow::MAP_READ_BIT);
             if p.is_null() {
+                saved.restore(gl);
                 log::warn!(
                     "untether OpenXR runtime: mapping the read-back buffer failed; frame skipped"
                 );
                 return None;
             }
-            std::ptr::copy_nonoverlapping(p, self.pixels.as_mut_ptr(), len);
-            gl.unmap_buffer(glow::PIXEL_PACK_BUFFER);
+            Some(ReadBack {
+                bgra: std::slice::from_raw_parts(p, len),
+                tag,
+                gl,
+                saved,
+            })
         }
-        Some(tag)
     }
 
     /// # Safety

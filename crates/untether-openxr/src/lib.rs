@@ -10,11 +10,12 @@
 //!
 //! Graphics: `XR_KHR_opengl_enable` (Xlib/GLX). Swapchain images are GL textures the runtime
 //! creates in the application's context; at `xrEndFrame` the two views are blitted into one
-//! stereo texture and read back through a pixel buffer object, one frame in flight
-//! ([`gl::Compositor`]). `XR_KHR_vulkan_enable2` and `XR_KHR_vulkan_enable`: swapchain images
+//! stereo texture and read back through a pixel buffer object, one frame in flight, handed to
+//! the encoder by the next `xrWaitFrame` as soon as its fence passes ([`gl::Compositor`]). `XR_KHR_vulkan_enable2` and `XR_KHR_vulkan_enable`: swapchain images
 //! on the application's device; at `xrEndFrame` a blit and a copy into host-visible memory on
-//! the application's queue, its fence polled, one frame in flight
-//! ([`vk_compositor::VkCompositor`]).
+//! the application's queue, its fence waited for by the next `xrWaitFrame` (within its
+//! sleep), one frame in flight ([`vk_compositor::VkCompositor`]). Both encode linear swapchains
+//! to sRGB.
 //!
 //! Every entry point catches panics ([`guard`]) and answers with an `XrResult`; nothing the
 //! application passes can crash it.

@@ -122,6 +122,28 @@ impl Session {
         }
     }
 
+    /// Hands the frame whose copy is in flight to the encoder as soon as the copy is done,
+    /// waiting for it at most `within_ns` (`xrWaitFrame`, in the time it would sleep). GL only
+    /// when the application's context is current here; otherwise the next `xrEndFrame` takes it.
+    pub fn publish_when_copied(&mut self, within_ns: u64) {
+        if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
+            let (w, h) = (c.width, c.height);
+            // SAFETY: on the application's thread (xrWaitFrame), its device alive.
+            if let Some((bgra, tag)) = unsafe { c.take_within(vk, within_ns) } {
+                self.stream.publish(bgra, w, h, tag);
+            }
+        }
+        if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
+            if gl.is_current() {
+                let (w, h) = (c.width, c.height);
+                // SAFETY: the application's context is current on this thread.
+                if let Some(rb) = unsafe { c.collect(gl, within_ns) } {
+                    self.stream.publish(rb.bgra, w, h, rb.tag);
+                }
+            }
+        }
+    }
+
     /// Reads back the frame still in flight and hands it over (the session is ending).
     fn flush(&mut self) {
         let (w, h) = self.settings.frame_size();

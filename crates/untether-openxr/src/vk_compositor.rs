@@ -1,8 +1,9 @@
 //! The Vulkan compositor: at `xrEndFrame` one command buffer on the application's queue
-//! blits the projection layer's two views side by side into a stereo image (BGRA, so the
-//! encoder takes it as it is) and copies that into a host-visible buffer. Its fence is polled,
-//! never waited for, at the next `xrWaitFrame` and `xrEndFrame`: one frame in flight; a frame
-//! ended while the previous copy still runs is not streamed (counted).
+//! blits the projection layer's two views side by side into a stereo image (BGRA sRGB, so the
+//! encoder takes it as it is: a linear view is encoded by the blit) and copies that into a
+//! host-visible buffer. `xrWaitFrame` waits for its fence (within the time it would sleep
+//! anyway) and hands the frame over at once; `xrEndFrame` polls it too. One frame in flight; a
+//! frame ended while the previous copy still runs is not streamed (counted).
 
 use crate::stream::FrameTag;
 use ash::vk::{self, Handle as _};
@@ -19,13 +20,11 @@ pub struct VkEye {
     pub rect: [i32; 4],
 }
 
-/// The stereo format for a swapchain format: BGRA, sRGB when the views are (a blit between
-/// an sRGB and a UNORM image would re-encode the colours).
-pub fn stereo_format(eye_format: i64) -> vk::Format {
-    match vk::Format::from_raw(eye_format as i32) {
-        vk::Format::R8G8B8A8_SRGB | vk::Format::B8G8R8A8_SRGB => vk::Format::B8G8R8A8_SRGB,
-        _ => vk::Format::B8G8R8A8_UNORM,
-    }
+/// The stereo format for a swapchain format: BGRA sRGB, what the encoder takes. The blit
+/// decodes an sRGB view and encodes it again (unchanged), and encodes a linear (UNORM) view's
+/// values, which OpenXR defines as linear light, as every runtime's compositor does.
+pub fn stereo_format(_eye_format: i64) -> vk::Format {
+    vk::Format::B8G8R8A8_SRGB
 }
 
 pub struct VkCompositor {
@@ -41,7 +40,6 @@ pub struct VkCompositor {
     fence: vk::Fence,
     /// The copy in flight: the pose its frame was rendered for, when it was ended.
     in_flight: Option<FrameTag>,
-    pixels: Vec<u8>,
     /// Frames ended while the previous copy still ran (not streamed).
     pub busy: u64,
 }
@@ -158,7 +156,6 @@ impl VkCompositor {
                 cmd,
                 fence,
                 in_flight: None,
-                pixels: vec![0; bytes as usize],
                 busy: 0,
             })
         }
@@ -182,11 +179,26 @@ impl VkCompositor {
             }
         }
         let tag = self.in_flight.take()?;
-        // SAFETY: the mapping holds width×height×4 bytes the finished copy wrote (coherent).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.mapped, self.pixels.as_mut_ptr(), self.pixels.len())
-        };
-        Some((&self.pixels, tag))
+        let len = (self.width * self.height * 4) as usize;
+        // SAFETY: the mapping holds width×height×4 bytes the finished copy wrote (coherent,
+        // host-cached where the device has it); no copy writes it while the slice borrows self.
+        Some((unsafe { std::slice::from_raw_parts(self.mapped, len) }, tag))
+    }
+
+    /// The copy in flight once it has finished, waiting for it at most `within_ns`
+    /// (`xrWaitFrame`, before it sleeps: the frame goes to the encoder when its copy is done,
+    /// not at the next poll one frame later).
+    ///
+    /// # Safety
+    /// As for [`VkCompositor::take_ready`].
+    pub unsafe fn take_within(&mut self, vk: &Vk, within_ns: u64) -> Option<(&[u8], FrameTag)> {
+        self.in_flight?;
+        if within_ns > 0 {
+            // SAFETY: this compositor's fence; a timeout leaves it in flight.
+            let _ = unsafe { vk.device.wait_for_fences(&[self.fence], true, within_ns) };
+        }
+        // SAFETY: as above.
+        unsafe { self.take_ready(vk) }
     }
 
     /// Waits (bounded) for the copy in flight: at the end of a session or before freeing.

@@ -161,6 +161,67 @@ fn changed_frames(path: &std::path::Path) -> (usize, usize, Vec<f64>) {
     (changed, diffs.len(), diffs)
 }
 
+/// The background's luma as the client decoded it: the median of the top 8 rows of the last
+/// 640x320 I420 frame in a sink file (hello_xr clears to DarkSlateGray, linear (0.184, 0.310,
+/// 0.310), whichever graphics API).
+fn background_luma(path: &std::path::Path) -> Option<u8> {
+    const Y: usize = 640 * 320;
+    let data = std::fs::read(path).ok()?;
+    let last = data.chunks_exact(Y * 3 / 2).last()?;
+    let mut top: Vec<u8> = last[..640 * 8].to_vec();
+    top.sort_unstable();
+    Some(top[top.len() / 2])
+}
+
+/// DarkSlateGray encoded to sRGB (120, 151, 151) and converted to BT.601 limited-range luma:
+/// what every OpenXR runtime shows for it, whether the swapchain is linear (GL_RGBA8: the
+/// runtime encodes) or sRGB (Vulkan: the application's values are already encoded). Linear
+/// values passed through unencoded come out at 75 (issue 34).
+const BACKGROUND_LUMA: i32 = 138;
+
+fn assert_background(graphics: &str, luma: Option<u8>) {
+    let Some(y) = luma else {
+        panic!("{graphics}: no decoded frame to read the background from");
+    };
+    eprintln!("{graphics}: background luma {y} (sRGB-encoded DarkSlateGray: {BACKGROUND_LUMA})");
+    assert!(
+        (y as i32 - BACKGROUND_LUMA).abs() <= 8,
+        "{graphics}: the background decodes at luma {y}, not {BACKGROUND_LUMA}: the swapchain's \
+         colours were not encoded to sRGB (or encoded twice)"
+    );
+}
+
+/// The median time a frame waited on the host between the application's `xrEndFrame` and
+/// its encoding (the report's host_queue), ms, over the frames the client decoded.
+fn host_queue_p50_ms(run: &untether::ClientRun) -> f64 {
+    let mut q: Vec<i64> = run
+        .records
+        .iter()
+        .filter_map(|r| {
+            let t = run.timings.get(&r.frame_number)?;
+            let send_start = t.send_done_us as i64 - t.send_us as i64;
+            Some(send_start - t.encode_us as i64 - t.convert_us as i64 - r.capture_us as i64)
+        })
+        .collect();
+    q.sort_unstable();
+    q.get(q.len() / 2)
+        .map_or(f64::NAN, |&us| us as f64 / 1000.0)
+}
+
+/// A frame goes to the encoder once its copy is done (xrWaitFrame waits for it, in the time it
+/// sleeps anyway), not one frame later at the next poll: its host_queue stays well under half
+/// the 30 fps stream's 33 ms period (it was a period or more when the copy was polled at the
+/// next xrWaitFrame / xrEndFrame).
+fn assert_encoded_on_arrival(graphics: &str, run: &untether::ClientRun) {
+    let q = host_queue_p50_ms(run);
+    eprintln!("{graphics}: host_queue p50 {q:.2} ms (xrEndFrame → encoder)");
+    assert!(
+        q < 1000.0 / 30.0 / 2.0,
+        "{graphics}: frames waited {q:.1} ms (p50) between xrEndFrame and the encoder: \
+         held back for a later poll"
+    );
+}
+
 fn free_udp_port() -> u16 {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     s.local_addr().expect("addr").port()
@@ -471,7 +532,9 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     // same picture frame after frame; a turning head moves the scene's cubes.
     let still = changed_frames(&dir.join("first").join("frames.i420"));
     let turning = changed_frames(&dir.join("client").join("frames.i420"));
+    let background = background_luma(&dir.join("client").join("frames.i420"));
     std::fs::remove_dir_all(&dir).ok();
+    assert_background("OpenGL", background);
     eprintln!(
         "frames whose picture changed: still head {} of {}, turning head {} of {}",
         still.0, still.1, turning.0, turning.1
@@ -491,6 +554,7 @@ fn hello_xr_streams_to_a_client_with_its_render_poses_and_no_validation_error() 
     );
     app.assert_no_validation_error();
     check_stream(&app, &run, 30);
+    assert_encoded_on_arrival("OpenGL", &run);
     // Each frame carries the pose hello_xr rendered it for, from the turning head.
     let yaws: Vec<f32> = run
         .records
@@ -559,7 +623,9 @@ fn hello_xr_on_vulkan(graphics: &str) {
     let status = app.quit_through(&keys);
     let run = client.join().expect("client thread").expect("client runs");
     let turning = changed_frames(&dir.join("client").join("frames.i420"));
+    let background = background_luma(&dir.join("client").join("frames.i420"));
     std::fs::remove_dir_all(&dir).ok();
+    assert_background(graphics, background);
     eprintln!(
         "{graphics}: frames whose picture changed with a turning head: {} of {}",
         turning.0, turning.1
@@ -575,6 +641,7 @@ fn hello_xr_on_vulkan(graphics: &str) {
         "a turning head left the picture alone: {turning:?}"
     );
     let streamed = check_stream(&app, &run, 20);
+    assert_encoded_on_arrival(graphics, &run);
     // Frames the runtime could not copy because the previous copy still ran: few.
     let busy: u64 = app
         .log
