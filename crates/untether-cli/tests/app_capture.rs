@@ -75,6 +75,8 @@ fn wait(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
 
 struct Run {
     host: serde_json::Value,
+    /// What `untether run` printed on stderr.
+    host_log: String,
     client: serde_json::Value,
     frame: PathBuf,
 }
@@ -165,6 +167,7 @@ fn run(app: &[&str], host_s: u32, client_s: u32, tag: &str) -> Run {
     };
     Run {
         host: read(&host_json),
+        host_log: stderr,
         client: if c.is_some() {
             read(&client_json)
         } else {
@@ -353,6 +356,29 @@ fn glmark2_through_the_gl_hook_reaches_a_client() {
         "glmark2",
     );
     check(&r, "glmark2");
+}
+
+/// `--stamp` on a picture too small to carry it says so once (vkcube's default 500x500: the
+/// stamp needs 512 px of width for 481–1080 lines), instead of streaming unstamped in silence.
+#[test]
+fn a_picture_too_small_for_the_stamp_is_named() {
+    if !ready("vkcube") {
+        return;
+    }
+    let r = run(
+        &[
+            "vkcube", "--c", "100000", "--width", "500", "--height", "500",
+        ],
+        3,
+        2,
+        "vk-small",
+    );
+    let said = r
+        .host_log
+        .matches("a 500x500 picture is too small to carry the stamp")
+        .count();
+    assert_eq!(said, 1, "said once: {}", r.host_log);
+    assert!(r.host_log.contains("needs 512x96 pixels"), "{}", r.host_log);
 }
 
 #[test]

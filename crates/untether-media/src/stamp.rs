@@ -46,6 +46,20 @@ pub fn stamp_area(width: u32, height: u32) -> (u32, u32) {
     (((COLS + 2) * b).min(width), ((ROWS + 2) * b).min(height))
 }
 
+/// The smallest (width, height) a picture `height` lines tall needs to carry the stamp:
+/// 256×48 up to 480 lines, 512×96 up to 1080, 1024×192 above.
+pub fn required_size(height: u32) -> (u32, u32) {
+    let b = block(height);
+    ((COLS + 2) * b, (ROWS + 2) * b)
+}
+
+/// Whether a `width`×`height` picture is large enough to carry the stamp (else the writers
+/// leave it unstamped).
+pub fn fits(width: u32, height: u32) -> bool {
+    let (w, h) = required_size(height);
+    width >= w && height >= h
+}
+
 fn bits_of(stamp: &Stamp) -> [bool; BITS] {
     let mut bytes = [0u8; 15];
     bytes[0..4].copy_from_slice(&stamp.frame_number.to_be_bytes());
@@ -290,5 +304,14 @@ mod tests {
         let t = 6 * m - 10;
         assert_eq!(unwrap_capture_us(t & (m - 1), 6 * m + 5000), t);
         assert_eq!(unwrap_capture_us(123, 200), 123);
+    }
+
+    #[test]
+    fn a_picture_too_narrow_for_its_block_size_does_not_fit() {
+        assert!(fits(1280, 720) && fits(512, 481) && fits(256, 360));
+        assert!(!fits(500, 500), "481–1080 lines need 512 px of width");
+        assert_eq!(required_size(500), (512, 96));
+        assert_eq!(required_size(2160), (1024, 192));
+        assert!(!fits(255, 100));
     }
 }

@@ -1,6 +1,7 @@
 //! The frame ticker: wakes a source at a fixed rate on the monotonic clock, skipping (not
 //! bursting) the ticks it missed after a stall. One copy for every source that runs on a clock:
-//! the test scene, X11 capture, a paced pipe file, the test tone.
+//! the test scene, X11 capture, a paced pipe file, the test tone. A source whose frames arrive
+//! on their own (PipeWire) runs on [`ArrivalPacer`] instead: each frame goes when it arrives.
 
 use untether_proto::Micros;
 
@@ -75,6 +76,51 @@ impl Ticker {
     }
 }
 
+/// The stream's rate for a source whose frames arrive on their own: a frame goes to the
+/// encoder the moment it arrives (no tick to wait for), but not sooner than three quarters of
+/// an interval after the one before, so a source faster than the stream is thinned (the newest
+/// frame wins at the source) while one at the stream's rate passes with its jitter.
+#[derive(Clone, Debug)]
+pub struct ArrivalPacer {
+    interval: Micros,
+    last: Option<Micros>,
+}
+
+impl ArrivalPacer {
+    pub fn at_fps(fps: u32) -> ArrivalPacer {
+        ArrivalPacer {
+            interval: 1_000_000 / u64::from(fps.max(1)),
+            last: None,
+        }
+    }
+
+    /// How long to wait for the source's next frame before sending the last one again (when
+    /// the encoder must send: a keyframe wanted).
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.interval)
+    }
+
+    /// The earliest time the next frame may go.
+    pub fn earliest(&self) -> Micros {
+        self.last.map_or(0, |l| l + self.interval * 3 / 4)
+    }
+
+    /// Sleeps until the next frame may go (at once when it may already).
+    pub fn wait(&self) {
+        sleep_until(self.earliest());
+    }
+
+    /// A frame went at `now`.
+    pub fn sent(&mut self, now: Micros) {
+        self.last = Some(now);
+    }
+
+    /// No client: the next frame may go at once.
+    pub fn reset(&mut self) {
+        self.last = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +163,16 @@ mod tests {
         let d1 = t.wait();
         assert!(d1 > d0);
         assert!(now_us() >= d1);
+    }
+
+    #[test]
+    fn a_frame_may_go_on_arrival_but_not_sooner_than_three_quarters_of_an_interval() {
+        let mut p = ArrivalPacer::at_fps(100); // 10 ms
+        assert_eq!(p.earliest(), 0, "the first frame goes at once");
+        p.sent(1_000_000);
+        assert_eq!(p.earliest(), 1_007_500);
+        p.reset();
+        assert_eq!(p.earliest(), 0);
+        assert_eq!(p.interval(), std::time::Duration::from_millis(10));
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct GrabOutput {
     pub stamp: bool,
     /// Shown every picture sent (the bench's picture quality).
     pub tap: Option<SentFrameTap>,
+    /// The picture size last said to be too small for the stamp (said once per size).
+    pub too_small_for_stamp: Option<(u32, u32)>,
 }
 
 /// Where a grabbed picture's bytes lie.
@@ -85,8 +87,22 @@ pub(crate) fn encode_grab(
     s: &HostShared,
     stage: &mut EncoderStage,
     g: Grab<'_>,
-    out: &GrabOutput,
+    out: &mut GrabOutput,
 ) -> bool {
+    if out.stamp
+        && !stamp::fits(g.width, g.height)
+        && out.too_small_for_stamp != Some((g.width, g.height))
+    {
+        out.too_small_for_stamp = Some((g.width, g.height));
+        let (w, h) = stamp::required_size(g.height);
+        log::warn!(
+            "host: --stamp: a {}x{} picture is too small to carry the stamp (at this height it \
+             needs {w}x{h} pixels: 256x48 up to 480 lines, 512x96 up to 1080, 1024x192 above); \
+             its frames go unstamped, so glass-to-glass is not read from the pixels",
+            g.width,
+            g.height
+        );
+    }
     let st = out.stamp.then(|| Stamp {
         frame_number: g.frame_number,
         capture_us: g.capture_us,

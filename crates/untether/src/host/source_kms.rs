@@ -22,7 +22,7 @@ pub(crate) fn kms_loop(
     mut cap: KmsCapture,
     mut stage: EncoderStage,
     fps: u32,
-    out: GrabOutput,
+    mut out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut buf = Vec::new();
@@ -63,7 +63,7 @@ pub(crate) fn kms_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        if !encode_grab(s, &mut stage, grab, &out) {
+        if !encode_grab(s, &mut stage, grab, &mut out) {
             return;
         }
     }

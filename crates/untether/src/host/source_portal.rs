@@ -18,16 +18,17 @@ use super::encode::EncoderStage;
 use super::grab::{encode_grab, Grab, GrabOutput, GrabPixels};
 use super::shared::HostShared;
 use crate::clock::now_us;
-use crate::ticker::Ticker;
+use crate::ticker::ArrivalPacer;
 
 pub(crate) fn portal_loop(
     s: &HostShared,
     mut cap: PortalCapture,
     mut stage: EncoderStage,
     fps: u32,
-    out: GrabOutput,
+    mut out: GrabOutput,
 ) {
-    let mut ticker = Ticker::at_fps(fps);
+    // Each frame goes to the encoder when PipeWire delivers it (no tick to wait for).
+    let mut pacer = ArrivalPacer::at_fps(fps);
     let mut frame_number: u32 = 0;
     let size = cap.size();
     // Whether the first frame's capture time came from its timestamp on the pipeline's clock.
@@ -65,18 +66,21 @@ pub(crate) fn portal_loop(
             if let Ok(Some(f)) = cap.take(Duration::from_millis(10)) {
                 last = Some(f);
             }
-            ticker.resync(now_us());
+            pacer.reset();
             continue;
         }
-        ticker.wait();
+        pacer.wait();
+        // The next frame as it arrives (a newer one replaced an older one meanwhile).
+        let taken = cap.take(pacer.interval());
         let t0 = now_us();
-        let (frame, capture_us) = match cap.take(Duration::ZERO) {
+        let (frame, capture_us) = match taken {
             Ok(Some(f)) => {
                 let at = f.capture_us.min(t0);
                 (f, at)
             }
-            // Nothing new: the screen is unchanged (as X11 damage says), skip the tick unless
-            // a keyframe is wanted; then the last frame is what the screen shows now.
+            // Nothing new for an interval: the screen is unchanged (as X11 damage says); go on
+            // waiting unless a keyframe is wanted; then the last frame is what the screen
+            // shows now.
             Ok(None) if !stage.must_send() => {
                 s.counters.unchanged.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -121,7 +125,8 @@ pub(crate) fn portal_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        let sent = encode_grab(s, &mut stage, grab, &out);
+        let sent = encode_grab(s, &mut stage, grab, &mut out);
+        pacer.sent(t0);
         drop(map);
         last = Some(frame);
         if !sent {

@@ -69,7 +69,7 @@ pub(crate) fn ring_loop(
     ring: Arc<FrameRing>,
     mut stage: EncoderStage,
     fps: u32,
-    out: GrabOutput,
+    mut out: GrabOutput,
 ) {
     ring.set_interval(Duration::from_micros(1_000_000 / fps.max(1) as u64));
     s.note("taking the application's presented frames from its capture hook".into());
@@ -110,7 +110,7 @@ pub(crate) fn ring_loop(
             grab_us: now_us().saturating_sub(t0) as u32,
             frame_number,
         };
-        if !encode_grab(s, &mut stage, grab, &out) {
+        if !encode_grab(s, &mut stage, grab, &mut out) {
             return;
         }
     }

@@ -22,7 +22,7 @@ pub(crate) fn wlr_loop(
     mut cap: WlrCapture,
     mut stage: EncoderStage,
     fps: u32,
-    out: GrabOutput,
+    mut out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
@@ -75,7 +75,7 @@ pub(crate) fn wlr_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        if !encode_grab(s, &mut stage, grab, &out) {
+        if !encode_grab(s, &mut stage, grab, &mut out) {
             return;
         }
     }

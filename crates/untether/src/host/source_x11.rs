@@ -21,7 +21,7 @@ pub(crate) fn x11_loop(
     mut cap: X11Capture,
     mut stage: EncoderStage,
     fps: u32,
-    out: GrabOutput,
+    mut out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
     let mut frame_number: u32 = 0;
@@ -79,7 +79,7 @@ pub(crate) fn x11_loop(
             frame_number,
         };
         frame_number = frame_number.wrapping_add(1);
-        if !encode_grab(s, &mut stage, grab, &out) {
+        if !encode_grab(s, &mut stage, grab, &mut out) {
             return;
         }
     }

@@ -307,6 +307,7 @@ fn start_source(
             let out = GrabOutput {
                 stamp: setup.stamp,
                 tap: tap.clone(),
+                ..GrabOutput::default()
             };
             threads.push(match capture {
                 Some(Capture::X11(cap)) => spawn("host-x11", move || {
@@ -345,6 +346,7 @@ fn start_source(
             let out = GrabOutput {
                 stamp: setup.stamp,
                 tap: tap.clone(),
+                ..GrabOutput::default()
             };
             threads.push(spawn("host-kms", move || {
                 source_kms::kms_loop(&s, cap, stage, fps, out)
@@ -355,6 +357,7 @@ fn start_source(
             let out = GrabOutput {
                 stamp: setup.stamp,
                 tap: tap.clone(),
+                ..GrabOutput::default()
             };
             threads.push(spawn("host-presents", move || {
                 source_ring::ring_loop(&s, ring, stage, fps, out)

@@ -152,6 +152,11 @@ fn portal(desk: &PortalDesktop) {
     );
 }
 
+/// The player's frame rate: slower than the host's 30 fps and out of step with it (143 ms
+/// against 33.3 ms), so a host that waited for its next tick would hold each frame a varying
+/// 0–33 ms (p50 ≈ 17 ms); one that encodes on arrival holds it about 0.
+const PLAYER_FPS: u32 = 7;
+
 /// Plays sway's screen into PipeWire as the node `untether-test-screen`.
 fn play_screen(desk: &PortalDesktop, (pixels, stride): &(Vec<u8>, usize)) -> Child {
     let (w, h) = OUTPUT;
@@ -172,7 +177,7 @@ fn play_screen(desk: &PortalDesktop, (pixels, stride): &(Vec<u8>, usize)) -> Chi
             &format!("width={w}"),
             &format!("height={h}"),
             "format=bgrx",
-            "framerate=30/1",
+            &format!("framerate={PLAYER_FPS}/1"),
             "!",
             "imagefreeze",
             "!",
@@ -225,5 +230,16 @@ fn pipewire(desk: &PortalDesktop, screen: &(Vec<u8>, usize)) {
     assert!(
         matched >= 15,
         "the client's pictures differ from sway's screen by up to {seen:?}"
+    );
+    // Each frame goes to the encoder when PipeWire delivers it, not at the host's next tick.
+    let queue = summary
+        .stages
+        .get(&untether::stats::Stage::HostQueue)
+        .and_then(|q| q.percentile(50.0))
+        .expect("host_queue measured");
+    println!("PipeWire → encoder: host_queue p50 {queue:.2} ms");
+    assert!(
+        queue < 8.0,
+        "PipeWire frames waited {queue:.1} ms (p50) for the encoder: held for a tick"
     );
 }
