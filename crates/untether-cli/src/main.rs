@@ -331,7 +331,7 @@ struct HostArgs {
     /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
     #[arg(long, value_parser = ["pause", "drop"])]
     slow_viewer: Option<String>,
-    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate and frame rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); another address also answers to the admin token printed at start; off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
+    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate and frame rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); it answers to its admin token only (the link printed at start, also in dashboard_link in the state directory); off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
     #[arg(long, value_name = "ADDR:PORT|off", num_args = 0..=1, default_missing_value = "127.0.0.1:9711")]
     dashboard: Option<String>,
     #[command(flatten)]
@@ -1079,24 +1079,37 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     Ok(())
 }
 
-/// Tells where the dashboard is: its address on this machine, or its link with the admin token
-/// (printed here once, logged nowhere).
+/// Tells where the dashboard is: its link with the admin token on a terminal (printed once,
+/// logged nowhere); elsewhere (a service's journal, a log file) only where the link is kept,
+/// `dashboard_link` in the state directory, readable by this user only.
 fn print_dashboard(host: &Host) {
-    match (host.dashboard_url(), host.dashboard_link()) {
-        (Some(url), _) if host.dashboard_local_only() => {
-            eprintln!("untether host: dashboard at {url} (this machine only)")
-        }
-        (Some(url), Some(link)) => {
-            let port = url
-                .trim_end_matches('/')
-                .rsplit(':')
-                .next()
-                .unwrap_or("PORT");
-            eprintln!(
-                "untether host: dashboard at {link} — keep this link secret: whoever has it runs the host (on this machine http://127.0.0.1:{port}/ works without it)"
-            )
-        }
-        _ => {}
+    use std::io::IsTerminal;
+    let (Some(url), Some(link)) = (host.dashboard_url(), host.dashboard_link()) else {
+        return;
+    };
+    let file = host
+        .state_dir()
+        .map(|d| d.join(untether::identity::DASHBOARD_LINK_FILE));
+    let scope = if host.dashboard_local_only() {
+        " (this machine only)"
+    } else {
+        ""
+    };
+    match file {
+        Some(f) if !std::io::stderr().is_terminal() => eprintln!(
+            "untether host: dashboard at {url}{scope}: open it with its admin token, in {} \
+             (readable by this user only)",
+            f.display()
+        ),
+        Some(f) => eprintln!(
+            "untether host: dashboard at {link}{scope} — keep this link secret: whoever has it \
+             runs the host (it is also in {})",
+            f.display()
+        ),
+        None => eprintln!(
+            "untether host: dashboard at {link}{scope} — keep this link secret: whoever has it \
+             runs the host"
+        ),
     }
 }
 

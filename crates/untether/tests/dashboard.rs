@@ -1,5 +1,5 @@
 //! The operator's dashboard (`host.dashboard`) against one real host: its HTTP API and who it
-//! refuses (loopback without a token, another address only with it, changes only with the
+//! refuses (nothing without the token, from loopback too; changes only with the
 //! token header), a pending client approved by a real mouse click on the page in headless
 //! Chromium (driven over the DevTools pipe) getting in within a second, and a screenshot of
 //! the page (DevTools `Page.captureScreenshot`, in the same Chromium: a second `chromium --screenshot` process cost 10 s here) that is not blank and has its layout.
@@ -8,6 +8,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,8 +148,39 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     let local = SocketAddr::from(([127, 0, 0, 1], port));
     let here = format!("127.0.0.1:{port}");
 
-    // This machine reads without a token; a change needs the token header.
-    let (s, h, body) = http(local, &get("/api/state", &here, ""));
+    // Every local account reaches loopback: without the token nothing is served there either,
+    // neither the page (it carried the token) nor the state (it carried the PIN).
+    for path in ["/", "/api/state"] {
+        let (s, _, body) = http(local, &get(path, &here, ""));
+        assert_eq!(s, 401, "{path} without the token from this machine: {body}");
+        assert!(!body.contains(&token), "{body}");
+    }
+    // The operator finds the link in the state directory, which only its user can read.
+    let file = state.join("dashboard_link");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap().trim(),
+        format!("{}?admin={token}", url)
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // A second local account: it cannot read the link.
+        let other = Command::new("setpriv")
+            .args(["--reuid=61235", "--regid=61235", "--clear-groups", "cat"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            !other.status.success(),
+            "another user read the dashboard link"
+        );
+    }
+    // A read with the token; a change needs the token header.
+    let with = format!("X-Untether-Admin: {token}\r\n");
+    let (s, h, body) = http(local, &get("/api/state", &here, &with));
     assert_eq!(s, 200, "{body}");
     assert!(h.iter().all(|(k, _)| !k.starts_with("access-control")));
     let st: Value = serde_json::from_str(&body).expect("JSON");
@@ -156,7 +188,6 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     assert_eq!(st["settings"]["fps"], 30);
     let (s, _, body) = http(local, &post("/api/pin", &here, "", "{}"));
     assert_eq!(s, 403, "a change without the token header: {body}");
-    let with = format!("X-Untether-Admin: {token}\r\n");
     let (s, _, body) = http(local, &post("/api/pin", &here, &with, "{}"));
     assert_eq!(s, 200, "{body}");
     let pin: Value = serde_json::from_str(&body).unwrap();
@@ -166,7 +197,7 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
         "at once"
     );
     let (s, _, _) = http(local, &get("/api/state", "evil.example", ""));
-    assert_eq!(s, 403, "a rebound name");
+    assert_eq!(s, 401, "a rebound name has no token");
     let (s, h, _) = http(
         local,
         &format!("OPTIONS /api/approve HTTP/1.1\r\nHost: {here}\r\nConnection: close\r\n\r\n"),
@@ -249,7 +280,8 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
         mark("refused page done");
     }
     // The operator's page on this machine; the operator approves the client by a click.
-    page.navigate(&format!("http://{here}/")).unwrap();
+    page.navigate(&format!("http://{here}/?admin={token}"))
+        .unwrap();
     console
         .wait_console("state", Duration::from_secs(10), |v| v["pending"] == 1)
         .expect("the console line wanted");
@@ -305,7 +337,7 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
             v["g2g"].as_u64().is_some_and(|n| n >= 2) && v["client_stages"].as_u64() >= Some(2)
         })
         .expect("the console line wanted");
-    let (s, _, body) = http(local, &get("/api/state", &here, ""));
+    let (s, _, body) = http(local, &get("/api/state", &here, &with));
     assert_eq!(s, 200);
     let st: Value = serde_json::from_str(&body).unwrap();
     let lat = &st["clients"][0]["latency"];
@@ -337,12 +369,12 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
         .expect("the console line wanted");
     // The newest report now arrived at most one interval (0.5 s, +0.1 s feedback) before the
     // change: one that arrives 1.3 s after it covers only frames after the change.
-    let (_, _, body) = http(local, &get("/api/state", &here, ""));
+    let (_, _, body) = http(local, &get("/api/state", &here, &with));
     let st: Value = serde_json::from_str(&body).unwrap();
     let before = st["clients"][0]["latency"]["at_s"].as_f64().unwrap_or(0.0);
     let end = Instant::now() + Duration::from_secs(5);
     let shown_fps = loop {
-        let (_, _, body) = http(local, &get("/api/state", &here, ""));
+        let (_, _, body) = http(local, &get("/api/state", &here, &with));
         let st: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(st["settings"]["fps"], 10);
         let l = &st["clients"][0]["latency"];

@@ -131,8 +131,8 @@ pub struct HostToml {
     #[serde(deserialize_with = "limits::de_audio_bitrate_kbps")]
     pub audio_bitrate_kbps: u32,
     /// `ADDR:PORT` of the operator's dashboard (HTTP; docs/DASHBOARD.md); empty: none.
-    /// Loopback: this machine only; any other address also answers to the admin token the
-    /// host prints at start.
+    /// Loopback: this machine only; any other address elsewhere too. Either answers to the admin
+    /// token only (printed at start, kept in `dashboard_link` in the state directory).
     pub dashboard: String,
     /// Advertise the host on the local network (mDNS/DNS-SD, `untether discover`).
     pub advertise: bool,

@@ -589,8 +589,8 @@ impl Host {
         self.browsers.as_ref()?.fingerprint.clone()
     }
 
-    /// The operator's dashboard (`host.dashboard`): `http://ADDR:PORT/`, which answers on
-    /// this machine without a token.
+    /// The operator's dashboard (`host.dashboard`): `http://ADDR:PORT/` (it answers to the
+    /// admin token only: [`dashboard_link`](Self::dashboard_link)).
     pub fn dashboard_url(&self) -> Option<String> {
         self.dashboard.as_ref().map(|d| d.url.clone())
     }

@@ -166,6 +166,13 @@ pub(super) fn start(
         &shared,
         &mut threads,
     )?;
+    if let (Some(d), Some(dir)) = (dashboard.as_ref(), pairing.dir.as_ref()) {
+        // The one place besides the printed link where the operator finds the token: a file
+        // only this user can read.
+        if let Err(e) = dir.write_dashboard_link(&format!("{}?admin={}", d.url, d.token)) {
+            log::warn!("host: the dashboard's link was not written to the state directory: {e}");
+        }
+    }
     {
         let s = shared.clone();
         let mut host_net = HostNet::new(

@@ -24,6 +24,7 @@
 //! | `known_hosts.json` | the client (trust on first use) | `[{host, addr, key, added}]`: the name typed and the address it resolved to |
 //! | `input_grants.json` | `untether pair grant FINGERPRINT input` / `revoke-grant` (the host re-reads it within a second) | `[{key, name, added}]`: viewers whose input the host applies |
 //! | `control.json` | `untether pair control FINGERPRINT` / `--release` (re-read within a second) | `{key, name, added}`: the client that controls whenever it is connected |
+//! | `dashboard_link` | the running host with `--dashboard` | its link with the admin token, one line: the dashboard answers to nothing else |
 //! | `clients.json` | the running host, when a client comes, goes or changes role (removed when it stops) | `{host_pid, updated, clients: [{key, fingerprint, name, addr, role, input_granted, since}]}` |
 //!
 //! Keys are shown to users as fingerprints ([`untether_proto::fingerprint`]):
@@ -66,6 +67,8 @@ pub const PIN_FILE: &str = "pairing_pin.json";
 pub const WEBRTC_CERT_FILE: &str = "webrtc_cert.pem";
 /// The client's trusted host keys.
 pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
+/// The running host's dashboard link with its admin token (0600, this user's only).
+pub const DASHBOARD_LINK_FILE: &str = "dashboard_link";
 
 /// Most pending access requests kept on disk: when full, new requests are refused (the old ones
 /// stay until the user approves or denies them).

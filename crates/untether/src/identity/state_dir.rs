@@ -190,6 +190,19 @@ impl StateDir {
         self.write(name, &bytes)
     }
 
+    /// Writes the running host's dashboard link (with its admin token), mode 0600, where only
+    /// this user can read it ([`DASHBOARD_LINK_FILE`]).
+    pub fn write_dashboard_link(&self, link: &str) -> Result<()> {
+        self.write(DASHBOARD_LINK_FILE, format!("{link}\n").as_bytes())
+    }
+
+    /// The running host's dashboard link, if one was written (checked private like every read).
+    pub fn dashboard_link(&self) -> Result<Option<String>> {
+        Ok(self
+            .read(DASHBOARD_LINK_FILE)?
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string()))
+    }
+
     // ---- key pairs -------------------------------------------------------------------------
 
     /// The key pair of `role`, generated (and stored with mode 0600) on first use.

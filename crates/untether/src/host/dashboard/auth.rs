@@ -3,16 +3,14 @@
 //! - a request carrying the admin token (the `X-Untether-Admin` header, the `untether_admin`
 //!   cookie, or `?admin=` on the page's address) is the operator's, compared in constant time;
 //!   a wrong token is refused (403) whatever the address;
-//! - without a token, a request from this machine (a loopback peer) naming this machine in its
-//!   `Host` header (a loopback IP or `localhost`: a page of another site that rebinds its name
-//!   to 127.0.0.1 names itself, and is refused) is the operator's too;
-//! - anything else is refused: 401 without a token, 403 with a wrong one;
+//! - anything else is refused: 401 without a token, 403 with a wrong one — from this machine
+//!   too, since every local account reaches loopback (issue 33: another user approved itself
+//!   and took control through it). The operator has the link the host printed, or reads it from
+//!   `dashboard_link` in the 0700 state directory;
 //! - a change (every `POST`) needs the token in the `X-Untether-Admin` header, even from this
 //!   machine: another site's page can make the browser send a form or a cookie, never that
 //!   header (no CORS header is ever sent, so its preflight fails). The page the operator loads
 //!   carries the token for its own requests.
-
-use std::net::IpAddr;
 
 /// The header a change carries its token in (and any request may).
 pub(super) const TOKEN_HEADER: &str = "X-Untether-Admin";
@@ -22,11 +20,8 @@ pub(super) const COOKIE: &str = "untether_admin";
 /// What a request says about itself, as far as the gate cares.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Asked<'a> {
-    pub peer: Option<IpAddr>,
     /// A `POST`: it changes something.
     pub change: bool,
-    /// The `Host` header.
-    pub host: Option<&'a str>,
     pub header_token: Option<&'a str>,
     pub cookie_token: Option<&'a str>,
     pub query_token: Option<&'a str>,
@@ -94,40 +89,14 @@ impl Gate {
                 set_cookie: r.query_token.is_some(),
             };
         }
-        let local = r.peer.is_some_and(|ip| ip.is_loopback());
-        if local && r.host.is_some_and(names_this_machine) {
-            return Verdict::Allowed { set_cookie: false };
-        }
-        if local {
-            return Verdict::Refused(
-                403,
-                format!(
-                    "Host {:?} is not this machine: open the dashboard as http://127.0.0.1:PORT/ \
-                     or http://localhost:PORT/",
-                    r.host.unwrap_or("")
-                ),
-            );
-        }
         Verdict::Refused(
             401,
-            "the dashboard answers on this machine only, or to the admin token: open the link \
-             with ?admin=TOKEN that the host printed at start"
+            "the dashboard answers to its admin token only: open the link with ?admin=TOKEN that \
+             the host printed at start (also in dashboard_link in its state directory, readable \
+             by its user only)"
                 .into(),
         )
     }
-}
-
-/// Whether a `Host` header names this machine: a loopback IP or `localhost`, with or without a
-/// port.
-fn names_this_machine(host: &str) -> bool {
-    let host = host.trim();
-    let name = match host.strip_prefix('[') {
-        // [::1]:port
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The `untether_admin` cookie out of a `Cookie` header.
@@ -165,14 +134,6 @@ mod tests {
         Gate::new(TOKEN.into())
     }
 
-    fn from(ip: &str) -> Asked<'static> {
-        Asked {
-            peer: Some(ip.parse().unwrap()),
-            host: Some("127.0.0.1:9711"),
-            ..Default::default()
-        }
-    }
-
     fn status(v: Verdict) -> u16 {
         match v {
             Verdict::Allowed { .. } => 200,
@@ -180,14 +141,15 @@ mod tests {
         }
     }
 
+    /// Every local account reaches loopback: a read without the token is refused there too
+    /// (issue 33 item 3: it handed the token and the PIN to any local user).
     #[test]
-    fn this_machine_reads_without_a_token_but_changes_only_with_it() {
+    fn nothing_is_served_without_the_token_and_changes_need_it_in_the_header() {
         let g = gate();
-        assert_eq!(status(g.check(&from("127.0.0.1"))), 200);
-        assert_eq!(status(g.check(&from("::1"))), 200);
+        assert_eq!(status(g.check(&Asked::default())), 401);
         let post = Asked {
             change: true,
-            ..from("127.0.0.1")
+            ..Default::default()
         };
         assert_eq!(status(g.check(&post)), 403, "no header: CSRF");
         let with_cookie = Asked {
@@ -203,18 +165,16 @@ mod tests {
     }
 
     #[test]
-    fn another_address_needs_the_token_and_a_wrong_one_is_refused() {
+    fn the_token_lets_in_and_a_wrong_one_is_refused() {
         let g = gate();
-        let far = from("192.0.2.7");
-        assert_eq!(status(g.check(&far)), 401);
         let query = Asked {
             query_token: Some(TOKEN),
-            ..far
+            ..Default::default()
         };
         assert_eq!(g.check(&query), Verdict::Allowed { set_cookie: true });
         let cookie = Asked {
             cookie_token: Some(TOKEN),
-            ..far
+            ..Default::default()
         };
         assert_eq!(g.check(&cookie), Verdict::Allowed { set_cookie: false });
         for bad in [
@@ -225,7 +185,7 @@ mod tests {
         ] {
             let wrong = Asked {
                 header_token: Some(bad),
-                ..from("127.0.0.1")
+                ..Default::default()
             };
             assert_eq!(status(g.check(&wrong)), 403, "{bad:?}");
         }
@@ -233,28 +193,9 @@ mod tests {
         let mixed = Asked {
             cookie_token: Some(TOKEN),
             header_token: Some("nope"),
-            ..far
+            ..Default::default()
         };
         assert_eq!(status(g.check(&mixed)), 403);
-    }
-
-    #[test]
-    fn a_rebound_name_is_refused_on_loopback() {
-        let g = gate();
-        for host in ["evil.example:9711", "evil.example", "192.0.2.1:9711"] {
-            let r = Asked {
-                host: Some(host),
-                ..from("127.0.0.1")
-            };
-            assert_eq!(status(g.check(&r)), 403, "{host}");
-        }
-        for host in ["localhost:9711", "LOCALHOST", "[::1]:9711", "127.0.0.2"] {
-            let r = Asked {
-                host: Some(host),
-                ..from("127.0.0.1")
-            };
-            assert_eq!(status(g.check(&r)), 200, "{host}");
-        }
     }
 
     #[test]

@@ -141,9 +141,7 @@ impl Dashboard {
         let verdict = {
             let cookie = request_header(&req, "Cookie").and_then(auth::cookie_token);
             let asked = Asked {
-                peer: Some(from.ip()),
                 change,
-                host: request_header(&req, "Host"),
                 header_token: request_header(&req, TOKEN_HEADER),
                 cookie_token: cookie,
                 query_token: req.uri().query().and_then(auth::query_token),
