@@ -96,8 +96,8 @@ generated: cli
 	for sh in bash zsh fish; do $(UNTETHER) generate completions $$sh $(GENERATED)/completions; done
 
 # Installs the binary (stripped), man pages, completions, the host's systemd user unit, the
-# example config, and the C library, header and pkg-config file under PREFIX (default
-# /usr/local).
+# example config, the capture hook of `untether run`, and the C library, header and pkg-config
+# file under PREFIX (default /usr/local).
 install: ffi generated
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) \
 	  $(DESTDIR)$(FISHDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(DOCDIR)
@@ -113,6 +113,11 @@ install: ffi generated
 	install -m 644 target/release/libuntether.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 target/release/libuntether.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 crates/untether-ffi/include/untether.h $(DESTDIR)$(PREFIX)/include/
+	# The capture hook `untether run` loads into applications (found at ../lib/untether/ from
+	# the binary): root's or yours, never writable by others.
+	install -d $(DESTDIR)$(PREFIX)/lib/untether
+	install -m 644 target/release/libuntether_capture_hook.so $(DESTDIR)$(PREFIX)/lib/untether/
+	$(STRIP) --strip-unneeded $(DESTDIR)$(PREFIX)/lib/untether/libuntether_capture_hook.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$(VERSION)|" \
 	  crates/untether-ffi/untether.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/untether.pc
 

@@ -50,8 +50,10 @@ pub enum LaunchError {
     },
 }
 
-/// Where the hook library is: `$UNTETHER_HOOK_LIBRARY`, else next to this executable or one
-/// directory up (a test binary in `target/release/deps`).
+/// Where the hook library is: `$UNTETHER_HOOK_LIBRARY`, else next to this executable, one
+/// directory up (a test binary in `target/release/deps`), or where `make install` and the
+/// package put it, `../lib/untether/` from the executable (`/usr/bin/untether` →
+/// `/usr/lib/untether/`).
 pub fn find_hook_library() -> Result<PathBuf, LaunchError> {
     if let Some(p) = std::env::var_os(HOOK_LIBRARY_ENV) {
         let p = PathBuf::from(p);
@@ -67,7 +69,13 @@ pub fn find_hook_library() -> Result<PathBuf, LaunchError> {
     let dir = exe.as_deref().and_then(Path::parent);
     let candidates: Vec<PathBuf> = dir
         .into_iter()
-        .flat_map(|d| [Some(d.to_path_buf()), d.parent().map(Path::to_path_buf)])
+        .flat_map(|d| {
+            [
+                Some(d.to_path_buf()),
+                d.parent().map(Path::to_path_buf),
+                d.parent().map(|p| p.join("lib").join("untether")),
+            ]
+        })
         .flatten()
         .map(|d| d.join(HOOK_LIBRARY))
         .collect();

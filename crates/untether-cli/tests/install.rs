@@ -277,12 +277,34 @@ fn the_package_installs_into_a_clean_root() {
         "/usr/lib/systemd/user/untether-host.service",
         "/usr/lib/libuntether.so",
         "/usr/include/untether.h",
+        "/usr/lib/untether/libuntether_capture_hook.so",
     ] {
         assert!(listed.lines().any(|l| l == path), "{path} not in {listed}");
     }
     // The binary runs from there (the system's shared libraries), stripped.
     let bin = root.join("usr/bin/untether");
     check_version(&bin);
+    // `untether run` finds its capture hook where the package put it (issue 33: it did not
+    // ship, so an installed `untether run` could not work).
+    let o = Command::new(&bin)
+        .env_remove("UNTETHER_HOOK_LIBRARY")
+        .env("UNTETHER_STATE_DIR", scratch("run-state"))
+        .args([
+            "run",
+            "--bind",
+            "127.0.0.1:0",
+            "--duration",
+            "1",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        text(&o).contains("started true (pid") && text(&o).contains("with the capture hook"),
+        "the installed untether run did not find its hook: {}",
+        text(&o)
+    );
     let file = std::fs::metadata(&bin).unwrap().len();
     assert!(file < 60_000_000, "untether is {file} bytes: not stripped?");
     // The unit file: systemd's own checks (which also want its ExecStart to exist: pointed at
