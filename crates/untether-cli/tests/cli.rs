@@ -1061,3 +1061,25 @@ fn the_sdl_renderer_takes_over_when_opengl_es_3_cannot_start() {
         "{t}"
     );
 }
+
+/// Issue 33: a browser page on a network address over plain HTTP says that its links, PINs and
+/// session secrets cross the network unencrypted; on loopback it says nothing.
+#[test]
+fn a_browser_page_on_the_network_without_tls_is_warned_about() {
+    let host = |listen: &str| {
+        text(&run(&[
+            "host",
+            "--bind",
+            "127.0.0.1:0",
+            "--duration",
+            "1",
+            "--no-advertise",
+            "--webrtc",
+            listen,
+        ]))
+    };
+    let t = host("0.0.0.0:0");
+    assert!(t.contains("over plain HTTP"), "{t}");
+    let t = host("127.0.0.1:0");
+    assert!(!t.contains("over plain HTTP"), "{t}");
+}

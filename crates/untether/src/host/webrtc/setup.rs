@@ -110,6 +110,15 @@ pub(crate) fn start(
         };
         let http = start_http(name, addr, cert.as_ref(), make, shared.clone()).map_err(bad)?;
         let scheme = if http.https { "https" } else { "http" };
+        if !http.https && !addr.ip().is_loopback() {
+            // Issue 33: the page's one-time links, PINs and session secrets would cross the
+            // network in the clear.
+            log::warn!(
+                "host: the browser page listens on {addr} over plain HTTP: its links, PINs and \
+                 session secrets cross the network unencrypted (anyone on it can read them); \
+                 webrtc.cert = \"auto\" (--webrtc-cert auto) serves HTTPS"
+            );
+        }
         browsers = Some(BrowserInfo {
             base_url: format!(
                 "{scheme}://{}/",

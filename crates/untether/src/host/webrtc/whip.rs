@@ -58,6 +58,22 @@ pub(crate) fn endpoint_ip(url: &str) -> Option<IpAddr> {
     with_port.to_socket_addrs().ok()?.next().map(|a| a.ip())
 }
 
+/// `scheme://authority` of a URL, lower-cased (for comparing origins).
+fn origin(url: &str) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let end = url[scheme_end..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| scheme_end + i);
+    url[..end].to_ascii_lowercase()
+}
+
+/// Whether the bearer token may go to `resource` (the server's `Location`): only on the
+/// endpoint's own origin. A server answering with another origin's address never gets the
+/// token sent there (issue 33: the DELETE carried it to whatever `Location` said).
+pub(crate) fn token_may_go_to(endpoint: &str, resource: &str) -> bool {
+    origin(endpoint) == origin(resource)
+}
+
 /// `Location` resolved against the endpoint's URL.
 pub(crate) fn resolve_location(endpoint: &str, location: &str) -> String {
     if location.starts_with("http://") || location.starts_with("https://") {
@@ -190,8 +206,13 @@ pub(crate) fn start_whip(
             if let Some(r) = resource {
                 let _ = net.send(HostCommand::WebRtc(WebRtcCommand::Unpublish));
                 let mut req = agent().delete(&r);
-                if !token.is_empty() {
+                if !token.is_empty() && token_may_go_to(&url, &r) {
                     req = req.header("Authorization", &format!("Bearer {token}"));
+                } else if !token.is_empty() {
+                    log::warn!(
+                        "host: WHIP: the resource {r} is not on the endpoint's origin: its DELETE \
+                         goes without the bearer token"
+                    );
                 }
                 match req.call() {
                     Ok(resp) => log::info!("host: WHIP: DELETE {r}: HTTP {}", resp.status()),
@@ -223,6 +244,21 @@ mod tests {
             "http://127.0.0.1:7080/whip/endpoint/r/2"
         );
         assert_eq!(endpoint_ip(ep), Some("127.0.0.1".parse().unwrap()));
+        assert!(token_may_go_to(
+            ep,
+            &resolve_location(ep, "/whip/resource/1")
+        ));
+        assert!(token_may_go_to(ep, "HTTP://127.0.0.1:7080/other"));
+        assert!(!token_may_go_to(ep, "https://x/r"), "another origin");
+        assert!(
+            !token_may_go_to(ep, "http://127.0.0.1:7081/whip/r"),
+            "another port"
+        );
+        assert!(
+            !token_may_go_to(ep, "https://127.0.0.1:7080/whip/r"),
+            "another scheme"
+        );
+        assert!(!token_may_go_to(ep, "http://127.0.0.1:7080@evil.example/r"));
         assert_eq!(
             endpoint_ip("http://[::1]:8/x"),
             Some("::1".parse().unwrap())
