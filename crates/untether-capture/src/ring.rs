@@ -20,6 +20,10 @@ const MAGIC: u64 = 0x554e_5445_5448_5246; // "UNTETHRF"
 const VERSION: u32 = 2;
 /// The most slots a ring has.
 pub const MAX_SLOTS: usize = 8;
+/// The sides of a frame the host takes, in pixels: anything else the application's side wrote
+/// is refused frame by frame (counted, its reason kept), never handed to the encoder, whose
+/// opening would fail for it and stop the host.
+pub const FRAME_SIDES: std::ops::RangeInclusive<u32> = 2..=8192;
 /// Bytes before the first slot (the header, padded to a page).
 const HEADER_BYTES: usize = 4096;
 
@@ -69,6 +73,35 @@ fn os(what: &'static str) -> RingError {
     RingError::Os {
         what,
         source: std::io::Error::last_os_error(),
+    }
+}
+
+/// What the host takes of a slot's header, written by the application: its format known, its
+/// sides within [`FRAME_SIDES`], its rows at least `4 × width` bytes and all of them inside the
+/// slot. The reason otherwise.
+fn check_frame(
+    width: u32,
+    height: u32,
+    stride: usize,
+    format: Option<FrameFormat>,
+    slot_bytes: usize,
+) -> Result<FrameFormat, String> {
+    let format = format.ok_or("an unknown pixel format")?;
+    if !FRAME_SIDES.contains(&width) || !FRAME_SIDES.contains(&height) {
+        return Err(format!(
+            "a {width}x{height} frame: each side must be {}–{} pixels",
+            FRAME_SIDES.start(),
+            FRAME_SIDES.end()
+        ));
+    }
+    if (width as usize) * 4 > stride {
+        return Err(format!("rows of {stride} bytes for {width} pixels"));
+    }
+    match stride.checked_mul(height as usize) {
+        Some(n) if n <= slot_bytes => Ok(format),
+        _ => Err(format!(
+            "{height} rows of {stride} bytes: larger than the slot's {slot_bytes} bytes"
+        )),
     }
 }
 
@@ -239,6 +272,9 @@ pub struct FrameRing {
     slot_bytes: usize,
     /// Consumer side: the newest frame number taken.
     taken: AtomicU64,
+    /// Consumer side: frames refused as malformed, and the newest one's reason (until taken).
+    refused: AtomicU64,
+    refusal: std::sync::Mutex<Option<String>>,
 }
 
 // SAFETY: every shared field is an atomic in the mapping; slot bytes are handed out under the
@@ -357,6 +393,8 @@ impl FrameRing {
             slots,
             slot_bytes,
             taken: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            refusal: std::sync::Mutex::new(None),
         })
     }
 
@@ -473,15 +511,15 @@ impl FrameRing {
             let (width, height, stride) = (r(&m.width), r(&m.height), r(&m.stride) as usize);
             let format = FrameFormat::from_code(r(&m.format));
             self.taken.fetch_max(frame, Ordering::Relaxed);
-            let fits = (width as usize * 4 <= stride)
-                && stride
-                    .checked_mul(height as usize)
-                    .map(|n| n <= self.slot_bytes)
-                    == Some(true);
-            let Some(format) = format.filter(|_| fits) else {
-                // A malformed frame from the producer: freed, never handed out.
-                h.state[slot].store(FREE, Ordering::Release);
-                return None;
+            let format = match check_frame(width, height, stride, format, self.slot_bytes) {
+                Ok(f) => f,
+                Err(why) => {
+                    // A malformed frame from the producer: freed, never handed out.
+                    h.state[slot].store(FREE, Ordering::Release);
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    *self.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    return None;
+                }
             };
             return Some(TakenFrame {
                 ring: self,
@@ -496,6 +534,19 @@ impl FrameRing {
             });
         }
         None
+    }
+
+    /// Frames refused as malformed so far (see [`FRAME_SIDES`]).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The newest refused frame's reason, once (None: none since the last call).
+    pub fn take_refusal(&self) -> Option<String> {
+        self.refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     // ---- the application's side ----

@@ -143,3 +143,40 @@ fn tempfile() -> OwnedFd {
     // SAFETY: just created, owned here.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
+
+/// Issue 33: a header the application wrote with absurd sides (2 × 4 000 000, which fits a
+/// 4K slot's bytes) is refused frame by frame with its reason, never handed to the host, whose
+/// encoder could not open for it; the next good frame is taken.
+#[test]
+fn a_frame_of_absurd_sides_is_refused_with_its_reason_and_the_next_one_taken() {
+    let ring = FrameRing::create(2, 3840 * 2160 * 4).unwrap();
+    ring.set_watching(true);
+    let slot = ring.begin_write(2, 4_000_000, 8, FrameFormat::Bgra, false);
+    slot.expect("it fits the slot's bytes").publish(10, 1);
+    assert!(ring.take(Duration::ZERO).is_none());
+    assert_eq!(ring.refused(), 1);
+    let why = ring.take_refusal().expect("a reason");
+    assert!(why.contains("2x4000000") && why.contains("2–8192"), "{why}");
+    assert!(ring.take_refusal().is_none(), "said once");
+    assert!(frame(&ring, 64, 32, 5, 20));
+    let f = ring.take(Duration::ZERO).expect("a good frame after it");
+    assert_eq!((f.width, f.height, f.present_us), (64, 32, 20));
+}
+
+#[test]
+fn a_slot_header_is_checked_side_by_side() {
+    let bgra = Some(FrameFormat::Bgra);
+    assert!(check_frame(64, 64, 256, bgra, 1 << 20).is_ok());
+    assert!(check_frame(64, 64, 256, None, 1 << 20)
+        .unwrap_err()
+        .contains("pixel format"));
+    assert!(check_frame(1, 64, 256, bgra, 1 << 20).is_err());
+    assert!(check_frame(8193, 64, 1 << 16, bgra, 1 << 30).is_err());
+    assert!(check_frame(64, 64, 255, bgra, 1 << 20)
+        .unwrap_err()
+        .contains("rows of 255 bytes"));
+    assert!(check_frame(64, 64, 256, bgra, 1000)
+        .unwrap_err()
+        .contains("larger than the slot"));
+    assert!(check_frame(8192, 8192, usize::MAX / 2, bgra, 1 << 30).is_err());
+}

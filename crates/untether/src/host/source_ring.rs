@@ -6,6 +6,7 @@
 //! from the shared slot; GL's bottom-up rows and RGBA are turned into BGRA rows first.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +65,17 @@ fn to_bgra(frame: &TakenFrame<'_>, buf: &mut Vec<u8>) -> (u32, u32, usize, bool)
     (w, h, row, true)
 }
 
+/// The capture time of a frame presented at `present_us` (written by the application, so not
+/// trusted): at most now (a time ahead would make glass-to-glass 0 or negative), and a time
+/// more than a second old is taken as now (no present is that old when the host takes it).
+fn capture_time(present_us: u64, now: u64) -> u64 {
+    if present_us > now || now - present_us > 1_000_000 {
+        now
+    } else {
+        present_us
+    }
+}
+
 pub(crate) fn ring_loop(
     s: &HostShared,
     ring: Arc<FrameRing>,
@@ -74,6 +86,7 @@ pub(crate) fn ring_loop(
     ring.set_interval(Duration::from_micros(1_000_000 / fps.max(1) as u64));
     s.note("taking the application's presented frames from its capture hook".into());
     let mut buf = Vec::new();
+    let mut refusals = std::collections::HashSet::new();
     // Since when a client watches: a frame presented before is stale (the one copied at the
     // start for the stream's size, or the last before everyone left) and is not sent.
     let mut watched_since = None;
@@ -86,7 +99,16 @@ pub(crate) fn ring_loop(
             continue;
         }
         let since = *watched_since.get_or_insert_with(now_us);
-        let Some(mut frame) = ring.take(Duration::from_millis(100)) else {
+        let taken = ring.take(Duration::from_millis(100));
+        if let Some(why) = ring.take_refusal() {
+            // Said once per reason (the first 16 reasons); every refused frame is counted as a
+            // grab error.
+            s.counters.grab_errors.fetch_add(1, Ordering::Relaxed);
+            if refusals.len() < 16 && refusals.insert(why.clone()) {
+                log::warn!("host: a frame from the application's capture hook was refused: {why}");
+            }
+        }
+        let Some(mut frame) = taken else {
             continue;
         };
         if frame.present_us < since {
@@ -100,7 +122,7 @@ pub(crate) fn ring_loop(
         // The capture instant is the present: glass-to-glass counts from the application's
         // present call (the copy and the wait for the host are inside it). The stamp carries
         // the frame's due number: the client's gaps are due frames it never showed.
-        let (capture_us, frame_number) = (frame.present_us, frame.frame as u32);
+        let (capture_us, frame_number) = (capture_time(frame.present_us, t0), frame.frame as u32);
         let grab = Grab {
             pixels: GrabPixels::Writable(if copied { &mut buf } else { frame.data_mut() }),
             width: w,
@@ -120,6 +142,13 @@ pub(crate) fn ring_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_present_time_ahead_or_long_gone_is_taken_as_now() {
+        assert_eq!(capture_time(5_000_000, 5_000_100), 5_000_000);
+        assert_eq!(capture_time(9_000_000, 5_000_000), 5_000_000, "ahead");
+        assert_eq!(capture_time(1, 5_000_000), 5_000_000, "long gone");
+    }
 
     #[test]
     fn bottom_up_rgba_rows_become_top_down_bgra_of_even_size() {
