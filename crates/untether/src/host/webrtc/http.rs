@@ -4,8 +4,13 @@
 //! (`crate::host::dashboard`, thread `host-dashboard`); this file keeps it from being held up
 //! by any client:
 //!
-//! - at most [`MAX_CONNECTIONS`] connections, [`MAX_PER_ADDRESS`] from one address; a
-//!   connection past either is refused at once (`503` in plain HTTP, closed under TLS);
+//! - at most [`MAX_CONNECTIONS`] connections, [`MAX_PER_ADDRESS`] from one address. A new
+//!   connection past either takes the place of the oldest *idle* one (no request being
+//!   answered: waiting for its TLS handshake or a request's header, or kept alive between
+//!   requests) — of its own address when that address is at its share, else of any — which is
+//!   closed; only when every connection in the way is answering a request is the new one
+//!   refused (`503` in plain HTTP, closed under TLS). So idle sockets, however many addresses
+//!   open them and however often they reopen, cannot keep a visitor out (issue 33);
 //! - deadlines: the TLS handshake ([`TLS_HANDSHAKE`]), a request's header
 //!   ([`HEADER_READ`], which also ends an idle keep-alive connection), its body (`routes`),
 //!   and a connection's whole life ([`CONNECTION_LIFETIME`]);
@@ -13,12 +18,13 @@
 //!   looks at the host's stop flag every [`STOP_POLL`]: on stop the runtime and its tasks
 //!   are dropped, whatever a client is doing, so the host never waits on a client.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -181,7 +187,7 @@ async fn accept_loop(
             }
             Ok(Ok(a)) => a,
         };
-        let Some(slot) = limits.take(from.ip()) else {
+        let Some(slot) = limits.take_or_evict(from.ip()) else {
             if tls.is_none() {
                 let _ = tcp.try_write(BUSY);
             }
@@ -201,37 +207,48 @@ async fn serve(
     routes: Rc<dyn Service>,
     slot: Slot,
 ) {
+    let (idle, evicted) = (slot.idle.clone(), slot.evicted.clone());
     let work = async move {
         let Some(acceptor) = tls else {
-            return connection(tcp, from, routes).await;
+            return connection(tcp, from, routes, idle).await;
         };
         let Ok(mut stream) = Ssl::new(acceptor.context()).and_then(|s| SslStream::new(s, tcp))
         else {
             return;
         };
         match tokio::time::timeout(TLS_HANDSHAKE, Pin::new(&mut stream).accept()).await {
-            Ok(Ok(())) => connection(stream, from, routes).await,
+            Ok(Ok(())) => connection(stream, from, routes, idle).await,
             Ok(Err(e)) => log::debug!("host: http: TLS handshake with {from}: {e}"),
             Err(_) => log::debug!("host: http: no TLS handshake from {from} in time"),
         }
     };
-    if tokio::time::timeout(CONNECTION_LIFETIME, work)
-        .await
-        .is_err()
-    {
-        log::debug!("host: http: closed the connection from {from} (too long)");
+    tokio::select! {
+        done = tokio::time::timeout(CONNECTION_LIFETIME, work) => {
+            if done.is_err() {
+                log::debug!("host: http: closed the connection from {from} (too long)");
+            }
+        }
+        _ = evicted.notified() => {
+            log::debug!("host: http: closed the idle connection from {from} for a new one");
+        }
     }
     drop(slot);
 }
 
 /// HTTP/1.1 on a connection: requests until the client closes, idles too long or errs.
-async fn connection<I>(io: I, from: SocketAddr, routes: Rc<dyn Service>)
+async fn connection<I>(io: I, from: SocketAddr, routes: Rc<dyn Service>, idle: Arc<AtomicBool>)
 where
     I: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let service = service_fn(move |req| {
-        let routes = routes.clone();
-        async move { Ok::<_, Infallible>(routes.handle(req, from).await) }
+        let (routes, idle) = (routes.clone(), idle.clone());
+        async move {
+            // Answering a request: not to be evicted for a newcomer until it is answered.
+            idle.store(false, Ordering::Relaxed);
+            let reply = routes.handle(req, from).await;
+            idle.store(true, Ordering::Relaxed);
+            Ok::<_, Infallible>(reply)
+        }
     });
     let served = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -244,11 +261,34 @@ where
     }
 }
 
-/// How many connections are served, in all and per address.
+/// A connection being served: its address, whether it is idle (no request being answered),
+/// and how to close it.
+#[derive(Debug)]
+struct Conn {
+    ip: IpAddr,
+    idle: Arc<AtomicBool>,
+    evict: Arc<tokio::sync::Notify>,
+}
+
+/// The connections served, oldest first, and how many per address.
 #[derive(Debug, Default)]
 struct Counts {
-    total: usize,
+    conns: BTreeMap<u64, Conn>,
     by_address: HashMap<IpAddr, usize>,
+    next: u64,
+}
+
+impl Counts {
+    fn forget(&mut self, id: u64) -> Option<Conn> {
+        let conn = self.conns.remove(&id)?;
+        if let Some(n) = self.by_address.get_mut(&conn.ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_address.remove(&conn.ip);
+            }
+        }
+        Some(conn)
+    }
 }
 
 /// The connection limits.
@@ -263,7 +303,11 @@ pub(super) struct Limits {
 #[derive(Debug)]
 pub(super) struct Slot {
     limits: Arc<Limits>,
-    ip: IpAddr,
+    id: u64,
+    /// No request being answered (set by the connection as requests come and go).
+    idle: Arc<AtomicBool>,
+    /// Notified when a newcomer takes this connection's place: the connection then ends.
+    evicted: Arc<tokio::sync::Notify>,
 }
 
 impl Limits {
@@ -279,38 +323,54 @@ impl Limits {
         self.counts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A slot for a connection from `ip`, if the limits leave one.
-    pub fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+    /// A slot for a connection from `ip`. Past the limits, the oldest idle connection in the
+    /// way (this address's when it is at its share, else any) is closed for it; None when
+    /// every one in the way is answering a request.
+    pub fn take_or_evict(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
         let mut c = self.counts();
         let mine = c.by_address.get(&ip).copied().unwrap_or(0);
-        if c.total >= self.max_total || mine >= self.max_per_address {
-            return None;
+        let own_share = mine >= self.max_per_address;
+        if own_share || c.conns.len() >= self.max_total {
+            let victim = c
+                .conns
+                .iter()
+                .find(|(_, k)| k.idle.load(Ordering::Relaxed) && (!own_share || k.ip == ip))
+                .map(|(&id, _)| id)?;
+            if let Some(conn) = c.forget(victim) {
+                conn.evict.notify_one();
+            }
         }
-        c.total += 1;
-        c.by_address.insert(ip, mine + 1);
+        let id = c.next;
+        c.next += 1;
+        let (idle, evicted) = (Arc::new(AtomicBool::new(true)), Arc::default());
+        c.conns.insert(
+            id,
+            Conn {
+                ip,
+                idle: idle.clone(),
+                evict: Arc::clone(&evicted),
+            },
+        );
+        *c.by_address.entry(ip).or_insert(0) += 1;
         Some(Slot {
             limits: self.clone(),
-            ip,
+            id,
+            idle,
+            evicted,
         })
     }
 
     /// Connections served now.
     #[cfg(test)]
     fn total(&self) -> usize {
-        self.counts().total
+        self.counts().conns.len()
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut c = self.limits.counts();
-        c.total = c.total.saturating_sub(1);
-        if let Some(n) = c.by_address.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                c.by_address.remove(&self.ip);
-            }
-        }
+        // Already forgotten when it was evicted.
+        self.limits.counts().forget(self.id);
     }
 }
 
@@ -318,20 +378,72 @@ impl Drop for Slot {
 mod tests {
     use super::*;
 
+    /// Busy connections (answering a request) are capped in all and per address.
     #[test]
-    fn connections_are_capped_in_all_and_per_address() {
+    fn busy_connections_are_capped_in_all_and_per_address() {
         let limits = Arc::new(Limits::new(3, 2));
+        let busy = |s: Slot| {
+            s.idle.store(false, Ordering::Relaxed);
+            s
+        };
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
-        let a1 = limits.take(a).unwrap();
-        let _a2 = limits.take(a).unwrap();
-        assert!(limits.take(a).is_none(), "per address");
-        let _b1 = limits.take(b).unwrap();
-        assert!(limits.take(b).is_none(), "in all");
+        let a1 = busy(limits.take_or_evict(a).unwrap());
+        let _a2 = busy(limits.take_or_evict(a).unwrap());
+        assert!(limits.take_or_evict(a).is_none(), "per address");
+        let _b1 = busy(limits.take_or_evict(b).unwrap());
+        assert!(limits.take_or_evict(b).is_none(), "in all");
         assert_eq!(limits.total(), 3);
         drop(a1);
         assert_eq!(limits.total(), 2);
-        assert!(limits.take(b).is_some());
+        assert!(limits.take_or_evict(b).is_some());
+    }
+
+    /// Issue 33: 64 idle sockets from 4 addresses (16 each), reopened as they close, kept
+    /// every other visitor out with 503. Now a visitor takes the oldest idle one's place, and
+    /// an address at its share only ever evicts its own.
+    #[test]
+    fn idle_sockets_cannot_keep_a_visitor_out() {
+        let limits = Arc::new(Limits::new(MAX_CONNECTIONS, MAX_PER_ADDRESS));
+        let mut held = Vec::new();
+        for i in 0..MAX_CONNECTIONS {
+            let ip: IpAddr = format!("198.51.100.{}", i / MAX_PER_ADDRESS + 1)
+                .parse()
+                .unwrap();
+            held.push(limits.take_or_evict(ip).expect("within the limits"));
+        }
+        assert_eq!(limits.total(), MAX_CONNECTIONS);
+        let oldest = held[0].evicted.clone();
+        let visitor: IpAddr = "203.0.113.9".parse().unwrap();
+        let mine = limits.take_or_evict(visitor).expect("a visitor gets in");
+        assert_eq!(limits.total(), MAX_CONNECTIONS);
+        // The oldest idle connection was told to close (a permit is stored for its task).
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(100), oldest.notified())
+                .await
+                .expect("the oldest idle connection is evicted")
+        });
+        // Its slot was forgotten once: dropping it later changes nothing.
+        drop(held.remove(0));
+        assert_eq!(limits.total(), MAX_CONNECTIONS);
+        // A flooding address at its share only evicts its own connections.
+        let flooder: IpAddr = "198.51.100.2".parse().unwrap();
+        let before = held[MAX_PER_ADDRESS - 1].evicted.clone();
+        let _flood = limits.take_or_evict(flooder).expect("in place of its own");
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(100), before.notified())
+                .await
+                .expect("its own oldest")
+        });
+        assert!(
+            mine.idle.load(Ordering::Relaxed),
+            "the visitor's connection stays"
+        );
+        assert_eq!(limits.total(), MAX_CONNECTIONS);
     }
 
     #[test]
