@@ -362,38 +362,25 @@ static REAL_EGL_GETPROC: Real = Real::new(c"eglGetProcAddress");
 pub(crate) static HOOKED: [(&CStr, Hooked); 5] = [
     (
         c"glXSwapBuffers",
-        Hooked {
-            real: &REAL_GLX_SWAP,
-            hook: || glXSwapBuffers as *mut c_void,
-        },
+        Hooked::new(&REAL_GLX_SWAP, || glXSwapBuffers as *mut c_void),
     ),
     (
         c"eglSwapBuffers",
-        Hooked {
-            real: &REAL_EGL_SWAP,
-            hook: || eglSwapBuffers as *mut c_void,
-        },
+        Hooked::new(&REAL_EGL_SWAP, || eglSwapBuffers as *mut c_void),
     ),
     (
         c"glXGetProcAddressARB",
-        Hooked {
-            real: &REAL_GLX_GETPROC_ARB,
-            hook: || glXGetProcAddressARB as *mut c_void,
-        },
+        Hooked::new(&REAL_GLX_GETPROC_ARB, || {
+            glXGetProcAddressARB as *mut c_void
+        }),
     ),
     (
         c"glXGetProcAddress",
-        Hooked {
-            real: &REAL_GLX_GETPROC,
-            hook: || glXGetProcAddress as *mut c_void,
-        },
+        Hooked::new(&REAL_GLX_GETPROC, || glXGetProcAddress as *mut c_void),
     ),
     (
         c"eglGetProcAddress",
-        Hooked {
-            real: &REAL_EGL_GETPROC,
-            hook: || eglGetProcAddress as *mut c_void,
-        },
+        Hooked::new(&REAL_EGL_GETPROC, || eglGetProcAddress as *mut c_void),
     ),
 ];
 

@@ -103,10 +103,16 @@ impl Real {
     }
 }
 
-/// The names the hook takes over, the real function each stands for, and the hook's own.
+/// A name the hook takes over: the real function it stands for, and the hook's own.
 pub(crate) struct Hooked {
-    pub real: &'static Real,
-    pub hook: fn() -> *mut c_void,
+    real: &'static Real,
+    hook: fn() -> *mut c_void,
+}
+
+impl Hooked {
+    pub(crate) const fn new(real: &'static Real, hook: fn() -> *mut c_void) -> Hooked {
+        Hooked { real, hook }
+    }
 }
 
 /// The hook's function for `name` (None: not one it takes over).
