@@ -312,6 +312,10 @@ fn the_package_installs_into_a_clean_root() {
     let unit =
         std::fs::read_to_string(root.join("usr/lib/systemd/user/untether-host.service")).unwrap();
     assert!(unit.contains("ExecStart=/usr/bin/untether host"), "{unit}");
+    // Hardened as far as a user service and capture allow (issue 33).
+    for line in ["NoNewPrivileges=yes", "UMask=0077", "RestrictSUIDSGID=yes"] {
+        assert!(unit.lines().any(|l| l == line), "{line} missing: {unit}");
+    }
     let units = scratch("unit");
     let checked = units.join("untether-host.service");
     std::fs::write(
