@@ -95,7 +95,9 @@ pub(crate) unsafe extern "system" fn wait_frame(
             }
             let (release, display) = s.clock.schedule(now().as_nanos());
             // The previous frame goes to the encoder as soon as its copy is done, in the time
-            // this call sleeps anyway (not one frame later, at the next poll).
+            // this call sleeps anyway (not one frame later, at the next poll). The runtime's
+            // lock is held meanwhile (GL needs this thread and its context; at most until the
+            // release): another thread's OpenXR call waits that long, never past the frame.
             s.publish_when_copied((release - now().as_nanos()).max(0) as u64);
             (release, display, s.clock.period_ns)
         };
