@@ -343,8 +343,22 @@ pub fn run_peer(
         .ok_or_else(|| PeerError::Failed("no receiver stdout".into()))?;
     // Reader: one frame at a time, stamp read as soon as the frame is complete.
     let (reader, unreadable) = spawn_reader(rx_out, w, h)?;
-    // Let the receiver open its socket (or RTSP listener).
-    std::thread::sleep(Duration::from_millis(if tcp { 800 } else { 400 }));
+    // The sender starts once the receiver's socket (or RTSP listener) is open: an RTSP push
+    // that meets a closed port fails, and RTP sent before the socket is bound is lost. The
+    // receiver's own namespace is read through its pid (`ip netns exec` execs ffmpeg).
+    let socket = if tcp {
+        untether_netem::ports::Socket::TcpListening
+    } else {
+        untether_netem::ports::Socket::Udp
+    };
+    let rx_pid = receiver.0.as_ref().map(|c| c.id());
+    if !untether_netem::ports::wait_for_port(socket, port, rx_pid, Duration::from_secs(20)) {
+        return Err(PeerError::Failed(format!(
+            "{}: the receiving ffmpeg did not open port {port} within 20 s. {}",
+            kind.name(),
+            receiver.stderr_tail()
+        )));
+    }
     let mut tx_cmd = ffmpeg(Side::Host);
     tx_cmd.args(["-hide_banner", "-loglevel", "error", "-nostats"]);
     tx_cmd.args([

@@ -59,7 +59,9 @@ pub(crate) enum GrabPixels<'a> {
     /// In memory the source owns: the stamp is written in place.
     Writable(&'a mut [u8]),
     /// In memory the source may only read (a mapped PipeWire sample): sent where it lies, or,
-    /// with the stamp on, copied into `scratch` and stamped there.
+    /// with the stamp on, copied into `scratch` and stamped there. Only the PipeWire source
+    /// makes one, so a build without the `portal` feature never does.
+    #[cfg_attr(not(feature = "portal"), allow(dead_code))]
     ReadOnly {
         data: &'a [u8],
         scratch: &'a mut Vec<u8>,
