@@ -294,6 +294,17 @@ impl Pairing {
             PairingEvent::AccessRequested(mut r) => {
                 // The client chose its name (already escaped by the parser; idempotent).
                 r.name = untether_proto::sanitize_peer_text(&r.name);
+                // The session's list is the one truth: requests it pushed out to make room
+                // (the least recently asked of the busiest address) leave the file first.
+                if let Some(dir) = &self.dir {
+                    let live: std::collections::HashSet<String> = session
+                        .access_requests()
+                        .map(|q| crate::identity::key_hex(&q.key))
+                        .collect();
+                    if let Err(e) = dir.retain_pending(|k| live.contains(k)) {
+                        log::warn!("host: cannot update the pending requests: {e}");
+                    }
+                }
                 let recorded = match &self.dir {
                     Some(dir) => match dir.record_request(&r.key, &r.name, &r.addr.to_string()) {
                         Ok(recorded) => recorded,

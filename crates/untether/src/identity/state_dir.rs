@@ -362,6 +362,19 @@ impl StateDir {
         self.write_json(PENDING_FILE, &pending).map(|()| true)
     }
 
+    /// Keeps only the pending requests whose hex key `keep` accepts (the host's session
+    /// pushed the others out of its bounded list); returns how many were dropped.
+    pub fn retain_pending(&self, keep: impl Fn(&str) -> bool) -> Result<usize> {
+        let mut pending = self.pending()?;
+        let before = pending.len();
+        pending.retain(|p| keep(&p.key));
+        let dropped = before - pending.len();
+        if dropped > 0 {
+            self.write_json(PENDING_FILE, &pending)?;
+        }
+        Ok(dropped)
+    }
+
     /// Finds a pending request by its fingerprint (at least [`MIN_FINGERPRINT_CHARS`]
     /// characters of it, in any case, dashes optional, matching exactly one request) or its
     /// hex key. Never by its place in the list (a flood of requests moves it) nor by its name

@@ -107,6 +107,23 @@ fn pending_requests_are_bounded() {
 }
 
 #[test]
+fn requests_the_session_no_longer_holds_leave_the_file() {
+    let d = tmp("retain");
+    for i in 0..4u8 {
+        assert!(d.record_request(&[i; 32], "x", "a").unwrap());
+    }
+    let keep = [key_hex(&[1; 32]), key_hex(&[3; 32])];
+    assert_eq!(
+        d.retain_pending(|k| keep.iter().any(|x| x == k)).unwrap(),
+        2
+    );
+    let left: Vec<String> = d.pending().unwrap().into_iter().map(|p| p.key).collect();
+    assert_eq!(left, keep);
+    assert_eq!(d.retain_pending(|_| true).unwrap(), 0);
+    let _ = fs::remove_dir_all(d.path());
+}
+
+#[test]
 fn requests_not_asked_again_for_5_minutes_are_forgotten_and_make_room() {
     let d = tmp("expiry");
     for i in 0..MAX_PENDING as u8 {

@@ -47,8 +47,7 @@ pub(in crate::host) struct Pending {
     setup: SessionSetup,
     mode: Mode,
     /// PIN mode: the PIN the handshake's SPAKE2 key came from. Message 3 is checked only if
-    /// that PIN is still the live one with attempts left (each PIN handshake in progress
-    /// holds one of them).
+    /// that PIN is still the live one with attempts left (each failed check takes one).
     pub(in crate::host) pin: Option<String>,
     /// Anti-amplification: bytes received from (authentic ones only, after message 3) and
     /// sent to the address.
@@ -64,11 +63,6 @@ impl Pending {
         }
         self.sent += out as u64;
         true
-    }
-
-    /// A PIN handshake holding one of the PIN's attempts.
-    fn holds_pin_attempt(&self) -> bool {
-        self.pin.is_some() && matches!(self.state, PendingState::AwaitFinish(_))
     }
 }
 
@@ -209,36 +203,24 @@ impl HostSession {
         };
         self.admission
             .expire_handshakes(now, self.cfg.handshake_timeout_us);
-        if let (Some(_), Some(live)) = (&pin, &self.admission.pin) {
-            // Each PIN handshake in progress holds one of the attempts left (its message 3 is
-            // checked only while the PIN has attempts left): beyond, the oldest makes room, so
-            // concurrent guesses never get more checks than the attempts.
-            let attempts = live.attempts_left as usize;
-            while self
+        // No cap on PIN handshakes in progress: a guess is only learnt at message 3 (the
+        // SPAKE2 key enters Noise as `psk3`), and message 3 is checked only while the live PIN
+        // has attempts left, each failure taking one; a flood of PIN Hellos cannot take the
+        // real client's handshake away (issue 33, item 8: capping them at the attempts left
+        // let 150 Hellos a second evict it).
+        if self.admission.pending.len() >= self.cfg.max_handshakes.max(1) {
+            // Full: the oldest handshake of the busiest address (within the busiest network)
+            // makes room, so a flood pushes out its own handshakes before a real client's.
+            let entries: Vec<(std::net::IpAddr, Micros)> = self
                 .admission
                 .pending
                 .iter()
-                .filter(|p| p.holds_pin_attempt())
-                .count()
-                >= attempts
-            {
-                let Some(oldest) = self
-                    .admission
-                    .pending
-                    .iter()
-                    .position(Pending::holds_pin_attempt)
-                else {
-                    break;
-                };
-                self.admission.pending.remove(oldest);
+                .map(|p| (p.addr.ip(), p.created_us))
+                .collect();
+            if let Some(victim) = super::fair_victim(&entries) {
+                self.admission.pending.remove(victim);
                 self.stats.handshakes_evicted += 1;
             }
-        }
-        if self.admission.pending.len() >= self.cfg.max_handshakes.max(1) {
-            // Evict the oldest: a flood must outpace the rate limit within one round trip to
-            // displace a real client's handshake.
-            self.admission.pending.remove(0);
-            self.stats.handshakes_evicted += 1;
         }
         let mut session_cid = self.rng.next_u64();
         while session_cid == 0 {

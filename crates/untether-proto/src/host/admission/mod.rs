@@ -51,6 +51,53 @@ impl Bucket {
     }
 }
 
+/// The network an address is judged with for fair shares: its /24 (IPv4, and IPv4 mapped in
+/// IPv6) or its /64 (IPv6).
+fn network(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            IpAddr::from([o[0], o[1], o[2], 0])
+        }
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => network(IpAddr::V4(v4)),
+            None => {
+                let mut o = a.octets();
+                o[8..].fill(0);
+                IpAddr::from(o)
+            }
+        },
+    }
+}
+
+/// Which entry of a full table makes room for a new one, given each entry's source address
+/// and age (the smaller, the older): the oldest entry of the address holding the most
+/// entries, within the network (/24, /64) holding the most. A flood from one address or one
+/// network pushes out its own entries first; a client with one entry loses it only when
+/// every address holds as many and its entry is the oldest (a waiting client renews its own
+/// every quarter second). `None` for an empty table.
+pub(super) fn fair_victim(entries: &[(IpAddr, Micros)]) -> Option<usize> {
+    let mut per_net: HashMap<IpAddr, usize> = HashMap::new();
+    let mut per_addr: HashMap<IpAddr, usize> = HashMap::new();
+    for (ip, _) in entries {
+        *per_net.entry(network(*ip)).or_default() += 1;
+        *per_addr.entry(*ip).or_default() += 1;
+    }
+    let most_net = per_net.values().copied().max()?;
+    let in_net = |ip: &IpAddr| per_net[&network(*ip)] == most_net;
+    let most_addr = entries
+        .iter()
+        .filter(|(ip, _)| in_net(ip))
+        .map(|(ip, _)| per_addr[ip])
+        .max()?;
+    entries
+        .iter()
+        .enumerate()
+        .filter(|(_, (ip, _))| in_net(ip) && per_addr[ip] == most_addr)
+        .min_by_key(|(_, (_, age))| *age)
+        .map(|(i, _)| i)
+}
+
 /// Admission state of the host (private: the handshake responder and the pairing API below
 /// are its only users).
 pub(super) struct Admission {
@@ -183,8 +230,10 @@ impl Admission {
     }
 
     /// Records an access request (or refreshes a pending one). A new one is refused, and
-    /// counted, when the list is full or its address made too many this minute: a flood of
-    /// requests never pushes out the ones already pending. Err says why.
+    /// counted, when its address made too many this minute; when the list is full it takes
+    /// the place of the request [`fair_victim`] names (the least recently asked of the
+    /// address, within the network, holding the most: a flood from many addresses cannot keep
+    /// a real client out, and one that keeps asking stays). Err says why.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn note_access_request(
         &mut self,
@@ -204,10 +253,6 @@ impl Admission {
             r.attempts += 1;
             r.addr = addr;
             return Ok(());
-        }
-        if self.requests.len() >= cfg.max_access_requests.max(1) {
-            stats.access_requests_refused += 1;
-            return Err("the host's list of pending access requests is full");
         }
         const MINUTE_US: Micros = 60_000_000;
         const MAX_ADDRESSES: usize = 1024;
@@ -230,6 +275,18 @@ impl Admission {
             return Err("too many new access requests came from this address in the last minute");
         }
         count.1 += 1;
+        while self.requests.len() >= cfg.max_access_requests.max(1) {
+            let entries: Vec<(IpAddr, Micros)> = self
+                .requests
+                .iter()
+                .map(|r| (r.addr.ip(), r.last_us))
+                .collect();
+            let Some(victim) = fair_victim(&entries) else {
+                break;
+            };
+            self.requests.remove(victim);
+            stats.access_requests_evicted += 1;
+        }
         let r = AccessRequest {
             key,
             fingerprint: fp.to_string(),
@@ -279,8 +336,9 @@ impl HostSession {
         self.admission.pin.as_ref()
     }
 
-    /// Pending access requests, oldest first (at most `max_access_requests`: new ones are
-    /// refused beyond; one not repeated within `access_request_ttl_us` is forgotten).
+    /// Pending access requests, oldest first (at most `max_access_requests`: beyond, a new
+    /// one takes the place of the least recently asked of the busiest address; one not
+    /// repeated within `access_request_ttl_us` is forgotten).
     pub fn access_requests(&self) -> impl Iterator<Item = &AccessRequest> {
         self.admission.requests.iter()
     }
@@ -341,15 +399,61 @@ mod tests {
         assert!(note(&mut a, 0, 1, 3).is_err());
         assert!(note(&mut a, 1_000, 1, 1).is_ok());
         assert!(note(&mut a, 0, 2, 3).is_ok());
-        // Full: the old ones stay.
-        assert!(note(&mut a, 0, 3, 4).is_err());
-        assert_eq!(a.requests.len(), 3);
-        // Past the TTL from their last request, gone (key 1 asked again at 1 ms).
+        // Full: the least recently asked of the busiest address (key 2: address 1 holds two,
+        // and key 1 asked again at 1 ms) makes room.
+        assert!(note(&mut a, 2_000, 3, 4).is_ok());
+        assert_eq!(
+            a.requests.iter().map(|r| r.key[0]).collect::<Vec<_>>(),
+            [1, 3, 4]
+        );
+        assert_eq!(st.access_requests_evicted, 1);
+        // Past the TTL from their last request, gone.
         let ttl = c.access_request_ttl_us;
-        assert_eq!(a.expire_access_requests(ttl, ttl), 2);
-        assert_eq!(a.requests.iter().map(|r| r.key[0]).collect::<Vec<_>>(), [1]);
-        assert_eq!(a.poll_timeout(&c), Some(1_000 + ttl));
-        assert_eq!(st.access_requests_refused, 2);
+        assert_eq!(a.expire_access_requests(1_500 + ttl, ttl), 2);
+        assert_eq!(a.requests.iter().map(|r| r.key[0]).collect::<Vec<_>>(), [4]);
+        assert_eq!(a.poll_timeout(&c), Some(2_000 + ttl));
+        assert_eq!(st.access_requests_refused, 1);
+    }
+
+    #[test]
+    fn the_busiest_network_then_address_makes_room_oldest_first() {
+        let v4 = |a: u8, b: u8| IpAddr::from([10, 0, a, b]);
+        // One network with three addresses, another with one.
+        let entries = [
+            (v4(1, 1), 50),
+            (v4(1, 2), 10),
+            (v4(1, 2), 40),
+            (v4(1, 3), 5),
+            (v4(2, 1), 1),
+        ];
+        // 10.0.1.0/24 is busiest; in it 10.0.1.2 holds two; its oldest is at 10.
+        assert_eq!(fair_victim(&entries), Some(1));
+        // Every address of the busiest network holds one: the oldest of them goes (not the
+        // older entry of the quieter network).
+        let flat = [
+            (v4(1, 1), 50),
+            (v4(1, 2), 30),
+            (v4(2, 1), 1),
+            (v4(1, 3), 20),
+        ];
+        assert_eq!(fair_victim(&flat), Some(3));
+        assert_eq!(fair_victim(&[]), None);
+        // IPv6: /64 networks; an IPv4-mapped address counts with its IPv4 network.
+        let six = |last: u16, net: u16| IpAddr::from([0x2001, 0xdb8, 0, net, 0, 0, 0, last]);
+        let entries = [
+            (six(1, 1), 9),
+            (six(2, 1), 8),
+            (six(3, 2), 1),
+            (
+                IpAddr::from(std::net::Ipv4Addr::new(10, 0, 9, 1).to_ipv6_mapped()),
+                0,
+            ),
+            (v4(9, 2), 3),
+            (v4(9, 3), 2),
+        ];
+        assert_eq!(network(entries[3].0), network(v4(9, 7)));
+        // 10.0.9.0/24 holds three (mapped one included), its oldest is the mapped one.
+        assert_eq!(fair_victim(&entries), Some(3));
     }
 
     #[test]
