@@ -685,3 +685,88 @@ fn a_join_on_a_self_refreshing_stream_waits_for_the_next_sweep_without_a_keyfram
     assert_eq!(got[0] % 4, 0, "it starts at a sweep: {got:?}");
     assert!(got.windows(2).all(|p| p[1] == p[0] + 1), "{got:?}");
 }
+
+/// Issue 33, item 6: a client killed without a goodbye. The old host kept its slot, its role
+/// and its full-rate stream until the 30 s idle timeout (a killed controller was replaced
+/// after 29.6 s; 50 vanished viewers drew 333 → 460 Mbit/s to dead ports). Now it falls
+/// silent after `silence_us` (5 s): control passes on, nothing more is sent to it; heard
+/// again, it is live from the next keyframe, as a viewer.
+#[test]
+fn a_vanished_controller_is_replaced_and_sent_nothing_within_seconds_and_may_come_back() {
+    let mut w = World::new(41, 8, 50_000);
+    let mut want_key = true;
+    let (a, b) = (w.add(), w.add());
+    w.run(300_000);
+    let (a_id, b_id) = (w.id(a), w.id(b));
+    assert_eq!(w.host.controller(), Some(a_id));
+    for n in 0..10 {
+        w.frame(n, &mut want_key);
+    }
+    let status = |w: &World, id: ClientId| {
+        w.host
+            .client_status()
+            .into_iter()
+            .find(|s| s.info.id == id)
+            .expect("still connected")
+    };
+    // A vanishes: nothing more from it, nothing reaches it.
+    let gone = w.clients.remove(a);
+    let vanished_at = w.now;
+    let mut n = 10;
+    while w.host.controller() != Some(b_id) {
+        w.frame(n, &mut want_key);
+        n += 1;
+        assert!(
+            w.now < vanished_at + 6_000_000,
+            "control was not handed on within 6 s"
+        );
+    }
+    // Not before two keep-alives could have been missed (its last Feedback came ≤ 100 ms
+    // before it vanished).
+    assert!(
+        w.now >= vanished_at + 4_800_000,
+        "{} µs",
+        w.now - vanished_at
+    );
+    assert_eq!(status(&w, a_id).state, StreamState::Silent);
+    assert_eq!(w.host.stats().clients_silenced, 1);
+    // B was told it controls now.
+    assert_eq!(
+        w.clients[0].roles().last(),
+        Some(&(ClientRole::Controller, false))
+    );
+    // Two more seconds of stream: not one frame more to the vanished client's address.
+    let sent = status(&w, a_id).frames_sent;
+    for _ in 0..120 {
+        w.frame(n, &mut want_key);
+        n += 1;
+    }
+    assert_eq!(status(&w, a_id).frames_sent, sent);
+    assert!(
+        w.host.client_count() == 2,
+        "its slot stays until the idle timeout"
+    );
+    // A comes back in range: heard again, it is live from the next keyframe, as a viewer.
+    let shown_before = gone.frames().len();
+    w.clients.push(gone);
+    for _ in 0..30 {
+        w.frame(n, &mut want_key);
+        n += 1;
+    }
+    assert_eq!(w.host.stats().clients_heard_again, 1);
+    assert_eq!(status(&w, a_id).state, StreamState::Live);
+    assert_eq!(
+        w.host.controller(),
+        Some(b_id),
+        "control stays where it went"
+    );
+    let back = &w.clients[1].frames()[shown_before..];
+    assert!(
+        !back.is_empty() && back[0].1,
+        "it restarts on a keyframe: {back:?}"
+    );
+    assert_eq!(
+        w.clients[1].roles().last(),
+        Some(&(ClientRole::Viewer, false))
+    );
+}

@@ -74,14 +74,19 @@ pub struct HostConfig {
     pub max_handshakes: usize,
     /// A handshake not finished within this is dropped.
     pub handshake_timeout_us: Micros,
+    /// A client heard nothing from for this long (default 5 s: its Feedback comes every
+    /// 100 ms, its keep-alive every 2 s, so two keep-alives missed) is **silent**: it is sent
+    /// no video, and if it controlled, control passes on. Its slot stays until the idle
+    /// timeout; a datagram from it makes it live again, from the next keyframe.
+    pub silence_us: Micros,
     /// New handshakes (and replies to unknown addresses) per second, sustained …
     pub handshake_rate: u32,
     /// … and in a burst.
     pub handshake_burst: u32,
     /// Most pending access requests kept (default [`DEFAULT_MAX_ACCESS_REQUESTS`], the size
-    /// of the runtime's `pending_requests.json`): when full, new ones are refused (and counted
-    /// in [`HostStats::access_requests_refused`]); the old ones stay until approved, denied,
-    /// or expired.
+    /// of the runtime's `pending_requests.json`): when full, a new one takes the place of the
+    /// least recently asked of the busiest address (counted in
+    /// [`HostStats::access_requests_evicted`]).
     pub max_access_requests: usize,
     /// A pending access request not repeated for this long is forgotten (default
     /// [`ACCESS_REQUEST_TTL_US`], 5 minutes): a client still waiting retries well within it.
@@ -130,6 +135,7 @@ impl std::fmt::Debug for HostConfig {
             .field("key_update_log2", &self.key_update_log2)
             .field("max_handshakes", &self.max_handshakes)
             .field("handshake_timeout_us", &self.handshake_timeout_us)
+            .field("silence_us", &self.silence_us)
             .field("handshake_rate", &self.handshake_rate)
             .field("handshake_burst", &self.handshake_burst)
             .field("max_access_requests", &self.max_access_requests)
@@ -180,6 +186,7 @@ impl HostConfig {
             key_update_log2: DEFAULT_KEY_UPDATE_LOG2,
             max_handshakes: 16,
             handshake_timeout_us: 5_000_000,
+            silence_us: 5_000_000,
             handshake_rate: 200,
             handshake_burst: 32,
             max_access_requests: DEFAULT_MAX_ACCESS_REQUESTS,

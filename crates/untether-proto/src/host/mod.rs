@@ -527,6 +527,14 @@ impl HostSession {
         let mut i = 0;
         let mut gone = false;
         while i < self.peers.len() {
+            let p = &mut self.peers[i];
+            if !p.silent && now >= p.last_recv_us.saturating_add(self.cfg.silence_us) {
+                // Gone quiet (killed, out of range): no more video to its address, and if it
+                // controlled, control passes on now rather than at the idle timeout.
+                p.silent = true;
+                self.stats.clients_silenced += 1;
+                gone = true;
+            }
             if now >= self.peers[i].last_recv_us + idle_us {
                 let p = self.remove_peer(i);
                 self.events.push_back(HostEvent::ClientGone {

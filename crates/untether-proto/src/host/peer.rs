@@ -91,6 +91,8 @@ pub(super) struct Peer {
     pub role_sent_us: Micros,
     /// Joined, and not yet sent a frame it can start decoding on.
     pub awaiting_entry: bool,
+    /// Nothing heard from it for `silence_us`: sent nothing until heard again.
+    pub silent: bool,
     pub health: ViewerHealth,
     /// The host's (captured, encoded, dropped) counts before its first frame.
     pub timing_base: Option<(u32, u32, u32)>,
@@ -166,6 +168,7 @@ impl Peer {
             role_acked: false,
             role_sent_us: now,
             awaiting_entry: true,
+            silent: false,
             health: ViewerHealth::new(cfg.health),
             timing_base: None,
             counters: PeerCounters::default(),
@@ -178,7 +181,9 @@ impl Peer {
     }
 
     pub fn stream_state(&self) -> StreamState {
-        if self.awaiting_entry {
+        if self.silent {
+            StreamState::Silent
+        } else if self.awaiting_entry {
             StreamState::AwaitingPicture
         } else if self.health.is_paused() {
             StreamState::Paused
@@ -192,7 +197,9 @@ impl Peer {
     /// the rest of the sweep it would not get); a client waiting for its first picture, any
     /// entry point (it takes every frame after it).
     pub fn takes(&self, keyframe: bool, entry: bool) -> bool {
-        if self.health.is_paused() {
+        if self.silent {
+            false
+        } else if self.health.is_paused() {
             keyframe
         } else {
             entry || !self.awaiting_entry
@@ -228,6 +235,11 @@ impl Peer {
     pub fn poll_timeout(&self, cfg: &HostConfig) -> Option<Micros> {
         let keepalive = self.last_send_us + cfg.params.keepalive_ms as u64 * 1000;
         let idle = self.last_recv_us + cfg.params.idle_timeout_ms as u64 * 1000;
+        let silence = if self.silent {
+            Micros::MAX
+        } else {
+            self.last_recv_us.saturating_add(cfg.silence_us)
+        };
         let paths = self.paths.next_timeout().unwrap_or(Micros::MAX);
         let ping = if self.rate.is_some() {
             self.next_ping_us
@@ -246,6 +258,7 @@ impl Peer {
         Some(
             keepalive
                 .min(idle)
+                .min(silence)
                 .min(paths)
                 .min(ping)
                 .min(role)
@@ -324,6 +337,15 @@ impl HostSession {
         peer.last_recv_us = now;
         peer.confirmed = true;
         self.stats.datagrams_authentic += 1;
+        let id = peer.info.id;
+        if std::mem::take(&mut peer.silent) {
+            // Heard again: live from the next keyframe; roles are decided again (control it
+            // lost while silent stays where it went, unless its key is the preferred one).
+            peer.awaiting_entry = true;
+            self.stats.clients_heard_again += 1;
+            self.assign_roles(now);
+            self.request_entry_point(now);
+        }
         let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + len]) {
             Ok(f) => f,
             Err(_) => {
@@ -331,7 +353,6 @@ impl HostSession {
                 return;
             }
         };
-        let id = peer.info.id;
         for f in frames {
             // A frame may end the session (Bye, a dropped viewer): the rest is not for anyone.
             let Some(i) = self.peer_index(id) else {
@@ -580,7 +601,7 @@ impl HostSession {
     /// only), and path liveness. Adaptive bitrate: the periodic ping.
     fn probe_paths(&mut self, now: Micros, i: usize) {
         let peer = &mut self.peers[i];
-        if peer.rate.is_some() && now >= peer.next_ping_us {
+        if peer.rate.is_some() && !peer.silent && now >= peer.next_ping_us {
             peer.next_ping_us = now + RATE_PING_INTERVAL_US;
             peer.next_ping_id = peer.next_ping_id.wrapping_add(1);
             // Stamped when the datagram is built.

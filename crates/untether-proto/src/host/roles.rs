@@ -74,8 +74,13 @@ impl HostSession {
 
     /// Picks the controller and tells every client whose role changed.
     pub(super) fn assign_roles(&mut self, now: Micros) {
-        let natives: Vec<(ClientId, PublicKey)> =
-            self.peers.iter().map(|p| (p.info.id, p.info.key)).collect();
+        // A silent client cannot control: nothing it sends arrives.
+        let natives: Vec<(ClientId, PublicKey)> = self
+            .peers
+            .iter()
+            .filter(|p| !p.silent)
+            .map(|p| (p.info.id, p.info.key))
+            .collect();
         let want = self.roles.decide(&natives);
         if let Some(want) = want {
             if want.is_some() {

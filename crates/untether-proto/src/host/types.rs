@@ -191,6 +191,9 @@ pub enum StreamState {
     Live,
     /// Keyframes only: its link could not carry the stream.
     Paused,
+    /// Nothing heard from it for [`HostConfig::silence_us`](super::HostConfig): no video,
+    /// no control, until it is heard again (or its idle timeout ends it).
+    Silent,
 }
 
 impl StreamState {
@@ -199,6 +202,7 @@ impl StreamState {
             StreamState::AwaitingPicture => "awaiting picture",
             StreamState::Live => "live",
             StreamState::Paused => "paused",
+            StreamState::Silent => "silent",
         }
     }
 }
@@ -273,12 +277,18 @@ pub struct HostStats {
     pub amplification_limited: u64,
     pub version_negotiations_sent: u64,
     pub access_requests: u64,
-    /// New access requests refused: the pending list was full, or their address had made
-    /// too many this minute.
+    /// New access requests refused: their address had made too many this minute (or too
+    /// many addresses were asking at once).
     pub access_requests_refused: u64,
+    /// Pending access requests pushed out by a new one while the list was full (the least
+    /// recently asked of the busiest address).
+    pub access_requests_evicted: u64,
     /// Pending access requests forgotten: not repeated within the TTL.
     pub access_requests_expired: u64,
     pub clients_refused: u64,
+    /// Clients that fell silent (nothing heard for `silence_us`), and those heard again.
+    pub clients_silenced: u64,
+    pub clients_heard_again: u64,
     pub pin_failures: u64,
     pub keyframe_requests_received: u64,
     pub keyframe_requests_honoured: u64,
