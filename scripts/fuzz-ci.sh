@@ -2,7 +2,9 @@
 # The fuzz run of `make test` (and so of CI): every fuzz target of fuzz/ under libFuzzer for
 # SECONDS of wall time in total (default 60), two targets at a time, from an empty corpus.
 # Built with the stable toolchain and the sanitizer-coverage flags cargo-fuzz passes (without a
-# sanitizer: untether-proto has no unsafe code), plus debug assertions and overflow checks, so
+# sanitizer: untether-proto has no unsafe code; ring_header drives untether-capture's ring,
+# whose unsafe is the mapping, and checks every byte it hands out lies inside it), plus debug
+# assertions and overflow checks, so
 # neither a nightly toolchain nor cargo-fuzz needs installing. It also builds the
 # `cfg(fuzzing)` code paths the normal build never sees. Only our own crates get coverage
 # instrumentation (scripts/fuzz-rustc.sh strips it from registry crates: tracing comparisons

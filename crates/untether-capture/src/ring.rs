@@ -270,7 +270,9 @@ pub struct FrameRing {
     map_len: usize,
     slots: usize,
     slot_bytes: usize,
-    /// Consumer side: the newest frame number taken.
+    /// Consumer side: the `latest` word last taken (frame number and slot). A frame is new
+    /// when `latest` differs from it, not when its number is larger: the application writes
+    /// the number, and one past every later frame's (2^56 - 1) must not freeze the stream.
     taken: AtomicU64,
     /// Consumer side: frames refused as malformed, and the newest one's reason (until taken).
     refused: AtomicU64,
@@ -294,7 +296,9 @@ impl FrameRing {
         }
         let name = c"untether-frames";
         // SAFETY: a valid C string; the result is checked.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe {
+            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
         if fd < 0 {
             return Err(os("memfd_create"));
         }
@@ -304,6 +308,13 @@ impl FrameRing {
         // SAFETY: a valid fd; the result is checked.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
             return Err(os("ftruncate"));
+        }
+        // The application shares the file: sealed at its size, so it can never shrink it
+        // under the host's mapping (a read past the end would be SIGBUS in the host).
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: a valid fd made with MFD_ALLOW_SEALING; the result is checked.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(os("fcntl(F_ADD_SEALS)"));
         }
         let ring = Self::map(fd, len, slots, slot_bytes)?;
         let h = ring.header();
@@ -492,7 +503,7 @@ impl FrameRing {
         let h = self.header();
         for _ in 0..16 {
             let latest = h.latest.load(Ordering::Acquire);
-            if latest == 0 || latest >> 8 <= self.taken.load(Ordering::Relaxed) {
+            if latest == 0 || latest == self.taken.load(Ordering::Relaxed) {
                 return None;
             }
             let slot = (latest & 0xff) as usize;
@@ -507,10 +518,10 @@ impl FrameRing {
             }
             let m = &h.meta[slot];
             let r = |a: &AtomicU32| a.load(Ordering::Relaxed);
-            let frame = m.frame.load(Ordering::Relaxed);
+            let frame = latest >> 8;
             let (width, height, stride) = (r(&m.width), r(&m.height), r(&m.stride) as usize);
             let format = FrameFormat::from_code(r(&m.format));
-            self.taken.fetch_max(frame, Ordering::Relaxed);
+            self.taken.store(latest, Ordering::Relaxed);
             let format = match check_frame(width, height, stride, format, self.slot_bytes) {
                 Ok(f) => f,
                 Err(why) => {

@@ -180,3 +180,48 @@ fn a_slot_header_is_checked_side_by_side() {
         .contains("larger than the slot"));
     assert!(check_frame(8192, 8192, usize::MAX / 2, bgra, 1 << 30).is_err());
 }
+
+/// The application shares the ring's file: shrinking it under the host's mapping made the
+/// host's next read of a published frame a SIGBUS (found by the ring_header fuzz target's
+/// author). The file is sealed at its size: the application's ftruncate fails.
+#[test]
+fn the_application_cannot_shrink_or_grow_the_shared_file() {
+    let ring = FrameRing::create(3, 16 * 16 * 4).unwrap();
+    assert!(frame(&ring, 16, 16, 5, 1));
+    // SAFETY: dup of a valid fd, owned by the OwnedFd below.
+    let app = unsafe { OwnedFd::from_raw_fd(libc::dup(ring.raw_fd())) };
+    for len in [0, 4096, 1 << 30] {
+        // SAFETY: a valid fd; the result is checked.
+        let r = unsafe { libc::ftruncate(app.as_raw_fd(), len) };
+        let err = std::io::Error::last_os_error();
+        assert!(r != 0, "the application resized the ring to {len}");
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+    }
+    // Nor can it lift the seals.
+    // SAFETY: as above.
+    let r = unsafe { libc::fcntl(app.as_raw_fd(), libc::F_ADD_SEALS, 0) };
+    assert!(r != 0, "the seals were not sealed");
+    let f = ring.take(Duration::ZERO).unwrap();
+    assert!(f.data().iter().all(|&b| b == 5));
+}
+
+/// The application writes the frame numbers: one past every later frame's used to make the
+/// host wait for a number that never comes (silently, every later frame ignored).
+#[test]
+fn a_huge_frame_number_does_not_freeze_the_stream() {
+    let ring = FrameRing::create(3, 16 * 16 * 4).unwrap();
+    let mut publish = |fill: u8, number: u64| {
+        let mut slot = ring
+            .begin_write(16, 16, 64, FrameFormat::Bgra, false)
+            .unwrap();
+        slot.pixels_mut().fill(fill);
+        slot.publish(number, number);
+    };
+    publish(1, u64::MAX);
+    assert!(ring.take(Duration::ZERO).is_some());
+    publish(2, 2);
+    let f = ring.take(Duration::ZERO).expect("the next frame is taken");
+    assert!(f.data().iter().all(|&b| b == 2));
+    drop(f);
+    assert!(ring.take(Duration::ZERO).is_none(), "a frame is taken once");
+}
