@@ -210,7 +210,7 @@ fn the_application_cannot_shrink_or_grow_the_shared_file() {
 #[test]
 fn a_huge_frame_number_does_not_freeze_the_stream() {
     let ring = FrameRing::create(3, 16 * 16 * 4).unwrap();
-    let mut publish = |fill: u8, number: u64| {
+    let publish = |fill: u8, number: u64| {
         let mut slot = ring
             .begin_write(16, 16, 64, FrameFormat::Bgra, false)
             .unwrap();
