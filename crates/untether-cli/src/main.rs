@@ -31,6 +31,7 @@ mod rtsp;
 #[path = "rtsp_off.rs"]
 mod rtsp;
 mod run;
+mod secrets;
 mod status;
 mod wayland_arg;
 
@@ -987,7 +988,8 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     if let Some(server) = &rtsp {
         rtsp::announce("host", server, &cfg, access);
     }
-    print_browser_access(&host);
+    let secrets = secrets::Secrets::for_stderr(host.state_dir().as_deref());
+    print_browser_access(&host, &secrets);
     print_dashboard(&host);
     let mut shown_link = host.browser_link();
     let mut shown_pin = None;
@@ -1003,22 +1005,18 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
             .is_none_or(|a| a.running(host.client_count() > 0))
     {
         let pin = host.pairing_pin();
-        if pin.is_some() && pin != shown_pin {
-            eprintln!(
-                "untether host: pairing PIN {} — on the client: untether client THIS-HOST --pin {} (valid {} s, one client)",
-                pin.as_deref().unwrap_or_default(),
-                pin.as_deref().unwrap_or_default(),
-                options.host.pin_ttl_s
-            );
+        if let Some(p) = pin.as_deref().filter(|_| pin != shown_pin) {
+            eprintln!("{}", secrets.pairing_pin(p, options.host.pin_ttl_s));
         }
         shown_pin = pin;
         if shown_link.is_some() {
             let link = host.browser_link();
             if link != shown_link {
-                if let Some(l) = &link {
-                    eprintln!(
-                        "untether host: browser link (the last one was used or expired): {l}"
-                    );
+                if let Some(line) = link
+                    .as_deref()
+                    .and_then(|l| secrets.browser_link_renewed(l))
+                {
+                    eprintln!("{line}");
                 }
                 shown_link = link;
             }
@@ -1113,16 +1111,15 @@ fn print_dashboard(host: &Host) {
     }
 }
 
-/// Tells where browsers watch: the one-time link, the PIN page, the certificate's fingerprint.
-fn print_browser_access(host: &Host) {
+/// Tells where browsers watch: the one-time link (or where it is kept), the PIN page, the
+/// certificate's fingerprint.
+fn print_browser_access(host: &Host, secrets: &secrets::Secrets) {
     let Some(url) = host.browser_url() else {
         return;
     };
     let ttl = host.options().webrtc.link_ttl_s;
     if let Some(link) = host.browser_link() {
-        eprintln!(
-            "untether host: browsers: open {link} (one browser, valid {ttl} s; a new link is printed when it is used), or {url} and the pairing PIN"
-        );
+        eprintln!("{}", secrets.browser_access(&link, &url, ttl));
     }
     if let Some(fp) = host.browser_cert_fingerprint() {
         eprintln!(

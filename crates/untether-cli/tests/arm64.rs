@@ -170,12 +170,16 @@ fn the_aarch64_client_decodes_the_x86_hosts_stream_under_qemu() {
         }
         all
     });
+    // Not a terminal: the host says where the PIN is kept, not the PIN.
     let pin = loop {
         let line = rx
             .recv_timeout(Duration::from_secs(10))
-            .expect("the host prints its pairing PIN");
-        if let Some(rest) = line.split("pairing PIN ").nth(1) {
-            break rest[..6].to_string();
+            .expect("the host says a pairing PIN is active");
+        if line.contains("a pairing PIN is active") {
+            let text = std::fs::read_to_string(dir.join("host-state").join("pairing_pin.json"))
+                .expect("the PIN file");
+            let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            break v["pin"].as_str().expect("a pin").to_string();
         }
     };
 

@@ -670,12 +670,15 @@ fn pin_pairing_and_approval_across_processes() {
         }
         all
     });
+    // Its output is not a terminal (it could be a journal): it says a PIN is active and
+    // where it is kept, never the PIN itself (issue 33, item 9).
     let pin = loop {
         let line = rx
             .recv_timeout(Duration::from_secs(5))
-            .expect("the host prints its PIN");
-        if let Some(rest) = line.split("pairing PIN ").nth(1) {
-            break rest[..6].to_string();
+            .expect("the host says a pairing PIN is active");
+        if line.contains("a pairing PIN is active") {
+            assert!(line.contains("pairing_pin.json"), "{line}");
+            break pin_in(&hs);
         }
     };
     let client = |state: &Path, extra: &[&str]| {
@@ -747,7 +750,15 @@ fn pin_pairing_and_approval_across_processes() {
     let _ = host.wait();
     let log = reader.join().unwrap();
     assert!(log.contains("paired with"), "{log}");
+    assert!(!log.contains(&pin), "the PIN went to the host's log: {log}");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The pairing PIN a host keeps in its state directory `dir` (`pairing_pin.json`).
+fn pin_in(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("pairing_pin.json")).expect("the PIN file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    v["pin"].as_str().expect("a pin").to_string()
 }
 
 fn mode(p: &Path) -> u32 {

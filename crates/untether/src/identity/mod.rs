@@ -69,6 +69,9 @@ pub const WEBRTC_CERT_FILE: &str = "webrtc_cert.pem";
 pub const KNOWN_HOSTS_FILE: &str = "known_hosts.json";
 /// The running host's dashboard link with its admin token (0600, this user's only).
 pub const DASHBOARD_LINK_FILE: &str = "dashboard_link";
+/// The running host's one-time link for the next browser (0600, this user's only), rewritten
+/// whenever the last one is used or expires, when the host's output is not a terminal.
+pub const BROWSER_LINK_FILE: &str = "browser_link";
 
 /// Most pending access requests kept on disk: when full, new requests are refused (the old ones
 /// stay until the user approves or denies them).

@@ -196,6 +196,11 @@ impl StateDir {
         self.write(DASHBOARD_LINK_FILE, format!("{link}\n").as_bytes())
     }
 
+    /// Writes the browsers' current one-time link, mode 0600 ([`BROWSER_LINK_FILE`]).
+    pub fn write_browser_link(&self, link: &str) -> Result<()> {
+        self.write(BROWSER_LINK_FILE, format!("{link}\n").as_bytes())
+    }
+
     /// The running host's dashboard link, if one was written (checked private like every read).
     pub fn dashboard_link(&self) -> Result<Option<String>> {
         Ok(self
