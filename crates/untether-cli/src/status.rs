@@ -54,6 +54,9 @@ pub fn status_line(clients: &[ClientSummary], fps: f64, mbps: f64) -> String {
         .filter(|c| !c.state.starts_with("gone"))
         .collect();
     let controllers = here.iter().filter(|c| c.role == "controller").count();
+    // Silent: nothing heard from them for 5 s (killed, out of range); sent nothing.
+    let silent = here.iter().filter(|c| c.state == "silent").count();
+    let viewers = here.len() - controllers - silent;
     let mut line = format!(
         "status: {} client{}",
         here.len(),
@@ -61,14 +64,13 @@ pub fn status_line(clients: &[ClientSummary], fps: f64, mbps: f64) -> String {
     );
     if !here.is_empty() {
         line += &format!(
-            " ({controllers} controller, {} viewer{})",
-            here.len() - controllers,
-            if here.len() - controllers == 1 {
-                ""
-            } else {
-                "s"
-            }
+            " ({controllers} controller, {viewers} viewer{}",
+            if viewers == 1 { "" } else { "s" }
         );
+        if silent > 0 {
+            line += &format!(", {silent} silent");
+        }
+        line += ")";
     }
     line += &format!(" · {fps:.1} fps · {mbps:.2} Mbit/s");
     let losses: Vec<f64> = here.iter().filter_map(|c| c.loss).collect();
@@ -113,6 +115,17 @@ mod tests {
         assert_eq!(
             l,
             "status: 2 clients (1 controller, 1 viewer) · 60.0 fps · 9.81 Mbit/s · loss 2.0 % (worst 3.0 %) · rtt p50 2.0 ms"
+        );
+        // A silent client (a controller that was killed: it lost control) is said apart.
+        let clients = [
+            client("controller", "live", None),
+            client("viewer", "silent", None),
+        ];
+        assert!(
+            status_line(&clients, 60.0, 1.0)
+                .starts_with("status: 2 clients (1 controller, 0 viewers, 1 silent) ·"),
+            "{}",
+            status_line(&clients, 60.0, 1.0)
         );
         assert_eq!(
             status_line(&[], 60.0, 0.0),

@@ -754,6 +754,15 @@ fn a_vanished_controller_is_replaced_and_sent_nothing_within_seconds_and_may_com
         n += 1;
     }
     assert_eq!(w.host.stats().clients_heard_again, 1);
+    let told: Vec<bool> = w
+        .host_events
+        .iter()
+        .filter_map(|e| match e {
+            HostEvent::ClientSilent { client, silent } if *client == a_id => Some(*silent),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, [true, false], "the application is told both ways");
     assert_eq!(status(&w, a_id).state, StreamState::Live);
     assert_eq!(
         w.host.controller(),

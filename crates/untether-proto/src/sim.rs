@@ -815,7 +815,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
                 | HostEvent::ClientRefused { .. }
                 | HostEvent::RoleChanged { .. }
                 | HostEvent::ReceiverRoleChanged { .. }
-                | HostEvent::ViewerPaused { .. } => {}
+                | HostEvent::ViewerPaused { .. }
+                | HostEvent::ClientSilent { .. } => {}
                 HostEvent::LinkAddress { .. } => {}
             }
         }

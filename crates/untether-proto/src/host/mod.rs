@@ -504,6 +504,11 @@ impl HostSession {
         self.events.pop_front()
     }
 
+    /// How long a client may be unheard before it is silent ([`HostConfig::silence_us`]).
+    pub fn silence_us(&self) -> Micros {
+        self.cfg.silence_us
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) should run next.
     pub fn poll_timeout(&self) -> Option<Micros> {
         let peers = self
@@ -533,6 +538,10 @@ impl HostSession {
                 // controlled, control passes on now rather than at the idle timeout.
                 p.silent = true;
                 self.stats.clients_silenced += 1;
+                self.events.push_back(HostEvent::ClientSilent {
+                    client: p.info.id,
+                    silent: true,
+                });
                 gone = true;
             }
             if now >= self.peers[i].last_recv_us + idle_us {

@@ -343,6 +343,10 @@ impl HostSession {
             // lost while silent stays where it went, unless its key is the preferred one).
             peer.awaiting_entry = true;
             self.stats.clients_heard_again += 1;
+            self.events.push_back(HostEvent::ClientSilent {
+                client: id,
+                silent: false,
+            });
             self.assign_roles(now);
             self.request_entry_point(now);
         }

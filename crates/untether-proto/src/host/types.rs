@@ -108,6 +108,9 @@ pub enum HostEvent {
     },
     /// A viewer was paused to keyframes only (its link cannot carry the stream), or resumed.
     ViewerPaused { client: ClientId, paused: bool },
+    /// Nothing was heard from a client for `silence_us` (it is sent nothing, and control
+    /// passed on), or it was heard again (`silent: false`: live from the next keyframe).
+    ClientSilent { client: ClientId, silent: bool },
     /// The role of a receiver of another kind ([`HostSession::attach_receiver`]) changed: a
     /// browser became the controller (its input applies: bump the controller epoch and tell
     /// it) or stopped being it.

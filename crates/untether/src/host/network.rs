@@ -212,6 +212,23 @@ impl HostNet {
                 }
             }
             HostEvent::ViewerPaused { client, paused } => self.on_viewer_paused(client, paused),
+            HostEvent::ClientSilent { client, silent } => {
+                self.roster_refresh();
+                self.clients_changed = true;
+                self.shared.note(if silent {
+                    format!(
+                        "client {} is silent: nothing heard from it for {} s (killed, or out \
+                         of range); it is sent nothing and does not control until heard again",
+                        self.who(client),
+                        self.session.silence_us() / 1_000_000
+                    )
+                } else {
+                    format!(
+                        "client {} is heard again: live from the next keyframe",
+                        self.who(client)
+                    )
+                });
+            }
             HostEvent::LinkAddress {
                 addr,
                 ethertype,
