@@ -25,6 +25,7 @@ sleep 2
 grep -o "host stopped.*" /tmp/xr/bapp.log || true
 grep -o "[0-9]* frames ended while the previous copy.*" /tmp/xr/bapp.log || true
 grep -o "xrEndFrame → pixels.*" /tmp/xr/bapp.log || true
+grep -o "predicted display time.*" /tmp/xr/bapp.log || true
 python3 - <<'PY'
 import json; r=json.load(open('/tmp/xr/r.json'))
 f=r['frames']; l=r['latency_ms']
@@ -35,6 +36,7 @@ print("decoded", f['decoded'], "shown", f['shown'], "lost", f['lost'])
 print("glass_to_glass", g('glass_to_glass'))
 print("rendered_pose_to_photon", g('rendered_pose_to_photon'))
 print("pose_to_photon", g('pose_to_photon'))
+print("pose_prediction_error_deg", g('pose_prediction_error_deg'))
 st=l.get('stages') or {}
 print("stages p50:", ", ".join("%s %s" % (k, (st.get(k) or {}).get('p50')) for k in ('capture','host_queue','convert','encode','send','network','reassemble','decode','present')))
 PY

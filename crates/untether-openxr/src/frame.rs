@@ -19,15 +19,30 @@ use crate::vk_compositor::{stereo_format, VkCompositor, VkEye};
 /// At most this many layers in one frame.
 pub const MAX_LAYERS: u32 = 16;
 
-/// Frame pacing: the application is released once per period; a late application is
-/// released at once and the schedule restarts from there (no frame is skipped to realign).
+/// Frame pacing and display-time prediction. The application is released once per period; a
+/// late application is released at once and the schedule restarts from there (no frame is
+/// skipped to realign). The display time predicted for the frame it then renders is measured,
+/// not assumed: the release, plus how long the application takes from its release to
+/// `xrEndFrame` (the median of its last [`RENDER_SAMPLES`] frames), plus how long a frame takes
+/// from `xrEndFrame` to being shown on the client (its glass-to-glass, which the client reports
+/// from exactly that instant; [`set_pipeline`](Self::set_pipeline)). Before any is measured,
+/// one period stands for each.
 #[derive(Clone, Debug)]
 pub struct FrameClock {
     pub period_ns: i64,
     next_release_ns: i64,
     waited: u32,
     begun: bool,
+    /// Releases not yet matched by an `xrEndFrame`, oldest first.
+    releases: std::collections::VecDeque<i64>,
+    /// The application's last release → `xrEndFrame` durations, ns.
+    render_ns: std::collections::VecDeque<i64>,
+    /// `xrEndFrame` → shown on the client, ns (None: no client report yet).
+    pipeline_ns: Option<i64>,
 }
+
+/// Frames whose render time the display-time prediction takes the median of.
+pub const RENDER_SAMPLES: usize = 15;
 
 impl FrameClock {
     pub fn new(fps: u32) -> FrameClock {
@@ -36,17 +51,45 @@ impl FrameClock {
             next_release_ns: 0,
             waited: 0,
             begun: false,
+            releases: Default::default(),
+            render_ns: Default::default(),
+            pipeline_ns: None,
         }
     }
 
+    /// The measured `xrEndFrame` → shown on the client (the client's glass-to-glass p50), or
+    /// None while no client reports one. Held within 0..=10 periods.
+    pub fn set_pipeline(&mut self, ns: Option<i64>) {
+        self.pipeline_ns = ns.map(|n| n.clamp(0, 10 * self.period_ns));
+    }
+
+    /// The measured `xrEndFrame` → shown on the client the prediction uses, ns.
+    pub fn pipeline_ns(&self) -> Option<i64> {
+        self.pipeline_ns
+    }
+
+    /// The application's render time the prediction uses: the median of its last frames.
+    pub fn render_estimate_ns(&self) -> i64 {
+        let mut v: Vec<i64> = self.render_ns.iter().copied().collect();
+        if v.is_empty() {
+            return self.period_ns;
+        }
+        v.sort_unstable();
+        v[v.len() / 2]
+    }
+
     /// When to release the application (`now_ns` or later) and the display time predicted
-    /// for the frame it then renders: one period after the release (render, read back,
-    /// encode).
+    /// for the frame it then renders.
     pub fn schedule(&mut self, now_ns: i64) -> (i64, i64) {
         let release = self.next_release_ns.max(now_ns);
         self.next_release_ns = release + self.period_ns;
         self.waited += 1;
-        (release, release + self.period_ns)
+        if self.releases.len() >= 4 {
+            self.releases.pop_front();
+        }
+        self.releases.push_back(release);
+        let pipeline = self.pipeline_ns.unwrap_or(self.period_ns);
+        (release, release + self.render_estimate_ns() + pipeline)
     }
 
     pub fn begin(&mut self) -> Result<xr::Result, xr::Result> {
@@ -62,11 +105,19 @@ impl FrameClock {
         Ok(xr::Result::SUCCESS)
     }
 
-    pub fn end(&mut self) -> Result<(), xr::Result> {
+    /// The frame begun last ends at `now_ns`: its render time (from its release) is measured.
+    pub fn end(&mut self, now_ns: i64) -> Result<(), xr::Result> {
         if !self.begun {
             return Err(xr::Result::ERROR_CALL_ORDER_INVALID);
         }
         self.begun = false;
+        if let Some(release) = self.releases.pop_front() {
+            if self.render_ns.len() >= RENDER_SAMPLES {
+                self.render_ns.pop_front();
+            }
+            self.render_ns
+                .push_back((now_ns - release).clamp(0, 10 * self.period_ns));
+        }
         Ok(())
     }
 }
@@ -93,6 +144,9 @@ pub(crate) unsafe extern "system" fn wait_frame(
             if !s.running {
                 return xr::Result::ERROR_SESSION_NOT_RUNNING;
             }
+            // The display time follows what the client measures (xrEndFrame → shown).
+            let pipeline = s.stream.shown_after_end_ns(now().as_nanos() / 1000);
+            s.clock.set_pipeline(pipeline);
             let (release, display) = s.clock.schedule(now().as_nanos());
             // The previous frame goes to the encoder as soon as its copy is done, in the time
             // this call sleeps anyway (not one frame later, at the next poll). The runtime's
@@ -313,7 +367,7 @@ pub(crate) unsafe extern "system" fn end_frame(
         let Ok(s) = rt.session(session) else {
             return xr::Result::ERROR_HANDLE_INVALID;
         };
-        if let Err(e) = s.clock.end() {
+        if let Err(e) = s.clock.end(now().as_nanos()) {
             return e;
         }
         s.poll_vk();
@@ -406,23 +460,50 @@ mod tests {
     #[test]
     fn frames_are_paced_one_period_apart_and_a_late_app_is_released_at_once() {
         let mut c = FrameClock::new(100); // 10 ms
+                                          // Nothing measured yet: a period for rendering and a period for the pipeline.
         let (r0, d0) = c.schedule(1_000);
-        assert_eq!((r0, d0), (1_000, 10_001_000));
+        assert_eq!((r0, d0), (1_000, 20_001_000));
         let (r1, _) = c.schedule(2_000);
         assert_eq!(r1, 10_001_000);
         let (r2, d2) = c.schedule(50_000_000);
-        assert_eq!((r2, d2), (50_000_000, 60_000_000));
+        assert_eq!((r2, d2), (50_000_000, 70_000_000));
+    }
+
+    #[test]
+    fn the_display_time_is_the_release_plus_the_measured_render_and_pipeline() {
+        let mut c = FrameClock::new(100); // 10 ms
+                                          // The application takes 3 ms from its release to xrEndFrame (one frame took 9 ms: the
+                                          // median holds), and the client shows a frame 7 ms after xrEndFrame.
+        let mut t = 0;
+        for k in 0..9 {
+            let (release, _) = c.schedule(t);
+            assert_eq!(c.begin(), Ok(xr::Result::SUCCESS));
+            let took = if k == 4 { 9_000_000 } else { 3_000_000 };
+            c.end(release + took).unwrap();
+            t = release + took;
+        }
+        assert_eq!(c.render_estimate_ns(), 3_000_000);
+        c.set_pipeline(Some(7_000_000));
+        let (release, display) = c.schedule(t);
+        assert_eq!(display - release, 10_000_000);
+        // A pipeline report past ten periods is held there; none falls back to a period.
+        c.set_pipeline(Some(1_000_000_000));
+        let (release, display) = c.schedule(t);
+        assert_eq!(display - release, 3_000_000 + 100_000_000);
+        c.set_pipeline(None);
+        let (release, display) = c.schedule(t);
+        assert_eq!(display - release, 3_000_000 + 10_000_000);
     }
 
     #[test]
     fn begin_needs_a_wait_and_end_needs_a_begin() {
         let mut c = FrameClock::new(60);
         assert_eq!(c.begin(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
-        assert_eq!(c.end(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
+        assert_eq!(c.end(0), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
         c.schedule(0);
         assert_eq!(c.begin(), Ok(xr::Result::SUCCESS));
         c.schedule(0);
         assert_eq!(c.begin(), Ok(xr::Result::FRAME_DISCARDED));
-        assert_eq!(c.end(), Ok(()));
+        assert_eq!(c.end(0), Ok(()));
     }
 }

@@ -164,6 +164,17 @@ impl Session {
     }
 
     fn release_graphics(&mut self) {
+        log::info!(
+            "untether OpenXR runtime: predicted display time = release + the application's \
+             render time p50 {:.2} ms + xrEndFrame → shown on the client {}",
+            self.clock.render_estimate_ns() as f64 / 1e6,
+            self.clock
+                .pipeline_ns()
+                .map_or("(no client report: one period)".into(), |n| format!(
+                    "{:.2} ms",
+                    n as f64 / 1e6
+                ))
+        );
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.take()) {
             // SAFETY: as in flush.
             unsafe { c.destroy(gl) };

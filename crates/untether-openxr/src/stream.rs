@@ -158,6 +158,9 @@ pub struct Stream {
     /// Per frame streamed, from its `xrEndFrame` to its pixels in the host's hands: the
     /// application's GPU work finishing, the blit and the read-back.
     to_pixels: untether_proto::stats::Samples,
+    /// The client's last reported `xrEndFrame` → shown (its glass-to-glass p50, ns) and when
+    /// it was last asked for (runtime clock, µs).
+    shown_after_end: (Option<i64>, i64),
 }
 
 impl Stream {
@@ -190,6 +193,7 @@ impl Stream {
             frames_to_current: 0,
             rumble_until: None,
             to_pixels: Default::default(),
+            shown_after_end: (None, i64::MIN),
         })
     }
 
@@ -206,6 +210,22 @@ impl Stream {
             .filter(|c| c.role == "controller")
             .chain(live())
             .find_map(|c| Some((c.view_fov_deg?, c.view_ipd_mm?)))
+    }
+
+    /// How long after `xrEndFrame` the client shows a frame: the glass-to-glass p50 the
+    /// controller (else the first live client) reported last — the client measures it from the
+    /// `xrEndFrame` instant each frame carries. Asked of the host at most twice a second.
+    pub fn shown_after_end_ns(&mut self, now_us: i64) -> Option<i64> {
+        if now_us.saturating_sub(self.shown_after_end.1) >= 500_000 {
+            let clients = self.host.as_ref().map(Host::clients).unwrap_or_default();
+            let live = || clients.iter().filter(|c| c.left_s.is_none());
+            let p50 = live()
+                .filter(|c| c.role == "controller")
+                .chain(live())
+                .find_map(|c| c.latency.as_ref()?.glass_to_glass.map(|g| g.p50_ms));
+            self.shown_after_end = (p50.map(|ms| (ms * 1e6) as i64), now_us);
+        }
+        self.shown_after_end.0
     }
 
     /// Reads the client's newest head pose into the predictor (`now_us`: runtime clock).

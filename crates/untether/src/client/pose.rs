@@ -77,6 +77,19 @@ impl LocalPose {
     }
 }
 
+/// The angle, degrees, between two poses' orientations (None: either is not a valid pose).
+pub(crate) fn orientation_error_deg(a: PoseSample, b: PoseSample) -> Option<f32> {
+    if !a.pose.is_valid() || !b.pose.is_valid() {
+        return None;
+    }
+    let q = |p: PoseSample| {
+        let [x, y, z, w] = p.pose.orientation;
+        Quat::from_xyzw(x, y, z, w).normalize()
+    };
+    let dot = q(a).dot(q(b)).abs().min(1.0);
+    Some((2.0 * dot.acos()).to_degrees())
+}
+
 /// The late warp of a side-by-side stereo picture `width`×`height` rendered for `rendered`
 /// and shown at `latest` (the newest local pose), each eye `fov_rad` wide over its half of the
 /// picture. Both orientations are the protocol's (head → world, +y up, −z forward), the
@@ -216,5 +229,39 @@ mod tests {
         }
         assert_eq!(l.latest().map(|p| p.sample_us), Some(4999));
         assert_eq!(l.between(0, 1000).len(), 97);
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use untether_proto::Pose;
+
+    fn yaw(deg: f32) -> PoseSample {
+        let q = Quat::from_rotation_y(deg.to_radians());
+        PoseSample {
+            sample_us: 1,
+            pose: Pose {
+                orientation: [q.x, q.y, q.z, q.w],
+                ..Pose::IDENTITY
+            },
+        }
+    }
+
+    #[test]
+    fn the_prediction_error_is_the_angle_between_the_orientations() {
+        let e = |a, b| orientation_error_deg(yaw(a), yaw(b)).unwrap();
+        assert!(e(10.0, 10.0) < 0.01);
+        assert!((e(0.0, 3.0) - 3.0).abs() < 0.01);
+        assert!((e(-2.0, 2.0) - 4.0).abs() < 0.01);
+        // q and -q are one orientation.
+        let mut flipped = yaw(5.0);
+        for c in &mut flipped.pose.orientation {
+            *c = -*c;
+        }
+        assert!(orientation_error_deg(yaw(5.0), flipped).unwrap() < 0.01);
+        let mut bad = yaw(0.0);
+        bad.pose.orientation = [f32::NAN; 4];
+        assert_eq!(orientation_error_deg(bad, yaw(0.0)), None);
     }
 }

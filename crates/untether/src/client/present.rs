@@ -416,6 +416,9 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             }
         }
         item.record.shown_us = now_us();
+        if let (Some(rendered), Some(now_pose)) = (item.record.pose, self.s.local_pose.latest()) {
+            item.record.pose_error_deg = super::pose::orientation_error_deg(rendered, now_pose);
+        }
         if let Some(tap) = self.io.shown_tap.as_mut() {
             (tap.0)(&item.record, &item.picture);
         }

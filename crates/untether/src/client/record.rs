@@ -57,6 +57,10 @@ pub struct FrameRecord {
     /// not rendered for a pose, or its FramePose was lost twice): what late warp re-projects
     /// from.
     pub pose: Option<untether_proto::PoseSample>,
+    /// When shown: the angle, degrees, between the head orientation the frame was rendered
+    /// for (the host's prediction for this moment) and this client's newest local head pose
+    /// then — the prediction's error as the viewer saw it, before late warp (None: no pose).
+    pub pose_error_deg: Option<f32>,
     /// The decoded picture's size, pixels (a side-by-side stereo picture: both eyes).
     pub width: u32,
     pub height: u32,

@@ -59,6 +59,10 @@ pub struct Latency {
     /// Per shown frame: shown time − the client's sample time of the pose the host rendered it
     /// for (from the FramePose metadata: pose-to-photon without late warp).
     pub rendered_pose_to_photon: Pcts,
+    /// Per shown frame rendered for a pose: the angle, **degrees** (not ms), between the head
+    /// orientation it was rendered for (the host's prediction for its display) and the
+    /// client's newest local pose when it was shown — the prediction's error, before late warp.
+    pub pose_prediction_error_deg: Pcts,
     /// Frames sent in slices: when their slices left the encoder and were decoded.
     pub slices: SliceLatency,
 }
@@ -106,9 +110,13 @@ impl Latency {
             pose_to_photon.push_us(l as i64);
         }
         let mut rendered_pose = Samples::default();
+        let mut pose_error = Samples::default();
         for r in run.records.iter().filter(|r| r.shown_us > 0) {
             if let Some(p) = r.pose.filter(|p| p.sample_us > 0) {
                 rendered_pose.push_us(r.shown_us as i64 - p.sample_us as i64);
+            }
+            if let Some(deg) = r.pose_error_deg {
+                pose_error.push(deg as f64);
             }
         }
         Latency {
@@ -119,6 +127,7 @@ impl Latency {
             pipeline_overhead: (&overhead).into(),
             pose_to_photon: (&pose_to_photon).into(),
             rendered_pose_to_photon: (&rendered_pose).into(),
+            pose_prediction_error_deg: (&pose_error).into(),
             slices: slice_latency(run),
         }
     }

@@ -98,6 +98,10 @@ impl Report {
         if l.rendered_pose_to_photon.p50.is_some() {
             row("pose-to-photon (rendered)", &l.rendered_pose_to_photon);
         }
+        if l.pose_prediction_error_deg.p50.is_some() {
+            // Degrees, in the ms table's columns (said in the row's name).
+            row("pose prediction error (deg)", &l.pose_prediction_error_deg);
+        }
     }
 
     /// The network, the clock, reconnects and pacing.
@@ -315,6 +319,7 @@ mod tests {
         assert!(!r.to_text().contains("pose-to-photon"));
         r.latency_ms.pose_to_photon.p50 = Some(21.5);
         r.latency_ms.rendered_pose_to_photon.p50 = Some(30.25);
+        r.latency_ms.pose_prediction_error_deg.p50 = Some(0.75);
         let text = r.to_text();
         let line = text
             .lines()
@@ -322,5 +327,10 @@ mod tests {
             .unwrap_or_else(|| panic!("no pose-to-photon line in {text}"));
         assert!(line.contains("21.50"), "{line}");
         assert!(text.contains("pose-to-photon (rendered)"), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("pose prediction error (deg)"))
+            .unwrap_or_else(|| panic!("no prediction error line in {text}"));
+        assert!(line.contains("0.75"), "{line}");
     }
 }
