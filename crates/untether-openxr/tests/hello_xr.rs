@@ -459,6 +459,36 @@ fn check_stream(app: &App, run: &untether::ClientRun, min_streamed: u64) -> u64 
         run.frames_with_pose,
         run.decoded
     );
+    // The prediction's error as the client saw it (issue 34 item 2): reported per shown frame
+    // with a pose, and small (a wrong display time or a sign error would be degrees).
+    let mut errors: Vec<f32> = run
+        .records
+        .iter()
+        .filter_map(|r| r.pose_error_deg)
+        .collect();
+    errors.sort_by(f32::total_cmp);
+    let p50 = errors.get(errors.len() / 2).copied();
+    eprintln!(
+        "pose prediction error: {} frames, p50 {p50:?} deg; the runtime: {}",
+        errors.len(),
+        text.lines()
+            .find(|l| l.contains("predicted display time"))
+            .unwrap_or("(no estimate logged)")
+    );
+    assert!(
+        errors.len() as u64 * 10 >= run.frames_with_pose * 9,
+        "the prediction error was reported for {} of {} frames with a pose",
+        errors.len(),
+        run.frames_with_pose
+    );
+    assert!(
+        p50.is_some_and(|e| e < 3.0),
+        "prediction error p50 {p50:?} deg"
+    );
+    assert!(
+        text.contains("predicted display time = release + the application's render time"),
+        "the runtime did not say its display-time estimate:\n{text}"
+    );
     streamed
 }
 

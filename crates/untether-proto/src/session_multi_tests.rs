@@ -779,3 +779,17 @@ fn a_vanished_controller_is_replaced_and_sent_nothing_within_seconds_and_may_com
         Some(&(ClientRole::Viewer, false))
     );
 }
+
+#[test]
+fn silence_is_never_judged_within_two_and_a_half_keep_alives() {
+    let mut c = HostConfig::new(params());
+    assert_eq!(
+        c.silence_after_us(),
+        5_000_000,
+        "2 s keep-alive: the 5 s default"
+    );
+    c.params.keepalive_ms = 4_000;
+    assert_eq!(c.silence_after_us(), 10_000_000);
+    c.silence_us = 20_000_000;
+    assert_eq!(c.silence_after_us(), 20_000_000);
+}

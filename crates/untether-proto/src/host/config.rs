@@ -165,6 +165,14 @@ pub const ACCESS_REQUEST_TTL_US: Micros = 300_000_000;
 pub const DEFAULT_MAX_CLIENTS: usize = 8;
 
 impl HostConfig {
+    /// When a client counts as silent: [`silence_us`](Self::silence_us), but never before
+    /// two and a half keep-alive intervals (a session with a long keep-alive is not judged on
+    /// a short silence).
+    pub fn silence_after_us(&self) -> Micros {
+        self.silence_us
+            .max(self.params.keepalive_ms as Micros * 1000 * 5 / 2)
+    }
+
     /// Defaults with a fresh random identity and entropy from the OS, and
     /// [`AccessPolicy::Open`] (the runtime sets [`AccessPolicy::Allowlist`] and the stored
     /// identity once pairing is wired in).

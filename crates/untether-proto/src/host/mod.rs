@@ -506,7 +506,7 @@ impl HostSession {
 
     /// How long a client may be unheard before it is silent ([`HostConfig::silence_us`]).
     pub fn silence_us(&self) -> Micros {
-        self.cfg.silence_us
+        self.cfg.silence_after_us()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should run next.
@@ -533,7 +533,7 @@ impl HostSession {
         let mut gone = false;
         while i < self.peers.len() {
             let p = &mut self.peers[i];
-            if !p.silent && now >= p.last_recv_us.saturating_add(self.cfg.silence_us) {
+            if !p.silent && now >= p.last_recv_us.saturating_add(self.cfg.silence_after_us()) {
                 // Gone quiet (killed, out of range): no more video to its address, and if it
                 // controlled, control passes on now rather than at the idle timeout.
                 p.silent = true;

@@ -238,7 +238,7 @@ impl Peer {
         let silence = if self.silent {
             Micros::MAX
         } else {
-            self.last_recv_us.saturating_add(cfg.silence_us)
+            self.last_recv_us.saturating_add(cfg.silence_after_us())
         };
         let paths = self.paths.next_timeout().unwrap_or(Micros::MAX);
         let ping = if self.rate.is_some() {
