@@ -381,6 +381,29 @@ impl X11Capture {
         Ok(c)
     }
 
+    /// Waits up to `timeout` for a change (a DAMAGE report or a resize) and returns what
+    /// changed: at once when one is already queued, else as soon as the X server sends one,
+    /// so a frame can be grabbed the moment the application drew it rather than at the next
+    /// tick. Without DAMAGE every call reports `damaged` at once (there is nothing to wait
+    /// for: pace those grabs with a tick).
+    pub fn wait_for_changes(&mut self, timeout: std::time::Duration) -> Result<Changes> {
+        let c = self.poll_changes()?;
+        if c.damaged || c.resized {
+            return Ok(c);
+        }
+        use std::os::fd::AsRawFd;
+        let mut fd = libc::pollfd {
+            fd: self.conn.stream().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd; the connection's socket stays open (owned by self.conn).
+        // An error (EINTR) is a spurious wake: the events are read below either way.
+        unsafe { libc::poll(&mut fd, 1, ms) };
+        self.poll_changes()
+    }
+
     /// Grabs the captured area into shared memory and returns it as BGRA rows of
     /// `4 × width` bytes (stride = `4 × width`), valid until the next grab.
     pub fn grab(&mut self) -> Result<&mut [u8]> {

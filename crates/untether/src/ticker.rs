@@ -78,19 +78,22 @@ impl Ticker {
 
 /// The stream's rate for a source whose frames arrive on their own: a frame goes to the
 /// encoder the moment it arrives (no tick to wait for), but not sooner than three quarters of
-/// an interval after the one before, so a source faster than the stream is thinned (the newest
-/// frame wins at the source) while one at the stream's rate passes with its jitter.
+/// an interval after the one before, and never more often than the stream's rate over time
+/// (each frame's earliest time is also a whole interval after the previous one's), so a source
+/// faster than the stream is thinned to its rate (the newest frame wins at the source) while
+/// one at the stream's rate passes with its jitter.
 #[derive(Clone, Debug)]
 pub struct ArrivalPacer {
     interval: Micros,
-    last: Option<Micros>,
+    /// The earliest time the next frame may go (None: at once).
+    next: Option<Micros>,
 }
 
 impl ArrivalPacer {
     pub fn at_fps(fps: u32) -> ArrivalPacer {
         ArrivalPacer {
             interval: 1_000_000 / u64::from(fps.max(1)),
-            last: None,
+            next: None,
         }
     }
 
@@ -102,7 +105,7 @@ impl ArrivalPacer {
 
     /// The earliest time the next frame may go.
     pub fn earliest(&self) -> Micros {
-        self.last.map_or(0, |l| l + self.interval * 3 / 4)
+        self.next.unwrap_or(0)
     }
 
     /// Sleeps until the next frame may go (at once when it may already).
@@ -112,12 +115,16 @@ impl ArrivalPacer {
 
     /// A frame went at `now`.
     pub fn sent(&mut self, now: Micros) {
-        self.last = Some(now);
+        let soonest = now + self.interval * 3 / 4;
+        self.next = Some(
+            self.next
+                .map_or(soonest, |n| (n + self.interval).max(soonest)),
+        );
     }
 
     /// No client: the next frame may go at once.
     pub fn reset(&mut self) {
-        self.last = None;
+        self.next = None;
     }
 }
 
@@ -174,5 +181,35 @@ mod tests {
         p.reset();
         assert_eq!(p.earliest(), 0);
         assert_eq!(p.interval(), std::time::Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_source_faster_than_the_stream_is_thinned_to_the_streams_rate() {
+        // A source with a frame every 1 ms, sent whenever the pacer allows: 100 fps stream.
+        let mut p = ArrivalPacer::at_fps(100);
+        let mut sent = Vec::new();
+        for t in (0..1_000_000u64).step_by(1_000) {
+            if t >= p.earliest() {
+                p.sent(t);
+                sent.push(t);
+            }
+        }
+        assert!(
+            (99..=101).contains(&sent.len()),
+            "{} frames in 1 s",
+            sent.len()
+        );
+        // A late frame lets the next come a quarter interval early, no sooner.
+        let mut p = ArrivalPacer::at_fps(100);
+        p.sent(0);
+        p.sent(15_000); // due at 7.5 ms, came at 15 ms
+        assert_eq!(p.earliest(), 22_500);
+        // Sparse frames (7 fps against 100) each go at once.
+        let mut p = ArrivalPacer::at_fps(100);
+        for k in 0..7u64 {
+            let t = k * 142_857;
+            assert!(t >= p.earliest(), "frame {k} held back");
+            p.sent(t);
+        }
     }
 }

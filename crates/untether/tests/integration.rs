@@ -222,6 +222,133 @@ fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_
     assert!(summary.inputs_applied >= 5, "{summary:?}");
 }
 
+/// Issue 34 item 1: with DAMAGE, a grab follows the application's drawing at once, not at the
+/// next tick. A window redrawn 7 times a second (a new colour each time) on a 30 fps stream:
+/// the frames were captured a few ms after each draw (p50); at the tick it is half an interval
+/// on average (16.7 ms), which fails here.
+#[test]
+fn x11_damage_is_grabbed_as_it_arrives_not_at_the_next_tick() {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{
+        ChangeGCAux, ConnectionExt as _, CreateGCAux, CreateWindowAux, Rectangle, WindowClass,
+    };
+    use x11rb::wrapper::ConnectionExt as _;
+    let Some(x) = Xvfb::start("640x360x24") else {
+        panic!("Xvfb is needed (scripts/setup.sh installs it)");
+    };
+    // The drawing application: one window over the whole screen.
+    let (conn, screen) = x11rb::connect(Some(&x.display)).expect("connect to the Xvfb");
+    let root = conn.setup().roots[screen].root;
+    let win = conn.generate_id().unwrap();
+    conn.create_window(
+        x11rb::COPY_DEPTH_FROM_PARENT,
+        win,
+        root,
+        0,
+        0,
+        640,
+        360,
+        0,
+        WindowClass::INPUT_OUTPUT,
+        0,
+        &CreateWindowAux::new().override_redirect(1),
+    )
+    .unwrap();
+    conn.map_window(win).unwrap();
+    let gc = conn.generate_id().unwrap();
+    conn.create_gc(gc, win, &CreateGCAux::new().foreground(0x202020))
+        .unwrap();
+    conn.sync().unwrap();
+
+    let mut options = host_options();
+    options.video.fps = 30;
+    let (host_trust, client_trust) = memory_pair();
+    let host = Host::start_with(
+        options,
+        HostSetup {
+            source: SourceSpec::X11 {
+                display: Some(x.display.clone()),
+                target: CaptureTarget::Screen,
+            },
+            stamp: true,
+            trust: host_trust,
+            ..Default::default()
+        },
+    )
+    .expect("host captures the X display");
+    let mut opts = client_options(60.0);
+    opts.host = host.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            run_client_with(
+                &opts,
+                ClientIo {
+                    trust: client_trust,
+                    ..Default::default()
+                },
+                stop,
+            )
+        })
+    };
+    assert!(host.wait_for_client(Duration::from_secs(20)));
+    // Let the join's keyframe go first, then draw 20 times, 143 ms apart.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut drawn_us = Vec::new();
+    for k in 0..20u32 {
+        std::thread::sleep(Duration::from_millis(143));
+        let colour = 0x40_40_40 + (k * 0x05_09_0b) % 0x80_80_80;
+        conn.change_gc(gc, &ChangeGCAux::new().foreground(colour))
+            .unwrap();
+        drawn_us.push(untether::clock::now_us());
+        conn.poly_fill_rectangle(
+            win,
+            gc,
+            &[Rectangle {
+                x: 0,
+                y: 40,
+                width: 640,
+                height: 320,
+            }],
+        )
+        .unwrap();
+        conn.sync().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let run = client.join().unwrap().expect("client runs");
+    let summary = host.stop();
+    assert!(summary.fatal.is_none(), "{:?}", summary.fatal);
+    // Each frame captured during the drawing, from the last draw before it.
+    let first = drawn_us[0];
+    let mut delays: Vec<u64> = run
+        .records
+        .iter()
+        .filter(|r| r.capture_us >= first)
+        .filter_map(|r| {
+            let drawn = drawn_us.iter().rev().find(|&&d| d <= r.capture_us)?;
+            Some(r.capture_us - drawn)
+        })
+        .collect();
+    delays.sort_unstable();
+    let p50 = delays.get(delays.len() / 2).copied();
+    eprintln!(
+        "X11 DAMAGE: {} frames captured during 20 draws; draw → grab p50 {:?} µs (all: {delays:?})",
+        delays.len(),
+        p50
+    );
+    assert!(
+        delays.len() >= 15,
+        "{} frames captured for 20 draws",
+        delays.len()
+    );
+    assert!(
+        p50.is_some_and(|d| d < 8_000),
+        "draw → grab p50 {p50:?} µs: the grab waited for a tick, not for the damage"
+    );
+}
+
 /// Polls `f` every 20 ms until it holds (true) or `timeout` passes (false).
 fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;

@@ -1,6 +1,9 @@
-//! X11 capture as a frame source: grabs the display or a window through MIT-SHM at the frame
-//! rate and encodes the grab on the same thread, straight from shared memory (no slot, no
-//! copy). Ticks without DAMAGE are skipped, but a joining client always gets a keyframe.
+//! X11 capture as a frame source: grabs the display or a window through MIT-SHM and encodes the
+//! grab on the same thread, straight from shared memory (no slot, no copy). With DAMAGE a grab
+//! follows the application's drawing: it is taken the moment the X server reports a change
+//! (not at the next tick), at most at the stream's rate (`ArrivalPacer`); an interval without
+//! a change is counted unchanged, but a joining client always gets a keyframe. Without DAMAGE
+//! every tick grabs.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -11,7 +14,7 @@ use super::encode::EncoderStage;
 use super::grab::{encode_grab, Grab, GrabFailures, GrabOutput, GrabPixels};
 use super::shared::{lock, HostShared};
 use crate::clock::now_us;
-use crate::ticker::Ticker;
+use crate::ticker::{ArrivalPacer, Ticker};
 
 /// The most consecutive failed grabs before the host gives up.
 const MAX_GRAB_FAILURES: u32 = 100;
@@ -24,6 +27,8 @@ pub(crate) fn x11_loop(
     mut out: GrabOutput,
 ) {
     let mut ticker = Ticker::at_fps(fps);
+    let mut pacer = ArrivalPacer::at_fps(fps);
+    let on_arrival = cap.tracks_damage();
     let mut frame_number: u32 = 0;
     let mut failures = GrabFailures::new(MAX_GRAB_FAILURES);
     s.note(format!(
@@ -33,7 +38,7 @@ pub(crate) fn x11_loop(
         cap.size().0,
         cap.size().1,
         if cap.tracks_damage() {
-            "grabbing only when DAMAGE reports a change"
+            "grabbing when DAMAGE reports a change, as it arrives"
         } else {
             "no DAMAGE: grabbing every tick"
         }
@@ -42,10 +47,19 @@ pub(crate) fn x11_loop(
         if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             ticker.resync(now_us());
+            pacer.reset();
             continue;
         }
-        ticker.wait();
-        let changes = match cap.poll_changes() {
+        let changes = if on_arrival {
+            // Not sooner than the stream's rate allows, then as soon as a change arrives (an
+            // interval without one: the encoder may still have to send, a keyframe wanted).
+            pacer.wait();
+            cap.wait_for_changes(pacer.interval())
+        } else {
+            ticker.wait();
+            cap.poll_changes()
+        };
+        let changes = match changes {
             Ok(c) => c,
             Err(e) => return s.fail(format!("X11 capture: {e}")),
         };
@@ -69,6 +83,7 @@ pub(crate) fn x11_loop(
         };
         failures.succeeded();
         let capture_us = now_us();
+        pacer.sent(capture_us);
         let grab = Grab {
             pixels: GrabPixels::Writable(pixels),
             width: w,
