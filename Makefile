@@ -8,7 +8,8 @@
 #   make install — the `untether` binary (stripped), its man pages and bash/zsh/fish
 #                 completions, the host's systemd user unit, the example config and the C
 #                 library under PREFIX (default /usr/local; DESTDIR for staging).
-#   make deb    — a Debian package of the same: target/untether_VERSION_ARCH.deb.
+#   make deb    — a Debian package of the same: target/untether_VERSION_ARCH.deb (with
+#                 CARGO_TARGET_DIR set, everything here builds and looks there instead).
 #   make arm64  — cross-build the `untether` binary for aarch64 (Raspberry Pi 4/5, any arm64
 #                 Linux): target/aarch64-unknown-linux-gnu/release/untether (docs/RASPBERRY-PI.md).
 SHELL := /bin/bash
@@ -25,7 +26,10 @@ CARGO_BUILD ?= $(CARGO) build --release --locked -p untether-cli -p untether-ffi
 
 PREFIX ?= /usr/local
 CC ?= cc
-FFI_LIB := target/release/libuntether.so
+# Where cargo builds: CARGO_TARGET_DIR when set (as cargo itself reads it), else ./target.
+TARGET := $(or $(CARGO_TARGET_DIR),target)
+RELEASE := $(TARGET)/release
+FFI_LIB := $(RELEASE)/libuntether.so
 EXAMPLE := examples/c/build/stream_scene
 
 .PHONY: demo test setup build bench lint fmt clean ffi header example install arm64 cli generated deb
@@ -37,7 +41,7 @@ build: setup
 	$(CARGO_BUILD)
 
 demo: build
-	./target/release/untether demo --duration 10 --report target/demo-report.json $(DEMO_ARGS)
+	$(RELEASE)/untether demo --duration 10 --report $(TARGET)/demo-report.json $(DEMO_ARGS)
 
 test:
 	@./scripts/setup.sh browser
@@ -63,13 +67,13 @@ ffi:
 
 # Regenerates the checked-in header from crates/untether-ffi/src/lib.rs.
 header: ffi
-	cp "$$(ls -t target/release/build/untether-ffi-*/out/untether.h | head -1)" crates/untether-ffi/include/untether.h
+	cp "$$(ls -t $(RELEASE)/build/untether-ffi-*/out/untether.h | head -1)" crates/untether-ffi/include/untether.h
 
-# The C example (examples/c/stream_scene.c) against the library in target/release.
+# The C example (examples/c/stream_scene.c) against the library in $(RELEASE).
 example: ffi
 	mkdir -p examples/c/build
 	$(CC) -O2 -Wall -Wextra -o $(EXAMPLE) examples/c/stream_scene.c \
-	  -Icrates/untether-ffi/include -Ltarget/release -luntether -lm -Wl,-rpath,$(CURDIR)/target/release
+	  -Icrates/untether-ffi/include -L$(RELEASE) -luntether -lm -Wl,-rpath,$(abspath $(RELEASE))
 
 # Where `make install` puts things (README.md, "Install"). ZSHDIR: Debian's zsh reads
 # vendor-completions under /usr, site-functions elsewhere.
@@ -81,8 +85,8 @@ FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 DOCDIR ?= $(PREFIX)/share/doc/untether
 STRIP ?= strip
-UNTETHER := target/release/untether
-GENERATED := target/generated
+UNTETHER := $(RELEASE)/untether
+GENERATED := $(TARGET)/generated
 VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
 # The `untether` binary (and the libraries beside it; no apt: `make build` also runs setup).
@@ -110,13 +114,13 @@ install: ffi generated
 	chmod 644 $(DESTDIR)$(USERUNITDIR)/untether-host.service
 	install -m 644 docs/untether.example.toml README.md $(DESTDIR)$(DOCDIR)/
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
-	install -m 644 target/release/libuntether.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 target/release/libuntether.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(RELEASE)/libuntether.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(RELEASE)/libuntether.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 crates/untether-ffi/include/untether.h $(DESTDIR)$(PREFIX)/include/
 	# The capture hook `untether run` loads into applications (found at ../lib/untether/ from
 	# the binary): root's or yours, never writable by others.
 	install -d $(DESTDIR)$(PREFIX)/lib/untether
-	install -m 644 target/release/libuntether_capture_hook.so $(DESTDIR)$(PREFIX)/lib/untether/
+	install -m 644 $(RELEASE)/libuntether_capture_hook.so $(DESTDIR)$(PREFIX)/lib/untether/
 	$(STRIP) --strip-unneeded $(DESTDIR)$(PREFIX)/lib/untether/libuntether_capture_hook.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$(VERSION)|" \
 	  crates/untether-ffi/untether.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/untether.pc
@@ -125,10 +129,10 @@ install: ffi generated
 # (scripts/make-deb.sh writes the control file; its Depends come from dpkg-shlibdeps;
 # DEB_COMPRESSION=gzip builds a bigger package much faster than the default xz).
 deb:
-	rm -rf target/deb
-	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(CURDIR)/target/deb/root \
+	rm -rf $(TARGET)/deb
+	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(abspath $(TARGET))/deb/root \
 	  ZSHDIR=/usr/share/zsh/vendor-completions
-	./scripts/make-deb.sh target/deb/root $(VERSION) target
+	./scripts/make-deb.sh $(TARGET)/deb/root $(VERSION) $(TARGET)
 
 clean:
 	$(CARGO) clean

@@ -405,3 +405,59 @@ fn zsh_and_fish_load_their_completions() {
         println!("skipped zsh: not installed (scripts/setup.sh installs it)");
     }
 }
+
+/// Issue 36, item 5: `make install` (and so `make deb`) finds the build where cargo put it,
+/// `CARGO_TARGET_DIR` included (it looked in ./target only: "target/release/untether: No such
+/// file"). Here the source tree has no ./target and the build is reached through a symbolic
+/// link of another name, with nothing to build (`CARGO_BUILD=true`).
+#[test]
+fn make_install_takes_the_build_from_cargo_target_dir() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_untether"));
+    let release = bin.parent().unwrap();
+    if !release.join("libuntether_capture_hook.so").exists()
+        || !release.join("libuntether.so").exists()
+    {
+        println!(
+            "skipped: the libraries are not built (make test builds the whole workspace first)"
+        );
+        return;
+    }
+    let dir = scratch("target-dir");
+    let elsewhere = dir.join("my-target");
+    std::os::unix::fs::symlink(release.parent().unwrap(), &elsewhere).unwrap();
+    let root = dir.join("root");
+    // The source tree without a ./target of its own (as with CARGO_TARGET_DIR elsewhere): a
+    // tree of links to the repository's entries but its target directory.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    for e in std::fs::read_dir(&repo).unwrap().map_while(Result::ok) {
+        if e.file_name() != "target" {
+            std::os::unix::fs::symlink(e.path(), tree.join(e.file_name())).unwrap();
+        }
+    }
+    let o = Command::new("make")
+        .current_dir(&tree)
+        .args([
+            "--no-print-directory",
+            "install",
+            "PREFIX=/usr",
+            "CARGO_BUILD=true",
+        ])
+        .arg(format!("DESTDIR={}", root.display()))
+        .env("CARGO_TARGET_DIR", &elsewhere)
+        .output()
+        .expect("make runs");
+    assert!(o.status.success(), "make install failed: {}", text(&o));
+    for f in [
+        "usr/bin/untether",
+        "usr/lib/libuntether.so",
+        "usr/lib/untether/libuntether_capture_hook.so",
+        "usr/share/man/man1/untether.1",
+    ] {
+        assert!(root.join(f).exists(), "{f} not installed: {}", text(&o));
+    }
+    // The generated pages went to that target directory, not to ./target.
+    assert!(elsewhere.join("generated/man/untether.1").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
