@@ -70,11 +70,12 @@ pub struct PairArgs {
 pub enum PairAction {
     /// List pending access requests and allowed clients (the default).
     List,
-    /// Allow a client that asked for access: its fingerprint as `untether pair` lists it (8 or
-    /// more of its characters, naming one request) or its hex key. Not a list number (a flood
-    /// of requests moves them) nor a name (the client chose it).
+    /// Allow a client that asked for access, or one denied or revoked before: its fingerprint
+    /// as `untether pair` lists it (8 or more of its characters, naming one) or its hex key.
+    /// Not a list number (a flood of requests moves them) nor a name (the client chose it).
     Approve { fingerprint: String },
-    /// Forget a pending access request (its fingerprint, as for approve).
+    /// Deny a pending access request (its fingerprint, as for approve): the client is told
+    /// and refused from then on, until `approve` takes the denial back.
     Deny { fingerprint: String },
     /// Remove an allowed client (its fingerprint or hex key, as for approve): it is refused
     /// from then on, and disconnected if connected.
@@ -231,7 +232,12 @@ pub fn run_to(args: PairArgs, out: &mut impl Write) -> anyhow::Result<()> {
         }
         PairAction::Deny { fingerprint } => {
             let r = dir.deny(&fingerprint)?;
-            writeln!(out, "Denied {} ({:?}).", r.fingerprint, r.name)?;
+            writeln!(
+                out,
+                "Denied {} ({:?}): it is told so and refused from now on (`untether pair \
+                 approve {}` takes this back).",
+                r.fingerprint, r.name, r.fingerprint
+            )?;
         }
         PairAction::Revoke { fingerprint } => {
             let e = dir.revoke(&fingerprint)?;
@@ -387,6 +393,23 @@ fn list_allowed(dir: &StateDir, out: &mut impl Write) -> anyhow::Result<()> {
             )?;
         }
     }
+    let refused = dir.revoked()?;
+    if !refused.is_empty() {
+        writeln!(
+            out,
+            "Refused clients (denied or revoked; `untether pair approve FINGERPRINT` lets one \
+             in again):"
+        )?;
+        for e in &refused {
+            writeln!(
+                out,
+                "  {}  {:<20} since {}",
+                e.fingerprint(),
+                format!("{:?}", e.name),
+                ago(e.added)
+            )?;
+        }
+    }
     Ok(())
 }
 
@@ -472,6 +495,28 @@ mod tests {
         let s = run_args(&["--state-dir", d, "revoke", &fp]).unwrap();
         assert!(s.starts_with("Revoked"), "{s}");
         assert!(run_args(&["--state-dir", d, "revoke", &fp]).is_err());
+        // A revoked client is listed, and approve takes it back (issue 36, item 4).
+        let s = run_args(&["--state-dir", d, "allowed"]).unwrap();
+        assert!(s.contains("Refused clients") && s.contains(&fp), "{s}");
+        let s = run_args(&["--state-dir", d, "approve", &fp]).unwrap();
+        assert!(s.starts_with("Allowed"), "{s}");
+        assert!(!run_args(&["--state-dir", d, "allowed"])
+            .unwrap()
+            .contains("Refused clients"));
+        // A denied request stays denied: refused, listed, until approved.
+        cd.record_request(&[4; 32], "pest", "10.0.0.3:5000")
+            .unwrap();
+        let fp4 = fingerprint(&[4; 32]);
+        let s = run_args(&["--state-dir", d, "deny", &fp4]).unwrap();
+        assert!(
+            s.starts_with("Denied") && s.contains("refused from now on"),
+            "{s}"
+        );
+        assert!(cd.revoked().unwrap().iter().any(|e| e.fingerprint() == fp4));
+        assert!(cd.pending().unwrap().is_empty());
+        let s = run_args(&["--state-dir", d, "approve", &fp4]).unwrap();
+        assert!(s.starts_with("Allowed"), "{s}");
+        assert!(cd.revoked().unwrap().is_empty());
         // --pin-attempts within 1..=10, the error naming the flag and the range.
         let e = run_args(&["--state-dir", d, "--pin", "--pin-attempts", "4294967295"])
             .unwrap_err()

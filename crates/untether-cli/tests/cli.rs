@@ -627,13 +627,15 @@ fn pairing_is_explained_in_help() {
 }
 
 /// Host, clients and `untether pair` as separate processes, each side with its own state
-/// directory: a PIN pairs one client; an unknown one is refused, listed, approved, let in.
+/// directory: a PIN pairs one client; an unknown one is refused, listed, approved, let in; a
+/// denied one is told so and stops asking.
 #[test]
 fn pin_pairing_and_approval_across_processes() {
     use std::io::BufRead;
     let base = tmp("pairing");
     let _ = std::fs::remove_dir_all(&base);
     let (hs, c1, c2) = (base.join("host"), base.join("c1"), base.join("c2"));
+    let c3 = base.join("c3");
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -648,7 +650,7 @@ fn pin_pairing_and_approval_across_processes() {
             "--bind",
             &addr,
             "--duration",
-            "12",
+            "20",
         ])
         .args(["--resolution", "640x360", "--fps", "30", "--state-dir"])
         .arg(&hs)
@@ -745,6 +747,47 @@ fn pin_pairing_and_approval_across_processes() {
         o.status.success(),
         "the approved client connects: {}",
         text(&o)
+    );
+    // Denied (issue 36, item 4): the client is told and ends at once, without waiting for an
+    // approval (it used to be asked for again within 1.5 s).
+    let o = client(&c3, &[]);
+    assert!(text(&o).contains("not paired"), "{}", text(&o));
+    let listing = text(&run(&["pair", "--state-dir", hs_arg]));
+    let denied_fp = listing
+        .lines()
+        .find(|l| l.contains("\"c3\""))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("c3's request is not listed: {listing}"))
+        .to_string();
+    let o = run(&["pair", "--state-dir", hs_arg, "deny", &denied_fp]);
+    assert!(text(&o).starts_with("Denied"), "{}", text(&o));
+    std::thread::sleep(Duration::from_millis(1200));
+    let t = Instant::now();
+    let o = untether()
+        .args([
+            "client",
+            &addr,
+            "--headless",
+            "--duration",
+            "10",
+            "--name",
+            "c3",
+        ])
+        .arg("--state-dir")
+        .arg(&c3)
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && t.elapsed() < Duration::from_secs(5),
+        "a denied client kept waiting ({:?}): {}",
+        t.elapsed(),
+        text(&o)
+    );
+    assert!(text(&o).contains("refused this client"), "{}", text(&o));
+    let listing = text(&run(&["pair", "--state-dir", hs_arg]));
+    assert!(
+        listing.contains("Refused clients") && !listing.contains("Pending access requests"),
+        "{listing}"
     );
     let _ = host.kill();
     let _ = host.wait();

@@ -309,8 +309,14 @@ impl StateDir {
         let keys: Vec<&str> = allowed.iter().map(|e| e.key.as_str()).collect();
         let names: Vec<&str> = allowed.iter().map(|e| e.name.as_str()).collect();
         let i = super::resolve::resolve(query, "client", &keys, &names)?;
-        let mut entry = allowed.remove(i);
+        let entry = allowed.remove(i);
         self.write_json(ALLOWED_FILE, &allowed)?;
+        self.add_revoked(entry)
+    }
+
+    /// Puts `entry` on the revoked list (refused without an access request; the oldest
+    /// leaves past [`MAX_ENTRIES`]), dated now.
+    fn add_revoked(&self, mut entry: KeyEntry) -> Result<KeyEntry> {
         let mut revoked = self.revoked()?;
         entry.added = unix_now();
         if !revoked.iter().any(|e| e.key == entry.key) {
@@ -393,21 +399,43 @@ impl StateDir {
     }
 
     /// Approves a pending request: its key joins the allowlist.
+    /// Approves a pending request, or takes back a denial or revocation: the key joins the
+    /// allowlist. A revoked (or denied) key is found by its fingerprint or hex key only.
     pub fn approve(&self, query: &str) -> Result<KeyEntry> {
-        let req = self.find_pending(query)?;
-        let key = parse_key(&req.key).ok_or_else(|| IdentityError::Corrupt {
-            path: self.file(PENDING_FILE),
+        let (hex, name, file) = match self.find_pending(query) {
+            Ok(req) => (req.key, req.name, PENDING_FILE),
+            Err(pending_err) => {
+                let revoked = self.revoked()?;
+                let keys: Vec<&str> = revoked.iter().map(|e| e.key.as_str()).collect();
+                match super::resolve::resolve(query, "revoked client", &keys, &[]) {
+                    Ok(i) => (
+                        revoked[i].key.clone(),
+                        revoked[i].name.clone(),
+                        REVOKED_FILE,
+                    ),
+                    Err(_) => return Err(pending_err),
+                }
+            }
+        };
+        let key = parse_key(&hex).ok_or_else(|| IdentityError::Corrupt {
+            path: self.file(file),
             reason: "a key is not 64 hex digits".into(),
         })?;
-        self.allow(&key, &req.name)
+        self.allow(&key, &name)
     }
 
-    /// Denies (forgets) a pending request.
+    /// Denies a pending request: it leaves the list and its key is refused from now on (the
+    /// client is told and stops asking) until `approve` takes the denial back.
     pub fn deny(&self, query: &str) -> Result<PendingRequest> {
         let req = self.find_pending(query)?;
         let mut pending = self.pending()?;
         pending.retain(|p| p.key != req.key);
         self.write_json(PENDING_FILE, &pending)?;
+        self.add_revoked(KeyEntry {
+            key: req.key.clone(),
+            name: req.name.clone(),
+            added: 0,
+        })?;
         Ok(req)
     }
 

@@ -77,9 +77,13 @@ fn request_approve_revoke() {
     let r = d.revoke(&fp).unwrap();
     assert_eq!(r.key, key_hex(&k1));
     assert!(d.allowed().unwrap().is_empty());
-    assert_eq!(d.revoked().unwrap().len(), 1);
-    // Re-allowing clears the revocation.
+    // The denied request's key and the revoked one are both refused now.
+    let refused: Vec<String> = d.revoked().unwrap().into_iter().map(|e| e.key).collect();
+    assert_eq!(refused, [key_hex(&k2), key_hex(&k1)]);
+    // Re-allowing clears the revocation; approve takes a denial back.
     d.allow(&k1, "quest").unwrap();
+    assert_eq!(d.revoked().unwrap().len(), 1);
+    assert_eq!(d.approve(&fingerprint(&k2)).unwrap().key, key_hex(&k2));
     assert!(d.revoked().unwrap().is_empty());
     let mode = fs::metadata(d.path().join(ALLOWED_FILE))
         .unwrap()

@@ -421,7 +421,11 @@ impl HostSession {
         } else if self.admission.revoked.contains(&key) {
             Some((
                 RejectReason::NotAllowed,
-                format!("this client's access ({fp}) was revoked on the host"),
+                format!(
+                    "the host's owner refused this client ({fp}): its access request was \
+                     denied or its access revoked; they can let it in again with `untether \
+                     pair approve {fp}`"
+                ),
             ))
         } else if self.cfg.access == AccessPolicy::Allowlist
             && !self.admission.allowed.contains(&key)

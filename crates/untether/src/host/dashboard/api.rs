@@ -141,10 +141,11 @@ pub(super) fn approve(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
     Ok(json!({"approved": fp}))
 }
 
-/// Denies (forgets) a pending request.
+/// Denies a pending request: its key is refused from now on (the client is told and stops
+/// asking) until approved.
 pub(super) fn deny(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
     let (key, _) = pending(n, fp)?;
-    n.session.deny_request(&key);
+    n.session.revoke_client(crate::clock::now_us(), key);
     if let Some(dir) = &n.pairing.dir {
         let _ = dir.deny(&fingerprint(&key));
     }
