@@ -572,9 +572,16 @@ impl StateDir {
             None => false,
         };
         let hosts = self.known_hosts()?;
+        // Every pin of the keys the query names goes: a host known by name and by address
+        // is one host (issue 36: `forget NAME` left its address entry with the same key).
+        let keys: std::collections::HashSet<String> = hosts
+            .iter()
+            .filter(|h| !q.is_empty() && (h.host == q || h.addr == q || by_key(h)))
+            .map(|h| h.key.to_ascii_lowercase())
+            .collect();
         let (gone, kept): (Vec<KnownHost>, Vec<KnownHost>) = hosts
             .into_iter()
-            .partition(|h| !q.is_empty() && (h.host == q || h.addr == q || by_key(h)));
+            .partition(|h| keys.contains(&h.key.to_ascii_lowercase()));
         if gone.is_empty() {
             let known: Vec<String> = kept.iter().map(KnownHost::describe).collect();
             return Err(IdentityError::Invalid(format!(
