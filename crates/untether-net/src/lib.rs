@@ -82,7 +82,7 @@ pub const MAX_DATAGRAM: usize = 65_535;
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
     /// Binding failed (address in use, not local, no permission).
-    #[error("cannot bind UDP socket to {addr}: {source}")]
+    #[error("cannot bind UDP socket to {addr}: {source}{}", bind_hint(.source, .addr))]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -101,6 +101,19 @@ pub enum NetError {
     /// Any other socket error.
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
+}
+
+/// What to do about a port in use: find the program that holds it, or take another.
+fn bind_hint(e: &io::Error, addr: &SocketAddr) -> String {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        format!(
+            " (another program holds UDP port {port}: `ss -ulpn 'sport = :{port}'` names it; \
+             stop it, or choose another port with --bind ADDR:PORT or host.bind)",
+            port = addr.port()
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// What a receive returned.
@@ -529,6 +542,12 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
     if let Ok(ip) = name.parse::<std::net::IpAddr>() {
         return Ok(SocketAddr::new(ip, default_port));
     }
+    // A port past 65535 is a bad port, not a name that does not resolve.
+    if let Some((_, p)) = name.rsplit_once(':') {
+        if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_err() {
+            return Err(err(format!("port {p} is out of range (0..=65535)")));
+        }
+    }
     let with_port = if name
         .rsplit_once(':')
         .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
@@ -549,6 +568,25 @@ pub fn resolve(name: &str, default_port: u16) -> Result<SocketAddr, NetError> {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn a_bad_port_and_a_port_in_use_say_what_they_are() {
+        let e = resolve("127.0.0.1:99999", 9710).unwrap_err().to_string();
+        assert!(e.contains("port 99999 is out of range"), "{e}");
+        let e = resolve("myhost:70000", 9710).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        assert_eq!(
+            resolve("127.0.0.1:9", 9710).unwrap(),
+            "127.0.0.1:9".parse().unwrap()
+        );
+        let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let e = UdpEndpoint::bind(addr).err().expect("in use").to_string();
+        assert!(
+            e.contains("another program holds UDP port") && e.contains("--bind"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn loopback_round_trip_and_timeout() {
