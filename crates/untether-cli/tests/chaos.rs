@@ -117,10 +117,22 @@ fn a_host_killed_and_restarted_on_its_port_is_streaming_again_within_a_second() 
             "--report",
         ])
         .arg(&out)
+        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("client starts");
+    let client_log = {
+        let stderr = client.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        })
+    };
     std::thread::sleep(Duration::from_secs(3));
     // No goodbye: the process is gone at once.
     host.kill().expect("SIGKILL");
@@ -131,6 +143,13 @@ fn a_host_killed_and_restarted_on_its_port_is_streaming_again_within_a_second() 
     let _ = host.kill();
     let _ = host.wait();
     assert!(status.success(), "the client ended with {status}");
+    // One line when the host was lost, one when it was back (issue 36: one per attempt, 29 in
+    // 11 s), the attempts counted there.
+    let log = client_log.join().expect("the client's log");
+    let lines = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(lines("reconnecting"), 1, "{log}");
+    assert_eq!(lines("reconnected to"), 1, "{log}");
+    assert!(log.contains(" attempt"), "{log}");
     let r = report(&out);
     let reconnects = r["network"]["reconnects"].as_array().expect("reconnects");
     assert_eq!(reconnects.len(), 1, "{reconnects:?}");

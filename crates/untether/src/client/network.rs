@@ -256,7 +256,9 @@ impl ClientNet {
         self.session_number += 1;
         if let Some(r) = self.reconnect.as_mut().filter(|r| !r.approval) {
             r.next_try_us = None;
-            log::info!(
+            // Said once when the host was lost and once when it is back (with the count):
+            // each attempt in between only at debug level (they come every 0.4 s).
+            log::debug!(
                 "client: reconnecting to {} (attempt {})",
                 self.shared.host,
                 r.attempt + 1

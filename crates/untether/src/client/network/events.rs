@@ -240,9 +240,11 @@ impl ClientNet {
         }
         if let Some(r) = self.reconnect.take() {
             log::info!(
-                "client: reconnected to {} after {:.1} s",
+                "client: reconnected to {} after {:.1} s ({} attempt{})",
                 self.shared.host,
-                (now_us() - r.lost_us) as f64 / 1e6
+                (now_us() - r.lost_us) as f64 / 1e6,
+                r.attempt + 1,
+                if r.attempt == 0 { "" } else { "s" }
             );
             self.record.reconnected(self.session_number);
         }
