@@ -581,7 +581,10 @@ mod tests {
         );
         let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = held.local_addr().unwrap();
-        let e = UdpEndpoint::bind(addr).err().expect("in use").to_string();
+        let e = match UdpEndpoint::bind(addr) {
+            Ok(_) => panic!("bound a port in use"),
+            Err(e) => e.to_string(),
+        };
         assert!(
             e.contains("another program holds UDP port") && e.contains("--bind"),
             "{e}"
