@@ -834,7 +834,14 @@ fn governor(f: &mut Findings) {
     });
 }
 
-pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()> {
+/// Runs every check. A configuration file that does not load is a failed check of its own (the
+/// rest is checked with the defaults), not a reason not to check anything.
+pub fn run(a: DoctorArgs, loaded: Result<ConfigToml>, global: &crate::Global) -> Result<()> {
+    let (cfg, config_error) = match loaded {
+        Ok(c) => (c, None),
+        Err(e) => (ConfigToml::default(), Some(format!("{e:#}"))),
+    };
+    let cfg = &cfg;
     let (w, h) = untether_proto::units::parse_resolution(&a.resolution)
         .map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
     untether_media::frame::check_size(w, h).map_err(|e| anyhow::anyhow!("--resolution: {e}"))?;
@@ -850,17 +857,27 @@ pub fn run(a: DoctorArgs, cfg: &ConfigToml, global: &crate::Global) -> Result<()
     audio(&mut f);
     let udp = network(&mut f);
     clock(&mut f);
-    f.checks.push(check(
-        "config",
-        "file",
-        Status::Ok,
-        crate::config_file::describe(global.config.as_deref()),
-    ));
+    let config_ok = config_error.is_none();
+    f.checks.push(match config_error {
+        None => check(
+            "config",
+            "file",
+            Status::Ok,
+            crate::config_file::describe(global.config.as_deref()),
+        ),
+        Some(e) => Check {
+            fix: "correct the key the error names (docs/CONFIG.md lists every key and its \
+                  values); the other checks here used the defaults"
+                .into(),
+            ..check("config", "file", Status::Fail, e)
+        },
+    });
     let state_ok = state(&mut f, cfg, global);
     governor(&mut f);
     openxr::openxr(&mut f);
-    f.host_ok = udp && state_ok && f.encoders.iter().any(|e| e.works);
-    f.client_ok = udp && state_ok && f.decoders.iter().any(|d| d.works);
+    // Neither role starts with a configuration file that does not load.
+    f.host_ok = config_ok && udp && state_ok && f.encoders.iter().any(|e| e.works);
+    f.client_ok = config_ok && udp && state_ok && f.decoders.iter().any(|d| d.works);
     f.ok = f.host_ok && f.client_ok;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&f)?);

@@ -1344,7 +1344,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => generate::run(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
-        Command::Doctor(a) => load_config(&global).and_then(|cfg| doctor::run(a, &cfg, &global)),
+        Command::Doctor(a) => doctor::run(a, load_config(&global), &global),
         Command::Discover(a) => load_config(&global).and_then(|cfg| {
             let dir = global.state_dir.clone().or_else(|| {
                 (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir))

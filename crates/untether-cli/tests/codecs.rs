@@ -285,3 +285,36 @@ fn help_names_the_codec_flags_and_the_doctor() {
         text(&o)
     );
 }
+
+/// Issue 36, item 6: `doctor` with a configuration file that does not load still checks the
+/// rest (with the defaults) and says what is wrong with the file as a failed check of its own.
+#[test]
+fn doctor_checks_everything_even_with_a_bad_config_file() {
+    let dir = std::env::temp_dir().join(format!("untether-doctor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[video]\nfps = \"sixty\"\n").unwrap();
+    let o = untether()
+        .arg("--config")
+        .arg(&bad)
+        .args(["doctor", "--json", "--frames", "2"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a bad config file is a failure");
+    let d: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&o)));
+    let checks = d["checks"].as_array().unwrap();
+    let config = checks
+        .iter()
+        .find(|c| c["kind"] == "config")
+        .expect("a config check");
+    assert_eq!(config["status"], "fail", "{config}");
+    assert!(
+        config["detail"].as_str().unwrap().contains("fps"),
+        "{config}"
+    );
+    // The rest was checked all the same.
+    assert!(checks.iter().any(|c| c["kind"] == "encoder"), "{d}");
+    assert!(checks.iter().any(|c| c["kind"] == "network"), "{d}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
