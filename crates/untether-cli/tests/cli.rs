@@ -1137,3 +1137,89 @@ fn a_browser_page_on_the_network_without_tls_is_warned_about() {
     let t = host("127.0.0.1:0");
     assert!(!t.contains("over plain HTTP"), "{t}");
 }
+
+/// Issue 36, item 1: a client waiting for the host's approval opens its window at once and
+/// says so in its title (before, no window existed until the host approved it: 42 s in one
+/// run, and a headset or a Pi with no terminal in view looked dead).
+#[test]
+fn a_client_waiting_for_approval_shows_a_window_that_says_so() {
+    if std::env::var_os("DISPLAY").is_none() {
+        eprintln!("skipped: no DISPLAY (make test runs this under Xvfb)");
+        return;
+    }
+    let base = tmp("waiting-window");
+    let _ = std::fs::remove_dir_all(&base);
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut host = untether()
+        .args([
+            "host",
+            "--bind",
+            &addr,
+            "--duration",
+            "15",
+            "--no-advertise",
+        ])
+        .args(["--resolution", "640x360", "--fps", "30", "--state-dir"])
+        .arg(base.join("host"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        untether_netem::ports::wait_for_udp_port(port, Duration::from_secs(20)),
+        "the host did not bind"
+    );
+    let mut client = untether()
+        .args([
+            "client",
+            &addr,
+            "--duration",
+            "8",
+            "--name",
+            "waiting",
+            "--state-dir",
+        ])
+        .arg(base.join("client"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let (found, titles) = loop {
+        let o = Command::new("xwininfo")
+            .args(["-root", "-tree"])
+            .output()
+            .expect("xwininfo (x11-utils) runs");
+        let titles = String::from_utf8_lossy(&o.stdout).into_owned();
+        if titles.contains("waiting for the host's approval") {
+            break (true, titles);
+        }
+        if t.elapsed() > Duration::from_secs(6) {
+            break (false, titles);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = host.kill();
+    let _ = host.wait();
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(
+        found,
+        "no window titled with the waiting state within 6 s: {}",
+        titles
+            .lines()
+            .filter(|l| l.contains("untether"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!(
+        "the waiting client's window was there after {:?}",
+        t.elapsed()
+    );
+}

@@ -184,7 +184,10 @@ impl Stream {
         if let Some(pin) = host.pairing_pin() {
             // The application's output may be a log: the PIN only to a terminal (issue 33).
             use std::io::IsTerminal;
-            match host.state_dir().filter(|_| !std::io::stderr().is_terminal()) {
+            match host
+                .state_dir()
+                .filter(|_| !std::io::stderr().is_terminal())
+            {
                 Some(dir) => log::info!(
                     "untether OpenXR runtime: a pairing PIN is active: it is in {} (readable by \
                      this user only)",

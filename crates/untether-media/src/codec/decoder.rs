@@ -834,6 +834,21 @@ impl DecodedFrame {
         to_i420(download(source)?, &mut None)
     }
 
+    /// A dark grey I420 picture of `width`×`height` (even sides): what a window shows before
+    /// the stream's first picture, under the overlay that says what the client waits for.
+    pub fn blank(width: u32, height: u32) -> DecodedFrame {
+        init_ffmpeg();
+        let mut frame = frame::Video::new(Pixel::YUV420P, width & !1, height & !1);
+        for (plane, value) in [(0, 40u8), (1, 128), (2, 128)] {
+            frame.data_mut(plane).fill(value);
+        }
+        DecodedFrame {
+            frame,
+            gpu: None,
+            hw_source: None,
+        }
+    }
+
     /// A DRM PRIME picture from its frame (format `AV_PIX_FMT_DRM_PRIME`, `data[0]` its
     /// descriptor, `hw_frames_ctx` a DRM frames context to download through): what a V4L2 or
     /// DRM decoder outputs, and how tests make one from memory they own.

@@ -119,6 +119,10 @@ struct PresentLoop<'a, 'r> {
     view: View,
     redraw: bool,
     end: Option<Micros>,
+    /// When the run started: with no picture 3 s later, the window opens anyway.
+    started_us: Micros,
+    /// The window is open and no stream picture was shown yet (it shows the waiting state).
+    waiting_window: bool,
     probes: Probes,
     photon: super::photon::Probe,
     timings: RecentTimings,
@@ -186,6 +190,8 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             },
             redraw: false,
             end: options.duration.map(|d| started + d.as_micros() as u64),
+            started_us: started,
+            waiting_window: false,
             probes: Probes {
                 every_us: options.client.input_probe_interval_ms * 1000,
                 next_us: started + 1_000_000,
@@ -211,7 +217,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         let status = self.s.status();
         self.set_status(status_text(&status));
         self.timings.extend(self.io.timings.try_iter());
-        let banner = banner_text(&status);
+        let banner = banner_text(&status, self.waiting_window);
         let banner_changed = banner != self.view.banner;
         if self.view.live.due(now) || banner_changed {
             if let Some(r) = self.view.refresh_overlay(self.s, &self.timings, now) {
@@ -228,6 +234,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
                 }
             }
         }
+        self.open_waiting_window(&status, now)?;
         if status.connected {
             self.send_input(window, now);
         }
@@ -336,6 +343,27 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         Ok(())
     }
 
+    /// Issue 36: a client that waits (for the host's approval, for a host that went away, or
+    /// three seconds for its first picture) opens its window at once and says so there, in the
+    /// title and over a dark picture, instead of showing nothing until the stream starts.
+    fn open_waiting_window(&mut self, status: &NetStatus, now: Micros) -> Result<(), ClientError> {
+        let waiting = status.awaiting_approval
+            || status.reconnecting
+            || now >= self.started_us + WAITING_WINDOW_AFTER_US;
+        if self.presenter.is_some() || self.options.display != Display::Window || !waiting {
+            return Ok(());
+        }
+        let (w, h) = WAITING_WINDOW_SIZE;
+        self.open_presenter(w, h, now)?;
+        self.waiting_window = true;
+        self.view.banner = banner_text(status, true);
+        if let Some(p) = self.presenter.as_mut() {
+            p.set_overlay(Some(&self.view.overlay_model()))?;
+            p.present(&DecodedFrame::blank(w, h))?;
+        }
+        Ok(())
+    }
+
     /// The window (or the headless presenter), opened for the first picture's size.
     fn open_presenter(&mut self, w: u32, h: u32, now: Micros) -> Result<(), ClientError> {
         let mut p: Box<dyn Presenter> = match self.options.display {
@@ -374,6 +402,14 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
     fn show(&mut self, mut item: Decoded, now: Micros) -> Result<(), ClientError> {
         if self.presenter.is_none() {
             self.open_presenter(item.picture.width(), item.picture.height(), now)?;
+        }
+        if std::mem::take(&mut self.waiting_window) {
+            // The stream's first picture replaces the waiting one, and its banner.
+            self.view.banner = banner_text(&self.s.status(), false);
+            if let Some(p) = self.presenter.as_mut() {
+                let model = self.view.overlay_model();
+                p.set_overlay((self.view.overlay || self.view.banner.is_some()).then_some(&model))?;
+            }
         }
         // Left on the GPU (zero-copy) for a presenter or sink that cannot take it: downloaded.
         let sink = self.io.sink.is_some();
@@ -439,13 +475,26 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
     }
 }
 
+/// With no stream picture this long after the start (a slow first connection), the window
+/// opens anyway and says why.
+const WAITING_WINDOW_AFTER_US: Micros = 3_000_000;
+/// The size the window opens at before the stream's first picture.
+const WAITING_WINDOW_SIZE: (u32, u32) = (1280, 720);
+
 /// What the picture itself says about the connection (in fullscreen and in a headset the
-/// title is not seen): the host is unreachable, or this client waits for its approval.
-fn banner_text(status: &NetStatus) -> Option<String> {
+/// title is not seen): the host is unreachable, or this client waits for its approval; and, in
+/// the window opened before any picture (`waiting`), that it is connecting.
+fn banner_text(status: &NetStatus, waiting: bool) -> Option<String> {
     if status.reconnecting {
         Some("host unreachable: reconnecting…".into())
     } else if status.awaiting_approval {
         Some("waiting for the host to approve this client…".into())
+    } else if waiting {
+        Some(if status.connected {
+            "connected: waiting for the first picture…".into()
+        } else {
+            "connecting to the host…".into()
+        })
     } else {
         None
     }
@@ -459,6 +508,9 @@ fn status_text(status: &NetStatus) -> Option<String> {
     }
     if status.awaiting_approval {
         return Some("not paired: waiting for the host's approval".into());
+    }
+    if !status.connected && status.role.is_none() {
+        return Some("connecting to the host".into());
     }
     match status.role? {
         RoleView {
@@ -661,12 +713,12 @@ mod tests {
             live: LiveOverlay::new(0),
             host: "pc:9000".into(),
         };
-        assert_eq!(banner_text(&NetStatus::default()), None);
+        assert_eq!(banner_text(&NetStatus::default(), false), None);
         let lost = NetStatus {
             reconnecting: true,
             ..NetStatus::default()
         };
-        v.banner = banner_text(&lost);
+        v.banner = banner_text(&lost, false);
         let lines = v.overlay_model().lines();
         assert_eq!(lines, vec!["host unreachable: reconnecting…".to_string()]);
         v.overlay = true;
@@ -679,7 +731,7 @@ mod tests {
             awaiting_approval: true,
             ..NetStatus::default()
         };
-        assert!(banner_text(&waiting).is_some_and(|b| b.contains("approve")));
+        assert!(banner_text(&waiting, false).is_some_and(|b| b.contains("approve")));
         assert!(status_text(&waiting).is_some_and(|t| t.contains("approval")));
     }
 
