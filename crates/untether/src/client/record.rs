@@ -99,6 +99,7 @@ pub struct ClientRun {
     /// The raw layer-2 transport: what the client's data plane ran on.
     pub link: crate::link::LinkReport,
     pub started_us: Micros,
+    /// When the run's first session started (later reconnections leave it).
     pub connected_us: Option<Micros>,
     pub ended_us: Micros,
     pub records: Vec<FrameRecord>,

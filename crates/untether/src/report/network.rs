@@ -32,7 +32,11 @@ pub struct NetworkReport {
     /// How the offset was known: `shared` (one machine, one clock: exact), `synchronized`
     /// (the user says so) or `estimated` (ping/pong, within the uncertainty).
     pub clock: &'static str,
+    /// Bytes received over the time actually connected (`connected_s`), Mbit/s.
     pub goodput_mbps: f64,
+    /// The time connected to the host: the run's duration less the time the host was gone
+    /// (from each loss to its reconnection, or to the end), seconds.
+    pub connected_s: f64,
     /// Per path (one without multipath): what the host sent on it and what the client got.
     pub paths: Vec<PathReport>,
     /// Adaptive bitrate: encoder reconfigurations, and the controller's target at the end
@@ -101,6 +105,7 @@ impl NetworkReport {
         duration_s: f64,
     ) -> NetworkReport {
         let s = &run.stats;
+        let connected_s = connected_s(run, duration_s);
         let mut rtt = Samples::default();
         for &r in &run.pings {
             rtt.push_us(r as i64);
@@ -123,11 +128,12 @@ impl NetworkReport {
             clock_offset_ms: run.clock.map(|c| c.offset_us as f64 / 1000.0),
             clock_uncertainty_ms: run.clock.map(|c| c.uncertainty_us as f64 / 1000.0),
             clock: run.clock_mode.name(),
-            goodput_mbps: if duration_s > 0.0 {
-                s.bytes_received as f64 * 8.0 / duration_s / 1e6
+            goodput_mbps: if connected_s > 0.0 {
+                s.bytes_received as f64 * 8.0 / connected_s / 1e6
             } else {
                 0.0
             },
+            connected_s: (connected_s * 1000.0).round() / 1000.0,
             paths: path_reports(run, host),
             bitrate_changes: host.map_or(0, |h| h.bitrate_changes),
             final_bitrate_kbps: host.and_then(|h| h.final_bitrate_kbps),
@@ -154,6 +160,20 @@ impl NetworkReport {
                 .collect(),
         }
     }
+}
+
+/// The run's `duration_s` (from its first connection to its end) less the time the host was
+/// gone: each loss to its reconnection, or to the end of the run.
+fn connected_s(run: &ClientRun, duration_s: f64) -> f64 {
+    let gone_us: u64 = run
+        .reconnects
+        .iter()
+        .map(|&(lost, resumed)| {
+            let back = if resumed == 0 { run.ended_us } else { resumed };
+            back.saturating_sub(lost)
+        })
+        .sum();
+    (duration_s - gone_us as f64 / 1e6).max(0.0)
 }
 
 /// Pairs the client's paths (by index) with the host's (path i of the host is the i-th client

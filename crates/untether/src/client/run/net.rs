@@ -80,7 +80,9 @@ impl NetRecord {
     /// A session started (the first, or one after the host came back).
     pub fn connected(&mut self, now: Micros, params: SessionParams, host_key: Option<PublicKey>) {
         self.params = Some(params);
-        self.connected_us = Some(now);
+        // The run's first connection: the report's duration counts from there, across
+        // reconnections (the time without a host is taken out where it matters).
+        self.connected_us.get_or_insert(now);
         self.host_key = host_key;
     }
 
