@@ -685,7 +685,17 @@ mod tests {
         assert!(
             status_text(&st(true, viewer(true, false))).is_some_and(|t| t.contains("reconnecting"))
         );
-        assert_eq!(status_text(&st(false, None)), None);
+        // Not connected yet, no role: the title says it is connecting (issue 36); connected
+        // without a role (a host serving one client) says nothing.
+        assert_eq!(
+            status_text(&st(false, None)).as_deref(),
+            Some("connecting to the host")
+        );
+        let connected = NetStatus {
+            connected: true,
+            ..NetStatus::default()
+        };
+        assert_eq!(status_text(&connected), None);
         let controller = Some(RoleView {
             role: ClientRole::Controller,
             input_granted: true,
