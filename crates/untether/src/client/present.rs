@@ -32,7 +32,7 @@ use super::live::{LiveOverlay, RecentTimings};
 use super::network::{ClientCommand, InputKind};
 use super::options::{ClientOptions, Display, ShownFrameTap, WarpSource};
 use super::record::FrameRecord;
-use super::run::view::{NetStatus, RoleView};
+use super::run::view::NetStatus;
 use super::run::PresentRecord;
 use super::{ClientError, ClientShared};
 use crate::clock::now_us;
@@ -215,9 +215,9 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         }
         let window = self.poll_window();
         let status = self.s.status();
-        self.set_status(status_text(&status));
+        self.set_status(status.title_words());
         self.timings.extend(self.io.timings.try_iter());
-        let banner = banner_text(&status, self.waiting_window);
+        let banner = status.banner(self.waiting_window);
         let banner_changed = banner != self.view.banner;
         if self.view.live.due(now) || banner_changed {
             if let Some(r) = self.view.refresh_overlay(self.s, &self.timings, now) {
@@ -356,7 +356,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         let (w, h) = WAITING_WINDOW_SIZE;
         self.open_presenter(w, h, now)?;
         self.waiting_window = true;
-        self.view.banner = banner_text(status, true);
+        self.view.banner = status.banner(true);
         if let Some(p) = self.presenter.as_mut() {
             p.set_overlay(Some(&self.view.overlay_model()))?;
             p.present(&DecodedFrame::blank(w, h))?;
@@ -405,7 +405,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         }
         if std::mem::take(&mut self.waiting_window) {
             // The stream's first picture replaces the waiting one, and its banner.
-            self.view.banner = banner_text(&self.s.status(), false);
+            self.view.banner = self.s.status().banner(false);
             if let Some(p) = self.presenter.as_mut() {
                 let model = self.view.overlay_model();
                 p.set_overlay((self.view.overlay || self.view.banner.is_some()).then_some(&model))?;
@@ -481,58 +481,6 @@ const WAITING_WINDOW_AFTER_US: Micros = 3_000_000;
 /// The size the window opens at before the stream's first picture.
 const WAITING_WINDOW_SIZE: (u32, u32) = (1280, 720);
 
-/// What the picture itself says about the connection (in fullscreen and in a headset the
-/// title is not seen): the host is unreachable, or this client waits for its approval; and, in
-/// the window opened before any picture (`waiting`), that it is connecting.
-fn banner_text(status: &NetStatus, waiting: bool) -> Option<String> {
-    if status.reconnecting {
-        Some("host unreachable: reconnecting…".into())
-    } else if status.awaiting_approval {
-        Some("waiting for the host to approve this client…".into())
-    } else if waiting {
-        Some(if status.connected {
-            "connected: waiting for the first picture…".into()
-        } else {
-            "connecting to the host…".into()
-        })
-    } else {
-        None
-    }
-}
-
-/// What the window's title says besides the host: reconnecting, waiting for approval, or a
-/// viewer's role (nothing for the controller, or a host serving one client).
-fn status_text(status: &NetStatus) -> Option<String> {
-    if status.reconnecting {
-        return Some("host unreachable: holding the last picture, reconnecting".into());
-    }
-    if status.awaiting_approval {
-        return Some("not paired: waiting for the host's approval".into());
-    }
-    if !status.connected && status.role.is_none() {
-        return Some("connecting to the host".into());
-    }
-    match status.role? {
-        RoleView {
-            role: untether_proto::ClientRole::Controller,
-            ..
-        } => None,
-        RoleView {
-            input_granted: granted,
-            paused,
-            ..
-        } => Some(format!(
-            "viewer{}{}",
-            if granted { " · input granted" } else { "" },
-            if paused {
-                " · paused: this link cannot carry the stream"
-            } else {
-                ""
-            }
-        )),
-    }
-}
-
 /// The late warp's poses when the application gives none: the pose the frame was rendered for
 /// (the host's FramePose, [`FrameRecord::pose`]) and the newest sample of the client's pose
 /// source ([`super::LocalPose::latest`]), each eye's field of view `vr.fov_deg` over its half of
@@ -552,7 +500,7 @@ struct View {
     overlay: bool,
     /// Something about the stream the title says (the host is unreachable, a viewer's role).
     status: Option<String>,
-    /// What the picture says about the connection ([`banner_text`]).
+    /// What the picture says about the connection ([`NetStatus::banner`]).
     banner: Option<String>,
     live: LiveOverlay,
     host: String,
@@ -643,7 +591,6 @@ pub fn save_ppm(picture: &DecodedFrame, path: &std::path::Path) -> Result<(), Cl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use untether_proto::ClientRole;
 
     #[test]
     fn probes_alternate_at_their_interval_and_never_when_off() {
@@ -669,50 +616,6 @@ mod tests {
     }
 
     #[test]
-    fn the_title_says_reconnecting_or_a_viewers_role() {
-        let st = |reconnecting, role| NetStatus {
-            reconnecting,
-            role,
-            ..NetStatus::default()
-        };
-        let viewer = |input_granted, paused| {
-            Some(RoleView {
-                role: ClientRole::Viewer,
-                input_granted,
-                paused,
-            })
-        };
-        assert!(
-            status_text(&st(true, viewer(true, false))).is_some_and(|t| t.contains("reconnecting"))
-        );
-        // Not connected yet, no role: the title says it is connecting (issue 36); connected
-        // without a role (a host serving one client) says nothing.
-        assert_eq!(
-            status_text(&st(false, None)).as_deref(),
-            Some("connecting to the host")
-        );
-        let connected = NetStatus {
-            connected: true,
-            ..NetStatus::default()
-        };
-        assert_eq!(status_text(&connected), None);
-        let controller = Some(RoleView {
-            role: ClientRole::Controller,
-            input_granted: true,
-            paused: false,
-        });
-        assert_eq!(status_text(&st(false, controller)), None);
-        assert_eq!(
-            status_text(&st(false, viewer(true, true))).as_deref(),
-            Some("viewer · input granted · paused: this link cannot carry the stream")
-        );
-        assert_eq!(
-            status_text(&st(false, viewer(false, false))).as_deref(),
-            Some("viewer")
-        );
-    }
-
-    #[test]
     fn the_picture_says_reconnecting_or_waiting_for_approval_with_or_without_f12() {
         let mut v = View {
             keys: WindowKeys::default(),
@@ -723,12 +626,12 @@ mod tests {
             live: LiveOverlay::new(0),
             host: "pc:9000".into(),
         };
-        assert_eq!(banner_text(&NetStatus::default(), false), None);
+        assert_eq!(NetStatus::default().banner(false), None);
         let lost = NetStatus {
             reconnecting: true,
             ..NetStatus::default()
         };
-        v.banner = banner_text(&lost, false);
+        v.banner = lost.banner(false);
         let lines = v.overlay_model().lines();
         assert_eq!(lines, vec!["host unreachable: reconnecting…".to_string()]);
         v.overlay = true;
@@ -741,8 +644,10 @@ mod tests {
             awaiting_approval: true,
             ..NetStatus::default()
         };
-        assert!(banner_text(&waiting, false).is_some_and(|b| b.contains("approve")));
-        assert!(status_text(&waiting).is_some_and(|t| t.contains("approval")));
+        assert!(waiting.banner(false).is_some_and(|b| b.contains("approve")));
+        assert!(waiting
+            .title_words()
+            .is_some_and(|t| t.contains("approval")));
     }
 
     #[test]

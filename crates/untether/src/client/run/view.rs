@@ -54,6 +54,60 @@ pub(crate) struct NetStatus {
     pub role: Option<RoleView>,
 }
 
+impl NetStatus {
+    /// What the picture itself says about the connection (in fullscreen and in a headset the
+    /// title is not seen): the host is unreachable, or this client waits for its approval; and, in
+    /// the window opened before any picture (`waiting`), that it is connecting.
+    pub fn banner(&self, waiting: bool) -> Option<String> {
+        if self.reconnecting {
+            Some("host unreachable: reconnecting…".into())
+        } else if self.awaiting_approval {
+            Some("waiting for the host to approve this client…".into())
+        } else if waiting {
+            Some(if self.connected {
+                "connected: waiting for the first picture…".into()
+            } else {
+                "connecting to the host…".into()
+            })
+        } else {
+            None
+        }
+    }
+
+    /// What the window's title says besides the host: reconnecting, waiting for approval, or a
+    /// viewer's role (nothing for the controller, or a host serving one client).
+    pub fn title_words(&self) -> Option<String> {
+        if self.reconnecting {
+            return Some("host unreachable: holding the last picture, reconnecting".into());
+        }
+        if self.awaiting_approval {
+            return Some("not paired: waiting for the host's approval".into());
+        }
+        if !self.connected && self.role.is_none() {
+            return Some("connecting to the host".into());
+        }
+        match self.role? {
+            RoleView {
+                role: ClientRole::Controller,
+                ..
+            } => None,
+            RoleView {
+                input_granted: granted,
+                paused,
+                ..
+            } => Some(format!(
+                "viewer{}{}",
+                if granted { " · input granted" } else { "" },
+                if paused {
+                    " · paused: this link cannot carry the stream"
+                } else {
+                    ""
+                }
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +138,48 @@ mod tests {
             ..NetStatus::default()
         });
         assert!(cell.get().reconnecting && !cell.get().connected);
+    }
+
+    #[test]
+    fn the_title_says_reconnecting_or_a_viewers_role() {
+        let st = |reconnecting, role| NetStatus {
+            reconnecting,
+            role,
+            ..NetStatus::default()
+        };
+        let viewer = |input_granted, paused| {
+            Some(RoleView {
+                role: ClientRole::Viewer,
+                input_granted,
+                paused,
+            })
+        };
+        assert!(NetStatus::title_words(&st(true, viewer(true, false)))
+            .is_some_and(|t| t.contains("reconnecting")));
+        // Not connected yet, no role: the title says it is connecting (issue 36); connected
+        // without a role (a host serving one client) says nothing.
+        assert_eq!(
+            NetStatus::title_words(&st(false, None)).as_deref(),
+            Some("connecting to the host")
+        );
+        let connected = NetStatus {
+            connected: true,
+            ..NetStatus::default()
+        };
+        assert_eq!(NetStatus::title_words(&connected), None);
+        let controller = Some(RoleView {
+            role: ClientRole::Controller,
+            input_granted: true,
+            paused: false,
+        });
+        assert_eq!(NetStatus::title_words(&st(false, controller)), None);
+        assert_eq!(
+            NetStatus::title_words(&st(false, viewer(true, true))).as_deref(),
+            Some("viewer · input granted · paused: this link cannot carry the stream")
+        );
+        assert_eq!(
+            NetStatus::title_words(&st(false, viewer(false, false))).as_deref(),
+            Some("viewer")
+        );
     }
 }
