@@ -31,7 +31,6 @@ mod rtsp;
 #[path = "rtsp_off.rs"]
 mod rtsp;
 mod run;
-mod secrets;
 mod status;
 mod wayland_arg;
 
@@ -988,7 +987,7 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     if let Some(server) = &rtsp {
         rtsp::announce("host", server, &cfg, access);
     }
-    let secrets = secrets::Secrets::for_stderr(host.state_dir().as_deref());
+    let secrets = untether::identity::Secrets::for_stderr(host.state_dir().as_deref());
     print_browser_access(&host, &secrets);
     print_dashboard(&host);
     let mut shown_link = host.browser_link();
@@ -1113,7 +1112,7 @@ fn print_dashboard(host: &Host) {
 
 /// Tells where browsers watch: the one-time link (or where it is kept), the PIN page, the
 /// certificate's fingerprint.
-fn print_browser_access(host: &Host, secrets: &secrets::Secrets) {
+fn print_browser_access(host: &Host, secrets: &untether::identity::Secrets) {
     let Some(url) = host.browser_url() else {
         return;
     };

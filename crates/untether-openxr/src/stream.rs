@@ -183,18 +183,11 @@ impl Stream {
         );
         if let Some(pin) = host.pairing_pin() {
             // The application's output may be a log: the PIN only to a terminal (issue 33).
-            use std::io::IsTerminal;
-            match host
-                .state_dir()
-                .filter(|_| !std::io::stderr().is_terminal())
-            {
-                Some(dir) => log::info!(
-                    "untether OpenXR runtime: a pairing PIN is active: it is in {} (readable by \
-                     this user only)",
-                    dir.join(untether::identity::PIN_FILE).display()
-                ),
-                None => eprintln!("untether: pairing PIN {pin}"),
-            }
+            let secrets = untether::identity::Secrets::for_stderr(host.state_dir().as_deref());
+            eprintln!(
+                "{}",
+                secrets.pairing_pin(&pin, settings.options.host.pin_ttl_s)
+            );
         }
         Ok(Stream {
             host: Some(host),

@@ -39,9 +39,11 @@ mod resolve;
 /// ≥ 8 fingerprint characters or the full hex key, never a number or a name.
 pub(crate) use resolve::resolve as resolve_client;
 mod roles;
+mod secrets;
 mod state_dir;
 
 pub use roles::{ClientsFile, ConnectedClient, CLIENTS_FILE, CONTROL_FILE, GRANTS_FILE};
+pub use secrets::Secrets;
 pub use state_dir::StateDir;
 
 use std::fs;

@@ -1,23 +1,23 @@
-//! Where `untether host` puts the secrets it hands the operator: the browsers' one-time link
-//! and the pairing PIN. On a terminal they are printed (the operator reads them there); when
+//! Where a host (`untether host`, the OpenXR runtime's) puts the secrets it hands the operator:
+//! the browsers' one-time link and the pairing PIN. On a terminal they are printed (the operator reads them there); when
 //! the output is not a terminal (a service's journal, a log file, a pipe) they go to the state
 //! directory, mode 0600, and the output says where, so they are never logged. Without a state
 //! directory there is no private place: they are printed, as the only way to pair.
 
 use std::path::{Path, PathBuf};
 
-use untether::identity::{StateDir, BROWSER_LINK_FILE, PIN_FILE};
+use super::{StateDir, BROWSER_LINK_FILE, PIN_FILE};
 
 /// Where the host's secrets go.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Secrets {
+pub struct Secrets {
     /// The state directory to write them to instead of printing them; None: print.
     kept_in: Option<PathBuf>,
 }
 
 impl Secrets {
     /// For a host whose standard error is (or is not) a terminal, with this state directory.
-    pub(crate) fn new(stderr_is_terminal: bool, state_dir: Option<&Path>) -> Secrets {
+    pub fn new(stderr_is_terminal: bool, state_dir: Option<&Path>) -> Secrets {
         Secrets {
             kept_in: state_dir
                 .filter(|_| !stderr_is_terminal)
@@ -26,14 +26,14 @@ impl Secrets {
     }
 
     /// For this process's standard error.
-    pub(crate) fn for_stderr(state_dir: Option<&Path>) -> Secrets {
+    pub fn for_stderr(state_dir: Option<&Path>) -> Secrets {
         use std::io::IsTerminal;
         Secrets::new(std::io::stderr().is_terminal(), state_dir)
     }
 
     /// The line telling browsers where to go, with the one-time `link` (valid `ttl_s`) or the
     /// file it is written to; `url` is the page without a token (the PIN form).
-    pub(crate) fn browser_access(&self, link: &str, url: &str, ttl_s: u64) -> String {
+    pub fn browser_access(&self, link: &str, url: &str, ttl_s: u64) -> String {
         match &self.kept_in {
             None => format!(
                 "untether host: browsers: open {link} (one browser, valid {ttl_s} s; a new link \
@@ -59,7 +59,7 @@ impl Secrets {
     }
 
     /// The line for a new one-time link (the last one was used or expired), if one is said.
-    pub(crate) fn browser_link_renewed(&self, link: &str) -> Option<String> {
+    pub fn browser_link_renewed(&self, link: &str) -> Option<String> {
         match &self.kept_in {
             None => Some(format!(
                 "untether host: browser link (the last one was used or expired): {link}"
@@ -75,7 +75,7 @@ impl Secrets {
     }
 
     /// The line saying a pairing PIN is active (valid `ttl_s`): the PIN itself, or where it is.
-    pub(crate) fn pairing_pin(&self, pin: &str, ttl_s: u64) -> String {
+    pub fn pairing_pin(&self, pin: &str, ttl_s: u64) -> String {
         match &self.kept_in {
             None => format!(
                 "untether host: pairing PIN {pin} — on the client: untether client THIS-HOST \
