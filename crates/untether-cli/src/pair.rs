@@ -382,33 +382,37 @@ fn list_allowed(dir: &StateDir, out: &mut impl Write) -> anyhow::Result<()> {
     if allowed.is_empty() {
         writeln!(out, "No allowed clients.")?;
     } else {
-        writeln!(out, "Allowed clients:")?;
-        for e in &allowed {
-            writeln!(
-                out,
-                "  {}  {:<20} added {}",
-                e.fingerprint(),
-                format!("{:?}", e.name),
-                ago(e.added)
-            )?;
-        }
+        list_entries(out, "Allowed clients:", &allowed, "added")?;
     }
     let refused = dir.revoked()?;
     if !refused.is_empty() {
-        writeln!(
+        list_entries(
             out,
             "Refused clients (denied or revoked; `untether pair approve FINGERPRINT` lets one \
-             in again):"
+             in again):",
+            &refused,
+            "since",
         )?;
-        for e in &refused {
-            writeln!(
-                out,
-                "  {}  {:<20} since {}",
-                e.fingerprint(),
-                format!("{:?}", e.name),
-                ago(e.added)
-            )?;
-        }
+    }
+    Ok(())
+}
+
+/// `heading`, then each entry: its fingerprint, name and age (`when`: "added", "since").
+fn list_entries(
+    out: &mut impl Write,
+    heading: &str,
+    entries: &[untether::identity::KeyEntry],
+    when: &str,
+) -> anyhow::Result<()> {
+    writeln!(out, "{heading}")?;
+    for e in entries {
+        writeln!(
+            out,
+            "  {}  {:<20} {when} {}",
+            e.fingerprint(),
+            format!("{:?}", e.name),
+            ago(e.added)
+        )?;
     }
     Ok(())
 }
