@@ -523,17 +523,18 @@ impl HostSession {
             .min()
     }
 
-    /// Runs timers: idle timeouts, keep-alives, role repeats, pings and path probes, handshake
-    /// expiry, a join's deferred keyframe.
+    /// Runs timers: silence and idle timeouts, keep-alives, role repeats, pings and path
+    /// probes, handshake expiry, a join's deferred keyframe.
     pub fn handle_timeout(&mut self, now: Micros) {
         self.expire_handshakes(now);
         self.expire_access_requests(now);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
         let mut i = 0;
-        let mut gone = false;
+        // A client fell silent or left: control may pass on.
+        let mut roles_due = false;
         while i < self.peers.len() {
             let p = &mut self.peers[i];
-            if !p.silent && now >= p.last_recv_us.saturating_add(self.cfg.silence_after_us()) {
+            if p.silence_deadline(&self.cfg).is_some_and(|d| now >= d) {
                 // Gone quiet (killed, out of range): no more video to its address, and if it
                 // controlled, control passes on now rather than at the idle timeout.
                 p.silent = true;
@@ -542,7 +543,7 @@ impl HostSession {
                     client: p.info.id,
                     silent: true,
                 });
-                gone = true;
+                roles_due = true;
             }
             if now >= self.peers[i].last_recv_us + idle_us {
                 let p = self.remove_peer(i);
@@ -551,13 +552,13 @@ impl HostSession {
                     addr: p.info.addr,
                     reason: GoneReason::Timeout,
                 });
-                gone = true;
+                roles_due = true;
                 continue;
             }
             self.peer_timers(now, i);
             i += 1;
         }
-        if gone {
+        if roles_due {
             self.assign_roles(now);
         }
         if self.stream.keyframes().take_join_due(now) {

@@ -231,15 +231,16 @@ impl Peer {
         }
     }
 
+    /// When it falls silent if nothing is heard from it before (None: silent already).
+    pub fn silence_deadline(&self, cfg: &HostConfig) -> Option<Micros> {
+        (!self.silent).then(|| self.last_recv_us.saturating_add(cfg.silence_after_us()))
+    }
+
     /// The peer's next timer.
     pub fn poll_timeout(&self, cfg: &HostConfig) -> Option<Micros> {
         let keepalive = self.last_send_us + cfg.params.keepalive_ms as u64 * 1000;
         let idle = self.last_recv_us + cfg.params.idle_timeout_ms as u64 * 1000;
-        let silence = if self.silent {
-            Micros::MAX
-        } else {
-            self.last_recv_us.saturating_add(cfg.silence_after_us())
-        };
+        let silence = self.silence_deadline(cfg).unwrap_or(Micros::MAX);
         let paths = self.paths.next_timeout().unwrap_or(Micros::MAX);
         let ping = if self.rate.is_some() {
             self.next_ping_us
