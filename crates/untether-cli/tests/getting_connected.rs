@@ -1,7 +1,7 @@
 //! Getting connected as a new user does (issue 26): the host found on the local network
 //! (mDNS, on one machine and across two network namespaces, again after its address moved),
 //! a client that waits for its approval and for a host that restarts, a failed connect that
-//! says only why.
+//! says only why, and roles that survive a host restart.
 
 mod common;
 
@@ -401,6 +401,62 @@ fn a_client_waits_for_approval_and_for_a_restarted_host() {
         "the report counts both sessions: complete {complete}, decoded {decoded}\n{report}"
     );
     drop(h.interrupt());
+}
+
+/// Roles survive a host restart by key: the controller of the host's last run gets control
+/// back when it returns, even after a viewer that came back first (which watches meanwhile).
+#[test]
+fn a_restarted_host_gives_control_back_to_its_controller_whoever_returns_first() {
+    let (hd, ad, bd) = (state("roles-host"), state("roles-a"), state("roles-b"));
+    let port = free_udp_port();
+    let bind = format!("127.0.0.1:{port}");
+    let open = ["--no-advertise", "--access", "open"];
+    let client = |dir: &Path, name: &str| {
+        let mut c = untether(dir);
+        c.args([
+            "client",
+            &bind,
+            "--duration",
+            "30",
+            "--headless",
+            "--name",
+            name,
+        ]);
+        Proc::spawn(c)
+    };
+    let mut h = Proc::spawn(host(&hd, &bind, &open));
+    h.wait_for("listening on udp", Duration::from_secs(10));
+    let a = client(&ad, "alpha");
+    h.wait_for("\"alpha\"", Duration::from_secs(10));
+    let mut b = client(&bd, "beta");
+    let (_, joined) = h.wait_for("\"beta\"", Duration::from_secs(10));
+    assert!(joined.contains("as viewer"), "{joined}");
+    // The host restarts; the controller's machine is slower to come back than the viewer's.
+    drop(h.interrupt());
+    drop(a.interrupt());
+    let mut h = Proc::spawn(host(&hd, &bind, &open));
+    h.wait_for("control is kept for", Duration::from_secs(10));
+    b.wait_for("reconnected to", Duration::from_secs(10));
+    let (_, back) = h.wait_for("\"beta\"", Duration::from_secs(2));
+    assert!(
+        back.contains("as viewer"),
+        "the viewer came back first: {back}"
+    );
+    let a = client(&ad, "alpha");
+    let (_, again) = h.wait_for("\"alpha\"", Duration::from_secs(10));
+    assert!(
+        again.contains("is now the controller") || again.contains("as controller"),
+        "{again}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    drop(a.interrupt());
+    drop(b.interrupt());
+    let (_, _, log) = h.interrupt();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("\"beta\"") && l.contains("is now the controller")),
+        "the viewer never controlled the restarted host:\n{log}"
+    );
 }
 
 /// `client --resolution --fps --bitrate`: within the host's limits the stream is what was

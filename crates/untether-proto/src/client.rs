@@ -390,6 +390,8 @@ pub struct ClientSession {
     cfg: ClientConfig,
     /// The host said it reads the same monotonic clock as this client.
     shared_clock: bool,
+    /// The encoder the host said makes the stream (beside its Accept).
+    host_encoder: Option<wire::HostEncoder>,
     state: State,
     next_pn: u64,
     window: PacketWindow,
@@ -458,6 +460,7 @@ impl ClientSession {
     fn with_state(cfg: ClientConfig, state: State) -> Self {
         ClientSession {
             shared_clock: false,
+            host_encoder: None,
             clock: ClockEstimator::new(32, cfg.rtt_alpha),
             state_tx: StateSender::new(StateConfig {
                 alpha: cfg.rtt_alpha,
@@ -667,6 +670,12 @@ impl ClientSession {
     /// Whether host and client read the same monotonic clock (told by the host).
     pub fn shares_clock(&self) -> bool {
         self.shared_clock
+    }
+
+    /// The encoder, preset and conversion the host said make the stream (None: a host that
+    /// does not say).
+    pub fn host_encoder(&self) -> Option<&wire::HostEncoder> {
+        self.host_encoder.as_ref()
     }
 
     /// Smoothed RTT, microseconds.
@@ -1103,10 +1112,14 @@ impl ClientSession {
                         return;
                     }
                 };
-                // The clock identity travels beside the Accept (either order).
+                // The clock identity and the encoder travel beside the Accept (either order).
                 for f in &frames {
-                    if let ControlFrame::ClockId { id } = f {
-                        self.shared_clock = self.cfg.clock_id.is_some_and(|own| own == *id);
+                    match f {
+                        ControlFrame::ClockId { id } => {
+                            self.shared_clock = self.cfg.clock_id.is_some_and(|own| own == *id);
+                        }
+                        ControlFrame::HostEncoder(e) => self.host_encoder = Some(e.clone()),
+                        _ => {}
                     }
                 }
                 let mut frames = frames.into_iter();
@@ -1262,6 +1275,7 @@ impl ClientSession {
             ControlFrame::ClockId { id } => {
                 self.shared_clock = self.cfg.clock_id.is_some_and(|own| own == id);
             }
+            ControlFrame::HostEncoder(e) => self.host_encoder = Some(e),
             ControlFrame::Pong {
                 ping_sent_us,
                 received_us,

@@ -73,8 +73,8 @@ pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};
 pub use state::{Staleness, StateEntry, StateKey, StateReceiver, StateSender, StateValue};
 pub use wire::{
     sanitize_peer_text, ByeReason, ClientRole, Codec, ControlFrame, Feedback, FrameTiming,
-    InputEvent, LatencyReport, LinkDeclineReason, RejectReason, SessionParams, Spread, TextChunk,
-    WireError,
+    HostEncoder, InputEvent, LatencyReport, LinkDeclineReason, RejectReason, SessionParams, Spread,
+    TextChunk, WireError,
 };
 
 /// A datagram to send.

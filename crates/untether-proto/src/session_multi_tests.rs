@@ -114,15 +114,15 @@ impl World {
     /// [`World::add`] with the client's configuration edited by `edit`.
     pub(crate) fn add_with(&mut self, edit: impl FnOnce(&mut ClientConfig)) -> usize {
         let n = self.clients.len();
-        let id = StaticKeypair::generate(&mut self.keys);
         let mut c = ClientConfig::new(format!("c{n}"));
-        c.identity = id.clone();
+        c.identity = StaticKeypair::generate(&mut self.keys);
         c.entropy = [n as u8 + 40; 32];
         c.nonce = 1000 + n as u64;
         edit(&mut c);
         self.clients.push(Client {
             addr: ([10, 0, 1, n as u8 + 1], 4000).into(),
-            id,
+            // The identity it runs with (`edit` may have given it another).
+            id: c.identity.clone(),
             session: ClientSession::new(c, self.now),
             events: Vec::new(),
             shards: 0,
@@ -792,4 +792,61 @@ fn silence_is_never_judged_within_two_and_a_half_keep_alives() {
     assert_eq!(c.silence_after_us(), 10_000_000);
     c.silence_us = 20_000_000;
     assert_eq!(c.silence_after_us(), 20_000_000);
+}
+
+#[test]
+fn a_restarted_host_holds_control_for_its_last_controller_and_then_passes_it_on() {
+    let last = StaticKeypair::generate(&mut SessionRng::from_seed([77; 32]));
+    let mut w = World::new(8, 4, 50_000);
+    w.host
+        .hold_control_for(w.now, last.public, w.now + 3_000_000);
+    // Another client is back first: it watches, nobody controls meanwhile.
+    let b = w.add();
+    w.run(300_000);
+    assert_eq!(w.host.controller(), None);
+    assert_eq!(w.clients[b].roles(), vec![(ClientRole::Viewer, false)]);
+    // The last run's controller is back: it controls, the other was never the controller.
+    let id = last.clone();
+    let a = w.add_with(move |c| c.identity = id);
+    w.run(300_000);
+    assert_eq!(w.host.controller(), Some(w.id(a)));
+    assert_eq!(w.clients[b].roles(), vec![(ClientRole::Viewer, false)]);
+    assert_eq!(
+        w.clients[a].roles().last(),
+        Some(&(ClientRole::Controller, false))
+    );
+    // It does not come back: when the hold is up, the longest-connected client controls.
+    let mut w = World::new(9, 4, 50_000);
+    w.host
+        .hold_control_for(w.now, last.public, w.now + 2_000_000);
+    let b = w.add();
+    w.run(1_000_000);
+    assert_eq!(w.host.controller(), None);
+    w.run(1_200_000);
+    assert_eq!(w.host.controller(), Some(w.id(b)));
+    assert_eq!(
+        w.clients[b].roles().last(),
+        Some(&(ClientRole::Controller, false))
+    );
+}
+
+#[test]
+fn the_client_learns_which_encoder_makes_the_stream_beside_the_accept() {
+    let encoder = crate::wire::HostEncoder {
+        encoder: "libx264".into(),
+        preset: "ultrafast".into(),
+        conversion: "libyuv".into(),
+    };
+    let told = encoder.clone();
+    let mut w = World::with(10, 2, 50_000, move |c| c.encoder = Some(told));
+    let a = w.add();
+    w.run(300_000);
+    assert!(w.clients[a].connected());
+    assert_eq!(w.clients[a].session.host_encoder(), Some(&encoder));
+    // A host that does not say: nothing to name.
+    let mut w = World::new(11, 2, 50_000);
+    let a = w.add();
+    w.run(300_000);
+    assert!(w.clients[a].connected());
+    assert_eq!(w.clients[a].session.host_encoder(), None);
 }

@@ -52,6 +52,9 @@ pub const LATENCY_FRAME: &str = "20002c001e01f400005dc000007918000005dc000009c40
 pub const LINK_ADDRESS_FRAME: &str = "1c000888b502005e100001";
 /// A LinkDeclined frame: the host runs over UDP (reason 1).
 pub const LINK_DECLINED_FRAME: &str = "1d000101";
+/// A HostEncoder frame: `libx264`, `ultrafast`, `libyuv`.
+pub const HOST_ENCODER_FRAME: &str =
+    "21001c00076c6962783236340009756c7472616661737400066c6962797576";
 /// A State frame: pid 9, ank 8, pointer (640, −1).
 pub const STATE_FRAME: &str = "0b001400000009000000080100000100000280ffffffff";
 /// A protected keep-alive (empty Control), ChaCha20-Poly1305, secret 0x11 × 32, connection
@@ -110,6 +113,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("LATENCY_FRAME", LATENCY_FRAME),
     ("LINK_ADDRESS_FRAME", LINK_ADDRESS_FRAME),
     ("LINK_DECLINED_FRAME", LINK_DECLINED_FRAME),
+    ("HOST_ENCODER_FRAME", HOST_ENCODER_FRAME),
     ("PROTECTED_KEEPALIVE_CHACHA", PROTECTED_KEEPALIVE_CHACHA),
     ("PROTECTED_KEEPALIVE_AES", PROTECTED_KEEPALIVE_AES),
     ("STATE_ACK_EXAMPLE", STATE_ACK_EXAMPLE),

@@ -309,10 +309,7 @@ impl Put for Vec<u8> {
     }
     /// Truncates to `max` bytes at a character boundary.
     fn put_str(&mut self, s: &str, max: usize) {
-        let mut end = s.len().min(max);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = str_prefix_len(s, max);
         self.put_u16(end as u16);
         self.extend_from_slice(&s.as_bytes()[..end]);
     }
@@ -649,6 +646,58 @@ impl Reject {
         let message = r.peer_text("reject.message", MAX_MESSAGE_LEN)?;
         Ok(Reject { reason, message })
     }
+}
+
+/// Host → client, beside the Accept: which encoder makes the stream, with its preset and
+/// colour conversion, as the host's own report names them, so that a client's report written
+/// on another machine can name them too (docs/PROTOCOL.md §7).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostEncoder {
+    /// The encoder, e.g. `libx264`, `h264_nvenc`.
+    pub encoder: String,
+    /// Its speed/quality preset, e.g. `ultrafast`.
+    pub preset: String,
+    /// How the captured pixels reach the encoder's format, e.g. `libyuv`, `rgb`.
+    pub conversion: String,
+}
+
+impl HostEncoder {
+    /// The longest of each field, in bytes.
+    pub const MAX_FIELD: usize = 64;
+
+    fn fields(&self) -> [&str; 3] {
+        [&self.encoder, &self.preset, &self.conversion]
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        for f in self.fields() {
+            out.put_str(f, Self::MAX_FIELD);
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.fields()
+            .iter()
+            .map(|f| 2 + str_prefix_len(f, Self::MAX_FIELD))
+            .sum()
+    }
+
+    fn parse(r: &mut Reader) -> Result<HostEncoder, WireError> {
+        Ok(HostEncoder {
+            encoder: r.peer_text("host_encoder.encoder", Self::MAX_FIELD)?,
+            preset: r.peer_text("host_encoder.preset", Self::MAX_FIELD)?,
+            conversion: r.peer_text("host_encoder.conversion", Self::MAX_FIELD)?,
+        })
+    }
+}
+
+/// The bytes of `s` that [`Put::put_str`] writes within `max`: cut at a character boundary.
+fn str_prefix_len(s: &str, max: usize) -> usize {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1130,6 +1179,8 @@ pub mod frame_type {
     pub const SLICE_TIMING: u8 = 0x1F;
     /// Client → host: the shown frames' latency over the last report interval.
     pub const LATENCY: u8 = 0x20;
+    /// Host → client, beside the Accept: which encoder makes the stream.
+    pub const HOST_ENCODER: u8 = 0x21;
 }
 
 /// A client's part in a session of a host that serves several (docs/PROTOCOL.md §7.4).
@@ -1353,6 +1404,8 @@ pub enum ControlFrame {
     /// Client → host, beside the Feedback: glass-to-glass and the client's stages over the
     /// last report interval.
     Latency(LatencyReport),
+    /// Host → client, beside the Accept: the encoder that makes the stream.
+    HostEncoder(HostEncoder),
 }
 
 /// The longest control frame body.
@@ -1436,6 +1489,7 @@ impl ControlFrame {
             ControlFrame::ClockId { id } => {
                 out.extend_from_slice(id);
             }
+            ControlFrame::HostEncoder(e) => e.encode(out),
             ControlFrame::Role {
                 role,
                 flags,
@@ -1522,6 +1576,7 @@ impl ControlFrame {
             ControlFrame::SliceNack { .. } => SLICE_NACK,
             ControlFrame::SliceTiming { .. } => SLICE_TIMING,
             ControlFrame::Latency(_) => LATENCY,
+            ControlFrame::HostEncoder(_) => HOST_ENCODER,
         }
     }
 
@@ -1539,15 +1594,7 @@ impl ControlFrame {
             ControlFrame::FrameTiming(_) => 44,
             ControlFrame::Bye { .. } => 1,
             ControlFrame::Accept(p) => p.encoded_len(),
-            ControlFrame::Reject(r) => {
-                3 + {
-                    let mut end = r.message.len().min(MAX_MESSAGE_LEN);
-                    while !r.message.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    end
-                }
-            }
+            ControlFrame::Reject(r) => 3 + str_prefix_len(&r.message, MAX_MESSAGE_LEN),
             ControlFrame::State(p) => p.encoded_len(),
             ControlFrame::StateAck(a) => a.encoded_len(),
             ControlFrame::PathChallenge { .. } | ControlFrame::PathResponse { .. } => 8,
@@ -1561,6 +1608,7 @@ impl ControlFrame {
             ControlFrame::SliceNack { missing, .. } => 7 + 2 * missing.len().min(MAX_NACK_SHARDS),
             ControlFrame::SliceTiming { .. } => 13,
             ControlFrame::Latency(_) => LatencyReport::LEN,
+            ControlFrame::HostEncoder(e) => e.encoded_len(),
         }
     }
 
@@ -1647,6 +1695,7 @@ impl ControlFrame {
                     missing,
                 }
             }
+            HOST_ENCODER => ControlFrame::HostEncoder(HostEncoder::parse(&mut r)?),
             CLOCK_ID => {
                 let mut id = [0u8; 16];
                 id.copy_from_slice(r.bytes(16)?);
@@ -2080,7 +2129,7 @@ mod tests {
             Ok(Some(latency))
         );
         // An older peer's view: a frame type it does not know is skipped by its length.
-        assert_eq!(ControlFrame::parse_body(0x21, &out[3..]), Ok(None));
+        assert_eq!(ControlFrame::parse_body(0x7f, &out[3..]), Ok(None));
         assert!(ControlFrame::parse_body(0x20, &out[3..40]).is_err());
         let mut out = Vec::new();
         let link = ControlFrame::LinkAddress {
@@ -2102,6 +2151,31 @@ mod tests {
             ControlFrame::parse_body(out[0], &out[3..]),
             Ok(Some(declined))
         );
+        let mut out = Vec::new();
+        let enc = ControlFrame::HostEncoder(HostEncoder {
+            encoder: "libx264".into(),
+            preset: "ultrafast".into(),
+            conversion: "libyuv".into(),
+        });
+        enc.encode(&mut out);
+        assert_eq!(h(&out), v::HOST_ENCODER_FRAME);
+        assert_eq!(out.len(), enc.encoded_len());
+        assert_eq!(ControlFrame::parse_body(out[0], &out[3..]), Ok(Some(enc)));
+        // Longer fields are cut at a character boundary, and what a host sends is escaped.
+        let long = ControlFrame::HostEncoder(HostEncoder {
+            encoder: "é".repeat(40),
+            preset: "\u{1b}[2J".into(),
+            conversion: String::new(),
+        });
+        let mut out = Vec::new();
+        long.encode(&mut out);
+        assert_eq!(out.len(), long.encoded_len());
+        let Ok(Some(ControlFrame::HostEncoder(back))) = ControlFrame::parse_body(out[0], &out[3..])
+        else {
+            panic!("a HostEncoder frame");
+        };
+        assert_eq!(back.encoder, "é".repeat(32));
+        assert_eq!(back.preset, "\\u{1b}[2J");
         // A MAC address cut short is an error.
         assert!(ControlFrame::parse_body(0x1C, &[0x88, 0xb5, 2, 0, 0x5e]).is_err());
     }
@@ -2384,6 +2458,13 @@ mod tests {
                     reassemble: sp(2),
                     decode: sp(3),
                     present: sp(4),
+                })
+            }),
+            ("[a-z0-9_]{0,12}", "[a-z]{0,10}", "[a-z0-9]{0,8}").prop_map(|(a, b, c)| {
+                ControlFrame::HostEncoder(HostEncoder {
+                    encoder: a,
+                    preset: b,
+                    conversion: c,
                 })
             }),
         ]

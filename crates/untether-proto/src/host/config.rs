@@ -50,6 +50,9 @@ pub struct HostConfig {
     /// Which monotonic clock the application reads (see `ControlFrame::ClockId`), told to the
     /// client beside the Accept; None: not told (the client estimates the offset).
     pub clock_id: Option<[u8; 16]>,
+    /// The encoder, preset and conversion that make the stream, told to the client beside the
+    /// Accept (its report names them); None: not told.
+    pub encoder: Option<crate::wire::HostEncoder>,
     /// After honouring a keyframe request, ignore further ones for this long.
     pub keyframe_cooldown_us: Micros,
     /// Mixed into the random generator's seed (kept for compatibility; `entropy` is the seed).
@@ -182,6 +185,7 @@ impl HostConfig {
             params,
             codecs: Vec::new(),
             clock_id: None,
+            encoder: None,
             keyframe_cooldown_us: 50_000,
             connection_id_seed: 0x5eed,
             identity: StaticKeypair::generate(&mut rng),

@@ -517,21 +517,23 @@ impl HostSession {
             .filter_map(|p| p.poll_timeout(&self.cfg))
             .min();
         let admission = self.admission.poll_timeout(&self.cfg);
-        [admission, peers, self.stream.poll_timeout()]
+        let hold = self.roles.hold_deadline();
+        [admission, peers, self.stream.poll_timeout(), hold]
             .into_iter()
             .flatten()
             .min()
     }
 
     /// Runs timers: silence and idle timeouts, keep-alives, role repeats, pings and path
-    /// probes, handshake expiry, a join's deferred keyframe.
+    /// probes, handshake expiry, a join's deferred keyframe, the end of a hold on control.
     pub fn handle_timeout(&mut self, now: Micros) {
         self.expire_handshakes(now);
         self.expire_access_requests(now);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
         let mut i = 0;
-        // A client fell silent or left: control may pass on.
-        let mut roles_due = false;
+        // A client fell silent or left, or control was held for a key that did not come back:
+        // control may pass on.
+        let mut roles_due = self.roles.hold_deadline().is_some_and(|d| now >= d);
         while i < self.peers.len() {
             let p = &mut self.peers[i];
             if p.silence_deadline(&self.cfg).is_some_and(|d| now >= d) {

@@ -133,7 +133,7 @@ impl Peer {
         token_seed: u64,
     ) -> Peer {
         let mut pending = Vec::new();
-        queue_accept(&mut pending, params, cfg.clock_id);
+        queue_accept(&mut pending, params, &BesideAccept::of(cfg));
         let addr = info.addr;
         let mut state_tx = StateSender::new(cfg.state);
         for (k, v) in published {
@@ -268,14 +268,38 @@ impl Peer {
     }
 }
 
-/// Puts the Accept (and the clock identity beside it) first in `pending`.
+/// What travels in the same datagram as every Accept: the host's clock identity and its
+/// encoder's names.
+pub(super) struct BesideAccept {
+    clock: Option<[u8; 16]>,
+    encoder: Option<wire::HostEncoder>,
+}
+
+impl BesideAccept {
+    pub(super) fn of(cfg: &HostConfig) -> BesideAccept {
+        BesideAccept {
+            clock: cfg.clock_id,
+            encoder: cfg.encoder.clone(),
+        }
+    }
+}
+
+/// Puts the Accept (and what goes beside it) first in `pending`.
 pub(super) fn queue_accept(
     pending: &mut Vec<ControlFrame>,
     params: wire::SessionParams,
-    clock: Option<[u8; 16]>,
+    beside: &BesideAccept,
 ) {
-    pending.retain(|f| !matches!(f, ControlFrame::Accept(_) | ControlFrame::ClockId { .. }));
-    if let Some(id) = clock {
+    pending.retain(|f| {
+        !matches!(
+            f,
+            ControlFrame::Accept(_) | ControlFrame::ClockId { .. } | ControlFrame::HostEncoder(_)
+        )
+    });
+    if let Some(e) = &beside.encoder {
+        pending.insert(0, ControlFrame::HostEncoder(e.clone()));
+    }
+    if let Some(id) = beside.clock {
         pending.insert(0, ControlFrame::ClockId { id });
     }
     pending.insert(0, ControlFrame::Accept(params));
@@ -532,6 +556,7 @@ impl HostSession {
             | ControlFrame::Accept(_)
             | ControlFrame::Reject(_)
             | ControlFrame::ClockId { .. }
+            | ControlFrame::HostEncoder(_)
             | ControlFrame::FramePose { .. }
             | ControlFrame::Role { .. }
             | ControlFrame::PathChallenge { .. } => {}

@@ -7,7 +7,9 @@
 //! `untether pair control FINGERPRINT`) whenever it is connected; else the current controller
 //! while it stays; else the longest-connected client (the first admitted, and when the
 //! controller leaves, the next). A controller's restarted run (the same key reconnecting)
-//! keeps control. Every client is told its role (a Role control frame beside its Accept and on
+//! keeps control, and so does the controller of the host's own last run: a restarted host
+//! holds control for that key a short while ([`HostSession::hold_control_for`]), so the
+//! clients coming back in whatever order find the roles they had. Every client is told its role (a Role control frame beside its Accept and on
 //! every change, repeated until acknowledged), so its window and log can say "viewer".
 //!
 //! Joining: a new client is sent nothing until an entry point — a keyframe, asked for at once
@@ -50,6 +52,14 @@ impl HostSession {
         true
     }
 
+    /// Holds control for the client with this key until `until` (the controller of the host's
+    /// last run, read back after a restart): until it comes back or the time is up, the other
+    /// native clients are viewers; then the default rule. A preferred key still wins.
+    pub fn hold_control_for(&mut self, now: Micros, key: PublicKey, until: Micros) {
+        self.roles.held = (until > now).then_some((key, until));
+        self.assign_roles(now);
+    }
+
     /// Lets a viewer's input through (by key, connected or not).
     pub fn grant_input(&mut self, now: Micros, key: PublicKey) {
         if self.roles.granted.insert(key) {
@@ -81,7 +91,7 @@ impl HostSession {
             .filter(|p| !p.silent)
             .map(|p| (p.info.id, p.info.key))
             .collect();
-        let want = self.roles.decide(&natives);
+        let want = self.roles.decide(&natives, now);
         if let Some(want) = want {
             if want.is_some() {
                 self.stats.controller_changes += 1;
@@ -280,6 +290,8 @@ pub(super) struct Roles {
     /// The key the host's user handed control to (`untether pair control`): the controller
     /// whenever it is connected.
     preferred: Option<PublicKey>,
+    /// The key control is held for, and until when (the controller of the host's last run).
+    held: Option<(PublicKey, Micros)>,
     /// Keys of native viewers whose input is applied.
     granted: HashSet<PublicKey>,
     /// Receivers of other kinds, in the order they attached.
@@ -300,34 +312,58 @@ impl Roles {
         self.controller = Some(id);
     }
 
+    /// When a hold on control runs out (a timer: the roles are decided again then).
+    pub(super) fn hold_deadline(&self) -> Option<Micros> {
+        self.held.map(|h| h.1)
+    }
+
     fn receiver(&self, id: ClientId) -> Option<&Receiver> {
         self.receivers.iter().find(|r| r.id == id)
     }
 
     /// Decides who controls among the native clients (`natives`, id and key, in admission
-    /// order) and the receivers: the preferred key whenever it is connected; else the current
-    /// controller while it stays (a browser only while no native client is there); else the
+    /// order) and the receivers: the preferred key whenever it is connected; else the held key
+    /// when it is back; else the current controller while it stays (a browser only while no
+    /// native client is there); else, unless control is held for a key not back yet, the
     /// longest-connected native client; else the current browser; else the oldest browser.
     /// Some(new controller) if it changed.
-    pub(super) fn decide(&mut self, natives: &[(ClientId, PublicKey)]) -> Option<Option<ClientId>> {
-        let preferred = self
-            .preferred
-            .and_then(|k| natives.iter().find(|n| n.1 == k))
-            .map(|n| n.0);
+    pub(super) fn decide(
+        &mut self,
+        natives: &[(ClientId, PublicKey)],
+        now: Micros,
+    ) -> Option<Option<ClientId>> {
+        let find = |k: Option<PublicKey>| {
+            k.and_then(|k| natives.iter().find(|n| n.1 == k))
+                .map(|n| n.0)
+        };
+        self.held = self.held.filter(|h| now < h.1);
+        let preferred = find(self.preferred);
+        let held = find(self.held.map(|h| h.0));
+        if held.is_some() {
+            // Back: it holds control as any controller does from now on.
+            self.held = None;
+        }
         let current = self.controller;
         let native_current = current.filter(|c| natives.iter().any(|n| n.0 == *c));
         let browser_current =
             current.filter(|&c| self.receiver(c).is_some_and(|r| r.kind.may_control()));
-        let want = preferred
-            .or(native_current)
-            .or_else(|| natives.first().map(|n| n.0))
-            .or(browser_current)
-            .or_else(|| {
-                self.receivers
-                    .iter()
-                    .find(|r| r.kind.may_control())
-                    .map(|r| r.id)
-            });
+        let longest = natives.first().map(|n| n.0);
+        let want = if self.held.is_some() && !natives.is_empty() {
+            // Kept for the returning controller: the others watch meanwhile.
+            preferred.or(native_current)
+        } else {
+            preferred
+                .or(held)
+                .or(native_current)
+                .or(longest)
+                .or(browser_current)
+                .or_else(|| {
+                    self.receivers
+                        .iter()
+                        .find(|r| r.kind.may_control())
+                        .map(|r| r.id)
+                })
+        };
         if want == current {
             return None;
         }
@@ -381,17 +417,17 @@ mod tests {
         attach(&mut r, 1, ReceiverKind::Rtsp);
         attach(&mut r, 2, ReceiverKind::Publication);
         // RTSP players and publications never control, even alone.
-        assert_eq!(r.decide(&[]), None);
+        assert_eq!(r.decide(&[], 0), None);
         attach(&mut r, 3, ReceiverKind::Browser);
         attach(&mut r, 4, ReceiverKind::Browser);
-        assert_eq!(r.decide(&[]), Some(Some(ClientId(3))));
+        assert_eq!(r.decide(&[], 0), Some(Some(ClientId(3))));
         assert_eq!(
             r.receiver_changes(),
             [(ClientId(3), ReceiverKind::Browser, ClientRole::Controller)]
         );
         // A native client connects: it takes control from the browser.
         let natives = [(ClientId(5), [5; 32])];
-        assert_eq!(r.decide(&natives), Some(Some(ClientId(5))));
+        assert_eq!(r.decide(&natives, 0), Some(Some(ClientId(5))));
         assert_eq!(
             r.receiver_changes(),
             [(ClientId(3), ReceiverKind::Browser, ClientRole::Viewer)]
@@ -402,7 +438,7 @@ mod tests {
         );
         // It leaves, and the first browser left is the oldest: 4 once 3 has gone.
         r.receivers.retain(|x| x.id != ClientId(3));
-        assert_eq!(r.decide(&[]), Some(Some(ClientId(4))));
+        assert_eq!(r.decide(&[], 0), Some(Some(ClientId(4))));
         assert_eq!(
             r.receiver_changes(),
             [(ClientId(4), ReceiverKind::Browser, ClientRole::Controller)]
@@ -418,17 +454,51 @@ mod tests {
             (ClientId(2), [2; 32]),
             (ClientId(3), [3; 32]),
         );
-        assert_eq!(r.decide(&[a, b]), Some(Some(a.0)));
+        assert_eq!(r.decide(&[a, b], 0), Some(Some(a.0)));
         // The current controller stays when others come.
-        assert_eq!(r.decide(&[a, b, c]), None);
+        assert_eq!(r.decide(&[a, b, c], 0), None);
         // The preferred key takes over whenever it is connected …
         r.preferred = Some(c.1);
-        assert_eq!(r.decide(&[a, b, c]), Some(Some(c.0)));
+        assert_eq!(r.decide(&[a, b, c], 0), Some(Some(c.0)));
         // … and when it leaves, the longest-connected native, never the browser.
-        assert_eq!(r.decide(&[a, b]), Some(Some(a.0)));
+        assert_eq!(r.decide(&[a, b], 0), Some(Some(a.0)));
         r.granted.insert(b.1);
         assert_eq!(r.native_role(b.0, &b.1), (ClientRole::Viewer, true));
         assert_eq!(r.native_role(a.0, &a.1), (ClientRole::Controller, false));
         assert!(r.receiver_changes().is_empty());
+    }
+
+    #[test]
+    fn control_held_for_the_last_runs_controller_waits_for_it_then_passes_on() {
+        let mut r = Roles::new();
+        let (a, b, c) = (
+            (ClientId(1), [1; 32]),
+            (ClientId(2), [2; 32]),
+            (ClientId(3), [3; 32]),
+        );
+        r.held = Some((a.1, 10_000));
+        // b and c come back first: both watch, nobody controls.
+        assert_eq!(r.decide(&[b], 100), None);
+        assert_eq!(r.decide(&[b, c], 200), None);
+        assert_eq!(r.native_role(b.0, &b.1).0, ClientRole::Viewer);
+        // a is back within the hold: it controls, and the hold is over.
+        assert_eq!(r.decide(&[b, c, a], 300), Some(Some(a.0)));
+        assert_eq!(r.hold_deadline(), None);
+        // It leaves: the longest-connected takes over as usual.
+        assert_eq!(r.decide(&[b, c], 400), Some(Some(b.0)));
+        // A hold that runs out: the longest-connected native controls.
+        let mut r = Roles::new();
+        r.held = Some((a.1, 10_000));
+        attach(&mut r, 9, ReceiverKind::Browser);
+        assert_eq!(r.decide(&[c, b], 5_000), None);
+        assert_eq!(r.decide(&[c, b], 10_000), Some(Some(c.0)));
+        assert_eq!(r.hold_deadline(), None);
+        // A preferred key wins over a hold; with no native client, a browser controls.
+        let mut r = Roles::new();
+        r.held = Some((a.1, 10_000));
+        r.preferred = Some(c.1);
+        assert_eq!(r.decide(&[b, c], 100), Some(Some(c.0)));
+        attach(&mut r, 9, ReceiverKind::Browser);
+        assert_eq!(r.decide(&[], 200), Some(Some(ClientId(9))));
     }
 }

@@ -116,6 +116,9 @@ pub struct ClientRun {
     pub held_decode_errors: u64,
     /// The decoder of the last session (`h264 (software)`, `hevc with vaapi on …`).
     pub decoder: Option<String>,
+    /// The encoder, preset and conversion the host of the last session said make the stream
+    /// (None: a host that does not say).
+    pub host_encoder: Option<untether_proto::HostEncoder>,
     pub shown: u64,
     pub dropped_presenter: u64,
     pub stamp_unreadable: u64,

@@ -91,6 +91,8 @@ impl HostNet {
         pacing: Pacing,
         fps: u32,
     ) -> HostNet {
+        let (mut session, mut pairing) = (session, pairing);
+        pairing.hold_last_controller(&mut session, crate::clock::now_us());
         HostNet {
             session,
             pairing,
@@ -176,6 +178,8 @@ impl HostNet {
                 reason,
             } => {
                 self.roster.gone(now, client, reason);
+                self.pairing
+                    .on_client_gone(client, reason == untether_proto::GoneReason::Bye);
                 self.state.remove(&client);
                 self.clients_changed = true;
                 self.link.forget(addr);

@@ -238,6 +238,13 @@ pub(crate) fn session_config(options: &HostOptions) -> Result<HostConfig, Config
     let mut cfg = HostConfig::new(session_params(options));
     // A client on this machine then knows the offset is exactly 0.
     cfg.clock_id = untether_net::clock_identity();
+    // Named to every client beside its Accept, as this host's report names them.
+    let v = &options.video;
+    cfg.encoder = Some(untether_proto::HostEncoder {
+        encoder: v.selection.encoder.name().into(),
+        preset: v.preset.clone(),
+        conversion: v.selection.conversion.name().into(),
+    });
     cfg.keyframe_cooldown_us = options.host.keyframe_cooldown_ms * 1000;
     cfg.fec = options.network.fec;
     cfg.paths.scheduler = options.network.scheduler;

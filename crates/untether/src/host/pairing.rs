@@ -3,7 +3,8 @@
 //! session reports (access requests, PIN pairings, wrong PINs) written back. Roles too: the
 //! input grants and the control hand-over (`untether pair grant`, `untether pair control`) are
 //! re-read the same way, and the connected clients are written to `clients.json` for
-//! `untether pair` to show.
+//! `untether pair` to show. The controller is written down as it changes, so that a restarted
+//! host holds control for it a while ([`CONTROL_HOLD_US`]).
 
 use untether_proto::{
     fingerprint, AccessPolicy, HostConfig, HostSession, Micros, PairingEvent, PairingPin, PublicKey,
@@ -33,9 +34,16 @@ pub(crate) struct Pairing {
     /// Viewers granted input, and the client control was handed to, as last read.
     granted: std::collections::HashSet<PublicKey>,
     control: Option<PublicKey>,
+    /// The native controller as last written to `last_controller.json`.
+    controller: Option<(untether_proto::ClientId, PublicKey)>,
     /// `clients.json` could not be written (said once).
     clients_warned: bool,
 }
+
+/// How long a restarted host keeps control for the controller of its last run: the clients
+/// retry within a second or two of the host coming back; one that is not back by then may
+/// have gone, and the longest-connected client takes over.
+pub(crate) const CONTROL_HOLD_US: Micros = 10_000_000;
 
 /// How often the state directory is polled for changes (a few file times; a quarter second
 /// lets a client waiting for approval in well within a second of `untether pair approve`).
@@ -58,6 +66,7 @@ pub(crate) fn host_security(
         paired: Vec::new(),
         granted: Default::default(),
         control: None,
+        controller: None,
         clients_warned: false,
     };
     match trust {
@@ -246,11 +255,69 @@ impl Pairing {
         }
     }
 
-    /// Writes the connected clients to `clients.json` (for `untether pair`).
+    /// The host starts: control is held for the controller of its last run
+    /// ([`CONTROL_HOLD_US`]), so that the clients reconnecting in any order find their roles.
+    pub fn hold_last_controller(&mut self, session: &mut HostSession, now: Micros) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        match dir.last_controller() {
+            Ok(Some(e)) => {
+                if let Some(k) = e.public_key() {
+                    log::info!(
+                        "host: control is kept for {} ({}), the controller when the host last \
+                         ran, for {} s",
+                        fingerprint(&k),
+                        e.name,
+                        CONTROL_HOLD_US / 1_000_000
+                    );
+                    session.hold_control_for(now, k, now + CONTROL_HOLD_US);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("host: cannot read the last controller: {e}"),
+        }
+    }
+
+    /// A client left: one that controlled and said goodbye is not waited for by the next run.
+    pub fn on_client_gone(&mut self, client: untether_proto::ClientId, bye: bool) {
+        if !bye || self.controller.is_none_or(|c| c.0 != client) {
+            return;
+        }
+        self.controller = None;
+        if let Some(dir) = &self.dir {
+            if let Err(e) = dir.write_last_controller(None) {
+                log::warn!("host: cannot forget the last controller: {e}");
+            }
+        }
+    }
+
+    /// Writes the connected clients to `clients.json` (for `untether pair`), and the
+    /// controller to `last_controller.json` when it changed.
     pub fn write_clients(&mut self, session: &HostSession) {
         let Some(dir) = &self.dir else {
             return;
         };
+        let controller = session
+            .client_status()
+            .into_iter()
+            .find(|c| c.role == untether_proto::ClientRole::Controller);
+        if let Some(c) = controller {
+            if self.controller.is_none_or(|k| k.1 != c.info.key) {
+                self.controller = Some((c.info.id, c.info.key));
+                let e = crate::identity::KeyEntry {
+                    key: key_hex(&c.info.key),
+                    name: untether_proto::sanitize_peer_text(&c.info.name),
+                    added: unix_now(),
+                };
+                if let Err(e) = dir.write_last_controller(Some(&e)) {
+                    log::warn!("host: cannot write the last controller: {e}");
+                }
+            } else {
+                // A restarted run of the same client: a new id.
+                self.controller = Some((c.info.id, c.info.key));
+            }
+        }
         let now = unix_now();
         let clients = session
             .client_status()

@@ -12,6 +12,8 @@ pub const GRANTS_FILE: &str = "input_grants.json";
 pub const CONTROL_FILE: &str = "control.json";
 /// The clients connected to the running host.
 pub const CLIENTS_FILE: &str = "clients.json";
+/// The client that controlled last (kept across host restarts; gone when it left with a bye).
+pub const LAST_CONTROLLER_FILE: &str = "last_controller.json";
 
 /// One client connected to the running host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +143,19 @@ impl StateDir {
         e.added = unix_now();
         self.write_json(CONTROL_FILE, &e)?;
         Ok(e)
+    }
+
+    /// The client that controlled when the host last ran (None: none, or it said goodbye).
+    pub fn last_controller(&self) -> Result<Option<KeyEntry>> {
+        self.read_json::<KeyEntry>(LAST_CONTROLLER_FILE)
+    }
+
+    /// The running host: this client controls now (None: the controller left for good).
+    pub fn write_last_controller(&self, e: Option<&KeyEntry>) -> Result<()> {
+        match e {
+            Some(e) => self.write_json(LAST_CONTROLLER_FILE, e),
+            None => remove(&self.file(LAST_CONTROLLER_FILE)),
+        }
     }
 
     /// Forgets the hand-over: the running host keeps its current controller, and picks the

@@ -665,7 +665,7 @@ impl HostSession {
     /// client has not yet shown it has the Accept, and no Accept went out in the last
     /// [`HANDSHAKE_REPEAT_ANSWER_US`]. Anything else is dropped.
     fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
-        let clock = self.cfg.clock_id;
+        let beside = super::super::peer::BesideAccept::of(&self.cfg);
         let Some(peer) = self
             .peers
             .iter_mut()
@@ -681,7 +681,7 @@ impl HostSession {
         if peer.confirmed || now < peer.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
             return;
         }
-        super::super::peer::queue_accept(&mut peer.pending, peer.params, clock);
+        super::super::peer::queue_accept(&mut peer.pending, peer.params, &beside);
         peer.accept_sent_us = now;
     }
 }

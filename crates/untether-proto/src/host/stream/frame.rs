@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::super::out::seal_shard;
-use super::super::peer::{queue_accept, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
+use super::super::peer::{queue_accept, BesideAccept, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
 use super::super::{ClientId, HostSession, NoClient};
 use super::resend::SentFrame;
 use super::Stream;
@@ -186,17 +186,18 @@ impl HostSession {
         if receivers.is_empty() {
             return Ok(0);
         }
-        let clock = self.cfg.clock_id;
         for &i in &receivers {
-            let p = &mut self.peers[i];
-            let params = p.params;
+            let p = &self.peers[i];
             if !p.confirmed
                 && now >= p.accept_sent_us + ACCEPT_REPEAT_US
                 && now < p.info.connected_us + ACCEPT_REPEAT_FOR_US
             {
                 // Ahead of this frame's shards (control goes first): if the Accept was lost,
                 // the client connects now instead of after its 200 ms HelloFinish repeat.
-                queue_accept(&mut p.pending, params, clock);
+                let beside = BesideAccept::of(&self.cfg);
+                let p = &mut self.peers[i];
+                let params = p.params;
+                queue_accept(&mut p.pending, params, &beside);
                 p.accept_sent_us = now;
                 self.stats.accepts_repeated += 1;
                 self.build_controls_of(now, i);

@@ -255,6 +255,7 @@ impl ClientNet {
             l.on_connected(now_us());
         }
         self.record.connected(now_us(), params, host_key);
+        self.record.host_encoder = self.session.host_encoder().cloned();
     }
 
     /// The host refused this client as not paired: try again every [`APPROVAL_RETRY_US`]

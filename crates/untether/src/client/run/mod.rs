@@ -60,6 +60,7 @@ pub(crate) fn assemble(
         held: decode.held,
         held_decode_errors: decode.held_decode_errors,
         decoder: decode.decoder,
+        host_encoder: net.host_encoder,
         shown: present.shown,
         dropped_presenter: end.dropped_presenter,
         stamp_unreadable: decode.stamp_unreadable,

@@ -40,6 +40,8 @@ pub(crate) struct NetRecord {
     pub(super) params: Option<SessionParams>,
     pub(super) connected_us: Option<Micros>,
     pub(super) host_key: Option<PublicKey>,
+    /// The encoder the host of the last session said makes the stream.
+    pub(crate) host_encoder: Option<untether_proto::HostEncoder>,
     pub(super) session: u32,
     pub(super) timings: HashMap<u32, FrameTiming>,
     pub(super) slice_timings: HashMap<u32, (u8, u32, u32)>,

@@ -62,6 +62,10 @@ fn the_merge_keeps_every_field() {
         params: Some(params()),
         connected_us: Some(2),
         host_key: Some(key),
+        host_encoder: Some(untether_proto::HostEncoder {
+            encoder: "libx264".into(),
+            ..Default::default()
+        }),
         session: 3,
         timings: HashMap::from([(4, timing)]),
         slice_timings: HashMap::from([(5, (4, 10, 20))]),
@@ -143,6 +147,7 @@ fn the_merge_keeps_every_field() {
         held,
         held_decode_errors,
         decoder,
+        host_encoder,
         shown,
         dropped_presenter,
         stamp_unreadable,
@@ -208,6 +213,7 @@ fn the_merge_keeps_every_field() {
         (1, 2, 3)
     );
     assert_eq!(host_key, Some(key));
+    assert_eq!(host_encoder.map(|e| e.encoder).as_deref(), Some("libx264"));
     assert_eq!(input_responses, vec![(1, 50, 30)]);
     assert_eq!(pings, vec![6]);
     assert_eq!(outcome.as_deref(), Some("sink closed"));
