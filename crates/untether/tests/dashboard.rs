@@ -3,6 +3,8 @@
 //! token header), a pending client approved by a real mouse click on the page in headless
 //! Chromium (driven over the DevTools pipe) getting in within a second, and a screenshot of
 //! the page (DevTools `Page.captureScreenshot`, in the same Chromium: a second `chromium --screenshot` process cost 10 s here) that is not blank and has its layout.
+//! The page laid out for windows from a phone's 390 px to a desktop's 1920 px: every button
+//! and cell in the window and its card, no plot legend on the traces (measured on the elements).
 
 mod common;
 
@@ -15,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use common::browser::{devtools, scratch_dir};
 use serde_json::Value;
 use untether::client::{run_client_with, ClientError, ClientIo, ClientOptions, Display};
@@ -75,11 +78,25 @@ fn waiting_client(
     state: PathBuf,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Result<u64, String>> {
+    waiting_client_with(host, state, stop, true)
+}
+
+/// [`waiting_client`], with or without its game controllers (`client.gamepads`). Several
+/// clients in one process go without: each try opens and closes SDL's game controller
+/// subsystem, and SDL's init and quit are not safe from two threads at once (three clients
+/// retrying together corrupted the heap here).
+fn waiting_client_with(
+    host: SocketAddr,
+    state: PathBuf,
+    stop: Arc<AtomicBool>,
+    gamepads: bool,
+) -> std::thread::JoinHandle<Result<u64, String>> {
     std::thread::spawn(move || loop {
         let cfg = ConfigToml::default();
         let mut c = cfg.client;
         c.state_dir = state.display().to_string();
         c.name = "dashboard-test".into();
+        c.gamepads = gamepads;
         let opts = ClientOptions {
             vr: Default::default(),
             host,
@@ -440,4 +457,275 @@ fn the_dashboard_approves_by_click_refuses_strangers_and_draws_its_page() {
     mark("host stopped");
     let _ = std::fs::remove_dir_all(&state);
     let _ = std::fs::remove_dir_all(&client_state);
+}
+
+/// The window widths the dashboard is laid out for: a small laptop, two desktops, a phone.
+const WIDTHS: [u32; 4] = [1024, 1280, 1920, 390];
+
+/// What is wrong with the page's layout now, as `{ problems: [..], seen: {..} }`: every button
+/// and every element of a card inside the window horizontally, inside its card, not cut off
+/// by an ancestor that hides its overflow, and (buttons) not under another element nor on
+/// another button; every plot's legend an element of its own, off the plot's drawing area (the
+/// canvas); the page no wider than the window. The check scrolls the page vertically (a
+/// button below the fold is reachable); it never scrolls it sideways.
+const LAYOUT_CHECK: &str = r#"(() => {
+  const W = document.documentElement.clientWidth;
+  const out = [];
+  const text = e => (e.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 30);
+  const card = e => e.closest('section, header');
+  const where = e => { const c = card(e); return c ? (c.id ? '#' + c.id : c.tagName.toLowerCase()) : 'the page'; };
+  const tag = a => a.tagName.toLowerCase() + (a.id ? '#' + a.id : '') + (typeof a.className === 'string' && a.className ? '.' + a.className.split(' ').join('.') : '');
+  const what = e => {
+    if (e.tagName === 'TD' || e.tagName === 'TH') {
+      const tr = e.parentElement, part = tr.parentElement;
+      return e.tagName.toLowerCase() + ' ' + (e.cellIndex + 1) + ' of ' + where(e) + ' ' + part.tagName.toLowerCase()
+        + ' row ' + (tr.sectionRowIndex + 1) + ' "' + text(e) + '"';
+    }
+    return tag(e) + ' "' + text(e) + '" in ' + where(e);
+  };
+  const px = v => Math.round(v);
+  const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const clipper = e => {
+    const r = e.getBoundingClientRect();
+    for (let a = e.parentElement; a && a !== document.body && a !== document.documentElement; a = a.parentElement) {
+      const s = getComputedStyle(a), ar = a.getBoundingClientRect();
+      if (s.overflowX !== 'visible' && (r.left < ar.left - 0.5 || r.right > ar.right + 0.5)) return a;
+      if (s.overflowY !== 'visible' && (r.top < ar.top - 0.5 || r.bottom > ar.bottom + 0.5)) return a;
+    }
+    return null;
+  };
+  // Sideways: inside the window, inside its card, not cut off.
+  const placed = e => {
+    const r = e.getBoundingClientRect();
+    if (r.left < -0.5 || r.right > W + 0.5) {
+      out.push(what(e) + ' spans x ' + px(r.left) + '..' + px(r.right) + ', outside the ' + W + ' px window');
+      return false;
+    }
+    const c = card(e);
+    if (c) {
+      const cr = c.getBoundingClientRect();
+      if (r.left < cr.left - 0.5 || r.right > cr.right + 0.5) {
+        out.push(what(e) + ' spans x ' + px(r.left) + '..' + px(r.right) + ', out of its card (x '
+          + px(cr.left) + '..' + px(cr.right) + ')');
+        return false;
+      }
+    }
+    const a = clipper(e);
+    if (a) { out.push(what(e) + ' is cut off by ' + tag(a) + ' (overflow ' + getComputedStyle(a).overflow + ')'); return false; }
+    return true;
+  };
+  if (document.documentElement.scrollWidth > W + 0.5) {
+    out.push('the page is ' + document.documentElement.scrollWidth + ' px wide, wider than the ' + W + ' px window');
+  }
+  // Buttons: each shown, where it should be, its middle the button itself (not another card
+  // drawn over it) once scrolled to, no two on each other.
+  const buttons = Array.from(document.querySelectorAll('button'));
+  const boxes = [];
+  for (const b of buttons) {
+    if (!shown(b)) { out.push(what(b) + ' is not shown'); continue; }
+    placed(b);
+    const r0 = b.getBoundingClientRect();
+    window.scrollTo(0, window.scrollY + r0.top + r0.height / 2 - window.innerHeight / 2);
+    const r = b.getBoundingClientRect();
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    if (!hit) out.push(what(b) + ': its middle (x ' + px(r.left + r.width / 2) + ') is off the window');
+    else if (!b.contains(hit)) out.push(what(b) + ' is under ' + what(hit));
+    boxes.push([b, { l: r.left + window.scrollX, r: r.right + window.scrollX, t: r.top + window.scrollY, b: r.bottom + window.scrollY }]);
+  }
+  // Every cell of the tables, then whatever else a card holds (a table's rows are their cells).
+  const cells = Array.from(document.querySelectorAll('main td, main th')).filter(shown);
+  const rows = document.querySelectorAll('#client-rows tr').length;
+  let bad = 0;
+  for (const e of cells) if (!placed(e)) bad++;
+  for (const e of document.querySelectorAll('header *, main *')) {
+    if (!shown(e) || /^(BUTTON|TD|TH|TR|THEAD|TBODY|TABLE)$/.test(e.tagName)) continue;
+    if (!placed(e)) bad++;
+  }
+  window.scrollTo(0, 0);
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, p] = boxes[i], [b, q] = boxes[j];
+    if (Math.min(p.r, q.r) - Math.max(p.l, q.l) > 0.5 && Math.min(p.b, q.b) - Math.max(p.t, q.t) > 0.5) {
+      out.push(what(a) + ' and ' + what(b) + ' overlap');
+    }
+  }
+  // Legends: off the plot.
+  const legends = {};
+  for (const c of document.querySelectorAll('#plots canvas')) {
+    const legend = document.querySelector('.legend[data-for="' + c.id + '"]');
+    if (!legend) { out.push('canvas#' + c.id + ' has no legend of its own (.legend[data-for]): it is drawn over the traces'); continue; }
+    const cr = c.getBoundingClientRect();
+    const entries = Array.from(legend.children).filter(shown);
+    legends[c.id] = entries.length;
+    for (const e of entries) {
+      const r = e.getBoundingClientRect();
+      if (Math.min(r.right, cr.right) - Math.max(r.left, cr.left) > 0.5 && Math.min(r.bottom, cr.bottom) - Math.max(r.top, cr.top) > 0.5) {
+        out.push('legend entry "' + text(e) + '" of canvas#' + c.id + ' lies on its plot');
+      }
+    }
+  }
+  const clients = document.getElementById('clients').getBoundingClientRect();
+  return { problems: out, seen: { window: W, page: document.documentElement.scrollWidth, client_rows: rows,
+    cells: cells.length, buttons: buttons.length,
+    row_buttons: document.querySelectorAll('#client-rows button, #pending-rows button').length, out_of_place: bad, legends: legends,
+    clients_card: [px(clients.left), px(clients.right)],
+    button_right: Math.max(0, ...buttons.filter(shown).map(b => px(b.getBoundingClientRect().right))) } };
+})()"#;
+
+/// A PNG's width and height, from its header.
+fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    if png.len() < 24 || &png[..8] != b"\x89PNG\r\n\x1a\n" || &png[12..16] != b"IHDR" {
+        return None;
+    }
+    let be = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+    Some((be(16), be(20)))
+}
+
+/// The dashboard of a real host with two clients in (the controller and a viewer, so every
+/// client button shows) and one asking, at each of [`WIDTHS`] (DevTools
+/// `Emulation.setDeviceMetricsOverride`): nothing of the page sticks out of the window or its
+/// card, no button is cut off, covered or on another, no plot's legend on the plot (measured
+/// on the elements, [`LAYOUT_CHECK`]); a screenshot of the whole page at each width, kept in
+/// the target directory, as evidence.
+#[test]
+fn the_dashboard_fits_windows_from_a_phone_to_a_desktop() {
+    let state = scratch_dir("dashboard-fit-host");
+    let mut o = HostOptions::default();
+    o.host.bind = "127.0.0.1:0".into();
+    o.host.state_dir = state.display().to_string();
+    o.host.dashboard = "127.0.0.1:0".into();
+    o.video.resolution = Resolution {
+        width: 640,
+        height: 360,
+    };
+    o.video.fps = 15;
+    let host = Host::start(o).expect("host starts");
+    let link = host.dashboard_link().expect("a link");
+    let Some(bin) = common::browser::chromium() else {
+        host.stop();
+        return;
+    };
+    // Three clients ask; two are approved (the first in is the controller, the second a viewer
+    // with the buttons to hand it control and grant it input), the third stays asking.
+    let stop = Arc::new(AtomicBool::new(false));
+    let client_states: Vec<PathBuf> = (0..3)
+        .map(|i| scratch_dir(&format!("dashboard-fit-client{i}")))
+        .collect();
+    let clients: Vec<_> = client_states
+        .iter()
+        .map(|s| waiting_client_with(host.local_addr(), s.clone(), stop.clone(), false))
+        .collect();
+    let (mut console, mut page) = devtools::open_with(&bin, "about:blank", &[])
+        .expect("Chromium starts with a DevTools pipe");
+    page.navigate(&link).unwrap();
+    console
+        .wait_console("state", Duration::from_secs(20), |v| v["pending"] == 3)
+        .unwrap_or_else(|| panic!("three access requests shown: {}", console.tail()));
+    let pending = page
+        .eval("Array.from(document.querySelectorAll('button.approve')).map(b => b.dataset.fingerprint)")
+        .unwrap();
+    let token = link.split("?admin=").nth(1).unwrap();
+    let here = link
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap();
+    let with = format!("X-Untether-Admin: {token}\r\n");
+    for fp in pending.as_array().unwrap().iter().take(2) {
+        let body = serde_json::json!({ "fingerprint": fp }).to_string();
+        let (s, _, reply) = http(
+            here.parse().unwrap(),
+            &post("/api/approve", here, &with, &body),
+        );
+        assert_eq!(s, 200, "approve {fp}: {reply}");
+    }
+    // Both in and streaming (their glass-to-glass plotted: p50 and p95 each), one still asking.
+    console
+        .wait_console("state", Duration::from_secs(20), |v| {
+            v["clients"] == 2 && v["pending"] == 1 && v["g2g"].as_u64().is_some_and(|n| n >= 4)
+        })
+        .unwrap_or_else(|| panic!("two clients in, one asking: {}", console.tail()));
+
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-layout");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut problems = Vec::new();
+    for w in WIDTHS {
+        let phone = w < 600;
+        let h = if phone { 844 } else { 900 };
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({ "width": w, "height": h, "deviceScaleFactor": 1, "mobile": phone }),
+        )
+        .unwrap();
+        // A fresh state drawn at this size (the page's own poll, awaited).
+        page.call(
+            "Runtime.evaluate",
+            serde_json::json!({ "expression": "poll().then(() => true)", "awaitPromise": true }),
+        )
+        .unwrap();
+        let r = page.eval(LAYOUT_CHECK).unwrap();
+        println!("{w} px: {}", r["seen"]);
+        // Both tables with their buttons: Approve and Deny, Hand control and Grant input.
+        assert_eq!(r["seen"]["client_rows"], 2, "{w} px: {r}");
+        assert_eq!(r["seen"]["row_buttons"], 4, "{w} px: {r}");
+        let found: Vec<&str> = r["problems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        for p in found.iter().take(25) {
+            problems.push(format!("{w} px: {p}"));
+        }
+        if found.len() > 25 {
+            problems.push(format!("{w} px: … and {} more", found.len() - 25));
+        }
+        // Two clients' p50 and p95: four entries in the glass-to-glass legend.
+        let keys = r["seen"]["legends"]["plot-g2g"].as_u64();
+        if keys.is_some_and(|n| n < 4) {
+            problems.push(format!(
+                "{w} px: {keys:?} entries in the glass-to-glass legend"
+            ));
+        }
+        // The whole page, as evidence.
+        let full = page
+            .eval("[document.documentElement.clientWidth, document.documentElement.scrollHeight]")
+            .unwrap();
+        let shot = page
+            .call(
+                "Page.captureScreenshot",
+                serde_json::json!({ "format": "png", "captureBeyondViewport": true, "clip": {
+                    "x": 0, "y": 0, "width": w, "height": full[1].as_u64().unwrap_or(h as u64),
+                    "scale": 1 } }),
+            )
+            .unwrap();
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap_or_default())
+            .unwrap();
+        let file = shots.join(format!("dashboard-{w}.png"));
+        std::fs::write(&file, &png).unwrap();
+        let size = png_size(&png);
+        assert!(
+            size.is_some_and(|(pw, ph)| pw == w && ph >= h / 2),
+            "{w} px: the screenshot {} is {size:?}",
+            file.display()
+        );
+        println!("{w} px: screenshot {}", file.display());
+    }
+    drop((page, console));
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        let _ = c.join();
+    }
+    host.stop();
+    let _ = std::fs::remove_dir_all(&state);
+    for s in client_states {
+        let _ = std::fs::remove_dir_all(s);
+    }
+    assert!(
+        problems.is_empty(),
+        "{} layout problems (screenshots in {}):\n{}",
+        problems.len(),
+        shots.display(),
+        problems.join("\n")
+    );
 }
