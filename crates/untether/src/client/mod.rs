@@ -32,6 +32,7 @@ mod pose;
 mod present;
 mod record;
 mod run;
+pub use run::SessionSpan;
 mod start;
 mod trust;
 mod warm;

@@ -162,6 +162,8 @@ pub struct ClientRun {
     pub session: u32,
     /// Each time the host went away: (lost, resumed) client clock, µs (resumed 0: never).
     pub reconnects: Vec<(Micros, Micros)>,
+    /// Each session that connected, in order.
+    pub sessions: Vec<crate::client::SessionSpan>,
     /// ICMP port-unreachable reports on the main path (a live session survives forged ones).
     pub refusals: u64,
     /// The role the host gave this client last (a host serving several clients).

@@ -70,14 +70,33 @@ impl FrameCounts {
             .filter(|r| r.shown_us != 0 && Some(r.session) == last_session)
             .filter_map(|r| r.stamp.map(|st| st.frame_number))
             .collect();
+        // Without the host's own summary: its counts over this client's sessions (each
+        // session's first to last FrameTiming), else its last FrameTiming's.
+        let spans: Vec<(u64, u64, u64)> = run
+            .sessions
+            .iter()
+            .filter_map(|s| s.host_counts())
+            .collect();
+        let over_sessions = |i: usize, last: Option<u64>| -> u64 {
+            if spans.is_empty() {
+                return last.unwrap_or(0);
+            }
+            spans.iter().map(|c| [c.0, c.1, c.2][i]).sum()
+        };
         FrameCounts {
             stamped_shown: stamped.len() as u64,
             stamp_first: stamped.iter().copied().min(),
             stamp_last: stamped.iter().copied().max(),
             longest_freeze_ms: gaps().max().unwrap_or(0) as f64 / 1000.0,
             freezes_over_100ms: gaps().filter(|&g| g > 100_000).count() as u64,
-            captured: host.map_or(last_timing.map_or(0, |t| t.captured as u64), |h| h.captured),
-            encoded: host.map_or(last_timing.map_or(0, |t| t.encoded as u64), |h| h.encoded),
+            captured: host.map_or_else(
+                || over_sessions(0, last_timing.map(|t| t.captured as u64)),
+                |h| h.captured,
+            ),
+            encoded: host.map_or_else(
+                || over_sessions(1, last_timing.map(|t| t.encoded as u64)),
+                |h| h.encoded,
+            ),
             sent: host.map_or(run.timings.len() as u64, |h| h.sent),
             complete: s.frames_complete,
             decoded: run.decoded,
@@ -85,7 +104,10 @@ impl FrameCounts {
             late: s.frames_late,
             lost: s.frames_lost,
             corrupted: run.decode_errors,
-            dropped_host: host.map_or(last_timing.map_or(0, |t| t.dropped as u64), |h| h.dropped),
+            dropped_host: host.map_or_else(
+                || over_sessions(2, last_timing.map(|t| t.dropped as u64)),
+                |h| h.dropped,
+            ),
             dropped_client: run.dropped_presenter,
             keyframes: run.records.iter().filter(|r| r.keyframe).count() as u64,
             stamp_unreadable: run.stamp_unreadable,

@@ -20,7 +20,7 @@ mod text;
 pub use counts::{AudioReport, FrameCounts, InputReport, StalenessMs, StateReport};
 pub use host::build_host;
 pub use latency::{frame_row, frame_rows, FrameRow, Latency, Pcts, SliceLatency};
-pub use network::{LinkSides, NetworkReport, PathReport, ReconnectReport, RttMs};
+pub use network::{LinkSides, NetworkReport, PathReport, ReconnectReport, RttMs, SessionReport};
 pub use text::client_lines;
 
 #[derive(Clone, Debug, Serialize)]
@@ -57,6 +57,9 @@ pub struct Report {
     pub network: NetworkReport,
     pub input: InputReport,
     pub host_events: Vec<String>,
+    /// Each session of the run (one more after each reconnection); the figures above are the
+    /// whole run's.
+    pub sessions: Vec<SessionReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audio: Option<AudioReport>,
     /// This client's role on a host serving several clients (None: the host did not say).
@@ -106,6 +109,7 @@ pub fn build(mut config: ReportConfig, run: &ClientRun, host: Option<&HostSummar
         network: NetworkReport::measure(run, host, duration_s),
         input: InputReport::measure(run, host),
         host_events: host.map(|h| h.events.clone()).unwrap_or_default(),
+        sessions: SessionReport::measure(run),
         audio,
         role: run.role.map(|r| RoleReport {
             role: r.name(),
@@ -187,6 +191,76 @@ mod tests {
         );
         assert_eq!(r.network.reconnects.len(), 2);
         assert_eq!(r.network.reconnects[1].resumed_s, None);
+    }
+
+    /// Issue 36, item 3: per-session sections, and the host's counts over the same time as the
+    /// client's (they were the last session's host counts beside every session's client counts).
+    #[test]
+    fn a_run_across_a_host_restart_reports_each_session_and_sums_them() {
+        use crate::client::{FrameRecord, SessionSpan};
+        let span = |session, connected_us, lost_us, bytes, first, last| {
+            let mut s = SessionSpan {
+                session,
+                connected_us,
+                lost_us,
+                bytes_received: bytes,
+                host_first: Some(first),
+                host_last: Some(last),
+                ..Default::default()
+            };
+            s.closed = true;
+            s
+        };
+        let shown = |session, capture_us, shown_us| FrameRecord {
+            session,
+            capture_us,
+            shown_us,
+            ..Default::default()
+        };
+        let run = ClientRun {
+            started_us: 500_000,
+            connected_us: Some(1_000_000),
+            ended_us: 11_000_000,
+            reconnects: vec![(3_000_000, 5_000_000)],
+            // 10 Mbit/s for 2 s; the host restarts (its counters from 0); 10 Mbit/s for 6 s.
+            sessions: vec![
+                span(
+                    0,
+                    1_000_000,
+                    Some(3_000_000),
+                    2_500_000,
+                    (100, 100, 0),
+                    (159, 159, 1),
+                ),
+                span(1, 5_000_000, None, 7_500_000, (0, 0, 0), (179, 179, 0)),
+            ],
+            records: vec![
+                shown(0, 2_000_000, 2_005_000),
+                shown(0, 2_100_000, 2_107_000),
+                shown(1, 6_000_000, 6_010_000),
+            ],
+            ..Default::default()
+        };
+        let r = build(config(), &run, None);
+        let s = &r.sessions;
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].start_s, s[0].duration_s), (0.0, 2.0));
+        assert_eq!((s[1].start_s, s[1].duration_s), (4.0, 6.0));
+        assert!((s[0].goodput_mbps - 10.0).abs() < 1e-9 && (s[1].goodput_mbps - 10.0).abs() < 1e-9);
+        assert_eq!((s[0].frames_shown, s[1].frames_shown), (2, 1));
+        assert_eq!(s[0].glass_to_glass_ms.count, 2);
+        assert_eq!(s[1].glass_to_glass_ms.p50, Some(10.0));
+        assert_eq!(
+            (s[0].host_captured, s[1].host_captured),
+            (Some(60), Some(180))
+        );
+        // The run's host counts are the sessions' sum, not the last host run's counter.
+        assert_eq!((r.frames.captured, r.frames.dropped_host), (240, 1));
+        let text = r.to_text();
+        assert!(
+            text.contains("session 1 at 4.0 s: 6.0 s · 1 frames shown"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -78,6 +78,67 @@ pub struct ReconnectReport {
     pub resumed_s: Option<f64>,
 }
 
+/// One session of a run across reconnections: its own duration, frames, glass-to-glass,
+/// goodput and the host's counts over the same time (the run's figures are their sum).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SessionReport {
+    pub session: u32,
+    /// When it connected, seconds after the run's first connection.
+    pub start_s: f64,
+    /// Connected to its loss (or to the end of the run), seconds.
+    pub duration_s: f64,
+    pub frames_shown: u64,
+    pub glass_to_glass_ms: super::Pcts,
+    pub goodput_mbps: f64,
+    /// The host's frames over this session, from its FrameTimings (None: none arrived).
+    pub host_captured: Option<u64>,
+    pub host_encoded: Option<u64>,
+    pub host_dropped: Option<u64>,
+}
+
+impl SessionReport {
+    /// Each session of `run` that connected, in order.
+    pub(super) fn measure(run: &ClientRun) -> Vec<SessionReport> {
+        let first = run.connected_us.unwrap_or(run.started_us);
+        let offset = run.clock.map_or(0, |c| c.offset_us);
+        let secs = |us: u64| (us as f64 / 1e3).round() / 1e3;
+        run.sessions
+            .iter()
+            .map(|span| {
+                let end = span.lost_us.unwrap_or(run.ended_us);
+                let duration_us = end.saturating_sub(span.connected_us);
+                let mut g2g = Samples::default();
+                let mut shown = 0;
+                for r in run
+                    .records
+                    .iter()
+                    .filter(|r| r.session == span.session && r.shown_us != 0)
+                {
+                    shown += 1;
+                    let row = super::frame_row(r, None, offset);
+                    g2g.push(row.glass_to_glass_us as f64 / 1000.0);
+                }
+                let host = span.host_counts();
+                SessionReport {
+                    session: span.session,
+                    start_s: secs(span.connected_us.saturating_sub(first)),
+                    duration_s: secs(duration_us),
+                    frames_shown: shown,
+                    glass_to_glass_ms: super::Pcts::from(&g2g),
+                    goodput_mbps: if duration_us > 0 {
+                        span.bytes_received as f64 * 8.0 / duration_us as f64
+                    } else {
+                        0.0
+                    },
+                    host_captured: host.map(|h| h.0),
+                    host_encoded: host.map(|h| h.1),
+                    host_dropped: host.map(|h| h.2),
+                }
+            })
+            .collect()
+    }
+}
+
 /// One path of the session.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PathReport {

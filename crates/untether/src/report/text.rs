@@ -145,6 +145,24 @@ impl Report {
                 }
             );
         }
+        if self.sessions.len() > 1 {
+            for s in &self.sessions {
+                let _ = writeln!(
+                    o,
+                    "  session {} at {:.1} s: {:.1} s · {} frames shown · glass-to-glass p50 {} ms · {:.2} Mbit/s{}",
+                    s.session,
+                    s.start_s,
+                    s.duration_s,
+                    s.frames_shown,
+                    ms(s.glass_to_glass_ms.p50),
+                    s.goodput_mbps,
+                    match s.host_captured {
+                        Some(c) => format!(" · host captured {c}"),
+                        None => String::new(),
+                    }
+                );
+            }
+        }
         if let (Some(paced), Some(window)) = (n.paced_frames, n.pacing_window_ms) {
             if window > 0.0 {
                 let _ = writeln!(

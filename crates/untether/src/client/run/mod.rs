@@ -14,6 +14,7 @@ use untether_proto::Micros;
 use super::record::{AudioRun, ClientRun, FrameRecord, MAX_RECORDS};
 
 pub(crate) use decode::DecodeRecord;
+pub use net::SessionSpan;
 pub(crate) use net::{InputCounts, NetRecord};
 pub(crate) use present::PresentRecord;
 
@@ -86,6 +87,7 @@ pub(crate) fn assemble(
         paths: net.paths,
         session: net.session,
         reconnects,
+        sessions: net.sessions,
         refusals: net.refusals,
         role: net.role,
         input_granted: net.input_granted,

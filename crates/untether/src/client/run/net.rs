@@ -32,6 +32,34 @@ pub(super) struct SessionEnd {
     pub clock_mode: ClockMode,
 }
 
+/// One session of a run (the first, or one after the host came back): when it connected and
+/// ended, the bytes it received and the host's counters over it (from its FrameTimings), so
+/// that a report across reconnections counts each side over the same time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionSpan {
+    pub session: u32,
+    pub connected_us: Micros,
+    /// When the host was lost (None: it lasted to the end of the run).
+    pub lost_us: Option<Micros>,
+    pub bytes_received: u64,
+    /// The host's (captured, encoded, dropped) counters at this session's first and last
+    /// FrameTiming (they count from the host's start).
+    pub host_first: Option<(u32, u32, u32)>,
+    pub host_last: Option<(u32, u32, u32)>,
+    /// Its counters are in (the session ended, or the run did).
+    pub(crate) closed: bool,
+}
+
+impl SessionSpan {
+    /// The host's (captured, encoded, dropped) frames over this session.
+    pub fn host_counts(&self) -> Option<(u64, u64, u64)> {
+        let (a, b) = (self.host_first?, self.host_last?);
+        let d = |x: u32, y: u32| u64::from(y.saturating_sub(x));
+        // The first timing's frame was captured and encoded within the session too.
+        Some((d(a.0, b.0) + 1, d(a.1, b.1) + 1, d(a.2, b.2)))
+    }
+}
+
 /// What the network driver measured.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NetRecord {
@@ -49,6 +77,8 @@ pub(crate) struct NetRecord {
     /// Each time the host went away: when, and the session that resumed the stream (None:
     /// never).
     pub(super) reconnects: Vec<(Micros, Option<u32>)>,
+    /// Each session that connected, in order (the first [`MAX_RECORDS`]).
+    pub(super) sessions: Vec<SessionSpan>,
     pub(super) refusals: u64,
     pub(super) outcome: Option<String>,
     pub(super) role: Option<ClientRole>,
@@ -86,6 +116,13 @@ impl NetRecord {
         // reconnections (the time without a host is taken out where it matters).
         self.connected_us.get_or_insert(now);
         self.host_key = host_key;
+        if self.sessions.len() < MAX_RECORDS {
+            self.sessions.push(SessionSpan {
+                session: self.session,
+                connected_us: now,
+                ..Default::default()
+            });
+        }
     }
 
     /// Session `session` resumed the stream after the host went away: its timings start over.
@@ -103,11 +140,24 @@ impl NetRecord {
         if self.reconnects.len() < MAX_RECORDS {
             self.reconnects.push((now, None));
         }
+        if let Some(s) = self.open_session() {
+            s.lost_us = Some(now);
+        }
+    }
+
+    /// The session under way (connected, its counters not in yet).
+    fn open_session(&mut self) -> Option<&mut SessionSpan> {
+        self.sessions.last_mut().filter(|s| !s.closed)
     }
 
     pub fn frame_timing(&mut self, t: FrameTiming) {
         if self.timings.len() < MAX_RECORDS {
             self.timings.insert(t.frame_number, t);
+        }
+        if let Some(s) = self.open_session() {
+            let c = (t.captured, t.encoded, t.dropped);
+            s.host_first.get_or_insert(c);
+            s.host_last = Some(c);
         }
     }
 
@@ -164,6 +214,11 @@ impl NetRecord {
     /// approval): its counters count towards the run's.
     pub fn session_ended(&mut self, session: &ClientSession) {
         self.earlier.absorb(&session.stats());
+        let bytes = session.stats().bytes_received;
+        if let Some(s) = self.open_session() {
+            s.bytes_received = bytes;
+            s.closed = true;
+        }
     }
 
     /// The last session's figures at the end (`synchronized`: the user says the clocks agree).
@@ -182,6 +237,10 @@ impl NetRecord {
             ClockMode::Estimated
         };
         let mut stats = session.stats();
+        if let Some(s) = self.open_session() {
+            s.bytes_received = stats.bytes_received;
+            s.closed = true;
+        }
         stats.absorb(&self.earlier);
         self.end = SessionEnd {
             stats,

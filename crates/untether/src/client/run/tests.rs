@@ -71,6 +71,11 @@ fn the_merge_keeps_every_field() {
         slice_timings: HashMap::from([(5, (4, 10, 20))]),
         pings: vec![6],
         reconnects: vec![(7, Some(3)), (8, None)],
+        sessions: vec![SessionSpan {
+            session: 3,
+            connected_us: 2,
+            ..Default::default()
+        }],
         refusals: 9,
         outcome: None,
         role: Some(ClientRole::Viewer),
@@ -172,6 +177,7 @@ fn the_merge_keeps_every_field() {
         paths,
         session,
         reconnects,
+        sessions,
         refusals,
         role,
         input_granted,
@@ -223,6 +229,7 @@ fn the_merge_keeps_every_field() {
     assert_eq!(session, 3);
     // Session 3 resumed the first loss (its first picture at 31); the second never resumed.
     assert_eq!(reconnects, vec![(7, 31), (8, 0)]);
+    assert_eq!(sessions.iter().map(|s| s.session).collect::<Vec<_>>(), [3]);
     assert_eq!(refusals, 9);
     assert_eq!(
         (role, input_granted, times_paused),
