@@ -82,6 +82,7 @@ pub struct Gamepads {
 impl Gamepads {
     /// Starts SDL's game controller subsystem on this thread; Err: SDL's reason.
     pub fn open() -> Result<Gamepads, String> {
+        let _global = crate::window::sdl_global();
         // SAFETY: SDL's own initialisation, reference-counted; released in Drop.
         unsafe {
             sdl::SDL_SetHint(
@@ -170,6 +171,7 @@ impl Gamepads {
 
 impl Drop for Gamepads {
     fn drop(&mut self) {
+        let _global = crate::window::sdl_global();
         // SAFETY: handles from SDL_GameControllerOpen, closed once; the subsystem reference
         // taken in `open`.
         unsafe {

@@ -23,12 +23,23 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Held while SDL's process-wide state is set up or torn down (`SDL_Init`, a subsystem's
+/// init and quit): SDL does not allow two threads to do that at once, and clients of one
+/// process (tests, benches) each open their window and game controllers on their own thread
+/// (two racing corrupted the heap: "malloc_consolidate(): unaligned fastbin chunk").
+pub(crate) fn sdl_global() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// SDL with its video subsystem on a visible display (started once per thread).
 pub(crate) fn init_video() -> Result<(sdl2::Sdl, sdl2::VideoSubsystem)> {
     if let Some(v) = VIDEO.with(|v| v.borrow().clone()) {
         return Ok(v);
     }
     utf8_ctype();
+    let _global = sdl_global();
     let sdl = sdl2::init().map_err(sdl_err("SDL init"))?;
     let video = sdl.video().map_err(sdl_err(
         "SDL video (is there a display? set DISPLAY, or run headless)",

@@ -72,31 +72,19 @@ fn outside_address() -> Option<IpAddr> {
 }
 
 /// A client that keeps asking until it is let in (what the patient client does), then streams
-/// until `stop`. Returns its result; refusals other than "pending approval" end it.
+/// until `stop`. Returns its result; refusals other than "pending approval" end it. Several run
+/// at once in this process, each opening and closing SDL's game controllers on every try (SDL's
+/// process-wide set-up is serialised for that: it once corrupted the heap here).
 fn waiting_client(
     host: SocketAddr,
     state: PathBuf,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Result<u64, String>> {
-    waiting_client_with(host, state, stop, true)
-}
-
-/// [`waiting_client`], with or without its game controllers (`client.gamepads`). Several
-/// clients in one process go without: each try opens and closes SDL's game controller
-/// subsystem, and SDL's init and quit are not safe from two threads at once (three clients
-/// retrying together corrupted the heap here).
-fn waiting_client_with(
-    host: SocketAddr,
-    state: PathBuf,
-    stop: Arc<AtomicBool>,
-    gamepads: bool,
 ) -> std::thread::JoinHandle<Result<u64, String>> {
     std::thread::spawn(move || loop {
         let cfg = ConfigToml::default();
         let mut c = cfg.client;
         c.state_dir = state.display().to_string();
         c.name = "dashboard-test".into();
-        c.gamepads = gamepads;
         let opts = ClientOptions {
             vr: Default::default(),
             host,
@@ -612,7 +600,7 @@ fn the_dashboard_fits_windows_from_a_phone_to_a_desktop() {
         .collect();
     let clients: Vec<_> = client_states
         .iter()
-        .map(|s| waiting_client_with(host.local_addr(), s.clone(), stop.clone(), false))
+        .map(|s| waiting_client(host.local_addr(), s.clone(), stop.clone()))
         .collect();
     let (mut console, mut page) = devtools::open_with(&bin, "about:blank", &[])
         .expect("Chromium starts with a DevTools pipe");
