@@ -449,8 +449,9 @@ fn a_restarted_host_gives_control_back_to_its_controller_whoever_returns_first()
         "{again}"
     );
     std::thread::sleep(Duration::from_millis(300));
-    drop(a.interrupt());
+    // The viewer leaves first (the controller leaving would rightly hand it control).
     drop(b.interrupt());
+    drop(a.interrupt());
     let (_, _, log) = h.interrupt();
     assert!(
         !log.lines()
