@@ -491,6 +491,13 @@ fn a_client_gets_the_stream_it_asks_for_within_the_hosts_limits() {
         "{}",
         text(&o)
     );
+    // Its report names the host's encoder as the host's own report does (`--encoder`,
+    // preset, conversion), told beside the Accept: it was "unknown".
+    assert!(
+        text(&o).contains("h264 by auto (ultrafast preset, simd conversion"),
+        "{}",
+        text(&o)
+    );
     let ppm = std::fs::read(&frame).expect("the last picture was saved");
     assert!(
         ppm.starts_with(b"P6\n320 180\n"),
