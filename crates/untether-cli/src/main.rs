@@ -3,13 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use untether::client::{ClientAudio, ClientIo, ClientOptions, Display, InputDevice};
-use untether::config::{parse_key, ConfigError, ConfigToml};
+use untether::config::{parse_key, ConfigError, ConfigFile, ConfigToml};
 use untether::host::{AudioSpec, HostSetup, InputSpec, SourceSpec};
 use untether::identity::Access;
 use untether::{report, DemoOptions, Host, HostOptions};
@@ -40,26 +40,7 @@ mod wayland_arg;
     version = env!("UNTETHER_VERSION"),
     propagate_version = true,
     about = "Low-latency streaming for untethered VR and interactive games",
-    long_about = "Low-latency streaming for untethered VR and interactive games.\n\n\
-        A host renders (or captures) frames, encodes them (H.264, HEVC or AV1, in software or on \
-        a GPU) and sends them over UDP with \
-        untether's own protocol; a client reassembles, decodes and shows them, and sends the \
-        user's input back.\n\n\
-        Quick start on one machine:  untether demo\n\
-        Two machines:                untether host            (on the PC)\n\
-        \x20                            untether client          (on the headset / Pi: finds the host on the local network; or untether client PC-ADDRESS)\n\
-        \x20                            untether pair approve FINGERPRINT  (on the PC, once per new client: it waits, showing its fingerprint)\n\
-        \x20                            untether discover        (lists the hosts on the local network)\n\
-        or pair with a PIN:          untether host --access pin, then untether client PC-ADDRESS --pin PIN\n\n\
-        Only paired clients may connect (host --access allowlist, the default); keys, the allowlist \
-        and known hosts live in the state directory ($XDG_STATE_HOME/untether or \
-        ~/.local/state/untether, or --state-dir).\n\
-        Settings come from defaults, then the config file (TOML, see docs/CONFIG.md: --config FILE, \
-        else $XDG_CONFIG_HOME/untether/untether.toml or /etc/untether/untether.toml when one exists), \
-        then flags.\n\
-        --config, --state-dir, -v and -q go before or after any command. Logging: info by \
-        default; -v debug, -vv trace, -q warnings only, -qq errors only (without -v/-q, RUST_LOG \
-        applies when set)."
+    long_about = long_about()
 )]
 struct Cli {
     #[command(flatten)]
@@ -68,20 +49,84 @@ struct Cli {
     command: Command,
 }
 
+/// The quick start of `untether --help`: each command and where or why to run it. One line each
+/// (the command, two spaces or more, the note), which the man page turns into a list
+/// (`generate::description`).
+const QUICK_START: &[(&str, &str)] = &[
+    ("untether demo", "host and client on this machine"),
+    ("untether host", "on the PC"),
+    (
+        "untether client",
+        "on the headset / Pi: finds the paired host on the LAN",
+    ),
+    ("untether client PC-ADDRESS", "or names the host"),
+    (
+        "untether pair approve FINGERPRINT",
+        "on the PC, once per new client (it shows FINGERPRINT)",
+    ),
+    ("untether discover", "lists the hosts on the local network"),
+    (
+        "untether host --access pin",
+        "or pair with a PIN: the host shows one",
+    ),
+    (
+        "untether client PC-ADDRESS --pin PIN",
+        "and the client gives it",
+    ),
+];
+
+/// `untether --help`'s description (and the man page's).
+fn long_about() -> String {
+    let width = QUICK_START.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+    let quick: String = QUICK_START
+        .iter()
+        .map(|(cmd, note)| format!("\n  {cmd:width$}  {note}"))
+        .collect();
+    format!(
+        "Low-latency streaming for untethered VR and interactive games.\n\n\
+         A host renders (or captures) frames, encodes them (H.264, HEVC or AV1, in software or on \
+         a GPU) and sends them over UDP with untether's own protocol; a client reassembles, \
+         decodes and shows them, and sends the user's input back.\n\n\
+         Quick start:{quick}\n\n\
+         Only paired clients may connect (host --access allowlist, the default); keys, the \
+         allowlist and known hosts live in the state directory ($UNTETHER_STATE_DIR, \
+         $XDG_STATE_HOME/untether or ~/.local/state/untether, or --state-dir).\n\n\
+         Settings come from defaults, then the config file (TOML, see docs/CONFIG.md: --config \
+         FILE, else $XDG_CONFIG_HOME/untether/untether.toml or /etc/untether/untether.toml when \
+         one exists), then flags.\n\n\
+         --config, --state-dir, -v and -q go before or after any command. Logging: info by \
+         default; -v debug, -vv trace, -q warnings only, -qq errors only (without -v/-q, \
+         RUST_LOG applies when set)."
+    )
+}
+
 /// Options every command takes, before or after its name.
 #[derive(Args, Debug, Clone, Default)]
 struct Global {
-    /// TOML config file (every key documented in docs/CONFIG.md); flags override it. Without it: ~/.config/untether/untether.toml ($XDG_CONFIG_HOME), else /etc/untether/untether.toml, if one exists. Read by host, client, demo and pair (host.state_dir); bench and netem only check it.
-    #[arg(long, value_name = "FILE", global = true)]
+    /// TOML config file; flags override it.
+    ///
+    /// Every key is documented in docs/CONFIG.md. Without it: ~/.config/untether/untether.toml
+    /// ($XDG_CONFIG_HOME), else /etc/untether/untether.toml, if one exists. Read by host,
+    /// client, demo and pair (host.state_dir); bench and netem only check it.
+    // The global options come after the command's own in its help (display_order).
+    #[arg(long, value_name = "FILE", global = true, display_order = 900)]
     config: Option<PathBuf>,
-    /// Where keys, the allowlist, access requests, the PIN (host, pair) and known_hosts.json, the pinned host keys (client), live [config: host.state_dir / client.state_dir, default $UNTETHER_STATE_DIR, $XDG_STATE_HOME/untether or ~/.local/state/untether].
-    #[arg(long, value_name = "DIR", global = true)]
+    /// Where keys and the allowlist live.
+    ///
+    /// Keys, the allowlist, access requests, the PIN (host, pair) and known_hosts.json, the
+    /// pinned host keys (client) [config: host.state_dir / client.state_dir, default
+    /// $UNTETHER_STATE_DIR, $XDG_STATE_HOME/untether or ~/.local/state/untether].
+    #[arg(long, value_name = "DIR", global = true, display_order = 901)]
     state_dir: Option<PathBuf>,
-    /// More log output: -v debug, -vv trace (default info).
-    #[arg(short, long, action = ArgAction::Count, global = true)]
+    /// More log output: -v debug, -vv trace.
+    ///
+    /// The default is info.
+    #[arg(short, long, action = ArgAction::Count, global = true, display_order = 902)]
     verbose: u8,
-    /// Less output: -q warnings only, -qq errors only (bench: also no progress bar).
-    #[arg(short, long, action = ArgAction::Count, global = true)]
+    /// Less output: -q warnings, -qq errors only.
+    ///
+    /// bench: also no progress bar.
+    #[arg(short, long, action = ArgAction::Count, global = true, display_order = 903)]
     quiet: u8,
 }
 
@@ -99,11 +144,20 @@ impl Global {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the built-in test scene, an X11 display or window, or raw frames from a pipe, to several clients at once from one encoded stream (one controller, the others viewers).
+    /// Serve the test scene, a captured display or window, or piped frames to clients.
+    ///
+    /// Several clients at once from one encoded stream: the first controls, the others watch.
     Host(HostArgs),
-    /// Start an unmodified Vulkan or OpenGL application and stream it: `untether run [host flags] -- APP ARGS…` (its presented frames through an implicit Vulkan layer and an LD_PRELOAD hook of glXSwapBuffers/eglSwapBuffers, input back with XTEST; the host ends with the application; docs/CAPTURE.md).
+    /// Start an unmodified Vulkan or OpenGL application and stream it.
+    ///
+    /// `untether run [host flags] -- APP ARGS…`: its presented frames through an implicit
+    /// Vulkan layer and an LD_PRELOAD hook of glXSwapBuffers/eglSwapBuffers, input back with
+    /// XTEST; the host ends with the application (docs/CAPTURE.md).
     Run(run::RunArgs),
-    /// Connect to a host, decode and show its stream, send keyboard and mouse back. In the window: F11 or Alt+Enter fullscreen, F10 capture/release the mouse, F12 statistics overlay (not sent to the host).
+    /// Connect to a host, decode and show its stream, send keyboard and mouse back.
+    ///
+    /// In the window: F11 or Alt+Enter fullscreen, F10 capture/release the mouse, F12
+    /// statistics overlay (not sent to the host).
     Client(ClientArgs),
     /// Stream the test scene host→client on this machine (loopback UDP) and print the latency report.
     Demo(DemoArgs),
@@ -156,70 +210,145 @@ fn run_track(args: TrackArgs) -> Result<()> {
     Ok(())
 }
 
+// `-h` is the short help, one line per option; `--help` the long one. An option's doc comment
+// is split accordingly: its first paragraph is the line `-h` shows (keep it short), the rest is
+// added by `--help` and the man page. Options `-h` leaves out (`hide_short_help`) are the
+// rarely changed ones; every option is in `--help`.
+
 #[derive(Args, Debug, Clone, Default)]
+// After a flattened group with a heading of its own: back under "Options".
+#[command(next_help_heading = None::<&'static str>)]
 struct Common {
-    /// Stop after this long: seconds (10) or with a unit (500ms, 5s, 2m) (default: run until Ctrl-C).
+    /// Stop after this long (default: at Ctrl-C).
+    ///
+    /// Seconds (10) or with a unit (500ms, 5s, 2m).
     #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
     duration: Option<Duration>,
-    /// Write the JSON latency report (the contract in docs/REPORT.md) to FILE.
+    /// Write the JSON latency report to FILE.
+    ///
+    /// The report's contract is docs/REPORT.md.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Video")]
 struct VideoArgs {
-    /// Frame size: WIDTHxHEIGHT or 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k [config: video.resolution, default 1280x720].
+    /// Frame size: WIDTHxHEIGHT or 720p, 1080p, …
+    ///
+    /// The names: 360p, 480p, 720p, 1080p, 1440p, 2160p, 4k [config: video.resolution, default
+    /// 1280x720].
     #[arg(long, value_name = "WxH")]
     resolution: Option<String>,
-    /// Frames per second [config: video.fps, default 60].
+    /// Frames per second.
+    ///
+    /// [config: video.fps, default 60]
     #[arg(long)]
     fps: Option<u32>,
-    /// Encoder bitrate: kbit/s as a number (8000), or with a unit: 8000k, 8000kbps, 10M, 10mbit [config: video.bitrate_kbps, default 10000].
+    /// Encoder bitrate: 8000 (kbit/s), 8000k, 10M.
+    ///
+    /// kbit/s as a number (8000), or with a unit: 8000k, 8000kbps, 10M, 10mbit [config:
+    /// video.bitrate_kbps, default 10000].
     #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
     bitrate: Option<u32>,
-    /// Video codec: h264, hevc, av1, or auto (the first of the client's codecs, in its order of preference, whose encoder opens on this host; every codec's encoder is opened at start) [config: video.codec, default h264, or what --encoder encodes].
+    /// Codec.
+    ///
+    /// The stream's codec: h264, hevc, av1, or auto (the first of the client's codecs, in its order of preference,
+    /// whose encoder opens on this host; every codec's encoder is opened at start) [config:
+    /// video.codec, default h264, or what --encoder encodes].
     #[arg(long, value_parser = ["auto", "h264", "hevc", "av1"])]
     codec: Option<String>,
-    /// Video encoder: auto (the best that opens, hardware first: *_nvenc, *_qsv, *_vaapi, *_amf, *_v4l2m2m, then libx264 / libx265 / libsvtav1; an absent device is one line saying so), or any FFmpeg encoder by name (libx264, libx264rgb, libx265, libsvtav1, h264_nvenc, hevc_vaapi, …: no fallback) [config: video.encoder, default auto].
+    /// Video encoder: auto or an FFmpeg encoder.
+    ///
+    /// auto: the best that opens, hardware first: *_nvenc, *_qsv, *_vaapi, *_amf, *_v4l2m2m,
+    /// then libx264 / libx265 / libsvtav1; an absent device is one line saying so. A name
+    /// (libx264, libx264rgb, libx265, libsvtav1, h264_nvenc, hevc_vaapi, …) has no fallback
+    /// [config: video.encoder, default auto].
     #[arg(long, value_name = "NAME|auto")]
     encoder: Option<String>,
-    /// Encoder preset, x264's names (mapped per encoder family: docs/CODECS.md) [config: video.preset, default ultrafast].
-    #[arg(long, value_parser = untether::config::PRESETS)]
+    /// Encoder preset, x264's names.
+    ///
+    /// Mapped per encoder family: docs/CODECS.md [config: video.preset, default ultrafast].
+    #[arg(long, value_parser = untether::config::PRESETS, hide_short_help = true)]
     preset: Option<String>,
-    /// BGRA→YUV conversion: simd, swscale, or rgb (none; implies --encoder libx264rgb) [config: video.conversion, default simd].
-    #[arg(long, value_parser = ["simd", "swscale", "rgb"])]
+    /// BGRA→YUV conversion.
+    ///
+    /// simd, swscale, or rgb (none; implies --encoder libx264rgb) [config: video.conversion,
+    /// default simd].
+    #[arg(long, value_parser = ["simd", "swscale", "rgb"], hide_short_help = true)]
     conversion: Option<String>,
-    /// How a joining or recovering client gets a clean picture: idr (a keyframe when it joins or loses a frame) or intra (a column of intra blocks sweeps the picture every --refresh-period frames; the client waits for the next full sweep instead of asking; libx264 and NVENC) [config: video.refresh, default idr].
-    #[arg(long, value_parser = ["idr", "intra"])]
+    /// How a joining or recovering client gets a clean picture.
+    ///
+    /// idr (a keyframe when it joins or loses a frame) or intra (a column of intra blocks
+    /// sweeps the picture every --refresh-period frames; the client waits for the next full
+    /// sweep instead of asking; libx264 and NVENC) [config: video.refresh, default idr].
+    #[arg(long, value_parser = ["idr", "intra"], hide_short_help = true)]
     refresh: Option<String>,
-    /// Frames per intra-refresh sweep (and between the keyframes of libsvtav1, which cannot make one on demand) [config: video.refresh_period, default 30].
-    #[arg(long, value_name = "FRAMES")]
+    /// Frames per intra-refresh sweep.
+    ///
+    /// Also between the keyframes of libsvtav1, which cannot make one on demand [config:
+    /// video.refresh_period, default 30].
+    #[arg(long, value_name = "FRAMES", hide_short_help = true)]
     refresh_period: Option<u32>,
-    /// Slices per frame, 1–16: with 2 or more, x264 runs through its own API and each slice is sent the moment x264 has written it, and the client decodes it as it arrives (a lost slice costs only its own region until the next keyframe); 1 sends frames whole. Needs codec h264, encoder libx264 (auto then means libx264) and refresh idr; anything else is refused by name [config: video.slices, default 1].
-    #[arg(long, value_name = "N")]
+    /// Slices per frame, 1–16, each sent as soon as it is encoded.
+    ///
+    /// With 2 or more, x264 runs through its own API and each slice is sent the moment x264
+    /// has written it, and the client decodes it as it arrives (a lost slice costs only its own
+    /// region until the next keyframe); 1 sends frames whole. Needs codec h264, encoder libx264
+    /// (auto then means libx264) and refresh idr; anything else is refused by name [config:
+    /// video.slices, default 1].
+    #[arg(long, value_name = "N", hide_short_help = true)]
     slices: Option<u8>,
-    /// Test scene: camera spin in degrees/second, counter-clockwise [config: scene.spin_deg_per_s, default 30].
-    #[arg(long, value_name = "DEG_PER_S", allow_negative_numbers = true)]
+    /// Test scene: camera spin in degrees/second, counter-clockwise.
+    ///
+    /// [config: scene.spin_deg_per_s, default 30]
+    #[arg(
+        long,
+        value_name = "DEG_PER_S",
+        allow_negative_numbers = true,
+        hide_short_help = true
+    )]
     spin: Option<f32>,
-    /// Test scene: walking speed in m/s, 0 = stand still [config: scene.walk_speed, default 0.6].
-    #[arg(long, value_name = "M_PER_S")]
+    /// Test scene: walking speed in m/s, 0 = stand still.
+    ///
+    /// [config: scene.walk_speed, default 0.6]
+    #[arg(long, value_name = "M_PER_S", hide_short_help = true)]
     walk: Option<f32>,
 }
 
 /// Browsers and WHIP publishing (`[webrtc]`, docs/BROWSER.md).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Browsers")]
 struct WebRtcArgs {
-    /// Serve browsers: the page and its WHEP-style signalling on TCP ADDR:PORT, their media on UDP (the same port when free). The host prints a one-time link for each browser (or use the PIN) [config: webrtc.listen, default off].
+    /// Serve browsers on this TCP address.
+    ///
+    /// The page and its WHEP-style signalling on TCP ADDR:PORT, their media on UDP (the same
+    /// port when free). The host prints a one-time link for each browser (or use the PIN)
+    /// [config: webrtc.listen, default off].
     #[arg(long, value_name = "ADDR:PORT")]
     webrtc: Option<String>,
-    /// HTTPS for the page: auto (a self-signed certificate kept in the state directory; its fingerprint is printed) or a PEM FILE with the certificate chain and its key [config: webrtc.cert, default plain HTTP].
-    #[arg(long, value_name = "auto|FILE")]
+    /// HTTPS for the page: auto (self-signed) or a PEM FILE.
+    ///
+    /// auto: a self-signed certificate kept in the state directory; its fingerprint is printed.
+    /// FILE: a PEM file with the certificate chain and its key [config: webrtc.cert, default
+    /// plain HTTP].
+    #[arg(long, value_name = "auto|FILE", hide_short_help = true)]
     webrtc_cert: Option<String>,
-    /// Publish the stream once to a WHIP endpoint (http(s)://…, or whip:// for http://), e.g. Janus behind simple-whip-server [config: webrtc.publish].
-    #[arg(long, value_name = "URL")]
+    /// Publish the stream once to a WHIP endpoint.
+    ///
+    /// http(s)://…, or whip:// for http://, e.g. Janus behind simple-whip-server [config:
+    /// webrtc.publish].
+    #[arg(long, value_name = "URL", hide_short_help = true)]
     publish: Option<String>,
-    /// The bearer token the WHIP endpoint asks for [config: webrtc.publish_token].
-    #[arg(long, value_name = "TOKEN", requires = "publish")]
+    /// The bearer token the WHIP endpoint asks for.
+    ///
+    /// [config: webrtc.publish_token]
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "publish",
+        hide_short_help = true
+    )]
     publish_token: Option<String>,
 }
 
@@ -239,227 +368,456 @@ fn apply_webrtc(cfg: &mut ConfigToml, w: &WebRtcArgs) {
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "VR")]
 struct VrArgs {
-    /// VR: the test scene renders two eye views side by side from the client's head pose, with pose markers; it stands still unless --spin/--walk say otherwise (a demo's window also shows it as a headset would: lens distortion and late warp, see --lens, --late-warp) [config: vr.enabled].
+    /// VR: stereo views from the client's head pose.
+    ///
+    /// The test scene renders two eye views side by side from the client's head pose, with
+    /// pose markers; it stands still unless --spin/--walk say otherwise (a demo's window also
+    /// shows it as a headset would: lens distortion and late warp, see --lens, --late-warp)
+    /// [config: vr.enabled].
     #[arg(long)]
     vr: bool,
-    /// VR: eye separation (interpupillary distance) in millimetres, 40–90 [config: vr.ipd_mm, default 64].
-    #[arg(long, value_name = "MM")]
+    /// VR: eye separation (interpupillary distance) in millimetres, 40–90.
+    ///
+    /// [config: vr.ipd_mm, default 64]
+    #[arg(long, value_name = "MM", hide_short_help = true)]
     ipd: Option<f32>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "VR")]
 struct PoseArgs {
-    /// Head pose source: auto (mouse-look in a window, none headless), mouse, synthetic[:sweep|turn|nod|still] (a generated head-motion track), track:FILE (docs/POSE.md), imu[:PATH] (a Linux IIO or evdev IMU, fused with a Madgwick filter), none [config: vr.pose, default auto].
-    #[arg(long, value_name = "SOURCE")]
+    /// Head pose source: auto, mouse, synthetic, track:FILE, imu, none.
+    ///
+    /// auto (mouse-look in a window, none headless), mouse, synthetic[:sweep|turn|nod|still]
+    /// (a generated head-motion track), track:FILE (docs/POSE.md), imu[:PATH] (a Linux IIO or
+    /// evdev IMU, fused with a Madgwick filter), none [config: vr.pose, default auto].
+    #[arg(long, value_name = "SOURCE", hide_short_help = true)]
     pose: Option<String>,
-    /// Head poses per second sent to the host, 1–1000 [config: vr.pose_rate_hz, default 500].
-    #[arg(long, value_name = "HZ")]
+    /// Head poses per second sent to the host, 1–1000.
+    ///
+    /// [config: vr.pose_rate_hz, default 500]
+    #[arg(long, value_name = "HZ", hide_short_help = true)]
     pose_rate: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Network")]
 struct NetArgs {
-    /// Data plane after the handshake (which is always UDP): udp, or raw (Ethernet frames of EtherType 0x88B5 between the two interfaces' MAC addresses; needs CAP_NET_RAW and both ends on one link, else it stays on UDP and says why) [config: network.transport, default udp].
-    #[arg(long, value_parser = ["udp", "raw"])]
+    /// Data plane after the handshake: udp or raw (Ethernet frames).
+    ///
+    /// The handshake is always UDP. raw: Ethernet frames of EtherType 0x88B5 between the two
+    /// interfaces' MAC addresses; needs CAP_NET_RAW and both ends on one link, else it stays on
+    /// UDP and says why [config: network.transport, default udp].
+    #[arg(long, value_parser = ["udp", "raw"], hide_short_help = true)]
     transport: Option<String>,
-    /// With --transport raw: the network interface (default: the one towards the peer; a host bound to 0.0.0.0: the only interface up) [config: network.interface].
-    #[arg(long, value_name = "NAME")]
+    /// With --transport raw: the network interface.
+    ///
+    /// Default: the one towards the peer; a host bound to 0.0.0.0: the only interface up
+    /// [config: network.interface].
+    #[arg(long, value_name = "NAME", hide_short_help = true)]
     interface: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
 struct HostArgs {
-    /// Address and UDP port to listen on [config: host.bind, default 0.0.0.0:9710].
+    /// Address and UDP port to listen on.
+    ///
+    /// [config: host.bind, default 0.0.0.0:9710]
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
-    /// Capture an unmodified application: x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with XTEST; wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through wlr-screencopy: sway, Hyprland, river), input through uinput; portal (a monitor or window picked in the desktop portal's ScreenCast dialog, GNOME, KDE, wlroots, read from PipeWire; the permission is kept in the state directory so the user approves once), input through uinput; pipewire:NODE (a PipeWire video node by name or serial, without the portal); or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console without a compositor; needs root; no input; untested on real hardware). To capture one Vulkan or OpenGL application from inside it: untether run.
-    #[arg(
-        long,
-        value_name = "x11[:DISPLAY]|wlr[:OUTPUT]|kms[:DEVICE]",
-        conflicts_with = "source"
-    )]
-    capture: Option<String>,
-    /// With --capture wlr: a region of the output, X,Y,WxH in its logical coordinates (slurp's "X,Y WxH" too).
-    #[arg(long, value_name = "X,Y,WxH", requires = "capture")]
-    region: Option<String>,
-    /// Where the client's input goes: auto (the scene, XTEST for x11 capture, uinput for wlr capture where /dev/uinput opens), uinput (virtual keyboard and mouse; the host stops if /dev/uinput cannot be opened), none.
-    #[arg(long, value_parser = ["auto", "uinput", "none"], default_value = "auto")]
-    input: String,
-    /// With --capture: one window, by id (0x1e00007 or decimal, see xwininfo) or title; default the whole screen.
-    #[arg(long, value_name = "ID|NAME", requires = "capture")]
-    window: Option<String>,
-    /// Frame source: scene (the built-in test scene) or pipe:FILE (raw frames from FILE, a named pipe, or - for stdin; size from --size, rate from --fps).
-    #[arg(long, value_name = "scene|pipe:FILE")]
-    source: Option<String>,
-    /// Layout of raw frames from a pipe source.
-    #[arg(long, value_name = "FORMAT", value_parser = ["i420", "bgra"], default_value = "i420")]
-    pipe_format: String,
-    /// Frame size of a pipe source (same as --resolution).
-    #[arg(long, value_name = "WxH", conflicts_with = "resolution")]
-    size: Option<String>,
-    /// Audio to stream: none, tone (1 kHz beeps at each second), or capture[:DEVICE] (an SDL recording device, e.g. a PulseAudio monitor; SDL_AUDIODRIVER picks the backend).
-    #[arg(long, value_name = "SOURCE", default_value = "none")]
-    audio: String,
-    /// Stamp frame number and capture time into the top-left corner of captured/piped frames (glass-to-glass from pixels).
-    #[arg(long)]
-    stamp: bool,
-    /// How XTEST replays pointer motion: absolute (the client's position) or relative (its motion; for games that grab the pointer).
-    #[arg(long, value_parser = ["absolute", "relative"], default_value = "absolute")]
-    pointer: String,
-    /// Who may connect: allowlist (clients approved with `untether pair`, or paired by PIN), pin (also print a one-time PIN now and accept it), open (anyone who can reach the port: only on a trusted network!) [config: host.access, default allowlist].
-    #[arg(long, value_parser = ["allowlist", "open", "pin"])]
+    /// Who may connect: allowlist, pin, open.
+    ///
+    /// allowlist: clients approved with `untether pair`, or paired by PIN; pin: also print a
+    /// one-time PIN now and accept it; open: anyone who can reach the port, only on a trusted
+    /// network! [config: host.access, default allowlist].
+    // The values are in the text: clap's list would make -h's line too long.
+    #[arg(long, value_parser = ["allowlist", "open", "pin"], hide_possible_values = true)]
     access: Option<String>,
-    /// Also serve the stream to ordinary players (ffplay, VLC, GStreamer) over RTSP on this TCP address, e.g. 0.0.0.0:8554: rtsp://HOST:8554/untether, the same encoded stream (no second encode), with digest authentication unless --access open [config: rtsp.listen, rtsp.*].
-    #[arg(long, value_name = "ADDR:PORT")]
-    rtsp: Option<String>,
-    /// Multipath clients: redundant (every datagram on every live path), keyframes (keyframes, control and audio on all paths, other frames on the fastest), lowest-delay (each datagram on the live path with the lowest RTT) [config: network.scheduler, default redundant].
-    #[arg(long, value_parser = ["redundant", "keyframes", "lowest-delay"])]
-    scheduler: Option<String>,
-    /// Most clients served at once, all from the one encoded stream: the first to connect controls (its input drives the application), the others watch (their input is dropped unless granted: `untether pair grant FINGERPRINT input`); `untether pair control FINGERPRINT` hands control over. One more is refused as busy (1–256) [config: host.max_clients, default 8].
+    /// Most clients served at once (1–256).
+    ///
+    /// All from one encoded stream. The first to connect controls (its input drives the application), the others watch
+    /// (their input is dropped unless granted: `untether pair grant FINGERPRINT input`);
+    /// `untether pair control FINGERPRINT` hands control over. One more is refused as busy
+    /// [config: host.max_clients, default 8].
     #[arg(long, value_name = "N")]
     max_clients: Option<usize>,
-    /// Do not advertise this host on the local network (mDNS/DNS-SD: `untether discover` and `untether client` without an address find it otherwise) [config: host.advertise = false].
-    #[arg(long)]
-    no_advertise: bool,
-    /// The name this host advertises on the local network [config: host.name, default the machine's host name].
+    /// The name advertised on the local network.
+    ///
+    /// [config: host.name, default the machine's host name]
     #[arg(long = "host-name", value_name = "NAME")]
     host_name: Option<String>,
-    /// Log a one-line status (clients, frames/s, Mbit/s, loss, RTT) this often: seconds (10) or with a unit (30s, 1m); 0 = never [config: host.status_interval_s, default 10 s].
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
-    status_interval: Option<Duration>,
-    /// A viewer whose link cannot carry the stream: pause (keyframes only, tried again after 2, 4, 8 s; dropped the third time within a minute) or drop (at once, with a goodbye saying why) [config: host.slow_viewer, default pause].
-    #[arg(long, value_parser = ["pause", "drop"])]
-    slow_viewer: Option<String>,
-    /// Serve the operator's dashboard (approve clients, the PIN, roles, live plots, bit rate and frame rate) over HTTP on this TCP address; without a value 127.0.0.1:9711 (this machine only); it answers to its admin token only (the link printed at start, also in dashboard_link in the state directory); off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
-    #[arg(long, value_name = "ADDR:PORT|off", num_args = 0..=1, default_missing_value = "127.0.0.1:9711")]
+    /// Do not advertise this host on the local network.
+    ///
+    /// Advertised over mDNS/DNS-SD, `untether discover` and `untether client` without an
+    /// address find it otherwise [config: host.advertise = false].
+    #[arg(long, hide_short_help = true)]
+    no_advertise: bool,
+    /// Serve the operator's dashboard.
+    ///
+    /// Approve clients, the PIN, roles, live plots, bit rate and frame rate, over HTTP on this
+    /// TCP address (ADDR:PORT or off); without a value 127.0.0.1:9711 (this machine only); it answers to its
+    /// admin token only (the link printed at start, also in dashboard_link in the state
+    /// directory); off: none (docs/DASHBOARD.md) [config: host.dashboard, default off].
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "127.0.0.1:9711")]
     dashboard: Option<String>,
-    #[command(flatten)]
-    webrtc: WebRtcArgs,
-    #[command(flatten)]
-    net: NetArgs,
+    /// Also serve the stream over RTSP.
+    ///
+    /// For ordinary players (ffplay, VLC, GStreamer), on this TCP address, e.g. 0.0.0.0:8554: rtsp://HOST:8554/untether, the same encoded
+    /// stream (no second encode), with digest authentication unless --access open [config:
+    /// rtsp.listen, rtsp.*].
+    #[arg(long, value_name = "ADDR:PORT")]
+    rtsp: Option<String>,
+    /// Log a status line (clients, frames/s, Mbit/s, loss, RTT) this often.
+    ///
+    /// Seconds (10) or with a unit (30s, 1m); 0 = never [config: host.status_interval_s,
+    /// default 10 s].
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, hide_short_help = true)]
+    status_interval: Option<Duration>,
+    /// A viewer whose link cannot carry the stream: pause or drop.
+    ///
+    /// pause: keyframes only, tried again after 2, 4, 8 s; dropped the third time within a
+    /// minute. drop: at once, with a goodbye saying why [config: host.slow_viewer, default
+    /// pause].
+    #[arg(long, value_parser = ["pause", "drop"], hide_short_help = true)]
+    slow_viewer: Option<String>,
+    /// Capture x11, wlr, portal, pipewire:NODE or kms.
+    ///
+    /// x11 (the display in $DISPLAY) or x11:DISPLAY (e.g. x11::1), input replayed there with
+    /// XTEST; wlr / wlr:OUTPUT (a wlroots Wayland compositor in $WAYLAND_DISPLAY through
+    /// wlr-screencopy: sway, Hyprland, river), input through uinput; portal (a monitor or window
+    /// picked in the desktop portal's ScreenCast dialog, GNOME, KDE, wlroots, read from
+    /// PipeWire; the permission is kept in the state directory so the user approves once),
+    /// input through uinput; pipewire:NODE (a PipeWire video node by name or serial, without
+    /// the portal); or kms[:DEVICE] (the scan-out framebuffer of /dev/dri/card*, a console
+    /// without a compositor; needs root; no input; untested on real hardware). To capture one
+    /// Vulkan or OpenGL application from inside it: untether run.
+    #[arg(
+        long,
+        value_name = "KIND[:WHICH]",
+        conflicts_with = "source",
+        help_heading = "Capture"
+    )]
+    capture: Option<String>,
+    /// With --capture x11: one window, by id or title.
+    ///
+    /// The id as xwininfo shows it (0x1e00007) or decimal; default the whole screen.
+    #[arg(
+        long,
+        value_name = "ID|NAME",
+        requires = "capture",
+        help_heading = "Capture"
+    )]
+    window: Option<String>,
+    /// With --capture wlr: a region of the output, X,Y,WxH.
+    ///
+    /// In the output's logical coordinates (slurp's "X,Y WxH" too).
+    #[arg(
+        long,
+        value_name = "X,Y,WxH",
+        requires = "capture",
+        help_heading = "Capture",
+        hide_short_help = true
+    )]
+    region: Option<String>,
+    /// Where the client's input goes: auto, uinput, none.
+    ///
+    /// auto: the scene, XTEST for x11 capture, uinput for wlr capture where /dev/uinput opens;
+    /// uinput: a virtual keyboard and mouse (the host stops if /dev/uinput cannot be opened);
+    /// none.
+    #[arg(
+        long,
+        value_parser = ["auto", "uinput", "none"],
+        default_value = "auto",
+        help_heading = "Capture",
+        hide_short_help = true
+    )]
+    input: String,
+    /// How XTEST replays pointer motion: absolute or relative.
+    ///
+    /// absolute: the client's position; relative: its motion (for games that grab the
+    /// pointer).
+    #[arg(
+        long,
+        value_parser = ["absolute", "relative"],
+        default_value = "absolute",
+        help_heading = "Capture",
+        hide_short_help = true
+    )]
+    pointer: String,
+    /// Frame source: scene or pipe:FILE (raw frames).
+    ///
+    /// scene: the built-in test scene; pipe:FILE reads raw frames from FILE, a named pipe, or - for stdin; size from --size,
+    /// rate from --fps.
+    #[arg(long, value_name = "scene|pipe:FILE", help_heading = "Capture")]
+    source: Option<String>,
+    /// Layout of raw frames from a pipe source.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_parser = ["i420", "bgra"],
+        default_value = "i420",
+        help_heading = "Capture",
+        hide_short_help = true
+    )]
+    pipe_format: String,
+    /// Frame size of a pipe source (same as --resolution).
+    #[arg(
+        long,
+        value_name = "WxH",
+        conflicts_with = "resolution",
+        help_heading = "Capture",
+        hide_short_help = true
+    )]
+    size: Option<String>,
+    /// Audio: none (default), tone, capture[:DEVICE].
+    ///
+    /// none: no audio; tone: 1 kHz beeps at each second; capture[:DEVICE]: an SDL recording device, e.g. a
+    /// PulseAudio monitor (SDL_AUDIODRIVER picks the backend).
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        default_value = "none",
+        hide_default_value = true,
+        help_heading = "Capture"
+    )]
+    audio: String,
+    /// Stamp frame number and capture time into captured frames.
+    ///
+    /// Into the top-left corner of captured or piped frames, to measure glass-to-glass from
+    /// the pixels.
+    #[arg(long, help_heading = "Capture", hide_short_help = true)]
+    stamp: bool,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
     vr: VrArgs,
     #[command(flatten)]
+    net: NetArgs,
+    /// Multipath clients: how video is spread over their paths.
+    ///
+    /// redundant (every datagram on every live path), keyframes (keyframes, control and audio
+    /// on all paths, other frames on the fastest), lowest-delay (each datagram on the live path
+    /// with the lowest RTT) [config: network.scheduler, default redundant].
+    #[arg(
+        long,
+        value_parser = ["redundant", "keyframes", "lowest-delay"],
+        help_heading = "Network",
+        hide_short_help = true
+    )]
+    scheduler: Option<String>,
+    #[command(flatten)]
+    webrtc: WebRtcArgs,
+    #[command(flatten)]
     common: Common,
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Decoding and display")]
 struct ClientSide {
-    /// No window: decode and measure only [config: client.headless]. Also the default when there is no display.
+    /// No window: decode and measure only.
+    ///
+    /// Also the default when there is no display [config: client.headless].
     #[arg(long)]
     headless: bool,
-    /// Name shown to the host [config: client.name, default: this machine's hostname].
-    #[arg(long)]
-    name: Option<String>,
-    /// Write the last shown frame to FILE as a PPM picture when the client stops.
-    #[arg(long, value_name = "FILE")]
-    save_frame: Option<PathBuf>,
-    /// Send a small synthetic look-around input every MS milliseconds and measure how long until a decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
-    #[arg(long, value_name = "MS")]
-    input_probe: Option<u64>,
-    /// Receive and reassemble frames and count them, but do not decode or show them: a light viewer for load tests (implies --headless) [config: client.decode = false].
-    #[arg(long)]
-    no_decode: bool,
-    /// The codecs this client decodes, preferred first, comma-separated: h264, h264rgb, hevc, av1 (the host picks the first it can encode) [config: client.codecs, default h264,h264rgb,hevc,av1].
-    #[arg(long, value_name = "LIST")]
-    codecs: Option<String>,
-    /// Decoder: auto (software, or the --hwaccel hardware falling back to software with one line), software, or an FFmpeg decoder by name (h264_v4l2m2m, hevc_cuvid, libdav1d, …: no fallback) [config: client.decoder, default auto].
-    #[arg(long, value_name = "auto|software|NAME")]
-    decoder: Option<String>,
-    /// Hardware decoding: none, auto (what this machine has), vaapi, cuda, vdpau, drm, v4l2m2m; untested on real hardware (docs/CODECS.md) [config: client.hwaccel, default none].
-    #[arg(long, value_parser = ["none", "auto", "vaapi", "cuda", "vdpau", "drm", "v4l2m2m"])]
-    hwaccel: Option<String>,
-    /// The window's presenter: gl (OpenGL ES 3: YUV→RGB, lens distortion and late warp on the GPU), sdl (SDL's renderer), or auto (gl, else sdl with one line saying why) [config: client.presenter, default auto].
-    #[arg(long, value_parser = ["auto", "gl", "sdl"])]
-    presenter: Option<String>,
-    /// Start fullscreen. In the window: F11 or Alt+Enter toggles fullscreen, F10 captures/releases the mouse (relative mode, for games), F12 shows/hides the statistics overlay; these keys are not sent to the host [config: client.fullscreen].
+    /// Start fullscreen.
+    ///
+    /// In the window: F11 or Alt+Enter toggles fullscreen, F10 captures/releases the mouse
+    /// (relative mode, for games), F12 shows/hides the statistics overlay; these keys are not
+    /// sent to the host [config: client.fullscreen].
     #[arg(long)]
     fullscreen: bool,
-    /// Start with the live statistics overlay shown (F12 toggles it) [config: client.overlay].
-    #[arg(long)]
+    /// Start with the live statistics overlay shown (F12 toggles it).
+    ///
+    /// [config: client.overlay]
+    #[arg(long, hide_short_help = true)]
     overlay: bool,
-    /// With --vr: the lens profile (TOML; see docs/lens/generic.toml, the built-in default) [config: vr.lens].
-    #[arg(long, value_name = "FILE")]
+    /// Name shown to the host.
+    ///
+    /// [config: client.name, default: this machine's hostname]
+    #[arg(long, hide_short_help = true)]
+    name: Option<String>,
+    /// Write the last shown frame to FILE (PPM) when the client stops.
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
+    save_frame: Option<PathBuf>,
+    /// Measure input response with a synthetic input every MS ms.
+    ///
+    /// Sends a small look-around input every MS milliseconds and measures how long until a
+    /// decoded frame shows it (0 = off) [config: client.input_probe_interval_ms].
+    #[arg(long, value_name = "MS", hide_short_help = true)]
+    input_probe: Option<u64>,
+    /// Count frames without decoding them (a light load-test viewer).
+    ///
+    /// Receive and reassemble frames and count them, but do not decode or show them (implies
+    /// --headless) [config: client.decode = false].
+    #[arg(long, hide_short_help = true)]
+    no_decode: bool,
+    /// The codecs this client decodes, preferred first.
+    ///
+    /// Comma-separated: h264, h264rgb, hevc, av1 (the host picks the first it can encode)
+    /// [config: client.codecs, default h264,h264rgb,hevc,av1].
+    #[arg(long, value_name = "LIST", hide_short_help = true)]
+    codecs: Option<String>,
+    /// Decoder: auto, software, or an FFmpeg decoder by name.
+    ///
+    /// auto: software, or the --hwaccel hardware falling back to software with one line; a
+    /// name (h264_v4l2m2m, hevc_cuvid, libdav1d, …) has no fallback [config: client.decoder,
+    /// default auto].
+    #[arg(long, value_name = "auto|software|NAME", hide_short_help = true)]
+    decoder: Option<String>,
+    /// Hardware decoding: none, auto, vaapi, cuda, vdpau, drm, v4l2m2m.
+    ///
+    /// auto: what this machine has. Untested on real hardware (docs/CODECS.md) [config:
+    /// client.hwaccel, default none].
+    #[arg(
+        long,
+        value_parser = ["none", "auto", "vaapi", "cuda", "vdpau", "drm", "v4l2m2m"],
+        hide_possible_values = true
+    )]
+    hwaccel: Option<String>,
+    /// The window's presenter: gl, sdl or auto.
+    ///
+    /// gl: OpenGL ES 3 (YUV→RGB, lens distortion and late warp on the GPU); sdl: SDL's
+    /// renderer; auto: gl, else sdl with one line saying why [config: client.presenter, default
+    /// auto].
+    #[arg(long, value_parser = ["auto", "gl", "sdl"], hide_short_help = true)]
+    presenter: Option<String>,
+    /// With --vr: the lens profile (TOML).
+    ///
+    /// See docs/lens/generic.toml, the built-in default [config: vr.lens].
+    #[arg(long, value_name = "FILE", help_heading = "VR", hide_short_help = true)]
     lens: Option<PathBuf>,
-    /// With --vr: re-project each picture to the newest head orientation when it is shown (rotational time-warp), or not, for comparison [config: vr.late_warp, default on].
-    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    /// With --vr: late-warp each picture to the newest head pose.
+    ///
+    /// Re-project each picture to the newest head orientation when it is shown (rotational
+    /// time-warp), or not, for comparison [config: vr.late_warp, default on].
+    #[arg(
+        long,
+        value_name = "on|off",
+        value_parser = ["on", "off"],
+        help_heading = "VR",
+        hide_short_help = true
+    )]
     late_warp: Option<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Input and output")]
 struct ClientIoArgs {
-    /// Write every decoded frame as raw I420 to FILE, a named pipe, or - for stdout (flushed per frame; implies --headless; the report goes to stderr).
-    #[arg(long, value_name = "pipe:FILE")]
-    sink: Option<String>,
-    /// A Linux input device whose events go to the host (e.g. /dev/input/event3, or a FIFO carrying evdev records); repeat for more.
-    #[arg(long = "input-device", value_name = "PATH")]
-    input_devices: Vec<PathBuf>,
-    /// Play the host's audio (SDL; SDL_AUDIODRIVER picks the backend, dummy plays nowhere).
+    /// Play the host's audio (SDL).
+    ///
+    /// SDL_AUDIODRIVER picks the backend; dummy plays nowhere.
     #[arg(long)]
     audio: bool,
     /// SDL audio output device (default: the system default).
-    #[arg(long, value_name = "NAME", requires = "audio")]
+    #[arg(long, value_name = "NAME", requires = "audio", hide_short_help = true)]
     audio_device: Option<String>,
+    /// Write every decoded frame as raw I420 to FILE (- : stdout).
+    ///
+    /// FILE, a named pipe, or - for stdout, flushed per frame; implies --headless; the report
+    /// goes to stderr.
+    #[arg(long, value_name = "pipe:FILE", hide_short_help = true)]
+    sink: Option<String>,
+    /// A Linux input device whose events go to the host; repeatable.
+    ///
+    /// E.g. /dev/input/event3, or a FIFO carrying evdev records; repeat for more.
+    #[arg(long = "input-device", value_name = "PATH", hide_short_help = true)]
+    input_devices: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
 struct ClientArgs {
-    /// The host: HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT; or a name or fingerprint `untether discover` lists (the host must prove the advertised key). Left out: the paired host on the local network (mDNS); a host not paired yet is named, never chosen on its own.
+    /// HOST[:PORT], name or fingerprint; default: find it.
+    ///
+    /// HOST[:PORT] (default port 9710); IPv6 as [ADDR]:PORT; or a name or fingerprint
+    /// `untether discover` lists (the host must prove the advertised key). Left out: the
+    /// paired host on the local network (mDNS); a host not paired yet is named, never chosen
+    /// on its own.
     host: Option<String>,
-    /// Exit when the host says goodbye (it stopped: Ctrl-C, a service restart) instead of waiting for it to come back [config: client.wait_for_host = false].
-    #[arg(long)]
-    exit_on_bye: bool,
-    /// Ask the host for this frame size: WIDTHxHEIGHT or 360p … 4k. The host grants it within its own (--resolution there, its limit) and says so [config: client.resolution, default the host's].
-    #[arg(long, value_name = "WxH")]
-    resolution: Option<String>,
-    /// Ask the host for this frame rate, within its own (its limit) [config: client.fps, default the host's].
-    #[arg(long)]
-    fps: Option<u32>,
-    /// Ask the host for this bit rate (8000, 8000k, 10M), within its own (its limit) [config: client.bitrate_kbps, default the host's].
-    #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
-    bitrate: Option<u32>,
-    /// Pair with the host using the one-time PIN it shows (`untether host --access pin` or `untether pair --pin` there); the host then remembers this client.
+    /// Pair using the one-time PIN the host shows.
+    ///
+    /// The PIN of `untether host --access pin` or `untether pair --pin` there; the host then
+    /// remembers this client.
     #[arg(long, value_name = "PIN")]
     pin: Option<String>,
-    /// Another path to the host (multipath, up to 3): [LOCAL_IP@]HOST[:PORT], e.g. 192.168.2.7@192.168.2.1 to send from a second interface; repeat for more. The client sends its input on every path, the host schedules video per --scheduler there [config: client.paths].
-    #[arg(long = "path", value_name = "[LOCAL_IP@]HOST[:PORT]")]
-    paths: Vec<String>,
-    #[command(flatten)]
-    net: NetArgs,
+    /// Exit when the host says goodbye.
+    ///
+    /// The host stopped (Ctrl-C, a service restart): without this the client waits for it to
+    /// come back [config: client.wait_for_host = false].
+    #[arg(long)]
+    exit_on_bye: bool,
+    /// Ask the host for this frame size (WxH, 720p).
+    ///
+    /// WIDTHxHEIGHT or 360p … 4k. The host grants it within its own (--resolution there, its limit) and says so [config:
+    /// client.resolution, default the host's].
+    #[arg(long, value_name = "WxH")]
+    resolution: Option<String>,
+    /// Ask the host for this frame rate.
+    ///
+    /// Within its own (its limit) [config: client.fps, default the host's].
+    #[arg(long)]
+    fps: Option<u32>,
+    /// Ask the host for this bit rate (10M, 8000k).
+    ///
+    /// Within its own (its limit) [config: client.bitrate_kbps, default the host's].
+    #[arg(long, value_name = "RATE", value_parser = bitrate_arg)]
+    bitrate: Option<u32>,
     #[command(flatten)]
     side: ClientSide,
     #[command(flatten)]
     io: ClientIoArgs,
-    /// VR (the host runs with --vr): the stream is side-by-side stereo; the GPU presenter pre-distorts each eye for the headset's lenses and late-warps it to the newest head pose, and pose-to-photon is measured from the presented pose markers [config: vr.enabled].
-    #[arg(long)]
+    /// VR: the host's --vr stream, for a headset.
+    ///
+    /// The host runs with --vr: the stream is side-by-side stereo; the GPU presenter
+    /// pre-distorts each eye for the headset's lenses and late-warps it to the newest head pose,
+    /// and pose-to-photon is measured from the presented pose markers [config: vr.enabled].
+    #[arg(long, help_heading = "VR")]
     vr: bool,
     #[command(flatten)]
     pose: PoseArgs,
+    /// Another path to the host (multipath, up to 3).
+    ///
+    /// [LOCAL_IP@]HOST[:PORT], e.g. 192.168.2.7@192.168.2.1 to send from a second interface;
+    /// repeat for more. The client sends its input on every path, the host schedules video per
+    /// --scheduler there [config: client.paths].
+    #[arg(
+        long = "path",
+        value_name = "[LOCAL_IP@]HOST[:PORT]",
+        help_heading = "Network",
+        hide_short_help = true
+    )]
+    paths: Vec<String>,
+    #[command(flatten)]
+    net: NetArgs,
     #[command(flatten)]
     common: Common,
 }
 
 #[derive(Args, Debug, Clone)]
 struct DemoArgs {
+    /// Stream the test tone too and play it, measuring mouth-to-ear.
+    ///
+    /// SDL audio (SDL_AUDIODRIVER=dummy plays nowhere); the report has the mouth-to-ear latency
+    /// and the A/V offset.
+    #[arg(long)]
+    audio: bool,
+    /// Also serve the demo's stream over RTSP on this TCP address.
+    ///
+    /// E.g. 127.0.0.1:8554, to watch it in ffplay, VLC or GStreamer; digest authentication, the
+    /// password is printed [config: rtsp.listen, rtsp.*].
+    #[arg(long, value_name = "ADDR:PORT", hide_short_help = true)]
+    rtsp: Option<String>,
     #[command(flatten)]
     video: VideoArgs,
     #[command(flatten)]
-    net: NetArgs,
-    #[command(flatten)]
     side: ClientSide,
-    /// Stream the test tone too and play it (SDL audio; SDL_AUDIODRIVER=dummy plays nowhere), reporting mouth-to-ear latency and the A/V offset.
-    #[arg(long)]
-    audio: bool,
-    /// Also serve the demo's stream over RTSP on this TCP address (e.g. 127.0.0.1:8554) to watch it in ffplay, VLC or GStreamer; digest authentication, the password is printed [config: rtsp.listen, rtsp.*].
-    #[arg(long, value_name = "ADDR:PORT")]
-    rtsp: Option<String>,
     #[command(flatten)]
     vr: VrArgs,
     #[command(flatten)]
     pose: PoseArgs,
+    #[command(flatten)]
+    net: NetArgs,
     #[command(flatten)]
     webrtc: WebRtcArgs,
     #[command(flatten)]
@@ -488,6 +846,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("network.transport", "--transport"),
     ("network.interface", "--interface"),
     ("video.resolution", "--resolution"),
+    ("video.resolution", "--size"),
     ("video.fps", "--fps"),
     ("video.bitrate_kbps", "--bitrate"),
     ("video.codec", "--codec"),
@@ -520,26 +879,94 @@ const FLAGS: &[(&str, &str)] = &[
     ("rtsp.listen", "--rtsp"),
 ];
 
-/// A config error that names the flag setting the key too: `video.fps (--fps): …`.
-fn with_flag(e: ConfigError) -> anyhow::Error {
-    match e {
-        ConfigError::Invalid { key, message } => {
-            let flags: Vec<&str> = FLAGS
-                .iter()
-                .filter(|(k, _)| key.split(", ").any(|part| part == *k))
-                .map(|(_, f)| *f)
-                .collect();
-            if flags.is_empty() {
-                ConfigError::Invalid { key, message }.into()
-            } else {
-                anyhow::anyhow!("{key} ({}): {message}", flags.join(", "))
-            }
+/// The long flags given on the command line (`--fps`) of a command that applies them to the
+/// config (host, run, client, demo), set once in `main`: a bad value is blamed on its flag only
+/// when the flag was given, else on the config file's line.
+static GIVEN_FLAGS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// The config file read ([`load_config`]), kept to point at the line of a value refused after
+/// it was read.
+static CONFIG_FILE: OnceLock<ConfigFile> = OnceLock::new();
+
+/// The long flags the command line gave, from clap's matches of the innermost subcommand.
+fn given_flags(matches: &clap::ArgMatches) -> Vec<String> {
+    let mut cmd = Cli::command();
+    let mut m = matches;
+    while let Some((name, sub)) = m.subcommand() {
+        match cmd.find_subcommand(name) {
+            Some(c) => cmd = c.clone(),
+            None => break,
         }
-        e => e.into(),
+        m = sub;
     }
+    cmd.get_arguments()
+        .filter(|a| {
+            m.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .filter_map(|a| Some(format!("--{}", a.get_long()?)))
+        .collect()
 }
 
-/// A host that would not start; a configuration error names its flag too.
+/// A config error that says where the bad value came from: the flag when one was given
+/// (`video.fps (--fps): …`), else the config file's line and column
+/// (`untether.toml:7:7: video.fps: 500 is out of range 1..=240`).
+fn with_flag(e: ConfigError) -> anyhow::Error {
+    let ConfigError::Invalid { key, message } = e else {
+        return e.into();
+    };
+    let keys: Vec<&str> = key.split(", ").collect();
+    let given = |flag: &str| {
+        GIVEN_FLAGS
+            .get()
+            .is_some_and(|g| g.iter().any(|f| f == flag))
+    };
+    let mut flags: Vec<&str> = Vec::new();
+    for (_, flag) in FLAGS.iter().filter(|(k, f)| keys.contains(k) && given(f)) {
+        if !flags.contains(flag) {
+            flags.push(flag);
+        }
+    }
+    let set_by_flag = |k: &str| FLAGS.iter().any(|(fk, f)| *fk == k && given(f));
+    let (path, places) = match CONFIG_FILE.get() {
+        Some(file) => (
+            file.path(),
+            keys.iter()
+                .filter(|k| !set_by_flag(k))
+                .filter_map(|k| Some((*k, file.place(k)?)))
+                .collect(),
+        ),
+        None => ("", Vec::new()),
+    };
+    let Some((_, first)) = places.first() else {
+        return if flags.is_empty() {
+            ConfigError::Invalid { key, message }.into()
+        } else {
+            anyhow::anyhow!("{key} ({}): {message}", flags.join(", "))
+        };
+    };
+    // More keys from the file (a combination refused): their lines beside the flags.
+    let others: Vec<String> = flags
+        .iter()
+        .map(|f| f.to_string())
+        .chain(
+            places[1..]
+                .iter()
+                .map(|(k, p)| format!("{k} at line {}", p.line)),
+        )
+        .collect();
+    let others = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", others.join(", "))
+    };
+    anyhow::anyhow!(
+        "{path}:{}:{}: {key}{others}: {message}",
+        first.line,
+        first.column
+    )
+}
+
+/// A host that would not start; a configuration error names its flag or its line ([`with_flag`]).
 fn host_error(e: untether::HostError) -> anyhow::Error {
     match e {
         untether::HostError::Config(c) => with_flag(c),
@@ -547,7 +974,7 @@ fn host_error(e: untether::HostError) -> anyhow::Error {
     }
 }
 
-/// A demo that would not start; a configuration error names its flag too.
+/// A demo that would not start; a configuration error names its flag or its line ([`with_flag`]).
 fn demo_error(e: untether::DemoError) -> anyhow::Error {
     match e {
         untether::DemoError::Host(h) => host_error(h),
@@ -563,10 +990,24 @@ fn load_config(global: &Global) -> Result<ConfigToml> {
             if global.config.is_none() {
                 log::debug!("reading the config file {}", path.display());
             }
-            ConfigToml::load(&path)?
+            let file = ConfigFile::read(&path)?;
+            let cfg = file.parse()?;
+            // The first file read is the only one: every command reads one.
+            let _ = CONFIG_FILE.set(file);
+            cfg
         }
         None => ConfigToml::default(),
     })
+}
+
+/// The config, checked as a host and a client start would check it: `untether doctor` reports
+/// a value out of range (with its line) as the file's failed check, like one that does not parse.
+fn load_checked_config(global: &Global) -> Result<ConfigToml> {
+    let cfg = load_config(global)?;
+    host_options(&cfg)?;
+    cfg.rtsp.validate().map_err(with_flag)?;
+    untether::config::validate_client(&cfg.client, &cfg.network).map_err(with_flag)?;
+    Ok(cfg)
 }
 
 fn apply_video(cfg: &mut ConfigToml, v: &VideoArgs) {
@@ -1205,10 +1646,15 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         host_opts.video.bitrate_kbps = p.bitrate_kbps;
     }
     let mut config = untether::report_config(&host_opts, options.display, &run.link.transport);
-    // The client knows the session's codec and refresh, not the host's encoder, preset or
-    // conversion (but RGB is never converted).
-    config.preset = "unknown".into();
-    config.encoder = "unknown".into();
+    // The host names its encoder, preset and conversion beside its Accept; an older host
+    // does not (RGB is never converted).
+    let named = run.host_encoder.clone();
+    config.preset = named
+        .as_ref()
+        .map_or("unknown".into(), |e| e.preset.clone());
+    config.encoder = named
+        .as_ref()
+        .map_or("unknown".into(), |e| e.encoder.clone());
     config.decoder = run.decoder.clone().unwrap_or_default();
     if let Some(p) = &params {
         config.codec = p.codec.name().into();
@@ -1217,12 +1663,13 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         } else {
             "idr".into()
         };
-        config.conversion =
-            if untether::config::media_codec(p.codec) == untether::api::Codec::H264Rgb {
+        config.conversion = match &named {
+            Some(e) => e.conversion.clone(),
+            None if untether::config::media_codec(p.codec) == untether::api::Codec::H264Rgb => {
                 "rgb".into()
-            } else {
-                "unknown".into()
-            };
+            }
+            None => "unknown".into(),
+        };
     }
     let report = report::build(config, &run, None);
     if params.is_none() && ended_by.is_some() {
@@ -1326,7 +1773,18 @@ fn main() -> ExitCode {
         // (set here, before any thread starts).
         std::env::set_var("SVT_LOG", "1");
     }
-    let cli = Cli::parse();
+    // Cli::parse, keeping the matches: which flags were given ([`given_flags`]).
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.format(&mut Cli::command()).exit(),
+    };
+    if matches!(
+        cli.command,
+        Command::Host(_) | Command::Run(_) | Command::Client(_) | Command::Demo(_)
+    ) {
+        let _ = GIVEN_FLAGS.set(given_flags(&matches));
+    }
     let global = cli.global;
     let mut log =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
@@ -1343,7 +1801,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => generate::run(a),
         Command::Netem(a) => load_config(&global).and_then(|_| netem::run(a)),
         Command::Bench(a) => load_config(&global).and_then(|_| bench::run(*a, global.quiet > 0)),
-        Command::Doctor(a) => doctor::run(a, load_config(&global), &global),
+        Command::Doctor(a) => doctor::run(a, load_checked_config(&global), &global),
         Command::Discover(a) => load_config(&global).and_then(|cfg| {
             let dir = global.state_dir.clone().or_else(|| {
                 (!cfg.client.state_dir.is_empty()).then(|| PathBuf::from(&cfg.client.state_dir))

@@ -1223,3 +1223,175 @@ fn a_client_waiting_for_approval_shows_a_window_that_says_so() {
         t.elapsed()
     );
 }
+
+/// Issue 36 item 6: `-h` fits a screen (one line per common option, and it says `--help` shows
+/// more); `--help` still lists every option (every one the man page, generated from the same
+/// definitions, lists).
+#[test]
+fn short_help_fits_a_screen_and_long_help_lists_every_option() {
+    let dir = tmp("help-man");
+    let o = run(&["generate", "man", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    for cmd in ["host", "client", "demo", "run"] {
+        let o = run(&[cmd, "-h"]);
+        assert!(o.status.success(), "{cmd} -h: {}", text(&o));
+        let short = text(&o);
+        let lines = short.lines().count();
+        assert!(lines <= 50, "{cmd} -h is {lines} lines:\n{short}");
+        assert!(short.contains("--help"), "{cmd} -h: {short}");
+        let long = text(&run(&[cmd, "--help"]));
+        let page = std::fs::read_to_string(dir.join(format!("untether-{cmd}.1"))).unwrap();
+        // The page's options: `\fB\-\-name\fR`.
+        let flags: Vec<String> = page
+            .split(r"\fB\-\-")
+            .skip(1)
+            .filter_map(|rest| rest.split(r"\fR").next())
+            .map(|f| format!("--{}", f.replace(r"\-", "-")))
+            .collect();
+        assert!(flags.len() > 20, "{cmd}: {flags:?}");
+        // `--flag` as a whole word (not the start of `--flag-more`).
+        let has = |t: &str, flag: &str| {
+            t.match_indices(flag).any(|(i, _)| {
+                !t[i + flag.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-')
+            })
+        };
+        for flag in &flags {
+            assert!(has(&long, flag), "{cmd} --help lacks {flag}");
+        }
+        assert!(
+            flags.iter().any(|f| !has(&short, f)),
+            "{cmd} -h shows every option"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 36 item 6: the man page's quick start shows each command on its own line (roff ran the
+/// lines of the description together), and untether.1 has EXAMPLES, FILES and ENVIRONMENT.
+#[test]
+fn the_man_page_has_a_readable_quick_start_examples_files_and_environment() {
+    let dir = tmp("man");
+    let o = run(&["generate", "man", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let page = dir.join("untether.1");
+    let roff = std::fs::read_to_string(&page).unwrap();
+    // Plain text, as `man` shows it: no bold or underline, ASCII hyphens.
+    let rendered = Command::new("groff")
+        .args(["-man", "-Tascii", "-P-cbou"])
+        .arg(&page)
+        .output();
+    let t = match rendered {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => {
+            eprintln!("no groff: checking the roff itself");
+            roff.replace(r"\fB", "")
+                .replace(r"\fR", "")
+                .replace(r"\-", "-")
+        }
+    };
+    let lines: Vec<&str> = t.lines().map(str::trim).collect();
+    for cmd in [
+        "untether demo",
+        "untether host",
+        "untether client",
+        "untether client PC-ADDRESS",
+        "untether pair approve FINGERPRINT",
+        "untether discover",
+        "untether host --access pin",
+        "untether client PC-ADDRESS --pin PIN",
+    ] {
+        assert!(
+            lines.contains(&cmd),
+            "the quick start has no line \"{cmd}\":\n{t}"
+        );
+    }
+    for section in ["EXAMPLES", "FILES", "ENVIRONMENT", "DESCRIPTION", "OPTIONS"] {
+        assert!(lines.contains(&section), "no {section} section:\n{t}");
+    }
+    for word in [
+        "/etc/untether/untether.toml",
+        "~/.config/untether/untether.toml",
+        "~/.local/state/untether/",
+        "known_hosts.json",
+        "untether-host.service",
+        "RUST_LOG",
+        "XDG_CONFIG_HOME",
+        "UNTETHER_STATE_DIR",
+        "UNTETHER_CONFIG",
+        "untether run -- vkcube",
+    ] {
+        assert!(t.contains(word), "untether.1 lacks {word}:\n{t}");
+    }
+    let host = std::fs::read_to_string(dir.join("untether-host.1")).unwrap();
+    assert!(host.contains("SEE ALSO"), "{host}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 36 item 6: a value out of range in the config file is named by the file, its line and
+/// column, the key and the allowed range, at once; from a flag, by the flag. `untether doctor`
+/// reports the file as its failed check and checks the rest.
+#[test]
+fn a_bad_value_in_the_config_file_names_its_line() {
+    let path = tmp("range.toml");
+    std::fs::write(
+        &path,
+        "# a config with one bad value\n[host]\nmax_clients = 4\n\n[video]\nresolution = \
+         \"720p\"\nfps = 500\n",
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    let want = format!("{config}:7:7: video.fps: 500 is out of range 1..=240");
+    let t0 = Instant::now();
+    let o = run(&[
+        "host",
+        "--config",
+        config,
+        "--bind",
+        "127.0.0.1:0",
+        "--duration",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(text(&o).contains(&want), "{}", text(&o));
+    // The flag wins over the file: a bad flag is named, the file is not.
+    let o = run(&["demo", "--config", config, "--fps", "0"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("video.fps (--fps): 0 is out of range 1..=240") && !t.contains(":7:"),
+        "{t}"
+    );
+    // A key without a flag, and a client: the same place.
+    std::fs::write(&path, "[client]\n\nreassembly_deadline_ms = 0\n").unwrap();
+    let o = run(&["client", "127.0.0.1:9", "--headless", "--config", config]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains(&format!(
+            "{config}:3:26: client.reassembly_deadline_ms: 0 is out of range 1..=1000"
+        )),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&path, "[video]\nfps = 500\n").unwrap();
+    let o = run(&["doctor", "--json", "--frames", "2", "--config", config]);
+    assert!(!o.status.success(), "a bad config file is a failure");
+    let d: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&o)));
+    let checks = d["checks"].as_array().unwrap();
+    let c = checks
+        .iter()
+        .find(|c| c["kind"] == "config")
+        .expect("a config check");
+    assert_eq!(c["status"], "fail", "{c}");
+    let detail = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&format!(
+            "{config}:2:7: video.fps: 500 is out of range 1..=240"
+        )),
+        "{c}"
+    );
+    assert!(checks.iter().any(|c| c["kind"] == "encoder"), "{d}");
+    assert!(checks.iter().any(|c| c["kind"] == "network"), "{d}");
+    let _ = std::fs::remove_file(&path);
+}

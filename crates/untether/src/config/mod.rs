@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use untether_media::codec::{Codec, EncoderChoice, Refresh, Selection, SelectionError};
 use untether_proto::units;
 
+mod file;
 mod keys;
 mod limits;
 mod network;
@@ -19,6 +20,7 @@ mod vr;
 mod wants;
 mod webrtc;
 
+pub use file::{ConfigFile, Place};
 pub use keys::*;
 pub use limits::*;
 pub use network::NetworkToml;
@@ -342,11 +344,7 @@ pub struct ConfigToml {
 
 impl ConfigToml {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
+        ConfigFile::read(path)?.parse()
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {

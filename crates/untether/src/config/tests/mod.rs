@@ -301,3 +301,24 @@ fn integers_past_their_width_name_the_key_and_the_range() {
         "network.keepalive_ms: 5000 must be below network.idle_timeout_ms (5000)"
     );
 }
+
+/// A value refused after parsing is pointed at in the file: the line and column of the value,
+/// however the key is written (a table header, a dotted key, an inline table).
+#[test]
+fn a_key_is_found_on_its_line_and_column() {
+    let f = ConfigFile::new(
+        "u.toml",
+        "# comment\nclient.name = \"x\"\nnetwork = { pacing = 2.0 }\n\n[video]\n\
+         resolution = \"720p\"\nfps   = 500\n\n[host]\nmax_clients = 0\n",
+    );
+    let c = f.parse().unwrap();
+    assert_eq!(c.video.fps, 500);
+    let at = |line, column| Some(Place { line, column });
+    assert_eq!(f.place("client.name"), at(2, 15));
+    assert_eq!(f.place("network.pacing"), at(3, 22));
+    assert_eq!(f.place("video.fps"), at(7, 9));
+    assert_eq!(f.place("host.max_clients"), at(10, 15));
+    assert_eq!(f.place("video.bitrate_kbps"), None);
+    assert_eq!(f.place("nothing"), None);
+    assert_eq!(f.path(), "u.toml");
+}
