@@ -906,11 +906,11 @@ pub fn run(a: DoctorArgs, loaded: Result<ConfigToml>, global: &crate::Global) ->
         Ok(())
     } else {
         Err(anyhow::anyhow!(
-            "doctor: {} cannot run here (see the FAIL lines)",
+            "doctor: {} here (see the FAIL lines)",
             match (f.host_ok, f.client_ok) {
-                (false, false) => "neither the host nor the client role",
-                (false, true) => "the host role",
-                _ => "the client role",
+                (false, false) => "neither the host nor the client role can run",
+                (false, true) => "the host role cannot run",
+                _ => "the client role cannot run",
             }
         ))
     }
