@@ -549,6 +549,66 @@ fn a_resume_secret_fills_one_seat() {
 /// address bar once admitted; the page tries its resume secret before any token in the URL (a
 /// used link opened again in the same tab still gets in), and a refused token does not throw
 /// the secret away.
+/// The page reconnects by itself: the host stops and comes back on the same address, and the
+/// page, which said "reconnecting" meanwhile, shows the new host's picture without a reload
+/// (it used to say "the connection failed" over a frozen picture for good). Open access: a
+/// restarted host does not know the old host's resume secrets.
+#[test]
+fn the_page_reconnects_by_itself_to_a_restarted_host() {
+    let Some(chrome) = chromium() else { return };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let open_host = || {
+        let mut cfg = ConfigToml::default();
+        cfg.video.resolution = "640x360".into();
+        cfg.video.fps = 30;
+        let mut options = HostOptions {
+            video: cfg.video.validate().unwrap(),
+            scene: cfg.scene.clone(),
+            host: cfg.host.clone(),
+            network: cfg.network.clone(),
+            webrtc: cfg.webrtc.clone(),
+            vr: Default::default(),
+        };
+        options.host.bind = "127.0.0.1:0".into();
+        options.webrtc.listen = format!("127.0.0.1:{port}");
+        let setup = HostSetup {
+            trust: HostTrust::Memory {
+                identity: ephemeral_keypair(),
+                access: Access::Open,
+                allowed: vec![],
+            },
+            ..Default::default()
+        };
+        Host::start_with(options, setup).unwrap()
+    };
+    let host = open_host();
+    let url = host.browser_url().unwrap();
+    let (mut page, _devtools) = devtools::open(&chrome, &url).unwrap();
+    let wait = |page: &mut Page, kind: &str, n: usize, secs: u64| {
+        let end = std::time::Instant::now() + Duration::from_secs(secs);
+        while page.lines(kind).len() < n && std::time::Instant::now() < end {
+            page.settle(Duration::from_millis(100));
+        }
+        assert!(
+            page.lines(kind).len() >= n,
+            "no {n} {kind:?} lines:\n{}",
+            page.tail()
+        );
+    };
+    wait(&mut page, "first-frame", 1, 30);
+    drop(host.stop());
+    wait(&mut page, "reconnecting", 1, 15);
+    let host = open_host();
+    wait(&mut page, "first-frame", 2, 30);
+    let last = page.lines("first-frame").pop().unwrap_or_default();
+    assert!(last.contains("\"connection\":2"), "{last}");
+    drop(page);
+    drop(host.stop());
+}
+
 #[test]
 fn a_reload_after_admission_gets_back_in() {
     let Some(chrome) = chromium() else { return };
