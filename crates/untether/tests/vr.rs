@@ -331,3 +331,57 @@ fn a_frame_published_after_its_read_back_is_timed_from_its_render() {
     let early = g2g.iter().filter(|&&d| d >= 40_000).count();
     assert!(early * 2 > g2g.len(), "{early} of {}: {g2g:?}", g2g.len());
 }
+
+/// Issue 36 item 7: the host's rumble (`StateValue::Haptic` on `HAPTICS + n`, what
+/// `xrApplyHapticFeedback` publishes) reaches the client's game controllers: the network driver
+/// hands it to the presenter, whose rumble counts each change and what became of it. No
+/// controller is plugged in here, so controller 0's rumble is ignored (a controller, where one
+/// is, takes it or refuses it); the motors themselves are tested on SDL's virtual controllers
+/// (untether-media's `gamepad` tests). Headless, no display needed.
+#[test]
+fn the_hosts_rumble_reaches_the_clients_game_controllers() {
+    use untether::api::{ClientContext, Frame, HostContext, StateValue};
+    use untether_proto::state::keys::HAPTICS;
+    let (w, h) = (640u32, 360u32);
+    let (host_trust, client_trust) = untether::identity::memory_pair();
+    let mut host = HostContext::builder()
+        .size(w, h)
+        .fps(30)
+        .bind("127.0.0.1:0")
+        .synchronous(true)
+        .trust(host_trust)
+        .build()
+        .expect("host");
+    let mut client = ClientContext::builder(host.local_addr())
+        .trust(client_trust)
+        .duration(Some(Duration::from_secs(3)))
+        .build();
+    client.start().unwrap();
+    assert!(host.wait_for_client(Duration::from_secs(5)));
+    let pixels = vec![60u8; (w * h * 4) as usize];
+    let t = std::time::Instant::now();
+    let mut stage = 0;
+    while t.elapsed() < Duration::from_millis(2500) {
+        let rumble = match (stage, t.elapsed() > Duration::from_millis(1200)) {
+            (0, _) => Some((0.5, 0.25)),
+            (1, true) => Some((0.0, 0.0)),
+            _ => None,
+        };
+        if let Some((low, high)) = rumble {
+            assert!(host.publish_state(HAPTICS, StateValue::Haptic { low, high }));
+            stage += 1;
+        }
+        host.send_frame(&Frame::bgra(&pixels, w as usize * 4, w, h))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(33));
+    }
+    let run = client.wait().expect("client run");
+    host.stop();
+    let r = run.rumble;
+    assert_eq!(r.changes, 2, "a rumble and its stop: {r:?}");
+    assert_eq!(
+        r.applied + r.unsupported + r.ignored,
+        2,
+        "each change applied, refused or ignored: {r:?}"
+    );
+}

@@ -65,7 +65,7 @@ pub use record::{AudioRun, ClientRun, ClockMode, FrameRecord};
 
 use decode::Decoded;
 use network::{ClientCommand, ClientNet, NetOutputs};
-use run::view::{NetStatus, Published};
+use run::view::{Haptics, NetStatus, Published};
 use run::{NetRecord, PresentRecord, RunEnd};
 use start::Setup;
 
@@ -167,6 +167,9 @@ pub(crate) struct ClientShared {
     host_state: Option<HostStateView>,
     /// The driver's counters for the overlay, published every 250 ms.
     live: Published<Option<live::NetSnapshot>>,
+    /// The host's rumble per controller, published by the driver when it changes; the
+    /// presenter (SDL's thread, which owns the controllers) applies it.
+    haptics: Published<Haptics>,
     /// Paths to the host (1 without multipath).
     paths: usize,
     failure: Mutex<Option<ClientError>>,
@@ -204,6 +207,7 @@ impl ClientShared {
             mouse_look: None,
             host_state: None,
             live: Published::new(None),
+            haptics: Published::new(Haptics::default()),
             paths: 1,
             failure: Mutex::new(None),
         }
@@ -253,6 +257,7 @@ pub fn run_client_to_end(
         local_pose: Default::default(),
         mouse_look: setup.mouse_look.take(),
         live: Published::new(None),
+        haptics: Published::new(Haptics::default()),
         paths: setup.paths.len(),
         failure: Mutex::new(None),
     });

@@ -20,7 +20,7 @@ use untether_proto::{
 
 use super::decode::Piece;
 use super::input::state_input;
-use super::run::view::{NetStatus, RoleView};
+use super::run::view::{Haptics, NetStatus, RoleView};
 use super::run::{InputCounts, NetRecord};
 use super::trust::KnownHosts;
 use super::{ClientError, ClientShared};
@@ -129,6 +129,8 @@ pub(crate) struct ClientNet {
     role: Option<RoleView>,
     /// The connection state last published.
     published: NetStatus,
+    /// The host's rumble last published.
+    haptics: Haptics,
     /// The current session's codec.
     codec: untether_media::codec::Codec,
     patience: Patience,
@@ -168,6 +170,7 @@ impl ClientNet {
             record,
             role: None,
             published: NetStatus::default(),
+            haptics: Haptics::default(),
             codec: untether_media::codec::Codec::H264,
             patience,
             done: false,
@@ -475,6 +478,11 @@ impl Endpoint for ClientNet {
         }
         if let Some(v) = &self.shared.host_state {
             v.update(self.session.state_received());
+        }
+        let haptics = Haptics::of(&self.session);
+        if haptics != self.haptics {
+            self.haptics = haptics;
+            self.shared.haptics.publish(haptics);
         }
         self.publish_status();
         let now = now_us();

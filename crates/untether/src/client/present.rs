@@ -32,7 +32,7 @@ use super::live::{LiveOverlay, RecentTimings};
 use super::network::{ClientCommand, InputKind};
 use super::options::{ClientOptions, Display, ShownFrameTap, WarpSource};
 use super::record::FrameRecord;
-use super::run::view::NetStatus;
+use super::run::view::{Haptics, NetStatus};
 use super::run::PresentRecord;
 use super::{ClientError, ClientShared};
 use crate::clock::now_us;
@@ -67,7 +67,9 @@ pub(crate) fn present_loop(
     rec: &mut PresentRecord,
 ) -> Result<(), ClientError> {
     let mut p = PresentLoop::new(s, net, options, io, rec)?;
-    while !stop.load(Ordering::SeqCst) && p.turn()? {}
+    let ended = p.run(stop);
+    p.note_rumble();
+    ended?;
     if let (Some(path), Some(picture)) = (&options.save_frame, p.last_picture.take()) {
         save_ppm(&picture, path)?;
     }
@@ -204,6 +206,12 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
         })
     }
 
+    /// Turns until the run is over.
+    fn run(&mut self, stop: &AtomicBool) -> Result<(), ClientError> {
+        while !stop.load(Ordering::SeqCst) && self.turn()? {}
+        Ok(())
+    }
+
     /// One turn; false when the run is over.
     fn turn(&mut self) -> Result<bool, ClientError> {
         if self.s.stop.load(Ordering::SeqCst) {
@@ -239,6 +247,7 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.send_input(window, now);
         }
         self.note_sent_inputs();
+        self.rumble(now);
         match self.s.decoded.take(Duration::from_millis(4)) {
             Some(item) => self.show(item, now)?,
             None => self.idle()?,
@@ -309,6 +318,41 @@ impl<'a, 'r> PresentLoop<'a, 'r> {
             self.net
                 .send(ClientCommand::Input(InputKind::Probe, vec![probe]));
         }
+    }
+
+    /// The host's rumble onto the controllers: the driver's snapshot is copied out (no lock is
+    /// held over SDL's calls), then each controller gets what changed and the renewal of what
+    /// still runs. Every turn, connected or not: the driver's zeros after the host went away
+    /// are the stop.
+    fn rumble(&mut self, now: Micros) {
+        let Some(g) = self.gamepads.as_mut() else {
+            return;
+        };
+        let Haptics(motors) = self.s.haptics.get();
+        for (n, (low, high)) in motors.into_iter().enumerate() {
+            g.set_rumble(n as u8, low, high);
+        }
+        g.apply_rumble(now);
+    }
+
+    /// The rumble's counts into the record, and the log when the host rumbled at all.
+    fn note_rumble(&mut self) {
+        let Some(g) = self.gamepads.as_ref() else {
+            return;
+        };
+        let c = g.rumble_counts();
+        if c.changes > 0 {
+            log::info!(
+                "client: the host's rumble: {} changes; {} applied, {} renewed, {} refused by \
+                 a controller without motors, {} ignored (no controller open at that number)",
+                c.changes,
+                c.applied,
+                c.renewed,
+                c.unsupported,
+                c.ignored
+            );
+        }
+        self.rec.rumble(c);
     }
 
     /// The input events the driver sent since the last look: their responses are timed.

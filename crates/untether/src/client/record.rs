@@ -179,6 +179,9 @@ pub struct ClientRun {
     /// What showed the pictures, for the report's `config.display`: `gl-window`,
     /// `gl-window-vr`, `sdl-window` (None: no picture was shown, or headless).
     pub presenter: Option<String>,
+    /// The host's rumble (`HAPTICS + n`) on this client's game controllers: changes, commands
+    /// applied, renewed, refused (no motors) and ignored (no controller open at that number).
+    pub rumble: untether_media::gamepad::RumbleCounts,
 }
 
 /// The most frames whose records we keep (10 minutes at 60 fps).

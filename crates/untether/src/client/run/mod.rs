@@ -95,6 +95,7 @@ pub(crate) fn assemble(
         undecoded: net.undecoded,
         decoding: end.decoding,
         presenter: present.presenter,
+        rumble: present.rumble,
     }
 }
 

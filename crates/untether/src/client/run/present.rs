@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use untether_media::gamepad::RumbleCounts;
 use untether_proto::Micros;
 
 use crate::client::record::{keep_record, FrameRecord, MAX_RECORDS};
@@ -27,6 +28,7 @@ pub(crate) struct PresentRecord {
     pub(super) pose_photon_unread: u64,
     pub(super) pose_photon_ambiguous: u64,
     pub(super) pose_photon_unmatched: u64,
+    pub(super) rumble: RumbleCounts,
 }
 
 impl PresentRecord {
@@ -38,6 +40,11 @@ impl PresentRecord {
     /// Why the run ended, when the presenter's side ended it (a closed sink).
     pub fn ended(&mut self, outcome: String) {
         self.outcome = Some(outcome);
+    }
+
+    /// What became of the host's rumble (the controllers' counts at the end of the run).
+    pub fn rumble(&mut self, counts: RumbleCounts) {
+        self.rumble = counts;
     }
 
     /// A reliable input event `seq` was sent at `sent_us`: its response is timed.

@@ -125,6 +125,12 @@ fn the_merge_keeps_every_field() {
     });
     present.pose_to_photon(40, true, Some(21), 2, 3);
     present.pose_to_photon(41, false, None, 2, 3);
+    let rumbled = untether_media::gamepad::RumbleCounts {
+        applied: 18,
+        ignored: 19,
+        ..Default::default()
+    };
+    present.rumble(rumbled);
     let audio = AudioRun {
         driver: "alsa".into(),
         ..Default::default()
@@ -185,6 +191,7 @@ fn the_merge_keeps_every_field() {
         undecoded,
         decoding,
         presenter,
+        rumble,
     } = assemble(net, decode, present, end);
     assert_eq!(p, Some(params()));
     assert_eq!(l, link);
@@ -237,6 +244,7 @@ fn the_merge_keeps_every_field() {
     );
     assert_eq!((undecoded, decoding), (15, true));
     assert_eq!(presenter.as_deref(), Some("gl-window"));
+    assert_eq!(rumble, rumbled);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 
 use std::sync::Mutex;
 
-use untether_proto::ClientRole;
+use untether_media::gamepad::RUMBLE_CONTROLLERS;
+use untether_proto::state::keys::HAPTICS;
+use untether_proto::{ClientRole, ClientSession, StateKey, StateValue};
 
 /// A latest-wins cell: the owner publishes a new snapshot, readers copy the newest one out.
 /// The lock is held for one copy only, never while the owner works.
@@ -105,6 +107,33 @@ impl NetStatus {
                 }
             )),
         }
+    }
+}
+
+/// The host's rumble for each controller (key `HAPTICS + n`: low and high motor, 0..1), all
+/// zero while not connected (a host that went away leaves no controller rumbling): published by
+/// the network driver when it changes, applied by the presenter, which owns the controllers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Haptics(pub [(f32, f32); RUMBLE_CONTROLLERS]);
+
+impl Haptics {
+    /// What `session` has from the host (a value of another kind on a rumble key, or a NaN,
+    /// counts as no rumble: they come from the network).
+    pub fn of(session: &ClientSession) -> Haptics {
+        let mut h = Haptics::default();
+        if !session.is_connected() {
+            return h;
+        }
+        for (n, motors) in h.0.iter_mut().enumerate() {
+            let key = HAPTICS + n as StateKey;
+            if let Some(StateValue::Haptic { low, high }) =
+                session.state_value(key).map(|e| e.value)
+            {
+                let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
+                *motors = (finite(low), finite(high));
+            }
+        }
+        h
     }
 }
 
