@@ -168,6 +168,15 @@ fn a_host_killed_and_restarted_on_its_port_is_streaming_again_within_a_second() 
         resumed - host_up
     );
     assert!(r["frames"]["shown"].as_u64().unwrap_or(0) > 300);
+    // A section per session: before the kill and after the restart.
+    let sessions = r["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    assert!(
+        sessions
+            .iter()
+            .all(|s| s["frames_shown"].as_u64().unwrap_or(0) > 0),
+        "{sessions:?}"
+    );
     let _ = std::fs::remove_dir_all(&hs);
     let _ = std::fs::remove_dir_all(&cs);
     let _ = std::fs::remove_file(&out);

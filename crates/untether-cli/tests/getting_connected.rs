@@ -352,6 +352,120 @@ fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
     drop(h.interrupt());
 }
 
+/// README's "Two machines" section, walked from clean state directories on two network
+/// namespaces: `untether host --dashboard`, `untether discover`, `untether client FINGERPRINT`
+/// waiting until `untether pair approve` on the host, streaming; the client's report names the
+/// host's encoder and its figures match what the host's report says it sent that client.
+#[test]
+fn readmes_two_machines_walk_ends_streaming_with_reports_that_agree() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let tb = Testbed::create(None).expect("testbed");
+    let (hd, cd) = (state("walk-host"), state("walk-client"));
+    let name = format!("gc-walk-{}", std::process::id());
+    let in_ns = |side: Side, c: Command| {
+        let mut w = tb.command(side, c.get_program());
+        w.args(c.get_args());
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                w.env(k, v);
+            }
+        }
+        w
+    };
+    let host_report = hd.join("host-report.json");
+    let client_report = cd.join("client-report.json");
+    let mut h = untether(&hd);
+    h.args([
+        "host",
+        "--dashboard",
+        "--host-name",
+        &name,
+        "--spin",
+        "0",
+        "--walk",
+        "0",
+    ])
+    .args(["--resolution", "640x360", "--fps", "30", "--report"])
+    .arg(&host_report);
+    let mut h = Proc::spawn(in_ns(Side::Host, h));
+    h.wait_for("advertised on the local network", Duration::from_secs(10));
+    let mut discover = untether(&cd);
+    discover.args(["discover", "--wait", "3s"]);
+    let o = in_ns(Side::Client, discover).output().unwrap();
+    let listing = text(&o);
+    let row = listing
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("{name} not listed:\n{listing}"));
+    let fp = row.split_whitespace().nth(2).unwrap().to_string();
+    let mut client = untether(&cd);
+    client
+        .args(["client", &fp, "--headless", "--duration", "4", "--report"])
+        .arg(&client_report);
+    let mut c = Proc::spawn(in_ns(Side::Client, client));
+    let (_, waiting) = c.wait_for("has not approved this client yet", Duration::from_secs(10));
+    let client_fp = waiting
+        .split("untether pair approve ")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .unwrap_or_else(|| panic!("no fingerprint to approve in {waiting:?}"))
+        .to_string();
+    let o = untether(&hd)
+        .args(["pair", "approve", &client_fp])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let (ok, _, log) = c.finish();
+    assert!(ok, "{log}");
+    let (_, _, host_log) = h.interrupt();
+    let read = |p: &Path| -> serde_json::Value {
+        let t = std::fs::read_to_string(p)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{host_log}", p.display()));
+        serde_json::from_str(&t).expect("JSON")
+    };
+    let (cr, hr) = (read(&client_report), read(&host_report));
+    // The same stream, named alike on both sides.
+    for k in [
+        "width",
+        "height",
+        "fps",
+        "codec",
+        "encoder",
+        "preset",
+        "conversion",
+    ] {
+        assert_eq!(cr["config"][k], hr["config"][k], "config.{k}");
+    }
+    let clients = hr["clients"].as_array().expect("the host's clients");
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    let sent = clients[0]["frames_sent"].as_u64().unwrap_or(0);
+    let complete = cr["frames"]["complete"].as_u64().unwrap_or(0);
+    let shown = cr["frames"]["shown"].as_u64().unwrap_or(0);
+    let captured = cr["frames"]["captured"].as_u64().unwrap_or(0);
+    eprintln!(
+        "host sent {sent}; the client completed {complete}, showed {shown}; host frames over \
+         its session {captured}"
+    );
+    assert!(
+        shown > 60 && complete <= sent && complete * 10 >= sent * 9,
+        "sent {sent}, complete {complete}"
+    );
+    // The host's counts over the client's session, from its FrameTimings: about what it sent.
+    assert!(
+        captured.abs_diff(sent) <= 5,
+        "captured {captured}, sent {sent}"
+    );
+    let bytes_sent = clients[0]["bytes_sent"].as_u64().unwrap_or(0) as f64;
+    let bytes_received = cr["network"]["bytes_received"].as_u64().unwrap_or(0) as f64;
+    assert!(
+        (bytes_received - bytes_sent).abs() <= 0.1 * bytes_sent,
+        "received {bytes_received} of {bytes_sent} bytes"
+    );
+}
+
 /// The patient client: it waits for approval (saying which host and how to approve) and is
 /// in within a second of `untether pair approve`; after the host's Ctrl-C it waits and
 /// reconnects to the restarted host; its report counts every session's frames.

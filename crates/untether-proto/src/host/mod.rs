@@ -77,6 +77,8 @@ pub struct HostSession {
     cfg: HostConfig,
     /// The connected clients, in the order they were admitted.
     peers: Vec<Peer>,
+    /// Each removed client's status as it left (its final counters), until taken.
+    departed: Vec<ClientStatus>,
     /// The next id, for native clients and receivers of other kinds alike.
     next_client: u32,
     /// Who controls: the one authority, over native clients and other receivers.
@@ -105,6 +107,9 @@ pub struct HostSession {
     limits: (SessionParams, Option<crate::rate::RateConfig>),
 }
 
+/// How many departed clients' last status [`HostSession::take_departed`] keeps.
+pub const MAX_DEPARTED: usize = 64;
+
 impl HostSession {
     pub fn new(cfg: HostConfig) -> Self {
         let mut seed = cfg.entropy;
@@ -121,6 +126,7 @@ impl HostSession {
             scratch: Vec::with_capacity(2048),
             cfg,
             peers: Vec::new(),
+            departed: Vec::new(),
             next_client: 1,
             roles: Roles::new(),
             target_kbps: None,
@@ -181,7 +187,21 @@ impl HostSession {
     fn remove_peer(&mut self, i: usize) -> Peer {
         let p = self.peers.remove(i);
         self.stream.forget(p.info.id);
+        // Bounded for an application that never asks.
+        if self.departed.len() >= MAX_DEPARTED {
+            self.departed.remove(0);
+        }
+        self.departed.push(p.status());
         p
+    }
+
+    /// The status of each client removed since the last call, as it left: its final counters
+    /// (frames and bytes sent up to its last datagram), which [`client_status`] no longer
+    /// shows. The last [`MAX_DEPARTED`] are kept.
+    ///
+    /// [`client_status`]: Self::client_status
+    pub fn take_departed(&mut self) -> Vec<ClientStatus> {
+        std::mem::take(&mut self.departed)
     }
 
     fn peer_index(&self, id: ClientId) -> Option<usize> {

@@ -177,6 +177,8 @@ impl HostNet {
                 addr,
                 reason,
             } => {
+                // Its counters as it left (the last refresh may be 200 ms old).
+                self.roster.update(&self.session.take_departed());
                 self.roster.gone(now, client, reason);
                 self.pairing
                     .on_client_gone(client, reason == untether_proto::GoneReason::Bye);
@@ -608,6 +610,7 @@ impl HostNet {
     }
 
     pub(crate) fn roster_refresh(&mut self) {
+        self.roster.update(&self.session.take_departed());
         self.roster.update(&self.session.client_status());
     }
 
