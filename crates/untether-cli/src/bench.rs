@@ -15,6 +15,54 @@ use untether_bench::scenario::Scenario;
 use untether_bench::series::ScenarioResult;
 use untether_proto::units;
 
+/// The progress bar of the bench under way (None: none drawn): log lines are printed above it.
+static BAR: std::sync::Mutex<Option<ProgressBar>> = std::sync::Mutex::new(None);
+
+/// The CLI's logger: env_logger's, printing above the bench's progress bar while one is drawn
+/// (log lines scrolled through it).
+pub struct AboveBar(pub env_logger::Logger);
+
+impl log::Log for AboveBar {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        self.0.enabled(m)
+    }
+
+    fn log(&self, r: &log::Record) {
+        if !self.0.matches(r) {
+            return;
+        }
+        let bar = BAR.lock().ok().and_then(|b| b.clone());
+        match bar {
+            Some(b) => b.suspend(|| self.0.log(r)),
+            None => self.0.log(r),
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush()
+    }
+}
+
+/// The bar log lines go above while it lives.
+struct Drawn;
+
+impl Drawn {
+    fn new(bar: &ProgressBar) -> Drawn {
+        if let Ok(mut b) = BAR.lock() {
+            *b = Some(bar.clone());
+        }
+        Drawn
+    }
+}
+
+impl Drop for Drawn {
+    fn drop(&mut self) {
+        if let Ok(mut b) = BAR.lock() {
+            *b = None;
+        }
+    }
+}
+
 /// The long help of `untether bench` (shown by `untether bench --help`).
 pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report per scenario (the \
     contract in docs/REPORT.md) plus one self-contained HTML report with plots (glass-to-glass \
@@ -463,6 +511,7 @@ pub fn run(a: BenchArgs, quiet: bool) -> Result<()> {
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {percent:>3}% {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let _drawn = Drawn::new(&bar);
     let mut results = Vec::new();
     let mut done = 0.0;
     for (sc, peer) in &runs {
@@ -691,6 +740,34 @@ fn markdown(results: &[ScenarioResult], notes: &[String]) -> String {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    /// While a bar is drawn, a log line is printed with the bar suspended (above it); the bar is
+    /// forgotten when the bench ends.
+    #[test]
+    fn log_lines_are_printed_above_the_bar_while_it_is_drawn() {
+        let logger = env_logger::Builder::new()
+            .filter_level(log::LevelFilter::Info)
+            .is_test(true)
+            .build();
+        let l = AboveBar(logger);
+        let line = |text: &str| {
+            log::Log::log(
+                &l,
+                &log::Record::builder()
+                    .args(format_args!("{text}"))
+                    .level(log::Level::Info)
+                    .build(),
+            )
+        };
+        let bar = ProgressBar::hidden();
+        {
+            let _drawn = Drawn::new(&bar);
+            assert!(BAR.lock().unwrap().is_some());
+            line("above the bar");
+        }
+        assert!(BAR.lock().unwrap().is_none());
+        line("no bar");
+    }
 
     #[derive(Parser)]
     struct Cli {

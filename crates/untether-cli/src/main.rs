@@ -1507,7 +1507,13 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
         eprintln!("untether host: {c}");
     }
     if let Some(path) = &args.common.report {
-        let config = untether::report_config(&options, Display::Headless, &summary.link.transport);
+        let mut config =
+            untether::report_config(&options, Display::Headless, &summary.link.transport);
+        // What ran, rather than what was asked for (`auto`), as the demo's report and the
+        // clients' (told beside their Accept) say.
+        if let Some(e) = &summary.encoder {
+            config.encoder = e.clone();
+        }
         let mut value = serde_json::to_value(report::build_host(config, &summary))?;
         if let (Some(a), Some(obj)) = (app_report, value.as_object_mut()) {
             obj.insert("app".into(), a);
@@ -1791,7 +1797,11 @@ fn main() -> ExitCode {
     if let Some(level) = global.log_filter() {
         log.parse_filters(level);
     }
-    log.init();
+    let logger = log.build();
+    let max = logger.filter();
+    if log::set_boxed_logger(Box::new(bench::AboveBar(logger))).is_ok() {
+        log::set_max_level(max);
+    }
     let result = match cli.command {
         Command::Host(a) => run_host(a, &global),
         Command::Run(a) => run::run(a, &global),

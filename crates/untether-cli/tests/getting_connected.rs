@@ -605,10 +605,10 @@ fn a_client_gets_the_stream_it_asks_for_within_the_hosts_limits() {
         "{}",
         text(&o)
     );
-    // Its report names the host's encoder as the host's own report does (`--encoder`,
-    // preset, conversion), told beside the Accept: it was "unknown".
+    // Its report names the host's encoder (the one that opened), preset and conversion, told
+    // beside the Accept: it was "unknown".
     assert!(
-        text(&o).contains("h264 by auto (ultrafast preset, simd conversion"),
+        text(&o).contains("h264 by libx264 (ultrafast preset, simd conversion"),
         "{}",
         text(&o)
     );

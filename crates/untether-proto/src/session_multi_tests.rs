@@ -850,3 +850,21 @@ fn the_client_learns_which_encoder_makes_the_stream_beside_the_accept() {
     assert!(w.clients[a].connected());
     assert_eq!(w.clients[a].session.host_encoder(), None);
 }
+
+#[test]
+fn a_connected_client_learns_the_encoder_that_opened_later() {
+    let named = |encoder: &str| crate::wire::HostEncoder {
+        encoder: encoder.into(),
+        preset: "ultrafast".into(),
+        conversion: "simd".into(),
+    };
+    let first = named("auto");
+    let mut w = World::with(12, 2, 50_000, move |c| c.encoder = Some(first));
+    let a = w.add();
+    w.run(300_000);
+    assert_eq!(w.clients[a].session.host_encoder(), Some(&named("auto")));
+    w.host.set_host_encoder(Some(named("libx264")));
+    w.run(300_000);
+    assert_eq!(w.clients[a].session.host_encoder(), Some(&named("libx264")));
+    assert_eq!(w.host.host_encoder(), Some(&named("libx264")));
+}

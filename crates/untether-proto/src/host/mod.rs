@@ -236,6 +236,24 @@ impl HostSession {
     }
 
     /// Every connected client's role, stream state and counters, in admission order.
+    /// The encoder, preset and conversion clients are told beside their Accept.
+    pub fn host_encoder(&self) -> Option<&crate::wire::HostEncoder> {
+        self.cfg.encoder.as_ref()
+    }
+
+    /// Names the encoder to clients (the one that opened, once known): the connected ones now
+    /// (once: it is information, not state), the others beside their Accept.
+    pub fn set_host_encoder(&mut self, e: Option<crate::wire::HostEncoder>) {
+        if let Some(e) = &e {
+            for p in &mut self.peers {
+                p.pending
+                    .retain(|f| !matches!(f, wire::ControlFrame::HostEncoder(_)));
+                p.pending.push(wire::ControlFrame::HostEncoder(e.clone()));
+            }
+        }
+        self.cfg.encoder = e;
+    }
+
     pub fn client_status(&self) -> Vec<ClientStatus> {
         self.peers.iter().map(Peer::status).collect()
     }

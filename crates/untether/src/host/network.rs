@@ -355,6 +355,7 @@ impl HostNet {
         if now >= self.next_roster_us {
             self.next_roster_us = now + ROSTER_EVERY_US;
             self.roster_refresh();
+            self.name_opened_encoder();
             let paths = self.session.path_stats();
             if !paths.is_empty() {
                 for (i, p) in paths.iter().enumerate() {
@@ -607,6 +608,24 @@ impl HostNet {
         let k = self.target_kbps.unwrap_or(configured).min(kbps);
         let _ = self.encoder.send(EncoderEvent::Bitrate(k));
         k
+    }
+
+    /// Clients are told the encoder that opened (`--encoder auto` names one only then), beside
+    /// their Accept, from the next one on.
+    fn name_opened_encoder(&mut self) {
+        let Some(info) = self.shared.encoder() else {
+            return;
+        };
+        let Some(told) = self.session.host_encoder() else {
+            return;
+        };
+        if told.encoder != info.name {
+            let e = untether_proto::HostEncoder {
+                encoder: info.name,
+                ..told.clone()
+            };
+            self.session.set_host_encoder(Some(e));
+        }
     }
 
     pub(crate) fn roster_refresh(&mut self) {

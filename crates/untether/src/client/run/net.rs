@@ -236,6 +236,10 @@ impl NetRecord {
         } else {
             ClockMode::Estimated
         };
+        // The host may name its encoder again once it opened (`--encoder auto`).
+        if let Some(e) = session.host_encoder() {
+            self.host_encoder = Some(e.clone());
+        }
         let mut stats = session.stats();
         if let Some(s) = self.open_session() {
             s.bytes_received = stats.bytes_received;
