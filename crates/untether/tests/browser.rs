@@ -551,8 +551,9 @@ fn a_resume_secret_fills_one_seat() {
 /// the secret away.
 /// The page reconnects by itself: the host stops and comes back on the same address, and the
 /// page, which said "reconnecting" meanwhile, shows the new host's picture without a reload
-/// (it used to say "the connection failed" over a frozen picture for good). Open access: a
-/// restarted host does not know the old host's resume secrets.
+/// (it used to say "the connection failed" over a frozen picture for good). Admitted by a
+/// one-time link, it gets back in with its resume secret, which the host kept (as a digest) in
+/// its state directory.
 #[test]
 fn the_page_reconnects_by_itself_to_a_restarted_host() {
     let Some(chrome) = chromium() else { return };
@@ -560,6 +561,10 @@ fn the_page_reconnects_by_itself_to_a_restarted_host() {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port");
+    let dir = std::env::temp_dir().join(format!("untether-br-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let open_host = || {
         let mut cfg = ConfigToml::default();
         cfg.video.resolution = "640x360".into();
@@ -574,18 +579,12 @@ fn the_page_reconnects_by_itself_to_a_restarted_host() {
         };
         options.host.bind = "127.0.0.1:0".into();
         options.webrtc.listen = format!("127.0.0.1:{port}");
-        let setup = HostSetup {
-            trust: HostTrust::Memory {
-                identity: ephemeral_keypair(),
-                access: Access::Open,
-                allowed: vec![],
-            },
-            ..Default::default()
-        };
-        Host::start_with(options, setup).unwrap()
+        options.host.state_dir = dir.display().to_string();
+        // The state directory's identity and allowlist (access allowlist: no open door).
+        Host::start_with(options, HostSetup::default()).unwrap()
     };
     let host = open_host();
-    let url = host.browser_url().unwrap();
+    let url = host.browser_link().unwrap();
     let (mut page, _devtools) = devtools::open(&chrome, &url).unwrap();
     let wait = |page: &mut Page, kind: &str, n: usize, secs: u64| {
         let end = std::time::Instant::now() + Duration::from_secs(secs);
@@ -605,8 +604,12 @@ fn the_page_reconnects_by_itself_to_a_restarted_host() {
     wait(&mut page, "first-frame", 2, 30);
     let last = page.lines("first-frame").pop().unwrap_or_default();
     assert!(last.contains("\"connection\":2"), "{last}");
+    assert!(page.lines("refused").is_empty(), "{}", page.tail());
     drop(page);
+    let s = host.webrtc_summary().unwrap();
+    assert_eq!((s.browsers_admitted, s.browsers_refused), (1, 0), "{s:?}");
     drop(host.stop());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -74,6 +74,18 @@ pub const DASHBOARD_LINK_FILE: &str = "dashboard_link";
 /// The running host's one-time link for the next browser (0600, this user's only), rewritten
 /// whenever the last one is used or expires, when the host's output is not a terminal.
 pub const BROWSER_LINK_FILE: &str = "browser_link";
+/// The browsers' resume secrets, as SHA-256 digests with their expiry: a page admitted before
+/// the host restarted gets back in without a new link. The secrets themselves are never written.
+pub const BROWSER_RESUME_FILE: &str = "browser_resume.json";
+
+/// One kept resume secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredResume {
+    /// SHA-256 of the secret, 64 hex digits.
+    pub sha256: String,
+    /// Unix seconds.
+    pub expires: u64,
+}
 
 /// Most pending access requests kept on disk: when full, new requests are refused (the old ones
 /// stay until the user approves or denies them).

@@ -201,6 +201,18 @@ impl StateDir {
         self.write(BROWSER_LINK_FILE, format!("{link}\n").as_bytes())
     }
 
+    /// The browsers' resume secrets a host kept (digests and expiry; empty when none).
+    pub fn browser_resume(&self) -> Result<Vec<super::StoredResume>> {
+        Ok(self
+            .read_json::<Vec<super::StoredResume>>(super::BROWSER_RESUME_FILE)?
+            .unwrap_or_default())
+    }
+
+    /// Keeps the browsers' resume secrets (digests only), mode 0600.
+    pub fn write_browser_resume(&self, r: &[super::StoredResume]) -> Result<()> {
+        self.write_json(super::BROWSER_RESUME_FILE, &r)
+    }
+
     /// The running host's dashboard link, if one was written (checked private like every read).
     pub fn dashboard_link(&self) -> Result<Option<String>> {
         Ok(self

@@ -2,8 +2,9 @@
 //! the host prints (`http://HOST:PORT/?token=…`: single use, expiring), or with the host's
 //! pairing PIN typed into the page (the PIN of `untether host --access pin` or `untether pair
 //! --pin`: it is used up as a client's would be). An admitted page gets a resume secret, valid
-//! while this host runs, so that a reload or a dropped connection gets back in without a new
-//! link. A resume secret belongs to one session at a time: coming back with it **replaces**
+//! for 12 hours, so that a reload, a dropped connection or a host restart gets back in without
+//! a new link (a host with a state directory keeps the secrets' SHA-256 digests there,
+//! `browser_resume.json`, never the secrets). A resume secret belongs to one session at a time: coming back with it **replaces**
 //! the session it holds (a reload's old session may live on until its ICE times out, and the
 //! page must not be locked out by its own ghost; a copied secret so gains one seat, never
 //! more). With `--access open` every browser is admitted. Nothing streams to a browser that
@@ -119,6 +120,10 @@ pub(crate) struct Admission {
     /// The current one-time link's token and when it expires.
     link: Option<(String, Micros)>,
     resume: HashMap<String, Resume>,
+    /// Resume secrets of an earlier run of the host, by digest, until a page presents one.
+    kept: Vec<([u8; 32], Micros)>,
+    /// Where the secrets' digests are kept (None: in memory only).
+    store: Option<crate::identity::StateDir>,
     /// Bumped whenever a new link is made (the CLI prints each).
     links_made: u64,
 }
@@ -130,8 +135,75 @@ impl Admission {
             link_ttl_us: link_ttl_s * 1_000_000,
             link: None,
             resume: HashMap::new(),
+            kept: Vec::new(),
+            store: None,
             links_made: 0,
         }
+    }
+
+    /// Keeps the resume secrets' digests in `dir`, and takes back those an earlier run of the
+    /// host kept there (the unexpired ones).
+    pub fn keep_in(&mut self, dir: crate::identity::StateDir, now: Micros) {
+        let unix = crate::identity::unix_now();
+        match dir.browser_resume() {
+            Ok(kept) => {
+                for k in kept {
+                    let Some(digest) = parse_digest(&k.sha256) else {
+                        continue;
+                    };
+                    if k.expires > unix && self.kept.len() < MAX_RESUME {
+                        self.kept
+                            .push((digest, now + (k.expires - unix) * 1_000_000));
+                    }
+                }
+            }
+            Err(e) => log::warn!("browsers: the kept resume secrets are not read: {e}"),
+        }
+        self.store = Some(dir);
+    }
+
+    /// Writes the live secrets' digests where they are kept.
+    fn persist(&mut self, now: Micros) {
+        let Some(dir) = &self.store else {
+            return;
+        };
+        let unix = crate::identity::unix_now();
+        self.kept.retain(|k| now < k.1);
+        let stored: Vec<crate::identity::StoredResume> = self
+            .resume
+            .iter()
+            .map(|(secret, r)| (digest(secret), r.expires_us))
+            .chain(self.kept.iter().copied())
+            .filter(|&(_, expires)| now < expires)
+            .map(|(d, expires)| crate::identity::StoredResume {
+                sha256: hex(&d),
+                expires: unix + (expires - now) / 1_000_000,
+            })
+            .collect();
+        if let Err(e) = dir.write_browser_resume(&stored) {
+            log::warn!("browsers: the resume secrets cannot be kept: {e}");
+        }
+    }
+
+    /// A secret of an earlier run presented again: live from now on, as if minted here.
+    fn take_back(&mut self, now: Micros, r: &str) {
+        let d = digest(r);
+        let Some(i) = self
+            .kept
+            .iter()
+            .position(|k| now < k.1 && ct_eq_bytes(&k.0, &d))
+        else {
+            return;
+        };
+        let (_, expires_us) = self.kept.swap_remove(i);
+        self.resume.insert(
+            r.to_string(),
+            Resume {
+                expires_us,
+                session: None,
+            },
+        );
+        self.persist(now);
     }
 
     /// The current one-time link's token, made anew when there is none or it expired.
@@ -237,6 +309,9 @@ impl Admission {
                 },
                 Credential::Resume(r) => {
                     self.resume.retain(|_, v| now < v.expires_us);
+                    if self.find_resume(now, r).is_none() {
+                        self.take_back(now, r);
+                    }
                     if let Some(k) = self.find_resume(now, r) {
                         let replaces = self.resume.get(&k).and_then(|v| v.session);
                         return Ok(Admitted {
@@ -279,11 +354,37 @@ impl Admission {
                 session: None,
             },
         );
+        self.persist(now);
         Ok(Admitted {
             resume: r,
             replaces: None,
         })
     }
+}
+
+fn digest(secret: &str) -> [u8; 32] {
+    openssl::sha::sha256(secret.as_bytes())
+}
+
+fn hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_digest(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut d = [0u8; 32];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let t = std::str::from_utf8(pair).ok()?;
+        d[i] = u8::from_str_radix(t, 16).ok()?;
+    }
+    Some(d)
+}
+
+fn ct_eq_bytes(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Compares secrets without an early exit on the first difference.
@@ -365,6 +466,51 @@ mod tests {
         // A third use replaces the second session: never two sessions on one secret.
         assert_eq!(a.admit(3, &cred, &mut pins).unwrap().replaces, Some(11));
         assert_eq!(a.replaces(3, &Credential::None), None);
+    }
+
+    /// Issue 36: a page reconnecting to a restarted host gets back in with its resume secret,
+    /// which the host kept as a digest only.
+    #[test]
+    fn a_resume_secret_outlives_a_host_restart_kept_as_its_digest() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = std::env::temp_dir().join(format!("untether-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let dir = crate::identity::StateDir::at(&p);
+        let mut pins = Pins(None);
+        let mut a = Admission::new(false, 60);
+        a.keep_in(dir.clone(), 0);
+        let t = a.link_token(0);
+        let first = a.admit(1, &Credential::Token(t), &mut pins).unwrap();
+        let file = std::fs::read_to_string(p.join(crate::identity::BROWSER_RESUME_FILE)).unwrap();
+        assert!(
+            !file.contains(&first.resume),
+            "the secret itself is kept: {file}"
+        );
+        assert!(file.contains(&hex(&digest(&first.resume))), "{file}");
+        // The host restarts (its clock starts again).
+        let mut b = Admission::new(false, 60);
+        b.keep_in(dir.clone(), 5);
+        assert!(b
+            .admit(6, &Credential::Resume("0".repeat(32)), &mut pins)
+            .is_err());
+        let back = b
+            .admit(7, &Credential::Resume(first.resume.clone()), &mut pins)
+            .expect("taken back");
+        assert_eq!(back.resume, first.resume);
+        // Live again: it holds one session at a time as before.
+        b.bind(&back.resume, 3);
+        assert_eq!(
+            b.replaces(8, &Credential::Resume(first.resume.clone())),
+            Some(3)
+        );
+        // A host without a state directory keeps nothing.
+        let mut c = Admission::new(false, 60);
+        assert!(c
+            .admit(9, &Credential::Resume(first.resume.clone()), &mut pins)
+            .is_err());
+        let _ = std::fs::remove_dir_all(&p);
     }
 
     #[test]

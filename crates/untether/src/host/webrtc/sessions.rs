@@ -517,6 +517,12 @@ impl WebRtc {
         })
     }
 
+    /// Keeps the pages' resume secrets (their digests) in the host's state directory, so that a
+    /// page gets back in after the host restarted.
+    pub fn keep_resume_in(&mut self, dir: crate::identity::StateDir, now: Micros) {
+        self.admission.keep_in(dir, now);
+    }
+
     /// The current one-time link's token (made when there is none).
     pub fn link_token(&mut self, now: Micros) -> String {
         self.admission.link_token(now)

@@ -143,7 +143,7 @@ pub(crate) fn start(
         publish_socket = Some((SOCKET + sockets.len(), udp.local_addr()?));
         sockets.push(udp);
     }
-    let webrtc = Box::new(WebRtc::new(
+    let mut webrtc = Box::new(WebRtc::new(
         Sockets {
             browser: browser_socket,
             listen_ip,
@@ -153,6 +153,9 @@ pub(crate) fn start(
         w.link_ttl_s,
         w.max_browsers,
     ));
+    if let Some(dir) = &pairing.dir {
+        webrtc.keep_resume_in(dir.clone(), crate::clock::now_us());
+    }
     if let (Some(url), Some((_, local))) = (publish, publish_socket) {
         let p = start_whip(
             url,
