@@ -188,6 +188,35 @@ pub struct InputReport {
     /// Input event sent by the client → first decoded frame whose pixel stamp shows the
     /// scene had applied it.
     pub response_ms: Pcts,
+    /// The host's rumble on this client's game controllers.
+    pub rumble: RumbleReport,
+}
+
+/// What became of the host's rumble (`HAPTICS + n`) on the client's game controllers.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct RumbleReport {
+    /// Changes of the host's value, every controller.
+    pub changes: u64,
+    /// Commands a controller took (starts, changes, stops; not renewals).
+    pub applied: u64,
+    /// Renewals of a running rumble.
+    pub renewed: u64,
+    /// Refused by SDL: a controller without rumble motors.
+    pub unsupported: u64,
+    /// For a controller number with no controller open.
+    pub ignored: u64,
+}
+
+impl From<untether_media::gamepad::RumbleCounts> for RumbleReport {
+    fn from(c: untether_media::gamepad::RumbleCounts) -> Self {
+        RumbleReport {
+            changes: c.changes,
+            applied: c.applied,
+            renewed: c.renewed,
+            unsupported: c.unsupported,
+            ignored: c.ignored,
+        }
+    }
 }
 
 /// Audio playback on the client.
@@ -237,6 +266,7 @@ impl InputReport {
                     .filter(|&n| n > 0 || run.inputs_sent == 0)
             }),
             response_ms: (&response).into(),
+            rumble: run.rumble.into(),
         }
     }
 }

@@ -17,7 +17,7 @@ mod latency;
 mod network;
 mod text;
 
-pub use counts::{AudioReport, FrameCounts, InputReport, StalenessMs, StateReport};
+pub use counts::{AudioReport, FrameCounts, InputReport, RumbleReport, StalenessMs, StateReport};
 pub use host::build_host;
 pub use latency::{frame_row, frame_rows, FrameRow, Latency, Pcts, SliceLatency};
 pub use network::{LinkSides, NetworkReport, PathReport, ReconnectReport, RttMs, SessionReport};

@@ -236,6 +236,14 @@ impl Report {
                 |v| format!("{v} applied by the host from all its clients")
             )
         );
+        let r = &self.input.rumble;
+        if r.changes > 0 {
+            let _ = writeln!(
+                o,
+                "rumble: {} changes from the host · {} applied · {} renewed · {} unsupported (no motors) · {} ignored (no controller at that number)",
+                r.changes, r.applied, r.renewed, r.unsupported, r.ignored
+            );
+        }
     }
 }
 
@@ -316,7 +324,13 @@ mod tests {
         let mut r = super::super::build(config, &crate::client::ClientRun::default(), None);
         r.input.events_sent = 3;
         r.input.events_applied = Some(40);
+        r.input.rumble.changes = 2;
+        r.input.rumble.ignored = 2;
         let text = r.to_text();
+        assert!(
+            text.contains("rumble: 2 changes from the host · 0 applied · 0 renewed · 0 unsupported (no motors) · 2 ignored"),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "input: 3 events sent by this client · 40 applied by the host from all its clients"
