@@ -55,6 +55,18 @@ fn free_udp_port() -> u16 {
 }
 
 /// A host of the test scene on `bind` (still: the held picture and the live one agree).
+/// `c` (program, arguments, environment) run on `side` of the testbed.
+fn in_ns(tb: &Testbed, side: Side, c: Command) -> Command {
+    let mut w = tb.command(side, c.get_program());
+    w.args(c.get_args());
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            w.env(k, v);
+        }
+    }
+    w
+}
+
 fn host(dir: &Path, bind: &str, extra: &[&str]) -> Command {
     let mut c = untether(dir);
     c.args(["host", "--bind", bind, "--spin", "0", "--walk", "0"])
@@ -230,16 +242,7 @@ fn discovery_across_two_namespaces_finds_a_moved_host_by_its_key() {
     let tb = Testbed::create(None).expect("testbed");
     let (hd, cd) = (state("ns-host"), state("ns-client"));
     let name = format!("gc-ns-{}", std::process::id());
-    let in_ns = |side: Side, c: Command| {
-        let mut w = tb.command(side, c.get_program());
-        w.args(c.get_args());
-        for (k, v) in c.get_envs() {
-            if let Some(v) = v {
-                w.env(k, v);
-            }
-        }
-        w
-    };
+    let in_ns = |side: Side, c: Command| in_ns(&tb, side, c);
     let start_host = || {
         let mut h = Proc::spawn(in_ns(
             Side::Host,
@@ -365,16 +368,7 @@ fn readmes_two_machines_walk_ends_streaming_with_reports_that_agree() {
     let tb = Testbed::create(None).expect("testbed");
     let (hd, cd) = (state("walk-host"), state("walk-client"));
     let name = format!("gc-walk-{}", std::process::id());
-    let in_ns = |side: Side, c: Command| {
-        let mut w = tb.command(side, c.get_program());
-        w.args(c.get_args());
-        for (k, v) in c.get_envs() {
-            if let Some(v) = v {
-                w.env(k, v);
-            }
-        }
-        w
-    };
+    let in_ns = |side: Side, c: Command| in_ns(&tb, side, c);
     let host_report = hd.join("host-report.json");
     let client_report = cd.join("client-report.json");
     let mut h = untether(&hd);

@@ -30,15 +30,8 @@ fn host_sliced(w: u32, h: u32, fps: u32, publish: Option<String>, slices: u8) ->
     host_with(w, h, fps, publish, slices, |_| {})
 }
 
-/// [`host_sliced`], its options changed by `tweak` last.
-fn host_with(
-    w: u32,
-    h: u32,
-    fps: u32,
-    publish: Option<String>,
-    slices: u8,
-    tweak: impl FnOnce(&mut HostOptions),
-) -> Host {
+/// The options of [`host_with`]'s host.
+fn host_options(w: u32, h: u32, fps: u32, publish: Option<String>, slices: u8) -> HostOptions {
     let mut cfg = ConfigToml::default();
     cfg.video.slices = slices;
     cfg.video.resolution = format!("{w}x{h}");
@@ -59,6 +52,19 @@ fn host_with(
     if let Some(p) = publish {
         options.webrtc.publish = p;
     }
+    options
+}
+
+/// [`host_sliced`], its options changed by `tweak` last.
+fn host_with(
+    w: u32,
+    h: u32,
+    fps: u32,
+    publish: Option<String>,
+    slices: u8,
+    tweak: impl FnOnce(&mut HostOptions),
+) -> Host {
+    let mut options = host_options(w, h, fps, publish, slices);
     tweak(&mut options);
     let setup = HostSetup {
         trust: HostTrust::Memory {
@@ -566,18 +572,7 @@ fn the_page_reconnects_by_itself_to_a_restarted_host() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let open_host = || {
-        let mut cfg = ConfigToml::default();
-        cfg.video.resolution = "640x360".into();
-        cfg.video.fps = 30;
-        let mut options = HostOptions {
-            video: cfg.video.validate().unwrap(),
-            scene: cfg.scene.clone(),
-            host: cfg.host.clone(),
-            network: cfg.network.clone(),
-            webrtc: cfg.webrtc.clone(),
-            vr: Default::default(),
-        };
-        options.host.bind = "127.0.0.1:0".into();
+        let mut options = host_options(640, 360, 30, None, 1);
         options.webrtc.listen = format!("127.0.0.1:{port}");
         options.host.state_dir = dir.display().to_string();
         // The state directory's identity and allowlist (access allowlist: no open door).

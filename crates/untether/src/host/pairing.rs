@@ -298,13 +298,15 @@ impl Pairing {
         let Some(dir) = &self.dir else {
             return;
         };
-        let controller = session
-            .client_status()
-            .into_iter()
-            .find(|c| c.role == untether_proto::ClientRole::Controller);
-        if let Some(c) = controller {
-            if self.controller.is_none_or(|k| k.1 != c.info.key) {
-                self.controller = Some((c.info.id, c.info.key));
+        let statuses = session.client_status();
+        if let Some(c) = statuses
+            .iter()
+            .find(|c| c.role == untether_proto::ClientRole::Controller)
+        {
+            let changed = self.controller.is_none_or(|k| k.1 != c.info.key);
+            // (A restarted run of the same client has a new id.)
+            self.controller = Some((c.info.id, c.info.key));
+            if changed {
                 let e = crate::identity::KeyEntry {
                     key: key_hex(&c.info.key),
                     name: untether_proto::sanitize_peer_text(&c.info.name),
@@ -313,14 +315,10 @@ impl Pairing {
                 if let Err(e) = dir.write_last_controller(Some(&e)) {
                     log::warn!("host: cannot write the last controller: {e}");
                 }
-            } else {
-                // A restarted run of the same client: a new id.
-                self.controller = Some((c.info.id, c.info.key));
             }
         }
         let now = unix_now();
-        let clients = session
-            .client_status()
+        let clients = statuses
             .into_iter()
             .map(|c| ConnectedClient {
                 key: key_hex(&c.info.key),
