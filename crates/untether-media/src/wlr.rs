@@ -6,7 +6,10 @@
 //! the buffer description (`buffer`, and `buffer_done` from version 3 on), hands it a shared
 //! memory buffer of that layout (kept and reused while the layout holds) and waits for `ready`
 //! (or `failed`). The compositor writes the pixels straight into the shared memory after its
-//! next composition, so a grab waits up to one output refresh. `ARGB8888`/`XRGB8888` are
+//! next composition, so a grab waits up to one output refresh. From version 2 on,
+//! [`WlrCapture::wait_for_change`] asks with `copy_with_damage`: the compositor answers when
+//! the output has changed, so a frame is taken as it arrives; that copy goes into a second
+//! buffer, so the last frame stays whole while the next one is in flight. `ARGB8888`/`XRGB8888` are
 //! B, G, R, A in memory — the [`BgraFrame`](crate::BgraFrame) layout — so they go to the
 //! encoder as they are; `ABGR8888`/`XBGR8888` are swizzled in place. Outputs the compositor
 //! flips (`y_invert`) are flipped back.
@@ -155,6 +158,11 @@ pub struct WlrCapture {
     output: usize,
     target: WlrTarget,
     buffer: Option<ShmBuffer>,
+    /// The buffer a `copy_with_damage` in flight writes into (swapped with `buffer` when
+    /// the frame is ready).
+    spare: Option<ShmBuffer>,
+    /// The `copy_with_damage` request in flight.
+    pending: Option<ZwlrScreencopyFrameV1>,
     display: String,
     size: (u32, u32),
     stride: u32,
@@ -257,6 +265,8 @@ impl WlrCapture {
             output,
             target: target.clone(),
             buffer: None,
+            spare: None,
+            pending: None,
             display: socket_path(display)?.display().to_string(),
             size: (0, 0),
             stride: 0,
@@ -303,20 +313,98 @@ impl WlrCapture {
     /// Grabs one frame, then [`frame`](Self::frame) has it. The size may change between
     /// grabs (a mode change): check [`size`](Self::size) after each.
     pub fn grab(&mut self) -> Result<()> {
+        self.cancel();
+        let frame = self.request()?;
+        let result = self.copy_frame(&frame);
+        frame.destroy();
+        result?;
+        self.finish_frame()
+    }
+
+    /// Whether the compositor can answer only when the output changed (screencopy version 2
+    /// and later), which [`wait_for_change`](Self::wait_for_change) needs.
+    pub fn tracks_damage(&self) -> bool {
+        self.manager.version() >= 2
+    }
+
+    /// Waits up to `timeout` for the output to change and takes the changed frame as it
+    /// arrives: true when [`frame`](Self::frame) has a new frame, false when nothing changed
+    /// in time (the last frame stays whole; the request stays in flight for the next call).
+    /// Without damage tracking every call is a [`grab`](Self::grab).
+    pub fn wait_for_change(&mut self, timeout: Duration) -> Result<bool> {
+        if !self.tracks_damage() {
+            return self.grab().map(|()| true);
+        }
+        if self.pending.is_none() {
+            let frame = self.request()?;
+            let layout = match self.describe(Instant::now() + GRAB_TIMEOUT) {
+                Ok(l) => l,
+                Err(e) => {
+                    frame.destroy();
+                    return Err(e);
+                }
+            };
+            if self.spare.as_ref().map(|b| b.layout) != Some(layout) {
+                self.spare = None;
+                self.spare = Some(ShmBuffer::new(&self.shm, &self.queue.handle(), layout)?);
+            }
+            if let Some(b) = &self.spare {
+                frame.copy_with_damage(&b.buffer);
+            }
+            self.pending = Some(frame);
+        }
+        let deadline = Instant::now() + timeout;
+        match self.dispatch_until(deadline, |f| f.ready_us.is_some() || f.failed) {
+            Ok(()) => {}
+            Err(Waited::TimedOut) => return Ok(false),
+            Err(Waited::Failed(e)) => {
+                self.cancel();
+                return Err(e);
+            }
+        }
+        let frame = self.pending.take();
+        if let Some(f) = frame {
+            f.destroy();
+        }
+        if self.state.frame.failed {
+            return Err(MediaError::Other(
+                "wlr-screencopy: the compositor failed to copy the frame".into(),
+            ));
+        }
+        std::mem::swap(&mut self.buffer, &mut self.spare);
+        let layout = self.buffer.as_ref().map(|b| b.layout);
+        if let Some((_, w, h, stride)) = layout {
+            self.size = (w, h);
+            self.stride = stride;
+        }
+        self.last_ready_us = self.state.frame.ready_us;
+        self.finish_frame().map(|()| true)
+    }
+
+    /// Gives up the `copy_with_damage` in flight, if any (its buffer is not read).
+    pub fn cancel(&mut self) {
+        if let Some(f) = self.pending.take() {
+            f.destroy();
+        }
+    }
+
+    /// Asks for the next frame of the output (or region).
+    fn request(&mut self) -> Result<ZwlrScreencopyFrameV1> {
         let qh = self.queue.handle();
         self.state.frame = FrameState::default();
         let cursor = self.target.cursor as i32;
         let output = &self.state.outputs[self.output].proxy;
-        let frame = match self.target.region {
+        Ok(match self.target.region {
             Some((x, y, w, h)) => {
                 self.manager
                     .capture_output_region(cursor, output, x, y, w, h, &qh, ())
             }
             None => self.manager.capture_output(cursor, output, &qh, ()),
-        };
-        let result = self.copy_frame(&frame);
-        frame.destroy();
-        result?;
+        })
+    }
+
+    /// Turns the new frame in `buffer` into upright BGRA rows.
+    fn finish_frame(&mut self) -> Result<()> {
         let (w, stride, y_invert) = (self.size.0, self.stride as usize, self.state.frame.y_invert);
         let format = self.buffer.as_ref().map_or(0, |b| b.layout.0);
         to_bgra(self.frame(), format, w as usize, stride, y_invert)
@@ -332,22 +420,26 @@ impl WlrCapture {
         }
     }
 
+    /// Waits for the compositor's buffer description of the requested frame: its
+    /// (format, width, height, stride).
+    fn describe(&mut self, deadline: Instant) -> Result<(u32, u32, u32, u32)> {
+        self.dispatch_until(deadline, |f| f.described || f.failed)
+            .map_err(Waited::into_error)?;
+        let f = &self.state.frame;
+        match (&f.shm, f.failed) {
+            (Some((format, w, h, stride)), false) => Ok(((*format).into(), *w, *h, *stride)),
+            (None, false) => Err(MediaError::Unavailable(
+                "wlr-screencopy: the compositor offers no shared-memory buffer for this output"
+                    .into(),
+            )),
+            (_, true) => Err(MediaError::Other("wlr-screencopy: the compositor refused the frame (output gone or region outside it)".into())),
+        }
+    }
+
     fn copy_frame(&mut self, frame: &ZwlrScreencopyFrameV1) -> Result<()> {
         let deadline = Instant::now() + GRAB_TIMEOUT;
-        self.dispatch_until(deadline, |f| f.described || f.failed)?;
-        let f = &self.state.frame;
-        let (format, w, h, stride) = match (&f.shm, f.failed) {
-            (Some(d), false) => *d,
-            (None, false) => {
-                return Err(MediaError::Unavailable(
-                    "wlr-screencopy: the compositor offers no shared-memory buffer for this output"
-                        .into(),
-                ))
-            }
-            (_, true) => return Err(MediaError::Other("wlr-screencopy: the compositor refused the frame (output gone or region outside it)".into())),
-        };
-        let format: u32 = format.into();
-        let layout = (format, w, h, stride);
+        let layout = self.describe(deadline)?;
+        let (_, w, h, stride) = layout;
         if self.buffer.as_ref().map(|b| b.layout) != Some(layout) {
             self.buffer = None;
             self.buffer = Some(ShmBuffer::new(&self.shm, &self.queue.handle(), layout)?);
@@ -355,7 +447,8 @@ impl WlrCapture {
         if let Some(b) = &self.buffer {
             frame.copy(&b.buffer);
         }
-        self.dispatch_until(deadline, |f| f.ready_us.is_some() || f.failed)?;
+        self.dispatch_until(deadline, |f| f.ready_us.is_some() || f.failed)
+            .map_err(Waited::into_error)?;
         if self.state.frame.failed {
             return Err(MediaError::Other(
                 "wlr-screencopy: the compositor failed to copy the frame".into(),
@@ -372,9 +465,12 @@ impl WlrCapture {
         &mut self,
         deadline: Instant,
         done: impl Fn(&FrameState) -> bool,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), Waited> {
         let werr = |e: &dyn std::fmt::Display| {
-            MediaError::Other(format!("Wayland connection to {}: {e}", self.display))
+            Waited::Failed(MediaError::Other(format!(
+                "Wayland connection to {}: {e}",
+                self.display
+            )))
         };
         loop {
             self.queue
@@ -389,10 +485,7 @@ impl WlrCapture {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(MediaError::Other(format!(
-                    "wlr-screencopy: no frame from the compositor within {} ms",
-                    GRAB_TIMEOUT.as_millis()
-                )));
+                return Err(Waited::TimedOut);
             }
             let mut pfd = libc::pollfd {
                 fd: guard.connection_fd().as_raw_fd(),
@@ -409,6 +502,25 @@ impl WlrCapture {
                     Err(e) => return Err(werr(&e)),
                 }
             }
+        }
+    }
+}
+
+/// Why [`WlrCapture::dispatch_until`] returned without its condition.
+enum Waited {
+    TimedOut,
+    Failed(MediaError),
+}
+
+impl Waited {
+    /// For a wait that had to end in time (a grab).
+    fn into_error(self) -> MediaError {
+        match self {
+            Waited::TimedOut => MediaError::Other(format!(
+                "wlr-screencopy: no frame from the compositor within {} ms",
+                GRAB_TIMEOUT.as_millis()
+            )),
+            Waited::Failed(e) => e,
         }
     }
 }

@@ -51,6 +51,16 @@ pub struct Sway {
     pub socket: PathBuf,
     window: Option<std::thread::JoinHandle<()>>,
     stop_window: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    painter: Option<Painter>,
+}
+
+/// What repaints the window from the test's thread (the window's own thread keeps answering
+/// the compositor).
+struct Painter {
+    conn: Connection,
+    surface: wl_surface::WlSurface,
+    shm: wl_shm::WlShm,
+    qh: QueueHandle<Window>,
 }
 
 impl Sway {
@@ -119,6 +129,7 @@ impl Sway {
             dir,
             window: None,
             stop_window: Default::default(),
+            painter: None,
         };
         // Wait for the compositor's socket to accept connections.
         let t = Instant::now();
@@ -168,7 +179,13 @@ impl Sway {
         top.set_app_id("untether-test".into());
         top.set_title("untether test window".into());
         surface.commit();
-        let buffer = make_buffer(&shm, &qh).map_err(|e| format!("window buffer: {e}"))?;
+        let buffer = make_buffer(&shm, &qh, None).map_err(|e| format!("window buffer: {e}"))?;
+        self.painter = Some(Painter {
+            conn: conn.clone(),
+            surface: surface.clone(),
+            shm: shm.clone(),
+            qh: qh.clone(),
+        });
         let mut w = Window {
             surface,
             buffer,
@@ -197,6 +214,24 @@ impl Sway {
     }
 }
 
+impl Sway {
+    /// Repaints the whole window in one colour (R, G, B) and commits it; returns when the
+    /// commit has left for the compositor (the time to measure from).
+    pub fn paint(&self, rgb: [u8; 3]) -> Result<(), String> {
+        let p = self.painter.as_ref().ok_or("no window")?;
+        let buffer =
+            make_buffer(&p.shm, &p.qh, Some(rgb)).map_err(|e| format!("window buffer: {e}"))?;
+        p.surface.attach(Some(&buffer), 0, 0);
+        p.surface
+            .damage_buffer(0, 0, WINDOW.2 as i32, WINDOW.3 as i32);
+        p.surface.commit();
+        p.conn.flush().map_err(|e| format!("window: {e}"))?;
+        // The compositor keeps the attached buffer's contents once committed (shm).
+        buffer.destroy();
+        Ok(())
+    }
+}
+
 impl Drop for Sway {
     fn drop(&mut self) {
         self.stop_window
@@ -210,17 +245,20 @@ impl Drop for Sway {
     }
 }
 
-/// A wl_shm buffer of the window's size with its four quadrants (XRGB8888: B, G, R, X).
+/// A wl_shm buffer of the window's size with its four quadrants, or all in one colour
+/// (XRGB8888: B, G, R, X).
 fn make_buffer(
     shm: &wl_shm::WlShm,
     qh: &QueueHandle<Window>,
+    solid: Option<[u8; 3]>,
 ) -> std::io::Result<wl_buffer::WlBuffer> {
     let (_, _, w, h) = WINDOW;
     let stride = w as usize * 4;
     let mut pixels = vec![0u8; stride * h as usize];
     for y in 0..h as usize {
         for x in 0..w as usize {
-            let [r, g, b] = expected(WINDOW.0 + x as i32, WINDOW.1 + y as i32);
+            let [r, g, b] =
+                solid.unwrap_or_else(|| expected(WINDOW.0 + x as i32, WINDOW.1 + y as i32));
             pixels[y * stride + x * 4..y * stride + x * 4 + 4].copy_from_slice(&[b, g, r, 0xFF]);
         }
     }
