@@ -5,6 +5,7 @@
 //! for scripts. Exits 0 when both the host and the client role can run here.
 
 use std::time::Instant;
+use untether_media::codec::CodecFfmpeg as _;
 
 use anyhow::Result;
 use clap::Args;

@@ -1671,9 +1671,7 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         };
         config.conversion = match &named {
             Some(e) => e.conversion.clone(),
-            None if untether::config::media_codec(p.codec) == untether::api::Codec::H264Rgb => {
-                "rgb".into()
-            }
+            None if p.codec == untether::api::Codec::H264Rgb => "rgb".into(),
             None => "unknown".into(),
         };
     }

@@ -74,7 +74,7 @@ pub use state::{Staleness, StateEntry, StateKey, StateReceiver, StateSender, Sta
 pub use wire::{
     sanitize_peer_text, ByeReason, ClientRole, Codec, ControlFrame, Feedback, FrameTiming,
     HostEncoder, InputEvent, LatencyReport, LinkDeclineReason, RejectReason, SessionParams, Spread,
-    TextChunk, WireError,
+    TextChunk, UnknownCodec, WireError,
 };
 
 /// A datagram to send.

@@ -409,22 +409,37 @@ impl VersionNegotiation {
     }
 }
 
-/// The codec of a session's video stream (its id on the wire).
+/// What a video stream is: the codec of a session (its id on the wire), what the
+/// configuration names and what the media crate's encoders and decoders open (the one
+/// `Codec` of the workspace; `untether_media::codec::CodecFfmpeg` adds FFmpeg's names for it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Codec {
     /// H.264, 4:2:0 (libx264, the hardware H.264 encoders).
     H264 = 1,
-    /// H.264 High 4:4:4 of planar GBR (libx264rgb).
+    /// H.264 High 4:4:4 of planar GBR (libx264rgb: the picture as rendered, no conversion).
     H264Rgb = 2,
-    /// HEVC, 4:2:0.
+    /// HEVC (H.265), 4:2:0.
     Hevc = 3,
     /// AV1, 4:2:0.
     Av1 = 4,
 }
 
+/// A codec name that is not one of [`Codec::ALL`] (or `auto`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown codec {0:?}; allowed: auto, h264, hevc, av1")]
+pub struct UnknownCodec(pub String);
+
 impl Codec {
     pub const ALL: [Codec; 4] = [Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1];
+    /// What `--codec` / `video.codec` name (h264rgb follows from `libx264rgb` or conversion
+    /// `rgb`).
+    pub const SELECTABLE: [Codec; 3] = [Codec::H264, Codec::Hevc, Codec::Av1];
+
+    /// Whether its access units are Annex B NAL units (H.264, HEVC) rather than AV1 OBUs.
+    pub fn is_annex_b(self) -> bool {
+        !matches!(self, Codec::Av1)
+    }
 
     pub fn from_u8(v: u8) -> Result<Self, WireError> {
         Codec::ALL
@@ -477,6 +492,17 @@ impl Codec {
 impl fmt::Display for Codec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Codec {
+    type Err = UnknownCodec;
+    /// One of the four names (h264rgb included: a client lists what it decodes).
+    fn from_str(s: &str) -> Result<Self, UnknownCodec> {
+        Codec::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownCodec(s.to_string()))
     }
 }
 

@@ -9,6 +9,7 @@
 //! converted), inside [`Decoder::decode`], so the cost is part of the `decode` stage.
 //! Every decoder runs in low-delay mode: one access unit in, its picture out at once.
 
+use crate::codec::CodecFfmpeg as _;
 use std::fmt;
 use std::str::FromStr;
 
@@ -62,7 +63,7 @@ impl FromStr for DecoderChoice {
                 match ff::decoder::find_by_name(name) {
                     Some(c)
                         if c.medium() == ff::media::Type::Video
-                            && Codec::of_id(c.id(), false).is_some() =>
+                            && crate::codec::codec_of_id(c.id(), false).is_some() =>
                     {
                         Ok(DecoderChoice::Named(name.to_string()))
                     }
@@ -88,7 +89,7 @@ pub fn decoder_codec(name: &str) -> Option<Codec> {
     if c.medium() != ff::media::Type::Video {
         return None;
     }
-    Codec::of_id(c.id(), false)
+    crate::codec::codec_of_id(c.id(), false)
 }
 
 /// Every video decoder of this FFmpeg for a codec untether streams, by name.
@@ -111,7 +112,7 @@ pub fn available_decoders() -> Vec<(String, Codec)> {
             let name = std::ffi::CStr::from_ptr((*c).name)
                 .to_string_lossy()
                 .into_owned();
-            if let Some(codec) = Codec::of_id((*c).id.into(), false) {
+            if let Some(codec) = crate::codec::codec_of_id((*c).id.into(), false) {
                 out.push((name, codec));
             }
         }

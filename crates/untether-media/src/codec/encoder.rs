@@ -5,6 +5,7 @@
 //! missing device). Every family is set up without B-frames or lookahead
 //! ([`super::family`]).
 
+use crate::codec::CodecFfmpeg as _;
 use std::fmt;
 use std::str::FromStr;
 
@@ -368,7 +369,7 @@ pub fn codec_of_encoder(name: &str) -> Option<Codec> {
     if c.medium() != ff::media::Type::Video {
         return None;
     }
-    Codec::of_id(c.id(), name == "libx264rgb")
+    crate::codec::codec_of_id(c.id(), name == "libx264rgb")
 }
 
 /// An opened encoder and, when `auto` passed over hardware encoders, the one line saying

@@ -8,6 +8,7 @@
 //! A new backend (e.g. libx264 through its own C API) adds a variant here with its traits and
 //! settings, and an [`EncoderBackend`](super::EncoderBackend) that reads them.
 
+use crate::codec::CodecFfmpeg as _;
 use ff::format::Pixel;
 use ffmpeg_next as ff;
 

@@ -72,12 +72,13 @@ impl FfmpegEncoder {
             ff::encoder::find_by_name(name).ok_or_else(|| MediaError::EncoderMissing {
                 name: name.to_string(),
             })?;
-        let codec = Codec::of_id(ff_codec.id(), name == "libx264rgb").ok_or_else(|| {
-            MediaError::Other(format!(
-                "encoder {name} encodes {:?}; untether streams h264, hevc or av1",
-                ff_codec.id()
-            ))
-        })?;
+        let codec =
+            crate::codec::codec_of_id(ff_codec.id(), name == "libx264rgb").ok_or_else(|| {
+                MediaError::Other(format!(
+                    "encoder {name} encodes {:?}; untether streams h264, hevc or av1",
+                    ff_codec.id()
+                ))
+            })?;
         let family = Family::of(name);
         let traits = family.traits();
         if cfg.refresh == Refresh::Intra && !traits.intra_refresh {

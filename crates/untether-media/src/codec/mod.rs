@@ -57,41 +57,21 @@ pub fn init_ffmpeg() {
     });
 }
 
-/// What a video stream is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Codec {
-    /// H.264, YUV 4:2:0.
-    H264,
-    /// H.264 High 4:4:4 of planar GBR (libx264rgb: the picture as rendered, no conversion).
-    H264Rgb,
-    /// HEVC (H.265), YUV 4:2:0.
-    Hevc,
-    /// AV1, YUV 4:2:0.
-    Av1,
+pub use untether_proto::{Codec, UnknownCodec};
+
+/// FFmpeg's names for a [`Codec`]: its codec id, and the software encoder and decoder.
+pub trait CodecFfmpeg {
+    /// FFmpeg's codec id.
+    fn id(self) -> ff::codec::Id;
+    /// The software encoder `auto` ends with.
+    fn software_encoder(self) -> &'static str;
+    /// FFmpeg's software decoder of this codec (AV1: dav1d; FFmpeg 5.1's own `av1` decoder
+    /// needs a hardware accelerator).
+    fn software_decoder(self) -> &'static str;
 }
 
-/// A codec name that is not one of [`Codec::SELECTABLE`] (or `auto`).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown codec {0:?}; allowed: auto, h264, hevc, av1")]
-pub struct UnknownCodec(pub String);
-
-impl Codec {
-    pub const ALL: [Codec; 4] = [Codec::H264, Codec::H264Rgb, Codec::Hevc, Codec::Av1];
-    /// What `--codec` / `video.codec` name (h264rgb follows from `libx264rgb` or conversion
-    /// `rgb`).
-    pub const SELECTABLE: [Codec; 3] = [Codec::H264, Codec::Hevc, Codec::Av1];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Codec::H264 => "h264",
-            Codec::H264Rgb => "h264rgb",
-            Codec::Hevc => "hevc",
-            Codec::Av1 => "av1",
-        }
-    }
-
-    /// FFmpeg's codec id.
-    pub fn id(self) -> ff::codec::Id {
+impl CodecFfmpeg for Codec {
+    fn id(self) -> ff::codec::Id {
         match self {
             Codec::H264 | Codec::H264Rgb => ff::codec::Id::H264,
             Codec::Hevc => ff::codec::Id::HEVC,
@@ -99,8 +79,7 @@ impl Codec {
         }
     }
 
-    /// The software encoder `auto` ends with.
-    pub fn software_encoder(self) -> &'static str {
+    fn software_encoder(self) -> &'static str {
         match self {
             Codec::H264 => "libx264",
             Codec::H264Rgb => "libx264rgb",
@@ -109,59 +88,23 @@ impl Codec {
         }
     }
 
-    /// FFmpeg's software decoder of this codec (AV1: dav1d; FFmpeg 5.1's own `av1` decoder
-    /// needs a hardware accelerator).
-    pub fn software_decoder(self) -> &'static str {
+    fn software_decoder(self) -> &'static str {
         match self {
             Codec::H264 | Codec::H264Rgb => "h264",
             Codec::Hevc => "hevc",
             Codec::Av1 => "libdav1d",
         }
     }
-
-    /// The codec of FFmpeg's codec id (`rgb`: the encoder takes RGB, as libx264rgb does).
-    pub fn of_id(id: ff::codec::Id, rgb: bool) -> Option<Codec> {
-        match id {
-            ff::codec::Id::H264 if rgb => Some(Codec::H264Rgb),
-            ff::codec::Id::H264 => Some(Codec::H264),
-            ff::codec::Id::HEVC => Some(Codec::Hevc),
-            ff::codec::Id::AV1 => Some(Codec::Av1),
-            _ => None,
-        }
-    }
-
-    /// Whether its access units are Annex B NAL units (H.264, HEVC) rather than AV1 OBUs.
-    pub fn is_annex_b(self) -> bool {
-        !matches!(self, Codec::Av1)
-    }
-
-    /// A list for messages: `h264, hevc`.
-    pub fn list(codecs: &[Codec]) -> String {
-        if codecs.is_empty() {
-            return "(none)".into();
-        }
-        codecs
-            .iter()
-            .map(|c| c.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
 }
 
-impl fmt::Display for Codec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Codec {
-    type Err = UnknownCodec;
-    /// One of the four names (h264rgb included: a client lists what it decodes).
-    fn from_str(s: &str) -> Result<Self, UnknownCodec> {
-        Codec::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| UnknownCodec(s.to_string()))
+/// The codec of FFmpeg's codec id (`rgb`: the encoder takes RGB, as libx264rgb does).
+pub fn codec_of_id(id: ff::codec::Id, rgb: bool) -> Option<Codec> {
+    match id {
+        ff::codec::Id::H264 if rgb => Some(Codec::H264Rgb),
+        ff::codec::Id::H264 => Some(Codec::H264),
+        ff::codec::Id::HEVC => Some(Codec::Hevc),
+        ff::codec::Id::AV1 => Some(Codec::Av1),
+        _ => None,
     }
 }
 

@@ -66,7 +66,7 @@ pub fn available_encoders() -> Vec<(String, Codec)> {
             let name = std::ffi::CStr::from_ptr((*c).name)
                 .to_string_lossy()
                 .into_owned();
-            if let Some(codec) = Codec::of_id((*c).id.into(), name == "libx264rgb") {
+            if let Some(codec) = crate::codec::codec_of_id((*c).id.into(), name == "libx264rgb") {
                 out.push((name, codec));
             }
         }

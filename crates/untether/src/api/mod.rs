@@ -75,7 +75,7 @@ mod tests {
         let v = crate::config::VideoConfig::default();
         let configured: crate::host::Codec = v.codecs()[0];
         assert_eq!(configured, Codec::H264);
-        assert_eq!(crate::config::wire_codec(c), untether_proto::Codec::Hevc);
+        assert_eq!(c, untether_proto::Codec::Hevc);
     }
 
     #[test]

@@ -314,9 +314,9 @@ pub(super) fn decodable(
     for &codec in wanted {
         let sw = DecoderConfig::software(codec, 1);
         let named_other = matches!(&cfg.decoder, untether_media::codec::DecoderChoice::Named(n)
-            if untether_media::codec::decoder::decoder_codec(n).is_some_and(|c| c.id() != codec.id()));
+            if untether_media::codec::decoder::decoder_codec(n).is_some_and(|c| untether_media::codec::CodecFfmpeg::id(c) != untether_media::codec::CodecFfmpeg::id(codec)));
         match Decoder::open(&sw) {
-            Ok(_) if !named_other => out.push(crate::config::wire_codec(codec)),
+            Ok(_) if !named_other => out.push(codec),
             Ok(_) => missing.push(format!(
                 "{codec} (decoder {} decodes another codec)",
                 cfg.decoder

@@ -343,26 +343,6 @@ pub fn slices_refused(
     None
 }
 
-/// The wire's codec of a media codec.
-pub fn wire_codec(c: Codec) -> untether_proto::Codec {
-    match c {
-        Codec::H264 => untether_proto::Codec::H264,
-        Codec::H264Rgb => untether_proto::Codec::H264Rgb,
-        Codec::Hevc => untether_proto::Codec::Hevc,
-        Codec::Av1 => untether_proto::Codec::Av1,
-    }
-}
-
-/// The media codec of a wire codec.
-pub fn media_codec(c: untether_proto::Codec) -> Codec {
-    match c {
-        untether_proto::Codec::H264 => Codec::H264,
-        untether_proto::Codec::H264Rgb => Codec::H264Rgb,
-        untether_proto::Codec::Hevc => Codec::Hevc,
-        untether_proto::Codec::Av1 => Codec::Av1,
-    }
-}
-
 /// x264 presets, fastest first.
 pub const PRESETS: [&str; 10] = [
     "ultrafast",

@@ -65,9 +65,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use untether_media::audio::SdlAudioCapture;
-/// The stream's codec: the one the configuration validates (`video.codec`), also
-/// [`crate::api::Codec`]. The wire's id of it is `untether_proto::Codec`
-/// ([`crate::config::wire_codec`]).
+/// The stream's codec: the one the configuration validates (`video.codec`), the wire carries
+/// (`untether_proto::Codec`, where it is defined) and the encoders open; also
+/// [`crate::api::Codec`].
 pub use untether_media::codec::Codec;
 use untether_media::codec::InputPicture;
 use untether_proto::{

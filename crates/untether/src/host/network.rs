@@ -141,9 +141,7 @@ impl HostNet {
                 let _ = name;
                 // The stream's codec (the first client's choice; the same for the others):
                 // a different one opens its encoder, starting with a keyframe.
-                let _ = self
-                    .encoder
-                    .send(EncoderEvent::Codec(crate::config::media_codec(codec)));
+                let _ = self.encoder.send(EncoderEvent::Codec(codec));
                 // The stream's size, frame rate and bit rate (the first client's wants within
                 // the host's limits; the limits when it asked nothing).
                 let (p, lim) = (*self.session.params(), *self.session.stream_limits());

@@ -224,7 +224,7 @@ pub(crate) fn session_params(options: &HostOptions) -> SessionParams {
         width: v.resolution.width.min(u16::MAX as u32) as u16,
         height: v.resolution.height.min(u16::MAX as u32) as u16,
         fps: v.fps as u16,
-        codec: crate::config::wire_codec(v.codecs()[0]),
+        codec: v.codecs()[0],
         bitrate_kbps: v.bitrate_kbps,
         max_datagram: options.network.max_datagram,
         keepalive_ms: options.network.keepalive_ms as u32,

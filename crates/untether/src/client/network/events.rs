@@ -219,7 +219,7 @@ impl ClientNet {
                 log::info!("{line}");
             }
         }
-        self.codec = crate::config::media_codec(params.codec);
+        self.codec = params.codec;
         // The decoder opens (and a hardware one warms) before the first frame arrives.
         self.hand_to_decoder(Piece::Open {
             width: u32::from(params.width),

@@ -15,7 +15,7 @@ fn rgb_encoder_implies_rgb_path() {
     .unwrap();
     assert_eq!(v.selection.conversion, Conversion::Rgb);
     assert_eq!(v.selection.codec, Some(Codec::H264Rgb));
-    assert_eq!(wire_codec(v.codecs()[0]), untether_proto::Codec::H264Rgb);
+    assert_eq!(v.codecs()[0], untether_proto::Codec::H264Rgb);
     let v = ConfigToml::parse("[video]\nconversion = \"rgb\"\n", "t.toml")
         .unwrap()
         .video

@@ -89,7 +89,7 @@ pub(crate) fn open_encoders(
         match plan.open(*c, w, h, v.bitrate_kbps) {
             Ok(o) => {
                 offers.push(untether_proto::CodecOffer {
-                    codec: crate::config::wire_codec(*c),
+                    codec: *c,
                     refresh_period: o.encoder.info().refresh_frames().min(u16::MAX as u32) as u16,
                 });
                 if first.is_none() {
