@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The protocol's simulation is not in what ships (feature `sim`): its example, linted apart.
+cargo clippy -p untether-proto --features sim --examples --locked -- -D warnings
 # One build for everything below, in the release profile: the libraries (the C library, the
 # OpenXR runtime and the capture hook are cdylibs the tests load), the `untether` binary the
 # integration tests drive as a separate process, every test executable and the examples (`cargo

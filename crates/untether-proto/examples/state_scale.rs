@@ -1,7 +1,7 @@
 //! The latest-wins state channel at scale (docs/BENCHMARKS.md): 4096 keys changing at 60 Hz
 //! under a 1 Mbit/s budget with 2 % loss each way and 5 ms each way, 20 s simulated.
 //!
-//! `cargo run --release -p untether-proto --example state_scale [KEYS [HZ [BUDGET_KBPS [LOSS_PCT [SECONDS]]]]]`
+//! `cargo run --release -p untether-proto --features sim --example state_scale [KEYS [HZ [BUDGET_KBPS [LOSS_PCT [SECONDS]]]]]`
 
 use untether_proto::sim_state::{run, StateScaleConfig};
 

@@ -39,7 +39,11 @@ mod session_abuse_tests;
 mod session_multi_tests;
 #[cfg(test)]
 mod session_tests;
+/// The whole-session simulation (virtual clock, simulated links): the protocol's own tests and
+/// the `sim` feature (the `state_scale` example), not in what ships.
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim_state;
 pub mod state;
 pub mod stats;

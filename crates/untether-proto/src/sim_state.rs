@@ -4,7 +4,7 @@
 //! key was set, so it measures the **true** staleness at the receiver and compares it with the
 //! sender's own estimate from its acks ([`crate::state::StateSender::staleness`]).
 //!
-//! `cargo run --release -p untether-proto --example state_scale` prints the standard run (4096
+//! `cargo run --release -p untether-proto --features sim --example state_scale` prints the standard run (4096
 //! keys at 60 Hz, 1 Mbit/s, 2 % loss each way, 5 ms each way).
 
 use std::collections::HashMap;
