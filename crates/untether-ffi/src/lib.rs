@@ -299,7 +299,7 @@ fn host_error_code(e: &untether::HostError) -> c_int {
     match e {
         E::Net(_) | E::Thread(_) => UNTETHER_ERR_IO,
         E::Media(_) | E::Kms(_) | E::Portal(_) => UNTETHER_ERR_MEDIA,
-        E::BadBind(_) | E::Config(_) => UNTETHER_ERR_INVALID,
+        E::Config(_) => UNTETHER_ERR_INVALID,
         E::Identity(_) => UNTETHER_ERR_IO,
         E::Usage(_) => UNTETHER_ERR_STATE,
         E::Stopped(_) => UNTETHER_ERR_STOPPED,

@@ -9,8 +9,6 @@ pub enum HostError {
     Net(#[from] untether_net::NetError),
     #[error(transparent)]
     Media(#[from] untether_media::MediaError),
-    #[error("invalid bind address {0:?}: expected IP:PORT, e.g. 0.0.0.0:9710")]
-    BadBind(String),
     #[error("cannot start thread: {0}")]
     Thread(std::io::Error),
     /// The call does not fit how the host was set up (e.g. publishing to a scene host).

@@ -64,11 +64,8 @@ pub(super) fn start(
 ) -> Result<Started, HostError> {
     options.validate()?;
     webrtc::prepare(options);
-    let bind: SocketAddr = options
-        .host
-        .bind
-        .parse()
-        .map_err(|_| HostError::BadBind(options.host.bind.clone()))?;
+    // As validated: the same parse (surrounding spaces allowed), the same error naming the key.
+    let bind: SocketAddr = options.host.bind_addr()?;
     // No session without the OS random generator (keys, nonces, PINs): stop, saying so.
     crate::identity::check_random()?;
     let mut host_cfg = session_config(options)?;
