@@ -1508,7 +1508,7 @@ fn run_host_app(args: HostArgs, global: &Global, mut app: Option<&mut run::AppRu
     }
     if let Some(path) = &args.common.report {
         let mut config =
-            untether::report_config(&options, Display::Headless, &summary.link.transport);
+            untether::report_config(&options, Display::Headless, summary.link.transport.name());
         // What ran, rather than what was asked for (`auto`), as the demo's report and the
         // clients' (told beside their Accept) say.
         if let Some(e) = &summary.encoder {
@@ -1651,7 +1651,8 @@ fn run_client_cmd(args: ClientArgs, global: &Global) -> Result<()> {
         host_opts.video.fps = p.fps as u32;
         host_opts.video.bitrate_kbps = p.bitrate_kbps;
     }
-    let mut config = untether::report_config(&host_opts, options.display, &run.link.transport);
+    let mut config =
+        untether::report_config(&host_opts, options.display, run.link.transport.name());
     // The host names its encoder, preset and conversion beside its Accept; an older host
     // does not (RGB is never converted).
     let named = run.host_encoder.clone();

@@ -124,11 +124,11 @@ pub const CONFIRM_US: Micros = 1_000_000;
 /// What a side's raw link did, for the report (`network.link`).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct LinkReport {
-    /// `"udp"` or `"raw"`: what this side's data plane ended up on (raw: it was sending raw
-    /// frames at the end of the run).
-    pub transport: String,
+    /// What this side's data plane ended up on (raw: it was sending raw frames at the end of
+    /// the run).
+    pub transport: Transport,
     /// The configured transport (`network.transport`).
-    pub configured: String,
+    pub configured: Transport,
     /// The raw socket's interface and MAC address, when one was open.
     pub interface: Option<String>,
     pub mac: Option<String>,
@@ -165,8 +165,8 @@ impl LinkReport {
     /// A side that runs over UDP as configured.
     pub fn udp() -> LinkReport {
         LinkReport {
-            transport: "udp".into(),
-            configured: "udp".into(),
+            transport: Transport::Udp,
+            configured: Transport::Udp,
             ..Default::default()
         }
     }
@@ -201,8 +201,8 @@ impl HostLink {
             decline: LinkDeclineReason::Unavailable,
             peers: Vec::new(),
             report: LinkReport {
-                transport: "udp".into(),
-                configured: "raw".into(),
+                transport: Transport::Udp,
+                configured: Transport::Raw,
                 interface: Some(interface.into()),
                 mac: Some(mac.to_string()),
                 ..Default::default()
@@ -213,13 +213,17 @@ impl HostLink {
     /// A host without a raw socket: `reason` for clients that offer (`note`: why, for the
     /// report, when raw was configured).
     pub fn udp(reason: LinkDeclineReason, note: Option<String>) -> HostLink {
-        let configured = if note.is_some() { "raw" } else { "udp" };
+        let configured = if note.is_some() {
+            Transport::Raw
+        } else {
+            Transport::Udp
+        };
         HostLink {
             own: None,
             decline: reason,
             peers: Vec::new(),
             report: LinkReport {
-                configured: configured.into(),
+                configured,
                 note,
                 ..LinkReport::udp()
             },
@@ -293,12 +297,12 @@ impl HostLink {
         }
         p.raw = raw;
         if raw {
-            self.report.transport = "raw".into();
+            self.report.transport = Transport::Raw;
             self.report
                 .switched_after_us
                 .get_or_insert(now.saturating_sub(p.connected_us));
         } else if !self.peers.iter().any(|p| p.raw) {
-            self.report.transport = "udp".into();
+            self.report.transport = Transport::Udp;
         }
     }
 
@@ -368,8 +372,8 @@ impl ClientLink {
             state: ClientState::Idle,
             connected_us: 0,
             report: LinkReport {
-                transport: "udp".into(),
-                configured: "raw".into(),
+                transport: Transport::Udp,
+                configured: Transport::Raw,
                 interface: Some(interface.into()),
                 mac: Some(mac.to_string()),
                 ..Default::default()
@@ -389,7 +393,7 @@ impl ClientLink {
     /// The session ended (the host went away): nothing raw until the next one connects.
     pub fn on_session_end(&mut self) {
         self.state = ClientState::Idle;
-        self.report.transport = "udp".into();
+        self.report.transport = Transport::Udp;
     }
 
     /// The host's LinkAddress: switch to raw frames.
@@ -403,7 +407,7 @@ impl ClientLink {
             return;
         }
         self.report.peer_mac = Some(mac.to_string());
-        self.report.transport = "raw".into();
+        self.report.transport = Transport::Raw;
         self.report
             .switched_after_us
             .get_or_insert(now.saturating_sub(self.connected_us));
@@ -491,7 +495,7 @@ impl ClientLink {
                 confirmed: false,
             } if now >= since_us + CONFIRM_US => {
                 self.state = ClientState::Udp;
-                self.report.transport = "udp".into();
+                self.report.transport = Transport::Udp;
                 let line = format!(
                     "raw layer 2: no frame from the host's {host} within {} s (not on one link \
                      with it?); back to UDP",
@@ -558,7 +562,7 @@ mod tests {
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
         h.on_authentic(510, addr(), true);
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Raw(CLIENT_MAC));
-        assert_eq!(h.report.transport, "raw");
+        assert_eq!(h.report.transport, Transport::Raw);
         assert_eq!(h.report.switched_after_us, Some(500));
         // Another client's address stays on UDP.
         let mut other = out(Via::Socket(0));
@@ -567,7 +571,7 @@ mod tests {
         // The client went back to UDP (an authenticated datagram over UDP): so does the host.
         h.on_authentic(550, addr(), false);
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
-        assert_eq!(h.report.transport, "udp");
+        assert_eq!(h.report.transport, Transport::Udp);
         h.forget(addr());
         assert_eq!(h.on_raw(CLIENT_MAC), None);
     }
@@ -581,7 +585,7 @@ mod tests {
         // Forged raw frames with the client's MAC: handed to the session, nothing switched.
         assert_eq!(h.on_raw(CLIENT_MAC), Some(addr()));
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Socket(0));
-        assert_eq!(h.report.transport, "udp");
+        assert_eq!(h.report.transport, Transport::Udp);
         assert_eq!(h.report.switched_after_us, None);
         // The client's real frame, authenticated: raw.
         assert_eq!(h.on_raw(CLIENT_MAC), Some(addr()));
@@ -591,7 +595,7 @@ mod tests {
         // address's authenticated one: still raw.
         h.on_authentic(700, "10.0.0.9:1".parse().unwrap(), false);
         assert_eq!(h.route(out(Via::Socket(0))).via, Via::Raw(CLIENT_MAC));
-        assert_eq!(h.report.transport, "raw");
+        assert_eq!(h.report.transport, Transport::Raw);
     }
 
     #[test]
@@ -603,7 +607,7 @@ mod tests {
                 reason: LinkDeclineReason::HostUsesUdp
             }
         );
-        assert_eq!(h.report.configured, "udp");
+        assert_eq!(h.report.configured, crate::config::Transport::Udp);
         let mut h = HostLink::raw(HOST_MAC, T, "veth0");
         assert_eq!(
             h.on_link_address(0, addr(), 0x88B6, CLIENT_MAC.0),
@@ -641,7 +645,7 @@ mod tests {
         c.on_authentic_raw();
         assert_eq!(c.poll_timeout(), None, "confirmed: nothing to wait for");
         assert_eq!(c.handle_timeout(10_000_000), None);
-        assert_eq!(c.report.transport, "raw");
+        assert_eq!(c.report.transport, crate::config::Transport::Raw);
         assert_eq!(c.report.unexpected_mac, 1);
         // A new session starts over.
         c.on_session_end();
@@ -672,7 +676,7 @@ mod tests {
             Some(ClientAction::StayOnUdp(_))
         ));
         assert_eq!(c.route(out(Via::Socket(0))).via, Via::Socket(0));
-        assert_eq!(c.report.transport, "udp");
+        assert_eq!(c.report.transport, crate::config::Transport::Udp);
         // Declined.
         let mut c = ClientLink::new(CLIENT_MAC, T, addr(), "veth1");
         c.on_connected(0);

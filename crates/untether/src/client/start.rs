@@ -220,7 +220,7 @@ fn open_paths(options: &ClientOptions) -> Result<(Vec<UdpEndpoint>, Vec<SocketAd
 /// The report of a client that wanted raw layer 2 but stays on UDP.
 fn link_note(line: &str) -> crate::link::LinkReport {
     crate::link::LinkReport {
-        configured: "raw".into(),
+        configured: crate::config::Transport::Raw,
         note: Some(line.to_string()),
         ..crate::link::LinkReport::udp()
     }
@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn a_raw_fallback_is_reported_with_its_reason() {
         let r = link_note("no raw socket here");
-        assert_eq!(r.configured, "raw");
+        assert_eq!(r.configured, crate::config::Transport::Raw);
         assert_eq!(r.note.as_deref(), Some("no raw socket here"));
         assert_eq!(r.transport, crate::link::LinkReport::udp().transport);
     }

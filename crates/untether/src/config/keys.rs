@@ -45,8 +45,10 @@ pub(super) fn ser_key<S: Serializer, T: KeyValue>(v: &T, s: S) -> Result<S::Ok, 
 /// The data plane's transports (`network.transport`).
 pub const TRANSPORTS: [&str; 2] = ["udp", "raw"];
 
-/// The data plane's transport after the handshake (`network.transport`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The data plane's transport after the handshake (`network.transport`; in reports `"udp"` or
+/// `"raw"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// UDP, as the handshake.
     #[default]

@@ -118,7 +118,7 @@ impl ClientNet {
             ClientEvent::LinkAddress { ethertype, mac } => {
                 if let Some(l) = self.link.as_mut() {
                     l.on_link_address(now_us(), ethertype, mac);
-                    if l.report.transport == "raw" {
+                    if l.report.transport == crate::config::Transport::Raw {
                         log::info!(
                             "client: the host is at {} on layer 2: raw frames from now on",
                             untether_net::MacAddr(mac)

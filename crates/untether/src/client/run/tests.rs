@@ -36,7 +36,7 @@ fn params() -> SessionParams {
 #[test]
 fn the_merge_keeps_every_field() {
     let link = crate::link::LinkReport {
-        configured: "raw".into(),
+        configured: crate::config::Transport::Raw,
         ..crate::link::LinkReport::udp()
     };
     let stats = ClientStats {
