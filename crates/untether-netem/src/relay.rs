@@ -91,7 +91,7 @@ impl RelayConfig {
     }
 }
 
-/// Counters of one direction, as read at one moment.
+/// RelayCounters of one direction, as read at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DirectionStats {
     /// Datagrams received.
@@ -190,7 +190,7 @@ impl fmt::Display for DirectionStats {
     }
 }
 
-/// Counters of one relay.
+/// RelayCounters of one relay.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RelayStats {
     /// The relay's listen address.
@@ -219,7 +219,7 @@ impl RelayStats {
 }
 
 #[derive(Default)]
-struct Counters {
+struct RelayCounters {
     received: AtomicU64,
     bytes_received: AtomicU64,
     forwarded: AtomicU64,
@@ -244,7 +244,7 @@ fn inc(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-impl Counters {
+impl RelayCounters {
     fn snapshot(&self) -> DirectionStats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         DirectionStats {
@@ -274,8 +274,8 @@ struct Shared {
     stop: AtomicBool,
     client: Mutex<Option<SocketAddr>>,
     client_changes: AtomicU64,
-    down: Counters,
-    up: Counters,
+    down: RelayCounters,
+    up: RelayCounters,
 }
 
 impl Shared {
@@ -284,7 +284,7 @@ impl Shared {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn counters(&self, d: Direction) -> &Counters {
+    fn counters(&self, d: Direction) -> &RelayCounters {
         match d {
             Direction::Down => &self.down,
             Direction::Up => &self.up,
@@ -330,8 +330,8 @@ impl Relay {
             stop: AtomicBool::new(false),
             client: Mutex::new(None),
             client_changes: AtomicU64::new(0),
-            down: Counters::default(),
-            up: Counters::default(),
+            down: RelayCounters::default(),
+            up: RelayCounters::default(),
         });
         let mut relay = Relay {
             listen,
@@ -493,7 +493,7 @@ fn thread_cpu_us() -> u64 {
 }
 
 impl Worker {
-    fn counters(&self) -> &Counters {
+    fn counters(&self) -> &RelayCounters {
         self.shared.counters(self.dir)
     }
 

@@ -97,7 +97,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 #[derive(Default)]
-struct Counters {
+struct RtspCounters {
     frames_sent: AtomicU64,
     frames_dropped: AtomicU64,
     frames_skipped: AtomicU64,
@@ -132,7 +132,7 @@ struct Inner {
     /// Notified when a media is down (unprepared): see [`Inner::wait_while_going_down`].
     media_down: Condvar,
     viewers: Mutex<Viewers>,
-    counters: Counters,
+    counters: RtspCounters,
     next_client: AtomicU64,
     /// Wrong credentials per source address.
     throttle: Mutex<Throttle>,
@@ -471,7 +471,7 @@ impl RtspServer {
             medias: Mutex::new(Vec::new()),
             media_down: Condvar::new(),
             viewers: Mutex::new(Viewers::new(cfg.max_viewers)),
-            counters: Counters::default(),
+            counters: RtspCounters::default(),
             next_client: AtomicU64::new(0),
             throttle: Mutex::new(Throttle::default()),
             conns: Mutex::new(HashMap::new()),

@@ -174,7 +174,7 @@ impl LinkReport {
 
 /// One client's raw-link state on the host.
 #[derive(Clone, Debug)]
-struct Peer {
+struct RawPeer {
     addr: SocketAddr,
     mac: MacAddr,
     /// The client's latest datagram came as a raw frame: answer the same way.
@@ -189,7 +189,7 @@ pub struct HostLink {
     own: Option<(MacAddr, u16)>,
     /// What to tell a client that offers while there is no raw socket.
     decline: LinkDeclineReason,
-    peers: Vec<Peer>,
+    peers: Vec<RawPeer>,
     pub report: LinkReport,
 }
 
@@ -255,7 +255,7 @@ impl HostLink {
                 p.mac = mac;
                 p.raw = false;
             }
-            None => self.peers.push(Peer {
+            None => self.peers.push(RawPeer {
                 addr,
                 mac,
                 raw: false,

@@ -328,3 +328,79 @@ fn a_viewer_behind_a_slow_relay_is_paused_or_dropped_while_the_controller_keeps_
     // (Liveness, not speed: it got frames all along.)
     assert!(c.frames_sent > 30, "{c:?}");
 }
+
+/// The application's keyframe requests go through the session's one gate: asked on every
+/// frame for half a second, it gets one keyframe per cooldown, not one per frame.
+#[test]
+fn an_applications_keyframe_requests_pass_the_sessions_cooldown() {
+    let host_id = ephemeral_keypair();
+    let client_id = ephemeral_keypair();
+    let mut options = host_options(640, 360, 1000);
+    options.host.keyframe_cooldown_ms = 200;
+    let host = Host::start_with(
+        options,
+        HostSetup {
+            source: SourceSpec::App,
+            encoder_thread: false,
+            trust: HostTrust::Memory {
+                identity: host_id,
+                access: Access::Allowlist,
+                allowed: vec![client_id.public],
+            },
+            ..Default::default()
+        },
+    )
+    .expect("host starts");
+    let client = spawn_client(
+        client_options(host.local_addr(), 2.5, 0, "kf"),
+        client_id.clone(),
+    );
+    assert!(
+        wait_for(3.0, || host.client_count() == 1),
+        "the client connects"
+    );
+    let mut sender = host.frame_sender().expect("a frame sender");
+    let mut scene = Scene::new(SceneConfig::new(640, 360)).expect("scene");
+    let mut pixels = BgraFrame::new(640, 360).expect("frame");
+    let start = Instant::now();
+    let mut asked = 0u32;
+    let mut n = 0u32;
+    while start.elapsed() < Duration::from_millis(1500) {
+        scene.render(n as f64 / 60.0, &mut pixels);
+        let picture = InputPicture::Bgra {
+            width: pixels.width,
+            height: pixels.height,
+            data: &pixels.data,
+            stride: pixels.stride,
+        };
+        sender.send(&picture, None).expect("send");
+        // From 0.5 s to 1.0 s: a request with every frame (30 of them).
+        let t = start.elapsed();
+        if t > Duration::from_millis(500) && t < Duration::from_millis(1000) {
+            sender.request_keyframe();
+            asked += 1;
+        }
+        n += 1;
+        let next = Duration::from_micros(16_667 * n as u64);
+        if let Some(wait) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    drop(sender);
+    let _ = ended_well(client);
+    let summary = host.stop();
+    assert!(summary.fatal.is_none(), "{:?}", summary.fatal);
+    // The join's keyframe, then at most one per 200 ms of the 500 ms of requests (and one
+    // more at either edge); before, every request made one.
+    assert!(asked >= 20, "{asked} requests");
+    assert!(
+        summary.keyframes >= 2 && summary.keyframes <= 6,
+        "{} keyframes for {asked} requests in 0.5 s with a 200 ms cooldown ({} requests ignored)",
+        summary.keyframes,
+        summary.keyframe_requests_ignored
+    );
+    assert!(
+        summary.keyframe_requests_ignored >= u64::from(asked) - 5,
+        "{summary:?}"
+    );
+}

@@ -31,6 +31,9 @@ pub(crate) enum HostCommand {
     /// A keyframe request of another consumer of the stream (RTSP), registered with the
     /// session as this receiver: the session's one gate decides, and the decision is counted.
     ReceiverKeyframe(ClientId, Arc<KeyframeCounts>),
+    /// The application asked for a keyframe ([`super::FrameSender::request_keyframe`]): through
+    /// the session's one gate and its cooldown, like any other request.
+    AppKeyframe,
     /// Browsers and WHIP publishing (`super::webrtc`).
     WebRtc(super::webrtc::types::WebRtcCommand),
 }

@@ -7,7 +7,7 @@
 //! client lost a frame, or one joined —, the adaptive bitrate's new target, the stream's
 //! codec).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
@@ -82,8 +82,6 @@ pub(crate) struct EncoderStage {
     keyframe_wanted: bool,
     /// The adaptive bitrate's target, as the encoder follows it.
     bitrate: BitrateTarget,
-    /// Set by the application ([`FrameSender::request_keyframe`]).
-    app_keyframe: AtomicBool,
     events: Receiver<EncoderEvent>,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
@@ -111,7 +109,6 @@ impl EncoderStage {
             frame_number: 0,
             keyframe_wanted: true,
             bitrate: BitrateTarget::default(),
-            app_keyframe: AtomicBool::new(false),
             events,
             net,
             shared,
@@ -129,9 +126,6 @@ impl EncoderStage {
                 EncoderEvent::Shape { size, fps } => self.shape.set(size, fps),
                 EncoderEvent::FpsCeiling(fps) => self.shape.set_ceiling(fps),
             }
-        }
-        if self.app_keyframe.swap(false, Ordering::SeqCst) {
-            self.keyframe_wanted = true;
         }
     }
 
@@ -395,9 +389,12 @@ impl FrameSender {
         Ok(info)
     }
 
-    /// Asks for a keyframe at the next frame.
+    /// Asks for a keyframe at the next frame. The request goes through the session's one
+    /// keyframe gate, as every client's does: within its cooldown (`host.keyframe_cooldown_ms`)
+    /// of the last keyframe honoured it is ignored (counted), so an application asking every
+    /// frame cannot make the stream all keyframes.
     pub fn request_keyframe(&self) {
-        self.stage.app_keyframe.store(true, Ordering::SeqCst);
+        self.stage.net.send(HostCommand::AppKeyframe);
     }
 }
 
@@ -458,7 +455,7 @@ mod tests {
         let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
         assert!(stage.must_send(), "the first frame is a keyframe");
-        shared.link.set_clients(1);
+        shared.audience.set_clients(1);
         for _ in 0..2 {
             stage.send(&picture, now_us(), 0, None).unwrap();
         }
@@ -471,8 +468,8 @@ mod tests {
         assert_eq!(shared.counters.bitrate_changes.load(Ordering::Relaxed), 1);
         // Another client joins (the driver asks for its keyframe) and a new controller takes
         // over: the numbering goes on, one stream for all.
-        shared.link.set_clients(2);
-        shared.link.new_controller();
+        shared.audience.set_clients(2);
+        shared.audience.new_controller();
         events.send(EncoderEvent::Keyframe).unwrap();
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(
@@ -498,7 +495,7 @@ mod tests {
                 })
                 .collect()
         };
-        shared.link.set_clients(1);
+        shared.audience.set_clients(1);
         for _ in 0..3 {
             c.captured.fetch_add(1, Ordering::Relaxed);
             stage.send(&picture, now_us(), 0, None).unwrap();
@@ -512,7 +509,7 @@ mod tests {
         drop(mailbox);
         let pixels = BgraFrame::new(512, 288).unwrap();
         let picture = bgra(&pixels);
-        shared.link.set_clients(1);
+        shared.audience.set_clients(1);
         assert!(matches!(
             stage.send(&picture, now_us(), 0, None),
             Err(HostError::Stopped(_))
@@ -550,7 +547,7 @@ mod tests {
             data: &pixels.data,
             stride: pixels.stride,
         };
-        shared.link.set_clients(1);
+        shared.audience.set_clients(1);
         for _ in 0..6 {
             stage.send(&picture, now_us(), 0, None).unwrap();
         }
@@ -568,7 +565,7 @@ mod tests {
         );
         // A second client joins mid-sweep: the session asks for no keyframe (it waits for the
         // next sweep), and the stream goes on.
-        shared.link.set_clients(2);
+        shared.audience.set_clients(2);
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(flagged(&mailbox), vec![(6, false, false)]);
         // Asked for (a client's last resort): an IDR.
@@ -592,7 +589,7 @@ mod tests {
             data: &pixels.data,
             stride: pixels.stride,
         };
-        shared.link.set_clients(1);
+        shared.audience.set_clients(1);
         stage.send(&picture, now_us(), 0, None).unwrap();
         assert_eq!(stage.encoder.info().name, "libx264");
         assert!(!stage.must_send());

@@ -236,7 +236,7 @@ impl Host {
 
     /// Whether a client is connected.
     pub fn has_client(&self) -> bool {
-        self.shared.link.connected()
+        self.shared.audience.connected()
     }
 
     /// Waits up to `timeout` for a client; true once one is connected.
@@ -434,7 +434,7 @@ impl Host {
 
     /// How many clients are connected now.
     pub fn client_count(&self) -> usize {
-        self.shared.link.clients()
+        self.shared.audience.clients()
     }
 
     /// Hands control to the connected client whose fingerprint starts with `fingerprint` (8 or

@@ -152,7 +152,7 @@ impl HostNet {
                 });
                 let _ = self.encoder.send(EncoderEvent::Bitrate(p.bitrate_kbps));
                 if role == ClientRole::Controller {
-                    self.epoch = self.shared.link.new_controller();
+                    self.epoch = self.shared.audience.new_controller();
                     *lock(&self.shared.head_pose) = None;
                 }
             }
@@ -210,7 +210,7 @@ impl HostNet {
                 self.shared
                     .note(format!("client {} {what}", self.who(client)));
                 if role == ClientRole::Controller {
-                    self.epoch = self.shared.link.new_controller();
+                    self.epoch = self.shared.audience.new_controller();
                     // The scene renders for the new controller's head from its next pose.
                     *lock(&self.shared.head_pose) = None;
                 }
@@ -345,8 +345,10 @@ impl HostNet {
             self.shared.note(note);
         }
         let browsers = self.webrtc.as_ref().is_some_and(|w| w.has_viewers());
-        self.shared.link.set_browsers(browsers);
-        self.shared.link.set_clients(self.session.client_count());
+        self.shared.audience.set_browsers(browsers);
+        self.shared
+            .audience
+            .set_clients(self.session.client_count());
         if std::mem::take(&mut self.clients_changed) {
             self.pairing.write_clients(&self.session);
         }
@@ -455,6 +457,10 @@ impl Endpoint for HostNet {
             HostCommand::Close => self.session.close(now),
             HostCommand::ReceiverKeyframe(receiver, counts) => {
                 counts.record(self.session.receiver_keyframe_request(now, receiver));
+            }
+            HostCommand::AppKeyframe => {
+                // Honoured: the session's KeyframeRequested event asks the encoder.
+                self.session.request_keyframe(now);
             }
             HostCommand::Query(q) => q(self as &mut dyn std::any::Any),
             HostCommand::WebRtc(c) => {

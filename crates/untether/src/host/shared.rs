@@ -103,7 +103,7 @@ pub(crate) struct Counters {
 
 /// What the network driver publishes about its clients (read by the sources and the API).
 #[derive(Default)]
-pub(crate) struct Link {
+pub(crate) struct Audience {
     /// How many clients are connected (0 and no browser: the sources idle).
     clients: AtomicUsize,
     /// A browser (WebRTC) or a WHIP publication takes the stream.
@@ -113,7 +113,7 @@ pub(crate) struct Link {
     epoch: AtomicU64,
 }
 
-impl Link {
+impl Audience {
     /// Whether any client is connected (one of ours, or a browser).
     pub fn connected(&self) -> bool {
         self.clients() > 0 || self.browsers.load(Ordering::SeqCst)
@@ -144,7 +144,7 @@ impl Link {
 
 pub(crate) struct HostShared {
     pub stop: AtomicBool,
-    pub link: Link,
+    pub audience: Audience,
     /// The newest captured frame for the encoder thread (scene and app sources).
     pub frames: Slot<CapturedFrame>,
     pub spare: Mutex<Vec<Pixels>>,
@@ -171,7 +171,7 @@ impl HostShared {
     pub fn new(capture_origin: (i32, i32)) -> HostShared {
         HostShared {
             stop: AtomicBool::new(false),
-            link: Link::default(),
+            audience: Audience::default(),
             frames: Slot::new(),
             spare: Mutex::new(Vec::new()),
             app_inputs: Mutex::new(Default::default()),
@@ -232,7 +232,7 @@ impl HostShared {
     /// Whether anyone watches: a client is connected, or a consumer (RTSP) has a viewer. The
     /// sources produce frames only then.
     pub fn watched(&self) -> bool {
-        self.link.connected() || self.consumers.watching()
+        self.audience.connected() || self.consumers.watching()
     }
 
     /// Waits for a client or a consumer's viewer; false when the host stops first.
@@ -260,8 +260,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn link_counts_clients_and_controller_epochs() {
-        let l = Link::default();
+    fn the_audience_counts_clients_and_controller_epochs() {
+        let l = Audience::default();
         assert!(!l.connected());
         l.set_clients(3);
         assert!(l.connected());

@@ -56,14 +56,14 @@ pub(crate) fn scene_loop(
     let start = now_us();
     let mut frame_number: u32 = 0;
     let mut inputs_applied: u32 = 0;
-    let mut epoch = s.link.epoch();
+    let mut epoch = s.audience.epoch();
     while !s.stopped() {
         if !s.watched() {
             std::thread::sleep(Duration::from_millis(10));
             ticker.resync(now_us());
             continue;
         }
-        let e = s.link.epoch();
+        let e = s.audience.epoch();
         if e != epoch {
             epoch = e;
             inputs_applied = 0;

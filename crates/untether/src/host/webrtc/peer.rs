@@ -1,7 +1,7 @@
 //! One WebRTC session on the host: a str0m [`Rtc`] (sans-IO, driven by the host's network
 //! thread like our own sessions), the browser's or WHIP endpoint's media sections, and what it
 //! measured. Every mutation of the `Rtc` is followed by a full drain of its output
-//! ([`Peer::drain`]), as str0m requires.
+//! ([`BrowserPeer::drain`]), as str0m requires.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -96,7 +96,7 @@ pub(crate) struct PeerStats {
     pub datagrams_in: u64,
 }
 
-pub(crate) struct Peer {
+pub(crate) struct BrowserPeer {
     pub id: u64,
     pub kind: Kind,
     /// Its id with the protocol session's roles and keyframe gate, once connected.
@@ -120,7 +120,7 @@ pub(crate) struct Peer {
     pub(super) events: Vec<PeerEvent>,
 }
 
-impl Peer {
+impl BrowserPeer {
     /// Wraps a session whose SDP exchange is done; `mids` are its media sections (the ones
     /// the host added, or [`answer_mids`] of the answer it gave).
     #[allow(clippy::too_many_arguments)]
@@ -133,8 +133,8 @@ impl Peer {
         (socket, local): (usize, SocketAddr),
         now: Micros,
         clock: &Clock,
-    ) -> Peer {
-        let mut p = Peer {
+    ) -> BrowserPeer {
+        let mut p = BrowserPeer {
             receiver: None,
             id,
             kind,
@@ -420,7 +420,7 @@ mod answer_tests {
         let answer = rtc.sdp_api().accept_offer(offer).unwrap().to_sdp_string();
         let mids = answer_mids(&answer);
         assert_eq!(mids.len(), 3);
-        let mut peer = Peer::new(
+        let mut peer = BrowserPeer::new(
             1,
             Kind::Browser,
             "t".into(),

@@ -11,7 +11,7 @@ pub(super) const VIEWER: &str = "viewer";
 
 /// The browser the session made the controller (if any) and the numbering of its input.
 #[derive(Debug, Default)]
-pub(super) struct Roles {
+pub(super) struct BrowserControl {
     controller: Option<u64>,
     seq: u32,
     epoch: u64,
@@ -26,7 +26,7 @@ pub(super) enum Numbered {
     Dropped,
 }
 
-impl Roles {
+impl BrowserControl {
     /// The session made browser `id` the controller (`controls`) or a viewer. A new
     /// controller starts a new epoch (`new_epoch` makes it) and counts its input from 0; true
     /// when the controller changed.
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn a_new_controller_starts_an_epoch_and_numbers_from_zero() {
-        let mut r = Roles::default();
+        let mut r = BrowserControl::default();
         assert!(r.set(7, true, || 5));
         assert!(!r.set(7, true, || 6), "no change, no new epoch");
         assert!(!r.set(8, false, || 6));

@@ -13,9 +13,9 @@ use untether_proto::{
 };
 
 use super::access::{Admission, Credential, PinCheck, Refusal};
-use super::peer::{self, Clock, Kind, Out, Peer, PeerEvent};
+use super::peer::{self, BrowserPeer, Clock, Kind, Out, PeerEvent};
 use super::resource::Resources;
-use super::roles::{Numbered, Roles};
+use super::roles::{BrowserControl, Numbered};
 use super::types::{route_source, rtc_config};
 use super::types::{Answer, OfferRequest, WebRtcCommand, WebRtcSummary};
 use super::{h264, input};
@@ -47,7 +47,7 @@ pub(crate) struct WebRtc {
     listen_ip: IpAddr,
     /// The publication's socket.
     publish_socket: Option<(usize, SocketAddr)>,
-    peers: Vec<Peer>,
+    peers: Vec<BrowserPeer>,
     admission: Admission,
     resources: Resources,
     max_browsers: usize,
@@ -55,7 +55,7 @@ pub(crate) struct WebRtc {
     out: VecDeque<(usize, SocketAddr, Vec<u8>)>,
     tmp: Out,
     summary: WebRtcSummary,
-    roles: Roles,
+    roles: BrowserControl,
     profile_noted: bool,
 }
 
@@ -81,7 +81,7 @@ impl WebRtc {
             out: VecDeque::new(),
             tmp: Vec::new(),
             summary: WebRtcSummary::default(),
-            roles: Roles::default(),
+            roles: BrowserControl::default(),
             profile_noted: false,
         }
     }
@@ -182,7 +182,7 @@ impl WebRtc {
                 };
                 let id = self.next_id;
                 self.next_id += 1;
-                let mut peer = Peer::new(
+                let mut peer = BrowserPeer::new(
                     id,
                     Kind::Publisher,
                     p.label.clone(),
@@ -262,7 +262,7 @@ impl WebRtc {
             .map_err(|e| Refusal::new(400, format!("cannot answer this offer: {e}")))?
             .to_sdp_string();
         let id = self.next_id;
-        let mut peer = Peer::new(
+        let mut peer = BrowserPeer::new(
             id,
             Kind::Browser,
             from.to_string(),
@@ -442,7 +442,7 @@ impl WebRtc {
         let (id, controls) = (p.id, role == ClientRole::Controller);
         if self
             .roles
-            .set(id, controls, || shared.link.new_controller())
+            .set(id, controls, || shared.audience.new_controller())
             && controls
         {
             *epoch = self.roles.epoch();
