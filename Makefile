@@ -65,7 +65,7 @@ bench: build
 ffi:
 	$(CARGO_BUILD)
 
-# Regenerates the checked-in header from crates/untether-ffi/src/lib.rs.
+# Regenerates the checked-in header from crates/untether-ffi/src.
 header: ffi
 	cp "$$(ls -t $(RELEASE)/build/untether-ffi-*/out/untether.h | head -1)" crates/untether-ffi/include/untether.h
 

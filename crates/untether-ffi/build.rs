@@ -4,7 +4,7 @@
 fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let out_dir = std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into());
-    println!("cargo:rerun-if-changed=src/lib.rs");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     let config =
         cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).unwrap_or_default();

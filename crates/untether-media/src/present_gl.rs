@@ -22,66 +22,19 @@ use sdl2::EventPump;
 use crate::codec::{Colorimetry, DecodedFrame, PictureFormat, YuvMatrix};
 use crate::lens::LensProfile;
 use crate::mesh::{self, DistortionMesh};
-use crate::overlay::{OverlayModel, RgbaImage, TextRaster};
-use crate::present::{Presenter, WindowEvent, WindowSpec, OVERLAY_MARGIN, OVERLAY_PX};
-use crate::warp::{Mat3, Warp};
+use crate::overlay::{OverlayModel, RgbaImage};
+use crate::present::{Presenter, WindowEvent, WindowSpec};
+use crate::warp::Warp;
 use crate::window::{self, sdl_err};
 use crate::zero_copy::{EglSupport, GpuImport};
 use crate::{MediaError, Result};
 
-const VERTEX_SHADER: &str = include_str!("shaders/fullscreen.vert");
+mod overlay;
+mod shaders;
 
-/// The planes' sampling and colour, before either video fragment shader.
-const PLANES: &str = include_str!("shaders/planes.glsl");
-
-/// The video pass outside VR, specialised per variant by the `#define`s [`Variant::defines`]
-/// puts before it (a software GL like llvmpipe runs both sides of a branch, even a uniform
-/// one, so the paths a picture does not take are compiled out, not skipped).
-const VIDEO_SHADER: &str = include_str!("shaders/video.frag");
-
-/// The VR pass: the distortion mesh's vertex stage (the late warp per vertex, mirroring
-/// `DistortionMesh::sample`) and fragment stage.
-const MESH_VERTEX_SHADER: &str = include_str!("shaders/mesh.vert");
-const MESH_SHADER: &str = include_str!("shaders/mesh.frag");
-
-/// Which specialisation of the video shader draws a picture.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Variant {
-    gbr: bool,
-    /// NV12 (Y, then U and V interleaved in one half-size texture): pictures imported from a
-    /// hardware decoder without a copy ([`crate::zero_copy`]).
-    nv12: bool,
-    /// Side-by-side stereo with lens distortion (VR).
-    vr: bool,
-    /// Chromatic-aberration correction (a sample per colour channel; off when the profile's
-    /// scales are all 1).
-    chroma: bool,
-    warp: bool,
-}
-
-impl Variant {
-    fn defines(self) -> String {
-        let mut d = String::from("#version 300 es\n");
-        if self.gbr {
-            d.push_str("#define GBR 1\n");
-        }
-        if self.nv12 {
-            d.push_str("#define NV12 1\n");
-        }
-        if self.vr {
-            d.push_str("#define STEREO 1\n");
-            if self.chroma {
-                d.push_str("#define CHROMA 1\n");
-            }
-        }
-        if self.warp {
-            d.push_str("#define WARP 1\n");
-        }
-        d
-    }
-}
-
-const OVERLAY_SHADER: &str = include_str!("shaders/overlay.frag");
+use overlay::GlOverlay;
+pub use shaders::yuv_to_rgb;
+use shaders::{Variant, VideoPrograms};
 
 /// One plane of a picture format as a texture: its size divisors, GL internal format and
 /// format, bytes per texel.
@@ -126,42 +79,6 @@ fn plane_specs(format: PictureFormat) -> (&'static [PlaneSpec], bool) {
     }
 }
 
-/// The YUV→RGB matrix (column-major, applied to (Y, U, V) − offset) and the offset, for
-/// samples normalised to 0..1.
-pub fn yuv_to_rgb(c: Colorimetry) -> (Mat3, [f32; 3]) {
-    let (kr, kb) = match c.matrix {
-        YuvMatrix::Bt601 => (0.299f32, 0.114f32),
-        YuvMatrix::Bt709 => (0.2126, 0.0722),
-    };
-    let kg = 1.0 - kr - kb;
-    let (ys, cs, y0) = if c.full_range {
-        (1.0, 1.0, 0.0)
-    } else {
-        (255.0 / 219.0, 255.0 / 224.0, 16.0 / 255.0)
-    };
-    let (rv, bu) = (2.0 * (1.0 - kr), 2.0 * (1.0 - kb));
-    let (gu, gv) = (-bu * kb / kg, -rv * kr / kg);
-    // Columns: the contribution of Y, of U, of V to (R, G, B).
-    let m = Mat3::from_cols(
-        glam::Vec3::new(ys, ys, ys),
-        glam::Vec3::new(0.0, gu * cs, bu * cs),
-        glam::Vec3::new(rv * cs, gv * cs, 0.0),
-    );
-    (m, [y0, 128.0 / 255.0, 128.0 / 255.0])
-}
-
-/// A compiled variant of the video shader and its uniforms (those compiled out are None).
-struct VideoProgram {
-    variant: Variant,
-    program: glow::Program,
-    tex: [Option<glow::UniformLocation>; 3],
-    yuv: Option<glow::UniformLocation>,
-    offset: Option<glow::UniformLocation>,
-    rot: Option<glow::UniformLocation>,
-    tan: Option<glow::UniformLocation>,
-    texel: Option<glow::UniformLocation>,
-}
-
 /// The picture currently in the textures.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Loaded {
@@ -176,10 +93,8 @@ struct Loaded {
 /// The GPU presenter. Create and use it on one thread.
 pub struct GlPresenter {
     gl: glow::Context,
-    /// The video shader's variants compiled so far (at most 2 formats × 3 modes).
-    programs: Vec<VideoProgram>,
-    overlay_prog: glow::Program,
-    overlay_loc: Option<glow::UniformLocation>,
+    /// The video shader's variants compiled so far.
+    programs: VideoPrograms,
     vao: glow::VertexArray,
     /// VR's distortion mesh, made for the eye viewport and picture aspects it holds.
     mesh: Option<MeshBuffers>,
@@ -191,9 +106,8 @@ pub struct GlPresenter {
     loaded: Option<Loaded>,
     lens: Option<LensProfile>,
     warp: Option<Warp>,
-    overlay: Option<TextRaster>,
-    overlay_tex: Option<(glow::Texture, u32, u32)>,
-    overlay_on: bool,
+    /// The statistics overlay.
+    overlay: GlOverlay,
     /// The window row (y, width) [`Presenter::read_row`] asks for, read back from each new
     /// picture's back buffer before the swap (after it, the back buffer is undefined).
     row_request: Option<(u32, u32)>,
@@ -225,48 +139,6 @@ struct MeshBuffers {
 
 fn gl_err(what: &str) -> impl Fn(String) -> MediaError + '_ {
     move |e| MediaError::Display(format!("GL {what}: {e}"))
-}
-
-/// Compiles and links a program from the vertex shader and `fragment`.
-///
-/// # Safety
-/// A current GL context on this thread.
-unsafe fn program(
-    gl: &glow::Context,
-    vertex: &str,
-    fragment: &str,
-    name: &str,
-) -> Result<glow::Program> {
-    let prog = gl.create_program().map_err(gl_err("program"))?;
-    let mut shaders = Vec::new();
-    for (kind, src) in [
-        (glow::VERTEX_SHADER, vertex),
-        (glow::FRAGMENT_SHADER, fragment),
-    ] {
-        let sh = gl.create_shader(kind).map_err(gl_err("shader"))?;
-        gl.shader_source(sh, src);
-        gl.compile_shader(sh);
-        if !gl.get_shader_compile_status(sh) {
-            let log = gl.get_shader_info_log(sh);
-            return Err(MediaError::Display(format!(
-                "GL: the {name} shader does not compile: {log}"
-            )));
-        }
-        gl.attach_shader(prog, sh);
-        shaders.push(sh);
-    }
-    gl.link_program(prog);
-    if !gl.get_program_link_status(prog) {
-        return Err(MediaError::Display(format!(
-            "GL: the {name} program does not link: {}",
-            gl.get_program_info_log(prog)
-        )));
-    }
-    for sh in shaders {
-        gl.detach_shader(prog, sh);
-        gl.delete_shader(sh);
-    }
-    Ok(prog)
 }
 
 impl GlPresenter {
@@ -306,7 +178,7 @@ impl GlPresenter {
             }
         };
         // SAFETY: the context is current; everything below is plain GL object setup.
-        let (renderer, version, overlay_prog, vao, overlay_loc) = unsafe {
+        let (renderer, version, overlay, vao) = unsafe {
             let version = gl.get_parameter_string(glow::VERSION);
             if !version.starts_with("OpenGL ES 3") {
                 return Err(MediaError::Display(format!(
@@ -314,11 +186,9 @@ impl GlPresenter {
                 )));
             }
             let renderer = gl.get_parameter_string(glow::RENDERER);
-            let overlay_src = format!("#version 300 es\n{OVERLAY_SHADER}");
-            let overlay_prog = program(&gl, VERTEX_SHADER, &overlay_src, "overlay")?;
+            let overlay = GlOverlay::new(&gl)?;
             let vao = gl.create_vertex_array().map_err(gl_err("vertex array"))?;
-            let overlay_loc = gl.get_uniform_location(overlay_prog, "u_overlay");
-            (renderer, version, overlay_prog, vao, overlay_loc)
+            (renderer, version, overlay, vao)
         };
         let software = ["llvmpipe", "softpipe", "swrast", "SwiftShader"]
             .iter()
@@ -341,9 +211,7 @@ impl GlPresenter {
         let egl = crate::zero_copy::probe_egl();
         let mut p = GlPresenter {
             gl,
-            programs: Vec::new(),
-            overlay_prog,
-            overlay_loc,
+            programs: VideoPrograms::new(),
             vao,
             mesh: None,
             planes: Vec::new(),
@@ -352,9 +220,7 @@ impl GlPresenter {
             loaded: None,
             lens: spec.vr.clone(),
             warp: None,
-            overlay: None,
-            overlay_tex: None,
-            overlay_on: false,
+            overlay,
             row_request: None,
             row: None,
             vsync,
@@ -371,64 +237,31 @@ impl GlPresenter {
         // where `--presenter auto` can still fall back, not at the first picture.
         let vr = spec.vr.is_some();
         let chroma = spec.vr.as_ref().is_some_and(|l| l.chromatic != [1.0; 3]);
-        p.program(Variant {
-            gbr: false,
-            nv12: false,
-            vr,
-            chroma,
-            warp: false,
-        })?;
-        if vr {
-            p.program(Variant {
+        p.programs.index(
+            &p.gl,
+            Variant {
                 gbr: false,
                 nv12: false,
                 vr,
                 chroma,
-                warp: true,
-            })?;
+                warp: false,
+            },
+        )?;
+        if vr {
+            p.programs.index(
+                &p.gl,
+                Variant {
+                    gbr: false,
+                    nv12: false,
+                    vr,
+                    chroma,
+                    warp: true,
+                },
+            )?;
         }
         // A black window until the first picture.
         p.clear_and_swap();
         Ok(p)
-    }
-
-    /// The index of `variant`'s program in `programs`, compiled on first use.
-    fn program(&mut self, variant: Variant) -> Result<usize> {
-        if let Some(i) = self.programs.iter().position(|p| p.variant == variant) {
-            return Ok(i);
-        }
-        let gl = &self.gl;
-        let defines = variant.defines();
-        let (vertex, fragment, name) = if variant.vr {
-            (
-                format!("{defines}{MESH_VERTEX_SHADER}"),
-                format!("{defines}{PLANES}{MESH_SHADER}"),
-                "VR mesh",
-            )
-        } else {
-            (
-                VERTEX_SHADER.to_string(),
-                format!("{defines}{PLANES}{VIDEO_SHADER}"),
-                "video",
-            )
-        };
-        // SAFETY: the context is current on this thread.
-        let vp = unsafe {
-            let program = program(gl, &vertex, &fragment, name)?;
-            let u = |n: &str| gl.get_uniform_location(program, n);
-            VideoProgram {
-                variant,
-                program,
-                tex: [u("u_tex0"), u("u_tex1"), u("u_tex2")],
-                yuv: u("u_yuv"),
-                offset: u("u_offset"),
-                rot: u("u_rot"),
-                tan: u("u_tan"),
-                texel: u("u_texel"),
-            }
-        };
-        self.programs.push(vp);
-        Ok(self.programs.len() - 1)
     }
 
     /// Whether the display gave vsync.
@@ -670,13 +503,16 @@ impl GlPresenter {
         };
         let warp = self.warp.filter(|w| vr && w.fov.is_valid());
         let chroma = self.lens.as_ref().is_some_and(|l| l.chromatic != [1.0; 3]);
-        let index = self.program(Variant {
-            gbr,
-            nv12: l.nv12,
-            vr,
-            chroma,
-            warp: warp.is_some(),
-        })?;
+        let index = self.programs.index(
+            &self.gl,
+            Variant {
+                gbr,
+                nv12: l.nv12,
+                vr,
+                chroma,
+                warp: warp.is_some(),
+            },
+        )?;
         // Sample exactly at 1:1 (each output pixel on a texel centre), bilinearly when the
         // picture is scaled or distorted, except on a software GL where bilinear costs ~5×.
         let one_to_one = !vr && vw as u32 == l.width && vh as u32 == l.height;
@@ -694,8 +530,7 @@ impl GlPresenter {
             None
         };
         let gl = &self.gl;
-        let vp = &self.programs[index];
-        let (yuv, offset) = yuv_to_rgb(l.colour);
+        let vp = self.programs.get(index);
         // SAFETY: the context is current; the program, textures and VAO are this context's.
         unsafe {
             gl.viewport(0, 0, dw as i32, dh as i32);
@@ -703,7 +538,7 @@ impl GlPresenter {
             gl.clear(glow::COLOR_BUFFER_BIT);
             // GL's y runs upwards: the letterbox's top margin is its bottom one too.
             gl.viewport(vx, dh as i32 - vy - vh, vw, vh);
-            gl.use_program(Some(vp.program));
+            vp.use_program(gl);
             gl.bind_vertex_array(Some(mesh_vao.map_or(self.vao, |m| m.0)));
             for (i, t) in self.planes.iter().enumerate().take(specs.len()) {
                 gl.active_texture(glow::TEXTURE0 + i as u32);
@@ -712,33 +547,17 @@ impl GlPresenter {
                     gl.tex_parameter_i32(glow::TEXTURE_2D, glow::TEXTURE_MIN_FILTER, filter as i32);
                     gl.tex_parameter_i32(glow::TEXTURE_2D, glow::TEXTURE_MAG_FILTER, filter as i32);
                 }
-                gl.uniform_1_i32(vp.tex[i].as_ref(), i as i32);
+                vp.set_sampler(gl, i);
             }
-            gl.uniform_matrix_3_f32_slice(vp.yuv.as_ref(), false, &yuv.to_cols_array());
-            gl.uniform_3_f32(vp.offset.as_ref(), offset[0], offset[1], offset[2]);
-            gl.uniform_2_f32(
-                vp.texel.as_ref(),
-                1.0 / l.width as f32,
-                1.0 / l.height as f32,
-            );
-            if let Some(w) = warp {
-                let t = w.fov.tan_half();
-                gl.uniform_matrix_3_f32_slice(
-                    vp.rot.as_ref(),
-                    false,
-                    &w.rotation().to_cols_array(),
-                );
-                gl.uniform_2_f32(vp.tan.as_ref(), t.x, t.y);
-            }
+            vp.set_picture(gl, l.colour, l.width, l.height, warp);
             match mesh_vao {
                 Some((_, n)) => gl.draw_elements(glow::TRIANGLES, n, glow::UNSIGNED_SHORT, 0),
                 None => gl.draw_arrays(glow::TRIANGLES, 0, 3),
             }
             self.filter = filter;
         }
-        if self.overlay_on {
-            self.draw_overlay(dw, dh);
-        }
+        self.overlay
+            .draw(&self.gl, self.vao, self.lens.is_some(), dw, dh);
         Ok(true)
     }
 
@@ -793,104 +612,13 @@ impl GlPresenter {
         Ok(out)
     }
 
-    /// Where the overlay goes in a `dw`x`dh` back buffer, GL's bottom-left corners of its
-    /// `w`x`h` quad: its top-left corner outside VR; in VR once per eye, at the same place in
-    /// each (centred across, a quarter down: inside what the lens shows, seen by both eyes as
-    /// one panel).
-    fn overlay_spots(&self, dw: u32, dh: u32, w: u32, h: u32) -> Vec<(i32, i32)> {
-        let m = crate::overlay::margin_for(dh).max(OVERLAY_MARGIN);
-        if self.lens.is_none() {
-            return vec![(m, dh as i32 - m - h as i32)];
-        }
-        let eye_w = (dw / 2) as i32;
-        let x = ((eye_w - w as i32) / 2).max(m);
-        let y = (dh as i32 - dh as i32 / 4 - h as i32).max(m);
-        vec![(x, y), (eye_w + x, y)]
-    }
-
-    /// The overlay's quad (twice in VR) over whatever is in the `dw`x`dh` back buffer.
-    fn draw_overlay(&self, dw: u32, dh: u32) {
-        let Some((t, w, h)) = self.overlay_tex else {
-            return;
-        };
-        let gl = &self.gl;
-        // SAFETY: the context is current; the program, texture and VAO are this context's.
-        unsafe {
-            gl.enable(glow::BLEND);
-            gl.blend_func(glow::SRC_ALPHA, glow::ONE_MINUS_SRC_ALPHA);
-            gl.use_program(Some(self.overlay_prog));
-            gl.bind_vertex_array(Some(self.vao));
-            gl.active_texture(glow::TEXTURE0);
-            gl.bind_texture(glow::TEXTURE_2D, Some(t));
-            gl.uniform_1_i32(self.overlay_loc.as_ref(), 0);
-            for (x, y) in self.overlay_spots(dw, dh, w, h) {
-                gl.viewport(x, y, w as i32, h as i32);
-                gl.draw_arrays(glow::TRIANGLES, 0, 3);
-            }
-            gl.disable(glow::BLEND);
-        }
-    }
-
     /// Draws only the overlay (when shown) into the back buffer, as every frame does after
     /// the picture, and waits for GL: what the overlay costs a frame. For benchmarks.
     pub fn draw_overlay_only(&mut self) {
         let (dw, dh) = self.window.drawable_size();
-        if self.overlay_on {
-            self.draw_overlay(dw, dh);
-        }
+        self.overlay
+            .draw(&self.gl, self.vao, self.lens.is_some(), dw, dh);
         self.finish();
-    }
-
-    fn upload_overlay(&mut self, img: &RgbaImage) -> Result<()> {
-        let gl = &self.gl;
-        // SAFETY: the context is current; the image holds width × height × 4 bytes.
-        unsafe {
-            let fits =
-                matches!(self.overlay_tex, Some((_, w, h)) if w == img.width && h == img.height);
-            if !fits {
-                if let Some((t, ..)) = self.overlay_tex.take() {
-                    gl.delete_texture(t);
-                }
-                let t = gl.create_texture().map_err(gl_err("overlay texture"))?;
-                gl.bind_texture(glow::TEXTURE_2D, Some(t));
-                for (p, v) in [
-                    (glow::TEXTURE_MIN_FILTER, glow::NEAREST),
-                    (glow::TEXTURE_MAG_FILTER, glow::NEAREST),
-                    (glow::TEXTURE_WRAP_S, glow::CLAMP_TO_EDGE),
-                    (glow::TEXTURE_WRAP_T, glow::CLAMP_TO_EDGE),
-                ] {
-                    gl.tex_parameter_i32(glow::TEXTURE_2D, p, v as i32);
-                }
-                gl.tex_image_2d(
-                    glow::TEXTURE_2D,
-                    0,
-                    glow::RGBA8 as i32,
-                    img.width as i32,
-                    img.height as i32,
-                    0,
-                    glow::RGBA,
-                    glow::UNSIGNED_BYTE,
-                    glow::PixelUnpackData::Slice(None),
-                );
-                self.overlay_tex = Some((t, img.width, img.height));
-            }
-            if let Some((t, ..)) = self.overlay_tex {
-                gl.bind_texture(glow::TEXTURE_2D, Some(t));
-                gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 1);
-                gl.tex_sub_image_2d(
-                    glow::TEXTURE_2D,
-                    0,
-                    0,
-                    0,
-                    img.width as i32,
-                    img.height as i32,
-                    glow::RGBA,
-                    glow::UNSIGNED_BYTE,
-                    glow::PixelUnpackData::Slice(Some(&img.data)),
-                );
-            }
-        }
-        Ok(())
     }
 
     /// Draws the current picture and overlay into the back buffer and reads it back (top row
@@ -1038,27 +766,8 @@ impl Presenter for GlPresenter {
     }
 
     fn set_overlay(&mut self, overlay: Option<&OverlayModel>) -> Result<()> {
-        let Some(model) = overlay else {
-            self.overlay_on = false;
-            return Ok(());
-        };
-        self.overlay_on = true;
-        // Text sized for the output (a new raster when the window changed size).
         let (_, dh) = self.window.drawable_size();
-        let px = crate::overlay::text_px_for(dh, OVERLAY_PX);
-        if self.overlay.as_ref().is_none_or(|r| r.px() != px) {
-            self.overlay = Some(TextRaster::new(px)?);
-        }
-        let Some(mut raster) = self.overlay.take() else {
-            return Ok(());
-        };
-        let result = if raster.update(&model.lines()) {
-            self.upload_overlay(raster.image())
-        } else {
-            Ok(())
-        };
-        self.overlay = Some(raster);
-        result
+        self.overlay.set(&self.gl, overlay, dh)
     }
 
     fn set_fullscreen(&mut self, on: bool) -> Result<()> {
@@ -1067,46 +776,5 @@ impl Presenter for GlPresenter {
 
     fn set_mouse_captured(&mut self, on: bool) {
         window::set_mouse_captured(&self.sdl, on);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn yuv_matrices_match_the_standards() {
-        let (m, off) = yuv_to_rgb(Colorimetry {
-            matrix: YuvMatrix::Bt601,
-            full_range: false,
-        });
-        // Limited-range white and black.
-        let white = m * (glam::Vec3::new(235.0, 128.0, 128.0) / 255.0 - glam::Vec3::from(off));
-        assert!(
-            (white - glam::Vec3::ONE).abs().max_element() < 1e-4,
-            "{white}"
-        );
-        let black = m * (glam::Vec3::new(16.0, 128.0, 128.0) / 255.0 - glam::Vec3::from(off));
-        assert!(black.abs().max_element() < 1e-4, "{black}");
-        // BT.601 full-range pure red: Y = 0.299, Cr at its maximum.
-        let (m, off) = yuv_to_rgb(Colorimetry {
-            matrix: YuvMatrix::Bt601,
-            full_range: true,
-        });
-        let red = m * (glam::Vec3::new(0.299, 0.5 - 0.168736, 1.0) - glam::Vec3::from(off));
-        assert!(
-            (red - glam::Vec3::new(1.0, 0.0, 0.0)).abs().max_element() < 0.01,
-            "{red}"
-        );
-        // BT.709 full range: Y = 0.2126 for red.
-        let (m, off) = yuv_to_rgb(Colorimetry {
-            matrix: YuvMatrix::Bt709,
-            full_range: true,
-        });
-        let red = m * (glam::Vec3::new(0.2126, 0.5 - 0.114572, 1.0) - glam::Vec3::from(off));
-        assert!(
-            (red - glam::Vec3::new(1.0, 0.0, 0.0)).abs().max_element() < 0.01,
-            "{red}"
-        );
     }
 }
