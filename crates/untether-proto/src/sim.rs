@@ -100,7 +100,7 @@ impl PartialOrd for InFlight {
 }
 
 /// One direction of a simulated link.
-pub struct Link {
+pub struct SimLink {
     cfg: LinkConfig,
     rng: SimRng,
     bad: bool,
@@ -110,9 +110,9 @@ pub struct Link {
     pub dropped: u64,
 }
 
-impl Link {
+impl SimLink {
     pub fn new(cfg: LinkConfig, seed: u64) -> Self {
-        Link {
+        SimLink {
             cfg,
             rng: SimRng::new(seed),
             bad: false,
@@ -489,8 +489,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         .map(|(j, v)| SimClient {
             addr: ([10, 1, j as u8, 2], 40000).into(),
             session: None,
-            down: Link::new(v.down.clone(), cfg.seed.wrapping_mul(101 + 2 * j as u64)),
-            up: Link::new(v.up.clone(), cfg.seed.wrapping_mul(103 + 2 * j as u64)),
+            down: SimLink::new(v.down.clone(), cfg.seed.wrapping_mul(101 + 2 * j as u64)),
+            up: SimLink::new(v.up.clone(), cfg.seed.wrapping_mul(103 + 2 * j as u64)),
             join_at: now + v.join_us,
             next_input: now + v.join_us + v.input_interval_us.max(1),
             decoder_at: None,
@@ -514,12 +514,12 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     // finishes the handshake first.
     host.set_preferred_controller(now, Some(client_id.public));
     let mut client = ClientSession::new(ccfg, now);
-    let mut downs = vec![Link::new(cfg.down.clone(), cfg.seed.wrapping_mul(3))];
-    let mut ups = vec![Link::new(cfg.up.clone(), cfg.seed.wrapping_mul(7))];
+    let mut downs = vec![SimLink::new(cfg.down.clone(), cfg.seed.wrapping_mul(3))];
+    let mut ups = vec![SimLink::new(cfg.up.clone(), cfg.seed.wrapping_mul(7))];
     for (i, (d, u)) in cfg.extra_paths.iter().enumerate() {
         let k = i as u64 + 1;
-        downs.push(Link::new(d.clone(), cfg.seed.wrapping_mul(13 + k)));
-        ups.push(Link::new(u.clone(), cfg.seed.wrapping_mul(29 + k)));
+        downs.push(SimLink::new(d.clone(), cfg.seed.wrapping_mul(13 + k)));
+        ups.push(SimLink::new(u.clone(), cfg.seed.wrapping_mul(29 + k)));
     }
     let mut rng = SimRng::new(cfg.seed.wrapping_mul(11));
     let mut r = SimResult::default();
@@ -977,8 +977,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             client.poll_timeout(),
         ]
         .into_iter()
-        .chain(downs.iter().map(Link::next_delivery))
-        .chain(ups.iter().map(Link::next_delivery))
+        .chain(downs.iter().map(SimLink::next_delivery))
+        .chain(ups.iter().map(SimLink::next_delivery))
         .chain(viewers.iter().flat_map(SimClient::next_times).map(Some))
         .flatten()
         .min()
@@ -1012,8 +1012,8 @@ pub fn run(cfg: &SimConfig) -> SimResult {
 struct SimClient {
     addr: SocketAddr,
     session: Option<ClientSession>,
-    down: Link,
-    up: Link,
+    down: SimLink,
+    up: SimLink,
     join_at: Micros,
     next_input: Micros,
     decoder_at: Option<u32>,

@@ -1,5 +1,5 @@
 //! The latest-wins state channel at scale, simulated: many keys changing at a fixed rate under a
-//! bandwidth budget over a lossy link ([`crate::sim::Link`]), on a virtual clock. Packets and
+//! bandwidth budget over a lossy link ([`crate::sim::SimLink`]), on a virtual clock. Packets and
 //! acks travel encoded (their real sizes), and the simulation knows when every version of every
 //! key was set, so it measures the **true** staleness at the receiver and compares it with the
 //! sender's own estimate from its acks ([`crate::state::StateSender::staleness`]).
@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::sim::{Link, LinkConfig};
+use crate::sim::{LinkConfig, SimLink};
 use crate::state::{
     StateAck, StateConfig, StatePacket, StateReceiver, StateSender, StateValue, PACKET_OVERHEAD,
 };
@@ -209,9 +209,9 @@ pub fn run(cfg: &StateScaleConfig) -> StateScaleResult {
 }
 
 impl LinkConfig {
-    /// A [`Link`] with this configuration.
-    fn clone_with_seed(&self, seed: u64) -> Link {
-        Link::new(self.clone(), seed)
+    /// A [`SimLink`] with this configuration.
+    fn clone_with_seed(&self, seed: u64) -> SimLink {
+        SimLink::new(self.clone(), seed)
     }
 }
 

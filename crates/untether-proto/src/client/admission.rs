@@ -2,7 +2,7 @@
 //! the Noise messages (with the PIN), the pinned host key, the host's Accept or Reject and the
 //! connect timeout. [`Admission`] owns that state until the session is accepted.
 
-use super::link::open_into;
+use super::connection::open_into;
 use super::{ClientConfig, ClientSession, State};
 use crate::crypto::Protection;
 use crate::handshake::{

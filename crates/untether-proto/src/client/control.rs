@@ -65,7 +65,7 @@ impl ClientSession {
             ControlFrame::ShardNack { .. } | ControlFrame::SliceNack { .. } => {}
             ControlFrame::PathChallenge { token } => {
                 if let State::Connected(c) = &mut self.state {
-                    c.link.on_path_challenge(self.rx_path, token);
+                    c.conn.on_path_challenge(self.rx_path, token);
                 }
             }
             ControlFrame::StateAck(a) => self.channels.on_state_ack(now, &a),

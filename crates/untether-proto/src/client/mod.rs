@@ -3,7 +3,7 @@
 //! alive and notices when the host is gone.
 //!
 //! [`ClientSession`] drives owned parts, each with private state and its own tests:
-//! [`admission`] (the handshake, until the Accept), [`link`] (the connected session's keys,
+//! [`admission`] (the handshake, until the Accept), [`connection`] (the connected session's keys,
 //! packet numbers, pings, keep-alive and idle timeout), [`stream`] (shards → frames, keyframe
 //! requests, NACKs, feedback) and [`channels`] (input, and the latest-wins state both ways);
 //! [`control`] hands the host's control frames to them. Its settings are in [`config`], what
@@ -12,8 +12,8 @@
 mod admission;
 mod channels;
 mod config;
+mod connection;
 mod control;
-mod link;
 mod stream;
 mod types;
 
@@ -36,7 +36,7 @@ pub use types::{ClientEvent, ClientPathStats, ClientStats, Route};
 
 use admission::{Admission, Step, Tick};
 use channels::Channels;
-use link::Link;
+use connection::Connection;
 use stream::Stream;
 
 enum State {
@@ -48,7 +48,7 @@ enum State {
 
 /// The parts that live while the session is connected.
 struct Connected {
-    link: Link,
+    conn: Connection,
     stream: Stream,
 }
 
@@ -163,7 +163,7 @@ impl ClientSession {
     /// The host's authenticated key, once the handshake got that far.
     pub fn host_key(&self) -> Option<PublicKey> {
         match &self.state {
-            State::Connected(c) => Some(c.link.host_key()),
+            State::Connected(c) => Some(c.conn.host_key()),
             State::Connecting(a) => a.host_key(),
             State::Closed => None,
         }
@@ -177,7 +177,7 @@ impl ClientSession {
     /// The AEAD suite of the session.
     pub fn suite(&self) -> Option<Suite> {
         match &self.state {
-            State::Connected(c) => Some(c.link.suite()),
+            State::Connected(c) => Some(c.conn.suite()),
             _ => None,
         }
     }
@@ -203,7 +203,7 @@ impl ClientSession {
     /// When the last authenticated datagram arrived (None before the session is connected).
     pub fn last_authentic_us(&self) -> Option<Micros> {
         match &self.state {
-            State::Connected(c) => Some(c.link.last_recv_us()),
+            State::Connected(c) => Some(c.conn.last_recv_us()),
             _ => None,
         }
     }
@@ -214,7 +214,7 @@ impl ClientSession {
 
     pub fn params(&self) -> Option<SessionParams> {
         match &self.state {
-            State::Connected(c) => Some(c.link.params()),
+            State::Connected(c) => Some(c.conn.params()),
             _ => None,
         }
     }
@@ -224,7 +224,7 @@ impl ClientSession {
         s.packets_lost = self.window.lost();
         self.channels.fill_stats(&mut s);
         if let State::Connected(c) = &self.state {
-            s.key_updates = c.link.key_updates();
+            s.key_updates = c.conn.key_updates();
         }
         let counters = match &self.state {
             State::Connected(c) => Some(c.stream.counters()),
@@ -349,7 +349,7 @@ impl ClientSession {
 
     fn flush_state(&mut self, now: Micros) {
         if let State::Connected(c) = &self.state {
-            let max = c.link.params().max_datagram as usize;
+            let max = c.conn.params().max_datagram as usize;
             self.channels.flush_state(now, max, &mut self.pending);
         }
     }
@@ -400,7 +400,7 @@ impl ClientSession {
     fn build_control(&mut self, now: Micros) {
         match &mut self.state {
             State::Connected(c) => {
-                c.link
+                c.conn
                     .seal_control(now, &mut self.pending, &mut self.transmits, &mut self.stats)
             }
             _ => self.pending.clear(),
@@ -422,7 +422,7 @@ impl ClientSession {
     pub fn poll_transmit_routed(&mut self, now: Micros) -> Option<(Route, Vec<u8>)> {
         self.flush_state(now);
         if let State::Connected(c) = &mut self.state {
-            c.link
+            c.conn
                 .seal_path_responses(&mut self.transmits, &mut self.stats);
         }
         if !self.pending.is_empty() {
@@ -521,7 +521,7 @@ impl ClientSession {
                         | wire::Datagram::Audio(_)
                 ) =>
             {
-                if header.connection_id != c.link.cid() {
+                if header.connection_id != c.conn.cid() {
                     self.stats.unknown_connection += 1;
                     return;
                 }
@@ -533,7 +533,7 @@ impl ClientSession {
                 }
                 let is_shard = matches!(datagram, wire::Datagram::Shard(_));
                 let is_audio = matches!(datagram, wire::Datagram::Audio(_));
-                let Some(len) = c.link.open(now, &mut self.scratch, data, pn, is_shard) else {
+                let Some(len) = c.conn.open(now, &mut self.scratch, data, pn, is_shard) else {
                     self.stats.auth_failures += 1;
                     return;
                 };
@@ -580,7 +580,7 @@ impl ClientSession {
         host_key: PublicKey,
         params: SessionParams,
     ) {
-        let link = Link::new(
+        let conn = Connection::new(
             now,
             cid,
             protection,
@@ -589,7 +589,7 @@ impl ClientSession {
             self.cfg.ping_interval_us,
         );
         let stream = Stream::new(&self.cfg, &params, now);
-        self.state = State::Connected(Box::new(Connected { link, stream }));
+        self.state = State::Connected(Box::new(Connected { conn, stream }));
         self.events.push_back(ClientEvent::Connected(params));
         self.flush_input(now);
         self.handle_timeout(now);
@@ -623,7 +623,7 @@ impl ClientSession {
             State::Closed => None,
             State::Connecting(a) => Some(a.poll_timeout()),
             State::Connected(c) => [
-                Some(c.link.poll_timeout()),
+                Some(c.conn.poll_timeout()),
                 c.stream.poll_timeout(),
                 self.channels.poll_timeout(self.rto_us()),
             ]
@@ -635,7 +635,7 @@ impl ClientSession {
 
     fn build_keepalive(&mut self, now: Micros) {
         if let State::Connected(c) = &mut self.state {
-            if let Some(out) = c.link.keepalive(now) {
+            if let Some(out) = c.conn.keepalive(now) {
                 self.push_transmit(out);
             }
         }
@@ -657,7 +657,7 @@ impl ClientSession {
                 }
             },
             State::Connected(c) => {
-                if c.link.idle(now) {
+                if c.conn.idle(now) {
                     self.close_state();
                     self.pending.clear();
                     self.events
@@ -665,7 +665,7 @@ impl ClientSession {
                     return;
                 }
                 c.stream.handle_timeout(now);
-                if let Some(ping) = c.link.poll_ping(now) {
+                if let Some(ping) = c.conn.poll_ping(now) {
                     self.pending.push(ping);
                 }
                 let srtt = self.clock.srtt_us();
@@ -678,7 +678,7 @@ impl ClientSession {
                         self.pending.push(ControlFrame::Latency(l));
                     }
                 }
-                let keepalive_due = c.link.keepalive_due(now);
+                let keepalive_due = c.conn.keepalive_due(now);
                 self.nack_lost_shards(now);
                 self.drain_assembler(now);
                 self.run_requester(now);

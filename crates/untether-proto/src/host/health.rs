@@ -238,11 +238,11 @@ mod tests {
     use super::*;
 
     /// Cumulative Feedback after `t` intervals with `lost` of every 100 datagrams lost.
-    struct Link {
+    struct TestLink {
         fb: Feedback,
     }
 
-    impl Link {
+    impl TestLink {
         fn step(&mut self, lost_per_100: u32) -> Feedback {
             self.fb.datagrams_received += 100 - lost_per_100;
             self.fb.packets_lost += lost_per_100;
@@ -254,7 +254,7 @@ mod tests {
 
     fn feed(
         h: &mut ViewerHealth,
-        link: &mut Link,
+        link: &mut TestLink,
         t: &mut Micros,
         secs: f64,
         lost: u32,
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn a_viewer_behind_for_a_second_is_paused_then_resumed_then_dropped() {
         let mut h = ViewerHealth::new(HealthConfig::default());
-        let mut link = Link {
+        let mut link = TestLink {
             fb: Feedback::default(),
         };
         let mut t = 0;

@@ -1,6 +1,6 @@
-//! The connected session's link to the host: its connection id and keys, its packet numbers,
+//! The client's connection to the host: its connection id and keys, its packet numbers,
 //! the sealing of control datagrams (batched up to the datagram size) and of PathResponses,
-//! the clock-sync pings, the keep-alive and the idle timeout. [`Link`] owns that state.
+//! the clock-sync pings, the keep-alive and the idle timeout. [`Connection`] owns that state.
 
 use std::collections::VecDeque;
 
@@ -16,7 +16,7 @@ const PING_BURST: u32 = 8;
 const PING_BURST_INTERVAL_US: Micros = 20_000;
 
 /// The session's keys, packet numbers and timers of liveness.
-pub(super) struct Link {
+pub(super) struct Connection {
     cid: u64,
     protection: Protection,
     host_key: PublicKey,
@@ -33,7 +33,7 @@ pub(super) struct Link {
     path_responses: Vec<(u8, u64)>,
 }
 
-impl Link {
+impl Connection {
     /// A session just accepted at `now`: the first ping is due at once.
     pub(super) fn new(
         now: Micros,
@@ -42,8 +42,8 @@ impl Link {
         host_key: PublicKey,
         params: SessionParams,
         ping_interval_us: Micros,
-    ) -> Link {
-        Link {
+    ) -> Connection {
+        Connection {
             cid,
             protection,
             host_key,
@@ -271,9 +271,9 @@ mod tests {
     const SEND: [u8; 32] = [1; 32];
     const RECV: [u8; 32] = [2; 32];
 
-    fn link(now: Micros) -> Link {
+    fn connection(now: Micros) -> Connection {
         let p = Protection::new(Suite::ChaCha20Poly1305, SEND, RECV, 20, false);
-        Link::new(now, 77, p, [5; 32], super::super::test_params(), 500_000)
+        Connection::new(now, 77, p, [5; 32], super::super::test_params(), 500_000)
     }
 
     /// The host's side of the keys.
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn pings_come_in_a_burst_then_at_the_ping_interval() {
-        let mut l = link(0);
+        let mut l = connection(0);
         let mut sent = Vec::new();
         let mut now = 0;
         while sent.len() < PING_BURST as usize + 2 {
@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn keepalive_and_idle_timeout_follow_the_sessions_parameters() {
-        let mut l = link(1_000);
+        let mut l = connection(1_000);
         while l.poll_ping(1_000).is_some() {}
         let params = super::super::test_params();
         let keepalive = 1_000 + params.keepalive_ms as Micros * 1000;
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn control_frames_are_batched_up_to_the_datagram_size_with_new_packet_numbers() {
-        let mut l = link(0);
+        let mut l = connection(0);
         let mut host = host();
         let mut pending: Vec<ControlFrame> = (0..400)
             .map(|id| ControlFrame::Ping { id, sent_us: 9 })
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn a_path_challenge_is_answered_on_its_own_path() {
-        let mut l = link(0);
+        let mut l = connection(0);
         l.on_path_challenge(2, 0xabc);
         let (mut out, mut stats) = (VecDeque::new(), ClientStats::default());
         l.seal_path_responses(&mut out, &mut stats);
