@@ -121,6 +121,7 @@ fn xvfb() -> Xvfb {
             "1920x1080x24",
             "-nolisten",
             "tcp",
+            "-noreset",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -46,8 +46,19 @@ impl Xvfb {
             {
                 continue;
             }
+            // -noreset: an X server resets when its last client leaves, and a connection made
+            // during the reset is refused (the readiness probe below is such a client; under
+            // load the test's own connection came during the reset: ConnectionReset).
             let child = Command::new("Xvfb")
-                .args([&format!(":{n}"), "-screen", "0", size, "-nolisten", "tcp"])
+                .args([
+                    &format!(":{n}"),
+                    "-screen",
+                    "0",
+                    size,
+                    "-nolisten",
+                    "tcp",
+                    "-noreset",
+                ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
