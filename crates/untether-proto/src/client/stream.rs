@@ -288,7 +288,9 @@ fn note_arrival(
     capture_us: Micros,
 ) {
     if let Some((pa, pc)) = *last {
-        let d = (arrival_us as i64 - pa as i64) - (capture_us as i64 - pc as i64);
+        // In i128: the capture times come from the wire (any u64); found by fuzzing
+        // (client_datagrams: `attempt to subtract with overflow` in i64).
+        let d = (arrival_us as i128 - pa as i128) - (capture_us as i128 - pc as i128);
         *jitter_us += (d.unsigned_abs() as f64 - *jitter_us) / 16.0;
     }
     *last = Some((arrival_us, capture_us));
@@ -297,6 +299,15 @@ fn note_arrival(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jitter_of_any_capture_times_from_the_wire_does_not_overflow() {
+        let (mut j, mut last) = (0.0, None);
+        note_arrival(&mut j, &mut last, 1_000, u64::MAX);
+        note_arrival(&mut j, &mut last, 2_000, 0);
+        note_arrival(&mut j, &mut last, 3_000, u64::MAX);
+        assert!(j.is_finite() && j > 0.0, "{j}");
+    }
     use crate::assembler::shard_frame;
 
     /// Frame `f`'s shards (3 data shards, no parity), captured at `f` ms.
