@@ -346,7 +346,13 @@ impl WlrCapture {
             };
             if self.spare.as_ref().map(|b| b.layout) != Some(layout) {
                 self.spare = None;
-                self.spare = Some(ShmBuffer::new(&self.shm, &self.queue.handle(), layout)?);
+                match ShmBuffer::new(&self.shm, &self.queue.handle(), layout) {
+                    Ok(b) => self.spare = Some(b),
+                    Err(e) => {
+                        frame.destroy();
+                        return Err(e);
+                    }
+                }
             }
             if let Some(b) = &self.spare {
                 frame.copy_with_damage(&b.buffer);
