@@ -1,5 +1,5 @@
 //! What other threads hand the host's network driver ([`super::network::HostNet`]): encoded
-//! frames and slices from the encoder stage, audio, a goodbye, a query, browsers' commands.
+//! frames and slices from the encoder stage, audio, a goodbye, a question ([`super::ask::Ask`]), browsers' commands.
 //! A leaf of `host/`: the encoder stage and the sources import it without importing the driver.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,11 +8,6 @@ use std::sync::Arc;
 use untether_proto::{
     AudioPacket, ClientId, FrameTiming, KeyframeDecision, Micros, PoseSample, SliceId,
 };
-
-/// A question for the driver, answered on its thread with the session at hand.
-/// The driver's state is passed as `Any` (it is the driver's `HostNet`), so this file need not
-/// know the driver's type: `Host::query` makes the closure and downcasts.
-pub(crate) type Query = Arc<dyn Fn(&mut dyn std::any::Any) + Send + Sync>;
 
 /// What other threads hand the host's network driver.
 pub(crate) enum HostCommand {
@@ -27,7 +22,9 @@ pub(crate) enum HostCommand {
     Audio(Vec<AudioPacket>),
     /// The source ended: say goodbye to the clients.
     Close,
-    Query(Query),
+    /// A question from another thread (the application's `Host`, the dashboard), answered
+    /// on the driver's thread.
+    Ask(super::ask::Ask),
     /// A keyframe request of another consumer of the stream (RTSP), registered with the
     /// session as this receiver: the session's one gate decides, and the decision is counted.
     ReceiverKeyframe(ClientId, Arc<KeyframeCounts>),

@@ -22,6 +22,7 @@
 //! publishes, so a frame being sent never blocks a control reply, and nothing waits on a lock
 //! held across a send.
 
+mod ask;
 mod audio;
 mod capture;
 mod clients;
@@ -59,7 +60,6 @@ mod webrtc;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -95,6 +95,7 @@ pub use state_input::STATE_SEQ;
 pub use summary::HostSummary;
 pub use webrtc::WebRtcSummary;
 
+use ask::{Answer, Ask, DriverFigures};
 use audio::AudioStage;
 use commands::HostCommand;
 use encode::EncoderStage;
@@ -155,29 +156,22 @@ impl Host {
         })
     }
 
-    /// Runs `f` on the network driver's thread with its session at hand (or on the parked
-    /// driver once its thread has ended) and returns what it returned.
-    fn query<R: Send + 'static>(
-        &self,
-        f: impl Fn(&mut HostNet) -> R + Send + Sync + 'static,
-    ) -> Option<R> {
-        let f = Arc::new(f);
-        let (tx, rx) = mpsc::sync_channel(1);
-        let q = {
-            let f = f.clone();
-            Arc::new(move |n: &mut dyn std::any::Any| {
-                if let Some(n) = n.downcast_mut::<HostNet>() {
-                    let _ = tx.send(f(n));
-                }
-            })
-        };
-        if self.net.send(HostCommand::Query(q)) {
+    /// Asks the network driver (on its thread, with its session at hand; or the parked driver
+    /// once its thread has ended) and returns its answer. `ask` makes the question around
+    /// where the answer goes (twice when the driver has gone).
+    fn ask<R: Send + 'static>(&self, ask: impl Fn(Answer<R>) -> Ask) -> Option<R> {
+        let (answer, rx) = Answer::channel();
+        if self.net.send(HostCommand::Ask(ask(answer))) {
             if let Ok(r) = rx.recv_timeout(Duration::from_secs(2)) {
                 return Some(r);
             }
         }
         // The driver has ended (or did not answer): ask what it left.
-        lock(&self.parked).as_mut().map(|n| f(n))
+        let mut parked = lock(&self.parked);
+        let n = parked.as_mut()?;
+        let (answer, rx) = Answer::channel();
+        ask(answer).answer(n);
+        rx.try_recv().ok()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -197,7 +191,7 @@ impl Host {
     /// The one-time PIN the host accepts now, if any (`access = "pin"`, or `untether pair
     /// --pin` while the host runs).
     pub fn pairing_pin(&self) -> Option<String> {
-        self.query(|n| n.pairing.pin.clone()).flatten()
+        self.ask(Ask::PairingPin).flatten()
     }
 
     /// The state directory (None with an in-memory identity).
@@ -207,13 +201,13 @@ impl Host {
 
     /// Fingerprints of the clients that paired with a PIN during this run.
     pub fn paired_clients(&self) -> Vec<String> {
-        self.query(|n| n.pairing.paired.clone()).unwrap_or_default()
+        self.ask(Ask::PairedClients).unwrap_or_default()
     }
 
     /// The newest value of a key of the latest-wins state channel
     /// ([`untether_proto::state::keys`]), e.g. the pointer position or the head pose.
     pub fn state_value(&self, key: untether_proto::StateKey) -> Option<StateEntry> {
-        self.query(move |n| n.session.state_value(key)).flatten()
+        self.ask(|a| Ask::StateValue(key, a)).flatten()
     }
 
     /// The options the host runs with (the resolution is the captured size for X11).
@@ -302,20 +296,15 @@ impl Host {
 
     /// What the host has measured so far.
     pub fn summary(&self) -> HostSummary {
-        let net = self.query(|n| {
-            n.roster_refresh();
-            (
-                n.session.stats(),
-                n.last_paths.clone(),
-                n.target_kbps,
-                n.roster.list(),
-                n.link.report.clone(),
-                n.session.state_staleness(now_us()),
-                n.webrtc.as_ref().map_or(0, |w| w.summary().bytes_sent),
-            )
-        });
-        let (st, paths, target_kbps, clients, link, state_staleness, webrtc_bytes_sent) =
-            net.unwrap_or_default();
+        let DriverFigures {
+            stats: st,
+            paths,
+            target_kbps,
+            clients,
+            link,
+            state_staleness,
+            webrtc_bytes_sent,
+        } = self.ask(Ask::Figures).unwrap_or_default();
         let s = &self.shared;
         let c = &s.counters;
         let samples = lock(&s.samples);
@@ -425,11 +414,7 @@ impl Drop for Host {
 impl Host {
     /// The clients of this run (connected now or gone), with their roles and figures.
     pub fn clients(&self) -> Vec<ClientSummary> {
-        self.query(|n| {
-            n.roster_refresh();
-            n.roster.list()
-        })
-        .unwrap_or_default()
+        self.ask(Ask::Clients).unwrap_or_default()
     }
 
     /// How many clients are connected now.
@@ -441,8 +426,7 @@ impl Host {
     /// more characters, one match), for this run (`untether pair control` persists it in the
     /// state directory instead). Returns the new controller.
     pub fn hand_control(&self, fingerprint: &str) -> Result<ClientSummary, HostError> {
-        let q = fingerprint.to_string();
-        self.query(move |n| n.hand_control(&q))
+        self.ask(|a| Ask::HandControl(fingerprint.to_string(), a))
             .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 
@@ -453,9 +437,12 @@ impl Host {
         fingerprint: &str,
         granted: bool,
     ) -> Result<ClientSummary, HostError> {
-        let q = fingerprint.to_string();
-        self.query(move |n| n.grant_input(&q, granted))
-            .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
+        self.ask(|answer| Ask::GrantInput {
+            fingerprint: fingerprint.to_string(),
+            granted,
+            answer,
+        })
+        .unwrap_or_else(|| Err(HostError::Stopped(self.failure())))
     }
 }
 
@@ -555,14 +542,14 @@ impl Host {
     /// Controller `n` (0..[`MAX_GAMEPADS`]) of the client as the host last heard it
     /// (buttons held, sticks and triggers); None before it sent anything.
     pub fn gamepad(&self, n: usize) -> Option<GamepadState> {
-        self.query(move |net| net.gamepads.state(n)).flatten()
+        self.ask(|a| Ask::Gamepad(n, a)).flatten()
     }
 
     /// Publishes host → client state (rumble, other players, the application's own keys from
     /// [`untether_proto::state::keys::APP`]) on the latest-wins channel; the client reads it
     /// with `ClientContext::state_value`. False when the key table (4096) is full.
     pub fn publish_state(&self, key: StateKey, value: StateValue) -> bool {
-        self.query(move |n| n.session.publish_state(now_us(), key, value))
+        self.ask(|a| Ask::PublishState(key, value, a))
             .unwrap_or(false)
     }
 }
@@ -575,7 +562,7 @@ impl Host {
     /// `webrtc.listen`.
     pub fn browser_link(&self) -> Option<String> {
         let base = self.browsers.as_ref()?.base_url.clone();
-        let token = self.query(|n| n.webrtc.as_mut().map(|w| w.link_token(now_us())))??;
+        let token = self.ask(Ask::BrowserLinkToken)??;
         Some(format!("{base}?token={token}"))
     }
 
@@ -610,6 +597,6 @@ impl Host {
     /// What the WebRTC sessions (browsers, the WHIP publication) counted; None when
     /// `[webrtc]` is off.
     pub fn webrtc_summary(&self) -> Option<WebRtcSummary> {
-        self.query(|n| n.webrtc.as_ref().map(|w| w.summary().clone()))?
+        self.ask(Ask::WebRtcSummary)?
     }
 }

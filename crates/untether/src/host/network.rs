@@ -462,7 +462,7 @@ impl Endpoint for HostNet {
                 // Honoured: the session's KeyframeRequested event asks the encoder.
                 self.session.request_keyframe(now);
             }
-            HostCommand::Query(q) => q(self as &mut dyn std::any::Any),
+            HostCommand::Ask(a) => a.answer(self),
             HostCommand::WebRtc(c) => {
                 if let Some(w) = &mut self.webrtc {
                     let mut pins = super::webrtc::SessionPins {

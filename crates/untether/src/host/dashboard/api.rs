@@ -11,11 +11,11 @@ use crate::host::network::HostNet;
 use crate::identity::{random_pin, unix_now, Access};
 
 /// Why a request is refused: its status and a one-line reason.
-pub(super) type Refused = (u16, String);
+pub(crate) type Refused = (u16, String);
 
 /// What the host knows at start and never changes.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Facts {
+pub(crate) struct Facts {
     pub fingerprint: String,
     pub resolution: String,
     pub fps: u32,
@@ -32,8 +32,49 @@ pub(super) const MIN_KBPS: u32 = 100;
 /// The lowest frame rate the operator may set.
 pub(super) const MIN_FPS: u32 = 5;
 
+/// One read or action of the API, run on the driver's thread ([`crate::host::ask::Ask`]).
+pub(crate) enum Action {
+    /// `GET /api/state`.
+    State(Facts),
+    /// `POST /api/approve`: a pending access request, by fingerprint.
+    Approve(String),
+    /// `POST /api/deny`.
+    Deny(String),
+    /// `POST /api/control`: hand control to a connected client.
+    Control(String),
+    /// `POST /api/grant`: grant (or take back) a viewer's input.
+    Grant { fingerprint: String, granted: bool },
+    /// `POST /api/pin`: a new pairing PIN.
+    RenewPin(Facts),
+    /// `POST /api/bitrate`, kbit/s.
+    Bitrate(Facts, u64),
+    /// `POST /api/fps`.
+    Fps(Facts, u64),
+    /// `POST /api/link`: a browser's one-time link.
+    BrowserLink(Facts),
+}
+
+impl Action {
+    pub(crate) fn run(self, n: &mut HostNet) -> Result<Value, Refused> {
+        match self {
+            Action::State(f) => Ok(state(n, &f)),
+            Action::Approve(fp) => approve(n, &fp),
+            Action::Deny(fp) => deny(n, &fp),
+            Action::Control(fp) => control(n, &fp),
+            Action::Grant {
+                fingerprint,
+                granted,
+            } => grant(n, &fingerprint, granted),
+            Action::RenewPin(f) => renew_pin(n, &f),
+            Action::Bitrate(f, kbps) => bitrate(n, &f, kbps),
+            Action::Fps(f, rate) => fps(n, &f, rate),
+            Action::BrowserLink(f) => browser_link(n, &f),
+        }
+    }
+}
+
 /// Everything the page shows, as JSON (docs/DASHBOARD.md, `GET /api/state`).
-pub(super) fn state(n: &mut HostNet, f: &Facts) -> Value {
+fn state(n: &mut HostNet, f: &Facts) -> Value {
     let now = crate::clock::now_us();
     n.roster_refresh();
     let pending: Vec<Value> = n
@@ -123,7 +164,7 @@ fn pending(n: &HostNet, fp: &str) -> Result<(PublicKey, String), Refused> {
 
 /// Approves a pending request: the client gets in at its next try (its patient client retries
 /// at once), and stays allowed (the allowlist in the state directory).
-pub(super) fn approve(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
+fn approve(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
     let (key, name) = pending(n, fp)?;
     n.session.allow_client(key);
     if let Some(dir) = &n.pairing.dir {
@@ -143,7 +184,7 @@ pub(super) fn approve(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
 
 /// Denies a pending request: its key is refused from now on (the client is told and stops
 /// asking) until approved.
-pub(super) fn deny(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
+fn deny(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
     let (key, _) = pending(n, fp)?;
     n.session.revoke_client(crate::clock::now_us(), key);
     if let Some(dir) = &n.pairing.dir {
@@ -156,7 +197,7 @@ pub(super) fn deny(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
 }
 
 /// A new one-time PIN (the old one stops working), valid `host.pin_ttl_s`, 3 attempts.
-pub(super) fn renew_pin(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
+fn renew_pin(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
     if n.pairing.access == Access::Open {
         return Err((
             409,
@@ -185,13 +226,13 @@ pub(super) fn renew_pin(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
 }
 
 /// Hands control to a connected client, for this run (as `Host::hand_control`).
-pub(super) fn control(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
+fn control(n: &mut HostNet, fp: &str) -> Result<Value, Refused> {
     let c = n.hand_control(fp).map_err(|e| (404, e.to_string()))?;
     Ok(json!({"controller": c.fingerprint}))
 }
 
 /// Grants (or takes back) a viewer's input, for this run (as `Host::grant_input`).
-pub(super) fn grant(n: &mut HostNet, fp: &str, granted: bool) -> Result<Value, Refused> {
+fn grant(n: &mut HostNet, fp: &str, granted: bool) -> Result<Value, Refused> {
     let c = n
         .grant_input(fp, granted)
         .map_err(|e| (404, e.to_string()))?;
@@ -200,7 +241,7 @@ pub(super) fn grant(n: &mut HostNet, fp: &str, granted: bool) -> Result<Value, R
 
 /// Sets the bit rate ceiling: the encoder follows the lower of it and the adaptive
 /// controller's target, from the next frame.
-pub(super) fn bitrate(n: &mut HostNet, f: &Facts, kbps: u64) -> Result<Value, Refused> {
+fn bitrate(n: &mut HostNet, f: &Facts, kbps: u64) -> Result<Value, Refused> {
     if kbps < MIN_KBPS as u64 || kbps > f.bitrate_kbps as u64 {
         return Err((
             400,
@@ -220,7 +261,7 @@ pub(super) fn bitrate(n: &mut HostNet, f: &Facts, kbps: u64) -> Result<Value, Re
 
 /// Sets the frame rate ceiling: from the next picture, pictures are dropped to the lower of
 /// it and the stream's rate (a client's `--fps`) before the encoder; `video.fps` lifts it.
-pub(super) fn fps(n: &mut HostNet, f: &Facts, fps: u64) -> Result<Value, Refused> {
+fn fps(n: &mut HostNet, f: &Facts, fps: u64) -> Result<Value, Refused> {
     if fps < MIN_FPS as u64 || fps > f.fps as u64 {
         return Err((
             400,
@@ -244,7 +285,7 @@ pub(super) fn fps(n: &mut HostNet, f: &Facts, fps: u64) -> Result<Value, Refused
 }
 
 /// The next browser's one-time link (`webrtc.listen`).
-pub(super) fn browser_link(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
+fn browser_link(n: &mut HostNet, f: &Facts) -> Result<Value, Refused> {
     let (Some(page), Some(w)) = (&f.page, n.webrtc.as_mut()) else {
         return Err((
             409,

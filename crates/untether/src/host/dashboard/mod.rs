@@ -19,23 +19,23 @@ mod auth;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request};
 use serde_json::Value;
-use tokio::sync::oneshot;
 
-use super::commands::{HostCommand, Query};
-use super::network::HostNet;
-use super::shared::{lock, HostShared};
+use super::ask::{Answer, Ask};
+use super::commands::HostCommand;
+use super::shared::HostShared;
 use super::webrtc::{
     request_header, respond, start_http, text, MakeService, Reply, ServerName, Service,
 };
 use crate::driver::Handle;
-use api::{Facts, Refused};
+use api::Facts;
+pub(crate) use api::{Action, Refused};
 use auth::{Asked, Gate, Verdict, TOKEN_HEADER};
 
 /// The page.
@@ -161,7 +161,7 @@ impl Dashboard {
             (false, "/api/state") => {
                 let f = self.facts.clone();
                 let facts = (*f).clone();
-                self.ask(move |n| Ok(api::state(n, &facts))).await
+                self.ask(Action::State(facts)).await
             }
             (true, p) if p.starts_with("/api/") => {
                 let body = match self.body(req).await {
@@ -222,29 +222,33 @@ impl Dashboard {
             return json_error(s, &r);
         }
         match path {
-            "/api/approve" => self.ask(move |n| api::approve(n, &fp)).await,
-            "/api/deny" => self.ask(move |n| api::deny(n, &fp)).await,
-            "/api/control" => self.ask(move |n| api::control(n, &fp)).await,
+            "/api/approve" => self.ask(Action::Approve(fp)).await,
+            "/api/deny" => self.ask(Action::Deny(fp)).await,
+            "/api/control" => self.ask(Action::Control(fp)).await,
             "/api/grant" => {
                 let Some(granted) = body["granted"].as_bool() else {
                     return json_error(400, "the body must say \"granted\": true or false");
                 };
-                self.ask(move |n| api::grant(n, &fp, granted)).await
+                self.ask(Action::Grant {
+                    fingerprint: fp,
+                    granted,
+                })
+                .await
             }
-            "/api/pin" => self.ask(move |n| api::renew_pin(n, &facts)).await,
+            "/api/pin" => self.ask(Action::RenewPin(facts)).await,
             "/api/bitrate" => {
                 let Some(kbps) = body["kbps"].as_u64() else {
                     return json_error(400, "the body must give \"kbps\", a whole number");
                 };
-                self.ask(move |n| api::bitrate(n, &facts, kbps)).await
+                self.ask(Action::Bitrate(facts, kbps)).await
             }
             "/api/fps" => {
                 let Some(fps) = body["fps"].as_u64() else {
                     return json_error(400, "the body must give \"fps\", a whole number");
                 };
-                self.ask(move |n| api::fps(n, &facts, fps)).await
+                self.ask(Action::Fps(facts, fps)).await
             }
-            "/api/link" => self.ask(move |n| api::browser_link(n, &facts)).await,
+            "/api/link" => self.ask(Action::BrowserLink(facts)).await,
             _ => json_error(404, "no such action (docs/DASHBOARD.md lists them)"),
         }
     }
@@ -275,21 +279,14 @@ impl Dashboard {
         }
     }
 
-    /// Runs `f` on the network driver's thread and answers with its JSON (or its refusal).
-    async fn ask(
-        &self,
-        f: impl Fn(&mut HostNet) -> Result<Value, Refused> + Send + Sync + 'static,
-    ) -> Reply {
-        let (tx, rx) = oneshot::channel();
-        let tx = Mutex::new(Some(tx));
-        let q: Query = Arc::new(move |n: &mut dyn std::any::Any| {
-            if let Some(n) = n.downcast_mut::<HostNet>() {
-                if let Some(tx) = lock(&tx).take() {
-                    let _ = tx.send(f(n));
-                }
-            }
-        });
-        if !self.net.send(HostCommand::Query(q)) {
+    /// Runs `action` on the network driver's thread and answers with its JSON (or its
+    /// refusal).
+    async fn ask(&self, action: Action) -> Reply {
+        let (answer, rx) = Answer::oneshot();
+        if !self
+            .net
+            .send(HostCommand::Ask(Ask::Dashboard(action, answer)))
+        {
             return json_error(503, "the host is stopping");
         }
         match tokio::time::timeout(DRIVER_TIMEOUT, rx).await {
