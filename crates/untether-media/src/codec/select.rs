@@ -22,6 +22,16 @@ pub enum EncoderChoice {
 }
 
 impl EncoderChoice {
+    /// The choice a name stands for, as `video.encoder` and the host builder read it: `auto`,
+    /// or an FFmpeg encoder's name (whether this FFmpeg has it is checked with the rest of the
+    /// selection, [`Selection::parse`]).
+    pub fn from_name(name: &str) -> EncoderChoice {
+        match name {
+            "auto" => EncoderChoice::Auto,
+            n => EncoderChoice::Named(n.to_string()),
+        }
+    }
+
     pub fn name(&self) -> &str {
         match self {
             EncoderChoice::Auto => "auto",
@@ -125,9 +135,10 @@ impl Selection {
             }
         };
         let conversion = conversion.map(str::parse::<Conversion>).transpose()?;
-        let encoder = match encoder {
-            None | Some("auto") => None,
-            Some(name) => {
+        let encoder = match encoder.map(EncoderChoice::from_name) {
+            None | Some(EncoderChoice::Auto) => None,
+            Some(EncoderChoice::Named(name)) => {
+                let name = name.as_str();
                 let c = codec_of_encoder(name).ok_or_else(|| UnknownEncoder {
                     name: name.to_string(),
                     known: available_encoders()
@@ -222,6 +233,18 @@ impl FromStr for EncoderChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_is_read_in_one_place_for_the_config_and_the_builder() {
+        assert_eq!(EncoderChoice::from_name("auto"), EncoderChoice::Auto);
+        let named = EncoderChoice::from_name("libx265");
+        assert_eq!(named, EncoderChoice::Named("libx265".into()));
+        assert_eq!(EncoderChoice::from_name(named.name()), named);
+        assert_eq!(
+            Selection::parse(None, Some("auto"), None),
+            Ok(Selection::default())
+        );
+    }
 
     #[test]
     fn codec_encoder_and_conversion_follow_from_each_other_or_contradict() {

@@ -47,11 +47,10 @@ impl HostBuilder {
     /// follows (checked by [`build`](Self::build), which names the key).
     pub fn encoder_name(mut self, name: &str) -> Self {
         let sel = &mut self.options.video.selection;
-        if name == "auto" {
-            sel.encoder = EncoderChoice::Auto;
+        sel.encoder = EncoderChoice::from_name(name);
+        if sel.encoder == EncoderChoice::Auto {
             return self;
         }
-        sel.encoder = EncoderChoice::Named(name.to_string());
         sel.codec = untether_media::codec::encoder::codec_of_encoder(name).or(sel.codec);
         sel.conversion = match (name, sel.conversion) {
             ("libx264rgb", _) => Conversion::Rgb,
