@@ -2,6 +2,9 @@
 //! a real X server and a real X program, evdev devices registered by file descriptor, the
 //! embedding API's synchronous path with I420 frames, and audio from the test tone to SDL.
 
+#[path = "common/arrival.rs"]
+mod arrival;
+
 use std::io::{BufRead, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -332,18 +335,8 @@ fn x11_damage_is_grabbed_as_it_arrives_not_at_the_next_tick() {
     let summary = host.stop();
     assert!(summary.fatal.is_none(), "{:?}", summary.fatal);
     // Each frame captured during the drawing, from the last draw before it.
-    let first = drawn_us[0];
-    let mut delays: Vec<u64> = run
-        .records
-        .iter()
-        .filter(|r| r.capture_us >= first)
-        .filter_map(|r| {
-            let drawn = drawn_us.iter().rev().find(|&&d| d <= r.capture_us)?;
-            Some(r.capture_us - drawn)
-        })
-        .collect();
-    delays.sort_unstable();
-    let p50 = delays.get(delays.len() / 2).copied();
+    let delays = arrival::since_last_change(&drawn_us, run.records.iter().map(|r| r.capture_us));
+    let p50 = arrival::p50(&delays);
     eprintln!(
         "X11 DAMAGE: {} frames captured during 20 draws; draw → grab p50 {:?} µs (all: {delays:?})",
         delays.len(),

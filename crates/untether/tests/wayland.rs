@@ -8,6 +8,9 @@
 mod portal;
 mod wayland_fixture;
 
+#[path = "common/arrival.rs"]
+mod arrival;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -263,18 +266,8 @@ fn changes_are_taken_as_they_arrive(sway: &Sway) {
     assert!(summary.fatal.is_none(), "{:?}", summary.fatal);
     // Each frame captured during the painting, from the last repaint before it (its capture
     // time is the compositor's `ready`, after its composition).
-    let first = painted_us[0];
-    let mut delays: Vec<u64> = run
-        .records
-        .iter()
-        .filter(|r| r.capture_us >= first)
-        .filter_map(|r| {
-            let painted = painted_us.iter().rev().find(|&&d| d <= r.capture_us)?;
-            Some(r.capture_us - painted)
-        })
-        .collect();
-    delays.sort_unstable();
-    let p50 = delays.get(delays.len() / 2).copied();
+    let delays = arrival::since_last_change(&painted_us, run.records.iter().map(|r| r.capture_us));
+    let p50 = arrival::p50(&delays);
     println!(
         "wlr-screencopy on arrival: {} frames captured during 20 repaints; repaint → ready p50 {:?} µs (all: {delays:?}); {} intervals unchanged",
         delays.len(),
