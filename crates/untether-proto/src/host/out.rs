@@ -1,6 +1,8 @@
 //! What leaves for a client: sealed shards and audio packets, each copy on every path the
 //! scheduler chose, counted.
 
+use std::collections::VecDeque;
+
 use super::peer::Peer;
 use super::{HostSession, HostStats, NoClient};
 use crate::crypto::TAG_LEN;
@@ -44,6 +46,18 @@ impl HostSession {
         }
         Ok(n)
     }
+}
+
+/// Queues an answer to an address (a handshake's), counting it.
+pub(super) fn reply(
+    stats: &mut HostStats,
+    queue: &mut VecDeque<Transmit>,
+    dst: std::net::SocketAddr,
+    payload: Vec<u8>,
+) {
+    stats.bytes_sent += payload.len() as u64;
+    stats.datagrams_sent += 1;
+    queue.push_back(Transmit { dst, payload });
 }
 
 /// Queues `payload` on each scheduled path of `peer` (copies for all but the last), counting

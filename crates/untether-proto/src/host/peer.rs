@@ -7,10 +7,11 @@ use std::net::SocketAddr;
 use super::health::{Verdict, ViewerHealth};
 use super::out::fan_out;
 use super::stream::keyframes::Requester;
-use super::{arr, ClientInfo, ClientStatus, HostConfig, HostEvent, HostSession};
-use super::{StreamState, RATE_PING_INTERVAL_US};
+use super::{arr, ClientInfo, ClientStatus, HostConfig, HostEvent, HostSession, HostStats};
+use super::{StreamState, HANDSHAKE_REPEAT_ANSWER_US, RATE_PING_INTERVAL_US};
 use crate::crypto::{Protection, TAG_LEN};
 use crate::fec::LossEstimator;
+use crate::handshake::PublicKey;
 use crate::keyframe::KeyframeDecision;
 use crate::paths::{Class, PathSet};
 use crate::rate::RateController;
@@ -18,8 +19,8 @@ use crate::reliable::ReliableReceiver;
 use crate::state::{StateKey, StateReceiver, StateSender, StateValue};
 use crate::window::{PacketWindow, Seen};
 use crate::wire::{
-    self, encode_control, ByeReason, ClientRole, ControlFrame, Feedback, Header, PacketType,
-    HEADER_LEN,
+    self, encode_control, role_flags, ByeReason, ClientRole, ControlFrame, Feedback, Header,
+    PacketType, RejectReason, HEADER_LEN,
 };
 use crate::{GoneReason, Micros};
 
@@ -266,6 +267,110 @@ impl Peer {
                 .min(state),
         )
     }
+}
+
+impl Peer {
+    /// Takes the role the authority gives it (and whether its input is granted). Some when
+    /// either changed: `true` if it was a paused viewer taking control, which is judged no
+    /// more and takes every frame again, from the next entry point.
+    pub(super) fn take_role(&mut self, role: ClientRole, granted: bool) -> Option<bool> {
+        if role == self.role && granted == self.input_granted {
+            return None;
+        }
+        let mut resumed = false;
+        if role == ClientRole::Controller && self.health.is_paused() {
+            self.awaiting_entry = true;
+            resumed = true;
+        }
+        if role == ClientRole::Controller {
+            self.health.reset();
+        }
+        self.role = role;
+        self.input_granted = granted;
+        Some(resumed)
+    }
+
+    /// Queues its Role frame if what it was last told differs.
+    pub(super) fn tell_role(&mut self, now: Micros, stats: &mut HostStats) {
+        let mut flags = 0;
+        if self.input_granted {
+            flags |= role_flags::INPUT_GRANTED;
+        }
+        if self.health.is_paused() {
+            flags |= role_flags::PAUSED;
+        }
+        if self.role_told == Some((self.role, flags)) {
+            return;
+        }
+        self.role_version = self.role_version.wrapping_add(1);
+        self.role_told = Some((self.role, flags));
+        self.role_acked = false;
+        self.tell_role_again(now, stats);
+    }
+
+    /// Queues its current Role frame (again: it was not acknowledged).
+    fn tell_role_again(&mut self, now: Micros, stats: &mut HostStats) {
+        let Some((role, flags)) = self.role_told else {
+            return;
+        };
+        self.pending
+            .retain(|f| !matches!(f, ControlFrame::Role { .. }));
+        self.pending.push(ControlFrame::Role {
+            role,
+            flags,
+            version: self.role_version,
+        });
+        self.role_sent_us = now;
+        stats.roles_sent += 1;
+    }
+
+    /// A repeated HelloFinish of this client (its Accept was lost): only an exact copy of its
+    /// message 3 is one (false: forged); it draws the Accept again unless the client has shown
+    /// it has it or one went out in the last [`HANDSHAKE_REPEAT_ANSWER_US`].
+    pub(super) fn repeat_accept(
+        &mut self,
+        now: Micros,
+        msg3: &[u8],
+        beside: &BesideAccept,
+    ) -> bool {
+        if msg3 != self.handshake_msg3.as_slice() {
+            return false;
+        }
+        if self.confirmed || now < self.accept_sent_us + HANDSHAKE_REPEAT_ANSWER_US {
+            return true;
+        }
+        queue_accept(&mut self.pending, self.params, beside);
+        self.accept_sent_us = now;
+        true
+    }
+}
+
+/// Why an authenticated client is refused for want of room: the host serves its maximum
+/// (a client whose key is connected replaces its old run, and is never refused for it).
+pub(super) fn busy_refusal(
+    peers: &[Peer],
+    key: &PublicKey,
+    max: usize,
+) -> Option<(RejectReason, String)> {
+    let replaces = peers.iter().any(|p| &p.info.key == key);
+    if replaces || peers.len() < max {
+        return None;
+    }
+    let names: Vec<String> = peers
+        .iter()
+        .take(4)
+        .map(|p| format!("{:?}", p.info.name))
+        .collect();
+    Some((
+        RejectReason::Busy,
+        format!(
+            "the host serves its maximum of {max} client{} ({}{}); try again when one \
+             leaves, or raise host.max_clients (--max-clients) on the host",
+            if max == 1 { "" } else { "s" },
+            names.join(", "),
+            if peers.len() > 4 { ", …" } else { "" }
+        ),
+    ))
 }
 
 /// What travels in the same datagram as every Accept: the host's clock identity and its
@@ -563,20 +668,6 @@ impl HostSession {
         }
     }
 
-    /// A keyframe request through the one gate, with the requester's limits.
-    pub(super) fn keyframe_request(
-        &mut self,
-        now: Micros,
-        who: Requester,
-        lost_frame: u32,
-    ) -> KeyframeDecision {
-        let d = self.stream.keyframes().request(now, who, lost_frame);
-        if d == KeyframeDecision::Honour {
-            self.events.push_back(HostEvent::KeyframeRequested);
-        }
-        d
-    }
-
     /// Acts on a viewer's health verdict.
     fn on_verdict(&mut self, now: Micros, i: usize, verdict: Verdict) {
         let id = self.peers[i].info.id;
@@ -588,14 +679,14 @@ impl HostSession {
                     client: id,
                     paused: true,
                 });
-                self.tell_role(now, i);
+                self.peers[i].tell_role(now, &mut self.stats);
             }
             Verdict::Resume => {
                 self.events.push_back(HostEvent::ViewerPaused {
                     client: id,
                     paused: false,
                 });
-                self.tell_role(now, i);
+                self.peers[i].tell_role(now, &mut self.stats);
                 // Its decoder needs a fresh start: the next keyframe (within the cooldown).
                 self.peers[i].awaiting_entry = true;
                 self.request_entry_point(now);
@@ -613,7 +704,7 @@ impl HostSession {
         let peer = &mut self.peers[i];
         if peer.role_told.is_some() && !peer.role_acked && now >= peer.role_sent_us + ROLE_REPEAT_US
         {
-            self.tell_role_again(now, i);
+            self.peers[i].tell_role_again(now, &mut self.stats);
         }
         let peer = &mut self.peers[i];
         if now >= peer.last_send_us + keepalive_us && peer.pending.is_empty() {
