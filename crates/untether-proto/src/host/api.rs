@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use super::peer::Peer;
 use super::stream::keyframes::Requester;
 use super::{
-    AccessRequest, ClientId, ClientInfo, ClientStatus, HostSession, HostStats, PairingEvent,
-    PairingPin, ReceiverKind,
+    AccessRequest, ClientId, ClientInfo, ClientStatus, HostSession, HostStats, NoClient,
+    PairingEvent, PairingPin, ReceiverKind,
 };
 use crate::fec::FecPolicy;
 use crate::handshake::PublicKey;
@@ -485,5 +485,30 @@ impl HostSession {
         self.controller_peer()
             .map(|p| p.paths.stats())
             .unwrap_or_default()
+    }
+
+    /// Queues one audio packet for every client that is sent frames (one datagram each, after
+    /// queued shards). Returns how many clients it was queued for.
+    pub fn send_audio(
+        &mut self,
+        now: Micros,
+        packet: &crate::audio::AudioPacket,
+    ) -> Result<usize, NoClient> {
+        if self.peers.is_empty() {
+            return Err(NoClient);
+        }
+        let mut body = Vec::with_capacity(packet.encoded_len());
+        packet.encode(&mut body);
+        let mut n = 0;
+        for peer in &mut self.peers {
+            n += peer.send_audio(
+                now,
+                &body,
+                &mut self.stats,
+                &mut self.sched,
+                &mut self.transmits,
+            ) as usize;
+        }
+        Ok(n)
     }
 }

@@ -36,7 +36,6 @@ mod admission;
 mod api;
 mod config;
 pub mod health;
-mod out;
 mod peer;
 mod roles;
 mod stream;
@@ -49,7 +48,7 @@ use crate::handshake::{PublicKey, SessionRng};
 use crate::keyframe::KeyframeDecision;
 use crate::paths::MAX_PATHS;
 use crate::state::{StateKey, StateValue};
-use crate::wire::{self, ByeReason, RejectReason, SessionParams};
+use crate::wire::{self, ByeReason, RejectReason, SessionParams, HEADER_LEN};
 use crate::{GoneReason, Micros, Transmit};
 
 pub use admission::{AMPLIFICATION_FACTOR, HANDSHAKE_REPEAT_ANSWER_US};
@@ -65,6 +64,7 @@ pub use types::{
 };
 
 use admission::Admission;
+use health::Verdict;
 use peer::Peer;
 use roles::Roles;
 use stream::keyframes::Requester;
@@ -430,16 +430,16 @@ impl HostSession {
         self.admission
             .handle_timeout(now, &self.cfg, &mut self.stats);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
+        let keepalive_us = self.cfg.params.keepalive_ms as u64 * 1000;
         let mut i = 0;
         // A client fell silent or left, or control was held for a key that did not come back:
         // control may pass on.
         let mut roles_due = self.roles.hold_deadline().is_some_and(|d| now >= d);
         while i < self.peers.len() {
             let p = &mut self.peers[i];
-            if p.silence_deadline(&self.cfg).is_some_and(|d| now >= d) {
+            if p.fall_silent(now, &self.cfg) {
                 // Gone quiet (killed, out of range): no more video to its address, and if it
                 // controlled, control passes on now rather than at the idle timeout.
-                p.silent = true;
                 self.stats.clients_silenced += 1;
                 self.events.push_back(HostEvent::ClientSilent {
                     client: p.info.id,
@@ -447,7 +447,7 @@ impl HostSession {
                 });
                 roles_due = true;
             }
-            if now >= self.peers[i].last_recv_us + idle_us {
+            if self.peers[i].idle(now, idle_us) {
                 let p = self.remove_peer(i);
                 self.events.push_back(HostEvent::ClientGone {
                     client: p.info.id,
@@ -457,7 +457,14 @@ impl HostSession {
                 roles_due = true;
                 continue;
             }
-            self.peer_timers(now, i);
+            self.peers[i].handle_timeout(
+                now,
+                keepalive_us,
+                &mut self.stats,
+                &mut self.sched,
+                &mut self.transmits,
+                &mut self.control_out,
+            );
             i += 1;
         }
         if roles_due {
@@ -514,6 +521,155 @@ impl HostSession {
         if resumed {
             self.request_entry_point(now);
         }
+    }
+
+    /// A protected datagram: its peer (by connection id) opens it ([`Peer::open`]) and handles
+    /// its control frames ([`Peer::on_control`]); the session acts on what they return.
+    fn on_protected(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
+        let cid = u64::from_be_bytes(arr(&data[2..10]));
+        let pn = u64::from_be_bytes(arr(&data[10..18]));
+        let Some(i) = self.peers.iter().position(|p| p.info.connection_id == cid) else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        let peer = &mut self.peers[i];
+        let Some(opened) = peer.open(now, from, pn, data, &mut self.scratch, &mut self.stats)
+        else {
+            return;
+        };
+        let id = peer.info.id;
+        if opened.heard_again {
+            // Roles are decided again (control it lost while silent stays where it went,
+            // unless its key is the preferred one); it is live from the next entry point.
+            self.events.push_back(HostEvent::ClientSilent {
+                client: id,
+                silent: false,
+            });
+            self.assign_roles(now);
+            self.request_entry_point(now);
+        }
+        let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + opened.len]) {
+            Ok(f) => f,
+            Err(_) => {
+                self.stats.malformed_datagrams += 1;
+                return;
+            }
+        };
+        for f in frames {
+            // A frame may end the session (Bye, a dropped viewer): the rest is not for anyone.
+            let Some(i) = self.peer_index(id) else {
+                return;
+            };
+            let is_controller = self.roles.controller() == Some(id);
+            let action = self.peers[i].on_control(
+                now,
+                from,
+                f,
+                is_controller,
+                &mut self.stats,
+                &mut self.events,
+            );
+            if let Some(action) = action {
+                self.on_peer_action(now, i, action);
+            }
+        }
+    }
+
+    /// What a peer's control frame asks of the session.
+    fn on_peer_action(&mut self, now: Micros, i: usize, action: peer::Action) {
+        let id = self.peers[i].info.id;
+        match action {
+            peer::Action::Keyframe { lost_frame, paused } => {
+                let who = self.roles.requester(id);
+                if self.keyframe_request(now, who, lost_frame) == KeyframeDecision::Limited
+                    && paused
+                {
+                    self.stats.keyframe_requests_ignored_paused += 1;
+                }
+            }
+            peer::Action::Feedback { bitrate, verdict } => {
+                if let Some(kbps) = bitrate {
+                    self.target_kbps = Some(kbps);
+                    self.events.push_back(HostEvent::BitrateChanged { kbps });
+                }
+                self.on_verdict(now, i, verdict);
+            }
+            peer::Action::Nack {
+                frame_number,
+                slice_index,
+                missing,
+            } => self.retransmit(now, i, frame_number, slice_index, &missing),
+            peer::Action::Bye => {
+                let p = self.remove_peer(i);
+                self.events.push_back(HostEvent::ClientGone {
+                    client: p.info.id,
+                    addr: p.info.addr,
+                    reason: GoneReason::Bye,
+                });
+                self.assign_roles(now);
+            }
+        }
+    }
+
+    /// Acts on a viewer's health verdict.
+    fn on_verdict(&mut self, now: Micros, i: usize, verdict: Verdict) {
+        let id = self.peers[i].info.id;
+        match verdict {
+            Verdict::Keep => {}
+            Verdict::Pause => {
+                self.stats.viewers_paused += 1;
+                self.events.push_back(HostEvent::ViewerPaused {
+                    client: id,
+                    paused: true,
+                });
+                self.peers[i].tell_role(now, &mut self.stats);
+            }
+            Verdict::Resume => {
+                self.events.push_back(HostEvent::ViewerPaused {
+                    client: id,
+                    paused: false,
+                });
+                self.peers[i].tell_role(now, &mut self.stats);
+                // Its decoder needs a fresh start: the next keyframe (within the cooldown).
+                self.peers[i].resume();
+                self.request_entry_point(now);
+            }
+            Verdict::Drop => {
+                self.stats.viewers_dropped += 1;
+                self.end_peer(now, i, ByeReason::TooSlow, GoneReason::TooSlow);
+            }
+        }
+    }
+
+    /// Builds the control datagrams of every client with frames pending; clients told Bye
+    /// (the host closing) leave.
+    fn build_controls(&mut self, now: Micros) {
+        let mut i = 0;
+        let mut closed = false;
+        while i < self.peers.len() {
+            if self.build_controls_of(now, i) {
+                self.remove_peer(i);
+                closed = true;
+            } else {
+                i += 1;
+            }
+        }
+        if closed {
+            self.assign_roles(now);
+        }
+    }
+
+    /// Builds peer `i`'s pending control frames ([`Peer::build_controls`]) on `control_out`;
+    /// true if a Bye went out.
+    fn build_controls_of(&mut self, now: Micros, i: usize) -> bool {
+        let max = self.cfg.params.max_datagram as usize;
+        self.peers[i].build_controls(
+            now,
+            max,
+            &mut self.stats,
+            &mut self.sched,
+            &mut self.control_out,
+        )
     }
 
     /// A keyframe request through the one gate, with the requester's limits.

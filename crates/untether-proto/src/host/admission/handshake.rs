@@ -6,7 +6,6 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use super::super::out::reply;
 use super::super::{AccessPolicy, HostConfig, HostStats, PairingEvent};
 use super::Admission;
 use crate::crypto::Protection;
@@ -81,8 +80,11 @@ pub(in crate::host) struct Io<'a> {
 }
 
 impl Io<'_> {
+    /// Queues an answer to the handshake's address, counting it.
     fn reply(&mut self, dst: SocketAddr, payload: Vec<u8>) {
-        reply(self.stats, self.transmits, dst, payload);
+        self.stats.bytes_sent += payload.len() as u64;
+        self.stats.datagrams_sent += 1;
+        self.transmits.push_back(Transmit { dst, payload });
     }
 }
 

@@ -8,7 +8,6 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::super::out::seal_shard;
 use super::super::peer::{queue_accept, BesideAccept, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
 use super::super::{ClientId, HostSession, NoClient};
 use super::resend::SentFrame;
@@ -279,8 +278,7 @@ impl HostSession {
             let mut datagrams = Vec::with_capacity(shards.len() + needs[r]);
             let mut sealed = 0;
             for (sh, range) in &shards {
-                if !seal_shard(
-                    peer,
+                if !peer.seal_shard(
                     &mut self.stats,
                     &mut datagrams,
                     &self.sched,
@@ -301,14 +299,7 @@ impl HostSession {
                     .enumerate()
                 {
                     let ph = parity_header(&template, j as u16);
-                    if !seal_shard(
-                        peer,
-                        &mut self.stats,
-                        &mut datagrams,
-                        &self.sched,
-                        &ph,
-                        shard,
-                    ) {
+                    if !peer.seal_shard(&mut self.stats, &mut datagrams, &self.sched, &ph, shard) {
                         break;
                     }
                     parity_sent += 1;
@@ -387,8 +378,7 @@ impl HostSession {
             let Some(payload) = r.data.get(range.clone()) else {
                 continue;
             };
-            if !seal_shard(
-                peer,
+            if !peer.seal_shard(
                 &mut self.stats,
                 &mut self.transmits,
                 &self.sched,
