@@ -4,13 +4,15 @@
 //! datagrams and events out) and the glue between its parts are in `mod.rs`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::peer::Peer;
-use super::stream::keyframes::Requester;
+use super::stream::{self, keyframes::Requester, ClientDatagrams, FrameMeta};
 use super::{
     AccessRequest, ClientId, ClientInfo, ClientStatus, HostSession, HostStats, NoClient,
     PairingEvent, PairingPin, ReceiverKind,
 };
+use crate::assembler::SliceId;
 use crate::fec::FecPolicy;
 use crate::handshake::PublicKey;
 use crate::keyframe::KeyframeDecision;
@@ -510,5 +512,117 @@ impl HostSession {
             ) as usize;
         }
         Ok(n)
+    }
+
+    // ---- frames --------------------------------------------------------------------------
+
+    /// [`send_frame`](Self::send_frame), saying whether an intra-refresh sweep starts with
+    /// this frame (its shards carry [`wire::shard_flags::REFRESH`], and a client waiting for
+    /// a picture may start on it).
+    pub fn send_frame_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(
+            now,
+            frame_number,
+            capture_us,
+            keyframe,
+            refresh_start,
+            SliceId::WHOLE,
+            data,
+        )
+    }
+
+    /// Packetizes one slice of a frame sent in slices (docs/PROTOCOL.md §6.3) — its Annex B
+    /// NAL units — into shards of its own and its own parity, for every client that takes it,
+    /// as soon as the encoder hands it over. Slices of a frame share its number, capture time
+    /// and keyframe flag; each may be sent as soon as it is encoded, in any order.
+    /// [`SliceId::WHOLE`] sends a whole frame ([`send_frame`](Self::send_frame)).
+    pub fn send_slice(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        slice: SliceId,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_slice_flagged(now, frame_number, capture_us, keyframe, false, slice, data)
+    }
+
+    /// [`send_slice`](Self::send_slice), saying whether an intra-refresh sweep starts with
+    /// this frame (every slice of it says so: its shards carry
+    /// [`wire::shard_flags::REFRESH`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_slice_flagged(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        refresh_start: bool,
+        slice: SliceId,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        let mut out = Vec::new();
+        let meta = FrameMeta {
+            entry_point: keyframe || refresh_start,
+            slice,
+            ..FrameMeta::new(frame_number, capture_us, keyframe)
+        };
+        let n = self.send_frame_shared(now, &meta, &Arc::new(data.to_vec()), &mut out)?;
+        for c in out {
+            self.transmits.extend(c.datagrams);
+        }
+        Ok(n)
+    }
+
+    /// Packetizes one encoded frame (an Annex B access unit) for every client that takes it
+    /// and queues the datagrams (controller first) for [`poll_transmit`](Self::poll_transmit);
+    /// returns how many it queued. Copies `data` once (for the retransmission ring): the
+    /// runtime hands the encoder's buffer to [`send_frame_shared`](Self::send_frame_shared)
+    /// instead.
+    pub fn send_frame(
+        &mut self,
+        now: Micros,
+        frame_number: u32,
+        capture_us: Micros,
+        keyframe: bool,
+        data: &[u8],
+    ) -> Result<usize, NoClient> {
+        self.send_frame_flagged(now, frame_number, capture_us, keyframe, false, data)
+    }
+
+    /// Packetizes one encoded frame once — its shards, and the Reed–Solomon parity the
+    /// receiving client with the most loss needs — then seals each receiving client's copy
+    /// (data shards, then the parity its own loss needs) into `out`, one entry per client, the
+    /// controller first. A client that just joined takes only entry points, a paused viewer
+    /// only keyframes. Control datagrams that must precede the shards (a repeated Accept) go to
+    /// [`poll_transmit`](Self::poll_transmit). Returns how many datagrams went into `out`.
+    pub fn send_frame_shared(
+        &mut self,
+        now: Micros,
+        meta: &FrameMeta,
+        data: &Arc<Vec<u8>>,
+        out: &mut Vec<ClientDatagrams>,
+    ) -> Result<usize, NoClient> {
+        if self.peers.is_empty() {
+            return Err(NoClient);
+        }
+        let sending = stream::Sending {
+            cfg: &self.cfg,
+            peers: &mut self.peers,
+            controller: self.roles.controller(),
+            stats: &mut self.stats,
+            sched: &mut self.sched,
+            control_out: &mut self.control_out,
+        };
+        Ok(self.stream.send_frame(now, meta, data, sending, out))
     }
 }

@@ -672,6 +672,34 @@ impl HostSession {
         )
     }
 
+    /// A client's ShardNack or SliceNack ([`Stream::retransmit`]), within a budget shaped by
+    /// the stream's current bitrate.
+    fn retransmit(
+        &mut self,
+        now: Micros,
+        i: usize,
+        frame_number: u32,
+        slice_index: u8,
+        missing: &[u16],
+    ) {
+        let shape = (
+            self.target_kbps.unwrap_or(self.cfg.params.bitrate_kbps),
+            self.cfg.params.fps as u32,
+            self.cfg.params.max_datagram as u64,
+        );
+        self.stream.retransmit(
+            now,
+            &mut self.peers[i],
+            frame_number,
+            slice_index,
+            missing,
+            shape,
+            &mut self.stats,
+            &mut self.sched,
+            &mut self.transmits,
+        );
+    }
+
     /// A keyframe request through the one gate, with the requester's limits.
     fn keyframe_request(
         &mut self,

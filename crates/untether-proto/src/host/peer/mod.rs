@@ -253,6 +253,42 @@ impl Peer {
 }
 
 impl Peer {
+    /// Whether it is sent a frame ([`takes`](Self::takes)); a whole frame (its first slice)
+    /// it is not sent is counted as skipped.
+    pub(in crate::host) fn offered(
+        &mut self,
+        keyframe: bool,
+        entry: bool,
+        first_slice: bool,
+    ) -> bool {
+        if self.takes(keyframe, entry) {
+            return true;
+        }
+        if first_slice {
+            self.counters.frames_skipped += 1;
+        }
+        false
+    }
+
+    /// Its downstream loss, from its Feedback (drives its parity).
+    pub(in crate::host) fn loss(&self) -> Option<f64> {
+        self.loss.loss()
+    }
+
+    /// Ahead of a frame: an Accept the client has not confirmed is queued again, at most every
+    /// [`ACCEPT_REPEAT_US`] for [`ACCEPT_REPEAT_FOR_US`]; true if it was.
+    pub(in crate::host) fn accept_again(&mut self, now: Micros, beside: &BesideAccept) -> bool {
+        if self.confirmed
+            || now < self.accept_sent_us + ACCEPT_REPEAT_US
+            || now >= self.info.connected_us + ACCEPT_REPEAT_FOR_US
+        {
+            return false;
+        }
+        queue_accept(&mut self.pending, self.params, beside);
+        self.accept_sent_us = now;
+        true
+    }
+
     /// Takes the role the authority gives it (and whether its input is granted). Some when
     /// either changed: `true` if it was a paused viewer taking control, which is judged no
     /// more and takes every frame again, from the next entry point.

@@ -3,8 +3,10 @@
 //! chose, and counted.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
-use super::super::HostStats;
+use super::super::stream::resend::Resend;
+use super::super::{FrameMeta, HostStats};
 use super::Peer;
 use crate::crypto::TAG_LEN;
 use crate::paths::Class;
@@ -66,7 +68,7 @@ impl Peer {
 
     /// Seals one shard (data or parity) into a datagram and queues it on the paths in
     /// `sched`; false if sealing failed.
-    pub(in crate::host) fn seal_shard(
+    fn seal_shard(
         &mut self,
         stats: &mut HostStats,
         queue: &mut impl Extend<Transmit>,
@@ -171,5 +173,78 @@ impl Peer {
             self.fan_out(sched, stats, control_out, out);
         }
         closing
+    }
+
+    /// Its copy of a frame (slice): the data shards, then (all of them sealed) its parity
+    /// shards, sealed under its keys for the paths scheduled for `class`; counted.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::host) fn seal_frame<'p>(
+        &mut self,
+        now: Micros,
+        class: Class,
+        meta: &FrameMeta,
+        shards: &[(wire::ShardHeader, Range<usize>)],
+        data: &[u8],
+        parity: impl Iterator<Item = (wire::ShardHeader, &'p [u8])>,
+        stats: &mut HostStats,
+        sched: &mut Vec<usize>,
+    ) -> Vec<Transmit> {
+        let first_slice = meta.slice.index == 0;
+        self.paths.schedule(class, now, sched);
+        let mut datagrams = Vec::with_capacity(shards.len() + parity.size_hint().0);
+        let mut sealed = 0;
+        for (sh, range) in shards {
+            if !self.seal_shard(stats, &mut datagrams, sched, sh, &data[range.clone()]) {
+                break;
+            }
+            sealed += 1;
+        }
+        let mut parity_sent = 0;
+        if sealed == shards.len() {
+            for (ph, shard) in parity {
+                if !self.seal_shard(stats, &mut datagrams, sched, &ph, shard) {
+                    break;
+                }
+                parity_sent += 1;
+            }
+        }
+        self.last_send_us = now;
+        self.counters.frames_sent += first_slice as u64;
+        self.counters.parity_shards_sent += parity_sent as u64;
+        if meta.entry_point {
+            self.awaiting_entry = false;
+        }
+        stats.shards_sent += (sealed + parity_sent) as u64;
+        stats.parity_shards_sent += parity_sent as u64;
+        stats.frame_copies_sent += first_slice as u64;
+        datagrams
+    }
+
+    /// Shards the resend store allowed it ([`Resend`]), sealed again (new packet numbers) on
+    /// `queue`; counted.
+    pub(in crate::host) fn resend(
+        &mut self,
+        now: Micros,
+        r: &Resend,
+        stats: &mut HostStats,
+        sched: &mut Vec<usize>,
+        queue: &mut VecDeque<Transmit>,
+    ) {
+        let class = if r.keyframe {
+            Class::KeyframeShard
+        } else {
+            Class::Shard
+        };
+        self.paths.schedule(class, now, sched);
+        for (sh, range) in &r.shards {
+            let Some(payload) = r.data.get(range.clone()) else {
+                continue;
+            };
+            if !self.seal_shard(stats, queue, sched, sh, payload) {
+                break;
+            }
+            stats.shards_retransmitted += 1;
+            self.counters.shards_retransmitted += 1;
+        }
     }
 }
