@@ -214,4 +214,70 @@ impl HostConfig {
             stream_refreshes: false,
         }
     }
+
+    /// The codec for a client admitted now: its first choice the host can encode. The host has
+    /// one stream (one encoder): while `others` watch it, a newcomer is given its codec. Err
+    /// says why none fits.
+    pub(super) fn choose_codec(
+        &self,
+        others: bool,
+        decodes: &[crate::wire::Codec],
+    ) -> Result<crate::wire::Codec, String> {
+        let offered: Vec<crate::wire::Codec> = if others || self.codecs.is_empty() {
+            vec![self.params.codec]
+        } else {
+            self.codecs.iter().map(|o| o.codec).collect()
+        };
+        crate::wire::choose_codec(&offered, decodes).map_err(|why| {
+            if others && self.codecs.len() > 1 {
+                format!(
+                    "{why} (the stream the host's other clients are watching; the host \
+                     offers the others when none is connected)"
+                )
+            } else {
+                why
+            }
+        })
+    }
+
+    /// The first client (or a lone client's new run) sets the stream's codec, and the refresh
+    /// period offered with it.
+    pub(super) fn set_codec(&mut self, c: crate::wire::Codec) {
+        self.params.codec = c;
+        if let Some(o) = self.codecs.iter().find(|o| o.codec == c) {
+            self.params.refresh_period = o.refresh_period;
+        }
+    }
+
+    /// The stream's size, frame rate and bit rate for a client admitted now: the first client
+    /// (none `others`) sets them from its wants within the configured `limits` (none: the
+    /// limits), as it sets the codec; a client joining others gets the stream as it is. What
+    /// it asked for, what it got and whether the limits lowered it (None: it asked nothing).
+    pub(super) fn grant_stream(
+        &mut self,
+        limits: &(SessionParams, Option<RateConfig>),
+        wants: Option<crate::StreamWants>,
+        others: bool,
+    ) -> Option<(crate::StreamWants, SessionParams, bool)> {
+        if others {
+            let w = wants?;
+            let clamped = w.grant(&limits.0).1;
+            return Some((w, self.params, clamped));
+        }
+        let (granted, clamped) = wants.unwrap_or_default().grant(&limits.0);
+        let p = &mut self.params;
+        (p.width, p.height, p.fps, p.bitrate_kbps) = (
+            granted.width,
+            granted.height,
+            granted.fps,
+            granted.bitrate_kbps,
+        );
+        // The adaptive bitrate stays at or below what was granted.
+        self.rate = limits.1.map(|r| RateConfig {
+            max_kbps: granted.bitrate_kbps,
+            min_kbps: r.min_kbps.min(granted.bitrate_kbps),
+            ..r
+        });
+        wants.map(|w| (w, self.params, clamped))
+    }
 }

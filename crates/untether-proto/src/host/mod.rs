@@ -33,9 +33,9 @@
 //! their address sent.
 
 mod admission;
+mod api;
 mod config;
 pub mod health;
-mod out;
 mod peer;
 mod roles;
 mod stream;
@@ -44,12 +44,11 @@ mod types;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use crate::fec::FecPolicy;
 use crate::handshake::{PublicKey, SessionRng};
-use crate::paths::{PathStats, MAX_PATHS};
-use crate::pose::PoseSample;
-use crate::state::{Staleness, StateEntry, StateKey, StateReceiver, StateValue};
-use crate::wire::{self, ByeReason, FrameTiming, SessionParams};
+use crate::keyframe::KeyframeDecision;
+use crate::paths::MAX_PATHS;
+use crate::state::{StateKey, StateValue};
+use crate::wire::{self, ByeReason, RejectReason, SessionParams, HEADER_LEN};
 use crate::{GoneReason, Micros, Transmit};
 
 pub use admission::{AMPLIFICATION_FACTOR, HANDSHAKE_REPEAT_ANSWER_US};
@@ -65,8 +64,10 @@ pub use types::{
 };
 
 use admission::Admission;
+use health::Verdict;
 use peer::Peer;
 use roles::Roles;
+use stream::keyframes::Requester;
 use stream::Stream;
 
 /// How often the host pings each client for the queueing delay (adaptive bitrate only).
@@ -139,50 +140,6 @@ impl HostSession {
         }
     }
 
-    pub fn params(&self) -> &SessionParams {
-        &self.cfg.params
-    }
-
-    /// The stream as configured: the limits of what a client may ask for (the size, frame
-    /// rate and bit rate of [`params`](Self::params) are at most these).
-    pub fn stream_limits(&self) -> &SessionParams {
-        &self.limits.0
-    }
-
-    /// The host's public key (clients pin it; users compare its fingerprint).
-    pub fn host_key(&self) -> PublicKey {
-        self.cfg.identity.public
-    }
-
-    /// The FEC policy.
-    pub fn fec_policy(&self) -> FecPolicy {
-        self.cfg.fec
-    }
-
-    /// The most clients served at once.
-    pub fn max_clients(&self) -> usize {
-        self.cfg.max_clients.max(1)
-    }
-
-    /// [`HostStats::datagrams_authentic`], without copying the counters: a driver compares it
-    /// around [`handle_datagram`](Self::handle_datagram) to learn whether that datagram was
-    /// authentic.
-    pub fn datagrams_authentic(&self) -> u64 {
-        self.stats.datagrams_authentic
-    }
-
-    pub fn stats(&self) -> HostStats {
-        let mut s = self.stats;
-        self.stream.fill_stats(&mut s);
-        for p in &self.peers {
-            s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
-        }
-        if let Some(p) = self.controller_peer() {
-            s.state_out = p.state_tx.stats();
-        }
-        s
-    }
-
     /// Removes peer `i` and what the stream kept for it.
     fn remove_peer(&mut self, i: usize) -> Peer {
         let p = self.peers.remove(i);
@@ -195,15 +152,6 @@ impl HostSession {
         p
     }
 
-    /// The status of each client removed since the last call, as it left: its final counters
-    /// (frames and bytes sent up to its last datagram), which [`client_status`] no longer
-    /// shows. The last [`MAX_DEPARTED`] are kept.
-    ///
-    /// [`client_status`]: Self::client_status
-    pub fn take_departed(&mut self) -> Vec<ClientStatus> {
-        std::mem::take(&mut self.departed)
-    }
-
     fn peer_index(&self, id: ClientId) -> Option<usize> {
         self.peers.iter().position(|p| p.info.id == id)
     }
@@ -213,129 +161,172 @@ impl HostSession {
         self.peers.iter().find(|p| p.info.id == id)
     }
 
-    /// The controller (on a host serving one client: that client), if any client is
-    /// connected.
-    pub fn client(&self) -> Option<&ClientInfo> {
-        self.controller_peer().map(|p| &p.info)
+    // ---- receive -------------------------------------------------------------------------
+
+    /// The handshake responder, with what it borrows of the session.
+    fn admission(&mut self) -> (&mut Admission, admission::Io<'_>) {
+        let io = admission::Io {
+            cfg: &self.cfg,
+            rng: &mut self.rng,
+            stats: &mut self.stats,
+            transmits: &mut self.transmits,
+        };
+        (&mut self.admission, io)
     }
 
-    /// Every connected client, in the order they were admitted.
-    pub fn clients(&self) -> impl Iterator<Item = &ClientInfo> {
-        self.peers.iter().map(|p| &p.info)
-    }
-
-    /// How many clients are connected.
-    pub fn client_count(&self) -> usize {
-        self.peers.len()
-    }
-
-    /// The controller's id (a native client's, or a browser's while no native client is
-    /// connected).
-    pub fn controller(&self) -> Option<ClientId> {
-        self.roles.controller()
-    }
-
-    /// Every connected client's role, stream state and counters, in admission order.
-    /// The encoder, preset and conversion clients are told beside their Accept.
-    pub fn host_encoder(&self) -> Option<&crate::wire::HostEncoder> {
-        self.cfg.encoder.as_ref()
-    }
-
-    /// Names the encoder to clients (the one that opened, once known): the connected ones now
-    /// (once: it is information, not state), the others beside their Accept.
-    pub fn set_host_encoder(&mut self, e: Option<crate::wire::HostEncoder>) {
-        if let Some(e) = &e {
-            for p in &mut self.peers {
-                p.pending
-                    .retain(|f| !matches!(f, wire::ControlFrame::HostEncoder(_)));
-                p.pending.push(wire::ControlFrame::HostEncoder(e.clone()));
-            }
+    /// A HelloFinish: [`Admission`] checks it; an authentic one is admitted here (or refused
+    /// for the session's reasons: no room, no codec in common).
+    fn on_finish(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8], len: usize) {
+        let (admission, mut io) = self.admission();
+        match admission.on_finish(now, from, cid, msg3, len, &mut io) {
+            admission::Finish::Done => {}
+            admission::Finish::NotPending => self.on_finish_repeat(now, from, cid, msg3),
+            admission::Finish::Authenticated(f) => self.admit(now, from, cid, msg3, *f),
         }
-        self.cfg.encoder = e;
     }
 
-    pub fn client_status(&self) -> Vec<ClientStatus> {
-        self.peers.iter().map(Peer::status).collect()
-    }
-
-    /// The controller's latest-wins state (pointer, head pose, …): the scene's.
-    pub fn state(&self) -> Option<&StateReceiver> {
-        self.controller_peer().map(|p| &p.state)
-    }
-
-    /// The newest value of one state key of the controller (the scene's pose).
-    pub fn state_value(&self, key: StateKey) -> Option<StateEntry> {
-        self.controller_peer()
-            .and_then(|p| p.state.get(key).copied())
-    }
-
-    /// The newest value of one state key of one client.
-    pub fn state_value_of(&self, client: ClientId, key: StateKey) -> Option<StateEntry> {
-        let i = self.peer_index(client)?;
-        self.peers[i].state.get(key).copied()
-    }
-
-    /// Fuzzing only: installs a connected client with the given secrets, skipping the
-    /// handshake (so a fuzzer can reach the protected paths quickly). Several calls install
-    /// several clients (up to `max_clients`; beyond, None).
-    #[cfg(fuzzing)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn fuzz_connect(
+    /// An authenticated client: refused (admission's reason, no room, no codec in common), or
+    /// admitted — taking the place (and the role) of its own earlier run if connected.
+    fn admit(
         &mut self,
         now: Micros,
-        addr: SocketAddr,
-        connection_id: u64,
-        suite: crate::crypto::Suite,
-        send: [u8; 32],
-        recv: [u8; 32],
-        key_update_log2: u8,
-        video_auth_only: bool,
-    ) -> Option<ClientId> {
-        if self.peers.len() >= self.max_clients() {
-            return None;
+        from: SocketAddr,
+        cid: u64,
+        msg3: &[u8],
+        f: admission::Finished,
+    ) {
+        let key = f.key;
+        // The same client again (a restarted run) replaces its old session below.
+        let refusal = f
+            .refusal
+            .clone()
+            .or_else(|| peer::busy_refusal(&self.peers, &key, self.max_clients()));
+        let others = self.peers.iter().any(|p| p.info.key != key);
+        let codec = self.cfg.choose_codec(others, &f.info.decodes());
+        let refusal = refusal.or_else(|| {
+            codec
+                .as_ref()
+                .err()
+                .map(|why| (RejectReason::Codec, why.clone()))
+        });
+        if let Some((reason, message)) = refusal {
+            self.stats.clients_refused += 1;
+            self.events.push_back(HostEvent::ClientRefused {
+                addr: from,
+                fingerprint: f.fingerprint.clone(),
+                reason,
+                message: message.clone(),
+            });
+            let (admission, mut io) = self.admission();
+            admission.refuse(now, from, f, msg3, (reason, message), &mut io);
+            return;
+        }
+        // A restarted run of a connected client: tell the old run why (sealed with its keys)
+        // and take its place (and its role: a controller that restarts stays in control).
+        let mut place = self.peers.len();
+        let mut was_controller = false;
+        if let Some(i) = self.peers.iter().position(|p| p.info.key == key) {
+            self.peers[i].pending.push(wire::ControlFrame::Bye {
+                reason: ByeReason::Replaced,
+            });
+            self.build_controls_of(now, i);
+            let old = self.remove_peer(i);
+            was_controller = self.roles.controller() == Some(old.info.id);
+            place = i;
+            self.events.push_back(HostEvent::ClientGone {
+                client: old.info.id,
+                addr: old.info.addr,
+                reason: GoneReason::Replaced,
+            });
         }
         let id = ClientId(self.next_client);
-        self.next_client += 1;
-        let mut key = [0u8; 32];
-        key[..4].copy_from_slice(&id.0.to_le_bytes());
-        let protection =
-            crate::crypto::Protection::new(suite, send, recv, key_update_log2, video_auth_only);
+        self.next_client = self.next_client.wrapping_add(1).max(1);
+        let (connection_id, suite) = (f.setup().connection_id, f.setup().suite);
         let info = ClientInfo {
             id,
-            addr,
-            name: "fuzz".into(),
+            addr: from,
+            name: f.info.name.clone(),
             connection_id,
             connected_us: now,
             key,
-            fingerprint: String::new(),
+            fingerprint: f.fingerprint,
             suite,
-            view: None,
+            view: f.info.view,
         };
-        let mut p = Peer::new(
+        if let (Ok(c), false) = (codec, others) {
+            // The first client (or a lone client's new run) sets the stream's codec.
+            self.cfg.set_codec(c);
+        }
+        let granted = self.cfg.grant_stream(&self.limits, f.info.wants, others);
+        let token_seed = self.rng.next_u64();
+        let peer = Peer::new(
             &self.cfg,
             self.cfg.params,
             &self.published,
-            info,
-            1,
-            Vec::new(),
-            protection,
+            info.clone(),
+            cid,
+            msg3.to_vec(),
+            f.protection,
             now,
-            connection_id,
+            token_seed,
         );
-        p.confirmed = true;
-        p.awaiting_entry = false;
-        p.pending.clear();
-        self.peers.push(p);
+        self.peers.insert(place, peer);
+        if was_controller {
+            self.roles.inherit_control(id);
+        }
+        self.stats.clients_connected += 1;
+        // Roles first (the new client's Role rides beside its Accept), then its keyframe.
+        let mark = self.events.len();
         self.assign_roles(now);
-        Some(id)
+        let role = self.peers[place].role;
+        // (Its role is in ClientConnected: no RoleChanged for it.)
+        let mut k = mark;
+        while k < self.events.len() {
+            if matches!(self.events[k], HostEvent::RoleChanged { client, .. } if client == id) {
+                self.events.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        self.events.insert(
+            mark,
+            HostEvent::ClientConnected {
+                client: id,
+                addr: from,
+                name: info.name,
+                role,
+            },
+        );
+        if let Some((asked, granted, clamped)) = granted {
+            self.events.push_back(HostEvent::StreamGranted {
+                client: id,
+                asked,
+                granted,
+                clamped,
+                shared: others,
+            });
+        }
+        // A key that keeps reconnecting waits longer and longer for its join keyframe.
+        self.stream.keyframes().on_join(now, id, Some(key));
+        self.request_entry_point(now);
     }
 
-    // ---- receive -------------------------------------------------------------------------
-
-    fn reply(&mut self, dst: SocketAddr, payload: Vec<u8>) {
-        self.stats.bytes_sent += payload.len() as u64;
-        self.stats.datagrams_sent += 1;
-        self.transmits.push_back(Transmit { dst, payload });
+    /// A HelloFinish that matches no handshake in progress: a connected client's repeat (its
+    /// Accept was lost) draws the Accept again ([`Peer::repeat_accept`]); anything else is
+    /// dropped.
+    fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
+        let beside = peer::BesideAccept::of(&self.cfg);
+        let Some(peer) = self
+            .peers
+            .iter_mut()
+            .find(|p| p.handshake_cid == cid && p.info.addr == from)
+        else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        if !peer.repeat_accept(now, msg3, &beside) {
+            self.stats.auth_failures += 1;
+        }
     }
 
     /// Takes one datagram from the network.
@@ -354,7 +345,8 @@ impl HostSession {
             Ok(x) => x,
             Err(wire::WireError::Version(v)) => {
                 self.stats.malformed_datagrams += 1;
-                self.version_negotiation(now, from, v, data.len());
+                let (admission, mut io) = self.admission();
+                admission.version_negotiation(now, from, v, data.len(), &mut io);
                 return;
             }
             Err(_) => {
@@ -363,9 +355,12 @@ impl HostSession {
             }
         };
         match datagram {
-            wire::Datagram::Hello(hello) => self.on_hello(now, from, &header, hello, data.len()),
+            wire::Datagram::Hello(hello) => {
+                let (admission, mut io) = self.admission();
+                admission.on_hello(now, from, &header, hello, data.len(), &mut io)
+            }
             wire::Datagram::HelloFinish(msg3) => {
-                self.on_finish(now, from, &header, msg3, data.len())
+                self.on_finish(now, from, header.connection_id, msg3, data.len())
             }
             // Only the host sends these (Control was handled above).
             wire::Datagram::Reject(_)
@@ -380,134 +375,6 @@ impl HostSession {
     }
 
     // ---- send ----------------------------------------------------------------------------
-
-    /// Queues a raw layer-2 answer ([`wire::ControlFrame::LinkAddress`] with the host's MAC,
-    /// or [`wire::ControlFrame::LinkDeclined`]) for the client at `addr`; other frames are
-    /// ignored.
-    pub fn send_link_frame(&mut self, _now: Micros, addr: SocketAddr, frame: wire::ControlFrame) {
-        if !matches!(
-            frame,
-            wire::ControlFrame::LinkAddress { .. } | wire::ControlFrame::LinkDeclined { .. }
-        ) {
-            return;
-        }
-        if let Some(peer) = self.peers.iter_mut().find(|p| p.info.addr == addr) {
-            peer.pending.push(frame);
-        }
-    }
-
-    /// Queues a frame's timing report for one client (its counts made relative to the first
-    /// frame it was sent).
-    pub fn send_frame_timing_to(&mut self, _now: Micros, client: ClientId, timing: FrameTiming) {
-        if let Some(i) = self.peer_index(client) {
-            let p = &mut self.peers[i];
-            let base = *p.timing_base.get_or_insert((
-                timing.captured.saturating_sub(1),
-                timing.encoded.saturating_sub(1),
-                timing.dropped,
-            ));
-            p.pending.push(wire::ControlFrame::FrameTiming(FrameTiming {
-                captured: timing.captured.saturating_sub(base.0),
-                encoded: timing.encoded.saturating_sub(base.1),
-                dropped: timing.dropped.saturating_sub(base.2),
-                ..timing
-            }));
-        }
-    }
-
-    /// Queues a sliced frame's encoder timing for one client (a SliceTiming frame, beside its
-    /// FrameTiming): when its first and last slice were handed to the network, µs after
-    /// capture.
-    pub fn send_slice_timing_to(
-        &mut self,
-        _now: Micros,
-        client: ClientId,
-        frame_number: u32,
-        slice_count: u8,
-        first_out_us: u32,
-        last_out_us: u32,
-    ) {
-        if let Some(i) = self.peer_index(client) {
-            self.peers[i].pending.push(wire::ControlFrame::SliceTiming {
-                frame_number,
-                slice_count,
-                first_out_us,
-                last_out_us,
-            });
-        }
-    }
-
-    /// Queues a frame's timing report for every client (counts made relative per client).
-    pub fn send_frame_timing(&mut self, now: Micros, timing: FrameTiming) {
-        let ids: Vec<ClientId> = self.peers.iter().map(|p| p.info.id).collect();
-        for id in ids {
-            self.send_frame_timing_to(now, id, timing);
-        }
-    }
-
-    /// Queues the pose frame `frame_number` was rendered for, for the controller (the pose is
-    /// its head's, its sample time on its clock; viewers are sent the picture without it and
-    /// show it as it is). Call it before sending the frame, so it leaves ahead of the shards,
-    /// and again with the frame's timing: the client keeps the first copy.
-    pub fn send_frame_pose(&mut self, _now: Micros, frame_number: u32, sample: PoseSample) {
-        let Some(id) = self.roles.controller() else {
-            return;
-        };
-        if let Some(i) = self.peer_index(id) {
-            self.peers[i].pending.push(wire::ControlFrame::FramePose {
-                frame_number,
-                sample,
-            });
-        }
-    }
-
-    /// Publishes a key of host → client state (haptics, other players, application state) on
-    /// the latest-wins channel, to every client (each has its own channel, acknowledgements
-    /// and budget). Kept while no client is connected; a client that connects gets every
-    /// key's current value. False when the key table is full.
-    pub fn publish_state(&mut self, now: Micros, key: StateKey, value: StateValue) -> bool {
-        if !self.published.contains_key(&key) && self.published.len() >= crate::state::MAX_KEYS {
-            return false;
-        }
-        self.published.insert(key, value);
-        let mut ok = true;
-        for p in &mut self.peers {
-            ok &= p.state_tx.set(now, key, value);
-        }
-        ok
-    }
-
-    /// Staleness of the host → client state (the controller's; None without a client).
-    pub fn state_staleness(&self, now: Micros) -> Option<Staleness> {
-        self.controller_peer().map(|p| p.state_tx.staleness(now))
-    }
-
-    /// Ends every session (host shutting down).
-    pub fn close(&mut self, now: Micros) {
-        self.close_with(now, ByeReason::ShuttingDown);
-    }
-
-    /// Says goodbye to every client with `reason` (sent with the next datagrams; the sessions
-    /// end once it is built).
-    pub fn close_with(&mut self, _now: Micros, reason: ByeReason) {
-        for p in &mut self.peers {
-            p.pending.push(wire::ControlFrame::Bye { reason });
-        }
-    }
-
-    /// Says goodbye to one client and ends its session now.
-    pub fn close_client(&mut self, now: Micros, client: ClientId, reason: ByeReason) {
-        if let Some(i) = self.peer_index(client) {
-            let gone = match reason {
-                ByeReason::TooSlow => GoneReason::TooSlow,
-                ByeReason::Replaced => GoneReason::Replaced,
-                ByeReason::ShuttingDown => GoneReason::ShuttingDown,
-                ByeReason::Failed => GoneReason::Failed,
-                ByeReason::Closed | ByeReason::Other => GoneReason::Bye,
-            };
-            self.end_peer(now, i, reason, gone);
-        }
-    }
 
     /// Says `reason` to peer `i` (its Bye built now, sealed with its keys), removes it and
     /// reports it gone.
@@ -542,11 +409,6 @@ impl HostSession {
         self.events.pop_front()
     }
 
-    /// How long a client may be unheard before it is silent ([`HostConfig::silence_us`]).
-    pub fn silence_us(&self) -> Micros {
-        self.cfg.silence_after_us()
-    }
-
     /// When [`handle_timeout`](Self::handle_timeout) should run next.
     pub fn poll_timeout(&self) -> Option<Micros> {
         let peers = self
@@ -565,19 +427,19 @@ impl HostSession {
     /// Runs timers: silence and idle timeouts, keep-alives, role repeats, pings and path
     /// probes, handshake expiry, a join's deferred keyframe, the end of a hold on control.
     pub fn handle_timeout(&mut self, now: Micros) {
-        self.expire_handshakes(now);
-        self.expire_access_requests(now);
+        self.admission
+            .handle_timeout(now, &self.cfg, &mut self.stats);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
+        let keepalive_us = self.cfg.params.keepalive_ms as u64 * 1000;
         let mut i = 0;
         // A client fell silent or left, or control was held for a key that did not come back:
         // control may pass on.
         let mut roles_due = self.roles.hold_deadline().is_some_and(|d| now >= d);
         while i < self.peers.len() {
             let p = &mut self.peers[i];
-            if p.silence_deadline(&self.cfg).is_some_and(|d| now >= d) {
+            if p.fall_silent(now, &self.cfg) {
                 // Gone quiet (killed, out of range): no more video to its address, and if it
                 // controlled, control passes on now rather than at the idle timeout.
-                p.silent = true;
                 self.stats.clients_silenced += 1;
                 self.events.push_back(HostEvent::ClientSilent {
                     client: p.info.id,
@@ -585,7 +447,7 @@ impl HostSession {
                 });
                 roles_due = true;
             }
-            if now >= self.peers[i].last_recv_us + idle_us {
+            if self.peers[i].idle(now, idle_us) {
                 let p = self.remove_peer(i);
                 self.events.push_back(HostEvent::ClientGone {
                     client: p.info.id,
@@ -595,7 +457,14 @@ impl HostSession {
                 roles_due = true;
                 continue;
             }
-            self.peer_timers(now, i);
+            self.peers[i].handle_timeout(
+                now,
+                keepalive_us,
+                &mut self.stats,
+                &mut self.sched,
+                &mut self.transmits,
+                &mut self.control_out,
+            );
             i += 1;
         }
         if roles_due {
@@ -606,11 +475,271 @@ impl HostSession {
         }
     }
 
-    /// Per-path counters and state of the controller's paths (one entry without multipath).
-    pub fn path_stats(&self) -> Vec<PathStats> {
-        self.controller_peer()
-            .map(|p| p.paths.stats())
-            .unwrap_or_default()
+    /// Picks the controller ([`Roles::decide`]) and tells every client whose role changed.
+    fn assign_roles(&mut self, now: Micros) {
+        // A silent client cannot control: nothing it sends arrives.
+        let natives: Vec<(ClientId, PublicKey)> = self
+            .peers
+            .iter()
+            .filter(|p| !p.silent)
+            .map(|p| (p.info.id, p.info.key))
+            .collect();
+        if let Some(want) = self.roles.decide(&natives, now) {
+            if want.is_some() {
+                self.stats.controller_changes += 1;
+            }
+            // The bitrate follows the new controller's link.
+            let target = self
+                .controller_peer()
+                .and_then(|p| p.rate.as_ref())
+                .map(|r| r.target_kbps());
+            if let Some(kbps) = target.filter(|&t| self.target_kbps.is_some_and(|o| o != t)) {
+                self.target_kbps = Some(kbps);
+                self.events.push_back(HostEvent::BitrateChanged { kbps });
+            }
+        }
+        let mut resumed = false;
+        for p in &mut self.peers {
+            let (role, granted) = self.roles.native_role(p.info.id, &p.info.key);
+            if let Some(r) = p.take_role(role, granted) {
+                resumed |= r;
+                self.events.push_back(HostEvent::RoleChanged {
+                    client: p.info.id,
+                    role,
+                    input_granted: granted,
+                });
+            }
+            p.tell_role(now, &mut self.stats);
+        }
+        for (receiver, kind, role) in self.roles.receiver_changes() {
+            self.events.push_back(HostEvent::ReceiverRoleChanged {
+                receiver,
+                kind,
+                role,
+            });
+        }
+        if resumed {
+            self.request_entry_point(now);
+        }
+    }
+
+    /// A protected datagram: its peer (by connection id) opens it ([`Peer::open`]) and handles
+    /// its control frames ([`Peer::on_control`]); the session acts on what they return.
+    fn on_protected(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
+        let cid = u64::from_be_bytes(arr(&data[2..10]));
+        let pn = u64::from_be_bytes(arr(&data[10..18]));
+        let Some(i) = self.peers.iter().position(|p| p.info.connection_id == cid) else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        let peer = &mut self.peers[i];
+        let Some(opened) = peer.open(now, from, pn, data, &mut self.scratch, &mut self.stats)
+        else {
+            return;
+        };
+        let id = peer.info.id;
+        if opened.heard_again {
+            // Roles are decided again (control it lost while silent stays where it went,
+            // unless its key is the preferred one); it is live from the next entry point.
+            self.events.push_back(HostEvent::ClientSilent {
+                client: id,
+                silent: false,
+            });
+            self.assign_roles(now);
+            self.request_entry_point(now);
+        }
+        let frames = match wire::parse_control(&self.scratch[HEADER_LEN..HEADER_LEN + opened.len]) {
+            Ok(f) => f,
+            Err(_) => {
+                self.stats.malformed_datagrams += 1;
+                return;
+            }
+        };
+        for f in frames {
+            // A frame may end the session (Bye, a dropped viewer): the rest is not for anyone.
+            let Some(i) = self.peer_index(id) else {
+                return;
+            };
+            let is_controller = self.roles.controller() == Some(id);
+            let action = self.peers[i].on_control(
+                now,
+                from,
+                f,
+                is_controller,
+                &mut self.stats,
+                &mut self.events,
+            );
+            if let Some(action) = action {
+                self.on_peer_action(now, i, action);
+            }
+        }
+    }
+
+    /// What a peer's control frame asks of the session.
+    fn on_peer_action(&mut self, now: Micros, i: usize, action: peer::Action) {
+        let id = self.peers[i].info.id;
+        match action {
+            peer::Action::Keyframe { lost_frame, paused } => {
+                let who = self.roles.requester(id);
+                if self.keyframe_request(now, who, lost_frame) == KeyframeDecision::Limited
+                    && paused
+                {
+                    self.stats.keyframe_requests_ignored_paused += 1;
+                }
+            }
+            peer::Action::Feedback { bitrate, verdict } => {
+                if let Some(kbps) = bitrate {
+                    self.target_kbps = Some(kbps);
+                    self.events.push_back(HostEvent::BitrateChanged { kbps });
+                }
+                self.on_verdict(now, i, verdict);
+            }
+            peer::Action::Nack {
+                frame_number,
+                slice_index,
+                missing,
+            } => self.retransmit(now, i, frame_number, slice_index, &missing),
+            peer::Action::Bye => {
+                let p = self.remove_peer(i);
+                self.events.push_back(HostEvent::ClientGone {
+                    client: p.info.id,
+                    addr: p.info.addr,
+                    reason: GoneReason::Bye,
+                });
+                self.assign_roles(now);
+            }
+        }
+    }
+
+    /// Acts on a viewer's health verdict.
+    fn on_verdict(&mut self, now: Micros, i: usize, verdict: Verdict) {
+        let id = self.peers[i].info.id;
+        match verdict {
+            Verdict::Keep => {}
+            Verdict::Pause => {
+                self.stats.viewers_paused += 1;
+                self.events.push_back(HostEvent::ViewerPaused {
+                    client: id,
+                    paused: true,
+                });
+                self.peers[i].tell_role(now, &mut self.stats);
+            }
+            Verdict::Resume => {
+                self.events.push_back(HostEvent::ViewerPaused {
+                    client: id,
+                    paused: false,
+                });
+                self.peers[i].tell_role(now, &mut self.stats);
+                // Its decoder needs a fresh start: the next keyframe (within the cooldown).
+                self.peers[i].resume();
+                self.request_entry_point(now);
+            }
+            Verdict::Drop => {
+                self.stats.viewers_dropped += 1;
+                self.end_peer(now, i, ByeReason::TooSlow, GoneReason::TooSlow);
+            }
+        }
+    }
+
+    /// Builds the control datagrams of every client with frames pending; clients told Bye
+    /// (the host closing) leave.
+    fn build_controls(&mut self, now: Micros) {
+        let mut i = 0;
+        let mut closed = false;
+        while i < self.peers.len() {
+            if self.build_controls_of(now, i) {
+                self.remove_peer(i);
+                closed = true;
+            } else {
+                i += 1;
+            }
+        }
+        if closed {
+            self.assign_roles(now);
+        }
+    }
+
+    /// Builds peer `i`'s pending control frames ([`Peer::build_controls`]) on `control_out`;
+    /// true if a Bye went out.
+    fn build_controls_of(&mut self, now: Micros, i: usize) -> bool {
+        let max = self.cfg.params.max_datagram as usize;
+        self.peers[i].build_controls(
+            now,
+            max,
+            &mut self.stats,
+            &mut self.sched,
+            &mut self.control_out,
+        )
+    }
+
+    /// A client's ShardNack or SliceNack ([`Stream::retransmit`]), within a budget shaped by
+    /// the stream's current bitrate.
+    fn retransmit(
+        &mut self,
+        now: Micros,
+        i: usize,
+        frame_number: u32,
+        slice_index: u8,
+        missing: &[u16],
+    ) {
+        let shape = (
+            self.target_kbps.unwrap_or(self.cfg.params.bitrate_kbps),
+            self.cfg.params.fps as u32,
+            self.cfg.params.max_datagram as u64,
+        );
+        self.stream.retransmit(
+            now,
+            &mut self.peers[i],
+            frame_number,
+            slice_index,
+            missing,
+            shape,
+            &mut self.stats,
+            &mut self.sched,
+            &mut self.transmits,
+        );
+    }
+
+    /// A keyframe request through the one gate, with the requester's limits.
+    fn keyframe_request(
+        &mut self,
+        now: Micros,
+        who: Requester,
+        lost_frame: u32,
+    ) -> KeyframeDecision {
+        let d = self.stream.keyframes().request(now, who, lost_frame);
+        if d == KeyframeDecision::Honour {
+            self.events.push_back(HostEvent::KeyframeRequested);
+        }
+        d
+    }
+
+    /// A client waits for a picture it can start on: with a self-refreshing stream, the next
+    /// sweep; otherwise a keyframe for everyone, within the cooldown.
+    fn request_entry_point(&mut self, now: Micros) {
+        if self.cfg.stream_refreshes || self.cfg.params.refresh_period > 0 {
+            return;
+        }
+        self.request_join_keyframe(now);
+    }
+
+    /// Asks for a keyframe for the clients waiting for their first picture, now or (during
+    /// the keyframe cooldown) when it ends.
+    fn request_join_keyframe(&mut self, now: Micros) {
+        let waiting: Vec<(ClientId, bool)> = self
+            .peers
+            .iter()
+            .filter(|p| p.awaiting_entry)
+            .map(|p| (p.info.id, self.roles.controller() != Some(p.info.id)))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        // Within the cooldown, a backoff or the viewers' budget: the gate sets a timer.
+        if self.stream.keyframes().join(now, &waiting) {
+            self.events.push_back(HostEvent::KeyframeRequested);
+            self.stats.keyframes_for_joins += 1;
+        }
     }
 }
 

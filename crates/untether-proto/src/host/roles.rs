@@ -3,14 +3,19 @@
 //! input is dropped and counted unless the host granted it.
 //!
 //! Who controls, decided again whenever a client comes or goes or the host's user changes
-//! something: the client the host handed control to ([`HostSession::set_preferred_controller`],
+//! something: the client the host handed control to
+//! ([`HostSession::set_preferred_controller`](super::HostSession::set_preferred_controller),
 //! `untether pair control FINGERPRINT`) whenever it is connected; else the current controller
 //! while it stays; else the longest-connected client (the first admitted, and when the
 //! controller leaves, the next). A controller's restarted run (the same key reconnecting)
 //! keeps control, and so does the controller of the host's own last run: a restarted host
-//! holds control for that key a short while ([`HostSession::hold_control_for`]), so the
-//! clients coming back in whatever order find the roles they had. Every client is told its role (a Role control frame beside its Accept and on
-//! every change, repeated until acknowledged), so its window and log can say "viewer".
+//! holds control for that key a short while
+//! ([`HostSession::hold_control_for`](super::HostSession::hold_control_for)), so the clients
+//! coming back in whatever order find the roles they had. Every client is told its role (a
+//! Role control frame beside its Accept and on every change, repeated until acknowledged), so
+//! its window and log can say "viewer". [`Roles`] decides; the session applies its decision
+//! to the peers (`HostSession::assign_roles`, each peer's `Peer::take_role` and
+//! `Peer::tell_role`).
 //!
 //! Joining: a new client is sent nothing until an entry point — a keyframe, asked for at once
 //! (within the keyframe cooldown: a join during the cooldown waits for its end, so joins cost
@@ -19,260 +24,19 @@
 //! refresh sweep, with no keyframe asked for.
 //!
 //! Receivers of other kinds (browsers over WebRTC, RTSP players, WHIP publications: they live
-//! outside this crate) register with [`HostSession::attach_receiver`] and are ruled by the same
-//! [`Roles`]: a browser controls only while no native client is connected (then the oldest
+//! outside this crate) register with
+//! [`HostSession::attach_receiver`](super::HostSession::attach_receiver) and are ruled by the
+//! same [`Roles`]: a browser controls only while no native client is connected (then the oldest
 //! browser); RTSP players and publications never control and have no input. Their keyframe
 //! requests go through the same gate, with a viewer's limits unless they control.
 
 use std::collections::HashSet;
 
 use super::stream::keyframes::Requester;
-use super::{ClientId, HostEvent, HostSession, ReceiverKind};
+use super::{ClientId, ReceiverKind};
 use crate::handshake::PublicKey;
-use crate::keyframe::KeyframeDecision;
-use crate::wire::{role_flags, ClientRole, ControlFrame};
+use crate::wire::ClientRole;
 use crate::Micros;
-
-impl HostSession {
-    /// Hands control to the client with this key whenever it is connected (None: the default
-    /// rule). Takes effect at once if it is connected.
-    pub fn set_preferred_controller(&mut self, now: Micros, key: Option<PublicKey>) {
-        self.roles.preferred = key;
-        self.assign_roles(now);
-    }
-
-    /// Hands control to a connected client now (and whenever it reconnects); false if there
-    /// is no such client.
-    pub fn hand_control(&mut self, now: Micros, client: ClientId) -> bool {
-        let Some(i) = self.peer_index(client) else {
-            return false;
-        };
-        let key = self.peers[i].info.key;
-        self.set_preferred_controller(now, Some(key));
-        true
-    }
-
-    /// Holds control for the client with this key until `until` (the controller of the host's
-    /// last run, read back after a restart): until it comes back or the time is up, the other
-    /// native clients are viewers; then the default rule. A preferred key still wins.
-    pub fn hold_control_for(&mut self, now: Micros, key: PublicKey, until: Micros) {
-        self.roles.held = (until > now).then_some((key, until));
-        self.assign_roles(now);
-    }
-
-    /// Lets a viewer's input through (by key, connected or not).
-    pub fn grant_input(&mut self, now: Micros, key: PublicKey) {
-        if self.roles.granted.insert(key) {
-            self.assign_roles(now);
-        }
-    }
-
-    /// Takes a viewer's input grant back.
-    pub fn revoke_input_grant(&mut self, now: Micros, key: &PublicKey) {
-        if self.roles.granted.remove(key) {
-            self.assign_roles(now);
-        }
-    }
-
-    /// A keyframe for everyone asked for by something other than a client's loss (another
-    /// kind of consumer of the stream: an RTSP or WebRTC viewer's PLI/FIR), through the same
-    /// cooldown; true if the encoder is to make one ([`HostEvent::KeyframeRequested`]).
-    pub fn request_keyframe(&mut self, now: Micros) -> bool {
-        self.stats.keyframe_requests_received += 1;
-        self.keyframe_request(now, Requester::Host, u32::MAX) == KeyframeDecision::Honour
-    }
-
-    /// Picks the controller and tells every client whose role changed.
-    pub(super) fn assign_roles(&mut self, now: Micros) {
-        // A silent client cannot control: nothing it sends arrives.
-        let natives: Vec<(ClientId, PublicKey)> = self
-            .peers
-            .iter()
-            .filter(|p| !p.silent)
-            .map(|p| (p.info.id, p.info.key))
-            .collect();
-        let want = self.roles.decide(&natives, now);
-        if let Some(want) = want {
-            if want.is_some() {
-                self.stats.controller_changes += 1;
-            }
-            // The bitrate follows the new controller's link.
-            let target = self
-                .controller_peer()
-                .and_then(|p| p.rate.as_ref())
-                .map(|r| r.target_kbps());
-            if let Some(kbps) = target.filter(|&t| self.target_kbps.is_some_and(|o| o != t)) {
-                self.target_kbps = Some(kbps);
-                self.events.push_back(HostEvent::BitrateChanged { kbps });
-            }
-        }
-        let mut resumed = false;
-        for i in 0..self.peers.len() {
-            let p = &mut self.peers[i];
-            let (role, granted) = self.roles.native_role(p.info.id, &p.info.key);
-            if role != p.role || granted != p.input_granted {
-                if role == ClientRole::Controller && p.health.is_paused() {
-                    // A paused viewer taking control is judged no more: it takes every frame
-                    // again, from the next keyframe.
-                    p.awaiting_entry = true;
-                    resumed = true;
-                }
-                if role == ClientRole::Controller {
-                    p.health.reset();
-                }
-                p.role = role;
-                p.input_granted = granted;
-                self.events.push_back(HostEvent::RoleChanged {
-                    client: p.info.id,
-                    role,
-                    input_granted: granted,
-                });
-            }
-            self.tell_role(now, i);
-        }
-        for (receiver, kind, role) in self.roles.receiver_changes() {
-            self.events.push_back(HostEvent::ReceiverRoleChanged {
-                receiver,
-                kind,
-                role,
-            });
-        }
-        if resumed {
-            self.request_entry_point(now);
-        }
-    }
-
-    /// Queues peer `i`'s Role frame if what it was last told differs.
-    pub(super) fn tell_role(&mut self, now: Micros, i: usize) {
-        let p = &mut self.peers[i];
-        let mut flags = 0;
-        if p.input_granted {
-            flags |= role_flags::INPUT_GRANTED;
-        }
-        if p.health.is_paused() {
-            flags |= role_flags::PAUSED;
-        }
-        if p.role_told == Some((p.role, flags)) {
-            return;
-        }
-        p.role_version = p.role_version.wrapping_add(1);
-        p.role_told = Some((p.role, flags));
-        p.role_acked = false;
-        self.tell_role_again(now, i);
-    }
-
-    /// Queues peer `i`'s current Role frame (again: it was not acknowledged).
-    pub(super) fn tell_role_again(&mut self, now: Micros, i: usize) {
-        let p = &mut self.peers[i];
-        let Some((role, flags)) = p.role_told else {
-            return;
-        };
-        p.pending
-            .retain(|f| !matches!(f, ControlFrame::Role { .. }));
-        p.pending.push(ControlFrame::Role {
-            role,
-            flags,
-            version: p.role_version,
-        });
-        p.role_sent_us = now;
-        self.stats.roles_sent += 1;
-    }
-
-    /// A client waits for a picture it can start on: with a self-refreshing stream, the next
-    /// sweep; otherwise a keyframe for everyone, within the cooldown.
-    pub(super) fn request_entry_point(&mut self, now: Micros) {
-        if self.cfg.stream_refreshes || self.cfg.params.refresh_period > 0 {
-            return;
-        }
-        self.request_join_keyframe(now);
-    }
-
-    /// Asks for a keyframe for the clients waiting for their first picture, now or (during
-    /// the keyframe cooldown) when it ends.
-    pub(super) fn request_join_keyframe(&mut self, now: Micros) {
-        let waiting: Vec<(ClientId, bool)> = self
-            .peers
-            .iter()
-            .filter(|p| p.awaiting_entry)
-            .map(|p| (p.info.id, self.roles.controller() != Some(p.info.id)))
-            .collect();
-        if waiting.is_empty() {
-            return;
-        }
-        // Within the cooldown, a backoff or the viewers' budget: the gate sets a timer.
-        if self.stream.keyframes().join(now, &waiting) {
-            self.events.push_back(HostEvent::KeyframeRequested);
-            self.stats.keyframes_for_joins += 1;
-        }
-    }
-}
-
-impl HostSession {
-    /// Registers a receiver of another kind (a browser, an RTSP player, a WHIP publication):
-    /// it gets an id from the same space as native clients' and its role from the same rule
-    /// ([`role_of`](Self::role_of); a change is a [`HostEvent::ReceiverRoleChanged`]).
-    pub fn attach_receiver(&mut self, now: Micros, kind: ReceiverKind) -> ClientId {
-        let id = ClientId(self.next_client);
-        self.next_client = self.next_client.wrapping_add(1).max(1);
-        self.roles.receivers.push(Receiver {
-            id,
-            kind,
-            role: ClientRole::Viewer,
-        });
-        self.assign_roles(now);
-        id
-    }
-
-    /// A receiver of another kind left (its role passes on by the same rule).
-    pub fn detach_receiver(&mut self, now: Micros, id: ClientId) {
-        let before = self.roles.receivers.len();
-        self.roles.receivers.retain(|r| r.id != id);
-        if self.roles.receivers.len() != before {
-            self.stream.forget(id);
-            self.assign_roles(now);
-        }
-    }
-
-    /// A keyframe request (PLI/FIR, an RTSP player joining) from a receiver of another kind,
-    /// through the one gate: the cooldown, and a viewer's limits unless it controls. When
-    /// honoured, [`HostEvent::KeyframeRequested`] is emitted, as for a native client. An
-    /// unknown id is refused ([`KeyframeDecision::Limited`]).
-    pub fn receiver_keyframe_request(&mut self, now: Micros, id: ClientId) -> KeyframeDecision {
-        self.stats.keyframe_requests_received += 1;
-        if !self.roles.receivers.iter().any(|r| r.id == id) {
-            return KeyframeDecision::Limited;
-        }
-        let who = if self.roles.controller == Some(id) {
-            Requester::Controller
-        } else {
-            Requester::Viewer(id)
-        };
-        // No lost frame to name: any keyframe from now on will do.
-        self.keyframe_request(now, who, u32::MAX)
-    }
-
-    /// The role the one authority gives a native client or a receiver of another kind (None:
-    /// no such id).
-    pub fn role_of(&self, id: ClientId) -> Option<ClientRole> {
-        if let Some(i) = self.peer_index(id) {
-            return Some(self.roles.native_role(id, &self.peers[i].info.key).0);
-        }
-        self.roles.receiver(id).map(|r| r.role)
-    }
-
-    /// Whether an id's input reaches the application: the controller's (a native client's, or
-    /// a browser's while it controls), or a native viewer's with a grant. RTSP players and
-    /// publications never.
-    pub fn input_applies(&self, id: ClientId) -> bool {
-        if let Some(i) = self.peer_index(id) {
-            let (role, granted) = self.roles.native_role(id, &self.peers[i].info.key);
-            return role == ClientRole::Controller || granted;
-        }
-        self.roles
-            .receiver(id)
-            .is_some_and(|r| r.kind.may_control() && r.role == ClientRole::Controller)
-    }
-}
 
 /// A receiver of another kind, as [`Roles`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,6 +83,70 @@ impl Roles {
 
     fn receiver(&self, id: ClientId) -> Option<&Receiver> {
         self.receivers.iter().find(|r| r.id == id)
+    }
+
+    /// Hands control to the client with this key whenever it is connected (None: the default
+    /// rule).
+    pub(super) fn prefer(&mut self, key: Option<PublicKey>) {
+        self.preferred = key;
+    }
+
+    /// Holds control for the client with this key until `until` (none if that is past).
+    pub(super) fn hold(&mut self, now: Micros, key: PublicKey, until: Micros) {
+        self.held = (until > now).then_some((key, until));
+    }
+
+    /// Lets a viewer's input through; true if it was not already.
+    pub(super) fn grant(&mut self, key: PublicKey) -> bool {
+        self.granted.insert(key)
+    }
+
+    /// Takes a viewer's input grant back; true if it had one.
+    pub(super) fn revoke_grant(&mut self, key: &PublicKey) -> bool {
+        self.granted.remove(key)
+    }
+
+    /// Registers a receiver of another kind (a viewer until [`decide`](Self::decide) says
+    /// otherwise).
+    pub(super) fn attach(&mut self, id: ClientId, kind: ReceiverKind) {
+        self.receivers.push(Receiver {
+            id,
+            kind,
+            role: ClientRole::Viewer,
+        });
+    }
+
+    /// A receiver of another kind left; false if there was none with that id.
+    pub(super) fn detach(&mut self, id: ClientId) -> bool {
+        let before = self.receivers.len();
+        self.receivers.retain(|r| r.id != id);
+        self.receivers.len() != before
+    }
+
+    /// Whose limits a keyframe request of `id` meets at the gate: the controller's, or a
+    /// viewer's.
+    pub(super) fn requester(&self, id: ClientId) -> Requester {
+        if self.controller == Some(id) {
+            Requester::Controller
+        } else {
+            Requester::Viewer(id)
+        }
+    }
+
+    /// Whether `id` is a receiver of another kind.
+    pub(super) fn is_receiver(&self, id: ClientId) -> bool {
+        self.receiver(id).is_some()
+    }
+
+    /// A receiver's role as last reported (None: no such receiver).
+    pub(super) fn receiver_role(&self, id: ClientId) -> Option<ClientRole> {
+        self.receiver(id).map(|r| r.role)
+    }
+
+    /// Whether a receiver's input applies: one that may control, while it does.
+    pub(super) fn receiver_input_applies(&self, id: ClientId) -> bool {
+        self.receiver(id)
+            .is_some_and(|r| r.kind.may_control() && r.role == ClientRole::Controller)
     }
 
     /// Decides who controls among the native clients (`natives`, id and key, in admission
@@ -404,11 +232,7 @@ mod tests {
     use super::*;
 
     fn attach(r: &mut Roles, id: u32, kind: ReceiverKind) {
-        r.receivers.push(Receiver {
-            id: ClientId(id),
-            kind,
-            role: ClientRole::Viewer,
-        });
+        r.attach(ClientId(id), kind);
     }
 
     #[test]

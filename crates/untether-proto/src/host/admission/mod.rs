@@ -8,11 +8,11 @@ mod handshake;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
-use super::{AccessRequest, HostConfig, HostSession, HostStats, PairingEvent, PairingPin};
+use super::{AccessRequest, HostConfig, HostStats, PairingEvent, PairingPin};
 use crate::handshake::PublicKey;
-use crate::wire::ByeReason;
-use crate::{GoneReason, Micros};
+use crate::Micros;
 
+pub(super) use handshake::{Finish, Finished, Io};
 use handshake::{Pending, RETRY_SLOT_US};
 pub use handshake::{AMPLIFICATION_FACTOR, HANDSHAKE_REPEAT_ANSWER_US};
 
@@ -168,13 +168,13 @@ impl Admission {
         self.pairing.push_back(e);
     }
 
-    fn allow(&mut self, key: PublicKey) {
+    pub(super) fn allow(&mut self, key: PublicKey) {
         self.revoked.remove(&key);
         self.allowed.insert(key);
         self.requests.retain(|r| r.key != key);
     }
 
-    fn revoke(&mut self, key: PublicKey) {
+    pub(super) fn revoke(&mut self, key: PublicKey) {
         self.allowed.remove(&key);
         self.revoked.insert(key);
         self.requests.retain(|r| r.key != key);
@@ -302,71 +302,49 @@ impl Admission {
     }
 }
 
-impl HostSession {
-    /// Allows a client key (approved by the user); removes its access request.
-    pub fn allow_client(&mut self, key: PublicKey) {
-        self.admission.allow(key);
-    }
-
-    /// Revokes a client key; ends its session if it is connected.
-    pub fn revoke_client(&mut self, now: Micros, key: PublicKey) {
-        self.admission.revoke(key);
-        if let Some(i) = self.peers.iter().position(|p| p.info.key == key) {
-            self.end_peer(now, i, ByeReason::Closed, GoneReason::Bye);
-        }
-    }
-
+impl Admission {
     /// Whether a key is allowed.
-    pub fn is_allowed(&self, key: &PublicKey) -> bool {
-        self.admission.allowed.contains(key)
+    pub(super) fn is_allowed(&self, key: &PublicKey) -> bool {
+        self.allowed.contains(key)
     }
 
-    /// Sets (or clears) the one-time PIN the host accepts for pairing. PIN handshakes in
-    /// progress under another PIN are dropped (they could never be checked).
-    pub fn set_pin(&mut self, pin: Option<PairingPin>) {
+    /// Sets (or clears) the one-time PIN. PIN handshakes in progress under another PIN are
+    /// dropped (they could never be checked).
+    pub(super) fn set_pin(&mut self, pin: Option<PairingPin>) {
         let live = pin.as_ref().map(|p| p.pin.as_str());
-        self.admission
-            .pending
+        self.pending
             .retain(|p| p.pin.is_none() || p.pin.as_deref() == live);
-        self.admission.pin = pin;
+        self.pin = pin;
     }
 
-    /// The active PIN, if any.
-    pub fn pin(&self) -> Option<&PairingPin> {
-        self.admission.pin.as_ref()
+    pub(super) fn pin(&self) -> Option<&PairingPin> {
+        self.pin.as_ref()
     }
 
-    /// Pending access requests, oldest first (at most `max_access_requests`: beyond, a new
-    /// one takes the place of the least recently asked of the busiest address; one not
-    /// repeated within `access_request_ttl_us` is forgotten).
-    pub fn access_requests(&self) -> impl Iterator<Item = &AccessRequest> {
-        self.admission.requests.iter()
+    /// Pending access requests, oldest first.
+    pub(super) fn requests(&self) -> impl Iterator<Item = &AccessRequest> {
+        self.requests.iter()
     }
 
-    /// Denies (forgets) an access request.
-    pub fn deny_request(&mut self, key: &PublicKey) {
-        self.admission.requests.retain(|r| &r.key != key);
+    /// Forgets an access request.
+    pub(super) fn deny(&mut self, key: &PublicKey) {
+        self.requests.retain(|r| &r.key != key);
     }
 
-    /// The next pairing event.
-    pub fn poll_pairing_event(&mut self) -> Option<PairingEvent> {
-        self.admission.pairing.pop_front()
+    pub(super) fn poll_pairing_event(&mut self) -> Option<PairingEvent> {
+        self.pairing.pop_front()
     }
 
-    /// Handshakes in progress (bounded by `max_handshakes`).
-    pub fn handshakes_in_progress(&self) -> usize {
-        self.admission.pending.len()
+    pub(super) fn handshakes_in_progress(&self) -> usize {
+        self.pending.len()
     }
 
-    /// Forgets the access requests not repeated within the TTL (counted).
-    pub(super) fn expire_access_requests(&mut self, now: Micros) {
-        let ttl = self.cfg.access_request_ttl_us;
-        self.stats.access_requests_expired += self.admission.expire_access_requests(now, ttl);
-    }
-
-    pub(super) fn expire_handshakes(&mut self, now: Micros) {
-        let timeout = self.cfg.handshake_timeout_us;
-        self.admission.expire_handshakes(now, timeout);
+    /// Runs the timers: handshakes past the timeout and access requests not repeated within
+    /// the TTL (counted) are forgotten.
+    pub(super) fn handle_timeout(&mut self, now: Micros, cfg: &HostConfig, stats: &mut HostStats) {
+        self.expire_handshakes(now, cfg.handshake_timeout_us);
+        stats.access_requests_expired +=
+            self.expire_access_requests(now, cfg.access_request_ttl_us);
     }
 }
 

@@ -5,12 +5,12 @@
 //! The last frames' data shards are kept once, as the encoder's buffer (an `Arc`, never
 //! copied), for every client's retransmissions.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::super::out::seal_shard;
-use super::super::peer::{queue_accept, BesideAccept, ACCEPT_REPEAT_FOR_US, ACCEPT_REPEAT_US};
-use super::super::{ClientId, HostSession, NoClient};
+use super::super::peer::{BesideAccept, Peer};
+use super::super::{ClientId, HostConfig, HostStats};
 use super::resend::SentFrame;
 use super::Stream;
 use crate::assembler::{parity_header, shard_slice_fec, SliceId};
@@ -59,152 +59,75 @@ pub struct ClientDatagrams {
     pub datagrams: Vec<Transmit>,
 }
 
-impl HostSession {
-    /// [`send_frame`](Self::send_frame), saying whether an intra-refresh sweep starts with
-    /// this frame (its shards carry [`wire::shard_flags::REFRESH`], and a client waiting for
-    /// a picture may start on it).
-    pub fn send_frame_flagged(
-        &mut self,
-        now: Micros,
-        frame_number: u32,
-        capture_us: Micros,
-        keyframe: bool,
-        refresh_start: bool,
-        data: &[u8],
-    ) -> Result<usize, NoClient> {
-        self.send_slice_flagged(
-            now,
-            frame_number,
-            capture_us,
-            keyframe,
-            refresh_start,
-            SliceId::WHOLE,
-            data,
-        )
-    }
+/// What the packetizer borrows of the session: the settings, the peers (in admission order)
+/// and who controls, the counters, the scheduler's scratch and the control queue (a repeated
+/// Accept goes ahead of a frame's shards).
+pub(in crate::host) struct Sending<'a> {
+    pub cfg: &'a HostConfig,
+    pub peers: &'a mut [Peer],
+    pub controller: Option<ClientId>,
+    pub stats: &'a mut HostStats,
+    pub sched: &'a mut Vec<usize>,
+    pub control_out: &'a mut VecDeque<Transmit>,
+}
 
-    /// Packetizes one slice of a frame sent in slices (docs/PROTOCOL.md §6.3) — its Annex B
-    /// NAL units — into shards of its own and its own parity, for every client that takes it,
-    /// as soon as the encoder hands it over. Slices of a frame share its number, capture time
-    /// and keyframe flag; each may be sent as soon as it is encoded, in any order.
-    /// [`SliceId::WHOLE`] sends a whole frame ([`send_frame`](Self::send_frame)).
-    pub fn send_slice(
-        &mut self,
-        now: Micros,
-        frame_number: u32,
-        capture_us: Micros,
-        keyframe: bool,
-        slice: SliceId,
-        data: &[u8],
-    ) -> Result<usize, NoClient> {
-        self.send_slice_flagged(now, frame_number, capture_us, keyframe, false, slice, data)
-    }
-
-    /// [`send_slice`](Self::send_slice), saying whether an intra-refresh sweep starts with
-    /// this frame (every slice of it says so: its shards carry
-    /// [`wire::shard_flags::REFRESH`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_slice_flagged(
-        &mut self,
-        now: Micros,
-        frame_number: u32,
-        capture_us: Micros,
-        keyframe: bool,
-        refresh_start: bool,
-        slice: SliceId,
-        data: &[u8],
-    ) -> Result<usize, NoClient> {
-        let mut out = Vec::new();
-        let meta = FrameMeta {
-            entry_point: keyframe || refresh_start,
-            slice,
-            ..FrameMeta::new(frame_number, capture_us, keyframe)
-        };
-        let n = self.send_frame_shared(now, &meta, &Arc::new(data.to_vec()), &mut out)?;
-        for c in out {
-            self.transmits.extend(c.datagrams);
-        }
-        Ok(n)
-    }
-
-    /// Packetizes one encoded frame (an Annex B access unit) for every client that takes it
-    /// and queues the datagrams (controller first) for [`poll_transmit`](Self::poll_transmit);
-    /// returns how many it queued. Copies `data` once (for the retransmission ring): the
-    /// runtime hands the encoder's buffer to [`send_frame_shared`](Self::send_frame_shared)
-    /// instead.
-    pub fn send_frame(
-        &mut self,
-        now: Micros,
-        frame_number: u32,
-        capture_us: Micros,
-        keyframe: bool,
-        data: &[u8],
-    ) -> Result<usize, NoClient> {
-        self.send_frame_flagged(now, frame_number, capture_us, keyframe, false, data)
-    }
-
-    /// Packetizes one encoded frame once — its shards, and the Reed–Solomon parity the
+impl Stream {
+    /// Packetizes one encoded frame (slice) once — its shards, and the Reed–Solomon parity the
     /// receiving client with the most loss needs — then seals each receiving client's copy
     /// (data shards, then the parity its own loss needs) into `out`, one entry per client, the
     /// controller first. A client that just joined takes only entry points, a paused viewer
-    /// only keyframes. Control datagrams that must precede the shards (a repeated Accept) go to
-    /// [`poll_transmit`](Self::poll_transmit). Returns how many datagrams went into `out`.
-    pub fn send_frame_shared(
+    /// only keyframes. Returns how many datagrams went into `out`.
+    pub(in crate::host) fn send_frame(
         &mut self,
         now: Micros,
         meta: &FrameMeta,
         data: &Arc<Vec<u8>>,
+        s: Sending<'_>,
         out: &mut Vec<ClientDatagrams>,
-    ) -> Result<usize, NoClient> {
-        if self.peers.is_empty() {
-            return Err(NoClient);
-        }
+    ) -> usize {
         if data.is_empty() {
-            return Ok(0);
+            return 0;
         }
-        let policy = self.cfg.fec;
+        let Sending {
+            cfg,
+            peers,
+            controller,
+            stats,
+            sched,
+            control_out,
+        } = s;
+        let policy = cfg.fec;
         let keyframe = meta.keyframe;
         let slice = meta.slice;
         let first_slice = slice.index == 0;
         if keyframe && first_slice {
-            self.stream.keyframes.on_keyframe_sent(meta.frame_number);
+            self.keyframes.on_keyframe_sent(meta.frame_number);
         }
-        self.stream.next_frame = Some(meta.frame_number.wrapping_add(1));
+        self.next_frame = Some(meta.frame_number.wrapping_add(1));
         // Who takes it, controller first (a client waiting for a picture starts at any slice
         // of an entry point: slices come in any order, and the rest of that frame follows).
-        let mut order: Vec<usize> = (0..self.peers.len()).collect();
-        let controller = self.roles.controller();
-        order.sort_by_key(|&i| Some(self.peers[i].info.id) != controller);
+        let mut order: Vec<usize> = (0..peers.len()).collect();
+        order.sort_by_key(|&i| Some(peers[i].info.id) != controller);
         let mut receivers = Vec::with_capacity(order.len());
         for i in order {
-            if self.peers[i].takes(meta.keyframe, meta.entry_point) {
+            if peers[i].offered(meta.keyframe, meta.entry_point, first_slice) {
                 receivers.push(i);
-            } else if first_slice {
-                self.peers[i].counters.frames_skipped += 1;
             }
         }
         if receivers.is_empty() {
-            return Ok(0);
+            return 0;
         }
+        let max = cfg.params.max_datagram as usize;
+        let beside = BesideAccept::of(cfg);
         for &i in &receivers {
-            let p = &self.peers[i];
-            if !p.confirmed
-                && now >= p.accept_sent_us + ACCEPT_REPEAT_US
-                && now < p.info.connected_us + ACCEPT_REPEAT_FOR_US
-            {
-                // Ahead of this frame's shards (control goes first): if the Accept was lost,
-                // the client connects now instead of after its 200 ms HelloFinish repeat.
-                let beside = BesideAccept::of(&self.cfg);
-                let p = &mut self.peers[i];
-                let params = p.params;
-                queue_accept(&mut p.pending, params, &beside);
-                p.accept_sent_us = now;
-                self.stats.accepts_repeated += 1;
-                self.build_controls_of(now, i);
+            // Ahead of this frame's shards (control goes first): if the Accept was lost, the
+            // client connects now instead of after its 200 ms HelloFinish repeat.
+            if peers[i].accept_again(now, &beside) {
+                stats.accepts_repeated += 1;
+                peers[i].build_controls(now, max, stats, sched, control_out);
             }
         }
         // The layout, once.
-        let max = self.cfg.params.max_datagram as usize;
         let mut max_payload = max
             .saturating_sub(HEADER_LEN + SHARD_HEADER_LEN + TAG_LEN)
             .clamp(1, u16::MAX as usize);
@@ -212,10 +135,7 @@ impl HostSession {
             // Reed–Solomon works on 16-bit symbols: parity needs an even shard length.
             max_payload &= !1;
         }
-        let losses: Vec<Option<f64>> = receivers
-            .iter()
-            .map(|&i| self.peers[i].loss.loss())
-            .collect();
+        let losses: Vec<Option<f64>> = receivers.iter().map(|&i| peers[i].loss()).collect();
         let mut needs = vec![0usize; receivers.len()];
         let extra_flags = if meta.entry_point && !keyframe {
             wire::shard_flags::REFRESH
@@ -242,20 +162,17 @@ impl HostSession {
         })
         .collect();
         let Some(&(template, _)) = shards.first() else {
-            return Ok(0);
+            return 0;
         };
         let (m, l) = (template.parity_count as usize, template.shard_len as usize);
         // The parity, once.
         let mut parity = 0;
         if m > 0 {
-            let Stream {
-                parity_buf: buf,
-                fec,
-                ..
-            } = &mut self.stream;
+            let buf = &mut self.parity_buf;
             buf.clear();
             buf.resize(m * l, 0);
-            let ok = fec
+            let ok = self
+                .fec
                 .encode(data, l, m, |i, s| {
                     if let Some(d) = buf.get_mut(i * l..(i + 1) * l) {
                         d.copy_from_slice(s);
@@ -274,67 +191,27 @@ impl HostSession {
         // Each client's copy: sealed under its keys.
         let mut total = 0;
         for (r, &i) in receivers.iter().enumerate() {
-            let peer = &mut self.peers[i];
-            peer.paths.schedule(class, now, &mut self.sched);
-            let mut datagrams = Vec::with_capacity(shards.len() + needs[r]);
-            let mut sealed = 0;
-            for (sh, range) in &shards {
-                if !seal_shard(
-                    peer,
-                    &mut self.stats,
-                    &mut datagrams,
-                    &self.sched,
-                    sh,
-                    &data[range.clone()],
-                ) {
-                    break;
-                }
-                sealed += 1;
-            }
-            let mut parity_sent = 0;
-            if sealed == shards.len() {
-                for (j, shard) in self
-                    .stream
-                    .parity_buf
-                    .chunks(l.max(1))
-                    .take(parity.min(needs[r]))
-                    .enumerate()
-                {
-                    let ph = parity_header(&template, j as u16);
-                    if !seal_shard(
-                        peer,
-                        &mut self.stats,
-                        &mut datagrams,
-                        &self.sched,
-                        &ph,
-                        shard,
-                    ) {
-                        break;
-                    }
-                    parity_sent += 1;
-                }
-            }
-            peer.last_send_us = now;
-            peer.counters.frames_sent += first_slice as u64;
-            peer.counters.parity_shards_sent += parity_sent as u64;
-            if meta.entry_point {
-                peer.awaiting_entry = false;
-            }
-            self.stats.shards_sent += (sealed + parity_sent) as u64;
-            self.stats.parity_shards_sent += parity_sent as u64;
-            self.stats.frame_copies_sent += first_slice as u64;
+            let peer = &mut peers[i];
+            let parity_shards = self
+                .parity_buf
+                .chunks(l.max(1))
+                .take(parity.min(needs[r]))
+                .enumerate()
+                .map(|(j, shard)| (parity_header(&template, j as u16), shard));
+            let datagrams =
+                peer.seal_frame(now, class, meta, &shards, data, parity_shards, stats, sched);
             total += datagrams.len();
             out.push(ClientDatagrams {
                 client: peer.info.id,
                 datagrams,
             });
         }
-        self.stats.frames_sent += first_slice as u64;
+        stats.frames_sent += first_slice as u64;
         if slice.count > 1 {
-            self.stats.slices_sent += 1;
+            stats.slices_sent += 1;
         }
-        self.stats.frames_with_parity += (parity > 0 && first_slice) as u64;
-        if self.cfg.retransmit {
+        stats.frames_with_parity += (parity > 0 && first_slice) as u64;
+        if cfg.retransmit {
             let kept = SentFrame::new(
                 meta.frame_number,
                 slice.index,
@@ -342,63 +219,39 @@ impl HostSession {
                 data.clone(),
                 shards,
             );
-            self.stream.resend.keep(kept, slice.count);
+            self.resend.keep(kept, slice.count);
         }
-        Ok(total)
+        total
     }
 
     /// A client's ShardNack (slice 0 of a frame sent whole) or SliceNack: its missing data
     /// shards of a kept frame (slice), deduplicated, each at most twice, within its resend
-    /// byte budget ([`super::resend`]), sealed for it.
+    /// byte budget ([`super::resend`]; `shape`: the stream's bitrate, frame rate and largest
+    /// datagram), sealed for it on `queue`.
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::host) fn retransmit(
         &mut self,
         now: Micros,
-        i: usize,
+        peer: &mut Peer,
         frame_number: u32,
         slice_index: u8,
         missing: &[u16],
+        shape: (u32, u32, u64),
+        stats: &mut HostStats,
+        sched: &mut Vec<usize>,
+        queue: &mut VecDeque<Transmit>,
     ) {
-        self.stats.shard_nacks_received += 1;
-        let stream = (
-            self.target_kbps.unwrap_or(self.cfg.params.bitrate_kbps),
-            self.cfg.params.fps as u32,
-            self.cfg.params.max_datagram as u64,
-        );
-        let id = self.peers[i].info.id;
+        stats.shard_nacks_received += 1;
         let Some(r) =
-            self.stream
-                .resend
-                .on_nack(now, id, frame_number, slice_index, missing, stream)
+            self.resend
+                .on_nack(now, peer.info.id, frame_number, slice_index, missing, shape)
         else {
-            self.stats.shard_nacks_too_late += 1;
+            stats.shard_nacks_too_late += 1;
             return;
         };
         if r.shards.is_empty() {
             return;
         }
-        let class = if r.keyframe {
-            Class::KeyframeShard
-        } else {
-            Class::Shard
-        };
-        let peer = &mut self.peers[i];
-        peer.paths.schedule(class, now, &mut self.sched);
-        for (sh, range) in &r.shards {
-            let Some(payload) = r.data.get(range.clone()) else {
-                continue;
-            };
-            if !seal_shard(
-                peer,
-                &mut self.stats,
-                &mut self.transmits,
-                &self.sched,
-                sh,
-                payload,
-            ) {
-                break;
-            }
-            self.stats.shards_retransmitted += 1;
-            peer.counters.shards_retransmitted += 1;
-        }
+        peer.resend(now, &r, stats, sched, queue);
     }
 }

@@ -11,6 +11,7 @@ use super::{ClientId, HostStats};
 use crate::fec::FecEncoder;
 use crate::Micros;
 
+pub(super) use frame::Sending;
 pub use frame::{ClientDatagrams, FrameMeta};
 use keyframes::Keyframes;
 use resend::ResendStore;
