@@ -465,9 +465,20 @@ impl AdmissionState {
 /// the threads of every door (the HTTP thread and the driver for browsers, gst-rtsp-server's
 /// threads for RTSP). A panic while it was held leaves the table as it was (every change is a
 /// few assignments), so a poisoned lock is taken over rather than passed on.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Admission {
     state: Arc<Mutex<AdmissionState>>,
+}
+
+/// Its numbers, not its table (up to thousands of addresses in a `HostSetup`'s debug line).
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Admission")
+            .field("addresses", &state.len())
+            .field("stats", &state.stats())
+            .finish()
+    }
 }
 
 impl Admission {
