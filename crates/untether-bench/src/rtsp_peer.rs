@@ -51,13 +51,16 @@ pub(crate) fn run(
     )
     .map_err(|e| failed("scenario", &e))?;
     opts.host.host.bind = "127.0.0.1:0".into();
+    // The host's one admission, shared with its RTSP server (as `untether host --rtsp` does).
+    let defaults = HostSetup::default();
     let server = Arc::new(
-        RtspServer::start(
+        RtspServer::start_with(
             &RtspToml {
                 listen: "127.0.0.1:0".into(),
                 ..Default::default()
             },
             Access::Allowlist,
+            defaults.admission.clone(),
         )
         .map_err(|e| failed("RTSP server", &e))?,
     );
@@ -67,7 +70,7 @@ pub(crate) fn run(
         HostSetup {
             trust,
             consumers: vec![Consumer(server.clone())],
-            ..Default::default()
+            ..defaults
         },
     )
     .map_err(|e| failed("host", &e))?;

@@ -12,7 +12,9 @@ use untether::identity::Access;
 use untether_rtsp::RtspServer;
 
 /// Starts the RTSP server `cfg.rtsp` asks for (none when `rtsp.listen` is empty) and adds it
-/// to `setup`'s consumers. `access`: the host's, for `rtsp.auth = "auto"`.
+/// to `setup`'s consumers. `access`: the host's, for `rtsp.auth = "auto"`. The server decides
+/// with the host's one admission (`setup.admission`): an address has one budget and one count
+/// of wrong credentials for RTSP, the browsers and the host's clients.
 pub fn start(
     cfg: &ConfigToml,
     access: Access,
@@ -21,7 +23,9 @@ pub fn start(
     if !cfg.rtsp.enabled() {
         return Ok(None);
     }
-    let server = Arc::new(RtspServer::start(&cfg.rtsp, access).map_err(with_flag)?);
+    let server = Arc::new(
+        RtspServer::start_with(&cfg.rtsp, access, setup.admission.clone()).map_err(with_flag)?,
+    );
     setup.consumers.push(Consumer(server.clone()));
     Ok(Some(server))
 }

@@ -20,6 +20,7 @@
 //! - [`units`]: the human units of settings (bitrates, durations, frame sizes), parsed once for
 //!   the configuration file, the command line and the bench.
 
+pub mod admission;
 pub mod assembler;
 pub mod audio;
 pub mod client;

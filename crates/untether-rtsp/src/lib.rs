@@ -10,8 +10,11 @@
 //! keyframe. Viewers authenticate with RTSP digest unless the host is open.
 //!
 //! A connection counts against `rtsp.max_viewers` only once a DESCRIBE, SETUP or PLAY of it
-//! got past authentication; one that does not within [`IDLE_CONNECTION`] is closed. An address
-//! that sends wrong credentials [`throttle::FREE_FAILURES`] times in a row is refused, its
+//! got past authentication; one that does not within [`IDLE_CONNECTION`] is closed. Each
+//! connection that reaches authentication is an `Incoming` of the host's one admission
+//! (`untether_proto::admission::Admission`, given by the caller and shared with the host's other
+//! doors): it takes one attempt of its address's budget, and its wrong credentials count with
+//! the address's wrong links and PINs — after a few in a row the address is refused, its
 //! credentials unchecked, for a growing while (the log says so once per refusal, not per
 //! guess).
 //!
@@ -24,7 +27,6 @@ mod auth;
 mod feed;
 mod ffi;
 mod media;
-mod throttle;
 mod viewers;
 
 use std::collections::HashMap;
@@ -41,16 +43,19 @@ use gst_rtsp_server::{
     RTSPClient, RTSPFilterResult, RTSPMediaFactory, RTSPServer, RTSPSuspendMode,
     RTSP_PERM_MEDIA_FACTORY_ACCESS, RTSP_PERM_MEDIA_FACTORY_CONSTRUCT,
 };
+use untether::clock::now_us;
 use untether::config::{ConfigError, RtspAuth, RtspToml};
 use untether::host::{ConsumerSummary, EncodedVideo, KeyframeRequests, StreamConsumer, StreamInfo};
 use untether::identity::Access;
-use untether_proto::AudioPacket;
+use untether_proto::admission::{
+    Admission, CredentialKind, Decision, Failure, Incoming, RefuseReason,
+};
+use untether_proto::{AudioPacket, Micros};
 
 pub use auth::Credentials;
 use auth::{Checked, CountingAuth, Gate};
 use media::{Media, Pushed};
-use throttle::{Failed, Throttle};
-use viewers::{Admission, Connection, Viewers};
+use viewers::{Connection, Seat, Viewers};
 
 /// The GStreamer elements the server needs, and the Debian package of each.
 const ELEMENTS: [(&str, &str); 4] = [
@@ -109,6 +114,12 @@ struct RtspCounters {
 struct Conn {
     id: u64,
     ip: String,
+    /// Its address for the admission (unspecified when it could not be read: such
+    /// connections share one budget rather than each getting a fresh one).
+    addr: IpAddr,
+    /// The admission accepted it (at its first request that needed credentials): its next
+    /// requests take nothing more from the budget, only the throttle is asked.
+    accepted: AtomicBool,
     state: Mutex<Connection>,
     /// A request of it had the right credentials (or none are needed).
     authenticated: AtomicBool,
@@ -134,8 +145,9 @@ struct Inner {
     viewers: Mutex<Viewers>,
     counters: RtspCounters,
     next_client: AtomicU64,
-    /// Wrong credentials per source address.
-    throttle: Mutex<Throttle>,
+    /// The host's one admission: the budget and the wrong-credential throttle per source
+    /// address, shared with the host's other doors.
+    admission: Admission,
     /// The open connections, by their client object.
     conns: Mutex<HashMap<usize, Arc<Conn>>>,
     /// The server's main context (its thread runs it): timers of connections go there.
@@ -143,6 +155,8 @@ struct Inner {
 }
 
 impl Inner {
+    /// Seconds since the server started (the viewers' times; the admission reads the
+    /// runtime's one clock, `now_us`, as the host's other doors do).
     fn now_s(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
@@ -217,17 +231,17 @@ impl Inner {
     /// `rtsp.max_viewers` being there when it became a viewer).
     fn admit(&self, conn: &Conn) -> bool {
         let mut state = lock(&conn.state);
-        let admission = lock(&self.viewers).admit(&mut state, conn.id, &conn.ip, self.now_s());
-        match admission {
-            Admission::Joined => log::info!("rtsp: viewer connected from {}", conn.ip),
-            Admission::TurnedAway => log::warn!(
+        let seat = lock(&self.viewers).admit(&mut state, conn.id, &conn.ip, self.now_s());
+        match seat {
+            Seat::Joined => log::info!("rtsp: viewer connected from {}", conn.ip),
+            Seat::TurnedAway => log::warn!(
                 "rtsp: turned away a viewer at {}: {} are watching (rtsp.max_viewers)",
                 conn.ip,
                 self.cfg.max_viewers
             ),
-            Admission::Viewer | Admission::StillAway => {}
+            Seat::Viewer | Seat::StillAway => {}
         }
-        admission.goes_on()
+        seat.goes_on()
     }
 
     /// The connection of `client`, while it is open.
@@ -239,9 +253,12 @@ impl Inner {
     /// with the right credentials; turned away then when `rtsp.max_viewers` are there),
     /// closed after [`IDLE_CONNECTION`] if it has not become one.
     fn client_connected(self: &Arc<Self>, client: &RTSPClient) {
+        let ip = ffi::client_ip(client);
         let conn = Arc::new(Conn {
             id: self.next_client.fetch_add(1, Ordering::Relaxed),
-            ip: ffi::client_ip(client).unwrap_or_else(|| "?".into()),
+            addr: parse_ip(ip.as_deref()),
+            ip: ip.unwrap_or_else(|| "?".into()),
+            accepted: AtomicBool::new(false),
             state: Mutex::new(Connection::Pending),
             authenticated: AtomicBool::new(self.credentials.is_none()),
         });
@@ -339,27 +356,59 @@ impl Inner {
         });
     }
 
-    /// Whether the credentials of a request from `ip` may be checked (false: the address
-    /// guessed wrong too often; the request is answered 401 unchecked).
-    fn may_try(&self, ip: &str) -> bool {
-        let ok = lock(&self.throttle).may_try(ip, self.now_s());
-        if !ok {
-            lock(&self.viewers).refused += 1;
-            log::debug!("rtsp: refused a request from {ip} unchecked (too many wrong passwords)");
-        }
-        ok
+    /// Whether the credentials of a request of `conn` may be checked (false: answered 401
+    /// unchecked). A connection's first such request is its `Incoming`: the admission decides
+    /// (one attempt of the address's budget, none while it is refused for wrong credentials);
+    /// its next ones only ask whether the address is refused now.
+    fn may_try(&self, conn: &Conn, credential: CredentialKind) -> bool {
+        let now = now_us();
+        let refused = if conn.accepted.load(Ordering::Relaxed) {
+            let until = self.admission.refused_until(now, conn.addr);
+            if until.is_some() {
+                self.admission.note_refused(now, conn.addr);
+            }
+            until.map(|u| (RefuseReason::WrongCredentials, u.saturating_sub(now)))
+        } else {
+            let incoming = Incoming::connection(conn.addr, credential);
+            match self.admission.decide(now, &incoming) {
+                Decision::Accept => {
+                    conn.accepted.store(true, Ordering::Relaxed);
+                    None
+                }
+                Decision::Refuse {
+                    reason,
+                    retry_after_us,
+                } => Some((reason, retry_after_us)),
+                // Not for a connection (its address is validated); refused alike.
+                Decision::Retry | Decision::Ignore => Some((RefuseReason::Budget, 0)),
+            }
+        };
+        let Some((reason, after_us)) = refused else {
+            return true;
+        };
+        lock(&self.viewers).refused += 1;
+        let why = match reason {
+            RefuseReason::WrongCredentials => "too many wrong credentials",
+            RefuseReason::Budget => "too many attempts from that address",
+        };
+        log::debug!(
+            "rtsp: refused a request from {} unchecked ({why}; for {} s more)",
+            conn.ip,
+            after_us.div_ceil(1_000_000)
+        );
+        false
     }
 
-    /// What checking the credentials of a request of `client` from `ip` came to.
-    fn checked(&self, client: Option<&RTSPClient>, ip: &str, outcome: Checked) {
+    /// What checking the credentials of a request of `conn` came to.
+    fn checked(&self, conn: &Conn, outcome: Checked) {
+        let ip = &conn.ip;
+        let incoming = Incoming::connection(conn.addr, CredentialKind::RtspDigest);
         match outcome {
             Checked::Valid => {
-                lock(&self.throttle).succeeded(ip);
-                if let Some(conn) = client.and_then(|c| self.conn(c)) {
-                    // A viewer now, or turned away: its next request hears which.
-                    conn.authenticated.store(true, Ordering::Relaxed);
-                    self.admit(&conn);
-                }
+                self.admission.checked(now_us(), &incoming, true);
+                // A viewer now, or turned away: its next request hears which.
+                conn.authenticated.store(true, Ordering::Relaxed);
+                self.admit(conn);
             }
             Checked::Missing => {
                 lock(&self.viewers).challenged += 1;
@@ -367,55 +416,86 @@ impl Inner {
             }
             Checked::Wrong => {
                 lock(&self.viewers).refused += 1;
-                let failed = lock(&self.throttle).failed(ip, self.now_s());
-                match failed {
-                    Failed::First => {
+                match self.admission.checked(now_us(), &incoming, false) {
+                    Some(Failure::First) | None => {
                         log::warn!("rtsp: refused a viewer at {ip}: wrong user or password")
                     }
-                    Failed::Again => {
+                    Some(Failure::Again) => {
                         log::debug!("rtsp: refused a viewer at {ip}: wrong user or password")
                     }
-                    Failed::Blocked {
+                    Some(Failure::Blocked {
                         failures,
-                        for_s,
+                        for_us,
                         refused_before,
-                    } => log::warn!(
-                        "rtsp: {failures} wrong user/password attempts from {ip}: its requests \
-                         are refused unchecked for {for_s:.0} s{}",
-                        if refused_before > 0 {
-                            format!(" ({refused_before} were refused during its previous refusal)")
-                        } else {
-                            String::new()
-                        }
-                    ),
+                    }) => log::warn!("{}", blocked_line(ip, failures, for_us, refused_before)),
                 }
             }
         }
     }
 }
 
-/// The server's [`Gate`]: the throttle per source address, and the counts and log lines of
-/// refusals.
+/// The one line of a refusal's start.
+fn blocked_line(ip: &str, failures: u32, for_us: Micros, refused_before: u64) -> String {
+    format!(
+        "rtsp: {failures} wrong user/password attempts from {ip}: its requests are refused \
+         unchecked for {} s{}",
+        for_us.div_ceil(1_000_000),
+        if refused_before > 0 {
+            format!(" ({refused_before} were refused during its previous refusal)")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// A connection's address as the admission keys it; unreadable: the unspecified address.
+fn parse_ip(ip: Option<&str>) -> IpAddr {
+    ip.and_then(|s| s.parse().ok())
+        .unwrap_or(IpAddr::from([0, 0, 0, 0]))
+}
+
+/// The server's [`Gate`]: the host's one admission for each connection, and the counts and
+/// log lines of refusals.
 struct ServerGate(Weak<Inner>);
 
 impl ServerGate {
-    fn ip(ctx: &gst_rtsp_server::RTSPContext) -> String {
-        ctx.client()
-            .and_then(ffi::client_ip)
-            .unwrap_or_else(|| "?".into())
+    /// The connection of the request (one made on the spot should it be unknown: then it
+    /// is asked about like a new one each time).
+    fn conn(inner: &Inner, ctx: &gst_rtsp_server::RTSPContext) -> Arc<Conn> {
+        if let Some(c) = ctx.client().and_then(|c| inner.conn(c)) {
+            return c;
+        }
+        let ip = ctx.client().and_then(ffi::client_ip);
+        Arc::new(Conn {
+            id: u64::MAX,
+            addr: parse_ip(ip.as_deref()),
+            ip: ip.unwrap_or_else(|| "?".into()),
+            accepted: AtomicBool::new(false),
+            state: Mutex::new(Connection::Pending),
+            authenticated: AtomicBool::new(false),
+        })
     }
 }
 
 impl Gate for ServerGate {
     fn may_try(&self, ctx: &gst_rtsp_server::RTSPContext) -> bool {
-        self.0
-            .upgrade()
-            .is_none_or(|inner| inner.may_try(&Self::ip(ctx)))
+        let Some(inner) = self.0.upgrade() else {
+            return true;
+        };
+        let credential = if ctx
+            .request()
+            .is_some_and(|m| !m.parse_auth_credentials().is_empty())
+        {
+            CredentialKind::RtspDigest
+        } else {
+            CredentialKind::None
+        };
+        inner.may_try(&Self::conn(&inner, ctx), credential)
     }
 
     fn checked(&self, ctx: &gst_rtsp_server::RTSPContext, outcome: Checked) {
         if let Some(inner) = self.0.upgrade() {
-            inner.checked(ctx.client(), &Self::ip(ctx), outcome);
+            inner.checked(&Self::conn(&inner, ctx), outcome);
         }
     }
 }
@@ -430,9 +510,20 @@ pub struct RtspServer {
 }
 
 impl RtspServer {
+    /// [`RtspServer::start_with`] an admission of its own (a server alone in its process).
+    pub fn start(cfg: &RtspToml, access: Access) -> Result<RtspServer, RtspError> {
+        RtspServer::start_with(cfg, access, Admission::default())
+    }
+
     /// Checks `cfg`, starts GStreamer and listens on `rtsp.listen`. Viewers must authenticate
     /// (digest) unless `rtsp.auth`, or `auto` with an open host (`access`), says otherwise.
-    pub fn start(cfg: &RtspToml, access: Access) -> Result<RtspServer, RtspError> {
+    /// `admission`: the host's one (`HostSetup::admission`), so that an address has one budget
+    /// and one count of wrong credentials for RTSP and the host's other doors.
+    pub fn start_with(
+        cfg: &RtspToml,
+        access: Access,
+        admission: Admission,
+    ) -> Result<RtspServer, RtspError> {
         cfg.validate()?;
         let addr = cfg.listen_addr()?.ok_or(RtspError::Off)?;
         let auth_mode = cfg.auth_mode(access)?;
@@ -473,7 +564,7 @@ impl RtspServer {
             viewers: Mutex::new(Viewers::new(cfg.max_viewers)),
             counters: RtspCounters::default(),
             next_client: AtomicU64::new(0),
-            throttle: Mutex::new(Throttle::default()),
+            admission,
             conns: Mutex::new(HashMap::new()),
             context: context.clone(),
         });

@@ -30,7 +30,7 @@ pub(crate) enum Connection {
 
 /// What [`Viewers::admit`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
+pub(crate) enum Seat {
     /// A viewer already: go on.
     Viewer,
     /// A viewer from now on: go on (and say so).
@@ -41,10 +41,10 @@ pub(crate) enum Admission {
     StillAway,
 }
 
-impl Admission {
+impl Seat {
     /// Whether the request goes on (else: 503 Service Unavailable).
     pub fn goes_on(self) -> bool {
-        matches!(self, Admission::Viewer | Admission::Joined)
+        matches!(self, Seat::Viewer | Seat::Joined)
     }
 }
 
@@ -112,23 +112,17 @@ impl Viewers {
 
     /// A request of the connection `id` from `address` (in the state `conn`) got past
     /// authentication at `now_s`: it joins unless `max` viewers are there, once.
-    pub fn admit(
-        &mut self,
-        conn: &mut Connection,
-        id: u64,
-        address: &str,
-        now_s: f64,
-    ) -> Admission {
+    pub fn admit(&mut self, conn: &mut Connection, id: u64, address: &str, now_s: f64) -> Seat {
         match *conn {
-            Connection::Viewer => Admission::Viewer,
-            Connection::TurnedAway => Admission::StillAway,
+            Connection::Viewer => Seat::Viewer,
+            Connection::TurnedAway => Seat::StillAway,
             Connection::Pending if self.join(id, address.to_string(), now_s) => {
                 *conn = Connection::Viewer;
-                Admission::Joined
+                Seat::Joined
             }
             Connection::Pending => {
                 *conn = Connection::TurnedAway;
-                Admission::TurnedAway
+                Seat::TurnedAway
             }
         }
     }
@@ -200,15 +194,15 @@ mod tests {
         // Connections that never got past authentication take no place.
         assert_eq!(idle, Connection::Pending);
         assert_eq!(v.connected(), 0);
-        assert_eq!(v.admit(&mut a, 1, "10.0.0.1", 1.0), Admission::Joined);
-        assert_eq!(v.admit(&mut a, 1, "10.0.0.1", 1.1), Admission::Viewer);
+        assert_eq!(v.admit(&mut a, 1, "10.0.0.1", 1.0), Seat::Joined);
+        assert_eq!(v.admit(&mut a, 1, "10.0.0.1", 1.1), Seat::Viewer);
         assert_eq!((v.connected(), v.total), (1, 1));
-        assert_eq!(v.admit(&mut b, 2, "10.0.0.2", 1.2), Admission::TurnedAway);
-        assert_eq!(v.admit(&mut b, 2, "10.0.0.2", 1.3), Admission::StillAway);
-        assert!(!Admission::StillAway.goes_on() && Admission::Viewer.goes_on());
+        assert_eq!(v.admit(&mut b, 2, "10.0.0.2", 1.2), Seat::TurnedAway);
+        assert_eq!(v.admit(&mut b, 2, "10.0.0.2", 1.3), Seat::StillAway);
+        assert!(!Seat::StillAway.goes_on() && Seat::Viewer.goes_on());
         assert_eq!(v.turned_away, 1, "counted once per connection");
         v.leave(1, 2.0);
-        assert_eq!(v.admit(&mut idle, 3, "10.0.0.3", 2.5), Admission::Joined);
+        assert_eq!(v.admit(&mut idle, 3, "10.0.0.3", 2.5), Seat::Joined);
     }
 
     #[test]

@@ -22,21 +22,39 @@ fn host_with_rtsp(access: Access, audio: bool) -> (Host, Arc<RtspServer>) {
 
 /// The same with `rtsp` settings (its `listen` is replaced by a free port on 127.0.0.1).
 fn host_with(access: Access, audio: bool, rtsp: RtspToml) -> (Host, Arc<RtspServer>) {
+    host_serving(access, audio, rtsp, false)
+}
+
+/// [`host_with`], also serving browsers (`webrtc.listen` on a free port) when `browsers`. The
+/// RTSP server decides with the host's one admission, as `untether host --rtsp` does.
+fn host_serving(
+    access: Access,
+    audio: bool,
+    rtsp: RtspToml,
+    browsers: bool,
+) -> (Host, Arc<RtspServer>) {
     let rtsp = RtspToml {
         listen: "127.0.0.1:0".into(),
         ..rtsp
     };
-    let server = Arc::new(RtspServer::start(&rtsp, access).expect("the RTSP server starts"));
+    let defaults = HostSetup::default();
+    let server = Arc::new(
+        RtspServer::start_with(&rtsp, access, defaults.admission.clone())
+            .expect("the RTSP server starts"),
+    );
     let mut cfg = ConfigToml::default();
     cfg.video.resolution = "640x360".into();
     cfg.host.bind = "127.0.0.1:0".into();
+    if browsers {
+        cfg.webrtc.listen = "127.0.0.1:0".into();
+    }
     let options = HostOptions {
         video: cfg.video.validate().unwrap(),
         scene: cfg.scene.clone(),
         host: cfg.host.clone(),
         network: cfg.network.clone(),
         vr: Default::default(),
-        webrtc: Default::default(),
+        webrtc: cfg.webrtc.clone(),
     };
     let (trust, _) = untether::identity::memory_pair();
     let trust = match trust {
@@ -59,7 +77,7 @@ fn host_with(access: Access, audio: bool, rtsp: RtspToml) -> (Host, Arc<RtspServ
                 AudioSpec::None
             },
             consumers: vec![Consumer(server.clone())],
-            ..Default::default()
+            ..defaults
         },
     )
     .expect("the host starts");
@@ -650,4 +668,39 @@ fn an_authenticated_viewer_beyond_max_viewers_gets_503() {
     let _ = first.join();
     let rtsp = &summary.consumers[0];
     assert_eq!((rtsp.viewers_total, rtsp.refused), (1, 1), "{rtsp:?}");
+}
+
+/// Issue 35: one admission for every door. An address that used up its budget on the
+/// browsers' signalling (offers, whatever they carry) has none left for RTSP: its DESCRIBE
+/// with the right password is answered 401 unchecked, until the budget refills.
+#[test]
+fn a_budget_drained_by_browser_offers_is_drained_for_rtsp() {
+    let (host, server) = host_serving(Access::Pin, false, RtspToml::default(), true);
+    let base = host.browser_url().expect("the host serves browsers");
+    let http_addr: std::net::SocketAddr = base
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("the page's address");
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        // A bare POST takes its attempt before anything is read (then 415, or 429).
+        let mut s = TcpStream::connect(http_addr).unwrap();
+        let answer = rtsp_request_on(
+            &mut s,
+            "POST /whep HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        statuses.push(answer.split(' ').nth(1).unwrap_or("").to_string());
+    }
+    assert!(statuses.iter().any(|s| s == "429"), "{statuses:?}");
+    // RTSP from the same address, with the right password: refused unchecked.
+    let p = ffmpeg_tcp(&server.url_for("127.0.0.1", true), 1);
+    assert!(!p.ok, "RTSP had a budget of its own: {}", p.stderr);
+    assert!(p.stderr.contains("401"), "{}", p.stderr);
+    let summary = stop(host, &server);
+    assert_eq!(
+        summary.consumers[0].viewers_total, 0,
+        "{:?}",
+        summary.consumers[0]
+    );
 }

@@ -198,6 +198,11 @@ pub struct HostSetup {
     /// `untether-rtsp`): each sees every encoded frame and audio packet, shared, and may ask
     /// for keyframes.
     pub consumers: Vec<super::consumer::Consumer>,
+    /// The host's one admission: every door (the browsers' signalling, and an RTSP server
+    /// given a clone of it) decides with its one budget and throttle per source address, so
+    /// that an address refused at one door is refused at all. A new one by default; clones
+    /// share it.
+    pub admission: untether_proto::admission::Admission,
 }
 
 impl Default for HostSetup {
@@ -212,6 +217,7 @@ impl Default for HostSetup {
             lose_slices: Vec::new(),
             trust: HostTrust::Stored,
             consumers: Vec::new(),
+            admission: Default::default(),
         }
     }
 }

@@ -153,7 +153,14 @@ pub(super) fn start(
     };
     let parked = Arc::new(Mutex::new(None));
     let mut threads = Vec::new();
-    let web = webrtc::start(options, &pairing, audio.is_some(), &net, &shared)?;
+    let web = webrtc::start(
+        options,
+        &pairing,
+        audio.is_some(),
+        &net,
+        &shared,
+        &setup.admission,
+    )?;
     let (sockets, webrtc_side, browsers) = webrtc::Started::split(web, socket, &mut threads);
     let dashboard = super::dashboard::start(
         options,

@@ -1,4 +1,7 @@
-//! Who may watch from a browser. A browser is admitted like any client: with a one-time link
+//! Who may watch from a browser: [`BrowserCredentials`] checks a page's credential; the host's
+//! one admission (`untether_proto::admission::Admission`) decided before that whether the page's
+//! address may try at all, and learns what the check came to. A browser is admitted like any
+//! client: with a one-time link
 //! the host prints (`http://HOST:PORT/?token=…`: single use, expiring), or with the host's
 //! pairing PIN typed into the page (the PIN of `untether host --access pin` or `untether pair
 //! --pin`: it is used up as a client's would be). An admitted page gets a resume secret, valid
@@ -12,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use untether_proto::admission::CredentialKind;
 use untether_proto::Micros;
 
 /// What a page presents with its offer.
@@ -27,6 +31,16 @@ pub(crate) enum Credential {
 }
 
 impl Credential {
+    /// Its kind, for the host's one admission.
+    pub fn kind(&self) -> CredentialKind {
+        match self {
+            Credential::None => CredentialKind::None,
+            Credential::Token(_) => CredentialKind::LinkToken,
+            Credential::Pin(_) => CredentialKind::Pin,
+            Credential::Resume(_) => CredentialKind::Resume,
+        }
+    }
+
     /// Reads `Authorization: Bearer token:…|pin:…|resume:…`.
     pub fn from_authorization(value: Option<&str>) -> Credential {
         let Some(v) = value.and_then(|v| v.trim().strip_prefix("Bearer ")) else {
@@ -113,8 +127,9 @@ pub(crate) struct Admitted {
     pub replaces: Option<u64>,
 }
 
-/// The links and resume secrets of a host.
-pub(crate) struct Admission {
+/// The links and resume secrets of a host: the checker of a browser's credential (whether its
+/// address may present one at all is the host's one admission's to say).
+pub(crate) struct BrowserCredentials {
     open: bool,
     link_ttl_us: Micros,
     /// The current one-time link's token and when it expires.
@@ -128,9 +143,9 @@ pub(crate) struct Admission {
     links_made: u64,
 }
 
-impl Admission {
-    pub fn new(open: bool, link_ttl_s: u64) -> Admission {
-        Admission {
+impl BrowserCredentials {
+    pub fn new(open: bool, link_ttl_s: u64) -> BrowserCredentials {
+        BrowserCredentials {
             open,
             link_ttl_us: link_ttl_s * 1_000_000,
             link: None,
@@ -419,7 +434,7 @@ mod tests {
 
     #[test]
     fn a_link_admits_once_and_expires() {
-        let mut a = Admission::new(false, 60);
+        let mut a = BrowserCredentials::new(false, 60);
         let mut pins = Pins(None);
         let t = a.link_token(0);
         assert_eq!(a.current_link(0), Some(t.as_str()));
@@ -445,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_resume_secret_holds_one_session_at_a_time() {
-        let mut a = Admission::new(false, 60);
+        let mut a = BrowserCredentials::new(false, 60);
         let mut pins = Pins(None);
         let t = a.link_token(0);
         let first = a.admit(1, &Credential::Token(t), &mut pins).unwrap();
@@ -479,7 +494,7 @@ mod tests {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
         let dir = crate::identity::StateDir::at(&p);
         let mut pins = Pins(None);
-        let mut a = Admission::new(false, 60);
+        let mut a = BrowserCredentials::new(false, 60);
         a.keep_in(dir.clone(), 0);
         let t = a.link_token(0);
         let first = a.admit(1, &Credential::Token(t), &mut pins).unwrap();
@@ -490,7 +505,7 @@ mod tests {
         );
         assert!(file.contains(&hex(&digest(&first.resume))), "{file}");
         // The host restarts (its clock starts again).
-        let mut b = Admission::new(false, 60);
+        let mut b = BrowserCredentials::new(false, 60);
         b.keep_in(dir.clone(), 5);
         assert!(b
             .admit(6, &Credential::Resume("0".repeat(32)), &mut pins)
@@ -506,7 +521,7 @@ mod tests {
             Some(3)
         );
         // A host without a state directory keeps nothing.
-        let mut c = Admission::new(false, 60);
+        let mut c = BrowserCredentials::new(false, 60);
         assert!(c
             .admit(9, &Credential::Resume(first.resume.clone()), &mut pins)
             .is_err());
@@ -524,18 +539,18 @@ mod tests {
     #[test]
     fn nothing_is_admitted_without_a_credential_unless_open() {
         let mut pins = Pins(None);
-        let mut a = Admission::new(false, 60);
+        let mut a = BrowserCredentials::new(false, 60);
         assert_eq!(
             a.admit(0, &Credential::None, &mut pins).unwrap_err().status,
             401
         );
-        let mut open = Admission::new(true, 60);
+        let mut open = BrowserCredentials::new(true, 60);
         assert!(open.admit(0, &Credential::None, &mut pins).is_ok());
     }
 
     #[test]
     fn the_pin_is_used_up_and_wrong_ones_count() {
-        let mut a = Admission::new(false, 60);
+        let mut a = BrowserCredentials::new(false, 60);
         let mut pins = Pins(Some(("123456".into(), 3)));
         let e = a.admit(0, &Credential::Pin("000000".into()), &mut pins);
         assert!(e.unwrap_err().reason.contains("2 attempt(s) left"));

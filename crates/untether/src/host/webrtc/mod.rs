@@ -6,12 +6,15 @@
 //!
 //! - `http`: the small HTTP(S) server (hyper on a current-thread tokio runtime, on a thread
 //!   beside the driver): connection limits, deadlines, TLS; `routes`: the page, the
-//!   signalling endpoint, the clock; `ratelimit`: offers per source address;
+//!   signalling endpoint, the clock (each offer asks the host's one admission,
+//!   `untether_proto::admission::Admission`, first: one budget and one wrong-credential
+//!   throttle per source address for every door);
 //! - `sessions`: the driver's [`WebRtc`]: admission first, then the sessions;
 //! - `roles`: which browser the protocol session made the controller, and its input's
 //!   numbering (the session's `Roles` decide, for every kind of receiver);
 //! - `whip`: the publishing thread (offer, POST, answer, DELETE at the end);
-//! - `peer`: one session; `access`: links, PINs and resume secrets; `resource`: the sessions'
+//! - `peer`: one session; `access`: links, PINs and resume secrets (`BrowserCredentials`,
+//!   the checker); `resource`: the sessions'
 //!   unguessable IDs and DELETE secrets; `pins`: the PIN check; `input`: the data channel's
 //!   messages; `h264`: the stream's profile; `cert`: HTTPS certificates; `setup`: starting it.
 //!
@@ -30,7 +33,6 @@ mod http;
 mod input;
 mod peer;
 mod pins;
-mod ratelimit;
 mod resource;
 mod roles;
 mod routes;

@@ -6,7 +6,9 @@
 //!   random bits), the session's secret (`X-Untether-Session`, which a DELETE presents) and
 //!   the page's resume secret (`X-Untether-Resume`); a malformed offer gets `400` with a
 //!   one-line reason, an unadmitted browser `401`/`403`, one that cannot decode the stream
-//!   `406`, an address sending offers too fast `429`, a body not sent within
+//!   `406`, an address sending offers too fast (or refused for guessing credentials: the
+//!   host's one admission, shared with its other doors) `429` with `Retry-After`, a body not
+//!   sent within
 //!   [`BODY_READ`] `408`;
 //! - `DELETE /whep/ID` with `Authorization: Bearer SECRET` — ends that session;
 //! - `GET /clock` — the host's monotonic clock (`{"mono_us":…}`), for the page's clock mapping.
@@ -14,9 +16,8 @@
 //! No CORS header is sent: only the page itself (same origin) may use these.
 //! The offer is only parsed here; the driver admits the browser, then makes its session.
 
-use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -24,9 +25,9 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use str0m::change::SdpOffer;
 use tokio::sync::oneshot;
+use untether_proto::admission::{self, Admission, Decision, RefuseReason};
 
 use super::access::Credential;
-use super::ratelimit::OfferLimiter;
 use super::types::{OfferRequest, WebRtcCommand};
 use crate::driver::Handle;
 use crate::host::commands::HostCommand;
@@ -44,18 +45,15 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 /// A response.
 pub(crate) type Reply = Response<Full<Bytes>>;
 
-/// The routes and what they share: the driver's handle and the offers' rate limit.
+/// The routes and what they share: the driver's handle and the host's one admission.
 pub(super) struct Routes {
     net: Handle<HostCommand>,
-    limiter: RefCell<OfferLimiter>,
+    admission: Admission,
 }
 
 impl Routes {
-    pub fn new(net: Handle<HostCommand>) -> Routes {
-        Routes {
-            net,
-            limiter: RefCell::new(OfferLimiter::default()),
-        }
+    pub fn new(net: Handle<HostCommand>, admission: Admission) -> Routes {
+        Routes { net, admission }
     }
 
     /// Answers one request from `from`.
@@ -103,15 +101,35 @@ impl Routes {
         }
     }
 
-    /// `POST /whep`: rate limit, checks, then the driver admits and answers.
+    /// `POST /whep`: the host's admission, checks, then the driver checks the credential and
+    /// answers.
     async fn post_offer(&self, req: Request<Incoming>, from: SocketAddr) -> Reply {
-        let allowed = self.limiter.borrow_mut().allow(from.ip(), Instant::now());
-        if let Err(wait) = allowed {
-            let secs = wait.as_secs().max(1).to_string();
+        let credential = Credential::from_authorization(request_header(&req, "Authorization"));
+        // One attempt of the address's budget per offer, whatever it carries; none at all
+        // while the address is refused for guessing (here or at another door).
+        let incoming = admission::Incoming::connection(from.ip(), credential.kind());
+        let refused = match self.admission.decide(crate::clock::now_us(), &incoming) {
+            Decision::Accept => None,
+            Decision::Refuse {
+                reason: RefuseReason::WrongCredentials,
+                retry_after_us,
+            } => Some((
+                "too many wrong links, PINs or resume secrets",
+                retry_after_us,
+            )),
+            Decision::Refuse {
+                reason: RefuseReason::Budget,
+                retry_after_us,
+            } => Some(("too many offers", retry_after_us)),
+            // Not for a connection's address (validated); refused alike should it come.
+            Decision::Retry | Decision::Ignore => Some(("too many offers", 1_000_000)),
+        };
+        if let Some((what, retry_after_us)) = refused {
+            let secs = retry_after_us.div_ceil(1_000_000).max(1).to_string();
             return with_headers(
                 text(
                     429,
-                    &format!("too many offers from {}: try again in {secs} s", from.ip()),
+                    &format!("{what} from {}: try again in {secs} s", from.ip()),
                 ),
                 &[("Retry-After", &secs)],
             );
@@ -129,7 +147,6 @@ impl Routes {
                 "the offer must be sent as Content-Type: application/sdp",
             );
         }
-        let credential = Credential::from_authorization(request_header(&req, "Authorization"));
         let offer = match read_body(req).await.and_then(|b| parse_offer(&b)) {
             Ok(o) => o,
             Err((status, reason)) => return text(status, &reason),

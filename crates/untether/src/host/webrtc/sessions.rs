@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use str0m::change::SdpOffer;
 use str0m::Candidate as IceCandidate;
+use untether_proto::admission::{Admission, Failure, Incoming};
 use untether_proto::{
     AudioPacket, ClientRole, InputRecord, KeyframeDecision, Micros, ReceiverKind,
 };
 
-use super::access::{Admission, Credential, PinCheck, Refusal};
+use super::access::{BrowserCredentials, Credential, PinCheck, Refusal};
 use super::peer::{self, BrowserPeer, Clock, Kind, Out, PeerEvent};
 use super::resource::Resources;
 use super::roles::{BrowserControl, Numbered};
@@ -48,6 +49,10 @@ pub(crate) struct WebRtc {
     /// The publication's socket.
     publish_socket: Option<(usize, SocketAddr)>,
     peers: Vec<BrowserPeer>,
+    /// Checks links, PINs and resume secrets.
+    credentials: BrowserCredentials,
+    /// The host's one admission (shared with the HTTP thread, which asked it before the offer
+    /// came here, and with RTSP): learns what each check came to.
     admission: Admission,
     resources: Resources,
     max_browsers: usize,
@@ -67,14 +72,21 @@ pub(crate) struct Sockets {
 }
 
 impl WebRtc {
-    pub fn new(sockets: Sockets, open: bool, link_ttl_s: u64, max_browsers: u32) -> WebRtc {
+    pub fn new(
+        sockets: Sockets,
+        open: bool,
+        link_ttl_s: u64,
+        max_browsers: u32,
+        admission: Admission,
+    ) -> WebRtc {
         WebRtc {
             clock: Clock::now(),
             browser_socket: sockets.browser,
             listen_ip: sockets.listen_ip,
             publish_socket: sockets.publish,
             peers: Vec::new(),
-            admission: Admission::new(open, link_ttl_s),
+            credentials: BrowserCredentials::new(open, link_ttl_s),
+            admission,
             resources: Resources::default(),
             max_browsers: max_browsers as usize,
             next_id: 1,
@@ -228,7 +240,7 @@ impl WebRtc {
             return Err(Refusal::new(503, "this host does not serve browsers"));
         };
         // The session a resume secret holds is replaced, so it leaves room for its successor.
-        let replaced = self.admission.replaces(now, credential);
+        let replaced = self.credentials.replaces(now, credential);
         if self.browsers(replaced) >= self.max_browsers {
             return Err(Refusal::new(
                 503,
@@ -238,9 +250,24 @@ impl WebRtc {
                 ),
             ));
         }
-        let admitted = self
-            .admission
-            .admit(now, credential, pins)
+        let checked = self.credentials.admit(now, credential, pins);
+        // The one admission learns what the check came to: a page that keeps guessing links,
+        // PINs or resume secrets is refused unchecked (by the HTTP thread, 429) for a while,
+        // and so is its address at every other door of the host.
+        let incoming = Incoming::connection(from.ip(), credential.kind());
+        let failure = self.admission.checked(now, &incoming, checked.is_ok());
+        if let Some(Failure::Blocked {
+            failures, for_us, ..
+        }) = failure
+        {
+            shared.note(format!(
+                "{failures} wrong credentials from the browser at {}: its address is refused \
+                 for {} s",
+                from.ip(),
+                for_us.div_ceil(1_000_000)
+            ));
+        }
+        let admitted = checked
             .inspect_err(|e| shared.note(format!("refused browser at {from}: {}", e.reason)))?;
         // Admitted: now (and only now) the session's certificate and its Rtc.
         self.summary.sessions_built += 1;
@@ -290,7 +317,7 @@ impl WebRtc {
             }
         }
         self.next_id += 1;
-        self.admission.bind(&admitted.resume, id);
+        self.credentials.bind(&admitted.resume, id);
         let resource = self.resources.issue(id);
         peer.drain(&mut self.tmp);
         self.out.extend(self.tmp.drain(..));
@@ -520,12 +547,12 @@ impl WebRtc {
     /// Keeps the pages' resume secrets (their digests) in the host's state directory, so that a
     /// page gets back in after the host restarted.
     pub fn keep_resume_in(&mut self, dir: crate::identity::StateDir, now: Micros) {
-        self.admission.keep_in(dir, now);
+        self.credentials.keep_in(dir, now);
     }
 
     /// The current one-time link's token (made when there is none).
     pub fn link_token(&mut self, now: Micros) -> String {
-        self.admission.link_token(now)
+        self.credentials.link_token(now)
     }
 
     /// The sessions for the dashboard: kind, address, role, state and what each was sent.
@@ -583,6 +610,7 @@ mod tests {
             false,
             60,
             max_browsers,
+            Admission::default(),
         )
     }
 
@@ -637,6 +665,42 @@ mod tests {
         let a = send_offer(&mut w, Credential::Token(token), &shared).unwrap();
         assert!(a.sdp.starts_with("v=0"));
         assert_eq!(w.summary().sessions_built, 1);
+    }
+
+    /// Issue 35: wrong links, PINs and resume secrets are reported to the host's one
+    /// admission, which then refuses the address (at this door and every other); a missing
+    /// credential is not a guess, and a right one resets the streak.
+    #[test]
+    fn wrong_credentials_teach_the_one_admission() {
+        let shared = HostShared::new((0, 0));
+        let mut w = webrtc(4);
+        let admission = w.admission.clone();
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let free = admission.config().free_failures;
+        for _ in 0..10 {
+            let _ = send_offer(&mut w, Credential::None, &shared);
+        }
+        assert_eq!(admission.refused_until(1, ip), None);
+        for i in 0..free - 1 {
+            let cred = match i % 3 {
+                0 => Credential::Token("0".repeat(32)),
+                1 => Credential::Pin("123456".into()),
+                _ => Credential::Resume("f".repeat(32)),
+            };
+            assert_eq!(send_offer(&mut w, cred, &shared).unwrap_err().status, 403);
+        }
+        assert_eq!(admission.refused_until(1, ip), None);
+        // A right one resets; then the free ones again, and the next is the last checked.
+        let token = w.link_token(0);
+        assert!(send_offer(&mut w, Credential::Token(token), &shared).is_ok());
+        for _ in 0..free {
+            let _ = send_offer(&mut w, Credential::Token("0".repeat(32)), &shared);
+        }
+        let until = admission.refused_until(1, ip).expect("refused");
+        assert_eq!(until, 1 + admission.config().first_block_us);
+        // The HTTP thread asks first: the address is refused whatever its credential.
+        let rtsp = Incoming::connection(ip, untether_proto::admission::CredentialKind::RtspDigest);
+        assert!(!admission.decide(2, &rtsp).accepted());
     }
 
     #[test]

@@ -77,6 +77,7 @@ pub(crate) fn start(
     audio: bool,
     net: &crate::driver::Handle<crate::host::commands::HostCommand>,
     shared: &Arc<HostShared>,
+    admission: &untether_proto::admission::Admission,
 ) -> Result<Option<Started>, crate::host::error::HostError> {
     use crate::host::error::HostError;
     let w = &options.webrtc;
@@ -103,7 +104,9 @@ pub(crate) fn start(
     if let Some(addr) = listen {
         let cert = cert::page_cert(&w.cert_source()?, dir, &[shown_ip]).map_err(bad)?;
         let routes_net = net.clone();
-        let make: MakeService = Box::new(move || Rc::new(Routes::new(routes_net)));
+        let routes_admission = admission.clone();
+        let make: MakeService =
+            Box::new(move || Rc::new(Routes::new(routes_net, routes_admission)));
         let name = ServerName {
             key: "webrtc.listen",
             thread: "host-http",
@@ -152,6 +155,7 @@ pub(crate) fn start(
         open,
         w.link_ttl_s,
         w.max_browsers,
+        admission.clone(),
     ));
     if let Some(dir) = &pairing.dir {
         webrtc.keep_resume_in(dir.clone(), crate::clock::now_us());
