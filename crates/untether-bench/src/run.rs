@@ -179,10 +179,12 @@ pub fn demo_options(sc: &Scenario, bench: &BenchOptions) -> Result<DemoOptions, 
             _ => bad(sc, "conversion", &sc.conversion, e.to_string()),
         }
     })?;
-    host.video.refresh = sc
-        .refresh
-        .parse()
-        .map_err(|m: String| bad(sc, "refresh", &sc.refresh, m))?;
+    host.video.refresh =
+        sc.refresh
+            .parse()
+            .map_err(|e: untether_media::codec::UnknownRefresh| {
+                bad(sc, "refresh", &sc.refresh, e.to_string())
+            })?;
     host.video.refresh_period = sc.refresh_period;
     host.video.gop_frames = sc.gop;
     if sc.slices > 0 {

@@ -213,6 +213,7 @@ fn encoders_and_decoders(f: &mut Findings, w: u32, h: u32, n: u32) -> Result<()>
             detail: String::new(),
         };
         let line = if let Some(Err(why)) = traits.device.map(DeviceNeed::find) {
+            let why = why.to_string();
             c.detail = why.clone();
             Check {
                 fix: format!(
@@ -289,6 +290,7 @@ fn encoders_and_decoders(f: &mut Findings, w: u32, h: u32, n: u32) -> Result<()>
             _ => DeviceNeed::Dri,
         };
         if let Err(why) = need.find() {
+            let why = why.to_string();
             f.checks.push(Check {
                 fix: format!(
                     "needs {}; --hwaccel {hwaccel} falls back to software",

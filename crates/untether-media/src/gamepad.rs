@@ -259,9 +259,15 @@ pub struct Gamepads {
     rumble: Rumble,
 }
 
+/// SDL refused to start its game controller subsystem: its reason (`SDL_GetError()`), word for
+/// word.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SdlError(pub String);
+
 impl Gamepads {
     /// Starts SDL's game controller subsystem on this thread; Err: SDL's reason.
-    pub fn open() -> Result<Gamepads, String> {
+    pub fn open() -> Result<Gamepads, SdlError> {
         let _global = crate::window::sdl_global();
         // SAFETY: SDL's own initialisation, reference-counted; released in Drop.
         unsafe {
@@ -270,7 +276,7 @@ impl Gamepads {
                 c"1".as_ptr(),
             );
             if sdl::SDL_InitSubSystem(sdl::SDL_INIT_GAMECONTROLLER) != 0 {
-                return Err(sdl_error());
+                return Err(SdlError(sdl_error()));
             }
         }
         Ok(Gamepads {

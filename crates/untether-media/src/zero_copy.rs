@@ -32,6 +32,96 @@ use std::fmt;
 use crate::codec::hw::{library_loads, nvidia_devices, render_nodes};
 use crate::codec::{DecodedFrame, GpuPicture, HwAccel};
 
+/// Why a zero-copy import cannot run (the presenter then takes the software path, naming it), or
+/// why the `UNTETHER_ZERO_COPY` setting is not understood.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ZeroCopyError {
+    /// `UNTETHER_ZERO_COPY` is neither `auto` nor `off`.
+    #[error("UNTETHER_ZERO_COPY={0:?}: allowed values are auto (the default) and off")]
+    Setting(String),
+    /// The picture to import is in system memory.
+    #[error("the picture is in system memory")]
+    SystemMemory,
+    /// A DRM PRIME picture without its descriptor.
+    #[error("DMA-BUF: the picture has no DRM PRIME descriptor")]
+    NoDrmPrime,
+    /// A DRM PRIME layer that is not part of NV12.
+    #[error("DMA-BUF: layer format {} with {planes} planes is not NV12 (R8 + GR88)", egl_image::fourcc_name(*.fourcc))]
+    LayerFormat {
+        /// The layer's DRM fourcc.
+        fourcc: u32,
+        /// Its number of planes.
+        planes: usize,
+    },
+    /// A plane whose object index is not one of the descriptor's objects.
+    #[error("DMA-BUF: plane object {0} out of range")]
+    PlaneObject(i32),
+    /// The layers do not add up to NV12's Y and UV planes.
+    #[error("DMA-BUF: {planes} planes in {layers} layers, not NV12's Y and UV")]
+    NotNv12 {
+        /// Planes found.
+        planes: usize,
+        /// Layers in the descriptor.
+        layers: usize,
+    },
+    /// libEGL.so.1 does not load.
+    #[error("EGL: libEGL.so.1 does not load")]
+    NoLibEgl,
+    /// libEGL.so.1 lacks EGL 1.4's entry points.
+    #[error("EGL: libEGL.so.1 lacks EGL 1.4's entry points")]
+    EglEntryPoints,
+    /// The presenter's GL context is not an EGL one.
+    #[error("EGL: the presenter's GL context is not an EGL one (GLX)")]
+    NotEgl,
+    /// The EGL display lacks an extension the import needs.
+    #[error("EGL: no {0}")]
+    EglExtension(&'static str),
+    /// No `eglCreateImageKHR` / `eglDestroyImageKHR`.
+    #[error("EGL: no eglCreateImageKHR / eglDestroyImageKHR")]
+    EglImageFunctions,
+    /// No `glEGLImageTargetTexture2DOES`.
+    #[error("GLES: no glEGLImageTargetTexture2DOES")]
+    GlesImageTarget,
+    /// `eglCreateImageKHR` refused a plane.
+    #[error("EGL: eglCreateImageKHR of the {} plane ({width}x{height}, fd {fd}) failed: EGL error 0x{code:04x}", egl_image::fourcc_name(*.fourcc))]
+    CreateImage {
+        /// The plane's DRM fourcc.
+        fourcc: u32,
+        width: u32,
+        height: u32,
+        /// The dma-buf.
+        fd: i32,
+        /// `eglGetError()`.
+        code: i32,
+    },
+    /// A CUDA picture without its planes.
+    #[error("CUDA-GL: the picture has no CUDA planes")]
+    NoCudaPlanes,
+    /// libcuda does not load.
+    #[error("CUDA-GL: {library} does not load (no NVIDIA driver){}", .dlerror.as_deref().map(|e| format!(": {e}")).unwrap_or_default())]
+    NoLibcuda {
+        /// The library name.
+        library: String,
+        /// `dlerror()`, when it said something.
+        dlerror: Option<String>,
+    },
+    /// libcuda lacks an entry point.
+    #[error("CUDA-GL: libcuda.so.1 has no {0}")]
+    CudaSymbol(String),
+    /// A CUDA call failed.
+    #[error("CUDA-GL: {call} failed: {error}")]
+    CudaCall {
+        /// The call (`cuInit`, `cuGraphicsMapResources`, …).
+        call: &'static str,
+        /// CUDA's error name (`CUDA_ERROR_…`, or `error N`).
+        error: String,
+    },
+    /// The imported picture cannot be held (a new reference to its frame): the
+    /// [`crate::MediaError`]'s message.
+    #[error("{0}")]
+    Hold(String),
+}
+
 /// What the presenter's EGL display offers for importing dma-bufs (probed with its context
 /// current).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,15 +200,11 @@ pub fn plan(hwaccel: HwAccel, egl: Option<&EglSupport>) -> ZeroCopyPlan {
 /// presenter: a zero-copy path has its device here (the presenter still checks its EGL
 /// display and falls back at the first failure). `UNTETHER_ZERO_COPY=off` keeps every
 /// picture on the software path (to compare the two on one machine).
-pub fn keep_on_gpu(hwaccel: HwAccel) -> std::result::Result<bool, String> {
+pub fn keep_on_gpu(hwaccel: HwAccel) -> std::result::Result<bool, ZeroCopyError> {
     match std::env::var("UNTETHER_ZERO_COPY").as_deref() {
         Ok("off") => return Ok(false),
         Ok("auto") | Err(_) => {}
-        Ok(other) => {
-            return Err(format!(
-                "UNTETHER_ZERO_COPY={other:?}: allowed values are auto (the default) and off"
-            ))
-        }
+        Ok(other) => return Err(ZeroCopyError::Setting(other.into())),
     }
     Ok(!matches!(
         plan(hwaccel, Some(&EglSupport::DmaBufImport)),
@@ -179,7 +265,7 @@ impl GpuImport {
                      system memory from now on"
                 );
                 self.release();
-                self.off = Some(why);
+                self.off = Some(why.to_string());
                 false
             }
         }
@@ -190,13 +276,11 @@ impl GpuImport {
         picture: &DecodedFrame,
         tex: [u32; 2],
         bind: impl FnMut(usize),
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), ZeroCopyError> {
         let (w, h) = (picture.width(), picture.height());
         match picture.gpu() {
             Some(GpuPicture::DrmPrime) => {
-                let d = picture
-                    .drm_prime()
-                    .ok_or("DMA-BUF: the picture has no DRM PRIME descriptor")?;
+                let d = picture.drm_prime().ok_or(ZeroCopyError::NoDrmPrime)?;
                 let planes = egl_image::nv12_plane_images(d, w, h)?;
                 if self.dma_buf.is_none() {
                     self.dma_buf = Some(egl_image::EglImporter::new()?);
@@ -206,9 +290,7 @@ impl GpuImport {
                 }
             }
             Some(GpuPicture::Cuda) => {
-                let p = picture
-                    .cuda_nv12()
-                    .ok_or("CUDA-GL: the picture has no CUDA planes")?;
+                let p = picture.cuda_nv12().ok_or(ZeroCopyError::NoCudaPlanes)?;
                 if self.cuda.is_none() {
                     self.cuda = Some(cuda_gl::CudaGl::load()?);
                 }
@@ -220,9 +302,13 @@ impl GpuImport {
                 self.held = None;
                 return Ok(());
             }
-            None => return Err("the picture is in system memory".into()),
+            None => return Err(ZeroCopyError::SystemMemory),
         }
-        self.held = Some(picture.share().map_err(|e| e.to_string())?);
+        self.held = Some(
+            picture
+                .share()
+                .map_err(|e| ZeroCopyError::Hold(e.to_string()))?,
+        );
         Ok(())
     }
 
@@ -351,6 +437,18 @@ mod tests {
         assert!(!unsafe { g.import(&pic, [1, 2], |_| bound += 1) });
         let why = g.off_reason().expect("the reason").to_string();
         assert!(why.starts_with("EGL:"), "{why}");
+        // The reason is one of the importer's typed errors, in its words.
+        let e = egl_image::EglImporter::new().err();
+        assert!(
+            matches!(
+                e,
+                Some(
+                    ZeroCopyError::NoLibEgl | ZeroCopyError::NotEgl | ZeroCopyError::EglEntryPoints
+                )
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.map(|e| e.to_string()), Some(why.clone()));
         // SAFETY: as above.
         assert!(!unsafe { g.import(&pic, [1, 2], |_| bound += 1) });
         assert_eq!(g.off_reason(), Some(why.as_str()));
@@ -363,6 +461,8 @@ mod tests {
         assert_eq!(keep_on_gpu(HwAccel::Cuda), Ok(false));
         std::env::set_var("UNTETHER_ZERO_COPY", "yes");
         let e = keep_on_gpu(HwAccel::Cuda).unwrap_err();
+        assert_eq!(e, ZeroCopyError::Setting("yes".into()));
+        let e = e.to_string();
         assert!(
             e.contains("\"yes\"") && e.contains("auto") && e.contains("off"),
             "{e}"

@@ -80,7 +80,7 @@ pub struct ImpairmentArgs {
 
     /// Tail index of the Pareto jitter (default 2.5; smaller is heavier: 1.5 gives rare
     /// delays of hundreds of times the scale).
-    #[arg(long, value_name = "SHAPE", value_parser = parse_shape)]
+    #[arg(long, value_name = "SHAPE", value_parser = units::pareto_shape)]
     pub pareto_shape: Option<f64>,
 
     /// Replay the delays in FILE, one per datagram, in order, looping (one value a line, with a
@@ -137,15 +137,6 @@ pub struct ImpairmentArgs {
     /// delays [default: the profile's, else 1].
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-}
-
-fn parse_shape(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a number > 0 (2.5 is a moderate tail, 1.5 a heavy one)"
-        )),
-    }
 }
 
 impl ImpairmentArgs {

@@ -39,7 +39,7 @@
 //! whatever the version of `rand`.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rand::{RngCore, SeedableRng};
@@ -47,7 +47,7 @@ use rand_chacha::ChaCha8Rng;
 
 use untether_net::Micros;
 
-use crate::units::{fmt_pct, fmt_rate, fmt_us};
+use crate::units::{fmt_pct, fmt_rate, fmt_us, ParseError};
 
 /// Default extra hold-back of a reordered datagram.
 pub const DEFAULT_REORDER_DELAY_US: Micros = 1000;
@@ -56,6 +56,98 @@ pub const DEFAULT_MEAN_BURST: f64 = 4.0;
 /// Jitter samples are capped at this (a Pareto tail is unbounded; a relay holding a datagram for
 /// an hour helps nobody).
 pub const MAX_JITTER_US: Micros = 10_000_000;
+
+/// An impairment (or a Gilbert–Elliott model) whose values are out of range: each variant names
+/// the setting and carries the value given.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ImpairError {
+    /// A Gilbert–Elliott parameter (`p`, `r`, `loss_bad`, `loss_good`) outside [0, 1].
+    #[error("Gilbert–Elliott {name} = {value} is not a probability in [0, 1]")]
+    GilbertProbability {
+        /// The parameter.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// A Gilbert–Elliott model with `r = 0`.
+    #[error("Gilbert–Elliott r = 0 would never leave the bad state")]
+    NeverLeavesBad,
+    /// The average loss of burst loss outside [0, 100 %).
+    #[error("burst loss needs an average loss in [0, 100%), got {}", fmt_pct(*.0))]
+    BurstAverageLoss(f64),
+    /// A mean burst length below 1 datagram.
+    #[error("the mean burst length is in datagrams and must be at least 1, got {0}")]
+    MeanBurst(f64),
+    /// `loss`, `reorder` or `duplicate` outside [0, 1].
+    #[error("{name} = {value} is not a probability in [0, 1]")]
+    Probability {
+        /// The setting.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// A negative (or not finite) normal-jitter σ, in microseconds.
+    #[error("normal jitter σ = {0} us must be ≥ 0")]
+    NormalSigma(f64),
+    /// A negative (or not finite) Pareto scale, in microseconds.
+    #[error("Pareto jitter scale = {0} us must be ≥ 0")]
+    ParetoScale(f64),
+    /// A Pareto shape that is not > 0.
+    #[error("Pareto shape = {0} must be > 0")]
+    ParetoShape(f64),
+    /// A rate limit of 0 bit/s.
+    #[error("rate must be at least 1 bit/s")]
+    ZeroRate,
+    /// A token bucket of 0 bytes.
+    #[error("the token-bucket burst must be at least 1 byte")]
+    ZeroBurst,
+    /// A queue limit of 0.
+    #[error("the queue limit must be at least 1 packet or 1 byte")]
+    ZeroQueue,
+    /// An outage window of length 0.
+    #[error("outage {0} lasts 0")]
+    EmptyOutage(Outage),
+}
+
+/// A delay trace that cannot be read or parsed; `trace` names it (its path) as in
+/// [`DelayTrace::source`].
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The file cannot be read.
+    #[error("cannot read delay trace {}: {error}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A bare number that is not a delay between 0 and [`MAX_JITTER_US`].
+    #[error("delay trace {trace} line {line}: {text:?} is not a delay between 0 and {} ms", MAX_JITTER_US / 1000)]
+    OutOfRange {
+        /// The trace.
+        trace: String,
+        /// The line number, from 1.
+        line: usize,
+        /// The line's text.
+        text: String,
+    },
+    /// A line that is neither a number nor a duration.
+    #[error("delay trace {trace} line {line}: {error} (or a bare number of milliseconds)")]
+    Line {
+        /// The trace.
+        trace: String,
+        /// The line number, from 1.
+        line: usize,
+        /// Why the line is not a duration.
+        error: ParseError,
+    },
+    /// A trace without a single delay.
+    #[error("delay trace {trace}: no delays in it")]
+    Empty {
+        /// The trace.
+        trace: String,
+    },
+}
 
 /// A two-state Markov loss model (Gilbert–Elliott). Per datagram the channel first moves (good→bad
 /// with probability `p`, bad→good with `r`), then the datagram is lost with the state's loss
@@ -77,17 +169,12 @@ impl GilbertElliott {
     /// Wi-Fi-like bursts with the given average loss: the channel fades for `mean_burst`
     /// datagrams on average (`r = 1/mean_burst`), losing everything while it does, and loses
     /// nothing otherwise; `p` is chosen so that the long-run loss is `average_loss`.
-    pub fn bursty(average_loss: f64, mean_burst: f64) -> Result<Self, String> {
+    pub fn bursty(average_loss: f64, mean_burst: f64) -> Result<Self, ImpairError> {
         if !(0.0..1.0).contains(&average_loss) {
-            return Err(format!(
-                "burst loss needs an average loss in [0, 100%), got {}",
-                fmt_pct(average_loss)
-            ));
+            return Err(ImpairError::BurstAverageLoss(average_loss));
         }
         if !(mean_burst.is_finite() && mean_burst >= 1.0) {
-            return Err(format!(
-                "the mean burst length is in datagrams and must be at least 1, got {mean_burst}"
-            ));
+            return Err(ImpairError::MeanBurst(mean_burst));
         }
         let r = 1.0 / mean_burst;
         let p = r * average_loss / (1.0 - average_loss);
@@ -122,7 +209,7 @@ impl GilbertElliott {
     }
 
     /// Checks every probability is in [0, 1] and that the bad state can be left.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ImpairError> {
         for (name, v) in [
             ("p", self.p),
             ("r", self.r),
@@ -130,13 +217,11 @@ impl GilbertElliott {
             ("loss_good", self.loss_good),
         ] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(format!(
-                    "Gilbert–Elliott {name} = {v} is not a probability in [0, 1]"
-                ));
+                return Err(ImpairError::GilbertProbability { name, value: v });
             }
         }
         if self.r == 0.0 {
-            return Err("Gilbert–Elliott r = 0 would never leave the bad state".into());
+            return Err(ImpairError::NeverLeavesBad);
         }
         Ok(())
     }
@@ -152,17 +237,17 @@ pub struct DelayTrace {
 
 impl DelayTrace {
     /// A trace from its values; `source` names it in messages and reports.
-    pub fn new(source: impl Into<String>, delays_us: Vec<Micros>) -> Result<Self, String> {
+    pub fn new(source: impl Into<String>, delays_us: Vec<Micros>) -> Result<Self, TraceError> {
         let source = source.into();
         if delays_us.is_empty() {
-            return Err(format!("delay trace {source}: no delays in it"));
+            return Err(TraceError::Empty { trace: source });
         }
         Ok(DelayTrace { source, delays_us })
     }
 
     /// Parses a trace: one delay per line, either with a unit (`1.9ms`, `250us`) or a bare number
     /// of milliseconds (as ping prints them); `#` starts a comment; blank lines are skipped.
-    pub fn parse(source: &str, text: &str) -> Result<Self, String> {
+    pub fn parse(source: &str, text: &str) -> Result<Self, TraceError> {
         let mut delays = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
@@ -174,17 +259,16 @@ impl DelayTrace {
                     (ms * 1e3).round() as Micros
                 }
                 Ok(_) => {
-                    return Err(format!(
-                        "delay trace {source} line {}: {line:?} is not a delay between 0 and {} ms",
-                        i + 1,
-                        MAX_JITTER_US / 1000
-                    ))
+                    return Err(TraceError::OutOfRange {
+                        trace: source.into(),
+                        line: i + 1,
+                        text: line.into(),
+                    })
                 }
-                Err(_) => crate::units::duration_us(line).map_err(|e| {
-                    format!(
-                        "delay trace {source} line {}: {e} (or a bare number of milliseconds)",
-                        i + 1
-                    )
+                Err(_) => crate::units::duration_us(line).map_err(|error| TraceError::Line {
+                    trace: source.into(),
+                    line: i + 1,
+                    error,
                 })?,
             };
             delays.push(us.min(MAX_JITTER_US));
@@ -193,9 +277,11 @@ impl DelayTrace {
     }
 
     /// Reads and parses a trace file (see [`DelayTrace::parse`]).
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read delay trace {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, TraceError> {
+        let text = std::fs::read_to_string(path).map_err(|error| TraceError::Read {
+            path: path.into(),
+            error,
+        })?;
         Self::parse(&path.display().to_string(), &text)
     }
 
@@ -375,14 +461,14 @@ impl Impairment {
     }
 
     /// Checks that probabilities are probabilities and sizes are positive.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ImpairError> {
         for (name, v) in [
             ("loss", self.loss),
             ("reorder", self.reorder),
             ("duplicate", self.duplicate),
         ] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{name} = {v} is not a probability in [0, 1]"));
+                return Err(ImpairError::Probability { name, value: v });
             }
         }
         if let Some(g) = &self.gilbert {
@@ -392,32 +478,32 @@ impl Impairment {
             Jitter::None | Jitter::Trace(_) => {}
             Jitter::Normal { sigma_us } => {
                 if !(sigma_us.is_finite() && *sigma_us >= 0.0) {
-                    return Err(format!("normal jitter σ = {sigma_us} us must be ≥ 0"));
+                    return Err(ImpairError::NormalSigma(*sigma_us));
                 }
             }
             Jitter::Pareto { scale_us, shape } => {
                 if !(scale_us.is_finite() && *scale_us >= 0.0) {
-                    return Err(format!("Pareto jitter scale = {scale_us} us must be ≥ 0"));
+                    return Err(ImpairError::ParetoScale(*scale_us));
                 }
                 if !(shape.is_finite() && *shape > 0.0) {
-                    return Err(format!("Pareto shape = {shape} must be > 0"));
+                    return Err(ImpairError::ParetoShape(*shape));
                 }
             }
         }
         if let Some(r) = &self.rate {
             if r.bits_per_s == 0 {
-                return Err("rate must be at least 1 bit/s".into());
+                return Err(ImpairError::ZeroRate);
             }
             if r.burst_bytes == 0 {
-                return Err("the token-bucket burst must be at least 1 byte".into());
+                return Err(ImpairError::ZeroBurst);
             }
             if matches!(r.queue, QueueLimit::Packets(0) | QueueLimit::Bytes(0)) {
-                return Err("the queue limit must be at least 1 packet or 1 byte".into());
+                return Err(ImpairError::ZeroQueue);
             }
         }
         for o in &self.outages {
             if o.duration_us == 0 {
-                return Err(format!("outage {o} lasts 0"));
+                return Err(ImpairError::EmptyOutage(*o));
             }
         }
         Ok(())
@@ -1023,7 +1109,9 @@ mod tests {
             d,
             vec![1600.0, 350.0, 3100.0, 1600.0, 350.0, 3100.0, 1600.0]
         );
-        let e = DelayTrace::parse("f.txt", "1ms\nfast\n").unwrap_err();
+        let e = DelayTrace::parse("f.txt", "1ms\nfast\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("f.txt line 2") && e.contains("milliseconds"),
             "{e}"
@@ -1292,12 +1380,66 @@ mod tests {
     }
 
     #[test]
+    fn errors_are_typed() {
+        let bad = Impairment {
+            duplicate: 2.0,
+            ..Default::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            ImpairError::Probability {
+                name: "duplicate",
+                value: 2.0
+            }
+        );
+        let o = Outage {
+            start_us: 1000,
+            duration_us: 0,
+        };
+        let bad = Impairment {
+            outages: vec![o],
+            ..Default::default()
+        };
+        assert_eq!(bad.validate().unwrap_err(), ImpairError::EmptyOutage(o));
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "outage 0@1ms lasts 0"
+        );
+        assert_eq!(
+            GilbertElliott::bursty(1.0, 4.0).unwrap_err(),
+            ImpairError::BurstAverageLoss(1.0)
+        );
+        assert_eq!(
+            GilbertElliott::bursty(1.0, 4.0).unwrap_err().to_string(),
+            "burst loss needs an average loss in [0, 100%), got 100%"
+        );
+        assert_eq!(
+            GilbertElliott::bursty(0.02, 0.5).unwrap_err(),
+            ImpairError::MeanBurst(0.5)
+        );
+        assert!(matches!(
+            DelayTrace::parse("f.txt", "1ms\nfast\n").unwrap_err(),
+            TraceError::Line { line: 2, .. }
+        ));
+        assert!(matches!(
+            DelayTrace::parse("neg", "-3\n").unwrap_err(),
+            TraceError::OutOfRange { line: 1, .. }
+        ));
+        assert!(matches!(
+            DelayTrace::parse("empty", "# nothing\n").unwrap_err(),
+            TraceError::Empty { .. }
+        ));
+        let e = DelayTrace::load(Path::new("/nonexistent/trace.txt")).unwrap_err();
+        assert!(matches!(e, TraceError::Read { .. }), "{e}");
+    }
+
+    #[test]
     fn validation_and_description() {
         let bad = Impairment {
             loss: 1.5,
             ..Default::default()
         };
-        assert!(bad.validate().unwrap_err().contains("loss"));
+        assert!(bad.validate().unwrap_err().to_string().contains("loss"));
         let cfg = Impairment {
             loss: 0.02,
             delay_us: 5000,

@@ -41,7 +41,10 @@ pub enum NetnsError {
     },
     /// The rate is not a rate.
     #[error("rate {0:?}: {1} (e.g. 20mbit, 500kbit)")]
-    Rate(String, String),
+    Rate(String, crate::units::ParseError),
+    /// The signal handler cannot be installed ([`install_signal_cleanup`]).
+    #[error("cannot install the signal handler: {0}")]
+    SignalHandler(ctrlc::Error),
     /// Entering a namespace failed.
     #[error("cannot enter network namespace {0}: {1}")]
     Enter(String, std::io::Error),
@@ -381,13 +384,13 @@ pub fn teardown_all() {
 /// On SIGINT, SIGTERM or SIGHUP: calls `also` (e.g. to note the stop), tears down every live
 /// testbed of this process and exits with 128 + signal. Installs the process's one `ctrlc`
 /// handler: call it once, instead of any other Ctrl-C handler.
-pub fn install_signal_cleanup(also: impl Fn() + Send + 'static) -> Result<(), String> {
+pub fn install_signal_cleanup(also: impl Fn() + Send + 'static) -> Result<(), NetnsError> {
     ctrlc::set_handler(move || {
         also();
         teardown_all();
         std::process::exit(130);
     })
-    .map_err(|e| format!("cannot install the signal handler: {e}"))
+    .map_err(NetnsError::SignalHandler)
 }
 
 /// Removes `utb-<pid>-…` namespaces whose process is gone (killed with SIGKILL); returns

@@ -24,10 +24,10 @@ use serde::Deserialize;
 use untether_net::Micros;
 
 use crate::impair::{
-    derive_seed, DelayTrace, GilbertElliott, Impairment, Jitter, Outage, QueueLimit, RateLimit,
-    DEFAULT_MEAN_BURST, DEFAULT_REORDER_DELAY_US,
+    derive_seed, DelayTrace, GilbertElliott, ImpairError, Impairment, Jitter, Outage, QueueLimit,
+    RateLimit, TraceError, DEFAULT_MEAN_BURST, DEFAULT_REORDER_DELAY_US,
 };
-use crate::units::{self, SizeSpec};
+use crate::units::{self, ParseError, SizeSpec};
 
 /// Most relays one profile may start.
 pub const MAX_PATHS: usize = 64;
@@ -41,6 +41,82 @@ pub const DEFAULT_PARETO_SHAPE: f64 = 2.5;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
+
+/// Settings that do not make one impairment together ([`ImpairmentSpec::resolve`]). The variants
+/// that name keys carry the [`KeyStyle`] they are named in (profile keys or flags).
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// `burst_loss` and `gilbert` both given.
+    #[error("{} and {} both describe burst loss: give one", .0.key("burst_loss"), .0.key("gilbert"))]
+    BurstAndGilbert(KeyStyle),
+    /// `burst_loss` without a loss to shape.
+    #[error("{} shapes the average loss into bursts: give a loss > 0 too ({})", .0.key("burst_loss"), .0.example("loss", "2%"))]
+    BurstWithoutLoss(KeyStyle),
+    /// `burst_loss` with a loss or mean burst length it cannot model.
+    #[error("{}: {error}", .style.key("burst_loss"))]
+    BurstLoss {
+        /// How the key is named.
+        style: KeyStyle,
+        /// What is wrong.
+        error: ImpairError,
+    },
+    /// `pareto_shape` without `jitter_dist = "pareto"`.
+    #[error("{} only applies with {}", .0.key("pareto_shape"), .0.example("jitter_dist", "pareto"))]
+    ShapeWithoutPareto(KeyStyle),
+    /// `delay_trace` and `jitter` both given.
+    #[error("{} replaces the jitter distribution: give {} or {}, not both", .0.key("delay_trace"), .0.key("jitter"), .0.key("delay_trace"))]
+    TraceAndJitter(KeyStyle),
+    /// `jitter_dist` with a `delay_trace`.
+    #[error("{} does not apply to a {}", .0.key("jitter_dist"), .0.key("delay_trace"))]
+    DistWithTrace(KeyStyle),
+    /// `jitter_dist` without `jitter`.
+    #[error("{} needs {} (σ for normal, the scale for pareto)", .0.key("jitter_dist"), .0.key("jitter"))]
+    DistWithoutJitter(KeyStyle),
+    /// `rate_burst` given as a packet count.
+    #[error("{} is a size or a time, not a packet count", .0.key("rate_burst"))]
+    BurstInPackets(KeyStyle),
+    /// `rate_burst` or `queue` without `rate`.
+    #[error("{} and {} shape the rate limit: give a rate too ({})", .0.key("rate_burst"), .0.key("queue"), .0.example("rate", "20mbit"))]
+    ShapeWithoutRate(KeyStyle),
+    /// `reorder_delay` without `reorder`.
+    #[error("{} applies to reordered datagrams: give {} too ({})", .0.key("reorder_delay"), .0.key("reorder"), .0.example("reorder", "1%"))]
+    ReorderDelayWithoutReorder(KeyStyle),
+    /// The delay trace cannot be read or parsed.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The resulting impairment is out of range.
+    #[error(transparent)]
+    Impairment(#[from] ImpairError),
+}
+
+/// A key of a profile section whose value is not valid: `[down] loss: "2x" is not …`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{section} {key}: {error}")]
+pub struct KeyError {
+    /// The section: `[down]`, `[[path]] #2 [both]`.
+    pub section: String,
+    /// The key: `loss`, `gilbert.p`.
+    pub key: String,
+    /// What is wrong with the value.
+    pub error: ValueError,
+}
+
+/// What is wrong with the value of a profile key ([`KeyError`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// Not in the key's units.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// A Gilbert–Elliott model that is not valid.
+    #[error(transparent)]
+    Gilbert(#[from] ImpairError),
+    /// A `jitter_dist` that is not one of the distributions.
+    #[error("{0:?} is not one of \"normal\", \"pareto\"")]
+    JitterDist(String),
+    /// A `pareto_shape` that is not > 0.
+    #[error("{0} must be a number > 0 (2.5 is a moderate tail, 1.5 a heavy one)")]
+    ParetoShape(f64),
+}
 
 /// One direction of a relay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -166,12 +242,12 @@ impl ImpairmentSpec {
 
     /// The impairment these settings describe (a delay trace is read here). Errors name the
     /// keys as profile keys (`loss`, `rate_burst`, …).
-    pub fn resolve(&self) -> Result<Impairment, String> {
+    pub fn resolve(&self) -> Result<Impairment, ProfileError> {
         self.resolve_styled(KeyStyle::Profile)
     }
 
     /// Like [`ImpairmentSpec::resolve`], naming keys in the given style.
-    pub fn resolve_styled(&self, s: KeyStyle) -> Result<Impairment, String> {
+    pub fn resolve_styled(&self, s: KeyStyle) -> Result<Impairment, ProfileError> {
         let mut imp = Impairment {
             loss: self.loss.unwrap_or(0.0),
             gilbert: self.gilbert,
@@ -185,57 +261,30 @@ impl ImpairmentSpec {
         };
         if let Some(BurstLoss::MeanBurst(len)) = self.burst_loss {
             if self.gilbert.is_some() {
-                return Err(format!(
-                    "{} and {} both describe burst loss: give one",
-                    s.key("burst_loss"),
-                    s.key("gilbert")
-                ));
+                return Err(ProfileError::BurstAndGilbert(s));
             }
             if imp.loss == 0.0 {
-                return Err(format!(
-                    "{} shapes the average loss into bursts: give a loss > 0 too ({})",
-                    s.key("burst_loss"),
-                    s.example("loss", "2%")
-                ));
+                return Err(ProfileError::BurstWithoutLoss(s));
             }
             imp.gilbert = Some(
                 GilbertElliott::bursty(imp.loss, len)
-                    .map_err(|e| format!("{}: {e}", s.key("burst_loss")))?,
+                    .map_err(|error| ProfileError::BurstLoss { style: s, error })?,
             );
             imp.loss = 0.0;
         }
         if self.pareto_shape.is_some() && self.jitter_dist != Some(JitterDist::Pareto) {
-            return Err(format!(
-                "{} only applies with {}",
-                s.key("pareto_shape"),
-                s.example("jitter_dist", "pareto")
-            ));
+            return Err(ProfileError::ShapeWithoutPareto(s));
         }
         imp.jitter = match (&self.delay_trace, self.jitter_us) {
-            (Some(_), Some(_)) => {
-                return Err(format!(
-                    "{} replaces the jitter distribution: give {} or {}, not both",
-                    s.key("delay_trace"),
-                    s.key("jitter"),
-                    s.key("delay_trace")
-                ))
-            }
+            (Some(_), Some(_)) => return Err(ProfileError::TraceAndJitter(s)),
             (Some(path), None) => {
                 if self.jitter_dist.is_some() {
-                    return Err(format!(
-                        "{} does not apply to a {}",
-                        s.key("jitter_dist"),
-                        s.key("delay_trace")
-                    ));
+                    return Err(ProfileError::DistWithTrace(s));
                 }
                 Jitter::Trace(Arc::new(DelayTrace::load(path)?))
             }
             (None, None) if self.jitter_dist.is_some() => {
-                return Err(format!(
-                    "{} needs {} (σ for normal, the scale for pareto)",
-                    s.key("jitter_dist"),
-                    s.key("jitter")
-                ))
+                return Err(ProfileError::DistWithoutJitter(s))
             }
             (None, None) | (None, Some(0)) => Jitter::None,
             (None, Some(j)) => match self.jitter_dist.unwrap_or(JitterDist::Normal) {
@@ -250,12 +299,7 @@ impl ImpairmentSpec {
             Some(bps) => {
                 let burst_bytes = match self.rate_burst {
                     None => RateLimit::default_burst(bps),
-                    Some(b) => b.bytes_at(bps).ok_or_else(|| {
-                        format!(
-                            "{} is a size or a time, not a packet count",
-                            s.key("rate_burst")
-                        )
-                    })?,
+                    Some(b) => b.bytes_at(bps).ok_or(ProfileError::BurstInPackets(s))?,
                 };
                 let queue = match self.queue {
                     None => RateLimit::default_queue(bps),
@@ -270,22 +314,12 @@ impl ImpairmentSpec {
             }
             None => {
                 if self.rate_burst.is_some() || self.queue.is_some() {
-                    return Err(format!(
-                        "{} and {} shape the rate limit: give a rate too ({})",
-                        s.key("rate_burst"),
-                        s.key("queue"),
-                        s.example("rate", "20mbit")
-                    ));
+                    return Err(ProfileError::ShapeWithoutRate(s));
                 }
             }
         }
         if self.reorder_delay_us.is_some() && self.reorder.is_none() {
-            return Err(format!(
-                "{} applies to reordered datagrams: give {} too ({})",
-                s.key("reorder_delay"),
-                s.key("reorder"),
-                s.example("reorder", "1%")
-            ));
+            return Err(ProfileError::ReorderDelayWithoutReorder(s));
         }
         imp.validate()?;
         Ok(imp)
@@ -444,18 +478,22 @@ struct ProfileToml {
     path: Vec<PathToml>,
 }
 
-fn key_err(section: &str, key: &str, e: impl fmt::Display) -> String {
-    format!("{section} {key}: {e}")
+fn key_err(section: &str, key: &str, e: impl Into<ValueError>) -> KeyError {
+    KeyError {
+        section: section.into(),
+        key: key.into(),
+        error: e.into(),
+    }
 }
 
 impl DirectionToml {
-    fn to_spec(&self, section: &str, base_dir: &Path) -> Result<ImpairmentSpec, String> {
+    fn to_spec(&self, section: &str, base_dir: &Path) -> Result<ImpairmentSpec, KeyError> {
         fn p<T>(
             section: &str,
             key: &str,
             v: &Option<Scalar>,
-            f: fn(&str) -> Result<T, String>,
-        ) -> Result<Option<T>, String> {
+            f: fn(&str) -> Result<T, ParseError>,
+        ) -> Result<Option<T>, KeyError> {
             v.as_ref()
                 .map(|s| f(&s.0).map_err(|e| key_err(section, key, e)))
                 .transpose()
@@ -494,17 +532,13 @@ impl DirectionToml {
                 return Err(key_err(
                     section,
                     "jitter_dist",
-                    format!("{other:?} is not one of \"normal\", \"pareto\""),
+                    ValueError::JitterDist(other.into()),
                 ))
             }
         };
         if let Some(s) = self.pareto_shape {
             if !(s.is_finite() && s > 0.0) {
-                return Err(key_err(
-                    section,
-                    "pareto_shape",
-                    format!("{s} must be a number > 0 (2.5 is a moderate tail, 1.5 a heavy one)"),
-                ));
+                return Err(key_err(section, "pareto_shape", ValueError::ParetoShape(s)));
             }
         }
         let outages = match &self.outages {
@@ -559,7 +593,7 @@ impl Sections {
         up: &Option<DirectionToml>,
         prefix: &str,
         base_dir: &Path,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, KeyError> {
         let conv = |t: &Option<DirectionToml>, name: &str| {
             t.as_ref()
                 .map(|t| t.to_spec(&format!("{prefix}[{name}]"), base_dir))
@@ -614,10 +648,10 @@ impl ProfileSpec {
     /// Parses profile text; `source` names it in errors, and a relative `delay_trace` is taken
     /// relative to `base_dir`.
     pub fn parse(text: &str, source: &str, base_dir: &Path) -> Result<Self, ConfigError> {
-        let err = |e: String| ConfigError(format!("profile {source}: {e}"));
-        let t: ProfileToml =
-            toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_string()))?;
-        let sections = Sections::from_toml(&t.both, &t.down, &t.up, "", base_dir).map_err(err)?;
+        let err = |e: &dyn fmt::Display| ConfigError(format!("profile {source}: {e}"));
+        let t: ProfileToml = toml::from_str(text).map_err(|e| err(&e.to_string().trim_end()))?;
+        let sections =
+            Sections::from_toml(&t.both, &t.down, &t.up, "", base_dir).map_err(|e| err(&e))?;
         let paths = t
             .path
             .iter()
@@ -636,10 +670,10 @@ impl ProfileSpec {
                     )?,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(err)?;
+            .collect::<Result<Vec<_>, KeyError>>()
+            .map_err(|e| err(&e))?;
         if paths.len() > MAX_PATHS {
-            return Err(err(format!(
+            return Err(err(&format_args!(
                 "{} [[path]] entries; at most {MAX_PATHS}",
                 paths.len()
             )));
@@ -931,7 +965,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert!(e.contains("loss > 0"), "{e}");
+        assert!(e.to_string().contains("loss > 0"), "{e}");
         let ok = r(ImpairmentSpec {
             loss: Some(0.02),
             burst_loss: Some(BurstLoss::MeanBurst(4.0)),
@@ -945,7 +979,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert!(e.contains("rate"), "{e}");
+        assert!(e.to_string().contains("rate"), "{e}");
         let rate = r(ImpairmentSpec {
             rate_bps: Some(20_000_000),
             queue: Some(SizeSpec::Time(50_000)),
@@ -965,7 +999,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert!(e.contains("not both"), "{e}");
+        assert!(e.to_string().contains("not both"), "{e}");
         let p = r(ImpairmentSpec {
             jitter_us: Some(1000),
             jitter_dist: Some(JitterDist::Pareto),
@@ -984,7 +1018,93 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert!(e.contains("/nonexistent/trace.txt"), "{e}");
+        assert!(e.to_string().contains("/nonexistent/trace.txt"), "{e}");
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        let r = |s: ImpairmentSpec, style| s.resolve_styled(style).unwrap_err();
+        let e = r(
+            ImpairmentSpec {
+                burst_loss: Some(BurstLoss::MeanBurst(4.0)),
+                ..Default::default()
+            },
+            KeyStyle::Flag,
+        );
+        assert!(
+            matches!(e, ProfileError::BurstWithoutLoss(KeyStyle::Flag)),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "--burst-loss shapes the average loss into bursts: give a loss > 0 too (e.g. --loss 2%)"
+        );
+        let e = r(
+            ImpairmentSpec {
+                rate_bps: Some(1000),
+                rate_burst: Some(SizeSpec::Packets(3)),
+                ..Default::default()
+            },
+            KeyStyle::Profile,
+        );
+        assert!(matches!(e, ProfileError::BurstInPackets(_)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "rate_burst is a size or a time, not a packet count"
+        );
+        let e = r(
+            ImpairmentSpec {
+                loss: Some(2.0),
+                ..Default::default()
+            },
+            KeyStyle::Profile,
+        );
+        assert!(
+            matches!(
+                e,
+                ProfileError::Impairment(ImpairError::Probability { name: "loss", .. })
+            ),
+            "{e}"
+        );
+        let e = r(
+            ImpairmentSpec {
+                delay_trace: Some("/nonexistent/trace.txt".into()),
+                ..Default::default()
+            },
+            KeyStyle::Profile,
+        );
+        assert!(
+            matches!(e, ProfileError::Trace(TraceError::Read { .. })),
+            "{e}"
+        );
+
+        let section = |text: &str| {
+            let t: DirectionToml = toml::from_str(text).unwrap();
+            t.to_spec("[down]", Path::new(".")).unwrap_err()
+        };
+        let e = section("loss = \"2x\"");
+        assert_eq!((e.section.as_str(), e.key.as_str()), ("[down]", "loss"));
+        assert!(
+            matches!(
+                e.error,
+                ValueError::Parse(ParseError::Malformed {
+                    forms: units::FRACTION_FORMS,
+                    ..
+                })
+            ),
+            "{e}"
+        );
+        let e = section("jitter_dist = \"cauchy\"");
+        assert_eq!(e.error, ValueError::JitterDist("cauchy".into()));
+        assert_eq!(
+            e.to_string(),
+            "[down] jitter_dist: \"cauchy\" is not one of \"normal\", \"pareto\""
+        );
+        let e = section("pareto_shape = -1.0");
+        assert_eq!(e.error, ValueError::ParetoShape(-1.0));
+        let e = section("gilbert = { p = \"1%\", r = 0 }");
+        assert_eq!(e.key, "gilbert");
+        assert_eq!(e.error, ValueError::Gilbert(ImpairError::NeverLeavesBad));
     }
 
     #[test]

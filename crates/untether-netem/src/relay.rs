@@ -427,8 +427,8 @@ impl Drop for Relay {
     }
 }
 
-fn invalid(msg: String) -> NetError {
-    NetError::Io(io::Error::new(io::ErrorKind::InvalidInput, msg))
+fn invalid(e: crate::impair::ImpairError) -> NetError {
+    NetError::Io(io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// A datagram waiting for its time. Ordered so that `BinaryHeap` pops the earliest first, and

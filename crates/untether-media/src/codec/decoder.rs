@@ -51,10 +51,26 @@ impl fmt::Display for DecoderChoice {
     }
 }
 
+/// A decoder name this FFmpeg does not have (as a video decoder of h264, hevc or av1).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown decoder {name:?}: not an h264, hevc or av1 decoder of this FFmpeg; allowed: auto, software, {known}")]
+pub struct UnknownDecoder {
+    pub name: String,
+    /// The decoder names that would do, comma-separated.
+    pub known: String,
+}
+
+/// An `--hwaccel` / `client.hwaccel` name that is not one of [`HwAccel::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown hwaccel {name:?}; allowed: {}", HwAccel::ALL.map(|h| h.name()).join(", "))]
+pub struct UnknownHwAccel {
+    pub name: String,
+}
+
 impl FromStr for DecoderChoice {
-    type Err = String;
+    type Err = UnknownDecoder;
     /// `auto`, `software`, or an h264/hevc/av1 decoder this FFmpeg has.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownDecoder> {
         match s {
             "auto" => Ok(DecoderChoice::Auto),
             "software" => Ok(DecoderChoice::Software),
@@ -67,15 +83,14 @@ impl FromStr for DecoderChoice {
                     {
                         Ok(DecoderChoice::Named(name.to_string()))
                     }
-                    _ => Err(format!(
-                        "unknown decoder {name:?}: not an h264, hevc or av1 decoder of this \
-                         FFmpeg; allowed: auto, software, {}",
-                        available_decoders()
+                    _ => Err(UnknownDecoder {
+                        name: name.to_string(),
+                        known: available_decoders()
                             .iter()
                             .map(|(n, _)| n.as_str())
                             .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
+                            .join(", "),
+                    }),
                 }
             }
         }
@@ -178,17 +193,12 @@ impl fmt::Display for HwAccel {
 }
 
 impl FromStr for HwAccel {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownHwAccel;
+    fn from_str(s: &str) -> Result<Self, UnknownHwAccel> {
         HwAccel::ALL
             .into_iter()
             .find(|h| h.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown hwaccel {s:?}; allowed: {}",
-                    HwAccel::ALL.map(|h| h.name()).join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownHwAccel { name: s.into() })
     }
 }
 
@@ -347,7 +357,7 @@ impl Decoder {
     /// One hardware path: the V4L2 M2M decoder, or the software decoder with a device.
     fn open_hw(cfg: &DecoderConfig, h: HwAccel) -> Result<Decoder> {
         if h == HwAccel::V4l2m2m {
-            DeviceNeed::Video.find().map_err(MediaError::Unavailable)?;
+            DeviceNeed::Video.find().map_err(MediaError::from)?;
             let name = match cfg.codec {
                 Codec::H264 | Codec::H264Rgb => "h264_v4l2m2m",
                 Codec::Hevc => "hevc_v4l2m2m",
@@ -395,7 +405,7 @@ impl Decoder {
                     kind.name()
                 ))
             })?;
-            let dev = HwDevice::open(kind).map_err(MediaError::Unavailable)?;
+            let dev = HwDevice::open(kind).map_err(MediaError::from)?;
             hwaccel = Some((accel_of(kind), dev.device.clone()));
             // SAFETY: field writes on the context we own before opening it; the device
             // reference is a new one the context owns; `opaque` carries the wanted format for
@@ -984,12 +994,44 @@ mod tests {
             "libdav1d".parse::<DecoderChoice>(),
             Ok(DecoderChoice::Named("libdav1d".into()))
         );
-        let e = "magic".parse::<DecoderChoice>().unwrap_err();
+        let e = "magic".parse::<DecoderChoice>().unwrap_err().to_string();
         assert!(e.contains("software") && e.contains("hevc"), "{e}");
         for h in HwAccel::ALL {
             assert_eq!(h.name().parse::<HwAccel>(), Ok(h));
         }
-        assert!("opencl".parse::<HwAccel>().unwrap_err().contains("vaapi"));
+        assert!("opencl"
+            .parse::<HwAccel>()
+            .unwrap_err()
+            .to_string()
+            .contains("vaapi"));
+    }
+
+    #[test]
+    fn name_errors_are_typed() {
+        let e = "magic".parse::<DecoderChoice>().unwrap_err();
+        assert_eq!(e.name, "magic");
+        assert!(e.known.split(", ").any(|n| n == "h264"), "{}", e.known);
+        assert_eq!(
+            "opencl".parse::<HwAccel>(),
+            Err(UnknownHwAccel {
+                name: "opencl".into()
+            })
+        );
+        assert_eq!(
+            "opencl".parse::<HwAccel>().unwrap_err().to_string(),
+            "unknown hwaccel \"opencl\"; allowed: none, auto, vaapi, cuda, vdpau, drm, v4l2m2m"
+        );
+        assert_eq!(
+            "gdr".parse::<crate::codec::Refresh>(),
+            Err(crate::codec::UnknownRefresh { name: "gdr".into() })
+        );
+        assert_eq!(
+            "gdr"
+                .parse::<crate::codec::Refresh>()
+                .unwrap_err()
+                .to_string(),
+            "unknown refresh \"gdr\"; allowed: idr, intra"
+        );
     }
 
     #[test]

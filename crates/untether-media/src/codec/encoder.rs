@@ -445,7 +445,7 @@ pub fn open_encoder(
                 }
                 if let Some(need) = traits.device {
                     if let Err(why) = need.find() {
-                        passed.push((name, why));
+                        passed.push((name, why.to_string()));
                         continue;
                     }
                 }

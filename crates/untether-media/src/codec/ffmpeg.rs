@@ -93,13 +93,11 @@ impl FfmpegEncoder {
         }
         let settings = family.settings(&cfg, codec, cfg.input);
         let device = match settings.upload {
-            Some(kind) => Some(HwDevice::open(kind).map_err(MediaError::Unavailable)?),
+            Some(kind) => Some(HwDevice::open(kind).map_err(MediaError::from)?),
             None => None,
         };
         let frames = match &device {
-            Some(d) => {
-                Some(HwFrames::new(d, cfg.width, cfg.height).map_err(MediaError::Unavailable)?)
-            }
+            Some(d) => Some(HwFrames::new(d, cfg.width, cfg.height).map_err(MediaError::from)?),
             None => None,
         };
         let try_open = |with_optional: bool| -> Result<ff::encoder::video::Encoder> {

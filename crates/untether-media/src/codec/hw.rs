@@ -10,6 +10,56 @@ use std::path::{Path, PathBuf};
 use ffmpeg_next as ff;
 use ffmpeg_next::ffi;
 
+/// A hardware device that is missing or cannot be opened; the message names the device.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HwError {
+    /// No `/dev/nvidiactl`.
+    #[error("no NVIDIA GPU: /dev/nvidiactl is missing")]
+    NoNvidiaGpu,
+    /// `/dev/nvidiactl` is there but the driver's library does not load.
+    #[error("the NVIDIA driver's libcuda.so.1 does not load (install the driver)")]
+    NoLibcuda,
+    /// No `/dev/dri/renderD*`.
+    #[error("no GPU render node: /dev/dri/renderD* is missing")]
+    NoRenderNode,
+    /// No `/dev/video*`.
+    #[error("no V4L2 device: /dev/video* is missing")]
+    NoV4l2Device,
+    /// Neither a render node nor an NVIDIA GPU.
+    #[error("no GPU: neither /dev/dri/renderD* nor /dev/nvidiactl")]
+    NoGpu,
+    /// The device path has a NUL byte.
+    #[error("bad device name")]
+    BadDeviceName,
+    /// FFmpeg cannot open the device.
+    #[error("{} on {device}: FFmpeg cannot open it: {error}", .kind.name())]
+    Open {
+        kind: HwKind,
+        /// The device node or name.
+        device: String,
+        error: ff::Error,
+    },
+    /// FFmpeg cannot allocate a frames context.
+    #[error("cannot allocate hardware frames")]
+    FramesAlloc,
+    /// FFmpeg cannot make frames of this size on the device.
+    #[error("cannot make {width}x{height} NV12 frames on {}: {error}", .kind.name())]
+    Frames {
+        kind: HwKind,
+        width: u32,
+        height: u32,
+        error: ff::Error,
+    },
+}
+
+impl From<HwError> for crate::MediaError {
+    /// A missing or unopenable device is [`crate::MediaError::Unavailable`] (callers fall back
+    /// on it), in the same words.
+    fn from(e: HwError) -> Self {
+        crate::MediaError::Unavailable(e.to_string())
+    }
+}
+
 /// A kind of device a hardware encoder or decoder needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceNeed {
@@ -36,17 +86,14 @@ impl DeviceNeed {
     }
 
     /// The device found (its path), or why there is none.
-    pub fn find(self) -> Result<String, String> {
+    pub fn find(self) -> Result<String, HwError> {
         match self {
             DeviceNeed::Nvidia => {
                 if !Path::new("/dev/nvidiactl").exists() {
-                    return Err("no NVIDIA GPU: /dev/nvidiactl is missing".into());
+                    return Err(HwError::NoNvidiaGpu);
                 }
                 if !library_loads("libcuda.so.1") {
-                    return Err(
-                        "the NVIDIA driver's libcuda.so.1 does not load (install the driver)"
-                            .into(),
-                    );
+                    return Err(HwError::NoLibcuda);
                 }
                 Ok("/dev/nvidiactl".into())
             }
@@ -54,16 +101,16 @@ impl DeviceNeed {
                 .into_iter()
                 .next()
                 .map(|p| p.display().to_string())
-                .ok_or_else(|| "no GPU render node: /dev/dri/renderD* is missing".into()),
+                .ok_or(HwError::NoRenderNode),
             DeviceNeed::Video => video_devices()
                 .into_iter()
                 .next()
                 .map(|p| p.display().to_string())
-                .ok_or_else(|| "no V4L2 device: /dev/video* is missing".into()),
+                .ok_or(HwError::NoV4l2Device),
             DeviceNeed::AnyGpu => DeviceNeed::Dri
                 .find()
                 .or_else(|_| DeviceNeed::Nvidia.find())
-                .map_err(|_| "no GPU: neither /dev/dri/renderD* nor /dev/nvidiactl".into()),
+                .map_err(|_| HwError::NoGpu),
         }
     }
 }
@@ -187,7 +234,7 @@ unsafe impl Send for HwDevice {}
 impl HwDevice {
     /// Opens a device of `kind`: checks the device node first (the error names it), then asks
     /// FFmpeg (the error carries FFmpeg's reason).
-    pub fn open(kind: HwKind) -> Result<HwDevice, String> {
+    pub fn open(kind: HwKind) -> Result<HwDevice, HwError> {
         let found = kind.need().find()?;
         super::init_ffmpeg();
         // VA-API and DRM open the render node; QSV opens the hardware implementation on it;
@@ -201,7 +248,7 @@ impl HwDevice {
             .as_deref()
             .map(CString::new)
             .transpose()
-            .map_err(|_| "bad device name".to_string())?;
+            .map_err(|_| HwError::BadDeviceName)?;
         let mut dict = ff::Dictionary::new();
         for (k, v) in &opts {
             dict.set(k, v);
@@ -222,11 +269,11 @@ impl HwDevice {
             rc
         };
         if rc < 0 || ptr.is_null() {
-            return Err(format!(
-                "{} on {found}: FFmpeg cannot open it: {}",
-                kind.name(),
-                ff::Error::from(rc)
-            ));
+            return Err(HwError::Open {
+                kind,
+                device: found,
+                error: ff::Error::from(rc),
+            });
         }
         Ok(HwDevice {
             ptr,
@@ -262,13 +309,13 @@ unsafe impl Send for HwFrames {}
 
 impl HwFrames {
     /// Frames of `width`×`height` on `device`, uploaded from NV12.
-    pub fn new(device: &HwDevice, width: u32, height: u32) -> Result<HwFrames, String> {
+    pub fn new(device: &HwDevice, width: u32, height: u32) -> Result<HwFrames, HwError> {
         // SAFETY: standard hwframe context set-up on a device reference we hold; every field
         // written belongs to the AVHWFramesContext FFmpeg allocated.
         unsafe {
             let mut ptr = ffi::av_hwframe_ctx_alloc(device.as_ptr());
             if ptr.is_null() {
-                return Err("cannot allocate hardware frames".into());
+                return Err(HwError::FramesAlloc);
             }
             let ctx = (*ptr).data as *mut ffi::AVHWFramesContext;
             (*ctx).format = device.kind().pixel();
@@ -279,11 +326,12 @@ impl HwFrames {
             let rc = ffi::av_hwframe_ctx_init(ptr);
             if rc < 0 {
                 ffi::av_buffer_unref(&mut ptr);
-                return Err(format!(
-                    "cannot make {width}x{height} NV12 frames on {}: {}",
-                    device.kind().name(),
-                    ff::Error::from(rc)
-                ));
+                return Err(HwError::Frames {
+                    kind: device.kind(),
+                    width,
+                    height,
+                    error: ff::Error::from(rc),
+                });
             }
             Ok(HwFrames { ptr })
         }
@@ -303,6 +351,35 @@ impl Drop for HwFrames {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn messages_are_unchanged() {
+        assert_eq!(
+            HwError::Frames {
+                kind: HwKind::Vaapi,
+                width: 1920,
+                height: 1080,
+                error: ff::Error::Bug,
+            }
+            .to_string(),
+            format!(
+                "cannot make 1920x1080 NV12 frames on vaapi: {}",
+                ff::Error::Bug
+            )
+        );
+        assert_eq!(
+            HwError::Open {
+                kind: HwKind::Cuda,
+                device: "/dev/nvidiactl".into(),
+                error: ff::Error::Bug,
+            }
+            .to_string(),
+            format!(
+                "cuda on /dev/nvidiactl: FFmpeg cannot open it: {}",
+                ff::Error::Bug
+            )
+        );
+    }
+
     use super::*;
 
     #[test]
@@ -311,13 +388,27 @@ mod tests {
         for kind in [HwKind::Vaapi, HwKind::Cuda, HwKind::Qsv, HwKind::Drm] {
             match HwDevice::open(kind) {
                 Ok(d) => assert!(!d.device.is_empty()),
-                Err(e) => assert!(
-                    e.contains("/dev/") || e.contains("libcuda") || e.contains("FFmpeg"),
-                    "{kind:?}: {e}"
-                ),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains("/dev/") || e.contains("libcuda") || e.contains("FFmpeg"),
+                        "{kind:?}: {e}"
+                    )
+                }
             }
         }
         assert!(DeviceNeed::Nvidia.describe().contains("NVIDIA"));
+        // Typed: the missing device is the variant, whatever this machine has.
+        match DeviceNeed::Nvidia.find() {
+            Ok(dev) => assert_eq!(dev, "/dev/nvidiactl"),
+            Err(e) => assert!(
+                matches!(e, HwError::NoNvidiaGpu | HwError::NoLibcuda),
+                "{e}"
+            ),
+        }
+        if let Err(e) = DeviceNeed::AnyGpu.find() {
+            assert_eq!(e, HwError::NoGpu);
+        }
         assert!(!library_loads("libdoes-not-exist.so.7"));
     }
 }

@@ -32,7 +32,7 @@ use ffmpeg_next as ff;
 
 pub use decoder::{
     Colorimetry, CudaNv12, DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo,
-    GpuPicture, HwAccel, PictureFormat, YuvMatrix,
+    GpuPicture, HwAccel, PictureFormat, UnknownDecoder, UnknownHwAccel, YuvMatrix,
 };
 pub use encoder::{
     open_encoder, EncodedFrame, Encoder, EncoderBackend, EncoderConfig, EncoderInfo, EncoderKind,
@@ -137,13 +137,20 @@ impl fmt::Display for Refresh {
     }
 }
 
+/// A `video.refresh` name that is not one of [`Refresh::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown refresh {name:?}; allowed: {}", Refresh::ALL.map(|r| r.name()).join(", "))]
+pub struct UnknownRefresh {
+    pub name: String,
+}
+
 impl FromStr for Refresh {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownRefresh;
+    fn from_str(s: &str) -> Result<Self, UnknownRefresh> {
         Refresh::ALL
             .into_iter()
             .find(|r| r.name() == s)
-            .ok_or_else(|| format!("unknown refresh {s:?}; allowed: idr, intra"))
+            .ok_or_else(|| UnknownRefresh { name: s.into() })
     }
 }
 

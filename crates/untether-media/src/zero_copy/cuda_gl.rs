@@ -9,6 +9,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
+use super::ZeroCopyError;
 use crate::codec::CudaNv12;
 
 type CuResult = i32;
@@ -96,12 +97,11 @@ pub struct CudaGl {
 ///
 /// # Safety
 /// `lib` is a dlopen handle.
-unsafe fn symbol(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
+unsafe fn symbol(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, ZeroCopyError> {
     let s = libc::dlsym(lib, name.as_ptr());
     if s.is_null() {
-        Err(format!(
-            "CUDA-GL: libcuda.so.1 has no {}",
-            name.to_string_lossy()
+        Err(ZeroCopyError::CudaSymbol(
+            name.to_string_lossy().into_owned(),
         ))
     } else {
         Ok(s)
@@ -110,7 +110,7 @@ unsafe fn symbol(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
 
 /// `name` from `lib` as the function pointer type `F` (the caller's field or binding says which;
 /// it must be the signature cuda.h gives that symbol).
-unsafe fn function<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
+unsafe fn function<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, ZeroCopyError> {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
     let s = symbol(lib, name)?;
     Ok(std::mem::transmute_copy::<*mut c_void, F>(&s))
@@ -118,27 +118,24 @@ unsafe fn function<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> 
 
 impl CudaGl {
     /// Loads libcuda.so.1 (dlopen) and initialises the driver API, or says why not.
-    pub fn load() -> Result<CudaGl, String> {
+    pub fn load() -> Result<CudaGl, ZeroCopyError> {
         Self::load_from(c"libcuda.so.1")
     }
 
     /// [`Self::load`] from another library name (tests name one that is not there).
-    pub fn load_from(library: &CStr) -> Result<CudaGl, String> {
+    pub fn load_from(library: &CStr) -> Result<CudaGl, ZeroCopyError> {
         // SAFETY: dlopen/dlsym with valid C strings; each symbol is transmuted to the
         // signature cuda.h gives it (the `_v2` names where the driver versions them).
         unsafe {
             let lib = libc::dlopen(library.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
             if lib.is_null() {
                 let why = libc::dlerror();
-                let why = if why.is_null() {
-                    String::new()
-                } else {
-                    format!(": {}", CStr::from_ptr(why).to_string_lossy())
-                };
-                return Err(format!(
-                    "CUDA-GL: {} does not load (no NVIDIA driver){why}",
-                    library.to_string_lossy()
-                ));
+                let dlerror =
+                    (!why.is_null()).then(|| CStr::from_ptr(why).to_string_lossy().into_owned());
+                return Err(ZeroCopyError::NoLibcuda {
+                    library: library.to_string_lossy().into_owned(),
+                    dlerror,
+                });
             }
             let init = function::<CuInit>(lib, c"cuInit")?;
             let api = Api {
@@ -163,7 +160,7 @@ impl CudaGl {
     }
 
     /// `rc` as a result naming the call and CUDA's error.
-    fn check(&self, rc: CuResult, what: &str) -> Result<(), String> {
+    fn check(&self, rc: CuResult, what: &'static str) -> Result<(), ZeroCopyError> {
         if rc == 0 {
             return Ok(());
         }
@@ -177,7 +174,10 @@ impl CudaGl {
                 _ => format!("error {rc}"),
             }
         };
-        Err(format!("CUDA-GL: {what} failed: {name}"))
+        Err(ZeroCopyError::CudaCall {
+            call: what,
+            error: name,
+        })
     }
 
     /// Copies the NVDEC picture into the textures `tex` (Y: R8 `width`×`height`, UV: RG8 at
@@ -192,7 +192,7 @@ impl CudaGl {
         tex: [u32; 2],
         width: u32,
         height: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), ZeroCopyError> {
         self.check((self.api.push)(picture.context), "cuCtxPushCurrent")?;
         let r = self.copy_in_context(picture, tex, width, height);
         let mut popped = std::ptr::null_mut();
@@ -206,7 +206,7 @@ impl CudaGl {
         tex: [u32; 2],
         width: u32,
         height: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), ZeroCopyError> {
         if self.registered != Some((tex, width, height)) {
             self.unregister();
             for t in tex {
@@ -341,12 +341,18 @@ mod tests {
             .err()
             .expect("no such library");
         assert!(
+            matches!(&e, ZeroCopyError::NoLibcuda { library, .. } if library == "libcuda-absent.so.1"),
+            "{e}"
+        );
+        let e = e.to_string();
+        assert!(
             e.starts_with("CUDA-GL: libcuda-absent.so.1 does not load"),
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
         if let Err(e) = CudaGl::load() {
             // This box: no NVIDIA driver. A machine with one loads it (or names the call).
+            let e = e.to_string();
             assert!(e.contains("libcuda.so.1") || e.contains("cuInit"), "{e}");
         }
     }

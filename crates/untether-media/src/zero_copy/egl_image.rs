@@ -12,6 +12,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
+use super::ZeroCopyError;
 use ffmpeg_next::ffi::AVDRMFrameDescriptor;
 
 /// DRM fourccs (drm_fourcc.h).
@@ -53,7 +54,7 @@ pub fn nv12_plane_images(
     d: &AVDRMFrameDescriptor,
     width: u32,
     height: u32,
-) -> Result<[PlaneImage; 2], String> {
+) -> Result<[PlaneImage; 2], ZeroCopyError> {
     let nb_layers = d.nb_layers.clamp(0, 4) as usize;
     let mut planes = Vec::new();
     for layer in &d.layers[..nb_layers] {
@@ -63,17 +64,17 @@ pub fn nv12_plane_images(
             (DRM_FORMAT_R8, 1) => &[DRM_FORMAT_R8],
             (DRM_FORMAT_GR88, 1) => &[DRM_FORMAT_GR88],
             (f, _) => {
-                return Err(format!(
-                    "DMA-BUF: layer format {} with {n} planes is not NV12 (R8 + GR88)",
-                    fourcc_name(f)
-                ))
+                return Err(ZeroCopyError::LayerFormat {
+                    fourcc: f,
+                    planes: n,
+                })
             }
         };
         for (p, &fourcc) in layer.planes[..n].iter().zip(fourccs) {
             let object = usize::try_from(p.object_index)
                 .ok()
                 .filter(|&o| o < d.nb_objects.clamp(0, 4) as usize)
-                .ok_or_else(|| format!("DMA-BUF: plane object {} out of range", p.object_index))?;
+                .ok_or(ZeroCopyError::PlaneObject(p.object_index))?;
             let o = &d.objects[object];
             let half = fourcc == DRM_FORMAT_GR88;
             planes.push(PlaneImage {
@@ -89,15 +90,15 @@ pub fn nv12_plane_images(
     }
     match planes.as_slice() {
         [y, uv] if y.fourcc == DRM_FORMAT_R8 && uv.fourcc == DRM_FORMAT_GR88 => Ok([*y, *uv]),
-        _ => Err(format!(
-            "DMA-BUF: {} planes in {nb_layers} layers, not NV12's Y and UV",
-            planes.len()
-        )),
+        _ => Err(ZeroCopyError::NotNv12 {
+            planes: planes.len(),
+            layers: nb_layers,
+        }),
     }
 }
 
 /// A fourcc in letters, for messages.
-fn fourcc_name(f: u32) -> String {
+pub(crate) fn fourcc_name(f: u32) -> String {
     f.to_le_bytes()
         .iter()
         .map(|&b| {
@@ -164,14 +165,14 @@ pub struct EglImporter {
 
 impl EglImporter {
     /// The importer for the EGL context current on this thread, or why there is none.
-    pub fn new() -> Result<EglImporter, String> {
+    pub fn new() -> Result<EglImporter, ZeroCopyError> {
         // SAFETY: dlopen/dlsym with valid C strings; each symbol is called with the signature
         // EGL 1.4 and its extensions give it; the library stays loaded (the GL context uses
         // it).
         unsafe {
             let lib = libc::dlopen(c"libEGL.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
             if lib.is_null() {
-                return Err("EGL: libEGL.so.1 does not load".into());
+                return Err(ZeroCopyError::NoLibEgl);
             }
             let sym = |n: &CStr| libc::dlsym(lib, n.as_ptr());
             let (gd, qs, gp, ge) = (
@@ -181,14 +182,14 @@ impl EglImporter {
                 sym(c"eglGetError"),
             );
             if gd.is_null() || qs.is_null() || gp.is_null() || ge.is_null() {
-                return Err("EGL: libEGL.so.1 lacks EGL 1.4's entry points".into());
+                return Err(ZeroCopyError::EglEntryPoints);
             }
             let get_display = std::mem::transmute::<*mut c_void, GetDisplay>(gd);
             let query = std::mem::transmute::<*mut c_void, QueryString>(qs);
             let get_proc = std::mem::transmute::<*mut c_void, GetProc>(gp);
             let display = get_display();
             if display.is_null() {
-                return Err("EGL: the presenter's GL context is not an EGL one (GLX)".into());
+                return Err(ZeroCopyError::NotEgl);
             }
             let ext = query(display, EGL_EXTENSIONS);
             let ext = if ext.is_null() {
@@ -199,7 +200,7 @@ impl EglImporter {
             let has = |e: &str| ext.split_ascii_whitespace().any(|x| x == e);
             for e in ["EGL_KHR_image_base", "EGL_EXT_image_dma_buf_import"] {
                 if !has(e) {
-                    return Err(format!("EGL: no {e}"));
+                    return Err(ZeroCopyError::EglExtension(e));
                 }
             }
             let (create, destroy, target) = (
@@ -208,10 +209,10 @@ impl EglImporter {
                 get_proc(c"glEGLImageTargetTexture2DOES".as_ptr()),
             );
             if create.is_null() || destroy.is_null() {
-                return Err("EGL: no eglCreateImageKHR / eglDestroyImageKHR".into());
+                return Err(ZeroCopyError::EglImageFunctions);
             }
             if target.is_null() {
-                return Err("GLES: no glEGLImageTargetTexture2DOES".into());
+                return Err(ZeroCopyError::GlesImageTarget);
             }
             Ok(EglImporter {
                 display,
@@ -235,7 +236,7 @@ impl EglImporter {
         &mut self,
         planes: &[PlaneImage],
         mut bind: impl FnMut(usize),
-    ) -> Result<(), String> {
+    ) -> Result<(), ZeroCopyError> {
         self.release();
         for (i, p) in planes.iter().enumerate() {
             let attrs = attributes(p, self.modifiers);
@@ -249,13 +250,13 @@ impl EglImporter {
             if image.is_null() {
                 let e = (self.get_error)();
                 self.release();
-                return Err(format!(
-                    "EGL: eglCreateImageKHR of the {} plane ({}x{}, fd {}) failed: EGL error 0x{e:04x}",
-                    fourcc_name(p.fourcc),
-                    p.width,
-                    p.height,
-                    p.fd
-                ));
+                return Err(ZeroCopyError::CreateImage {
+                    fourcc: p.fourcc,
+                    width: p.width,
+                    height: p.height,
+                    fd: p.fd,
+                    code: e,
+                });
             }
             self.images.push(image);
             bind(i);
@@ -334,12 +335,40 @@ mod tests {
             assert_eq!((puv.offset, puv.pitch, puv.fd), (2048 * 1088, 2048, 7));
         }
         let p010 = descriptor(&[(u32::from_le_bytes(*b"P010"), &[y, uv])]);
-        let e = nv12_plane_images(&p010, 1920, 1080).unwrap_err();
+        let e = nv12_plane_images(&p010, 1920, 1080)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("P010") && e.contains("NV12"), "{e}");
         let bad = descriptor(&[(DRM_FORMAT_R8, &[plane(3, 0, 2048)])]);
         assert!(nv12_plane_images(&bad, 1920, 1080)
             .unwrap_err()
+            .to_string()
             .contains("object 3"));
+        // Typed: the variant names what is wrong.
+        assert!(matches!(
+            nv12_plane_images(&p010, 1920, 1080).unwrap_err(),
+            ZeroCopyError::LayerFormat { fourcc, planes: 2 } if fourcc == u32::from_le_bytes(*b"P010")
+        ));
+        assert!(matches!(
+            nv12_plane_images(&bad, 1920, 1080).unwrap_err(),
+            ZeroCopyError::PlaneObject(3)
+        ));
+        let y_only = descriptor(&[(DRM_FORMAT_R8, &[y])]);
+        let e = nv12_plane_images(&y_only, 1920, 1080).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ZeroCopyError::NotNv12 {
+                    planes: 1,
+                    layers: 1
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "DMA-BUF: 1 planes in 1 layers, not NV12's Y and UV"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub(crate) fn keep_on_gpu(options: &ClientOptions) -> Result<bool, ClientError> 
         return Ok(false);
     }
     untether_media::zero_copy::keep_on_gpu(hwaccel)
-        .map_err(|e| ClientError::Media(untether_media::MediaError::Other(e)))
+        .map_err(|e| ClientError::Media(untether_media::MediaError::Other(e.to_string())))
 }
 
 /// Logs, once per presenter, which path decoded pictures take (with `--hwaccel`).

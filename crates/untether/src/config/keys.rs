@@ -185,6 +185,7 @@ impl KeyValue for HwAccel {
     const KEY: &'static str = "client.hwaccel";
     fn parse_value(s: &str) -> Result<Self, String> {
         s.parse()
+            .map_err(|e: untether_media::codec::UnknownHwAccel| e.to_string())
     }
     fn value_name(&self) -> String {
         self.name().into()
@@ -195,6 +196,7 @@ impl KeyValue for DecoderChoice {
     const KEY: &'static str = "client.decoder";
     fn parse_value(s: &str) -> Result<Self, String> {
         s.parse()
+            .map_err(|e: untether_media::codec::UnknownDecoder| e.to_string())
     }
     fn value_name(&self) -> String {
         self.name().into()

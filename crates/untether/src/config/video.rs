@@ -387,7 +387,7 @@ impl VideoToml {
         let refresh = self
             .refresh
             .parse::<Refresh>()
-            .map_err(|m| invalid("video.refresh", m))?;
+            .map_err(|e| invalid("video.refresh", e.to_string()))?;
         let v = VideoConfig {
             resolution,
             fps: self.fps,
