@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use crate::admission::{Admission, AdmissionConfig, CredentialKind, Decision, Incoming};
 use crate::client::{ClientConfig, ClientEvent, ClientSession};
 use crate::handshake::{SessionRng, StaticKeypair};
 use crate::host::{AccessPolicy, HostConfig, HostEvent, HostSession, PairingEvent, PairingPin};
@@ -193,6 +194,61 @@ fn pin_pairing_pairs_once_and_counts_wrong_pins() {
     // Known now: connects without a PIN.
     let mut c = client(&w, &cid, None, 34);
     assert!(connected(&run(&mut w, &mut c, 300_000)));
+}
+
+/// Issue 35: one admission for every door. Wrong passwords at another door (RTSP here, a
+/// browser's PIN alike) refuse the address's PIN handshakes, before any key exchange and
+/// without taking the PIN's attempts; wrong PINs here teach the other doors.
+#[test]
+fn pin_handshakes_go_through_the_hosts_one_admission() {
+    let (hid, cid) = ids(27);
+    let mut w = host(&hid, AccessPolicy::Allowlist, vec![]);
+    let shared = Admission::new(AdmissionConfig::default());
+    w.host.share_admission(shared.clone());
+    assert!(w.host.admission().same(&shared));
+    w.host.set_pin(Some(PairingPin {
+        pin: "123456".into(),
+        expires_us: w.now + 600_000_000,
+        attempts_left: 3,
+    }));
+    let ip = SocketAddr::from(CLIENT).ip();
+    let rtsp = Incoming::connection(ip, CredentialKind::RtspDigest);
+    for _ in 0..AdmissionConfig::default().free_failures {
+        assert_eq!(shared.decide(w.now, &rtsp), Decision::Accept);
+        shared.checked(w.now, &rtsp, false);
+    }
+    // The right PIN, from that address: refused (after a Retry proved the address), told
+    // when to come back; the PIN keeps its attempts.
+    let mut c = client(&w, &cid, Some("123456"), 71);
+    let (reason, msg) = rejected(&run(&mut w, &mut c, 300_000)).expect("refused");
+    assert_eq!(reason, RejectReason::Pin);
+    assert!(
+        msg.contains("too many wrong PINs, links or passwords"),
+        "{msg}"
+    );
+    assert_eq!(w.host.pin().map(|p| p.attempts_left), Some(3));
+    assert!(w.host.stats().pin_attempts_refused >= 1);
+    assert!(!w.host.is_allowed(&cid.public));
+    // Once the refusal is over (10 s), a wrong PIN here is one more failure of the address
+    // at every door: refused again, twice as long (20 s); then the right one pairs and ends
+    // the streak.
+    w.now += 11_000_000;
+    let failures = shared.stats().failures;
+    let mut c = client(&w, &cid, Some("000000"), 72);
+    assert_eq!(
+        rejected(&run(&mut w, &mut c, 300_000)).map(|r| r.0),
+        Some(RejectReason::Pin)
+    );
+    assert_eq!(shared.stats().failures, failures + 1);
+    let until = shared.refused_until(w.now, ip).expect("refused again");
+    assert!(until > w.now + 19_000_000, "twice as long");
+    assert!(!shared.decide(w.now, &rtsp).accepted());
+    w.now = until + 1;
+    let mut c = client(&w, &cid, Some("123456"), 73);
+    assert!(connected(&run(&mut w, &mut c, 300_000)));
+    assert!(w.host.is_allowed(&cid.public));
+    assert_eq!(shared.refused_until(w.now, ip), None);
+    assert_eq!(shared.decide(w.now, &rtsp), Decision::Accept);
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! Admission, the client's side of the handshake: the Hello and its repetition, a Retry token,
+//! The initiator, the client's side of the handshake: the Hello and its repetition, a Retry token,
 //! the Noise messages (with the PIN), the pinned host key, the host's Accept or Reject and the
-//! connect timeout. [`Admission`] owns that state until the session is accepted.
+//! connect timeout. [`Initiator`] owns that state until the session is accepted.
 
 use super::connection::open_into;
 use super::{ClientConfig, ClientSession, State};
@@ -26,7 +26,7 @@ enum Phase {
 }
 
 /// A handshake in progress.
-pub(super) struct Admission {
+pub(super) struct Initiator {
     started_us: Micros,
     next_hello_us: Micros,
     connect_timeout_us: Micros,
@@ -60,7 +60,7 @@ pub(super) enum Step {
     /// Send this datagram now (it is also what is repeated from now on); `retry`: the Hello
     /// rebuilt with the host's Retry token.
     Send { datagram: Vec<u8>, retry: bool },
-    /// Admission ends: the host refused, or this client refuses the host.
+    /// Initiator ends: the host refused, or this client refuses the host.
     Refused {
         reason: RejectReason,
         message: String,
@@ -96,13 +96,13 @@ pub(super) enum Answer {
     Neither,
 }
 
-impl Admission {
+impl Initiator {
     /// Starts a handshake: the first Hello goes out at `now` ([`Self::handle_timeout`]).
     pub(super) fn start(
         cfg: &ClientConfig,
         rng: &mut SessionRng,
         now: Micros,
-    ) -> Result<Admission, HandshakeError> {
+    ) -> Result<Initiator, HandshakeError> {
         let (hs, msg1) = ClientHandshake::start(
             &cfg.identity,
             cfg.pin.as_deref(),
@@ -121,7 +121,7 @@ impl Admission {
             noise: &msg1,
         }
         .encode(&Header::new(PacketType::Hello, hs_cid, 0), &mut repeat);
-        Ok(Admission {
+        Ok(Initiator {
             msg1,
             started_us: now,
             next_hello_us: now,
@@ -329,7 +329,7 @@ impl Admission {
     /// (the Accept arrived); else the handshake as it was.
     pub(super) fn into_keys(
         self: Box<Self>,
-    ) -> Result<(u64, Protection, PublicKey), Box<Admission>> {
+    ) -> Result<(u64, Protection, PublicKey), Box<Initiator>> {
         match self.phase {
             Phase::AwaitAccept {
                 cid,
@@ -413,12 +413,12 @@ mod tests {
         cfg
     }
 
-    fn start(cfg: &ClientConfig, now: Micros) -> Admission {
-        Admission::start(cfg, &mut SessionRng::from_seed([2; 32]), now).unwrap()
+    fn start(cfg: &ClientConfig, now: Micros) -> Initiator {
+        Initiator::start(cfg, &mut SessionRng::from_seed([2; 32]), now).unwrap()
     }
 
     /// The Hello's connection id and Noise message 1, as the host reads them.
-    fn hello(a: &mut Admission, now: Micros) -> (u64, Vec<u8>, Vec<u8>) {
+    fn hello(a: &mut Initiator, now: Micros) -> (u64, Vec<u8>, Vec<u8>) {
         let Tick::Repeat(d) = a.handle_timeout(now) else {
             panic!("no Hello due at {now}");
         };
@@ -466,7 +466,7 @@ mod tests {
         d
     }
 
-    fn feed(a: &mut Admission, now: Micros, cfg: &ClientConfig, d: &[u8]) -> Step {
+    fn feed(a: &mut Initiator, now: Micros, cfg: &ClientConfig, d: &[u8]) -> Step {
         let (h, datagram) = wire::parse(d).unwrap();
         a.on_datagram(now, cfg, &h, datagram, d, &mut Vec::new())
     }

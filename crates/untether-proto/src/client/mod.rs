@@ -34,14 +34,14 @@ use crate::{GoneReason, Micros};
 pub use config::ClientConfig;
 pub use types::{ClientEvent, ClientPathStats, ClientStats, Route};
 
-use admission::{Admission, Step, Tick};
+use admission::{Initiator, Step, Tick};
 use channels::Channels;
 use connection::Connection;
 use stream::Stream;
 
 enum State {
     /// The handshake, until the host's Accept.
-    Connecting(Box<Admission>),
+    Connecting(Box<Initiator>),
     Connected(Box<Connected>),
     Closed,
 }
@@ -94,7 +94,7 @@ impl ClientSession {
             *b ^= s;
         }
         let mut rng = SessionRng::from_seed(seed);
-        let state = match Admission::start(&cfg, &mut rng, now) {
+        let state = match Initiator::start(&cfg, &mut rng, now) {
             Ok(a) => State::Connecting(Box::new(a)),
             Err(_) => State::Closed,
         };

@@ -1,5 +1,5 @@
 //! The application's commands and queries on [`HostSession`]: each a thin delegation to the
-//! part it concerns ([`Admission`](super::admission), [`Roles`](super::roles), the
+//! part it concerns ([`Responder`](super::admission), [`Roles`](super::roles), the
 //! [`Stream`](super::stream), the peers). The session's driving (datagrams in, timers,
 //! datagrams and events out) and the glue between its parts are in `mod.rs`.
 
@@ -25,12 +25,12 @@ use crate::{GoneReason, Micros};
 impl HostSession {
     /// Allows a client key (approved by the user); removes its access request.
     pub fn allow_client(&mut self, key: PublicKey) {
-        self.admission.allow(key);
+        self.responder.allow(key);
     }
 
     /// Revokes a client key; ends its session if it is connected.
     pub fn revoke_client(&mut self, now: Micros, key: PublicKey) {
-        self.admission.revoke(key);
+        self.responder.revoke(key);
         if let Some(i) = self.peers.iter().position(|p| p.info.key == key) {
             self.end_peer(now, i, ByeReason::Closed, GoneReason::Bye);
         }
@@ -38,40 +38,53 @@ impl HostSession {
 
     /// Whether a key is allowed.
     pub fn is_allowed(&self, key: &PublicKey) -> bool {
-        self.admission.is_allowed(key)
+        self.responder.is_allowed(key)
+    }
+
+    /// Hands the session the host's one admission ([`crate::admission::Admission`]), shared
+    /// with its other doors (browsers, RTSP): PIN handshakes take from the same per-address
+    /// budget, and wrong guesses anywhere refuse the address everywhere. A session made alone
+    /// keeps an admission of its own.
+    pub fn share_admission(&mut self, admission: crate::admission::Admission) {
+        self.responder.share_admission(admission);
+    }
+
+    /// The admission PIN handshakes go through.
+    pub fn admission(&self) -> &crate::admission::Admission {
+        self.responder.admission()
     }
 
     /// Sets (or clears) the one-time PIN the host accepts for pairing. PIN handshakes in
     /// progress under another PIN are dropped (they could never be checked).
     pub fn set_pin(&mut self, pin: Option<PairingPin>) {
-        self.admission.set_pin(pin);
+        self.responder.set_pin(pin);
     }
 
     /// The active PIN, if any.
     pub fn pin(&self) -> Option<&PairingPin> {
-        self.admission.pin()
+        self.responder.pin()
     }
 
     /// Pending access requests, oldest first (at most `max_access_requests`: beyond, a new
     /// one takes the place of the least recently asked of the busiest address; one not
     /// repeated within `access_request_ttl_us` is forgotten).
     pub fn access_requests(&self) -> impl Iterator<Item = &AccessRequest> {
-        self.admission.requests()
+        self.responder.requests()
     }
 
     /// Denies (forgets) an access request.
     pub fn deny_request(&mut self, key: &PublicKey) {
-        self.admission.deny(key);
+        self.responder.deny(key);
     }
 
     /// The next pairing event.
     pub fn poll_pairing_event(&mut self) -> Option<PairingEvent> {
-        self.admission.poll_pairing_event()
+        self.responder.poll_pairing_event()
     }
 
     /// Handshakes in progress (bounded by `max_handshakes`).
     pub fn handshakes_in_progress(&self) -> usize {
-        self.admission.handshakes_in_progress()
+        self.responder.handshakes_in_progress()
     }
 
     // ---- roles ---------------------------------------------------------------------------

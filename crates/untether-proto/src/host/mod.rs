@@ -63,7 +63,7 @@ pub use types::{
     PairingEvent, PairingPin, ReceiverKind, StreamState,
 };
 
-use admission::Admission;
+use admission::Responder;
 use health::Verdict;
 use peer::Peer;
 use roles::Roles;
@@ -88,7 +88,7 @@ pub struct HostSession {
     target_kbps: Option<u32>,
     /// Handshakes in progress, allowed and revoked keys, access requests, the PIN, the rate
     /// limits.
-    admission: Admission,
+    responder: Responder,
     /// Frame numbering, FEC, the resend store, the one keyframe gate.
     stream: Stream,
     rng: SessionRng,
@@ -118,11 +118,11 @@ impl HostSession {
             *b ^= s;
         }
         let mut rng = SessionRng::from_seed(seed);
-        let admission = Admission::new(&cfg, &rng.seed());
+        let responder = Responder::new(&cfg, &rng.seed());
         HostSession {
             limits: (cfg.params, cfg.rate),
             stream: Stream::new(cfg.keyframe_cooldown_us),
-            admission,
+            responder,
             rng,
             scratch: Vec::with_capacity(2048),
             cfg,
@@ -164,20 +164,20 @@ impl HostSession {
     // ---- receive -------------------------------------------------------------------------
 
     /// The handshake responder, with what it borrows of the session.
-    fn admission(&mut self) -> (&mut Admission, admission::Io<'_>) {
+    fn responder_io(&mut self) -> (&mut Responder, admission::Io<'_>) {
         let io = admission::Io {
             cfg: &self.cfg,
             rng: &mut self.rng,
             stats: &mut self.stats,
             transmits: &mut self.transmits,
         };
-        (&mut self.admission, io)
+        (&mut self.responder, io)
     }
 
-    /// A HelloFinish: [`Admission`] checks it; an authentic one is admitted here (or refused
+    /// A HelloFinish: [`Responder`] checks it; an authentic one is admitted here (or refused
     /// for the session's reasons: no room, no codec in common).
     fn on_finish(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8], len: usize) {
-        let (admission, mut io) = self.admission();
+        let (admission, mut io) = self.responder_io();
         match admission.on_finish(now, from, cid, msg3, len, &mut io) {
             admission::Finish::Done => {}
             admission::Finish::NotPending => self.on_finish_repeat(now, from, cid, msg3),
@@ -217,7 +217,7 @@ impl HostSession {
                 reason,
                 message: message.clone(),
             });
-            let (admission, mut io) = self.admission();
+            let (admission, mut io) = self.responder_io();
             admission.refuse(now, from, f, msg3, (reason, message), &mut io);
             return;
         }
@@ -345,7 +345,7 @@ impl HostSession {
             Ok(x) => x,
             Err(wire::WireError::Version(v)) => {
                 self.stats.malformed_datagrams += 1;
-                let (admission, mut io) = self.admission();
+                let (admission, mut io) = self.responder_io();
                 admission.version_negotiation(now, from, v, data.len(), &mut io);
                 return;
             }
@@ -356,7 +356,7 @@ impl HostSession {
         };
         match datagram {
             wire::Datagram::Hello(hello) => {
-                let (admission, mut io) = self.admission();
+                let (admission, mut io) = self.responder_io();
                 admission.on_hello(now, from, &header, hello, data.len(), &mut io)
             }
             wire::Datagram::HelloFinish(msg3) => {
@@ -416,7 +416,7 @@ impl HostSession {
             .iter()
             .filter_map(|p| p.poll_timeout(&self.cfg))
             .min();
-        let admission = self.admission.poll_timeout(&self.cfg);
+        let admission = self.responder.poll_timeout(&self.cfg);
         let hold = self.roles.hold_deadline();
         [admission, peers, self.stream.poll_timeout(), hold]
             .into_iter()
@@ -427,7 +427,7 @@ impl HostSession {
     /// Runs timers: silence and idle timeouts, keep-alives, role repeats, pings and path
     /// probes, handshake expiry, a join's deferred keyframe, the end of a hold on control.
     pub fn handle_timeout(&mut self, now: Micros) {
-        self.admission
+        self.responder
             .handle_timeout(now, &self.cfg, &mut self.stats);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
         let keepalive_us = self.cfg.params.keepalive_ms as u64 * 1000;

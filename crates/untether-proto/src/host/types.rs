@@ -293,6 +293,9 @@ pub struct HostStats {
     pub clients_silenced: u64,
     pub clients_heard_again: u64,
     pub pin_failures: u64,
+    /// PIN handshakes refused (or ignored) by the host's one admission before any work: their
+    /// address used up its budget, or guessed wrong too often at any door (browsers, RTSP).
+    pub pin_attempts_refused: u64,
     pub keyframe_requests_received: u64,
     pub keyframe_requests_honoured: u64,
     pub keyframe_requests_ignored_cooldown: u64,

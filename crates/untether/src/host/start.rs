@@ -116,6 +116,8 @@ pub(super) fn start(
     let size = (v.resolution.width, v.resolution.height);
     let sink = open_input_sink(setup, Some(scene_tx), &shared, size)?;
     let mut session = HostSession::new(host_cfg);
+    // One admission for every door: PIN handshakes here, browsers' offers, RTSP connections.
+    session.share_admission(setup.admission.clone());
     if let (None, Some(pin)) = (&pairing.dir, &pairing.pin) {
         session.set_pin(Some(PairingPin {
             pin: pin.clone(),

@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use super::super::{AccessPolicy, HostConfig, HostStats, PairingEvent};
-use super::Admission;
+use super::Responder;
+use crate::admission::{CredentialKind, Decision, Incoming, RefuseReason};
 use crate::crypto::Protection;
 use crate::handshake::{
     fingerprint, ClientInfoPayload, HostHandshake, Mode, PublicKey, SessionRng, SessionSetup,
@@ -88,7 +89,7 @@ impl Io<'_> {
     }
 }
 
-/// What became of a HelloFinish ([`Admission::on_finish`]).
+/// What became of a HelloFinish ([`Responder::on_finish`]).
 pub(in crate::host) enum Finish {
     /// Answered (a repeated Reject) or dropped here.
     Done,
@@ -96,7 +97,7 @@ pub(in crate::host) enum Finish {
     /// repeat (its Accept was lost); the session looks among its peers.
     NotPending,
     /// Message 3 is authentic: the session admits the client, or refuses it
-    /// ([`Admission::refuse`]).
+    /// ([`Responder::refuse`]).
     Authenticated(Box<Finished>),
 }
 
@@ -118,7 +119,7 @@ impl Finished {
     }
 }
 
-impl Admission {
+impl Responder {
     /// Answers a datagram of another protocol version with the versions this host speaks.
     pub(in crate::host) fn version_negotiation(
         &mut self,
@@ -196,13 +197,7 @@ impl Admission {
         if !allowed {
             io.stats.handshakes_rate_limited += 1;
             if !validated {
-                let token = self.make_token(now, from, cid, now / RETRY_SLOT_US);
-                let mut out = Vec::with_capacity(HEADER_LEN + token.len());
-                encode_handshake(&Header::new(PacketType::Retry, cid, 0), &token, &mut out);
-                if out.len() <= AMPLIFICATION_FACTOR as usize * len {
-                    io.stats.retries_sent += 1;
-                    io.reply(from, out);
-                }
+                self.send_retry(now, from, cid, len, io);
             }
             return;
         }
@@ -216,6 +211,42 @@ impl Admission {
                 format!("unknown handshake mode {}", hello.mode),
             );
         };
+        if mode == Mode::Pin {
+            // A PIN is a guessable credential: the host's one admission decides first (the
+            // address's budget, and its wrong guesses at every door: browsers, RTSP, here).
+            let incoming = Incoming::datagram(from.ip(), CredentialKind::Pin, validated);
+            match self.gate.decide(now, &incoming) {
+                Decision::Accept => {}
+                // An address not proved yet (it may be spoofed) gets a Retry, small and
+                // stateless, rather than silence: a real client proves its address and its
+                // next Hello hears why it is refused.
+                Decision::Retry | Decision::Ignore => {
+                    io.stats.pin_attempts_refused += 1;
+                    return self.send_retry(now, from, cid, len, io);
+                }
+                Decision::Refuse {
+                    reason,
+                    retry_after_us,
+                } => {
+                    io.stats.pin_attempts_refused += 1;
+                    let why = match reason {
+                        RefuseReason::Budget => "too many pairing attempts",
+                        RefuseReason::WrongCredentials => "too many wrong PINs, links or passwords",
+                    };
+                    return cleartext_reject(
+                        io,
+                        from,
+                        cid,
+                        AMPLIFICATION_FACTOR * len as u64,
+                        RejectReason::Pin,
+                        format!(
+                            "{why} came from this address: try again in {} s",
+                            retry_after_us.div_ceil(1_000_000)
+                        ),
+                    );
+                }
+            }
+        }
         let pin = match mode {
             Mode::Known => None,
             Mode::Pin => match &self.pin {
@@ -247,7 +278,7 @@ impl Admission {
                 .iter()
                 .map(|p| (p.addr.ip(), p.created_us))
                 .collect();
-            if let Some(victim) = super::fair_victim(&entries) {
+            if let Some(victim) = crate::admission::fair_victim(&entries) {
                 self.pending.remove(victim);
                 io.stats.handshakes_evicted += 1;
             }
@@ -322,6 +353,18 @@ impl Admission {
     /// or wrong-PIN one is dropped (a PIN failure answered and counted against the PIN); an
     /// authentic one is taken out of the table, paired (PIN mode) or judged against the
     /// allowlist, and handed to the session.
+    /// A Retry (small, stateless) to an address that has not proved it receives: its next
+    /// Hello carries the token.
+    fn send_retry(&self, now: Micros, from: SocketAddr, cid: u64, len: usize, io: &mut Io<'_>) {
+        let token = self.make_token(now, from, cid, now / RETRY_SLOT_US);
+        let mut out = Vec::with_capacity(HEADER_LEN + token.len());
+        encode_handshake(&Header::new(PacketType::Retry, cid, 0), &token, &mut out);
+        if out.len() <= AMPLIFICATION_FACTOR as usize * len {
+            io.stats.retries_sent += 1;
+            io.reply(from, out);
+        }
+    }
+
     pub(in crate::host) fn on_finish(
         &mut self,
         now: Micros,
@@ -404,6 +447,8 @@ impl Admission {
                 io.stats.handshakes_failed += 1;
                 if mode == Mode::Pin {
                     io.stats.pin_failures += 1;
+                    let guess = Incoming::datagram(from.ip(), CredentialKind::Pin, true);
+                    self.gate.checked(now, &guess, false);
                     let left = match &mut self.pin {
                         Some(pin) => {
                             pin.attempts_left = pin.attempts_left.saturating_sub(1);
@@ -432,6 +477,11 @@ impl Admission {
         };
         // Message 3 is authentic: it counts towards the address's budget.
         p.received += len as u64;
+        if p.mode == Mode::Pin {
+            // The right PIN: the address's streak of wrong ones ends.
+            let right = Incoming::datagram(from.ip(), CredentialKind::Pin, true);
+            self.gate.checked(now, &right, true);
+        }
         // The client proved it received message 2: the address is validated.
         let p = self.pending.remove(i);
         io.stats.handshakes_completed += 1;

@@ -1,6 +1,6 @@
 //! Who may open a session: the handshakes in progress, the allowed and revoked keys, the
 //! pending access requests (bounded, per-address limited, expiring), the one-time PIN and its
-//! attempts, the handshake rate buckets and the Retry key. [`Admission`] owns that state; the
+//! attempts, the handshake rate buckets and the Retry key. [`Responder`] owns that state; the
 //! handshake responder ([`handshake`]) drives it for the session.
 
 mod handshake;
@@ -12,6 +12,7 @@ use super::{AccessRequest, HostConfig, HostStats, PairingEvent, PairingPin};
 use crate::handshake::PublicKey;
 use crate::Micros;
 
+use crate::admission::{fair_victim, Admission, AdmissionConfig};
 pub(super) use handshake::{Finish, Finished, Io};
 use handshake::{Pending, RETRY_SLOT_US};
 pub use handshake::{AMPLIFICATION_FACTOR, HANDSHAKE_REPEAT_ANSWER_US};
@@ -51,56 +52,9 @@ impl Bucket {
     }
 }
 
-/// The network an address is judged with for fair shares: its /24 (IPv4, and IPv4 mapped in
-/// IPv6) or its /64 (IPv6).
-fn network(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(a) => {
-            let o = a.octets();
-            IpAddr::from([o[0], o[1], o[2], 0])
-        }
-        IpAddr::V6(a) => match a.to_ipv4_mapped() {
-            Some(v4) => network(IpAddr::V4(v4)),
-            None => {
-                let mut o = a.octets();
-                o[8..].fill(0);
-                IpAddr::from(o)
-            }
-        },
-    }
-}
-
-/// Which entry of a full table makes room for a new one, given each entry's source address
-/// and age (the smaller, the older): the oldest entry of the address holding the most
-/// entries, within the network (/24, /64) holding the most. A flood from one address or one
-/// network pushes out its own entries first; a client with one entry loses it only when
-/// every address holds as many and its entry is the oldest (a waiting client renews its own
-/// every quarter second). `None` for an empty table.
-pub(super) fn fair_victim(entries: &[(IpAddr, Micros)]) -> Option<usize> {
-    let mut per_net: HashMap<IpAddr, usize> = HashMap::new();
-    let mut per_addr: HashMap<IpAddr, usize> = HashMap::new();
-    for (ip, _) in entries {
-        *per_net.entry(network(*ip)).or_default() += 1;
-        *per_addr.entry(*ip).or_default() += 1;
-    }
-    let most_net = per_net.values().copied().max()?;
-    let in_net = |ip: &IpAddr| per_net[&network(*ip)] == most_net;
-    let most_addr = entries
-        .iter()
-        .filter(|(ip, _)| in_net(ip))
-        .map(|(ip, _)| per_addr[ip])
-        .max()?;
-    entries
-        .iter()
-        .enumerate()
-        .filter(|(_, (ip, _))| in_net(ip) && per_addr[ip] == most_addr)
-        .min_by_key(|(_, (_, age))| *age)
-        .map(|(i, _)| i)
-}
-
-/// Admission state of the host (private: the handshake responder and the pairing API below
+/// Responder state of the host (private: the handshake responder and the pairing API below
 /// are its only users).
-pub(super) struct Admission {
+pub(super) struct Responder {
     pending: Vec<Pending>,
     allowed: HashSet<PublicKey>,
     revoked: HashSet<PublicKey>,
@@ -113,11 +67,15 @@ pub(super) struct Admission {
     validated_bucket: Bucket,
     retry_key: ring::hmac::Key,
     pairing: VecDeque<PairingEvent>,
+    /// The host's one admission (its per-address budget and wrong-credential throttle), shared
+    /// with the browsers' and RTSP's doors when the host hands it over
+    /// ([`super::HostSession::share_admission`]); PIN handshakes go through it.
+    gate: Admission,
 }
 
-impl Admission {
-    pub(super) fn new(cfg: &HostConfig, retry_secret: &[u8]) -> Admission {
-        Admission {
+impl Responder {
+    pub(super) fn new(cfg: &HostConfig, retry_secret: &[u8]) -> Responder {
+        Responder {
             pending: Vec::new(),
             allowed: cfg.allowed_clients.iter().copied().collect(),
             revoked: cfg.revoked_clients.iter().copied().collect(),
@@ -131,7 +89,17 @@ impl Admission {
             ),
             retry_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, retry_secret),
             pairing: VecDeque::new(),
+            gate: Admission::new(AdmissionConfig::default()),
         }
+    }
+
+    /// Uses `gate` (the host's one admission) from now on.
+    pub(super) fn share_admission(&mut self, gate: Admission) {
+        self.gate = gate;
+    }
+
+    pub(super) fn admission(&self) -> &Admission {
+        &self.gate
     }
 
     /// The next handshake or access request to expire.
@@ -302,7 +270,7 @@ impl Admission {
     }
 }
 
-impl Admission {
+impl Responder {
     /// Whether a key is allowed.
     pub(super) fn is_allowed(&self, key: &PublicKey) -> bool {
         self.allowed.contains(key)
@@ -366,9 +334,9 @@ mod tests {
     #[test]
     fn access_requests_are_bounded_limited_per_address_and_expire() {
         let c = cfg();
-        let mut a = Admission::new(&c, &[1; 32]);
+        let mut a = Responder::new(&c, &[1; 32]);
         let mut st = HostStats::default();
-        let mut note = |a: &mut Admission, now, n: u8, k: u8| {
+        let mut note = |a: &mut Responder, now, n: u8, k: u8| {
             a.note_access_request(now, addr(n), [k; 32], "fp", "name", &c, &mut st)
         };
         assert!(note(&mut a, 0, 1, 1).is_ok());
@@ -394,50 +362,9 @@ mod tests {
     }
 
     #[test]
-    fn the_busiest_network_then_address_makes_room_oldest_first() {
-        let v4 = |a: u8, b: u8| IpAddr::from([10, 0, a, b]);
-        // One network with three addresses, another with one.
-        let entries = [
-            (v4(1, 1), 50),
-            (v4(1, 2), 10),
-            (v4(1, 2), 40),
-            (v4(1, 3), 5),
-            (v4(2, 1), 1),
-        ];
-        // 10.0.1.0/24 is busiest; in it 10.0.1.2 holds two; its oldest is at 10.
-        assert_eq!(fair_victim(&entries), Some(1));
-        // Every address of the busiest network holds one: the oldest of them goes (not the
-        // older entry of the quieter network).
-        let flat = [
-            (v4(1, 1), 50),
-            (v4(1, 2), 30),
-            (v4(2, 1), 1),
-            (v4(1, 3), 20),
-        ];
-        assert_eq!(fair_victim(&flat), Some(3));
-        assert_eq!(fair_victim(&[]), None);
-        // IPv6: /64 networks; an IPv4-mapped address counts with its IPv4 network.
-        let six = |last: u16, net: u16| IpAddr::from([0x2001, 0xdb8, 0, net, 0, 0, 0, last]);
-        let entries = [
-            (six(1, 1), 9),
-            (six(2, 1), 8),
-            (six(3, 2), 1),
-            (
-                IpAddr::from(std::net::Ipv4Addr::new(10, 0, 9, 1).to_ipv6_mapped()),
-                0,
-            ),
-            (v4(9, 2), 3),
-            (v4(9, 3), 2),
-        ];
-        assert_eq!(network(entries[3].0), network(v4(9, 7)));
-        // 10.0.9.0/24 holds three (mapped one included), its oldest is the mapped one.
-        assert_eq!(fair_victim(&entries), Some(3));
-    }
-
-    #[test]
     fn allowing_or_revoking_a_key_takes_its_request_away() {
         let c = cfg();
-        let mut a = Admission::new(&c, &[1; 32]);
+        let mut a = Responder::new(&c, &[1; 32]);
         let mut st = HostStats::default();
         for k in 1..=2 {
             let _ = a.note_access_request(0, addr(k), [k; 32], "fp", "n", &c, &mut st);
@@ -452,7 +379,7 @@ mod tests {
 
     #[test]
     fn a_retry_token_is_bound_to_its_address_id_and_slot() {
-        let a = Admission::new(&cfg(), &[1; 32]);
+        let a = Responder::new(&cfg(), &[1; 32]);
         let t = a.make_token(0, addr(1), 7, 0);
         assert!(a.token_valid(0, addr(1), 7, &t));
         assert!(a.token_valid(RETRY_SLOT_US, addr(1), 7, &t));
