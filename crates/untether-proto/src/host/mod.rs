@@ -22,7 +22,11 @@
 //! [`admission`] (who may open a session), [`roles`] (the one authority on who controls, over
 //! native clients and receivers of other kinds: [`HostSession::attach_receiver`]), [`stream`]
 //! (frame numbering, FEC, the resend store with per-client budgets, the one keyframe gate with
-//! per-requester limits), and the peers ([`peer`]).
+//! per-requester limits), and the peers ([`peer`]: each [`Peer`](peer::Peer) in [`Peers`],
+//! looked up by [`ClientId`]). `impl HostSession` is in two files: this one (the driving, and
+//! the glue between the parts: each part's methods take what they need of the session as
+//! arguments and return what the session must do) and [`api`] (the application's commands
+//! and queries, each delegating to a part).
 //!
 //! Security (docs/PROTOCOL.md): a Noise `XX` handshake authenticates both sides; every datagram
 //! after it is AEAD-protected; the client's static key must be on the allowlist (or paired with
