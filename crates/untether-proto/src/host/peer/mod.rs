@@ -88,11 +88,8 @@ pub(super) struct Peer {
     accept_sent_us: Micros,
     role: ClientRole,
     input_granted: bool,
-    /// The role (and flags) last told, its version, and whether the client acknowledged it.
-    role_version: u16,
-    role_told: Option<(ClientRole, u8)>,
-    role_acked: bool,
-    role_sent_us: Micros,
+    /// The Role frame as last told, until acknowledged.
+    told: RoleTold,
     /// Joined, and not yet sent a frame it can start decoding on.
     awaiting_entry: bool,
     /// Nothing heard from it for `silence_us`: sent nothing until heard again.
@@ -149,10 +146,7 @@ impl Peer {
             accept_sent_us: now,
             role: ClientRole::Viewer,
             input_granted: false,
-            role_version: 0,
-            role_told: None,
-            role_acked: false,
-            role_sent_us: now,
+            told: RoleTold::new(now),
             awaiting_entry: true,
             silent: false,
             health: ViewerHealth::new(cfg.health),
@@ -233,11 +227,7 @@ impl Peer {
         } else {
             Micros::MAX
         };
-        let role = if self.role_told.is_some() && !self.role_acked {
-            self.role_sent_us + ROLE_REPEAT_US
-        } else {
-            Micros::MAX
-        };
+        let role = self.told.repeat_at().unwrap_or(Micros::MAX);
         let state = match self.state_tx.key_count() {
             0 => Micros::MAX,
             _ => self.state_tx.poll_timeout().unwrap_or(Micros::MAX),
@@ -411,21 +401,15 @@ impl Peer {
         if self.health.is_paused() {
             flags |= role_flags::PAUSED;
         }
-        if self.role_told == Some((self.role, flags)) {
-            return;
+        if self.told.tell(self.role, flags) {
+            self.tell_role_again(now, stats);
         }
-        self.role_version = self.role_version.wrapping_add(1);
-        self.role_told = Some((self.role, flags));
-        self.role_acked = false;
-        self.tell_role_again(now, stats);
     }
 
     /// The client acknowledged Role frame `version` (an older one's acknowledgement is not
     /// this one's).
     fn roles_acked(&mut self, version: u16) {
-        if version == self.role_version {
-            self.role_acked = true;
-        }
+        self.told.ack(version);
     }
 
     /// A viewer resumed (its health allows every frame again): its decoder needs a fresh
@@ -462,8 +446,7 @@ impl Peer {
         transmits: &mut VecDeque<Transmit>,
         control_out: &mut VecDeque<Transmit>,
     ) {
-        if self.role_told.is_some() && !self.role_acked && now >= self.role_sent_us + ROLE_REPEAT_US
-        {
+        if self.told.repeat_at().is_some_and(|t| now >= t) {
             self.tell_role_again(now, stats);
         }
         if now >= self.last_send_us + keepalive_us && self.pending.is_empty() {
@@ -503,17 +486,12 @@ impl Peer {
 
     /// Queues its current Role frame (again: it was not acknowledged).
     fn tell_role_again(&mut self, now: Micros, stats: &mut HostStats) {
-        let Some((role, flags)) = self.role_told else {
+        let Some(frame) = self.told.frame(now) else {
             return;
         };
         self.pending
             .retain(|f| !matches!(f, ControlFrame::Role { .. }));
-        self.pending.push(ControlFrame::Role {
-            role,
-            flags,
-            version: self.role_version,
-        });
-        self.role_sent_us = now;
+        self.pending.push(frame);
         stats.roles_sent += 1;
     }
 
@@ -535,6 +513,61 @@ impl Peer {
         queue_accept(&mut self.pending, self.params, beside);
         self.accept_sent_us = now;
         true
+    }
+}
+
+/// The role (and flags) last told a client, its version, and whether the client
+/// acknowledged it: a Role frame is repeated every [`ROLE_REPEAT_US`] until it is.
+struct RoleTold {
+    version: u16,
+    told: Option<(ClientRole, u8)>,
+    acked: bool,
+    sent_us: Micros,
+}
+
+impl RoleTold {
+    fn new(now: Micros) -> RoleTold {
+        RoleTold {
+            version: 0,
+            told: None,
+            acked: false,
+            sent_us: now,
+        }
+    }
+
+    /// Records `role` and `flags` as to be told, under a new version; false if that is what
+    /// was last told (nothing to send).
+    fn tell(&mut self, role: ClientRole, flags: u8) -> bool {
+        if self.told == Some((role, flags)) {
+            return false;
+        }
+        self.version = self.version.wrapping_add(1);
+        self.told = Some((role, flags));
+        self.acked = false;
+        true
+    }
+
+    /// The Role frame to send now (None: nothing told yet).
+    fn frame(&mut self, now: Micros) -> Option<ControlFrame> {
+        let (role, flags) = self.told?;
+        self.sent_us = now;
+        Some(ControlFrame::Role {
+            role,
+            flags,
+            version: self.version,
+        })
+    }
+
+    /// The client acknowledged `version` (an older one's acknowledgement is not this one's).
+    fn ack(&mut self, version: u16) {
+        if version == self.version {
+            self.acked = true;
+        }
+    }
+
+    /// When the frame is due again, while it is not acknowledged.
+    fn repeat_at(&self) -> Option<Micros> {
+        (self.told.is_some() && !self.acked).then_some(self.sent_us + ROLE_REPEAT_US)
     }
 }
 
