@@ -31,8 +31,8 @@ impl HostSession {
     /// Revokes a client key; ends its session if it is connected.
     pub fn revoke_client(&mut self, now: Micros, key: PublicKey) {
         self.responder.revoke(key);
-        if let Some(i) = self.peers.iter().position(|p| p.info.key == key) {
-            self.end_peer(now, i, ByeReason::Closed, GoneReason::Bye);
+        if let Some(id) = self.peers.by_key(&key) {
+            self.end_peer(now, id, ByeReason::Closed, GoneReason::Bye);
         }
     }
 
@@ -99,10 +99,9 @@ impl HostSession {
     /// Hands control to a connected client now (and whenever it reconnects); false if there
     /// is no such client.
     pub fn hand_control(&mut self, now: Micros, client: ClientId) -> bool {
-        let Some(i) = self.peer_index(client) else {
+        let Some(key) = self.peers.get(client).map(|p| p.info().key) else {
             return false;
         };
-        let key = self.peers[i].info.key;
         self.set_preferred_controller(now, Some(key));
         true
     }
@@ -175,8 +174,8 @@ impl HostSession {
     /// The role the one authority gives a native client or a receiver of another kind (None:
     /// no such id).
     pub fn role_of(&self, id: ClientId) -> Option<ClientRole> {
-        if let Some(i) = self.peer_index(id) {
-            return Some(self.roles.native_role(id, &self.peers[i].info.key).0);
+        if let Some(p) = self.peers.get(id) {
+            return Some(self.roles.native_role(id, &p.info().key).0);
         }
         self.roles.receiver_role(id)
     }
@@ -185,8 +184,8 @@ impl HostSession {
     /// a browser's while it controls), or a native viewer's with a grant. RTSP players and
     /// publications never.
     pub fn input_applies(&self, id: ClientId) -> bool {
-        if let Some(i) = self.peer_index(id) {
-            let (role, granted) = self.roles.native_role(id, &self.peers[i].info.key);
+        if let Some(p) = self.peers.get(id) {
+            let (role, granted) = self.roles.native_role(id, &p.info().key);
             return role == ClientRole::Controller || granted;
         }
         self.roles.receiver_input_applies(id)
@@ -227,11 +226,11 @@ impl HostSession {
     pub fn stats(&self) -> HostStats {
         let mut s = self.stats;
         self.stream.fill_stats(&mut s);
-        for p in &self.peers {
-            s.key_updates += p.protection.sealer.key_updates + p.protection.opener.key_updates;
+        for p in self.peers.iter() {
+            s.key_updates += p.key_updates();
         }
         if let Some(p) = self.controller_peer() {
-            s.state_out = p.state_tx.stats();
+            s.state_out = p.state_out_stats();
         }
         s
     }
@@ -248,12 +247,12 @@ impl HostSession {
     /// The controller (on a host serving one client: that client), if any client is
     /// connected.
     pub fn client(&self) -> Option<&ClientInfo> {
-        self.controller_peer().map(|p| &p.info)
+        self.controller_peer().map(Peer::info)
     }
 
     /// Every connected client, in the order they were admitted.
     pub fn clients(&self) -> impl Iterator<Item = &ClientInfo> {
-        self.peers.iter().map(|p| &p.info)
+        self.peers.iter().map(Peer::info)
     }
 
     /// How many clients are connected.
@@ -277,10 +276,8 @@ impl HostSession {
     /// (once: it is information, not state), the others beside their Accept.
     pub fn set_host_encoder(&mut self, e: Option<crate::wire::HostEncoder>) {
         if let Some(e) = &e {
-            for p in &mut self.peers {
-                p.pending
-                    .retain(|f| !matches!(f, wire::ControlFrame::HostEncoder(_)));
-                p.pending.push(wire::ControlFrame::HostEncoder(e.clone()));
+            for p in self.peers.iter_mut() {
+                p.tell_host_encoder(e);
             }
         }
         self.cfg.encoder = e;
@@ -292,19 +289,18 @@ impl HostSession {
 
     /// The controller's latest-wins state (pointer, head pose, …): the scene's.
     pub fn state(&self) -> Option<&StateReceiver> {
-        self.controller_peer().map(|p| &p.state)
+        self.controller_peer().map(Peer::state)
     }
 
     /// The newest value of one state key of the controller (the scene's pose).
     pub fn state_value(&self, key: StateKey) -> Option<StateEntry> {
         self.controller_peer()
-            .and_then(|p| p.state.get(key).copied())
+            .and_then(|p| p.state().get(key).copied())
     }
 
     /// The newest value of one state key of one client.
     pub fn state_value_of(&self, client: ClientId, key: StateKey) -> Option<StateEntry> {
-        let i = self.peer_index(client)?;
-        self.peers[i].state.get(key).copied()
+        self.peers.get(client)?.state().get(key).copied()
     }
 
     /// Fuzzing only: installs a connected client with the given secrets, skipping the
@@ -354,10 +350,8 @@ impl HostSession {
             now,
             connection_id,
         );
-        p.confirmed = true;
-        p.awaiting_entry = false;
-        p.pending.clear();
-        self.peers.push(p);
+        p.fuzz_confirm();
+        self.peers.insert(usize::MAX, p);
         self.assign_roles(now);
         Some(id)
     }
@@ -372,27 +366,16 @@ impl HostSession {
         ) {
             return;
         }
-        if let Some(peer) = self.peers.iter_mut().find(|p| p.info.addr == addr) {
-            peer.pending.push(frame);
+        if let Some(peer) = self.peers.by_addr_mut(addr) {
+            peer.queue(frame);
         }
     }
 
     /// Queues a frame's timing report for one client (its counts made relative to the first
     /// frame it was sent).
     pub fn send_frame_timing_to(&mut self, _now: Micros, client: ClientId, timing: FrameTiming) {
-        if let Some(i) = self.peer_index(client) {
-            let p = &mut self.peers[i];
-            let base = *p.timing_base.get_or_insert((
-                timing.captured.saturating_sub(1),
-                timing.encoded.saturating_sub(1),
-                timing.dropped,
-            ));
-            p.pending.push(wire::ControlFrame::FrameTiming(FrameTiming {
-                captured: timing.captured.saturating_sub(base.0),
-                encoded: timing.encoded.saturating_sub(base.1),
-                dropped: timing.dropped.saturating_sub(base.2),
-                ..timing
-            }));
+        if let Some(p) = self.peers.get_mut(client) {
+            p.queue_frame_timing(timing);
         }
     }
 
@@ -408,8 +391,8 @@ impl HostSession {
         first_out_us: u32,
         last_out_us: u32,
     ) {
-        if let Some(i) = self.peer_index(client) {
-            self.peers[i].pending.push(wire::ControlFrame::SliceTiming {
+        if let Some(p) = self.peers.get_mut(client) {
+            p.queue(wire::ControlFrame::SliceTiming {
                 frame_number,
                 slice_count,
                 first_out_us,
@@ -420,8 +403,7 @@ impl HostSession {
 
     /// Queues a frame's timing report for every client (counts made relative per client).
     pub fn send_frame_timing(&mut self, now: Micros, timing: FrameTiming) {
-        let ids: Vec<ClientId> = self.peers.iter().map(|p| p.info.id).collect();
-        for id in ids {
+        for id in self.peers.ids() {
             self.send_frame_timing_to(now, id, timing);
         }
     }
@@ -434,8 +416,8 @@ impl HostSession {
         let Some(id) = self.roles.controller() else {
             return;
         };
-        if let Some(i) = self.peer_index(id) {
-            self.peers[i].pending.push(wire::ControlFrame::FramePose {
+        if let Some(p) = self.peers.get_mut(id) {
+            p.queue(wire::ControlFrame::FramePose {
                 frame_number,
                 sample,
             });
@@ -452,15 +434,15 @@ impl HostSession {
         }
         self.published.insert(key, value);
         let mut ok = true;
-        for p in &mut self.peers {
-            ok &= p.state_tx.set(now, key, value);
+        for p in self.peers.iter_mut() {
+            ok &= p.publish(now, key, value);
         }
         ok
     }
 
     /// Staleness of the host → client state (the controller's; None without a client).
     pub fn state_staleness(&self, now: Micros) -> Option<Staleness> {
-        self.controller_peer().map(|p| p.state_tx.staleness(now))
+        self.controller_peer().map(|p| p.state_staleness(now))
     }
 
     /// Ends every session (host shutting down).
@@ -471,14 +453,14 @@ impl HostSession {
     /// Says goodbye to every client with `reason` (sent with the next datagrams; the sessions
     /// end once it is built).
     pub fn close_with(&mut self, _now: Micros, reason: ByeReason) {
-        for p in &mut self.peers {
-            p.pending.push(wire::ControlFrame::Bye { reason });
+        for p in self.peers.iter_mut() {
+            p.queue(wire::ControlFrame::Bye { reason });
         }
     }
 
     /// Says goodbye to one client and ends its session now.
     pub fn close_client(&mut self, now: Micros, client: ClientId, reason: ByeReason) {
-        if let Some(i) = self.peer_index(client) {
+        if self.peers.get(client).is_some() {
             let gone = match reason {
                 ByeReason::TooSlow => GoneReason::TooSlow,
                 ByeReason::Replaced => GoneReason::Replaced,
@@ -486,7 +468,7 @@ impl HostSession {
                 ByeReason::Failed => GoneReason::Failed,
                 ByeReason::Closed | ByeReason::Other => GoneReason::Bye,
             };
-            self.end_peer(now, i, reason, gone);
+            self.end_peer(now, client, reason, gone);
         }
     }
 
@@ -498,7 +480,7 @@ impl HostSession {
     /// Per-path counters and state of the controller's paths (one entry without multipath).
     pub fn path_stats(&self) -> Vec<PathStats> {
         self.controller_peer()
-            .map(|p| p.paths.stats())
+            .map(Peer::path_stats)
             .unwrap_or_default()
     }
 
@@ -515,7 +497,7 @@ impl HostSession {
         let mut body = Vec::with_capacity(packet.encoded_len());
         packet.encode(&mut body);
         let mut n = 0;
-        for peer in &mut self.peers {
+        for peer in self.peers.iter_mut() {
             n += peer.send_audio(
                 now,
                 &body,
@@ -630,7 +612,7 @@ impl HostSession {
         }
         let sending = stream::Sending {
             cfg: &self.cfg,
-            peers: &mut self.peers,
+            peers: self.peers.as_mut_slice(),
             controller: self.roles.controller(),
             stats: &mut self.stats,
             sched: &mut self.sched,

@@ -22,7 +22,11 @@
 //! [`admission`] (who may open a session), [`roles`] (the one authority on who controls, over
 //! native clients and receivers of other kinds: [`HostSession::attach_receiver`]), [`stream`]
 //! (frame numbering, FEC, the resend store with per-client budgets, the one keyframe gate with
-//! per-requester limits), and the peers ([`peer`]).
+//! per-requester limits), and the peers ([`peer`]: each [`Peer`](peer::Peer) in [`Peers`],
+//! looked up by [`ClientId`]). `impl HostSession` is in two files: this one (the driving, and
+//! the glue between the parts: each part's methods take what they need of the session as
+//! arguments and return what the session must do) and [`api`] (the application's commands
+//! and queries, each delegating to a part).
 //!
 //! Security (docs/PROTOCOL.md): a Noise `XX` handshake authenticates both sides; every datagram
 //! after it is AEAD-protected; the client's static key must be on the allowlist (or paired with
@@ -44,11 +48,11 @@ mod types;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use crate::handshake::{PublicKey, SessionRng};
+use crate::handshake::SessionRng;
 use crate::keyframe::KeyframeDecision;
 use crate::paths::MAX_PATHS;
 use crate::state::{StateKey, StateValue};
-use crate::wire::{self, ByeReason, RejectReason, SessionParams, HEADER_LEN};
+use crate::wire::{self, ByeReason, ClientRole, RejectReason, SessionParams, HEADER_LEN};
 use crate::{GoneReason, Micros, Transmit};
 
 pub use admission::{AMPLIFICATION_FACTOR, HANDSHAKE_REPEAT_ANSWER_US};
@@ -65,7 +69,7 @@ pub use types::{
 
 use admission::Responder;
 use health::Verdict;
-use peer::Peer;
+use peer::{Peer, Peers};
 use roles::Roles;
 use stream::keyframes::Requester;
 use stream::Stream;
@@ -77,7 +81,7 @@ const RATE_PING_INTERVAL_US: Micros = 100_000;
 pub struct HostSession {
     cfg: HostConfig,
     /// The connected clients, in the order they were admitted.
-    peers: Vec<Peer>,
+    peers: Peers,
     /// Each removed client's status as it left (its final counters), until taken.
     departed: Vec<ClientStatus>,
     /// The next id, for native clients and receivers of other kinds alike.
@@ -126,7 +130,7 @@ impl HostSession {
             rng,
             scratch: Vec::with_capacity(2048),
             cfg,
-            peers: Vec::new(),
+            peers: Peers::default(),
             departed: Vec::new(),
             next_client: 1,
             roles: Roles::new(),
@@ -140,25 +144,21 @@ impl HostSession {
         }
     }
 
-    /// Removes peer `i` and what the stream kept for it.
-    fn remove_peer(&mut self, i: usize) -> Peer {
-        let p = self.peers.remove(i);
-        self.stream.forget(p.info.id);
+    /// Removes a client and what the stream kept for it; its place in the admission order
+    /// with it. Its last status is kept for [`take_departed`](Self::take_departed).
+    fn remove_peer(&mut self, id: ClientId) -> Option<(usize, Peer)> {
+        let (i, p) = self.peers.remove(id)?;
+        self.stream.forget(id);
         // Bounded for an application that never asks.
         if self.departed.len() >= MAX_DEPARTED {
             self.departed.remove(0);
         }
         self.departed.push(p.status());
-        p
-    }
-
-    fn peer_index(&self, id: ClientId) -> Option<usize> {
-        self.peers.iter().position(|p| p.info.id == id)
+        Some((i, p))
     }
 
     fn controller_peer(&self) -> Option<&Peer> {
-        let id = self.roles.controller()?;
-        self.peers.iter().find(|p| p.info.id == id)
+        self.peers.get(self.roles.controller()?)
     }
 
     // ---- receive -------------------------------------------------------------------------
@@ -200,8 +200,8 @@ impl HostSession {
         let refusal = f
             .refusal
             .clone()
-            .or_else(|| peer::busy_refusal(&self.peers, &key, self.max_clients()));
-        let others = self.peers.iter().any(|p| p.info.key != key);
+            .or_else(|| self.peers.busy_refusal(&key, self.max_clients()));
+        let others = self.peers.iter().any(|p| p.info().key != key);
         let codec = self.cfg.choose_codec(others, &f.info.decodes());
         let refusal = refusal.or_else(|| {
             codec
@@ -225,17 +225,16 @@ impl HostSession {
         // and take its place (and its role: a controller that restarts stays in control).
         let mut place = self.peers.len();
         let mut was_controller = false;
-        if let Some(i) = self.peers.iter().position(|p| p.info.key == key) {
-            self.peers[i].pending.push(wire::ControlFrame::Bye {
-                reason: ByeReason::Replaced,
-            });
-            self.build_controls_of(now, i);
-            let old = self.remove_peer(i);
-            was_controller = self.roles.controller() == Some(old.info.id);
+        if let Some((i, old)) = self
+            .peers
+            .by_key(&key)
+            .and_then(|old| self.say_bye(now, old, ByeReason::Replaced))
+        {
+            was_controller = self.roles.controller() == Some(old.info().id);
             place = i;
             self.events.push_back(HostEvent::ClientGone {
-                client: old.info.id,
-                addr: old.info.addr,
+                client: old.info().id,
+                addr: old.info().addr,
                 reason: GoneReason::Replaced,
             });
         }
@@ -278,7 +277,7 @@ impl HostSession {
         // Roles first (the new client's Role rides beside its Accept), then its keyframe.
         let mark = self.events.len();
         self.assign_roles(now);
-        let role = self.peers[place].role;
+        let role = self.peers.get(id).map_or(ClientRole::Viewer, Peer::role);
         // (Its role is in ClientConnected: no RoleChanged for it.)
         let mut k = mark;
         while k < self.events.len() {
@@ -316,11 +315,7 @@ impl HostSession {
     /// dropped.
     fn on_finish_repeat(&mut self, now: Micros, from: SocketAddr, cid: u64, msg3: &[u8]) {
         let beside = peer::BesideAccept::of(&self.cfg);
-        let Some(peer) = self
-            .peers
-            .iter_mut()
-            .find(|p| p.handshake_cid == cid && p.info.addr == from)
-        else {
+        let Some(peer) = self.peers.by_handshake_mut(cid, from) else {
             self.stats.unknown_connection += 1;
             return;
         };
@@ -376,18 +371,25 @@ impl HostSession {
 
     // ---- send ----------------------------------------------------------------------------
 
-    /// Says `reason` to peer `i` (its Bye built now, sealed with its keys), removes it and
-    /// reports it gone.
-    fn end_peer(&mut self, now: Micros, i: usize, bye: ByeReason, gone: GoneReason) {
-        self.peers[i]
-            .pending
-            .push(wire::ControlFrame::Bye { reason: bye });
+    /// Says `bye` to a client (its Bye built now, sealed with its keys) and removes it; its
+    /// place in the admission order and its session as it was.
+    fn say_bye(&mut self, now: Micros, id: ClientId, bye: ByeReason) -> Option<(usize, Peer)> {
+        self.peers
+            .get_mut(id)?
+            .queue(wire::ControlFrame::Bye { reason: bye });
         // Flush the Bye now: the session is over whatever the application does next.
-        self.build_controls_of(now, i);
-        let p = self.remove_peer(i);
+        self.build_controls_of(now, id);
+        self.remove_peer(id)
+    }
+
+    /// Says `bye` to a client, removes it and reports it gone.
+    fn end_peer(&mut self, now: Micros, id: ClientId, bye: ByeReason, gone: GoneReason) {
+        let Some((_, p)) = self.say_bye(now, id, bye) else {
+            return;
+        };
         self.events.push_back(HostEvent::ClientGone {
-            client: p.info.id,
-            addr: p.info.addr,
+            client: id,
+            addr: p.info().addr,
             reason: gone,
         });
         self.assign_roles(now);
@@ -431,33 +433,35 @@ impl HostSession {
             .handle_timeout(now, &self.cfg, &mut self.stats);
         let idle_us = self.cfg.params.idle_timeout_ms as u64 * 1000;
         let keepalive_us = self.cfg.params.keepalive_ms as u64 * 1000;
-        let mut i = 0;
         // A client fell silent or left, or control was held for a key that did not come back:
         // control may pass on.
         let mut roles_due = self.roles.hold_deadline().is_some_and(|d| now >= d);
-        while i < self.peers.len() {
-            let p = &mut self.peers[i];
+        for id in self.peers.ids() {
+            let Some(p) = self.peers.get_mut(id) else {
+                continue;
+            };
             if p.fall_silent(now, &self.cfg) {
                 // Gone quiet (killed, out of range): no more video to its address, and if it
                 // controlled, control passes on now rather than at the idle timeout.
                 self.stats.clients_silenced += 1;
                 self.events.push_back(HostEvent::ClientSilent {
-                    client: p.info.id,
+                    client: id,
                     silent: true,
                 });
                 roles_due = true;
             }
-            if self.peers[i].idle(now, idle_us) {
-                let p = self.remove_peer(i);
-                self.events.push_back(HostEvent::ClientGone {
-                    client: p.info.id,
-                    addr: p.info.addr,
-                    reason: GoneReason::Timeout,
-                });
+            if p.idle(now, idle_us) {
+                if let Some((_, p)) = self.remove_peer(id) {
+                    self.events.push_back(HostEvent::ClientGone {
+                        client: id,
+                        addr: p.info().addr,
+                        reason: GoneReason::Timeout,
+                    });
+                }
                 roles_due = true;
                 continue;
             }
-            self.peers[i].handle_timeout(
+            p.handle_timeout(
                 now,
                 keepalive_us,
                 &mut self.stats,
@@ -465,7 +469,6 @@ impl HostSession {
                 &mut self.transmits,
                 &mut self.control_out,
             );
-            i += 1;
         }
         if roles_due {
             self.assign_roles(now);
@@ -478,33 +481,25 @@ impl HostSession {
     /// Picks the controller ([`Roles::decide`]) and tells every client whose role changed.
     fn assign_roles(&mut self, now: Micros) {
         // A silent client cannot control: nothing it sends arrives.
-        let natives: Vec<(ClientId, PublicKey)> = self
-            .peers
-            .iter()
-            .filter(|p| !p.silent)
-            .map(|p| (p.info.id, p.info.key))
-            .collect();
+        let natives = self.peers.natives();
         if let Some(want) = self.roles.decide(&natives, now) {
             if want.is_some() {
                 self.stats.controller_changes += 1;
             }
             // The bitrate follows the new controller's link.
-            let target = self
-                .controller_peer()
-                .and_then(|p| p.rate.as_ref())
-                .map(|r| r.target_kbps());
+            let target = self.controller_peer().and_then(Peer::target_kbps);
             if let Some(kbps) = target.filter(|&t| self.target_kbps.is_some_and(|o| o != t)) {
                 self.target_kbps = Some(kbps);
                 self.events.push_back(HostEvent::BitrateChanged { kbps });
             }
         }
         let mut resumed = false;
-        for p in &mut self.peers {
-            let (role, granted) = self.roles.native_role(p.info.id, &p.info.key);
+        for p in self.peers.iter_mut() {
+            let (role, granted) = self.roles.native_role(p.info().id, &p.info().key);
             if let Some(r) = p.take_role(role, granted) {
                 resumed |= r;
                 self.events.push_back(HostEvent::RoleChanged {
-                    client: p.info.id,
+                    client: p.info().id,
                     role,
                     input_granted: granted,
                 });
@@ -528,16 +523,19 @@ impl HostSession {
     fn on_protected(&mut self, now: Micros, from: SocketAddr, data: &[u8]) {
         let cid = u64::from_be_bytes(arr(&data[2..10]));
         let pn = u64::from_be_bytes(arr(&data[10..18]));
-        let Some(i) = self.peers.iter().position(|p| p.info.connection_id == cid) else {
+        let Some(peer) = self
+            .peers
+            .by_connection_id(cid)
+            .and_then(|id| self.peers.get_mut(id))
+        else {
             self.stats.unknown_connection += 1;
             return;
         };
-        let peer = &mut self.peers[i];
+        let id = peer.info().id;
         let Some(opened) = peer.open(now, from, pn, data, &mut self.scratch, &mut self.stats)
         else {
             return;
         };
-        let id = peer.info.id;
         if opened.heard_again {
             // Roles are decided again (control it lost while silent stays where it went,
             // unless its key is the preferred one); it is live from the next entry point.
@@ -557,11 +555,11 @@ impl HostSession {
         };
         for f in frames {
             // A frame may end the session (Bye, a dropped viewer): the rest is not for anyone.
-            let Some(i) = self.peer_index(id) else {
+            let is_controller = self.roles.controller() == Some(id);
+            let Some(peer) = self.peers.get_mut(id) else {
                 return;
             };
-            let is_controller = self.roles.controller() == Some(id);
-            let action = self.peers[i].on_control(
+            let action = peer.on_control(
                 now,
                 from,
                 f,
@@ -570,14 +568,13 @@ impl HostSession {
                 &mut self.events,
             );
             if let Some(action) = action {
-                self.on_peer_action(now, i, action);
+                self.on_peer_action(now, id, action);
             }
         }
     }
 
     /// What a peer's control frame asks of the session.
-    fn on_peer_action(&mut self, now: Micros, i: usize, action: peer::Action) {
-        let id = self.peers[i].info.id;
+    fn on_peer_action(&mut self, now: Micros, id: ClientId, action: peer::Action) {
         match action {
             peer::Action::Keyframe { lost_frame, paused } => {
                 let who = self.roles.requester(id);
@@ -592,28 +589,28 @@ impl HostSession {
                     self.target_kbps = Some(kbps);
                     self.events.push_back(HostEvent::BitrateChanged { kbps });
                 }
-                self.on_verdict(now, i, verdict);
+                self.on_verdict(now, id, verdict);
             }
             peer::Action::Nack {
                 frame_number,
                 slice_index,
                 missing,
-            } => self.retransmit(now, i, frame_number, slice_index, &missing),
+            } => self.retransmit(now, id, frame_number, slice_index, &missing),
             peer::Action::Bye => {
-                let p = self.remove_peer(i);
-                self.events.push_back(HostEvent::ClientGone {
-                    client: p.info.id,
-                    addr: p.info.addr,
-                    reason: GoneReason::Bye,
-                });
+                if let Some((_, p)) = self.remove_peer(id) {
+                    self.events.push_back(HostEvent::ClientGone {
+                        client: id,
+                        addr: p.info().addr,
+                        reason: GoneReason::Bye,
+                    });
+                }
                 self.assign_roles(now);
             }
         }
     }
 
     /// Acts on a viewer's health verdict.
-    fn on_verdict(&mut self, now: Micros, i: usize, verdict: Verdict) {
-        let id = self.peers[i].info.id;
+    fn on_verdict(&mut self, now: Micros, id: ClientId, verdict: Verdict) {
         match verdict {
             Verdict::Keep => {}
             Verdict::Pause => {
@@ -622,21 +619,25 @@ impl HostSession {
                     client: id,
                     paused: true,
                 });
-                self.peers[i].tell_role(now, &mut self.stats);
+                if let Some(p) = self.peers.get_mut(id) {
+                    p.tell_role(now, &mut self.stats);
+                }
             }
             Verdict::Resume => {
                 self.events.push_back(HostEvent::ViewerPaused {
                     client: id,
                     paused: false,
                 });
-                self.peers[i].tell_role(now, &mut self.stats);
-                // Its decoder needs a fresh start: the next keyframe (within the cooldown).
-                self.peers[i].resume();
+                if let Some(p) = self.peers.get_mut(id) {
+                    p.tell_role(now, &mut self.stats);
+                    // Its decoder needs a fresh start: the next keyframe (within the cooldown).
+                    p.resume();
+                }
                 self.request_entry_point(now);
             }
             Verdict::Drop => {
                 self.stats.viewers_dropped += 1;
-                self.end_peer(now, i, ByeReason::TooSlow, GoneReason::TooSlow);
+                self.end_peer(now, id, ByeReason::TooSlow, GoneReason::TooSlow);
             }
         }
     }
@@ -644,14 +645,11 @@ impl HostSession {
     /// Builds the control datagrams of every client with frames pending; clients told Bye
     /// (the host closing) leave.
     fn build_controls(&mut self, now: Micros) {
-        let mut i = 0;
         let mut closed = false;
-        while i < self.peers.len() {
-            if self.build_controls_of(now, i) {
-                self.remove_peer(i);
+        for id in self.peers.ids() {
+            if self.build_controls_of(now, id) {
+                self.remove_peer(id);
                 closed = true;
-            } else {
-                i += 1;
             }
         }
         if closed {
@@ -659,11 +657,14 @@ impl HostSession {
         }
     }
 
-    /// Builds peer `i`'s pending control frames ([`Peer::build_controls`]) on `control_out`;
-    /// true if a Bye went out.
-    fn build_controls_of(&mut self, now: Micros, i: usize) -> bool {
+    /// Builds a client's pending control frames ([`Peer::build_controls`]) on
+    /// `control_out`; true if a Bye went out.
+    fn build_controls_of(&mut self, now: Micros, id: ClientId) -> bool {
         let max = self.cfg.params.max_datagram as usize;
-        self.peers[i].build_controls(
+        let Some(peer) = self.peers.get_mut(id) else {
+            return false;
+        };
+        peer.build_controls(
             now,
             max,
             &mut self.stats,
@@ -677,7 +678,7 @@ impl HostSession {
     fn retransmit(
         &mut self,
         now: Micros,
-        i: usize,
+        id: ClientId,
         frame_number: u32,
         slice_index: u8,
         missing: &[u16],
@@ -687,9 +688,12 @@ impl HostSession {
             self.cfg.params.fps as u32,
             self.cfg.params.max_datagram as u64,
         );
+        let Some(peer) = self.peers.get_mut(id) else {
+            return;
+        };
         self.stream.retransmit(
             now,
-            &mut self.peers[i],
+            peer,
             frame_number,
             slice_index,
             missing,
@@ -729,8 +733,8 @@ impl HostSession {
         let waiting: Vec<(ClientId, bool)> = self
             .peers
             .iter()
-            .filter(|p| p.awaiting_entry)
-            .map(|p| (p.info.id, self.roles.controller() != Some(p.info.id)))
+            .filter(|p| p.awaiting_entry())
+            .map(|p| (p.info().id, self.roles.controller() != Some(p.info().id)))
             .collect();
         if waiting.is_empty() {
             return;

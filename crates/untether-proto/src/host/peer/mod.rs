@@ -6,6 +6,7 @@
 
 mod control;
 mod out;
+mod peers;
 
 use std::collections::VecDeque;
 
@@ -14,16 +15,17 @@ use super::{ClientInfo, ClientStatus, HostConfig, HostStats};
 use super::{StreamState, HANDSHAKE_REPEAT_ANSWER_US, RATE_PING_INTERVAL_US};
 use crate::crypto::{Protection, TAG_LEN};
 use crate::fec::LossEstimator;
-use crate::handshake::PublicKey;
+
 use crate::paths::{Class, PathSet};
 use crate::rate::RateController;
 use crate::reliable::ReliableReceiver;
 use crate::state::{StateKey, StateReceiver, StateSender, StateValue};
 use crate::window::PacketWindow;
-use crate::wire::{self, role_flags, ClientRole, ControlFrame, Feedback, RejectReason, HEADER_LEN};
+use crate::wire::{self, role_flags, ClientRole, ControlFrame, Feedback, HEADER_LEN};
 use crate::{Micros, Transmit};
 
 pub(super) use control::Action;
+pub(super) use peers::Peers;
 
 /// How often an unconfirmed Accept is repeated ahead of video frames.
 pub(super) const ACCEPT_REPEAT_US: Micros = 15_000;
@@ -34,71 +36,68 @@ pub(super) const ROLE_REPEAT_US: Micros = 200_000;
 
 /// Per-client counters.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct PeerCounters {
-    pub frames_sent: u64,
-    pub frames_skipped: u64,
-    pub bytes_sent: u64,
-    pub datagrams_sent: u64,
-    pub parity_shards_sent: u64,
-    pub shards_retransmitted: u64,
-    pub keyframe_requests: u64,
-    pub inputs_received: u64,
-    pub inputs_dropped: u64,
+struct PeerCounters {
+    frames_sent: u64,
+    frames_skipped: u64,
+    bytes_sent: u64,
+    datagrams_sent: u64,
+    parity_shards_sent: u64,
+    shards_retransmitted: u64,
+    keyframe_requests: u64,
+    inputs_received: u64,
+    inputs_dropped: u64,
 }
 
 pub(super) struct Peer {
-    pub info: ClientInfo,
+    info: ClientInfo,
     /// The connection id of the client's handshake datagrams (a repeated HelloFinish means
     /// the Accept was lost).
-    pub handshake_cid: u64,
+    handshake_cid: u64,
     /// The client's message 3: only an identical copy is a repeat that may draw the Accept
     /// again (anything else with that connection id is forged).
-    pub handshake_msg3: Vec<u8>,
-    pub protection: Protection,
-    pub last_recv_us: Micros,
-    pub last_send_us: Micros,
-    pub next_pn: u64,
-    pub window: PacketWindow,
-    pub input: ReliableReceiver,
-    pub state: StateReceiver,
+    handshake_msg3: Vec<u8>,
+    protection: Protection,
+    last_recv_us: Micros,
+    last_send_us: Micros,
+    next_pn: u64,
+    window: PacketWindow,
+    input: ReliableReceiver,
+    state: StateReceiver,
     /// Host → client state (seeded with every published value when the client connects).
-    pub state_tx: StateSender,
+    state_tx: StateSender,
     /// What its Accept said: the stream's parameters, with the codec it was given and the
     /// stream's refresh period.
-    pub params: wire::SessionParams,
+    params: wire::SessionParams,
     /// Control frames waiting for the next control datagram.
-    pub pending: Vec<ControlFrame>,
-    pub feedback: Option<Feedback>,
+    pending: Vec<ControlFrame>,
+    feedback: Option<Feedback>,
     /// Downstream loss, from the client's Feedback (drives its adaptive FEC).
-    pub loss: LossEstimator,
+    loss: LossEstimator,
     /// The client's addresses (path 0: the handshake's) and the scheduler.
-    pub paths: PathSet,
+    paths: PathSet,
     /// Adaptive bitrate, when on (only the controller's sets the encoder's bitrate; a
     /// viewer's gives its queueing delay).
-    pub rate: Option<RateController>,
-    pub next_ping_us: Micros,
-    pub next_ping_id: u32,
+    rate: Option<RateController>,
+    next_ping_us: Micros,
+    next_ping_id: u32,
     /// Whether a protected datagram from the client has arrived since the Accept (so it has
     /// the Accept). Until then the Accept rides again ahead of each video frame, at most every
     /// [`ACCEPT_REPEAT_US`], for [`ACCEPT_REPEAT_FOR_US`]: a lost Accept otherwise costs the
     /// client's 200 ms HelloFinish repeat, a dozen frames it cannot read.
-    pub confirmed: bool,
-    pub accept_sent_us: Micros,
-    pub role: ClientRole,
-    pub input_granted: bool,
-    /// The role (and flags) last told, its version, and whether the client acknowledged it.
-    pub role_version: u16,
-    pub role_told: Option<(ClientRole, u8)>,
-    pub role_acked: bool,
-    pub role_sent_us: Micros,
+    confirmed: bool,
+    accept_sent_us: Micros,
+    role: ClientRole,
+    input_granted: bool,
+    /// The Role frame as last told, until acknowledged.
+    told: RoleTold,
     /// Joined, and not yet sent a frame it can start decoding on.
-    pub awaiting_entry: bool,
+    awaiting_entry: bool,
     /// Nothing heard from it for `silence_us`: sent nothing until heard again.
-    pub silent: bool,
-    pub health: ViewerHealth,
+    silent: bool,
+    health: ViewerHealth,
     /// The host's (captured, encoded, dropped) counts before its first frame.
-    pub timing_base: Option<(u32, u32, u32)>,
-    pub counters: PeerCounters,
+    timing_base: Option<(u32, u32, u32)>,
+    counters: PeerCounters,
 }
 
 impl Peer {
@@ -147,10 +146,7 @@ impl Peer {
             accept_sent_us: now,
             role: ClientRole::Viewer,
             input_granted: false,
-            role_version: 0,
-            role_told: None,
-            role_acked: false,
-            role_sent_us: now,
+            told: RoleTold::new(now),
             awaiting_entry: true,
             silent: false,
             health: ViewerHealth::new(cfg.health),
@@ -160,7 +156,7 @@ impl Peer {
     }
 
     /// The controller's input applies, and a viewer's with a grant.
-    pub fn input_applies(&self) -> bool {
+    fn input_applies(&self) -> bool {
         self.role == ClientRole::Controller || self.input_granted
     }
 
@@ -231,11 +227,7 @@ impl Peer {
         } else {
             Micros::MAX
         };
-        let role = if self.role_told.is_some() && !self.role_acked {
-            self.role_sent_us + ROLE_REPEAT_US
-        } else {
-            Micros::MAX
-        };
+        let role = self.told.repeat_at().unwrap_or(Micros::MAX);
         let state = match self.state_tx.key_count() {
             0 => Micros::MAX,
             _ => self.state_tx.poll_timeout().unwrap_or(Micros::MAX),
@@ -253,6 +245,97 @@ impl Peer {
 }
 
 impl Peer {
+    pub(in crate::host) fn info(&self) -> &ClientInfo {
+        &self.info
+    }
+
+    pub(in crate::host) fn role(&self) -> ClientRole {
+        self.role
+    }
+
+    /// Joined (or resumed), and not yet sent a frame it can start decoding on.
+    pub(in crate::host) fn awaiting_entry(&self) -> bool {
+        self.awaiting_entry
+    }
+
+    /// Its adaptive bitrate's target (None: adaptive bitrate off).
+    pub(in crate::host) fn target_kbps(&self) -> Option<u32> {
+        self.rate.as_ref().map(RateController::target_kbps)
+    }
+
+    /// Queues a control frame for its next control datagram.
+    pub(in crate::host) fn queue(&mut self, frame: ControlFrame) {
+        self.pending.push(frame);
+    }
+
+    /// Names the host's encoder to it (once: information, not state; a newer name replaces
+    /// one not yet sent).
+    pub(in crate::host) fn tell_host_encoder(&mut self, e: &wire::HostEncoder) {
+        self.pending
+            .retain(|f| !matches!(f, ControlFrame::HostEncoder(_)));
+        self.pending.push(ControlFrame::HostEncoder(e.clone()));
+    }
+
+    /// Queues a frame's timing report, its counts made relative to the first frame it was
+    /// sent.
+    pub(in crate::host) fn queue_frame_timing(&mut self, timing: wire::FrameTiming) {
+        let base = *self.timing_base.get_or_insert((
+            timing.captured.saturating_sub(1),
+            timing.encoded.saturating_sub(1),
+            timing.dropped,
+        ));
+        self.pending
+            .push(ControlFrame::FrameTiming(wire::FrameTiming {
+                captured: timing.captured.saturating_sub(base.0),
+                encoded: timing.encoded.saturating_sub(base.1),
+                dropped: timing.dropped.saturating_sub(base.2),
+                ..timing
+            }));
+    }
+
+    /// Key updates of both directions so far.
+    pub(in crate::host) fn key_updates(&self) -> u64 {
+        self.protection.sealer.key_updates + self.protection.opener.key_updates
+    }
+
+    /// Its latest-wins state (pointer, head pose, …).
+    pub(in crate::host) fn state(&self) -> &StateReceiver {
+        &self.state
+    }
+
+    /// Publishes a key of host → client state on its channel; false when its table is full.
+    pub(in crate::host) fn publish(
+        &mut self,
+        now: Micros,
+        key: StateKey,
+        value: StateValue,
+    ) -> bool {
+        self.state_tx.set(now, key, value)
+    }
+
+    /// The counters of its host → client state channel.
+    pub(in crate::host) fn state_out_stats(&self) -> crate::state::StateSenderStats {
+        self.state_tx.stats()
+    }
+
+    /// How stale its host → client state is.
+    pub(in crate::host) fn state_staleness(&self, now: Micros) -> crate::state::Staleness {
+        self.state_tx.staleness(now)
+    }
+
+    /// Per-path counters and state of its paths.
+    pub(in crate::host) fn path_stats(&self) -> Vec<crate::paths::PathStats> {
+        self.paths.stats()
+    }
+
+    /// Fuzzing only: as if the client had the Accept and its first picture.
+    #[cfg(fuzzing)]
+    pub(in crate::host) fn fuzz_confirm(&mut self) {
+        self.confirmed = true;
+        self.awaiting_entry = false;
+        self.pending.clear();
+    }
+
     /// Whether it is sent a frame ([`takes`](Self::takes)); a whole frame (its first slice)
     /// it is not sent is counted as skipped.
     pub(in crate::host) fn offered(
@@ -318,21 +401,15 @@ impl Peer {
         if self.health.is_paused() {
             flags |= role_flags::PAUSED;
         }
-        if self.role_told == Some((self.role, flags)) {
-            return;
+        if self.told.tell(self.role, flags) {
+            self.tell_role_again(now, stats);
         }
-        self.role_version = self.role_version.wrapping_add(1);
-        self.role_told = Some((self.role, flags));
-        self.role_acked = false;
-        self.tell_role_again(now, stats);
     }
 
     /// The client acknowledged Role frame `version` (an older one's acknowledgement is not
     /// this one's).
     fn roles_acked(&mut self, version: u16) {
-        if version == self.role_version {
-            self.role_acked = true;
-        }
+        self.told.ack(version);
     }
 
     /// A viewer resumed (its health allows every frame again): its decoder needs a fresh
@@ -369,8 +446,7 @@ impl Peer {
         transmits: &mut VecDeque<Transmit>,
         control_out: &mut VecDeque<Transmit>,
     ) {
-        if self.role_told.is_some() && !self.role_acked && now >= self.role_sent_us + ROLE_REPEAT_US
-        {
+        if self.told.repeat_at().is_some_and(|t| now >= t) {
             self.tell_role_again(now, stats);
         }
         if now >= self.last_send_us + keepalive_us && self.pending.is_empty() {
@@ -410,17 +486,12 @@ impl Peer {
 
     /// Queues its current Role frame (again: it was not acknowledged).
     fn tell_role_again(&mut self, now: Micros, stats: &mut HostStats) {
-        let Some((role, flags)) = self.role_told else {
+        let Some(frame) = self.told.frame(now) else {
             return;
         };
         self.pending
             .retain(|f| !matches!(f, ControlFrame::Role { .. }));
-        self.pending.push(ControlFrame::Role {
-            role,
-            flags,
-            version: self.role_version,
-        });
-        self.role_sent_us = now;
+        self.pending.push(frame);
         stats.roles_sent += 1;
     }
 
@@ -445,32 +516,59 @@ impl Peer {
     }
 }
 
-/// Why an authenticated client is refused for want of room: the host serves its maximum
-/// (a client whose key is connected replaces its old run, and is never refused for it).
-pub(super) fn busy_refusal(
-    peers: &[Peer],
-    key: &PublicKey,
-    max: usize,
-) -> Option<(RejectReason, String)> {
-    let replaces = peers.iter().any(|p| &p.info.key == key);
-    if replaces || peers.len() < max {
-        return None;
+/// The role (and flags) last told a client, its version, and whether the client
+/// acknowledged it: a Role frame is repeated every [`ROLE_REPEAT_US`] until it is.
+struct RoleTold {
+    version: u16,
+    told: Option<(ClientRole, u8)>,
+    acked: bool,
+    sent_us: Micros,
+}
+
+impl RoleTold {
+    fn new(now: Micros) -> RoleTold {
+        RoleTold {
+            version: 0,
+            told: None,
+            acked: false,
+            sent_us: now,
+        }
     }
-    let names: Vec<String> = peers
-        .iter()
-        .take(4)
-        .map(|p| format!("{:?}", p.info.name))
-        .collect();
-    Some((
-        RejectReason::Busy,
-        format!(
-            "the host serves its maximum of {max} client{} ({}{}); try again when one \
-             leaves, or raise host.max_clients (--max-clients) on the host",
-            if max == 1 { "" } else { "s" },
-            names.join(", "),
-            if peers.len() > 4 { ", …" } else { "" }
-        ),
-    ))
+
+    /// Records `role` and `flags` as to be told, under a new version; false if that is what
+    /// was last told (nothing to send).
+    fn tell(&mut self, role: ClientRole, flags: u8) -> bool {
+        if self.told == Some((role, flags)) {
+            return false;
+        }
+        self.version = self.version.wrapping_add(1);
+        self.told = Some((role, flags));
+        self.acked = false;
+        true
+    }
+
+    /// The Role frame to send now (None: nothing told yet).
+    fn frame(&mut self, now: Micros) -> Option<ControlFrame> {
+        let (role, flags) = self.told?;
+        self.sent_us = now;
+        Some(ControlFrame::Role {
+            role,
+            flags,
+            version: self.version,
+        })
+    }
+
+    /// The client acknowledged `version` (an older one's acknowledgement is not this one's).
+    fn ack(&mut self, version: u16) {
+        if version == self.version {
+            self.acked = true;
+        }
+    }
+
+    /// When the frame is due again, while it is not acknowledged.
+    fn repeat_at(&self) -> Option<Micros> {
+        (self.told.is_some() && !self.acked).then_some(self.sent_us + ROLE_REPEAT_US)
+    }
 }
 
 /// What travels in the same datagram as every Accept: the host's clock identity and its

@@ -107,7 +107,7 @@ impl Stream {
         // Who takes it, controller first (a client waiting for a picture starts at any slice
         // of an entry point: slices come in any order, and the rest of that frame follows).
         let mut order: Vec<usize> = (0..peers.len()).collect();
-        order.sort_by_key(|&i| Some(peers[i].info.id) != controller);
+        order.sort_by_key(|&i| Some(peers[i].info().id) != controller);
         let mut receivers = Vec::with_capacity(order.len());
         for i in order {
             if peers[i].offered(meta.keyframe, meta.entry_point, first_slice) {
@@ -202,7 +202,7 @@ impl Stream {
                 peer.seal_frame(now, class, meta, &shards, data, parity_shards, stats, sched);
             total += datagrams.len();
             out.push(ClientDatagrams {
-                client: peer.info.id,
+                client: peer.info().id,
                 datagrams,
             });
         }
@@ -242,10 +242,14 @@ impl Stream {
         queue: &mut VecDeque<Transmit>,
     ) {
         stats.shard_nacks_received += 1;
-        let Some(r) =
-            self.resend
-                .on_nack(now, peer.info.id, frame_number, slice_index, missing, shape)
-        else {
+        let Some(r) = self.resend.on_nack(
+            now,
+            peer.info().id,
+            frame_number,
+            slice_index,
+            missing,
+            shape,
+        ) else {
             stats.shard_nacks_too_late += 1;
             return;
         };
