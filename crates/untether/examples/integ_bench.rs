@@ -9,10 +9,14 @@
 //! `cargo run --release -p untether --example integ_bench [-- SECONDS]` (needs Xvfb, xeyes;
 //! SDL_AUDIODRIVER=dummy is set for the audio part).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "../tests/common/xvfb.rs"]
+mod xvfb;
+use xvfb::Xvfb;
 
 use untether::api::{ClientContext, Frame, HostContext};
 use untether::client::{run_client_with, ClientAudio, ClientIo, ClientOptions, ClientRun, Display};
@@ -103,37 +107,8 @@ fn app_mode(sync: bool, seconds: f64) -> (f64, f64, f64, u64) {
     )
 }
 
-struct Xvfb(std::process::Child, String);
-impl Drop for Xvfb {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn xvfb() -> Xvfb {
-    let n = 70 + std::process::id() % 20;
-    let child = Command::new("Xvfb")
-        .args([
-            &format!(":{n}"),
-            "-screen",
-            "0",
-            "1920x1080x24",
-            "-nolisten",
-            "tcp",
-            "-noreset",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("Xvfb");
-    let d = format!(":{n}");
-    let t = Instant::now();
-    while XtestReplay::open(Some(&d), (0, 0), PointerMode::Absolute).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "Xvfb did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Xvfb(child, d)
+    Xvfb::start("1920x1080x24").expect("Xvfb")
 }
 
 fn client_opts(host: std::net::SocketAddr, seconds: f64) -> ClientOptions {
@@ -169,11 +144,11 @@ fn main() {
     // 2. X11: a 1280x720 xeyes window on a 1920x1080 screen, its eyes kept moving.
     let x = xvfb();
     let mut xeyes = Command::new("xeyes")
-        .args(["-display", &x.1, "-geometry", "1280x720+100+100"])
+        .args(["-display", &x.display, "-geometry", "1280x720+100+100"])
         .spawn()
         .expect("xeyes (x11-apps)");
     std::thread::sleep(Duration::from_millis(800));
-    let mut cap = X11Capture::open(Some(&x.1), &CaptureTarget::Window("xeyes".into()))
+    let mut cap = X11Capture::open(Some(&x.display), &CaptureTarget::Window("xeyes".into()))
         .expect("capture xeyes");
     let mut grabs = Vec::new();
     for _ in 0..300 {
@@ -192,7 +167,7 @@ fn main() {
         pct(&mut g2, 99.0)
     );
     let mover = {
-        let d = x.1.clone();
+        let d = x.display.clone();
         std::thread::spawn(move || {
             let xt = XtestReplay::open(Some(&d), (0, 0), PointerMode::Absolute).expect("xtest");
             let t = Instant::now();
@@ -215,7 +190,7 @@ fn main() {
         opts.clone(),
         HostSetup {
             source: SourceSpec::X11 {
-                display: Some(x.1.clone()),
+                display: Some(x.display.clone()),
                 target: CaptureTarget::Window("xeyes".into()),
             },
             stamp: true,

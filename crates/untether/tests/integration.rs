@@ -4,9 +4,11 @@
 
 #[path = "common/arrival.rs"]
 mod arrival;
+#[path = "common/xvfb.rs"]
+mod xvfb;
 
 use std::io::{BufRead, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +22,7 @@ use untether_media::evdev::{Record, EV_ABS, EV_KEY, EV_REL, EV_SYN, SYN_REPORT};
 use untether_media::stamp::{self, Stamp};
 use untether_media::x11::{CaptureTarget, PointerMode, XtestReplay};
 use untether_proto::InputEvent;
+use xvfb::Xvfb;
 
 fn client_options(seconds: f64) -> ClientOptions {
     ClientOptions::headless(([127, 0, 0, 1], 0).into(), Duration::from_secs_f64(seconds))
@@ -31,72 +34,9 @@ fn host_options() -> HostOptions {
     o
 }
 
-/// An Xvfb of our own on a free display number; killed (by its pid) when dropped.
-struct Xvfb {
-    child: Child,
-    display: String,
-}
-
-impl Xvfb {
-    fn start(size: &str) -> Option<Xvfb> {
-        if Command::new("Xvfb").arg("-help").output().is_err() {
-            return None;
-        }
-        let base = 40 + (std::process::id() % 40);
-        for n in base..base + 40 {
-            if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-                || std::path::Path::new(&format!("/tmp/.X{n}-lock")).exists()
-            {
-                continue;
-            }
-            // -noreset: an X server resets when its last client leaves, and a connection made
-            // during the reset is refused (the readiness probe below is such a client; under
-            // load the test's own connection came during the reset: ConnectionReset).
-            let child = Command::new("Xvfb")
-                .args([
-                    &format!(":{n}"),
-                    "-screen",
-                    "0",
-                    size,
-                    "-nolisten",
-                    "tcp",
-                    "-noreset",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .ok()?;
-            let x = Xvfb {
-                child,
-                display: format!(":{n}"),
-            };
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
-                if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-                    && XtestReplay::open(Some(&x.display), (0, 0), PointerMode::Absolute).is_ok()
-                {
-                    return Some(x);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            return None;
-        }
-        None
-    }
-}
-
-impl Drop for Xvfb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn x11_capture_of_a_real_program_reaches_the_client_and_xtest_input_reaches_the_program() {
-    let Some(x) = Xvfb::start("1280x720x24") else {
-        panic!("Xvfb is needed (scripts/setup.sh installs it)");
-    };
+    let x = Xvfb::start("1280x720x24").expect("an Xvfb of the test's own");
     // xev: a real X program that prints every event its window receives.
     let mut xev = Command::new("xev")
         .args(["-display", &x.display, "-geometry", "400x300+0+0"])
@@ -247,9 +187,7 @@ fn x11_damage_is_grabbed_as_it_arrives_not_at_the_next_tick() {
         ChangeGCAux, ConnectionExt as _, CreateGCAux, CreateWindowAux, Rectangle, WindowClass,
     };
     use x11rb::wrapper::ConnectionExt as _;
-    let Some(x) = Xvfb::start("640x360x24") else {
-        panic!("Xvfb is needed (scripts/setup.sh installs it)");
-    };
+    let x = Xvfb::start("640x360x24").expect("an Xvfb of the test's own");
     // The drawing application: one window over the whole screen.
     let (conn, screen) = x11rb::connect(Some(&x.display)).expect("connect to the Xvfb");
     let root = conn.setup().roots[screen].root;
