@@ -16,7 +16,8 @@
 //! doors): it takes one attempt of its address's budget, and its wrong credentials count with
 //! the address's wrong links and PINs — after a few in a row the address is refused, its
 //! credentials unchecked, for a growing while (the log says so once per refusal, not per
-//! guess).
+//! guess). On an open server (no credentials) a connection's first DESCRIBE, SETUP or PLAY is
+//! its `Incoming` alike: a burst from one address beyond its budget is answered 503.
 //!
 //! Threads: gst-rtsp-server runs on its own GLib main loop (`host-rtsp`); its media pipelines
 //! have their GStreamer streaming threads. The host's threads only push into `appsrc`s.
@@ -267,10 +268,19 @@ impl Inner {
         lock(&self.conns).insert(conn_key(client), conn.clone());
         // These signals come before gst-rtsp-server checks the request's credentials: a
         // connection whose credentials were right (in an earlier request, or in this one:
-        // then at its next) is let in or turned away; others go on to that check.
+        // then at its next) is let in or turned away; others go on to that check. On an open
+        // server (no credentials, so no check) the connection's first request is its
+        // `Incoming` here: it takes one attempt of its address's budget like at every door,
+        // and an address refused there (or for wrong credentials elsewhere) gets 503.
         let admission = || {
             let (weak, conn) = (Arc::downgrade(self), conn.clone());
             move |_: &RTSPClient, _: &gst_rtsp_server::RTSPContext| match weak.upgrade() {
+                Some(inner)
+                    if inner.credentials.is_none()
+                        && !inner.may_try(&conn, CredentialKind::None) =>
+                {
+                    RTSPStatusCode::ServiceUnavailable
+                }
                 Some(inner)
                     if conn.authenticated.load(Ordering::Relaxed) && !inner.admit(&conn) =>
                 {

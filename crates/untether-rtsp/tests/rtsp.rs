@@ -704,3 +704,32 @@ fn a_budget_drained_by_browser_offers_is_drained_for_rtsp() {
         summary.consumers[0]
     );
 }
+
+/// An open server (no credentials) still draws on the host's one admission: each connection's
+/// first request is one attempt of its address's budget (8 at once, one more every 2 s), so a
+/// burst of connections from one address is turned away with 503 as at the host's other doors.
+#[test]
+fn an_open_server_draws_on_the_addresses_budget() {
+    let (host, server) = host_with(Access::Open, false, RtspToml::default());
+    let addr = server.local_addr();
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        let answer = describe(addr);
+        statuses.push(answer.split(' ').nth(1).unwrap_or("").to_string());
+        wait_for("the viewer to leave", || server.viewers() == 0);
+    }
+    assert!(
+        statuses[..8].iter().all(|s| s == "200"),
+        "the budget's burst was not let in: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().any(|s| s == "503"),
+        "an open server had no budget: {statuses:?}"
+    );
+    let summary = stop(host, &server);
+    assert!(
+        summary.consumers[0].refused >= 1,
+        "{:?}",
+        summary.consumers[0]
+    );
+}
