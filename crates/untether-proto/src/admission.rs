@@ -48,6 +48,8 @@ pub enum CredentialKind {
     Resume,
     /// RTSP digest credentials.
     RtspDigest,
+    /// A browser session's own secret, which ends it (`DELETE /whep/ID`).
+    SessionSecret,
 }
 
 impl CredentialKind {
@@ -60,6 +62,7 @@ impl CredentialKind {
             CredentialKind::LinkToken => "link",
             CredentialKind::Resume => "resume secret",
             CredentialKind::RtspDigest => "user/password",
+            CredentialKind::SessionSecret => "session secret",
         }
     }
 }

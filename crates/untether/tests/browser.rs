@@ -395,6 +395,31 @@ fn a_session_ends_only_with_its_secret_and_no_other_origin_may_ask() {
     let right = format!("Bearer {secret}");
     let r = request(&base, "DELETE", &location, &[("Authorization", &right)], "");
     assert_eq!(r.status, 200, "{}", r.body);
+    // Wrong secrets are guesses: after the free ones (counted afresh since the right link
+    // below) the address is refused unchecked, even with the right secret, and told when to
+    // come back.
+    let link = host.browser_link().unwrap();
+    let b = post_offer(&base, Some(&format!("token:{}", token_of(&link))));
+    assert_eq!(b.status, 201, "{}", b.body);
+    let location = b.header("Location").unwrap().to_string();
+    let right = format!("Bearer {}", b.header("X-Untether-Session").unwrap());
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let r = request(&base, "DELETE", &location, &[("Authorization", &wrong)], "");
+        statuses.push(r.status);
+        if r.status == 429 {
+            break;
+        }
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert!(
+        statuses.len() <= 6,
+        "more than the free guesses checked: {statuses:?}"
+    );
+    let r = request(&base, "DELETE", &location, &[("Authorization", &right)], "");
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert!(r.header("Retry-After").is_some());
+    assert!(r.body.contains("try again in"), "{}", r.body);
     host.stop();
 }
 

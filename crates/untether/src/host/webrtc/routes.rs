@@ -10,7 +10,9 @@
 //!   host's one admission, shared with its other doors) `429` with `Retry-After`, a body not
 //!   sent within
 //!   [`BODY_READ`] `408`;
-//! - `DELETE /whep/ID` with `Authorization: Bearer SECRET` — ends that session;
+//! - `DELETE /whep/ID` with `Authorization: Bearer SECRET` — ends that session; a wrong secret
+//!   (`403`) counts as a wrong credential of the host's one admission, and an address refused
+//!   there gets `429` unchecked;
 //! - `GET /clock` — the host's monotonic clock (`{"mono_us":…}`), for the page's clock mapping.
 //!
 //! No CORS header is sent: only the page itself (same origin) may use these.
@@ -88,7 +90,7 @@ impl Routes {
             (&Method::POST, "/whep") => self.post_offer(req, from).await,
             (&Method::DELETE, p) if p.starts_with("/whep/") => {
                 let id = p["/whep/".len()..].to_string();
-                self.delete(&id, &req).await
+                self.delete(&id, &req, from).await
             }
             (
                 &Method::GET | &Method::HEAD | &Method::POST | &Method::DELETE | &Method::OPTIONS,
@@ -125,14 +127,7 @@ impl Routes {
             Decision::Retry | Decision::Ignore => Some(("too many offers", 1_000_000)),
         };
         if let Some((what, retry_after_us)) = refused {
-            let secs = retry_after_us.div_ceil(1_000_000).max(1).to_string();
-            return with_headers(
-                text(
-                    429,
-                    &format!("{what} from {}: try again in {secs} s", from.ip()),
-                ),
-                &[("Retry-After", &secs)],
-            );
+            return too_many(what, from, retry_after_us);
         }
         let ctype = request_header(&req, "Content-Type").unwrap_or("");
         if !ctype
@@ -185,10 +180,22 @@ impl Routes {
         }
     }
 
-    /// `DELETE /whep/ID`: ends the session if the secret is its own.
-    async fn delete(&self, id: &str, req: &Request<Incoming>) -> Reply {
+    /// `DELETE /whep/ID`: ends the session if the secret is its own. It takes nothing of the
+    /// address's budget (it starts nothing), but an address refused for guessing is refused
+    /// here too, unchecked, and a wrong secret counts as a wrong credential (the driver tells
+    /// the admission).
+    async fn delete(&self, id: &str, req: &Request<Incoming>, from: SocketAddr) -> Reply {
         if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return text(404, "no such session");
+        }
+        let now = crate::clock::now_us();
+        if let Some(until) = self.admission.refused_until(now, from.ip()) {
+            self.admission.note_refused(now, from.ip());
+            return too_many(
+                "too many wrong links, PINs or secrets",
+                from,
+                until.saturating_sub(now),
+            );
         }
         let secret = request_header(req, "Authorization")
             .and_then(|v| v.trim().strip_prefix("Bearer "))
@@ -197,6 +204,7 @@ impl Routes {
         let cmd = WebRtcCommand::Delete {
             id: id.to_string(),
             secret,
+            from,
             reply: tx,
         };
         if !self.net.send(HostCommand::WebRtc(cmd)) {
@@ -219,6 +227,18 @@ impl super::http::Service for Routes {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Reply>>> {
         Box::pin(async move { self.answer(req, from).await })
     }
+}
+
+/// 429 with `Retry-After`: `what` came from `from`'s address too often.
+fn too_many(what: &str, from: SocketAddr, retry_after_us: u64) -> Reply {
+    let secs = retry_after_us.div_ceil(1_000_000).max(1).to_string();
+    with_headers(
+        text(
+            429,
+            &format!("{what} from {}: try again in {secs} s", from.ip()),
+        ),
+        &[("Retry-After", &secs)],
+    )
 }
 
 /// Why a request is refused: its status and a one-line reason.

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use str0m::change::SdpOffer;
 use str0m::Candidate as IceCandidate;
-use untether_proto::admission::{Admission, Failure, Incoming};
+use untether_proto::admission::{Admission, CredentialKind, Failure, Incoming};
 use untether_proto::{
     AudioPacket, ClientRole, InputRecord, KeyframeDecision, Micros, ReceiverKind,
 };
 
 use super::access::{BrowserCredentials, Credential, PinCheck, Refusal};
 use super::peer::{self, BrowserPeer, Clock, Kind, Out, PeerEvent};
-use super::resource::Resources;
+use super::resource::{DeleteRefusal, Resources};
 use super::roles::{BrowserControl, Numbered};
 use super::types::{route_source, rtc_config};
 use super::types::{Answer, OfferRequest, WebRtcCommand, WebRtcSummary};
@@ -177,8 +177,22 @@ impl WebRtc {
                 self.summary_for(&r);
                 let _ = reply.send(r);
             }
-            WebRtcCommand::Delete { id, secret, reply } => {
+            WebRtcCommand::Delete {
+                id,
+                secret,
+                from,
+                reply,
+            } => {
                 let r = self.resources.authorize(&id, secret.as_deref());
+                // Someone who knows a session's ID but not its secret is guessing: the one
+                // admission counts it with wrong links and PINs. An unknown ID is not counted
+                // (a page's DELETE after its session timed out finds none), nor a right
+                // secret as a success (ending one's own session proves nothing else).
+                if r == Err(DeleteRefusal::WrongSecret) {
+                    let incoming = Incoming::connection(from.ip(), CredentialKind::SessionSecret);
+                    let failure = self.admission.checked(now, &incoming, false);
+                    note_blocked(shared, from, failure);
+                }
                 if let Ok(session) = r {
                     if let Some(p) = self.peers.iter_mut().find(|p| p.id == session) {
                         p.close(&mut self.tmp);
@@ -256,17 +270,7 @@ impl WebRtc {
         // and so is its address at every other door of the host.
         let incoming = Incoming::connection(from.ip(), credential.kind());
         let failure = self.admission.checked(now, &incoming, checked.is_ok());
-        if let Some(Failure::Blocked {
-            failures, for_us, ..
-        }) = failure
-        {
-            shared.note(format!(
-                "{failures} wrong credentials from the browser at {}: its address is refused \
-                 for {} s",
-                from.ip(),
-                for_us.div_ceil(1_000_000)
-            ));
-        }
+        note_blocked(shared, from, failure);
         let admitted = checked
             .inspect_err(|e| shared.note(format!("refused browser at {from}: {}", e.reason)))?;
         // Admitted: now (and only now) the session's certificate and its Rtc.
@@ -576,6 +580,21 @@ fn kind_name(k: Kind) -> &'static str {
     }
 }
 
+/// The one note of a browser's address refused for its wrong credentials (the admission said
+/// so at the failure that started the refusal).
+fn note_blocked(shared: &HostShared, from: SocketAddr, failure: Option<Failure>) {
+    if let Some(Failure::Blocked {
+        failures, for_us, ..
+    }) = failure
+    {
+        shared.note(format!(
+            "{failures} wrong credentials from the browser at {}: its address is refused for {} s",
+            from.ip(),
+            for_us.div_ceil(1_000_000)
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,6 +659,7 @@ mod tests {
         let cmd = WebRtcCommand::Delete {
             id: id.into(),
             secret: secret.map(String::from),
+            from: "127.0.0.1:5555".parse().unwrap(),
             reply: tx,
         };
         w.handle_command(2, cmd, shared, &mut NoPins);
@@ -723,6 +743,42 @@ mod tests {
         assert_eq!(w.browsers(None), 2);
         let right = Some(a.resource.secret.as_str());
         assert_eq!(send_delete(&mut w, &a.resource.id, right, &shared), Ok(()));
+        assert_eq!(w.browsers(None), 1);
+    }
+
+    /// A wrong DELETE secret is a guess: the one admission counts it (an unknown ID or a
+    /// missing secret is not), and after the free ones the address is refused at every door.
+    #[test]
+    fn wrong_delete_secrets_teach_the_one_admission() {
+        let shared = HostShared::new((0, 0));
+        let mut w = webrtc(4);
+        let admission = w.admission.clone();
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let token = w.link_token(0);
+        let a = send_offer(&mut w, Credential::Token(token), &shared).unwrap();
+        for _ in 0..10 {
+            assert_eq!(
+                send_delete(&mut w, &"0".repeat(32), Some("x"), &shared),
+                Err(404)
+            );
+            assert_eq!(send_delete(&mut w, &a.resource.id, None, &shared), Err(401));
+        }
+        assert_eq!(admission.refused_until(2, ip), None);
+        let free = admission.config().free_failures;
+        for _ in 0..free {
+            let guess = Some("f".repeat(32));
+            assert_eq!(
+                send_delete(&mut w, &a.resource.id, guess.as_deref(), &shared),
+                Err(403)
+            );
+        }
+        let until = admission
+            .refused_until(2, ip)
+            .expect("refused after the free guesses");
+        assert_eq!(until, 2 + admission.config().first_block_us);
+        let pin = Incoming::connection(ip, CredentialKind::Pin);
+        assert!(!admission.decide(3, &pin).accepted());
+        // The session itself is untouched.
         assert_eq!(w.browsers(None), 1);
     }
 

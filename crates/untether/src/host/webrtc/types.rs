@@ -49,6 +49,7 @@ pub(crate) enum WebRtcCommand {
     Delete {
         id: String,
         secret: Option<String>,
+        from: std::net::SocketAddr,
         reply: oneshot::Sender<Result<(), DeleteRefusal>>,
     },
     Publish(Box<Publication>),
