@@ -142,11 +142,25 @@ impl HostSession {
     /// ([`role_of`](Self::role_of); a change is a
     /// [`HostEvent::ReceiverRoleChanged`](super::HostEvent::ReceiverRoleChanged)).
     pub fn attach_receiver(&mut self, now: Micros, kind: ReceiverKind) -> ClientId {
+        let id = self.new_receiver_id();
+        self.attach_receiver_as(now, id, kind);
+        id
+    }
+
+    /// An id from the one space of native clients and receivers, for a receiver that is known
+    /// (admitted) before it can receive: a browser is named by it from its offer on, and
+    /// attached under it ([`attach_receiver_as`](Self::attach_receiver_as)) once connected.
+    pub fn new_receiver_id(&mut self) -> ClientId {
         let id = ClientId(self.next_client);
         self.next_client = self.next_client.wrapping_add(1).max(1);
+        id
+    }
+
+    /// Registers receiver `id` (from [`new_receiver_id`](Self::new_receiver_id)) as
+    /// [`attach_receiver`](Self::attach_receiver) does.
+    pub fn attach_receiver_as(&mut self, now: Micros, id: ClientId, kind: ReceiverKind) {
         self.roles.attach(id, kind);
         self.assign_roles(now);
-        id
     }
 
     /// A receiver of another kind left (its role passes on by the same rule).

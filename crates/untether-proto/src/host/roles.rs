@@ -109,6 +109,9 @@ impl Roles {
     /// Registers a receiver of another kind (a viewer until [`decide`](Self::decide) says
     /// otherwise).
     pub(super) fn attach(&mut self, id: ClientId, kind: ReceiverKind) {
+        if self.receivers.iter().any(|r| r.id == id) {
+            return;
+        }
         self.receivers.push(Receiver {
             id,
             kind,

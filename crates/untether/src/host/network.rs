@@ -276,8 +276,7 @@ impl HostNet {
                 let k = self.bitrate_ceiling.map_or(kbps, |c| kbps.min(c));
                 let _ = self.encoder.send(EncoderEvent::Bitrate(k));
             }
-            // Browsers and RTSP players do not attach to the session yet (they keep
-            // their own roles and gate): no receiver of another kind changes role.
+            // A browser's or the publication's role (RTSP players are always viewers).
             HostEvent::ReceiverRoleChanged { receiver, role, .. } => {
                 if let Some(w) = &mut self.webrtc {
                     w.on_role(receiver, role, &self.shared, &mut self.epoch);
@@ -465,12 +464,12 @@ impl Endpoint for HostNet {
             HostCommand::Ask(a) => a.answer(self),
             HostCommand::WebRtc(c) => {
                 if let Some(w) = &mut self.webrtc {
-                    let mut pins = super::webrtc::SessionPins {
+                    let mut session = super::webrtc::SessionLink {
                         session: &mut self.session,
                         pairing: &mut self.pairing,
                         shared: &self.shared,
                     };
-                    w.handle_command(now, c, &self.shared, &mut pins);
+                    w.handle_command(now, c, &self.shared, &mut session);
                 }
             }
         }

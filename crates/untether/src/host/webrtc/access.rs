@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use untether_proto::admission::CredentialKind;
-use untether_proto::Micros;
+use untether_proto::{ClientId, Micros};
 
 /// What a page presents with its offer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,9 +77,13 @@ impl Refusal {
 }
 
 /// What a PIN check needs from the host's pairing state (the PIN lives in the session).
-pub(crate) trait PinCheck {
+/// What the browser layer asks of the protocol session while it admits a browser.
+pub(crate) trait SessionAccess {
     /// Whether `pin` is the live PIN: Ok uses it up; Err(attempts left) counts a wrong one.
     fn try_pin(&mut self, now: Micros, pin: &str) -> Result<(), Option<u32>>;
+    /// The admitted browser's id, from the one space of clients and receivers (the session
+    /// attaches it under this id once it is connected).
+    fn new_receiver_id(&mut self) -> ClientId;
 }
 
 /// A secret: 128 random bits from the OS's generator (`getrandom(2)`), as 32 hex digits.
@@ -117,14 +121,14 @@ const MAX_RESUME: usize = 64;
 #[derive(Clone, Copy, Debug)]
 struct Resume {
     expires_us: Micros,
-    session: Option<u64>,
+    session: Option<ClientId>,
 }
 
 /// An admitted page: its resume secret, and the session that secret held (to be replaced).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Admitted {
     pub resume: String,
-    pub replaces: Option<u64>,
+    pub replaces: Option<ClientId>,
 }
 
 /// The links and resume secrets of a host: the checker of a browser's credential (whether its
@@ -260,7 +264,7 @@ impl BrowserCredentials {
 
     /// The session a page presenting `cred` would replace (its resume secret's), without
     /// admitting anything.
-    pub fn replaces(&self, now: Micros, cred: &Credential) -> Option<u64> {
+    pub fn replaces(&self, now: Micros, cred: &Credential) -> Option<ClientId> {
         match cred {
             Credential::Resume(r) => {
                 let k = self.find_resume(now, r)?;
@@ -271,7 +275,7 @@ impl BrowserCredentials {
     }
 
     /// Gives the session `id` the resume secret `resume` (the one it was admitted with).
-    pub fn bind(&mut self, resume: &str, id: u64) {
+    pub fn bind(&mut self, resume: &str, id: ClientId) {
         if let Some(v) = self.resume.get_mut(resume) {
             v.session = Some(id);
         }
@@ -283,7 +287,7 @@ impl BrowserCredentials {
         &mut self,
         now: Micros,
         cred: &Credential,
-        pins: &mut dyn PinCheck,
+        pins: &mut dyn SessionAccess,
     ) -> Result<Admitted, Refusal> {
         let ok =
             match cred {
@@ -416,7 +420,7 @@ mod tests {
     use super::*;
 
     struct Pins(Option<(String, u32)>);
-    impl PinCheck for Pins {
+    impl SessionAccess for Pins {
         fn try_pin(&mut self, _now: Micros, pin: &str) -> Result<(), Option<u32>> {
             match &mut self.0 {
                 Some((p, _)) if p == pin => {
@@ -429,6 +433,9 @@ mod tests {
                 }
                 None => Err(None),
             }
+        }
+        fn new_receiver_id(&mut self) -> ClientId {
+            ClientId(1)
         }
     }
 
@@ -465,21 +472,24 @@ mod tests {
         let t = a.link_token(0);
         let first = a.admit(1, &Credential::Token(t), &mut pins).unwrap();
         assert_eq!(first.replaces, None);
-        a.bind(&first.resume, 10);
+        a.bind(&first.resume, ClientId(10));
         let cred = Credential::Resume(first.resume.clone());
-        assert_eq!(a.replaces(2, &cred), Some(10));
+        assert_eq!(a.replaces(2, &cred), Some(ClientId(10)));
         // Coming back with it: the same secret, replacing session 10.
         let again = a.admit(2, &cred, &mut pins).unwrap();
         assert_eq!(
             again,
             Admitted {
                 resume: first.resume.clone(),
-                replaces: Some(10)
+                replaces: Some(ClientId(10))
             }
         );
-        a.bind(&again.resume, 11);
+        a.bind(&again.resume, ClientId(11));
         // A third use replaces the second session: never two sessions on one secret.
-        assert_eq!(a.admit(3, &cred, &mut pins).unwrap().replaces, Some(11));
+        assert_eq!(
+            a.admit(3, &cred, &mut pins).unwrap().replaces,
+            Some(ClientId(11))
+        );
         assert_eq!(a.replaces(3, &Credential::None), None);
     }
 
@@ -515,10 +525,10 @@ mod tests {
             .expect("taken back");
         assert_eq!(back.resume, first.resume);
         // Live again: it holds one session at a time as before.
-        b.bind(&back.resume, 3);
+        b.bind(&back.resume, ClientId(3));
         assert_eq!(
             b.replaces(8, &Credential::Resume(first.resume.clone())),
-            Some(3)
+            Some(ClientId(3))
         );
         // A host without a state directory keeps nothing.
         let mut c = BrowserCredentials::new(false, 60);

@@ -15,11 +15,14 @@
 //! - `whip`: the publishing thread (offer, POST, answer, DELETE at the end);
 //! - `peer`: one session; `access`: links, PINs and resume secrets (`BrowserCredentials`,
 //!   the checker); `resource`: the sessions'
-//!   unguessable IDs and DELETE secrets; `pins`: the PIN check; `input`: the data channel's
+//!   unguessable IDs and DELETE secrets; `pins`: the protocol session as the admission sees it
+//!   (`SessionLink`: the PIN check and the browser's id); `input`: the data channel's
 //!   messages; `h264`: the stream's profile; `cert`: HTTPS certificates; `setup`: starting it.
 //!
 //! Roles and keyframes: every browser (and the publication) is a receiver of the protocol
-//! session (`HostSession::attach_receiver`), whose `Roles` decide who controls for every kind
+//! session, with one id from the session's one space of clients and receivers (a `ClientId`,
+//! given when it is admitted and used for its resource, its role and its notes; attached with
+//! `HostSession::attach_receiver_as` once connected), whose `Roles` decide who controls for every kind
 //! of receiver and whose one keyframe gate takes its PLI/FIR. With one of our own clients
 //! connected, browsers are viewers (their input is dropped and counted). Without one, the
 //! oldest connected browser is the controller: its input goes to the host's input sink like a
@@ -42,7 +45,7 @@ pub(crate) mod types;
 mod whip;
 
 pub(crate) use http::{start_http, MakeService, ServerName, Service};
-pub(crate) use pins::SessionPins;
+pub(crate) use pins::SessionLink;
 pub(crate) use routes::{request_header, respond, text, with_headers, Reply};
 pub(crate) use sessions::{DriverParts, WebRtc};
 pub(crate) use setup::{prepare, start, BrowserInfo, Started};

@@ -12,7 +12,7 @@ use str0m::format::Codec;
 use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid, Pt};
 use str0m::net::{Protocol, Receive};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc};
-use untether_proto::Micros;
+use untether_proto::{ClientId, Micros};
 
 /// Datagrams to send: (the driver's socket index, destination, bytes).
 pub(crate) type Out = Vec<(usize, SocketAddr, Vec<u8>)>;
@@ -97,10 +97,11 @@ pub(crate) struct PeerStats {
 }
 
 pub(crate) struct BrowserPeer {
-    pub id: u64,
+    /// Its one id (the protocol session's, from its admission on): the session's roles and
+    /// keyframe gate know it under it once it is connected (`attached`).
+    pub id: ClientId,
+    pub attached: bool,
     pub kind: Kind,
-    /// Its id with the protocol session's roles and keyframe gate, once connected.
-    pub receiver: Option<untether_proto::ClientId>,
     /// The browser's HTTP address (or the WHIP endpoint), for logs.
     pub label: String,
     rtc: Rtc,
@@ -125,7 +126,7 @@ impl BrowserPeer {
     /// the host added, or [`answer_mids`] of the answer it gave).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        id: u64,
+        id: ClientId,
         kind: Kind,
         label: String,
         rtc: Rtc,
@@ -135,7 +136,7 @@ impl BrowserPeer {
         clock: &Clock,
     ) -> BrowserPeer {
         let mut p = BrowserPeer {
-            receiver: None,
+            attached: false,
             id,
             kind,
             label,
@@ -421,7 +422,7 @@ mod answer_tests {
         let mids = answer_mids(&answer);
         assert_eq!(mids.len(), 3);
         let mut peer = BrowserPeer::new(
-            1,
+            ClientId(1),
             Kind::Browser,
             "t".into(),
             rtc,

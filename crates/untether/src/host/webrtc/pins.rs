@@ -1,19 +1,25 @@
-//! The host's pairing PIN as a browser's credential (the PIN lives in the protocol session).
+//! The protocol session as the browser layer sees it while admitting: the host's pairing PIN
+//! as a browser's credential (the PIN lives in the session) and the admitted browser's id.
 
-use untether_proto::Micros;
+use untether_proto::{ClientId, Micros};
 
-use super::access::{self, PinCheck};
+use super::access::{self, SessionAccess};
 use crate::host::shared::HostShared;
 
-/// The host's pairing PIN as a browser's credential: the PIN lives in the session (as for our
-/// own clients); a right one is used up, a wrong one counts against its attempts.
-pub(crate) struct SessionPins<'a> {
+/// The protocol session for the browser layer: its PIN is a browser's credential too (as for
+/// our own clients; a right one is used up, a wrong one counts against its attempts), and its
+/// one id space names the browsers.
+pub(crate) struct SessionLink<'a> {
     pub session: &'a mut untether_proto::HostSession,
     pub pairing: &'a mut crate::host::pairing::Pairing,
     pub shared: &'a HostShared,
 }
 
-impl PinCheck for SessionPins<'_> {
+impl SessionAccess for SessionLink<'_> {
+    fn new_receiver_id(&mut self) -> ClientId {
+        self.session.new_receiver_id()
+    }
+
     fn try_pin(&mut self, now: Micros, pin: &str) -> Result<(), Option<u32>> {
         let Some(live) = self.session.pin().cloned() else {
             return Err(None);

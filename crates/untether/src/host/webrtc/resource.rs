@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use untether_proto::ClientId;
+
 use super::access::{ct_eq, secret};
 
 /// A session's resource as the answer names it.
@@ -51,12 +53,12 @@ impl DeleteRefusal {
 /// The resources of the live sessions, by the driver's session number.
 #[derive(Debug, Default)]
 pub(super) struct Resources {
-    by_session: HashMap<u64, Resource>,
+    by_session: HashMap<ClientId, Resource>,
 }
 
 impl Resources {
     /// A new resource for session `session`.
-    pub fn issue(&mut self, session: u64) -> Resource {
+    pub fn issue(&mut self, session: ClientId) -> Resource {
         let r = Resource {
             id: secret(),
             secret: secret(),
@@ -66,7 +68,7 @@ impl Resources {
     }
 
     /// The session a DELETE of `/whep/{id}` presenting `presented` may end.
-    pub fn authorize(&self, id: &str, presented: Option<&str>) -> Result<u64, DeleteRefusal> {
+    pub fn authorize(&self, id: &str, presented: Option<&str>) -> Result<ClientId, DeleteRefusal> {
         let (session, r) = self
             .by_session
             .iter()
@@ -80,7 +82,7 @@ impl Resources {
     }
 
     /// Forgets the sessions `live` does not keep.
-    pub fn retain(&mut self, mut live: impl FnMut(u64) -> bool) {
+    pub fn retain(&mut self, mut live: impl FnMut(ClientId) -> bool) {
         self.by_session.retain(|s, _| live(*s));
     }
 }
@@ -92,8 +94,8 @@ mod tests {
     #[test]
     fn ids_are_unguessable_and_a_delete_needs_the_secret() {
         let mut rs = Resources::default();
-        let a = rs.issue(1);
-        let b = rs.issue(2);
+        let a = rs.issue(ClientId(1));
+        let b = rs.issue(ClientId(2));
         assert_eq!(a.id.len(), 32);
         assert_ne!(a.id, b.id);
         assert_ne!(a.id, a.secret);
@@ -106,12 +108,12 @@ mod tests {
             rs.authorize(&a.id, Some(&b.secret)),
             Err(DeleteRefusal::WrongSecret)
         );
-        assert_eq!(rs.authorize(&a.id, Some(&a.secret)), Ok(1));
-        rs.retain(|s| s != 1);
+        assert_eq!(rs.authorize(&a.id, Some(&a.secret)), Ok(ClientId(1)));
+        rs.retain(|s| s != ClientId(1));
         assert_eq!(
             rs.authorize(&a.id, Some(&a.secret)),
             Err(DeleteRefusal::Unknown)
         );
-        assert_eq!(rs.authorize(&b.id, Some(&b.secret)), Ok(2));
+        assert_eq!(rs.authorize(&b.id, Some(&b.secret)), Ok(ClientId(2)));
     }
 }

@@ -10,10 +10,10 @@ use str0m::change::SdpOffer;
 use str0m::Candidate as IceCandidate;
 use untether_proto::admission::{Admission, CredentialKind, Failure, Incoming};
 use untether_proto::{
-    AudioPacket, ClientRole, InputRecord, KeyframeDecision, Micros, ReceiverKind,
+    AudioPacket, ClientId, ClientRole, InputRecord, KeyframeDecision, Micros, ReceiverKind,
 };
 
-use super::access::{BrowserCredentials, Credential, PinCheck, Refusal};
+use super::access::{BrowserCredentials, Credential, Refusal, SessionAccess};
 use super::peer::{self, BrowserPeer, Clock, Kind, Out, PeerEvent};
 use super::resource::{DeleteRefusal, Resources};
 use super::roles::{BrowserControl, Numbered};
@@ -56,7 +56,6 @@ pub(crate) struct WebRtc {
     admission: Admission,
     resources: Resources,
     max_browsers: usize,
-    next_id: u64,
     out: VecDeque<(usize, SocketAddr, Vec<u8>)>,
     tmp: Out,
     summary: WebRtcSummary,
@@ -89,7 +88,6 @@ impl WebRtc {
             admission,
             resources: Resources::default(),
             max_browsers: max_browsers as usize,
-            next_id: 1,
             out: VecDeque::new(),
             tmp: Vec::new(),
             summary: WebRtcSummary::default(),
@@ -109,7 +107,7 @@ impl WebRtc {
     }
 
     /// The live browser sessions, but `except`.
-    fn browsers(&self, except: Option<u64>) -> usize {
+    fn browsers(&self, except: Option<ClientId>) -> usize {
         self.peers
             .iter()
             .filter(|p| p.kind == Kind::Browser && p.gone.is_none() && Some(p.id) != except)
@@ -163,7 +161,7 @@ impl WebRtc {
         now: Micros,
         cmd: WebRtcCommand,
         shared: &HostShared,
-        pins: &mut dyn PinCheck,
+        session: &mut dyn SessionAccess,
     ) {
         match cmd {
             WebRtcCommand::Offer(req) => {
@@ -173,7 +171,7 @@ impl WebRtc {
                     from,
                     reply,
                 } = *req;
-                let r = self.offer(now, offer, &credential, from, pins, shared);
+                let r = self.offer(now, offer, &credential, from, session, shared);
                 self.summary_for(&r);
                 let _ = reply.send(r);
             }
@@ -206,10 +204,8 @@ impl WebRtc {
                 let Some(socket) = self.publish_socket else {
                     return;
                 };
-                let id = self.next_id;
-                self.next_id += 1;
                 let mut peer = BrowserPeer::new(
-                    id,
+                    session.new_receiver_id(),
                     Kind::Publisher,
                     p.label.clone(),
                     p.rtc,
@@ -247,7 +243,7 @@ impl WebRtc {
         offer: SdpOffer,
         credential: &Credential,
         from: SocketAddr,
-        pins: &mut dyn PinCheck,
+        session: &mut dyn SessionAccess,
         shared: &HostShared,
     ) -> Result<Answer, Refusal> {
         let Some(socket) = self.browser_socket else {
@@ -264,7 +260,7 @@ impl WebRtc {
                 ),
             ));
         }
-        let checked = self.credentials.admit(now, credential, pins);
+        let checked = self.credentials.admit(now, credential, session);
         // The one admission learns what the check came to: a page that keeps guessing links,
         // PINs or resume secrets is refused unchecked (by the HTTP thread, 429) for a while,
         // and so is its address at every other door of the host.
@@ -292,7 +288,7 @@ impl WebRtc {
             .accept_offer(offer)
             .map_err(|e| Refusal::new(400, format!("cannot answer this offer: {e}")))?
             .to_sdp_string();
-        let id = self.next_id;
+        let id = session.new_receiver_id();
         let mut peer = BrowserPeer::new(
             id,
             Kind::Browser,
@@ -320,7 +316,6 @@ impl WebRtc {
                 ));
             }
         }
-        self.next_id += 1;
         self.credentials.bind(&admitted.resume, id);
         let resource = self.resources.issue(id);
         peer.drain(&mut self.tmp);
@@ -402,7 +397,7 @@ impl WebRtc {
     /// ended leave the roles.
     pub fn handle_events(&mut self, now: Micros, mut link: DriverParts<'_>) {
         let mut keyframes = Vec::new();
-        let mut msgs: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut msgs: Vec<(ClientId, Vec<u8>)> = Vec::new();
         for p in &mut self.peers {
             for e in std::mem::take(&mut p.events) {
                 match e {
@@ -420,14 +415,17 @@ impl WebRtc {
                                 ReceiverKind::Publication
                             }
                         };
-                        let r = *p
-                            .receiver
-                            .get_or_insert_with(|| link.session.attach_receiver(now, kind));
-                        keyframes.push(r);
+                        if !p.attached {
+                            link.session.attach_receiver_as(now, p.id, kind);
+                            p.attached = true;
+                        }
+                        keyframes.push(p.id);
                     }
                     PeerEvent::KeyframeRequest => {
                         self.summary.keyframe_requests += 1;
-                        keyframes.extend(p.receiver);
+                        if p.attached {
+                            keyframes.push(p.id);
+                        }
                     }
                     PeerEvent::Input(data) => msgs.push((p.id, data)),
                     PeerEvent::Gone(why) => {
@@ -444,10 +442,8 @@ impl WebRtc {
                 self.summary.keyframe_requests_limited += 1;
             }
         }
-        for p in self.peers.iter().filter(|p| p.gone.is_some()) {
-            if let Some(r) = p.receiver {
-                link.session.detach_receiver(now, r);
-            }
+        for p in self.peers.iter().filter(|p| p.gone.is_some() && p.attached) {
+            link.session.detach_receiver(now, p.id);
         }
         self.peers.retain(|p| p.gone.is_none());
         let peers = &self.peers;
@@ -462,12 +458,12 @@ impl WebRtc {
     /// controller starts a new controller epoch.
     pub fn on_role(
         &mut self,
-        receiver: untether_proto::ClientId,
+        receiver: ClientId,
         role: ClientRole,
         shared: &HostShared,
         epoch: &mut u64,
     ) {
-        let Some(p) = self.peers.iter_mut().find(|p| p.receiver == Some(receiver)) else {
+        let Some(p) = self.peers.iter_mut().find(|p| p.id == receiver) else {
             return;
         };
         let (id, controls) = (p.id, role == ClientRole::Controller);
@@ -489,7 +485,7 @@ impl WebRtc {
         self.out.extend(self.tmp.drain(..));
     }
 
-    fn on_input(&mut self, id: u64, data: &[u8], link: &mut DriverParts<'_>) {
+    fn on_input(&mut self, id: ClientId, data: &[u8], link: &mut DriverParts<'_>) {
         let shared = link.shared;
         match input::parse(data) {
             Ok(input::Message::Ping(t)) => {
@@ -563,7 +559,7 @@ impl WebRtc {
     pub fn rows(&self, now: Micros) -> Vec<serde_json::Value> {
         let rows = self.peers.iter().map(|p| {
             serde_json::json!({
-                "id": p.id, "kind": kind_name(p.kind), "label": p.label,
+                "id": p.id.0, "kind": kind_name(p.kind), "label": p.label,
                 "role": self.roles.role_of(p.id), "connected": p.connected, "gone": p.gone,
                 "age_s": now.saturating_sub(p.created_us) / 1_000_000,
                 "frames_sent": p.stats.frames_sent, "bytes_sent": p.stats.bytes_out,
@@ -602,10 +598,15 @@ mod tests {
     use str0m::media::{Direction, MediaKind};
     use tokio::sync::oneshot;
 
+    /// A session without a PIN; its ids are never reused (one counter for every test).
     struct NoPins;
-    impl PinCheck for NoPins {
+    impl SessionAccess for NoPins {
         fn try_pin(&mut self, _now: Micros, _pin: &str) -> Result<(), Option<u32>> {
             Err(None)
+        }
+        fn new_receiver_id(&mut self) -> ClientId {
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+            ClientId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
         }
     }
 
