@@ -100,105 +100,139 @@ pub const LONG_ABOUT: &str = "Run benchmark scenarios and write one JSON report 
 pub struct BenchArgs {
     /// TOML file with [[scenario]] tables (keys in --help); flags below then only set defaults for keys the file omits.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Scenarios")]
     scenarios: Option<PathBuf>,
     /// Frame size(s), comma-separated: WIDTHxHEIGHT or 360p, 720p, 1080p, … (default: video.resolution's).
     #[arg(long, value_name = "SIZES")]
+    #[arg(help_heading = "Scenarios")]
     resolution: Option<String>,
     /// Frames per second (default: video.fps's).
     #[arg(long)]
+    #[arg(help_heading = "Scenarios")]
     fps: Option<u32>,
     /// x264 preset(s), comma-separated: ultrafast, superfast, veryfast, … (mapped per encoder family, docs/CODECS.md) (default: superfast).
     #[arg(long, value_name = "PRESETS")]
+    #[arg(help_heading = "Scenarios")]
     preset: Option<String>,
     /// Codec(s), comma-separated: h264, hevc, av1 (each with its best encoder: --encoder auto) (default: video.codec's).
     #[arg(long, value_name = "CODECS")]
+    #[arg(help_heading = "Scenarios")]
     codec: Option<String>,
     /// Encoder by name, or auto (default: video.encoder's).
     #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Scenarios")]
     encoder: Option<String>,
     /// Refresh mode(s), comma-separated: idr (keyframes on demand), intra (intra-refresh sweeps) (default: video.refresh's).
     #[arg(long, value_name = "MODES")]
+    #[arg(help_heading = "Scenarios")]
     refresh: Option<String>,
     /// Frames per intra-refresh sweep (default: video.refresh_period's).
     #[arg(long, value_name = "FRAMES")]
+    #[arg(help_heading = "Scenarios")]
     refresh_period: Option<u32>,
     /// Target bitrate(s), comma-separated: kbit/s (10000) or with a unit (10M, 8000k) (default: video.bitrate_kbps's).
     #[arg(long, visible_alias = "bitrate-kbps", value_name = "RATES")]
+    #[arg(help_heading = "Scenarios")]
     bitrate: Option<String>,
     /// Conversion path(s), comma-separated: simd (yuvutils SIMD BGRA→I420), swscale, rgb (libx264rgb, no conversion).
     #[arg(long, value_name = "PATHS")]
+    #[arg(help_heading = "Scenarios")]
     conversion: Option<String>,
     /// Slices per frame, comma-separated to compare, e.g. 1,2,4,8 (video.slices: 0 or 1 send frames whole; 2–16 send each slice as x264 finishes it and decode it as it arrives; libx264, codec h264, refresh idr).
     #[arg(long, value_name = "COUNTS")]
+    #[arg(help_heading = "Scenarios")]
     slices: Option<String>,
     /// Keyframe interval in frames (0: keyframes only when the client asks).
     #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Scenarios")]
     gop: u32,
     /// Time per scenario: seconds (10) or with a unit (500ms, 30s, 2m).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::duration_arg)]
+    #[arg(help_heading = "Scenarios")]
     duration: Duration,
     /// Camera spin of the test scene, degrees per second (default: scene.spin_deg_per_s's).
     #[arg(long, allow_negative_numbers = true)]
+    #[arg(help_heading = "Scenarios")]
     spin: Option<f64>,
     /// Measure these peers instead of untether, comma-separated: ffmpeg-rtp (the ffmpeg command encodes and sends RTP over UDP to a second ffmpeg), ffmpeg-rtp-tcp (the same, RTP interleaved over RTSP/TCP), rtsp-udp / rtsp-tcp (untether's host with its RTSP server, `host --rtsp`, played by `ffmpeg -rtsp_transport udp|tcp -i rtsp://…`; loopback only).
     #[arg(long, value_name = "PEERS", conflicts_with = "compare")]
+    #[arg(help_heading = "Peers")]
     peer: Option<String>,
     /// Measure untether and this peer in one run, alternating, and compare them (ratio of glass-to-glass medians).
     #[arg(long, value_name = "PEER")]
+    #[arg(help_heading = "Peers")]
     compare: Option<String>,
     /// Put host and client (or the peer's two ffmpeg processes) in two network namespaces joined by a veth pair (needs root); always torn down. Takes --rate (tbf) and --loss (the kernel drops packets, both ways).
     #[arg(long)]
+    #[arg(help_heading = "Network")]
     netns: bool,
     /// Data plane(s) after the handshake, comma-separated to compare: udp, raw (raw layer-2 frames between the veth ends' MAC addresses; needs --netns) (default: network.transport's).
     #[arg(long, value_name = "udp,raw")]
+    #[arg(help_heading = "Network")]
     transport: Option<String>,
     /// Host send pacing(s), comma-separated: the fraction (0.0–1.0) of the frame interval a frame's datagrams are spread over, in batches (network.pacing; untether only, not the peers); 0 = off, one burst.
     #[arg(long, value_name = "FRACTIONS")]
+    #[arg(help_heading = "Network")]
     pacing: Option<String>,
     /// VR: the host renders side-by-side stereo for a generated turning head (synthetic:turn); the client shows it in a window with the GPU presenter (lens distortion; needs a display: run under xvfb-run without one) and measures pose-to-photon from the presented pixels (latency_ms.pose_to_photon).
     #[arg(long)]
+    #[arg(help_heading = "VR and capture")]
     vr: bool,
     /// With --vr: the presenter's late warp, comma-separated to compare in one run: on, off (default: vr.late_warp's).
     #[arg(long, value_name = "on|off", requires = "vr")]
+    #[arg(help_heading = "VR and capture")]
     late_warp: Option<String>,
     /// Capture instead of the test scene: wlr or wlr:OUTPUT (a Wayland desktop: the wlroots compositor in $WAYLAND_DISPLAY through wlr-screencopy), or app (the presents of the application after --, through the capture hook, as `untether run`); frames stamped by the host. --resolution must be the output's / application's size.
     #[arg(long, value_name = "wlr[:OUTPUT]|app")]
+    #[arg(help_heading = "VR and capture")]
     capture: Option<String>,
     /// With --capture app: the application and its arguments, after --.
     #[arg(last = true, value_name = "APP [ARGS]")]
+    #[arg(help_heading = "VR and capture")]
     app: Vec<std::ffi::OsString>,
     /// Remove namespaces left by bench runs that were killed (SIGKILL), then exit.
     #[arg(long)]
+    #[arg(help_heading = "Network")]
     cleanup: bool,
     /// Consecutive frames per picture-quality batch (0: no SSIM/PSNR).
     #[arg(long, default_value_t = 150, value_name = "FRAMES")]
+    #[arg(help_heading = "Measurement")]
     quality_batch: u32,
     /// Time between the starts of quality batches: seconds (10) or with a unit (500ms, 30s).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::duration_arg)]
+    #[arg(help_heading = "Measurement")]
     quality_every: Duration,
     /// An input event every this many ms, for response delay (0: none).
     #[arg(long, default_value_t = 500, value_name = "MS")]
+    #[arg(help_heading = "Measurement")]
     response_interval: u64,
     /// Output directory (default: target/bench/<UTC date-time>).
     #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Output")]
     out: Option<PathBuf>,
     /// Also write a Markdown table of the results to FILE (what `make bench` puts in docs/BENCHMARKS.md).
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output")]
     markdown: Option<PathBuf>,
     /// Also write the (first) scenario's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output")]
     report: Option<PathBuf>,
     /// Forward error correction, comma-separated to compare: off, adaptive, or a fixed share like 20% (default: network.fec's).
     #[arg(long, value_name = "MODES")]
+    #[arg(help_heading = "Protocol")]
     fec: Option<String>,
     /// Retransmission of lost shards, comma-separated to compare: on, off (default: network.retransmit's).
     #[arg(long, value_name = "on|off")]
+    #[arg(help_heading = "Protocol")]
     retransmit: Option<String>,
     /// The host's adaptive bitrate controller: on or off (default: network.adaptive_bitrate's).
     #[arg(long, value_parser = ["on", "off"])]
+    #[arg(help_heading = "Protocol")]
     adaptive_bitrate: Option<String>,
     /// Multipath scheduler (with --paths 2..4): redundant, keyframes, lowest-delay; comma-separated to compare (default: network.scheduler's).
     #[arg(long, value_name = "SCHEDULERS")]
+    #[arg(help_heading = "Protocol")]
     scheduler: Option<String>,
     /// The link, through impairment relays (loopback) or, with --netns, a tbf (--rate) and kernel
     /// loss (--loss) on the veth pair: --loss 2% --burst-loss --delay 5ms --jitter 2ms --rate 20mbit

@@ -470,11 +470,21 @@ fn display(f: &mut Findings) {
         || std::env::var_os("WAYLAND_DISPLAY").is_some()
         || std::env::var_os("SDL_VIDEODRIVER").is_some();
     if !has {
+        // kmsdrm drives a display controller directly: only worth naming where there is one.
+        let kms = std::fs::read_dir("/dev/dri").is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("card"))
+        });
+        let fix = if kms {
+            "the client runs with --headless (or a pipe sink); for a window set DISPLAY \
+             (X11) or WAYLAND_DISPLAY, or SDL_VIDEODRIVER=kmsdrm for a screen without a desktop"
+        } else {
+            "the client runs with --headless (or a pipe sink); for a window set DISPLAY \
+             (X11) or WAYLAND_DISPLAY (this machine has no display controller, /dev/dri/card*, \
+             so no screen without a desktop either)"
+        };
         f.checks.push(Check {
-            fix: "the client runs with --headless (or a pipe sink); for a window set DISPLAY \
-                  (X11) or WAYLAND_DISPLAY, or SDL_VIDEODRIVER=kmsdrm for a screen without a \
-                  desktop"
-                .into(),
+            fix: fix.into(),
             ..check(
                 "display",
                 "display",
