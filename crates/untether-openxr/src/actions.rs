@@ -14,6 +14,10 @@
 //! `/interaction_profiles/microsoft/xbox_controller` (`/user/gamepad`) reads the client's
 //! game controller: see [`crate::gamepad`]. Other interaction profiles' suggestions are
 //! accepted (every application suggests several) and not used.
+//!
+//! The safe core of the entry points in [`crate::ffi::actions`].
+
+#![forbid(unsafe_code)]
 
 use std::collections::HashMap;
 
@@ -21,12 +25,9 @@ use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::gamepad::{self, XBOX};
-use crate::guard;
-use crate::math::Rigid;
-use crate::runtime::{lock, Event, Runtime};
-use crate::space::{Space, SpaceKind};
+use crate::runtime::{lock, Event, Instance, Runtime};
 use crate::stream::Held;
-use crate::util::{get_str, now, ty_of};
+use crate::util::{get_str, now};
 
 pub const SIMPLE: &str = "/interaction_profiles/khr/simple_controller";
 const HANDS: [&str; 2] = ["/user/hand/left", "/user/hand/right"];
@@ -199,410 +200,282 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
     }
 }
 
-pub(crate) unsafe extern "system" fn create_action_set(
+/// `xrCreateActionSet`.
+pub fn create_action_set(
     instance: xr::Instance,
-    info: *const xr::ActionSetCreateInfo,
-    out: *mut xr::ActionSet,
-) -> xr::Result {
-    guard("xrCreateActionSet", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SET_CREATE_INFO)
-            || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        if rt.instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        let Some(name) = get_str(&info.action_set_name).filter(|n| name_ok(n)) else {
-            return xr::Result::ERROR_PATH_FORMAT_INVALID;
-        };
-        if get_str(&info.localized_action_set_name).is_none_or(|n| n.is_empty()) {
-            return xr::Result::ERROR_LOCALIZED_NAME_INVALID;
-        }
-        if rt.action_sets.values().any(|s| s.name == name) {
-            return xr::Result::ERROR_NAME_DUPLICATED;
-        }
-        let id = rt.new_id();
-        rt.action_sets.insert(
-            id,
-            ActionSet {
-                name,
-                attached: false,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::ActionSet::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    info: &xr::ActionSetCreateInfo,
+) -> Result<xr::ActionSet, xr::Result> {
+    let mut rt = lock();
+    rt.instance(instance)?;
+    let name = get_str(&info.action_set_name)
+        .filter(|n| name_ok(n))
+        .ok_or(xr::Result::ERROR_PATH_FORMAT_INVALID)?;
+    if get_str(&info.localized_action_set_name).is_none_or(|n| n.is_empty()) {
+        return Err(xr::Result::ERROR_LOCALIZED_NAME_INVALID);
+    }
+    if rt.action_sets.values().any(|s| s.name == name) {
+        return Err(xr::Result::ERROR_NAME_DUPLICATED);
+    }
+    let id = rt.new_id();
+    rt.action_sets.insert(
+        id,
+        ActionSet {
+            name,
+            attached: false,
+        },
+    );
+    Ok(xr::ActionSet::from_raw(id))
 }
 
-pub(crate) unsafe extern "system" fn destroy_action_set(set: xr::ActionSet) -> xr::Result {
-    guard("xrDestroyActionSet", || {
-        let mut rt = lock();
-        let id = set.into_raw();
-        if rt.action_sets.remove(&id).is_none() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        rt.actions.retain(|_, a| a.set != id);
-        xr::Result::SUCCESS
-    })
+/// `xrDestroyActionSet`: its actions go with it.
+pub fn destroy_action_set(set: xr::ActionSet) -> Result<(), xr::Result> {
+    let mut rt = lock();
+    let id = set.into_raw();
+    rt.action_sets
+        .remove(&id)
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    rt.actions.retain(|_, a| a.set != id);
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn create_action(
+/// The action types the runtime knows.
+const ACTION_TYPES: [xr::ActionType; 5] = [
+    xr::ActionType::BOOLEAN_INPUT,
+    xr::ActionType::FLOAT_INPUT,
+    xr::ActionType::VECTOR2F_INPUT,
+    xr::ActionType::POSE_INPUT,
+    xr::ActionType::VIBRATION_OUTPUT,
+];
+
+/// Checks an action's subaction paths: known, top-level user paths, each once.
+pub fn subactions_of(inst: &Instance, paths: &[xr::Path]) -> Result<Vec<xr::Path>, xr::Result> {
+    let mut subactions = Vec::new();
+    for &p in paths {
+        match inst.path_str(p) {
+            None => return Err(xr::Result::ERROR_PATH_INVALID),
+            Some(s) if !s.starts_with("/user/") => return Err(xr::Result::ERROR_PATH_UNSUPPORTED),
+            Some(_) if subactions.contains(&p) => return Err(xr::Result::ERROR_PATH_UNSUPPORTED),
+            Some(_) => subactions.push(p),
+        }
+    }
+    Ok(subactions)
+}
+
+/// `xrCreateAction`: `subaction_paths` are the info's `subactionPaths`.
+pub fn create_action(
     set: xr::ActionSet,
-    info: *const xr::ActionCreateInfo,
-    out: *mut xr::Action,
-) -> xr::Result {
-    guard("xrCreateAction", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_CREATE_INFO) || out.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
+    info: &xr::ActionCreateInfo,
+    subaction_paths: &[xr::Path],
+) -> Result<xr::Action, xr::Result> {
+    let mut rt = lock();
+    let sid = set.into_raw();
+    match rt.action_sets.get(&sid) {
+        None => return Err(xr::Result::ERROR_HANDLE_INVALID),
+        Some(s) if s.attached => return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED),
+        Some(_) => {}
+    }
+    let name = get_str(&info.action_name)
+        .filter(|n| name_ok(n))
+        .ok_or(xr::Result::ERROR_PATH_FORMAT_INVALID)?;
+    if get_str(&info.localized_action_name).is_none_or(|n| n.is_empty()) {
+        return Err(xr::Result::ERROR_LOCALIZED_NAME_INVALID);
+    }
+    if rt.actions.values().any(|a| a.set == sid && a.name == name) {
+        return Err(xr::Result::ERROR_NAME_DUPLICATED);
+    }
+    if !ACTION_TYPES.contains(&info.action_type) {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    let inst = rt
+        .instance
+        .as_ref()
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let subactions = subactions_of(inst, subaction_paths)?;
+    let id = rt.new_id();
+    rt.actions.insert(
+        id,
+        Action {
+            set: sid,
+            name,
+            ty: info.action_type,
+            subactions,
+        },
+    );
+    Ok(xr::Action::from_raw(id))
+}
+
+/// `xrDestroyAction`.
+pub fn destroy_action(action: xr::Action) -> Result<(), xr::Result> {
+    lock()
+        .actions
+        .remove(&action.into_raw())
+        .map(|_| ())
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)
+}
+
+/// The sources suggested for one profile, by action, checked against the profile the
+/// runtime feeds (`profile` is a well-formed interaction profile path); None: a profile the
+/// runtime does not feed (its suggestions are accepted and not used).
+pub fn bindings_for(
+    profile: &str,
+    list: &[(u64, String)],
+) -> Result<Option<HashMap<u64, Vec<String>>>, xr::Result> {
+    let check: fn(&str) -> bool = match profile {
+        SIMPLE => simple_source_ok,
+        XBOX => gamepad::source_ok,
+        _ => return Ok(None),
+    };
+    let mut by_action: HashMap<u64, Vec<String>> = HashMap::new();
+    for (action, src) in list {
+        if !check(src) {
+            log::warn!("xrSuggestInteractionProfileBindings: {src} is not a source of {profile}");
+            return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
         }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        let sid = set.into_raw();
-        match rt.action_sets.get(&sid) {
-            None => return xr::Result::ERROR_HANDLE_INVALID,
-            Some(s) if s.attached => return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED,
+        by_action.entry(*action).or_default().push(src.clone());
+    }
+    Ok(Some(by_action))
+}
+
+/// `xrSuggestInteractionProfileBindings`: `list` is the info's `suggestedBindings`.
+pub fn suggest_bindings(
+    instance: xr::Instance,
+    profile: xr::Path,
+    list: &[xr::ActionSuggestedBinding],
+) -> Result<(), xr::Result> {
+    if list.is_empty() {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    let mut rt = lock();
+    let inst = rt.instance(instance)?;
+    let profile = inst
+        .path_str(profile)
+        .map(str::to_string)
+        .ok_or(xr::Result::ERROR_PATH_INVALID)?;
+    if !profile.starts_with("/interaction_profiles/") || profile.split('/').count() != 4 {
+        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+    }
+    let mut sources = Vec::with_capacity(list.len());
+    for b in list {
+        let src = inst
+            .path_str(b.binding)
+            .map(str::to_string)
+            .ok_or(xr::Result::ERROR_PATH_INVALID)?;
+        if !src.starts_with("/user/") {
+            return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+        }
+        sources.push((b.action.into_raw(), src));
+    }
+    let bindings = bindings_for(&profile, &sources)?;
+    for b in list {
+        match rt.actions.get(&b.action.into_raw()) {
+            None => return Err(xr::Result::ERROR_HANDLE_INVALID),
+            Some(a) if rt.action_sets.get(&a.set).is_some_and(|s| s.attached) => {
+                return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED)
+            }
             Some(_) => {}
         }
-        let Some(name) = get_str(&info.action_name).filter(|n| name_ok(n)) else {
-            return xr::Result::ERROR_PATH_FORMAT_INVALID;
-        };
-        if get_str(&info.localized_action_name).is_none_or(|n| n.is_empty()) {
-            return xr::Result::ERROR_LOCALIZED_NAME_INVALID;
+    }
+    if let (Some(inst), Some(bindings)) = (rt.instance.as_mut(), bindings) {
+        if profile == SIMPLE {
+            inst.bindings.simple = bindings;
+        } else {
+            inst.bindings.gamepad = bindings;
         }
-        if rt.actions.values().any(|a| a.set == sid && a.name == name) {
-            return xr::Result::ERROR_NAME_DUPLICATED;
-        }
-        let known = [
-            xr::ActionType::BOOLEAN_INPUT,
-            xr::ActionType::FLOAT_INPUT,
-            xr::ActionType::VECTOR2F_INPUT,
-            xr::ActionType::POSE_INPUT,
-            xr::ActionType::VIBRATION_OUTPUT,
-        ];
-        if !known.contains(&info.action_type) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut subactions = Vec::new();
-        if info.count_subaction_paths > 0 {
-            if info.subaction_paths.is_null() {
-                return xr::Result::ERROR_VALIDATION_FAILURE;
-            }
-            // SAFETY: `count_subaction_paths` paths.
-            let paths = unsafe {
-                std::slice::from_raw_parts(
-                    info.subaction_paths,
-                    info.count_subaction_paths as usize,
-                )
-            };
-            let Some(inst) = rt.instance.as_ref() else {
-                return xr::Result::ERROR_HANDLE_INVALID;
-            };
-            for &p in paths {
-                match inst.path_str(p) {
-                    None => return xr::Result::ERROR_PATH_INVALID,
-                    Some(s) if !s.starts_with("/user/") => {
-                        return xr::Result::ERROR_PATH_UNSUPPORTED
-                    }
-                    Some(_) if subactions.contains(&p) => {
-                        return xr::Result::ERROR_PATH_UNSUPPORTED
-                    }
-                    Some(_) => subactions.push(p),
-                }
-            }
-        }
-        let id = rt.new_id();
-        rt.actions.insert(
-            id,
-            Action {
-                set: sid,
-                name,
-                ty: info.action_type,
-                subactions,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Action::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    }
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn destroy_action(action: xr::Action) -> xr::Result {
-    guard("xrDestroyAction", || {
-        match lock().actions.remove(&action.into_raw()) {
-            Some(_) => xr::Result::SUCCESS,
-            None => xr::Result::ERROR_HANDLE_INVALID,
-        }
-    })
-}
-
-pub(crate) unsafe extern "system" fn suggest_interaction_profile_bindings(
-    instance: xr::Instance,
-    info: *const xr::InteractionProfileSuggestedBinding,
-) -> xr::Result {
-    guard("xrSuggestInteractionProfileBindings", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::INTERACTION_PROFILE_SUGGESTED_BINDING)
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        if info.count_suggested_bindings == 0 || info.suggested_bindings.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: `count_suggested_bindings` bindings.
-        let list = unsafe {
-            std::slice::from_raw_parts(
-                info.suggested_bindings,
-                info.count_suggested_bindings as usize,
-            )
-        };
-        let mut rt = lock();
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let Some(profile) = inst.path_str(info.interaction_profile).map(str::to_string) else {
-            return xr::Result::ERROR_PATH_INVALID;
-        };
-        if !profile.starts_with("/interaction_profiles/") || profile.split('/').count() != 4 {
-            return xr::Result::ERROR_PATH_UNSUPPORTED;
-        }
-        let mut simple: HashMap<u64, Vec<String>> = HashMap::new();
-        let mut pad: HashMap<u64, Vec<String>> = HashMap::new();
-        for b in list {
-            let Some(src) = inst.path_str(b.binding).map(str::to_string) else {
-                return xr::Result::ERROR_PATH_INVALID;
-            };
-            if !src.starts_with("/user/") {
-                return xr::Result::ERROR_PATH_UNSUPPORTED;
-            }
-            if profile == SIMPLE {
-                if !simple_source_ok(&src) {
-                    log::warn!(
-                        "xrSuggestInteractionProfileBindings: {src} is not a source of {SIMPLE}"
-                    );
-                    return xr::Result::ERROR_PATH_UNSUPPORTED;
-                }
-                simple.entry(b.action.into_raw()).or_default().push(src);
-            } else if profile == XBOX {
-                if !gamepad::source_ok(&src) {
-                    log::warn!(
-                        "xrSuggestInteractionProfileBindings: {src} is not a source of {XBOX}"
-                    );
-                    return xr::Result::ERROR_PATH_UNSUPPORTED;
-                }
-                pad.entry(b.action.into_raw()).or_default().push(src);
-            }
-        }
-        for b in list {
-            match rt.actions.get(&b.action.into_raw()) {
-                None => return xr::Result::ERROR_HANDLE_INVALID,
-                Some(a) if rt.action_sets.get(&a.set).is_some_and(|s| s.attached) => {
-                    return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED
-                }
-                Some(_) => {}
-            }
-        }
-        if let Some(inst) = rt.instance.as_mut() {
-            if profile == SIMPLE {
-                inst.bindings.simple = simple;
-            } else if profile == XBOX {
-                inst.bindings.gamepad = pad;
-            }
-        }
-        xr::Result::SUCCESS
-    })
-}
-
-pub(crate) unsafe extern "system" fn attach_session_action_sets(
+/// `xrAttachSessionActionSets`: `sets` is the info's `actionSets`.
+pub fn attach_session_action_sets(
     session: xr::Session,
-    info: *const xr::SessionActionSetsAttachInfo,
-) -> xr::Result {
-    guard("xrAttachSessionActionSets", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_ACTION_SETS_ATTACH_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
+    sets: &[xr::ActionSet],
+) -> Result<(), xr::Result> {
+    if sets.is_empty() {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    let mut rt = lock();
+    if !rt.session(session)?.attached.is_empty() {
+        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
+    }
+    if sets
+        .iter()
+        .any(|s| !rt.action_sets.contains_key(&s.into_raw()))
+    {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    }
+    let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
+    for id in &ids {
+        if let Some(s) = rt.action_sets.get_mut(id) {
+            s.attached = true;
         }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        if info.count_action_sets == 0 || info.action_sets.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: `count_action_sets` handles.
-        let sets = unsafe {
-            std::slice::from_raw_parts(info.action_sets, info.count_action_sets as usize)
-        };
-        let mut rt = lock();
-        match rt.session(session) {
-            Err(e) => return e,
-            Ok(s) if !s.attached.is_empty() => {
-                return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED
-            }
-            Ok(_) => {}
-        }
-        if sets
-            .iter()
-            .any(|s| !rt.action_sets.contains_key(&s.into_raw()))
-        {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
-        for id in &ids {
-            if let Some(s) = rt.action_sets.get_mut(id) {
-                s.attached = true;
-            }
-        }
-        if let Ok(s) = rt.session(session) {
-            s.attached = ids;
-        }
-        rt.push(Event::InteractionProfileChanged {
-            session: session.into_raw(),
-        });
-        xr::Result::SUCCESS
-    })
+    }
+    rt.session(session)?.attached = ids;
+    rt.push(Event::InteractionProfileChanged {
+        session: session.into_raw(),
+    });
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn get_current_interaction_profile(
+/// The interaction profile bound to a top-level user path, given which profiles have
+/// suggestions: Some(None) for a known top-level path without one, None for an unknown one.
+pub fn profile_for(top: &str, simple: bool, gamepad: bool) -> Option<Option<&'static str>> {
+    if HANDS.contains(&top) {
+        Some(simple.then_some(SIMPLE))
+    } else if top == gamepad::TOP {
+        Some(gamepad.then_some(XBOX))
+    } else if top == "/user/head" {
+        Some(None)
+    } else {
+        None
+    }
+}
+
+/// `xrGetCurrentInteractionProfile`: the profile bound to `top` (NULL: none).
+pub fn current_interaction_profile(
     session: xr::Session,
     top: xr::Path,
-    out: *mut xr::InteractionProfileState,
-) -> xr::Result {
-    guard("xrGetCurrentInteractionProfile", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(out) } != Some(xr::StructureType::INTERACTION_PROFILE_STATE) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut rt = lock();
-        let attached = match rt.session(session) {
-            Ok(s) => !s.attached.is_empty(),
-            Err(e) => return e,
-        };
-        if !attached {
-            return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
-        }
-        let Some(inst) = rt.instance.as_mut() else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let Some(t) = inst.path_str(top).map(str::to_string) else {
-            return xr::Result::ERROR_PATH_INVALID;
-        };
-        let profile = if HANDS.contains(&t.as_str()) && !inst.bindings.simple.is_empty() {
-            inst.path(SIMPLE)
-        } else if t == gamepad::TOP && !inst.bindings.gamepad.is_empty() {
-            inst.path(XBOX)
-        } else if HANDS.contains(&t.as_str()) || t == "/user/head" || t == "/user/gamepad" {
-            xr::Path::NULL
-        } else {
-            return xr::Result::ERROR_PATH_UNSUPPORTED;
-        };
-        // SAFETY: checked type.
-        unsafe { (*out).interaction_profile = profile };
-        xr::Result::SUCCESS
-    })
+) -> Result<xr::Path, xr::Result> {
+    let mut rt = lock();
+    if rt.session(session)?.attached.is_empty() {
+        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+    }
+    let inst = rt
+        .instance
+        .as_mut()
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let t = inst
+        .path_str(top)
+        .map(str::to_string)
+        .ok_or(xr::Result::ERROR_PATH_INVALID)?;
+    let b = &inst.bindings;
+    match profile_for(&t, !b.simple.is_empty(), !b.gamepad.is_empty()) {
+        None => Err(xr::Result::ERROR_PATH_UNSUPPORTED),
+        Some(None) => Ok(xr::Path::NULL),
+        Some(Some(p)) => Ok(inst.path(p)),
+    }
 }
 
-pub(crate) unsafe extern "system" fn sync_actions(
+/// `xrSyncActions`: `active` is the info's `activeActionSets`. XR_SESSION_NOT_FOCUSED (and
+/// every action inactive) unless the session is focused.
+pub fn sync_actions(
     session: xr::Session,
-    info: *const xr::ActionsSyncInfo,
-) -> xr::Result {
-    guard("xrSyncActions", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTIONS_SYNC_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let active: &[xr::ActiveActionSet] = if info.count_active_action_sets == 0 {
-            &[]
-        } else if info.active_action_sets.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        } else {
-            // SAFETY: `count_active_action_sets` entries.
-            unsafe {
-                std::slice::from_raw_parts(
-                    info.active_action_sets,
-                    info.count_active_action_sets as usize,
-                )
-            }
-        };
-        let mut rt = lock();
-        let sid = session.into_raw();
-        let (focused, held) = match rt.session(session) {
-            Err(e) => return e,
-            Ok(s) => {
-                if active
-                    .iter()
-                    .any(|a| !s.attached.contains(&a.action_set.into_raw()))
-                {
-                    return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
-                }
-                s.stream.poll_input();
-                (s.state == xr::SessionState::FOCUSED, s.stream.held.clone())
-            }
-        };
-        sync(&mut rt, sid, focused, &held);
-        if focused {
-            xr::Result::SUCCESS
-        } else {
-            xr::Result::SESSION_NOT_FOCUSED
-        }
-    })
-}
-
-pub(crate) unsafe extern "system" fn create_action_space(
-    session: xr::Session,
-    info: *const xr::ActionSpaceCreateInfo,
-    out: *mut xr::Space,
-) -> xr::Result {
-    guard("xrCreateActionSpace", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SPACE_CREATE_INFO)
-            || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let Some(offset) = Rigid::from_xr(&info.pose_in_action_space) else {
-            return xr::Result::ERROR_POSE_INVALID;
-        };
-        let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
-        match rt.actions.get(&info.action.into_raw()) {
-            None => return xr::Result::ERROR_HANDLE_INVALID,
-            Some(a) if a.ty != xr::ActionType::POSE_INPUT => {
-                return xr::Result::ERROR_ACTION_TYPE_MISMATCH
-            }
-            Some(a)
-                if info.subaction_path != xr::Path::NULL
-                    && !a.subactions.contains(&info.subaction_path) =>
-            {
-                return xr::Result::ERROR_PATH_UNSUPPORTED
-            }
-            Some(_) => {}
-        }
-        let id = rt.new_id();
-        rt.spaces.insert(
-            id,
-            Space {
-                session: session.into_raw(),
-                kind: SpaceKind::Action,
-                offset,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Space::from_raw(id)) };
+    active: &[xr::ActiveActionSet],
+) -> Result<xr::Result, xr::Result> {
+    let mut rt = lock();
+    let s = rt.session(session)?;
+    if active
+        .iter()
+        .any(|a| !s.attached.contains(&a.action_set.into_raw()))
+    {
+        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+    }
+    s.stream.poll_input();
+    let (focused, held) = (s.state == xr::SessionState::FOCUSED, s.stream.held.clone());
+    sync(&mut rt, session.into_raw(), focused, &held);
+    Ok(if focused {
         xr::Result::SUCCESS
+    } else {
+        xr::Result::SESSION_NOT_FOCUSED
     })
 }
 

@@ -2,8 +2,8 @@
 //!
 //! The OpenXR loader finds this library through a runtime manifest (`untether_openxr.json`,
 //! named by `XR_RUNTIME_JSON` or the user's `active_runtime.json`) and calls
-//! [`xrNegotiateLoaderRuntimeInterface`]; every other entry point is handed out by
-//! [`dispatch::get_instance_proc_addr`]. Inside the application's process the runtime runs an
+//! [`ffi::xrNegotiateLoaderRuntimeInterface`]; every other entry point is handed out by
+//! [`ffi::dispatch::get_instance_proc_addr`]. Inside the application's process the runtime runs an
 //! untether host through the embedding API ([`stream::Stream`]): the client connects to it as
 //! to any host, its head pose drives the views, and each frame's projection layer (two views)
 //! becomes one side-by-side stereo frame, tagged with the pose it was rendered for.
@@ -26,7 +26,7 @@ use openxr_sys as xr;
 
 pub mod action_state;
 pub mod actions;
-pub mod dispatch;
+pub mod ffi;
 pub mod frame;
 pub mod gamepad;
 pub mod gl;
@@ -61,34 +61,6 @@ pub fn guard(name: &str, f: impl FnOnce() -> xr::Result) -> xr::Result {
             xr::Result::ERROR_RUNTIME_FAILURE
         }
     }
-}
-
-/// The loader's first call: agree on the loader–runtime interface and hand over
-/// `xrGetInstanceProcAddr`.
-///
-/// # Safety
-/// `loader_info` and `runtime_request` must be null or point to the loader's structures.
-#[no_mangle]
-pub(crate) unsafe extern "system" fn xrNegotiateLoaderRuntimeInterface(
-    loader_info: *const xr::NegotiateLoaderInfo,
-    runtime_request: *mut xr::NegotiateRuntimeRequest,
-) -> xr::Result {
-    guard("xrNegotiateLoaderRuntimeInterface", || {
-        util::init_logging();
-        // SAFETY: the loader passes valid structures or null (checked).
-        let (Some(info), Some(req)) = (unsafe { loader_info.as_ref() }, unsafe {
-            runtime_request.as_mut()
-        }) else {
-            return xr::Result::ERROR_INITIALIZATION_FAILED;
-        };
-        match negotiate(info, req) {
-            Ok(()) => xr::Result::SUCCESS,
-            Err(why) => {
-                log::error!("xrNegotiateLoaderRuntimeInterface: {why}");
-                xr::Result::ERROR_INITIALIZATION_FAILED
-            }
-        }
-    })
 }
 
 /// The oldest and newest OpenXR API versions this runtime implements (1.0.x).
@@ -136,6 +108,6 @@ pub fn negotiate(
     } else {
         API_MAX
     };
-    req.get_instance_proc_addr = Some(dispatch::get_instance_proc_addr);
+    req.get_instance_proc_addr = Some(ffi::dispatch::get_instance_proc_addr);
     Ok(())
 }
