@@ -530,4 +530,155 @@ mod tests {
         assert_eq!(b.sources(7).len(), 2);
         assert!(b.sources(8).is_empty());
     }
+
+    #[test]
+    fn subaction_paths_are_known_user_paths_each_once() {
+        let mut inst = crate::runtime::tests::instance(1);
+        let left = inst.path("/user/hand/left");
+        let profile = inst.path(SIMPLE);
+        assert_eq!(subactions_of(&inst, &[left]), Ok(vec![left]));
+        assert_eq!(subactions_of(&inst, &[]), Ok(vec![]));
+        assert_eq!(
+            subactions_of(&inst, &[left, left]),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert_eq!(
+            subactions_of(&inst, &[profile]),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert_eq!(
+            subactions_of(&inst, &[xr::Path::from_raw(99)]),
+            Err(xr::Result::ERROR_PATH_INVALID)
+        );
+    }
+
+    #[test]
+    fn suggestions_are_checked_against_the_profiles_the_runtime_feeds() {
+        let list = |src: &str| vec![(5u64, src.to_string())];
+        let got = bindings_for(SIMPLE, &list("/user/hand/left/input/select/click")).unwrap();
+        assert_eq!(
+            got.unwrap().get(&5).map(Vec::len),
+            Some(1),
+            "kept for the simple controller"
+        );
+        assert_eq!(
+            bindings_for(SIMPLE, &list("/user/hand/left/input/trigger/value")),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert!(bindings_for(XBOX, &list("/user/gamepad/input/a/click"))
+            .unwrap()
+            .is_some());
+        // Another profile's suggestions are accepted, whatever their sources, and not used.
+        assert_eq!(
+            bindings_for(
+                "/interaction_profiles/valve/index_controller",
+                &list("/user/hand/left/input/trigger/value")
+            ),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn the_current_profile_is_the_one_with_suggestions() {
+        assert_eq!(
+            profile_for("/user/hand/left", true, false),
+            Some(Some(SIMPLE))
+        );
+        assert_eq!(profile_for("/user/hand/right", false, true), Some(None));
+        assert_eq!(profile_for("/user/gamepad", false, true), Some(Some(XBOX)));
+        assert_eq!(profile_for("/user/head", true, true), Some(None));
+        assert_eq!(profile_for("/user/foot", true, true), None);
+    }
+
+    /// The one test that puts an instance in the process's runtime (others only use
+    /// handles it never made).
+    #[test]
+    fn action_sets_and_actions_live_and_die_through_the_core() {
+        use crate::util::put_str;
+        let id = {
+            let mut rt = lock();
+            let id = rt.new_id();
+            rt.instance = Some(crate::runtime::tests::instance(id));
+            id
+        };
+        let inst = xr::Instance::from_raw(id);
+        let path = |s: &str| crate::instance::string_to_path(inst, s).unwrap();
+        let mut set_info = xr::ActionSetCreateInfo {
+            ty: xr::StructureType::ACTION_SET_CREATE_INFO,
+            next: std::ptr::null(),
+            action_set_name: [0; xr::MAX_ACTION_SET_NAME_SIZE],
+            localized_action_set_name: [0; xr::MAX_LOCALIZED_ACTION_SET_NAME_SIZE],
+            priority: 0,
+        };
+        put_str(&mut set_info.action_set_name, "Gameplay");
+        put_str(&mut set_info.localized_action_set_name, "Gameplay");
+        assert_eq!(
+            create_action_set(inst, &set_info).err(),
+            Some(xr::Result::ERROR_PATH_FORMAT_INVALID)
+        );
+        put_str(&mut set_info.action_set_name, "gameplay");
+        let set = create_action_set(inst, &set_info).unwrap();
+        assert_eq!(
+            create_action_set(inst, &set_info).err(),
+            Some(xr::Result::ERROR_NAME_DUPLICATED)
+        );
+        let left = path("/user/hand/left");
+        let mut info = xr::ActionCreateInfo {
+            ty: xr::StructureType::ACTION_CREATE_INFO,
+            next: std::ptr::null(),
+            action_name: [0; xr::MAX_ACTION_NAME_SIZE],
+            action_type: xr::ActionType::BOOLEAN_INPUT,
+            count_subaction_paths: 0,
+            subaction_paths: std::ptr::null(),
+            localized_action_name: [0; xr::MAX_LOCALIZED_ACTION_NAME_SIZE],
+        };
+        put_str(&mut info.action_name, "select");
+        put_str(&mut info.localized_action_name, "Select");
+        let action = create_action(set, &info, &[left]).unwrap();
+        assert_eq!(
+            create_action(set, &info, &[left]).err(),
+            Some(xr::Result::ERROR_NAME_DUPLICATED)
+        );
+        let bind = |src: &str| xr::ActionSuggestedBinding {
+            action,
+            binding: path(src),
+        };
+        let simple = path(SIMPLE);
+        assert_eq!(
+            suggest_bindings(inst, simple, &[bind("/user/hand/left/input/select/click")]),
+            Ok(())
+        );
+        assert_eq!(
+            suggest_bindings(inst, simple, &[bind("/user/hand/left/input/trigger/value")]),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert_eq!(
+            suggest_bindings(inst, simple, &[]),
+            Err(xr::Result::ERROR_VALIDATION_FAILURE)
+        );
+        // Handles from another kind, or never made, are invalid.
+        assert_eq!(
+            destroy_action(xr::Action::from_raw(set.into_raw())),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(
+            attach_session_action_sets(xr::Session::from_raw(id), &[set]),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        // The set takes its actions with it; a destroyed handle stays invalid.
+        assert_eq!(destroy_action_set(set), Ok(()));
+        assert_eq!(
+            destroy_action(action),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(
+            destroy_action_set(set),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(crate::instance::destroy_instance(inst), Ok(()));
+        assert_eq!(
+            crate::instance::destroy_instance(inst),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+    }
 }

@@ -4,13 +4,11 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{HashMap, VecDeque};
 use std::ffi::c_char;
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::actions::Bindings;
 use crate::runtime::{lock, Event, Instance, SYSTEM_RAW};
 use crate::session::{destroy_session_objects, follow_clients};
 use crate::stream::Settings;
@@ -74,20 +72,8 @@ pub fn create_instance(
         return Err(xr::Result::ERROR_LIMIT_REACHED);
     }
     let id = rt.new_id();
-    rt.instance = Some(Instance {
-        id,
-        application: get_str(&info.application_info.application_name).unwrap_or_default(),
-        opengl,
-        gl_requirements_asked: false,
-        vulkan,
-        vk: Default::default(),
-        system_asked: false,
-        paths: Vec::new(),
-        path_ids: HashMap::new(),
-        events: VecDeque::new(),
-        settings,
-        bindings: Bindings::default(),
-    });
+    let application = get_str(&info.application_info.application_name).unwrap_or_default();
+    rt.instance = Some(Instance::new(id, application, opengl, vulkan, settings));
     Ok(xr::Instance::from_raw(id))
 }
 

@@ -271,3 +271,98 @@ pub fn monotonic_ns() -> i64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structures_are_checked_for_null_and_type() {
+        let info = xr::SystemGetInfo {
+            ty: xr::StructureType::SYSTEM_GET_INFO,
+            next: std::ptr::null(),
+            form_factor: xr::FormFactor::HEAD_MOUNTED_DISPLAY,
+        };
+        // SAFETY: a live structure and null.
+        unsafe {
+            assert!(input(&info, xr::StructureType::SYSTEM_GET_INFO).is_ok());
+            assert_eq!(
+                input(&info, xr::StructureType::SESSION_CREATE_INFO).err(),
+                Some(xr::Result::ERROR_VALIDATION_FAILURE)
+            );
+            assert_eq!(
+                input::<xr::SystemGetInfo>(std::ptr::null(), xr::StructureType::SYSTEM_GET_INFO)
+                    .err(),
+                Some(xr::Result::ERROR_VALIDATION_FAILURE)
+            );
+            assert!(out_value::<u64>(std::ptr::null_mut()).is_err());
+        }
+    }
+
+    #[test]
+    fn arrays_need_their_pointer_only_when_they_have_elements() {
+        // SAFETY: null pointers with zero counts, and a live array.
+        unsafe {
+            assert_eq!(slice::<u64>(std::ptr::null(), 0), Ok(&[][..]));
+            assert!(slice::<u64>(std::ptr::null(), 2).is_err());
+            let three = [1u64, 2, 3];
+            assert_eq!(slice(three.as_ptr(), 2), Ok(&three[..2]));
+            let mut n = 0;
+            assert!(array::<u64>(0, &mut n, std::ptr::null_mut()).is_ok());
+            assert!(array::<u64>(1, &mut n, std::ptr::null_mut()).is_err());
+            assert!(array::<u64>(0, std::ptr::null_mut(), std::ptr::null_mut()).is_err());
+        }
+    }
+
+    #[test]
+    fn the_raw_two_call_idiom_counts_then_fills_and_refuses_short_buffers() {
+        let items = [1u32, 2, 3];
+        let mut n = 0u32;
+        let mut out = [0u32; 3];
+        // SAFETY: live count and array of the capacity given.
+        unsafe {
+            assert_eq!(
+                fill(0, &mut n, std::ptr::null_mut(), &items),
+                xr::Result::SUCCESS
+            );
+            assert_eq!(n, 3);
+            assert_eq!(
+                fill(2, &mut n, out.as_mut_ptr(), &items),
+                xr::Result::ERROR_SIZE_INSUFFICIENT
+            );
+            assert_eq!(
+                fill(3, &mut n, out.as_mut_ptr(), &items),
+                xr::Result::SUCCESS
+            );
+            assert_eq!(out, items);
+            assert_eq!(
+                fill(3, std::ptr::null_mut(), out.as_mut_ptr(), &items),
+                xr::Result::ERROR_VALIDATION_FAILURE
+            );
+            let mut seen = Vec::new();
+            assert_eq!(
+                fill_with(4, &mut n, 2, |i| seen.push(i)),
+                xr::Result::SUCCESS
+            );
+            assert_eq!((n, seen), (2, vec![0, 1]));
+        }
+    }
+
+    #[test]
+    fn strings_and_string_arrays() {
+        let a = c"XR_KHR_opengl_enable";
+        let names = [a.as_ptr(), c"XR_KHR_vulkan_enable2".as_ptr()];
+        // SAFETY: live NUL-terminated strings, and null.
+        unsafe {
+            assert_eq!(c_str(a.as_ptr()), Some("XR_KHR_opengl_enable"));
+            assert_eq!(c_str(std::ptr::null()), None);
+            assert_eq!(
+                c_strs(names.as_ptr(), 2),
+                Some(vec!["XR_KHR_opengl_enable", "XR_KHR_vulkan_enable2"])
+            );
+            assert_eq!(c_strs(std::ptr::null(), 0), Some(vec![]));
+            let with_null = [a.as_ptr(), std::ptr::null()];
+            assert_eq!(c_strs(with_null.as_ptr(), 2), None);
+        }
+    }
+}
