@@ -4,27 +4,25 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::c_char;
+use std::sync::Arc;
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::actions::{Action, Value};
+use crate::actions::{Action, Value, ACTIONS};
 use crate::runtime::{lock, Runtime};
 use crate::util::{now, two_call, two_call_str, Array, Slot};
 
 /// Checks that `action` may be read or driven through `session`: of one of `types`, the
 /// subaction path one of its own (or NULL), its set attached to the session.
-fn checked_action<'a>(
-    rt: &'a mut Runtime,
+fn checked_action(
+    rt: &Runtime,
     session: xr::Session,
     action: xr::Action,
     subaction_path: xr::Path,
     types: &[xr::ActionType],
-) -> Result<&'a Action, xr::Result> {
-    let a = rt
-        .actions
-        .get(&action.into_raw())
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+) -> Result<Arc<Action>, xr::Result> {
+    let a = ACTIONS.get(action.into_raw())?;
     if !types.contains(&a.ty) {
         return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
     }
@@ -48,7 +46,7 @@ pub fn state_of(
     types: &[xr::ActionType],
 ) -> Result<Value, xr::Result> {
     let mut rt = lock();
-    checked_action(&mut rt, session, info.action, info.subaction_path, types)?;
+    checked_action(&rt, session, info.action, info.subaction_path, types)?;
     let s = rt.session(session)?;
     Ok(s.action_states
         .values
@@ -140,9 +138,9 @@ pub fn get_pose(
 
 /// Checks a haptic call's action (a vibration output the session may drive).
 fn haptic_target(session: xr::Session, info: &xr::HapticActionInfo) -> Result<(), xr::Result> {
-    let mut rt = lock();
+    let rt = lock();
     checked_action(
-        &mut rt,
+        &rt,
         session,
         info.action,
         info.subaction_path,
@@ -195,11 +193,7 @@ pub fn bound_sources(
 ) -> Result<xr::Result, xr::Result> {
     let mut rt = lock();
     let aid = info.action.into_raw();
-    let set = rt
-        .actions
-        .get(&aid)
-        .map(|a| a.set)
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let set = ACTIONS.get(aid)?.set;
     if !rt.session(session)?.attached.contains(&set) {
         return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
     }

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
@@ -27,6 +28,7 @@ use openxr_sys::Handle;
 use crate::gamepad::{self, XBOX};
 use crate::runtime::{lock, Event, Instance, Runtime};
 use crate::stream::Held;
+use crate::table::Table;
 use crate::util::{get_str, now};
 
 pub const SIMPLE: &str = "/interaction_profiles/khr/simple_controller";
@@ -64,11 +66,48 @@ impl Bindings {
     }
 }
 
+/// The action sets and actions, each kind in its own table (see [`crate::table`] for the
+/// lock order). Destroying the instance empties both.
+pub static ACTION_SETS: Table<ActionSet> = Table::new();
+pub static ACTIONS: Table<Action> = Table::new();
+
 pub struct ActionSet {
     pub name: String,
-    pub attached: bool,
+    /// What changes, behind the set's own lock: creating an action in the set, attaching
+    /// it and destroying it exclude each other.
+    state: Mutex<SetState>,
 }
 
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetState {
+    pub attached: bool,
+    pub destroyed: bool,
+}
+
+impl ActionSet {
+    pub fn new(name: String) -> Self {
+        ActionSet {
+            name,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The set's state, locked.
+    pub fn state(&self) -> MutexGuard<'_, SetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn attached(&self) -> bool {
+        self.state().attached
+    }
+}
+
+/// Whether the set `id` exists and is attached to a session.
+pub fn set_attached(id: u64) -> bool {
+    ACTION_SETS.get(id).is_ok_and(|s| s.attached())
+}
+
+/// An action: what it was created with (it never changes).
 pub struct Action {
     pub set: u64,
     pub name: String,
@@ -153,8 +192,8 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
     };
     let t = now().as_nanos();
     let mut fresh = Vec::new();
-    for (&id, a) in &rt.actions {
-        if !rt.action_sets.get(&a.set).is_some_and(|s| s.attached) {
+    for (id, a) in ACTIONS.snapshot() {
+        if !set_attached(a.set) {
             continue;
         }
         let sources = inst.bindings.sources(id);
@@ -205,6 +244,7 @@ pub fn create_action_set(
     instance: xr::Instance,
     info: &xr::ActionSetCreateInfo,
 ) -> Result<xr::ActionSet, xr::Result> {
+    // Held while the set is added: destroying the instance empties the table under it.
     let mut rt = lock();
     rt.instance(instance)?;
     let name = get_str(&info.action_set_name)
@@ -213,28 +253,23 @@ pub fn create_action_set(
     if get_str(&info.localized_action_set_name).is_none_or(|n| n.is_empty()) {
         return Err(xr::Result::ERROR_LOCALIZED_NAME_INVALID);
     }
-    if rt.action_sets.values().any(|s| s.name == name) {
-        return Err(xr::Result::ERROR_NAME_DUPLICATED);
-    }
-    let id = rt.new_id();
-    rt.action_sets.insert(
-        id,
-        ActionSet {
-            name,
-            attached: false,
-        },
-    );
+    let id = ACTION_SETS
+        .insert_unless(ActionSet::new(name.clone()), |s| s.name == name)
+        .ok_or(xr::Result::ERROR_NAME_DUPLICATED)?;
     Ok(xr::ActionSet::from_raw(id))
 }
 
 /// `xrDestroyActionSet`: its actions go with it.
 pub fn destroy_action_set(set: xr::ActionSet) -> Result<(), xr::Result> {
-    let mut rt = lock();
     let id = set.into_raw();
-    rt.action_sets
-        .remove(&id)
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-    rt.actions.retain(|_, a| a.set != id);
+    let s = ACTION_SETS.get(id)?;
+    let mut state = s.state();
+    if state.destroyed {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    }
+    state.destroyed = true;
+    ACTION_SETS.remove(id)?;
+    ACTIONS.retain(|a| a.set != id);
     Ok(())
 }
 
@@ -267,12 +302,10 @@ pub fn create_action(
     info: &xr::ActionCreateInfo,
     subaction_paths: &[xr::Path],
 ) -> Result<xr::Action, xr::Result> {
-    let mut rt = lock();
     let sid = set.into_raw();
-    match rt.action_sets.get(&sid) {
-        None => return Err(xr::Result::ERROR_HANDLE_INVALID),
-        Some(s) if s.attached => return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED),
-        Some(_) => {}
+    let the_set = ACTION_SETS.get(sid)?;
+    if the_set.attached() {
+        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
     }
     let name = get_str(&info.action_name)
         .filter(|n| name_ok(n))
@@ -280,37 +313,40 @@ pub fn create_action(
     if get_str(&info.localized_action_name).is_none_or(|n| n.is_empty()) {
         return Err(xr::Result::ERROR_LOCALIZED_NAME_INVALID);
     }
-    if rt.actions.values().any(|a| a.set == sid && a.name == name) {
-        return Err(xr::Result::ERROR_NAME_DUPLICATED);
-    }
     if !ACTION_TYPES.contains(&info.action_type) {
         return Err(xr::Result::ERROR_VALIDATION_FAILURE);
     }
-    let inst = rt
-        .instance
-        .as_ref()
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-    let subactions = subactions_of(inst, subaction_paths)?;
-    let id = rt.new_id();
-    rt.actions.insert(
-        id,
-        Action {
-            set: sid,
-            name,
-            ty: info.action_type,
-            subactions,
-        },
-    );
+    let subactions = {
+        let rt = lock();
+        let inst = rt
+            .instance
+            .as_ref()
+            .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+        subactions_of(inst, subaction_paths)?
+    };
+    // Under the set's lock: not attached or destroyed meanwhile.
+    let state = the_set.state();
+    if state.destroyed {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    }
+    if state.attached {
+        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
+    }
+    let action = Action {
+        set: sid,
+        name: name.clone(),
+        ty: info.action_type,
+        subactions,
+    };
+    let id = ACTIONS
+        .insert_unless(action, |a| a.set == sid && a.name == name)
+        .ok_or(xr::Result::ERROR_NAME_DUPLICATED)?;
     Ok(xr::Action::from_raw(id))
 }
 
 /// `xrDestroyAction`.
 pub fn destroy_action(action: xr::Action) -> Result<(), xr::Result> {
-    lock()
-        .actions
-        .remove(&action.into_raw())
-        .map(|_| ())
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)
+    ACTIONS.remove(action.into_raw()).map(|_| ())
 }
 
 /// The sources suggested for one profile, by action, checked against the profile the
@@ -367,12 +403,8 @@ pub fn suggest_bindings(
     }
     let bindings = bindings_for(&profile, &sources)?;
     for b in list {
-        match rt.actions.get(&b.action.into_raw()) {
-            None => return Err(xr::Result::ERROR_HANDLE_INVALID),
-            Some(a) if rt.action_sets.get(&a.set).is_some_and(|s| s.attached) => {
-                return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED)
-            }
-            Some(_) => {}
+        if set_attached(ACTIONS.get(b.action.into_raw())?.set) {
+            return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
         }
     }
     if let (Some(inst), Some(bindings)) = (rt.instance.as_mut(), bindings) {
@@ -397,18 +429,14 @@ pub fn attach_session_action_sets(
     if !rt.session(session)?.attached.is_empty() {
         return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
     }
-    if sets
+    let objects = sets
         .iter()
-        .any(|s| !rt.action_sets.contains_key(&s.into_raw()))
-    {
-        return Err(xr::Result::ERROR_HANDLE_INVALID);
+        .map(|s| ACTION_SETS.get(s.into_raw()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &objects {
+        s.state().attached = true;
     }
     let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
-    for id in &ids {
-        if let Some(s) = rt.action_sets.get_mut(id) {
-            s.attached = true;
-        }
-    }
     rt.session(session)?.attached = ids;
     rt.push(Event::InteractionProfileChanged {
         session: session.into_raw(),

@@ -85,8 +85,8 @@ pub fn destroy_instance(instance: xr::Instance) -> Result<(), xr::Result> {
     for s in sessions {
         destroy_session_objects(&mut rt, s);
     }
-    rt.action_sets.clear();
-    rt.actions.clear();
+    crate::actions::ACTIONS.clear();
+    crate::actions::ACTION_SETS.clear();
     rt.instance = None;
     Ok(())
 }

@@ -37,6 +37,7 @@ pub mod session;
 pub mod space;
 pub mod stream;
 pub mod swapchain;
+pub mod table;
 pub mod util;
 pub mod vk_compositor;
 pub mod vulkan;

@@ -1,5 +1,7 @@
-//! The runtime's objects: one table behind one lock. Handles are numbers from one counter
-//! (never reused), so a stale or foreign handle is `XR_ERROR_HANDLE_INVALID`, not a crash.
+//! The runtime's objects that still share one lock: the instance, sessions, spaces and
+//! swapchains (action sets and actions have their own tables: [`crate::table`]). Handles are
+//! numbers from one counter ([`crate::table::new_handle`], never reused), so a stale or
+//! foreign handle is `XR_ERROR_HANDLE_INVALID`, not a crash.
 
 #![forbid(unsafe_code)]
 
@@ -9,7 +11,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::actions::{Action, ActionSet, Bindings};
+use crate::actions::Bindings;
 use crate::session::Session;
 use crate::space::Space;
 use crate::stream::Settings;
@@ -102,16 +104,13 @@ impl Instance {
     }
 }
 
-/// Everything the runtime holds.
+/// What the runtime holds behind its one lock.
 #[derive(Default)]
 pub struct Runtime {
-    next_id: u64,
     pub instance: Option<Instance>,
     pub sessions: HashMap<u64, Session>,
     pub spaces: HashMap<u64, Space>,
     pub swapchains: HashMap<u64, Swapchain>,
-    pub action_sets: HashMap<u64, ActionSet>,
-    pub actions: HashMap<u64, Action>,
 }
 
 static RUNTIME: LazyLock<Mutex<Runtime>> = LazyLock::new(|| Mutex::new(Runtime::default()));
@@ -122,9 +121,9 @@ pub fn lock() -> MutexGuard<'static, Runtime> {
 }
 
 impl Runtime {
+    /// A fresh handle (the one counter every kind of object shares).
     pub fn new_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        crate::table::new_handle()
     }
 
     /// The instance if `handle` names it.

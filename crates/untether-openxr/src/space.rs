@@ -108,18 +108,12 @@ pub fn create_action_space(
         Rigid::from_xr(&info.pose_in_action_space).ok_or(xr::Result::ERROR_POSE_INVALID)?;
     let mut rt = lock();
     rt.session(session)?;
-    match rt.actions.get(&info.action.into_raw()) {
-        None => return Err(xr::Result::ERROR_HANDLE_INVALID),
-        Some(a) if a.ty != xr::ActionType::POSE_INPUT => {
-            return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH)
-        }
-        Some(a)
-            if info.subaction_path != xr::Path::NULL
-                && !a.subactions.contains(&info.subaction_path) =>
-        {
-            return Err(xr::Result::ERROR_PATH_UNSUPPORTED)
-        }
-        Some(_) => {}
+    let a = crate::actions::ACTIONS.get(info.action.into_raw())?;
+    if a.ty != xr::ActionType::POSE_INPUT {
+        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
+    }
+    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
+        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
     }
     let id = rt.new_id();
     rt.spaces.insert(
