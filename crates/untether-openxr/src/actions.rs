@@ -19,7 +19,7 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use openxr_sys as xr;
@@ -429,13 +429,20 @@ pub fn attach_session_action_sets(
     if !rt.session(session)?.attached.is_empty() {
         return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
     }
+    // Each set once, in handle order; all their locks held (under the runtime's, so no
+    // other call holds two) while none is found destroyed and all are marked attached.
     let objects = sets
         .iter()
-        .map(|s| ACTION_SETS.get(s.into_raw()))
-        .collect::<Result<Vec<_>, _>>()?;
-    for s in &objects {
-        s.state().attached = true;
+        .map(|s| Ok((s.into_raw(), ACTION_SETS.get(s.into_raw())?)))
+        .collect::<Result<BTreeMap<_, _>, xr::Result>>()?;
+    let mut states: Vec<_> = objects.values().map(|s| s.state()).collect();
+    if states.iter().any(|s| s.destroyed) {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
     }
+    for s in &mut states {
+        s.attached = true;
+    }
+    drop(states);
     let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
     rt.session(session)?.attached = ids;
     rt.push(Event::InteractionProfileChanged {

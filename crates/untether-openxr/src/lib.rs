@@ -19,6 +19,15 @@
 //!
 //! Every entry point catches panics ([`guard`]) and answers with an `XrResult`; nothing the
 //! application passes can crash it.
+//!
+//! Layout: [`ffi`] is the entry layer for the instance, paths, events, actions, action state
+//! and spaces — it checks and reads the application's structures and pointers and calls the
+//! safe core ([`instance`], [`actions`], [`action_state`], [`space`], [`util`], [`runtime`],
+//! [`table`], all `#![forbid(unsafe_code)]`), then writes the answers back. Action sets and
+//! actions live in their own tables ([`table::Table`], one lock per kind); the instance,
+//! sessions, spaces and swapchains still share the runtime's one lock ([`runtime::lock`]).
+//! The graphics side (session, frame, swapchain, OpenGL, Vulkan) keeps its entry points
+//! beside its logic.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
