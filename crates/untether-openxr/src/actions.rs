@@ -625,18 +625,13 @@ mod tests {
         assert_eq!(profile_for("/user/foot", true, true), None);
     }
 
-    /// The one test that puts an instance in the process's runtime (others only use
-    /// handles it never made).
     #[test]
     fn action_sets_and_actions_live_and_die_through_the_core() {
+        use crate::runtime::tests::{install_instance, INSTANCE_SLOT};
         use crate::util::put_str;
-        let id = {
-            let mut rt = lock();
-            let id = rt.new_id();
-            rt.instance = Some(crate::runtime::tests::instance(id));
-            id
-        };
-        let inst = xr::Instance::from_raw(id);
+        let _slot = INSTANCE_SLOT.lock().unwrap_or_else(|p| p.into_inner());
+        let inst = install_instance();
+        let id = inst.into_raw();
         let path = |s: &str| crate::instance::string_to_path(inst, s).unwrap();
         let mut set_info = xr::ActionSetCreateInfo {
             ty: xr::StructureType::ACTION_SET_CREATE_INFO,

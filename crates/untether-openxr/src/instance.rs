@@ -339,4 +339,122 @@ mod tests {
             "XR_UNKNOWN_-999999"
         );
     }
+
+    #[test]
+    fn paths_systems_and_views_through_the_core() {
+        use crate::runtime::tests::{install_instance, INSTANCE_SLOT};
+        let _slot = INSTANCE_SLOT.lock().unwrap_or_else(|p| p.into_inner());
+        let inst = install_instance();
+        let stale = xr::Instance::from_raw(inst.into_raw() + 1_000_000);
+        assert_eq!(
+            string_to_path(inst, "/user/hand/"),
+            Err(xr::Result::ERROR_PATH_FORMAT_INVALID)
+        );
+        assert_eq!(
+            string_to_path(stale, "/user/hand/left"),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        let p = string_to_path(inst, "/user/hand/left").unwrap();
+        assert_eq!(string_to_path(inst, "/user/hand/left"), Ok(p));
+        let mut n = 0;
+        let mut buf = [0 as c_char; 32];
+        let r = path_to_string(
+            inst,
+            p,
+            Array {
+                count: &mut n,
+                items: &mut buf,
+            },
+        );
+        assert_eq!((r, n), (Ok(xr::Result::SUCCESS), 16));
+        assert_eq!(get_str(&buf).as_deref(), Some("/user/hand/left"));
+        let r = path_to_string(
+            inst,
+            xr::Path::from_raw(999),
+            Array {
+                count: &mut n,
+                items: &mut buf,
+            },
+        );
+        assert_eq!(r, Err(xr::Result::ERROR_PATH_INVALID));
+
+        let info = xr::SystemGetInfo {
+            ty: xr::StructureType::SYSTEM_GET_INFO,
+            next: std::ptr::null(),
+            form_factor: xr::FormFactor::HANDHELD_DISPLAY,
+        };
+        assert_eq!(
+            get_system(inst, &info),
+            Err(xr::Result::ERROR_FORM_FACTOR_UNSUPPORTED)
+        );
+        let info = xr::SystemGetInfo {
+            form_factor: xr::FormFactor::HEAD_MOUNTED_DISPLAY,
+            ..info
+        };
+        let system = get_system(inst, &info).unwrap();
+        let stereo = xr::ViewConfigurationType::PRIMARY_STEREO;
+        let mut modes = [xr::EnvironmentBlendMode::ADDITIVE; 2];
+        let r = environment_blend_modes(
+            inst,
+            system,
+            stereo,
+            Array {
+                count: &mut n,
+                items: &mut modes,
+            },
+        );
+        assert_eq!((r, n), (Ok(xr::Result::SUCCESS), 1));
+        assert_eq!(modes[0], xr::EnvironmentBlendMode::OPAQUE);
+        assert_eq!(
+            environment_blend_modes(
+                inst,
+                xr::SystemId::from_raw(SYSTEM_RAW + 1),
+                stereo,
+                Array {
+                    count: &mut n,
+                    items: &mut modes,
+                },
+            ),
+            Err(xr::Result::ERROR_SYSTEM_INVALID)
+        );
+        let view = xr::ViewConfigurationView {
+            ty: xr::StructureType::VIEW_CONFIGURATION_VIEW,
+            next: std::ptr::null_mut(),
+            recommended_image_rect_width: 0,
+            max_image_rect_width: 0,
+            recommended_image_rect_height: 0,
+            max_image_rect_height: 0,
+            recommended_swapchain_sample_count: 0,
+            max_swapchain_sample_count: 0,
+        };
+        let mut views = [view; 1];
+        let r = view_configuration_views(
+            inst,
+            system,
+            stereo,
+            Array {
+                count: &mut n,
+                items: &mut views,
+            },
+        );
+        assert_eq!((r, n), (Ok(xr::Result::ERROR_SIZE_INSUFFICIENT), 2));
+        let mut views = [view; 2];
+        let r = view_configuration_views(
+            inst,
+            system,
+            stereo,
+            Array {
+                count: &mut n,
+                items: &mut views,
+            },
+        );
+        assert_eq!(r, Ok(xr::Result::SUCCESS));
+        assert!(views.iter().all(|v| v.recommended_image_rect_width > 0
+            && v.ty == xr::StructureType::VIEW_CONFIGURATION_VIEW));
+        assert_eq!(destroy_instance(inst), Ok(()));
+        assert_eq!(
+            string_to_path(inst, "/user/hand/left"),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+    }
 }

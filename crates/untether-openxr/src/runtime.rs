@@ -168,6 +168,17 @@ pub fn done(r: Result<xr::Result, xr::Result>) -> xr::Result {
 pub(crate) mod tests {
     use super::*;
 
+    /// Held by the tests that put an instance in the process's runtime (there is one slot).
+    pub(crate) static INSTANCE_SLOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Puts an instance in the process's runtime (hold [`INSTANCE_SLOT`]): its handle.
+    pub(crate) fn install_instance() -> xr::Instance {
+        let mut rt = lock();
+        let id = rt.new_id();
+        rt.instance = Some(instance(id));
+        xr::Instance::from_raw(id)
+    }
+
     /// An instance with the default settings (for the core's tests).
     pub(crate) fn instance(id: u64) -> Instance {
         let settings =
