@@ -313,4 +313,58 @@ mod tests {
             "{left}"
         );
     }
+
+    #[test]
+    fn views_sit_an_ipd_apart_in_the_asked_space_and_untracked_spaces_have_none() {
+        let head = Rigid::new(Quat::IDENTITY, Vec3::new(0.0, 0.1, 0.0));
+        let local = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::LOCAL)),
+            &head,
+        );
+        let [(l, fov), (r, _)] = views_in(local, &head, (0.7, 0.6), 0.064).unwrap();
+        assert!((l.position.x + 0.032).abs() < 1e-6 && (r.position.x - 0.032).abs() < 1e-6);
+        assert!((l.position.y - 0.1).abs() < 1e-6);
+        assert_eq!(
+            (
+                fov.angle_left,
+                fov.angle_right,
+                fov.angle_up,
+                fov.angle_down
+            ),
+            (-0.7, 0.7, 0.6, -0.6)
+        );
+        // In VIEW space the eyes do not move with the head.
+        let view = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::VIEW)),
+            &head,
+        );
+        let [(l, _), _] = views_in(view, &head, (0.7, 0.6), 0.064).unwrap();
+        assert!(l.position.y.abs() < 1e-6);
+        assert!(views_in(None, &head, (0.7, 0.6), 0.064).is_none());
+    }
+
+    #[test]
+    fn an_action_space_is_never_located() {
+        let head = Rigid::IDENTITY;
+        let local = space(SpaceKind::Reference(xr::ReferenceSpaceType::LOCAL));
+        let stage = space(SpaceKind::Reference(xr::ReferenceSpaceType::STAGE));
+        let action = space(SpaceKind::Action);
+        assert!(relative(&action, &local, &head).is_none());
+        assert!(relative(&local, &action, &head).is_none());
+        let p = relative(&local, &stage, &head).unwrap();
+        assert!((p.position.y - EYE_HEIGHT_M).abs() < 1e-6);
+        let mut loc = xr::SpaceLocation {
+            ty: xr::StructureType::SPACE_LOCATION,
+            next: std::ptr::null_mut(),
+            location_flags: xr::SpaceLocationFlags::POSITION_VALID,
+            pose: Rigid::IDENTITY.to_xr(),
+        };
+        write_location(None, &mut loc);
+        assert_eq!(loc.location_flags, xr::SpaceLocationFlags::EMPTY);
+        write_location(Some(p), &mut loc);
+        assert!(loc
+            .location_flags
+            .contains(xr::SpaceLocationFlags::POSITION_TRACKED));
+        assert_eq!(loc.ty, xr::StructureType::SPACE_LOCATION);
+    }
 }
