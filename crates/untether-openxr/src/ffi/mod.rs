@@ -64,3 +64,64 @@ pub(crate) unsafe extern "system" fn xrNegotiateLoaderRuntimeInterface(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ptr::{null, null_mut};
+
+    use openxr_sys::Handle;
+
+    use super::*;
+
+    /// Null or mistyped arguments and stale handles are refused, never dereferenced.
+    #[test]
+    fn bad_arguments_are_answered_not_crashed_on() {
+        let stale = xr::Instance::from_raw(u64::MAX);
+        let session = xr::Session::from_raw(u64::MAX);
+        let mut n = 7u32;
+        let wrong = xr::SystemGetInfo {
+            ty: xr::StructureType::SESSION_CREATE_INFO,
+            next: null(),
+            form_factor: xr::FormFactor::HEAD_MOUNTED_DISPLAY,
+        };
+        let mut system = xr::SystemId::from_raw(0);
+        let v = xr::Result::ERROR_VALIDATION_FAILURE;
+        // SAFETY: every pointer is null or a live local.
+        unsafe {
+            assert_eq!(
+                dispatch::get_instance_proc_addr(stale, c"xrCreateInstance".as_ptr(), null_mut()),
+                v
+            );
+            assert_eq!(instance::get_system(stale, &wrong, &mut system), v);
+            assert_eq!(instance::get_system(stale, null(), &mut system), v);
+            assert_eq!(instance::string_to_path(stale, null(), null_mut()), v);
+            assert_eq!(
+                instance::path_to_string(stale, xr::Path::NULL, 4, &mut n, null_mut()),
+                v
+            );
+            assert_eq!(
+                instance::enumerate_instance_extension_properties(null(), 0, &mut n, null_mut()),
+                xr::Result::SUCCESS
+            );
+            assert_eq!(n, 3);
+            assert_eq!(actions::create_action_set(stale, null(), null_mut()), v);
+            assert_eq!(actions::sync_actions(session, null()), v);
+            assert_eq!(
+                space::locate_views(session, null(), null_mut(), 0, &mut n, null_mut()),
+                v
+            );
+            assert_eq!(
+                space::enumerate_reference_spaces(session, 0, &mut n, null_mut()),
+                xr::Result::ERROR_HANDLE_INVALID
+            );
+            assert_eq!(
+                space::destroy_space(xr::Space::from_raw(u64::MAX)),
+                xr::Result::ERROR_HANDLE_INVALID
+            );
+            assert_eq!(
+                actions::destroy_action(xr::Action::from_raw(u64::MAX)),
+                xr::Result::ERROR_HANDLE_INVALID
+            );
+        }
+    }
+}
