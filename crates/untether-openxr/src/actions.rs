@@ -14,19 +14,22 @@
 //! `/interaction_profiles/microsoft/xbox_controller` (`/user/gamepad`) reads the client's
 //! game controller: see [`crate::gamepad`]. Other interaction profiles' suggestions are
 //! accepted (every application suggests several) and not used.
+//!
+//! The safe core of the entry points in [`crate::ffi::actions`].
 
-use std::collections::HashMap;
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::gamepad::{self, XBOX};
-use crate::guard;
-use crate::math::Rigid;
-use crate::runtime::{lock, Event, Runtime};
-use crate::space::{Space, SpaceKind};
+use crate::runtime::{lock, Event, Instance, Runtime};
 use crate::stream::Held;
-use crate::util::{get_str, now, ty_of};
+use crate::table::Table;
+use crate::util::{get_str, now};
 
 pub const SIMPLE: &str = "/interaction_profiles/khr/simple_controller";
 const HANDS: [&str; 2] = ["/user/hand/left", "/user/hand/right"];
@@ -63,11 +66,48 @@ impl Bindings {
     }
 }
 
+/// The action sets and actions, each kind in its own table (see [`crate::table`] for the
+/// lock order). Destroying the instance empties both.
+pub static ACTION_SETS: Table<ActionSet> = Table::new();
+pub static ACTIONS: Table<Action> = Table::new();
+
 pub struct ActionSet {
     pub name: String,
-    pub attached: bool,
+    /// What changes, behind the set's own lock: creating an action in the set, attaching
+    /// it and destroying it exclude each other.
+    state: Mutex<SetState>,
 }
 
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetState {
+    pub attached: bool,
+    pub destroyed: bool,
+}
+
+impl ActionSet {
+    pub fn new(name: String) -> Self {
+        ActionSet {
+            name,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The set's state, locked.
+    pub fn state(&self) -> MutexGuard<'_, SetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn attached(&self) -> bool {
+        self.state().attached
+    }
+}
+
+/// Whether the set `id` exists and is attached to a session.
+pub fn set_attached(id: u64) -> bool {
+    ACTION_SETS.get(id).is_ok_and(|s| s.attached())
+}
+
+/// An action: what it was created with (it never changes).
 pub struct Action {
     pub set: u64,
     pub name: String,
@@ -152,8 +192,8 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
     };
     let t = now().as_nanos();
     let mut fresh = Vec::new();
-    for (&id, a) in &rt.actions {
-        if !rt.action_sets.get(&a.set).is_some_and(|s| s.attached) {
+    for (id, a) in ACTIONS.snapshot() {
+        if !set_attached(a.set) {
             continue;
         }
         let sources = inst.bindings.sources(id);
@@ -199,410 +239,278 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
     }
 }
 
-pub(crate) unsafe extern "system" fn create_action_set(
+/// `xrCreateActionSet`.
+pub fn create_action_set(
     instance: xr::Instance,
-    info: *const xr::ActionSetCreateInfo,
-    out: *mut xr::ActionSet,
-) -> xr::Result {
-    guard("xrCreateActionSet", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SET_CREATE_INFO)
-            || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        if rt.instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        let Some(name) = get_str(&info.action_set_name).filter(|n| name_ok(n)) else {
-            return xr::Result::ERROR_PATH_FORMAT_INVALID;
-        };
-        if get_str(&info.localized_action_set_name).is_none_or(|n| n.is_empty()) {
-            return xr::Result::ERROR_LOCALIZED_NAME_INVALID;
-        }
-        if rt.action_sets.values().any(|s| s.name == name) {
-            return xr::Result::ERROR_NAME_DUPLICATED;
-        }
-        let id = rt.new_id();
-        rt.action_sets.insert(
-            id,
-            ActionSet {
-                name,
-                attached: false,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::ActionSet::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    info: &xr::ActionSetCreateInfo,
+) -> Result<xr::ActionSet, xr::Result> {
+    // Held while the set is added: destroying the instance empties the table under it.
+    let mut rt = lock();
+    rt.instance(instance)?;
+    let name = get_str(&info.action_set_name)
+        .filter(|n| name_ok(n))
+        .ok_or(xr::Result::ERROR_PATH_FORMAT_INVALID)?;
+    if get_str(&info.localized_action_set_name).is_none_or(|n| n.is_empty()) {
+        return Err(xr::Result::ERROR_LOCALIZED_NAME_INVALID);
+    }
+    let id = ACTION_SETS
+        .insert_unless(ActionSet::new(name.clone()), |s| s.name == name)
+        .ok_or(xr::Result::ERROR_NAME_DUPLICATED)?;
+    Ok(xr::ActionSet::from_raw(id))
 }
 
-pub(crate) unsafe extern "system" fn destroy_action_set(set: xr::ActionSet) -> xr::Result {
-    guard("xrDestroyActionSet", || {
-        let mut rt = lock();
-        let id = set.into_raw();
-        if rt.action_sets.remove(&id).is_none() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        rt.actions.retain(|_, a| a.set != id);
-        xr::Result::SUCCESS
-    })
+/// `xrDestroyActionSet`: its actions go with it.
+pub fn destroy_action_set(set: xr::ActionSet) -> Result<(), xr::Result> {
+    let id = set.into_raw();
+    let s = ACTION_SETS.get(id)?;
+    let mut state = s.state();
+    if state.destroyed {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    }
+    state.destroyed = true;
+    ACTION_SETS.remove(id)?;
+    ACTIONS.retain(|a| a.set != id);
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn create_action(
+/// The action types the runtime knows.
+const ACTION_TYPES: [xr::ActionType; 5] = [
+    xr::ActionType::BOOLEAN_INPUT,
+    xr::ActionType::FLOAT_INPUT,
+    xr::ActionType::VECTOR2F_INPUT,
+    xr::ActionType::POSE_INPUT,
+    xr::ActionType::VIBRATION_OUTPUT,
+];
+
+/// Checks an action's subaction paths: known, top-level user paths, each once.
+pub fn subactions_of(inst: &Instance, paths: &[xr::Path]) -> Result<Vec<xr::Path>, xr::Result> {
+    let mut subactions = Vec::new();
+    for &p in paths {
+        match inst.path_str(p) {
+            None => return Err(xr::Result::ERROR_PATH_INVALID),
+            Some(s) if !s.starts_with("/user/") => return Err(xr::Result::ERROR_PATH_UNSUPPORTED),
+            Some(_) if subactions.contains(&p) => return Err(xr::Result::ERROR_PATH_UNSUPPORTED),
+            Some(_) => subactions.push(p),
+        }
+    }
+    Ok(subactions)
+}
+
+/// `xrCreateAction`: `subaction_paths` are the info's `subactionPaths`.
+pub fn create_action(
     set: xr::ActionSet,
-    info: *const xr::ActionCreateInfo,
-    out: *mut xr::Action,
-) -> xr::Result {
-    guard("xrCreateAction", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_CREATE_INFO) || out.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        let sid = set.into_raw();
-        match rt.action_sets.get(&sid) {
-            None => return xr::Result::ERROR_HANDLE_INVALID,
-            Some(s) if s.attached => return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED,
-            Some(_) => {}
-        }
-        let Some(name) = get_str(&info.action_name).filter(|n| name_ok(n)) else {
-            return xr::Result::ERROR_PATH_FORMAT_INVALID;
-        };
-        if get_str(&info.localized_action_name).is_none_or(|n| n.is_empty()) {
-            return xr::Result::ERROR_LOCALIZED_NAME_INVALID;
-        }
-        if rt.actions.values().any(|a| a.set == sid && a.name == name) {
-            return xr::Result::ERROR_NAME_DUPLICATED;
-        }
-        let known = [
-            xr::ActionType::BOOLEAN_INPUT,
-            xr::ActionType::FLOAT_INPUT,
-            xr::ActionType::VECTOR2F_INPUT,
-            xr::ActionType::POSE_INPUT,
-            xr::ActionType::VIBRATION_OUTPUT,
-        ];
-        if !known.contains(&info.action_type) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut subactions = Vec::new();
-        if info.count_subaction_paths > 0 {
-            if info.subaction_paths.is_null() {
-                return xr::Result::ERROR_VALIDATION_FAILURE;
-            }
-            // SAFETY: `count_subaction_paths` paths.
-            let paths = unsafe {
-                std::slice::from_raw_parts(
-                    info.subaction_paths,
-                    info.count_subaction_paths as usize,
-                )
-            };
-            let Some(inst) = rt.instance.as_ref() else {
-                return xr::Result::ERROR_HANDLE_INVALID;
-            };
-            for &p in paths {
-                match inst.path_str(p) {
-                    None => return xr::Result::ERROR_PATH_INVALID,
-                    Some(s) if !s.starts_with("/user/") => {
-                        return xr::Result::ERROR_PATH_UNSUPPORTED
-                    }
-                    Some(_) if subactions.contains(&p) => {
-                        return xr::Result::ERROR_PATH_UNSUPPORTED
-                    }
-                    Some(_) => subactions.push(p),
-                }
-            }
-        }
-        let id = rt.new_id();
-        rt.actions.insert(
-            id,
-            Action {
-                set: sid,
-                name,
-                ty: info.action_type,
-                subactions,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Action::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    info: &xr::ActionCreateInfo,
+    subaction_paths: &[xr::Path],
+) -> Result<xr::Action, xr::Result> {
+    let sid = set.into_raw();
+    let the_set = ACTION_SETS.get(sid)?;
+    if the_set.attached() {
+        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
+    }
+    let name = get_str(&info.action_name)
+        .filter(|n| name_ok(n))
+        .ok_or(xr::Result::ERROR_PATH_FORMAT_INVALID)?;
+    if get_str(&info.localized_action_name).is_none_or(|n| n.is_empty()) {
+        return Err(xr::Result::ERROR_LOCALIZED_NAME_INVALID);
+    }
+    if !ACTION_TYPES.contains(&info.action_type) {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    let subactions = {
+        let rt = lock();
+        let inst = rt
+            .instance
+            .as_ref()
+            .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+        subactions_of(inst, subaction_paths)?
+    };
+    // Under the set's lock: not attached or destroyed meanwhile.
+    let state = the_set.state();
+    if state.destroyed {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    }
+    if state.attached {
+        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
+    }
+    let action = Action {
+        set: sid,
+        name: name.clone(),
+        ty: info.action_type,
+        subactions,
+    };
+    let id = ACTIONS
+        .insert_unless(action, |a| a.set == sid && a.name == name)
+        .ok_or(xr::Result::ERROR_NAME_DUPLICATED)?;
+    Ok(xr::Action::from_raw(id))
 }
 
-pub(crate) unsafe extern "system" fn destroy_action(action: xr::Action) -> xr::Result {
-    guard("xrDestroyAction", || {
-        match lock().actions.remove(&action.into_raw()) {
-            Some(_) => xr::Result::SUCCESS,
-            None => xr::Result::ERROR_HANDLE_INVALID,
-        }
-    })
+/// `xrDestroyAction`.
+pub fn destroy_action(action: xr::Action) -> Result<(), xr::Result> {
+    ACTIONS.remove(action.into_raw()).map(|_| ())
 }
 
-pub(crate) unsafe extern "system" fn suggest_interaction_profile_bindings(
+/// The sources suggested for one profile, by action, checked against the profile the
+/// runtime feeds (`profile` is a well-formed interaction profile path); None: a profile the
+/// runtime does not feed (its suggestions are accepted and not used).
+pub fn bindings_for(
+    profile: &str,
+    list: &[(u64, String)],
+) -> Result<Option<HashMap<u64, Vec<String>>>, xr::Result> {
+    let check: fn(&str) -> bool = match profile {
+        SIMPLE => simple_source_ok,
+        XBOX => gamepad::source_ok,
+        _ => return Ok(None),
+    };
+    let mut by_action: HashMap<u64, Vec<String>> = HashMap::new();
+    for (action, src) in list {
+        if !check(src) {
+            log::warn!("xrSuggestInteractionProfileBindings: {src} is not a source of {profile}");
+            return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+        }
+        by_action.entry(*action).or_default().push(src.clone());
+    }
+    Ok(Some(by_action))
+}
+
+/// `xrSuggestInteractionProfileBindings`: `list` is the info's `suggestedBindings`.
+pub fn suggest_bindings(
     instance: xr::Instance,
-    info: *const xr::InteractionProfileSuggestedBinding,
-) -> xr::Result {
-    guard("xrSuggestInteractionProfileBindings", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::INTERACTION_PROFILE_SUGGESTED_BINDING)
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
+    profile: xr::Path,
+    list: &[xr::ActionSuggestedBinding],
+) -> Result<(), xr::Result> {
+    if list.is_empty() {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    let mut rt = lock();
+    let inst = rt.instance(instance)?;
+    let profile = inst
+        .path_str(profile)
+        .map(str::to_string)
+        .ok_or(xr::Result::ERROR_PATH_INVALID)?;
+    if !profile.starts_with("/interaction_profiles/") || profile.split('/').count() != 4 {
+        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+    }
+    let mut sources = Vec::with_capacity(list.len());
+    for b in list {
+        let src = inst
+            .path_str(b.binding)
+            .map(str::to_string)
+            .ok_or(xr::Result::ERROR_PATH_INVALID)?;
+        if !src.starts_with("/user/") {
+            return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
         }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        if info.count_suggested_bindings == 0 || info.suggested_bindings.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
+        sources.push((b.action.into_raw(), src));
+    }
+    let bindings = bindings_for(&profile, &sources)?;
+    for b in list {
+        if set_attached(ACTIONS.get(b.action.into_raw())?.set) {
+            return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
         }
-        // SAFETY: `count_suggested_bindings` bindings.
-        let list = unsafe {
-            std::slice::from_raw_parts(
-                info.suggested_bindings,
-                info.count_suggested_bindings as usize,
-            )
-        };
-        let mut rt = lock();
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let Some(profile) = inst.path_str(info.interaction_profile).map(str::to_string) else {
-            return xr::Result::ERROR_PATH_INVALID;
-        };
-        if !profile.starts_with("/interaction_profiles/") || profile.split('/').count() != 4 {
-            return xr::Result::ERROR_PATH_UNSUPPORTED;
+    }
+    if let (Some(inst), Some(bindings)) = (rt.instance.as_mut(), bindings) {
+        if profile == SIMPLE {
+            inst.bindings.simple = bindings;
+        } else {
+            inst.bindings.gamepad = bindings;
         }
-        let mut simple: HashMap<u64, Vec<String>> = HashMap::new();
-        let mut pad: HashMap<u64, Vec<String>> = HashMap::new();
-        for b in list {
-            let Some(src) = inst.path_str(b.binding).map(str::to_string) else {
-                return xr::Result::ERROR_PATH_INVALID;
-            };
-            if !src.starts_with("/user/") {
-                return xr::Result::ERROR_PATH_UNSUPPORTED;
-            }
-            if profile == SIMPLE {
-                if !simple_source_ok(&src) {
-                    log::warn!(
-                        "xrSuggestInteractionProfileBindings: {src} is not a source of {SIMPLE}"
-                    );
-                    return xr::Result::ERROR_PATH_UNSUPPORTED;
-                }
-                simple.entry(b.action.into_raw()).or_default().push(src);
-            } else if profile == XBOX {
-                if !gamepad::source_ok(&src) {
-                    log::warn!(
-                        "xrSuggestInteractionProfileBindings: {src} is not a source of {XBOX}"
-                    );
-                    return xr::Result::ERROR_PATH_UNSUPPORTED;
-                }
-                pad.entry(b.action.into_raw()).or_default().push(src);
-            }
-        }
-        for b in list {
-            match rt.actions.get(&b.action.into_raw()) {
-                None => return xr::Result::ERROR_HANDLE_INVALID,
-                Some(a) if rt.action_sets.get(&a.set).is_some_and(|s| s.attached) => {
-                    return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED
-                }
-                Some(_) => {}
-            }
-        }
-        if let Some(inst) = rt.instance.as_mut() {
-            if profile == SIMPLE {
-                inst.bindings.simple = simple;
-            } else if profile == XBOX {
-                inst.bindings.gamepad = pad;
-            }
-        }
-        xr::Result::SUCCESS
-    })
+    }
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn attach_session_action_sets(
+/// `xrAttachSessionActionSets`: `sets` is the info's `actionSets`.
+pub fn attach_session_action_sets(
     session: xr::Session,
-    info: *const xr::SessionActionSetsAttachInfo,
-) -> xr::Result {
-    guard("xrAttachSessionActionSets", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_ACTION_SETS_ATTACH_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        if info.count_action_sets == 0 || info.action_sets.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: `count_action_sets` handles.
-        let sets = unsafe {
-            std::slice::from_raw_parts(info.action_sets, info.count_action_sets as usize)
-        };
-        let mut rt = lock();
-        match rt.session(session) {
-            Err(e) => return e,
-            Ok(s) if !s.attached.is_empty() => {
-                return xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED
-            }
-            Ok(_) => {}
-        }
-        if sets
-            .iter()
-            .any(|s| !rt.action_sets.contains_key(&s.into_raw()))
-        {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
-        for id in &ids {
-            if let Some(s) = rt.action_sets.get_mut(id) {
-                s.attached = true;
-            }
-        }
-        if let Ok(s) = rt.session(session) {
-            s.attached = ids;
-        }
-        rt.push(Event::InteractionProfileChanged {
-            session: session.into_raw(),
-        });
-        xr::Result::SUCCESS
-    })
+    sets: &[xr::ActionSet],
+) -> Result<(), xr::Result> {
+    if sets.is_empty() {
+        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
+    }
+    let mut rt = lock();
+    if !rt.session(session)?.attached.is_empty() {
+        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
+    }
+    // Each set once, in handle order; all their locks held (under the runtime's, so no
+    // other call holds two) while none is found destroyed and all are marked attached.
+    let objects = sets
+        .iter()
+        .map(|s| Ok((s.into_raw(), ACTION_SETS.get(s.into_raw())?)))
+        .collect::<Result<BTreeMap<_, _>, xr::Result>>()?;
+    let mut states: Vec<_> = objects.values().map(|s| s.state()).collect();
+    if states.iter().any(|s| s.destroyed) {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    }
+    for s in &mut states {
+        s.attached = true;
+    }
+    drop(states);
+    let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
+    rt.session(session)?.attached = ids;
+    rt.push(Event::InteractionProfileChanged {
+        session: session.into_raw(),
+    });
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn get_current_interaction_profile(
+/// The interaction profile bound to a top-level user path, given which profiles have
+/// suggestions: Some(None) for a known top-level path without one, None for an unknown one.
+pub fn profile_for(top: &str, simple: bool, gamepad: bool) -> Option<Option<&'static str>> {
+    if HANDS.contains(&top) {
+        Some(simple.then_some(SIMPLE))
+    } else if top == gamepad::TOP {
+        Some(gamepad.then_some(XBOX))
+    } else if top == "/user/head" {
+        Some(None)
+    } else {
+        None
+    }
+}
+
+/// `xrGetCurrentInteractionProfile`: the profile bound to `top` (NULL: none).
+pub fn current_interaction_profile(
     session: xr::Session,
     top: xr::Path,
-    out: *mut xr::InteractionProfileState,
-) -> xr::Result {
-    guard("xrGetCurrentInteractionProfile", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(out) } != Some(xr::StructureType::INTERACTION_PROFILE_STATE) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut rt = lock();
-        let attached = match rt.session(session) {
-            Ok(s) => !s.attached.is_empty(),
-            Err(e) => return e,
-        };
-        if !attached {
-            return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
-        }
-        let Some(inst) = rt.instance.as_mut() else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let Some(t) = inst.path_str(top).map(str::to_string) else {
-            return xr::Result::ERROR_PATH_INVALID;
-        };
-        let profile = if HANDS.contains(&t.as_str()) && !inst.bindings.simple.is_empty() {
-            inst.path(SIMPLE)
-        } else if t == gamepad::TOP && !inst.bindings.gamepad.is_empty() {
-            inst.path(XBOX)
-        } else if HANDS.contains(&t.as_str()) || t == "/user/head" || t == "/user/gamepad" {
-            xr::Path::NULL
-        } else {
-            return xr::Result::ERROR_PATH_UNSUPPORTED;
-        };
-        // SAFETY: checked type.
-        unsafe { (*out).interaction_profile = profile };
-        xr::Result::SUCCESS
-    })
+) -> Result<xr::Path, xr::Result> {
+    let mut rt = lock();
+    if rt.session(session)?.attached.is_empty() {
+        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+    }
+    let inst = rt
+        .instance
+        .as_mut()
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let t = inst
+        .path_str(top)
+        .map(str::to_string)
+        .ok_or(xr::Result::ERROR_PATH_INVALID)?;
+    let b = &inst.bindings;
+    match profile_for(&t, !b.simple.is_empty(), !b.gamepad.is_empty()) {
+        None => Err(xr::Result::ERROR_PATH_UNSUPPORTED),
+        Some(None) => Ok(xr::Path::NULL),
+        Some(Some(p)) => Ok(inst.path(p)),
+    }
 }
 
-pub(crate) unsafe extern "system" fn sync_actions(
+/// `xrSyncActions`: `active` is the info's `activeActionSets`. XR_SESSION_NOT_FOCUSED (and
+/// every action inactive) unless the session is focused.
+pub fn sync_actions(
     session: xr::Session,
-    info: *const xr::ActionsSyncInfo,
-) -> xr::Result {
-    guard("xrSyncActions", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTIONS_SYNC_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let active: &[xr::ActiveActionSet] = if info.count_active_action_sets == 0 {
-            &[]
-        } else if info.active_action_sets.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        } else {
-            // SAFETY: `count_active_action_sets` entries.
-            unsafe {
-                std::slice::from_raw_parts(
-                    info.active_action_sets,
-                    info.count_active_action_sets as usize,
-                )
-            }
-        };
-        let mut rt = lock();
-        let sid = session.into_raw();
-        let (focused, held) = match rt.session(session) {
-            Err(e) => return e,
-            Ok(s) => {
-                if active
-                    .iter()
-                    .any(|a| !s.attached.contains(&a.action_set.into_raw()))
-                {
-                    return xr::Result::ERROR_ACTIONSET_NOT_ATTACHED;
-                }
-                s.stream.poll_input();
-                (s.state == xr::SessionState::FOCUSED, s.stream.held.clone())
-            }
-        };
-        sync(&mut rt, sid, focused, &held);
-        if focused {
-            xr::Result::SUCCESS
-        } else {
-            xr::Result::SESSION_NOT_FOCUSED
-        }
-    })
-}
-
-pub(crate) unsafe extern "system" fn create_action_space(
-    session: xr::Session,
-    info: *const xr::ActionSpaceCreateInfo,
-    out: *mut xr::Space,
-) -> xr::Result {
-    guard("xrCreateActionSpace", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::ACTION_SPACE_CREATE_INFO)
-            || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let Some(offset) = Rigid::from_xr(&info.pose_in_action_space) else {
-            return xr::Result::ERROR_POSE_INVALID;
-        };
-        let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
-        match rt.actions.get(&info.action.into_raw()) {
-            None => return xr::Result::ERROR_HANDLE_INVALID,
-            Some(a) if a.ty != xr::ActionType::POSE_INPUT => {
-                return xr::Result::ERROR_ACTION_TYPE_MISMATCH
-            }
-            Some(a)
-                if info.subaction_path != xr::Path::NULL
-                    && !a.subactions.contains(&info.subaction_path) =>
-            {
-                return xr::Result::ERROR_PATH_UNSUPPORTED
-            }
-            Some(_) => {}
-        }
-        let id = rt.new_id();
-        rt.spaces.insert(
-            id,
-            Space {
-                session: session.into_raw(),
-                kind: SpaceKind::Action,
-                offset,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Space::from_raw(id)) };
+    active: &[xr::ActiveActionSet],
+) -> Result<xr::Result, xr::Result> {
+    let mut rt = lock();
+    let s = rt.session(session)?;
+    if active
+        .iter()
+        .any(|a| !s.attached.contains(&a.action_set.into_raw()))
+    {
+        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+    }
+    s.stream.poll_input();
+    let (focused, held) = (s.state == xr::SessionState::FOCUSED, s.stream.held.clone());
+    sync(&mut rt, session.into_raw(), focused, &held);
+    Ok(if focused {
         xr::Result::SUCCESS
+    } else {
+        xr::Result::SESSION_NOT_FOCUSED
     })
 }
 
@@ -656,5 +564,151 @@ mod tests {
             .insert(7, vec!["/user/gamepad/input/menu/click".into()]);
         assert_eq!(b.sources(7).len(), 2);
         assert!(b.sources(8).is_empty());
+    }
+
+    #[test]
+    fn subaction_paths_are_known_user_paths_each_once() {
+        let mut inst = crate::runtime::tests::instance(1);
+        let left = inst.path("/user/hand/left");
+        let profile = inst.path(SIMPLE);
+        assert_eq!(subactions_of(&inst, &[left]), Ok(vec![left]));
+        assert_eq!(subactions_of(&inst, &[]), Ok(vec![]));
+        assert_eq!(
+            subactions_of(&inst, &[left, left]),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert_eq!(
+            subactions_of(&inst, &[profile]),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert_eq!(
+            subactions_of(&inst, &[xr::Path::from_raw(99)]),
+            Err(xr::Result::ERROR_PATH_INVALID)
+        );
+    }
+
+    #[test]
+    fn suggestions_are_checked_against_the_profiles_the_runtime_feeds() {
+        let list = |src: &str| vec![(5u64, src.to_string())];
+        let got = bindings_for(SIMPLE, &list("/user/hand/left/input/select/click")).unwrap();
+        assert_eq!(
+            got.unwrap().get(&5).map(Vec::len),
+            Some(1),
+            "kept for the simple controller"
+        );
+        assert_eq!(
+            bindings_for(SIMPLE, &list("/user/hand/left/input/trigger/value")),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert!(bindings_for(XBOX, &list("/user/gamepad/input/a/click"))
+            .unwrap()
+            .is_some());
+        // Another profile's suggestions are accepted, whatever their sources, and not used.
+        assert_eq!(
+            bindings_for(
+                "/interaction_profiles/valve/index_controller",
+                &list("/user/hand/left/input/trigger/value")
+            ),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn the_current_profile_is_the_one_with_suggestions() {
+        assert_eq!(
+            profile_for("/user/hand/left", true, false),
+            Some(Some(SIMPLE))
+        );
+        assert_eq!(profile_for("/user/hand/right", false, true), Some(None));
+        assert_eq!(profile_for("/user/gamepad", false, true), Some(Some(XBOX)));
+        assert_eq!(profile_for("/user/head", true, true), Some(None));
+        assert_eq!(profile_for("/user/foot", true, true), None);
+    }
+
+    #[test]
+    fn action_sets_and_actions_live_and_die_through_the_core() {
+        use crate::runtime::tests::{install_instance, INSTANCE_SLOT};
+        use crate::util::put_str;
+        let _slot = INSTANCE_SLOT.lock().unwrap_or_else(|p| p.into_inner());
+        let inst = install_instance();
+        let id = inst.into_raw();
+        let path = |s: &str| crate::instance::string_to_path(inst, s).unwrap();
+        let mut set_info = xr::ActionSetCreateInfo {
+            ty: xr::StructureType::ACTION_SET_CREATE_INFO,
+            next: std::ptr::null(),
+            action_set_name: [0; xr::MAX_ACTION_SET_NAME_SIZE],
+            localized_action_set_name: [0; xr::MAX_LOCALIZED_ACTION_SET_NAME_SIZE],
+            priority: 0,
+        };
+        put_str(&mut set_info.action_set_name, "Gameplay");
+        put_str(&mut set_info.localized_action_set_name, "Gameplay");
+        assert_eq!(
+            create_action_set(inst, &set_info).err(),
+            Some(xr::Result::ERROR_PATH_FORMAT_INVALID)
+        );
+        put_str(&mut set_info.action_set_name, "gameplay");
+        let set = create_action_set(inst, &set_info).unwrap();
+        assert_eq!(
+            create_action_set(inst, &set_info).err(),
+            Some(xr::Result::ERROR_NAME_DUPLICATED)
+        );
+        let left = path("/user/hand/left");
+        let mut info = xr::ActionCreateInfo {
+            ty: xr::StructureType::ACTION_CREATE_INFO,
+            next: std::ptr::null(),
+            action_name: [0; xr::MAX_ACTION_NAME_SIZE],
+            action_type: xr::ActionType::BOOLEAN_INPUT,
+            count_subaction_paths: 0,
+            subaction_paths: std::ptr::null(),
+            localized_action_name: [0; xr::MAX_LOCALIZED_ACTION_NAME_SIZE],
+        };
+        put_str(&mut info.action_name, "select");
+        put_str(&mut info.localized_action_name, "Select");
+        let action = create_action(set, &info, &[left]).unwrap();
+        assert_eq!(
+            create_action(set, &info, &[left]).err(),
+            Some(xr::Result::ERROR_NAME_DUPLICATED)
+        );
+        let bind = |src: &str| xr::ActionSuggestedBinding {
+            action,
+            binding: path(src),
+        };
+        let simple = path(SIMPLE);
+        assert_eq!(
+            suggest_bindings(inst, simple, &[bind("/user/hand/left/input/select/click")]),
+            Ok(())
+        );
+        assert_eq!(
+            suggest_bindings(inst, simple, &[bind("/user/hand/left/input/trigger/value")]),
+            Err(xr::Result::ERROR_PATH_UNSUPPORTED)
+        );
+        assert_eq!(
+            suggest_bindings(inst, simple, &[]),
+            Err(xr::Result::ERROR_VALIDATION_FAILURE)
+        );
+        // Handles from another kind, or never made, are invalid.
+        assert_eq!(
+            destroy_action(xr::Action::from_raw(set.into_raw())),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(
+            attach_session_action_sets(xr::Session::from_raw(id), &[set]),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        // The set takes its actions with it; a destroyed handle stays invalid.
+        assert_eq!(destroy_action_set(set), Ok(()));
+        assert_eq!(
+            destroy_action(action),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(
+            destroy_action_set(set),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(crate::instance::destroy_instance(inst), Ok(()));
+        assert_eq!(
+            crate::instance::destroy_instance(inst),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
     }
 }

@@ -14,6 +14,8 @@
 //! | `/input/thumbstick_{left,right}` (`/x`, `/y`) | the sticks (y up, −1..1) |
 //! | `/output/haptic_left`, `_right`, `_left_trigger`, `_right_trigger` | rumble |
 
+#![forbid(unsafe_code)]
+
 use crate::stream::Held;
 
 pub const XBOX: &str = "/interaction_profiles/microsoft/xbox_controller";

@@ -1,17 +1,18 @@
-//! The instance, the system (the streamed headset), its views, paths and events.
+//! The instance, the system (the streamed headset), its views, paths and events: the safe
+//! core behind the entry points in [`crate::ffi::instance`], which read and check the
+//! application's structures and pointers and hand them over as references and [`Array`]s.
 
-use std::collections::{HashMap, VecDeque};
+#![forbid(unsafe_code)]
+
 use std::ffi::c_char;
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::actions::Bindings;
-use crate::guard;
 use crate::runtime::{lock, Event, Instance, SYSTEM_RAW};
 use crate::session::{destroy_session_objects, follow_clients};
 use crate::stream::Settings;
-use crate::util::{c_str, fill, fill_str, fill_with, get_str, put_str, ty_of};
+use crate::util::{get_str, put_str, two_call, two_call_str, two_call_with, Array, Slot};
 use crate::{API_MAX, RUNTIME_NAME};
 
 /// The instance extensions offered, with their spec versions.
@@ -21,185 +22,94 @@ pub const EXTENSIONS: [(&str, u32); 3] = [
     ("XR_KHR_vulkan_enable", 8),
 ];
 
-pub(crate) unsafe extern "system" fn enumerate_instance_extension_properties(
-    layer: *const c_char,
-    capacity: u32,
-    count: *mut u32,
-    props: *mut xr::ExtensionProperties,
-) -> xr::Result {
-    guard("xrEnumerateInstanceExtensionProperties", || {
-        if !layer.is_null() {
-            return xr::Result::ERROR_API_LAYER_NOT_PRESENT;
-        }
-        if capacity > 0 {
-            // SAFETY: type read of the application's first element.
-            if unsafe { ty_of(props) } != Some(xr::StructureType::EXTENSION_PROPERTIES) {
-                return xr::Result::ERROR_VALIDATION_FAILURE;
-            }
-        }
-        // SAFETY: the application's two-call array.
-        unsafe {
-            fill_with(capacity, count, EXTENSIONS.len(), |i| {
-                let p = &mut *props.add(i);
-                put_str(&mut p.extension_name, EXTENSIONS[i].0);
-                p.extension_version = EXTENSIONS[i].1;
-            })
-        }
+/// `xrEnumerateInstanceExtensionProperties` (the runtime's own extensions; no layers).
+pub fn extension_properties(out: Array<'_, xr::ExtensionProperties>) -> xr::Result {
+    two_call_with(out, EXTENSIONS.len(), |p, i| {
+        put_str(&mut p.extension_name, EXTENSIONS[i].0);
+        p.extension_version = EXTENSIONS[i].1;
     })
 }
 
-pub(crate) unsafe extern "system" fn create_instance(
-    info: *const xr::InstanceCreateInfo,
-    out: *mut xr::Instance,
-) -> xr::Result {
-    guard("xrCreateInstance", || {
-        crate::util::init_logging();
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::INSTANCE_CREATE_INFO) || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let v = info.application_info.api_version;
-        if v.major() != 1 || v.minor() != 0 {
-            log::warn!("xrCreateInstance: the application asks for OpenXR {v}; this runtime implements 1.0 (up to {API_MAX})");
-            return xr::Result::ERROR_API_VERSION_UNSUPPORTED;
-        }
-        let (mut opengl, mut vulkan) = (false, false);
-        for i in 0..info.enabled_extension_count as usize {
-            // SAFETY: `enabled_extension_count` strings.
-            let name = unsafe { c_str(*info.enabled_extension_names.add(i)) };
-            match name {
-                Some("XR_KHR_opengl_enable") => opengl = true,
-                Some("XR_KHR_vulkan_enable2" | "XR_KHR_vulkan_enable") => vulkan = true,
-                Some(other) => {
-                    log::warn!("xrCreateInstance: extension {other} is not supported (this runtime offers XR_KHR_opengl_enable, XR_KHR_vulkan_enable2 and XR_KHR_vulkan_enable)");
-                    return xr::Result::ERROR_EXTENSION_NOT_PRESENT;
-                }
-                None => return xr::Result::ERROR_VALIDATION_FAILURE,
+/// Which graphics APIs the enabled extensions ask for: (OpenGL, Vulkan).
+pub fn graphics_of(extensions: &[&str]) -> Result<(bool, bool), xr::Result> {
+    let (mut opengl, mut vulkan) = (false, false);
+    for &name in extensions {
+        match name {
+            "XR_KHR_opengl_enable" => opengl = true,
+            "XR_KHR_vulkan_enable2" | "XR_KHR_vulkan_enable" => vulkan = true,
+            other => {
+                log::warn!("xrCreateInstance: extension {other} is not supported (this runtime offers XR_KHR_opengl_enable, XR_KHR_vulkan_enable2 and XR_KHR_vulkan_enable)");
+                return Err(xr::Result::ERROR_EXTENSION_NOT_PRESENT);
             }
         }
-        if info.enabled_api_layer_count > 0 {
-            // Layers are the loader's business; a runtime sees none.
-            return xr::Result::ERROR_API_LAYER_NOT_PRESENT;
-        }
-        let settings = match Settings::load() {
-            Ok(s) => s,
-            Err(e) => {
-                log::error!("xrCreateInstance: untether configuration: {e}");
-                eprintln!("untether OpenXR runtime: configuration: {e}");
-                return xr::Result::ERROR_RUNTIME_FAILURE;
-            }
-        };
-        let mut rt = lock();
-        if rt.instance.is_some() {
-            return xr::Result::ERROR_LIMIT_REACHED;
-        }
-        let id = rt.new_id();
-        rt.instance = Some(Instance {
-            id,
-            application: get_str(&info.application_info.application_name).unwrap_or_default(),
-            opengl,
-            gl_requirements_asked: false,
-            vulkan,
-            vk: Default::default(),
-            system_asked: false,
-            paths: Vec::new(),
-            path_ids: HashMap::new(),
-            events: VecDeque::new(),
-            settings,
-            bindings: Bindings::default(),
-        });
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Instance::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    }
+    Ok((opengl, vulkan))
 }
 
-pub(crate) unsafe extern "system" fn destroy_instance(instance: xr::Instance) -> xr::Result {
-    guard("xrDestroyInstance", || {
-        let mut rt = lock();
-        if rt.instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        let sessions: Vec<u64> = rt.sessions.keys().copied().collect();
-        for s in sessions {
-            destroy_session_objects(&mut rt, s);
-        }
-        rt.action_sets.clear();
-        rt.actions.clear();
-        rt.instance = None;
-        xr::Result::SUCCESS
-    })
+/// `xrCreateInstance`: `extensions` are the enabled extensions' names (None: one was not a
+/// string).
+pub fn create_instance(
+    info: &xr::InstanceCreateInfo,
+    extensions: Option<&[&str]>,
+) -> Result<xr::Instance, xr::Result> {
+    let v = info.application_info.api_version;
+    if v.major() != 1 || v.minor() != 0 {
+        log::warn!("xrCreateInstance: the application asks for OpenXR {v}; this runtime implements 1.0 (up to {API_MAX})");
+        return Err(xr::Result::ERROR_API_VERSION_UNSUPPORTED);
+    }
+    let (opengl, vulkan) = graphics_of(extensions.ok_or(xr::Result::ERROR_VALIDATION_FAILURE)?)?;
+    if info.enabled_api_layer_count > 0 {
+        // Layers are the loader's business; a runtime sees none.
+        return Err(xr::Result::ERROR_API_LAYER_NOT_PRESENT);
+    }
+    let settings = Settings::load().map_err(|e| {
+        log::error!("xrCreateInstance: untether configuration: {e}");
+        eprintln!("untether OpenXR runtime: configuration: {e}");
+        xr::Result::ERROR_RUNTIME_FAILURE
+    })?;
+    let mut rt = lock();
+    if rt.instance.is_some() {
+        return Err(xr::Result::ERROR_LIMIT_REACHED);
+    }
+    let id = rt.new_id();
+    let application = get_str(&info.application_info.application_name).unwrap_or_default();
+    rt.instance = Some(Instance::new(id, application, opengl, vulkan, settings));
+    Ok(xr::Instance::from_raw(id))
 }
 
-pub(crate) unsafe extern "system" fn get_instance_properties(
+/// `xrDestroyInstance`: its sessions and their objects, its action sets and actions go too.
+pub fn destroy_instance(instance: xr::Instance) -> Result<(), xr::Result> {
+    let mut rt = lock();
+    rt.instance(instance)?;
+    let sessions: Vec<u64> = rt.sessions.keys().copied().collect();
+    for s in sessions {
+        destroy_session_objects(&mut rt, s);
+    }
+    crate::actions::ACTIONS.clear();
+    crate::actions::ACTION_SETS.clear();
+    rt.instance = None;
+    Ok(())
+}
+
+/// `xrGetInstanceProperties`.
+pub fn instance_properties(
     instance: xr::Instance,
-    props: *mut xr::InstanceProperties,
-) -> xr::Result {
-    guard("xrGetInstanceProperties", || {
-        if lock().instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        // SAFETY: type read first.
-        if unsafe { ty_of(props) } != Some(xr::StructureType::INSTANCE_PROPERTIES) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let p = unsafe { &mut *props };
-        let v = env!("CARGO_PKG_VERSION").split('.').collect::<Vec<_>>();
-        let n = |i: usize| v.get(i).and_then(|s| s.parse().ok()).unwrap_or(0);
-        p.runtime_version = xr::Version::new(n(0) as u16, n(1) as u16, n(2));
-        put_str(&mut p.runtime_name, RUNTIME_NAME);
-        xr::Result::SUCCESS
-    })
+    p: &mut xr::InstanceProperties,
+) -> Result<(), xr::Result> {
+    lock().instance(instance)?;
+    let v = env!("CARGO_PKG_VERSION").split('.').collect::<Vec<_>>();
+    let n = |i: usize| v.get(i).and_then(|s| s.parse().ok()).unwrap_or(0);
+    p.runtime_version = xr::Version::new(n(0) as u16, n(1) as u16, n(2));
+    put_str(&mut p.runtime_name, RUNTIME_NAME);
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn poll_event(
-    instance: xr::Instance,
-    buffer: *mut xr::EventDataBuffer,
-) -> xr::Result {
-    guard("xrPollEvent", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(buffer) } != Some(xr::StructureType::EVENT_DATA_BUFFER) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut rt = lock();
-        if rt.instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        follow_clients(&mut rt);
-        let Some(e) = rt.instance.as_mut().and_then(|i| i.events.pop_front()) else {
-            return xr::Result::EVENT_UNAVAILABLE;
-        };
-        // SAFETY: the buffer is an XrEventDataBuffer (4000 bytes), larger than either event.
-        unsafe {
-            match e {
-                Event::SessionState {
-                    session,
-                    state,
-                    time,
-                } => (buffer as *mut xr::EventDataSessionStateChanged).write(
-                    xr::EventDataSessionStateChanged {
-                        ty: xr::StructureType::EVENT_DATA_SESSION_STATE_CHANGED,
-                        next: std::ptr::null(),
-                        session: xr::Session::from_raw(session),
-                        state,
-                        time,
-                    },
-                ),
-                Event::InteractionProfileChanged { session } => (buffer
-                    as *mut xr::EventDataInteractionProfileChanged)
-                    .write(xr::EventDataInteractionProfileChanged {
-                        ty: xr::StructureType::EVENT_DATA_INTERACTION_PROFILE_CHANGED,
-                        next: std::ptr::null(),
-                        session: xr::Session::from_raw(session),
-                    }),
-            }
-        }
-        xr::Result::SUCCESS
-    })
+/// `xrPollEvent`: the next event, if any (the sessions follow their clients first).
+pub fn poll_event(instance: xr::Instance) -> Result<Option<Event>, xr::Result> {
+    let mut rt = lock();
+    rt.instance(instance)?;
+    follow_clients(&mut rt);
+    Ok(rt.instance.as_mut().and_then(|i| i.events.pop_front()))
 }
 
 fn enum_name(prefix: &str, debug: String, raw: i32) -> String {
@@ -213,210 +123,132 @@ fn enum_name(prefix: &str, debug: String, raw: i32) -> String {
     }
 }
 
-pub(crate) unsafe extern "system" fn result_to_string(
+/// `xrResultToString` into the application's XR_MAX_RESULT_STRING_SIZE buffer.
+pub fn result_to_string(
     instance: xr::Instance,
     value: xr::Result,
-    buffer: *mut c_char,
-) -> xr::Result {
-    guard("xrResultToString", || {
-        if lock().instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        if buffer.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let s = enum_name("XR_", format!("{value:?}"), value.into_raw());
-        // SAFETY: the spec's buffer of XR_MAX_RESULT_STRING_SIZE.
-        let out = unsafe { std::slice::from_raw_parts_mut(buffer, xr::MAX_RESULT_STRING_SIZE) };
-        put_str(out, &s);
-        xr::Result::SUCCESS
-    })
+    out: &mut [c_char],
+) -> Result<(), xr::Result> {
+    lock().instance(instance)?;
+    put_str(
+        out,
+        &enum_name("XR_", format!("{value:?}"), value.into_raw()),
+    );
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn structure_type_to_string(
+/// `xrStructureTypeToString` into the application's XR_MAX_STRUCTURE_NAME_SIZE buffer.
+pub fn structure_type_to_string(
     instance: xr::Instance,
     value: xr::StructureType,
-    buffer: *mut c_char,
-) -> xr::Result {
-    guard("xrStructureTypeToString", || {
-        if lock().instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        if buffer.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let s = enum_name("XR_TYPE_", format!("{value:?}"), value.into_raw());
-        // SAFETY: the spec's buffer of XR_MAX_STRUCTURE_NAME_SIZE.
-        let out = unsafe { std::slice::from_raw_parts_mut(buffer, xr::MAX_STRUCTURE_NAME_SIZE) };
-        put_str(out, &s);
-        xr::Result::SUCCESS
-    })
+    out: &mut [c_char],
+) -> Result<(), xr::Result> {
+    lock().instance(instance)?;
+    put_str(
+        out,
+        &enum_name("XR_TYPE_", format!("{value:?}"), value.into_raw()),
+    );
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn get_system(
+/// `xrGetSystem`: the one system, a head-mounted display.
+pub fn get_system(
     instance: xr::Instance,
-    info: *const xr::SystemGetInfo,
-    system: *mut xr::SystemId,
-) -> xr::Result {
-    guard("xrGetSystem", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SYSTEM_GET_INFO) || system.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        if info.form_factor != xr::FormFactor::HEAD_MOUNTED_DISPLAY {
-            return xr::Result::ERROR_FORM_FACTOR_UNSUPPORTED;
-        }
-        inst.system_asked = true;
-        // SAFETY: checked non-null.
-        unsafe { system.write(xr::SystemId::from_raw(SYSTEM_RAW)) };
-        xr::Result::SUCCESS
-    })
+    info: &xr::SystemGetInfo,
+) -> Result<xr::SystemId, xr::Result> {
+    let mut rt = lock();
+    let inst = rt.instance(instance)?;
+    if info.form_factor != xr::FormFactor::HEAD_MOUNTED_DISPLAY {
+        return Err(xr::Result::ERROR_FORM_FACTOR_UNSUPPORTED);
+    }
+    inst.system_asked = true;
+    Ok(xr::SystemId::from_raw(SYSTEM_RAW))
 }
 
-pub(crate) unsafe extern "system" fn get_system_properties(
+/// `xrGetSystemProperties`.
+pub fn system_properties(
     instance: xr::Instance,
     system: xr::SystemId,
-    props: *mut xr::SystemProperties,
-) -> xr::Result {
-    guard("xrGetSystemProperties", || {
-        if let Err(e) = lock().system(instance, system) {
-            return e;
-        }
-        // SAFETY: type read first.
-        if unsafe { ty_of(props) } != Some(xr::StructureType::SYSTEM_PROPERTIES) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let p = unsafe { &mut *props };
-        p.system_id = xr::SystemId::from_raw(SYSTEM_RAW);
-        p.vendor_id = 0;
-        put_str(&mut p.system_name, "untether (a streamed headset)");
-        p.graphics_properties = xr::SystemGraphicsProperties {
-            max_swapchain_image_width: 4096,
-            max_swapchain_image_height: 4096,
-            max_layer_count: crate::frame::MAX_LAYERS,
-        };
-        p.tracking_properties = xr::SystemTrackingProperties {
-            orientation_tracking: xr::TRUE,
-            position_tracking: xr::TRUE,
-        };
-        xr::Result::SUCCESS
-    })
+    p: &mut xr::SystemProperties,
+) -> Result<(), xr::Result> {
+    lock().system(instance, system)?;
+    p.system_id = xr::SystemId::from_raw(SYSTEM_RAW);
+    p.vendor_id = 0;
+    put_str(&mut p.system_name, "untether (a streamed headset)");
+    p.graphics_properties = xr::SystemGraphicsProperties {
+        max_swapchain_image_width: 4096,
+        max_swapchain_image_height: 4096,
+        max_layer_count: crate::frame::MAX_LAYERS,
+    };
+    p.tracking_properties = xr::SystemTrackingProperties {
+        orientation_tracking: xr::TRUE,
+        position_tracking: xr::TRUE,
+    };
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn enumerate_view_configurations(
+/// `xrEnumerateViewConfigurations`: primary stereo only.
+pub fn view_configurations(
     instance: xr::Instance,
     system: xr::SystemId,
-    capacity: u32,
-    count: *mut u32,
-    types: *mut xr::ViewConfigurationType,
-) -> xr::Result {
-    guard("xrEnumerateViewConfigurations", || {
-        if let Err(e) = lock().system(instance, system) {
-            return e;
-        }
-        // SAFETY: the application's two-call array.
-        unsafe {
-            fill(
-                capacity,
-                count,
-                types,
-                &[xr::ViewConfigurationType::PRIMARY_STEREO],
-            )
-        }
-    })
+    out: Array<'_, impl Slot<xr::ViewConfigurationType>>,
+) -> Result<xr::Result, xr::Result> {
+    lock().system(instance, system)?;
+    Ok(two_call(out, &[xr::ViewConfigurationType::PRIMARY_STEREO]))
 }
 
-pub(crate) unsafe extern "system" fn get_view_configuration_properties(
+fn stereo_only(ty: xr::ViewConfigurationType) -> Result<(), xr::Result> {
+    if ty != xr::ViewConfigurationType::PRIMARY_STEREO {
+        return Err(xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED);
+    }
+    Ok(())
+}
+
+/// `xrGetViewConfigurationProperties`.
+pub fn view_configuration_properties(
     instance: xr::Instance,
     system: xr::SystemId,
     ty: xr::ViewConfigurationType,
-    props: *mut xr::ViewConfigurationProperties,
-) -> xr::Result {
-    guard("xrGetViewConfigurationProperties", || {
-        if let Err(e) = lock().system(instance, system) {
-            return e;
-        }
-        if ty != xr::ViewConfigurationType::PRIMARY_STEREO {
-            return xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED;
-        }
-        // SAFETY: type read first.
-        if unsafe { ty_of(props) } != Some(xr::StructureType::VIEW_CONFIGURATION_PROPERTIES) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let p = unsafe { &mut *props };
-        p.view_configuration_type = ty;
-        p.fov_mutable = xr::FALSE;
-        xr::Result::SUCCESS
-    })
+    p: &mut xr::ViewConfigurationProperties,
+) -> Result<(), xr::Result> {
+    lock().system(instance, system)?;
+    stereo_only(ty)?;
+    p.view_configuration_type = ty;
+    p.fov_mutable = xr::FALSE;
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn enumerate_view_configuration_views(
+/// `xrEnumerateViewConfigurationViews`: two eyes of the configured size.
+pub fn view_configuration_views(
     instance: xr::Instance,
     system: xr::SystemId,
     ty: xr::ViewConfigurationType,
-    capacity: u32,
-    count: *mut u32,
-    views: *mut xr::ViewConfigurationView,
-) -> xr::Result {
-    guard("xrEnumerateViewConfigurationViews", || {
-        let mut rt = lock();
-        if let Err(e) = rt.system(instance, system) {
-            return e;
-        }
-        if ty != xr::ViewConfigurationType::PRIMARY_STEREO {
-            return xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED;
-        }
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let (w, h) = inst.settings.eye_size();
-        if capacity > 0 {
-            // SAFETY: type read of the first element.
-            if unsafe { ty_of(views) } != Some(xr::StructureType::VIEW_CONFIGURATION_VIEW) {
-                return xr::Result::ERROR_VALIDATION_FAILURE;
-            }
-        }
-        // SAFETY: the application's two-call array.
-        unsafe {
-            fill_with(capacity, count, 2, |i| {
-                let v = &mut *views.add(i);
-                v.recommended_image_rect_width = w;
-                v.recommended_image_rect_height = h;
-                v.max_image_rect_width = 4096;
-                v.max_image_rect_height = 4096;
-                v.recommended_swapchain_sample_count = 1;
-                v.max_swapchain_sample_count = 1;
-            })
-        }
-    })
+    out: Array<'_, xr::ViewConfigurationView>,
+) -> Result<xr::Result, xr::Result> {
+    let mut rt = lock();
+    rt.system(instance, system)?;
+    stereo_only(ty)?;
+    let (w, h) = rt.instance(instance)?.settings.eye_size();
+    Ok(two_call_with(out, 2, |v, _| {
+        v.recommended_image_rect_width = w;
+        v.recommended_image_rect_height = h;
+        v.max_image_rect_width = 4096;
+        v.max_image_rect_height = 4096;
+        v.recommended_swapchain_sample_count = 1;
+        v.max_swapchain_sample_count = 1;
+    }))
 }
 
-pub(crate) unsafe extern "system" fn enumerate_environment_blend_modes(
+/// `xrEnumerateEnvironmentBlendModes`: opaque only.
+pub fn environment_blend_modes(
     instance: xr::Instance,
     system: xr::SystemId,
     ty: xr::ViewConfigurationType,
-    capacity: u32,
-    count: *mut u32,
-    modes: *mut xr::EnvironmentBlendMode,
-) -> xr::Result {
-    guard("xrEnumerateEnvironmentBlendModes", || {
-        if let Err(e) = lock().system(instance, system) {
-            return e;
-        }
-        if ty != xr::ViewConfigurationType::PRIMARY_STEREO {
-            return xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED;
-        }
-        // SAFETY: the application's two-call array.
-        unsafe { fill(capacity, count, modes, &[xr::EnvironmentBlendMode::OPAQUE]) }
-    })
+    out: Array<'_, impl Slot<xr::EnvironmentBlendMode>>,
+) -> Result<xr::Result, xr::Result> {
+    lock().system(instance, system)?;
+    stereo_only(ty)?;
+    Ok(two_call(out, &[xr::EnvironmentBlendMode::OPAQUE]))
 }
 
 /// Whether `s` is a well-formed OpenXR path (`/a/b_c-1.2`).
@@ -433,78 +265,42 @@ pub fn path_ok(s: &str) -> bool {
         })
 }
 
-pub(crate) unsafe extern "system" fn string_to_path(
-    instance: xr::Instance,
-    s: *const c_char,
-    out: *mut xr::Path,
-) -> xr::Result {
-    guard("xrStringToPath", || {
-        // SAFETY: the application's string.
-        let Some(text) = (unsafe { c_str(s) }) else {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        };
-        if out.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut rt = lock();
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        if !path_ok(text) {
-            return xr::Result::ERROR_PATH_FORMAT_INVALID;
-        }
-        let p = inst.path(text);
-        // SAFETY: checked non-null.
-        unsafe { out.write(p) };
-        xr::Result::SUCCESS
-    })
+/// `xrStringToPath`.
+pub fn string_to_path(instance: xr::Instance, text: &str) -> Result<xr::Path, xr::Result> {
+    let mut rt = lock();
+    let inst = rt.instance(instance)?;
+    if !path_ok(text) {
+        return Err(xr::Result::ERROR_PATH_FORMAT_INVALID);
+    }
+    Ok(inst.path(text))
 }
 
-pub(crate) unsafe extern "system" fn path_to_string(
+/// `xrPathToString`.
+pub fn path_to_string(
     instance: xr::Instance,
     path: xr::Path,
-    capacity: u32,
-    count: *mut u32,
-    buffer: *mut c_char,
-) -> xr::Result {
-    guard("xrPathToString", || {
-        let mut rt = lock();
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let Some(s) = inst.path_str(path) else {
-            return xr::Result::ERROR_PATH_INVALID;
-        };
-        // SAFETY: the application's two-call buffer.
-        unsafe { fill_str(capacity, count, buffer, s) }
-    })
+    out: Array<'_, impl Slot<c_char>>,
+) -> Result<xr::Result, xr::Result> {
+    let mut rt = lock();
+    let inst = rt.instance(instance)?;
+    let s = inst.path_str(path).ok_or(xr::Result::ERROR_PATH_INVALID)?;
+    Ok(two_call_str(out, s))
 }
 
-pub(crate) unsafe extern "system" fn get_opengl_graphics_requirements(
+/// `xrGetOpenGLGraphicsRequirementsKHR`.
+pub fn opengl_graphics_requirements(
     instance: xr::Instance,
     system: xr::SystemId,
-    req: *mut xr::GraphicsRequirementsOpenGLKHR,
-) -> xr::Result {
-    guard("xrGetOpenGLGraphicsRequirementsKHR", || {
-        let mut rt = lock();
-        if let Err(e) = rt.system(instance, system) {
-            return e;
-        }
-        // SAFETY: type read first.
-        if unsafe { ty_of(req) } != Some(xr::StructureType::GRAPHICS_REQUIREMENTS_OPENGL_KHR) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        if let Ok(i) = rt.instance(instance) {
-            i.gl_requirements_asked = true;
-        }
-        // SAFETY: checked.
-        let r = unsafe { &mut *req };
-        // Framebuffer blits, texture storage, fences and pixel-pack buffers: GL 4.3 core
-        // has them all (3.3 lacks glTexStorage).
-        r.min_api_version_supported = xr::Version::new(4, 3, 0);
-        r.max_api_version_supported = xr::Version::new(4, 6, 0);
-        xr::Result::SUCCESS
-    })
+    r: &mut xr::GraphicsRequirementsOpenGLKHR,
+) -> Result<(), xr::Result> {
+    let mut rt = lock();
+    rt.system(instance, system)?;
+    rt.instance(instance)?.gl_requirements_asked = true;
+    // Framebuffer blits, texture storage, fences and pixel-pack buffers: GL 4.3 core has
+    // them all (3.3 lacks glTexStorage).
+    r.min_api_version_supported = xr::Version::new(4, 3, 0);
+    r.max_api_version_supported = xr::Version::new(4, 6, 0);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -541,6 +337,124 @@ mod tests {
                 -999_999
             ),
             "XR_UNKNOWN_-999999"
+        );
+    }
+
+    #[test]
+    fn paths_systems_and_views_through_the_core() {
+        use crate::runtime::tests::{install_instance, INSTANCE_SLOT};
+        let _slot = INSTANCE_SLOT.lock().unwrap_or_else(|p| p.into_inner());
+        let inst = install_instance();
+        let stale = xr::Instance::from_raw(inst.into_raw() + 1_000_000);
+        assert_eq!(
+            string_to_path(inst, "/user/hand/"),
+            Err(xr::Result::ERROR_PATH_FORMAT_INVALID)
+        );
+        assert_eq!(
+            string_to_path(stale, "/user/hand/left"),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        let p = string_to_path(inst, "/user/hand/left").unwrap();
+        assert_eq!(string_to_path(inst, "/user/hand/left"), Ok(p));
+        let mut n = 0;
+        let mut buf = [0 as c_char; 32];
+        let r = path_to_string(
+            inst,
+            p,
+            Array {
+                count: &mut n,
+                items: &mut buf,
+            },
+        );
+        assert_eq!((r, n), (Ok(xr::Result::SUCCESS), 16));
+        assert_eq!(get_str(&buf).as_deref(), Some("/user/hand/left"));
+        let r = path_to_string(
+            inst,
+            xr::Path::from_raw(999),
+            Array {
+                count: &mut n,
+                items: &mut buf,
+            },
+        );
+        assert_eq!(r, Err(xr::Result::ERROR_PATH_INVALID));
+
+        let info = xr::SystemGetInfo {
+            ty: xr::StructureType::SYSTEM_GET_INFO,
+            next: std::ptr::null(),
+            form_factor: xr::FormFactor::HANDHELD_DISPLAY,
+        };
+        assert_eq!(
+            get_system(inst, &info),
+            Err(xr::Result::ERROR_FORM_FACTOR_UNSUPPORTED)
+        );
+        let info = xr::SystemGetInfo {
+            form_factor: xr::FormFactor::HEAD_MOUNTED_DISPLAY,
+            ..info
+        };
+        let system = get_system(inst, &info).unwrap();
+        let stereo = xr::ViewConfigurationType::PRIMARY_STEREO;
+        let mut modes = [xr::EnvironmentBlendMode::ADDITIVE; 2];
+        let r = environment_blend_modes(
+            inst,
+            system,
+            stereo,
+            Array {
+                count: &mut n,
+                items: &mut modes,
+            },
+        );
+        assert_eq!((r, n), (Ok(xr::Result::SUCCESS), 1));
+        assert_eq!(modes[0], xr::EnvironmentBlendMode::OPAQUE);
+        assert_eq!(
+            environment_blend_modes(
+                inst,
+                xr::SystemId::from_raw(SYSTEM_RAW + 1),
+                stereo,
+                Array {
+                    count: &mut n,
+                    items: &mut modes,
+                },
+            ),
+            Err(xr::Result::ERROR_SYSTEM_INVALID)
+        );
+        let view = xr::ViewConfigurationView {
+            ty: xr::StructureType::VIEW_CONFIGURATION_VIEW,
+            next: std::ptr::null_mut(),
+            recommended_image_rect_width: 0,
+            max_image_rect_width: 0,
+            recommended_image_rect_height: 0,
+            max_image_rect_height: 0,
+            recommended_swapchain_sample_count: 0,
+            max_swapchain_sample_count: 0,
+        };
+        let mut views = [view; 1];
+        let r = view_configuration_views(
+            inst,
+            system,
+            stereo,
+            Array {
+                count: &mut n,
+                items: &mut views,
+            },
+        );
+        assert_eq!((r, n), (Ok(xr::Result::ERROR_SIZE_INSUFFICIENT), 2));
+        let mut views = [view; 2];
+        let r = view_configuration_views(
+            inst,
+            system,
+            stereo,
+            Array {
+                count: &mut n,
+                items: &mut views,
+            },
+        );
+        assert_eq!(r, Ok(xr::Result::SUCCESS));
+        assert!(views.iter().all(|v| v.recommended_image_rect_width > 0
+            && v.ty == xr::StructureType::VIEW_CONFIGURATION_VIEW));
+        assert_eq!(destroy_instance(inst), Ok(()));
+        assert_eq!(
+            string_to_path(inst, "/user/hand/left"),
+            Err(xr::Result::ERROR_HANDLE_INVALID)
         );
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! The OpenXR loader finds this library through a runtime manifest (`untether_openxr.json`,
 //! named by `XR_RUNTIME_JSON` or the user's `active_runtime.json`) and calls
-//! [`xrNegotiateLoaderRuntimeInterface`]; every other entry point is handed out by
-//! [`dispatch::get_instance_proc_addr`]. Inside the application's process the runtime runs an
+//! [`ffi::xrNegotiateLoaderRuntimeInterface`]; every other entry point is handed out by
+//! [`ffi::dispatch::get_instance_proc_addr`]. Inside the application's process the runtime runs an
 //! untether host through the embedding API ([`stream::Stream`]): the client connects to it as
 //! to any host, its head pose drives the views, and each frame's projection layer (two views)
 //! becomes one side-by-side stereo frame, tagged with the pose it was rendered for.
@@ -19,6 +19,15 @@
 //!
 //! Every entry point catches panics ([`guard`]) and answers with an `XrResult`; nothing the
 //! application passes can crash it.
+//!
+//! Layout: [`ffi`] is the entry layer for the instance, paths, events, actions, action state
+//! and spaces — it checks and reads the application's structures and pointers and calls the
+//! safe core ([`instance`], [`actions`], [`action_state`], [`space`], [`util`], [`runtime`],
+//! [`table`], all `#![forbid(unsafe_code)]`), then writes the answers back. Action sets and
+//! actions live in their own tables ([`table::Table`], one lock per kind); the instance,
+//! sessions, spaces and swapchains still share the runtime's one lock ([`runtime::lock`]).
+//! The graphics side (session, frame, swapchain, OpenGL, Vulkan) keeps its entry points
+//! beside its logic.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -26,7 +35,7 @@ use openxr_sys as xr;
 
 pub mod action_state;
 pub mod actions;
-pub mod dispatch;
+pub mod ffi;
 pub mod frame;
 pub mod gamepad;
 pub mod gl;
@@ -37,6 +46,7 @@ pub mod session;
 pub mod space;
 pub mod stream;
 pub mod swapchain;
+pub mod table;
 pub mod util;
 pub mod vk_compositor;
 pub mod vulkan;
@@ -61,34 +71,6 @@ pub fn guard(name: &str, f: impl FnOnce() -> xr::Result) -> xr::Result {
             xr::Result::ERROR_RUNTIME_FAILURE
         }
     }
-}
-
-/// The loader's first call: agree on the loader–runtime interface and hand over
-/// `xrGetInstanceProcAddr`.
-///
-/// # Safety
-/// `loader_info` and `runtime_request` must be null or point to the loader's structures.
-#[no_mangle]
-pub(crate) unsafe extern "system" fn xrNegotiateLoaderRuntimeInterface(
-    loader_info: *const xr::NegotiateLoaderInfo,
-    runtime_request: *mut xr::NegotiateRuntimeRequest,
-) -> xr::Result {
-    guard("xrNegotiateLoaderRuntimeInterface", || {
-        util::init_logging();
-        // SAFETY: the loader passes valid structures or null (checked).
-        let (Some(info), Some(req)) = (unsafe { loader_info.as_ref() }, unsafe {
-            runtime_request.as_mut()
-        }) else {
-            return xr::Result::ERROR_INITIALIZATION_FAILED;
-        };
-        match negotiate(info, req) {
-            Ok(()) => xr::Result::SUCCESS,
-            Err(why) => {
-                log::error!("xrNegotiateLoaderRuntimeInterface: {why}");
-                xr::Result::ERROR_INITIALIZATION_FAILED
-            }
-        }
-    })
 }
 
 /// The oldest and newest OpenXR API versions this runtime implements (1.0.x).
@@ -136,6 +118,6 @@ pub fn negotiate(
     } else {
         API_MAX
     };
-    req.get_instance_proc_addr = Some(dispatch::get_instance_proc_addr);
+    req.get_instance_proc_addr = Some(ffi::dispatch::get_instance_proc_addr);
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! Rigid poses (OpenXR's `XrPosef`: orientation then position, right-handed, +y up, −z
 //! forward), and the head-pose predictor.
 
+#![forbid(unsafe_code)]
+
 use glam::{Quat, Vec3};
 use openxr_sys as xr;
 use untether_proto::PoseSample;

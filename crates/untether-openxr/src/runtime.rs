@@ -1,5 +1,9 @@
-//! The runtime's objects: one table behind one lock. Handles are numbers from one counter
-//! (never reused), so a stale or foreign handle is `XR_ERROR_HANDLE_INVALID`, not a crash.
+//! The runtime's objects that still share one lock: the instance, sessions, spaces and
+//! swapchains (action sets and actions have their own tables: [`crate::table`]). Handles are
+//! numbers from one counter ([`crate::table::new_handle`], never reused), so a stale or
+//! foreign handle is `XR_ERROR_HANDLE_INVALID`, not a crash.
+
+#![forbid(unsafe_code)]
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -7,7 +11,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::actions::{Action, ActionSet, Bindings};
+use crate::actions::Bindings;
 use crate::session::Session;
 use crate::space::Space;
 use crate::stream::Settings;
@@ -48,6 +52,32 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// A fresh instance: no paths, events or bindings yet.
+    pub fn new(
+        id: u64,
+        application: String,
+        opengl: bool,
+        vulkan: bool,
+        settings: Settings,
+    ) -> Self {
+        Instance {
+            id,
+            application,
+            opengl,
+            gl_requirements_asked: false,
+            vulkan,
+            vk: Default::default(),
+            system_asked: false,
+            paths: Vec::new(),
+            path_ids: HashMap::new(),
+            events: VecDeque::new(),
+            settings,
+            bindings: Bindings::default(),
+        }
+    }
+
+    /// The path for `s`, interned: the same string always has the same path (checked as a
+    /// path by the caller).
     pub fn path(&mut self, s: &str) -> xr::Path {
         if let Some(&id) = self.path_ids.get(s) {
             return xr::Path::from_raw(id);
@@ -58,11 +88,13 @@ impl Instance {
         xr::Path::from_raw(id)
     }
 
+    /// A path's string (None: NULL or a path this instance never made).
     pub fn path_str(&self, p: xr::Path) -> Option<&str> {
         let i = p.into_raw().checked_sub(1)? as usize;
         self.paths.get(i).map(String::as_str)
     }
 
+    /// Queues an event for `xrPollEvent`.
     pub fn push(&mut self, e: Event) {
         // The spec's queue bound: drop the oldest rather than grow without limit.
         if self.events.len() >= 64 {
@@ -72,16 +104,13 @@ impl Instance {
     }
 }
 
-/// Everything the runtime holds.
+/// What the runtime holds behind its one lock.
 #[derive(Default)]
 pub struct Runtime {
-    next_id: u64,
     pub instance: Option<Instance>,
     pub sessions: HashMap<u64, Session>,
     pub spaces: HashMap<u64, Space>,
     pub swapchains: HashMap<u64, Swapchain>,
-    pub action_sets: HashMap<u64, ActionSet>,
-    pub actions: HashMap<u64, Action>,
 }
 
 static RUNTIME: LazyLock<Mutex<Runtime>> = LazyLock::new(|| Mutex::new(Runtime::default()));
@@ -92,9 +121,9 @@ pub fn lock() -> MutexGuard<'static, Runtime> {
 }
 
 impl Runtime {
+    /// A fresh handle (the one counter every kind of object shares).
     pub fn new_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        crate::table::new_handle()
     }
 
     /// The instance if `handle` names it.
@@ -133,4 +162,77 @@ impl Runtime {
 /// Turns `Result<(), XrResult>` into the XrResult an entry point returns.
 pub fn done(r: Result<xr::Result, xr::Result>) -> xr::Result {
     r.unwrap_or_else(|e| e)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Held by the tests that put an instance in the process's runtime (there is one slot).
+    pub(crate) static INSTANCE_SLOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Puts an instance in the process's runtime (hold [`INSTANCE_SLOT`]): its handle.
+    pub(crate) fn install_instance() -> xr::Instance {
+        let mut rt = lock();
+        let id = rt.new_id();
+        rt.instance = Some(instance(id));
+        xr::Instance::from_raw(id)
+    }
+
+    /// An instance with the default settings (for the core's tests).
+    pub(crate) fn instance(id: u64) -> Instance {
+        let settings =
+            Settings::from_config(&untether::config::ConfigToml::default(), "tests".into())
+                .expect("the default configuration is valid");
+        Instance::new(id, "tests".into(), true, false, settings)
+    }
+
+    #[test]
+    fn paths_are_interned_and_unknown_ones_have_no_string() {
+        let mut i = instance(1);
+        let a = i.path("/user/hand/left");
+        let b = i.path("/user/hand/right");
+        assert_ne!(a, b);
+        assert_ne!(a, xr::Path::NULL);
+        assert_eq!(i.path("/user/hand/left"), a);
+        assert_eq!(i.path_str(a), Some("/user/hand/left"));
+        assert_eq!(i.path_str(b), Some("/user/hand/right"));
+        assert_eq!(i.path_str(xr::Path::NULL), None);
+        assert_eq!(i.path_str(xr::Path::from_raw(3)), None);
+        assert_eq!(i.path_str(xr::Path::from_raw(u64::MAX)), None);
+    }
+
+    #[test]
+    fn the_event_queue_drops_its_oldest_past_64() {
+        let mut i = instance(1);
+        for n in 0..70 {
+            i.push(Event::InteractionProfileChanged { session: n });
+        }
+        assert_eq!(i.events.len(), 64);
+        assert_eq!(
+            i.events.front(),
+            Some(&Event::InteractionProfileChanged { session: 6 })
+        );
+    }
+
+    #[test]
+    fn a_foreign_handle_is_invalid() {
+        let mut rt = Runtime::default();
+        assert_eq!(
+            rt.instance(xr::Instance::from_raw(1)).err(),
+            Some(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        let id = rt.new_id();
+        rt.instance = Some(instance(id));
+        assert!(rt.instance(xr::Instance::from_raw(id)).is_ok());
+        assert_eq!(
+            rt.instance(xr::Instance::from_raw(id + 1)).err(),
+            Some(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert_eq!(
+            rt.system(xr::Instance::from_raw(id), xr::SystemId::from_raw(2)),
+            Err(xr::Result::ERROR_SYSTEM_INVALID)
+        );
+        assert!(rt.session(xr::Session::from_raw(id)).is_err());
+    }
 }

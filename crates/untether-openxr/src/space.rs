@@ -3,15 +3,18 @@
 //!
 //! World = the client's pose frame (docs/POSE.md): its origin is the resting head, so LOCAL
 //! is the world itself and STAGE's origin lies on the floor [`EYE_HEIGHT_M`] below it.
+//!
+//! The safe core of the entry points in [`crate::ffi::space`].
+
+#![forbid(unsafe_code)]
 
 use glam::{Quat, Vec3};
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::guard;
 use crate::math::Rigid;
 use crate::runtime::{lock, Runtime};
-use crate::util::{fill, fill_with, ty_of};
+use crate::util::{two_call, two_call_with, Array, Slot};
 
 /// The resting eye height above STAGE's floor.
 pub const EYE_HEIGHT_M: f32 = 1.6;
@@ -63,207 +66,201 @@ fn head_at(rt: &Runtime, session: u64, time: xr::Time) -> Rigid {
         .unwrap_or(Rigid::IDENTITY)
 }
 
-pub(crate) unsafe extern "system" fn enumerate_reference_spaces(
+/// `xrEnumerateReferenceSpaces`.
+pub fn reference_spaces(
     session: xr::Session,
-    capacity: u32,
-    count: *mut u32,
-    spaces: *mut xr::ReferenceSpaceType,
-) -> xr::Result {
-    guard("xrEnumerateReferenceSpaces", || {
-        let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
-        // SAFETY: the application's two-call array.
-        unsafe { fill(capacity, count, spaces, &REFERENCE_SPACES) }
-    })
+    out: Array<'_, impl Slot<xr::ReferenceSpaceType>>,
+) -> Result<xr::Result, xr::Result> {
+    lock().session(session)?;
+    Ok(two_call(out, &REFERENCE_SPACES))
 }
 
-pub(crate) unsafe extern "system" fn create_reference_space(
+/// `xrCreateReferenceSpace`.
+pub fn create_reference_space(
     session: xr::Session,
-    info: *const xr::ReferenceSpaceCreateInfo,
-    out: *mut xr::Space,
-) -> xr::Result {
-    guard("xrCreateReferenceSpace", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::REFERENCE_SPACE_CREATE_INFO)
-            || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        if !REFERENCE_SPACES.contains(&info.reference_space_type) {
-            return xr::Result::ERROR_REFERENCE_SPACE_UNSUPPORTED;
-        }
-        let Some(offset) = Rigid::from_xr(&info.pose_in_reference_space) else {
-            return xr::Result::ERROR_POSE_INVALID;
-        };
-        let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
-        let id = rt.new_id();
-        rt.spaces.insert(
-            id,
-            Space {
-                session: session.into_raw(),
-                kind: SpaceKind::Reference(info.reference_space_type),
-                offset,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Space::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    info: &xr::ReferenceSpaceCreateInfo,
+) -> Result<xr::Space, xr::Result> {
+    if !REFERENCE_SPACES.contains(&info.reference_space_type) {
+        return Err(xr::Result::ERROR_REFERENCE_SPACE_UNSUPPORTED);
+    }
+    let offset =
+        Rigid::from_xr(&info.pose_in_reference_space).ok_or(xr::Result::ERROR_POSE_INVALID)?;
+    let mut rt = lock();
+    rt.session(session)?;
+    let id = rt.new_id();
+    rt.spaces.insert(
+        id,
+        Space {
+            session: session.into_raw(),
+            kind: SpaceKind::Reference(info.reference_space_type),
+            offset,
+        },
+    );
+    Ok(xr::Space::from_raw(id))
 }
 
-pub(crate) unsafe extern "system" fn get_reference_space_bounds_rect(
+/// `xrCreateActionSpace`: a pose action's space (never located: no hand tracking).
+pub fn create_action_space(
+    session: xr::Session,
+    info: &xr::ActionSpaceCreateInfo,
+) -> Result<xr::Space, xr::Result> {
+    let offset =
+        Rigid::from_xr(&info.pose_in_action_space).ok_or(xr::Result::ERROR_POSE_INVALID)?;
+    let mut rt = lock();
+    rt.session(session)?;
+    let a = crate::actions::ACTIONS.get(info.action.into_raw())?;
+    if a.ty != xr::ActionType::POSE_INPUT {
+        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
+    }
+    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
+        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+    }
+    let id = rt.new_id();
+    rt.spaces.insert(
+        id,
+        Space {
+            session: session.into_raw(),
+            kind: SpaceKind::Action,
+            offset,
+        },
+    );
+    Ok(xr::Space::from_raw(id))
+}
+
+/// `xrGetReferenceSpaceBoundsRect`: no play area is known (zero bounds,
+/// XR_SPACE_BOUNDS_UNAVAILABLE).
+pub fn reference_space_bounds(
     session: xr::Session,
     ty: xr::ReferenceSpaceType,
-    bounds: *mut xr::Extent2Df,
-) -> xr::Result {
-    guard("xrGetReferenceSpaceBoundsRect", || {
-        let mut rt = lock();
-        if let Err(e) = rt.session(session) {
-            return e;
-        }
-        if bounds.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        if !REFERENCE_SPACES.contains(&ty) {
-            return xr::Result::ERROR_REFERENCE_SPACE_UNSUPPORTED;
-        }
-        // SAFETY: checked non-null.
-        unsafe {
-            bounds.write(xr::Extent2Df {
-                width: 0.0,
-                height: 0.0,
-            })
-        };
-        // No play area is known.
-        xr::Result::SPACE_BOUNDS_UNAVAILABLE
-    })
+) -> Result<(xr::Extent2Df, xr::Result), xr::Result> {
+    lock().session(session)?;
+    if !REFERENCE_SPACES.contains(&ty) {
+        return Err(xr::Result::ERROR_REFERENCE_SPACE_UNSUPPORTED);
+    }
+    let none = xr::Extent2Df {
+        width: 0.0,
+        height: 0.0,
+    };
+    Ok((none, xr::Result::SPACE_BOUNDS_UNAVAILABLE))
 }
 
-pub(crate) unsafe extern "system" fn destroy_space(space: xr::Space) -> xr::Result {
-    guard("xrDestroySpace", || {
-        match lock().spaces.remove(&space.into_raw()) {
-            Some(_) => xr::Result::SUCCESS,
-            None => xr::Result::ERROR_HANDLE_INVALID,
-        }
-    })
+/// `xrDestroySpace`.
+pub fn destroy_space(space: xr::Space) -> Result<(), xr::Result> {
+    lock()
+        .spaces
+        .remove(&space.into_raw())
+        .map(|_| ())
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)
 }
 
-pub(crate) unsafe extern "system" fn locate_space(
+/// Where `space` is in `base` given the head: None when either is not tracked.
+pub fn relative(space: &Space, base: &Space, head: &Rigid) -> Option<Rigid> {
+    match (world_from(space, head), world_from(base, head)) {
+        (Some(ws), Some(wb)) => Some(wb.inverse().mul(&ws)),
+        _ => None,
+    }
+}
+
+/// Writes a location (or its absence) into the application's XrSpaceLocation.
+pub fn write_location(found: Option<Rigid>, loc: &mut xr::SpaceLocation) {
+    match found {
+        Some(p) => {
+            loc.location_flags = xr::SpaceLocationFlags::ORIENTATION_VALID
+                | xr::SpaceLocationFlags::POSITION_VALID
+                | xr::SpaceLocationFlags::ORIENTATION_TRACKED
+                | xr::SpaceLocationFlags::POSITION_TRACKED;
+            loc.pose = p.to_xr();
+        }
+        None => {
+            loc.location_flags = xr::SpaceLocationFlags::EMPTY;
+            loc.pose = Rigid::IDENTITY.to_xr();
+        }
+    }
+}
+
+/// `xrLocateSpace`.
+pub fn locate_space(
     space: xr::Space,
     base: xr::Space,
     time: xr::Time,
-    location: *mut xr::SpaceLocation,
-) -> xr::Result {
-    guard("xrLocateSpace", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(location) } != Some(xr::StructureType::SPACE_LOCATION) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        if time.as_nanos() <= 0 {
-            return xr::Result::ERROR_TIME_INVALID;
-        }
-        let rt = lock();
-        let (Some(s), Some(b)) = (
-            rt.spaces.get(&space.into_raw()),
-            rt.spaces.get(&base.into_raw()),
-        ) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let head = head_at(&rt, s.session, time);
-        let found = match (world_from(s, &head), world_from(b, &head)) {
-            (Some(ws), Some(wb)) => Some(wb.inverse().mul(&ws)),
-            _ => None,
-        };
-        // SAFETY: checked type; only the fields after type/next are written.
-        let loc = unsafe { &mut *location };
-        match found {
-            Some(p) => {
-                loc.location_flags = xr::SpaceLocationFlags::ORIENTATION_VALID
-                    | xr::SpaceLocationFlags::POSITION_VALID
-                    | xr::SpaceLocationFlags::ORIENTATION_TRACKED
-                    | xr::SpaceLocationFlags::POSITION_TRACKED;
-                loc.pose = p.to_xr();
-            }
-            None => {
-                loc.location_flags = xr::SpaceLocationFlags::EMPTY;
-                loc.pose = Rigid::IDENTITY.to_xr();
-            }
-        }
-        xr::Result::SUCCESS
-    })
+    loc: &mut xr::SpaceLocation,
+) -> Result<(), xr::Result> {
+    if time.as_nanos() <= 0 {
+        return Err(xr::Result::ERROR_TIME_INVALID);
+    }
+    let rt = lock();
+    let (Some(s), Some(b)) = (
+        rt.spaces.get(&space.into_raw()),
+        rt.spaces.get(&base.into_raw()),
+    ) else {
+        return Err(xr::Result::ERROR_HANDLE_INVALID);
+    };
+    let head = head_at(&rt, s.session, time);
+    write_location(relative(s, b, &head), loc);
+    Ok(())
 }
 
-pub(crate) unsafe extern "system" fn locate_views(
+/// The fields of the two eyes' XrViews in a space (the views' type and chain stay the
+/// application's); None when the space is not tracked.
+pub fn views_in(
+    world_from_space: Option<Rigid>,
+    head: &Rigid,
+    half_fov: (f32, f32),
+    ipd_m: f32,
+) -> Option<[(xr::Posef, xr::Fovf); 2]> {
+    let space_from_world = world_from_space?.inverse();
+    let (hx, hy) = half_fov;
+    let fov = xr::Fovf {
+        angle_left: -hx,
+        angle_right: hx,
+        angle_up: hy,
+        angle_down: -hy,
+    };
+    let eye = |i| {
+        let pose = space_from_world.mul(&head.mul(&eye_in_head(i, ipd_m)));
+        (pose.to_xr(), fov)
+    };
+    Some([eye(0), eye(1)])
+}
+
+/// `xrLocateViews`: the two eyes at the display time, in the info's space.
+pub fn locate_views(
     session: xr::Session,
-    info: *const xr::ViewLocateInfo,
-    state: *mut xr::ViewState,
-    capacity: u32,
-    count: *mut u32,
-    views: *mut xr::View,
-) -> xr::Result {
-    guard("xrLocateViews", || {
-        // SAFETY: type reads first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::VIEW_LOCATE_INFO)
-            || unsafe { ty_of(state) } != Some(xr::StructureType::VIEW_STATE)
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        if info.view_configuration_type != xr::ViewConfigurationType::PRIMARY_STEREO {
-            return xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED;
-        }
-        if info.display_time.as_nanos() <= 0 {
-            return xr::Result::ERROR_TIME_INVALID;
-        }
-        let mut rt = lock();
-        // The session's views: the client's, once it sent them.
-        let settings = match rt.session(session) {
-            Ok(s) => s.settings.clone(),
-            Err(e) => return e,
-        };
-        let Some(space) = rt.spaces.get(&info.space.into_raw()) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let head = head_at(&rt, session.into_raw(), info.display_time);
-        let Some(world_from_space) = world_from(space, &head) else {
-            // SAFETY: checked type.
-            unsafe { (*state).view_state_flags = xr::ViewStateFlags::EMPTY };
-            // SAFETY: the application's two-call array.
-            return unsafe { fill_with(capacity, count, 2, |_| {}) };
-        };
-        let space_from_world = world_from_space.inverse();
-        let (hx, hy) = settings.half_fov();
-        let fov = xr::Fovf {
-            angle_left: -hx,
-            angle_right: hx,
-            angle_up: hy,
-            angle_down: -hy,
-        };
-        // SAFETY: checked type.
-        unsafe {
-            (*state).view_state_flags = xr::ViewStateFlags::ORIENTATION_VALID
-                | xr::ViewStateFlags::POSITION_VALID
-                | xr::ViewStateFlags::ORIENTATION_TRACKED
-                | xr::ViewStateFlags::POSITION_TRACKED;
-        }
-        // SAFETY: the application's array of XrView (its own type/next kept).
-        unsafe {
-            fill_with(capacity, count, 2, |i| {
-                let eye = space_from_world.mul(&head.mul(&eye_in_head(i, settings.ipd_m())));
-                let v = &mut *views.add(i);
-                v.pose = eye.to_xr();
-                v.fov = fov;
-            })
-        }
-    })
+    info: &xr::ViewLocateInfo,
+    state: &mut xr::ViewState,
+    out: Array<'_, xr::View>,
+) -> Result<xr::Result, xr::Result> {
+    if info.view_configuration_type != xr::ViewConfigurationType::PRIMARY_STEREO {
+        return Err(xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED);
+    }
+    if info.display_time.as_nanos() <= 0 {
+        return Err(xr::Result::ERROR_TIME_INVALID);
+    }
+    let mut rt = lock();
+    // The session's views: the client's, once it sent them.
+    let settings = rt.session(session)?.settings.clone();
+    let space = rt
+        .spaces
+        .get(&info.space.into_raw())
+        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let head = head_at(&rt, session.into_raw(), info.display_time);
+    let views = views_in(
+        world_from(space, &head),
+        &head,
+        settings.half_fov(),
+        settings.ipd_m(),
+    );
+    let Some(views) = views else {
+        state.view_state_flags = xr::ViewStateFlags::EMPTY;
+        return Ok(two_call_with(out, 2, |_, _| {}));
+    };
+    state.view_state_flags = xr::ViewStateFlags::ORIENTATION_VALID
+        | xr::ViewStateFlags::POSITION_VALID
+        | xr::ViewStateFlags::ORIENTATION_TRACKED
+        | xr::ViewStateFlags::POSITION_TRACKED;
+    Ok(two_call_with(out, 2, |v, i| {
+        (v.pose, v.fov) = views[i];
+    }))
 }
 
 #[cfg(test)]
@@ -315,5 +312,59 @@ mod tests {
             (left - Vec3::new(0.0, 0.0, 0.032)).length() < 1e-5,
             "{left}"
         );
+    }
+
+    #[test]
+    fn views_sit_an_ipd_apart_in_the_asked_space_and_untracked_spaces_have_none() {
+        let head = Rigid::new(Quat::IDENTITY, Vec3::new(0.0, 0.1, 0.0));
+        let local = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::LOCAL)),
+            &head,
+        );
+        let [(l, fov), (r, _)] = views_in(local, &head, (0.7, 0.6), 0.064).unwrap();
+        assert!((l.position.x + 0.032).abs() < 1e-6 && (r.position.x - 0.032).abs() < 1e-6);
+        assert!((l.position.y - 0.1).abs() < 1e-6);
+        assert_eq!(
+            (
+                fov.angle_left,
+                fov.angle_right,
+                fov.angle_up,
+                fov.angle_down
+            ),
+            (-0.7, 0.7, 0.6, -0.6)
+        );
+        // In VIEW space the eyes do not move with the head.
+        let view = world_from(
+            &space(SpaceKind::Reference(xr::ReferenceSpaceType::VIEW)),
+            &head,
+        );
+        let [(l, _), _] = views_in(view, &head, (0.7, 0.6), 0.064).unwrap();
+        assert!(l.position.y.abs() < 1e-6);
+        assert!(views_in(None, &head, (0.7, 0.6), 0.064).is_none());
+    }
+
+    #[test]
+    fn an_action_space_is_never_located() {
+        let head = Rigid::IDENTITY;
+        let local = space(SpaceKind::Reference(xr::ReferenceSpaceType::LOCAL));
+        let stage = space(SpaceKind::Reference(xr::ReferenceSpaceType::STAGE));
+        let action = space(SpaceKind::Action);
+        assert!(relative(&action, &local, &head).is_none());
+        assert!(relative(&local, &action, &head).is_none());
+        let p = relative(&local, &stage, &head).unwrap();
+        assert!((p.position.y - EYE_HEIGHT_M).abs() < 1e-6);
+        let mut loc = xr::SpaceLocation {
+            ty: xr::StructureType::SPACE_LOCATION,
+            next: std::ptr::null_mut(),
+            location_flags: xr::SpaceLocationFlags::POSITION_VALID,
+            pose: Rigid::IDENTITY.to_xr(),
+        };
+        write_location(None, &mut loc);
+        assert_eq!(loc.location_flags, xr::SpaceLocationFlags::EMPTY);
+        write_location(Some(p), &mut loc);
+        assert!(loc
+            .location_flags
+            .contains(xr::SpaceLocationFlags::POSITION_TRACKED));
+        assert_eq!(loc.ty, xr::StructureType::SPACE_LOCATION);
     }
 }

@@ -1,9 +1,17 @@
 //! Small helpers every entry point uses: the two-call idiom, fixed-size strings, the clock.
+//! Safe: the entry layer ([`crate::ffi`]) turns the application's pointers into the
+//! references and [`Array`]s these take. The raw-pointer forms the graphics entry points
+//! still use are re-exported from [`crate::ffi::raw`].
+
+#![forbid(unsafe_code)]
 
 use std::ffi::{c_char, CStr};
+use std::mem::MaybeUninit;
 use std::sync::Once;
 
 use openxr_sys as xr;
+
+pub use crate::ffi::raw::{c_str, fill, fill_str, fill_with, find_in_chain, ty_of};
 
 /// Logging to stderr, once, at `UNTETHER_LOG` (or `RUST_LOG`), default warnings only (the
 /// application's own output stays readable).
@@ -23,59 +31,68 @@ pub fn init_logging() {
 /// The runtime's clock: `XrTime` is CLOCK_MONOTONIC in nanoseconds, the same clock untether's
 /// host stamps frames with (µs), so no conversion is ever estimated.
 pub fn now() -> xr::Time {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    xr::Time::from_nanos(ts.tv_sec * 1_000_000_000 + ts.tv_nsec)
+    xr::Time::from_nanos(crate::ffi::raw::monotonic_ns())
 }
 
-/// The two-call idiom: writes the count, and the items when the capacity allows.
-///
-/// # Safety
-/// `count_out` must be null or writable; `out` must have room for `capacity` items.
-pub unsafe fn fill<T: Copy>(
-    capacity: u32,
-    count_out: *mut u32,
-    out: *mut T,
-    items: &[T],
-) -> xr::Result {
-    // SAFETY: forwarded to the caller's contract.
-    unsafe {
-        fill_with(capacity, count_out, items.len(), |i| {
-            out.add(i).write(items[i]);
-        })
-    }
+/// An output array of the two-call idiom, as the entry layer hands it over: where the count
+/// goes, and the application's `capacity` slots (none when it only asks for the count).
+pub struct Array<'a, T> {
+    pub count: &'a mut u32,
+    pub items: &'a mut [T],
 }
 
-/// The two-call idiom with a writer per item (for structures whose `type`/`next` the
-/// application owns).
-///
-/// # Safety
-/// `count_out` must be null or writable; `write(i)` must be valid for `i < capacity`.
-pub unsafe fn fill_with(
-    capacity: u32,
-    count_out: *mut u32,
+/// The two-call idiom: writes the count (`len`), and when the application gave slots, fills
+/// the first `len` of them with `write(slot, i)`, or refuses with SIZE_INSUFFICIENT when
+/// they are too few.
+pub fn two_call_with<T>(
+    out: Array<'_, T>,
     len: usize,
-    mut write: impl FnMut(usize),
+    mut write: impl FnMut(&mut T, usize),
 ) -> xr::Result {
-    if count_out.is_null() {
-        return xr::Result::ERROR_VALIDATION_FAILURE;
-    }
-    // SAFETY: checked non-null; the caller gives a writable u32.
-    unsafe { count_out.write(len as u32) };
-    if capacity == 0 {
+    let Ok(n) = u32::try_from(len) else {
+        return xr::Result::ERROR_RUNTIME_FAILURE;
+    };
+    *out.count = n;
+    if out.items.is_empty() {
         return xr::Result::SUCCESS;
     }
-    if (capacity as usize) < len {
+    if out.items.len() < len {
         return xr::Result::ERROR_SIZE_INSUFFICIENT;
     }
-    for i in 0..len {
-        write(i);
+    for (i, slot) in out.items.iter_mut().take(len).enumerate() {
+        write(slot, i);
     }
     xr::Result::SUCCESS
+}
+
+/// A place a value is written to: the application's (possibly uninitialized) memory, or a
+/// value of the type (tests).
+pub trait Slot<T> {
+    fn put(&mut self, v: T);
+}
+
+impl<T> Slot<T> for MaybeUninit<T> {
+    fn put(&mut self, v: T) {
+        self.write(v);
+    }
+}
+
+impl<T> Slot<T> for T {
+    fn put(&mut self, v: T) {
+        *self = v;
+    }
+}
+
+/// The two-call idiom for plain values.
+pub fn two_call<T: Copy, S: Slot<T>>(out: Array<'_, S>, items: &[T]) -> xr::Result {
+    two_call_with(out, items.len(), |slot, i| slot.put(items[i]))
+}
+
+/// The two-call idiom for strings: the count includes the NUL.
+pub fn two_call_str<S: Slot<c_char>>(out: Array<'_, S>, s: &str) -> xr::Result {
+    let mut bytes: Vec<c_char> = s.bytes().map(|b| b as c_char).collect();
+    bytes.push(0);
+    two_call(out, &bytes)
 }
 
 /// Copies `s` into a fixed-size C string field (truncated, NUL-terminated).
@@ -99,67 +116,6 @@ pub fn get_str(src: &[c_char]) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A NUL-terminated string from the application.
-///
-/// # Safety
-/// `p` must be null or point to a NUL-terminated string.
-pub unsafe fn c_str<'a>(p: *const c_char) -> Option<&'a str> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-null and NUL-terminated per the caller's contract.
-    unsafe { CStr::from_ptr(p) }.to_str().ok()
-}
-
-/// Writes `s` with the two-call idiom for strings (count includes the NUL).
-///
-/// # Safety
-/// As [`fill`].
-pub unsafe fn fill_str(
-    capacity: u32,
-    count_out: *mut u32,
-    out: *mut c_char,
-    s: &str,
-) -> xr::Result {
-    let mut bytes: Vec<c_char> = s.bytes().map(|b| b as c_char).collect();
-    bytes.push(0);
-    // SAFETY: forwarded.
-    unsafe { fill(capacity, count_out, out, &bytes) }
-}
-
-/// Reads a structure's `type` field (every OpenXR input structure starts with it).
-///
-/// # Safety
-/// `p` must be null or point to a structure that starts with an `XrStructureType`.
-pub unsafe fn ty_of<T>(p: *const T) -> Option<xr::StructureType> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: every OpenXR structure begins with its XrStructureType.
-    Some(unsafe { *(p as *const xr::StructureType) })
-}
-
-/// Walks a `next` chain for a structure of type `ty`.
-///
-/// # Safety
-/// `next` must be null or a valid chain of OpenXR structures.
-pub unsafe fn find_in_chain(
-    mut next: *const std::ffi::c_void,
-    ty: xr::StructureType,
-) -> Option<*const std::ffi::c_void> {
-    let mut guard = 0;
-    while !next.is_null() && guard < 64 {
-        // SAFETY: each chained structure starts with type and next.
-        let base = unsafe { &*(next as *const xr::BaseInStructure) };
-        if base.ty == ty {
-            return Some(next);
-        }
-        next = base.next as *const std::ffi::c_void;
-        guard += 1;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,25 +124,76 @@ mod tests {
     fn two_call_idiom_counts_then_fills_and_refuses_short_buffers() {
         let items = [1u32, 2, 3];
         let mut n = 0u32;
-        let mut out = [0u32; 3];
-        assert_eq!(
-            unsafe { fill(0, &mut n, std::ptr::null_mut(), &items) },
-            xr::Result::SUCCESS
+        let r = two_call::<u32, u32>(
+            Array {
+                count: &mut n,
+                items: &mut [],
+            },
+            &items,
         );
-        assert_eq!(n, 3);
-        assert_eq!(
-            unsafe { fill(2, &mut n, out.as_mut_ptr(), &items) },
-            xr::Result::ERROR_SIZE_INSUFFICIENT
+        assert_eq!((r, n), (xr::Result::SUCCESS, 3));
+        let mut short = [0u32; 2];
+        n = 0;
+        let r = two_call(
+            Array {
+                count: &mut n,
+                items: &mut short,
+            },
+            &items,
         );
         assert_eq!(
-            unsafe { fill(3, &mut n, out.as_mut_ptr(), &items) },
-            xr::Result::SUCCESS
+            (r, n, short),
+            (xr::Result::ERROR_SIZE_INSUFFICIENT, 3, [0, 0])
         );
-        assert_eq!(out, items);
-        assert_eq!(
-            unsafe { fill(3, std::ptr::null_mut(), out.as_mut_ptr(), &items) },
-            xr::Result::ERROR_VALIDATION_FAILURE
+        let mut room = [0u32; 5];
+        let r = two_call(
+            Array {
+                count: &mut n,
+                items: &mut room,
+            },
+            &items,
         );
+        assert_eq!((r, n, room), (xr::Result::SUCCESS, 3, [1, 2, 3, 0, 0]));
+    }
+
+    #[test]
+    fn two_call_with_writes_only_the_fields_it_owns() {
+        let mut views = [[7u8, 0], [7, 0], [7, 0]];
+        let mut n = 0;
+        let r = two_call_with(
+            Array {
+                count: &mut n,
+                items: &mut views,
+            },
+            2,
+            |v, i| v[1] = i as u8 + 1,
+        );
+        assert_eq!((r, n), (xr::Result::SUCCESS, 2));
+        assert_eq!(views, [[7, 1], [7, 2], [7, 0]]);
+    }
+
+    #[test]
+    fn strings_count_their_nul() {
+        let mut n = 0;
+        let mut buf = [1 as c_char; 3];
+        let r = two_call_str(
+            Array {
+                count: &mut n,
+                items: &mut buf,
+            },
+            "abc",
+        );
+        assert_eq!((r, n), (xr::Result::ERROR_SIZE_INSUFFICIENT, 4));
+        let mut buf = [1 as c_char; 4];
+        let r = two_call_str(
+            Array {
+                count: &mut n,
+                items: &mut buf,
+            },
+            "abc",
+        );
+        assert_eq!(r, xr::Result::SUCCESS);
+        assert_eq!(get_str(&buf).as_deref(), Some("abc"));
     }
 
     #[test]

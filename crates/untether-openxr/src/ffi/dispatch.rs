@@ -5,11 +5,12 @@ use std::ffi::c_char;
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::util::c_str;
-use crate::{
-    action_state as st, actions as a, frame as f, guard, instance as i, session as s, space as sp,
-    swapchain as sc, vulkan as vk, vulkan1 as vk1,
-};
+use super::actions as a;
+use super::instance as i;
+use super::raw::{array, c_str, out_value};
+use super::space as sp;
+use super::{entry, OK};
+use crate::{frame as f, session as s, swapchain as sc, vulkan as vk, vulkan1 as vk1};
 
 /// Functions callable without an instance (the loader's and the spec's list).
 const GLOBAL: [&str; 3] = [
@@ -21,9 +22,12 @@ const GLOBAL: [&str; 3] = [
 macro_rules! entries {
     ($name:expr, { $($n:literal => $f:path,)* }) => {
         match $name {
-            // SAFETY (each): an `extern "system"` entry point of this runtime, cast to the
-            // spec's opaque function type; the application casts it back to its real type.
-            $($n => Some(unsafe { std::mem::transmute::<*const (), xr::pfn::VoidFunction>($f as *const ()) }),)*
+            $($n => Some(
+                // SAFETY: an `extern "system"` entry point of this runtime (a function
+                // pointer, the size of `*const ()`), cast to the spec's opaque function type;
+                // the application casts it back to its real type before calling it.
+                unsafe { std::mem::transmute::<*const (), xr::pfn::VoidFunction>($f as *const ()) }
+            ),)*
             _ => None,
         }
     };
@@ -87,15 +91,15 @@ pub fn lookup(name: &str) -> Option<xr::pfn::VoidFunction> {
         "xrAttachSessionActionSets" => a::attach_session_action_sets,
         "xrGetCurrentInteractionProfile" => a::get_current_interaction_profile,
         "xrSyncActions" => a::sync_actions,
-        "xrGetActionStateBoolean" => st::get_action_state_boolean,
-        "xrGetActionStateFloat" => st::get_action_state_float,
-        "xrGetActionStateVector2f" => st::get_action_state_vector2f,
-        "xrGetActionStatePose" => st::get_action_state_pose,
-        "xrCreateActionSpace" => a::create_action_space,
-        "xrApplyHapticFeedback" => st::apply_haptic_feedback,
-        "xrStopHapticFeedback" => st::stop_haptic_feedback,
-        "xrEnumerateBoundSourcesForAction" => st::enumerate_bound_sources_for_action,
-        "xrGetInputSourceLocalizedName" => st::get_input_source_localized_name,
+        "xrGetActionStateBoolean" => a::get_action_state_boolean,
+        "xrGetActionStateFloat" => a::get_action_state_float,
+        "xrGetActionStateVector2f" => a::get_action_state_vector2f,
+        "xrGetActionStatePose" => a::get_action_state_pose,
+        "xrCreateActionSpace" => sp::create_action_space,
+        "xrApplyHapticFeedback" => a::apply_haptic_feedback,
+        "xrStopHapticFeedback" => a::stop_haptic_feedback,
+        "xrEnumerateBoundSourcesForAction" => a::enumerate_bound_sources_for_action,
+        "xrGetInputSourceLocalizedName" => a::get_input_source_localized_name,
     })
 }
 
@@ -108,32 +112,27 @@ pub(crate) unsafe extern "system" fn get_instance_proc_addr(
     name: *const c_char,
     function: *mut Option<xr::pfn::VoidFunction>,
 ) -> xr::Result {
-    guard("xrGetInstanceProcAddr", || {
-        if function.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked non-null.
-        unsafe { function.write(None) };
-        // SAFETY: the caller's string.
-        let Some(name) = (unsafe { c_str(name) }) else {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        };
-        if instance == xr::Instance::NULL {
-            if !GLOBAL.contains(&name) {
-                return xr::Result::ERROR_HANDLE_INVALID;
-            }
-        } else if crate::runtime::lock().instance(instance).is_err() {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        }
-        match lookup(name) {
-            Some(f) => {
-                // SAFETY: checked non-null.
-                unsafe { function.write(Some(f)) };
-                xr::Result::SUCCESS
-            }
-            None => xr::Result::ERROR_FUNCTION_UNSUPPORTED,
-        }
+    entry("xrGetInstanceProcAddr", || {
+        // SAFETY: the application's output function pointer (null checked).
+        let function = unsafe { out_value(function) }?;
+        let function = function.write(None);
+        // SAFETY: the application's NUL-terminated name (null checked).
+        let name = unsafe { c_str(name) }.ok_or(xr::Result::ERROR_VALIDATION_FAILURE)?;
+        *function = Some(resolve(instance, name)?);
+        Ok(OK)
     })
+}
+
+/// The entry point `name` for `instance` (NULL: the global functions only).
+pub fn resolve(instance: xr::Instance, name: &str) -> Result<xr::pfn::VoidFunction, xr::Result> {
+    if instance == xr::Instance::NULL {
+        if !GLOBAL.contains(&name) {
+            return Err(xr::Result::ERROR_HANDLE_INVALID);
+        }
+    } else {
+        crate::runtime::lock().instance(instance)?;
+    }
+    lookup(name).ok_or(xr::Result::ERROR_FUNCTION_UNSUPPORTED)
 }
 
 /// A runtime has no API layers of its own.
@@ -142,8 +141,30 @@ unsafe extern "system" fn enumerate_api_layer_properties(
     count: *mut u32,
     props: *mut xr::ApiLayerProperties,
 ) -> xr::Result {
-    guard("xrEnumerateApiLayerProperties", || {
-        // SAFETY: the application's two-call array (nothing written).
-        unsafe { crate::util::fill(capacity, count, props, &[]) }
+    entry("xrEnumerateApiLayerProperties", || {
+        // SAFETY: the application's two-call array (null checked; nothing is written to it).
+        let out = unsafe { array(capacity, count, props) }?;
+        Ok(crate::util::two_call::<xr::ApiLayerProperties, _>(out, &[]))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_functions_resolve_without_an_instance_and_others_do_not() {
+        assert!(resolve(xr::Instance::NULL, "xrCreateInstance").is_ok());
+        assert_eq!(
+            resolve(xr::Instance::NULL, "xrCreateSession").err(),
+            Some(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        // A handle no instance has: invalid, whatever the name.
+        assert_eq!(
+            resolve(xr::Instance::from_raw(u64::MAX), "xrCreateSession").err(),
+            Some(xr::Result::ERROR_HANDLE_INVALID)
+        );
+        assert!(lookup("xrLocateViews").is_some());
+        assert!(lookup("xrCreateHandTrackerEXT").is_none());
+    }
 }
