@@ -21,7 +21,7 @@
 //! tested: the descriptor (a memfd-backed picture read back through FFmpeg's DRM frames, as a
 //! dma-buf would be), every refusal, and the missing render node.
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use ffmpeg_next as ff;
 use ffmpeg_next::ffi;
@@ -243,6 +243,89 @@ impl<'a> DmaBufPicture<'a> {
         d.nb_objects = fds.len() as i32;
         d.nb_layers = 1;
         d
+    }
+}
+
+/// Something the owner of a DMA-BUF picture's image watches: held by a [`DmaBufFrame`] until
+/// the encoder is done with the picture (e.g. an `Arc<()>` whose count the owner reads
+/// before it draws into the image again).
+pub type KeepAlive = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// A DMA-BUF picture that owns its fds (duplicates of the owner's, one per distinct dma-buf)
+/// and holds the owner's [`KeepAlive`], to travel to another thread (the host's encoder).
+pub struct DmaBufFrame {
+    pub width: u32,
+    pub height: u32,
+    pub fourcc: u32,
+    pub modifier: u64,
+    objects: Vec<OwnedFd>,
+    /// Per plane: its object, offset and pitch.
+    planes: Vec<(usize, u32, u32)>,
+    _keep: Option<KeepAlive>,
+}
+
+impl std::fmt::Debug for DmaBufFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmaBufFrame")
+            .field("size", &(self.width, self.height))
+            .field("fourcc", &fourcc_name(self.fourcc))
+            .field("modifier", &self.modifier)
+            .field("objects", &self.objects)
+            .field("planes", &self.planes)
+            .finish()
+    }
+}
+
+impl DmaBufFrame {
+    /// `picture` with its fds duplicated (planes that share a dma-buf still share one) and
+    /// `keep` held until this frame is dropped. The picture is checked first.
+    pub fn dup(picture: &DmaBufPicture<'_>, keep: Option<KeepAlive>) -> Result<DmaBufFrame> {
+        picture.check()?;
+        let mut raw: Vec<i32> = Vec::new();
+        let mut objects = Vec::new();
+        let mut planes = Vec::new();
+        for p in picture.planes() {
+            let fd = p.fd.as_raw_fd();
+            let object = match raw.iter().position(|&r| r == fd) {
+                Some(o) => o,
+                None => {
+                    objects.push(p.fd.try_clone_to_owned().map_err(|e| {
+                        MediaError::Other(format!("DMA-BUF: cannot duplicate fd {fd}: {e}"))
+                    })?);
+                    raw.push(fd);
+                    objects.len() - 1
+                }
+            };
+            planes.push((object, p.offset, p.pitch));
+        }
+        Ok(DmaBufFrame {
+            width: picture.width,
+            height: picture.height,
+            fourcc: picture.fourcc,
+            modifier: picture.modifier,
+            objects,
+            planes,
+            _keep: keep,
+        })
+    }
+
+    /// The picture, borrowing this frame's fds.
+    pub fn picture(&self) -> DmaBufPicture<'_> {
+        let mut planes = [None; MAX_PLANES];
+        for (slot, &(object, offset, pitch)) in planes.iter_mut().zip(&self.planes) {
+            *slot = self.objects.get(object).map(|fd| DmaBufPlane {
+                fd: fd.as_fd(),
+                offset,
+                pitch,
+            });
+        }
+        DmaBufPicture {
+            width: self.width,
+            height: self.height,
+            fourcc: self.fourcc,
+            modifier: self.modifier,
+            planes,
+        }
     }
 }
 
@@ -517,7 +600,7 @@ fn vpp_graph(frames: &HwFrames, width: u32, height: u32, fps: u32) -> Result<ff:
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+    use std::os::fd::FromRawFd;
 
     /// A memfd holding `bytes` (a dma-buf stand-in: same lseek, same mmap).
     fn memfd(bytes: &[u8]) -> OwnedFd {
@@ -596,6 +679,45 @@ mod tests {
         assert_eq!((d.nb_objects, d.layers[0].planes[1].object_index), (2, 1));
         let e = two.check_vaapi().unwrap_err().to_string();
         assert!(e.contains("one dma-buf"), "{e}");
+    }
+
+    #[test]
+    fn an_owned_frame_keeps_the_layout_and_holds_the_owners_token() {
+        let (a, b) = (memfd(&[0; 1024]), memfd(&[0; 1024]));
+        let pic = DmaBufPicture {
+            width: 16,
+            height: 16,
+            fourcc: DRM_FORMAT_NV12,
+            modifier: DRM_FORMAT_MOD_LINEAR,
+            planes: [Some(plane(&a, 0, 16)), Some(plane(&a, 256, 16)), None, None],
+        };
+        let token = std::sync::Arc::new(());
+        let frame = DmaBufFrame::dup(&pic, Some(token.clone())).unwrap();
+        assert_eq!(std::sync::Arc::strong_count(&token), 2, "held by the frame");
+        let p = frame.picture();
+        let d = p.descriptor();
+        assert_eq!(d.nb_objects, 1, "planes of one dma-buf stay one object");
+        assert_ne!(
+            d.objects[0].fd,
+            a.as_raw_fd(),
+            "a duplicate, not the owner's fd"
+        );
+        assert_eq!(
+            (d.layers[0].planes[1].offset, d.layers[0].nb_planes),
+            (256, 2)
+        );
+        p.check_vaapi().unwrap();
+        drop(frame);
+        assert_eq!(
+            std::sync::Arc::strong_count(&token),
+            1,
+            "let go with the frame"
+        );
+        let bad = DmaBufPicture {
+            planes: [Some(plane(&b, 0, 8)), None, None, None],
+            ..pic
+        };
+        assert!(DmaBufFrame::dup(&bad, None).is_err());
     }
 
     #[test]

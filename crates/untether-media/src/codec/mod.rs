@@ -37,7 +37,7 @@ pub use decoder::{
     Colorimetry, CudaNv12, DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo,
     GpuPicture, HwAccel, PictureFormat, UnknownDecoder, UnknownHwAccel, YuvMatrix,
 };
-pub use dma_buf::{DmaBufPicture, DmaBufPlane, VaapiDmaBufImport};
+pub use dma_buf::{DmaBufFrame, DmaBufPicture, DmaBufPlane, KeepAlive, VaapiDmaBufImport};
 pub use encoder::{
     open_encoder, EncodedFrame, Encoder, EncoderBackend, EncoderConfig, EncoderInfo, EncoderKind,
     InputPicture, OpenedEncoder,
