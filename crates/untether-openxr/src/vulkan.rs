@@ -7,6 +7,8 @@
 //! Swapchain images are handed over in `VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL` (the
 //! extension's contract) and the application gives them back in it.
 
+use std::ffi::{c_char, CStr};
+
 use ash::vk::{self, Handle as _};
 use openxr_sys as xr;
 
@@ -25,6 +27,66 @@ pub struct VkLoader {
     pub gipa: Option<vk::PFN_vkGetInstanceProcAddr>,
     pub instance: u64,
     pub requirements_asked: bool,
+    /// The Vulkan version the application asked for its instance (`xrCreateVulkanInstanceKHR`;
+    /// 0 when unknown).
+    pub api_version: u32,
+    /// Whether the device made by `xrCreateVulkanDeviceKHR` has the zero-copy export's
+    /// extensions ([`DMA_BUF_EXTENSIONS`]), or why not; None: the runtime did not make it.
+    pub dma_buf: Option<Result<(), &'static str>>,
+}
+
+/// The device extensions the zero-copy export needs (issue 34): the stereo image's memory
+/// exported as a dma-buf fd. Added to the application's device only where its physical device
+/// offers all of them.
+pub const DMA_BUF_EXTENSIONS: [&CStr; 3] = [
+    c"VK_KHR_external_memory",
+    c"VK_KHR_external_memory_fd",
+    c"VK_EXT_external_memory_dma_buf",
+];
+
+/// Which of [`DMA_BUF_EXTENSIONS`] to add to a device of `physical` (those the application
+/// did not enable itself), or why the export cannot be: an extension the device does not
+/// offer, or a Vulkan 1.0 instance or device (external memory's instance side is 1.1's).
+///
+/// # Safety
+/// `inst` is the application's live instance and `physical` one of its devices.
+pub unsafe fn dma_buf_extensions(
+    inst: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    api_version: u32,
+    enabled: &[&CStr],
+) -> Result<Vec<&'static CStr>, &'static str> {
+    // No application info (0) is a 1.0 instance.
+    if api_version < vk::API_VERSION_1_1 {
+        return Err("the application's Vulkan instance is 1.0 (exporting memory needs 1.1)");
+    }
+    // SAFETY: per the contract.
+    let (props, offered) = unsafe {
+        (
+            inst.get_physical_device_properties(physical),
+            inst.enumerate_device_extension_properties(physical),
+        )
+    };
+    if props.api_version < vk::API_VERSION_1_1 {
+        return Err("the Vulkan device is 1.0 (exporting memory needs 1.1)");
+    }
+    let offered = offered.map_err(|_| "the Vulkan device's extensions cannot be listed")?;
+    let has = |name: &CStr| {
+        offered
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(name))
+    };
+    if let Some(missing) = DMA_BUF_EXTENSIONS.iter().find(|e| !has(e)) {
+        return Err(match missing.to_bytes() {
+            b"VK_KHR_external_memory" => "the Vulkan device has no VK_KHR_external_memory",
+            b"VK_KHR_external_memory_fd" => "the Vulkan device has no VK_KHR_external_memory_fd",
+            _ => "the Vulkan device has no VK_EXT_external_memory_dma_buf",
+        });
+    }
+    Ok(DMA_BUF_EXTENSIONS
+        .into_iter()
+        .filter(|e| !enabled.contains(e))
+        .collect())
 }
 
 /// The application's Vulkan objects (its `XrGraphicsBindingVulkan2KHR`), their functions, and
@@ -32,7 +94,13 @@ pub struct VkLoader {
 pub struct Vk {
     pub device: ash::Device,
     pub queue: vk::Queue,
+    pub queue_family: u32,
     pub memory: vk::PhysicalDeviceMemoryProperties,
+    pub instance: ash::Instance,
+    pub physical: vk::PhysicalDevice,
+    /// Exporting the stereo image as a dma-buf (zero-copy encode): `vkGetMemoryFdKHR` on a
+    /// device with [`DMA_BUF_EXTENSIONS`], or why not.
+    pub export: Result<ash::khr::external_memory_fd::Device, String>,
     pool: vk::CommandPool,
 }
 
@@ -84,6 +152,7 @@ impl Vk {
     pub unsafe fn new(
         gipa: vk::PFN_vkGetInstanceProcAddr,
         b: &xr::GraphicsBindingVulkanKHR,
+        dma_buf: Option<Result<(), &'static str>>,
     ) -> Result<Vk, String> {
         let instance = vk::Instance::from_raw(b.instance as u64);
         let physical = vk::PhysicalDevice::from_raw(b.physical_device as u64);
@@ -94,6 +163,25 @@ impl Vk {
             let memory = instance.get_physical_device_memory_properties(physical);
             let device = ash::Device::load(instance.fp_v1_0(), device);
             let queue = device.get_device_queue(b.queue_family_index, b.queue_index);
+            let export = match dma_buf {
+                None => Err(
+                    "XR_KHR_vulkan_enable: the application made its Vulkan device \
+                             itself, without the external-memory extensions (zero-copy needs \
+                             XR_KHR_vulkan_enable2)"
+                        .to_string(),
+                ),
+                Some(Err(why)) => Err(why.to_string()),
+                Some(Ok(())) => {
+                    match instance
+                        .get_device_proc_addr(device.handle(), c"vkGetMemoryFdKHR".as_ptr())
+                    {
+                        Some(_) => Ok(ash::khr::external_memory_fd::Device::new(
+                            &instance, &device,
+                        )),
+                        None => Err("the Vulkan device has no vkGetMemoryFdKHR".to_string()),
+                    }
+                }
+            };
             let pool = device
                 .create_command_pool(
                     &vk::CommandPoolCreateInfo::default()
@@ -105,7 +193,11 @@ impl Vk {
             Ok(Vk {
                 device,
                 queue,
+                queue_family: b.queue_family_index,
                 memory,
+                instance,
+                physical,
+                export,
                 pool,
             })
         }
@@ -398,6 +490,12 @@ pub(crate) unsafe extern "system" fn create_vulkan_instance(
                 return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
             }
             let gipa = gipa_of(gipa);
+            // SAFETY: the application's create info (checked non-null) and its application
+            // info, when it gives one.
+            l.api_version = unsafe {
+                let ci = &*(info.vulkan_create_info as *const vk::InstanceCreateInfo);
+                ci.p_application_info.as_ref().map_or(0, |a| a.api_version)
+            };
             // SAFETY: the application's loader and create info, passed through unchanged.
             let r = unsafe {
                 let entry = ash::Entry::from_static_fn(static_fn(gipa));
@@ -524,14 +622,41 @@ pub(crate) unsafe extern "system" fn create_vulkan_device(
                 return xr::Result::ERROR_CALL_ORDER_INVALID;
             };
             // SAFETY: the application's instance, physical device and create info, passed
-            // through unchanged.
+            // through with the zero-copy export's extensions added where the device offers
+            // them (the application's own list and chain are kept).
             let r = unsafe {
                 let inst =
                     ash::Instance::load(&static_fn(gipa), vk::Instance::from_raw(l.instance));
+                let physical = vk::PhysicalDevice::from_raw(info.vulkan_physical_device as u64);
+                let mut ci = *(info.vulkan_create_info as *const vk::DeviceCreateInfo);
+                let app_names: Vec<*const c_char> = if ci.pp_enabled_extension_names.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(
+                        ci.pp_enabled_extension_names,
+                        ci.enabled_extension_count as usize,
+                    )
+                    .to_vec()
+                };
+                let enabled: Vec<&CStr> = app_names
+                    .iter()
+                    .filter(|p| !p.is_null())
+                    .map(|&p| CStr::from_ptr(p))
+                    .collect();
+                let mut names = app_names.clone();
+                match dma_buf_extensions(&inst, physical, l.api_version, &enabled) {
+                    Ok(add) => {
+                        names.extend(add.iter().map(|e| e.as_ptr()));
+                        l.dma_buf = Some(Ok(()));
+                    }
+                    Err(why) => l.dma_buf = Some(Err(why)),
+                }
+                ci.enabled_extension_count = names.len() as u32;
+                ci.pp_enabled_extension_names = names.as_ptr();
                 let mut made = vk::Device::null();
                 let r = (inst.fp_v1_0().create_device)(
-                    vk::PhysicalDevice::from_raw(info.vulkan_physical_device as u64),
-                    info.vulkan_create_info as *const vk::DeviceCreateInfo,
+                    physical,
+                    &ci,
                     info.vulkan_allocator as *const vk::AllocationCallbacks,
                     &mut made,
                 );
