@@ -678,6 +678,94 @@ pub(crate) unsafe extern "system" fn create_vulkan_device(
 mod tests {
     use super::*;
 
+    /// On every device this machine's Vulkan loader has (lavapipe here: it offers
+    /// `VK_KHR_external_memory_fd` but not `VK_EXT_external_memory_dma_buf`), the export's
+    /// extensions are added only when all three are offered, never to a 1.0 instance, and
+    /// not twice when the application enabled them itself.
+    #[test]
+    fn the_export_extensions_are_added_only_where_the_device_offers_them() {
+        let Some(gipa) = crate::vulkan1::loader_gipa() else {
+            println!("skipped: no libvulkan.so.1");
+            return;
+        };
+        // SAFETY: the loader's vkGetInstanceProcAddr, valid while the library stays loaded
+        // (it is never unloaded).
+        let entry = unsafe { ash::Entry::from_static_fn(static_fn(gipa)) };
+        let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
+        // SAFETY: a plain instance on the system's loader, destroyed below.
+        let instance = match unsafe {
+            entry.create_instance(
+                &vk::InstanceCreateInfo::default().application_info(&app),
+                None,
+            )
+        } {
+            Ok(i) => i,
+            Err(e) => {
+                println!("skipped: vkCreateInstance: {e}");
+                return;
+            }
+        };
+        // SAFETY: this instance's devices.
+        let devices = unsafe { instance.enumerate_physical_devices() }.unwrap_or_default();
+        for physical in devices {
+            // SAFETY: as above.
+            let (props, offered) = unsafe {
+                (
+                    instance.get_physical_device_properties(physical),
+                    instance
+                        .enumerate_device_extension_properties(physical)
+                        .unwrap_or_default(),
+                )
+            };
+            let has = |n: &CStr| offered.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+            let all = DMA_BUF_EXTENSIONS.iter().all(|e| has(e));
+            let device_1_1 = props.api_version >= vk::API_VERSION_1_1;
+            // SAFETY: as above.
+            let got = unsafe { dma_buf_extensions(&instance, physical, vk::API_VERSION_1_1, &[]) };
+            println!(
+                "{}: {got:?}",
+                props
+                    .device_name_as_c_str()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+            );
+            match got {
+                Ok(add) => {
+                    assert!(all && device_1_1);
+                    assert_eq!(add, DMA_BUF_EXTENSIONS.to_vec());
+                    // SAFETY: as above.
+                    let again = unsafe {
+                        dma_buf_extensions(
+                            &instance,
+                            physical,
+                            vk::API_VERSION_1_1,
+                            &DMA_BUF_EXTENSIONS,
+                        )
+                    };
+                    assert_eq!(again, Ok(vec![]), "nothing twice");
+                }
+                Err(why) if !device_1_1 => assert!(why.contains("1.0"), "{why}"),
+                Err(why) => {
+                    assert!(!all, "{why}");
+                    let missing = DMA_BUF_EXTENSIONS
+                        .iter()
+                        .find(|e| !has(e))
+                        .map(|e| e.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    assert!(why.ends_with(&format!("has no {missing}")), "{why}");
+                }
+            }
+            // SAFETY: as above.
+            let old = unsafe { dma_buf_extensions(&instance, physical, vk::API_VERSION_1_0, &[]) };
+            assert!(old.is_err_and(|w| w.contains("instance is 1.0")));
+            // SAFETY: as above.
+            let unknown = unsafe { dma_buf_extensions(&instance, physical, 0, &[]) };
+            assert!(unknown.is_err(), "no application info is a 1.0 instance");
+        }
+        // SAFETY: ours, no child objects.
+        unsafe { instance.destroy_instance(None) };
+    }
+
     #[test]
     fn memory_types_prefer_the_wanted_flags_and_fall_back_only_when_asked() {
         let mut props = vk::PhysicalDeviceMemoryProperties {

@@ -15,7 +15,7 @@ use crate::vulkan::{pick_device, with_loader};
 
 /// The Vulkan loader's `vkGetInstanceProcAddr` (the library is loaded, or loaded now, and
 /// never unloaded).
-fn loader_gipa() -> Option<vk::PFN_vkGetInstanceProcAddr> {
+pub(crate) fn loader_gipa() -> Option<vk::PFN_vkGetInstanceProcAddr> {
     // SAFETY: dlopen/dlsym with NUL-terminated names; the symbol, when found, is the loader's
     // vkGetInstanceProcAddr, whose type is PFN_vkGetInstanceProcAddr.
     unsafe {
