@@ -33,6 +33,8 @@ pub struct VkLoader {
     /// Whether the device made by `xrCreateVulkanDeviceKHR` has the zero-copy export's
     /// extensions ([`DMA_BUF_EXTENSIONS`]), or why not; None: the runtime did not make it.
     pub dma_buf: Option<Result<(), &'static str>>,
+    /// The physical device the runtime named (`xrGetVulkanGraphicsDevice*KHR`).
+    pub physical: u64,
 }
 
 /// The device extensions the zero-copy export needs (issue 34): the stereo image's memory
@@ -42,6 +44,22 @@ pub const DMA_BUF_EXTENSIONS: [&CStr; 3] = [
     c"VK_KHR_external_memory",
     c"VK_KHR_external_memory_fd",
     c"VK_EXT_external_memory_dma_buf",
+];
+
+/// `XR_KHR_vulkan_enable`'s lists (the application makes its instance and device itself, of
+/// any version, so 1.0 included): the instance extensions the export's device extensions
+/// depend on under Vulkan 1.0, and besides [`DMA_BUF_EXTENSIONS`] the dedicated allocation
+/// the export uses.
+pub const VULKAN1_INSTANCE_EXTENSIONS: [&CStr; 2] = [
+    c"VK_KHR_get_physical_device_properties2",
+    c"VK_KHR_external_memory_capabilities",
+];
+pub const VULKAN1_DEVICE_EXTENSIONS: [&CStr; 5] = [
+    c"VK_KHR_external_memory",
+    c"VK_KHR_external_memory_fd",
+    c"VK_EXT_external_memory_dma_buf",
+    c"VK_KHR_get_memory_requirements2",
+    c"VK_KHR_dedicated_allocation",
 ];
 
 /// Which of [`DMA_BUF_EXTENSIONS`] to add to a device of `physical` (those the application
@@ -164,12 +182,9 @@ impl Vk {
             let device = ash::Device::load(instance.fp_v1_0(), device);
             let queue = device.get_device_queue(b.queue_family_index, b.queue_index);
             let export = match dma_buf {
-                None => Err(
-                    "XR_KHR_vulkan_enable: the application made its Vulkan device \
-                             itself, without the external-memory extensions (zero-copy needs \
-                             XR_KHR_vulkan_enable2)"
-                        .to_string(),
-                ),
+                None => Err("XR_KHR_vulkan_enable: the application did not ask for the \
+                     runtime's Vulkan device extensions (external memory)"
+                    .to_string()),
                 Some(Err(why)) => Err(why.to_string()),
                 Some(Ok(())) => {
                     match instance
@@ -592,6 +607,7 @@ pub unsafe fn pick_device(
                 return Err(xr::Result::ERROR_RUNTIME_FAILURE);
             };
             l.instance = handle.as_raw();
+            l.physical = device.as_raw();
             Ok(*device)
         }
     }
