@@ -11,8 +11,9 @@
 #                                         it: DIR defaults to target/gpu-bundle): unpacks to
 #                                         /tmp/ut and runs the GPU figures (presenter, late warp
 #                                         through the distortion mesh, NVDEC with the warm
-#                                         decoder, zero-copy or its fallback line, encoder
-#                                         threads auto against 2), each step under a timeout,
+#                                         decoder, zero-copy decode and encode (doctor) or
+#                                         their fallback lines, encoder threads auto
+#                                         against 2), each step under a timeout,
 #                                         within UT_BUDGET_S (default 330 s). Results in $OUT
 #                                         (default /tmp/ut-out): summary.txt first.
 #

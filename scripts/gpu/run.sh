@@ -9,6 +9,11 @@
 #   bash run.sh                         (in the folder `scripts/gpu-bundle.sh pack` made, next to
 #                                        ut.tar.xz; results in $OUT)
 #
+# Issue 34's zero-copy encode: `untether doctor`'s "zero-copy encode" check sets up the VA-API
+# DMA-BUF import for real (device, frames, scale_vaapi) and says it engaged or why not (the
+# summary's doctor lines and zero_copy_encode; H100/H200 machines have no VA-API: expect the
+# reason).
+#
 # Issue 27's figures among them: the encoder threads auto chose (demo-1080p) against 2
 # (demo-1080p-t2), the decoder opened and warmed at connect ("first picture decoded" and the
 # glass-to-glass p99 of demo-1080p-cuda), the late warp through the distortion mesh

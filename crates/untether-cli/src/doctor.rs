@@ -396,6 +396,7 @@ fn devices(f: &mut Findings) {
     } else {
         check("device", "/dev/dri", Status::Ok, list(dri))
     });
+    f.checks.push(zero_copy_encode());
     let nv = hw::nvidia_devices();
     f.checks
         .push(match (nv.is_empty(), hw::library_loads("libcuda.so.1")) {
@@ -427,6 +428,30 @@ fn devices(f: &mut Findings) {
     } else {
         check("device", "/dev/video*", Status::Ok, list(video))
     });
+}
+
+/// Zero-copy encode (issue 34): whether VA-API takes DMA-BUF pictures here — its device, the
+/// frames a dma-buf is mapped onto and the `scale_vaapi` conversion to NV12 set up for real
+/// (no dma-buf is mapped: that happens with the OpenXR runtime's first frame).
+fn zero_copy_encode() -> Check {
+    use untether_media::codec::dma_buf::DRM_FORMAT_XRGB8888;
+    use untether_media::codec::VaapiDmaBufImport;
+    match VaapiDmaBufImport::open(1280, 720, DRM_FORMAT_XRGB8888, 60) {
+        Ok(_) => check(
+            "device",
+            "zero-copy encode",
+            Status::Ok,
+            "VA-API maps DMA-BUF pictures and converts them to NV12 on the GPU: the OpenXR \
+             runtime's Vulkan frames skip the read-back with a *_vaapi encoder"
+                .into(),
+        ),
+        Err(e) => check(
+            "device",
+            "zero-copy encode",
+            Status::Absent,
+            format!("{e}: the OpenXR runtime's frames are read back by the CPU"),
+        ),
+    }
 }
 
 /// GL ES 3 through SDL on the display (what a GPU presenter needs).

@@ -29,18 +29,27 @@ impl std::fmt::Debug for Scaler {
     }
 }
 
-fn source(p: &InputPicture<'_>) -> (u32, u32, Pixel) {
+/// The size and format of a picture in memory (None: a DMA-BUF picture, which the CPU does
+/// not read).
+fn source(p: &InputPicture<'_>) -> Option<(u32, u32, Pixel)> {
     match p {
-        InputPicture::Bgra { width, height, .. } => (*width, *height, Pixel::BGRZ),
-        InputPicture::I420 { width, height, .. } => (*width, *height, Pixel::YUV420P),
+        InputPicture::Bgra { width, height, .. } => Some((*width, *height, Pixel::BGRZ)),
+        InputPicture::I420 { width, height, .. } => Some((*width, *height, Pixel::YUV420P)),
+        InputPicture::DmaBuf(_) => None,
     }
+}
+
+fn not_in_memory() -> MediaError {
+    MediaError::Conversion(
+        "a DMA-BUF picture stays on the GPU: the scaler takes pictures in system memory".into(),
+    )
 }
 
 impl Scaler {
     /// A scaler from `picture`'s size and format to `width`×`height`.
     pub fn new(picture: &InputPicture<'_>, width: u32, height: u32) -> Result<Scaler> {
         crate::frame::check_size(width, height)?;
-        let from = source(picture);
+        let from = source(picture).ok_or_else(not_in_memory)?;
         crate::codec::init_ffmpeg();
         let sws = scaling::Context::get(
             from.2,
@@ -61,13 +70,13 @@ impl Scaler {
 
     /// Whether this scaler takes `picture` to `width`×`height`.
     pub fn fits(&self, picture: &InputPicture<'_>, width: u32, height: u32) -> bool {
-        self.from == source(picture) && (self.out.width, self.out.height) == (width, height)
+        source(picture) == Some(self.from) && (self.out.width, self.out.height) == (width, height)
     }
 
     /// `picture` scaled (its planes checked against its size first).
     pub fn scale(&mut self, picture: &InputPicture<'_>) -> Result<InputPicture<'_>> {
         let (w, h, _) = self.from;
-        if source(picture) != self.from {
+        if source(picture) != Some(self.from) {
             return Err(MediaError::Conversion(format!(
                 "this scaler takes {w}x{h} pictures of one format"
             )));
@@ -86,6 +95,7 @@ impl Scaler {
                 }
                 ([data.as_ptr(), null, null, null], [*stride as i32, 0, 0, 0])
             }
+            InputPicture::DmaBuf(_) => return Err(not_in_memory()),
             InputPicture::I420 { planes, .. } => {
                 let [(y, ys), (u, us), (v, vs)] = *planes;
                 if y.len() < need(ys, w as usize, h as usize)

@@ -436,6 +436,9 @@ impl SliceEncoder {
             img.i_stride[2] as usize,
         ];
         match *src {
+            InputPicture::DmaBuf(_) => {
+                return Err(crate::codec::encoder::no_dma_buf_input("libx264 (slices)"))
+            }
             InputPicture::Bgra { data, stride, .. } => {
                 let conv = self
                     .converter

@@ -201,15 +201,23 @@ pub fn plan(hwaccel: HwAccel, egl: Option<&EglSupport>) -> ZeroCopyPlan {
 /// display and falls back at the first failure). `UNTETHER_ZERO_COPY=off` keeps every
 /// picture on the software path (to compare the two on one machine).
 pub fn keep_on_gpu(hwaccel: HwAccel) -> std::result::Result<bool, ZeroCopyError> {
-    match std::env::var("UNTETHER_ZERO_COPY").as_deref() {
-        Ok("off") => return Ok(false),
-        Ok("auto") | Err(_) => {}
-        Ok(other) => return Err(ZeroCopyError::Setting(other.into())),
+    if !setting()? {
+        return Ok(false);
     }
     Ok(!matches!(
         plan(hwaccel, Some(&EglSupport::DmaBufImport)),
         ZeroCopyPlan::SystemMemory(_)
     ))
+}
+
+/// `UNTETHER_ZERO_COPY`: true for `auto` (the default, also when unset), false for `off`
+/// (the decoder's pictures and the host's encoder input both go through system memory).
+pub fn setting() -> std::result::Result<bool, ZeroCopyError> {
+    match std::env::var("UNTETHER_ZERO_COPY").as_deref() {
+        Ok("off") => Ok(false),
+        Ok("auto") | Err(_) => Ok(true),
+        Ok(other) => Err(ZeroCopyError::Setting(other.into())),
+    }
 }
 
 /// The GL presenter's zero-copy state: the import that runs (made at the first picture left

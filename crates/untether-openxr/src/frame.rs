@@ -439,17 +439,31 @@ fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], tag: FrameTag) {
     if s.vk_compositor.is_none() {
         // SAFETY: as above.
         match unsafe { VkCompositor::new(vk, w, h, format) } {
-            Ok(c) => s.vk_compositor = Some(c),
+            Ok(mut c) => {
+                // Zero-copy where the host's encoder takes DMA-BUFs (else the host has said
+                // why, once) and this device can export them (else the reason is the host's
+                // one line); the read-back otherwise.
+                if s.stream.dma_buf_input().is_ok() {
+                    // SAFETY: as above.
+                    if let Err(why) = unsafe { c.enable_export(vk) } {
+                        s.stream.refuse_dma_buf(&why);
+                    }
+                }
+                s.vk_compositor = Some(c)
+            }
             Err(e) => {
                 log::error!("xrEndFrame: {e}; frames are not streamed");
                 return;
             }
         }
     }
+    // Asked every frame: the encoder may have turned zero-copy off since.
+    let zero_copy =
+        s.vk_compositor.as_ref().is_some_and(|c| c.exporting()) && s.stream.dma_buf_input().is_ok();
     if let Some(c) = s.vk_compositor.as_mut() {
         // SAFETY: as above; the eyes are this session's swapchain images, released by the
         // application (COLOR_ATTACHMENT_OPTIMAL).
-        unsafe { c.submit(vk, eyes, tag) };
+        unsafe { c.submit(vk, eyes, tag, zero_copy) };
     }
 }
 

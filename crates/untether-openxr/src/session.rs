@@ -116,8 +116,8 @@ impl Session {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (w, h) = (c.width, c.height);
             // SAFETY: on the application's thread (xrWaitFrame/xrEndFrame).
-            if let Some((bgra, tag)) = unsafe { c.take_ready(vk) } {
-                self.stream.publish(bgra, w, h, tag);
+            if let Some((ready, tag)) = unsafe { c.take_ready(vk) } {
+                self.stream.hand_over(ready, w, h, tag);
             }
         }
     }
@@ -129,8 +129,8 @@ impl Session {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (w, h) = (c.width, c.height);
             // SAFETY: on the application's thread (xrWaitFrame), its device alive.
-            if let Some((bgra, tag)) = unsafe { c.take_within(vk, within_ns) } {
-                self.stream.publish(bgra, w, h, tag);
+            if let Some((ready, tag)) = unsafe { c.take_within(vk, within_ns) } {
+                self.stream.hand_over(ready, w, h, tag);
             }
         }
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
@@ -150,8 +150,8 @@ impl Session {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (cw, ch) = (c.width, c.height);
             // SAFETY: called from xrEndSession/xrDestroySession on the application's thread.
-            if let Some((bgra, tag)) = unsafe { c.finish(vk) } {
-                self.stream.publish(bgra, cw, ch, tag);
+            if let Some((ready, tag)) = unsafe { c.finish(vk) } {
+                self.stream.hand_over(ready, cw, ch, tag);
             }
         }
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
@@ -259,7 +259,7 @@ pub(crate) unsafe extern "system" fn create_session(
                 if b.instance as u64 != inst.vk.instance {
                     return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
                 }
-                Some((gipa, *b))
+                Some((gipa, *b, inst.vk.dma_buf))
             }
             _ => {
                 log::warn!("xrCreateSession: no (or more than one) graphics binding in the chain; this runtime supports XR_KHR_opengl_enable (Xlib) and XR_KHR_vulkan_enable2");
@@ -271,7 +271,7 @@ pub(crate) unsafe extern "system" fn create_session(
         }
         let vk = match vk {
             // SAFETY: the application's live handles, made through `gipa`.
-            Some((gipa, b)) => match unsafe { Vk::new(gipa, &b) } {
+            Some((gipa, b, dma_buf)) => match unsafe { Vk::new(gipa, &b, dma_buf) } {
                 Ok(v) => Some(v),
                 Err(e) => {
                     log::error!("xrCreateSession: {e}");

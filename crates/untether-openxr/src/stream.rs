@@ -271,6 +271,67 @@ impl Stream {
         }
     }
 
+    /// Hands a finished Vulkan frame to the encoder: read back, or (zero-copy) the exported
+    /// image it is in.
+    pub fn hand_over(
+        &mut self,
+        ready: crate::vk_compositor::Ready<'_>,
+        w: u32,
+        h: u32,
+        tag: FrameTag,
+    ) {
+        match ready {
+            crate::vk_compositor::Ready::Pixels(bgra) => self.publish(bgra, w, h, tag),
+            crate::vk_compositor::Ready::DmaBuf(picture, keep) => {
+                self.publish_dma_buf(&picture, keep, tag)
+            }
+        }
+    }
+
+    /// Whether the host's encoder takes the stereo frame as a DMA-BUF (zero-copy): decided
+    /// once per stream by the host, which logs the one line when not.
+    pub fn dma_buf_input(&self) -> Result<(), String> {
+        match self.host.as_ref() {
+            Some(h) => h.dma_buf_input(),
+            None => Err("the host has stopped".into()),
+        }
+    }
+
+    /// Zero-copy off for the runtime's own reason (the device cannot export): the host's one
+    /// line names it.
+    pub fn refuse_dma_buf(&self, why: &str) {
+        if let Some(h) = self.host.as_ref() {
+            h.refuse_dma_buf(why);
+        }
+    }
+
+    /// Like [`publish`](Self::publish), for the stereo frame in an exported image: the host
+    /// holds `keep` until the encoder is done with it.
+    pub fn publish_dma_buf(
+        &mut self,
+        picture: &untether_media::codec::DmaBufPicture<'_>,
+        keep: untether_media::codec::KeepAlive,
+        tag: FrameTag,
+    ) {
+        let Some(host) = self.host.as_ref() else {
+            return;
+        };
+        self.frames_submitted += 1;
+        if !host.has_client() {
+            self.frames_to_current = 0;
+            return;
+        }
+        let ready = untether::clock::now_us().saturating_sub(tag.ended_us);
+        self.to_pixels.push_us(ready.min(i64::MAX as u64) as i64);
+        match host.publish_dma_buf(picture, keep, tag.pose, tag.ended_us) {
+            Ok(()) => {
+                self.frames_published += 1;
+                self.frames_to_current += 1;
+            }
+            Err(e) => log::warn!("untether OpenXR runtime: frame not streamed: {e}"),
+        }
+    }
+
     /// Hands a BGRA stereo frame to the encoder with the pose it was rendered for and the time
     /// the application ended it (glass-to-glass starts there, before the read-back).
     pub fn publish(&mut self, bgra: &[u8], width: u32, height: u32, tag: FrameTag) {

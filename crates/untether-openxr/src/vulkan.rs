@@ -7,6 +7,8 @@
 //! Swapchain images are handed over in `VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL` (the
 //! extension's contract) and the application gives them back in it.
 
+use std::ffi::{c_char, CStr};
+
 use ash::vk::{self, Handle as _};
 use openxr_sys as xr;
 
@@ -25,6 +27,84 @@ pub struct VkLoader {
     pub gipa: Option<vk::PFN_vkGetInstanceProcAddr>,
     pub instance: u64,
     pub requirements_asked: bool,
+    /// The Vulkan version the application asked for its instance (`xrCreateVulkanInstanceKHR`;
+    /// 0 when unknown).
+    pub api_version: u32,
+    /// Whether the device made by `xrCreateVulkanDeviceKHR` has the zero-copy export's
+    /// extensions ([`DMA_BUF_EXTENSIONS`]), or why not; None: the runtime did not make it.
+    pub dma_buf: Option<Result<(), &'static str>>,
+    /// The physical device the runtime named (`xrGetVulkanGraphicsDevice*KHR`).
+    pub physical: u64,
+}
+
+/// The device extensions the zero-copy export needs (issue 34): the stereo image's memory
+/// exported as a dma-buf fd. Added to the application's device only where its physical device
+/// offers all of them.
+pub const DMA_BUF_EXTENSIONS: [&CStr; 3] = [
+    c"VK_KHR_external_memory",
+    c"VK_KHR_external_memory_fd",
+    c"VK_EXT_external_memory_dma_buf",
+];
+
+/// `XR_KHR_vulkan_enable`'s lists (the application makes its instance and device itself, of
+/// any version, so 1.0 included): the instance extensions the export's device extensions
+/// depend on under Vulkan 1.0, and besides [`DMA_BUF_EXTENSIONS`] the dedicated allocation
+/// the export uses.
+pub const VULKAN1_INSTANCE_EXTENSIONS: [&CStr; 2] = [
+    c"VK_KHR_get_physical_device_properties2",
+    c"VK_KHR_external_memory_capabilities",
+];
+pub const VULKAN1_DEVICE_EXTENSIONS: [&CStr; 5] = [
+    c"VK_KHR_external_memory",
+    c"VK_KHR_external_memory_fd",
+    c"VK_EXT_external_memory_dma_buf",
+    c"VK_KHR_get_memory_requirements2",
+    c"VK_KHR_dedicated_allocation",
+];
+
+/// Which of [`DMA_BUF_EXTENSIONS`] to add to a device of `physical` (those the application
+/// did not enable itself), or why the export cannot be: an extension the device does not
+/// offer, or a Vulkan 1.0 instance or device (external memory's instance side is 1.1's).
+///
+/// # Safety
+/// `inst` is the application's live instance and `physical` one of its devices.
+pub unsafe fn dma_buf_extensions(
+    inst: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    api_version: u32,
+    enabled: &[&CStr],
+) -> Result<Vec<&'static CStr>, &'static str> {
+    // No application info (0) is a 1.0 instance.
+    if api_version < vk::API_VERSION_1_1 {
+        return Err("the application's Vulkan instance is 1.0 (exporting memory needs 1.1)");
+    }
+    // SAFETY: per the contract.
+    let (props, offered) = unsafe {
+        (
+            inst.get_physical_device_properties(physical),
+            inst.enumerate_device_extension_properties(physical),
+        )
+    };
+    if props.api_version < vk::API_VERSION_1_1 {
+        return Err("the Vulkan device is 1.0 (exporting memory needs 1.1)");
+    }
+    let offered = offered.map_err(|_| "the Vulkan device's extensions cannot be listed")?;
+    let has = |name: &CStr| {
+        offered
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(name))
+    };
+    if let Some(missing) = DMA_BUF_EXTENSIONS.iter().find(|e| !has(e)) {
+        return Err(match missing.to_bytes() {
+            b"VK_KHR_external_memory" => "the Vulkan device has no VK_KHR_external_memory",
+            b"VK_KHR_external_memory_fd" => "the Vulkan device has no VK_KHR_external_memory_fd",
+            _ => "the Vulkan device has no VK_EXT_external_memory_dma_buf",
+        });
+    }
+    Ok(DMA_BUF_EXTENSIONS
+        .into_iter()
+        .filter(|e| !enabled.contains(e))
+        .collect())
 }
 
 /// The application's Vulkan objects (its `XrGraphicsBindingVulkan2KHR`), their functions, and
@@ -32,7 +112,13 @@ pub struct VkLoader {
 pub struct Vk {
     pub device: ash::Device,
     pub queue: vk::Queue,
+    pub queue_family: u32,
     pub memory: vk::PhysicalDeviceMemoryProperties,
+    pub instance: ash::Instance,
+    pub physical: vk::PhysicalDevice,
+    /// Exporting the stereo image as a dma-buf (zero-copy encode): `vkGetMemoryFdKHR` on a
+    /// device with [`DMA_BUF_EXTENSIONS`], or why not.
+    pub export: Result<ash::khr::external_memory_fd::Device, String>,
     pool: vk::CommandPool,
 }
 
@@ -84,6 +170,7 @@ impl Vk {
     pub unsafe fn new(
         gipa: vk::PFN_vkGetInstanceProcAddr,
         b: &xr::GraphicsBindingVulkanKHR,
+        dma_buf: Option<Result<(), &'static str>>,
     ) -> Result<Vk, String> {
         let instance = vk::Instance::from_raw(b.instance as u64);
         let physical = vk::PhysicalDevice::from_raw(b.physical_device as u64);
@@ -94,6 +181,22 @@ impl Vk {
             let memory = instance.get_physical_device_memory_properties(physical);
             let device = ash::Device::load(instance.fp_v1_0(), device);
             let queue = device.get_device_queue(b.queue_family_index, b.queue_index);
+            let export = match dma_buf {
+                None => Err("XR_KHR_vulkan_enable: the application did not ask for the \
+                     runtime's Vulkan device extensions (external memory)"
+                    .to_string()),
+                Some(Err(why)) => Err(why.to_string()),
+                Some(Ok(())) => {
+                    match instance
+                        .get_device_proc_addr(device.handle(), c"vkGetMemoryFdKHR".as_ptr())
+                    {
+                        Some(_) => Ok(ash::khr::external_memory_fd::Device::new(
+                            &instance, &device,
+                        )),
+                        None => Err("the Vulkan device has no vkGetMemoryFdKHR".to_string()),
+                    }
+                }
+            };
             let pool = device
                 .create_command_pool(
                     &vk::CommandPoolCreateInfo::default()
@@ -105,7 +208,11 @@ impl Vk {
             Ok(Vk {
                 device,
                 queue,
+                queue_family: b.queue_family_index,
                 memory,
+                instance,
+                physical,
+                export,
                 pool,
             })
         }
@@ -398,6 +505,12 @@ pub(crate) unsafe extern "system" fn create_vulkan_instance(
                 return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
             }
             let gipa = gipa_of(gipa);
+            // SAFETY: the application's create info (checked non-null) and its application
+            // info, when it gives one.
+            l.api_version = unsafe {
+                let ci = &*(info.vulkan_create_info as *const vk::InstanceCreateInfo);
+                ci.p_application_info.as_ref().map_or(0, |a| a.api_version)
+            };
             // SAFETY: the application's loader and create info, passed through unchanged.
             let r = unsafe {
                 let entry = ash::Entry::from_static_fn(static_fn(gipa));
@@ -494,6 +607,7 @@ pub unsafe fn pick_device(
                 return Err(xr::Result::ERROR_RUNTIME_FAILURE);
             };
             l.instance = handle.as_raw();
+            l.physical = device.as_raw();
             Ok(*device)
         }
     }
@@ -524,14 +638,41 @@ pub(crate) unsafe extern "system" fn create_vulkan_device(
                 return xr::Result::ERROR_CALL_ORDER_INVALID;
             };
             // SAFETY: the application's instance, physical device and create info, passed
-            // through unchanged.
+            // through with the zero-copy export's extensions added where the device offers
+            // them (the application's own list and chain are kept).
             let r = unsafe {
                 let inst =
                     ash::Instance::load(&static_fn(gipa), vk::Instance::from_raw(l.instance));
+                let physical = vk::PhysicalDevice::from_raw(info.vulkan_physical_device as u64);
+                let mut ci = *(info.vulkan_create_info as *const vk::DeviceCreateInfo);
+                let app_names: Vec<*const c_char> = if ci.pp_enabled_extension_names.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(
+                        ci.pp_enabled_extension_names,
+                        ci.enabled_extension_count as usize,
+                    )
+                    .to_vec()
+                };
+                let enabled: Vec<&CStr> = app_names
+                    .iter()
+                    .filter(|p| !p.is_null())
+                    .map(|&p| CStr::from_ptr(p))
+                    .collect();
+                let mut names = app_names.clone();
+                match dma_buf_extensions(&inst, physical, l.api_version, &enabled) {
+                    Ok(add) => {
+                        names.extend(add.iter().map(|e| e.as_ptr()));
+                        l.dma_buf = Some(Ok(()));
+                    }
+                    Err(why) => l.dma_buf = Some(Err(why)),
+                }
+                ci.enabled_extension_count = names.len() as u32;
+                ci.pp_enabled_extension_names = names.as_ptr();
                 let mut made = vk::Device::null();
                 let r = (inst.fp_v1_0().create_device)(
-                    vk::PhysicalDevice::from_raw(info.vulkan_physical_device as u64),
-                    info.vulkan_create_info as *const vk::DeviceCreateInfo,
+                    physical,
+                    &ci,
                     info.vulkan_allocator as *const vk::AllocationCallbacks,
                     &mut made,
                 );
@@ -552,6 +693,94 @@ pub(crate) unsafe extern "system" fn create_vulkan_device(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On every device this machine's Vulkan loader has (lavapipe here: it offers
+    /// `VK_KHR_external_memory_fd` but not `VK_EXT_external_memory_dma_buf`), the export's
+    /// extensions are added only when all three are offered, never to a 1.0 instance, and
+    /// not twice when the application enabled them itself.
+    #[test]
+    fn the_export_extensions_are_added_only_where_the_device_offers_them() {
+        let Some(gipa) = crate::vulkan1::loader_gipa() else {
+            println!("skipped: no libvulkan.so.1");
+            return;
+        };
+        // SAFETY: the loader's vkGetInstanceProcAddr, valid while the library stays loaded
+        // (it is never unloaded).
+        let entry = unsafe { ash::Entry::from_static_fn(static_fn(gipa)) };
+        let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
+        // SAFETY: a plain instance on the system's loader, destroyed below.
+        let instance = match unsafe {
+            entry.create_instance(
+                &vk::InstanceCreateInfo::default().application_info(&app),
+                None,
+            )
+        } {
+            Ok(i) => i,
+            Err(e) => {
+                println!("skipped: vkCreateInstance: {e}");
+                return;
+            }
+        };
+        // SAFETY: this instance's devices.
+        let devices = unsafe { instance.enumerate_physical_devices() }.unwrap_or_default();
+        for physical in devices {
+            // SAFETY: as above.
+            let (props, offered) = unsafe {
+                (
+                    instance.get_physical_device_properties(physical),
+                    instance
+                        .enumerate_device_extension_properties(physical)
+                        .unwrap_or_default(),
+                )
+            };
+            let has = |n: &CStr| offered.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+            let all = DMA_BUF_EXTENSIONS.iter().all(|e| has(e));
+            let device_1_1 = props.api_version >= vk::API_VERSION_1_1;
+            // SAFETY: as above.
+            let got = unsafe { dma_buf_extensions(&instance, physical, vk::API_VERSION_1_1, &[]) };
+            println!(
+                "{}: {got:?}",
+                props
+                    .device_name_as_c_str()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+            );
+            match got {
+                Ok(add) => {
+                    assert!(all && device_1_1);
+                    assert_eq!(add, DMA_BUF_EXTENSIONS.to_vec());
+                    // SAFETY: as above.
+                    let again = unsafe {
+                        dma_buf_extensions(
+                            &instance,
+                            physical,
+                            vk::API_VERSION_1_1,
+                            &DMA_BUF_EXTENSIONS,
+                        )
+                    };
+                    assert_eq!(again, Ok(vec![]), "nothing twice");
+                }
+                Err(why) if !device_1_1 => assert!(why.contains("1.0"), "{why}"),
+                Err(why) => {
+                    assert!(!all, "{why}");
+                    let missing = DMA_BUF_EXTENSIONS
+                        .iter()
+                        .find(|e| !has(e))
+                        .map(|e| e.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    assert!(why.ends_with(&format!("has no {missing}")), "{why}");
+                }
+            }
+            // SAFETY: as above.
+            let old = unsafe { dma_buf_extensions(&instance, physical, vk::API_VERSION_1_0, &[]) };
+            assert!(old.is_err_and(|w| w.contains("instance is 1.0")));
+            // SAFETY: as above.
+            let unknown = unsafe { dma_buf_extensions(&instance, physical, 0, &[]) };
+            assert!(unknown.is_err(), "no application info is a 1.0 instance");
+        }
+        // SAFETY: ours, no child objects.
+        unsafe { instance.destroy_instance(None) };
+    }
 
     #[test]
     fn memory_types_prefer_the_wanted_flags_and_fall_back_only_when_asked() {

@@ -189,7 +189,12 @@ pub struct EncodedFrame {
 }
 
 /// A picture for the encoder, borrowed from its owner (the caller's buffer, a shared memory
-/// segment, a pipe's read buffer) and read in place.
+/// segment, a pipe's read buffer, a GPU image's dma-buf) and read in place.
+///
+/// Pictures in GPU memory are one more variant ([`InputPicture::DmaBuf`]), not a separate
+/// call, so that every stage that hands pictures on (the host's encoder stage, the frame
+/// tap, the scaler) carries them the same way; a backend that cannot read one refuses it
+/// by name ([`EncoderBackend::dma_buf_input`] says so up front), and no CPU ever maps it.
 #[derive(Clone, Copy, Debug)]
 pub enum InputPicture<'a> {
     /// Packed B, G, R, X; `stride` bytes per row (≥ 4 × width).
@@ -205,6 +210,9 @@ pub enum InputPicture<'a> {
         height: u32,
         planes: [(&'a [u8], usize); 3],
     },
+    /// A picture in GPU memory as DMA-BUFs (zero-copy encode: [`super::dma_buf`]); taken by
+    /// the VA-API encoders ([`EncoderBackend::dma_buf_input`]).
+    DmaBuf(super::dma_buf::DmaBufPicture<'a>),
 }
 
 impl InputPicture<'_> {
@@ -213,13 +221,28 @@ impl InputPicture<'_> {
             InputPicture::Bgra { width, height, .. } | InputPicture::I420 { width, height, .. } => {
                 (width, height)
             }
+            InputPicture::DmaBuf(p) => (p.width, p.height),
         }
     }
 
+    /// What kind of picture this is (a DMA-BUF one: what its bytes are, packed RGB as BGRA,
+    /// NV12 as 4:2:0).
     pub fn kind(&self) -> PictureKind {
         match self {
             InputPicture::Bgra { .. } => PictureKind::Bgra,
             InputPicture::I420 { .. } => PictureKind::I420,
+            InputPicture::DmaBuf(p) if p.fourcc == crate::zero_copy::egl_image::DRM_FORMAT_NV12 => {
+                PictureKind::I420
+            }
+            InputPicture::DmaBuf(_) => PictureKind::Bgra,
+        }
+    }
+
+    /// The DMA-BUF picture, if this is one.
+    pub fn dma_buf(&self) -> Option<&super::dma_buf::DmaBufPicture<'_>> {
+        match self {
+            InputPicture::DmaBuf(p) => Some(p),
+            _ => None,
         }
     }
 
@@ -259,6 +282,7 @@ impl InputPicture<'_> {
                     }
                 }
             }
+            InputPicture::DmaBuf(p) => p.check()?,
         }
         Ok(())
     }
@@ -283,6 +307,23 @@ pub trait EncoderBackend: Send {
         src: &InputPicture<'_>,
         force_keyframe: bool,
     ) -> Result<Option<EncodedFrame>>;
+    /// Whether this encoder reads [`InputPicture::DmaBuf`] pictures of `fourcc` (a DRM
+    /// fourcc) in place, without a CPU copy: Ok once it is ready to (its import set up), or
+    /// why not ([`MediaError::Unavailable`], one line). Only the VA-API encoders can
+    /// ([`super::dma_buf`]); the others refuse here, and refuse such a picture in
+    /// [`encode_picture`](Self::encode_picture), with the same line.
+    fn dma_buf_input(&mut self, fourcc: u32) -> Result<()> {
+        let _ = fourcc;
+        Err(no_dma_buf_input(&self.info().name))
+    }
+}
+
+/// Why an encoder cannot take DMA-BUF pictures.
+pub fn no_dma_buf_input(name: &str) -> MediaError {
+    MediaError::Unavailable(format!(
+        "encoder {name} reads pictures from system memory; DMA-BUF pictures need a VA-API \
+         encoder (h264_vaapi, hevc_vaapi, av1_vaapi)"
+    ))
 }
 
 /// An open encoder (any backend).
@@ -349,6 +390,11 @@ impl Encoder {
             },
             force_keyframe,
         )
+    }
+
+    /// See [`EncoderBackend::dma_buf_input`].
+    pub fn dma_buf_input(&mut self, fourcc: u32) -> Result<()> {
+        self.backend.dma_buf_input(fourcc)
     }
 
     /// Encodes one borrowed picture; `force_keyframe` asks for an IDR. See

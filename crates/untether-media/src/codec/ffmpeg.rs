@@ -14,11 +14,13 @@ use ffmpeg_next as ff;
 use ffmpeg_next::ffi;
 
 use super::bitstream;
+use super::dma_buf::{DmaBufPicture, VaapiDmaBufImport};
+use super::encoder::no_dma_buf_input;
 use super::encoder::{
     no_intra_refresh, EncodedFrame, EncoderBackend, EncoderConfig, EncoderInfo, InputPicture,
 };
 use super::family::{Family, Settings, Traits};
-use super::hw::{HwDevice, HwFrames};
+use super::hw::{HwDevice, HwFrames, HwKind};
 use super::{fferr, init_ffmpeg, Codec, Refresh};
 use crate::convert::{Conversion, Converter, I420Mut};
 use crate::{MediaError, Result};
@@ -29,8 +31,9 @@ enum Feed {
     Yuv420 { converter: Option<Converter> },
     /// BGR0 as is (libx264rgb; NVENC on BGRA, converting on the GPU): BGRA borrowed.
     Bgr,
-    /// NV12 in `input` (converted), uploaded to the device's frames once per picture.
-    Upload { frames: HwFrames, _device: HwDevice },
+    /// NV12 in `input` (converted), uploaded to the device's frames once per picture; DMA-BUF
+    /// pictures (VA-API only) mapped and converted on the GPU instead.
+    Upload { frames: HwFrames, device: HwDevice },
 }
 
 /// Any FFmpeg video encoder, opened with its family's low-latency settings.
@@ -50,6 +53,9 @@ pub struct FfmpegEncoder {
     /// Parameter sets of the last keyframe (or the encoder's global header), put in front of
     /// an intra-refresh sweep start (or a keyframe) that lacks them.
     parameter_sets: Vec<u8>,
+    /// DMA-BUF pictures into the VA-API encoder's surfaces (made when asked for, or at the
+    /// first such picture).
+    dma_buf: Option<VaapiDmaBufImport>,
 }
 
 // SAFETY: the FFmpeg objects are owned by this value and used through &mut self only.
@@ -186,7 +192,7 @@ impl FfmpegEncoder {
             (Some(_), _) => (
                 Feed::Upload {
                     frames: frames.ok_or_else(|| MediaError::Other("no hardware frames".into()))?,
-                    _device: device.ok_or_else(|| MediaError::Other("no device".into()))?,
+                    device: device.ok_or_else(|| MediaError::Other("no device".into()))?,
                 },
                 frame::Video::new(Pixel::NV12, cfg.width, cfg.height),
             ),
@@ -238,6 +244,7 @@ impl FfmpegEncoder {
             pts: 0,
             since_key: 0,
             parameter_sets,
+            dma_buf: None,
         })
     }
 
@@ -320,6 +327,7 @@ impl FfmpegEncoder {
                 "{} takes BGRA pictures; convert I420 frames or use an encoder that takes YUV",
                 self.info.name
             ))),
+            (_, InputPicture::DmaBuf(_)) => Err(no_dma_buf_input(&self.info.name)),
             (Feed::Upload { .. }, src) => {
                 let (ys, uvs) = (strides[0], strides[1]);
                 // SAFETY: the NV12 frame's two planes, each slice exactly its allocation.
@@ -372,6 +380,9 @@ fn to_nv12(
 ) -> Result<()> {
     let (w, h) = src.size();
     match *src {
+        InputPicture::DmaBuf(_) => Err(MediaError::Conversion(
+            "a DMA-BUF picture is converted on the GPU, not to NV12 in memory".into(),
+        )),
         InputPicture::Bgra { data, stride, .. } => {
             let mut img = yuvutils_rs::YuvBiPlanarImageMut {
                 y_plane: yuvutils_rs::BufferStoreMut::Borrowed(y),
@@ -467,13 +478,16 @@ impl EncoderBackend for FfmpegEncoder {
             });
         }
         let t0 = Instant::now();
-        let borrowed = self.fill_input(src)?;
-        let t1 = Instant::now();
         let kind = if force_keyframe && self.traits.keyframes_on_demand {
             picture::Type::I
         } else {
             picture::Type::None
         };
+        if let InputPicture::DmaBuf(p) = src {
+            return self.encode_dma_buf(p, kind, t0);
+        }
+        let borrowed = self.fill_input(src)?;
+        let t1 = Instant::now();
         let pts = self.pts;
         self.pts += 1;
         let sent = match (&self.feed, borrowed) {
@@ -533,6 +547,61 @@ impl EncoderBackend for FfmpegEncoder {
             }
         };
         sent.map_err(|e| MediaError::ffmpeg(format!("{} encode", self.info.name), e))?;
+        self.collect(pts, t0, t1)
+    }
+
+    /// Sets up the DMA-BUF import: a VA-API encoder only.
+    fn dma_buf_input(&mut self, fourcc: u32) -> Result<()> {
+        self.dma_buf_import(fourcc).map(|_| ())
+    }
+}
+
+impl FfmpegEncoder {
+    /// The VA-API DMA-BUF import for `fourcc` pictures of the encoder's size, made on the
+    /// encoder's device (its surfaces must be the encoder's display's) when first asked for.
+    fn dma_buf_import(&mut self, fourcc: u32) -> Result<&mut VaapiDmaBufImport> {
+        let (w, h, fps) = (self.cfg.width, self.cfg.height, self.cfg.fps);
+        let device = match &self.feed {
+            Feed::Upload { device, .. } if device.kind() == HwKind::Vaapi => device,
+            _ => return Err(no_dma_buf_input(&self.info.name)),
+        };
+        let stale = self
+            .dma_buf
+            .as_ref()
+            .is_some_and(|i| i.format() != (fourcc, w, h));
+        if stale || self.dma_buf.is_none() {
+            self.dma_buf = Some(VaapiDmaBufImport::on(device, w, h, fourcc, fps)?);
+        }
+        self.dma_buf
+            .as_mut()
+            .ok_or_else(|| MediaError::Other("no DMA-BUF import".into()))
+    }
+
+    /// A DMA-BUF picture: mapped to a VA surface and converted to NV12 on the GPU
+    /// ([`VaapiDmaBufImport`]), that surface encoded; no CPU copy. `convert_us` is the map
+    /// and the conversion's submission.
+    fn encode_dma_buf(
+        &mut self,
+        p: &DmaBufPicture<'_>,
+        kind: picture::Type,
+        t0: Instant,
+    ) -> Result<Option<EncodedFrame>> {
+        let name = self.info.name.clone();
+        let mut surface = self.dma_buf_import(p.fourcc)?.convert(p)?;
+        let t1 = Instant::now();
+        let pts = self.pts;
+        self.pts += 1;
+        surface.set_pts(Some(pts));
+        surface.set_kind(kind);
+        self.encoder
+            .send_frame(&surface)
+            .map_err(|e| MediaError::ffmpeg(format!("{name} encode (DMA-BUF)"), e))?;
+        self.collect(pts, t0, t1)
+    }
+
+    /// The packet of the frame just sent, as an [`EncodedFrame`] (parameter sets in front
+    /// where a decoder may start).
+    fn collect(&mut self, pts: i64, t0: Instant, t1: Instant) -> Result<Option<EncodedFrame>> {
         self.receive()?;
         let t2 = Instant::now();
         let codec = self.info.codec;

@@ -43,9 +43,11 @@ pub enum HwError {
     #[error("cannot allocate hardware frames")]
     FramesAlloc,
     /// FFmpeg cannot make frames of this size on the device.
-    #[error("cannot make {width}x{height} NV12 frames on {}: {error}", .kind.name())]
+    #[error("cannot make {width}x{height} {format} frames on {}: {error}", .kind.name())]
     Frames {
         kind: HwKind,
+        /// Their layout in memory (NV12, BGR0, …).
+        format: String,
         width: u32,
         height: u32,
         error: ff::Error,
@@ -310,6 +312,24 @@ unsafe impl Send for HwFrames {}
 impl HwFrames {
     /// Frames of `width`×`height` on `device`, uploaded from NV12.
     pub fn new(device: &HwDevice, width: u32, height: u32) -> Result<HwFrames, HwError> {
+        Self::with_format(
+            device,
+            ffi::AVPixelFormat::AV_PIX_FMT_NV12,
+            width,
+            height,
+            8,
+        )
+    }
+
+    /// Frames of `sw_format` (their layout in memory), `pool` of them made up front (0: made
+    /// as needed, or never, for frames only mapped onto, as DMA-BUF imports are).
+    pub fn with_format(
+        device: &HwDevice,
+        sw_format: ffi::AVPixelFormat,
+        width: u32,
+        height: u32,
+        pool: i32,
+    ) -> Result<HwFrames, HwError> {
         // SAFETY: standard hwframe context set-up on a device reference we hold; every field
         // written belongs to the AVHWFramesContext FFmpeg allocated.
         unsafe {
@@ -319,15 +339,16 @@ impl HwFrames {
             }
             let ctx = (*ptr).data as *mut ffi::AVHWFramesContext;
             (*ctx).format = device.kind().pixel();
-            (*ctx).sw_format = ffi::AVPixelFormat::AV_PIX_FMT_NV12;
+            (*ctx).sw_format = sw_format;
             (*ctx).width = width as i32;
             (*ctx).height = height as i32;
-            (*ctx).initial_pool_size = 8;
+            (*ctx).initial_pool_size = pool;
             let rc = ffi::av_hwframe_ctx_init(ptr);
             if rc < 0 {
                 ffi::av_buffer_unref(&mut ptr);
                 return Err(HwError::Frames {
                     kind: device.kind(),
+                    format: pixel_name(sw_format),
                     width,
                     height,
                     error: ff::Error::from(rc),
@@ -340,6 +361,19 @@ impl HwFrames {
     pub fn as_ptr(&self) -> *mut ffi::AVBufferRef {
         self.ptr
     }
+}
+
+/// FFmpeg's name of a pixel format (`nv12`, `bgr0`), upper case.
+fn pixel_name(p: ffi::AVPixelFormat) -> String {
+    // SAFETY: av_get_pix_fmt_name returns a static string or null.
+    let name = unsafe { ffi::av_get_pix_fmt_name(p) };
+    if name.is_null() {
+        return format!("{p:?}");
+    }
+    // SAFETY: a static, NUL-terminated string.
+    unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_string_lossy()
+        .to_uppercase()
 }
 
 impl Drop for HwFrames {
@@ -356,6 +390,7 @@ mod tests {
         assert_eq!(
             HwError::Frames {
                 kind: HwKind::Vaapi,
+                format: pixel_name(ffi::AVPixelFormat::AV_PIX_FMT_NV12),
                 width: 1920,
                 height: 1080,
                 error: ff::Error::Bug,

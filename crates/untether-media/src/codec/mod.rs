@@ -9,12 +9,15 @@
 //!   [`svt`]: SVT-AV1 driven directly;
 //! - [`decoder`]: [`Decoder`] (software, by name, or with a hardware accelerator, falling back
 //!   to software), [`DecodedFrame`];
+//! - [`dma_buf`]: pictures in GPU memory (DMA-BUF) and the VA-API path that encodes them
+//!   without a CPU copy;
 //! - [`hw`]: hardware devices (`/dev/dri`, NVIDIA, `/dev/video*`) and FFmpeg device contexts;
 //! - [`bitstream`]: what an access unit is (IDR, parameter sets) from its bytes;
 //! - [`select`]: the user's codec/encoder/conversion choice, validated ([`Selection`]).
 
 pub mod bitstream;
 pub mod decoder;
+pub mod dma_buf;
 pub mod encoder;
 pub mod family;
 pub mod ffmpeg;
@@ -34,6 +37,7 @@ pub use decoder::{
     Colorimetry, CudaNv12, DecodedFrame, Decoder, DecoderChoice, DecoderConfig, DecoderInfo,
     GpuPicture, HwAccel, PictureFormat, UnknownDecoder, UnknownHwAccel, YuvMatrix,
 };
+pub use dma_buf::{DmaBufFrame, DmaBufPicture, DmaBufPlane, KeepAlive, VaapiDmaBufImport};
 pub use encoder::{
     open_encoder, EncodedFrame, Encoder, EncoderBackend, EncoderConfig, EncoderInfo, EncoderKind,
     InputPicture, OpenedEncoder,

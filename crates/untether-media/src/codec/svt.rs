@@ -236,6 +236,7 @@ impl EncoderBackend for SvtEncoder {
         }
         let t0 = Instant::now();
         let planes: [(*const u8, usize); 3] = match *src {
+            InputPicture::DmaBuf(_) => return Err(super::encoder::no_dma_buf_input("libsvtav1")),
             InputPicture::I420 { planes, .. } => [
                 (planes[0].0.as_ptr(), planes[0].1),
                 (planes[1].0.as_ptr(), planes[1].1),

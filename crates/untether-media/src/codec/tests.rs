@@ -366,6 +366,35 @@ fn vaapi_encoding_without_a_render_node_names_it() {
 }
 
 #[test]
+fn software_encoders_refuse_dma_buf_pictures_by_name_and_go_on() {
+    use std::os::fd::AsFd;
+    let (w, h) = (64, 32);
+    let mut enc = Encoder::new(cfg(w, h, 2000, "libx264")).unwrap();
+    let e = enc.dma_buf_input(dma_buf::DRM_FORMAT_XRGB8888).unwrap_err();
+    assert!(matches!(e, crate::MediaError::Unavailable(_)), "{e:?}");
+    let e = e.to_string();
+    assert!(e.contains("libx264") && e.contains("h264_vaapi"), "{e}");
+    let file = std::fs::File::open("/dev/null").unwrap();
+    let pic = InputPicture::DmaBuf(DmaBufPicture::packed(
+        w,
+        h,
+        dma_buf::DRM_FORMAT_XRGB8888,
+        dma_buf::DRM_FORMAT_MOD_LINEAR,
+        DmaBufPlane {
+            fd: file.as_fd(),
+            offset: 0,
+            pitch: w * 4,
+        },
+    ));
+    assert_eq!(pic.size(), (w, h));
+    let e = enc.encode_picture(&pic, false).unwrap_err().to_string();
+    assert!(e.contains("system memory") && e.contains("VA-API"), "{e}");
+    // The encoder is unharmed: the next picture in memory encodes.
+    let f = BgraFrame::new(w, h).unwrap();
+    assert!(enc.encode(&f, true).unwrap().is_some_and(|f| f.keyframe));
+}
+
+#[test]
 fn decoder_rejects_garbage_without_panicking_and_recovers_at_a_keyframe() {
     let (w, h) = (640, 360);
     let mut scene = Scene::new(SceneConfig::new(w, h)).unwrap();

@@ -83,16 +83,21 @@ pub fn memfd_nv12_picture(width: u32, height: u32, yuv: [u8; 3]) -> Result<Decod
         (*p).format = ffi::AVPixelFormat::AV_PIX_FMT_DRM_PRIME as i32;
         (*p).width = width as i32;
         (*p).height = height as i32;
-        (*p).hw_frames_ctx = drm_frames(width, height)?;
+        (*p).hw_frames_ctx = drm_frames(ffi::AVPixelFormat::AV_PIX_FMT_NV12, width, height)?;
         DecodedFrame::from_drm_prime(f)
     }
 }
 
-/// An FFmpeg DRM frames context for NV12 pictures (its device opens nothing: fd −1).
+/// An FFmpeg DRM frames context for pictures of `sw_format` (its device opens nothing: fd
+/// −1): DRM PRIME frames on it download by mmap.
 ///
 /// # Safety
 /// Plain FFmpeg context set-up; the returned reference is the caller's.
-unsafe fn drm_frames(width: u32, height: u32) -> Result<*mut ffi::AVBufferRef> {
+pub(crate) unsafe fn drm_frames(
+    sw_format: ffi::AVPixelFormat,
+    width: u32,
+    height: u32,
+) -> Result<*mut ffi::AVBufferRef> {
     let err = |what: &str, rc: i32| {
         MediaError::Other(format!(
             "DRM frames context: {what}: {}",
@@ -117,7 +122,7 @@ unsafe fn drm_frames(width: u32, height: u32) -> Result<*mut ffi::AVBufferRef> {
     }
     let fc = (*frames).data as *mut ffi::AVHWFramesContext;
     (*fc).format = ffi::AVPixelFormat::AV_PIX_FMT_DRM_PRIME;
-    (*fc).sw_format = ffi::AVPixelFormat::AV_PIX_FMT_NV12;
+    (*fc).sw_format = sw_format;
     (*fc).width = width as i32;
     (*fc).height = height as i32;
     let rc = ffi::av_hwframe_ctx_init(frames);

@@ -284,6 +284,35 @@ impl HostContext {
         self.host.gamepad(n)
     }
 
+    /// Whether the host's encoder takes pictures in GPU memory as DMA-BUFs (zero-copy
+    /// encode): Ok, or why not, decided once per stream with ONE log line when off
+    /// ([`crate::Host::dma_buf_input`]). Ask before every frame; when it says no, hand over
+    /// frames in memory as before ([`publish`](Self::publish)).
+    pub fn dma_buf_input(&self) -> Result<(), String> {
+        self.host.dma_buf_input()
+    }
+
+    /// Zero-copy off for this stream for the application's own reason (it cannot export its
+    /// frames): the one line names `why` unless the host had said why already.
+    pub fn refuse_dma_buf(&self, why: &str) {
+        self.host.refuse_dma_buf(why)
+    }
+
+    /// Hands a picture in GPU memory to the encoder thread (threaded mode), without a copy:
+    /// see [`crate::Host::publish_dma_buf`] (`keep` is held until the encoder is done with the
+    /// picture; don't draw into its image until then). `rendered_us`: when the application
+    /// finished it (None: now).
+    pub fn publish_dma_buf(
+        &mut self,
+        picture: &untether_media::codec::DmaBufPicture<'_>,
+        keep: untether_media::codec::KeepAlive,
+        pose: Option<PoseSample>,
+        rendered_us: Option<Micros>,
+    ) -> Result<(), HostError> {
+        let rendered = rendered_us.unwrap_or_else(crate::clock::now_us);
+        self.host.publish_dma_buf(picture, keep, pose, rendered)
+    }
+
     /// Like [`publish`](Self::publish), for a frame rendered for `pose`.
     pub fn publish_with_pose(
         &mut self,

@@ -57,6 +57,7 @@ mod stream_note;
 mod summary;
 mod uinput;
 mod webrtc;
+mod zero_copy;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -100,7 +101,7 @@ use audio::AudioStage;
 use commands::HostCommand;
 use encode::EncoderStage;
 use network::HostNet;
-use shared::{lock, CapturedFrame, HostShared};
+use shared::{lock, CapturedFrame, HostShared, Pixels};
 use source_app::copy_picture;
 
 /// A running host. Dropping it without [`Host::stop`] stops it too.
@@ -495,6 +496,71 @@ impl Host {
         picture.check()?;
         let t0 = now_us();
         let pixels = copy_picture(&self.shared, picture)?;
+        self.hand_over(pixels, t0, pose, rendered_us);
+        Ok(())
+    }
+
+    /// Whether the encoder takes the application's pictures as DMA-BUFs (zero-copy encode,
+    /// [`publish_dma_buf`](Self::publish_dma_buf)): Ok, or why not. Decided at the first
+    /// call, once per stream: when it is off the host logs ONE line naming why (`zero-copy
+    /// off (no GPU render node: /dev/dri/renderD* is missing): frames read back by the
+    /// CPU`) and the application goes on handing over pictures in memory
+    /// ([`publish_with_pose_at`](Self::publish_with_pose_at)). Ask before every frame: the
+    /// encoder turns it off (with the same one line) if it cannot take a picture after all.
+    pub fn dma_buf_input(&self) -> Result<(), String> {
+        self.shared.zero_copy.decide(&self.shared)
+    }
+
+    /// Zero-copy off for this stream, for the application's own reason (it cannot export
+    /// its frames as DMA-BUFs): the one line names `why`, unless the host had said why
+    /// already.
+    pub fn refuse_dma_buf(&self, why: &str) {
+        self.shared
+            .zero_copy
+            .turn_off(&self.shared, why.to_string());
+    }
+
+    /// Like [`publish_with_pose_at`](Self::publish_with_pose_at), for a picture in GPU memory
+    /// (after [`dma_buf_input`](Self::dma_buf_input) said Ok): no pixel is copied, its fds
+    /// are duplicated and `keep` is held until the encoder has encoded the picture, or
+    /// dropped it for a newer one (latest wins); the application must not draw into the
+    /// image while it holds `keep` (an `Arc<()>` whose count it reads before drawing).
+    /// The GPU work that made the picture must be finished before this call.
+    pub fn publish_dma_buf(
+        &self,
+        picture: &untether_media::codec::DmaBufPicture<'_>,
+        keep: untether_media::codec::KeepAlive,
+        pose: Option<PoseSample>,
+        rendered_us: Micros,
+    ) -> Result<(), HostError> {
+        if self.setup.source != SourceSpec::App || !self.setup.encoder_thread {
+            return Err(HostError::Usage(
+                "publish_dma_buf needs the app source with the encoder thread".into(),
+            ));
+        }
+        if self.is_stopped() {
+            return Err(HostError::Stopped(self.failure()));
+        }
+        if let Err(why) = self.dma_buf_input() {
+            return Err(HostError::Usage(format!(
+                "zero-copy is off ({why}): hand over pictures in memory"
+            )));
+        }
+        let t0 = now_us();
+        let frame = untether_media::codec::DmaBufFrame::dup(picture, Some(keep))?;
+        self.hand_over(Pixels::DmaBuf(frame), t0, pose, Some(rendered_us));
+        Ok(())
+    }
+
+    /// Puts a picture in the encoder thread's slot (latest wins; the one it replaces is
+    /// recycled), counted as captured at `t0`.
+    fn hand_over(
+        &self,
+        pixels: Pixels,
+        t0: Micros,
+        pose: Option<PoseSample>,
+        rendered_us: Option<Micros>,
+    ) {
         let copied_us = now_us();
         self.shared
             .counters
@@ -512,7 +578,6 @@ impl Host {
         }) {
             self.shared.recycle(old.pixels);
         }
-        Ok(())
     }
 
     /// The synchronous sender of an app host without an encoder thread: encodes on the

@@ -22,6 +22,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) enum Pixels {
     Bgra(BgraFrame),
     I420(I420Frame),
+    /// The application's picture in GPU memory (zero-copy encode): its dma-bufs duplicated,
+    /// and the application's token held until the encoder is done with it.
+    DmaBuf(untether_media::codec::DmaBufFrame),
 }
 
 impl Pixels {
@@ -41,6 +44,7 @@ impl Pixels {
                     planes: [(&f.y, w), (&f.u, w2), (&f.v, w2)],
                 }
             }
+            Pixels::DmaBuf(f) => InputPicture::DmaBuf(f.picture()),
         }
     }
 }
@@ -165,6 +169,8 @@ pub(crate) struct HostShared {
     events: Mutex<Vec<String>>,
     /// The encoder in use (name, codec), for the summary.
     encoder: Mutex<Option<untether_media::codec::EncoderInfo>>,
+    /// Whether the application's DMA-BUF pictures go to the encoder (zero-copy encode).
+    pub zero_copy: super::zero_copy::ZeroCopy,
 }
 
 impl HostShared {
@@ -184,6 +190,7 @@ impl HostShared {
             fatal: Mutex::new(None),
             events: Mutex::new(Vec::new()),
             encoder: Mutex::new(None),
+            zero_copy: Default::default(),
         }
     }
 
@@ -248,6 +255,10 @@ impl HostShared {
 
     /// Gives a frame buffer back for reuse.
     pub fn recycle(&self, pixels: Pixels) {
+        if let Pixels::DmaBuf(_) = pixels {
+            // Not reusable: dropped, letting the application's image go.
+            return;
+        }
         let mut spare = lock(&self.spare);
         if spare.len() < 4 {
             spare.push(pixels);

@@ -24,6 +24,9 @@ pub(crate) fn copy_picture(
     let recycled = pos.map(|i| spare.swap_remove(i));
     drop(spare);
     match *picture {
+        InputPicture::DmaBuf(_) => Err(HostError::Usage(
+            "a DMA-BUF picture is handed over with publish_dma_buf (it is not copied)".into(),
+        )),
         InputPicture::Bgra { data, stride, .. } => {
             let mut f = match recycled {
                 Some(Pixels::Bgra(f)) => f,

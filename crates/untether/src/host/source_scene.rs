@@ -129,7 +129,20 @@ pub(crate) fn encode_loop(
         if let (Ok(_), Some(tap)) = (&r, &tap) {
             (tap.0)(&frame.pixels.picture());
         }
+        let dma_buf = matches!(frame.pixels, Pixels::DmaBuf(_));
         s.recycle(frame.pixels);
+        match r {
+            // The application's GPU picture could not be encoded in place: zero-copy off for
+            // good (one line), that frame lost; the application reads back from now on.
+            Err(e) if dma_buf && !s.stopped() => {
+                s.zero_copy.turn_off(
+                    s,
+                    format!("the encoder could not take a DMA-BUF picture: {e}"),
+                );
+                continue;
+            }
+            _ => {}
+        }
         if let Err(e) = r {
             if !s.stopped() {
                 s.fail(format!("encoder: {e}"));
