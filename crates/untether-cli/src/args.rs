@@ -786,11 +786,13 @@ pub(crate) struct DemoArgs {
 }
 
 /// `--bitrate`: [`untether_proto::units::parse_bitrate`].
-pub(crate) fn bitrate_arg(s: &str) -> std::result::Result<u32, String> {
-    untether_proto::units::parse_bitrate(s).map_err(|e| e.to_string())
+pub(crate) fn bitrate_arg(s: &str) -> std::result::Result<u32, untether_proto::units::UnitError> {
+    untether_proto::units::parse_bitrate(s)
 }
 
 /// `--duration` and the like: [`untether_proto::units::parse_duration`].
-pub(crate) fn duration_arg(s: &str) -> std::result::Result<Duration, String> {
-    untether_proto::units::parse_duration(s).map_err(|e| e.to_string())
+pub(crate) fn duration_arg(
+    s: &str,
+) -> std::result::Result<Duration, untether_proto::units::UnitError> {
+    untether_proto::units::parse_duration(s)
 }

@@ -144,23 +144,35 @@ fn scene_frames(w: u32, h: u32, n: u32) -> Result<Vec<BgraFrame>> {
         .collect()
 }
 
+/// Why an encoder or a decoder fails the doctor's trial (the detail of its check).
+#[derive(Debug, thiserror::Error)]
+enum TrialError {
+    #[error(transparent)]
+    Media(#[from] untether_media::MediaError),
+    /// The decoder asked for would run as another (the note says which, and why).
+    #[error("{0}")]
+    Fallback(String),
+    /// Nothing came out: `frame` (encoder) or `picture` (decoder).
+    #[error("no {0} came out")]
+    NoOutput(&'static str),
+}
+
 /// Encodes `frames` with encoder `name`; its frames and the median time per frame.
 fn try_encoder(
     name: &str,
     frames: &[BgraFrame],
-) -> std::result::Result<(Vec<EncodedFrame>, f64), String> {
+) -> std::result::Result<(Vec<EncodedFrame>, f64), TrialError> {
     let (w, h) = (frames[0].width, frames[0].height);
-    let mut enc = Encoder::new(EncoderConfig::new(w, h, 60, 10_000).with_encoder(name))
-        .map_err(|e| e.to_string())?;
+    let mut enc = Encoder::new(EncoderConfig::new(w, h, 60, 10_000).with_encoder(name))?;
     let mut out = Vec::new();
     let mut times = Vec::new();
     for (i, f) in frames.iter().enumerate() {
-        if let Some(e) = enc.encode(f, i == 0).map_err(|e| e.to_string())? {
+        if let Some(e) = enc.encode(f, i == 0)? {
             times.push((e.convert_us + e.encode_us) as f64 / 1000.0);
             out.push(e);
         }
     }
-    let ms = median(times).ok_or_else(|| "no frame came out".to_string())?;
+    let ms = median(times).ok_or(TrialError::NoOutput("frame"))?;
     Ok((out, ms))
 }
 
@@ -168,19 +180,19 @@ fn try_encoder(
 fn try_decoder(
     cfg: &DecoderConfig,
     frames: &[EncodedFrame],
-) -> std::result::Result<(String, f64), String> {
-    let (mut dec, note) = Decoder::open(cfg).map_err(|e| e.to_string())?;
+) -> std::result::Result<(String, f64), TrialError> {
+    let (mut dec, note) = Decoder::open(cfg)?;
     if let Some(note) = note {
-        return Err(note);
+        return Err(TrialError::Fallback(note));
     }
     let mut times = Vec::new();
     for f in frames {
         let t = Instant::now();
-        if dec.decode(&f.data).map_err(|e| e.to_string())?.is_some() {
+        if dec.decode(&f.data)?.is_some() {
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
     }
-    let ms = median(times).ok_or_else(|| "no picture came out".to_string())?;
+    let ms = median(times).ok_or(TrialError::NoOutput("picture"))?;
     Ok((dec.info().to_string(), ms))
 }
 
@@ -246,6 +258,7 @@ fn encoders_and_decoders(f: &mut Findings, w: u32, h: u32, n: u32) -> Result<()>
                     l
                 }
                 Err(e) => {
+                    let e = e.to_string();
                     c.detail = e.clone();
                     Check {
                         fix: "see the error; --encoder auto passes it over".into(),
@@ -353,6 +366,7 @@ impl Findings {
                 check("decoder", &label, Status::Ok, c.detail.clone())
             }
             Err(e) => {
+                let e = e.to_string();
                 c.detail = e.clone();
                 check(
                     "decoder",
@@ -957,6 +971,19 @@ pub fn run(a: DoctorArgs, loaded: Result<ConfigToml>, global: &crate::Global) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trial_errors_say_what_failed() {
+        assert_eq!(
+            TrialError::NoOutput("picture").to_string(),
+            "no picture came out"
+        );
+        let e = TrialError::from(untether_media::MediaError::Other("no encoder x".into()));
+        assert_eq!(
+            e.to_string(),
+            untether_media::MediaError::Other("no encoder x".into()).to_string()
+        );
+    }
 
     #[test]
     fn median_and_status_tags() {

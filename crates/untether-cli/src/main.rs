@@ -41,8 +41,7 @@ pub(crate) use options::*;
 
 fn run_track(args: TrackArgs) -> Result<()> {
     let t =
-        untether::pose::track::Track::generate(&args.kind, args.seconds.as_secs_f64(), args.rate)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        untether::pose::track::Track::generate(&args.kind, args.seconds.as_secs_f64(), args.rate)?;
     let text = t.to_text();
     if args.out.as_os_str() == "-" {
         out!("{text}");

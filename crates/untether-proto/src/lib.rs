@@ -68,10 +68,10 @@ pub use handshake::{fingerprint, PublicKey, StaticKeypair, StreamWants, ViewInfo
 pub use host::{
     AccessPolicy, AccessRequest, ClientDatagrams, ClientId, ClientInfo, ClientStatus, CodecOffer,
     FrameMeta, HealthConfig, HostConfig, HostEvent, HostSession, HostStats, NoClient, PairingEvent,
-    PairingPin, ReceiverKind, SlowViewer, StreamState,
+    PairingPin, ReceiverKind, SlowViewer, StreamState, UnknownSlowViewer,
 };
 pub use keyframe::{KeyframeDecision, KeyframeGate, KeyframeRequester};
-pub use paths::{PathConfig, PathStats, Scheduler, MAX_PATHS};
+pub use paths::{PathConfig, PathStats, Scheduler, UnknownScheduler, MAX_PATHS};
 pub use pose::{Pose, PoseSample};
 pub use rate::{RateConfig, RateController, RateStats};
 pub use reliable::{InputRecord, ReliableReceiver, ReliableSender};

@@ -45,6 +45,11 @@ pub enum Scheduler {
     LowestDelay,
 }
 
+/// A scheduler name that is not one of [`Scheduler::NAMES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scheduler {0:?}; allowed: {names}", names = Scheduler::NAMES)]
+pub struct UnknownScheduler(pub String);
+
 impl Scheduler {
     pub const NAMES: &'static str = "redundant, keyframes, lowest-delay";
 
@@ -57,15 +62,12 @@ impl Scheduler {
     }
 
     /// Parses a scheduler name; the error lists the allowed ones.
-    pub fn parse(s: &str) -> Result<Scheduler, String> {
+    pub fn parse(s: &str) -> Result<Scheduler, UnknownScheduler> {
         match s.trim() {
             "redundant" => Ok(Scheduler::Redundant),
             "keyframes" => Ok(Scheduler::Keyframes),
             "lowest-delay" => Ok(Scheduler::LowestDelay),
-            other => Err(format!(
-                "unknown scheduler {other:?}; allowed: {}",
-                Scheduler::NAMES
-            )),
+            other => Err(UnknownScheduler(other.to_string())),
         }
     }
 }
@@ -468,6 +470,17 @@ mod tests {
         assert!(!ps.on_response(1001, addr, token), "an answer counts once");
         ps.schedule(Class::Control, 1000, &mut out);
         assert_eq!(out, vec![0, 1]);
+    }
+
+    #[test]
+    fn an_unknown_scheduler_names_the_allowed_ones() {
+        assert_eq!(Scheduler::parse(" keyframes "), Ok(Scheduler::Keyframes));
+        let e = Scheduler::parse("fastest").unwrap_err();
+        assert_eq!(e, UnknownScheduler("fastest".into()));
+        assert_eq!(
+            e.to_string(),
+            r#"unknown scheduler "fastest"; allowed: redundant, keyframes, lowest-delay"#
+        );
     }
 
     #[test]

@@ -35,6 +35,31 @@ pub enum Opened {
     Fallback(LinkDeclineReason, String),
 }
 
+/// Why a side finds no interface for raw frames by itself ([`host_interface`],
+/// [`client_interface`]): it stays on UDP, saying so.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InterfaceError {
+    /// The host is bound to a loopback address.
+    #[error("{0} is on the loopback interface, which has no MAC address")]
+    LoopbackBind(SocketAddr),
+    #[error("no interface holds {0}")]
+    NotHeld(std::net::IpAddr),
+    #[error("no network interface is up")]
+    NoneUp,
+    /// The host is bound to every address and several interfaces are up: their names.
+    #[error(
+        "several interfaces are up ({}): name one with --interface / network.interface, or bind \
+         to its address",
+        .0.join(", ")
+    )]
+    Several(Vec<String>),
+    /// The client reaches the host over loopback.
+    #[error("the host {0} is reached over the loopback interface, which has no MAC address")]
+    LoopbackHost(SocketAddr),
+    #[error("no interface with an address routes to {0}")]
+    NoRoute(SocketAddr),
+}
+
 /// Opens the raw layer-2 socket `network` asks for, on its interface or the one `auto` finds
 /// (`auto`: the interface name, or why there is none). A configured interface that does not
 /// exist (or several interfaces to choose from) is an error naming `network.interface`; no
@@ -42,7 +67,7 @@ pub enum Opened {
 /// is a fallback to UDP with the line to log.
 pub fn open(
     network: &NetworkToml,
-    auto: impl FnOnce() -> Result<String, String>,
+    auto: impl FnOnce() -> Result<String, InterfaceError>,
 ) -> Result<Opened, ConfigError> {
     if network.transport()? == Transport::Udp {
         return Ok(Opened::Udp);
@@ -80,38 +105,28 @@ pub fn open(
 
 /// The host's interface when none is configured: the one holding the bound address, or the
 /// only one that is up.
-pub fn host_interface(bind: std::net::SocketAddr) -> Result<String, String> {
+pub fn host_interface(bind: std::net::SocketAddr) -> Result<String, InterfaceError> {
     if !bind.ip().is_unspecified() {
         if bind.ip().is_loopback() {
-            return Err(format!(
-                "{bind} is on the loopback interface, which has no MAC address"
-            ));
+            return Err(InterfaceError::LoopbackBind(bind));
         }
-        return raw::interface_with_address(bind.ip())
-            .ok_or_else(|| format!("no interface holds {}", bind.ip()));
+        return raw::interface_with_address(bind.ip()).ok_or(InterfaceError::NotHeld(bind.ip()));
     }
     let mut names: Vec<String> = raw::interfaces().into_iter().map(|(n, _)| n).collect();
     names.dedup();
     match names.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err("no network interface is up".into()),
-        many => Err(format!(
-            "several interfaces are up ({}): name one with --interface / network.interface, or \
-             bind to its address",
-            many.join(", ")
-        )),
+        [] => Err(InterfaceError::NoneUp),
+        many => Err(InterfaceError::Several(many.to_vec())),
     }
 }
 
 /// The client's interface when none is configured: the one its route to the host uses.
-pub fn client_interface(host: SocketAddr) -> Result<String, String> {
+pub fn client_interface(host: SocketAddr) -> Result<String, InterfaceError> {
     if host.ip().is_loopback() {
-        return Err(format!(
-            "the host {host} is reached over the loopback interface, which has no MAC address"
-        ));
+        return Err(InterfaceError::LoopbackHost(host));
     }
-    raw::interface_towards(host)
-        .ok_or_else(|| format!("no interface with an address routes to {host}"))
+    raw::interface_towards(host).ok_or(InterfaceError::NoRoute(host))
 }
 
 /// Between two LinkAddress offers of the client.
@@ -537,6 +552,40 @@ mod tests {
             via,
             dst: Some(addr()),
             payload: vec![1],
+        }
+    }
+
+    #[test]
+    fn no_interface_found_is_a_fallback_that_says_why() {
+        let lo: SocketAddr = "127.0.0.1:9710".parse().unwrap();
+        let e = host_interface(lo).unwrap_err();
+        assert_eq!(e, InterfaceError::LoopbackBind(lo));
+        assert_eq!(
+            e.to_string(),
+            "127.0.0.1:9710 is on the loopback interface, which has no MAC address"
+        );
+        let e = client_interface(lo).unwrap_err();
+        assert_eq!(e, InterfaceError::LoopbackHost(lo));
+        assert_eq!(
+            e.to_string(),
+            "the host 127.0.0.1:9710 is reached over the loopback interface, which has no MAC \
+             address"
+        );
+        assert_eq!(
+            InterfaceError::Several(vec!["eth0".into(), "wlan0".into()]).to_string(),
+            "several interfaces are up (eth0, wlan0): name one with --interface / \
+             network.interface, or bind to its address"
+        );
+        let network = NetworkToml {
+            transport: Transport::Raw,
+            ..Default::default()
+        };
+        match open(&network, || Err(InterfaceError::NoneUp)).unwrap() {
+            Opened::Fallback(LinkDeclineReason::Unavailable, line) => assert_eq!(
+                line,
+                "raw layer 2: no network interface is up; staying on UDP"
+            ),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -29,14 +29,39 @@ fn active_manifest() -> Option<(PathBuf, &'static str)> {
         .map(|p| (p, "active_runtime.json"))
 }
 
+/// Why a runtime manifest names no runtime: the manifest's path, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+enum ManifestError {
+    #[error("{}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not JSON: {source}", .path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: no runtime.library_path", .0.display())]
+    NoLibrary(PathBuf),
+}
+
 /// What a runtime manifest says: its name and its library, resolved against the manifest.
-fn read_manifest(path: &Path) -> Result<(String, PathBuf), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_manifest(path: &Path) -> Result<(String, PathBuf), ManifestError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|source| ManifestError::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let lib = v["runtime"]["library_path"]
         .as_str()
-        .ok_or_else(|| format!("{}: no runtime.library_path", path.display()))?;
+        .ok_or_else(|| ManifestError::NoLibrary(path.to_path_buf()))?;
     let name = v["runtime"]["name"].as_str().unwrap_or("").to_string();
     let lib = PathBuf::from(lib);
     let lib = if lib.is_relative() && lib.components().count() > 1 {
@@ -120,6 +145,25 @@ mod tests {
             lib.display()
         );
         let e = read_manifest(Path::new("/nonexistent/x.json")).unwrap_err();
-        assert!(e.contains("/nonexistent/x.json"), "{e}");
+        assert!(matches!(e, ManifestError::Read { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("/nonexistent/x.json: "), "{e}");
+        let dir = std::env::temp_dir().join(format!("untether-manifest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let m = dir.join("m.json");
+        std::fs::write(&m, "{").unwrap();
+        let e = read_manifest(&m).unwrap_err();
+        assert!(matches!(e, ManifestError::Json { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: not JSON: ", m.display())),
+            "{e}"
+        );
+        std::fs::write(&m, r#"{"runtime": {"name": "x"}}"#).unwrap();
+        let e = read_manifest(&m).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no runtime.library_path", m.display())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,7 +6,7 @@ use crate::handshake::{PublicKey, SessionRng, StaticKeypair};
 use crate::paths::PathConfig;
 use crate::rate::RateConfig;
 use crate::state::StateConfig;
-use crate::wire::SessionParams;
+use crate::wire::{NoCommonCodec, SessionParams};
 use crate::Micros;
 
 use super::HealthConfig;
@@ -31,6 +31,20 @@ pub enum AccessPolicy {
 pub struct CodecOffer {
     pub codec: crate::wire::Codec,
     pub refresh_period: u16,
+}
+
+/// Why a client gets no codec (its Reject says so, [`crate::wire::RejectReason::Codec`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CodecRefusal {
+    /// The host encodes none of the client's codecs.
+    #[error(transparent)]
+    NoneInCommon(NoCommonCodec),
+    /// The stream other clients watch has a codec this client does not decode.
+    #[error(
+        "{0} (the stream the host's other clients are watching; the host offers the others when \
+         none is connected)"
+    )]
+    StreamInUse(NoCommonCodec),
 }
 
 /// Host settings.
@@ -222,7 +236,7 @@ impl HostConfig {
         &self,
         others: bool,
         decodes: &[crate::wire::Codec],
-    ) -> Result<crate::wire::Codec, String> {
+    ) -> Result<crate::wire::Codec, CodecRefusal> {
         let offered: Vec<crate::wire::Codec> = if others || self.codecs.is_empty() {
             vec![self.params.codec]
         } else {
@@ -230,12 +244,9 @@ impl HostConfig {
         };
         crate::wire::choose_codec(&offered, decodes).map_err(|why| {
             if others && self.codecs.len() > 1 {
-                format!(
-                    "{why} (the stream the host's other clients are watching; the host \
-                     offers the others when none is connected)"
-                )
+                CodecRefusal::StreamInUse(why)
             } else {
-                why
+                CodecRefusal::NoneInCommon(why)
             }
         })
     }
@@ -279,5 +290,28 @@ impl HostConfig {
             ..r
         });
         wants.map(|w| (w, self.params, clamped))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Codec;
+
+    #[test]
+    fn a_codec_refusal_says_whether_the_stream_is_shared() {
+        let none = NoCommonCodec {
+            host: vec![Codec::Hevc],
+            client: vec![Codec::H264],
+        };
+        let plain = "no video codec in common: the host encodes hevc, this client decodes h264";
+        assert_eq!(CodecRefusal::NoneInCommon(none.clone()).to_string(), plain);
+        assert_eq!(
+            CodecRefusal::StreamInUse(none).to_string(),
+            format!(
+                "{plain} (the stream the host's other clients are watching; the host offers the \
+                 others when none is connected)"
+            )
+        );
     }
 }

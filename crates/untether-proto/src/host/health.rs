@@ -29,6 +29,11 @@ pub enum SlowViewer {
     Drop,
 }
 
+/// A `host.slow_viewer` value that is neither `pause` nor `drop`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: expected pause or drop")]
+pub struct UnknownSlowViewer(pub String);
+
 impl SlowViewer {
     pub fn name(self) -> &'static str {
         match self {
@@ -38,11 +43,11 @@ impl SlowViewer {
     }
 
     /// `"pause"` or `"drop"`.
-    pub fn parse(s: &str) -> Result<SlowViewer, String> {
+    pub fn parse(s: &str) -> Result<SlowViewer, UnknownSlowViewer> {
         match s {
             "pause" => Ok(SlowViewer::Pause),
             "drop" => Ok(SlowViewer::Drop),
-            _ => Err(format!("{s:?}: expected pause or drop")),
+            _ => Err(UnknownSlowViewer(s.to_string())),
         }
     }
 }
@@ -371,8 +376,8 @@ mod tests {
     #[test]
     fn slow_viewer_policies_parse() {
         assert_eq!(SlowViewer::parse("drop"), Ok(SlowViewer::Drop));
-        assert!(SlowViewer::parse("kick")
-            .unwrap_err()
-            .contains("pause or drop"));
+        let e = SlowViewer::parse("kick").unwrap_err();
+        assert_eq!(e, UnknownSlowViewer("kick".into()));
+        assert_eq!(e.to_string(), r#""kick": expected pause or drop"#);
     }
 }

@@ -60,7 +60,7 @@ pub use config::{
     AccessPolicy, CodecOffer, HostConfig, ACCESS_REQUEST_TTL_US, DEFAULT_MAX_ACCESS_REQUESTS,
     DEFAULT_MAX_CLIENTS,
 };
-pub use health::{HealthConfig, SlowViewer};
+pub use health::{HealthConfig, SlowViewer, UnknownSlowViewer};
 pub use stream::{ClientDatagrams, FrameMeta};
 pub use types::{
     AccessRequest, ClientId, ClientInfo, ClientStatus, HostEvent, HostStats, NoClient,
@@ -207,7 +207,7 @@ impl HostSession {
             codec
                 .as_ref()
                 .err()
-                .map(|why| (RejectReason::Codec, why.clone()))
+                .map(|why| (RejectReason::Codec, why.to_string()))
         });
         if let Some((reason, message)) = refusal {
             self.stats.clients_refused += 1;

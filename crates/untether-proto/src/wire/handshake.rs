@@ -199,19 +199,28 @@ impl std::str::FromStr for Codec {
     }
 }
 
+/// No codec of the client's list that the host encodes: both lists, as they were offered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no video codec in common: the host encodes {}, this client decodes {}",
+    Codec::list(.host),
+    Codec::list(.client)
+)]
+pub struct NoCommonCodec {
+    pub host: Vec<Codec>,
+    pub client: Vec<Codec>,
+}
+
 /// The codec a host picks for a client: the first of the client's codecs, in its order of
 /// preference, that the host can encode. Err: none in common, with both lists named.
-pub fn choose_codec(host: &[Codec], client: &[Codec]) -> Result<Codec, String> {
+pub fn choose_codec(host: &[Codec], client: &[Codec]) -> Result<Codec, NoCommonCodec> {
     client
         .iter()
         .copied()
         .find(|c| host.contains(c))
-        .ok_or_else(|| {
-            format!(
-                "no video codec in common: the host encodes {}, this client decodes {}",
-                Codec::list(host),
-                Codec::list(client)
-            )
+        .ok_or_else(|| NoCommonCodec {
+            host: host.to_vec(),
+            client: client.to_vec(),
         })
 }
 
@@ -416,6 +425,28 @@ impl HostEncoder {
 mod tests {
     use crate::wire::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn no_codec_in_common_names_both_lists() {
+        assert_eq!(
+            choose_codec(&[Codec::Hevc, Codec::H264], &[Codec::Av1, Codec::H264]),
+            Ok(Codec::H264)
+        );
+        let e = choose_codec(&[Codec::Hevc], &[Codec::H264, Codec::Av1]).unwrap_err();
+        assert_eq!(
+            e,
+            NoCommonCodec {
+                host: vec![Codec::Hevc],
+                client: vec![Codec::H264, Codec::Av1]
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "no video codec in common: the host encodes hevc, this client decodes h264, av1"
+        );
+        let e = choose_codec(&[Codec::Hevc], &[]).unwrap_err();
+        assert!(e.to_string().ends_with("this client decodes (none)"), "{e}");
+    }
 
     /// The handshake's test vectors of docs/PROTOCOL.md: the Accept and Reject frames, the Hello,
     /// Version Negotiation and the HostEncoder frame.

@@ -35,8 +35,8 @@ pub use control::{
 };
 pub use feedback::{Feedback, FrameTiming, LatencyReport, Spread};
 pub use handshake::{
-    caps, choose_codec, encode_handshake, Codec, Hello, HostEncoder, Reject, RejectReason,
-    SessionParams, UnknownCodec, VersionNegotiation, MAX_TOKEN_LEN,
+    caps, choose_codec, encode_handshake, Codec, Hello, HostEncoder, NoCommonCodec, Reject,
+    RejectReason, SessionParams, UnknownCodec, VersionNegotiation, MAX_TOKEN_LEN,
 };
 pub use input::{InputEvent, TextChunk};
 pub use shard::{shard_flags, ShardHeader};

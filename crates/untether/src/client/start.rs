@@ -203,7 +203,7 @@ fn open_paths(options: &ClientOptions) -> Result<(Vec<UdpEndpoint>, Vec<SocketAd
         let (local, addr) = crate::config::parse_path(spec, options.host.port()).map_err(|e| {
             crate::config::ConfigError::Invalid {
                 key: "client.paths".into(),
-                message: e,
+                message: e.to_string(),
             }
         })?;
         sockets.push(UdpEndpoint::connect_from(local, addr)?);

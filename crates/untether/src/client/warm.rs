@@ -25,18 +25,31 @@ fn dummy_encoder(codec: Codec) -> Option<&'static str> {
     }
 }
 
+/// Why a hardware decoder was not warmed (said in its one line).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WarmError {
+    #[error("no dummy keyframe for {0}")]
+    NoEncoder(Codec),
+    /// Making the dummy keyframe failed.
+    #[error(transparent)]
+    Media(#[from] untether_media::MediaError),
+    /// The encoder (its name) held the keyframe back.
+    #[error("{0} gave no keyframe at once")]
+    NoKeyframe(&'static str),
+    #[error("the decoder refused it: {0}")]
+    Refused(#[source] untether_media::MediaError),
+}
+
 /// One keyframe of a black `width`×`height` picture in `codec`.
-pub(crate) fn dummy_keyframe(codec: Codec, width: u32, height: u32) -> Result<Vec<u8>, String> {
-    let name = dummy_encoder(codec).ok_or_else(|| format!("no dummy keyframe for {codec}"))?;
+pub(crate) fn dummy_keyframe(codec: Codec, width: u32, height: u32) -> Result<Vec<u8>, WarmError> {
+    let name = dummy_encoder(codec).ok_or(WarmError::NoEncoder(codec))?;
     let mut cfg = EncoderConfig::new(width, height, 60, 2_000).with_encoder(name);
     cfg.threads = 1;
-    let mut enc = untether_media::codec::Encoder::new(cfg).map_err(|e| e.to_string())?;
-    let picture = BgraFrame::new(width, height).map_err(|e| e.to_string())?;
-    match enc.encode(&picture, true) {
-        Ok(Some(f)) => Ok(f.data),
-        Ok(None) => Err(format!("{name} gave no keyframe at once")),
-        Err(e) => Err(e.to_string()),
-    }
+    let mut enc = untether_media::codec::Encoder::new(cfg)?;
+    let picture = BgraFrame::new(width, height)?;
+    enc.encode(&picture, true)?
+        .map(|f| f.data)
+        .ok_or(WarmError::NoKeyframe(name))
 }
 
 /// Warms a hardware decoder with a dummy keyframe of the session's size; says what it did
@@ -49,10 +62,7 @@ pub(crate) fn warm(decoder: &mut Decoder, codec: Codec, width: u32, height: u32)
     let t0 = std::time::Instant::now();
     let result = dummy_keyframe(codec, width, height).and_then(|k| {
         let made = t0.elapsed();
-        decoder
-            .decode(&k)
-            .map(|_| made)
-            .map_err(|e| format!("the decoder refused it: {e}"))
+        decoder.decode(&k).map(|_| made).map_err(WarmError::Refused)
     });
     match result {
         Ok(made) => format!(
@@ -81,6 +91,8 @@ mod tests {
         let k2 = dummy_keyframe(Codec::H264, 640, 360).expect("keyframe");
         let p2 = d.decode(&k2).expect("decodes").expect("a picture");
         assert_eq!((p2.width(), p2.height()), (640, 360));
-        assert!(dummy_keyframe(Codec::Av1, 64, 64).is_err());
+        let e = dummy_keyframe(Codec::Av1, 64, 64).unwrap_err();
+        assert!(matches!(e, WarmError::NoEncoder(Codec::Av1)), "{e:?}");
+        assert_eq!(e.to_string(), "no dummy keyframe for av1");
     }
 }

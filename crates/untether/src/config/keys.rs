@@ -19,15 +19,36 @@ use crate::identity::Access;
 pub trait KeyValue: Sized {
     /// The key (`network.transport`).
     const KEY: &'static str;
-    /// Parses a value; the message (without the key) names the allowed values.
-    fn parse_value(s: &str) -> Result<Self, String>;
+    /// Why a spelling is not a value: its message (without the key) names the allowed values.
+    type Err: std::error::Error;
+    /// Parses a value.
+    fn parse_value(s: &str) -> Result<Self, Self::Err>;
     /// The value as the file spells it (what [`parse_value`](Self::parse_value) takes back).
     fn value_name(&self) -> String;
 }
 
 /// `s` as a value of `T`'s key: `key: what is wrong; what is allowed`.
 pub fn parse_key<T: KeyValue>(s: &str) -> Result<T, ConfigError> {
-    T::parse_value(s).map_err(|m| invalid(T::KEY, m))
+    T::parse_value(s).map_err(|e| invalid(T::KEY, e.to_string()))
+}
+
+/// A value that is not one of its key's names (`network.transport`, `client.clock`,
+/// `client.presenter`): `"tcp": expected one of udp, raw`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?}: expected one of {}", .allowed.join(", "))]
+pub struct UnknownName {
+    pub value: String,
+    /// The names the key takes.
+    pub allowed: &'static [&'static str],
+}
+
+impl UnknownName {
+    fn new(value: &str, allowed: &'static [&'static str]) -> UnknownName {
+        UnknownName {
+            value: value.to_string(),
+            allowed,
+        }
+    }
 }
 
 /// `#[serde(deserialize_with = "keys::de_key")]`: the value parsed as the file is read, a bad
@@ -75,14 +96,12 @@ impl fmt::Display for Transport {
 
 impl KeyValue for Transport {
     const KEY: &'static str = "network.transport";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn parse_value(s: &str) -> Result<Self, UnknownName> {
         match s {
             "udp" => Ok(Transport::Udp),
             "raw" => Ok(Transport::Raw),
-            other => Err(format!(
-                "{other:?}: expected one of {}",
-                TRANSPORTS.join(", ")
-            )),
+            other => Err(UnknownName::new(other, &TRANSPORTS)),
         }
     }
     fn value_name(&self) -> String {
@@ -105,14 +124,12 @@ pub enum ClientClock {
 
 impl KeyValue for ClientClock {
     const KEY: &'static str = "client.clock";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn parse_value(s: &str) -> Result<Self, UnknownName> {
         match s {
             "auto" => Ok(ClientClock::Auto),
             "synchronized" => Ok(ClientClock::Synchronized),
-            other => Err(format!(
-                "{other:?}: expected one of {}",
-                CLOCK_MODES.join(", ")
-            )),
+            other => Err(UnknownName::new(other, &CLOCK_MODES)),
         }
     }
     fn value_name(&self) -> String {
@@ -126,9 +143,9 @@ impl KeyValue for ClientClock {
 
 impl KeyValue for FecPolicy {
     const KEY: &'static str = "network.fec";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = untether_proto::fec::FecPolicyError;
+    fn parse_value(s: &str) -> Result<Self, Self::Err> {
         s.parse()
-            .map_err(|e: untether_proto::fec::FecPolicyError| e.to_string())
     }
     fn value_name(&self) -> String {
         match self.mode {
@@ -142,7 +159,8 @@ impl KeyValue for FecPolicy {
 
 impl KeyValue for Scheduler {
     const KEY: &'static str = "network.scheduler";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = untether_proto::UnknownScheduler;
+    fn parse_value(s: &str) -> Result<Self, Self::Err> {
         Scheduler::parse(s)
     }
     fn value_name(&self) -> String {
@@ -152,7 +170,8 @@ impl KeyValue for Scheduler {
 
 impl KeyValue for Access {
     const KEY: &'static str = "host.access";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = crate::identity::UnknownAccess;
+    fn parse_value(s: &str) -> Result<Self, Self::Err> {
         s.parse()
     }
     fn value_name(&self) -> String {
@@ -162,7 +181,8 @@ impl KeyValue for Access {
 
 impl KeyValue for SlowViewer {
     const KEY: &'static str = "host.slow_viewer";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = untether_proto::UnknownSlowViewer;
+    fn parse_value(s: &str) -> Result<Self, Self::Err> {
         SlowViewer::parse(s)
     }
     fn value_name(&self) -> String {
@@ -172,9 +192,9 @@ impl KeyValue for SlowViewer {
 
 impl KeyValue for PresenterKind {
     const KEY: &'static str = "client.presenter";
-    fn parse_value(s: &str) -> Result<Self, String> {
-        PresenterKind::parse(s)
-            .ok_or_else(|| format!("{s:?}: expected one of {}", PresenterKind::NAMES.join(", ")))
+    type Err = UnknownName;
+    fn parse_value(s: &str) -> Result<Self, UnknownName> {
+        PresenterKind::parse(s).ok_or_else(|| UnknownName::new(s, &PresenterKind::NAMES))
     }
     fn value_name(&self) -> String {
         self.name().into()
@@ -183,9 +203,9 @@ impl KeyValue for PresenterKind {
 
 impl KeyValue for HwAccel {
     const KEY: &'static str = "client.hwaccel";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = untether_media::codec::UnknownHwAccel;
+    fn parse_value(s: &str) -> Result<Self, Self::Err> {
         s.parse()
-            .map_err(|e: untether_media::codec::UnknownHwAccel| e.to_string())
     }
     fn value_name(&self) -> String {
         self.name().into()
@@ -194,9 +214,9 @@ impl KeyValue for HwAccel {
 
 impl KeyValue for DecoderChoice {
     const KEY: &'static str = "client.decoder";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = untether_media::codec::UnknownDecoder;
+    fn parse_value(s: &str) -> Result<Self, Self::Err> {
         s.parse()
-            .map_err(|e: untether_media::codec::UnknownDecoder| e.to_string())
     }
     fn value_name(&self) -> String {
         self.name().into()
@@ -206,6 +226,17 @@ impl KeyValue for DecoderChoice {
 /// The codec names a client may list (`client.codecs`).
 pub const CLIENT_CODECS: &str = "h264, h264rgb, hevc, av1";
 
+/// What is wrong with a `client.codecs` list (without the key).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CodecListError {
+    #[error("unknown codec {0:?}; allowed: {CLIENT_CODECS}")]
+    Unknown(String),
+    #[error("{0} is listed twice")]
+    Twice(String),
+    #[error("empty: list the codecs this client decodes ({CLIENT_CODECS})")]
+    Empty,
+}
+
 /// `client.codecs`: the codecs a client decodes, preferred first — known names, each once, at
 /// least one. The file writes it as an array of names, a flag (`--codecs`) as a comma-separated
 /// list; both are parsed here, once.
@@ -214,22 +245,20 @@ pub struct CodecList(Vec<Codec>);
 
 impl CodecList {
     /// The list of these names, or what is wrong with it (without the key).
-    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<CodecList, String> {
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<CodecList, CodecListError> {
         let mut out = Vec::new();
         for name in names {
             let name = name.as_ref().trim();
             let c: Codec = name
                 .parse()
-                .map_err(|_| format!("unknown codec {name:?}; allowed: {CLIENT_CODECS}"))?;
+                .map_err(|_| CodecListError::Unknown(name.to_string()))?;
             if out.contains(&c) {
-                return Err(format!("{name} is listed twice"));
+                return Err(CodecListError::Twice(name.to_string()));
             }
             out.push(c);
         }
         if out.is_empty() {
-            return Err(format!(
-                "empty: list the codecs this client decodes ({CLIENT_CODECS})"
-            ));
+            return Err(CodecListError::Empty);
         }
         Ok(CodecList(out))
     }
@@ -248,7 +277,8 @@ impl Default for CodecList {
 
 impl KeyValue for CodecList {
     const KEY: &'static str = "client.codecs";
-    fn parse_value(s: &str) -> Result<Self, String> {
+    type Err = CodecListError;
+    fn parse_value(s: &str) -> Result<Self, CodecListError> {
         let names: Vec<&str> = s.split(',').filter(|n| !n.trim().is_empty()).collect();
         CodecList::from_names(&names)
     }
@@ -264,7 +294,8 @@ impl KeyValue for CodecList {
 /// `client.codecs` as the file writes it: an array of names.
 pub(super) fn de_codecs<'de, D: Deserializer<'de>>(d: D) -> Result<CodecList, D::Error> {
     let names = Vec::<String>::deserialize(d)?;
-    CodecList::from_names(&names).map_err(|m| serde::de::Error::custom(invalid(CodecList::KEY, m)))
+    CodecList::from_names(&names)
+        .map_err(|e| serde::de::Error::custom(invalid(CodecList::KEY, e.to_string())))
 }
 
 /// `client.codecs` written back as an array of names.

@@ -420,7 +420,7 @@ impl ClientToml {
             ));
         }
         for p in &self.paths {
-            parse_path(p, DEFAULT_PORT).map_err(|e| invalid("client.paths", e))?;
+            parse_path(p, DEFAULT_PORT).map_err(|e| invalid("client.paths", e.to_string()))?;
         }
         DECODER_THREADS.check(self.decoder_threads)?;
         if self.name.is_empty() || self.name.len() > 64 {
@@ -435,32 +435,52 @@ impl ClientToml {
 /// The client's one-time pairing PIN (`untether client --pin`, the C API's
 /// `untether_client_set_pin`; never a config key): the 6 digits the host shows. The error
 /// names the value; the caller names the flag or function.
-pub fn check_pin(pin: &str) -> Result<(), String> {
+pub fn check_pin(pin: &str) -> Result<(), BadPin> {
     if pin.len() == 6 && pin.bytes().all(|c| c.is_ascii_digit()) {
         Ok(())
     } else {
-        Err(format!(
-            "{pin:?}: a pairing PIN is the 6 digits the host shows"
-        ))
+        Err(BadPin(pin.to_string()))
     }
+}
+
+/// A pairing PIN that is not 6 digits ([`check_pin`]): the value, without the flag or function.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: a pairing PIN is the 6 digits the host shows")]
+pub struct BadPin(pub String);
+
+/// What is wrong with an extra path (`client.paths`): the spec as given, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum PathSpecError {
+    #[error("{spec:?}: {local:?} is not a local IP address (expected LOCAL_IP@HOST[:PORT])")]
+    Local { spec: String, local: String },
+    #[error("{spec:?}: {source}")]
+    Host {
+        spec: String,
+        #[source]
+        source: untether_net::NetError,
+    },
 }
 
 /// One extra path: `[LOCAL_IP@]HOST[:PORT]` → (local address to send from, host address).
 pub fn parse_path(
     spec: &str,
     default_port: u16,
-) -> Result<(Option<std::net::IpAddr>, std::net::SocketAddr), String> {
+) -> Result<(Option<std::net::IpAddr>, std::net::SocketAddr), PathSpecError> {
     let (local, host) = match spec.split_once('@') {
         Some((l, h)) => {
-            let ip: std::net::IpAddr = l.trim().parse().map_err(|_| {
-                format!("{spec:?}: {l:?} is not a local IP address (expected LOCAL_IP@HOST[:PORT])")
+            let ip: std::net::IpAddr = l.trim().parse().map_err(|_| PathSpecError::Local {
+                spec: spec.to_string(),
+                local: l.to_string(),
             })?;
             (Some(ip), h)
         }
         None => (None, spec),
     };
     let addr =
-        untether_net::resolve(host.trim(), default_port).map_err(|e| format!("{spec:?}: {e}"))?;
+        untether_net::resolve(host.trim(), default_port).map_err(|source| PathSpecError::Host {
+            spec: spec.to_string(),
+            source,
+        })?;
     Ok((local, addr))
 }
 

@@ -67,15 +67,25 @@ pub enum PoseSpec {
 /// The kinds of generated head-motion tracks.
 pub const TRACK_KINDS: [&str; 4] = ["sweep", "turn", "nod", "still"];
 
+/// A `vr.pose` / `--pose` value that names no pose source.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PoseSpecError {
+    #[error("{spec:?}: unknown track kind {kind:?} (expected one of {})", TRACK_KINDS.join(", "))]
+    UnknownTrackKind { spec: String, kind: String },
+    #[error(
+        "{0:?}: expected auto, mouse, synthetic[:sweep|turn|nod|still], track:FILE, imu[:PATH] \
+         or none"
+    )]
+    Unknown(String),
+}
+
 impl FromStr for PoseSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = PoseSpecError;
+    fn from_str(s: &str) -> Result<Self, PoseSpecError> {
         let (name, arg) = match s.split_once(':') {
             Some((n, a)) => (n, Some(a)),
             None => (s, None),
         };
-        let what = "expected auto, mouse, synthetic[:sweep|turn|nod|still], track:FILE, \
-                    imu[:PATH] or none";
         Ok(match (name, arg) {
             ("auto", None) => PoseSpec::Auto,
             ("none", None) => PoseSpec::None,
@@ -83,15 +93,15 @@ impl FromStr for PoseSpec {
             ("synthetic", None) => PoseSpec::Synthetic("sweep".into()),
             ("synthetic", Some(k)) if TRACK_KINDS.contains(&k) => PoseSpec::Synthetic(k.into()),
             ("synthetic", Some(k)) => {
-                return Err(format!(
-                    "{s:?}: unknown track kind {k:?} (expected one of {})",
-                    TRACK_KINDS.join(", ")
-                ))
+                return Err(PoseSpecError::UnknownTrackKind {
+                    spec: s.to_string(),
+                    kind: k.to_string(),
+                })
             }
             ("track", Some(f)) if !f.is_empty() => PoseSpec::Track(f.into()),
             ("imu", None) => PoseSpec::Imu(None),
             ("imu", Some(p)) if !p.is_empty() => PoseSpec::Imu(Some(p.into())),
-            _ => return Err(format!("{s:?}: {what}")),
+            _ => return Err(PoseSpecError::Unknown(s.to_string())),
         })
     }
 }
@@ -99,7 +109,9 @@ impl FromStr for PoseSpec {
 impl VrToml {
     /// The pose source (`pose`).
     pub fn pose_spec(&self) -> Result<PoseSpec, ConfigError> {
-        self.pose.parse().map_err(|m: String| invalid("vr.pose", m))
+        self.pose
+            .parse()
+            .map_err(|e: PoseSpecError| invalid("vr.pose", e.to_string()))
     }
 
     /// The lens profile: the file `lens` names (read and checked), or the built-in one. The

@@ -215,7 +215,7 @@ impl Roster {
 pub(super) fn find_connected(
     session: &untether_proto::HostSession,
     query: &str,
-) -> Result<ClientId, String> {
+) -> Result<ClientId, crate::identity::IdentityError> {
     // The one resolver of `untether pair`: ≥ 8 fingerprint characters or the hex key, never a
     // list number nor a name a client chose.
     let clients: Vec<&untether_proto::ClientInfo> = session.clients().collect();
@@ -225,9 +225,7 @@ pub(super) fn find_connected(
         .collect();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
-    crate::identity::resolve_client(query, "connected client", &keys, &names)
-        .map(|i| clients[i].id)
-        .map_err(|e| e.to_string())
+    crate::identity::resolve_client(query, "connected client", &keys, &names).map(|i| clients[i].id)
 }
 
 #[cfg(test)]

@@ -136,8 +136,9 @@ impl Gamepads {
                 Ok(()) => Virtual::Open((0..MAX_GAMEPADS).map(|_| None).collect()),
                 Err(e) => {
                     self.notes.push(format!(
-                        "no virtual gamepad: {e}; the client's controllers reach the \
-                         application API only (Host::gamepad, input events)"
+                        "no virtual gamepad: cannot open {}: {e}; the client's controllers \
+                         reach the application API only (Host::gamepad, input events)",
+                        path.display()
                     ));
                     Virtual::Unavailable
                 }
@@ -167,12 +168,11 @@ impl Gamepads {
 }
 
 /// Whether uinput can be opened for writing (what creating a device needs).
-fn open_uinput(path: &Path) -> Result<(), String> {
+fn open_uinput(path: &Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .map(|_| ())
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 /// A virtual Xbox-like pad for controller `n`.

@@ -649,7 +649,8 @@ impl HostNet {
 
     /// Hands control to a connected client (by fingerprint) for this run.
     pub(crate) fn hand_control(&mut self, query: &str) -> Result<ClientSummary, HostError> {
-        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
+        let id =
+            find_connected(&self.session, query).map_err(|e| HostError::Usage(e.to_string()))?;
         self.session.hand_control(crate::clock::now_us(), id);
         self.roles_told(id)
     }
@@ -660,7 +661,8 @@ impl HostNet {
         query: &str,
         granted: bool,
     ) -> Result<ClientSummary, HostError> {
-        let id = find_connected(&self.session, query).map_err(HostError::Usage)?;
+        let id =
+            find_connected(&self.session, query).map_err(|e| HostError::Usage(e.to_string()))?;
         let key = self
             .session
             .clients()

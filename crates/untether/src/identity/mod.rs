@@ -330,16 +330,19 @@ impl Access {
     }
 }
 
+/// An access policy that is not `allowlist`, `open` or `pin`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown access policy {0:?}; allowed: allowlist, open, pin")]
+pub struct UnknownAccess(pub String);
+
 impl std::str::FromStr for Access {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = UnknownAccess;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownAccess> {
         match s {
             "allowlist" => Ok(Access::Allowlist),
             "open" => Ok(Access::Open),
             "pin" => Ok(Access::Pin),
-            _ => Err(format!(
-                "unknown access policy {s:?}; allowed: allowlist, open, pin"
-            )),
+            _ => Err(UnknownAccess(s.to_string())),
         }
     }
 }

@@ -80,9 +80,46 @@ impl Fusion {
     }
 }
 
+/// Why an IMU cannot be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ImuError {
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a number", .0.display())]
+    NotANumber(PathBuf),
+    #[error("{}: not an accelerometer (INPUT_PROP_ACCELEROMETER)", .0.display())]
+    NotAccelerometer(PathBuf),
+    #[error(
+        "{}: not an IIO IMU (needs in_accel_[xyz]_raw and in_anglvel_[xyz]_raw)",
+        .0.display()
+    )]
+    NotIio(PathBuf),
+    #[error(
+        "no IMU found: no IIO device with an accelerometer and a gyroscope under {} and no evdev \
+         accelerometer under {} (use --pose synthetic, track:FILE or mouse)",
+        .iio_root.display(),
+        .evdev_root.display()
+    )]
+    NotFound {
+        iio_root: PathBuf,
+        evdev_root: PathBuf,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ImuError + '_ {
+    move |source| ImuError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Reads an IMU's samples.
 trait Reader: Send {
-    fn read(&mut self) -> Result<Option<ImuSample>, String>;
+    fn read(&mut self) -> Result<Option<ImuSample>, ImuError>;
     fn describe(&self) -> String;
 }
 
@@ -112,14 +149,14 @@ impl IioTriple {
         Some(IioTriple { files, scale })
     }
 
-    fn read(&self) -> Result<[f64; 3], String> {
+    fn read(&self) -> Result<[f64; 3], ImuError> {
         let mut v = [0.0; 3];
         for (i, f) in self.files.iter().enumerate() {
             let raw: f64 = fs::read_to_string(f)
-                .map_err(|e| format!("{}: {e}", f.display()))?
+                .map_err(io_error(f))?
                 .trim()
                 .parse()
-                .map_err(|_| format!("{}: not a number", f.display()))?;
+                .map_err(|_| ImuError::NotANumber(f.clone()))?;
             v[i] = raw * self.scale[i];
         }
         Ok(v)
@@ -133,7 +170,7 @@ struct IioReader {
 }
 
 impl Reader for IioReader {
-    fn read(&mut self) -> Result<Option<ImuSample>, String> {
+    fn read(&mut self) -> Result<Option<ImuSample>, ImuError> {
         Ok(Some(ImuSample {
             accel: self.accel.read()?,
             gyro: self.gyro.read()?,
@@ -185,8 +222,8 @@ fn ioc_read(nr: u64, size: u64) -> u64 {
 }
 
 impl EvdevReader {
-    fn open(path: &Path) -> Result<EvdevReader, String> {
-        let file = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    fn open(path: &Path) -> Result<EvdevReader, ImuError> {
+        let file = fs::File::open(path).map_err(io_error(path))?;
         let fd = file.as_raw_fd();
         let mut props = [0u8; 8];
         // SAFETY: EVIOCGPROP writes at most `props.len()` bytes into the buffer.
@@ -200,10 +237,7 @@ impl EvdevReader {
         if rc < 0
             || props[INPUT_PROP_ACCELEROMETER / 8] & (1 << (INPUT_PROP_ACCELEROMETER % 8)) == 0
         {
-            return Err(format!(
-                "{}: not an accelerometer (INPUT_PROP_ACCELEROMETER)",
-                path.display()
-            ));
+            return Err(ImuError::NotAccelerometer(path.to_path_buf()));
         }
         let mut res = [1.0; 6];
         for (i, code) in [0u64, 1, 2, 3, 4, 5].iter().enumerate() {
@@ -224,13 +258,13 @@ impl EvdevReader {
 }
 
 impl Reader for EvdevReader {
-    fn read(&mut self) -> Result<Option<ImuSample>, String> {
+    fn read(&mut self) -> Result<Option<ImuSample>, ImuError> {
         // One report (up to SYN_REPORT) per call; blocking reads pace the source.
         let mut buf = [0u8; untether_media::evdev::RECORD_LEN];
         loop {
             self.file
                 .read_exact(&mut buf)
-                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                .map_err(io_error(&self.path))?;
             let r = untether_media::evdev::Record::parse(&buf);
             match r.ev_type {
                 EV_ABS if (r.code as usize) < 6 => {
@@ -289,10 +323,7 @@ impl ImuSource {
                 let (Some(accel), Some(gyro)) =
                     (IioTriple::open(p, "accel"), IioTriple::open(p, "anglvel"))
                 else {
-                    return Err(PoseError::Imu(format!(
-                        "{}: not an IIO IMU (needs in_accel_[xyz]_raw and in_anglvel_[xyz]_raw)",
-                        p.display()
-                    )));
+                    return Err(ImuError::NotIio(p.to_path_buf()).into());
                 };
                 Box::new(IioReader {
                     accel,
@@ -300,19 +331,17 @@ impl ImuSource {
                     what: format!("IIO {}", p.display()),
                 })
             }
-            Some(p) => Box::new(EvdevReader::open(p).map_err(PoseError::Imu)?),
+            Some(p) => Box::new(EvdevReader::open(p)?),
             None => match find_iio(iio_root) {
                 Some(r) => Box::new(r),
                 None => match find_evdev(evdev_root) {
                     Some(r) => Box::new(r),
                     None => {
-                        return Err(PoseError::Imu(format!(
-                            "no IMU found: no IIO device with an accelerometer and a gyroscope \
-                             under {} and no evdev accelerometer under {} (use --pose \
-                             synthetic, track:FILE or mouse)",
-                            iio_root.display(),
-                            evdev_root.display()
-                        )))
+                        return Err(ImuError::NotFound {
+                            iio_root: iio_root.to_path_buf(),
+                            evdev_root: evdev_root.to_path_buf(),
+                        }
+                        .into())
                     }
                 },
             },
@@ -330,7 +359,7 @@ impl PoseSource for ImuSource {
         format!("IMU {}", self.reader.describe())
     }
     fn sample(&mut self, now_us: Micros) -> Result<Option<Pose>, PoseError> {
-        match self.reader.read().map_err(PoseError::Imu)? {
+        match self.reader.read()? {
             Some(s) => Ok(Some(Pose {
                 orientation: self.fusion.update(now_us, s),
                 position: [0.0; 3],
@@ -412,6 +441,27 @@ mod tests {
         assert!((s.accel[1] - 9.81).abs() < 1e-9 && (s.gyro[1] - 0.5).abs() < 1e-9);
         let p = src.sample(0).unwrap().unwrap();
         assert!(p.is_valid());
+        // A channel that stops reading as a number names its file.
+        fs::write(dev.join("in_anglvel_y_raw"), "x").unwrap();
+        let e = src.sample(0).unwrap_err();
+        assert!(
+            matches!(&e, PoseError::Imu(ImuError::NotANumber(f)) if f.ends_with("in_anglvel_y_raw")),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("{}: not a number", dev.join("in_anglvel_y_raw").display())
+        );
+        // A directory without the channels is not an IIO IMU.
+        let e = ImuSource::open_in(Some(&dir), &dir, Path::new("/nonexistent"))
+            .err()
+            .unwrap();
+        assert!(matches!(e, PoseError::Imu(ImuError::NotIio(_))), "{e:?}");
+        assert!(
+            e.to_string()
+                .ends_with(": not an IIO IMU (needs in_accel_[xyz]_raw and in_anglvel_[xyz]_raw)"),
+            "{e}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -423,9 +473,17 @@ mod tests {
             Path::new("/nonexistent/input"),
         )
         .err()
-        .unwrap()
-        .to_string();
-        assert!(e.starts_with("no IMU found") && e.contains("--pose"), "{e}");
+        .unwrap();
+        assert!(
+            matches!(e, PoseError::Imu(ImuError::NotFound { .. })),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "no IMU found: no IIO device with an accelerometer and a gyroscope under \
+             /nonexistent/iio and no evdev accelerometer under /nonexistent/input (use --pose \
+             synthetic, track:FILE or mouse)"
+        );
         // On this machine too (it has no IMU), through the real paths.
         if let Err(e) = ImuSource::open(None) {
             assert!(e.to_string().starts_with("no IMU found"), "{e}");

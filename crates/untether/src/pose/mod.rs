@@ -16,10 +16,10 @@ use crate::config::PoseSpec;
 /// Why a pose source failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PoseError {
-    #[error("{0}")]
-    Track(String),
-    #[error("{0}")]
-    Imu(String),
+    #[error(transparent)]
+    Track(#[from] track::TrackError),
+    #[error(transparent)]
+    Imu(#[from] imu::ImuError),
 }
 
 /// Something that says where the head is.
@@ -77,11 +77,11 @@ pub fn open(
         PoseSpec::Auto if !window => None,
         PoseSpec::Auto | PoseSpec::Mouse => Some(Box::new(mouse.clone())),
         PoseSpec::Synthetic(kind) => Some(Box::new(track::TrackSource::new(
-            track::Track::generate(kind, 10.0, 1000).map_err(PoseError::Track)?,
+            track::Track::generate(kind, 10.0, 1000)?,
             start_us,
         ))),
         PoseSpec::Track(path) => Some(Box::new(track::TrackSource::new(
-            track::Track::load(path).map_err(PoseError::Track)?,
+            track::Track::load(path)?,
             start_us,
         ))),
         PoseSpec::Imu(path) => Some(Box::new(imu::ImuSource::open(path.as_deref())?)),

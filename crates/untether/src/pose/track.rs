@@ -26,6 +26,51 @@ pub const MAX_SAMPLES: usize = 3_600_000;
 /// Yaw rate of the `turn` track, degrees per second.
 pub const TURN_DEG_PER_S: f32 = 60.0;
 
+/// What is wrong with a track's text: the line, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum TrackParseError {
+    #[error("line 1: expected {HEADER:?}")]
+    Header,
+    #[error("line {line}: not 8 numbers: {text:?}")]
+    NotNumbers { line: usize, text: String },
+    #[error("line {0}: expected t_ms, qx, qy, qz, qw, px, py, pz (8 finite numbers)")]
+    Fields(usize),
+    #[error("line {0}: negative time")]
+    NegativeTime(usize),
+    #[error("line {line}: time {ms} ms is not after the previous")]
+    NotAfter { line: usize, ms: f64 },
+    #[error("line {line}: the quaternion's length is {norm}, not 1")]
+    Quaternion { line: usize, norm: f32 },
+    #[error("more than {MAX_SAMPLES} samples")]
+    TooLong,
+    #[error("no samples")]
+    Empty,
+}
+
+/// Why a track cannot be read or generated.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackError {
+    #[error("cannot read head-motion track {}: {source}", .path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("head-motion track {}: {source}", .path.display())]
+    Parse {
+        path: std::path::PathBuf,
+        #[source]
+        source: TrackParseError,
+    },
+    #[error("a track of {seconds} s at {rate_hz} Hz: expected 0.01–3600 s at 1–10000 Hz")]
+    Length { seconds: f64, rate_hz: u32 },
+    #[error(
+        "unknown track kind {0:?} (expected one of {kinds})",
+        kinds = crate::config::TRACK_KINDS.join(", ")
+    )]
+    UnknownKind(String),
+}
+
 /// A head-motion track: samples (time in µs from the start, pose), times increasing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Track {
@@ -34,18 +79,23 @@ pub struct Track {
 
 impl Track {
     /// Reads a track file; errors name the file and the line.
-    pub fn load(path: &Path) -> Result<Track, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read head-motion track {}: {e}", path.display()))?;
-        Track::parse(&text).map_err(|e| format!("head-motion track {}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Track, TrackError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TrackError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Track::parse(&text).map_err(|source| TrackError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Parses a track's text.
-    pub fn parse(text: &str) -> Result<Track, String> {
+    pub fn parse(text: &str) -> Result<Track, TrackParseError> {
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, l)) if l.trim() == HEADER => {}
-            _ => return Err(format!("line 1: expected {HEADER:?}")),
+            _ => return Err(TrackParseError::Header),
         }
         let mut samples: Vec<(Micros, Pose)> = Vec::new();
         for (i, line) in lines {
@@ -58,31 +108,27 @@ impl Track {
                 .split(',')
                 .map(|f| f.trim().parse::<f64>())
                 .collect::<Result<_, _>>()
-                .map_err(|_| format!("line {n}: not 8 numbers: {line:?}"))?;
+                .map_err(|_| TrackParseError::NotNumbers {
+                    line: n,
+                    text: line.to_string(),
+                })?;
             if v.len() != 8 || v.iter().any(|x| !x.is_finite()) {
-                return Err(format!(
-                    "line {n}: expected t_ms, qx, qy, qz, qw, px, py, pz (8 finite numbers)"
-                ));
+                return Err(TrackParseError::Fields(n));
             }
             if v[0] < 0.0 {
-                return Err(format!("line {n}: negative time"));
+                return Err(TrackParseError::NegativeTime(n));
             }
             let t = (v[0] * 1000.0).round() as Micros;
             if samples.last().is_some_and(|(last, _)| *last >= t) {
-                return Err(format!(
-                    "line {n}: time {} ms is not after the previous",
-                    v[0]
-                ));
+                return Err(TrackParseError::NotAfter { line: n, ms: v[0] });
             }
             let q = [v[1] as f32, v[2] as f32, v[3] as f32, v[4] as f32];
             let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt();
             if !(0.5..=2.0).contains(&norm) {
-                return Err(format!(
-                    "line {n}: the quaternion's length is {norm}, not 1"
-                ));
+                return Err(TrackParseError::Quaternion { line: n, norm });
             }
             if samples.len() >= MAX_SAMPLES {
-                return Err(format!("more than {MAX_SAMPLES} samples"));
+                return Err(TrackParseError::TooLong);
             }
             samples.push((
                 t,
@@ -93,7 +139,7 @@ impl Track {
             ));
         }
         if samples.is_empty() {
-            return Err("no samples".into());
+            return Err(TrackParseError::Empty);
         }
         Ok(Track { samples })
     }
@@ -118,11 +164,9 @@ impl Track {
 
     /// A generated track of `kind` ([`crate::config::TRACK_KINDS`]), `seconds` long, sampled
     /// at `rate_hz`.
-    pub fn generate(kind: &str, seconds: f64, rate_hz: u32) -> Result<Track, String> {
+    pub fn generate(kind: &str, seconds: f64, rate_hz: u32) -> Result<Track, TrackError> {
         if !(0.01..=3600.0).contains(&seconds) || !(1..=10_000).contains(&rate_hz) {
-            return Err(format!(
-                "a track of {seconds} s at {rate_hz} Hz: expected 0.01–3600 s at 1–10000 Hz"
-            ));
+            return Err(TrackError::Length { seconds, rate_hz });
         }
         let n = (seconds * rate_hz as f64).round().max(2.0) as usize;
         let f: fn(f64) -> (f32, f32, [f32; 3]) = match kind {
@@ -143,12 +187,7 @@ impl Track {
                 (0.0, p, [0.0; 3])
             },
             "still" => |_| (0.0, 0.0, [0.0; 3]),
-            _ => {
-                return Err(format!(
-                    "unknown track kind {kind:?} (expected one of {})",
-                    crate::config::TRACK_KINDS.join(", ")
-                ))
-            }
+            _ => return Err(TrackError::UnknownKind(kind.to_string())),
         };
         let samples = (0..n)
             .map(|i| {
@@ -259,14 +298,65 @@ mod tests {
     #[test]
     fn bad_files_name_the_line() {
         let e = Track::parse("hello\n").unwrap_err();
-        assert!(e.contains("line 1"), "{e}");
+        assert_eq!(e, TrackParseError::Header);
+        assert_eq!(e.to_string(), format!("line 1: expected {HEADER:?}"));
         let e = Track::parse(&format!("{HEADER}\n0,0,0,0,1,0,0,0\n0,0,0,0,1,0,0,0\n")).unwrap_err();
-        assert!(e.contains("line 3") && e.contains("not after"), "{e}");
+        assert_eq!(e, TrackParseError::NotAfter { line: 3, ms: 0.0 });
+        assert_eq!(e.to_string(), "line 3: time 0 ms is not after the previous");
         let e = Track::parse(&format!("{HEADER}\n0,0,0,0,0,0,0,0\n")).unwrap_err();
-        assert!(e.contains("quaternion"), "{e}");
+        assert_eq!(e.to_string(), "line 2: the quaternion's length is 0, not 1");
         let e = Track::parse(&format!("{HEADER}\n0,1,2\n")).unwrap_err();
-        assert!(e.contains("line 2"), "{e}");
+        assert_eq!(e, TrackParseError::Fields(2));
+        let e = Track::parse(&format!("{HEADER}\n0,x\n")).unwrap_err();
+        assert_eq!(e.to_string(), r#"line 2: not 8 numbers: "0,x""#);
+        let e = Track::parse(&format!("{HEADER}\n-1,0,0,0,1,0,0,0\n")).unwrap_err();
+        assert_eq!(e.to_string(), "line 2: negative time");
         let e = Track::parse(&format!("{HEADER}\n# only comments\n")).unwrap_err();
-        assert!(e.contains("no samples"), "{e}");
+        assert_eq!(e, TrackParseError::Empty);
+        assert_eq!(e.to_string(), "no samples");
+    }
+
+    #[test]
+    fn load_and_generate_errors_name_the_file_or_the_kind() {
+        let dir = std::env::temp_dir().join(format!("untether-track-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.csv");
+        std::fs::write(&bad, format!("{HEADER}\n")).unwrap();
+        let e = Track::load(&bad).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TrackError::Parse {
+                    source: TrackParseError::Empty,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("head-motion track {}: no samples", bad.display())
+        );
+        let missing = dir.join("missing.csv");
+        let e = Track::load(&missing).unwrap_err();
+        assert!(matches!(e, TrackError::Read { .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with(&format!(
+                "cannot read head-motion track {}: ",
+                missing.display()
+            )),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = Track::generate("spin", 1.0, 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"unknown track kind "spin" (expected one of sweep, turn, nod, still)"#
+        );
+        let e = Track::generate("turn", 0.0, 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a track of 0 s at 10 Hz: expected 0.01–3600 s at 1–10000 Hz"
+        );
     }
 }

@@ -120,3 +120,117 @@ fn client_clock_presenter_hwaccel_and_decoder_are_typed() {
     assert_eq!(back.decoder, DecoderChoice::Auto);
     assert_eq!(back.clock, ClientClock::Auto);
 }
+
+#[test]
+fn a_bad_name_is_typed_with_the_allowed_names() {
+    let e = Transport::parse_value("tcp").unwrap_err();
+    assert_eq!(
+        e,
+        UnknownName {
+            value: "tcp".into(),
+            allowed: &TRANSPORTS
+        }
+    );
+    assert_eq!(e.to_string(), r#""tcp": expected one of udp, raw"#);
+    assert_eq!(
+        parse_key::<Transport>("tcp").unwrap_err().to_string(),
+        r#"network.transport: "tcp": expected one of udp, raw"#
+    );
+    let e = PresenterKind::parse_value("vulkan").unwrap_err();
+    assert_eq!(e.allowed, &PresenterKind::NAMES);
+    assert_eq!(e.to_string(), r#""vulkan": expected one of auto, gl, sdl"#);
+    let e = ClientClock::parse_value("ntp").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        r#""ntp": expected one of auto, synchronized"#
+    );
+}
+
+#[test]
+fn a_bad_codec_list_says_what_is_wrong() {
+    assert_eq!(
+        CodecList::from_names(&["hevc", " av1 "]).unwrap().codecs(),
+        &[
+            untether_media::codec::Codec::Hevc,
+            untether_media::codec::Codec::Av1
+        ]
+    );
+    let e = CodecList::from_names(&["h264", "vp9"]).unwrap_err();
+    assert_eq!(e, CodecListError::Unknown("vp9".into()));
+    assert_eq!(
+        e.to_string(),
+        r#"unknown codec "vp9"; allowed: h264, h264rgb, hevc, av1"#
+    );
+    let e = CodecList::from_names(&["h264", "h264"]).unwrap_err();
+    assert_eq!(e, CodecListError::Twice("h264".into()));
+    assert_eq!(e.to_string(), "h264 is listed twice");
+    let e = CodecList::parse_value(" , ").unwrap_err();
+    assert_eq!(e, CodecListError::Empty);
+    assert_eq!(
+        e.to_string(),
+        "empty: list the codecs this client decodes (h264, h264rgb, hevc, av1)"
+    );
+    // The flag's spelling and the file's name the key.
+    assert_eq!(
+        parse_key::<CodecList>("h264,vp9").unwrap_err().to_string(),
+        r#"client.codecs: unknown codec "vp9"; allowed: h264, h264rgb, hevc, av1"#
+    );
+    let e = ConfigToml::parse("[client]\ncodecs = [\"av1\", \"av1\"]\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("client.codecs: av1 is listed twice"), "{e}");
+}
+
+#[test]
+fn a_bad_pose_names_the_kinds() {
+    assert_eq!(
+        "synthetic:nod".parse::<PoseSpec>(),
+        Ok(PoseSpec::Synthetic("nod".into()))
+    );
+    let e = "synthetic:spin".parse::<PoseSpec>().unwrap_err();
+    assert_eq!(
+        e,
+        PoseSpecError::UnknownTrackKind {
+            spec: "synthetic:spin".into(),
+            kind: "spin".into()
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        r#""synthetic:spin": unknown track kind "spin" (expected one of sweep, turn, nod, still)"#
+    );
+    let e = "track:".parse::<PoseSpec>().unwrap_err();
+    assert_eq!(e, PoseSpecError::Unknown("track:".into()));
+    assert_eq!(
+        e.to_string(),
+        r#""track:": expected auto, mouse, synthetic[:sweep|turn|nod|still], track:FILE, imu[:PATH] or none"#
+    );
+    let vr = VrToml {
+        pose: "wand".into(),
+        ..Default::default()
+    };
+    let e = vr.pose_spec().unwrap_err();
+    assert_eq!(e.key(), Some("vr.pose"));
+}
+
+#[test]
+fn a_bad_pin_names_the_value() {
+    assert_eq!(check_pin("012345"), Ok(()));
+    let e = check_pin("12345a").unwrap_err();
+    assert_eq!(e, BadPin("12345a".into()));
+    assert_eq!(
+        e.to_string(),
+        r#""12345a": a pairing PIN is the 6 digits the host shows"#
+    );
+}
+
+#[test]
+fn a_bad_access_policy_is_typed() {
+    use crate::identity::{Access, UnknownAccess};
+    let e = "everyone".parse::<Access>().unwrap_err();
+    assert_eq!(e, UnknownAccess("everyone".into()));
+    assert_eq!(
+        e.to_string(),
+        r#"unknown access policy "everyone"; allowed: allowlist, open, pin"#
+    );
+}

@@ -27,6 +27,18 @@ fn multipath_keys_are_checked() {
         parse_path("10.0.0.2@10.0.0.1:9000", 9710).unwrap(),
         (Some([10, 0, 0, 2].into()), ([10, 0, 0, 1], 9000).into())
     );
+    let e = parse_path("10.0.0.x@10.0.0.1", 9710).unwrap_err();
+    assert!(
+        matches!(&e, PathSpecError::Local { local, .. } if local == "10.0.0.x"),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        r#""10.0.0.x@10.0.0.1": "10.0.0.x" is not a local IP address (expected LOCAL_IP@HOST[:PORT])"#
+    );
+    let e = parse_path("10.0.0.2@", 9710).unwrap_err();
+    assert!(matches!(e, PathSpecError::Host { .. }), "{e:?}");
+    assert!(e.to_string().starts_with(r#""10.0.0.2@": "#), "{e}");
     c.paths = vec!["127.0.0.1".into(); 4];
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("at most 3"), "{e}");

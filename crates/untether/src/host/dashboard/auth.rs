@@ -117,10 +117,14 @@ pub(super) fn query_token(query: &str) -> Option<&str> {
         .map(|(_, v)| v)
 }
 
+/// The operating system's random generator failed: no admin token.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make the dashboard's admin token: {0}")]
+pub(super) struct NoAdminToken(#[source] untether_proto::handshake::OsRandomUnavailable);
+
 /// A new admin token: 128 random bits as hex.
-pub(super) fn new_token() -> Result<String, String> {
-    let seed = untether_proto::handshake::try_os_seed()
-        .map_err(|e| format!("cannot make the dashboard's admin token: {e}"))?;
+pub(super) fn new_token() -> Result<String, NoAdminToken> {
+    let seed = untether_proto::handshake::try_os_seed().map_err(NoAdminToken)?;
     Ok(seed[..16].iter().map(|b| format!("{b:02x}")).collect())
 }
 

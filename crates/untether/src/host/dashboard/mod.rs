@@ -74,7 +74,7 @@ pub(crate) fn start(
     let Some(addr) = options.host.dashboard_addr()? else {
         return Ok(None);
     };
-    let token = auth::new_token().map_err(HostError::Usage)?;
+    let token = auth::new_token().map_err(|e| HostError::Usage(e.to_string()))?;
     let v = &options.video;
     let facts = Facts {
         fingerprint: untether_proto::fingerprint(host_key),
@@ -97,7 +97,8 @@ pub(crate) fn start(
         key: "host.dashboard",
         thread: "host-dashboard",
     };
-    let http = start_http(name, addr, None, make, shared.clone()).map_err(HostError::Usage)?;
+    let http = start_http(name, addr, None, make, shared.clone())
+        .map_err(|e| HostError::Usage(e.to_string()))?;
     threads.push(http.thread);
     let shown = if addr.ip().is_unspecified() {
         super::webrtc::types::route_source(IpAddr::from([192, 0, 2, 1]))

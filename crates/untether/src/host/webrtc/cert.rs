@@ -11,8 +11,10 @@ use openssl::pkey::PKey;
 use openssl::x509::extension::SubjectAlternativeName;
 use openssl::x509::{X509NameBuilder, X509};
 
+use openssl::error::ErrorStack;
+
 use crate::config::CertSource;
-use crate::identity::StateDir;
+use crate::identity::{IdentityError, StateDir};
 
 /// A certificate (chain) and its private key, PEM, for the page's HTTPS.
 #[derive(Clone)]
@@ -30,13 +32,55 @@ impl std::fmt::Debug for PageCert {
     }
 }
 
-fn ssl_err(what: &str) -> impl Fn(openssl::error::ErrorStack) -> String + '_ {
-    move |e| format!("{what}: {e}")
+/// Why the page has no certificate: making one failed, or a PEM file is not a certificate and
+/// its key. `origin` names the file (`webrtc.cert /path`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CertError {
+    /// OpenSSL failed at this step of making a certificate.
+    #[error("{what}: {source}")]
+    Make {
+        what: &'static str,
+        #[source]
+        source: ErrorStack,
+    },
+    #[error("{origin}: {source}")]
+    Pem {
+        origin: String,
+        #[source]
+        source: ErrorStack,
+    },
+    #[error("{0}: no certificate (expected PEM \"BEGIN CERTIFICATE\")")]
+    NoCertificate(String),
+    #[error("{0}: no private key (expected PEM \"BEGIN PRIVATE KEY\")")]
+    NoKey(String),
+    #[error("{origin}: certificate: {source}")]
+    PublicKey {
+        origin: String,
+        #[source]
+        source: ErrorStack,
+    },
+    #[error("{0}: the private key does not belong to the first certificate")]
+    KeyMismatch(String),
+    #[error("webrtc.cert: cannot read {}: {source}", .path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state directory's certificate cannot be read.
+    #[error("webrtc.cert: {0}")]
+    Stored(#[source] IdentityError),
+    #[error("webrtc.cert: cannot keep the certificate: {0}")]
+    Keep(#[source] IdentityError),
+}
+
+fn ssl_err(what: &'static str) -> impl Fn(ErrorStack) -> CertError {
+    move |source| CertError::Make { what, source }
 }
 
 /// A new self-signed certificate (EC P-256, valid ten years) for `localhost` and the
 /// addresses given.
-pub(crate) fn self_signed(ips: &[std::net::IpAddr]) -> Result<PageCert, String> {
+pub(crate) fn self_signed(ips: &[std::net::IpAddr]) -> Result<PageCert, CertError> {
     let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).map_err(ssl_err("EC group"))?;
     let key = PKey::from_ec_key(EcKey::generate(&group).map_err(ssl_err("EC key"))?)
         .map_err(ssl_err("key"))?;
@@ -80,7 +124,7 @@ pub(crate) fn self_signed(ips: &[std::net::IpAddr]) -> Result<PageCert, String> 
 }
 
 /// SHA-256 of a certificate as browsers show it: `AB:CD:…`.
-fn fingerprint(cert: &X509) -> Result<String, String> {
+fn fingerprint(cert: &X509) -> Result<String, CertError> {
     let d = cert
         .digest(MessageDigest::sha256())
         .map_err(ssl_err("digest"))?;
@@ -91,20 +135,21 @@ fn fingerprint(cert: &X509) -> Result<String, String> {
 }
 
 /// Checks a PEM text holding a certificate chain and a private key that belongs to it.
-pub(crate) fn from_pem(pem: Vec<u8>, origin: &str) -> Result<PageCert, String> {
-    let chain = X509::stack_from_pem(&pem).map_err(|e| format!("{origin}: {e}"))?;
+pub(crate) fn from_pem(pem: Vec<u8>, origin: &str) -> Result<PageCert, CertError> {
+    let chain = X509::stack_from_pem(&pem).map_err(|source| CertError::Pem {
+        origin: origin.to_string(),
+        source,
+    })?;
     let leaf = chain
         .first()
-        .ok_or_else(|| format!("{origin}: no certificate (expected PEM \"BEGIN CERTIFICATE\")"))?;
-    let key = PKey::private_key_from_pem(&pem)
-        .map_err(|_| format!("{origin}: no private key (expected PEM \"BEGIN PRIVATE KEY\")"))?;
-    let public = leaf
-        .public_key()
-        .map_err(|e| format!("{origin}: certificate: {e}"))?;
+        .ok_or_else(|| CertError::NoCertificate(origin.to_string()))?;
+    let key = PKey::private_key_from_pem(&pem).map_err(|_| CertError::NoKey(origin.to_string()))?;
+    let public = leaf.public_key().map_err(|source| CertError::PublicKey {
+        origin: origin.to_string(),
+        source,
+    })?;
     if !public.public_eq(&key) {
-        return Err(format!(
-            "{origin}: the private key does not belong to the first certificate"
-        ));
+        return Err(CertError::KeyMismatch(origin.to_string()));
     }
     Ok(PageCert {
         fingerprint: fingerprint(leaf)?,
@@ -119,12 +164,14 @@ pub(crate) fn page_cert(
     source: &CertSource,
     dir: Option<&StateDir>,
     ips: &[std::net::IpAddr],
-) -> Result<Option<PageCert>, String> {
+) -> Result<Option<PageCert>, CertError> {
     match source {
         CertSource::None => Ok(None),
         CertSource::File(path) => {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("webrtc.cert: cannot read {}: {e}", path.display()))?;
+            let pem = std::fs::read(path).map_err(|source| CertError::Read {
+                path: path.clone(),
+                source,
+            })?;
             from_pem(pem, &format!("webrtc.cert {}", path.display())).map(Some)
         }
         CertSource::Auto => {
@@ -138,11 +185,10 @@ pub(crate) fn page_cert(
                         return from_pem(pem, &origin).map(Some);
                     }
                     Ok(None) => {}
-                    Err(e) => return Err(format!("webrtc.cert: {e}")),
+                    Err(e) => return Err(CertError::Stored(e)),
                 }
                 let cert = self_signed(ips)?;
-                dir.save_webrtc_cert(&cert.pem)
-                    .map_err(|e| format!("webrtc.cert: cannot keep the certificate: {e}"))?;
+                dir.save_webrtc_cert(&cert.pem).map_err(CertError::Keep)?;
                 Ok(Some(cert))
             } else {
                 self_signed(ips).map(Some)
@@ -172,9 +218,22 @@ mod tests {
         let cert_a = &text[..text.find("-----BEGIN PRIVATE KEY").unwrap()];
         let key_b = &key_b[key_b.find("-----BEGIN PRIVATE KEY").unwrap()..];
         let mixed = format!("{cert_a}{key_b}").into_bytes();
-        assert!(from_pem(mixed, "t")
-            .unwrap_err()
-            .contains("does not belong"));
-        assert!(from_pem(b"garbage".to_vec(), "t").is_err());
+        let e = from_pem(mixed, "t").unwrap_err();
+        assert!(matches!(&e, CertError::KeyMismatch(o) if o == "t"), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "t: the private key does not belong to the first certificate"
+        );
+        let e = from_pem(b"garbage".to_vec(), "t").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t: no certificate (expected PEM \"BEGIN CERTIFICATE\")"
+        );
+        let e = from_pem(cert_a.as_bytes().to_vec(), "t").unwrap_err();
+        assert!(matches!(e, CertError::NoKey(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "t: no private key (expected PEM \"BEGIN PRIVATE KEY\")"
+        );
     }
 }

@@ -83,6 +83,28 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
 Content-Length: 33\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections to the host\n";
 
+/// Why an HTTP server (the browser page's, the dashboard's) cannot start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpError {
+    /// The address cannot be bound (or used): named with the server's configuration key.
+    #[error("{key} {addr}: {source}")]
+    Bind {
+        key: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the HTTP server: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot start the HTTP thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The page's certificate does not make a TLS server.
+    #[error("webrtc.cert: {0}")]
+    Tls(#[source] openssl::error::ErrorStack),
+    #[error("webrtc.cert: no certificate")]
+    NoCertificate,
+}
+
 /// A running HTTP server.
 pub(crate) struct HttpServer {
     pub addr: SocketAddr,
@@ -98,26 +120,23 @@ pub(crate) fn start_http(
     cert: Option<&PageCert>,
     make: MakeService,
     shared: Arc<HostShared>,
-) -> Result<HttpServer, String> {
+) -> Result<HttpServer, HttpError> {
     let key = name.key;
-    let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("{key} {addr}: {e}"))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("{key} {addr}: {e}"))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| format!("{key} {addr}: {e}"))?;
+    let bind = |source| HttpError::Bind { key, addr, source };
+    let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+    listener.set_nonblocking(true).map_err(bind)?;
+    let local = listener.local_addr().map_err(bind)?;
     let tls = cert.map(acceptor).transpose()?;
     let https = tls.is_some();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
-        .map_err(|e| format!("cannot start the HTTP server: {e}"))?;
+        .map_err(HttpError::Runtime)?;
     let thread = std::thread::Builder::new()
         .name(name.thread.into())
         .spawn(move || run(rt, listener, tls, make, &shared))
-        .map_err(|e| format!("cannot start the HTTP thread: {e}"))?;
+        .map_err(HttpError::Thread)?;
     Ok(HttpServer {
         addr: local,
         https,
@@ -126,15 +145,13 @@ pub(crate) fn start_http(
 }
 
 /// The TLS side of the page's certificate.
-fn acceptor(cert: &PageCert) -> Result<Arc<SslAcceptor>, String> {
-    let err = |e: openssl::error::ErrorStack| format!("webrtc.cert: {e}");
+fn acceptor(cert: &PageCert) -> Result<Arc<SslAcceptor>, HttpError> {
+    let err = HttpError::Tls;
     let chain = X509::stack_from_pem(&cert.pem).map_err(err)?;
     let key = PKey::private_key_from_pem(&cert.pem).map_err(err)?;
     let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(err)?;
     let mut certs = chain.into_iter();
-    let leaf = certs
-        .next()
-        .ok_or_else(|| "webrtc.cert: no certificate".to_string())?;
+    let leaf = certs.next().ok_or(HttpError::NoCertificate)?;
     b.set_certificate(&leaf).map_err(err)?;
     for c in certs {
         b.add_extra_chain_cert(c).map_err(err)?;
@@ -454,7 +471,32 @@ mod tests {
             pem: b"nothing".to_vec(),
             fingerprint: String::new(),
         };
-        assert!(acceptor(&bad).is_err());
+        // No key in it: OpenSSL's error, named with the key.
+        let e = acceptor(&bad).err().unwrap();
+        assert!(matches!(e, HttpError::Tls(_)), "{e:?}");
+        assert!(e.to_string().starts_with("webrtc.cert: "), "{e}");
+    }
+
+    #[test]
+    fn a_taken_address_names_the_key() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let name = ServerName {
+            key: "host.dashboard",
+            thread: "test-http",
+        };
+        let make: MakeService = Box::new(|| unreachable!("never served"));
+        let shared = Arc::new(HostShared::new((0, 0)));
+        let e = start_http(name, addr, None, make, shared).err().unwrap();
+        assert!(
+            matches!(&e, HttpError::Bind { key: "host.dashboard", addr: a, .. } if *a == addr),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("host.dashboard {addr}: ")),
+            "{e}"
+        );
     }
 
     #[test]

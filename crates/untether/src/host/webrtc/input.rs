@@ -57,28 +57,52 @@ struct Raw {
     t: Option<f64>,
 }
 
+/// What is wrong with a page's input message (counted and dropped; the first one logged).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MalformedInput {
+    #[error("{0} bytes (at most {MAX_MESSAGE})")]
+    TooLong(usize),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A field the kind needs: its name.
+    #[error("{0} is missing")]
+    Missing(&'static str),
+    #[error("{what} {value} is out of range")]
+    OutOfRange { what: &'static str, value: f64 },
+    #[error("mouse button {0} (expected 1 to 5)")]
+    MouseButton(u32),
+    #[error("gamepad {0} (expected 0 to 15)")]
+    Gamepad(u32),
+    #[error("value is missing or not a number")]
+    AxisValue,
+    #[error("ping without a time")]
+    PingTime,
+    #[error("unknown kind {0:?}")]
+    UnknownKind(String),
+}
+
 /// A finite number within `i32`, rounded.
-fn int(v: Option<f64>, what: &str) -> Result<i32, String> {
+fn int(v: Option<f64>, what: &'static str) -> Result<i32, MalformedInput> {
     match v {
         Some(v) if v.is_finite() && v.abs() <= 1e6 => Ok(v.round() as i32),
-        Some(v) => Err(format!("{what} {v} is out of range")),
-        None => Err(format!("{what} is missing")),
+        Some(value) => Err(MalformedInput::OutOfRange { what, value }),
+        None => Err(MalformedInput::Missing(what)),
     }
 }
 
-fn flag(v: Option<bool>, what: &str) -> Result<bool, String> {
-    v.ok_or_else(|| format!("{what} is missing"))
+fn flag(v: Option<bool>, what: &'static str) -> Result<bool, MalformedInput> {
+    v.ok_or(MalformedInput::Missing(what))
 }
 
 /// Parses one message; Err says what is wrong with it (counted and dropped by the caller).
-pub(crate) fn parse(data: &[u8]) -> Result<Message, String> {
+pub(crate) fn parse(data: &[u8]) -> Result<Message, MalformedInput> {
     if data.len() > MAX_MESSAGE {
-        return Err(format!("{} bytes (at most {MAX_MESSAGE})", data.len()));
+        return Err(MalformedInput::TooLong(data.len()));
     }
-    let r: Raw = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+    let r: Raw = serde_json::from_slice(data)?;
     Ok(match r.k.as_str() {
         "key" => {
-            let code = r.code.as_deref().ok_or("code is missing")?;
+            let code = r.code.as_deref().ok_or(MalformedInput::Missing("code"))?;
             let down = flag(r.down, "down")?;
             match sdl_keycode(code) {
                 Some(code) => Message::Input(InputEvent::Key { code, down }),
@@ -92,9 +116,9 @@ pub(crate) fn parse(data: &[u8]) -> Result<Message, String> {
             dy: int(r.dy, "dy")?,
         }),
         "button" => {
-            let b = r.button.ok_or("button is missing")?;
+            let b = r.button.ok_or(MalformedInput::Missing("button"))?;
             if !(1..=5).contains(&b) {
-                return Err(format!("mouse button {b} (expected 1 to 5)"));
+                return Err(MalformedInput::MouseButton(b));
             }
             Message::Input(InputEvent::MouseButton {
                 button: b as u8,
@@ -107,7 +131,7 @@ pub(crate) fn parse(data: &[u8]) -> Result<Message, String> {
         }),
         "pad" => {
             let pad = pad_index(r.pad)?;
-            let b = r.button.ok_or("button is missing")?;
+            let b = r.button.ok_or(MalformedInput::Missing("button"))?;
             let down = flag(r.down, "down")?;
             match pad_button(b) {
                 Some(code) => Message::Input(InputEvent::Button {
@@ -120,10 +144,10 @@ pub(crate) fn parse(data: &[u8]) -> Result<Message, String> {
         }
         "axis" => {
             let pad = pad_index(r.pad)?;
-            let a = r.axis.ok_or("axis is missing")?;
+            let a = r.axis.ok_or(MalformedInput::Missing("axis"))?;
             let v = match r.value {
                 Some(v) if v.is_finite() => v.clamp(-1.0, 1.0),
-                _ => return Err("value is missing or not a number".into()),
+                _ => return Err(MalformedInput::AxisValue),
             };
             match pad_axis(a) {
                 Some(code) => Message::Input(InputEvent::Axis {
@@ -137,17 +161,17 @@ pub(crate) fn parse(data: &[u8]) -> Result<Message, String> {
         }
         "ping" => match r.t {
             Some(t) if t.is_finite() => Message::Ping(t),
-            _ => return Err("ping without a time".into()),
+            _ => return Err(MalformedInput::PingTime),
         },
-        k => return Err(format!("unknown kind {k:?}")),
+        k => return Err(MalformedInput::UnknownKind(k.to_string())),
     })
 }
 
-fn pad_index(p: Option<u32>) -> Result<u8, String> {
+fn pad_index(p: Option<u32>) -> Result<u8, MalformedInput> {
     match p {
         Some(p) if p < 16 => Ok(p as u8),
-        Some(p) => Err(format!("gamepad {p} (expected 0 to 15)")),
-        None => Err("pad is missing".into()),
+        Some(p) => Err(MalformedInput::Gamepad(p)),
+        None => Err(MalformedInput::Missing("pad")),
     }
 }
 
@@ -307,8 +331,8 @@ mod tests {
         assert_eq!(sdl_keycode("ShiftLeft"), Some(0x4000_00E1));
         assert_eq!(sdl_keycode("KeyWW"), None);
         assert_eq!(
-            parse(br#"{"k":"key","code":"Lang1","down":true}"#),
-            Ok(Message::Ignored)
+            parse(br#"{"k":"key","code":"Lang1","down":true}"#).unwrap(),
+            Message::Ignored
         );
     }
 
@@ -351,7 +375,10 @@ mod tests {
                 value: -32767
             }
         );
-        assert_eq!(parse(br#"{"k":"ping","t":12.5}"#), Ok(Message::Ping(12.5)));
+        assert_eq!(
+            parse(br#"{"k":"ping","t":12.5}"#).unwrap(),
+            Message::Ping(12.5)
+        );
     }
 
     #[test]
@@ -411,5 +438,41 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn malformed_messages_say_what_is_wrong() {
+        let why = |m: &[u8]| parse(m).err().unwrap();
+        let e = why(br#"{"k":"key","down":true}"#);
+        assert!(matches!(e, MalformedInput::Missing("code")), "{e:?}");
+        assert_eq!(e.to_string(), "code is missing");
+        let e = why(br#"{"k":"move","dx":1e300,"dy":0}"#);
+        assert!(
+            matches!(e, MalformedInput::OutOfRange { what: "dx", .. }),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), format!("dx {} is out of range", 1e300));
+        assert_eq!(
+            why(br#"{"k":"button","button":9,"down":true}"#).to_string(),
+            "mouse button 9 (expected 1 to 5)"
+        );
+        assert_eq!(
+            why(br#"{"k":"pad","pad":99,"button":0,"down":true}"#).to_string(),
+            "gamepad 99 (expected 0 to 15)"
+        );
+        assert_eq!(
+            why(br#"{"k":"axis","pad":0,"axis":1}"#).to_string(),
+            "value is missing or not a number"
+        );
+        assert_eq!(why(br#"{"k":"ping"}"#).to_string(), "ping without a time");
+        assert_eq!(
+            why(br#"{"k":"teleport"}"#).to_string(),
+            r#"unknown kind "teleport""#
+        );
+        assert!(matches!(why(b"not json"), MalformedInput::Json(_)));
+        assert_eq!(
+            why(&[b' '; MAX_MESSAGE + 1]).to_string(),
+            format!("{} bytes (at most {MAX_MESSAGE})", MAX_MESSAGE + 1)
+        );
     }
 }

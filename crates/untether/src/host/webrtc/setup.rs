@@ -88,7 +88,10 @@ pub(crate) fn start(
         pairing.dir.as_ref(),
         pairing.access == crate::identity::Access::Open,
     );
-    let bad = |m: String| HostError::Usage(m);
+    // The page's certificate and its server: their errors, as they say them.
+    fn usage(e: impl std::fmt::Display) -> crate::host::error::HostError {
+        crate::host::error::HostError::Usage(e.to_string())
+    }
     let listen = w.listen_addr()?;
     let publish = w.publish_url()?;
     let listen_ip = listen.map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
@@ -102,7 +105,7 @@ pub(crate) fn start(
     let mut sockets = Vec::new();
     let mut browser_socket = None;
     if let Some(addr) = listen {
-        let cert = cert::page_cert(&w.cert_source()?, dir, &[shown_ip]).map_err(bad)?;
+        let cert = cert::page_cert(&w.cert_source()?, dir, &[shown_ip]).map_err(usage)?;
         let routes_net = net.clone();
         let routes_admission = admission.clone();
         let make: MakeService =
@@ -111,7 +114,7 @@ pub(crate) fn start(
             key: "webrtc.listen",
             thread: "host-http",
         };
-        let http = start_http(name, addr, cert.as_ref(), make, shared.clone()).map_err(bad)?;
+        let http = start_http(name, addr, cert.as_ref(), make, shared.clone()).map_err(usage)?;
         let scheme = if http.https { "https" } else { "http" };
         if !http.https && !addr.ip().is_loopback() {
             // Issue 33: the page's one-time links, PINs and session secrets would cross the
@@ -169,7 +172,7 @@ pub(crate) fn start(
             net.clone(),
             shared.clone(),
         )
-        .map_err(bad)?;
+        .map_err(|e| HostError::Usage(format!("cannot start the WHIP thread: {e}")))?;
         threads.push(p.thread);
     }
     Ok(Some(Started {

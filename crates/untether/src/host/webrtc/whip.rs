@@ -158,7 +158,8 @@ fn publish_once(
     ))
 }
 
-/// Starts the `host-whip` thread: publishes to `url` until the host stops, then DELETEs.
+/// Starts the `host-whip` thread: publishes to `url` until the host stops, then DELETEs. Err:
+/// the thread cannot start.
 pub(crate) fn start_whip(
     url: String,
     token: String,
@@ -166,7 +167,7 @@ pub(crate) fn start_whip(
     audio: bool,
     net: Handle<HostCommand>,
     shared: Arc<HostShared>,
-) -> Result<WhipPublisher, String> {
+) -> std::io::Result<WhipPublisher> {
     let thread = std::thread::Builder::new()
         .name("host-whip".into())
         .spawn(move || {
@@ -219,8 +220,7 @@ pub(crate) fn start_whip(
                     Err(e) => log::warn!("host: WHIP: DELETE {r}: {e}"),
                 }
             }
-        })
-        .map_err(|e| format!("cannot start the WHIP thread: {e}"))?;
+        })?;
     Ok(WhipPublisher { thread })
 }
 
