@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use untether::api::{HostSetup, InputSpec, SourceSpec};
 use untether::config::ConfigToml;
-use untether::{Host, HostOptions};
+use untether::{Host, HostError, HostOptions};
 use untether_media::codec::InputPicture;
 use untether_proto::{InputEvent, Micros, PoseSample, StateKey, StateValue};
 
@@ -313,45 +313,39 @@ impl Stream {
         keep: untether_media::codec::KeepAlive,
         tag: FrameTag,
     ) {
-        let Some(host) = self.host.as_ref() else {
-            return;
-        };
-        self.frames_submitted += 1;
-        if !host.has_client() {
-            self.frames_to_current = 0;
-            return;
-        }
-        let ready = untether::clock::now_us().saturating_sub(tag.ended_us);
-        self.to_pixels.push_us(ready.min(i64::MAX as u64) as i64);
-        match host.publish_dma_buf(picture, keep, tag.pose, tag.ended_us) {
-            Ok(()) => {
-                self.frames_published += 1;
-                self.frames_to_current += 1;
-            }
-            Err(e) => log::warn!("untether OpenXR runtime: frame not streamed: {e}"),
-        }
+        self.submit(tag, |host| {
+            host.publish_dma_buf(picture, keep, tag.pose, tag.ended_us)
+        });
     }
 
     /// Hands a BGRA stereo frame to the encoder with the pose it was rendered for and the time
     /// the application ended it (glass-to-glass starts there, before the read-back).
     pub fn publish(&mut self, bgra: &[u8], width: u32, height: u32, tag: FrameTag) {
-        let Some(host) = self.host.as_ref() else {
-            return;
-        };
-        self.frames_submitted += 1;
-        if !host.has_client() {
-            self.frames_to_current = 0;
-            return;
-        }
         let picture = InputPicture::Bgra {
             width,
             height,
             data: bgra,
             stride: width as usize * 4,
         };
+        self.submit(tag, |host| {
+            host.publish_with_pose_at(&picture, tag.pose, tag.ended_us)
+        });
+    }
+
+    /// One frame for the encoder (`send`: read back or as a DMA-BUF): counted, its wait since
+    /// `xrEndFrame` recorded, handed over only while a client watches.
+    fn submit(&mut self, tag: FrameTag, send: impl FnOnce(&Host) -> Result<(), HostError>) {
+        let Some(host) = self.host.as_ref() else {
+            return;
+        };
+        self.frames_submitted += 1;
+        if !host.has_client() {
+            self.frames_to_current = 0;
+            return;
+        }
         let ready = untether::clock::now_us().saturating_sub(tag.ended_us);
         self.to_pixels.push_us(ready.min(i64::MAX as u64) as i64);
-        match host.publish_with_pose_at(&picture, tag.pose, tag.ended_us) {
+        match send(host) {
             Ok(()) => {
                 self.frames_published += 1;
                 self.frames_to_current += 1;
