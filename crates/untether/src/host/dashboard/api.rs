@@ -98,7 +98,11 @@ fn state(n: &mut HostNet, f: &Facts) -> Value {
             "attempts_left": p.attempts_left,
         })
     });
-    let browsers = n.webrtc.as_ref().map(|w| w.rows(now)).unwrap_or_default();
+    let browsers = n
+        .webrtc
+        .as_ref()
+        .map(|w| w.rows(now, &n.session))
+        .unwrap_or_default();
     let stages = {
         let s = crate::host::shared::lock(&n.shared.samples);
         let one = |x: &crate::stats::Samples| {

@@ -10,8 +10,9 @@
 //!   `untether_proto::admission::Admission`, first: one budget and one wrong-credential
 //!   throttle per source address for every door);
 //! - `sessions`: the driver's [`WebRtc`]: admission first, then the sessions;
-//! - `roles`: which browser the protocol session made the controller, and its input's
-//!   numbering (the session's `Roles` decide, for every kind of receiver);
+//! - `roles`: the controlling browser's input numbering and the role names pages are told
+//!   (who controls is asked of the protocol session each time: its `Roles` decide, for every
+//!   kind of receiver, and nothing here keeps a copy);
 //! - `whip`: the publishing thread (offer, POST, answer, DELETE at the end);
 //! - `peer`: one session; `access`: links, PINs and resume secrets (`BrowserCredentials`,
 //!   the checker); `resource`: the sessions'

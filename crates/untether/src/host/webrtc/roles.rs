@@ -1,86 +1,60 @@
-//! The browsers' side of the roles: the protocol session decides who controls, for every kind
-//! of receiver (`HostSession::attach_receiver` / `role_of`: the one authority, shared with our
-//! own clients); this keeps what the browser layer needs of its decision — which browser is
-//! the controller now, and how that browser's input is numbered (the scene counts input per
-//! controller epoch, from 0).
+//! The browsers' side of the roles. The protocol session alone decides who controls, for every
+//! kind of receiver (`HostSession::attach_receiver_as` / `role_of` / `input_applies`: the one
+//! authority, shared with our own clients); the browser layer asks it and keeps only what is
+//! its own: how the controlling browser's input is numbered (the scene counts input per
+//! controller epoch, from 0, and the page numbers every event it sends).
 
-use untether_proto::ClientId;
+use untether_proto::{ClientId, ClientRole};
 
-/// The controller's role name for the page.
-pub(super) const CONTROLLER: &str = "controller";
-/// Every other browser's.
-pub(super) const VIEWER: &str = "viewer";
+/// The role's name for the page: "controller", or "viewer" for every other browser (and one
+/// the session no longer knows).
+pub(super) fn role_name(role: Option<ClientRole>) -> &'static str {
+    match role {
+        Some(ClientRole::Controller) => "controller",
+        _ => "viewer",
+    }
+}
 
-/// The browser the session made the controller (if any) and the numbering of its input.
+/// The numbering of the controlling browser's input: the browser it counts for, the
+/// controller epoch it counts in, the next sequence number.
 #[derive(Debug, Default)]
-pub(super) struct BrowserControl {
-    controller: Option<ClientId>,
-    seq: u32,
+pub(super) struct InputNumbering {
+    of: Option<ClientId>,
     epoch: u64,
+    seq: u32,
 }
 
-/// What the numbering says about one input message.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Numbered {
-    /// Deliver it with this sequence number.
-    Deliver(u32),
-    /// A viewer's: dropped.
-    Dropped,
-}
-
-impl BrowserControl {
-    /// The session made browser `id` the controller (`controls`) or a viewer. A new
-    /// controller starts a new epoch (`new_epoch` makes it) and counts its input from 0; true
-    /// when the controller changed.
-    pub fn set(&mut self, id: ClientId, controls: bool, new_epoch: impl FnOnce() -> u64) -> bool {
-        match (controls, self.controller == Some(id)) {
-            (true, false) => {
-                self.controller = Some(id);
-                self.epoch = new_epoch();
-                self.seq = 0;
-                true
-            }
-            (false, true) => {
-                self.controller = None;
-                true
-            }
-            _ => false,
-        }
+impl InputNumbering {
+    /// The session made browser `id` the controller, in the new controller epoch `epoch`:
+    /// its input is counted from 0.
+    pub fn start(&mut self, id: ClientId, epoch: u64) {
+        *self = InputNumbering {
+            of: Some(id),
+            epoch,
+            seq: 0,
+        };
     }
 
-    /// The epoch the current controller's input is counted in.
+    /// The epoch the numbering counts in.
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
 
-    /// The role the page of browser `id` is told.
-    pub fn role_of(&self, id: ClientId) -> &'static str {
-        if Some(id) == self.controller {
-            CONTROLLER
-        } else {
-            VIEWER
-        }
-    }
-
-    /// Numbers an input event of browser `id` under the driver's current `epoch`.
-    pub fn number(&mut self, id: ClientId, epoch: u64) -> Numbered {
-        if Some(id) != self.controller {
-            return Numbered::Dropped;
-        }
-        if self.epoch != epoch {
-            // A new epoch (one of our clients came and went): count from 0 again.
-            self.epoch = epoch;
-            self.seq = 0;
+    /// The sequence number of the next input event of browser `id`, which the session says
+    /// controls now, under the driver's current `epoch`. Another browser than the one counted
+    /// for, or another epoch (one of our clients came and went), counts from 0 again.
+    pub fn number(&mut self, id: ClientId, epoch: u64) -> u32 {
+        if self.of != Some(id) || self.epoch != epoch {
+            self.start(id, epoch);
         }
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
-        Numbered::Deliver(seq)
+        seq
     }
 
-    /// A message the page numbered but the host ignores: counted by the controller's
-    /// numbering too.
+    /// A message the controlling browser `id` numbered but the host ignores: counted too.
     pub fn skip(&mut self, id: ClientId) {
-        if Some(id) == self.controller {
+        if self.of == Some(id) {
             self.seq = self.seq.wrapping_add(1);
         }
     }
@@ -91,23 +65,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_new_controller_starts_an_epoch_and_numbers_from_zero() {
-        let mut r = BrowserControl::default();
-        assert!(r.set(ClientId(7), true, || 5));
-        assert!(!r.set(ClientId(7), true, || 6), "no change, no new epoch");
-        assert!(!r.set(ClientId(8), false, || 6));
-        assert_eq!(r.epoch(), 5);
-        assert_eq!(r.role_of(ClientId(7)), CONTROLLER);
-        assert_eq!(r.role_of(ClientId(8)), VIEWER);
-        assert_eq!(r.number(ClientId(7), 5), Numbered::Deliver(0));
-        r.skip(ClientId(7));
-        assert_eq!(r.number(ClientId(7), 5), Numbered::Deliver(2));
-        assert_eq!(r.number(ClientId(8), 5), Numbered::Dropped);
+    fn a_new_controller_numbers_from_zero_and_a_new_epoch_starts_again() {
+        let mut n = InputNumbering::default();
+        n.start(ClientId(7), 5);
+        assert_eq!(n.epoch(), 5);
+        assert_eq!(n.number(ClientId(7), 5), 0);
+        n.skip(ClientId(7));
+        n.skip(ClientId(8)); // not the one counted for: no effect
+        assert_eq!(n.number(ClientId(7), 5), 2);
         // Another epoch (a client came and went): from 0 again.
-        assert_eq!(r.number(ClientId(7), 9), Numbered::Deliver(0));
-        // The session made it a viewer (one of our clients connected): nobody controls here.
-        assert!(r.set(ClientId(7), false, || 10));
-        assert_eq!(r.role_of(ClientId(7)), VIEWER);
-        assert_eq!(r.number(ClientId(7), 10), Numbered::Dropped);
+        assert_eq!(n.number(ClientId(7), 9), 0);
+        assert_eq!(n.epoch(), 9);
+        // Another browser the session made the controller: from 0 in its epoch.
+        n.start(ClientId(8), 10);
+        assert_eq!(n.number(ClientId(8), 10), 0);
+        assert_eq!(n.number(ClientId(8), 10), 1);
+    }
+
+    #[test]
+    fn the_page_is_told_controller_only_for_the_controller() {
+        assert_eq!(role_name(Some(ClientRole::Controller)), "controller");
+        assert_eq!(role_name(Some(ClientRole::Viewer)), "viewer");
+        assert_eq!(role_name(None), "viewer");
     }
 }

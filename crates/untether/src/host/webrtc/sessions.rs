@@ -16,7 +16,7 @@ use untether_proto::{
 use super::access::{BrowserCredentials, Credential, Refusal, SessionAccess};
 use super::peer::{self, BrowserPeer, Clock, Kind, Out, PeerEvent};
 use super::resource::{DeleteRefusal, Resources};
-use super::roles::{BrowserControl, Numbered};
+use super::roles::{role_name, InputNumbering};
 use super::types::{route_source, rtc_config};
 use super::types::{Answer, OfferRequest, WebRtcCommand, WebRtcSummary};
 use super::{h264, input};
@@ -59,7 +59,8 @@ pub(crate) struct WebRtc {
     out: VecDeque<(usize, SocketAddr, Vec<u8>)>,
     tmp: Out,
     summary: WebRtcSummary,
-    roles: BrowserControl,
+    /// The controlling browser's input numbering (who controls: the session says).
+    numbering: InputNumbering,
     profile_noted: bool,
 }
 
@@ -91,7 +92,7 @@ impl WebRtc {
             out: VecDeque::new(),
             tmp: Vec::new(),
             summary: WebRtcSummary::default(),
-            roles: BrowserControl::default(),
+            numbering: InputNumbering::default(),
             profile_noted: false,
         }
     }
@@ -455,7 +456,7 @@ impl WebRtc {
     }
 
     /// The session gave receiver `receiver` a new role: the browser's page is told, and a new
-    /// controller starts a new controller epoch.
+    /// controller starts a new controller epoch (its input numbered from 0).
     pub fn on_role(
         &mut self,
         receiver: ClientId,
@@ -466,18 +467,15 @@ impl WebRtc {
         let Some(p) = self.peers.iter_mut().find(|p| p.id == receiver) else {
             return;
         };
-        let (id, controls) = (p.id, role == ClientRole::Controller);
-        if self
-            .roles
-            .set(id, controls, || shared.audience.new_controller())
-            && controls
-        {
-            *epoch = self.roles.epoch();
+        if role == ClientRole::Controller {
+            self.numbering
+                .start(receiver, shared.audience.new_controller());
+            *epoch = self.numbering.epoch();
             shared.note(format!(
-                "browser {id} is the controller (its input drives the host)"
+                "browser {receiver} is the controller (its input drives the host)"
             ));
         }
-        let role = self.roles.role_of(id);
+        let role = role_name(Some(role));
         p.send_text(
             &format!(r#"{{"k":"role","role":"{role}","seq":0}}"#),
             &mut self.tmp,
@@ -489,7 +487,7 @@ impl WebRtc {
         let shared = link.shared;
         match input::parse(data) {
             Ok(input::Message::Ping(t)) => {
-                let role = self.roles.role_of(id);
+                let role = role_name(link.session.role_of(id));
                 if let Some(p) = self.peers.iter_mut().find(|p| p.id == id) {
                     p.send_text(
                         &format!(
@@ -501,18 +499,19 @@ impl WebRtc {
                 }
             }
             Ok(input::Message::Input(event)) => {
-                let epoch = *link.epoch;
-                match self.roles.number(id, epoch) {
-                    Numbered::Dropped => self.summary.inputs_dropped_viewer += 1,
-                    Numbered::Deliver(seq) => {
-                        self.summary.inputs_delivered += 1;
-                        link.sink
-                            .deliver(shared, epoch, true, InputRecord { seq, event });
-                    }
+                // The session's decision: a browser's input applies while it controls.
+                if link.session.input_applies(id) {
+                    let epoch = *link.epoch;
+                    let seq = self.numbering.number(id, epoch);
+                    self.summary.inputs_delivered += 1;
+                    link.sink
+                        .deliver(shared, epoch, true, InputRecord { seq, event });
+                } else {
+                    self.summary.inputs_dropped_viewer += 1;
                 }
             }
             // Counted in the numbering too: the page numbers every event it sends.
-            Ok(input::Message::Ignored) => self.roles.skip(id),
+            Ok(input::Message::Ignored) => self.numbering.skip(id),
             Err(why) => {
                 if self.summary.inputs_malformed == 0 {
                     shared.note(format!(
@@ -556,11 +555,15 @@ impl WebRtc {
     }
 
     /// The sessions for the dashboard: kind, address, role, state and what each was sent.
-    pub fn rows(&self, now: Micros) -> Vec<serde_json::Value> {
+    pub fn rows(
+        &self,
+        now: Micros,
+        session: &untether_proto::HostSession,
+    ) -> Vec<serde_json::Value> {
         let rows = self.peers.iter().map(|p| {
             serde_json::json!({
                 "id": p.id.0, "kind": kind_name(p.kind), "label": p.label,
-                "role": self.roles.role_of(p.id), "connected": p.connected, "gone": p.gone,
+                "role": role_name(session.role_of(p.id)), "connected": p.connected, "gone": p.gone,
                 "age_s": now.saturating_sub(p.created_us) / 1_000_000,
                 "frames_sent": p.stats.frames_sent, "bytes_sent": p.stats.bytes_out,
             })
