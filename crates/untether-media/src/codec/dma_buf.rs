@@ -352,8 +352,12 @@ fn dma_buf_size(fd: BorrowedFd<'_>) -> Option<u64> {
     }
 }
 
-/// Frees a descriptor made by [`drm_prime_frame`]: the fds are borrowed, not closed.
-unsafe extern "C" fn free_descriptor(_opaque: *mut libc::c_void, data: *mut u8) {
+/// Frees a descriptor made by [`drm_prime_frame_keeping`], closing the fds it was given to
+/// keep (`opaque`: a boxed `Vec<OwnedFd>`, or null when the fds are borrowed).
+unsafe extern "C" fn free_descriptor(opaque: *mut libc::c_void, data: *mut u8) {
+    if !opaque.is_null() {
+        drop(Box::from_raw(opaque as *mut Vec<OwnedFd>));
+    }
     ffi::av_free(data as *mut libc::c_void);
 }
 
@@ -364,16 +368,33 @@ pub fn drm_prime_frame(
     picture: &DmaBufPicture<'_>,
     frames: Option<*mut ffi::AVBufferRef>,
 ) -> Result<ff::frame::Video> {
+    drm_prime_frame_keeping(picture, frames, Vec::new())
+}
+
+/// [`drm_prime_frame`], the frame also owning `keep` (the picture's fds, closed when FFmpeg
+/// frees the frame's descriptor): a picture whose dma-bufs live exactly as long as its frame.
+pub(crate) fn drm_prime_frame_keeping(
+    picture: &DmaBufPicture<'_>,
+    frames: Option<*mut ffi::AVBufferRef>,
+    keep: Vec<OwnedFd>,
+) -> Result<ff::frame::Video> {
     picture.check()?;
     let descriptor = picture.descriptor();
     let oom = || MediaError::Other("out of memory (DRM PRIME descriptor)".into());
+    let keep = if keep.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        Box::into_raw(Box::new(keep)) as *mut libc::c_void
+    };
     // SAFETY: FFmpeg allocations checked for null; the descriptor is written before the frame
-    // references it and freed by the buffer's callback with the frame; `frames`, when given,
-    // is a live reference of the caller's, of which the frame takes its own.
+    // references it and freed (with `keep`) by the buffer's callback with the frame, or here
+    // when the buffer could not be made; `frames`, when given, is a live reference of the
+    // caller's, of which the frame takes its own.
     unsafe {
         let d = ffi::av_malloc(std::mem::size_of::<ffi::AVDRMFrameDescriptor>())
             as *mut ffi::AVDRMFrameDescriptor;
         if d.is_null() {
+            free_descriptor(keep, std::ptr::null_mut());
             return Err(oom());
         }
         d.write(descriptor);
@@ -381,11 +402,11 @@ pub fn drm_prime_frame(
             d as *mut u8,
             std::mem::size_of::<ffi::AVDRMFrameDescriptor>(),
             Some(free_descriptor),
-            std::ptr::null_mut(),
+            keep,
             0,
         );
         if buf.is_null() {
-            ffi::av_free(d as *mut libc::c_void);
+            free_descriptor(keep, d as *mut u8);
             return Err(oom());
         }
         let mut f = ff::frame::Video::empty();
@@ -395,7 +416,10 @@ pub fn drm_prime_frame(
         (*p).format = ffi::AVPixelFormat::AV_PIX_FMT_DRM_PRIME as i32;
         (*p).width = picture.width as i32;
         (*p).height = picture.height as i32;
-        (*p).color_range = ffi::AVColorRange::AVCOL_RANGE_JPEG;
+        if picture.fourcc != DRM_FORMAT_NV12 {
+            // RGB has no studio range; NV12's range is the producer's (left unspecified).
+            (*p).color_range = ffi::AVColorRange::AVCOL_RANGE_JPEG;
+        }
         if let Some(frames) = frames {
             (*p).hw_frames_ctx = ffi::av_buffer_ref(frames);
             if (*p).hw_frames_ctx.is_null() {

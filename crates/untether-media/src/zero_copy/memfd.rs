@@ -5,21 +5,14 @@
 //! dma-buf, so a display that imports dma-bufs refuses it) and the software fallback shows it.
 
 use std::io::Write;
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use ffmpeg_next::ffi;
-use ffmpeg_next::frame;
 
 use super::egl_image::{DRM_FORMAT_MOD_INVALID, DRM_FORMAT_NV12};
+use crate::codec::dma_buf::{drm_prime_frame_keeping, DmaBufPicture, DmaBufPlane};
 use crate::codec::DecodedFrame;
 use crate::{MediaError, Result};
-
-/// Frees a descriptor made below, closing its memfd.
-unsafe extern "C" fn free_descriptor(_opaque: *mut libc::c_void, data: *mut u8) {
-    let d = data as *mut ffi::AVDRMFrameDescriptor;
-    libc::close((*d).objects[0].fd);
-    ffi::av_free(data as *mut libc::c_void);
-}
 
 /// A `width`×`height` (even) NV12 picture of one colour (`y`, `u`, `v`) as DRM PRIME on a
 /// memfd.
@@ -44,48 +37,30 @@ pub fn memfd_nv12_picture(width: u32, height: u32, yuv: [u8; 3]) -> Result<Decod
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(&bytes)
         .map_err(|e| err(&format!("write: {e}")))?;
-    let fd = file.into_raw_fd();
-    // SAFETY: FFmpeg allocations checked for null; the descriptor is filled before the frame
-    // references it; every reference made here is handed to the frame or released.
-    unsafe {
-        let d = ffi::av_mallocz(std::mem::size_of::<ffi::AVDRMFrameDescriptor>())
-            as *mut ffi::AVDRMFrameDescriptor;
-        if d.is_null() {
-            libc::close(fd);
-            return Err(err("out of memory"));
-        }
-        (*d).nb_objects = 1;
-        (*d).objects[0].fd = fd;
-        (*d).objects[0].size = bytes.len();
-        (*d).objects[0].format_modifier = DRM_FORMAT_MOD_INVALID;
-        (*d).nb_layers = 1;
-        let l = &mut (*d).layers[0];
-        l.format = DRM_FORMAT_NV12;
-        l.nb_planes = 2;
-        l.planes[0].pitch = w as isize;
-        l.planes[1].offset = (w * h) as isize;
-        l.planes[1].pitch = w as isize;
-        let buf = ffi::av_buffer_create(
-            d as *mut u8,
-            std::mem::size_of::<ffi::AVDRMFrameDescriptor>(),
-            Some(free_descriptor),
-            std::ptr::null_mut(),
-            0,
-        );
-        if buf.is_null() {
-            free_descriptor(std::ptr::null_mut(), d as *mut u8);
-            return Err(err("out of memory"));
-        }
-        let mut f = frame::Video::empty();
-        let p = f.as_mut_ptr();
-        (*p).buf[0] = buf;
-        (*p).data[0] = d as *mut u8;
-        (*p).format = ffi::AVPixelFormat::AV_PIX_FMT_DRM_PRIME as i32;
-        (*p).width = width as i32;
-        (*p).height = height as i32;
-        (*p).hw_frames_ctx = drm_frames(ffi::AVPixelFormat::AV_PIX_FMT_NV12, width, height)?;
-        DecodedFrame::from_drm_prime(f)
-    }
+    let fd = OwnedFd::from(file);
+    // SAFETY: the descriptor `fd` stays open past this borrow: moved into `keep`, which the
+    // frame's descriptor owns (closed when FFmpeg frees it), or dropped here on an error.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
+    let keep = vec![fd];
+    let plane = |offset: usize| DmaBufPlane {
+        fd: borrowed,
+        offset: offset as u32,
+        pitch: width,
+    };
+    let picture = DmaBufPicture {
+        width,
+        height,
+        fourcc: DRM_FORMAT_NV12,
+        modifier: DRM_FORMAT_MOD_INVALID,
+        planes: [Some(plane(0)), Some(plane(w * h)), None, None],
+    };
+    // SAFETY: a fresh frames context, ours until released below (the frame takes its own
+    // reference of it).
+    let mut frames = unsafe { drm_frames(ffi::AVPixelFormat::AV_PIX_FMT_NV12, width, height)? };
+    let f = drm_prime_frame_keeping(&picture, Some(frames), keep);
+    // SAFETY: our reference from drm_frames, released once.
+    unsafe { ffi::av_buffer_unref(&mut frames) };
+    DecodedFrame::from_drm_prime(f?)
 }
 
 /// An FFmpeg DRM frames context for pictures of `sw_format` (its device opens nothing: fd
