@@ -1,17 +1,20 @@
 //! The entry layer: the `extern "system"` functions an OpenXR application (through the
 //! loader) calls, for the instance, paths and events ([`instance`]), action sets, actions,
-//! bindings and action state ([`actions`]), and spaces ([`space`]), with the loader's
-//! negotiation and `xrGetInstanceProcAddr` ([`dispatch`]).
+//! bindings and action state ([`actions`]), spaces ([`space`]), sessions ([`session`]), the
+//! frame loop ([`frame`]) and swapchains ([`swapchain`]), with the loader's negotiation and
+//! `xrGetInstanceProcAddr` ([`dispatch`]).
 //!
 //! Each entry point only reads and checks what the application passed — null pointers, the
 //! structures' `type`, array lengths, the two-call idiom's count and capacity — turns it into
 //! references, slices, strings and [`crate::util::Array`]s, calls a safe core function
-//! ([`crate::instance`], [`crate::actions`], [`crate::action_state`], [`crate::space`], all
-//! `#![forbid(unsafe_code)]`), and writes what it answers back. Every `unsafe` block of the
-//! runtime outside the graphics interop is here ([`raw`] holds the pointer helpers), each
-//! with its `SAFETY` reason: the spec's contract on what the application passes, and what
-//! was checked. The graphics side's entry points (session, frame, swapchain, Vulkan) still
-//! live beside their logic.
+//! ([`crate::instance`], [`crate::actions`], [`crate::action_state`], [`crate::space`],
+//! [`crate::session`], [`crate::frame`], [`crate::swapchain`], all `#![forbid(unsafe_code)]`),
+//! and writes what it answers back. Every `unsafe` block of the runtime outside the graphics
+//! interop is here ([`raw`] holds the pointer helpers), each with its `SAFETY` reason: the
+//! spec's contract on what the application passes, and what was checked. The Vulkan
+//! extensions' entry points (`crate::vulkan`, `crate::vulkan1`) live with the Vulkan calls
+//! they make; the GL and Vulkan calls the core makes go through safe wrappers there
+//! (`crate::gl::app`, `crate::vk_compositor::app`, `crate::vulkan::app`).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -19,9 +22,12 @@ use openxr_sys as xr;
 
 pub mod actions;
 pub mod dispatch;
+pub mod frame;
 pub mod instance;
 pub mod raw;
+pub mod session;
 pub mod space;
+pub mod swapchain;
 
 use crate::{guard, negotiate};
 
