@@ -293,4 +293,79 @@ mod tests {
         }
         assert_eq!(sc.acquire(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
     }
+
+    /// A GL swapchain of a session that does not exist, in the table (no GL is called: its
+    /// images are never made or freed here).
+    fn add(session: u64) -> xr::Swapchain {
+        let info = xr::SwapchainCreateInfo {
+            ty: xr::StructureType::SWAPCHAIN_CREATE_INFO,
+            next: std::ptr::null(),
+            create_flags: xr::SwapchainCreateFlags::EMPTY,
+            usage_flags: xr::SwapchainUsageFlags::COLOR_ATTACHMENT,
+            format: gl::FORMATS[0],
+            sample_count: 1,
+            width: 8,
+            height: 8,
+            face_count: 1,
+            array_size: 1,
+            mip_count: 1,
+        };
+        let sc = Swapchain::new(session, &info, vec![10, 11, 12], None);
+        let id = SWAPCHAINS.insert_unless(sc, |_| false).unwrap();
+        xr::Swapchain::from_raw(id)
+    }
+
+    #[test]
+    fn a_destroyed_swapchain_is_out_of_its_table_and_its_handle_invalid() {
+        let h = add(u64::MAX - 1);
+        assert_eq!(acquire_image(h), Ok(0));
+        assert_eq!(wait_image(h), Ok(()));
+        assert_eq!(release_image(h), Ok(()));
+        let sc = swapchain(h).unwrap();
+        assert_eq!(sc.state().released, Some(0));
+        assert_eq!(destroy_swapchain(h), Ok(()));
+        assert!(!SWAPCHAINS.contains(h.into_raw()));
+        let invalid = xr::Result::ERROR_HANDLE_INVALID;
+        assert_eq!(acquire_image(h), Err(invalid));
+        assert_eq!(wait_image(h), Err(invalid));
+        assert_eq!(release_image(h), Err(invalid));
+        assert_eq!(destroy_swapchain(h), Err(invalid));
+        assert!(swapchain(h).is_err());
+        // Who still held it keeps a valid object (its images are the session's to free).
+        assert_eq!(sc.images, vec![10, 11, 12]);
+        // A new swapchain never gets the old handle.
+        let again = add(u64::MAX - 1);
+        assert!(again.into_raw() > h.into_raw());
+        assert_eq!(destroy_swapchain(again), Ok(()));
+    }
+
+    /// Each swapchain has its own lock: while one is held (as a thread in the middle of a
+    /// call on it would), another thread cycles a second swapchain; the first's own call
+    /// waits for it.
+    #[test]
+    fn two_swapchains_are_cycled_from_two_threads_without_one_lock() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let a = add(u64::MAX - 2);
+        let b = add(u64::MAX - 2);
+        let held = SWAPCHAINS.get(a.into_raw()).unwrap();
+        let guard = held.state();
+        let (tx, rx) = mpsc::channel();
+        let other = std::thread::spawn(move || {
+            let r = (acquire_image(b), wait_image(b), release_image(b));
+            tx.send(r).unwrap();
+            // Then the held one: it waits until the lock is let go.
+            acquire_image(a)
+        });
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok((Ok(0), Ok(()), Ok(())))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!other.is_finished(), "a's call waits for a's lock");
+        drop(guard);
+        assert_eq!(other.join().unwrap(), Ok(0));
+        assert_eq!(destroy_swapchain(a), Ok(()));
+        assert_eq!(destroy_swapchain(b), Ok(()));
+    }
 }
