@@ -447,3 +447,119 @@ pub fn request_exit_session(session: xr::Session) -> Result<(), xr::Result> {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::tests::{install_instance, INSTANCE_SLOT};
+    use crate::space;
+    use crate::swapchain;
+
+    /// A session without a host or graphics, in the table (what `create_session` adds, less
+    /// the host): its handle.
+    fn add_session() -> xr::Session {
+        let settings = crate::runtime::tests::instance(0).settings.clone();
+        let id = crate::table::new_handle();
+        let s = Session::new(id, settings, Stream::without_host(), None);
+        assert!(SESSIONS.insert_as(id, Mutex::new(s), |_| true).is_ok());
+        xr::Session::from_raw(id)
+    }
+
+    /// Destroying a session takes its spaces and swapchains out of their tables and its
+    /// events off the queue; every handle of them is invalid after, and a call that found
+    /// the session just before it went (waiting for its lock) sees it gone.
+    #[test]
+    fn a_destroyed_sessions_children_and_events_go_with_it() {
+        let _slot = INSTANCE_SLOT.lock().unwrap_or_else(|p| p.into_inner());
+        let inst = install_instance();
+        let session = add_session();
+        let sid = session.into_raw();
+        // One at a time.
+        assert!(SESSIONS
+            .insert_as(
+                crate::table::new_handle(),
+                Mutex::new(Session::new(
+                    0,
+                    crate::runtime::tests::instance(0).settings.clone(),
+                    Stream::without_host(),
+                    None
+                )),
+                |_| true
+            )
+            .is_err());
+        let info = xr::ReferenceSpaceCreateInfo {
+            ty: xr::StructureType::REFERENCE_SPACE_CREATE_INFO,
+            next: std::ptr::null(),
+            reference_space_type: xr::ReferenceSpaceType::LOCAL,
+            pose_in_reference_space: Rigid::IDENTITY.to_xr(),
+        };
+        let local = space::create_reference_space(session, &info).unwrap();
+        assert!(SPACES.contains(local.into_raw()));
+        let sc_info = xr::SwapchainCreateInfo {
+            ty: xr::StructureType::SWAPCHAIN_CREATE_INFO,
+            next: std::ptr::null(),
+            create_flags: xr::SwapchainCreateFlags::EMPTY,
+            usage_flags: xr::SwapchainUsageFlags::COLOR_ATTACHMENT,
+            format: gl::FORMATS[0],
+            sample_count: 1,
+            width: 8,
+            height: 8,
+            face_count: 1,
+            array_size: 1,
+            mip_count: 1,
+        };
+        // Its images are never made here (no GL): the swapchain is put in the table as
+        // `create_swapchain` would.
+        let sc = swapchain::Swapchain::new(sid, &sc_info, vec![1, 2, 3], None);
+        let sc = xr::Swapchain::from_raw(SWAPCHAINS.insert_unless(sc, |_| false).unwrap());
+        assert_eq!(swapchain::acquire_image(sc), Ok(0));
+        // Never ready (no client): not begun, not running.
+        let begin = xr::SessionBeginInfo {
+            ty: xr::StructureType::SESSION_BEGIN_INFO,
+            next: std::ptr::null(),
+            primary_view_configuration_type: xr::ViewConfigurationType::PRIMARY_STEREO,
+        };
+        assert_eq!(
+            begin_session(session, &begin),
+            Err(xr::Result::ERROR_SESSION_NOT_READY)
+        );
+        assert_eq!(
+            end_session(session),
+            Err(xr::Result::ERROR_SESSION_NOT_RUNNING)
+        );
+        runtime::push(Event::SessionState {
+            session: sid,
+            state: xr::SessionState::IDLE,
+            time: now(),
+        });
+        runtime::push(Event::InteractionProfileChanged { session: sid + 1 });
+
+        // A call that found the session waits for its lock while it is destroyed.
+        let obj = SESSIONS.get(sid).unwrap();
+        let guard = lock_session(&obj);
+        let waiting = std::thread::spawn(move || with_session(session, |_| Ok(())));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(guard);
+        assert_eq!(destroy_session(session), Ok(()));
+        let r = waiting.join().unwrap();
+        // Before or after the destruction: never a crash, and HANDLE_INVALID once gone.
+        assert!(r == Ok(()) || r == Err(xr::Result::ERROR_HANDLE_INVALID));
+        assert!(lock_session(&obj).destroyed);
+
+        let invalid = xr::Result::ERROR_HANDLE_INVALID;
+        assert_eq!(destroy_session(session), Err(invalid));
+        assert_eq!(with_session(session, |_| Ok(())), Err(invalid));
+        assert!(!SPACES.contains(local.into_raw()));
+        assert!(!SWAPCHAINS.contains(sc.into_raw()));
+        assert_eq!(space::destroy_space(local), Err(invalid));
+        assert_eq!(swapchain::acquire_image(sc), Err(invalid));
+        assert_eq!(swapchain::destroy_swapchain(sc), Err(invalid));
+        assert_eq!(space::create_reference_space(session, &info), Err(invalid));
+        let events = runtime::instance(inst).unwrap().state().events.clone();
+        assert_eq!(
+            events,
+            [Event::InteractionProfileChanged { session: sid + 1 }]
+        );
+        assert_eq!(crate::instance::destroy_instance(inst), Ok(()));
+    }
+}
