@@ -10,18 +10,20 @@ use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::actions::{Action, Value, ACTIONS};
-use crate::runtime::{lock, Runtime};
+use crate::runtime::{self, with_session};
+use crate::session::Session;
 use crate::util::{now, two_call, two_call_str, Array, Slot};
 
-/// Checks that `action` may be read or driven through `session`: of one of `types`, the
-/// subaction path one of its own (or NULL), its set attached to the session.
-fn checked_action(
-    rt: &Runtime,
+/// Checks that `action` may be read or driven through a session: of one of `types`, the
+/// subaction path one of its own (or NULL); then, under the session's lock, its set attached
+/// to the session, and runs `f` there.
+fn with_checked_action<R>(
     session: xr::Session,
     action: xr::Action,
     subaction_path: xr::Path,
     types: &[xr::ActionType],
-) -> Result<Arc<Action>, xr::Result> {
+    f: impl FnOnce(&mut Session, Arc<Action>) -> Result<R, xr::Result>,
+) -> Result<R, xr::Result> {
     let a = ACTIONS.get(action.into_raw())?;
     if !types.contains(&a.ty) {
         return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
@@ -29,14 +31,12 @@ fn checked_action(
     if subaction_path != xr::Path::NULL && !a.subactions.contains(&subaction_path) {
         return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
     }
-    let s = rt
-        .sessions
-        .get(&session.into_raw())
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-    if !s.attached.contains(&a.set) {
-        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
-    }
-    Ok(a)
+    with_session(session, |s| {
+        if !s.attached.contains(&a.set) {
+            return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+        }
+        f(s, a)
+    })
 }
 
 /// An action's synced state, checking the action type and the subaction path.
@@ -45,14 +45,13 @@ pub fn state_of(
     info: &xr::ActionStateGetInfo,
     types: &[xr::ActionType],
 ) -> Result<Value, xr::Result> {
-    let mut rt = lock();
-    checked_action(&rt, session, info.action, info.subaction_path, types)?;
-    let s = rt.session(session)?;
-    Ok(s.action_states
-        .values
-        .get(&(info.action.into_raw(), info.subaction_path.into_raw()))
-        .copied()
-        .unwrap_or_default())
+    with_checked_action(session, info.action, info.subaction_path, types, |s, _| {
+        Ok(s.action_states
+            .values
+            .get(&(info.action.into_raw(), info.subaction_path.into_raw()))
+            .copied()
+            .unwrap_or_default())
+    })
 }
 
 /// The XrTime of a state's last change.
@@ -136,17 +135,23 @@ pub fn get_pose(
     Ok(())
 }
 
-/// Checks a haptic call's action (a vibration output the session may drive).
-fn haptic_target(session: xr::Session, info: &xr::HapticActionInfo) -> Result<(), xr::Result> {
-    let rt = lock();
-    checked_action(
-        &rt,
+/// Runs `f` on the session once a haptic call's action is checked (a vibration output the
+/// session may drive).
+fn with_haptic_target(
+    session: xr::Session,
+    info: &xr::HapticActionInfo,
+    f: impl FnOnce(&mut Session),
+) -> Result<(), xr::Result> {
+    with_checked_action(
         session,
         info.action,
         info.subaction_path,
         &[xr::ActionType::VIBRATION_OUTPUT],
-    )?;
-    Ok(())
+        |s, _| {
+            f(s);
+            Ok(())
+        },
+    )
 }
 
 /// How long a vibration lasts, in ns: XR_MIN_HAPTIC_DURATION (-1, or any duration ≤ 0) is
@@ -165,14 +170,12 @@ pub fn apply_haptic_feedback(
     info: &xr::HapticActionInfo,
     v: &xr::HapticVibration,
 ) -> Result<(), xr::Result> {
-    haptic_target(session, info)?;
-    let mut rt = lock();
-    let s = rt.session(session)?;
-    if s.state == xr::SessionState::FOCUSED {
-        let until = now().as_nanos() + haptic_duration_ns(v.duration);
-        s.stream.rumble(v.amplitude, Some(until));
-    }
-    Ok(())
+    with_haptic_target(session, info, |s| {
+        if s.state == xr::SessionState::FOCUSED {
+            let until = now().as_nanos() + haptic_duration_ns(v.duration);
+            s.stream.rumble(v.amplitude, Some(until));
+        }
+    })
 }
 
 /// `xrStopHapticFeedback`.
@@ -180,9 +183,7 @@ pub fn stop_haptic_feedback(
     session: xr::Session,
     info: &xr::HapticActionInfo,
 ) -> Result<(), xr::Result> {
-    haptic_target(session, info)?;
-    lock().session(session)?.stream.rumble(0.0, None);
-    Ok(())
+    with_haptic_target(session, info, |s| s.stream.rumble(0.0, None))
 }
 
 /// `xrEnumerateBoundSourcesForAction`.
@@ -191,18 +192,15 @@ pub fn bound_sources(
     info: &xr::BoundSourcesForActionEnumerateInfo,
     out: Array<'_, impl Slot<xr::Path>>,
 ) -> Result<xr::Result, xr::Result> {
-    let mut rt = lock();
     let aid = info.action.into_raw();
     let set = ACTIONS.get(aid)?.set;
-    if !rt.session(session)?.attached.contains(&set) {
+    if !with_session(session, |s| Ok(s.attached.contains(&set)))? {
         return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
     }
-    let inst = rt
-        .instance
-        .as_mut()
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-    let names = inst.bindings.sources(aid);
-    let paths: Vec<xr::Path> = names.iter().map(|n| inst.path(n)).collect();
+    let inst = runtime::current().ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let mut st = inst.state();
+    let names = st.bindings.sources(aid);
+    let paths: Vec<xr::Path> = names.iter().map(|n| st.path(n)).collect();
     Ok(two_call(out, &paths))
 }
 
@@ -245,17 +243,13 @@ pub fn input_source_localized_name(
     info: &xr::InputSourceLocalizedNameGetInfo,
     out: Array<'_, impl Slot<c_char>>,
 ) -> Result<xr::Result, xr::Result> {
-    let mut rt = lock();
-    rt.session(session)?;
-    let inst = rt
-        .instance
-        .as_ref()
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    with_session(session, |_| Ok(()))?;
+    let inst = runtime::current().ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
     let path = inst
         .path_str(info.source_path)
         .ok_or(xr::Result::ERROR_PATH_INVALID)?;
     let name =
-        localized_name(path, info.which_components).ok_or(xr::Result::ERROR_VALIDATION_FAILURE)?;
+        localized_name(&path, info.which_components).ok_or(xr::Result::ERROR_VALIDATION_FAILURE)?;
     Ok(two_call_str(out, &name))
 }
 

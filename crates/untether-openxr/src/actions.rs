@@ -26,7 +26,8 @@ use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::gamepad::{self, XBOX};
-use crate::runtime::{lock, Event, Instance, Runtime};
+use crate::runtime::{self, with_session, Event, Instance};
+use crate::session::Session;
 use crate::stream::Held;
 use crate::table::Table;
 use crate::util::{get_str, now};
@@ -185,17 +186,21 @@ fn name_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
 }
 
-/// Recomputes every attached action of `session` from the client's input.
-fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
-    let Some(inst) = rt.instance.as_ref() else {
+/// Recomputes every attached action of `s` (locked by the caller) from the client's input.
+fn sync(s: &mut Session, focused: bool, held: &Held) {
+    let Some(inst) = runtime::current() else {
         return;
     };
+    // The sets' locks first, then the instance's (the lock order in crate::runtime).
+    let attached: Vec<_> = ACTIONS
+        .snapshot()
+        .into_iter()
+        .filter(|(_, a)| set_attached(a.set))
+        .collect();
+    let inst = inst.state();
     let t = now().as_nanos();
     let mut fresh = Vec::new();
-    for (id, a) in ACTIONS.snapshot() {
-        if !set_attached(a.set) {
-            continue;
-        }
+    for (id, a) in attached {
         let sources = inst.bindings.sources(id);
         let mut subs: Vec<xr::Path> = vec![xr::Path::NULL];
         subs.extend(a.subactions.iter().copied());
@@ -214,9 +219,7 @@ fn sync(rt: &mut Runtime, session: u64, focused: bool, held: &Held) {
             fresh.push(((id, sub.into_raw()), value, xy, active));
         }
     }
-    let Some(s) = rt.sessions.get_mut(&session) else {
-        return;
-    };
+    drop(inst);
     for (key, value, xy, active) in fresh {
         let old = s
             .action_states
@@ -244,9 +247,13 @@ pub fn create_action_set(
     instance: xr::Instance,
     info: &xr::ActionSetCreateInfo,
 ) -> Result<xr::ActionSet, xr::Result> {
-    // Held while the set is added: destroying the instance empties the table under it.
-    let mut rt = lock();
-    rt.instance(instance)?;
+    // The instance slot is held while the set is added: destroying the instance empties the
+    // table under its write lock.
+    let slot = runtime::slot();
+    match slot.as_ref() {
+        Some(i) if i.id == instance.into_raw() => {}
+        _ => return Err(xr::Result::ERROR_HANDLE_INVALID),
+    }
     let name = get_str(&info.action_set_name)
         .filter(|n| name_ok(n))
         .ok_or(xr::Result::ERROR_PATH_FORMAT_INVALID)?;
@@ -317,12 +324,8 @@ pub fn create_action(
         return Err(xr::Result::ERROR_VALIDATION_FAILURE);
     }
     let subactions = {
-        let rt = lock();
-        let inst = rt
-            .instance
-            .as_ref()
-            .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-        subactions_of(inst, subaction_paths)?
+        let inst = runtime::current().ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+        subactions_of(&inst, subaction_paths)?
     };
     // Under the set's lock: not attached or destroyed meanwhile.
     let state = the_set.state();
@@ -381,11 +384,9 @@ pub fn suggest_bindings(
     if list.is_empty() {
         return Err(xr::Result::ERROR_VALIDATION_FAILURE);
     }
-    let mut rt = lock();
-    let inst = rt.instance(instance)?;
+    let inst = runtime::instance(instance)?;
     let profile = inst
         .path_str(profile)
-        .map(str::to_string)
         .ok_or(xr::Result::ERROR_PATH_INVALID)?;
     if !profile.starts_with("/interaction_profiles/") || profile.split('/').count() != 4 {
         return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
@@ -394,7 +395,6 @@ pub fn suggest_bindings(
     for b in list {
         let src = inst
             .path_str(b.binding)
-            .map(str::to_string)
             .ok_or(xr::Result::ERROR_PATH_INVALID)?;
         if !src.starts_with("/user/") {
             return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
@@ -407,11 +407,12 @@ pub fn suggest_bindings(
             return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
         }
     }
-    if let (Some(inst), Some(bindings)) = (rt.instance.as_mut(), bindings) {
+    if let Some(bindings) = bindings {
+        let mut st = inst.state();
         if profile == SIMPLE {
-            inst.bindings.simple = bindings;
+            st.bindings.simple = bindings;
         } else {
-            inst.bindings.gamepad = bindings;
+            st.bindings.gamepad = bindings;
         }
     }
     Ok(())
@@ -425,27 +426,29 @@ pub fn attach_session_action_sets(
     if sets.is_empty() {
         return Err(xr::Result::ERROR_VALIDATION_FAILURE);
     }
-    let mut rt = lock();
-    if !rt.session(session)?.attached.is_empty() {
-        return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
-    }
-    // Each set once, in handle order; all their locks held (under the runtime's, so no
-    // other call holds two) while none is found destroyed and all are marked attached.
-    let objects = sets
-        .iter()
-        .map(|s| Ok((s.into_raw(), ACTION_SETS.get(s.into_raw())?)))
-        .collect::<Result<BTreeMap<_, _>, xr::Result>>()?;
-    let mut states: Vec<_> = objects.values().map(|s| s.state()).collect();
-    if states.iter().any(|s| s.destroyed) {
-        return Err(xr::Result::ERROR_HANDLE_INVALID);
-    }
-    for s in &mut states {
-        s.attached = true;
-    }
-    drop(states);
-    let ids: Vec<u64> = sets.iter().map(|s| s.into_raw()).collect();
-    rt.session(session)?.attached = ids;
-    rt.push(Event::InteractionProfileChanged {
+    // Under the session's lock: each set once, in handle order (so two calls holding
+    // several sets' locks never wait on each other); all their locks held while none is
+    // found destroyed and all are marked attached.
+    with_session(session, |s| {
+        if !s.attached.is_empty() {
+            return Err(xr::Result::ERROR_ACTIONSETS_ALREADY_ATTACHED);
+        }
+        let objects = sets
+            .iter()
+            .map(|s| Ok((s.into_raw(), ACTION_SETS.get(s.into_raw())?)))
+            .collect::<Result<BTreeMap<_, _>, xr::Result>>()?;
+        let mut states: Vec<_> = objects.values().map(|s| s.state()).collect();
+        if states.iter().any(|s| s.destroyed) {
+            return Err(xr::Result::ERROR_HANDLE_INVALID);
+        }
+        for s in &mut states {
+            s.attached = true;
+        }
+        drop(states);
+        s.attached = sets.iter().map(|s| s.into_raw()).collect();
+        Ok(())
+    })?;
+    runtime::push(Event::InteractionProfileChanged {
         session: session.into_raw(),
     });
     Ok(())
@@ -470,23 +473,20 @@ pub fn current_interaction_profile(
     session: xr::Session,
     top: xr::Path,
 ) -> Result<xr::Path, xr::Result> {
-    let mut rt = lock();
-    if rt.session(session)?.attached.is_empty() {
+    if with_session(session, |s| Ok(s.attached.is_empty()))? {
         return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
     }
-    let inst = rt
-        .instance
-        .as_mut()
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-    let t = inst
+    let inst = runtime::current().ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
+    let mut st = inst.state();
+    let t = st
         .path_str(top)
         .map(str::to_string)
         .ok_or(xr::Result::ERROR_PATH_INVALID)?;
-    let b = &inst.bindings;
+    let b = &st.bindings;
     match profile_for(&t, !b.simple.is_empty(), !b.gamepad.is_empty()) {
         None => Err(xr::Result::ERROR_PATH_UNSUPPORTED),
         Some(None) => Ok(xr::Path::NULL),
-        Some(Some(p)) => Ok(inst.path(p)),
+        Some(Some(p)) => Ok(st.path(p)),
     }
 }
 
@@ -496,17 +496,18 @@ pub fn sync_actions(
     session: xr::Session,
     active: &[xr::ActiveActionSet],
 ) -> Result<xr::Result, xr::Result> {
-    let mut rt = lock();
-    let s = rt.session(session)?;
-    if active
-        .iter()
-        .any(|a| !s.attached.contains(&a.action_set.into_raw()))
-    {
-        return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
-    }
-    s.stream.poll_input();
-    let (focused, held) = (s.state == xr::SessionState::FOCUSED, s.stream.held.clone());
-    sync(&mut rt, session.into_raw(), focused, &held);
+    let focused = with_session(session, |s| {
+        if active
+            .iter()
+            .any(|a| !s.attached.contains(&a.action_set.into_raw()))
+        {
+            return Err(xr::Result::ERROR_ACTIONSET_NOT_ATTACHED);
+        }
+        s.stream.poll_input();
+        let (focused, held) = (s.state == xr::SessionState::FOCUSED, s.stream.held.clone());
+        sync(s, focused, &held);
+        Ok(focused)
+    })?;
     Ok(if focused {
         xr::Result::SUCCESS
     } else {
@@ -568,7 +569,7 @@ mod tests {
 
     #[test]
     fn subaction_paths_are_known_user_paths_each_once() {
-        let mut inst = crate::runtime::tests::instance(1);
+        let inst = crate::runtime::tests::instance(1);
         let left = inst.path("/user/hand/left");
         let profile = inst.path(SIMPLE);
         assert_eq!(subactions_of(&inst, &[left]), Ok(vec![left]));

@@ -1,20 +1,22 @@
 //! The frame loop: `xrWaitFrame` paces the application at the stream's frame rate,
 //! `xrBeginFrame`/`xrEndFrame` bracket its rendering, and `xrEndFrame` turns the projection
 //! layer into the stereo frame the host encodes, tagged with the pose it was rendered for.
+//! The safe core of the entry points in [`crate::ffi::frame`].
+
+#![forbid(unsafe_code)]
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 use untether_proto::PoseSample;
 
-use crate::gl::{Compositor, EyeSource};
-use crate::guard;
+use crate::gl::{self, EyeSource};
 use crate::math::Rigid;
-use crate::runtime::{lock, Runtime};
+use crate::runtime::{with_session, SPACES, SWAPCHAINS};
 use crate::session::{follow_clients, Session};
 use crate::space::{eye_in_head, world_from};
 use crate::stream::FrameTag;
-use crate::util::{now, ty_of};
-use crate::vk_compositor::{stereo_format, VkCompositor, VkEye};
+use crate::util::now;
+use crate::vk_compositor::{self, stereo_format, VkEye};
 
 /// At most this many layers in one frame.
 pub const MAX_LAYERS: u32 = 16;
@@ -122,50 +124,39 @@ impl FrameClock {
     }
 }
 
-pub(crate) unsafe extern "system" fn wait_frame(
-    session: xr::Session,
-    info: *const xr::FrameWaitInfo,
-    state: *mut xr::FrameState,
-) -> xr::Result {
-    guard("xrWaitFrame", || {
-        // SAFETY: type reads first (the wait info may be null).
-        let t = unsafe { ty_of(info) };
-        if (t.is_some() && t != Some(xr::StructureType::FRAME_WAIT_INFO))
-            || unsafe { ty_of(state) } != Some(xr::StructureType::FRAME_STATE)
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
+/// What `xrWaitFrame` answers (its XrFrameState's fields).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameTiming {
+    pub predicted_display_time: xr::Time,
+    pub predicted_display_period: xr::Duration,
+    pub should_render: bool,
+}
+
+/// `xrWaitFrame`: paces the application, then freezes the pose its frame is rendered from.
+pub fn wait_frame(session: xr::Session) -> Result<FrameTiming, xr::Result> {
+    let (release, display, period) = with_session(session, |s| {
+        if !s.running {
+            return Err(xr::Result::ERROR_SESSION_NOT_RUNNING);
         }
-        let (release, display, period) = {
-            let mut rt = lock();
-            let s = match rt.session(session) {
-                Ok(s) => s,
-                Err(e) => return e,
-            };
-            if !s.running {
-                return xr::Result::ERROR_SESSION_NOT_RUNNING;
-            }
-            // The display time follows what the client measures (xrEndFrame → shown).
-            let pipeline = s.stream.shown_after_end_ns(now().as_nanos() / 1000);
-            s.clock.set_pipeline(pipeline);
-            let (release, display) = s.clock.schedule(now().as_nanos());
-            // The previous frame goes to the encoder as soon as its copy is done, in the time
-            // this call sleeps anyway (not one frame later, at the next poll). The runtime's
-            // lock is held meanwhile (GL needs this thread and its context; at most until the
-            // release): another thread's OpenXR call waits that long, never past the frame.
-            s.publish_when_copied((release - now().as_nanos()).max(0) as u64);
-            (release, display, s.clock.period_ns)
-        };
-        // Sleep without the lock.
-        let wait = release - now().as_nanos();
-        if wait > 0 {
-            std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
-        }
-        let mut rt = lock();
-        follow_clients(&mut rt);
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        // The display time follows what the client measures (xrEndFrame → shown).
+        let pipeline = s.stream.shown_after_end_ns(now().as_nanos() / 1000);
+        s.clock.set_pipeline(pipeline);
+        let (release, display) = s.clock.schedule(now().as_nanos());
+        // The previous frame goes to the encoder as soon as its copy is done, in the time
+        // this call sleeps anyway (not one frame later, at the next poll). The session's
+        // lock is held meanwhile (GL needs this thread and its context; at most until the
+        // release): another thread's call on this session waits that long, never past the
+        // frame; calls on other objects do not wait.
+        s.publish_when_copied((release - now().as_nanos()).max(0) as u64);
+        Ok((release, display, s.clock.period_ns))
+    })?;
+    // Sleep without the lock.
+    let wait = release - now().as_nanos();
+    if wait > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
+    }
+    follow_clients();
+    with_session(session, |s| {
         // The pose every locate of this frame is predicted from, frozen now.
         s.poll_vk();
         s.stream.observe_pose(now().as_nanos() / 1000);
@@ -181,35 +172,21 @@ pub(crate) unsafe extern "system" fn wait_frame(
             s.state,
             xr::SessionState::VISIBLE | xr::SessionState::FOCUSED
         );
-        // SAFETY: checked type; the fields after type/next.
-        unsafe {
-            (*state).predicted_display_time = display;
-            (*state).predicted_display_period = xr::Duration::from_nanos(period);
-            (*state).should_render = render.into();
-        }
-        xr::Result::SUCCESS
+        Ok(FrameTiming {
+            predicted_display_time: display,
+            predicted_display_period: xr::Duration::from_nanos(period),
+            should_render: render,
+        })
     })
 }
 
-pub(crate) unsafe extern "system" fn begin_frame(
-    session: xr::Session,
-    info: *const xr::FrameBeginInfo,
-) -> xr::Result {
-    guard("xrBeginFrame", || {
-        // SAFETY: type read (may be null).
-        let t = unsafe { ty_of(info) };
-        if t.is_some() && t != Some(xr::StructureType::FRAME_BEGIN_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        let mut rt = lock();
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+/// `xrBeginFrame`: XR_SUCCESS, or XR_FRAME_DISCARDED when the previous frame never ended.
+pub fn begin_frame(session: xr::Session) -> Result<xr::Result, xr::Result> {
+    with_session(session, |s| {
         if !s.running {
-            return xr::Result::ERROR_SESSION_NOT_RUNNING;
+            return Err(xr::Result::ERROR_SESSION_NOT_RUNNING);
         }
-        s.clock.begin().unwrap_or_else(|e| e)
+        s.clock.begin()
     })
 }
 
@@ -221,21 +198,31 @@ struct Projection {
     head: Option<Rigid>,
 }
 
+/// One of `xrEndFrame`'s layers, as the entry layer read it.
+#[derive(Clone, Copy, Debug)]
+pub enum Layer<'a> {
+    /// An `XrCompositionLayerProjection` and its views (None: not two views, or null).
+    Projection(
+        &'a xr::CompositionLayerProjection,
+        Option<&'a [xr::CompositionLayerProjectionView]>,
+    ),
+    /// A layer of another type.
+    Other(xr::StructureType),
+    /// A null layer pointer.
+    Null,
+}
+
 /// Reads and checks one projection layer.
-///
-/// # Safety
-/// `layer` must point to an XrCompositionLayerProjection.
-unsafe fn projection(
-    rt: &Runtime,
+fn projection(
     s: &Session,
     layer: &xr::CompositionLayerProjection,
+    views: Option<&[xr::CompositionLayerProjectionView]>,
     display: xr::Time,
 ) -> Result<Projection, xr::Result> {
-    if layer.view_count != 2 || layer.views.is_null() {
-        return Err(xr::Result::ERROR_VALIDATION_FAILURE);
-    }
-    // SAFETY: two views per the caller's contract and the count checked.
-    let views = unsafe { std::slice::from_raw_parts(layer.views, 2) };
+    let views = match views {
+        Some(v) if layer.view_count == 2 && v.len() == 2 => v,
+        _ => return Err(xr::Result::ERROR_VALIDATION_FAILURE),
+    };
     let mut eyes = [EyeSource {
         texture: 0,
         array: false,
@@ -253,13 +240,11 @@ unsafe fn projection(
             return Err(xr::Result::ERROR_VALIDATION_FAILURE);
         }
         let sub = &v.sub_image;
-        let Some(sc) = rt.swapchains.get(&sub.swapchain.into_raw()) else {
-            return Err(xr::Result::ERROR_HANDLE_INVALID);
-        };
+        let sc = SWAPCHAINS.get(sub.swapchain.into_raw())?;
         if sc.session != s.id {
             return Err(xr::Result::ERROR_HANDLE_INVALID);
         }
-        let Some(image) = sc.released else {
+        let Some(image) = sc.state().released else {
             return Err(xr::Result::ERROR_LAYER_INVALID);
         };
         let r = sub.image_rect;
@@ -279,24 +264,25 @@ unsafe fn projection(
             return Err(xr::Result::ERROR_POSE_INVALID);
         }
         let rect = [r.offset.x, r.offset.y, r.extent.width, r.extent.height];
+        let Some(&handle) = sc.images.get(image as usize) else {
+            return Err(xr::Result::ERROR_LAYER_INVALID);
+        };
         eyes[i] = EyeSource {
-            texture: sc.images[image as usize] as u32,
+            texture: handle as u32,
             array: sc.array_size > 1,
             layer: sub.image_array_index,
             rect,
         };
         vk_eyes[i] = VkEye {
-            image: sc.images[image as usize],
+            image: handle,
             format: sc.format,
             layer: sub.image_array_index,
             rect,
         };
     }
-    let Some(space) = rt.spaces.get(&layer.space.into_raw()) else {
-        return Err(xr::Result::ERROR_HANDLE_INVALID);
-    };
+    let space = SPACES.get(layer.space.into_raw())?;
     // The head the views were rendered from: the eyes' poses, taken back to the world.
-    let head = world_from(space, &s.head_at(display)).and_then(|w| {
+    let head = world_from(&space, &s.head_at(display)).and_then(|w| {
         let e0 = w.mul(&Rigid::from_xr(&views[0].pose)?);
         let e1 = w.mul(&Rigid::from_xr(&views[1].pose)?);
         let mut h = e0.mul(&eye_in_head(0, 0.0));
@@ -310,71 +296,49 @@ unsafe fn projection(
     })
 }
 
-pub(crate) unsafe extern "system" fn end_frame(
+/// `xrEndFrame`: `layers` are the info's layers as the entry layer read them (None when
+/// there are more than [`MAX_LAYERS`] or the array is null: the info's checks answer then).
+pub fn end_frame(
     session: xr::Session,
-    info: *const xr::FrameEndInfo,
-) -> xr::Result {
-    guard("xrEndFrame", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::FRAME_END_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        let sid = session.into_raw();
-        let Some(s) = rt.sessions.get(&sid) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
+    info: &xr::FrameEndInfo,
+    layers: Option<&[Layer<'_>]>,
+) -> Result<(), xr::Result> {
+    with_session(session, |s| {
         if !s.running {
-            return xr::Result::ERROR_SESSION_NOT_RUNNING;
+            return Err(xr::Result::ERROR_SESSION_NOT_RUNNING);
         }
         if info.display_time.as_nanos() <= 0 {
-            return xr::Result::ERROR_TIME_INVALID;
+            return Err(xr::Result::ERROR_TIME_INVALID);
         }
         if info.environment_blend_mode != xr::EnvironmentBlendMode::OPAQUE {
-            return xr::Result::ERROR_ENVIRONMENT_BLEND_MODE_UNSUPPORTED;
+            return Err(xr::Result::ERROR_ENVIRONMENT_BLEND_MODE_UNSUPPORTED);
         }
         if info.layer_count > MAX_LAYERS {
-            return xr::Result::ERROR_LAYER_LIMIT_EXCEEDED;
+            return Err(xr::Result::ERROR_LAYER_LIMIT_EXCEEDED);
         }
-        if info.layer_count > 0 && info.layers.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
+        let layers = layers.ok_or(xr::Result::ERROR_VALIDATION_FAILURE)?;
         let mut shown = None;
-        for i in 0..info.layer_count as usize {
-            // SAFETY: `layer_count` pointers (checked non-null array).
-            let l = unsafe { *info.layers.add(i) };
-            // SAFETY: type read of the application's layer.
-            match unsafe { ty_of(l) } {
-                Some(xr::StructureType::COMPOSITION_LAYER_PROJECTION) => {
-                    // SAFETY: its type says so.
-                    let layer = unsafe { &*(l as *const xr::CompositionLayerProjection) };
-                    // SAFETY: as above.
-                    match unsafe { projection(&rt, s, layer, info.display_time) } {
-                        Ok(p) if shown.is_none() => shown = Some(p),
-                        Ok(_) => {}
-                        Err(e) => return e,
+        for l in layers {
+            match *l {
+                Layer::Projection(layer, views) => {
+                    let p = projection(s, layer, views, info.display_time)?;
+                    if shown.is_none() {
+                        shown = Some(p);
                     }
                 }
-                Some(t) => {
+                Layer::Other(t) => {
                     log::warn!("xrEndFrame: composition layer {t:?} is not supported (projection layers only)");
-                    return xr::Result::ERROR_LAYER_INVALID;
+                    return Err(xr::Result::ERROR_LAYER_INVALID);
                 }
-                None => return xr::Result::ERROR_LAYER_INVALID,
+                Layer::Null => return Err(xr::Result::ERROR_LAYER_INVALID),
             }
         }
-        let Ok(s) = rt.session(session) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        if let Err(e) = s.clock.end(now().as_nanos()) {
-            return e;
-        }
+        s.clock.end(now().as_nanos())?;
         s.poll_vk();
         if let Some(p) = shown {
             composite(s, p, info.display_time);
         }
-        xr::Result::SUCCESS
+        Ok(())
     })
 }
 
@@ -405,8 +369,7 @@ fn composite(s: &mut Session, p: Projection, display: xr::Time) {
         return;
     };
     if s.compositor.is_none() {
-        // SAFETY: the application's context is current during xrEndFrame.
-        match unsafe { Compositor::new(gl, w, h) } {
+        match gl::app::new_compositor(gl, w, h) {
             Ok(c) => s.compositor = Some(c),
             Err(e) => {
                 log::error!("xrEndFrame: {e}; frames are not streamed");
@@ -417,8 +380,8 @@ fn composite(s: &mut Session, p: Projection, display: xr::Time) {
     let Some(c) = s.compositor.as_mut() else {
         return;
     };
-    // SAFETY: as above; the eyes are this session's swapchain images.
-    if let Some(rb) = unsafe { c.submit(gl, &p.eyes, FrameTag { pose, ended_us }) } {
+    // The eyes are this session's swapchain images (checked in `projection`).
+    if let Some(rb) = gl::app::submit(c, gl, &p.eyes, FrameTag { pose, ended_us }) {
         s.stream.publish(rb.bgra, w, h, rb.tag);
     }
 }
@@ -432,20 +395,17 @@ fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], tag: FrameTag) {
     let format = stereo_format(eyes[0].format);
     if s.vk_compositor.as_ref().is_some_and(|c| c.format != format) {
         if let Some(c) = s.vk_compositor.take() {
-            // SAFETY: the application's thread during xrEndFrame.
-            unsafe { c.destroy(vk) };
+            vk_compositor::app::destroy(c, vk);
         }
     }
     if s.vk_compositor.is_none() {
-        // SAFETY: as above.
-        match unsafe { VkCompositor::new(vk, w, h, format) } {
+        match vk_compositor::app::new_compositor(vk, w, h, format) {
             Ok(mut c) => {
                 // Zero-copy where the host's encoder takes DMA-BUFs (else the host has said
                 // why, once) and this device can export them (else the reason is the host's
                 // one line); the read-back otherwise.
                 if s.stream.dma_buf_input().is_ok() {
-                    // SAFETY: as above.
-                    if let Err(why) = unsafe { c.enable_export(vk) } {
+                    if let Err(why) = vk_compositor::app::enable_export(&mut c, vk) {
                         s.stream.refuse_dma_buf(&why);
                     }
                 }
@@ -461,9 +421,9 @@ fn composite_vk(s: &mut Session, eyes: &[VkEye; 2], tag: FrameTag) {
     let zero_copy =
         s.vk_compositor.as_ref().is_some_and(|c| c.exporting()) && s.stream.dma_buf_input().is_ok();
     if let Some(c) = s.vk_compositor.as_mut() {
-        // SAFETY: as above; the eyes are this session's swapchain images, released by the
-        // application (COLOR_ATTACHMENT_OPTIMAL).
-        unsafe { c.submit(vk, eyes, tag, zero_copy) };
+        // The eyes are this session's swapchain images, released by the application
+        // (COLOR_ATTACHMENT_OPTIMAL).
+        vk_compositor::app::submit(c, vk, eyes, tag, zero_copy);
     }
 }
 

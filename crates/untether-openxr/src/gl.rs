@@ -27,8 +27,8 @@ extern "C" {
 /// context (what `xrWaitFrame` checks before it touches GL).
 pub struct Gl(pub glow::Context, usize);
 
-// SAFETY: the runtime's objects live behind one lock and GL is only called from the thread
-// the OpenXR calls come from, with the application's context current on it.
+// SAFETY: a session's objects live behind the session's lock and GL is only called from the
+// thread the OpenXR calls come from, with the application's context current on it.
 unsafe impl Send for Gl {}
 
 impl Gl {
@@ -178,7 +178,7 @@ pub struct Compositor {
     cur: usize,
 }
 
-// SAFETY: as for [`Gl`]: used under the runtime's lock on the application's GL thread.
+// SAFETY: as for [`Gl`]: used under its session's lock on the application's GL thread.
 unsafe impl Send for Compositor {}
 
 /// The GL state the compositor touches, saved and put back.
@@ -475,5 +475,76 @@ impl Compositor {
                 gl.delete_buffer(p);
             }
         }
+    }
+}
+
+/// The GL calls the session core makes ([`crate::session`], [`crate::frame`],
+/// [`crate::swapchain`]), as safe functions. A session's [`Gl`] is loaded, and its textures
+/// and [`Compositor`] are used, only inside the application's OpenXR calls that the extension
+/// has it make with its GL context current on the calling thread (`xrCreateSwapchain`,
+/// `xrDestroySwapchain`, `xrEndFrame`, `xrEndSession`, `xrDestroySession`), under the
+/// session's lock; `xrWaitFrame`, where it need not be current, goes through [`collect`],
+/// which checks first.
+pub mod app {
+    use super::{Compositor, EyeSource, Gl, ReadBack};
+    use crate::stream::FrameTag;
+
+    /// [`Gl::create_textures`], in `xrCreateSwapchain`.
+    pub fn create_textures(
+        gl: &Gl,
+        format: i64,
+        size: (u32, u32),
+        array_size: u32,
+        mips: u32,
+        count: usize,
+    ) -> Result<Vec<u32>, String> {
+        // SAFETY: the application's context is current during xrCreateSwapchain (see above).
+        unsafe { gl.create_textures(format, size.0, size.1, array_size, mips, count) }
+    }
+
+    /// [`Gl::delete_textures`], in `xrDestroySwapchain` / `xrDestroySession`.
+    pub fn delete_textures(gl: &Gl, names: &[u32]) {
+        // SAFETY: the application's context is current there (see above).
+        unsafe { gl.delete_textures(names) }
+    }
+
+    /// [`Compositor::new`], in `xrEndFrame`.
+    pub fn new_compositor(gl: &Gl, width: u32, height: u32) -> Result<Compositor, String> {
+        // SAFETY: the application's context is current during xrEndFrame.
+        unsafe { Compositor::new(gl, width, height) }
+    }
+
+    /// [`Compositor::submit`], in `xrEndFrame`; the eyes are the session's swapchain textures.
+    pub fn submit<'a>(
+        c: &'a mut Compositor,
+        gl: &'a Gl,
+        eyes: &[EyeSource; 2],
+        tag: FrameTag,
+    ) -> Option<ReadBack<'a>> {
+        // SAFETY: as above; the eyes name textures of this session's swapchains (checked
+        // by the caller against its swapchain table).
+        unsafe { c.submit(gl, eyes, tag) }
+    }
+
+    /// [`Compositor::collect`] when the application's context is current on this thread
+    /// (`xrWaitFrame`); None otherwise (the next `xrEndFrame` takes the frame then).
+    pub fn collect<'a>(c: &'a mut Compositor, gl: &'a Gl, within_ns: u64) -> Option<ReadBack<'a>> {
+        if !gl.is_current() {
+            return None;
+        }
+        // SAFETY: the application's context is current on this thread (checked just now).
+        unsafe { c.collect(gl, within_ns) }
+    }
+
+    /// [`Compositor::finish`], in `xrEndSession` / `xrDestroySession`.
+    pub fn finish<'a>(c: &'a mut Compositor, gl: &'a Gl) -> Option<ReadBack<'a>> {
+        // SAFETY: the application's context is current there (see above).
+        unsafe { c.finish(gl) }
+    }
+
+    /// [`Compositor::destroy`], in `xrDestroySession`.
+    pub fn destroy(c: Compositor, gl: &Gl) {
+        // SAFETY: as in finish.
+        unsafe { c.destroy(gl) }
     }
 }

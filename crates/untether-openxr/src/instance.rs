@@ -9,7 +9,9 @@ use std::ffi::c_char;
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
-use crate::runtime::{lock, Event, Instance, SYSTEM_RAW};
+use std::sync::Arc;
+
+use crate::runtime::{self, Event, Instance, SYSTEM_RAW};
 use crate::session::{destroy_session_objects, follow_clients};
 use crate::stream::Settings;
 use crate::util::{get_str, put_str, two_call, two_call_str, two_call_with, Array, Slot};
@@ -67,27 +69,39 @@ pub fn create_instance(
         eprintln!("untether OpenXR runtime: configuration: {e}");
         xr::Result::ERROR_RUNTIME_FAILURE
     })?;
-    let mut rt = lock();
-    if rt.instance.is_some() {
+    let mut slot = runtime::slot_mut();
+    if slot.is_some() {
         return Err(xr::Result::ERROR_LIMIT_REACHED);
     }
-    let id = rt.new_id();
+    let id = crate::table::new_handle();
     let application = get_str(&info.application_info.application_name).unwrap_or_default();
-    rt.instance = Some(Instance::new(id, application, opengl, vulkan, settings));
+    *slot = Some(Arc::new(Instance::new(
+        id,
+        application,
+        opengl,
+        vulkan,
+        settings,
+    )));
     Ok(xr::Instance::from_raw(id))
 }
 
 /// `xrDestroyInstance`: its sessions and their objects, its action sets and actions go too.
+/// The slot is emptied (and the action tables with it) under its write lock, which holds
+/// nothing else; the sessions go after, each under its own lock.
 pub fn destroy_instance(instance: xr::Instance) -> Result<(), xr::Result> {
-    let mut rt = lock();
-    rt.instance(instance)?;
-    let sessions: Vec<u64> = rt.sessions.keys().copied().collect();
-    for s in sessions {
-        destroy_session_objects(&mut rt, s);
+    {
+        let mut slot = runtime::slot_mut();
+        match slot.as_ref() {
+            Some(i) if i.id == instance.into_raw() => {}
+            _ => return Err(xr::Result::ERROR_HANDLE_INVALID),
+        }
+        crate::actions::ACTIONS.clear();
+        crate::actions::ACTION_SETS.clear();
+        *slot = None;
     }
-    crate::actions::ACTIONS.clear();
-    crate::actions::ACTION_SETS.clear();
-    rt.instance = None;
+    for (id, _) in runtime::SESSIONS.snapshot() {
+        destroy_session_objects(id);
+    }
     Ok(())
 }
 
@@ -96,7 +110,7 @@ pub fn instance_properties(
     instance: xr::Instance,
     p: &mut xr::InstanceProperties,
 ) -> Result<(), xr::Result> {
-    lock().instance(instance)?;
+    runtime::instance(instance)?;
     let v = env!("CARGO_PKG_VERSION").split('.').collect::<Vec<_>>();
     let n = |i: usize| v.get(i).and_then(|s| s.parse().ok()).unwrap_or(0);
     p.runtime_version = xr::Version::new(n(0) as u16, n(1) as u16, n(2));
@@ -106,10 +120,10 @@ pub fn instance_properties(
 
 /// `xrPollEvent`: the next event, if any (the sessions follow their clients first).
 pub fn poll_event(instance: xr::Instance) -> Result<Option<Event>, xr::Result> {
-    let mut rt = lock();
-    rt.instance(instance)?;
-    follow_clients(&mut rt);
-    Ok(rt.instance.as_mut().and_then(|i| i.events.pop_front()))
+    let inst = runtime::instance(instance)?;
+    follow_clients();
+    let e = inst.state().events.pop_front();
+    Ok(e)
 }
 
 fn enum_name(prefix: &str, debug: String, raw: i32) -> String {
@@ -129,7 +143,7 @@ pub fn result_to_string(
     value: xr::Result,
     out: &mut [c_char],
 ) -> Result<(), xr::Result> {
-    lock().instance(instance)?;
+    runtime::instance(instance)?;
     put_str(
         out,
         &enum_name("XR_", format!("{value:?}"), value.into_raw()),
@@ -143,7 +157,7 @@ pub fn structure_type_to_string(
     value: xr::StructureType,
     out: &mut [c_char],
 ) -> Result<(), xr::Result> {
-    lock().instance(instance)?;
+    runtime::instance(instance)?;
     put_str(
         out,
         &enum_name("XR_TYPE_", format!("{value:?}"), value.into_raw()),
@@ -156,12 +170,11 @@ pub fn get_system(
     instance: xr::Instance,
     info: &xr::SystemGetInfo,
 ) -> Result<xr::SystemId, xr::Result> {
-    let mut rt = lock();
-    let inst = rt.instance(instance)?;
+    let inst = runtime::instance(instance)?;
     if info.form_factor != xr::FormFactor::HEAD_MOUNTED_DISPLAY {
         return Err(xr::Result::ERROR_FORM_FACTOR_UNSUPPORTED);
     }
-    inst.system_asked = true;
+    inst.state().system_asked = true;
     Ok(xr::SystemId::from_raw(SYSTEM_RAW))
 }
 
@@ -171,7 +184,7 @@ pub fn system_properties(
     system: xr::SystemId,
     p: &mut xr::SystemProperties,
 ) -> Result<(), xr::Result> {
-    lock().system(instance, system)?;
+    runtime::system(instance, system)?;
     p.system_id = xr::SystemId::from_raw(SYSTEM_RAW);
     p.vendor_id = 0;
     put_str(&mut p.system_name, "untether (a streamed headset)");
@@ -193,7 +206,7 @@ pub fn view_configurations(
     system: xr::SystemId,
     out: Array<'_, impl Slot<xr::ViewConfigurationType>>,
 ) -> Result<xr::Result, xr::Result> {
-    lock().system(instance, system)?;
+    runtime::system(instance, system)?;
     Ok(two_call(out, &[xr::ViewConfigurationType::PRIMARY_STEREO]))
 }
 
@@ -211,7 +224,7 @@ pub fn view_configuration_properties(
     ty: xr::ViewConfigurationType,
     p: &mut xr::ViewConfigurationProperties,
 ) -> Result<(), xr::Result> {
-    lock().system(instance, system)?;
+    runtime::system(instance, system)?;
     stereo_only(ty)?;
     p.view_configuration_type = ty;
     p.fov_mutable = xr::FALSE;
@@ -225,10 +238,9 @@ pub fn view_configuration_views(
     ty: xr::ViewConfigurationType,
     out: Array<'_, xr::ViewConfigurationView>,
 ) -> Result<xr::Result, xr::Result> {
-    let mut rt = lock();
-    rt.system(instance, system)?;
+    let inst = runtime::system(instance, system)?;
     stereo_only(ty)?;
-    let (w, h) = rt.instance(instance)?.settings.eye_size();
+    let (w, h) = inst.settings.eye_size();
     Ok(two_call_with(out, 2, |v, _| {
         v.recommended_image_rect_width = w;
         v.recommended_image_rect_height = h;
@@ -246,7 +258,7 @@ pub fn environment_blend_modes(
     ty: xr::ViewConfigurationType,
     out: Array<'_, impl Slot<xr::EnvironmentBlendMode>>,
 ) -> Result<xr::Result, xr::Result> {
-    lock().system(instance, system)?;
+    runtime::system(instance, system)?;
     stereo_only(ty)?;
     Ok(two_call(out, &[xr::EnvironmentBlendMode::OPAQUE]))
 }
@@ -267,8 +279,7 @@ pub fn path_ok(s: &str) -> bool {
 
 /// `xrStringToPath`.
 pub fn string_to_path(instance: xr::Instance, text: &str) -> Result<xr::Path, xr::Result> {
-    let mut rt = lock();
-    let inst = rt.instance(instance)?;
+    let inst = runtime::instance(instance)?;
     if !path_ok(text) {
         return Err(xr::Result::ERROR_PATH_FORMAT_INVALID);
     }
@@ -281,10 +292,9 @@ pub fn path_to_string(
     path: xr::Path,
     out: Array<'_, impl Slot<c_char>>,
 ) -> Result<xr::Result, xr::Result> {
-    let mut rt = lock();
-    let inst = rt.instance(instance)?;
+    let inst = runtime::instance(instance)?;
     let s = inst.path_str(path).ok_or(xr::Result::ERROR_PATH_INVALID)?;
-    Ok(two_call_str(out, s))
+    Ok(two_call_str(out, &s))
 }
 
 /// `xrGetOpenGLGraphicsRequirementsKHR`.
@@ -293,9 +303,9 @@ pub fn opengl_graphics_requirements(
     system: xr::SystemId,
     r: &mut xr::GraphicsRequirementsOpenGLKHR,
 ) -> Result<(), xr::Result> {
-    let mut rt = lock();
-    rt.system(instance, system)?;
-    rt.instance(instance)?.gl_requirements_asked = true;
+    runtime::system(instance, system)?
+        .state()
+        .gl_requirements_asked = true;
     // Framebuffer blits, texture storage, fences and pixel-pack buffers: GL 4.3 core has
     // them all (3.3 lacks glTexStorage).
     r.min_api_version_supported = xr::Version::new(4, 3, 0);

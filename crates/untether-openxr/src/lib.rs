@@ -20,14 +20,17 @@
 //! Every entry point catches panics ([`guard`]) and answers with an `XrResult`; nothing the
 //! application passes can crash it.
 //!
-//! Layout: [`ffi`] is the entry layer for the instance, paths, events, actions, action state
-//! and spaces — it checks and reads the application's structures and pointers and calls the
-//! safe core ([`instance`], [`actions`], [`action_state`], [`space`], [`util`], [`runtime`],
-//! [`table`], all `#![forbid(unsafe_code)]`), then writes the answers back. Action sets and
-//! actions live in their own tables ([`table::Table`], one lock per kind); the instance,
-//! sessions, spaces and swapchains still share the runtime's one lock ([`runtime::lock`]).
-//! The graphics side (session, frame, swapchain, OpenGL, Vulkan) keeps its entry points
-//! beside its logic.
+//! Layout: [`ffi`] is the entry layer for every OpenXR call but the Vulkan extensions' —
+//! it checks and reads the application's structures and pointers and calls the safe core
+//! ([`instance`], [`actions`], [`action_state`], [`space`], [`session`], [`frame`],
+//! [`swapchain`], [`util`], [`runtime`], [`table`], all `#![forbid(unsafe_code)]`), then
+//! writes the answers back. The graphics interop ([`gl`], [`vulkan`], [`vulkan1`],
+//! [`vk_compositor`]) calls GL and Vulkan; the core reaches it through safe wrappers there
+//! (`gl::app`, `vulkan::app`, `vk_compositor::app`). Objects live in tables
+//! ([`table::Table`]), one lock per kind: sessions (each behind its own lock), spaces and
+//! swapchains (each with its own lock for its image cycle) in [`runtime`], action sets and
+//! actions in [`actions`]; the instance in one slot with its changing parts behind its own
+//! lock. The lock order is in [`runtime`]'s doc.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -6,23 +6,26 @@
 //! STOPPING on `xrRequestExitSession`; IDLE (and EXITING after an exit request) on
 //! `xrEndSession`. Destroying the session stops the host, which tells its client goodbye.
 
-use std::collections::VecDeque;
+#![forbid(unsafe_code)]
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use ash::vk::PFN_vkGetInstanceProcAddr;
 use openxr_sys as xr;
 use openxr_sys::Handle;
 use untether_proto::PoseSample;
 
 use crate::actions::ActionStates;
 use crate::frame::FrameClock;
-use crate::gl::{Compositor, Gl};
-use crate::guard;
+use crate::gl::{self, Compositor, Gl};
 use crate::math::Rigid;
-use crate::runtime::{lock, Event, Runtime};
+use crate::runtime::{self, lock_session, with_session, Event, SESSIONS, SPACES, SWAPCHAINS};
 use crate::stream::{Settings, Stream};
 use crate::swapchain::destroy_images;
-use crate::util::{find_in_chain, now, ty_of};
-use crate::vk_compositor::VkCompositor;
-use crate::vulkan::Vk;
+use crate::util::now;
+use crate::vk_compositor::{self, VkCompositor};
+use crate::vulkan::{self, Vk};
 
 pub struct Session {
     pub id: u64,
@@ -45,9 +48,36 @@ pub struct Session {
     /// The connected client's eye views are in `settings` (it sent them).
     pub view_from_client: bool,
     view_polls: u32,
+    /// Destroyed (out of [`SESSIONS`]): a call that found it before waits for its lock and
+    /// then sees this.
+    pub destroyed: bool,
 }
 
 impl Session {
+    /// A new session (state UNKNOWN: [`create_session`] moves it to IDLE).
+    pub fn new(id: u64, settings: Settings, stream: Stream, vk: Option<Vk>) -> Session {
+        let clock = FrameClock::new(settings.fps());
+        Session {
+            id,
+            state: xr::SessionState::UNKNOWN,
+            running: false,
+            exit_requested: false,
+            settings,
+            stream,
+            gl: None,
+            compositor: None,
+            vk,
+            vk_compositor: None,
+            clock,
+            attached: Vec::new(),
+            action_states: ActionStates::default(),
+            frame_samples: VecDeque::new(),
+            view_from_client: false,
+            view_polls: 0,
+            destroyed: false,
+        }
+    }
+
     /// The head pose predicted for `time` (see [`crate::math::Predictor`]).
     pub fn head_at(&self, time: xr::Time) -> Rigid {
         self.stream.predictor.predict(time.as_nanos() / 1000)
@@ -115,8 +145,7 @@ impl Session {
     pub fn poll_vk(&mut self) {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (w, h) = (c.width, c.height);
-            // SAFETY: on the application's thread (xrWaitFrame/xrEndFrame).
-            if let Some((ready, tag)) = unsafe { c.take_ready(vk) } {
+            if let Some((ready, tag)) = vk_compositor::app::take_ready(c, vk) {
                 self.stream.hand_over(ready, w, h, tag);
             }
         }
@@ -128,18 +157,15 @@ impl Session {
     pub fn publish_when_copied(&mut self, within_ns: u64) {
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (w, h) = (c.width, c.height);
-            // SAFETY: on the application's thread (xrWaitFrame), its device alive.
-            if let Some((ready, tag)) = unsafe { c.take_within(vk, within_ns) } {
+            if let Some((ready, tag)) = vk_compositor::app::take_within(c, vk, within_ns) {
                 self.stream.hand_over(ready, w, h, tag);
             }
         }
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
-            if gl.is_current() {
-                let (w, h) = (c.width, c.height);
-                // SAFETY: the application's context is current on this thread.
-                if let Some(rb) = unsafe { c.collect(gl, within_ns) } {
-                    self.stream.publish(rb.bgra, w, h, rb.tag);
-                }
+            let (w, h) = (c.width, c.height);
+            // Only where the application's context is current here (checked).
+            if let Some(rb) = gl::app::collect(c, gl, within_ns) {
+                self.stream.publish(rb.bgra, w, h, rb.tag);
             }
         }
     }
@@ -149,15 +175,12 @@ impl Session {
         let (w, h) = self.settings.frame_size();
         if let (Some(vk), Some(c)) = (self.vk.as_ref(), self.vk_compositor.as_mut()) {
             let (cw, ch) = (c.width, c.height);
-            // SAFETY: called from xrEndSession/xrDestroySession on the application's thread.
-            if let Some((ready, tag)) = unsafe { c.finish(vk) } {
+            if let Some((ready, tag)) = vk_compositor::app::finish(c, vk) {
                 self.stream.hand_over(ready, cw, ch, tag);
             }
         }
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.as_mut()) {
-            // SAFETY: called from xrEndSession/xrDestroySession, where the application's
-            // context is current.
-            if let Some(rb) = unsafe { c.finish(gl) } {
+            if let Some(rb) = gl::app::finish(c, gl) {
                 self.stream.publish(rb.bgra, w, h, rb.tag);
             }
         }
@@ -176,179 +199,162 @@ impl Session {
                 ))
         );
         if let (Some(gl), Some(c)) = (self.gl.as_ref(), self.compositor.take()) {
-            // SAFETY: as in flush.
-            unsafe { c.destroy(gl) };
+            gl::app::destroy(c, gl);
         }
         if let Some(vk) = self.vk.take() {
             if let Some(c) = self.vk_compositor.take() {
                 if c.busy > 0 {
                     log::info!("untether OpenXR runtime: {} frames ended while the previous copy still ran (not streamed)", c.busy);
                 }
-                // SAFETY: as in flush.
-                unsafe { c.destroy(&vk) };
+                vk_compositor::app::destroy(c, &vk);
             }
-            // SAFETY: the pool's one command buffer was freed with the compositor.
-            unsafe { vk.destroy() };
+            vulkan::app::destroy(vk);
         }
     }
 }
 
-/// Every session follows its client; events go on the instance's queue.
-pub fn follow_clients(rt: &mut Runtime) {
+/// Every session follows its client (each under its lock in turn); events go on the
+/// instance's queue.
+pub fn follow_clients() {
     let mut events = Vec::new();
-    for s in rt.sessions.values_mut() {
-        s.follow_client(&mut events);
+    for (_, s) in SESSIONS.snapshot() {
+        let mut s = lock_session(&s);
+        if !s.destroyed {
+            s.follow_client(&mut events);
+        }
     }
     for e in events {
-        rt.push(e);
+        runtime::push(e);
     }
 }
 
-pub(crate) unsafe extern "system" fn create_session(
+/// The graphics binding in `xrCreateSession`'s chain.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Binding {
+    /// `XrGraphicsBindingOpenGLXlibKHR`.
+    OpenGl,
+    /// `XrGraphicsBindingVulkanKHR`, with its `VkInstance`.
+    Vulkan { instance: u64 },
+    /// None, or more than one.
+    Unsupported,
+}
+
+/// `xrCreateSession`: `make_vk` makes a Vulkan session's [`Vk`] from the binding in the
+/// chain with the instance's `vkGetInstanceProcAddr` and what `xrCreateVulkanDeviceKHR` left
+/// (the entry layer's part: the application's handles), called once the checks passed.
+pub fn create_session(
     instance: xr::Instance,
-    info: *const xr::SessionCreateInfo,
-    out: *mut xr::Session,
-) -> xr::Result {
-    guard("xrCreateSession", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_CREATE_INFO) || out.is_null() {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        if let Err(e) = rt.system(instance, info.system_id) {
-            return e;
-        }
-        let Ok(inst) = rt.instance(instance) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        // SAFETY: the application's next chain.
-        let (gl, vk) = unsafe {
-            (
-                find_in_chain(
-                    info.next,
-                    xr::StructureType::GRAPHICS_BINDING_OPENGL_XLIB_KHR,
-                ),
-                find_in_chain(info.next, xr::StructureType::GRAPHICS_BINDING_VULKAN_KHR),
-            )
-        };
-        let vk = match (gl, vk) {
-            (Some(_), None) => {
+    system: xr::SystemId,
+    binding: Binding,
+    make_vk: impl FnOnce(
+        PFN_vkGetInstanceProcAddr,
+        Option<Result<(), &'static str>>,
+    ) -> Result<Vk, String>,
+) -> Result<xr::Session, xr::Result> {
+    let inst = runtime::system(instance, system)?;
+    let vk = {
+        let st = inst.state();
+        match binding {
+            Binding::OpenGl => {
                 if !inst.opengl {
-                    return xr::Result::ERROR_VALIDATION_FAILURE;
+                    return Err(xr::Result::ERROR_VALIDATION_FAILURE);
                 }
-                if !inst.gl_requirements_asked {
-                    return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
+                if !st.gl_requirements_asked {
+                    return Err(xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING);
                 }
                 None
             }
-            (None, Some(b)) => {
+            Binding::Vulkan { instance } => {
                 if !inst.vulkan {
-                    return xr::Result::ERROR_VALIDATION_FAILURE;
+                    return Err(xr::Result::ERROR_VALIDATION_FAILURE);
                 }
-                if !inst.vk.requirements_asked {
-                    return xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING;
+                if !st.vk.requirements_asked {
+                    return Err(xr::Result::ERROR_GRAPHICS_REQUIREMENTS_CALL_MISSING);
                 }
-                let Some(gipa) = inst.vk.gipa else {
+                let Some(gipa) = st.vk.gipa else {
                     log::warn!("xrCreateSession: call xrCreateVulkanInstanceKHR (XR_KHR_vulkan_enable2) or xrGetVulkanGraphicsDeviceKHR (XR_KHR_vulkan_enable) first");
-                    return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+                    return Err(xr::Result::ERROR_GRAPHICS_DEVICE_INVALID);
                 };
-                // SAFETY: the chain's structure of this type; the application's handles.
-                let b = unsafe { &*(b as *const xr::GraphicsBindingVulkanKHR) };
-                if b.instance as u64 != inst.vk.instance {
-                    return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+                if instance != st.vk.instance {
+                    return Err(xr::Result::ERROR_GRAPHICS_DEVICE_INVALID);
                 }
-                Some((gipa, *b, inst.vk.dma_buf))
+                Some((gipa, st.vk.dma_buf))
             }
-            _ => {
+            Binding::Unsupported => {
                 log::warn!("xrCreateSession: no (or more than one) graphics binding in the chain; this runtime supports XR_KHR_opengl_enable (Xlib) and XR_KHR_vulkan_enable2");
-                return xr::Result::ERROR_GRAPHICS_DEVICE_INVALID;
+                return Err(xr::Result::ERROR_GRAPHICS_DEVICE_INVALID);
             }
-        };
-        if !rt.sessions.is_empty() {
-            return xr::Result::ERROR_LIMIT_REACHED;
         }
-        let vk = match vk {
-            // SAFETY: the application's live handles, made through `gipa`.
-            Some((gipa, b, dma_buf)) => match unsafe { Vk::new(gipa, &b, dma_buf) } {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    log::error!("xrCreateSession: {e}");
-                    return xr::Result::ERROR_RUNTIME_FAILURE;
-                }
-            },
-            None => None,
-        };
-        let settings = match rt.instance.as_ref() {
-            Some(i) => i.settings.clone(),
-            None => return xr::Result::ERROR_HANDLE_INVALID,
-        };
-        let stream = match Stream::start(&settings) {
-            Ok(s) => s,
+    };
+    if !SESSIONS.is_empty() {
+        return Err(xr::Result::ERROR_LIMIT_REACHED);
+    }
+    let vk = match vk {
+        Some((gipa, dma_buf)) => match make_vk(gipa, dma_buf) {
+            Ok(v) => Some(v),
             Err(e) => {
-                log::error!("xrCreateSession: the untether host did not start: {e}");
-                eprintln!("untether OpenXR runtime: the host did not start: {e}");
-                return xr::Result::ERROR_RUNTIME_FAILURE;
+                log::error!("xrCreateSession: {e}");
+                return Err(xr::Result::ERROR_RUNTIME_FAILURE);
             }
-        };
-        let id = rt.new_id();
-        let clock = FrameClock::new(settings.fps());
-        let session = Session {
-            id,
-            state: xr::SessionState::UNKNOWN,
-            running: false,
-            exit_requested: false,
-            settings,
-            stream,
-            gl: None,
-            compositor: None,
-            vk,
-            vk_compositor: None,
-            clock,
-            attached: Vec::new(),
-            action_states: ActionStates::default(),
-            frame_samples: VecDeque::new(),
-            view_from_client: false,
-            view_polls: 0,
-        };
-        let mut events = Vec::new();
-        let mut session = session;
-        session.go(xr::SessionState::IDLE, &mut events);
-        rt.sessions.insert(id, session);
-        for e in events {
-            rt.push(e);
+        },
+        None => None,
+    };
+    let settings = inst.settings.clone();
+    let stream = match Stream::start(&settings) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("xrCreateSession: the untether host did not start: {e}");
+            eprintln!("untether OpenXR runtime: the host did not start: {e}");
+            if let Some(v) = vk {
+                vulkan::app::destroy(v);
+            }
+            return Err(xr::Result::ERROR_RUNTIME_FAILURE);
         }
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Session::from_raw(id)) };
-        xr::Result::SUCCESS
-    })
+    };
+    let id = crate::table::new_handle();
+    let mut session = Session::new(id, settings, stream, vk);
+    let mut events = Vec::new();
+    session.go(xr::SessionState::IDLE, &mut events);
+    // One session at a time: checked again as it is added (another thread may have been
+    // quicker since the check above).
+    if let Err(lost) = SESSIONS.insert_as(id, Mutex::new(session), |_| true) {
+        let mut s = lost.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = s.vk.take() {
+            vulkan::app::destroy(v);
+        }
+        s.stream.stop();
+        return Err(xr::Result::ERROR_LIMIT_REACHED);
+    }
+    for e in events {
+        inst.push(e);
+    }
+    Ok(xr::Session::from_raw(id))
 }
 
-/// Removes a session and everything made for it.
-pub fn destroy_session_objects(rt: &mut Runtime, id: u64) -> bool {
-    let Some(mut s) = rt.sessions.remove(&id) else {
+/// Removes a session and everything made for it: its swapchains (their images freed) and
+/// spaces leave their tables, its events the instance's queue. False: no such session.
+pub fn destroy_session_objects(id: u64) -> bool {
+    let Ok(obj) = SESSIONS.remove(id) else {
         return false;
     };
+    let mut s = lock_session(&obj);
+    if s.destroyed {
+        return false;
+    }
+    s.destroyed = true;
     if s.running {
         s.flush();
     }
-    let mine: Vec<u64> = rt
-        .swapchains
-        .iter()
-        .filter(|(_, sc)| sc.session == id)
-        .map(|(&k, _)| k)
-        .collect();
-    for k in mine {
-        if let Some(sc) = rt.swapchains.remove(&k) {
-            destroy_images(&mut s, sc);
+    for (k, sc) in SWAPCHAINS.snapshot() {
+        if sc.session == id && SWAPCHAINS.remove(k).is_ok() {
+            destroy_images(&mut s, &sc);
         }
     }
     s.release_graphics();
-    rt.spaces.retain(|_, sp| sp.session != id);
+    SPACES.retain(|sp| sp.session != id);
     s.stream.stop();
-    if let Some(i) = rt.instance.as_mut() {
-        i.events.retain(|e| match e {
+    if let Some(i) = runtime::current() {
+        i.state().events.retain(|e| match e {
             Event::SessionState { session, .. } | Event::InteractionProfileChanged { session } => {
                 *session != id
             }
@@ -357,42 +363,27 @@ pub fn destroy_session_objects(rt: &mut Runtime, id: u64) -> bool {
     true
 }
 
-pub(crate) unsafe extern "system" fn destroy_session(session: xr::Session) -> xr::Result {
-    guard("xrDestroySession", || {
-        let mut rt = lock();
-        if destroy_session_objects(&mut rt, session.into_raw()) {
-            xr::Result::SUCCESS
-        } else {
-            xr::Result::ERROR_HANDLE_INVALID
-        }
-    })
+/// `xrDestroySession`.
+pub fn destroy_session(session: xr::Session) -> Result<(), xr::Result> {
+    if destroy_session_objects(session.into_raw()) {
+        Ok(())
+    } else {
+        Err(xr::Result::ERROR_HANDLE_INVALID)
+    }
 }
 
-pub(crate) unsafe extern "system" fn begin_session(
-    session: xr::Session,
-    info: *const xr::SessionBeginInfo,
-) -> xr::Result {
-    guard("xrBeginSession", || {
-        // SAFETY: type read first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SESSION_BEGIN_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked.
-        let info = unsafe { &*info };
-        let mut rt = lock();
+/// `xrBeginSession`.
+pub fn begin_session(session: xr::Session, info: &xr::SessionBeginInfo) -> Result<(), xr::Result> {
+    let events = with_session(session, |s| {
         let mut events = Vec::new();
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
         if info.primary_view_configuration_type != xr::ViewConfigurationType::PRIMARY_STEREO {
-            return xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED;
+            return Err(xr::Result::ERROR_VIEW_CONFIGURATION_TYPE_UNSUPPORTED);
         }
         if s.running {
-            return xr::Result::ERROR_SESSION_RUNNING;
+            return Err(xr::Result::ERROR_SESSION_RUNNING);
         }
         if s.state != xr::SessionState::READY {
-            return xr::Result::ERROR_SESSION_NOT_READY;
+            return Err(xr::Result::ERROR_SESSION_NOT_READY);
         }
         s.running = true;
         s.clock = FrameClock::new(s.settings.fps());
@@ -401,11 +392,12 @@ pub(crate) unsafe extern "system" fn begin_session(
         if s.stream.has_client() {
             s.go(xr::SessionState::FOCUSED, &mut events);
         }
-        for e in events {
-            rt.push(e);
-        }
-        xr::Result::SUCCESS
-    })
+        Ok(events)
+    })?;
+    for e in events {
+        runtime::push(e);
+    }
+    Ok(())
 }
 
 /// Runs `f` on a running session and queues the state changes it makes: the lookup, the
@@ -413,53 +405,161 @@ pub(crate) unsafe extern "system" fn begin_session(
 fn with_running_session(
     session: xr::Session,
     f: impl FnOnce(&mut Session, &mut Vec<Event>) -> Result<(), xr::Result>,
-) -> xr::Result {
-    let mut rt = lock();
+) -> Result<(), xr::Result> {
     let mut events = Vec::new();
-    let s = match rt.session(session) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    if !s.running {
-        return xr::Result::ERROR_SESSION_NOT_RUNNING;
-    }
-    let r = f(s, &mut events);
+    let r = with_session(session, |s| {
+        if !s.running {
+            return Err(xr::Result::ERROR_SESSION_NOT_RUNNING);
+        }
+        Ok(f(s, &mut events))
+    })?;
     for e in events {
-        rt.push(e);
+        runtime::push(e);
     }
-    match r {
-        Ok(()) => xr::Result::SUCCESS,
-        Err(e) => e,
-    }
+    r
 }
 
-pub(crate) unsafe extern "system" fn end_session(session: xr::Session) -> xr::Result {
-    guard("xrEndSession", || {
-        with_running_session(session, |s, events| {
-            if s.state != xr::SessionState::STOPPING {
-                return Err(xr::Result::ERROR_SESSION_NOT_STOPPING);
-            }
-            s.flush();
-            s.running = false;
-            s.go(xr::SessionState::IDLE, events);
-            if s.exit_requested {
-                s.go(xr::SessionState::EXITING, events);
-            }
-            Ok(())
-        })
+/// `xrEndSession`.
+pub fn end_session(session: xr::Session) -> Result<(), xr::Result> {
+    with_running_session(session, |s, events| {
+        if s.state != xr::SessionState::STOPPING {
+            return Err(xr::Result::ERROR_SESSION_NOT_STOPPING);
+        }
+        s.flush();
+        s.running = false;
+        s.go(xr::SessionState::IDLE, events);
+        if s.exit_requested {
+            s.go(xr::SessionState::EXITING, events);
+        }
+        Ok(())
     })
 }
 
-pub(crate) unsafe extern "system" fn request_exit_session(session: xr::Session) -> xr::Result {
-    guard("xrRequestExitSession", || {
-        with_running_session(session, |s, events| {
-            s.exit_requested = true;
-            if s.state == xr::SessionState::FOCUSED {
-                s.go(xr::SessionState::VISIBLE, events);
-            }
-            s.go(xr::SessionState::SYNCHRONIZED, events);
-            s.go(xr::SessionState::STOPPING, events);
-            Ok(())
-        })
+/// `xrRequestExitSession`.
+pub fn request_exit_session(session: xr::Session) -> Result<(), xr::Result> {
+    with_running_session(session, |s, events| {
+        s.exit_requested = true;
+        if s.state == xr::SessionState::FOCUSED {
+            s.go(xr::SessionState::VISIBLE, events);
+        }
+        s.go(xr::SessionState::SYNCHRONIZED, events);
+        s.go(xr::SessionState::STOPPING, events);
+        Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::tests::{install_instance, INSTANCE_SLOT};
+    use crate::space;
+    use crate::swapchain;
+
+    /// A session without a host or graphics, in the table (what `create_session` adds, less
+    /// the host): its handle.
+    fn add_session() -> xr::Session {
+        let settings = crate::runtime::tests::instance(0).settings.clone();
+        let id = crate::table::new_handle();
+        let s = Session::new(id, settings, Stream::without_host(), None);
+        assert!(SESSIONS.insert_as(id, Mutex::new(s), |_| true).is_ok());
+        xr::Session::from_raw(id)
+    }
+
+    /// Destroying a session takes its spaces and swapchains out of their tables and its
+    /// events off the queue; every handle of them is invalid after, and a call that found
+    /// the session just before it went (waiting for its lock) sees it gone.
+    #[test]
+    fn a_destroyed_sessions_children_and_events_go_with_it() {
+        let _slot = INSTANCE_SLOT.lock().unwrap_or_else(|p| p.into_inner());
+        let inst = install_instance();
+        let session = add_session();
+        let sid = session.into_raw();
+        // One at a time.
+        assert!(SESSIONS
+            .insert_as(
+                crate::table::new_handle(),
+                Mutex::new(Session::new(
+                    0,
+                    crate::runtime::tests::instance(0).settings.clone(),
+                    Stream::without_host(),
+                    None
+                )),
+                |_| true
+            )
+            .is_err());
+        let info = xr::ReferenceSpaceCreateInfo {
+            ty: xr::StructureType::REFERENCE_SPACE_CREATE_INFO,
+            next: std::ptr::null(),
+            reference_space_type: xr::ReferenceSpaceType::LOCAL,
+            pose_in_reference_space: Rigid::IDENTITY.to_xr(),
+        };
+        let local = space::create_reference_space(session, &info).unwrap();
+        assert!(SPACES.contains(local.into_raw()));
+        let sc_info = xr::SwapchainCreateInfo {
+            ty: xr::StructureType::SWAPCHAIN_CREATE_INFO,
+            next: std::ptr::null(),
+            create_flags: xr::SwapchainCreateFlags::EMPTY,
+            usage_flags: xr::SwapchainUsageFlags::COLOR_ATTACHMENT,
+            format: gl::FORMATS[0],
+            sample_count: 1,
+            width: 8,
+            height: 8,
+            face_count: 1,
+            array_size: 1,
+            mip_count: 1,
+        };
+        // Its images are never made here (no GL): the swapchain is put in the table as
+        // `create_swapchain` would.
+        let sc = swapchain::Swapchain::new(sid, &sc_info, vec![1, 2, 3], None);
+        let sc = xr::Swapchain::from_raw(SWAPCHAINS.insert_unless(sc, |_| false).unwrap());
+        assert_eq!(swapchain::acquire_image(sc), Ok(0));
+        // Never ready (no client): not begun, not running.
+        let begin = xr::SessionBeginInfo {
+            ty: xr::StructureType::SESSION_BEGIN_INFO,
+            next: std::ptr::null(),
+            primary_view_configuration_type: xr::ViewConfigurationType::PRIMARY_STEREO,
+        };
+        assert_eq!(
+            begin_session(session, &begin),
+            Err(xr::Result::ERROR_SESSION_NOT_READY)
+        );
+        assert_eq!(
+            end_session(session),
+            Err(xr::Result::ERROR_SESSION_NOT_RUNNING)
+        );
+        runtime::push(Event::SessionState {
+            session: sid,
+            state: xr::SessionState::IDLE,
+            time: now(),
+        });
+        runtime::push(Event::InteractionProfileChanged { session: sid + 1 });
+
+        // A call that found the session waits for its lock while it is destroyed.
+        let obj = SESSIONS.get(sid).unwrap();
+        let guard = lock_session(&obj);
+        let waiting = std::thread::spawn(move || with_session(session, |_| Ok(())));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(guard);
+        assert_eq!(destroy_session(session), Ok(()));
+        let r = waiting.join().unwrap();
+        // Before or after the destruction: never a crash, and HANDLE_INVALID once gone.
+        assert!(r == Ok(()) || r == Err(xr::Result::ERROR_HANDLE_INVALID));
+        assert!(lock_session(&obj).destroyed);
+
+        let invalid = xr::Result::ERROR_HANDLE_INVALID;
+        assert_eq!(destroy_session(session), Err(invalid));
+        assert_eq!(with_session(session, |_| Ok(())), Err(invalid));
+        assert!(!SPACES.contains(local.into_raw()));
+        assert!(!SWAPCHAINS.contains(sc.into_raw()));
+        assert_eq!(space::destroy_space(local), Err(invalid));
+        assert_eq!(swapchain::acquire_image(sc), Err(invalid));
+        assert_eq!(swapchain::destroy_swapchain(sc), Err(invalid));
+        assert_eq!(space::create_reference_space(session, &info), Err(invalid));
+        let events = runtime::instance(inst).unwrap().state().events.clone();
+        assert_eq!(
+            events,
+            [Event::InteractionProfileChanged { session: sid + 1 }]
+        );
+        assert_eq!(crate::instance::destroy_instance(inst), Ok(()));
+    }
 }

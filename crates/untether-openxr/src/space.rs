@@ -13,7 +13,7 @@ use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::math::Rigid;
-use crate::runtime::{lock, Runtime};
+use crate::runtime::{lock_session, with_session, SESSIONS, SPACES};
 use crate::util::{two_call, two_call_with, Array, Slot};
 
 /// The resting eye height above STAGE's floor.
@@ -58,11 +58,11 @@ pub fn eye_in_head(eye: usize, ipd_m: f32) -> Rigid {
     Rigid::new(Quat::IDENTITY, Vec3::new(x, 0.0, 0.0))
 }
 
-/// The head predicted for `time` in the space's session.
-fn head_at(rt: &Runtime, session: u64, time: xr::Time) -> Rigid {
-    rt.sessions
-        .get(&session)
-        .map(|s| s.head_at(time))
+/// The head predicted for `time` in the space's session (takes the session's lock).
+fn head_at(session: u64, time: xr::Time) -> Rigid {
+    SESSIONS
+        .get(session)
+        .map(|s| lock_session(&s).head_at(time))
         .unwrap_or(Rigid::IDENTITY)
 }
 
@@ -71,7 +71,7 @@ pub fn reference_spaces(
     session: xr::Session,
     out: Array<'_, impl Slot<xr::ReferenceSpaceType>>,
 ) -> Result<xr::Result, xr::Result> {
-    lock().session(session)?;
+    with_session(session, |_| Ok(()))?;
     Ok(two_call(out, &REFERENCE_SPACES))
 }
 
@@ -85,18 +85,17 @@ pub fn create_reference_space(
     }
     let offset =
         Rigid::from_xr(&info.pose_in_reference_space).ok_or(xr::Result::ERROR_POSE_INVALID)?;
-    let mut rt = lock();
-    rt.session(session)?;
-    let id = rt.new_id();
-    rt.spaces.insert(
-        id,
-        Space {
+    // Added under the session's lock: a session destroyed meanwhile gets no space.
+    with_session(session, |_| {
+        let space = Space {
             session: session.into_raw(),
             kind: SpaceKind::Reference(info.reference_space_type),
             offset,
-        },
-    );
-    Ok(xr::Space::from_raw(id))
+        };
+        let id = SPACES.insert_unless(space, |_| false);
+        id.map(xr::Space::from_raw)
+            .ok_or(xr::Result::ERROR_RUNTIME_FAILURE)
+    })
 }
 
 /// `xrCreateActionSpace`: a pose action's space (never located: no hand tracking).
@@ -106,25 +105,23 @@ pub fn create_action_space(
 ) -> Result<xr::Space, xr::Result> {
     let offset =
         Rigid::from_xr(&info.pose_in_action_space).ok_or(xr::Result::ERROR_POSE_INVALID)?;
-    let mut rt = lock();
-    rt.session(session)?;
-    let a = crate::actions::ACTIONS.get(info.action.into_raw())?;
-    if a.ty != xr::ActionType::POSE_INPUT {
-        return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
-    }
-    if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
-        return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
-    }
-    let id = rt.new_id();
-    rt.spaces.insert(
-        id,
-        Space {
+    with_session(session, |_| {
+        let a = crate::actions::ACTIONS.get(info.action.into_raw())?;
+        if a.ty != xr::ActionType::POSE_INPUT {
+            return Err(xr::Result::ERROR_ACTION_TYPE_MISMATCH);
+        }
+        if info.subaction_path != xr::Path::NULL && !a.subactions.contains(&info.subaction_path) {
+            return Err(xr::Result::ERROR_PATH_UNSUPPORTED);
+        }
+        let space = Space {
             session: session.into_raw(),
             kind: SpaceKind::Action,
             offset,
-        },
-    );
-    Ok(xr::Space::from_raw(id))
+        };
+        let id = SPACES.insert_unless(space, |_| false);
+        id.map(xr::Space::from_raw)
+            .ok_or(xr::Result::ERROR_RUNTIME_FAILURE)
+    })
 }
 
 /// `xrGetReferenceSpaceBoundsRect`: no play area is known (zero bounds,
@@ -133,7 +130,7 @@ pub fn reference_space_bounds(
     session: xr::Session,
     ty: xr::ReferenceSpaceType,
 ) -> Result<(xr::Extent2Df, xr::Result), xr::Result> {
-    lock().session(session)?;
+    with_session(session, |_| Ok(()))?;
     if !REFERENCE_SPACES.contains(&ty) {
         return Err(xr::Result::ERROR_REFERENCE_SPACE_UNSUPPORTED);
     }
@@ -146,11 +143,7 @@ pub fn reference_space_bounds(
 
 /// `xrDestroySpace`.
 pub fn destroy_space(space: xr::Space) -> Result<(), xr::Result> {
-    lock()
-        .spaces
-        .remove(&space.into_raw())
-        .map(|_| ())
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)
+    SPACES.remove(space.into_raw()).map(|_| ())
 }
 
 /// Where `space` is in `base` given the head: None when either is not tracked.
@@ -188,15 +181,10 @@ pub fn locate_space(
     if time.as_nanos() <= 0 {
         return Err(xr::Result::ERROR_TIME_INVALID);
     }
-    let rt = lock();
-    let (Some(s), Some(b)) = (
-        rt.spaces.get(&space.into_raw()),
-        rt.spaces.get(&base.into_raw()),
-    ) else {
-        return Err(xr::Result::ERROR_HANDLE_INVALID);
-    };
-    let head = head_at(&rt, s.session, time);
-    write_location(relative(s, b, &head), loc);
+    let s = SPACES.get(space.into_raw())?;
+    let b = SPACES.get(base.into_raw())?;
+    let head = head_at(s.session, time);
+    write_location(relative(&s, &b, &head), loc);
     Ok(())
 }
 
@@ -236,16 +224,13 @@ pub fn locate_views(
     if info.display_time.as_nanos() <= 0 {
         return Err(xr::Result::ERROR_TIME_INVALID);
     }
-    let mut rt = lock();
-    // The session's views: the client's, once it sent them.
-    let settings = rt.session(session)?.settings.clone();
-    let space = rt
-        .spaces
-        .get(&info.space.into_raw())
-        .ok_or(xr::Result::ERROR_HANDLE_INVALID)?;
-    let head = head_at(&rt, session.into_raw(), info.display_time);
+    // The session's views: the client's, once it sent them; its head at the display time.
+    let (settings, head, space) = with_session(session, |s| {
+        let space = SPACES.get(info.space.into_raw())?;
+        Ok((s.settings.clone(), s.head_at(info.display_time), space))
+    })?;
     let views = views_in(
-        world_from(space, &head),
+        world_from(&space, &head),
         &head,
         settings.half_fov(),
         settings.ipd_m(),

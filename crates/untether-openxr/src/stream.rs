@@ -202,6 +202,22 @@ impl Stream {
         })
     }
 
+    /// A stream without a host (the core's tests: sessions that stream nowhere).
+    #[cfg(test)]
+    pub(crate) fn without_host() -> Stream {
+        Stream {
+            host: None,
+            predictor: Predictor::default(),
+            held: Held::default(),
+            frames_published: 0,
+            frames_submitted: 0,
+            frames_to_current: 0,
+            rumble_until: None,
+            to_pixels: Default::default(),
+            shown_after_end: (None, i64::MIN),
+        }
+    }
+
     pub fn has_client(&self) -> bool {
         self.host.as_ref().is_some_and(Host::has_client)
     }

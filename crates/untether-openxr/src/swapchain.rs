@@ -1,16 +1,23 @@
 //! Swapchains: GL textures or Vulkan images the application renders into, acquired, waited
-//! for and released in turn.
+//! for and released in turn. The safe core of the entry points in [`crate::ffi::swapchain`].
+//!
+//! A swapchain's fixed part (its session, format, size, images) is read without a lock; what
+//! acquire, wait and release change is behind its own lock ([`Swapchain::state`]), so two
+//! threads cycle two swapchains at once. Its images are made and freed under its session's
+//! lock (the session's graphics API).
+
+#![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use crate::gl::{self, Gl};
-use crate::guard;
-use crate::runtime::{done, lock};
+use crate::runtime::{self, lock_session, with_session, SESSIONS, SWAPCHAINS};
 use crate::session::Session;
-use crate::util::{fill, fill_with, ty_of};
+use crate::vk_compositor;
 use crate::vulkan::{self, VkImages};
 
 /// Images per swapchain: one being rendered, one being composited, one spare.
@@ -24,27 +31,48 @@ pub struct Swapchain {
     pub array_size: u32,
     /// GL texture names or `VkImage` handles.
     pub images: Vec<u64>,
-    /// The Vulkan images' objects (a Vulkan session's swapchain).
-    pub vk: Option<VkImages>,
+    /// Vulkan images (a Vulkan session's swapchain), else GL textures.
+    pub vulkan: bool,
+    state: Mutex<Cycle>,
+}
+
+/// What changes in a swapchain: the images' turn, and the Vulkan images' objects until they
+/// are freed.
+pub struct Cycle {
+    count: u32,
     acquired: VecDeque<u32>,
     waited: bool,
     next: u32,
     /// The image the application released last: what a layer shows.
     pub released: Option<u32>,
+    /// The Vulkan images' objects (taken when they are freed).
+    pub vk: Option<VkImages>,
 }
 
-impl Swapchain {
-    fn acquire(&mut self) -> Result<u32, xr::Result> {
-        if self.acquired.len() >= self.images.len() {
+impl Cycle {
+    /// `count` images, none acquired yet.
+    pub fn new(count: u32, vk: Option<VkImages>) -> Cycle {
+        Cycle {
+            count,
+            acquired: VecDeque::new(),
+            waited: false,
+            next: 0,
+            released: None,
+            vk,
+        }
+    }
+
+    pub fn acquire(&mut self) -> Result<u32, xr::Result> {
+        if self.acquired.len() >= self.count as usize || self.count == 0 {
             return Err(xr::Result::ERROR_CALL_ORDER_INVALID);
         }
         let i = self.next;
-        self.next = (self.next + 1) % self.images.len() as u32;
+        self.next = (self.next + 1) % self.count;
         self.acquired.push_back(i);
         Ok(i)
     }
 
-    fn wait(&mut self) -> Result<(), xr::Result> {
+    pub fn wait(&mut self) -> Result<(), xr::Result> {
         if self.waited || self.acquired.is_empty() {
             return Err(xr::Result::ERROR_CALL_ORDER_INVALID);
         }
@@ -52,7 +80,7 @@ impl Swapchain {
         Ok(())
     }
 
-    fn release(&mut self) -> Result<(), xr::Result> {
+    pub fn release(&mut self) -> Result<(), xr::Result> {
         if !self.waited {
             return Err(xr::Result::ERROR_CALL_ORDER_INVALID);
         }
@@ -62,21 +90,30 @@ impl Swapchain {
     }
 }
 
-pub(crate) unsafe extern "system" fn enumerate_swapchain_formats(
-    session: xr::Session,
-    capacity: u32,
-    count: *mut u32,
-    formats: *mut i64,
-) -> xr::Result {
-    guard("xrEnumerateSwapchainFormats", || {
-        let mut rt = lock();
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        // SAFETY: the application's two-call arrays.
-        unsafe { fill(capacity, count, formats, formats_of(s)) }
-    })
+impl Swapchain {
+    /// A swapchain of `session` over `images` (none acquired yet).
+    pub fn new(
+        session: u64,
+        info: &xr::SwapchainCreateInfo,
+        images: Vec<u64>,
+        vk: Option<VkImages>,
+    ) -> Swapchain {
+        Swapchain {
+            session,
+            format: info.format,
+            width: info.width,
+            height: info.height,
+            array_size: info.array_size,
+            vulkan: vk.is_some(),
+            state: Mutex::new(Cycle::new(images.len() as u32, vk)),
+            images,
+        }
+    }
+
+    /// What changes, locked (lock order: see [`crate::runtime`]).
+    pub fn state(&self) -> MutexGuard<'_, Cycle> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The colour formats a session's graphics API offers.
@@ -88,14 +125,18 @@ fn formats_of(s: &Session) -> &'static [i64] {
     }
 }
 
+/// `xrEnumerateSwapchainFormats`: the formats to write.
+pub fn swapchain_formats(session: xr::Session) -> Result<&'static [i64], xr::Result> {
+    with_session(session, |s| Ok(formats_of(s)))
+}
+
 /// Makes a swapchain's images with the session's graphics API.
 fn create_images(
     s: &mut Session,
     info: &xr::SwapchainCreateInfo,
 ) -> Result<(Vec<u64>, Option<VkImages>), String> {
     if let Some(vk) = s.vk.as_ref() {
-        // SAFETY: the application's thread, during xrCreateSwapchain.
-        let made = unsafe { vk.create_images(info, IMAGES) }?;
+        let made = vulkan::app::create_images(vk, info, IMAGES)?;
         let raw = made
             .images
             .iter()
@@ -104,59 +145,42 @@ fn create_images(
         return Ok((raw, Some(made)));
     }
     let gl = s.gl.get_or_insert_with(Gl::load);
-    // SAFETY: the application's context is current during xrCreateSwapchain.
-    let names = unsafe {
-        gl.create_textures(
-            info.format,
-            info.width,
-            info.height,
-            info.array_size,
-            info.mip_count,
-            IMAGES,
-        )
-    }?;
+    let names = gl::app::create_textures(
+        gl,
+        info.format,
+        (info.width, info.height),
+        info.array_size,
+        info.mip_count,
+        IMAGES,
+    )?;
     Ok((names.into_iter().map(u64::from).collect(), None))
 }
 
-/// Frees a swapchain's images (the session's graphics API).
-pub fn destroy_images(s: &mut Session, sc: Swapchain) {
-    if let (Some(vk), Some(images)) = (s.vk.as_ref(), sc.vk) {
+/// Frees a swapchain's images (the session's graphics API; under the session's lock).
+pub fn destroy_images(s: &mut Session, sc: &Swapchain) {
+    let images = sc.state().vk.take();
+    if let (Some(vk), Some(images)) = (s.vk.as_ref(), images) {
         if let Some(c) = s.vk_compositor.as_mut() {
-            // SAFETY: the application's thread; the copy in flight may read these images.
-            unsafe { c.finish(vk) };
+            // The copy in flight may read these images.
+            vk_compositor::app::finish(c, vk);
         }
-        // SAFETY: no copy of the runtime's uses them any more.
-        unsafe { vk.destroy_images(images) };
+        vulkan::app::destroy_images(vk, images);
     } else if let Some(gl) = s.gl.as_ref() {
         let names: Vec<u32> = sc.images.iter().map(|&n| n as u32).collect();
-        // SAFETY: the application's context is current during xrDestroySwapchain.
-        unsafe { gl.delete_textures(&names) };
+        gl::app::delete_textures(gl, &names);
     }
 }
 
-pub(crate) unsafe extern "system" fn create_swapchain(
+/// `xrCreateSwapchain`.
+pub fn create_swapchain(
     session: xr::Session,
-    info: *const xr::SwapchainCreateInfo,
-    out: *mut xr::Swapchain,
-) -> xr::Result {
-    guard("xrCreateSwapchain", || {
-        // SAFETY: the application's structure, type checked first.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SWAPCHAIN_CREATE_INFO) || out.is_null()
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // SAFETY: checked above.
-        let info = unsafe { &*info };
-        let mut rt = lock();
-        let max = rt
-            .instance
-            .as_ref()
-            .map(|i| i.settings.frame_size().0.max(4096))
-            .unwrap_or(4096);
-        let s = match rt.session(session) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+    info: &xr::SwapchainCreateInfo,
+) -> Result<xr::Swapchain, xr::Result> {
+    let max = runtime::current()
+        .map(|i| i.settings.frame_size().0.max(4096))
+        .unwrap_or(4096);
+    // Under the session's lock: a session destroyed meanwhile gets no swapchain.
+    with_session(session, |s| {
         if !formats_of(s).contains(&info.format) {
             log::warn!(
                 "xrCreateSwapchain: format {} is not supported ({})",
@@ -167,7 +191,7 @@ pub(crate) unsafe extern "system" fn create_swapchain(
                     "GL_SRGB8_ALPHA8 0x8c43, GL_RGBA8 0x8058"
                 }
             );
-            return xr::Result::ERROR_SWAPCHAIN_FORMAT_UNSUPPORTED;
+            return Err(xr::Result::ERROR_SWAPCHAIN_FORMAT_UNSUPPORTED);
         }
         if info
             .usage_flags
@@ -179,7 +203,7 @@ pub(crate) unsafe extern "system" fn create_swapchain(
             log::warn!(
                 "xrCreateSwapchain: depth/stencil and protected swapchains are not supported"
             );
-            return xr::Result::ERROR_FEATURE_UNSUPPORTED;
+            return Err(xr::Result::ERROR_FEATURE_UNSUPPORTED);
         }
         if info.sample_count != 1
             || info.face_count != 1
@@ -190,152 +214,61 @@ pub(crate) unsafe extern "system" fn create_swapchain(
             || info.width > max
             || info.height > max
         {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
+            return Err(xr::Result::ERROR_VALIDATION_FAILURE);
         }
-        let (images, vk) = match create_images(s, info) {
-            Ok(i) => i,
-            Err(e) => {
-                log::error!("xrCreateSwapchain: {e}");
-                return xr::Result::ERROR_RUNTIME_FAILURE;
-            }
-        };
-        let id = rt.new_id();
-        rt.swapchains.insert(
-            id,
-            Swapchain {
-                session: session.into_raw(),
-                format: info.format,
-                width: info.width,
-                height: info.height,
-                array_size: info.array_size,
-                images,
-                vk,
-                acquired: VecDeque::new(),
-                waited: false,
-                next: 0,
-                released: None,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { out.write(xr::Swapchain::from_raw(id)) };
-        xr::Result::SUCCESS
+        let (images, vk) = create_images(s, info).map_err(|e| {
+            log::error!("xrCreateSwapchain: {e}");
+            xr::Result::ERROR_RUNTIME_FAILURE
+        })?;
+        let sc = Swapchain::new(session.into_raw(), info, images, vk);
+        let id = SWAPCHAINS
+            .insert_unless(sc, |_| false)
+            .ok_or(xr::Result::ERROR_RUNTIME_FAILURE)?;
+        Ok(xr::Swapchain::from_raw(id))
     })
 }
 
-pub(crate) unsafe extern "system" fn destroy_swapchain(swapchain: xr::Swapchain) -> xr::Result {
-    guard("xrDestroySwapchain", || {
-        let mut rt = lock();
-        let Some(sc) = rt.swapchains.remove(&swapchain.into_raw()) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        if let Some(s) = rt.sessions.get_mut(&sc.session) {
-            destroy_images(s, sc);
-        }
-        xr::Result::SUCCESS
-    })
-}
-
-pub(crate) unsafe extern "system" fn enumerate_swapchain_images(
-    swapchain: xr::Swapchain,
-    capacity: u32,
-    count: *mut u32,
-    images: *mut xr::SwapchainImageBaseHeader,
-) -> xr::Result {
-    guard("xrEnumerateSwapchainImages", || {
-        let rt = lock();
-        let Some(sc) = rt.swapchains.get(&swapchain.into_raw()) else {
-            return xr::Result::ERROR_HANDLE_INVALID;
-        };
-        let want = if sc.vk.is_some() {
-            xr::StructureType::SWAPCHAIN_IMAGE_VULKAN_KHR
-        } else {
-            xr::StructureType::SWAPCHAIN_IMAGE_OPENGL_KHR
-        };
-        if capacity > 0 {
-            // SAFETY: the application's array, its first element's type checked.
-            if unsafe { ty_of(images) } != Some(want) {
-                return xr::Result::ERROR_VALIDATION_FAILURE;
+/// `xrDestroySwapchain`: out of its table, its images freed under its session's lock.
+pub fn destroy_swapchain(swapchain: xr::Swapchain) -> Result<(), xr::Result> {
+    let id = swapchain.into_raw();
+    let sc = SWAPCHAINS.get(id)?;
+    match SESSIONS.get(sc.session) {
+        Ok(obj) => {
+            let mut s = lock_session(&obj);
+            // Removed under the session's lock: a session destroyed meanwhile took it (and
+            // freed its images) already.
+            SWAPCHAINS.remove(id)?;
+            if !s.destroyed {
+                destroy_images(&mut s, &sc);
             }
         }
-        if sc.vk.is_some() {
-            let out = images as *mut xr::SwapchainImageVulkanKHR;
-            // SAFETY: an array of XrSwapchainImageVulkanKHR of `capacity` (type checked).
-            return unsafe {
-                fill_with(capacity, count, sc.images.len(), |i| {
-                    (*out.add(i)).image = sc.images[i];
-                })
-            };
+        Err(_) => {
+            SWAPCHAINS.remove(id)?;
         }
-        let out = images as *mut xr::SwapchainImageOpenGLKHR;
-        // SAFETY: an array of XrSwapchainImageOpenGLKHR of `capacity` (type checked).
-        unsafe {
-            fill_with(capacity, count, sc.images.len(), |i| {
-                (*out.add(i)).image = sc.images[i] as u32;
-            })
-        }
-    })
+    }
+    Ok(())
 }
 
-fn with_swapchain(
-    swapchain: xr::Swapchain,
-    f: impl FnOnce(&mut Swapchain) -> Result<xr::Result, xr::Result>,
-) -> xr::Result {
-    let mut rt = lock();
-    let Some(sc) = rt.swapchains.get_mut(&swapchain.into_raw()) else {
-        return xr::Result::ERROR_HANDLE_INVALID;
-    };
-    done(f(sc))
+/// The swapchain `swapchain` names (`xrEnumerateSwapchainImages` reads its fixed part).
+pub fn swapchain(swapchain: xr::Swapchain) -> Result<Arc<Swapchain>, xr::Result> {
+    SWAPCHAINS.get(swapchain.into_raw())
 }
 
-pub(crate) unsafe extern "system" fn acquire_swapchain_image(
-    swapchain: xr::Swapchain,
-    info: *const xr::SwapchainImageAcquireInfo,
-    index: *mut u32,
-) -> xr::Result {
-    guard("xrAcquireSwapchainImage", || {
-        // SAFETY: type read of the application's structure (null allowed).
-        let t = unsafe { ty_of(info) };
-        if index.is_null()
-            || (t.is_some() && t != Some(xr::StructureType::SWAPCHAIN_IMAGE_ACQUIRE_INFO))
-        {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        with_swapchain(swapchain, |sc| {
-            let i = sc.acquire()?;
-            // SAFETY: checked non-null.
-            unsafe { index.write(i) };
-            Ok(xr::Result::SUCCESS)
-        })
-    })
+/// `xrAcquireSwapchainImage`: the image's index. Only this swapchain's lock is taken.
+pub fn acquire_image(swapchain: xr::Swapchain) -> Result<u32, xr::Result> {
+    SWAPCHAINS.get(swapchain.into_raw())?.state().acquire()
 }
 
-pub(crate) unsafe extern "system" fn wait_swapchain_image(
-    swapchain: xr::Swapchain,
-    info: *const xr::SwapchainImageWaitInfo,
-) -> xr::Result {
-    guard("xrWaitSwapchainImage", || {
-        // SAFETY: type read of the application's structure.
-        if unsafe { ty_of(info) } != Some(xr::StructureType::SWAPCHAIN_IMAGE_WAIT_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        // Images are free as soon as acquired: the compositor copies a released image at
-        // xrEndFrame, in GL's command order, before the application can render into it again.
-        with_swapchain(swapchain, |sc| sc.wait().map(|_| xr::Result::SUCCESS))
-    })
+/// `xrWaitSwapchainImage`. Images are free as soon as acquired: the compositor copies a
+/// released image at xrEndFrame, in GL's command order, before the application can render
+/// into it again.
+pub fn wait_image(swapchain: xr::Swapchain) -> Result<(), xr::Result> {
+    SWAPCHAINS.get(swapchain.into_raw())?.state().wait()
 }
 
-pub(crate) unsafe extern "system" fn release_swapchain_image(
-    swapchain: xr::Swapchain,
-    info: *const xr::SwapchainImageReleaseInfo,
-) -> xr::Result {
-    guard("xrReleaseSwapchainImage", || {
-        // SAFETY: type read of the application's structure (null allowed).
-        let t = unsafe { ty_of(info) };
-        if t.is_some() && t != Some(xr::StructureType::SWAPCHAIN_IMAGE_RELEASE_INFO) {
-            return xr::Result::ERROR_VALIDATION_FAILURE;
-        }
-        with_swapchain(swapchain, |sc| sc.release().map(|_| xr::Result::SUCCESS))
-    })
+/// `xrReleaseSwapchainImage`.
+pub fn release_image(swapchain: xr::Swapchain) -> Result<(), xr::Result> {
+    SWAPCHAINS.get(swapchain.into_raw())?.state().release()
 }
 
 #[cfg(test)]
@@ -344,19 +277,7 @@ mod tests {
 
     #[test]
     fn images_go_round_in_order_and_misuse_is_a_call_order_error() {
-        let mut sc = Swapchain {
-            session: 1,
-            format: gl::FORMATS[0],
-            width: 8,
-            height: 8,
-            array_size: 1,
-            images: vec![10, 11, 12],
-            vk: None,
-            acquired: VecDeque::new(),
-            waited: false,
-            next: 0,
-            released: None,
-        };
+        let mut sc = Cycle::new(3, None);
         assert_eq!(sc.wait(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
         assert_eq!(sc.release(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
         for round in 0..4u32 {
@@ -371,5 +292,80 @@ mod tests {
             sc.acquire().unwrap();
         }
         assert_eq!(sc.acquire(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
+    }
+
+    /// A GL swapchain of a session that does not exist, in the table (no GL is called: its
+    /// images are never made or freed here).
+    fn add(session: u64) -> xr::Swapchain {
+        let info = xr::SwapchainCreateInfo {
+            ty: xr::StructureType::SWAPCHAIN_CREATE_INFO,
+            next: std::ptr::null(),
+            create_flags: xr::SwapchainCreateFlags::EMPTY,
+            usage_flags: xr::SwapchainUsageFlags::COLOR_ATTACHMENT,
+            format: gl::FORMATS[0],
+            sample_count: 1,
+            width: 8,
+            height: 8,
+            face_count: 1,
+            array_size: 1,
+            mip_count: 1,
+        };
+        let sc = Swapchain::new(session, &info, vec![10, 11, 12], None);
+        let id = SWAPCHAINS.insert_unless(sc, |_| false).unwrap();
+        xr::Swapchain::from_raw(id)
+    }
+
+    #[test]
+    fn a_destroyed_swapchain_is_out_of_its_table_and_its_handle_invalid() {
+        let h = add(u64::MAX - 1);
+        assert_eq!(acquire_image(h), Ok(0));
+        assert_eq!(wait_image(h), Ok(()));
+        assert_eq!(release_image(h), Ok(()));
+        let sc = swapchain(h).unwrap();
+        assert_eq!(sc.state().released, Some(0));
+        assert_eq!(destroy_swapchain(h), Ok(()));
+        assert!(!SWAPCHAINS.contains(h.into_raw()));
+        let invalid = xr::Result::ERROR_HANDLE_INVALID;
+        assert_eq!(acquire_image(h), Err(invalid));
+        assert_eq!(wait_image(h), Err(invalid));
+        assert_eq!(release_image(h), Err(invalid));
+        assert_eq!(destroy_swapchain(h), Err(invalid));
+        assert!(swapchain(h).is_err());
+        // Who still held it keeps a valid object (its images are the session's to free).
+        assert_eq!(sc.images, vec![10, 11, 12]);
+        // A new swapchain never gets the old handle.
+        let again = add(u64::MAX - 1);
+        assert!(again.into_raw() > h.into_raw());
+        assert_eq!(destroy_swapchain(again), Ok(()));
+    }
+
+    /// Each swapchain has its own lock: while one is held (as a thread in the middle of a
+    /// call on it would), another thread cycles a second swapchain; the first's own call
+    /// waits for it.
+    #[test]
+    fn two_swapchains_are_cycled_from_two_threads_without_one_lock() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let a = add(u64::MAX - 2);
+        let b = add(u64::MAX - 2);
+        let held = SWAPCHAINS.get(a.into_raw()).unwrap();
+        let guard = held.state();
+        let (tx, rx) = mpsc::channel();
+        let other = std::thread::spawn(move || {
+            let r = (acquire_image(b), wait_image(b), release_image(b));
+            tx.send(r).unwrap();
+            // Then the held one: it waits until the lock is let go.
+            acquire_image(a)
+        });
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok((Ok(0), Ok(()), Ok(())))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!other.is_finished(), "a's call waits for a's lock");
+        drop(guard);
+        assert_eq!(other.join().unwrap(), Ok(0));
+        assert_eq!(destroy_swapchain(a), Ok(()));
+        assert_eq!(destroy_swapchain(b), Ok(()));
     }
 }

@@ -2,12 +2,16 @@
 //! object it names (owned, shared out as an `Arc`, with its own lock for what changes).
 //!
 //! Handles are numbers from one process-wide counter, never reused and shared by every
-//! kind (the [`crate::runtime::Runtime`]'s objects too), so a stale handle, or one of
-//! another kind, names nothing: `XR_ERROR_HANDLE_INVALID`, never a crash.
+//! kind (the instance too), so a stale handle, or one of another kind, names nothing:
+//! `XR_ERROR_HANDLE_INVALID`, never a crash.
 //!
-//! Lock order: the runtime's lock ([`crate::runtime::lock`]), then an object's own lock,
-//! then a table's. A table's lock is held only inside its methods, which call nothing
-//! else, so it can be taken under any other lock and never waits on one.
+//! The tables: sessions, spaces and swapchains ([`crate::runtime`]), action sets and
+//! actions ([`crate::actions`]). Lock order (in full in [`crate::runtime`]'s doc): a
+//! session's lock, then an action set's or a swapchain's own lock, then the instance slot,
+//! then the instance's state lock, then a table's. A table's lock is held only inside its
+//! methods, which call nothing else (the `conflicts`/`keep` closures the callers pass only
+//! look at the objects' fixed fields), so it can be taken under any other lock and never
+//! waits on one.
 
 #![forbid(unsafe_code)]
 
@@ -56,6 +60,22 @@ impl<T> Table<T> {
         let id = new_handle();
         map.insert(id, Arc::new(object));
         Some(id)
+    }
+
+    /// Adds `object` under `id` (a fresh [`new_handle`], which the object may hold itself)
+    /// unless one already there `conflicts` with it (checked and added under one lock): the
+    /// object is handed back then.
+    pub fn insert_as(&self, id: u64, object: T, conflicts: impl Fn(&T) -> bool) -> Result<(), T> {
+        let mut map = self.map();
+        if map.values().any(|o| conflicts(o)) || map.contains_key(&id) {
+            return Err(object);
+        }
+        map.insert(id, Arc::new(object));
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map().is_empty()
     }
 
     /// The object `handle` names.
@@ -125,5 +145,29 @@ mod tests {
         assert!(t.insert_unless("x".into(), |o| o == "x").is_some());
         t.clear();
         assert!(t.snapshot().is_empty());
+    }
+
+    #[test]
+    fn an_object_added_under_its_own_handle_comes_back_on_a_conflict() {
+        let t: Table<String> = Table::new();
+        assert!(t.is_empty());
+        let id = new_handle();
+        assert_eq!(t.insert_as(id, "one".into(), |_| true), Ok(()));
+        assert!(!t.is_empty());
+        assert_eq!(t.get(id).as_deref().map(String::as_str), Ok("one"));
+        // One at a time: the second is handed back, the first stays.
+        let other = new_handle();
+        assert_eq!(
+            t.insert_as(other, "two".into(), |_| true),
+            Err("two".into())
+        );
+        assert!(!t.contains(other));
+        // The same handle twice is a conflict too.
+        assert_eq!(
+            t.insert_as(id, "three".into(), |_| false),
+            Err("three".into())
+        );
+        assert!(t.remove(id).is_ok());
+        assert!(t.is_empty());
     }
 }

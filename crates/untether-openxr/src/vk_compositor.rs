@@ -87,7 +87,7 @@ pub struct VkCompositor {
     pub busy: u64,
 }
 
-// SAFETY: used under the runtime's lock, on the application's thread.
+// SAFETY: used under its session's lock, on the application's thread.
 unsafe impl Send for VkCompositor {}
 
 impl VkCompositor {
@@ -695,6 +695,80 @@ unsafe fn export_image(
             keep: Arc::new(()),
             released: false,
         })
+    }
+}
+
+/// The Vulkan compositor's calls the session core makes ([`crate::session`], [`crate::frame`],
+/// [`crate::swapchain`]), as safe functions. A session's [`Vk`] is made from the application's
+/// live handles (`xrCreateSession`, its unsafe part in the entry layer) and it and the
+/// compositor are used only inside the application's OpenXR calls on a running or ending
+/// session (`xrWaitFrame`, `xrEndFrame`, `xrDestroySwapchain`, `xrEndSession`,
+/// `xrDestroySession`), under the session's lock, while the spec has the application keep
+/// its device alive and its queue unused by other threads.
+pub mod app {
+    use super::{Ready, VkCompositor, VkEye};
+    use crate::stream::FrameTag;
+    use crate::vulkan::Vk;
+    use ash::vk;
+
+    /// [`VkCompositor::new`], in `xrEndFrame`.
+    pub fn new_compositor(
+        v: &Vk,
+        width: u32,
+        height: u32,
+        format: vk::Format,
+    ) -> Result<VkCompositor, String> {
+        // SAFETY: the application's thread, its device alive (see above).
+        unsafe { VkCompositor::new(v, width, height, format) }
+    }
+
+    /// [`VkCompositor::enable_export`], in `xrEndFrame`.
+    pub fn enable_export(c: &mut VkCompositor, v: &Vk) -> Result<(), String> {
+        // SAFETY: as above.
+        unsafe { c.enable_export(v) }
+    }
+
+    /// [`VkCompositor::take_ready`] (polled: never waits).
+    pub fn take_ready<'a>(c: &'a mut VkCompositor, v: &Vk) -> Option<(Ready<'a>, FrameTag)> {
+        // SAFETY: as above.
+        unsafe { c.take_ready(v) }
+    }
+
+    /// [`VkCompositor::take_within`], in `xrWaitFrame`.
+    pub fn take_within<'a>(
+        c: &'a mut VkCompositor,
+        v: &Vk,
+        within_ns: u64,
+    ) -> Option<(Ready<'a>, FrameTag)> {
+        // SAFETY: as above.
+        unsafe { c.take_within(v, within_ns) }
+    }
+
+    /// [`VkCompositor::finish`], in `xrEndSession`, `xrDestroySession` and before a
+    /// swapchain's images are freed.
+    pub fn finish<'a>(c: &'a mut VkCompositor, v: &Vk) -> Option<(Ready<'a>, FrameTag)> {
+        // SAFETY: as above.
+        unsafe { c.finish(v) }
+    }
+
+    /// [`VkCompositor::submit`], in `xrEndFrame`: the eyes are this session's swapchain
+    /// images (checked by the caller against its swapchain table), released by the
+    /// application (`COLOR_ATTACHMENT_OPTIMAL`).
+    pub fn submit(
+        c: &mut VkCompositor,
+        v: &Vk,
+        eyes: &[VkEye; 2],
+        tag: FrameTag,
+        zero_copy: bool,
+    ) -> bool {
+        // SAFETY: as above, the eyes as documented.
+        unsafe { c.submit(v, eyes, tag, zero_copy) }
+    }
+
+    /// [`VkCompositor::destroy`], in `xrEndFrame` (a new format) and `xrDestroySession`.
+    pub fn destroy(c: VkCompositor, v: &Vk) {
+        // SAFETY: as above.
+        unsafe { c.destroy(v) }
     }
 }
 

@@ -13,7 +13,7 @@ use ash::vk::{self, Handle as _};
 use openxr_sys as xr;
 
 use crate::guard;
-use crate::runtime::lock;
+use crate::runtime;
 use crate::util::ty_of;
 
 /// `VK_FORMAT_R8G8B8A8_SRGB`, `VK_FORMAT_B8G8R8A8_SRGB`, `VK_FORMAT_R8G8B8A8_UNORM`,
@@ -221,7 +221,7 @@ impl Vk {
     /// A primary command buffer from the runtime's pool.
     ///
     /// # Safety
-    /// On the application's thread (the pool is the runtime's, used under its lock).
+    /// On the application's thread (the pool is the session's, used under its lock).
     pub unsafe fn command_buffer(&self) -> Result<vk::CommandBuffer, vk::Result> {
         // SAFETY: the pool is this object's.
         unsafe {
@@ -422,6 +422,38 @@ impl Vk {
     }
 }
 
+/// The calls on a session's [`Vk`] the safe core makes ([`crate::session`],
+/// [`crate::swapchain`]), as safe functions: see [`crate::vk_compositor::app`] for why they are
+/// sound (a session's `Vk` is made from the application's live handles and used only in its
+/// OpenXR calls, under the session's lock).
+pub mod app {
+    use super::{Vk, VkImages};
+    use openxr_sys as xr;
+
+    /// [`Vk::create_images`], in `xrCreateSwapchain`.
+    pub fn create_images(
+        v: &Vk,
+        info: &xr::SwapchainCreateInfo,
+        count: usize,
+    ) -> Result<VkImages, String> {
+        // SAFETY: the application's thread during xrCreateSwapchain, its device alive.
+        unsafe { v.create_images(info, count) }
+    }
+
+    /// [`Vk::destroy_images`]: the caller finished the compositor's copy in flight first
+    /// ([`crate::vk_compositor::app::finish`]), so no work of the runtime's uses them.
+    pub fn destroy_images(v: &Vk, images: VkImages) {
+        // SAFETY: as documented: the copy that could read them is finished.
+        unsafe { v.destroy_images(images) }
+    }
+
+    /// [`Vk::destroy`]: the caller destroyed the compositor (its one command buffer) first.
+    pub fn destroy(v: Vk) {
+        // SAFETY: no command buffer of the pool is left, so none is pending.
+        unsafe { v.destroy() }
+    }
+}
+
 /// Every mip level and layer of an image.
 pub fn all_of(aspect: vk::ImageAspectFlags) -> vk::ImageSubresourceRange {
     vk::ImageSubresourceRange {
@@ -433,18 +465,15 @@ pub fn all_of(aspect: vk::ImageAspectFlags) -> vk::ImageSubresourceRange {
     }
 }
 
-/// Checks the instance and system, and runs `f` with the instance's Vulkan state.
+/// Checks the instance and system, and runs `f` with the instance's Vulkan state (under the
+/// instance's state lock).
 pub(crate) fn with_loader(
     instance: xr::Instance,
     system: xr::SystemId,
     f: impl FnOnce(&mut VkLoader) -> xr::Result,
 ) -> xr::Result {
-    let mut rt = lock();
-    if let Err(e) = rt.system(instance, system) {
-        return e;
-    }
-    match rt.instance(instance) {
-        Ok(i) if i.vulkan => f(&mut i.vk),
+    match runtime::system(instance, system) {
+        Ok(i) if i.vulkan => f(&mut i.state().vk),
         Ok(_) => {
             log::warn!(
                 "the application enabled neither XR_KHR_vulkan_enable2 nor XR_KHR_vulkan_enable"

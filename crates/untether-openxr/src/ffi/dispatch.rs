@@ -6,11 +6,14 @@ use openxr_sys as xr;
 use openxr_sys::Handle;
 
 use super::actions as a;
+use super::frame as f;
 use super::instance as i;
 use super::raw::{array, c_str, out_value};
+use super::session as s;
 use super::space as sp;
+use super::swapchain as sc;
 use super::{entry, OK};
-use crate::{frame as f, session as s, swapchain as sc, vulkan as vk, vulkan1 as vk1};
+use crate::{vulkan as vk, vulkan1 as vk1};
 
 /// Functions callable without an instance (the loader's and the spec's list).
 const GLOBAL: [&str; 3] = [
@@ -130,7 +133,7 @@ pub fn resolve(instance: xr::Instance, name: &str) -> Result<xr::pfn::VoidFuncti
             return Err(xr::Result::ERROR_HANDLE_INVALID);
         }
     } else {
-        crate::runtime::lock().instance(instance)?;
+        crate::runtime::instance(instance)?;
     }
     lookup(name).ok_or(xr::Result::ERROR_FUNCTION_UNSUPPORTED)
 }

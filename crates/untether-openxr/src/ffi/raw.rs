@@ -38,6 +38,19 @@ pub unsafe fn input<'a, T>(p: *const T, ty: xr::StructureType) -> Result<&'a T, 
     Ok(unsafe { &*p })
 }
 
+/// An optional input structure (the spec lets it be null): VALIDATION_FAILURE when it is
+/// there and of another type than `ty`.
+///
+/// # Safety
+/// As [`ty_of`].
+pub unsafe fn optional<T>(p: *const T, ty: xr::StructureType) -> Result<(), xr::Result> {
+    // SAFETY: forwarded to the caller's contract.
+    match unsafe { ty_of(p) } {
+        Some(t) if t != ty => Err(xr::Result::ERROR_VALIDATION_FAILURE),
+        _ => Ok(()),
+    }
+}
+
 /// An output structure of type `ty` (its `type` and `next` the application's, its other
 /// fields the runtime's to write): VALIDATION_FAILURE when null or of another type.
 ///
