@@ -25,9 +25,8 @@ impl Waker {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(Waker {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Waker { fd })
     }
 
     /// Wakes the thread in [`wait`] (or makes its next wait return at once).

@@ -26,6 +26,8 @@ unsafe extern "C" fn capture_callback(
     let now = untether_clock::now_us();
     // SAFETY: SDL hands `len` bytes of AUDIO_S16SYS samples; userdata outlives the device.
     let pcm = unsafe { std::slice::from_raw_parts(stream as *const i16, len as usize / 2) };
+    // SAFETY: userdata is the CaptureCtx the device was opened with; it outlives the device
+    // (closed before it is dropped).
     let ctx = unsafe { &*(userdata as *const CaptureCtx) };
     let dur = (pcm.len() / CHANNELS) as u64 * 1_000_000 / RATE as u64;
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -20,6 +20,7 @@ unsafe extern "C" fn out_callback(userdata: *mut libc::c_void, stream: *mut u8, 
     // SAFETY: SDL hands a buffer of `len` bytes, 2-byte aligned for AUDIO_S16SYS; userdata is
     // the OutCtx that outlives the device (closed before it is dropped).
     let out = unsafe { std::slice::from_raw_parts_mut(stream as *mut i16, len as usize / 2) };
+    // SAFETY: as above: userdata is the device's OutCtx, alive while the device is open.
     let ctx = unsafe { &*(userdata as *const OutCtx) };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut p = ctx.playout.lock().unwrap_or_else(|e| e.into_inner());
