@@ -217,6 +217,7 @@ fn the_aarch64_client_decodes_the_x86_hosts_stream_under_qemu() {
                 .arg(&client_state);
         })
     });
+    // SAFETY: kill takes no pointers; the process is the host this test started.
     assert_eq!(unsafe { libc::kill(host.0.id() as i32, libc::SIGINT) }, 0);
     let host_status = host.0.wait().unwrap();
     let host_text = host_log.join().unwrap();

@@ -112,6 +112,7 @@ pub unsafe extern "C" fn untether_client_set_window(
     client: *mut UntetherClient,
     on: c_int,
 ) -> c_int {
+    // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
     guard(|| match unsafe { client_ref(client) } {
         Ok(c) => configure(c, |b| b.window(on != 0)),
         Err(rc) => rc,
@@ -124,6 +125,7 @@ pub unsafe extern "C" fn untether_client_set_audio(
     client: *mut UntetherClient,
     on: c_int,
 ) -> c_int {
+    // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
     guard(|| match unsafe { client_ref(client) } {
         Ok(c) => configure(c, |b| b.audio((on != 0).then(ClientAudio::default))),
         Err(rc) => rc,
@@ -137,6 +139,7 @@ pub unsafe extern "C" fn untether_client_set_sink(
     path: *const c_char,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -161,10 +164,12 @@ pub unsafe extern "C" fn untether_client_set_state_dir(
     dir: *const c_char,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
+        // SAFETY: a string argument is NULL or NUL-terminated (the C API's contract: crate doc).
         let dir = match unsafe { c_str(dir, "untether_client_set_state_dir") } {
             Ok(s) => s,
             Err(rc) => return rc,
@@ -181,10 +186,12 @@ pub unsafe extern "C" fn untether_client_set_pin(
     pin: *const c_char,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
+        // SAFETY: a string argument is NULL or NUL-terminated (the C API's contract: crate doc).
         let pin = match unsafe { c_str(pin, "untether_client_set_pin") } {
             Ok(s) => s,
             Err(rc) => return rc,
@@ -221,6 +228,7 @@ pub unsafe extern "C" fn untether_client_register_input_fd(
         }
         // SAFETY: the caller hands over an open descriptor it no longer uses.
         let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -253,6 +261,7 @@ pub unsafe extern "C" fn untether_client_set_duration(
     seconds: f64,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -269,6 +278,7 @@ pub unsafe extern "C" fn untether_client_set_duration(
 #[no_mangle]
 pub unsafe extern "C" fn untether_client_start(client: *mut UntetherClient) -> c_int {
     guard(|| {
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -292,6 +302,7 @@ pub unsafe extern "C" fn untether_client_start(client: *mut UntetherClient) -> c
 /// 1 while the client runs, 0 once it ended, negative on error.
 #[no_mangle]
 pub unsafe extern "C" fn untether_client_is_running(client: *mut UntetherClient) -> c_int {
+    // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
     guard(|| match unsafe { client_ref(client) } {
         Ok(c) => matches!(&c.state, ClientState::Running(ctx) if ctx.is_running()) as c_int,
         Err(rc) => rc,
@@ -307,6 +318,7 @@ pub unsafe extern "C" fn untether_client_stop(
     stats: *mut UntetherClientStats,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `client` is NULL or a live context (the C API's contract: crate doc).
         let c = match unsafe { client_ref(client) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -385,6 +397,8 @@ mod tests {
     #[test]
     fn client_state_dir_and_pin_are_checked() {
         let s = |t: &str| CString::new(t).unwrap();
+        // SAFETY: the test keeps the C API's contract (crate doc): contexts from their `_new`,
+        // NUL-terminated strings, buffers of the sizes given; NULLs only where it tests the refusal.
         unsafe {
             let mut c: *mut UntetherClient = std::ptr::null_mut();
             assert_eq!(
@@ -449,10 +463,8 @@ mod tests {
 
     fn assert_open(fd: c_int) {
         // SAFETY: F_GETFD only inspects the number.
-        assert!(
-            unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0,
-            "fd {fd} was closed"
-        );
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert!(flags >= 0, "fd {fd} was closed");
     }
 
     #[test]
@@ -461,6 +473,8 @@ mod tests {
         let dir = temp_dir("client-fd");
         let cdir = CString::new(dir.to_str().unwrap()).unwrap();
         let addr = CString::new("127.0.0.1:9").unwrap();
+        // SAFETY: the test keeps the C API's contract (crate doc): contexts from their `_new`,
+        // NUL-terminated strings, buffers of the sizes given; NULLs only where it tests the refusal.
         unsafe {
             // An error before any client: NULL.
             let (r, w) = pipe();

@@ -180,6 +180,7 @@ pub unsafe extern "C" fn untether_host_set_feature(
     value: i64,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -281,10 +282,12 @@ pub unsafe extern "C" fn untether_host_set_access(
     access: *const c_char,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
         };
+        // SAFETY: a string argument is NULL or NUL-terminated (the C API's contract: crate doc).
         let name = match unsafe { c_str(access, "untether_host_set_access") } {
             Ok(s) => s,
             Err(rc) => return rc,
@@ -306,10 +309,12 @@ pub unsafe extern "C" fn untether_host_set_state_dir(
     dir: *const c_char,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
         };
+        // SAFETY: a string argument is NULL or NUL-terminated (the C API's contract: crate doc).
         let dir = match unsafe { c_str(dir, "untether_host_set_state_dir") } {
             Ok(s) => s,
             Err(rc) => return rc,
@@ -329,10 +334,12 @@ pub unsafe extern "C" fn untether_host_set_bind(
     addr: *const c_char,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
         };
+        // SAFETY: a string argument is NULL or NUL-terminated (the C API's contract: crate doc).
         let addr = match unsafe { c_str(addr, "untether_host_set_bind") } {
             Ok(s) => s,
             Err(rc) => return rc,
@@ -370,11 +377,13 @@ pub unsafe extern "C" fn untether_host_pairing_pin(
     size: usize,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
         match ctx.pairing_pin() {
+            // SAFETY: `buf` is NULL or `size` writable bytes (the C API's contract: crate doc).
             Some(pin) => unsafe { copy_out("untether_host_pairing_pin", &pin, buf, size) },
             None => 0,
         }
@@ -392,10 +401,12 @@ pub unsafe extern "C" fn untether_host_fingerprint(
     size: usize,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
         };
+        // SAFETY: `buf` is NULL or `size` writable bytes (the C API's contract: crate doc).
         unsafe { copy_out("untether_host_fingerprint", &ctx.fingerprint(), buf, size) }
     })
 }
@@ -412,6 +423,7 @@ pub unsafe extern "C" fn untether_host_set_frame_buffer(
     stride: u32,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -434,6 +446,7 @@ pub unsafe extern "C" fn untether_host_set_input_callback(
     user: *mut c_void,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -454,6 +467,7 @@ pub unsafe extern "C" fn untether_host_set_input_callback(
 #[no_mangle]
 pub unsafe extern "C" fn untether_host_start(host: *mut UntetherHost, mode: c_int) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -500,6 +514,7 @@ pub unsafe extern "C" fn untether_host_start(host: *mut UntetherHost, mode: c_in
 #[no_mangle]
 pub unsafe extern "C" fn untether_host_local_port(host: *mut UntetherHost) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -518,6 +533,7 @@ pub unsafe extern "C" fn untether_host_wait_client(
     timeout_ms: u32,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -538,6 +554,7 @@ pub unsafe extern "C" fn untether_host_wait_client(
 pub(crate) unsafe fn running_host<'a>(
     host: *mut UntetherHost,
 ) -> Result<&'a mut HostContext, c_int> {
+    // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
     running(unsafe { host_ref(host) }?)
 }
 
@@ -575,8 +592,9 @@ pub unsafe extern "C" fn untether_host_free(host: *mut UntetherHost) {
     });
 }
 
-// The host context is used from one thread at a time (documented); the raw buffer pointer
-// in it is the application's.
+// SAFETY: the host context is used from one thread at a time (the C API's contract); the
+// only non-Send field is the application's frame buffer pointer, read only in the calls that
+// send a frame, on the thread making them.
 unsafe impl Send for UntetherHost {}
 
 #[cfg(test)]
@@ -595,6 +613,8 @@ mod tests {
         let dir2 = temp_dir("host-trust-2");
         let cdir2 = CString::new(dir2.to_str().unwrap()).unwrap();
         let s = |t: &str| CString::new(t).unwrap();
+        // SAFETY: the test keeps the C API's contract (crate doc): contexts from their `_new`,
+        // NUL-terminated strings, buffers of the sizes given; NULLs only where it tests the refusal.
         unsafe {
             let mut h: *mut UntetherHost = std::ptr::null_mut();
             assert_eq!(untether_host_new(&mut h, 0, 0, 0, 640, 360), UNTETHER_OK);

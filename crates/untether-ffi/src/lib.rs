@@ -10,6 +10,17 @@
 //! aborts the process: null pointers, bad sizes and wrong call orders are errors, and panics
 //! are caught at this boundary.
 //!
+//! # Safety: what every function assumes of its caller
+//! - a context (`UntetherHost *`, `UntetherClient *`) is NULL or one its `_new` made and its
+//!   `_free` has not freed yet, used by one thread at a time (as the header says per function);
+//! - a string argument is NULL or NUL-terminated;
+//! - an output buffer is NULL or `size` writable bytes; a frame is NULL or holds, in each plane,
+//!   the rows its strides and the context's height say; a callback's `user` pointer is passed
+//!   back untouched.
+//!
+//! Everything else — NULL, sizes, formats, the order of calls, UTF-8 — is checked and answered
+//! with an error code. Each `unsafe` block names which of these it rests on.
+//!
 //! A module per group of the API: `error` (the codes and the last error), `library` (the calls
 //! without a context), `host` (the host context; publishing frames, input and audio in its
 //! child modules), `client` (the client context) and `logging`.
@@ -73,6 +84,8 @@ mod tests {
     #[test]
     fn bad_input_returns_errors_and_never_aborts() {
         let _fds = fds();
+        // SAFETY: the test keeps the C API's contract (crate doc): contexts from their `_new`,
+        // NUL-terminated strings, buffers of the sizes given; NULLs only where it tests the refusal.
         unsafe {
             assert_eq!(
                 untether_host_new(std::ptr::null_mut(), 0, 0, 0, 64, 64),

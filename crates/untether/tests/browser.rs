@@ -221,6 +221,7 @@ fn the_page_reads_the_stamp_as_the_client_does() {
 #[test]
 fn host_publishes_by_whip_to_janus_and_a_browser_watches_the_videoroom() {
     let Some(chrome) = chromium() else { return };
+    // SAFETY: geteuid takes nothing and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         println!("skipped: the Janus test needs root (Janus runs in a network namespace)");
         return;

@@ -156,6 +156,7 @@ fn bench_browser_input_720p60() {
 #[ignore]
 fn bench_janus_720p60() {
     let Some(chrome) = chromium() else { return };
+    // SAFETY: geteuid takes nothing and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         println!("skipped: needs root (Janus runs in a network namespace)");
         return;

@@ -112,6 +112,7 @@ fn a_second_mapping_of_the_fd_sees_the_frames_and_the_futex_wakes_the_host() {
     // SAFETY: dup of a valid fd; the result is checked.
     let fd = unsafe { libc::dup(host.raw_fd()) };
     assert!(fd >= 0);
+    // SAFETY: `fd` is the fresh duplicate above, owned by nothing else.
     let app = FrameRing::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).unwrap();
     assert_eq!(app.slot_bytes(), 8 * 8 * 4);
     std::thread::scope(|s| {

@@ -16,6 +16,7 @@ pub unsafe extern "C" fn untether_host_push_audio(
     pts_us: u64,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,

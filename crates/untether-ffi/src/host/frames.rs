@@ -153,10 +153,12 @@ pub unsafe extern "C" fn untether_host_send_frame(
     frame: *const UntetherFrame,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
         };
+        // SAFETY: `frame` is NULL or a frame whose planes hold what its strides and height say (the C API's contract).
         let (f, capture_us) = match unsafe { frame_of(h, frame) } {
             Ok(x) => x,
             Err(rc) => return rc,
@@ -180,10 +182,12 @@ pub unsafe extern "C" fn untether_host_publish_frame(
     frame: *const UntetherFrame,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
         };
+        // SAFETY: `frame` is NULL or a frame whose planes hold what its strides and height say (the C API's contract).
         let (f, _) = match unsafe { frame_of(h, frame) } {
             Ok(x) => x,
             Err(rc) => return rc,
@@ -209,6 +213,7 @@ pub unsafe extern "C" fn untether_host_send_frame_pose(
     pose: *const UntetherPose,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,
@@ -233,6 +238,7 @@ pub unsafe extern "C" fn untether_host_send_frame_pose(
                 pose,
             })
         };
+        // SAFETY: `frame` is NULL or a frame whose planes hold what its strides and height say (the C API's contract).
         let (f, _) = match unsafe { frame_of(h, frame) } {
             Ok(x) => x,
             Err(rc) => return rc,

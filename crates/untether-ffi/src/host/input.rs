@@ -144,6 +144,7 @@ pub unsafe extern "C" fn untether_host_head_pose(
         if pose.is_null() {
             return fail(UNTETHER_ERR_INVALID, "pose is NULL");
         }
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -177,6 +178,7 @@ pub unsafe extern "C" fn untether_host_gamepad(
         if pad.is_null() {
             return fail(UNTETHER_ERR_INVALID, "pad is NULL");
         }
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -238,6 +240,7 @@ pub unsafe extern "C" fn untether_host_publish_state(
             ([x, y], false) => StateValue::Stick { x: *x, y: *y },
             _ => return fail(UNTETHER_ERR_INVALID, "values"),
         };
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let ctx = match unsafe { running_host(host) } {
             Ok(c) => c,
             Err(rc) => return rc,
@@ -254,6 +257,7 @@ pub unsafe extern "C" fn untether_host_poll_input(
     event: *mut UntetherInputEvent,
 ) -> c_int {
     guard(|| {
+        // SAFETY: `host` is NULL or a live context (the C API's contract: crate doc).
         let h = match unsafe { host_ref(host) } {
             Ok(h) => h,
             Err(rc) => return rc,

@@ -221,6 +221,7 @@ impl Drop for Page {
     fn drop(&mut self) {
         // The browser and its helpers are alone in their process group.
         let pgid = self.child.id() as i32;
+        // SAFETY: kill takes no pointers; the group is the browser's own.
         unsafe {
             libc::kill(-pgid, libc::SIGKILL);
         }

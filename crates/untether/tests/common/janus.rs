@@ -49,6 +49,7 @@ fn spawn(cmd: &mut Command, log: &Path) -> std::io::Result<Child> {
 
 fn kill(child: &mut Child) {
     let pgid = child.id() as i32;
+    // SAFETY: kill takes no pointers; the group is the child's own.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
