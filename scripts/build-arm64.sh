@@ -36,6 +36,6 @@ rustup target list --installed 2>/dev/null | grep -qx "$TARGET" \
 # Without the `rtsp` feature: Debian 12 cannot install the arm64 GStreamer development packages
 # beside the amd64 ones, and a Pi client does not serve RTSP (`--rtsp` says so there).
 cargo build --release --locked --target "$TARGET" -p untether-cli --no-default-features "$@"
-bin="target/$TARGET/release/untether"
+bin="${CARGO_TARGET_DIR:-target}/$TARGET/release/untether"
 machine=$(aarch64-linux-gnu-readelf -h "$bin" | sed -n 's/^ *Machine: *//p')
 echo "build-arm64: $bin ($machine)"

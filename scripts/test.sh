@@ -48,13 +48,14 @@ background=$!
 # In the release profile: the dependencies built above are reused as they are (a second,
 # test-profile build of FFmpeg's bindings, SDL2, x11rb and the rest would cost minutes on a
 # clean clone), and the latency-sensitive tests run the code that ships. The aarch64 test waits
-# for its binary: it runs after the background builds.
+# for its binary: it runs after the background builds (selected from the whole workspace, so
+# that features resolve as above and nothing is compiled again).
 status=0
 xvfb-run -a -s "-screen 0 1920x1080x24" cargo test --release --workspace --locked --no-fail-fast \
   -- --test-threads=1 --skip the_aarch64_client_decodes || status=$?
 wait "$background"
 tail -3 target/arm64-ci.log
-cargo test --release --locked -p untether-cli --test arm64 -- --test-threads=1 || status=$?
+cargo test --release --workspace --locked --test arm64 -- --test-threads=1 || status=$?
 # 60 s of coverage-guided fuzzing over every fuzz target (stable toolchain, overflow checks on;
 # built above).
 ./scripts/fuzz-ci.sh 60 || status=$?
