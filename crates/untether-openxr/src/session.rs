@@ -495,23 +495,8 @@ mod tests {
         };
         let local = space::create_reference_space(session, &info).unwrap();
         assert!(SPACES.contains(local.into_raw()));
-        let sc_info = xr::SwapchainCreateInfo {
-            ty: xr::StructureType::SWAPCHAIN_CREATE_INFO,
-            next: std::ptr::null(),
-            create_flags: xr::SwapchainCreateFlags::EMPTY,
-            usage_flags: xr::SwapchainUsageFlags::COLOR_ATTACHMENT,
-            format: gl::FORMATS[0],
-            sample_count: 1,
-            width: 8,
-            height: 8,
-            face_count: 1,
-            array_size: 1,
-            mip_count: 1,
-        };
-        // Its images are never made here (no GL): the swapchain is put in the table as
-        // `create_swapchain` would.
-        let sc = swapchain::Swapchain::new(sid, &sc_info, vec![1, 2, 3], None);
-        let sc = xr::Swapchain::from_raw(SWAPCHAINS.insert_unless(sc, |_| false).unwrap());
+        // Its images are never made here (no GL).
+        let sc = swapchain::tests::add(sid);
         assert_eq!(swapchain::acquire_image(sc), Ok(0));
         // Never ready (no client): not begun, not running.
         let begin = xr::SessionBeginInfo {

@@ -189,24 +189,19 @@ impl Stream {
                 secrets.pairing_pin(&pin, settings.options.host.pin_ttl_s)
             );
         }
-        Ok(Stream {
-            host: Some(host),
-            predictor: Predictor::default(),
-            held: Held::default(),
-            frames_published: 0,
-            frames_submitted: 0,
-            frames_to_current: 0,
-            rumble_until: None,
-            to_pixels: Default::default(),
-            shown_after_end: (None, i64::MIN),
-        })
+        Ok(Stream::with(Some(host)))
     }
 
     /// A stream without a host (the core's tests: sessions that stream nowhere).
     #[cfg(test)]
     pub(crate) fn without_host() -> Stream {
+        Stream::with(None)
+    }
+
+    /// A stream on `host` that has handled no frame yet.
+    fn with(host: Option<Host>) -> Stream {
         Stream {
-            host: None,
+            host,
             predictor: Predictor::default(),
             held: Held::default(),
             frames_published: 0,

@@ -272,7 +272,7 @@ pub fn release_image(swapchain: xr::Swapchain) -> Result<(), xr::Result> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -294,9 +294,10 @@ mod tests {
         assert_eq!(sc.acquire(), Err(xr::Result::ERROR_CALL_ORDER_INVALID));
     }
 
-    /// A GL swapchain of a session that does not exist, in the table (no GL is called: its
-    /// images are never made or freed here).
-    fn add(session: u64) -> xr::Swapchain {
+    /// A GL swapchain of `session`'s (which need not exist), 8x8, three images, put in the
+    /// table as `create_swapchain` would (no GL is called: its images are never made or freed
+    /// here).
+    pub(crate) fn add(session: u64) -> xr::Swapchain {
         let info = xr::SwapchainCreateInfo {
             ty: xr::StructureType::SWAPCHAIN_CREATE_INFO,
             next: std::ptr::null(),
