@@ -37,13 +37,15 @@ ARM64_DIR=target/arm64-ci
 export UNTETHER_ARM64_BIN="$PWD/$ARM64_DIR/aarch64-unknown-linux-gnu/release/untether"
 export UNTETHER_REQUIRE_ARM64=1
 rm -f "$UNTETHER_ARM64_BIN"
-(
+# In a process group of its own, stopped with the run (Ctrl-C, a failure) rather than left behind.
+ARM64_DIR="$ARM64_DIR" setsid -w bash -c '
   nice -n 19 env CARGO_TARGET_DIR="$ARM64_DIR" ./scripts/build-arm64.sh >target/arm64-ci.log 2>&1 \
     || echo "test.sh: the aarch64 build failed (exit $?)" >>target/arm64-ci.log
   nice -n 19 ./scripts/fuzz-ci.sh 0 >target/fuzz-build.log 2>&1 \
     || echo "test.sh: the fuzz build failed (exit $?)" >>target/fuzz-build.log
-) &
+' &
 background=$!
+trap 'kill -- "-$background" 2>/dev/null || kill "$background" 2>/dev/null || true' EXIT
 # --no-fail-fast: one failing crate does not hide the results of the others.
 # In the release profile: the dependencies built above are reused as they are (a second,
 # test-profile build of FFmpeg's bindings, SDL2, x11rb and the rest would cost minutes on a
@@ -54,6 +56,7 @@ status=0
 xvfb-run -a -s "-screen 0 1920x1080x24" cargo test --release --workspace --locked --no-fail-fast \
   -- --test-threads=1 --skip the_aarch64_client_decodes || status=$?
 wait "$background"
+trap - EXIT
 tail -3 target/arm64-ci.log
 cargo test --release --workspace --locked --test arm64 -- --test-threads=1 || status=$?
 # 60 s of coverage-guided fuzzing over every fuzz target (stable toolchain, overflow checks on;
