@@ -53,13 +53,8 @@ impl<T> Table<T> {
     /// Adds `object` under a fresh handle unless one already there `conflicts` with it
     /// (checked and added under one lock): None then.
     pub fn insert_unless(&self, object: T, conflicts: impl Fn(&T) -> bool) -> Option<u64> {
-        let mut map = self.map();
-        if map.values().any(|o| conflicts(o)) {
-            return None;
-        }
         let id = new_handle();
-        map.insert(id, Arc::new(object));
-        Some(id)
+        self.insert_as(id, object, conflicts).ok().map(|()| id)
     }
 
     /// Adds `object` under `id` (a fresh [`new_handle`], which the object may hold itself)
