@@ -97,7 +97,21 @@ impl FrameCounts {
                 || over_sessions(1, last_timing.map(|t| t.encoded as u64)),
                 |h| h.encoded,
             ),
-            sent: host.map_or(run.timings.len() as u64, |h| h.sent),
+            // Without the host's summary: the frames it said it sent (their FrameTimings, over
+            // the sessions), and never fewer than arrived whole (a frame's timing follows it and
+            // the run can end between the two).
+            sent: host.map_or_else(
+                || {
+                    let timed: u64 = run.sessions.iter().map(|s| s.frames_timed).sum();
+                    let timed = if run.sessions.is_empty() {
+                        run.timings.len() as u64
+                    } else {
+                        timed
+                    };
+                    timed.max(s.frames_complete)
+                },
+                |h| h.sent,
+            ),
             complete: s.frames_complete,
             decoded: run.decoded,
             shown: run.shown,
@@ -305,5 +319,33 @@ impl AudioReport {
                 mouth_to_ear_ms: m2e,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::SessionSpan;
+
+    /// A frame's FrameTiming follows its last datagram: a run that ends between the two has one
+    /// frame more received than timed, and the report said "119 decoded / 118 sent".
+    #[test]
+    fn sent_counts_every_session_and_never_falls_below_what_arrived() {
+        let span = |frames_timed| SessionSpan {
+            frames_timed,
+            ..Default::default()
+        };
+        let mut run = ClientRun {
+            sessions: vec![span(40), span(78)],
+            ..Default::default()
+        };
+        run.stats.frames_complete = 119;
+        assert_eq!(FrameCounts::measure(&run, None).sent, 119);
+        run.stats.frames_complete = 100;
+        assert_eq!(
+            FrameCounts::measure(&run, None).sent,
+            118,
+            "both sessions' timings"
+        );
     }
 }

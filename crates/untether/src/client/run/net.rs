@@ -46,6 +46,8 @@ pub struct SessionSpan {
     /// FrameTiming (they count from the host's start).
     pub host_first: Option<(u32, u32, u32)>,
     pub host_last: Option<(u32, u32, u32)>,
+    /// FrameTimings received in this session: frames the host said it sent to this client.
+    pub frames_timed: u64,
     /// Its counters are in (the session ended, or the run did).
     pub(crate) closed: bool,
 }
@@ -158,6 +160,7 @@ impl NetRecord {
             let c = (t.captured, t.encoded, t.dropped);
             s.host_first.get_or_insert(c);
             s.host_last = Some(c);
+            s.frames_timed += 1;
         }
     }
 
